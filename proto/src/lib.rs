@@ -1,0 +1,611 @@
+//! The guest↔host wire protocol of truecold, defined once and used by both sides:
+//! `guest-init` (the guest's PID 1) encodes, the VMM (and the QEMU stand-in in tests)
+//! decodes. Everything the guest sends is untrusted input for the host, so every decoder
+//! here is bounded, total (never panics) and returns a typed [`ProtoError`].
+//!
+//! # Transport: four byte-wide I/O ports
+//! | port | direction | meaning |
+//! |---|---|---|
+//! | [`PORT_DOORBELL`] | `outb` | a [`Phase`] code; the VMM timestamps the VM exit |
+//! | [`PORT_CHALLENGE`] | `insb` ×[`NONCE_LEN`] | the host's fresh nonce, chosen after the ready doorbell |
+//! | [`PORT_RECORD`] | `outsb` | newline-terminated [`Message`] lines |
+//! | [`PORT_EXIT`] | `outb` | final exit code; the VM stops (QEMU `isa-debug-exit` compatible) |
+//!
+//! The sequence a guest follows: `Phase::InitStart` doorbell → checks → `Phase::Ready`
+//! doorbell → read nonce → `reply` line (its arrival is *strict-ready*) → workload →
+//! `record` line → exit port.
+//!
+//! # Lines
+//! A line is ASCII, at most [`MAX_LINE`] bytes including the final `\n`:
+//! `TC1 <kind> key=value key=value …`. Keys are `[a-z0-9_]+`, values have no spaces.
+//! Unknown keys are rejected, duplicate keys are rejected, missing keys are rejected.
+#![forbid(unsafe_code)]
+
+use core::fmt;
+use sha2::{Digest, Sha256};
+
+/// `outb`: one [`Phase`] byte.
+pub const PORT_DOORBELL: u16 = 0x0f10;
+/// `insb`: [`NONCE_LEN`] bytes of the host's nonce for this boot.
+pub const PORT_CHALLENGE: u16 = 0x0f11;
+/// `outsb`: bytes of [`Message`] lines.
+pub const PORT_RECORD: u16 = 0x0f12;
+/// `outb`: final exit code ([`ErrorCode`]); the host stops the VM.
+pub const PORT_EXIT: u16 = 0x0f13;
+/// First and last port of the truecold device, for exit dispatch.
+pub const PORT_FIRST: u16 = PORT_DOORBELL;
+/// See [`PORT_FIRST`].
+pub const PORT_LAST: u16 = PORT_EXIT;
+
+/// Bytes in the liveness nonce.
+pub const NONCE_LEN: usize = 16;
+/// Longest line, `\n` included.
+pub const MAX_LINE: usize = 4096;
+/// The version tag every line starts with.
+pub const LINE_TAG: &str = "TC1";
+/// Domain separator of the liveness MAC.
+const MAC_DOMAIN: &[u8] = b"truecold-liveness-v1\0";
+
+/// Doorbell codes, in the order a healthy guest rings them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    /// PID 1 has started (first instruction of `main`): the kernel→init split.
+    InitStart = 1,
+    /// Mounts, boot id, memory verification and networking are done.
+    Ready = 2,
+}
+
+impl Phase {
+    /// Decodes a doorbell byte.
+    pub fn from_byte(b: u8) -> Result<Self, ProtoError> {
+        match b {
+            1 => Ok(Phase::InitStart),
+            2 => Ok(Phase::Ready),
+            other => Err(ProtoError::UnknownPhase(other)),
+        }
+    }
+}
+
+/// Why the guest stopped: the byte written to [`PORT_EXIT`] and the `code` of a record.
+/// Each failing step of guest-init has its own code; 0 is success.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ErrorCode {
+    Ok = 0,
+    MountProc = 10,
+    MountSys = 11,
+    MountDev = 12,
+    BootId = 20,
+    Cmdline = 30,
+    /// `/sys/firmware/memmap` could not be read or parsed.
+    MemFirmwareUnreadable = 40,
+    /// The firmware map's System RAM does not equal `truecold.mem`.
+    MemFirmwareMismatch = 41,
+    /// `/proc/meminfo` could not be read or parsed.
+    MemInfoUnreadable = 42,
+    /// `MemTotal` is outside the documented bound of `truecold.mem`.
+    MemTotalOutOfBounds = 43,
+    /// The allocate/touch/read-back probe failed.
+    MemProbe = 44,
+    Loopback = 50,
+    Network = 51,
+    /// Port access (ioperm) or the challenge exchange failed.
+    Challenge = 60,
+    WorkloadWrite = 70,
+    WorkloadRead = 71,
+    WorkloadDigest = 72,
+    WorkloadDelete = 73,
+    WorkloadStillPresent = 74,
+    Record = 80,
+}
+
+impl ErrorCode {
+    /// All codes, for tables and exhaustive tests.
+    pub const ALL: [ErrorCode; 20] = [
+        ErrorCode::Ok,
+        ErrorCode::MountProc,
+        ErrorCode::MountSys,
+        ErrorCode::MountDev,
+        ErrorCode::BootId,
+        ErrorCode::Cmdline,
+        ErrorCode::MemFirmwareUnreadable,
+        ErrorCode::MemFirmwareMismatch,
+        ErrorCode::MemInfoUnreadable,
+        ErrorCode::MemTotalOutOfBounds,
+        ErrorCode::MemProbe,
+        ErrorCode::Loopback,
+        ErrorCode::Network,
+        ErrorCode::Challenge,
+        ErrorCode::WorkloadWrite,
+        ErrorCode::WorkloadRead,
+        ErrorCode::WorkloadDigest,
+        ErrorCode::WorkloadDelete,
+        ErrorCode::WorkloadStillPresent,
+        ErrorCode::Record,
+    ];
+
+    /// Decodes a code byte.
+    pub fn from_byte(b: u8) -> Result<Self, ProtoError> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|c| *c as u8 == b)
+            .ok_or(ProtoError::UnknownCode(b))
+    }
+
+    /// A stable snake_case name, used in records, CSV files and histograms.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Ok => "ok",
+            ErrorCode::MountProc => "mount_proc",
+            ErrorCode::MountSys => "mount_sys",
+            ErrorCode::MountDev => "mount_dev",
+            ErrorCode::BootId => "boot_id",
+            ErrorCode::Cmdline => "cmdline",
+            ErrorCode::MemFirmwareUnreadable => "mem_firmware_unreadable",
+            ErrorCode::MemFirmwareMismatch => "mem_firmware_mismatch",
+            ErrorCode::MemInfoUnreadable => "mem_info_unreadable",
+            ErrorCode::MemTotalOutOfBounds => "mem_total_out_of_bounds",
+            ErrorCode::MemProbe => "mem_probe",
+            ErrorCode::Loopback => "loopback",
+            ErrorCode::Network => "network",
+            ErrorCode::Challenge => "challenge",
+            ErrorCode::WorkloadWrite => "workload_write",
+            ErrorCode::WorkloadRead => "workload_read",
+            ErrorCode::WorkloadDigest => "workload_digest",
+            ErrorCode::WorkloadDelete => "workload_delete",
+            ErrorCode::WorkloadStillPresent => "workload_still_present",
+            ErrorCode::Record => "record",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), *self as u8)
+    }
+}
+
+/// Decoding failures. The guest is untrusted: every one of these is a typed outcome.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtoError {
+    #[error("unknown doorbell phase {0}")]
+    UnknownPhase(u8),
+    #[error("unknown guest error code {0}")]
+    UnknownCode(u8),
+    #[error("line longer than {MAX_LINE} bytes")]
+    LineTooLong,
+    #[error("line is not printable ASCII")]
+    NotAscii,
+    #[error("line does not start with `{LINE_TAG}`")]
+    BadTag,
+    #[error("unknown message kind `{0}`")]
+    UnknownKind(String),
+    #[error("malformed field `{0}` (want key=value)")]
+    MalformedField(String),
+    #[error("unknown key `{0}`")]
+    UnknownKey(String),
+    #[error("key `{0}` given twice")]
+    DuplicateKey(String),
+    #[error("missing key `{0}`")]
+    MissingKey(&'static str),
+    #[error("bad value for `{key}`: `{value}`")]
+    BadValue { key: &'static str, value: String },
+    #[error("malformed kernel command line parameter `{0}`")]
+    BadCmdline(String),
+}
+
+/// A guest boot id: the 36-character UUID from `/proc/sys/kernel/random/boot_id`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BootId([u8; 36]);
+
+impl BootId {
+    /// Parses and validates `8-4-4-4-12` lowercase hex (trailing whitespace allowed).
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim_end();
+        let b = s.as_bytes();
+        if b.len() != 36 {
+            return None;
+        }
+        for (i, c) in b.iter().enumerate() {
+            let dash = matches!(i, 8 | 13 | 18 | 23);
+            let ok = if dash {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit() || (b'a'..=b'f').contains(c)
+            };
+            if !ok {
+                return None;
+            }
+        }
+        let mut out = [0u8; 36];
+        out.copy_from_slice(b);
+        Some(BootId(out))
+    }
+
+    /// The UUID text.
+    pub fn as_str(&self) -> &str {
+        // Constructed only from validated ASCII.
+        core::str::from_utf8(&self.0).unwrap_or("")
+    }
+}
+
+impl fmt::Debug for BootId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BootId({})", self.as_str())
+    }
+}
+
+impl fmt::Display for BootId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The liveness MAC: SHA-256 over a domain tag, the host's nonce and the guest's boot id.
+/// Binds the reply to this nonce (fresh per boot) and this guest boot.
+pub fn liveness_mac(nonce: &[u8; NONCE_LEN], boot_id: &BootId) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(MAC_DOMAIN);
+    h.update(nonce);
+    h.update(boot_id.0);
+    h.finalize().into()
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(D[(b >> 4) as usize] as char);
+        s.push(D[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// Decodes lowercase/uppercase hex of exactly `N` bytes.
+pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let b = s.as_bytes();
+    if b.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        let hi = (b[2 * i] as char).to_digit(16)?;
+        let lo = (b[2 * i + 1] as char).to_digit(16)?;
+        *o = (hi * 16 + lo) as u8;
+    }
+    Some(out)
+}
+
+/// The reply to the liveness challenge: its arrival at the host is strict-ready.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub boot_id: BootId,
+    pub mac: [u8; 32],
+}
+
+impl Reply {
+    /// Builds the reply for `nonce`.
+    pub fn new(nonce: &[u8; NONCE_LEN], boot_id: BootId) -> Self {
+        Reply {
+            mac: liveness_mac(nonce, &boot_id),
+            boot_id,
+        }
+    }
+
+    /// True when the MAC matches `nonce` and this reply's boot id.
+    pub fn verifies(&self, nonce: &[u8; NONCE_LEN]) -> bool {
+        liveness_mac(nonce, &self.boot_id) == self.mac
+    }
+}
+
+/// Result of the post-ready workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Written, read back, digest verified, deleted, confirmed gone: `BENCH_OK`.
+    BenchOk,
+    /// Not run (an earlier step failed).
+    NotRun,
+    /// Failed with this code.
+    Failed(ErrorCode),
+}
+
+impl Workload {
+    fn encode(self) -> String {
+        match self {
+            Workload::BenchOk => "BENCH_OK".into(),
+            Workload::NotRun => "not_run".into(),
+            Workload::Failed(c) => c.name().into(),
+        }
+    }
+    fn decode(s: &str) -> Option<Self> {
+        match s {
+            "BENCH_OK" => Some(Workload::BenchOk),
+            "not_run" => Some(Workload::NotRun),
+            other => ErrorCode::ALL
+                .iter()
+                .copied()
+                .find(|c| *c != ErrorCode::Ok && c.name() == other)
+                .map(Workload::Failed),
+        }
+    }
+}
+
+/// The guest's one structured record, sent after the workload (or after a failure).
+/// Timestamps are the guest's CLOCK_MONOTONIC (ns since guest boot); 0 = not reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestRecord {
+    /// `None` when the boot id could not be read.
+    pub boot_id: Option<BootId>,
+    /// Guest uptime when PID 1 started: kernel boot time.
+    pub t_init_ns: u64,
+    /// Guest uptime at the ready doorbell.
+    pub t_ready_ns: u64,
+    /// Guest uptime when the reply was sent.
+    pub t_reply_ns: u64,
+    /// Guest uptime when this record was built.
+    pub t_record_ns: u64,
+    /// `truecold.mem` as the guest parsed it (bytes).
+    pub mem_configured: u64,
+    /// Sum of "System RAM" in /sys/firmware/memmap (bytes).
+    pub mem_firmware_ram: u64,
+    /// MemTotal from /proc/meminfo (bytes).
+    pub mem_total: u64,
+    /// Bytes allocated, pattern-written and read back by the probe.
+    pub mem_probe: u64,
+    /// Online CPUs the guest sees.
+    pub cpus: u32,
+    pub workload: Workload,
+    pub code: ErrorCode,
+}
+
+/// A decoded line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    Reply(Reply),
+    Record(GuestRecord),
+}
+
+const REPLY_KEYS: &[&str] = &["boot_id", "mac"];
+const RECORD_KEYS: &[&str] = &[
+    "boot_id",
+    "t_init_ns",
+    "t_ready_ns",
+    "t_reply_ns",
+    "t_record_ns",
+    "mem_configured",
+    "mem_firmware_ram",
+    "mem_total",
+    "mem_probe",
+    "cpus",
+    "workload",
+    "code",
+];
+
+impl Message {
+    /// Encodes as one line, `\n` included.
+    pub fn encode(&self) -> String {
+        match self {
+            Message::Reply(r) => format!(
+                "{LINE_TAG} reply boot_id={} mac={}\n",
+                r.boot_id,
+                hex(&r.mac)
+            ),
+            Message::Record(r) => format!(
+                "{LINE_TAG} record boot_id={} t_init_ns={} t_ready_ns={} t_reply_ns={} \
+                 t_record_ns={} mem_configured={} mem_firmware_ram={} mem_total={} \
+                 mem_probe={} cpus={} workload={} code={}\n",
+                r.boot_id
+                    .map(|b| b.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                r.t_init_ns,
+                r.t_ready_ns,
+                r.t_reply_ns,
+                r.t_record_ns,
+                r.mem_configured,
+                r.mem_firmware_ram,
+                r.mem_total,
+                r.mem_probe,
+                r.cpus,
+                r.workload.encode(),
+                r.code.name(),
+            ),
+        }
+    }
+
+    /// Decodes one line (with or without its trailing `\n`). Never panics.
+    pub fn decode(line: &[u8]) -> Result<Message, ProtoError> {
+        if line.len() > MAX_LINE {
+            return Err(ProtoError::LineTooLong);
+        }
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        if !line.iter().all(|c| (0x20..0x7f).contains(c)) {
+            return Err(ProtoError::NotAscii);
+        }
+        let text = core::str::from_utf8(line).map_err(|_| ProtoError::NotAscii)?;
+        let mut words = text.split(' ');
+        if words.next() != Some(LINE_TAG) {
+            return Err(ProtoError::BadTag);
+        }
+        let kind = words.next().unwrap_or("");
+        let keys = match kind {
+            "reply" => REPLY_KEYS,
+            "record" => RECORD_KEYS,
+            other => return Err(ProtoError::UnknownKind(other.into())),
+        };
+        let mut vals: Vec<Option<&str>> = vec![None; keys.len()];
+        for w in words {
+            let (k, v) = w
+                .split_once('=')
+                .ok_or_else(|| ProtoError::MalformedField(w.into()))?;
+            let i = keys
+                .iter()
+                .position(|key| *key == k)
+                .ok_or_else(|| ProtoError::UnknownKey(k.into()))?;
+            if vals[i].replace(v).is_some() {
+                return Err(ProtoError::DuplicateKey(k.into()));
+            }
+        }
+        let get = |key: &'static str| -> Result<&str, ProtoError> {
+            let i = keys.iter().position(|k| *k == key).unwrap_or(usize::MAX);
+            vals.get(i)
+                .copied()
+                .flatten()
+                .ok_or(ProtoError::MissingKey(key))
+        };
+        let bad = |key: &'static str, value: &str| ProtoError::BadValue {
+            key,
+            value: value.into(),
+        };
+        let num = |key: &'static str| -> Result<u64, ProtoError> {
+            let v = get(key)?;
+            if v.is_empty() || !v.bytes().all(|c| c.is_ascii_digit()) {
+                return Err(bad(key, v));
+            }
+            v.parse::<u64>().map_err(|_| bad(key, v))
+        };
+        match kind {
+            "reply" => {
+                let b = get("boot_id")?;
+                let boot_id = BootId::parse(b).ok_or_else(|| bad("boot_id", b))?;
+                let m = get("mac")?;
+                let mac = unhex::<32>(m).ok_or_else(|| bad("mac", m))?;
+                Ok(Message::Reply(Reply { boot_id, mac }))
+            }
+            _ => {
+                let b = get("boot_id")?;
+                let boot_id = if b == "none" {
+                    None
+                } else {
+                    Some(BootId::parse(b).ok_or_else(|| bad("boot_id", b))?)
+                };
+                let w = get("workload")?;
+                let workload = Workload::decode(w).ok_or_else(|| bad("workload", w))?;
+                let c = get("code")?;
+                let code = ErrorCode::ALL
+                    .iter()
+                    .copied()
+                    .find(|x| x.name() == c)
+                    .ok_or_else(|| bad("code", c))?;
+                let cpus = num("cpus")?;
+                Ok(Message::Record(GuestRecord {
+                    boot_id,
+                    t_init_ns: num("t_init_ns")?,
+                    t_ready_ns: num("t_ready_ns")?,
+                    t_reply_ns: num("t_reply_ns")?,
+                    t_record_ns: num("t_record_ns")?,
+                    mem_configured: num("mem_configured")?,
+                    mem_firmware_ram: num("mem_firmware_ram")?,
+                    mem_total: num("mem_total")?,
+                    mem_probe: num("mem_probe")?,
+                    cpus: u32::try_from(cpus)
+                        .map_err(|_| bad("cpus", get("cpus").unwrap_or("")))?,
+                    workload,
+                    code,
+                }))
+            }
+        }
+    }
+}
+
+/// Splits a byte stream from [`PORT_RECORD`] into lines, bounded: a line longer than
+/// [`MAX_LINE`] is reported once as [`ProtoError::LineTooLong`] and its bytes dropped
+/// up to the next `\n`.
+#[derive(Default, Debug)]
+pub struct LineAssembler {
+    buf: Vec<u8>,
+    overflowed: bool,
+}
+
+impl LineAssembler {
+    /// Feeds bytes; returns each complete line (without `\n`) or overflow error, in order.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<Result<Vec<u8>, ProtoError>> {
+        let mut out = Vec::new();
+        for &b in bytes {
+            if b == b'\n' {
+                if self.overflowed {
+                    out.push(Err(ProtoError::LineTooLong));
+                } else {
+                    out.push(Ok(core::mem::take(&mut self.buf)));
+                }
+                self.buf.clear();
+                self.overflowed = false;
+            } else if self.overflowed {
+                continue;
+            } else if self.buf.len() + 1 >= MAX_LINE {
+                self.overflowed = true;
+                self.buf.clear();
+            } else {
+                self.buf.push(b);
+            }
+        }
+        out
+    }
+
+    /// Bytes of an unfinished line.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// Kernel command line keys the guest reads (`truecold.<key>=<value>`).
+pub mod cmdline {
+    /// RAM the host configured, bytes (required).
+    pub const MEM: &str = "truecold.mem";
+    /// Bytes the memory usability probe allocates and touches (default [`DEFAULT_PROBE`]).
+    pub const PROBE: &str = "truecold.probe";
+    /// Optional network config for a device other than lo: `<dev>,<ipv4>/<prefix>`.
+    pub const NET: &str = "truecold.net";
+    /// Default probe size: 4 MiB.
+    pub const DEFAULT_PROBE: u64 = 4 << 20;
+}
+
+/// What the guest takes from its kernel command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestConfig {
+    pub mem: u64,
+    pub probe: u64,
+    pub net: Option<String>,
+}
+
+impl GuestConfig {
+    /// Parses `/proc/cmdline`. Other parameters are ignored; truecold ones are strict.
+    pub fn from_cmdline(line: &str) -> Result<Self, ProtoError> {
+        let mut mem = None;
+        let mut probe = None;
+        let mut net = None;
+        for word in line.split_ascii_whitespace() {
+            let Some(rest) = word.strip_prefix("truecold.") else {
+                continue;
+            };
+            let (k, v) = rest
+                .split_once('=')
+                .ok_or_else(|| ProtoError::BadCmdline(word.into()))?;
+            let parse = |v: &str| -> Result<u64, ProtoError> {
+                if v.is_empty() || !v.bytes().all(|c| c.is_ascii_digit()) {
+                    return Err(ProtoError::BadCmdline(word.into()));
+                }
+                v.parse().map_err(|_| ProtoError::BadCmdline(word.into()))
+            };
+            let dup = match k {
+                "mem" => mem.replace(parse(v)?).is_some(),
+                "probe" => probe.replace(parse(v)?).is_some(),
+                "net" => net.replace(v.to_string()).is_some(),
+                _ => return Err(ProtoError::BadCmdline(word.into())),
+            };
+            if dup {
+                return Err(ProtoError::BadCmdline(word.into()));
+            }
+        }
+        Ok(GuestConfig {
+            mem: mem.ok_or(ProtoError::MissingKey("truecold.mem"))?,
+            probe: probe.unwrap_or(cmdline::DEFAULT_PROBE),
+            net,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

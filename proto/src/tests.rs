@@ -1,0 +1,231 @@
+use super::*;
+use proptest::prelude::*;
+
+const ID: &str = "6f1c7c2e-8a7b-4c1d-9e0f-0123456789ab";
+
+fn record() -> GuestRecord {
+    GuestRecord {
+        boot_id: BootId::parse(ID),
+        t_init_ns: 1,
+        t_ready_ns: 2,
+        t_reply_ns: 3,
+        t_record_ns: 4,
+        mem_configured: 1 << 30,
+        mem_firmware_ram: 1 << 30,
+        mem_total: 1000,
+        mem_probe: 4 << 20,
+        cpus: 2,
+        workload: Workload::BenchOk,
+        code: ErrorCode::Ok,
+    }
+}
+
+#[test]
+fn boot_id_validation() {
+    assert!(BootId::parse(ID).is_some());
+    assert!(BootId::parse(&format!("{ID}\n")).is_some());
+    assert!(BootId::parse(&ID.to_uppercase()).is_none());
+    assert!(BootId::parse(&ID[1..]).is_none());
+    assert!(BootId::parse(&ID.replace('-', "x")).is_none());
+}
+
+#[test]
+fn reply_round_trip_and_binding() {
+    let nonce = [7u8; NONCE_LEN];
+    let id = BootId::parse(ID).unwrap();
+    let r = Reply::new(&nonce, id);
+    assert!(r.verifies(&nonce));
+    assert!(!r.verifies(&[8u8; NONCE_LEN]));
+    let other = BootId::parse("00000000-0000-0000-0000-000000000000").unwrap();
+    assert!(!Reply {
+        boot_id: other,
+        ..r.clone()
+    }
+    .verifies(&nonce));
+    let line = Message::Reply(r.clone()).encode();
+    assert_eq!(Message::decode(line.as_bytes()), Ok(Message::Reply(r)));
+}
+
+#[test]
+fn record_round_trip() {
+    for workload in [
+        Workload::BenchOk,
+        Workload::NotRun,
+        Workload::Failed(ErrorCode::WorkloadDigest),
+    ] {
+        let mut r = record();
+        r.workload = workload;
+        r.code = ErrorCode::MemFirmwareMismatch;
+        let line = Message::Record(r.clone()).encode();
+        assert!(line.len() < MAX_LINE);
+        assert_eq!(Message::decode(line.as_bytes()), Ok(Message::Record(r)));
+    }
+    let mut r = record();
+    r.boot_id = None;
+    let line = Message::Record(r.clone()).encode();
+    assert_eq!(Message::decode(line.as_bytes()), Ok(Message::Record(r)));
+}
+
+#[test]
+fn record_rejections() {
+    let good = Message::Record(record()).encode();
+    let cases: Vec<(String, ProtoError)> = vec![
+        (good.replace("TC1", "TC2"), ProtoError::BadTag),
+        (
+            good.replace("record", "rekord"),
+            ProtoError::UnknownKind("rekord".into()),
+        ),
+        (good.replace(" cpus=2", ""), ProtoError::MissingKey("cpus")),
+        (
+            good.replace(" cpus=2", " cpus=2 cpus=2"),
+            ProtoError::DuplicateKey("cpus".into()),
+        ),
+        (
+            good.replace(" cpus=2", " cpu=2"),
+            ProtoError::UnknownKey("cpu".into()),
+        ),
+        (
+            good.replace(" cpus=2", " cpus"),
+            ProtoError::MalformedField("cpus".into()),
+        ),
+        (
+            good.replace("cpus=2", "cpus=-2"),
+            ProtoError::BadValue {
+                key: "cpus",
+                value: "-2".into(),
+            },
+        ),
+        (
+            good.replace("cpus=2", "cpus=99999999999"),
+            ProtoError::BadValue {
+                key: "cpus",
+                value: "99999999999".into(),
+            },
+        ),
+        (
+            good.replace("mem_total=1000", "mem_total=18446744073709551616"),
+            ProtoError::BadValue {
+                key: "mem_total",
+                value: "18446744073709551616".into(),
+            },
+        ),
+        (
+            good.replace("code=ok", "code=nope"),
+            ProtoError::BadValue {
+                key: "code",
+                value: "nope".into(),
+            },
+        ),
+        (
+            good.replace("BENCH_OK", "ok"),
+            ProtoError::BadValue {
+                key: "workload",
+                value: "ok".into(),
+            },
+        ),
+        (good.replace("TC1", "TC1\u{7}"), ProtoError::NotAscii),
+    ];
+    for (line, want) in cases {
+        assert_eq!(Message::decode(line.as_bytes()), Err(want), "{line}");
+    }
+    assert_eq!(
+        Message::decode(&[b'x'; MAX_LINE + 1]),
+        Err(ProtoError::LineTooLong)
+    );
+}
+
+#[test]
+fn codes_are_distinct_and_decode() {
+    for c in ErrorCode::ALL {
+        assert_eq!(ErrorCode::from_byte(c as u8), Ok(c));
+        assert_eq!(
+            ErrorCode::ALL
+                .iter()
+                .filter(|x| x.name() == c.name())
+                .count(),
+            1
+        );
+    }
+    assert_eq!(ErrorCode::from_byte(255), Err(ProtoError::UnknownCode(255)));
+    assert_eq!(Phase::from_byte(2), Ok(Phase::Ready));
+    assert_eq!(Phase::from_byte(0), Err(ProtoError::UnknownPhase(0)));
+}
+
+#[test]
+fn line_assembler_splits_and_bounds() {
+    let mut a = LineAssembler::default();
+    assert!(a.push(b"ab").is_empty());
+    assert_eq!(a.pending(), 2);
+    let out = a.push(b"c\nde\n");
+    assert_eq!(out, vec![Ok(b"abc".to_vec()), Ok(b"de".to_vec())]);
+    let mut long = vec![b'x'; MAX_LINE * 2];
+    long.push(b'\n');
+    long.extend_from_slice(b"ok\n");
+    assert_eq!(
+        a.push(&long),
+        vec![Err(ProtoError::LineTooLong), Ok(b"ok".to_vec())]
+    );
+}
+
+#[test]
+fn cmdline_parsing() {
+    let c = GuestConfig::from_cmdline("console=ttyS0 truecold.mem=268435456 quiet").unwrap();
+    assert_eq!(
+        c,
+        GuestConfig {
+            mem: 268435456,
+            probe: cmdline::DEFAULT_PROBE,
+            net: None
+        }
+    );
+    let c =
+        GuestConfig::from_cmdline("truecold.mem=1 truecold.probe=0 truecold.net=eth0,10.0.0.2/24")
+            .unwrap();
+    assert_eq!((c.probe, c.net.as_deref()), (0, Some("eth0,10.0.0.2/24")));
+    assert_eq!(
+        GuestConfig::from_cmdline("quiet"),
+        Err(ProtoError::MissingKey("truecold.mem"))
+    );
+    for bad in [
+        "truecold.mem=x",
+        "truecold.mem=",
+        "truecold.mem",
+        "truecold.mem=1 truecold.mem=2",
+        "truecold.mem=1 truecold.foo=1",
+    ] {
+        assert!(
+            matches!(
+                GuestConfig::from_cmdline(bad),
+                Err(ProtoError::BadCmdline(_))
+            ),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn hex_round_trip() {
+    let b = [0u8, 1, 0xab, 0xff];
+    assert_eq!(hex(&b), "0001abff");
+    assert_eq!(unhex::<4>("0001ABff"), Some(b));
+    assert_eq!(unhex::<4>("0001abf"), None);
+    assert_eq!(unhex::<4>("0001abfg"), None);
+}
+
+proptest! {
+    #[test]
+    fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let _ = Message::decode(&bytes);
+        let mut a = LineAssembler::default();
+        let _ = a.push(&bytes);
+        let _ = GuestConfig::from_cmdline(&String::from_utf8_lossy(&bytes));
+    }
+
+    #[test]
+    fn decode_never_panics_near_valid(cut in 0usize..400, junk in proptest::collection::vec(any::<u8>(), 0..8)) {
+        let line = Message::Record(record()).encode().into_bytes();
+        let mut l = line[..cut.min(line.len())].to_vec();
+        l.extend(junk);
+        let _ = Message::decode(&l);
+    }
+}
