@@ -1,0 +1,110 @@
+//! PID 1 of the nested harness's L1 VM. It mounts what a VMM needs (`/dev/kvm` comes from
+//! devtmpfs), runs the one job the host put in [`JOB_FILE`], streams every file the job left
+//! under `/out` back over the second serial port, and reboots — QEMU runs with `-no-reboot`,
+//! so that ends QEMU. It never waits for anything without a bound: the host kills QEMU at its
+//! own deadline too.
+
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use truecold_nested::{stream, Job, JOB_FILE, OUT_DIR, STREAM_TTY};
+
+fn main() {
+    let code = match run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("truecold-l1-init: {e}");
+            let _ = send(&[], 255);
+            255
+        }
+    };
+    eprintln!("truecold-l1-init: job exit {code}, rebooting");
+    // SAFETY: sync() and reboot() take no pointers; as PID 1 we own the machine's fate.
+    unsafe {
+        libc::sync();
+        libc::reboot(libc::RB_AUTOBOOT);
+    }
+    // reboot() returns only on failure; PID 1 must not exit (that panics the kernel, which
+    // with panic=-1 also ends QEMU, so this is only a last resort).
+    loop {
+        // SAFETY: pause() takes no arguments.
+        unsafe { libc::pause() };
+    }
+}
+
+fn run() -> io::Result<i32> {
+    mount("proc", "/proc", "proc")?;
+    mount("sysfs", "/sys", "sysfs")?;
+    mount("devtmpfs", "/dev", "devtmpfs")?;
+    mount("tmpfs", "/tmp", "tmpfs")?;
+    fs::create_dir_all(OUT_DIR)?;
+    let job = Job::decode(&fs::read_to_string(JOB_FILE)?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let stdout = match &job.stdout {
+        Some(p) => Stdio::from(File::create(p)?),
+        None => Stdio::inherit(),
+    };
+    let status = Command::new(&job.argv[0])
+        .args(&job.argv[1..])
+        .stdout(stdout)
+        .status()?;
+    let code = status.code().unwrap_or(128);
+    let mut files = Vec::new();
+    collect(Path::new(OUT_DIR), "", &mut files)?;
+    send(&files, code)?;
+    Ok(code)
+}
+
+/// Every regular file under `dir`, as (relative path, content), in a stable order.
+fn collect(dir: &Path, prefix: &str, out: &mut Vec<(String, Vec<u8>)>) -> io::Result<()> {
+    let mut entries: Vec<_> = fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let ty = e.file_type()?;
+        if ty.is_dir() {
+            collect(&e.path(), &rel, out)?;
+        } else if ty.is_file() {
+            out.push((rel, fs::read(e.path())?));
+        }
+    }
+    Ok(())
+}
+
+fn send(files: &[(String, Vec<u8>)], code: i32) -> io::Result<()> {
+    let mut tty = BufWriter::new(fs::OpenOptions::new().write(true).open(STREAM_TTY)?);
+    for (path, data) in files {
+        stream::write_file(&mut tty, path, data)?;
+    }
+    stream::write_exit(&mut tty, code)?;
+    tty.flush()?;
+    tty.get_ref().sync_all()
+}
+
+fn mount(src: &str, target: &str, fstype: &str) -> io::Result<()> {
+    fs::create_dir_all(target)?;
+    let c = |s: &str| CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+    let (src, target_c, fstype) = (c(src)?, c(target)?, c(fstype)?);
+    // SAFETY: all pointers are valid NUL-terminated strings that outlive the call; data is null.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target_c.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("mount {target}: {e}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! The nested harness. `/dev/kvm` on this project's build machines is a software backend that
+//! cannot run an unmodified Linux (docs/architecture.md), so the real VMM is exercised against a
+//! real Linux guest like this:
+//!
+//! 1. QEMU with software emulation and an emulated AMD CPU with SVM and nested paging
+//!    (`-accel tcg -cpu EPYC,+svm,+npt`) boots an L1 Linux (the `nested-host` kernel variant,
+//!    KVM_AMD built in) whose initramfs holds the static truecold binaries, the guest artifacts
+//!    and [`truecold-l1-init`](../truecold_l1_init/index.html).
+//! 2. L1's init runs one [`Job`] — e.g. `truecold-vmm boot …` or a whole `truecold run`
+//!    campaign — on L1's real KVM, which boots the tuned guest kernel (L2) to strict-ready.
+//! 3. Every file the job wrote under [`OUT_DIR`] comes back over L1's second serial port
+//!    ([`stream`]) and L1 reboots, which ends QEMU (`-no-reboot`).
+//!
+//! Timings under emulation are functional evidence only: never asserted, never published as
+//! results (bundles made this way say `nested-emulated`).
+
+pub mod stream;
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where the host puts the job description inside L1's initramfs.
+pub const JOB_FILE: &str = "/l1/job";
+/// Where the job leaves files for the host.
+pub const OUT_DIR: &str = "/out";
+/// L1's second serial port: the data stream (the first is the console).
+pub const STREAM_TTY: &str = "/dev/ttyS1";
+
+/// One command for L1's init to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// Program and arguments (absolute program path inside L1).
+    pub argv: Vec<String>,
+    /// File (under [`OUT_DIR`]) that receives the job's stdout; inherited console if `None`.
+    pub stdout: Option<String>,
+}
+
+/// A job file that does not parse.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    #[error("job line {0}: expected `arg <value>` or `stdout <path>`")]
+    BadLine(usize),
+    #[error("job has no program")]
+    Empty,
+    #[error("job argument contains a newline")]
+    Newline,
+}
+
+impl Job {
+    /// Text form: `stdout <path>` (optional) then one `arg <value>` line per argv element.
+    pub fn encode(&self) -> Result<String, JobError> {
+        let mut s = String::new();
+        if let Some(p) = &self.stdout {
+            s.push_str(&format!("stdout {p}\n"));
+        }
+        for a in &self.argv {
+            if a.contains('\n') {
+                return Err(JobError::Newline);
+            }
+            s.push_str(&format!("arg {a}\n"));
+        }
+        Ok(s)
+    }
+
+    /// Parses [`Job::encode`]'s form.
+    pub fn decode(text: &str) -> Result<Job, JobError> {
+        let mut job = Job {
+            argv: Vec::new(),
+            stdout: None,
+        };
+        for (i, line) in text.lines().enumerate() {
+            if let Some(a) = line.strip_prefix("arg ") {
+                job.argv.push(a.to_string());
+            } else if let Some(p) = line.strip_prefix("stdout ") {
+                job.stdout = Some(p.to_string());
+            } else if !line.is_empty() {
+                return Err(JobError::BadLine(i + 1));
+            }
+        }
+        if job.argv.is_empty() {
+            return Err(JobError::Empty);
+        }
+        Ok(job)
+    }
+}
+
+/// Errors of the harness (host side).
+#[derive(Debug, thiserror::Error)]
+pub enum NestedError {
+    #[error("{what}: {path} is missing ({hint})")]
+    Missing {
+        what: &'static str,
+        path: PathBuf,
+        hint: &'static str,
+    },
+    #[error("could not start {qemu}")]
+    Spawn {
+        qemu: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("I/O on {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("bad job")]
+    Job(#[from] JobError),
+    #[error("L1 did not finish within {0:?} (QEMU killed); console tail:\n{1}")]
+    Timeout(Duration, String),
+    #[error("L1's data stream is malformed; console tail:\n{console}")]
+    Stream {
+        console: String,
+        #[source]
+        source: stream::StreamError,
+    },
+    #[error("L1 ended without reporting the job's exit (QEMU {status}); console tail:\n{console}")]
+    NoExit { status: ExitStatus, console: String },
+}
+
+/// One L1 run under QEMU TCG.
+#[derive(Clone, Debug)]
+pub struct L1Run {
+    pub qemu: PathBuf,
+    /// The `nested-host` bzImage.
+    pub kernel: PathBuf,
+    /// From [`write_initramfs`].
+    pub initramfs: PathBuf,
+    pub mem_mib: u32,
+    pub cpus: u32,
+    pub timeout: Duration,
+    /// Receives `console.log` and `stream.log`.
+    pub workdir: PathBuf,
+}
+
+/// What came back from L1.
+#[derive(Debug)]
+pub struct L1Outcome {
+    pub job_exit: i32,
+    pub files: std::collections::BTreeMap<String, Vec<u8>>,
+    pub console_log: PathBuf,
+    /// Wall time of the whole QEMU run (emulated: informational only).
+    pub wall: Duration,
+}
+
+/// The QEMU command line for an L1 run.
+pub fn qemu_command(r: &L1Run) -> Command {
+    let mut c = Command::new(&r.qemu);
+    let log = |name: &str| format!("file:{}", r.workdir.join(name).display());
+    c.args(["-M", "q35", "-accel", "tcg,thread=multi", "-cpu", "EPYC,+svm,+npt"])
+        .args(["-smp", &r.cpus.to_string(), "-m", &r.mem_mib.to_string()])
+        .args(["-nodefaults", "-display", "none", "-no-reboot", "-no-user-config"])
+        .args(["-serial", &log("console.log"), "-serial", &log("stream.log")])
+        .arg("-kernel")
+        .arg(&r.kernel)
+        .arg("-initrd")
+        .arg(&r.initramfs)
+        .args(["-append", "console=ttyS0 reboot=k panic=-1 rdinit=/init"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Boots L1, waits (bounded) for it to end, and decodes what it sent back.
+pub fn run_l1(r: &L1Run) -> Result<L1Outcome, NestedError> {
+    for (what, path, hint) in [
+        (
+            "L1 kernel",
+            &r.kernel,
+            "build it: cargo run -p xtask -- l1 --out out/l1",
+        ),
+        ("L1 initramfs", &r.initramfs, "see truecold_nested::write_initramfs"),
+    ] {
+        if !path.is_file() {
+            return Err(NestedError::Missing {
+                what,
+                path: path.clone(),
+                hint,
+            });
+        }
+    }
+    fs::create_dir_all(&r.workdir).map_err(|source| NestedError::Io {
+        path: r.workdir.clone(),
+        source,
+    })?;
+    let start = Instant::now();
+    let mut child = qemu_command(r).spawn().map_err(|source| NestedError::Spawn {
+        qemu: r.qemu.clone(),
+        source,
+    })?;
+    let status = wait_bounded(&mut child, r.timeout);
+    let console_log = r.workdir.join("console.log");
+    let console = tail(&console_log);
+    let Some(status) = status else {
+        return Err(NestedError::Timeout(r.timeout, console));
+    };
+    let stream_log = r.workdir.join("stream.log");
+    let text = fs::read(&stream_log).map_err(|source| NestedError::Io {
+        path: stream_log.clone(),
+        source,
+    })?;
+    let received = stream::decode(&String::from_utf8_lossy(&text)).map_err(|source| {
+        NestedError::Stream {
+            console: console.clone(),
+            source,
+        }
+    })?;
+    let Some(job_exit) = received.exit else {
+        let mut stderr = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut stderr);
+        }
+        return Err(NestedError::NoExit {
+            status,
+            console: format!("{console}\n[qemu stderr]\n{stderr}"),
+        });
+    };
+    Ok(L1Outcome {
+        job_exit,
+        files: received.files,
+        console_log,
+        wall: start.elapsed(),
+    })
+}
+
+/// Waits for `child` up to `timeout`; kills it and returns `None` past that.
+fn wait_bounded(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return Some(s),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// The last 40 lines of a log, for error messages.
+fn tail(path: &Path) -> String {
+    let text = fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_round_trip_and_errors() {
+        let j = Job {
+            argv: vec!["/bin/truecold-vmm".into(), "boot".into(), "--cmdline-extra".into(), "a b".into()],
+            stdout: Some("/out/report.json".into()),
+        };
+        assert_eq!(Job::decode(&j.encode().unwrap()), Ok(j));
+        assert_eq!(Job::decode("stdout /x\n"), Err(JobError::Empty));
+        assert_eq!(Job::decode("arg a\nrun b\n"), Err(JobError::BadLine(2)));
+        let bad = Job { argv: vec!["a\nb".into()], stdout: None };
+        assert_eq!(bad.encode(), Err(JobError::Newline));
+    }
+
+    #[test]
+    fn qemu_command_has_the_nested_cpu_and_two_serial_ports() {
+        let r = L1Run {
+            qemu: "qemu-system-x86_64".into(),
+            kernel: "k".into(),
+            initramfs: "i".into(),
+            mem_mib: 2048,
+            cpus: 2,
+            timeout: Duration::from_secs(1),
+            workdir: "/w".into(),
+        };
+        let args: Vec<String> = qemu_command(&r)
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = args.join(" ");
+        assert!(joined.contains("-cpu EPYC,+svm,+npt"), "{joined}");
+        assert!(joined.contains("-accel tcg"), "{joined}");
+        assert!(joined.contains("-no-reboot"), "{joined}");
+        assert_eq!(args.iter().filter(|a| *a == "-serial").count(), 2);
+        assert!(joined.contains("file:/w/stream.log"), "{joined}");
+    }
+
+    #[test]
+    fn missing_kernel_is_a_clear_error() {
+        let r = L1Run {
+            qemu: "qemu-system-x86_64".into(),
+            kernel: "/nonexistent/bzImage".into(),
+            initramfs: "/nonexistent/i".into(),
+            mem_mib: 512,
+            cpus: 1,
+            timeout: Duration::from_secs(1),
+            workdir: std::env::temp_dir(),
+        };
+        let e = run_l1(&r).unwrap_err().to_string();
+        assert!(e.contains("L1 kernel") && e.contains("xtask -- l1"), "{e}");
+    }
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run). Every tier runs here, none is skipped:
+#  1. pure unit tests and property tests (boot params, E820, CPUID, stats, bundle, parsers);
+#  2. the probe guest booted by the real VMM on this machine's /dev/kvm;
+#  3. the real tuned Linux guest: under QEMU TCG directly, and in the nested harness
+#     (QEMU TCG + emulated SVM → L1 Linux with KVM → truecold-vmm → the guest, strict-ready);
+#  plus lint, a 20-sample probe campaign and a 3-sample nested Linux campaign whose bundles
+#  pass `sha256sum -c --strict` and `truecold-proof verify`, and the byte-for-byte
+#  reproducibility check of vmlinux and initramfs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TRUECOLD_CACHE=${TRUECOLD_CACHE:-/var/cache/truecold}
+scripts/build-artifacts.sh
+cargo fmt --all -- --check
+cargo clippy -q --workspace --all-targets -- -D warnings
+cargo test --workspace --no-fail-fast -- --include-ignored
