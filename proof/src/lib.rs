@@ -1,1 +1,45 @@
+//! truecold proof bundles: the schema shared by the bench and the verifier, the one
+//! percentile definition, the atomic bundle writer, deterministic README/plots, the
+//! verifier and the A/B comparison. No KVM anywhere: a reviewer builds this on any host.
+//!
+//! # The bench's path
+//! 1. Per attempt: [`Sample::new`], then [`HostStamps::apply`] (request → strict-ready
+//!    stamps; it fills the host/post stages so they tile the headline exactly, the queue
+//!    stage, `ready_ns` and `latency_ns`), [`apply_guest_record`] (guest-clock stages),
+//!    the boot id, memory figures, workload, and `ok` or `error_kind`/`error_detail`.
+//!    Failures stay rows; a sample past the deadline is `ok = false` with its error.
+//! 2. [`ResultJson::new`]`(`[`Contract::new`]`(kind, mode, deadline_ns, incomplete),
+//!    configuration, environment, artifacts, &samples)` computes every summary.
+//!    Artifact digests: [`sums::sha256_hex`]; names in [`schema::required_artifacts`].
+//! 3. [`write_bundle`]`(dest, &result, &samples, &BundleInputs{..})` writes atomically
+//!    and returns the verifier's [`Verdict`] on what it wrote.
+//!
+//! # Invariants the verifier holds a bundle to (see [`verify`])
+//! Rows = attempts (= planned unless incomplete), indexes 0.. in order, unique boot ids,
+//! rows of the declared contract kind only, concurrency and intended times as the mode
+//! says, `latency_ns = ready_ns − (intended or actual request)`, host stages summing to
+//! the latency for every success, memory agreeing host/guest for every success, no
+//! success past the deadline, every summary equal to its recomputation, artifact digests
+//! well formed, README and plots equal to their regeneration, SHA256SUMS exact.
+#![forbid(unsafe_code)]
 
+pub mod bundle;
+pub mod compare;
+pub mod csv;
+pub mod plot;
+pub mod report;
+pub mod schema;
+pub mod stats;
+pub mod summary;
+pub mod sums;
+pub mod verify;
+
+pub use bundle::{read_bundle, regenerate, write_bundle, BundleError, BundleInputs, Written};
+pub use compare::{compare_bundles, CompareOptions, Comparison, Outcome};
+pub use schema::{
+    apply_guest_record, Configuration, Contract, ContractKind, Environment, HarnessLoad, HostKind,
+    HostStamps, Mode, ResultJson, Sample, Stage, StageKind, StageTimes, HEADLINE, SCHEMA_VERSION,
+};
+pub use stats::Summary;
+pub use summary::Summaries;
+pub use verify::{verify_dir, Check, Verdict};

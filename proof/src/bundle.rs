@@ -1,0 +1,281 @@
+//! Writing a bundle atomically, reading one, and regenerating its generated files.
+//!
+//! A bundle is one flat directory:
+//! `README.md`, `result.json`, `samples.csv`, `cmdline.txt`, `config` (Linux only),
+//! `latency-cdf.svg`, `stages.svg`, optional extra files, and `SHA256SUMS` over all others.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::csv::{read_samples, write_samples, CsvError};
+use crate::plot::{CDF_FILE, STAGES_FILE};
+use crate::report::{generated_files, README_FILE};
+use crate::schema::{ContractKind, ResultJson, Sample, SCHEMA_VERSION};
+use crate::sums::{format_sums, is_valid_name, parse_sums, sha256_hex, SumsError, SUMS_FILE};
+use crate::verify::{verify_dir, Verdict};
+
+/// `result.json`.
+pub const RESULT_FILE: &str = "result.json";
+/// `samples.csv`.
+pub const SAMPLES_FILE: &str = "samples.csv";
+/// The exact command line.
+pub const CMDLINE_FILE: &str = "cmdline.txt";
+/// The guest kernel's `.config` (Linux bundles).
+pub const CONFIG_FILE: &str = "config";
+
+/// Errors of this layer.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("{op} {path}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("destination {0} already exists; a bundle is never overwritten")]
+    Exists(PathBuf),
+    #[error("destination {0} has no parent directory or file name")]
+    BadDestination(PathBuf),
+    #[error("extra file name `{0}` is not allowed (want [A-Za-z0-9._-], no leading dot, not a bundle file name)")]
+    BadExtraName(String),
+    #[error("a Linux bundle needs the kernel .config; a probe bundle must not carry one")]
+    ConfigPresence,
+    #[error("result.json: {0}")]
+    Json(#[source] JsonError),
+    #[error("samples.csv")]
+    Csv(#[source] CsvError),
+    #[error("SHA256SUMS")]
+    Sums(#[source] SumsError),
+    #[error("refusing to regenerate: {0} does not match its SHA256SUMS entry (regenerating would hide a change)")]
+    Tampered(String),
+}
+
+/// Why `result.json` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    #[error("not valid JSON")]
+    Syntax(#[source] serde_json::Error),
+    #[error("no integer `schema_version`")]
+    NoVersion,
+    #[error("unknown schema_version {found} (this verifier reads {SCHEMA_VERSION})")]
+    UnknownVersion { found: u64 },
+    #[error("does not match schema {SCHEMA_VERSION}")]
+    Schema(#[source] serde_json::Error),
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BundleError + 'a {
+    move |source| BundleError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Parses `result.json`, checking the schema version first.
+pub fn parse_result(bytes: &[u8]) -> Result<ResultJson, JsonError> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(JsonError::Syntax)?;
+    let found = v
+        .get("schema_version")
+        .and_then(|x| x.as_u64())
+        .ok_or(JsonError::NoVersion)?;
+    if found != u64::from(SCHEMA_VERSION) {
+        return Err(JsonError::UnknownVersion { found });
+    }
+    serde_json::from_value(v).map_err(JsonError::Schema)
+}
+
+/// Serialises `result.json` (pretty, trailing newline; deterministic).
+pub fn result_bytes(r: &ResultJson) -> Vec<u8> {
+    // Serialising plain structs, strings, integers and BTreeMaps cannot fail.
+    let mut v = serde_json::to_vec_pretty(r).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
+/// What the caller supplies besides the result and the samples.
+#[derive(Clone, Debug, Default)]
+pub struct BundleInputs {
+    /// The guest kernel's `.config` (required for Linux, absent for probe).
+    pub kernel_config: Option<Vec<u8>>,
+    /// The exact command line used (written to `cmdline.txt`).
+    pub cmdline: String,
+    /// Extra files (logs …): `(name, bytes)`; covered by SHA256SUMS.
+    pub extra_files: Vec<(String, Vec<u8>)>,
+}
+
+/// The file set of a bundle (everything but SHA256SUMS), in write order.
+pub fn bundle_files(
+    result: &ResultJson,
+    samples: &[Sample],
+    inputs: &BundleInputs,
+) -> Result<Vec<(String, Vec<u8>)>, BundleError> {
+    match (result.contract.kind, &inputs.kernel_config) {
+        (ContractKind::Linux, None) | (ContractKind::Probe, Some(_)) => {
+            return Err(BundleError::ConfigPresence)
+        }
+        _ => {}
+    }
+    let mut files = vec![
+        (RESULT_FILE.to_string(), result_bytes(result)),
+        (
+            SAMPLES_FILE.to_string(),
+            write_samples(samples).into_bytes(),
+        ),
+        (CMDLINE_FILE.to_string(), {
+            let mut c = inputs.cmdline.clone().into_bytes();
+            if !c.ends_with(b"\n") {
+                c.push(b'\n');
+            }
+            c
+        }),
+    ];
+    if let Some(cfg) = &inputs.kernel_config {
+        files.push((CONFIG_FILE.to_string(), cfg.clone()));
+    }
+    files.extend(generated_files(result, samples));
+    for (name, bytes) in &inputs.extra_files {
+        if !is_valid_name(name) || name == SUMS_FILE || files.iter().any(|(n, _)| n == name) {
+            return Err(BundleError::BadExtraName(name.clone()));
+        }
+        files.push((name.clone(), bytes.clone()));
+    }
+    Ok(files)
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
+    let mut f = fs::File::create(path).map_err(io("create", path))?;
+    f.write_all(bytes).map_err(io("write", path))?;
+    f.sync_all().map_err(io("fsync", path))
+}
+
+fn sync_dir(path: &Path) -> Result<(), BundleError> {
+    fs::File::open(path)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync directory", path))
+}
+
+/// A bundle written to disk, and what the verifier says about it. A bundle whose data
+/// break the contract (e.g. a repeated boot id) is still written — failures are data —
+/// and `verdict` lists every reason.
+#[derive(Debug)]
+pub struct Written {
+    pub path: PathBuf,
+    pub verdict: Verdict,
+}
+
+/// Writes a bundle to `dest` atomically: every file goes into a temporary directory in
+/// the same parent, each file and the directory are fsynced, the directory is renamed to
+/// `dest` and the parent fsynced. A reader never sees half a bundle. `dest` must not
+/// exist. Works for partial campaigns too (`result.contract.incomplete`).
+pub fn write_bundle(
+    dest: &Path,
+    result: &ResultJson,
+    samples: &[Sample],
+    inputs: &BundleInputs,
+) -> Result<Written, BundleError> {
+    let files = bundle_files(result, samples, inputs)?;
+    let parent = dest
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .ok_or_else(|| BundleError::BadDestination(dest.to_path_buf()))?;
+    let name = dest
+        .file_name()
+        .ok_or_else(|| BundleError::BadDestination(dest.to_path_buf()))?;
+    if dest.symlink_metadata().is_ok() {
+        return Err(BundleError::Exists(dest.to_path_buf()));
+    }
+    let tmp = parent.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    fs::create_dir(&tmp).map_err(io("create directory", &tmp))?;
+    let res = (|| {
+        let mut sums = Vec::new();
+        for (n, bytes) in &files {
+            write_synced(&tmp.join(n), bytes)?;
+            sums.push((n.clone(), sha256_hex(bytes)));
+        }
+        write_synced(&tmp.join(SUMS_FILE), format_sums(&sums).as_bytes())?;
+        sync_dir(&tmp)?;
+        let verdict = verify_dir(&tmp);
+        if dest.symlink_metadata().is_ok() {
+            return Err(BundleError::Exists(dest.to_path_buf()));
+        }
+        fs::rename(&tmp, dest).map_err(io("rename into place", dest))?;
+        sync_dir(parent)?;
+        Ok(verdict)
+    })();
+    match res {
+        Ok(verdict) => Ok(Written {
+            path: dest.to_path_buf(),
+            verdict,
+        }),
+        Err(e) => {
+            // Best effort: leave no temporary directory behind.
+            let _ = fs::remove_dir_all(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Reads and parses `result.json` and `samples.csv` of `dir`.
+pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError> {
+    let rp = dir.join(RESULT_FILE);
+    let rb = fs::read(&rp).map_err(io("read", &rp))?;
+    let result = parse_result(&rb).map_err(BundleError::Json)?;
+    let sp = dir.join(SAMPLES_FILE);
+    let sb = fs::read(&sp).map_err(io("read", &sp))?;
+    let samples = read_samples(&sb).map_err(BundleError::Csv)?;
+    Ok((result, samples))
+}
+
+/// `report DIR`: regenerates README.md and the plots from `result.json` and
+/// `samples.csv`, then SHA256SUMS. Refuses when any file that is not regenerated differs
+/// from its SHA256SUMS entry (that would launder a change). Each file is replaced
+/// atomically (write + fsync + rename). Returns the names rewritten.
+pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
+    let sp = dir.join(SUMS_FILE);
+    let sb = fs::read(&sp).map_err(io("read", &sp))?;
+    let listed = parse_sums(&sb).map_err(BundleError::Sums)?;
+    let is_generated = |n: &str| matches!(n, README_FILE | CDF_FILE | STAGES_FILE);
+    let mut sums = Vec::new();
+    for (name, digest) in &listed {
+        if is_generated(name) {
+            continue;
+        }
+        let p = dir.join(name);
+        let bytes = fs::read(&p).map_err(io("read", &p))?;
+        if sha256_hex(&bytes) != *digest {
+            return Err(BundleError::Tampered(name.clone()));
+        }
+        sums.push((name.clone(), digest.clone()));
+    }
+    let (result, samples) = read_bundle(dir)?;
+    let generated = generated_files(&result, &samples);
+    let mut written = Vec::new();
+    for (name, bytes) in &generated {
+        replace_file(dir, name, bytes)?;
+        sums.push((name.clone(), sha256_hex(bytes)));
+        written.push(name.clone());
+    }
+    replace_file(dir, SUMS_FILE, format_sums(&sums).as_bytes())?;
+    written.push(SUMS_FILE.to_string());
+    sync_dir(dir)?;
+    Ok(written)
+}
+
+fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BundleError> {
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    write_synced(&tmp, bytes)?;
+    let dst = dir.join(name);
+    fs::rename(&tmp, &dst).map_err(io("rename into place", &dst))
+}

@@ -1,0 +1,232 @@
+//! The bundle's README.md, generated from `result.json` alone (deterministic: same input,
+//! same bytes), and the set of generated files.
+
+use std::fmt::Write as _;
+
+use crate::plot::{cdf_svg, stages_svg, CDF_FILE, STAGES_FILE};
+use crate::schema::{ContractKind, ResultJson, Sample};
+use crate::stats::Summary;
+use crate::summary::Pair;
+use crate::sums::SUMS_FILE;
+
+/// README file name.
+pub const README_FILE: &str = "README.md";
+
+/// Nanoseconds as milliseconds with three decimals, truncated (display only).
+pub fn ms(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1_000_000, (ns / 1_000) % 1_000)
+}
+
+fn row(name: &str, s: &Option<Summary>) -> String {
+    match s {
+        Some(s) => format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            s.n,
+            ms(s.min),
+            ms(s.p50),
+            ms(s.p90),
+            ms(s.p95),
+            ms(s.p99),
+            ms(s.max),
+            ms(s.mean)
+        ),
+        None => format!("| {name} | 0 | – | – | – | – | – | – | – |\n"),
+    }
+}
+
+const TABLE_HEAD: &str = "| metric | n | min | p50 | p90 | p95 | p99 | max | mean |\n\
+                          |---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+
+fn pair_rows(name: &str, p: &Pair, deadline: u64) -> String {
+    let mut s = row(&format!("{name} (successes only)"), &p.successes);
+    s += &row(
+        &format!("{name} (failures at deadline {} ms)", ms(deadline)),
+        &p.with_failures,
+    );
+    s
+}
+
+/// The README text.
+pub fn readme(r: &ResultJson) -> String {
+    let c = &r.contract;
+    let cfg = &r.configuration;
+    let env = &r.environment;
+    let sm = &r.summary;
+    let mut s = String::new();
+    let _ = writeln!(s, "# truecold proof bundle: {}\n", c.label);
+    if c.kind == ContractKind::Probe {
+        let _ = writeln!(
+            s,
+            "**{}.** These numbers measure the VMM with its embedded probe guest; no Linux \
+             kernel was booted.\n",
+            c.label
+        );
+    }
+    if c.incomplete {
+        let _ = writeln!(
+            s,
+            "**INCOMPLETE:** the campaign was interrupted after {} of {} planned attempts. \
+             Every attempt made is in samples.csv.\n",
+            sm.attempts,
+            c.mode.planned_attempts()
+        );
+    }
+    let _ = writeln!(s, "## Contract\n\n{}\n", c.description);
+    let _ = writeln!(s, "- mode: {}", c.mode.describe());
+    let _ = writeln!(
+        s,
+        "- headline: `{}`; a sample not strict-ready within {} ms is a failure and is scored \
+         at {} ms in the with-failures rows",
+        c.headline,
+        ms(c.deadline_ns),
+        ms(c.deadline_ns)
+    );
+    let _ = writeln!(s, "- statistics: {}\n", c.percentile_definition);
+    let _ = writeln!(s, "## Configuration\n");
+    let _ = writeln!(s, "- vCPUs: {}", cfg.vcpus);
+    let _ = writeln!(
+        s,
+        "- memory: {} bytes ({} MiB)",
+        cfg.mem_bytes,
+        cfg.mem_bytes >> 20
+    );
+    let _ = writeln!(s, "- backing: {}", cfg.backing);
+    let _ = writeln!(s, "- command line: `{}` (also in cmdline.txt)", cfg.cmdline);
+    let _ = writeln!(s, "- VMM: `{}`", cfg.vmm_path);
+    if let Some(k) = &cfg.kernel_path {
+        let _ = writeln!(s, "- kernel: `{k}`");
+    }
+    if let Some(i) = &cfg.initramfs_path {
+        let _ = writeln!(s, "- initramfs: `{i}`");
+    }
+    let _ = writeln!(s, "\n## Artifacts (sha256)\n");
+    for (k, v) in &r.artifacts {
+        let _ = writeln!(s, "- {k}: `{v}`");
+    }
+    let _ = writeln!(s, "\n## Environment\n");
+    let _ = writeln!(s, "- host KVM: {}", env.host_kind.as_str());
+    let _ = writeln!(s, "- CPU: {} ({} cores)", env.cpu_model, env.cores);
+    let _ = writeln!(s, "- host kernel: {}", env.host_kernel);
+    let _ = writeln!(
+        s,
+        "- THP: enabled `{}`, defrag `{}`; hugepages: {}",
+        env.thp_enabled, env.thp_defrag, env.hugepages
+    );
+    let _ = writeln!(
+        s,
+        "- governor: {}",
+        env.governor.as_deref().unwrap_or("not readable")
+    );
+    let _ = writeln!(
+        s,
+        "- load average before: `{}`, after: `{}`",
+        env.loadavg_before, env.loadavg_after
+    );
+    let h = &env.harness;
+    let _ = writeln!(
+        s,
+        "- harness: wall {} ms, CPU user {} ms, system {} ms{}",
+        ms(h.wall_ns),
+        ms(h.cpu_user_ns),
+        ms(h.cpu_sys_ns),
+        h.max_start_lag_ns
+            .map(|l| format!(", max start lag {} ms", ms(l)))
+            .unwrap_or_default()
+    );
+    if env.warnings.is_empty() {
+        let _ = writeln!(s, "- warnings: none");
+    } else {
+        let _ = writeln!(s, "\n**Warnings:**\n");
+        for w in &env.warnings {
+            let _ = writeln!(s, "- {w}");
+        }
+    }
+    let _ = writeln!(s, "\n## Headline (milliseconds)\n");
+    let _ = writeln!(
+        s,
+        "{} attempts, {} succeeded, {} failed; success rate {}.{:04} %\n",
+        sm.attempts,
+        sm.successes,
+        sm.failures,
+        sm.success_rate_ppm / 10_000,
+        sm.success_rate_ppm % 10_000
+    );
+    s.push_str(TABLE_HEAD);
+    s += &pair_rows(&c.headline, &sm.headline, c.deadline_ns);
+    let _ = writeln!(s, "\n## Errors\n");
+    if sm.errors.is_empty() {
+        let _ = writeln!(s, "none");
+    } else {
+        let _ = writeln!(s, "| error | count |\n|---|---:|");
+        for (k, v) in &sm.errors {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+    }
+    let _ = writeln!(s, "\n## Stages (milliseconds)\n");
+    s.push_str(TABLE_HEAD);
+    for st in sm.stages.iter().filter(|st| st.successes.is_some()) {
+        s += &pair_rows(
+            &st.name,
+            &Pair {
+                successes: st.successes,
+                with_failures: st.with_failures,
+            },
+            c.deadline_ns,
+        );
+    }
+    if sm.by_concurrency.len() > 1 {
+        let _ = writeln!(s, "\n## By concurrency\n");
+        let _ = writeln!(
+            s,
+            "| concurrency | attempts | ok | p50 | p99 | p99 with failures | throughput /s |\n\
+             |---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for g in &sm.by_concurrency {
+            let f = |x: Option<u64>| x.map(ms).unwrap_or_else(|| "–".into());
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                g.concurrency,
+                g.attempts,
+                g.successes,
+                f(g.headline.successes.map(|x| x.p50)),
+                f(g.headline.successes.map(|x| x.p99)),
+                f(g.headline.with_failures.map(|x| x.p99)),
+                g.throughput_per_ks
+                    .map(|t| format!("{}.{:03}", t / 1000, t % 1000))
+                    .unwrap_or_else(|| "–".into())
+            );
+        }
+        if let Some(k) = sm.knee_concurrency {
+            let _ = writeln!(s, "\nHighest throughput (knee) at concurrency {k}.");
+        }
+    }
+    let _ = writeln!(s, "\n## Files\n");
+    let _ = writeln!(
+        s,
+        "- `result.json`: everything above, machine readable\n\
+         - `samples.csv`: one row per attempt, failures included\n\
+         - `cmdline.txt`: the exact command line\n{}\
+         - `{CDF_FILE}`, `{STAGES_FILE}`: plots\n\
+         - `{SUMS_FILE}`: sha256 of every other file",
+        if c.kind == ContractKind::Linux {
+            "- `config`: the guest kernel's .config\n"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "\n## Verify\n\n```\nsha256sum -c --strict {SUMS_FILE}\ntruecold-proof verify .\n```"
+    );
+    s
+}
+
+/// The generated files of a bundle: `(name, bytes)`, README first.
+pub fn generated_files(r: &ResultJson, samples: &[Sample]) -> Vec<(String, Vec<u8>)> {
+    vec![
+        (README_FILE.to_string(), readme(r).into_bytes()),
+        (CDF_FILE.to_string(), cdf_svg(r, samples).into_bytes()),
+        (STAGES_FILE.to_string(), stages_svg(r).into_bytes()),
+    ]
+}

@@ -1,0 +1,89 @@
+//! `SHA256SUMS` in the exact text format `sha256sum -c --strict` accepts:
+//! one `<64 lowercase hex><space><space><name>\n` line per file, sorted by name.
+//! Bundle file names are restricted to `[A-Za-z0-9._-]`, not starting with `.`, so no
+//! escaping is ever needed.
+
+use sha2::{Digest, Sha256};
+use truecold_proto::hex;
+
+/// The name of the checksum file.
+pub const SUMS_FILE: &str = "SHA256SUMS";
+
+/// Why a `SHA256SUMS` line is not well formed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SumsError {
+    #[error("SHA256SUMS is not UTF-8")]
+    NotUtf8,
+    #[error("SHA256SUMS does not end with a newline")]
+    NoFinalNewline,
+    #[error("SHA256SUMS line {line}: malformed (want `<64 lowercase hex>  <name>`): {text:?}")]
+    Malformed { line: usize, text: String },
+    #[error("SHA256SUMS line {line}: `{name}` is not a valid bundle file name")]
+    BadName { line: usize, name: String },
+    #[error("SHA256SUMS lists `{0}` twice")]
+    Duplicate(String),
+    #[error("SHA256SUMS is not sorted by name at line {0}")]
+    Unsorted(usize),
+}
+
+/// Lowercase hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// True for 64 lowercase hex digits.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A file name allowed in a bundle: `[A-Za-z0-9._-]+`, not starting with `.`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Formats the file from `(name, digest)` pairs (sorted here).
+pub fn format_sums(entries: &[(String, String)]) -> String {
+    let mut e = entries.to_vec();
+    e.sort();
+    e.iter().map(|(n, d)| format!("{d}  {n}\n")).collect()
+}
+
+/// Parses the file strictly into `(name, digest)` pairs, in file order.
+pub fn parse_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| SumsError::NotUtf8)?;
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(SumsError::NoFinalNewline);
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let line = i + 1;
+        let malformed = || SumsError::Malformed {
+            line,
+            text: l.chars().take(120).collect(),
+        };
+        let (d, name) = l.split_once("  ").ok_or_else(malformed)?;
+        if !is_sha256_hex(d) {
+            return Err(malformed());
+        }
+        if !is_valid_name(name) {
+            return Err(SumsError::BadName {
+                line,
+                name: name.chars().take(120).collect(),
+            });
+        }
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(SumsError::Duplicate(name.to_string()));
+        }
+        if out.last().is_some_and(|(n, _)| n.as_str() > name) {
+            return Err(SumsError::Unsorted(line));
+        }
+        out.push((name.to_string(), d.to_string()));
+    }
+    Ok(out)
+}

@@ -1,0 +1,258 @@
+//! Synthetic bundles for tests (no KVM): a deterministic fixture builder.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use truecold_proof::schema::*;
+use truecold_proof::sums::sha256_hex;
+use truecold_proof::{write_bundle, BundleInputs};
+use truecold_proto::BootId;
+
+/// SplitMix64 for test data.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in (0, 1).
+    pub fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+    /// Lognormal latency around `median_ns` with log-sd `sigma`.
+    pub fn latency(&mut self, median_ns: f64, sigma: f64) -> u64 {
+        (median_ns * (sigma * self.normal()).exp()) as u64
+    }
+}
+
+pub const MEM: u64 = 16 << 30;
+pub const DEADLINE: u64 = 1_000_000_000;
+
+pub fn boot_id(i: u64) -> BootId {
+    BootId::parse(&format!("00000000-0000-4000-8000-{i:012x}")).unwrap()
+}
+
+/// A campaign description for the builder.
+#[derive(Clone)]
+pub struct Fixture {
+    pub kind: ContractKind,
+    pub n: u64,
+    /// Every `fail_every`-th sample (index % k == k-1) fails.
+    pub fail_every: Option<u64>,
+    pub median_ns: f64,
+    pub sigma: f64,
+    pub seed: u64,
+    pub host: HostKind,
+    pub incomplete: bool,
+}
+
+impl Fixture {
+    pub fn linux(n: u64) -> Self {
+        Fixture {
+            kind: ContractKind::Linux,
+            n,
+            fail_every: Some(7),
+            median_ns: 30e6,
+            sigma: 0.1,
+            seed: 1,
+            host: HostKind::Hardware,
+            incomplete: false,
+        }
+    }
+    pub fn probe(n: u64) -> Self {
+        Fixture {
+            kind: ContractKind::Probe,
+            host: HostKind::Pvm,
+            median_ns: 13e6,
+            ..Fixture::linux(n)
+        }
+    }
+
+    /// One successful or failed sample with host stages tiling the latency.
+    fn sample(&self, i: u64, rng: &mut Rng) -> Sample {
+        let linux = self.kind == ContractKind::Linux;
+        let lat = rng.latency(self.median_ns, self.sigma).max(1000);
+        // Host stages: fixed shares of the latency, the remainder in guest_boot.
+        let shares = [
+            (Stage::Spawn, 8),
+            (Stage::KvmOpen, 1),
+            (Stage::VmCreate, 2),
+            (Stage::Memory, 5),
+            (Stage::KernelLoad, 4),
+            (Stage::Vcpus, 3),
+            (Stage::GuestInit, 10),
+            (Stage::Challenge, 1),
+        ];
+        let mut stages = StageTimes::default();
+        let mut used = 0;
+        for (st, pct) in shares {
+            let d = lat * pct / 100;
+            stages.set(st, Some(d));
+            used += d;
+        }
+        stages.set(Stage::GuestBoot, Some(lat - used));
+        if linux {
+            stages.set(Stage::GuestKernelToInit, Some(lat * 50 / 100));
+            stages.set(Stage::GuestInitToReady, Some(lat * 9 / 100));
+        }
+        stages.set(Stage::Workload, Some(2_000_000));
+        stages.set(Stage::Teardown, Some(1_000_000));
+        let actual = 1_000_000_000 + i * 100_000_000;
+        let fails = self.fail_every.is_some_and(|k| i % k == k - 1);
+        let mut s = Sample {
+            index: i,
+            contract: self.kind,
+            concurrency: 1,
+            intended_request_ns: None,
+            actual_request_ns: actual,
+            ready_ns: Some(actual + lat),
+            latency_ns: Some(lat),
+            stages,
+            boot_id: Some(boot_id(i)),
+            host_mem_configured: MEM,
+            host_memslots: Some(MEM),
+            host_e820_usable: Some(MEM),
+            guest_mem_firmware: linux.then_some(MEM),
+            guest_mem_total: linux.then_some(MEM - (300 << 20)),
+            guest_cpus: linux.then_some(2),
+            workload: if linux { "BENCH_OK" } else { "not_run" }.into(),
+            ok: true,
+            error_kind: String::new(),
+            error_detail: String::new(),
+        };
+        if fails {
+            s.ok = false;
+            s.ready_ns = None;
+            s.latency_ns = None;
+            s.stages = StageTimes::default();
+            s.stages.set(Stage::Spawn, Some(3_000_000));
+            s.boot_id = None;
+            s.guest_mem_firmware = None;
+            s.guest_mem_total = None;
+            s.guest_cpus = None;
+            s.workload = String::new();
+            s.error_kind = if i % 2 == 0 { "deadline" } else { "vmm_exit" }.into();
+            s.error_detail = "vmm said: \"bad, very bad\"\nsecond line".into();
+        }
+        s
+    }
+
+    pub fn samples(&self) -> Vec<Sample> {
+        let mut rng = Rng(self.seed);
+        (0..self.n).map(|i| self.sample(i, &mut rng)).collect()
+    }
+
+    pub fn config_bytes(&self) -> Option<Vec<u8>> {
+        (self.kind == ContractKind::Linux).then(|| b"CONFIG_64BIT=y\nCONFIG_PVH=y\n".to_vec())
+    }
+
+    pub fn result(&self, samples: &[Sample]) -> ResultJson {
+        let mut artifacts = BTreeMap::new();
+        artifacts.insert("vmm".to_string(), sha256_hex(b"vmm"));
+        if self.kind == ContractKind::Linux {
+            artifacts.insert(
+                "config".to_string(),
+                sha256_hex(&self.config_bytes().unwrap()),
+            );
+            artifacts.insert("guest_init".to_string(), sha256_hex(b"init"));
+            artifacts.insert("initramfs".to_string(), sha256_hex(b"initramfs"));
+            artifacts.insert("vmlinux".to_string(), sha256_hex(b"vmlinux"));
+        }
+        ResultJson::new(
+            Contract::new(
+                self.kind,
+                Mode::Sequential { count: self.n },
+                DEADLINE,
+                self.incomplete,
+            ),
+            Configuration {
+                vcpus: 2,
+                mem_bytes: MEM,
+                backing: "anon+thp".into(),
+                cmdline: "console=none 8250.nr_uarts=0 truecold.mem=17179869184".into(),
+                vmm_path: "/usr/local/bin/truecold-vmm".into(),
+                kernel_path: Some("out/guest/vmlinux".into()),
+                initramfs_path: Some("out/guest/initramfs.cpio".into()),
+            },
+            Environment {
+                host_kind: self.host,
+                cpu_model: "Test CPU @ 3.0GHz".into(),
+                cores: 2,
+                host_kernel: "6.1.0-test".into(),
+                thp_enabled: "always [madvise] never".into(),
+                thp_defrag: "always defer defer+madvise [madvise] never".into(),
+                hugepages: "2048kB:0 1048576kB:0".into(),
+                governor: None,
+                loadavg_before: "0.10 0.20 0.30 1/100 1234".into(),
+                loadavg_after: "0.50 0.30 0.30 1/100 2234".into(),
+                harness: HarnessLoad {
+                    wall_ns: 100_000_000_000,
+                    cpu_user_ns: 1_000_000_000,
+                    cpu_sys_ns: 2_000_000_000,
+                    max_start_lag_ns: None,
+                },
+                warnings: vec![],
+            },
+            artifacts,
+            samples,
+        )
+    }
+
+    pub fn inputs(&self) -> BundleInputs {
+        BundleInputs {
+            kernel_config: self.config_bytes(),
+            cmdline: "truecold-vmm --vcpus 2 --mem-mib 16384".into(),
+            extra_files: vec![],
+        }
+    }
+
+    /// Writes the bundle to `parent/name` and returns its path.
+    pub fn write(&self, parent: &Path, name: &str) -> PathBuf {
+        let samples = self.samples();
+        let result = self.result(&samples);
+        let dest = parent.join(name);
+        let w = write_bundle(&dest, &result, &samples, &self.inputs()).unwrap();
+        assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+        assert!(
+            w.verdict.notices.is_empty(),
+            "{}",
+            w.verdict.render(&dest, 50)
+        );
+        dest
+    }
+}
+
+/// Rewrites SHA256SUMS so only the semantic check can catch a change.
+pub fn resum(dir: &Path) {
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name != "SHA256SUMS" {
+            entries.push((name, sha256_hex(&std::fs::read(e.path()).unwrap())));
+        }
+    }
+    std::fs::write(
+        dir.join("SHA256SUMS"),
+        truecold_proof::sums::format_sums(&entries),
+    )
+    .unwrap();
+}
+
+/// Copies a flat bundle directory.
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+    }
+}

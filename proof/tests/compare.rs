@@ -1,0 +1,166 @@
+//! `compare` on synthetic samples with known shifts, and on bundles.
+mod common;
+
+use common::*;
+use truecold_proof::compare::{bootstrap_delta_ci, compare_values, mann_whitney_p, MetricVerdict};
+use truecold_proof::schema::HostKind;
+use truecold_proof::{compare_bundles, CompareOptions, Outcome};
+
+fn draw(rng: &mut Rng, n: usize, median: f64) -> Vec<u64> {
+    (0..n).map(|_| rng.latency(median, 0.1)).collect()
+}
+
+#[test]
+fn detects_a_five_percent_median_shift_at_n_200() {
+    let o = CompareOptions::default();
+    for seed in 0..20 {
+        let mut rng = Rng(1000 + seed);
+        let a = draw(&mut rng, 200, 30e6);
+        let b = draw(&mut rng, 200, 30e6 * 1.05);
+        let m = compare_values("h", true, &a, &b, &o);
+        assert_eq!(m.verdict, MetricVerdict::Regressed, "seed {seed}: {m:?}");
+        let m = compare_values("h", true, &b, &a, &o);
+        assert_eq!(m.verdict, MetricVerdict::Improved, "seed {seed}: {m:?}");
+    }
+}
+
+#[test]
+fn same_distribution_is_no_change_in_at_least_95_of_100_trials() {
+    let o = CompareOptions::default();
+    let mut no_change = 0;
+    for seed in 0..100 {
+        let mut rng = Rng(5000 + seed);
+        let a = draw(&mut rng, 200, 30e6);
+        let b = draw(&mut rng, 200, 30e6);
+        if compare_values("h", true, &a, &b, &o).verdict == MetricVerdict::NoChange {
+            no_change += 1;
+        }
+    }
+    eprintln!("same distribution: {no_change}/100 trials said no change");
+    assert!(
+        no_change >= 95,
+        "only {no_change}/100 trials said no change"
+    );
+}
+
+#[test]
+fn too_few_samples_is_inconclusive() {
+    let o = CompareOptions::default();
+    let mut rng = Rng(7);
+    let a = draw(&mut rng, 10, 30e6);
+    let b = draw(&mut rng, 10, 60e6);
+    let m = compare_values("h", true, &a, &b, &o);
+    assert_eq!(m.verdict, MetricVerdict::Inconclusive);
+    assert!(m.why.contains("too few"));
+}
+
+#[test]
+fn wide_interval_is_inconclusive() {
+    let o = CompareOptions::default();
+    let mut rng = Rng(8);
+    // Log-sd 1.0: the median's interval is far wider than 10 % at n = 30.
+    let a: Vec<u64> = (0..30).map(|_| rng.latency(30e6, 1.0)).collect();
+    let b: Vec<u64> = (0..30).map(|_| rng.latency(30e6, 1.0)).collect();
+    let m = compare_values("h", true, &a, &b, &o);
+    assert_eq!(m.verdict, MetricVerdict::Inconclusive, "{m:?}");
+    assert!(m.why.contains("interval"));
+}
+
+#[test]
+fn mann_whitney_by_hand() {
+    // A = 1 2 3, B = 4 5 6: U1 = 0, mean 4.5, var 9*7/12 = 5.25, z = (4.5-0.5)/2.291 = 1.746,
+    // two-sided p = 0.0808.
+    let p = mann_whitney_p(&[1, 2, 3], &[4, 5, 6]).unwrap();
+    assert!((p - 0.0808).abs() < 1e-3, "{p}");
+    // All tied: no evidence.
+    assert_eq!(mann_whitney_p(&[5, 5], &[5, 5, 5]), Some(1.0));
+    assert_eq!(mann_whitney_p(&[], &[1]), None);
+    // Ties: A = 1 1 2, B = 2 3 3. Ranks 1.5 1.5 3.5 | 3.5 5.5 5.5; R1 = 6.5, U1 = 0.5;
+    // tie term 3*(8-2) = 18; var = 9/12 * (7 - 18/30) = 4.8; z = (4 - 0.5)/2.191 = 1.597;
+    // p = 0.1102.
+    let p = mann_whitney_p(&[1, 1, 2], &[2, 3, 3]).unwrap();
+    assert!((p - 0.1102).abs() < 1e-3, "{p}");
+}
+
+#[test]
+fn bootstrap_is_deterministic_and_brackets_the_shift() {
+    let mut rng = Rng(9);
+    let a = draw(&mut rng, 200, 30e6);
+    let b: Vec<u64> = a.iter().map(|x| x + 3_000_000).collect();
+    let ci = bootstrap_delta_ci(&a, &b, 2000, 42).unwrap();
+    assert_eq!(ci, bootstrap_delta_ci(&a, &b, 2000, 42).unwrap());
+    assert!(ci.0 <= 3_000_000 && 3_000_000 <= ci.1, "{ci:?}");
+    assert!(ci.0 > 0, "{ci:?}");
+    // Another seed gives another (still valid) interval: the seed is used.
+    assert_ne!(ci, bootstrap_delta_ci(&a, &b, 2000, 43).unwrap());
+}
+
+#[test]
+fn bundles_compare_and_refuse_mismatches() {
+    let fa = Fixture::linux(200);
+    let mut fb = Fixture::linux(200);
+    fb.seed = 2;
+    fb.median_ns = 30e6 * 1.10;
+    let (sa, sb) = (fa.samples(), fb.samples());
+    let (ra, rb) = (fa.result(&sa), fb.result(&sb));
+    let o = CompareOptions::default();
+    let c = compare_bundles((&ra, &sa), (&rb, &sb), &o).unwrap();
+    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text());
+    assert_eq!(c.outcome.exit_code(), 1);
+    assert!(c.metrics.iter().any(|m| m.name == "spawn"));
+    let c = compare_bundles((&rb, &sb), (&ra, &sa), &o).unwrap();
+    assert_eq!(c.outcome, Outcome::NoRegression, "{}", c.render_text());
+    // Deterministic output, all three renderings.
+    let again = compare_bundles((&rb, &sb), (&ra, &sa), &o).unwrap();
+    assert_eq!(c.render_text(), again.render_text());
+    assert_eq!(c.render_json(), again.render_json());
+    assert!(c.render_markdown().contains("| metric |"));
+    let j: serde_json::Value = serde_json::from_str(&c.render_json()).unwrap();
+    assert_eq!(j["outcome"], "no_regression");
+
+    // Probe vs Linux, and different host kinds: refused with reasons, unless allowed.
+    let fp = Fixture::probe(200);
+    let sp = fp.samples();
+    let rp = fp.result(&sp);
+    let err = compare_bundles((&ra, &sa), (&rp, &sp), &o)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("contract") && err.contains("host kind"),
+        "{err}"
+    );
+    let allowed = CompareOptions {
+        allow_mismatch: true,
+        ..CompareOptions::default()
+    };
+    let c = compare_bundles((&ra, &sa), (&rp, &sp), &allowed).unwrap();
+    assert_eq!(c.mismatches.len(), 2, "{:?}", c.mismatches);
+    let mut fh = Fixture::linux(200);
+    fh.host = HostKind::NestedEmulated;
+    let sh = fh.samples();
+    let rh = fh.result(&sh);
+    let err = compare_bundles((&ra, &sa), (&rh, &sh), &o)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("host kind: A is hardware, B is nested-emulated"),
+        "{err}"
+    );
+}
+
+#[test]
+fn more_failures_is_a_regression_even_if_successes_are_as_fast() {
+    let mut fa = Fixture::linux(210);
+    fa.fail_every = None;
+    let mut fb = fa.clone();
+    fb.seed = 3;
+    fb.fail_every = Some(3); // a third fail, scored at the 1 s deadline
+    let (sa, sb) = (fa.samples(), fb.samples());
+    let c = compare_bundles(
+        (&fa.result(&sa), &sa),
+        (&fb.result(&sb), &sb),
+        &CompareOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text());
+}
