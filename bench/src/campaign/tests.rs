@@ -1,0 +1,352 @@
+use super::*;
+use crate::clock::monotonic_ns;
+use crate::launch::End;
+use crate::progress::Style;
+use crate::sample::Stamps;
+use crate::schedule::Slot;
+use std::sync::atomic::{AtomicU64, Ordering};
+use truecold_proof::schema::HostKind;
+use truecold_proto::BootId;
+
+const MIB: u64 = 1 << 20;
+
+/// A launcher that launches nothing: it invents a consistent timeline per slot. Samples whose
+/// index is in `fail_at` never reach strict-ready (killed at the deadline); `dup_at` repeats
+/// the boot id of sample 0; `stop_after` sets the stop flag after that many launches.
+struct Fake<'a> {
+    fail_at: Vec<u64>,
+    dup_at: Vec<u64>,
+    stop_after: u64,
+    stop: &'a AtomicBool,
+    launched: AtomicU64,
+}
+
+impl Launcher for Fake<'_> {
+    type Output = Attempt;
+    fn launch(&self, slot: Slot) -> Attempt {
+        let k = self.launched.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.stop_after != 0 && k >= self.stop_after {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        let request_ns = monotonic_ns().max(slot.intended_ns);
+        let failed = self.fail_at.contains(&slot.index);
+        let id = if self.dup_at.contains(&slot.index) {
+            0
+        } else {
+            slot.index
+        };
+        // The "report" is just the numbers the observe closure needs.
+        let stdout = format!("{request_ns} {id} {}", u8::from(failed)).into_bytes();
+        Attempt {
+            slot,
+            request_ns,
+            reaped_ns: request_ns + 5_000_000,
+            deadline_ns: 1_000_000_000,
+            end: if failed {
+                End::KilledAtDeadline
+            } else {
+                End::Exited(0)
+            },
+            stdout,
+            stdout_truncated: false,
+            stderr_tail: String::new(),
+        }
+    }
+}
+
+fn observe(a: &Attempt) -> Result<Observed, String> {
+    let text = String::from_utf8(a.stdout.clone()).map_err(|e| e.to_string())?;
+    let v: Vec<u64> = text.split(' ').map(|x| x.parse().unwrap()).collect();
+    let (r, id) = (v[0], v[1]);
+    let at = |us: u64| Some(r + us * 1000);
+    Ok(Observed {
+        stamps: Stamps {
+            boot_start: at(100),
+            kvm_open: at(200),
+            vm_created: at(300),
+            memory_ready: at(400 + id % 7),
+            kernel_loaded: at(500 + id % 7),
+            first_run: at(600 + id % 7),
+            init_doorbell: at(700 + id % 7),
+            ready_doorbell: at(800 + id % 7),
+            strict_ready: if v[2] == 1 { None } else { at(900 + id % 7) },
+            record: if v[2] == 1 { None } else { at(1000 + id % 7) },
+        },
+        memslots: Some(64 * MIB),
+        e820_usable: Some(64 * MIB),
+        boot_id: BootId::parse(&format!("{id:08x}-1111-4222-8333-444444444444")),
+        guest: None,
+        error: None,
+        cmdline: None,
+        backing: Some("anon-4k".into()),
+    })
+}
+
+fn spec(schedule: Schedule) -> CampaignSpec {
+    CampaignSpec {
+        schedule,
+        contract: ContractKind::Probe,
+        vcpus: 1,
+        mem_bytes: 64 * MIB,
+        backing: "anon".into(),
+        deadline_ns: 1_000_000_000,
+    }
+}
+
+fn facts() -> HostFacts {
+    HostFacts {
+        kind: HostKind::Pvm,
+        cpu_model: "test".into(),
+        cores: 2,
+        host_kernel: "test".into(),
+        thp_enabled: "[madvise]".into(),
+        thp_defrag: "[madvise]".into(),
+        hugepages: "2048kB:0".into(),
+        governor: None,
+    }
+}
+
+fn run_and_write(
+    sp: &CampaignSpec,
+    fake: &Fake,
+    stop: &AtomicBool,
+) -> (Executed, Written, tempfile::TempDir) {
+    let mut progress = Progress::new(Vec::new(), Style::Plain, "t", 0);
+    let ex = execute(sp, fake, &observe, stop, &mut progress).unwrap();
+    let cfg = Configuration {
+        vcpus: sp.vcpus,
+        mem_bytes: sp.mem_bytes,
+        backing: sp.backing.clone(),
+        cmdline: "truecold-vmm boot --probe".into(),
+        vmm_path: "/fake/truecold-vmm".into(),
+        kernel_path: None,
+        initramfs_path: None,
+    };
+    let mut artifacts = BTreeMap::new();
+    artifacts.insert("vmm".into(), "0".repeat(64));
+    let result = result_json(sp, &ex, cfg, artifacts, &facts(), vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("results").join("bundle");
+    let inputs = BundleInputs {
+        kernel_config: None,
+        cmdline: "truecold run --probe".into(),
+        extra_files: vec![],
+    };
+    let w = write(&dest, &result, &ex.samples, &inputs).unwrap();
+    (ex, w, dir)
+}
+
+fn sha256sum_check(dir: &Path) {
+    let out = std::process::Command::new("sha256sum")
+        .args(["-c", "--strict", "SHA256SUMS"])
+        .current_dir(dir)
+        .output()
+        .expect("sha256sum (coreutils) must be installed");
+    assert!(
+        out.status.success(),
+        "sha256sum -c --strict failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn fake(stop: &AtomicBool) -> Fake<'_> {
+    Fake {
+        fail_at: vec![],
+        dup_at: vec![],
+        stop_after: 0,
+        stop,
+        launched: AtomicU64::new(0),
+    }
+}
+
+#[test]
+fn sequential_campaign_writes_a_bundle_that_verifies() {
+    let stop = AtomicBool::new(false);
+    let f = fake(&stop);
+    let sp = spec(Schedule::Sequential { n: 20 });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert_eq!(ex.samples.len(), 20);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    sha256sum_check(&w.path);
+    let r = w.verdict.result.as_ref().unwrap();
+    assert_eq!(r.summary.attempts, 20);
+    assert_eq!(r.summary.successes, 20);
+    assert!(!r.contract.incomplete);
+    // The probe label is in the README and result.json.
+    let readme = std::fs::read_to_string(w.path.join("README.md")).unwrap();
+    assert!(readme.contains("VMM floor (probe guest), not a Linux boot"));
+    let rj = std::fs::read_to_string(w.path.join("result.json")).unwrap();
+    assert!(rj.contains("VMM floor (probe guest), not a Linux boot"));
+    // No temporary directory left next to the bundle.
+    let siblings: Vec<_> = std::fs::read_dir(w.path.parent().unwrap())
+        .unwrap()
+        .collect();
+    assert_eq!(siblings.len(), 1);
+}
+
+#[test]
+fn failures_stay_in_the_data_and_are_scored_at_the_deadline() {
+    let stop = AtomicBool::new(false);
+    let mut f = fake(&stop);
+    f.fail_at = vec![3, 11];
+    let sp = spec(Schedule::Burst {
+        n: 20,
+        concurrency: 2,
+    });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    sha256sum_check(&w.path);
+    assert_eq!(ex.samples.len(), 20, "failed samples are never dropped");
+    let r = w.verdict.result.unwrap();
+    assert_eq!((r.summary.successes, r.summary.failures), (18, 2));
+    assert_eq!(r.summary.errors.get("deadline"), Some(&2));
+    let wf = r.summary.headline.with_failures.unwrap();
+    assert_eq!(wf.n, 20);
+    // 2 of 20 at the deadline: p95 (rank 19) and p99 (rank 20) are the deadline.
+    assert_eq!(
+        (wf.p95, wf.p99, wf.max),
+        (sp.deadline_ns, sp.deadline_ns, sp.deadline_ns)
+    );
+    let ok = r.summary.headline.successes.unwrap();
+    assert_eq!(ok.n, 18);
+    assert!(ok.max < sp.deadline_ns);
+    // Burst: every sample due at t0, the queue stage present.
+    let t0 = ex.samples[0].intended_request_ns.unwrap();
+    assert!(ex.samples.iter().all(|s| s.intended_request_ns == Some(t0)));
+    assert!(ex.run_facts.max_start_lag_ns.is_some());
+}
+
+#[test]
+fn interrupted_campaign_writes_a_valid_partial_bundle_marked_incomplete() {
+    let stop = AtomicBool::new(false);
+    let mut f = fake(&stop);
+    f.stop_after = 7;
+    let sp = spec(Schedule::Churn {
+        n: 1000,
+        concurrency: 2,
+    });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(ex.interrupted);
+    assert!((7..=8).contains(&ex.samples.len()), "{}", ex.samples.len());
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    sha256sum_check(&w.path);
+    let r = w.verdict.result.unwrap();
+    assert!(r.contract.incomplete);
+    let readme = std::fs::read_to_string(w.path.join("README.md")).unwrap();
+    assert!(readme.contains("INCOMPLETE"), "{readme}");
+    assert!(r
+        .environment
+        .warnings
+        .iter()
+        .any(|w| w.contains("interrupted")));
+}
+
+#[test]
+fn repeated_boot_id_is_written_and_flagged_by_the_verifier() {
+    let stop = AtomicBool::new(false);
+    let mut f = fake(&stop);
+    f.dup_at = vec![5];
+    let sp = spec(Schedule::Sequential { n: 8 });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert_eq!(ex.repeated_boot_ids, 1);
+    assert_eq!(ex.samples[5].error_kind, "repeated_boot_id");
+    assert!(!w.verdict.is_valid());
+    assert!(w
+        .verdict
+        .has(truecold_proof::verify::Check::DuplicateBootId));
+    sha256sum_check(&w.path);
+    let r = w.verdict.result.unwrap();
+    assert!(r
+        .environment
+        .warnings
+        .iter()
+        .any(|w| w.contains("CONTRACT VIOLATION")));
+}
+
+#[test]
+fn sweep_and_open_loop_bundles_verify() {
+    let stop = AtomicBool::new(false);
+    let f = fake(&stop);
+    let sp = spec(Schedule::Sweep {
+        n_per_level: 4,
+        max_concurrency: 3,
+    });
+    let (_ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    let r = w.verdict.result.unwrap();
+    assert_eq!(r.summary.by_concurrency.len(), 3);
+    assert!(r.summary.knee_concurrency.is_some());
+
+    let f = fake(&stop);
+    let sp = spec(Schedule::OpenLoop {
+        n: 10,
+        interval_ns: 1_000_000,
+        max_in_flight: 2,
+    });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    assert!(ex.samples.iter().all(|s| s.concurrency == 0));
+    let t0 = ex.samples[0].intended_request_ns.unwrap();
+    for s in &ex.samples {
+        assert_eq!(s.intended_request_ns, Some(t0 + s.index * 1_000_000));
+    }
+    assert_eq!(
+        w.verdict.result.unwrap().contract.mode,
+        Mode::OpenLoop {
+            count: 10,
+            rate_per_ks: 1_000_000
+        }
+    );
+}
+
+#[test]
+fn rate_and_slug() {
+    assert_eq!(rate_per_ks(1_000_000_000), 1000);
+    assert_eq!(rate_per_ks(400_000_000), 2500);
+    assert_eq!(rate_per_ks(3), 333_333_333_333);
+    assert_eq!(rate_per_ks(0), 0);
+    let mut sp = spec(Schedule::Sequential { n: 1 });
+    assert_eq!(sp.slug(), "probe-floor-sequential-1vcpu-64mib");
+    sp.contract = ContractKind::Linux;
+    sp.vcpus = 2;
+    sp.mem_bytes = 16384 * MIB;
+    assert_eq!(sp.slug(), "linux-sequential-2vcpu-16384mib");
+}
+
+#[test]
+fn a_bundle_is_never_overwritten_and_no_temporary_directory_is_left() {
+    let stop = AtomicBool::new(false);
+    let f = fake(&stop);
+    let sp = spec(Schedule::Sequential { n: 3 });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    let before = std::fs::read(w.path.join("SHA256SUMS")).unwrap();
+    let r = w.verdict.result.clone().unwrap();
+    let inputs = BundleInputs {
+        kernel_config: None,
+        cmdline: "again".into(),
+        extra_files: vec![],
+    };
+    let e = write(&w.path, &r, &ex.samples, &inputs).unwrap_err();
+    assert!(matches!(e, BundleError::Exists(_)), "{e:?}");
+    assert_eq!(std::fs::read(w.path.join("SHA256SUMS")).unwrap(), before);
+    let names: Vec<String> = std::fs::read_dir(w.path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["bundle".to_string()]);
+    sha256sum_check(&w.path);
+}
+
+#[test]
+fn interrupted_before_any_launch_still_writes_a_valid_empty_bundle() {
+    let stop = AtomicBool::new(true);
+    let f = fake(&stop);
+    let sp = spec(Schedule::Sequential { n: 10 });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(ex.interrupted);
+    assert!(ex.samples.is_empty());
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    sha256sum_check(&w.path);
+    assert!(w.verdict.result.unwrap().contract.incomplete);
+}

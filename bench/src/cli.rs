@@ -1,0 +1,322 @@
+//! `truecold run …`: arguments, their checks, and the campaign they describe.
+
+use crate::schedule::{Schedule, ScheduleError};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "truecold",
+    version,
+    about = "True-cold microVM launches, measured and written as a checksummed proof bundle"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run a campaign (default: 1,000 sequential 2 vCPU / 16 GiB Linux boots; on a host whose
+    /// /dev/kvm cannot boot Linux, the probe-guest campaign, labelled as such).
+    Run(RunArgs),
+}
+
+/// Campaign shapes (see `truecold_bench::schedule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Sequential,
+    Burst,
+    OpenLoop,
+    Sweep,
+    Churn,
+}
+
+/// Guest memory backing, passed to the VMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackingArg {
+    Anon,
+    Thp,
+    Hugetlb,
+}
+
+impl BackingArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackingArg::Anon => "anon",
+            BackingArg::Thp => "thp",
+            BackingArg::Hugetlb => "hugetlb",
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// How launches are scheduled.
+    #[arg(long, value_enum, default_value_t = ModeArg::Sequential)]
+    pub mode: ModeArg,
+    /// Launches (sweep: launches per concurrency level).
+    #[arg(short = 'n', long = "count", default_value_t = 1000)]
+    pub count: u64,
+    #[arg(long, default_value_t = 2)]
+    pub vcpus: u32,
+    #[arg(long, default_value_t = 16384)]
+    pub mem_mib: u64,
+    #[arg(long, value_enum, default_value_t = BackingArg::Anon)]
+    pub backing: BackingArg,
+    /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;
+    /// default 64).
+    #[arg(long)]
+    pub concurrency: Option<u32>,
+    /// Open loop: arrivals per second (e.g. 20 or 2.5).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Sweep: concurrency levels 1..=K (default 4).
+    #[arg(long)]
+    pub max_concurrency: Option<u32>,
+    /// A launch not strict-ready this long after its request (intended time in burst and
+    /// open loop) is a failure, scored at this value.
+    #[arg(long, default_value_t = 2000)]
+    pub deadline_ms: u64,
+    /// Past the deadline, how long the VMM may take to print its own report before it is
+    /// killed (the sample is a failure either way).
+    #[arg(long, default_value_t = 500)]
+    pub kill_grace_ms: u64,
+    /// Boot the VMM's embedded probe guest: the VMM floor, not a Linux boot.
+    #[arg(long, group = "guest")]
+    pub probe: bool,
+    /// Boot Linux (the default where /dev/kvm can).
+    #[arg(long, group = "guest")]
+    pub linux: bool,
+    /// Run a Linux campaign inside the nested harness (functional, slow).
+    #[arg(long, group = "guest")]
+    pub nested: bool,
+    /// Bundle directory (default `results/<UTC timestamp>-<label>/`); must not exist.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The truecold-vmm binary (default: next to this binary).
+    #[arg(long)]
+    pub vmm: Option<PathBuf>,
+    /// Guest artifacts (default $TRUECOLD_GUEST_DIR, else out/guest).
+    #[arg(long)]
+    pub guest_dir: Option<PathBuf>,
+    /// Appended to the guest kernel command line.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub cmdline_extra: String,
+    /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
+    #[arg(long)]
+    pub console: bool,
+}
+
+/// Argument errors.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ArgError {
+    #[error("--{flag} applies to --mode {applies_to} only (this campaign is --mode {mode})")]
+    NotForMode {
+        flag: &'static str,
+        applies_to: &'static str,
+        mode: &'static str,
+    },
+    #[error("--mode open-loop needs --rate (arrivals per second)")]
+    RateMissing,
+    #[error("--vcpus must be 1..=255 (got {0})")]
+    Vcpus(u32),
+    #[error("--mem-mib must be at least 1 (got 0)")]
+    MemZero,
+    #[error("--mem-mib {0} is too large")]
+    MemTooLarge(u64),
+    #[error("--deadline-ms must be at least 1")]
+    DeadlineZero,
+    #[error("--rate {0}/s rounds to 0 arrivals per 1,000 s")]
+    RateTooLow(f64),
+    #[error("invalid campaign")]
+    Schedule(#[from] ScheduleError),
+}
+
+fn mode_name(m: ModeArg) -> &'static str {
+    match m {
+        ModeArg::Sequential => "sequential",
+        ModeArg::Burst => "burst",
+        ModeArg::OpenLoop => "open-loop",
+        ModeArg::Sweep => "sweep",
+        ModeArg::Churn => "churn",
+    }
+}
+
+/// Default concurrency of burst and churn.
+pub const DEFAULT_CONCURRENCY: u32 = 2;
+/// Default in-flight cap of the open loop.
+pub const DEFAULT_OPEN_LOOP_IN_FLIGHT: u32 = 64;
+/// Default top level of the sweep.
+pub const DEFAULT_SWEEP_MAX: u32 = 4;
+
+impl RunArgs {
+    /// The schedule these arguments describe, checked.
+    pub fn schedule(&self) -> Result<Schedule, ArgError> {
+        let mode = mode_name(self.mode);
+        let not_for = |flag, applies_to| ArgError::NotForMode {
+            flag,
+            applies_to,
+            mode,
+        };
+        if self.rate.is_some() && self.mode != ModeArg::OpenLoop {
+            return Err(not_for("rate", "open-loop"));
+        }
+        if self.max_concurrency.is_some() && self.mode != ModeArg::Sweep {
+            return Err(not_for("max-concurrency", "sweep"));
+        }
+        if self.concurrency.is_some() && matches!(self.mode, ModeArg::Sequential | ModeArg::Sweep) {
+            return Err(not_for("concurrency", "burst, churn or open-loop"));
+        }
+        if !(1..=255).contains(&self.vcpus) {
+            return Err(ArgError::Vcpus(self.vcpus));
+        }
+        if self.mem_mib == 0 {
+            return Err(ArgError::MemZero);
+        }
+        if self.mem_mib.checked_mul(1 << 20).is_none() {
+            return Err(ArgError::MemTooLarge(self.mem_mib));
+        }
+        if self.deadline_ms == 0 {
+            return Err(ArgError::DeadlineZero);
+        }
+        let n = self.count;
+        let s = match self.mode {
+            ModeArg::Sequential => Schedule::Sequential { n },
+            ModeArg::Burst => Schedule::Burst {
+                n,
+                concurrency: self.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+            },
+            ModeArg::Churn => Schedule::Churn {
+                n,
+                concurrency: self.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+            },
+            ModeArg::Sweep => Schedule::Sweep {
+                n_per_level: n,
+                max_concurrency: self.max_concurrency.unwrap_or(DEFAULT_SWEEP_MAX),
+            },
+            ModeArg::OpenLoop => {
+                let rate = self.rate.ok_or(ArgError::RateMissing)?;
+                if !rate.is_finite() || rate <= 0.0 {
+                    return Err(ScheduleError::BadRate(rate).into());
+                }
+                // The schema records integer arrivals per 1,000 s; the interval follows it.
+                let per_ks = (rate * 1000.0).round();
+                if per_ks < 1.0 {
+                    return Err(ArgError::RateTooLow(rate));
+                }
+                let interval_ns = crate::schedule::interval_for_rate(per_ks / 1000.0)?;
+                Schedule::OpenLoop {
+                    n,
+                    interval_ns,
+                    max_in_flight: self.concurrency.unwrap_or(DEFAULT_OPEN_LOOP_IN_FLIGHT),
+                }
+            }
+        };
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut v = vec!["truecold", "run"];
+        v.extend_from_slice(extra);
+        Cli::try_parse_from(v).map(|c| match c.cmd {
+            Cmd::Run(a) => a,
+        })
+    }
+
+    #[test]
+    fn defaults_are_the_headline_campaign() {
+        let a = args(&[]).unwrap();
+        assert_eq!(a.schedule().unwrap(), Schedule::Sequential { n: 1000 });
+        assert_eq!((a.vcpus, a.mem_mib), (2, 16384));
+        assert!(!a.probe && !a.linux && !a.nested);
+    }
+
+    #[test]
+    fn modes_and_their_flags() {
+        let a = args(&["--mode", "burst", "-n", "50", "--concurrency", "8"]).unwrap();
+        assert_eq!(
+            a.schedule().unwrap(),
+            Schedule::Burst {
+                n: 50,
+                concurrency: 8
+            }
+        );
+        let a = args(&["--mode", "open-loop", "-n", "10", "--rate", "2.5"]).unwrap();
+        assert_eq!(
+            a.schedule().unwrap(),
+            Schedule::OpenLoop {
+                n: 10,
+                interval_ns: 400_000_000,
+                max_in_flight: DEFAULT_OPEN_LOOP_IN_FLIGHT
+            }
+        );
+        let a = args(&["--mode", "sweep", "-n", "5", "--max-concurrency", "3"]).unwrap();
+        assert_eq!(
+            a.schedule().unwrap(),
+            Schedule::Sweep {
+                n_per_level: 5,
+                max_concurrency: 3
+            }
+        );
+        let a = args(&["--mode", "churn", "-n", "9"]).unwrap();
+        assert_eq!(
+            a.schedule().unwrap(),
+            Schedule::Churn {
+                n: 9,
+                concurrency: 2
+            }
+        );
+    }
+
+    #[test]
+    fn bad_arguments_are_clear_errors() {
+        let e = |x: &[&str]| args(x).unwrap().schedule().unwrap_err();
+        assert_eq!(e(&["--mode", "open-loop"]), ArgError::RateMissing);
+        assert_eq!(
+            e(&["--rate", "3"]),
+            ArgError::NotForMode {
+                flag: "rate",
+                applies_to: "open-loop",
+                mode: "sequential"
+            }
+        );
+        assert!(matches!(
+            e(&["--concurrency", "3"]),
+            ArgError::NotForMode { .. }
+        ));
+        assert!(matches!(
+            e(&["--mode", "burst", "--max-concurrency", "3"]),
+            ArgError::NotForMode { .. }
+        ));
+        assert_eq!(e(&["--vcpus", "0"]), ArgError::Vcpus(0));
+        assert_eq!(e(&["--vcpus", "256"]), ArgError::Vcpus(256));
+        assert_eq!(e(&["--mem-mib", "0"]), ArgError::MemZero);
+        assert_eq!(e(&["--deadline-ms", "0"]), ArgError::DeadlineZero);
+        assert_eq!(
+            e(&["-n", "0"]),
+            ArgError::Schedule(ScheduleError::NoSamples)
+        );
+        assert_eq!(
+            e(&["--mode", "burst", "--concurrency", "0"]),
+            ArgError::Schedule(ScheduleError::ZeroConcurrency)
+        );
+        assert_eq!(
+            e(&["--mode", "open-loop", "--rate", "0.0001"]),
+            ArgError::RateTooLow(0.0001)
+        );
+        assert!(matches!(
+            e(&["--mode", "open-loop", "--rate=-1"]),
+            ArgError::Schedule(ScheduleError::BadRate(_))
+        ));
+        // Mutually exclusive guest kinds, unknown modes: clap's own errors.
+        assert!(args(&["--probe", "--linux"]).is_err());
+        assert!(args(&["--mode", "zigzag"]).is_err());
+    }
+}

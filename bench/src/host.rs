@@ -1,0 +1,304 @@
+//! Host conditions of a campaign: what the machine is, how loaded it was before and after,
+//! and how much of it the harness itself used. Everything is read from /proc and /sys;
+//! anything unreadable is recorded as such, never guessed.
+
+use crate::clock::monotonic_ns;
+use std::path::Path;
+use truecold_proof::schema::{Environment, HarnessLoad, HostKind};
+
+/// A point-in-time reading taken before and after the campaign.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub t_ns: u64,
+    /// `/proc/loadavg`, verbatim (trimmed).
+    pub loadavg: String,
+    /// This process's CPU time, ns.
+    pub self_user_ns: u64,
+    pub self_sys_ns: u64,
+    /// Reaped children's CPU time (the VMM processes), ns.
+    pub children_ns: u64,
+    /// Busy and total CPU time of the whole host from `/proc/stat`, ns.
+    pub host_busy_ns: u64,
+    pub host_total_ns: u64,
+}
+
+impl Snapshot {
+    /// Reads the snapshot now.
+    pub fn take() -> Snapshot {
+        let (self_user_ns, self_sys_ns) = rusage(libc::RUSAGE_SELF);
+        let (cu, cs) = rusage(libc::RUSAGE_CHILDREN);
+        let (host_busy_ns, host_total_ns) = read("/proc/stat")
+            .and_then(|s| cpu_times(&s))
+            .unwrap_or((0, 0));
+        Snapshot {
+            t_ns: monotonic_ns(),
+            loadavg: read("/proc/loadavg")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|| "unreadable".into()),
+            self_user_ns,
+            self_sys_ns,
+            children_ns: cu + cs,
+            host_busy_ns,
+            host_total_ns,
+        }
+    }
+}
+
+fn read(p: &str) -> Option<String> {
+    std::fs::read_to_string(p).ok()
+}
+
+fn rusage(who: libc::c_int) -> (u64, u64) {
+    // SAFETY: all-zero bytes are a valid `rusage` (plain integers).
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage; `who` is RUSAGE_SELF or RUSAGE_CHILDREN.
+    let rc = unsafe { libc::getrusage(who, &mut ru) };
+    if rc != 0 {
+        return (0, 0);
+    }
+    let ns = |t: libc::timeval| (t.tv_sec as u64) * 1_000_000_000 + (t.tv_usec as u64) * 1_000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
+}
+
+/// (busy, total) CPU time of the host from the aggregate `cpu` line of `/proc/stat`, ns.
+/// Busy is everything but idle and iowait. Pure, for tests.
+pub fn cpu_times(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 4 {
+        return None;
+    }
+    // guest and guest_nice (fields 9, 10) are already included in user and nice.
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v[3] + v.get(4).copied().unwrap_or(0);
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as u64 } else { 100 };
+    let ns = |t: u64| t.saturating_mul(1_000_000_000) / hz;
+    Some((ns(total - idle), ns(total)))
+}
+
+/// The static facts about the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostFacts {
+    pub kind: HostKind,
+    pub cpu_model: String,
+    pub cores: u32,
+    pub host_kernel: String,
+    pub thp_enabled: String,
+    pub thp_defrag: String,
+    pub hugepages: String,
+    pub governor: Option<String>,
+}
+
+/// `model name` of the first CPU in `/proc/cpuinfo` (pure, for tests).
+pub fn cpu_model(cpuinfo: &str) -> Option<String> {
+    cpuinfo.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == "model name").then(|| v.trim().to_string())
+    })
+}
+
+/// Processors listed in `/proc/cpuinfo` (pure, for tests).
+pub fn cpu_count(cpuinfo: &str) -> u32 {
+    cpuinfo
+        .lines()
+        .filter(|l| l.split(':').next().map(str::trim) == Some("processor"))
+        .count() as u32
+}
+
+/// Hugepage pools as `2048kB:N 1048576kB:M` from `/sys/kernel/mm/hugepages`.
+fn hugepage_pools(dir: &Path) -> String {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return "unreadable".into();
+    };
+    let mut pools: Vec<(u64, String)> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let size = name.strip_prefix("hugepages-")?.to_string();
+            let kb: u64 = size.strip_suffix("kB")?.parse().ok()?;
+            let n = std::fs::read_to_string(e.path().join("nr_hugepages"))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "?".into());
+            Some((kb, format!("{size}:{n}")))
+        })
+        .collect();
+    pools.sort();
+    if pools.is_empty() {
+        return "none".into();
+    }
+    pools
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl HostFacts {
+    /// Reads the facts; `kind` comes from the VMM library's detection (one definition).
+    pub fn read(kind: HostKind) -> HostFacts {
+        let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
+        let online = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(0);
+        let verbatim = |p: &str| {
+            read(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|| "unreadable".into())
+        };
+        HostFacts {
+            kind,
+            cpu_model: cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".into()),
+            cores: match cpu_count(&cpuinfo) {
+                0 => online,
+                n => n,
+            },
+            host_kernel: verbatim("/proc/sys/kernel/osrelease"),
+            thp_enabled: verbatim("/sys/kernel/mm/transparent_hugepage/enabled"),
+            thp_defrag: verbatim("/sys/kernel/mm/transparent_hugepage/defrag"),
+            hugepages: hugepage_pools(Path::new("/sys/kernel/mm/hugepages")),
+            governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+                .map(|s| s.trim().to_string()),
+        }
+    }
+}
+
+/// Thresholds of the warnings (documented in the bundle through the warnings' text).
+pub const BUSY_LOAD_PER_CORE: f64 = 0.5;
+/// Other processes' share of all CPU time during the campaign that counts as busy.
+pub const BUSY_OTHERS_SHARE: f64 = 0.25;
+/// Harness CPU (one core = 1.0) above which it may have been the bottleneck.
+pub const HARNESS_CPU_SHARE: f64 = 0.5;
+
+/// What the scheduler adds to the conditions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunFacts {
+    /// Largest actual-request minus intended-request (burst, open loop).
+    pub max_start_lag_ns: Option<u64>,
+    /// Open loop: the arrival interval.
+    pub interval_ns: Option<u64>,
+    /// Largest number of lanes (concurrency) used.
+    pub lanes: u32,
+}
+
+/// The warnings about the host and the harness (pure, for tests).
+pub fn warnings(
+    facts: &HostFacts,
+    before: &Snapshot,
+    after: &Snapshot,
+    run: &RunFacts,
+) -> Vec<String> {
+    let mut w = Vec::new();
+    match facts.kind {
+        HostKind::Pvm => w.push(
+            "host /dev/kvm is kvm_pvm, a software virtualization backend: these numbers do not \
+             represent hardware KVM"
+                .to_string(),
+        ),
+        HostKind::NestedEmulated => w.push(
+            "KVM runs inside an emulated (TCG) L1: functional check, times are not \
+             representative"
+                .to_string(),
+        ),
+        HostKind::Hardware => {}
+    }
+    let cores = facts.cores.max(1);
+    if let Some(l1) = before
+        .loadavg
+        .split_whitespace()
+        .next()
+        .and_then(|x| x.parse::<f64>().ok())
+    {
+        if l1 > BUSY_LOAD_PER_CORE * f64::from(cores) {
+            w.push(format!(
+                "host busy before the campaign: 1-minute load average {l1} on {cores} cores \
+                 (threshold {BUSY_LOAD_PER_CORE} per core)"
+            ));
+        }
+    }
+    let wall = after.t_ns.saturating_sub(before.t_ns);
+    let total = after.host_total_ns.saturating_sub(before.host_total_ns);
+    let busy = after.host_busy_ns.saturating_sub(before.host_busy_ns);
+    let ours = (after.self_user_ns + after.self_sys_ns + after.children_ns)
+        .saturating_sub(before.self_user_ns + before.self_sys_ns + before.children_ns);
+    if total > 0 {
+        let others = busy.saturating_sub(ours) as f64 / total as f64;
+        if others > BUSY_OTHERS_SHARE {
+            w.push(format!(
+                "host busy during the campaign: other processes used {:.0}% of all CPU time \
+                 (threshold {:.0}%)",
+                others * 100.0,
+                BUSY_OTHERS_SHARE * 100.0
+            ));
+        }
+    }
+    if wall > 0 {
+        let harness = (after.self_user_ns + after.self_sys_ns)
+            .saturating_sub(before.self_user_ns + before.self_sys_ns) as f64
+            / wall as f64;
+        if harness > HARNESS_CPU_SHARE {
+            w.push(format!(
+                "the harness itself used {:.0}% of a core: it may have been the bottleneck \
+                 (threshold {:.0}%)",
+                harness * 100.0,
+                HARNESS_CPU_SHARE * 100.0
+            ));
+        }
+    }
+    if run.lanes > cores {
+        w.push(format!(
+            "concurrency {} exceeds the host's {cores} cores: concurrent samples compete for CPU",
+            run.lanes
+        ));
+    }
+    if let (Some(lag), Some(iv)) = (run.max_start_lag_ns, run.interval_ns) {
+        if lag > iv {
+            w.push(format!(
+                "the open loop fell behind its arrival schedule by up to {} µs (interval {} µs): \
+                 the queueing is counted in the latency",
+                lag / 1000,
+                iv / 1000
+            ));
+        }
+    }
+    w
+}
+
+/// Builds the bundle's environment record.
+pub fn environment(
+    facts: &HostFacts,
+    before: &Snapshot,
+    after: &Snapshot,
+    run: &RunFacts,
+    extra_warnings: Vec<String>,
+) -> Environment {
+    let mut warn = warnings(facts, before, after, run);
+    warn.extend(extra_warnings);
+    Environment {
+        host_kind: facts.kind,
+        cpu_model: facts.cpu_model.clone(),
+        cores: facts.cores,
+        host_kernel: facts.host_kernel.clone(),
+        thp_enabled: facts.thp_enabled.clone(),
+        thp_defrag: facts.thp_defrag.clone(),
+        hugepages: facts.hugepages.clone(),
+        governor: facts.governor.clone(),
+        loadavg_before: before.loadavg.clone(),
+        loadavg_after: after.loadavg.clone(),
+        harness: HarnessLoad {
+            wall_ns: after.t_ns.saturating_sub(before.t_ns),
+            cpu_user_ns: after.self_user_ns.saturating_sub(before.self_user_ns),
+            cpu_sys_ns: after.self_sys_ns.saturating_sub(before.self_sys_ns),
+            max_start_lag_ns: run.max_start_lag_ns,
+        },
+        warnings: warn,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,105 @@
+use super::*;
+
+fn facts(kind: HostKind, cores: u32) -> HostFacts {
+    HostFacts {
+        kind,
+        cpu_model: "X".into(),
+        cores,
+        host_kernel: "6.1".into(),
+        thp_enabled: "always [madvise] never".into(),
+        thp_defrag: "[madvise]".into(),
+        hugepages: "2048kB:0".into(),
+        governor: None,
+    }
+}
+
+fn snap(
+    t_s: u64,
+    load: &str,
+    self_cpu_ms: u64,
+    children_ms: u64,
+    busy_ms: u64,
+    total_ms: u64,
+) -> Snapshot {
+    Snapshot {
+        t_ns: t_s * 1_000_000_000,
+        loadavg: load.into(),
+        self_user_ns: self_cpu_ms * 1_000_000,
+        self_sys_ns: 0,
+        children_ns: children_ms * 1_000_000,
+        host_busy_ns: busy_ms * 1_000_000,
+        host_total_ns: total_ms * 1_000_000,
+    }
+}
+
+#[test]
+fn parses_cpuinfo_and_stat() {
+    let ci = "processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t: svm\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 9B14\n";
+    assert_eq!(cpu_model(ci).as_deref(), Some("AMD EPYC 9B14"));
+    assert_eq!(cpu_count(ci), 2);
+    assert_eq!(cpu_model("flags: x\n"), None);
+    // user nice system idle iowait irq softirq steal guest guest_nice
+    let st = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    let t = |ticks: u64| ticks * 1_000_000_000 / hz;
+    assert_eq!(cpu_times(st), Some((t(150), t(1000))));
+    assert_eq!(cpu_times("intr 1 2\n"), None);
+    assert_eq!(cpu_times("cpu  1 x 3 4\n"), None);
+}
+
+#[test]
+fn quiet_hardware_host_has_no_warnings() {
+    let b = snap(0, "0.10 0.10 0.10 1/100 1", 0, 0, 0, 0);
+    let a = snap(10, "1.00 0.10 0.10 1/100 2", 100, 9_000, 9_300, 20_000);
+    let w = warnings(
+        &facts(HostKind::Hardware, 2),
+        &b,
+        &a,
+        &RunFacts {
+            lanes: 1,
+            ..Default::default()
+        },
+    );
+    assert!(w.is_empty(), "{w:?}");
+}
+
+#[test]
+fn busy_host_bottleneck_harness_and_pvm_are_flagged() {
+    let b = snap(0, "3.00 1.0 1.0 1/100 1", 0, 0, 0, 0);
+    // 10 s wall, harness 6 s CPU (60% of a core), others 20-6-2 = 12 of 20 s total (60%).
+    let a = snap(10, "3.00 1.0 1.0 1/100 1", 6_000, 2_000, 20_000, 20_000);
+    let run = RunFacts {
+        max_start_lag_ns: Some(5_000_000),
+        interval_ns: Some(1_000_000),
+        lanes: 4,
+    };
+    let w = warnings(&facts(HostKind::Pvm, 2), &b, &a, &run);
+    let all = w.join("\n");
+    assert_eq!(w.len(), 6, "{all}");
+    for needle in [
+        "kvm_pvm",
+        "busy before",
+        "busy during",
+        "harness itself",
+        "exceeds",
+        "fell behind",
+    ] {
+        assert!(all.contains(needle), "missing {needle}: {all}");
+    }
+    let env = environment(&facts(HostKind::Pvm, 2), &b, &a, &run, vec!["extra".into()]);
+    assert_eq!(env.harness.wall_ns, 10_000_000_000);
+    assert_eq!(env.harness.cpu_user_ns, 6_000_000_000);
+    assert_eq!(env.harness.max_start_lag_ns, Some(5_000_000));
+    assert_eq!(env.warnings.last().map(String::as_str), Some("extra"));
+}
+
+#[test]
+fn reads_this_host() {
+    let f = HostFacts::read(HostKind::Hardware);
+    assert!(f.cores >= 1);
+    assert!(!f.host_kernel.is_empty());
+    let s = Snapshot::take();
+    assert!(s.t_ns > 0);
+    assert!(s.host_total_ns >= s.host_busy_ns);
+}

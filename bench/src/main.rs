@@ -1,0 +1,66 @@
+//! `truecold`: campaigns of true-cold microVM launches → checksummed proof bundles.
+//!
+//! Exit status: 0 bundle written and verified; 2 bundle written but the verifier found
+//! problems (e.g. a repeated boot id: a contract violation); 130 interrupted (a valid
+//! partial bundle, marked incomplete, was written); 1 nothing written (the error says why).
+
+use clap::Parser;
+use std::process::ExitCode;
+use truecold_bench::cli::{Cli, Cmd};
+use truecold_bench::run::{level_lines, run};
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let Cmd::Run(args) = cli.cmd;
+    let invocation = std::env::args()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'') {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    match run(&args, &invocation) {
+        Ok(out) => {
+            for w in &out.warnings {
+                eprintln!("truecold: warning: {w}");
+            }
+            let v = &out.written.verdict;
+            print!("{}", v.render(&out.written.path, 5));
+            if let Some(r) = &v.result {
+                for l in level_lines(r) {
+                    println!("{l}");
+                }
+            }
+            println!(
+                "verify: sha256sum -c --strict SHA256SUMS (in {}) and truecold-proof verify {}",
+                out.written.path.display(),
+                out.written.path.display()
+            );
+            if !v.is_valid() {
+                ExitCode::from(2)
+            } else if out.interrupted {
+                ExitCode::from(130)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("truecold: error: {}", chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,260 @@
+use super::*;
+use crate::schedule::Slot;
+use truecold_proof::schema::StageKind;
+
+const MIB: u64 = 1 << 20;
+
+fn boot_id(n: u8) -> BootId {
+    BootId::parse(&format!("{n:08x}-0000-4000-8000-000000000000")).unwrap()
+}
+
+/// A healthy attempt: request at 1000, stamps every 100 ns after, reaped at 5000.
+fn attempt(index: u64, intended: u64) -> Attempt {
+    Attempt {
+        slot: Slot {
+            index,
+            level: 2,
+            intended_ns: intended,
+        },
+        request_ns: 1000,
+        reaped_ns: 5000,
+        deadline_ns: 10_000,
+        end: End::Exited(0),
+        stdout: Vec::new(),
+        stdout_truncated: false,
+        stderr_tail: String::new(),
+    }
+}
+
+fn observed(linux: bool, id: u8) -> Observed {
+    Observed {
+        stamps: Stamps {
+            boot_start: Some(1100),
+            kvm_open: Some(1200),
+            vm_created: Some(1300),
+            memory_ready: Some(1400),
+            kernel_loaded: Some(1500),
+            first_run: Some(1600),
+            init_doorbell: Some(1700),
+            ready_doorbell: Some(1800),
+            strict_ready: Some(1900),
+            record: Some(2000),
+        },
+        memslots: Some(128 * MIB),
+        e820_usable: Some(128 * MIB),
+        boot_id: Some(boot_id(id)),
+        guest: linux.then(|| GuestRecord {
+            boot_id: Some(boot_id(id)),
+            t_init_ns: 40_000,
+            t_ready_ns: 55_000,
+            t_reply_ns: 56_000,
+            t_record_ns: 60_000,
+            mem_configured: 128 * MIB,
+            mem_firmware_ram: 128 * MIB,
+            mem_total: 100 * MIB,
+            mem_probe: 4 * MIB,
+            cpus: 1,
+            workload: Workload::BenchOk,
+            code: ErrorCode::Ok,
+        }),
+        error: None,
+        cmdline: None,
+        backing: None,
+    }
+}
+
+fn ctx(contract: ContractKind, intended: bool) -> RowContext {
+    RowContext {
+        contract,
+        intended,
+        concurrency_override: None,
+        mem_bytes: 128 * MIB,
+        vcpus: 1,
+    }
+}
+
+fn host_sum(s: &Sample) -> u64 {
+    Stage::ALL
+        .iter()
+        .filter(|st| st.kind() == StageKind::Host)
+        .filter_map(|st| s.stages.get(*st))
+        .sum()
+}
+
+#[test]
+fn success_stages_tile_the_headline() {
+    let s = to_sample(
+        &attempt(3, 1000),
+        Some(&observed(true, 1)),
+        None,
+        &ctx(ContractKind::Linux, false),
+    );
+    assert!(s.ok, "{} {}", s.error_kind, s.error_detail);
+    assert_eq!(s.index, 3);
+    assert_eq!(s.concurrency, 2);
+    assert_eq!(s.intended_request_ns, None);
+    assert_eq!(s.latency_ns, Some(900));
+    assert_eq!(s.latency_ns, s.derived_latency());
+    assert_eq!(host_sum(&s), 900);
+    assert_eq!(s.stages.get(Stage::Queue), None);
+    assert_eq!(s.stages.get(Stage::Spawn), Some(100));
+    assert_eq!(s.stages.get(Stage::Vcpus), Some(100));
+    assert_eq!(s.stages.get(Stage::Workload), Some(100));
+    assert_eq!(s.stages.get(Stage::Teardown), Some(3000));
+    assert_eq!(s.stages.get(Stage::GuestKernelToInit), Some(40_000));
+    assert_eq!(s.stages.get(Stage::GuestInitToReady), Some(15_000));
+    assert_eq!(s.workload, "BENCH_OK");
+    assert_eq!(s.guest_cpus, Some(1));
+    assert_eq!(s.boot_id, Some(boot_id(1)));
+}
+
+#[test]
+fn intended_time_adds_the_queue_stage_and_moves_the_origin() {
+    // Due at 400, spawned at 1000: 600 ns of the harness's queueing count.
+    let s = to_sample(
+        &attempt(0, 400),
+        Some(&observed(false, 1)),
+        None,
+        &ctx(ContractKind::Probe, true),
+    );
+    assert!(s.ok, "{}", s.error_detail);
+    assert_eq!(s.intended_request_ns, Some(400));
+    assert_eq!(s.stages.get(Stage::Queue), Some(600));
+    assert_eq!(s.latency_ns, Some(1500));
+    assert_eq!(host_sum(&s), 1500);
+    // A probe row carries no Linux guest data.
+    assert_eq!(s.stages.get(Stage::GuestKernelToInit), None);
+    assert_eq!(s.guest_mem_total, None);
+    assert_eq!(s.workload, "");
+}
+
+#[test]
+fn open_loop_concurrency_column_is_overridden() {
+    let mut c = ctx(ContractKind::Probe, true);
+    c.concurrency_override = Some(0);
+    let s = to_sample(&attempt(0, 1000), Some(&observed(false, 1)), None, &c);
+    assert_eq!(s.concurrency, 0);
+}
+
+fn kind_of(a: &Attempt, o: Option<&Observed>, rep: Option<&str>, c: &RowContext) -> (bool, String) {
+    let s = to_sample(a, o, rep, c);
+    assert_eq!(s.ok, s.error_kind.is_empty());
+    assert_eq!(s.latency_ns, s.derived_latency());
+    assert_eq!(
+        s.host_mem_configured,
+        128 * MIB,
+        "every row carries the configured size"
+    );
+    (s.ok, s.error_kind)
+}
+
+#[test]
+fn every_failure_is_kept_with_a_typed_kind() {
+    let linux = ctx(ContractKind::Linux, false);
+    let good = observed(true, 1);
+    let k = |a: &Attempt, o: Option<&Observed>| kind_of(a, o, None, &linux).1;
+
+    let mut a = attempt(0, 1000);
+    a.end = End::SpawnFailed("no such file".into());
+    assert_eq!(k(&a, None), "spawn_failed");
+    a.end = End::KilledAtDeadline;
+    assert_eq!(k(&a, None), "deadline");
+    a.end = End::Signalled(11);
+    assert_eq!(k(&a, None), "vmm_signal");
+    a.end = End::HarnessIo("poll".into());
+    assert_eq!(k(&a, None), "harness_io");
+    a.end = End::Exited(1);
+    assert_eq!(
+        kind_of(&a, None, Some("expected value at line 1"), &linux).1,
+        "bad_report"
+    );
+
+    let a = attempt(0, 1000);
+    let mut o = good.clone();
+    o.error = Some(("kvm_run".into(), "KVM_RUN: internal error".into()));
+    assert_eq!(k(&a, Some(&o)), "vmm_kvm_run");
+
+    let mut o = good.clone();
+    o.error = Some(("deadline".into(), "the guest did not finish".into()));
+    assert_eq!(k(&a, Some(&o)), "deadline");
+
+    let mut o = good.clone();
+    o.stamps.strict_ready = None;
+    assert_eq!(k(&a, Some(&o)), "no_strict_ready");
+
+    // Ready, but after the deadline: a failure scored at the deadline.
+    let mut o = good.clone();
+    o.stamps.strict_ready = Some(1000 + 10_001);
+    assert_eq!(k(&a, Some(&o)), "deadline");
+    let mut o = good.clone();
+    o.stamps.strict_ready = Some(1000 + 10_000);
+    o.stamps.record = Some(1000 + 10_100);
+    assert!(
+        kind_of(&a, Some(&o), None, &linux).0,
+        "exactly at the deadline is in time"
+    );
+
+    let mut o = good.clone();
+    o.guest.as_mut().unwrap().code = ErrorCode::MemFirmwareMismatch;
+    assert_eq!(k(&a, Some(&o)), "guest_mem_firmware_mismatch");
+
+    let mut o = good.clone();
+    o.guest.as_mut().unwrap().workload = Workload::Failed(ErrorCode::WorkloadDigest);
+    assert_eq!(k(&a, Some(&o)), "workload");
+
+    let mut o = good.clone();
+    o.guest = None;
+    assert_eq!(k(&a, Some(&o)), "no_record");
+
+    let mut ex = attempt(0, 1000);
+    ex.end = End::Exited(2);
+    assert_eq!(k(&ex, Some(&good)), "vmm_exit");
+
+    let mut o = good.clone();
+    o.memslots = Some(127 * MIB);
+    assert_eq!(k(&a, Some(&o)), "memory_mismatch");
+
+    let mut o = good.clone();
+    o.boot_id = None;
+    o.guest.as_mut().unwrap().boot_id = None;
+    assert_eq!(k(&a, Some(&o)), "no_boot_id");
+}
+
+#[test]
+fn error_detail_is_one_bounded_line() {
+    let mut a = attempt(0, 1000);
+    a.end = End::Exited(1);
+    a.stderr_tail = format!("{}\nroot cause: bad\n", "x".repeat(2000));
+    let s = to_sample(&a, None, None, &ctx(ContractKind::Probe, false));
+    assert!(!s.error_detail.contains('\n'));
+    assert!(s.error_detail.chars().count() <= MAX_DETAIL + 1);
+    assert!(s.error_detail.ends_with("root cause: bad"));
+}
+
+#[test]
+fn repeated_boot_id_is_a_contract_violation() {
+    let c = ctx(ContractKind::Probe, false);
+    let mut rows: Vec<Sample> = [1u8, 2, 1, 3, 2]
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            to_sample(
+                &attempt(i as u64, 1000),
+                Some(&observed(false, *id)),
+                None,
+                &c,
+            )
+        })
+        .collect();
+    assert!(rows.iter().all(|s| s.ok));
+    assert_eq!(mark_repeated_boot_ids(&mut rows), 2);
+    let kinds: Vec<&str> = rows.iter().map(|s| s.error_kind.as_str()).collect();
+    assert_eq!(kinds, ["", "", "repeated_boot_id", "", "repeated_boot_id"]);
+    assert!(rows[2].error_detail.contains("sample 0"));
+    assert!(rows[4].error_detail.contains("sample 1"));
+    assert_eq!(
+        rows[2].boot_id,
+        Some(boot_id(1)),
+        "the row keeps the evidence"
+    );
+}

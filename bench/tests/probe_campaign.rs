@@ -1,0 +1,217 @@
+//! End to end on this host's /dev/kvm with the real `truecold-vmm`: a 20-sample probe-guest
+//! campaign whose bundle passes `sha256sum -c --strict` and the verifier, and a Ctrl-C'd
+//! campaign that leaves a valid partial bundle marked incomplete.
+//!
+//! Needs /dev/kvm and the VMM binary built into the same target directory:
+//! `cargo build -p truecold-vmm && cargo test -p truecold-bench`. Missing either FAILS.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn truecold() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_truecold"))
+}
+
+fn vmm() -> PathBuf {
+    let p = truecold()
+        .parent()
+        .expect("binary directory")
+        .join("truecold-vmm");
+    assert!(
+        p.is_file(),
+        "{} is missing: build it first with `cargo build -p truecold-vmm` (same CARGO_TARGET_DIR \
+         as this test)",
+        p.display()
+    );
+    p
+}
+
+fn require_kvm() {
+    assert!(
+        Path::new("/dev/kvm").exists(),
+        "/dev/kvm is missing: this test boots the probe guest on KVM and cannot run without it"
+    );
+}
+
+fn sha256sum_check(dir: &Path) {
+    let out = Command::new("sha256sum")
+        .args(["-c", "--strict", "SHA256SUMS"])
+        .current_dir(dir)
+        .output()
+        .expect("sha256sum (coreutils) must be installed");
+    assert!(
+        out.status.success(),
+        "sha256sum -c --strict failed in {}: {}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn base_cmd(out: &Path, n: &str) -> Command {
+    let mut c = Command::new(truecold());
+    // A generous deadline: these tests check the contract and the bundle, not speed.
+    c.args([
+        "run",
+        "--probe",
+        "-n",
+        n,
+        "--vcpus",
+        "2",
+        "--mem-mib",
+        "256",
+        "--deadline-ms",
+        "60000",
+        "--out",
+    ])
+    .arg(out)
+    .arg("--vmm")
+    .arg(vmm())
+    .env("CI", "true");
+    c
+}
+
+#[test]
+fn twenty_probe_boots_make_a_bundle_that_verifies() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("bundle");
+    let o = base_cmd(&out, "20").output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "truecold failed: {stderr}");
+    sha256sum_check(&out);
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 10));
+    let r = v.result.unwrap();
+    assert_eq!(r.summary.attempts, 20);
+    assert_eq!(v.rows, Some(20));
+    assert_eq!(
+        r.summary.successes, 20,
+        "{:?} (bad_report: is target/debug/truecold-vmm stale? `cargo build -p truecold-vmm`)",
+        r.summary.errors
+    );
+    assert!(!r.contract.incomplete);
+    assert_eq!(r.contract.label, truecold_proof::schema::PROBE_LABEL);
+    assert!(r.artifacts.contains_key("vmm"));
+    // Every sample is a fresh VMM process with its own verified liveness answer.
+    let (_, samples) = truecold_proof::bundle::read_bundle(&out).unwrap();
+    let mut ids: Vec<_> = samples.iter().filter_map(|s| s.boot_id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        samples.iter().filter(|s| s.boot_id.is_some()).count()
+    );
+    for f in ["README.md", "result.json", "samples.csv", "cmdline.txt"] {
+        let text = std::fs::read_to_string(out.join(f)).unwrap();
+        if f != "samples.csv" {
+            assert!(
+                text.contains("probe"),
+                "{f} does not say it is a probe campaign"
+            );
+        }
+    }
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(readme.contains(truecold_proof::schema::PROBE_LABEL));
+}
+
+#[test]
+fn ctrl_c_writes_a_valid_partial_bundle_marked_incomplete() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("partial");
+    // 400 planned: plain progress prints every 20 samples; interrupt after the first line.
+    let mut child = base_cmd(&out, "400")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let progress = line.starts_with("[probe floor]");
+        seen.push(line);
+        if progress {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.starts_with("[probe floor]")),
+        "no progress line before exit: {seen:?}"
+    );
+    // SAFETY: kill(2) on our own child, which has not been reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "stderr: {seen:?} {rest:?}");
+    sha256sum_check(&out);
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 10));
+    let r = v.result.unwrap();
+    assert!(r.contract.incomplete);
+    assert!(
+        r.summary.attempts >= 20 && r.summary.attempts < 400,
+        "{}",
+        r.summary.attempts
+    );
+    // Samples in flight at the interrupt finished normally: none was cut short by it.
+    assert_eq!(
+        r.summary.failures, 0,
+        "{:?} (bad_report: is target/debug/truecold-vmm stale? `cargo build -p truecold-vmm`)",
+        r.summary.errors
+    );
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(readme.contains("INCOMPLETE"));
+}
+
+#[test]
+fn bad_arguments_and_missing_artifacts_fail_clearly_before_launching() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(truecold()).args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["run", "--mode", "open-loop", "--probe"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("needs --rate"), "{err}");
+    let missing = d.path().join("no-vmm");
+    let (code, err) = run(&["run", "--probe", "--vmm", missing.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("cargo build --release -p truecold-vmm"),
+        "{err}"
+    );
+    let (code, err) = run(&[
+        "run",
+        "--linux",
+        "--guest-dir",
+        d.path().to_str().unwrap(),
+        "--vmm",
+        vmm().to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("vmlinux") && err.contains("--probe"), "{err}");
+    let (code, err) = run(&["run", "--nested", "--vmm", vmm().to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("not built yet"), "{err}");
+    std::fs::create_dir(d.path().join("taken")).unwrap();
+    let taken = d.path().join("taken");
+    let (code, err) = run(&[
+        "run",
+        "--probe",
+        "--out",
+        taken.to_str().unwrap(),
+        "--vmm",
+        vmm().to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("never overwritten"), "{err}");
+}

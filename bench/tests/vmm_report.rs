@@ -1,0 +1,108 @@
+//! The report adapter against the real `truecold-vmm` output (no stale fixture): one probe
+//! boot, then the same report edited into the Linux shape the VMM prints for a Linux guest.
+//! Needs /dev/kvm and `cargo build -p truecold-vmm` (same target directory); FAILS without.
+
+use std::path::PathBuf;
+use std::process::Command;
+use truecold_bench::vmm_report::{observe, parse};
+use truecold_proto::{ErrorCode, Workload};
+
+fn real_probe_report() -> serde_json::Value {
+    let vmm = PathBuf::from(env!("CARGO_BIN_EXE_truecold"))
+        .parent()
+        .expect("binary directory")
+        .join("truecold-vmm");
+    assert!(
+        vmm.is_file(),
+        "{} is missing: build it first with `cargo build -p truecold-vmm`",
+        vmm.display()
+    );
+    assert!(
+        std::path::Path::new("/dev/kvm").exists(),
+        "/dev/kvm is missing: this test boots the probe guest"
+    );
+    let o = Command::new(&vmm)
+        .args(["boot", "--probe", "--vcpus", "2", "--mem-mib", "64"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn probe_report_projects_onto_a_row() {
+    let v = real_probe_report();
+    let r = parse(v.to_string().as_bytes(), false).unwrap();
+    let o = observe(&r);
+    assert_eq!(o.error, None);
+    assert_eq!(o.memslots, Some(64 << 20));
+    assert_eq!(o.e820_usable, Some(64 << 20));
+    let t = &o.stamps;
+    let chain = [
+        t.boot_start,
+        t.kvm_open,
+        t.vm_created,
+        t.memory_ready,
+        t.kernel_loaded,
+        t.first_run,
+        t.init_doorbell,
+        t.ready_doorbell,
+        t.strict_ready,
+        t.record,
+    ];
+    assert!(chain.iter().all(Option::is_some), "{t:?}");
+    assert!(chain.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
+    // The probe's verified echo stands in for a boot id; no Linux data.
+    let answer = v["liveness"]["answer"].as_str().unwrap();
+    assert_eq!(o.boot_id.unwrap().as_str().replace('-', ""), answer);
+    assert!(o.guest.is_none());
+    assert_eq!(o.cmdline, None);
+}
+
+fn linux_shaped(mut v: serde_json::Value, reply_id: &str, record_id: &str) -> serde_json::Value {
+    v["probe"] = serde_json::Value::Null;
+    v["liveness"]["kind"] = "mac".into();
+    v["liveness"]["reply_boot_id"] = reply_id.into();
+    v["guest_record"] = serde_json::json!({
+        "boot_id": record_id, "t_init_ns": 30000000u64, "t_ready_ns": 41000000u64,
+        "t_reply_ns": 41100000u64, "t_record_ns": 42000000u64, "mem_configured": 67108864u64,
+        "mem_firmware_ram": 67108864u64, "mem_total": 50000000u64, "mem_probe": 4194304u64,
+        "cpus": 2, "workload": "BENCH_OK", "code": "ok"
+    });
+    v
+}
+
+#[test]
+fn linux_report_carries_boot_id_record_and_cmdline() {
+    let id = "0b1d2c3e-4f50-4617-8899-aabbccddeeff";
+    let v = linux_shaped(real_probe_report(), id, id);
+    let o = observe(&parse(v.to_string().as_bytes(), false).unwrap());
+    assert_eq!(o.error, None);
+    assert_eq!(o.boot_id.unwrap().as_str(), id);
+    let g = o.guest.unwrap();
+    assert_eq!((g.t_init_ns, g.cpus), (30_000_000, 2));
+    assert_eq!(g.workload, Workload::BenchOk);
+    assert_eq!(g.code, ErrorCode::Ok);
+    assert!(o.cmdline.unwrap().contains("truecold.mem=67108864"));
+}
+
+#[test]
+fn reply_and_record_from_different_boots_are_a_failure() {
+    let v = linux_shaped(
+        real_probe_report(),
+        "0b1d2c3e-4f50-4617-8899-aabbccddeeff",
+        "11111111-4f50-4617-8899-aabbccddeeff",
+    );
+    let o = observe(&parse(v.to_string().as_bytes(), false).unwrap());
+    assert_eq!(o.error.unwrap().0, "boot_id_mismatch");
+}
+
+#[test]
+fn untrusted_guest_record_values_are_typed_failures() {
+    let id = "0b1d2c3e-4f50-4617-8899-aabbccddeeff";
+    let mut v = linux_shaped(real_probe_report(), id, id);
+    v["guest_record"]["code"] = "rm -rf".into();
+    let o = observe(&parse(v.to_string().as_bytes(), false).unwrap());
+    assert_eq!(o.error.unwrap().0, "bad_guest_record");
+    assert!(o.guest.is_none());
+}
