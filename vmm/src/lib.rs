@@ -1,1 +1,24 @@
+//! truecold's in-process VMM: boots a guest (a PVH/ELF vmlinux, a bzImage, or the embedded
+//! probe guest) from nothing to a verified ready state and reports a per-stage timeline.
+//!
+//! The recipe is [`boot::run`]; each stage lives in its own module:
+//! [`kvm`] → [`vm`] → [`memory`] → [`loader`] (+ [`mptable`]) → [`cpu`] → [`devices`] →
+//! [`run`]; [`report`] is the JSON the CLI prints.
+pub mod boot;
+pub mod config;
+pub mod cpu;
+pub mod devices;
+pub mod host;
+pub mod kvm;
+pub mod loader;
+pub mod memory;
+pub mod mptable;
+pub mod probe;
+pub mod report;
+pub mod run;
+pub mod timeline;
+pub mod vm;
 
+pub use boot::{chain, run as boot, Error};
+pub use config::BootConfig;
+pub use report::BootReport;

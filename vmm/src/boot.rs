@@ -1,0 +1,520 @@
+//! The boot recipe, top-down: each stage is one function in its own module, each stamped.
+use std::sync::Mutex;
+use std::time::Duration;
+
+use vm_memory::{Bytes, GuestAddress};
+
+use crate::config::BootConfig;
+use crate::cpu::{self, CpuError};
+use crate::devices::{self, Bus, DeviceError, StopReason};
+use crate::host::{self, HostKind};
+use crate::kvm::{self, KvmError};
+use crate::loader::{self, KernelSource, LoaderError};
+use crate::memory::{self, MemoryError};
+use crate::mptable;
+use crate::probe::{ProbeReport, ProbeSummary};
+use crate::report::{
+    BootReport, GuestFailure, GuestRecordReport, HostReport, MemoryReport, Outcome, SCHEMA,
+};
+use crate::run::{self, RunEnd, RunError};
+use crate::timeline::{now_ns, process_start_ns, Timeline};
+use crate::vm::{self, VmError};
+
+/// Invalid configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--vcpus {0}: 1 to {max} are supported", max = mptable::MAX_VCPUS)]
+    Vcpus(u8),
+    #[error("--deadline-ms must be positive")]
+    Deadline,
+}
+
+/// Why a boot failed. Every variant but `Guest` happens before the guest runs.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid configuration")]
+    Config(#[source] ConfigError),
+    #[error(
+        "this host's /dev/kvm is kvm-pvm, a software backend on which an unmodified Linux \
+         kernel cannot boot (it dies in the instruction emulator); boot the probe guest \
+         here (`truecold-vmm boot --probe`), run the real kernel under the nested harness \
+         (QEMU TCG with an emulated SVM CPU, see vmm/README.md), or pass --force to try anyway"
+    )]
+    HostCannotBootLinux,
+    #[error("/dev/kvm is absent or unusable")]
+    Kvm(#[source] KvmError),
+    #[error("cannot create the VM")]
+    Vm(#[source] VmError),
+    #[error("cannot set up guest memory")]
+    Memory(#[source] MemoryError),
+    #[error("cannot load the kernel")]
+    Loader(#[source] LoaderError),
+    #[error("cannot write the MP table")]
+    MpTable(#[source] vm_memory::GuestMemoryError),
+    #[error("cannot set up the vCPUs")]
+    Cpu(#[source] CpuError),
+    #[error("cannot set up the devices")]
+    Devices(#[source] DeviceError),
+    #[error("cannot run the vCPUs")]
+    Run(#[source] RunError),
+    #[error("the guest failed")]
+    Guest {
+        #[source]
+        failure: GuestFailure,
+        /// The full report of the failed boot (printed by the CLI all the same).
+        report: Box<BootReport>,
+    },
+}
+
+/// `e` and its sources, `: `-separated.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+fn validate(cfg: &BootConfig) -> Result<(), Error> {
+    if cfg.vcpus == 0 || cfg.vcpus > mptable::MAX_VCPUS {
+        return Err(Error::Config(ConfigError::Vcpus(cfg.vcpus)));
+    }
+    if cfg.deadline_ms == 0 {
+        return Err(Error::Config(ConfigError::Deadline));
+    }
+    Ok(())
+}
+
+fn refuse_linux_on_pvm(cfg: &BootConfig, kind: HostKind) -> Result<(), Error> {
+    if kind == HostKind::Pvm && matches!(cfg.kernel, KernelSource::File(_)) && !cfg.force {
+        return Err(Error::HostCannotBootLinux);
+    }
+    Ok(())
+}
+
+/// Boots one VM per `cfg` and returns its report; a guest that ran but failed gives
+/// [`Error::Guest`], which carries the report.
+pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
+    let mut tl = Timeline {
+        request: cfg.request_ns,
+        process_start: process_start_ns(),
+        boot_start: Some(now_ns()),
+        ..Timeline::default()
+    };
+    validate(cfg)?;
+    if let KernelSource::File(path) = &cfg.kernel {
+        loader::check_kernel(path).map_err(Error::Loader)?;
+    }
+    let host_kind = HostKind::detect(cfg.host_kind);
+    refuse_linux_on_pvm(cfg, host_kind)?;
+
+    let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
+    tl.kvm_open = Some(now_ns());
+
+    let vm = vm::create(&kvm).map_err(Error::Vm)?;
+    tl.vm_created = Some(now_ns());
+
+    let ram = memory::allocate(cfg.mem_mib, cfg.backing).map_err(Error::Memory)?;
+    memory::register(&vm, &ram).map_err(Error::Memory)?;
+    tl.memory_ready = Some(now_ns());
+
+    let cmdline =
+        loader::cmdline(cfg.console, ram.total(), &cfg.cmdline_extra).map_err(Error::Loader)?;
+    let loaded = loader::load(&ram, &cfg.kernel, cfg.initramfs.as_deref(), &cmdline)
+        .map_err(Error::Loader)?;
+    ram.mem
+        .write_slice(
+            &mptable::build(cfg.vcpus, mptable::MPTABLE_ADDR),
+            GuestAddress(mptable::MPTABLE_ADDR),
+        )
+        .map_err(Error::MpTable)?;
+    tl.kernel_loaded = Some(now_ns());
+
+    let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
+    let bus = Mutex::new(Bus::new(&vm, cfg.is_probe(), cfg.console).map_err(Error::Devices)?);
+    tl.vcpus_ready = Some(now_ns());
+
+    let out = run::run(vcpus, &bus, Duration::from_millis(cfg.deadline_ms)).map_err(Error::Run)?;
+    tl.first_run = out.first_run;
+    tl.exit = Some(out.exit);
+
+    let vmm_rss_bytes = host::self_rss();
+    let backing = memory::observe(&ram);
+    let bus = bus.into_inner().unwrap_or_else(|p| p.into_inner());
+    tl.init_doorbell = bus.stamps.init_doorbell;
+    tl.ready_doorbell = bus.stamps.ready_doorbell;
+    tl.strict_ready = bus.stamps.strict_ready;
+    tl.record = bus.stamps.record;
+
+    let memslots = ram.ranges.clone();
+    let configured_bytes = cfg.mem_mib * memory::MIB;
+    // Teardown: vCPU fds closed in their threads; now devices, VM, memory, /dev/kvm.
+    let guest = GuestView::collect(&bus, cfg, &loaded.e820);
+    drop(bus);
+    drop(vm);
+    drop(ram);
+    drop(kvm);
+    tl.teardown_done = Some(now_ns());
+
+    let memslot_bytes: u64 = memslots.iter().map(|r| r.size).sum();
+    let e820_ram_bytes = loader::e820_ram(&loaded.e820);
+    let agree = guest.guest_bytes == Some(configured_bytes)
+        && memslot_bytes == configured_bytes
+        && e820_ram_bytes == configured_bytes;
+    let memory = MemoryReport {
+        configured_bytes,
+        memslots,
+        memslot_bytes,
+        e820: loaded.e820.clone(),
+        e820_ram_bytes,
+        guest_bytes: guest.guest_bytes,
+        agree,
+    };
+    let failure = judge(cfg, &out.end, &out.errors, &guest, &memory);
+    let report = BootReport {
+        schema: SCHEMA,
+        config: cfg.clone(),
+        durations: tl.durations(),
+        timeline: tl,
+        host: HostReport {
+            kind: host_kind,
+            kernel: host::kernel_release(),
+            hypervisor_signature: host::hypervisor_signature(),
+            mem_total_bytes: host::host_mem_total(),
+            kvm_caps,
+        },
+        memory,
+        backing,
+        vmm_rss_bytes,
+        kernel: loaded,
+        vcpus: cfg.vcpus,
+        exits: guest.exits,
+        liveness: guest.liveness,
+        guest_record: guest.record,
+        probe: guest.probe,
+        protocol_errors: guest.protocol_errors,
+        vcpu_errors: out.errors.iter().map(|e| chain(e)).collect(),
+        vcpu_last_rip: out.last_rip.clone(),
+        outcome: Outcome {
+            ok: failure.is_none(),
+            failure: failure.clone(),
+            stop: match &out.end {
+                RunEnd::Stopped(r) => Some(r.clone()),
+                _ => None,
+            },
+            guest_exit_code: match &out.end {
+                RunEnd::Stopped(StopReason::ExitPort(c)) => Some(*c),
+                _ => None,
+            },
+        },
+    };
+    match failure {
+        None => Ok(report),
+        Some(failure) => Err(Error::Guest {
+            failure,
+            report: Box::new(report),
+        }),
+    }
+}
+
+/// What the devices learned from the guest, detached from the bus.
+struct GuestView {
+    exits: devices::ExitCounts,
+    liveness: devices::Liveness,
+    record: Option<GuestRecordReport>,
+    probe: Option<ProbeReport>,
+    protocol_errors: Vec<String>,
+    guest_bytes: Option<u64>,
+    last_phase: Option<u8>,
+    record_raw: Option<truecold_proto::GuestRecord>,
+}
+
+impl GuestView {
+    fn collect(bus: &Bus, cfg: &BootConfig, e820: &[loader::E820Entry]) -> Self {
+        let probe = cfg.is_probe().then(|| {
+            ProbeReport::judge(
+                ProbeSummary::parse(bus.probe_summary_bytes()),
+                e820,
+                cfg.vcpus,
+                bus.ap_checkins.clone(),
+            )
+        });
+        let guest_bytes = match &probe {
+            Some(p) => p.summary.as_ref().map(|s| s.ram_bytes),
+            None => bus.record.as_ref().map(|r| r.mem_firmware_ram),
+        };
+        GuestView {
+            exits: bus.exits.clone(),
+            liveness: bus.liveness.clone(),
+            record: bus.record.as_ref().map(GuestRecordReport::from),
+            probe,
+            protocol_errors: bus.protocol_errors.clone(),
+            guest_bytes,
+            last_phase: bus.last_phase,
+            record_raw: bus.record.clone(),
+        }
+    }
+}
+
+/// The first failure of a boot that ran, in order of cause (pure given its inputs).
+fn judge(
+    cfg: &BootConfig,
+    end: &RunEnd,
+    errors: &[RunError],
+    g: &GuestView,
+    mem: &MemoryReport,
+) -> Option<GuestFailure> {
+    match end {
+        RunEnd::Deadline => {
+            return Some(GuestFailure::Deadline {
+                deadline_ms: cfg.deadline_ms,
+                last_phase: g.last_phase,
+            })
+        }
+        RunEnd::VcpuFailed(_) => {
+            return Some(GuestFailure::Vcpu {
+                message: errors
+                    .iter()
+                    .map(|e| chain(e))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })
+        }
+        RunEnd::Stopped(StopReason::ExitPort(0)) => {}
+        RunEnd::Stopped(StopReason::ExitPort(code)) => {
+            return Some(GuestFailure::ExitCode {
+                code: *code,
+                name: Bus::code_name(*code),
+            })
+        }
+        RunEnd::Stopped(StopReason::Reset) => return Some(GuestFailure::Reset),
+        RunEnd::Stopped(StopReason::Shutdown(vcpu)) => {
+            return Some(GuestFailure::Shutdown { vcpu: *vcpu })
+        }
+        RunEnd::Stopped(StopReason::SystemEvent(event)) => {
+            return Some(GuestFailure::SystemEvent { event: *event })
+        }
+    }
+    if !g.liveness.verified {
+        return Some(GuestFailure::NotStrictReady {
+            detail: if g.protocol_errors.is_empty() {
+                "no answer to the challenge".to_string()
+            } else {
+                g.protocol_errors.join("; ")
+            },
+        });
+    }
+    if let Some(p) = &g.probe {
+        if !p.ok() {
+            return Some(GuestFailure::Probe {
+                detail: format!(
+                    "checksum_ok={} touched_ok={} ram_ok={} aps_ok={} summary_error={:?}",
+                    p.checksum_ok, p.touched_ok, p.ram_ok, p.aps_ok, p.summary_error
+                ),
+            });
+        }
+    } else {
+        match &g.record_raw {
+            None => return Some(GuestFailure::RecordMissing),
+            Some(r)
+                if r.code != truecold_proto::ErrorCode::Ok
+                    || r.workload != truecold_proto::Workload::BenchOk =>
+            {
+                let rep = GuestRecordReport::from(r);
+                return Some(GuestFailure::RecordFailed {
+                    code: rep.code,
+                    workload: rep.workload,
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    if !mem.agree {
+        return Some(GuestFailure::MemoryDisagrees {
+            configured: mem.configured_bytes,
+            memslots: mem.memslot_bytes,
+            e820: mem.e820_ram_bytes,
+            guest: mem.guest_bytes,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linux_cfg() -> BootConfig {
+        let mut cfg = BootConfig::probe(2, 128, memory::Backing::Anon);
+        cfg.kernel = KernelSource::File("/vmlinux".into());
+        cfg
+    }
+
+    fn view(record: Option<truecold_proto::GuestRecord>, verified: bool) -> GuestView {
+        GuestView {
+            exits: devices::ExitCounts::default(),
+            liveness: devices::Liveness {
+                verified,
+                ..Default::default()
+            },
+            record: record.as_ref().map(GuestRecordReport::from),
+            probe: None,
+            protocol_errors: vec![],
+            guest_bytes: record.as_ref().map(|r| r.mem_firmware_ram),
+            last_phase: Some(2),
+            record_raw: record,
+        }
+    }
+
+    fn mem(guest: Option<u64>) -> MemoryReport {
+        let ranges = memory::layout(128).unwrap();
+        let e820 = loader::e820(&ranges);
+        MemoryReport {
+            configured_bytes: 128 << 20,
+            memslot_bytes: 128 << 20,
+            memslots: ranges,
+            e820_ram_bytes: loader::e820_ram(&e820),
+            e820,
+            guest_bytes: guest,
+            agree: guest == Some(128 << 20),
+        }
+    }
+
+    fn record(code: truecold_proto::ErrorCode, ram: u64) -> truecold_proto::GuestRecord {
+        truecold_proto::GuestRecord {
+            boot_id: None,
+            t_init_ns: 1,
+            t_ready_ns: 2,
+            t_reply_ns: 3,
+            t_record_ns: 4,
+            mem_configured: 128 << 20,
+            mem_firmware_ram: ram,
+            mem_total: 1,
+            mem_probe: 1,
+            cpus: 2,
+            workload: if code == truecold_proto::ErrorCode::Ok {
+                truecold_proto::Workload::BenchOk
+            } else {
+                truecold_proto::Workload::NotRun
+            },
+            code,
+        }
+    }
+
+    #[test]
+    fn judge_orders_failures() {
+        use truecold_proto::ErrorCode;
+        let cfg = linux_cfg();
+        let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
+        let good = record(ErrorCode::Ok, 128 << 20);
+        assert_eq!(
+            judge(
+                &cfg,
+                &ok_end,
+                &[],
+                &view(Some(good.clone()), true),
+                &mem(Some(128 << 20))
+            ),
+            None
+        );
+        let f = judge(
+            &cfg,
+            &RunEnd::Stopped(StopReason::ExitPort(41)),
+            &[],
+            &view(None, false),
+            &mem(None),
+        );
+        assert_eq!(
+            f,
+            Some(GuestFailure::ExitCode {
+                code: 41,
+                name: "mem_firmware_mismatch".into()
+            })
+        );
+        assert!(matches!(
+            judge(
+                &cfg,
+                &ok_end,
+                &[],
+                &view(Some(good.clone()), false),
+                &mem(None)
+            ),
+            Some(GuestFailure::NotStrictReady { .. })
+        ));
+        assert_eq!(
+            judge(&cfg, &ok_end, &[], &view(None, true), &mem(None)),
+            Some(GuestFailure::RecordMissing)
+        );
+        assert!(matches!(
+            judge(
+                &cfg,
+                &ok_end,
+                &[],
+                &view(Some(record(ErrorCode::Network, 128 << 20)), true),
+                &mem(Some(128 << 20))
+            ),
+            Some(GuestFailure::RecordFailed { .. })
+        ));
+        assert!(matches!(
+            judge(
+                &cfg,
+                &ok_end,
+                &[],
+                &view(Some(record(ErrorCode::Ok, 1 << 20)), true),
+                &mem(Some(1 << 20))
+            ),
+            Some(GuestFailure::MemoryDisagrees { .. })
+        ));
+        assert_eq!(
+            judge(
+                &cfg,
+                &RunEnd::Stopped(StopReason::Reset),
+                &[],
+                &view(None, true),
+                &mem(None)
+            ),
+            Some(GuestFailure::Reset)
+        );
+        assert!(matches!(
+            judge(&cfg, &RunEnd::Deadline, &[], &view(None, false), &mem(None)),
+            Some(GuestFailure::Deadline {
+                deadline_ms: 10_000,
+                last_phase: Some(2)
+            })
+        ));
+    }
+
+    #[test]
+    fn linux_refused_on_pvm_unless_forced() {
+        let mut cfg = BootConfig::probe(1, 128, memory::Backing::Anon);
+        assert!(refuse_linux_on_pvm(&cfg, HostKind::Pvm).is_ok());
+        cfg.kernel = KernelSource::File("/vmlinux".into());
+        let e = refuse_linux_on_pvm(&cfg, HostKind::Pvm).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("probe") && msg.contains("nested"), "{msg}");
+        assert!(refuse_linux_on_pvm(&cfg, HostKind::Hardware).is_ok());
+        cfg.force = true;
+        assert!(refuse_linux_on_pvm(&cfg, HostKind::Pvm).is_ok());
+    }
+
+    #[test]
+    fn config_validation() {
+        let mut cfg = BootConfig::probe(0, 128, memory::Backing::Anon);
+        assert!(matches!(
+            validate(&cfg),
+            Err(Error::Config(ConfigError::Vcpus(0)))
+        ));
+        cfg.vcpus = 9;
+        assert!(validate(&cfg).is_err());
+        cfg.vcpus = 8;
+        assert!(validate(&cfg).is_ok());
+        cfg.deadline_ms = 0;
+        assert!(matches!(
+            validate(&cfg),
+            Err(Error::Config(ConfigError::Deadline))
+        ));
+    }
+}

@@ -1,0 +1,204 @@
+//! Facts about the host the VMM runs on: kind of KVM, kernel, RAM, and this process's memory.
+use serde::{Deserialize, Serialize};
+
+/// What `/dev/kvm` is backed by.
+///
+/// Decided in this order:
+/// 1. `TRUECOLD_HOST_KIND=hardware|pvm|nested-emulated` (or `--host-kind`) wins;
+/// 2. CPUID leaf 0x4000_0000 reads `TCGTCGTCGTCG` (QEMU's software CPU) → `NestedEmulated`;
+/// 3. `/sys/module/kvm_pvm` exists → `Pvm`;
+/// 4. `vmx` or `svm` in /proc/cpuinfo → `Hardware`;
+/// 5. otherwise `Unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostKind {
+    Hardware,
+    Pvm,
+    NestedEmulated,
+    Unknown,
+}
+
+impl HostKind {
+    /// Parses the names used by the env var and the CLI.
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "hardware" => Some(HostKind::Hardware),
+            "pvm" => Some(HostKind::Pvm),
+            "nested-emulated" => Some(HostKind::NestedEmulated),
+            "unknown" => Some(HostKind::Unknown),
+            _ => None,
+        }
+    }
+
+    /// Pure decision from the observed facts (see the type's docs).
+    pub fn decide(
+        forced: Option<HostKind>,
+        hypervisor_signature: &str,
+        pvm_module: bool,
+        cpuinfo: &str,
+    ) -> Self {
+        if let Some(k) = forced {
+            return k;
+        }
+        if hypervisor_signature == "TCGTCGTCGTCG" {
+            return HostKind::NestedEmulated;
+        }
+        if pvm_module {
+            return HostKind::Pvm;
+        }
+        let hw = cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("flags"))
+            .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+        if hw {
+            HostKind::Hardware
+        } else {
+            HostKind::Unknown
+        }
+    }
+
+    /// Observes this host.
+    pub fn detect(forced: Option<HostKind>) -> Self {
+        let env = std::env::var("TRUECOLD_HOST_KIND")
+            .ok()
+            .and_then(|v| HostKind::from_name(&v));
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        HostKind::decide(
+            forced.or(env),
+            &hypervisor_signature(),
+            std::path::Path::new("/sys/module/kvm_pvm").exists(),
+            &cpuinfo,
+        )
+    }
+}
+
+/// The 12-byte hypervisor vendor signature at CPUID 0x4000_0000 ("" when none).
+pub fn hypervisor_signature() -> String {
+    let leaf1 = core::arch::x86_64::__cpuid(1);
+    if leaf1.ecx & (1 << 31) == 0 {
+        return String::new();
+    }
+    // Hypervisor leaves are defined when the hypervisor bit is set.
+    let r = core::arch::x86_64::__cpuid(0x4000_0000);
+    let mut b = Vec::with_capacity(12);
+    for w in [r.ebx, r.ecx, r.edx] {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    String::from_utf8_lossy(&b)
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+/// `uname -r`.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A `kB` field of a /proc file in `key: N kB` form, in bytes.
+pub fn kb_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+        let n: u64 = rest.split_whitespace().next()?.parse().ok()?;
+        Some(n * 1024)
+    })
+}
+
+/// MemTotal of the host, bytes.
+pub fn host_mem_total() -> Option<u64> {
+    kb_field(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemTotal")
+}
+
+/// VmRSS of this process, bytes.
+pub fn self_rss() -> Option<u64> {
+    kb_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmRSS")
+}
+
+/// What /proc/self/smaps says about one mapping.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MappingObservation {
+    pub start: u64,
+    pub size: u64,
+    pub rss: u64,
+    pub anon_huge_pages: u64,
+    /// `KernelPageSize` (4096 or 2097152 for hugetlb).
+    pub kernel_page_size: u64,
+    /// hugetlb pages mapped (private + shared).
+    pub hugetlb: u64,
+}
+
+/// Finds the smaps block of the mapping starting at `start` (pure, for tests).
+pub fn parse_smaps(smaps: &str, start: u64) -> Option<MappingObservation> {
+    let mut lines = smaps.lines();
+    while let Some(l) = lines.next() {
+        let Some((range, _)) = l.split_once(' ') else {
+            continue;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
+            continue;
+        };
+        if a != start {
+            continue;
+        }
+        let mut block = String::new();
+        for l in lines.by_ref() {
+            if l.starts_with("VmFlags") {
+                break;
+            }
+            block.push_str(l);
+            block.push('\n');
+        }
+        return Some(MappingObservation {
+            start: a,
+            size: b - a,
+            rss: kb_field(&block, "Rss").unwrap_or(0),
+            anon_huge_pages: kb_field(&block, "AnonHugePages").unwrap_or(0),
+            kernel_page_size: kb_field(&block, "KernelPageSize").unwrap_or(0),
+            hugetlb: kb_field(&block, "Private_Hugetlb").unwrap_or(0)
+                + kb_field(&block, "Shared_Hugetlb").unwrap_or(0),
+        });
+    }
+    None
+}
+
+/// Observes the mapping at `start` in this process.
+pub fn observe_mapping(start: u64) -> Option<MappingObservation> {
+    parse_smaps(&std::fs::read_to_string("/proc/self/smaps").ok()?, start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_kind_order() {
+        let hw = "flags\t: fpu vme svm lm\n";
+        let none = "flags\t: fpu vme lm\n";
+        assert_eq!(HostKind::decide(None, "", false, hw), HostKind::Hardware);
+        assert_eq!(HostKind::decide(None, "", true, hw), HostKind::Pvm);
+        assert_eq!(HostKind::decide(None, "", false, none), HostKind::Unknown);
+        assert_eq!(
+            HostKind::decide(None, "TCGTCGTCGTCG", false, hw),
+            HostKind::NestedEmulated
+        );
+        assert_eq!(
+            HostKind::decide(Some(HostKind::Hardware), "", true, none),
+            HostKind::Hardware
+        );
+    }
+
+    #[test]
+    fn smaps_block() {
+        let s = "7f00-7f00200000 rw-p 00000000 00:00 0\nRss:  4 kB\nAnonHugePages:  2048 kB\n\
+                 KernelPageSize: 4 kB\nVmFlags: rd wr\n";
+        let m = parse_smaps(s, 0x7f00).unwrap();
+        assert_eq!(m.rss, 4096);
+        assert_eq!(m.anon_huge_pages, 2 << 20);
+        assert_eq!(m.kernel_page_size, 4096);
+        assert!(parse_smaps(s, 0x1000).is_none());
+    }
+}

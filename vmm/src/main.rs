@@ -1,0 +1,117 @@
+//! `truecold-vmm boot …`: boots one VM and prints its report as one JSON object on stdout.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use truecold_vmm::host::HostKind;
+use truecold_vmm::loader::KernelSource;
+use truecold_vmm::memory::Backing;
+use truecold_vmm::{chain, BootConfig, Error};
+
+#[derive(Parser)]
+#[command(
+    name = "truecold-vmm",
+    version,
+    about = "truecold's in-process KVM VMM"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Boot one VM to strict-ready and print the report as one JSON object.
+    Boot(BootArgs),
+}
+
+#[derive(Args)]
+struct BootArgs {
+    /// ELF vmlinux (PVH note → PVH, else 64-bit boot protocol) or bzImage.
+    #[arg(long, required_unless_present_any = ["probe", "probe_silent", "probe_linux64"], conflicts_with_all = ["probe", "probe_silent", "probe_linux64"])]
+    kernel: Option<PathBuf>,
+    /// Boot the embedded probe guest (PVH) instead of a kernel.
+    #[arg(long, conflicts_with_all = ["probe_silent", "probe_linux64"])]
+    probe: bool,
+    /// Boot the probe variant that never rings (exercises the deadline).
+    #[arg(long, conflicts_with = "probe_linux64")]
+    probe_silent: bool,
+    /// Boot the probe variant without a PVH note (64-bit boot protocol).
+    #[arg(long)]
+    probe_linux64: bool,
+    /// initramfs (cpio) handed to the kernel.
+    #[arg(long)]
+    initramfs: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    vcpus: u8,
+    #[arg(long, default_value_t = 128)]
+    mem_mib: u64,
+    #[arg(long, value_enum, default_value_t = Backing::Anon)]
+    backing: Backing,
+    /// Appended to the tuned base command line.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    cmdline_extra: String,
+    /// Give up on a guest that has not finished this long after its vCPUs started.
+    #[arg(long, default_value_t = 10_000)]
+    deadline_ms: u64,
+    /// Guest serial output to stderr.
+    #[arg(long)]
+    console: bool,
+    /// The caller's request stamp (CLOCK_MONOTONIC ns), for request→ready durations.
+    #[arg(long)]
+    request_ns: Option<u64>,
+    /// Boot a Linux kernel even on a PVM host.
+    #[arg(long)]
+    force: bool,
+    /// Override host-kind detection (also TRUECOLD_HOST_KIND).
+    #[arg(long, value_enum)]
+    host_kind: Option<HostKind>,
+}
+
+impl BootArgs {
+    fn config(self) -> BootConfig {
+        let kernel = match (self.kernel, self.probe_silent, self.probe_linux64) {
+            (Some(p), _, _) => KernelSource::File(p),
+            (None, true, _) => KernelSource::ProbeSilent,
+            (None, false, true) => KernelSource::ProbeLinux64,
+            (None, false, false) => KernelSource::Probe,
+        };
+        BootConfig {
+            kernel,
+            initramfs: self.initramfs,
+            vcpus: self.vcpus,
+            mem_mib: self.mem_mib,
+            backing: self.backing,
+            cmdline_extra: self.cmdline_extra,
+            deadline_ms: self.deadline_ms,
+            console: self.console,
+            request_ns: self.request_ns,
+            force: self.force,
+            host_kind: self.host_kind,
+        }
+    }
+}
+
+fn print_json(r: &truecold_vmm::BootReport) {
+    match serde_json::to_string(r) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("error: cannot serialize the report: {e}"),
+    }
+}
+
+fn main() -> ExitCode {
+    let Cmd::Boot(args) = Cli::parse().cmd;
+    match truecold_vmm::boot(&args.config()) {
+        Ok(report) => {
+            print_json(&report);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {}", chain(&e));
+            if let Error::Guest { report, .. } = &e {
+                print_json(report);
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! Stage 3: guest memory. Layout (docs/architecture.md): memslots `[0, 0xA0000)`,
+//! `[0x100000, 3 GiB)` and from 4 GiB, summing to exactly `mem_mib` MiB; E820 RAM = memslots.
+//! Backed by anonymous 4 KiB pages, THP (`MADV_HUGEPAGE`) or hugetlb 2 MiB pages; a backing
+//! that cannot be had is an error, never a silent fallback.
+use kvm_bindings::kvm_userspace_memory_region;
+use kvm_ioctls::VmFd;
+use serde::{Deserialize, Serialize};
+use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
+
+pub const MIB: u64 = 1 << 20;
+const HUGE_2M: u64 = 2 * MIB;
+/// End of the first RAM range (the legacy VGA/BIOS hole starts here).
+pub const LOW_RAM_END: u64 = 0xa_0000;
+/// Start of the second RAM range.
+pub const HIGH_RAM_START: u64 = 0x10_0000;
+/// Start of the 32-bit MMIO hole.
+pub const HOLE_START: u64 = 3 << 30;
+/// RAM resumes here.
+pub const ABOVE_4G: u64 = 4 << 30;
+/// Smallest memory accepted (room for boot structures and a kernel).
+pub const MIN_MEM_MIB: u64 = 4;
+
+/// How guest RAM is backed on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backing {
+    /// Anonymous private memory, 4 KiB pages, `MAP_NORESERVE`.
+    Anon,
+    /// Anonymous, `MAP_NORESERVE`, `madvise(MADV_HUGEPAGE)`.
+    Thp,
+    /// `MAP_HUGETLB | MAP_HUGE_2MB` from the host's hugetlb pool (reserved at mmap time).
+    Hugetlb,
+}
+
+/// Why guest memory could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("guest memory of 0 MiB requested")]
+    Zero,
+    #[error("guest memory of {0} MiB is below the minimum of {MIN_MEM_MIB} MiB")]
+    TooSmall(u64),
+    #[error("guest memory of {requested_mib} MiB exceeds the host's RAM ({host_mib} MiB)")]
+    ExceedsHost { requested_mib: u64, host_mib: u64 },
+    #[error("cannot read the host's MemTotal from /proc/meminfo")]
+    HostMemUnknown,
+    #[error("THP requested but /sys/kernel/mm/transparent_hugepage/enabled is `{0}` (want madvise or always)")]
+    ThpUnavailable(String),
+    #[error("hugetlb backing needs {needed} free 2 MiB pages, the pool has {free} free (reserve with /proc/sys/vm/nr_hugepages)")]
+    HugetlbPool {
+        needed: u64,
+        free: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("mmap of {size} bytes failed")]
+    Mmap {
+        size: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("madvise(MADV_HUGEPAGE) failed")]
+    Madvise(#[source] std::io::Error),
+    #[error("cannot describe guest memory")]
+    Region(#[source] vm_memory::mmap::FromRangesError),
+    #[error("vm-memory rejected a region")]
+    Mmaps(#[source] vm_memory::mmap::MmapRegionError),
+    #[error("vm-memory rejected the region collection")]
+    Collection(#[source] vm_memory::GuestRegionCollectionError),
+    #[error("KVM_SET_USER_MEMORY_REGION for slot {slot} failed")]
+    Memslot {
+        slot: u32,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+}
+
+/// One guest RAM range (= one memslot = one E820 RAM entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RamRange {
+    pub start: u64,
+    pub size: u64,
+}
+
+impl RamRange {
+    pub fn end(&self) -> u64 {
+        self.start + self.size
+    }
+}
+
+/// The RAM ranges for `mem_mib` MiB (pure). Their sizes sum to exactly `mem_mib` MiB.
+pub fn layout(mem_mib: u64) -> Result<Vec<RamRange>, MemoryError> {
+    if mem_mib == 0 {
+        return Err(MemoryError::Zero);
+    }
+    if mem_mib < MIN_MEM_MIB {
+        return Err(MemoryError::TooSmall(mem_mib));
+    }
+    let total = mem_mib.checked_mul(MIB).ok_or(MemoryError::ExceedsHost {
+        requested_mib: mem_mib,
+        host_mib: 0,
+    })?;
+    let mut ranges = vec![RamRange {
+        start: 0,
+        size: LOW_RAM_END,
+    }];
+    let rest = total - LOW_RAM_END;
+    let below_hole = rest.min(HOLE_START - HIGH_RAM_START);
+    ranges.push(RamRange {
+        start: HIGH_RAM_START,
+        size: below_hole,
+    });
+    if rest > below_hole {
+        ranges.push(RamRange {
+            start: ABOVE_4G,
+            size: rest - below_hole,
+        });
+    }
+    Ok(ranges)
+}
+
+fn round_up(v: u64, to: u64) -> u64 {
+    v.div_ceil(to) * to
+}
+
+/// One host mapping, unmapped on drop.
+#[derive(Debug)]
+pub struct HostMapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; guest accesses go through KVM and
+// vm-memory's volatile accessors, and the mapping outlives every user (see `GuestRam`).
+unsafe impl Send for HostMapping {}
+// SAFETY: as above; `HostMapping` itself only hands out the address.
+unsafe impl Sync for HostMapping {}
+
+impl HostMapping {
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+    pub fn len(&self) -> u64 {
+        self.len as u64
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for HostMapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe a mapping this value created and nothing else unmaps.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+fn free_hugepages() -> u64 {
+    std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The THP mode in brackets in /sys/kernel/mm/transparent_hugepage/enabled.
+pub fn thp_mode() -> String {
+    let s =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    s.split_once('[')
+        .and_then(|(_, r)| r.split_once(']'))
+        .map(|(m, _)| m.to_string())
+        .unwrap_or_default()
+}
+
+/// Maps `len` bytes (a multiple of 2 MiB), 2 MiB aligned, with `backing`.
+fn map(len: u64, backing: Backing) -> Result<HostMapping, MemoryError> {
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    if backing == Backing::Hugetlb {
+        let flags = libc::MAP_PRIVATE
+            | libc::MAP_ANONYMOUS
+            | libc::MAP_HUGETLB
+            | (21 << libc::MAP_HUGE_SHIFT);
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len as usize, prot, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(MemoryError::HugetlbPool {
+                needed: len / HUGE_2M,
+                free: free_hugepages(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        return Ok(HostMapping {
+            ptr: p.cast(),
+            len: len as usize,
+        });
+    }
+    // Over-map by 2 MiB, then trim head and tail so the mapping is 2 MiB aligned (THP needs
+    // host-virtual and guest-physical addresses co-aligned).
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    let over = (len + HUGE_2M) as usize;
+    // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), over, prot, flags, -1, 0) };
+    if p == libc::MAP_FAILED {
+        return Err(MemoryError::Mmap {
+            size: over as u64,
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    let base = p as u64;
+    let aligned = round_up(base, HUGE_2M);
+    let head = aligned - base;
+    let tail = HUGE_2M - head;
+    // SAFETY: head and tail lie inside the mapping just created and are not used.
+    unsafe {
+        if head > 0 {
+            libc::munmap(p, head as usize);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + len) as *mut libc::c_void, tail as usize);
+        }
+    }
+    let m = HostMapping {
+        ptr: aligned as *mut u8,
+        len: len as usize,
+    };
+    if backing == Backing::Thp {
+        // SAFETY: advising a range this function owns.
+        let rc = unsafe { libc::madvise(m.ptr.cast(), m.len, libc::MADV_HUGEPAGE) };
+        if rc != 0 {
+            return Err(MemoryError::Madvise(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(m)
+}
+
+/// Guest RAM: the ranges, vm-memory's view of them, and the host mappings behind them.
+/// Field order matters: `mem` (borrowing the mappings) drops before `mappings`.
+#[derive(Debug)]
+pub struct GuestRam {
+    pub ranges: Vec<RamRange>,
+    pub mem: GuestMemoryMmap,
+    pub mappings: Vec<HostMapping>,
+    pub backing: Backing,
+}
+
+impl GuestRam {
+    /// Sum of all RAM ranges, bytes.
+    pub fn total(&self) -> u64 {
+        self.ranges.iter().map(|r| r.size).sum()
+    }
+    /// Bytes mapped on the host (ranges rounded up to 2 MiB, plus the legacy hole).
+    pub fn mapped(&self) -> u64 {
+        self.mappings.iter().map(|m| m.len()).sum()
+    }
+}
+
+/// Checks `mem_mib` against the host and the backing's preconditions.
+pub fn check_host(mem_mib: u64, backing: Backing) -> Result<(), MemoryError> {
+    let host = crate::host::host_mem_total().ok_or(MemoryError::HostMemUnknown)?;
+    if mem_mib.saturating_mul(MIB) > host {
+        return Err(MemoryError::ExceedsHost {
+            requested_mib: mem_mib,
+            host_mib: host / MIB,
+        });
+    }
+    if backing == Backing::Thp {
+        let mode = thp_mode();
+        if mode != "madvise" && mode != "always" {
+            return Err(MemoryError::ThpUnavailable(mode));
+        }
+    }
+    Ok(())
+}
+
+/// Maps guest RAM with `backing` (no KVM involved).
+pub fn allocate(mem_mib: u64, backing: Backing) -> Result<GuestRam, MemoryError> {
+    let ranges = layout(mem_mib)?;
+    check_host(mem_mib, backing)?;
+    // Low mapping covers guest [0, end of range 1): slot 0 and slot 1 share it, so guest
+    // physical and host virtual addresses stay 2 MiB co-aligned.
+    let low_len = round_up(ranges[1].end(), HUGE_2M);
+    let mut mappings = vec![map(low_len, backing)?];
+    if let Some(high) = ranges.get(2) {
+        mappings.push(map(round_up(high.size, HUGE_2M), backing)?);
+    }
+    let mut regions = Vec::with_capacity(ranges.len());
+    for r in &ranges {
+        let (m, off) = if r.start >= ABOVE_4G {
+            (&mappings[1], r.start - ABOVE_4G)
+        } else {
+            (&mappings[0], r.start)
+        };
+        // SAFETY: [m.ptr + off, + r.size) lies inside mapping `m`, which `GuestRam` keeps alive
+        // for as long as `mem` (dropped first).
+        let region = unsafe {
+            MmapRegion::build_raw(
+                m.ptr.add(off as usize),
+                r.size as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            )
+        }
+        .map_err(MemoryError::Mmaps)?;
+        let region = GuestRegionMmap::new(region, GuestAddress(r.start)).ok_or(
+            MemoryError::Region(vm_memory::mmap::FromRangesError::InvalidGuestRegion),
+        )?;
+        regions.push(region);
+    }
+    let mem = GuestMemoryMmap::from_regions(regions).map_err(MemoryError::Collection)?;
+    Ok(GuestRam {
+        ranges,
+        mem,
+        mappings,
+        backing,
+    })
+}
+
+/// Host address of guest-physical `gpa` (must lie in a RAM range).
+fn host_addr(ram: &GuestRam, r: &RamRange) -> u64 {
+    if r.start >= ABOVE_4G {
+        ram.mappings[1].addr() + (r.start - ABOVE_4G)
+    } else {
+        ram.mappings[0].addr() + r.start
+    }
+}
+
+/// Registers one memslot per RAM range.
+pub fn register(vm: &VmFd, ram: &GuestRam) -> Result<(), MemoryError> {
+    for (slot, r) in ram.ranges.iter().enumerate() {
+        let region = kvm_userspace_memory_region {
+            slot: slot as u32,
+            flags: 0,
+            guest_phys_addr: r.start,
+            memory_size: r.size,
+            userspace_addr: host_addr(ram, r),
+        };
+        // SAFETY: the host range lies inside a mapping owned by `ram`, which the caller keeps
+        // alive until the VM fd is closed (see `boot::run`'s teardown order).
+        unsafe { vm.set_user_memory_region(region) }.map_err(|source| MemoryError::Memslot {
+            slot: slot as u32,
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// What the host actually gave: requested vs obtained backing, from /proc/self/smaps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackingReport {
+    pub requested: Backing,
+    /// `anon-4k`, `thp` (some huge pages faulted in), `thp-advised-none-faulted`,
+    /// `hugetlb-2m`, or `unobserved` (smaps unreadable).
+    pub obtained: String,
+    pub thp_mode: String,
+    pub mapped_bytes: u64,
+    pub rss_bytes: u64,
+    pub anon_huge_bytes: u64,
+    pub hugetlb_bytes: u64,
+    pub kernel_page_size: u64,
+}
+
+/// Observes the backing now (call after ready).
+pub fn observe(ram: &GuestRam) -> BackingReport {
+    let obs: Vec<_> = ram
+        .mappings
+        .iter()
+        .filter_map(|m| crate::host::observe_mapping(m.addr()))
+        .collect();
+    let rss = obs.iter().map(|o| o.rss).sum();
+    let ahp: u64 = obs.iter().map(|o| o.anon_huge_pages).sum();
+    let htlb: u64 = obs.iter().map(|o| o.hugetlb).sum();
+    let kps = obs.iter().map(|o| o.kernel_page_size).max().unwrap_or(0);
+    let obtained = if obs.len() != ram.mappings.len() {
+        "unobserved"
+    } else if kps == HUGE_2M {
+        "hugetlb-2m"
+    } else if ahp > 0 {
+        "thp"
+    } else if ram.backing == Backing::Thp {
+        "thp-advised-none-faulted"
+    } else {
+        "anon-4k"
+    };
+    BackingReport {
+        requested: ram.backing,
+        obtained: obtained.to_string(),
+        thp_mode: thp_mode(),
+        mapped_bytes: ram.mapped(),
+        rss_bytes: rss,
+        anon_huge_bytes: ahp,
+        hugetlb_bytes: htlb,
+        kernel_page_size: kps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_sums_exactly() {
+        for mib in [4, 128, 2048, 3071, 3072, 3073, 16384] {
+            let r = layout(mib).unwrap();
+            assert_eq!(r.iter().map(|r| r.size).sum::<u64>(), mib * MIB, "{mib}");
+            assert_eq!(
+                r[0],
+                RamRange {
+                    start: 0,
+                    size: LOW_RAM_END
+                }
+            );
+            assert_eq!(r[1].start, HIGH_RAM_START);
+            assert!(r[1].end() <= HOLE_START);
+        }
+        let r = layout(16384).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[1].end(), HOLE_START);
+        assert_eq!(r[2].start, ABOVE_4G);
+        assert_eq!(layout(128).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn layout_rejects_bad_sizes() {
+        assert!(matches!(layout(0), Err(MemoryError::Zero)));
+        assert!(matches!(layout(3), Err(MemoryError::TooSmall(3))));
+        assert!(layout(u64::MAX).is_err());
+    }
+
+    #[test]
+    fn allocate_rejects_more_than_host() {
+        let host = crate::host::host_mem_total().unwrap() / MIB;
+        assert!(matches!(
+            allocate(host * 2, Backing::Anon),
+            Err(MemoryError::ExceedsHost { .. })
+        ));
+    }
+
+    #[test]
+    fn allocate_is_aligned() {
+        let ram = allocate(128, Backing::Anon).unwrap();
+        assert_eq!(ram.total(), 128 * MIB);
+        assert_eq!(ram.mappings[0].addr() % HUGE_2M, 0);
+    }
+}

@@ -1,0 +1,238 @@
+//! The embedded probe guest (built from vmm/probe/probe.S by build.rs) and what the host
+//! expects from it: its ports, its summary layout and the checksum it computes.
+use serde::{Deserialize, Serialize};
+
+use crate::loader::E820Entry;
+
+/// The probe, entered through PVH like a Linux vmlinux.
+pub static PROBE_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/probe.elf"));
+/// The probe variant that never rings (spins after entering long mode).
+pub static PROBE_SILENT_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/probe-silent.elf"));
+
+/// The probe without a PVH note: entered through the 64-bit Linux boot protocol.
+pub static PROBE_LINUX64_ELF: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/probe-linux64.elf"));
+
+/// `outb`: an AP checks in with its APIC id.
+pub const PORT_AP: u16 = 0x0f18;
+/// `outsb`: the nonce echoed back.
+pub const PORT_ECHO: u16 = 0x0f19;
+/// `outsb`: [`SUMMARY_LEN`] bytes of summary.
+pub const PORT_SUMMARY: u16 = 0x0f1a;
+/// Bytes in the summary.
+pub const SUMMARY_LEN: usize = 56;
+/// First quad of the summary: "%TCPROB1".
+pub const SUMMARY_MAGIC: u64 = 0x3142_4f52_5043_5425;
+const TOUCH_STRIDE: u64 = 2 << 20;
+
+/// What the probe saw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeSummary {
+    /// Sum of RAM entries in the memory map it was handed.
+    pub ram_bytes: u64,
+    /// Bytes touched (one per 2 MiB of every RAM entry).
+    pub touched: u64,
+    /// Checksum over every memory-map entry (see [`checksum`]).
+    pub checksum: u64,
+    /// Touches that did not read back (or RAM beyond what it could map).
+    pub bad: u64,
+    /// APs that counted themselves in.
+    pub aps: u64,
+    /// GiB of address space it identity-mapped.
+    pub map_gib: u64,
+}
+
+/// Why a summary is unusable.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SummaryError {
+    #[error("probe summary is {0} bytes, want {SUMMARY_LEN}")]
+    Length(usize),
+    #[error("probe summary magic {0:#x} is wrong")]
+    Magic(u64),
+}
+
+impl ProbeSummary {
+    /// Parses the bytes from [`PORT_SUMMARY`] (untrusted).
+    pub fn parse(b: &[u8]) -> Result<Self, SummaryError> {
+        if b.len() != SUMMARY_LEN {
+            return Err(SummaryError::Length(b.len()));
+        }
+        let q = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(a)
+        };
+        if q(0) != SUMMARY_MAGIC {
+            return Err(SummaryError::Magic(q(0)));
+        }
+        Ok(ProbeSummary {
+            ram_bytes: q(1),
+            touched: q(2),
+            checksum: q(3),
+            bad: q(4),
+            aps: q(5),
+            map_gib: q(6),
+        })
+    }
+}
+
+/// The probe's checksum over a memory map: for each entry, `c = rol(c,7) ^ addr`,
+/// `c = rol(c,7) ^ size`, `c = rol(c,7) ^ type` (pure; mirrors probe.S).
+pub fn checksum(map: &[E820Entry]) -> u64 {
+    map.iter().fold(0u64, |mut c, e| {
+        c = c.rotate_left(7) ^ e.addr;
+        c = c.rotate_left(7) ^ e.size;
+        c.rotate_left(7) ^ u64::from(e.kind)
+    })
+}
+
+/// Touches the probe must make: ceil(size / 2 MiB) per RAM entry (pure).
+pub fn expected_touches(map: &[E820Entry]) -> u64 {
+    map.iter()
+        .filter(|e| e.kind == 1)
+        .map(|e| e.size.div_ceil(TOUCH_STRIDE))
+        .sum()
+}
+
+/// One AP check-in: which vCPU thread saw it, and the APIC id the AP reported.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApCheckin {
+    pub vcpu: usize,
+    pub apic_id: u8,
+}
+
+/// The probe's results next to what the host expects.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeReport {
+    pub summary: Option<ProbeSummary>,
+    pub summary_error: Option<String>,
+    pub expected_checksum: u64,
+    pub expected_touched: u64,
+    pub expected_aps: u64,
+    pub ap_checkins: Vec<ApCheckin>,
+    pub checksum_ok: bool,
+    pub touched_ok: bool,
+    pub ram_ok: bool,
+    /// Every AP checked in once, from its own vCPU, with APIC id == vCPU index, and the
+    /// probe counted them all.
+    pub aps_ok: bool,
+}
+
+impl ProbeReport {
+    /// Compares `summary` with the map handed to the guest and `vcpus`.
+    pub fn judge(
+        summary: Result<ProbeSummary, SummaryError>,
+        map: &[E820Entry],
+        vcpus: u8,
+        ap_checkins: Vec<ApCheckin>,
+    ) -> Self {
+        let expected_checksum = checksum(map);
+        let expected_touched = expected_touches(map);
+        let expected_aps = u64::from(vcpus.saturating_sub(1));
+        let ram: u64 = crate::loader::e820_ram(map);
+        let mut ids: Vec<u8> = ap_checkins.iter().map(|c| c.apic_id).collect();
+        ids.sort_unstable();
+        let want: Vec<u8> = (1..vcpus).collect();
+        let own = ap_checkins.iter().all(|c| c.vcpu == usize::from(c.apic_id));
+        let (summary, summary_error) = match summary {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let s = summary.as_ref();
+        ProbeReport {
+            checksum_ok: s.is_some_and(|s| s.checksum == expected_checksum),
+            touched_ok: s.is_some_and(|s| s.touched == expected_touched && s.bad == 0),
+            ram_ok: s.is_some_and(|s| s.ram_bytes == ram),
+            aps_ok: s.is_some_and(|s| s.aps == expected_aps) && ids == want && own,
+            summary,
+            summary_error,
+            expected_checksum,
+            expected_touched,
+            expected_aps,
+            ap_checkins,
+        }
+    }
+
+    /// All checks passed.
+    pub fn ok(&self) -> bool {
+        self.checksum_ok && self.touched_ok && self.ram_ok && self.aps_ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(s: &ProbeSummary) -> Vec<u8> {
+        [
+            SUMMARY_MAGIC,
+            s.ram_bytes,
+            s.touched,
+            s.checksum,
+            s.bad,
+            s.aps,
+            s.map_gib,
+        ]
+        .iter()
+        .flat_map(|q| q.to_le_bytes())
+        .collect()
+    }
+
+    #[test]
+    fn summary_roundtrip_and_errors() {
+        let s = ProbeSummary {
+            ram_bytes: 1,
+            touched: 2,
+            checksum: 3,
+            bad: 0,
+            aps: 1,
+            map_gib: 4,
+        };
+        assert_eq!(ProbeSummary::parse(&bytes(&s)).unwrap(), s);
+        assert_eq!(ProbeSummary::parse(&[0; 3]), Err(SummaryError::Length(3)));
+        assert!(matches!(
+            ProbeSummary::parse(&[0; SUMMARY_LEN]),
+            Err(SummaryError::Magic(0))
+        ));
+    }
+
+    #[test]
+    fn judge_checks_everything() {
+        let map = crate::loader::e820(&crate::memory::layout(128).unwrap());
+        assert_eq!(expected_touches(&map), 1 + 64);
+        let good = ProbeSummary {
+            ram_bytes: 128 << 20,
+            touched: 65,
+            checksum: checksum(&map),
+            bad: 0,
+            aps: 1,
+            map_gib: 4,
+        };
+        let ap = vec![ApCheckin {
+            vcpu: 1,
+            apic_id: 1,
+        }];
+        assert!(ProbeReport::judge(Ok(good.clone()), &map, 2, ap.clone()).ok());
+        let wrong_ap = vec![ApCheckin {
+            vcpu: 0,
+            apic_id: 1,
+        }];
+        assert!(!ProbeReport::judge(Ok(good.clone()), &map, 2, wrong_ap).ok());
+        assert!(!ProbeReport::judge(Ok(good.clone()), &map, 2, vec![]).ok());
+        let bad = ProbeSummary {
+            checksum: 7,
+            ..good
+        };
+        assert!(!ProbeReport::judge(Ok(bad), &map, 2, ap).ok());
+        assert!(!ProbeReport::judge(Err(SummaryError::Length(0)), &map, 1, vec![]).ok());
+    }
+
+    #[test]
+    fn embedded_probe_is_a_pvh_elf() {
+        assert!(PROBE_ELF.starts_with(b"\x7fELF"));
+        assert!(PROBE_SILENT_ELF.starts_with(b"\x7fELF"));
+        assert!(PROBE_LINUX64_ELF.starts_with(b"\x7fELF"));
+        assert_ne!(PROBE_ELF, PROBE_SILENT_ELF);
+        assert_ne!(PROBE_ELF, PROBE_LINUX64_ELF);
+    }
+}

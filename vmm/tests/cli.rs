@@ -1,0 +1,77 @@
+//! The `truecold-vmm boot` command line: one JSON object on stdout, a readable error chain.
+mod common;
+
+use std::process::Command;
+
+use truecold_vmm::BootReport;
+
+fn vmm(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_truecold-vmm"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn probe_boot_prints_one_json_report() {
+    common::require_kvm();
+    let o = vmm(&[
+        "boot",
+        "--probe",
+        "--vcpus",
+        "2",
+        "--mem-mib",
+        "16384",
+        "--request-ns",
+        "1",
+    ]);
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout.lines().count(), 1);
+    let r: BootReport = serde_json::from_str(&stdout).unwrap();
+    common::check_probe_report(&r, &r.config.clone());
+    assert_eq!(r.config.mem_mib, 16384);
+    assert_eq!(r.timeline.request, Some(1));
+    assert!(r.durations.request_to_boot_start.is_some());
+}
+
+#[test]
+fn failures_exit_nonzero_with_one_error_chain() {
+    common::require_kvm();
+    for (args, needle) in [
+        (vec!["boot", "--probe", "--mem-mib", "0"], "0 MiB"),
+        (
+            vec!["boot", "--probe", "--mem-mib", "99999999"],
+            "exceeds the host",
+        ),
+        (
+            vec!["boot", "--kernel", "/nonexistent/vmlinux"],
+            "/nonexistent/vmlinux",
+        ),
+        (vec!["boot", "--probe", "--vcpus", "9"], "--vcpus 9"),
+    ] {
+        let o = vmm(&args);
+        assert!(!o.status.success());
+        assert!(o.stdout.is_empty(), "no report for a boot that never ran");
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert!(err.starts_with("error: "), "{err}");
+        assert_eq!(err.matches("error: ").count(), 1, "{err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn deadline_prints_error_and_report() {
+    common::require_kvm();
+    let o = vmm(&["boot", "--probe-silent", "--deadline-ms", "200"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.starts_with(
+            "error: the guest failed: the guest did not finish within the 200 ms deadline"
+        ),
+        "{err}"
+    );
+    let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!r.outcome.ok);
+}

@@ -1,0 +1,209 @@
+//! Boots the embedded probe guest on /dev/kvm: sizes × vCPUs × backings, the deadline, the
+//! hugetlb pool. These tests fail (never skip) without a usable /dev/kvm.
+mod common;
+
+use truecold_vmm::loader::KernelSource;
+use truecold_vmm::memory::{Backing, MemoryError};
+use truecold_vmm::report::GuestFailure;
+use truecold_vmm::{BootConfig, Error};
+
+fn boot_ok(mem_mib: u64, vcpus: u8, backing: Backing) {
+    boot_source(KernelSource::Probe, mem_mib, vcpus, backing);
+}
+
+fn boot_source(kernel: KernelSource, mem_mib: u64, vcpus: u8, backing: Backing) {
+    common::require_kvm();
+    let mut cfg = BootConfig::probe(vcpus, mem_mib, backing);
+    cfg.kernel = kernel;
+    cfg.deadline_ms = 60_000;
+    cfg.request_ns = Some(truecold_vmm::timeline::now_ns());
+    match truecold_vmm::boot(&cfg) {
+        Ok(r) => common::check_probe_report(&r, &cfg),
+        Err(e) => panic!(
+            "{mem_mib} MiB / {vcpus} vCPU / {backing:?}: {}",
+            truecold_vmm::chain(&e)
+        ),
+    }
+}
+
+#[test]
+fn anon_128m_1cpu() {
+    boot_ok(128, 1, Backing::Anon);
+}
+#[test]
+fn anon_128m_2cpu() {
+    boot_ok(128, 2, Backing::Anon);
+}
+#[test]
+fn anon_2g_1cpu() {
+    boot_ok(2048, 1, Backing::Anon);
+}
+#[test]
+fn anon_2g_2cpu() {
+    boot_ok(2048, 2, Backing::Anon);
+}
+#[test]
+fn anon_16g_1cpu() {
+    boot_ok(16384, 1, Backing::Anon);
+}
+#[test]
+fn anon_16g_2cpu() {
+    boot_ok(16384, 2, Backing::Anon);
+}
+#[test]
+fn anon_8cpu() {
+    boot_ok(256, 8, Backing::Anon);
+}
+#[test]
+fn linux64_protocol_128m_1cpu() {
+    boot_source(KernelSource::ProbeLinux64, 128, 1, Backing::Anon);
+}
+#[test]
+fn linux64_protocol_128m_2cpu() {
+    boot_source(KernelSource::ProbeLinux64, 128, 2, Backing::Anon);
+}
+#[test]
+fn linux64_protocol_16g_2cpu() {
+    boot_source(KernelSource::ProbeLinux64, 16384, 2, Backing::Anon);
+}
+#[test]
+fn thp_128m_1cpu() {
+    boot_ok(128, 1, Backing::Thp);
+}
+#[test]
+fn thp_128m_2cpu() {
+    boot_ok(128, 2, Backing::Thp);
+}
+#[test]
+fn thp_2g_2cpu() {
+    boot_ok(2048, 2, Backing::Thp);
+}
+
+/// Sets vm.nr_hugepages for the test and restores it on drop.
+struct HugePool {
+    old: String,
+}
+
+const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
+
+impl HugePool {
+    fn set(pages: u64) -> Self {
+        let old = std::fs::read_to_string(NR_HUGEPAGES)
+            .unwrap_or_else(|e| panic!("cannot read {NR_HUGEPAGES} ({e}): run the tests as root"));
+        std::fs::write(NR_HUGEPAGES, pages.to_string())
+            .unwrap_or_else(|e| panic!("cannot write {NR_HUGEPAGES} ({e}): run the tests as root"));
+        let got: u64 = std::fs::read_to_string(NR_HUGEPAGES)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(got >= pages, "the host gave {got} of {pages} huge pages");
+        HugePool { old }
+    }
+}
+
+impl Drop for HugePool {
+    fn drop(&mut self) {
+        let _ = std::fs::write(NR_HUGEPAGES, self.old.trim());
+    }
+}
+
+/// All hugetlb cases in one test: they share the host's pool.
+#[test]
+fn hugetlb_pool_empty_then_boots() {
+    common::require_kvm();
+    {
+        let _pool = HugePool::set(0);
+        let cfg = BootConfig::probe(1, 128, Backing::Hugetlb);
+        match truecold_vmm::boot(&cfg) {
+            Err(Error::Memory(MemoryError::HugetlbPool { needed, free, .. })) => {
+                assert_eq!(needed, 65);
+                assert_eq!(free, 0);
+            }
+            other => panic!("want a hugetlb pool error, got {other:?}"),
+        }
+    }
+    {
+        let _pool = HugePool::set(70);
+        boot_ok(128, 1, Backing::Hugetlb);
+        boot_ok(128, 2, Backing::Hugetlb);
+    }
+    {
+        let _pool = HugePool::set(1030);
+        boot_ok(2048, 2, Backing::Hugetlb);
+    }
+}
+
+#[test]
+fn silent_guest_hits_the_deadline() {
+    common::require_kvm();
+    for vcpus in [1, 2] {
+        let mut cfg = BootConfig::probe(vcpus, 128, Backing::Anon);
+        cfg.kernel = KernelSource::ProbeSilent;
+        cfg.deadline_ms = 300;
+        match truecold_vmm::boot(&cfg) {
+            Err(Error::Guest { failure, report }) => {
+                assert_eq!(
+                    failure,
+                    GuestFailure::Deadline {
+                        deadline_ms: 300,
+                        last_phase: None
+                    }
+                );
+                assert!(!report.outcome.ok);
+                assert_eq!(report.outcome.failure, Some(failure));
+                assert!(report.timeline.first_run.is_some());
+                assert!(report.timeline.init_doorbell.is_none());
+                assert!(report.timeline.teardown_done.is_some());
+                assert!(!report.liveness.verified);
+            }
+            other => panic!("want the deadline error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    common::require_kvm();
+    let cfg = BootConfig::probe(1, 0, Backing::Anon);
+    assert!(matches!(
+        truecold_vmm::boot(&cfg),
+        Err(Error::Memory(MemoryError::Zero))
+    ));
+    let host_mib = truecold_vmm::host::host_mem_total().unwrap() >> 20;
+    let cfg = BootConfig::probe(1, host_mib + 1024, Backing::Anon);
+    assert!(matches!(
+        truecold_vmm::boot(&cfg),
+        Err(Error::Memory(MemoryError::ExceedsHost { .. }))
+    ));
+    let mut cfg = BootConfig::probe(1, 128, Backing::Anon);
+    cfg.kernel = KernelSource::File("/nonexistent/vmlinux".into());
+    assert!(matches!(
+        truecold_vmm::boot(&cfg),
+        Err(Error::Loader(
+            truecold_vmm::loader::LoaderError::OpenKernel { .. }
+        ))
+    ));
+    let dir = std::env::temp_dir().join(format!("truecold-vmm-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk");
+    std::fs::write(&junk, b"not a kernel at all").unwrap();
+    cfg.kernel = KernelSource::File(junk.clone());
+    cfg.force = true;
+    assert!(matches!(
+        truecold_vmm::boot(&cfg),
+        Err(Error::Loader(
+            truecold_vmm::loader::LoaderError::UnknownFormat(_)
+        ))
+    ));
+    let truncated = dir.join("truncated.elf");
+    let mut elf = truecold_vmm::probe::PROBE_ELF[..100].to_vec();
+    elf.resize(100, 0);
+    std::fs::write(&truncated, elf).unwrap();
+    cfg.kernel = KernelSource::File(truncated);
+    assert!(matches!(
+        truecold_vmm::boot(&cfg),
+        Err(Error::Loader(truecold_vmm::loader::LoaderError::Elf(..)))
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
