@@ -1,0 +1,90 @@
+//! The one error type of the guest's steps; each variant maps to its wire [`ErrorCode`].
+
+use std::io;
+use truecold_init::ParseError;
+use truecold_proto::{ErrorCode, ProtoError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("ioperm for the truecold ports")]
+    Ioperm(#[source] io::Error),
+    #[error("mounting {fstype} on {target}")]
+    Mount {
+        code: ErrorCode,
+        fstype: &'static str,
+        target: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading {path}")]
+    Read {
+        code: ErrorCode,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("boot id `{0}` is not a UUID")]
+    BadBootId(String),
+    #[error("kernel command line")]
+    Cmdline(#[source] ProtoError),
+    #[error("parsing {what}")]
+    Parse {
+        code: ErrorCode,
+        what: &'static str,
+        #[source]
+        source: ParseError,
+    },
+    #[error("firmware memmap has {found} bytes of System RAM, truecold.mem says {configured}")]
+    MemFirmwareMismatch { found: u64, configured: u64 },
+    #[error("MemTotal {mem_total} outside [{min}, {max}]")]
+    MemTotalOutOfBounds { mem_total: u64, min: u64, max: u64 },
+    #[error("probe of {bytes} bytes: mmap")]
+    ProbeMap {
+        bytes: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("probe read back a wrong word at byte offset {offset}")]
+    ProbeMismatch { offset: u64 },
+    #[error("bringing loopback up")]
+    Loopback(#[source] io::Error),
+    #[error("configuring network `{spec}`")]
+    Network {
+        spec: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("workload step `{step}`")]
+    Workload {
+        code: ErrorCode,
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("workload read back {got} bytes whose SHA-256 differs from the payload's")]
+    WorkloadDigest { got: usize },
+    #[error("workload file still present after delete")]
+    WorkloadStillPresent,
+}
+
+impl InitError {
+    /// The code the host sees for this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            InitError::Ioperm(_) => ErrorCode::Challenge,
+            InitError::Mount { code, .. }
+            | InitError::Read { code, .. }
+            | InitError::Parse { code, .. }
+            | InitError::Workload { code, .. } => *code,
+            InitError::BadBootId(_) => ErrorCode::BootId,
+            InitError::Cmdline(_) => ErrorCode::Cmdline,
+            InitError::MemFirmwareMismatch { .. } => ErrorCode::MemFirmwareMismatch,
+            InitError::MemTotalOutOfBounds { .. } => ErrorCode::MemTotalOutOfBounds,
+            InitError::ProbeMap { .. } | InitError::ProbeMismatch { .. } => ErrorCode::MemProbe,
+            InitError::Loopback(_) => ErrorCode::Loopback,
+            InitError::Network { .. } => ErrorCode::Network,
+            InitError::WorkloadDigest { .. } => ErrorCode::WorkloadDigest,
+            InitError::WorkloadStillPresent => ErrorCode::WorkloadStillPresent,
+        }
+    }
+}

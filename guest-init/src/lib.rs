@@ -1,0 +1,251 @@
+//! Pure parts of `truecold-init`, the guest's PID 1: parsers of what the kernel shows the
+//! guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net` spec), the
+//! memory bounds, the probe pattern and the workload payload. No I/O here, so everything is
+//! unit-tested on the host. The steps that touch the system live in the binary (`main.rs`).
+
+use sha2::{Digest, Sha256};
+
+/// Everything a parser here can reject.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("`{0}` is not a 0x-prefixed hex number")]
+    BadHex(String),
+    #[error("`{0}` is not a decimal number")]
+    BadNumber(String),
+    #[error("range end {end:#x} before start {start:#x}")]
+    InvertedRange { start: u64, end: u64 },
+    #[error("System RAM ranges overlap at {0:#x}")]
+    Overlap(u64),
+    #[error("sum of System RAM overflows 64 bits")]
+    Overflow,
+    #[error("no `{0}` line")]
+    MissingKey(&'static str),
+    #[error("unexpected unit `{0}` (want kB)")]
+    BadUnit(String),
+    #[error("malformed CPU list `{0}`")]
+    BadCpuList(String),
+    #[error("malformed network spec `{0}` (want <dev>,<a.b.c.d>/<prefix>)")]
+    BadNetSpec(String),
+}
+
+/// The `type` of firmware memory map entries that count as RAM.
+pub const SYSTEM_RAM: &str = "System RAM";
+
+/// One entry of `/sys/firmware/memmap/<n>/{start,end,type}` (end inclusive, as the kernel shows it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemmapEntry {
+    pub start: u64,
+    pub end: u64,
+    pub kind: String,
+}
+
+fn parse_hex(s: &str) -> Result<u64, ParseError> {
+    let t = s.trim();
+    let digits = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .ok_or_else(|| ParseError::BadHex(t.into()))?;
+    if digits.is_empty() || digits.len() > 16 {
+        return Err(ParseError::BadHex(t.into()));
+    }
+    u64::from_str_radix(digits, 16).map_err(|_| ParseError::BadHex(t.into()))
+}
+
+fn parse_dec(s: &str) -> Result<u64, ParseError> {
+    if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(ParseError::BadNumber(s.into()));
+    }
+    s.parse().map_err(|_| ParseError::BadNumber(s.into()))
+}
+
+impl MemmapEntry {
+    /// Parses the three sysfs files of one entry.
+    pub fn parse(start: &str, end: &str, kind: &str) -> Result<Self, ParseError> {
+        let (start, end) = (parse_hex(start)?, parse_hex(end)?);
+        if end < start {
+            return Err(ParseError::InvertedRange { start, end });
+        }
+        Ok(MemmapEntry {
+            start,
+            end,
+            kind: kind.trim_end_matches('\n').to_string(),
+        })
+    }
+
+    /// Bytes covered (the end is inclusive).
+    pub fn len(&self) -> u64 {
+        self.end - self.start + 1
+    }
+
+    /// Never true: an entry covers at least one byte.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// Facts about the firmware RAM map the memory check needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RamSummary {
+    /// Sum of all `System RAM` ranges, bytes.
+    pub ram_bytes: u64,
+    /// One past the highest RAM byte.
+    pub top: u64,
+}
+
+/// Sums the `System RAM` entries; rejects overlapping RAM ranges (they would double count).
+pub fn summarize_ram(entries: &[MemmapEntry]) -> Result<RamSummary, ParseError> {
+    let mut ram: Vec<&MemmapEntry> = entries.iter().filter(|e| e.kind == SYSTEM_RAM).collect();
+    ram.sort_by_key(|e| e.start);
+    let mut sum = 0u64;
+    let mut top = 0u64;
+    for (i, e) in ram.iter().enumerate() {
+        if i > 0 && e.start < top {
+            return Err(ParseError::Overlap(e.start));
+        }
+        sum = sum.checked_add(e.len()).ok_or(ParseError::Overflow)?;
+        top = e.end.checked_add(1).ok_or(ParseError::Overflow)?;
+    }
+    Ok(RamSummary {
+        ram_bytes: sum,
+        top,
+    })
+}
+
+/// `MemTotal` from `/proc/meminfo`, in bytes.
+pub fn parse_meminfo_total(text: &str) -> Result<u64, ParseError> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .ok_or(ParseError::MissingKey("MemTotal"))?;
+    let mut words = line["MemTotal:".len()..].split_whitespace();
+    let n = parse_dec(words.next().unwrap_or(""))?;
+    match words.next() {
+        Some("kB") => n.checked_mul(1024).ok_or(ParseError::Overflow),
+        other => Err(ParseError::BadUnit(other.unwrap_or("").into())),
+    }
+}
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// The accepted range of `MemTotal` for `ram` bytes of firmware RAM whose highest byte is
+/// below `top`. `MemTotal` counts the pages the kernel hands to its page allocator, so it
+/// is at most `ram` and lower by what the kernel keeps for itself at boot:
+/// - the `struct page` array: 64 bytes per 4 KiB page = `ram / 64`;
+/// - the kernel image, early page tables, per-CPU areas, the log buffer and other
+///   memblock allocations: a few MiB for this config, allowed 32 MiB;
+/// - the swiotlb bounce buffer, 64 MiB, which x86-64 sets up when RAM reaches above 4 GiB.
+///
+/// Anything below that means RAM the firmware map announces but the kernel did not get.
+pub fn memtotal_bounds(ram: u64, top: u64) -> (u64, u64) {
+    let swiotlb = if top > 4 * GIB { 64 * MIB } else { 0 };
+    let deficit = ram / 64 + 32 * MIB + swiotlb;
+    (ram.saturating_sub(deficit), ram)
+}
+
+/// Counts the CPUs in a kernel CPU list such as `0-3,5\n` (`/sys/devices/system/cpu/online`).
+pub fn parse_cpu_count(text: &str) -> Result<u32, ParseError> {
+    let t = text.trim();
+    let bad = || ParseError::BadCpuList(t.into());
+    if t.is_empty() {
+        return Err(bad());
+    }
+    let mut n: u32 = 0;
+    for part in t.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (parse_dec(a), parse_dec(b)),
+            None => (parse_dec(part), parse_dec(part)),
+        };
+        let (a, b) = (a.map_err(|_| bad())?, b.map_err(|_| bad())?);
+        if b < a {
+            return Err(bad());
+        }
+        let count = u32::try_from(b - a + 1).map_err(|_| bad())?;
+        n = n.checked_add(count).ok_or_else(bad)?;
+    }
+    Ok(n)
+}
+
+/// A parsed `truecold.net=<dev>,<a.b.c.d>/<prefix>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetSpec {
+    pub dev: String,
+    pub addr: [u8; 4],
+    pub prefix: u8,
+}
+
+impl NetSpec {
+    /// Parses the spec; the device name must fit `IFNAMSIZ` (15 bytes + NUL).
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = || ParseError::BadNetSpec(s.into());
+        let (dev, rest) = s.split_once(',').ok_or_else(bad)?;
+        let (ip, prefix) = rest.split_once('/').ok_or_else(bad)?;
+        if dev.is_empty()
+            || dev.len() > 15
+            || !dev
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+        {
+            return Err(bad());
+        }
+        let mut addr = [0u8; 4];
+        let mut octets = ip.split('.');
+        for a in addr.iter_mut() {
+            let o = parse_dec(octets.next().ok_or_else(bad)?).map_err(|_| bad())?;
+            *a = u8::try_from(o).map_err(|_| bad())?;
+        }
+        if octets.next().is_some() {
+            return Err(bad());
+        }
+        let prefix = parse_dec(prefix).map_err(|_| bad())?;
+        if prefix > 32 {
+            return Err(bad());
+        }
+        Ok(NetSpec {
+            dev: dev.into(),
+            addr,
+            prefix: prefix as u8,
+        })
+    }
+
+    /// The netmask of the prefix, network byte order.
+    pub fn netmask(&self) -> [u8; 4] {
+        let m: u32 = if self.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix))
+        };
+        m.to_be_bytes()
+    }
+}
+
+/// The memory probe's pattern for the 8-byte word at `index`: distinct per word and per
+/// bit position, so a stuck bit, a missing page or an aliased page reads back wrong.
+pub fn probe_word(index: u64) -> u64 {
+    (index ^ 0xa5a5_5a5a_c3c3_3c3c).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Size of the workload's fixed payload.
+pub const PAYLOAD_LEN: usize = 1 << 20;
+
+/// The workload's fixed payload: `PAYLOAD_LEN` bytes from a fixed xorshift sequence.
+pub fn payload() -> Vec<u8> {
+    let mut x: u64 = 0x7472_7565_636f_6c64; // "truecold"
+    let mut out = Vec::with_capacity(PAYLOAD_LEN);
+    while out.len() < PAYLOAD_LEN {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(PAYLOAD_LEN);
+    out
+}
+
+/// SHA-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+//! The memory verification step: firmware map vs `truecold.mem`, MemTotal bound, probe.
+
+use crate::error::InitError;
+use std::fs;
+use truecold_init::{memtotal_bounds, parse_meminfo_total, probe_word, summarize_ram, MemmapEntry};
+use truecold_proto::ErrorCode;
+
+const MEMMAP: &str = "/sys/firmware/memmap";
+
+/// What the memory step measured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemFigures {
+    pub firmware_ram: u64,
+    pub mem_total: u64,
+    pub probe: u64,
+}
+
+fn read(path: String, code: ErrorCode) -> Result<String, InitError> {
+    fs::read_to_string(&path).map_err(|source| InitError::Read { code, path, source })
+}
+
+/// Reads every entry of `/sys/firmware/memmap`.
+fn firmware_map() -> Result<Vec<MemmapEntry>, InitError> {
+    let code = ErrorCode::MemFirmwareUnreadable;
+    let dir = fs::read_dir(MEMMAP).map_err(|source| InitError::Read {
+        code,
+        path: MEMMAP.into(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for ent in dir {
+        let ent = ent.map_err(|source| InitError::Read {
+            code,
+            path: MEMMAP.into(),
+            source,
+        })?;
+        let p = ent.path().display().to_string();
+        let start = read(format!("{p}/start"), code)?;
+        let end = read(format!("{p}/end"), code)?;
+        let kind = read(format!("{p}/type"), code)?;
+        out.push(
+            MemmapEntry::parse(&start, &end, &kind).map_err(|source| InitError::Parse {
+                code,
+                what: "firmware memmap entry",
+                source,
+            })?,
+        );
+    }
+    Ok(out)
+}
+
+/// Checks the guest's RAM against `configured` bytes; `figures` is filled as far as it got.
+pub fn verify(configured: u64, probe: u64, figures: &mut MemFigures) -> Result<(), InitError> {
+    let code = ErrorCode::MemFirmwareUnreadable;
+    let ram = summarize_ram(&firmware_map()?).map_err(|source| InitError::Parse {
+        code,
+        what: "firmware memmap",
+        source,
+    })?;
+    figures.firmware_ram = ram.ram_bytes;
+    if ram.ram_bytes != configured {
+        return Err(InitError::MemFirmwareMismatch {
+            found: ram.ram_bytes,
+            configured,
+        });
+    }
+    let code = ErrorCode::MemInfoUnreadable;
+    let info = read("/proc/meminfo".into(), code)?;
+    let total = parse_meminfo_total(&info).map_err(|source| InitError::Parse {
+        code,
+        what: "/proc/meminfo",
+        source,
+    })?;
+    figures.mem_total = total;
+    let (min, max) = memtotal_bounds(ram.ram_bytes, ram.top);
+    if total < min || total > max {
+        return Err(InitError::MemTotalOutOfBounds {
+            mem_total: total,
+            min,
+            max,
+        });
+    }
+    probe_memory(probe)?;
+    figures.probe = probe;
+    Ok(())
+}
+
+/// Maps `bytes` of anonymous memory, writes the pattern to every word, reads it back.
+fn probe_memory(bytes: u64) -> Result<(), InitError> {
+    let words = (bytes / 8) as usize;
+    if words == 0 {
+        return Ok(());
+    }
+    let len = words * 8;
+    // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(InitError::ProbeMap {
+            bytes,
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: `p` is a live, page-aligned, writable mapping of `len` = `words * 8` bytes,
+    // used only through this slice until the munmap below.
+    let s = unsafe { std::slice::from_raw_parts_mut(p.cast::<u64>(), words) };
+    for (i, w) in s.iter_mut().enumerate() {
+        // Volatile: the compiler must really store and really load every word.
+        // SAFETY: `w` is a valid, aligned &mut u64.
+        unsafe { std::ptr::write_volatile(w, probe_word(i as u64)) };
+    }
+    let mut bad = None;
+    for (i, w) in s.iter().enumerate() {
+        // SAFETY: `w` is a valid, aligned &u64.
+        if unsafe { std::ptr::read_volatile(w) } != probe_word(i as u64) {
+            bad = Some(i as u64 * 8);
+            break;
+        }
+    }
+    // SAFETY: unmapping exactly the mapping made above; `s` is not used afterwards.
+    unsafe { libc::munmap(p, len) };
+    match bad {
+        Some(offset) => Err(InitError::ProbeMismatch { offset }),
+        None => Ok(()),
+    }
+}

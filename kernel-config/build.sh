@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Builds a truecold kernel variant reproducibly from Debian's linux-source-6.12.
+#
+#   kernel-config/build.sh <base|debug|nested-host> <outdir>
+#
+# Writes <outdir>/{vmlinux,bzImage,config,manifest.json}. The extracted source is cached
+# once per package version in ${TRUECOLD_CACHE:-/var/cache/truecold}/src/, each build in
+# .../kernel/<key>/ where key = sha256(package version, fragments, this script).
+# A finished build whose key matches is reused (its files are re-hashed first).
+#
+# Environment:
+#   TRUECOLD_CACHE              cache root (default /var/cache/truecold)
+#   TRUECOLD_KERNEL_FRESH_DIR   build from scratch in this (empty or absent) directory and
+#                               never read or write the build cache (reproducibility check)
+#   TRUECOLD_JOBS               make -j (default: nproc)
+set -euo pipefail
+
+PKG=linux-source-6.12
+PKG_VERSION=6.12.117-1~deb12u1
+TARBALL=/usr/src/linux-source-6.12.tar.xz
+TOOLS=(make gcc libc6-dev flex bison bc libelf-dev libssl-dev cpio xz-utils binutils
+       )
+# Pinned reproducibility inputs: everything the kernel embeds about its build.
+export KBUILD_BUILD_TIMESTAMP="Thu Jan  1 00:00:00 UTC 1970"
+export KBUILD_BUILD_USER=truecold
+export KBUILD_BUILD_HOST=truecold
+export KBUILD_BUILD_VERSION=1
+export LC_ALL=C TZ=UTC
+unset LOCALVERSION KCONFIG_CONFIG ARCH CROSS_COMPILE
+
+die() { echo "kernel-config/build.sh: error: $*" >&2; exit 1; }
+log() { echo "kernel-config/build.sh: $*" >&2; }
+
+[[ $# -eq 2 ]] || die "usage: $0 <base|debug|nested-host> <outdir>"
+VARIANT=$1
+OUTDIR=$2
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case "$VARIANT" in
+  base) FRAGMENTS=(base.config) ;;
+  debug) FRAGMENTS=(base.config debug.config) ;;
+  nested-host) FRAGMENTS=(base.config nested-host.config) ;;
+  *) die "unknown variant '$VARIANT' (want base, debug or nested-host)" ;;
+esac
+for f in "${FRAGMENTS[@]}"; do [[ -f "$HERE/$f" ]] || die "missing fragment $HERE/$f"; done
+
+# --- 1. packages -------------------------------------------------------------------------
+pkg_version() { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null |
+                awk '$3=="installed"{print $4}'; }
+APT_UPDATED=0
+apt_install() {
+  [[ $(id -u) -eq 0 ]] || die "need root to apt-get install: $*"
+  if [[ $APT_UPDATED -eq 0 ]]; then
+    log "apt-get update"
+    apt-get update -qq || die "apt-get update failed"
+    APT_UPDATED=1
+  fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" ||
+    die "apt-get install $* failed"
+}
+MISSING=()
+for p in "${TOOLS[@]}"; do [[ -n $(pkg_version "$p") ]] || MISSING+=("$p"); done
+[[ ${#MISSING[@]} -eq 0 ]] || apt_install "${MISSING[@]}"
+if [[ $(pkg_version "$PKG") != "$PKG_VERSION" ]]; then
+  apt_install "$PKG=$PKG_VERSION" ||
+    die "cannot install the pinned $PKG=$PKG_VERSION (apt-cache policy $PKG shows what is offered)"
+fi
+HAVE=$(pkg_version "$PKG")
+[[ $HAVE == "$PKG_VERSION" ]] || die "$PKG is '$HAVE', pinned '$PKG_VERSION'"
+[[ -f $TARBALL ]] || die "$TARBALL missing although $PKG $PKG_VERSION is installed"
+
+# --- 2. cache key ------------------------------------------------------------------------
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+SCRIPT_SHA=$(sha "$HERE/build.sh")
+KEY_INPUT="package=$PKG=$PKG_VERSION"$'\n'"script=$SCRIPT_SHA"$'\n'
+FRAG_JSON=""
+for f in "${FRAGMENTS[@]}"; do
+  h=$(sha "$HERE/$f")
+  KEY_INPUT+="fragment=$f=$h"$'\n'
+  FRAG_JSON+="${FRAG_JSON:+,}"$'\n'"    {\"name\": \"$f\", \"sha256\": \"$h\"}"
+done
+KEY=$(printf '%s' "$KEY_INPUT" | sha256sum | cut -d' ' -f1)
+CACHE=${TRUECOLD_CACHE:-/var/cache/truecold}
+mkdir -p "$CACHE/src" "$CACHE/kernel" || die "cannot create cache $CACHE"
+
+# --- 3. source, extracted once -----------------------------------------------------------
+SRC_PARENT="$CACHE/src/$PKG_VERSION"
+SRC="$SRC_PARENT/linux-source-6.12"
+exec 8>"$CACHE/src/.lock"
+flock 8
+if [[ ! -f "$SRC_PARENT/.extracted" ]]; then
+  log "extracting $TARBALL into $SRC_PARENT"
+  rm -rf "$SRC_PARENT" "$SRC_PARENT.tmp"
+  mkdir -p "$SRC_PARENT.tmp"
+  tar -C "$SRC_PARENT.tmp" -xf "$TARBALL" || die "extracting $TARBALL failed"
+  [[ -d "$SRC_PARENT.tmp/linux-source-6.12" ]] || die "$TARBALL has no linux-source-6.12/"
+  mv "$SRC_PARENT.tmp" "$SRC_PARENT"
+  touch "$SRC_PARENT/.extracted"
+fi
+flock -u 8
+
+# --- 4. reuse a cached build -------------------------------------------------------------
+FILES=(vmlinux bzImage config)
+write_outputs() { # $1 = directory holding vmlinux, bzImage, config, manifest.json
+  mkdir -p "$OUTDIR"
+  for f in "${FILES[@]}" manifest.json; do cp -f "$1/$f" "$OUTDIR/$f.tmp" && mv -f "$OUTDIR/$f.tmp" "$OUTDIR/$f"; done
+}
+cache_valid() { # $1 = artifact dir; every file present and matching the manifest
+  local d=$1 f
+  [[ -f "$d/manifest.json" ]] || return 1
+  for f in "${FILES[@]}"; do
+    [[ -f "$d/$f" ]] || return 1
+    grep -q "\"$f\": \"$(sha "$d/$f")\"" "$d/manifest.json" || return 1
+  done
+}
+if [[ -n ${TRUECOLD_KERNEL_FRESH_DIR:-} ]]; then
+  WORK=$TRUECOLD_KERNEL_FRESH_DIR
+  [[ ! -e $WORK || -z $(ls -A "$WORK") ]] || die "TRUECOLD_KERNEL_FRESH_DIR=$WORK is not empty"
+else
+  WORK="$CACHE/kernel/$KEY"
+  mkdir -p "$WORK"
+  exec 9>"$WORK/.lock"
+  flock 9
+  if cache_valid "$WORK/artifacts"; then
+    log "cache hit $WORK"
+    write_outputs "$WORK/artifacts"
+    exit 0
+  fi
+  rm -rf "$WORK/build" "$WORK/artifacts"
+fi
+BUILD="$WORK/build"
+ART="$WORK/artifacts"
+mkdir -p "$BUILD" "$ART"
+BUILD=$(cd "$BUILD" && pwd)
+
+# --- 5. configure: tinyconfig + fragments + olddefconfig, then verify --------------------
+JOBS=${TRUECOLD_JOBS:-$(nproc)}
+MAKE=(make -C "$SRC" O="$BUILD" ARCH=x86_64 -j"$JOBS"
+      KCFLAGS="-ffile-prefix-map=$SRC/= -ffile-prefix-map=$BUILD/=")
+"${MAKE[@]}" -s tinyconfig >"$WORK/configure.log" 2>&1 || die "make tinyconfig failed (see $WORK/configure.log)"
+FRAG_PATHS=()
+for f in "${FRAGMENTS[@]}"; do FRAG_PATHS+=("$HERE/$f"); done
+( cd "$BUILD" && "$SRC/scripts/kconfig/merge_config.sh" -m -O "$BUILD" "$BUILD/.config" "${FRAG_PATHS[@]}" ) \
+  >>"$WORK/configure.log" 2>&1 || die "merge_config.sh failed (see $WORK/configure.log)"
+"${MAKE[@]}" -s olddefconfig >>"$WORK/configure.log" 2>&1 || die "make olddefconfig failed (see $WORK/configure.log)"
+
+# The last fragment that names a symbol wins, as in merge_config.sh.
+declare -A WANT=()
+declare -a ORDER=()
+for p in "${FRAG_PATHS[@]}"; do
+  while IFS= read -r line; do
+    if [[ $line =~ ^(CONFIG_[A-Za-z0-9_]+)=(.*)$ ]]; then
+      sym=${BASH_REMATCH[1]}; val=${BASH_REMATCH[2]}
+    elif [[ $line =~ ^#\ (CONFIG_[A-Za-z0-9_]+)\ is\ not\ set$ ]]; then
+      sym=${BASH_REMATCH[1]}; val=n
+    else
+      continue
+    fi
+    [[ -n ${WANT[$sym]+x} ]] || ORDER+=("$sym")
+    WANT[$sym]=$val
+  done <"$p"
+done
+BAD=()
+for sym in "${ORDER[@]}"; do
+  want=${WANT[$sym]}
+  got=$(grep -E "^$sym=" "$BUILD/.config" | tail -1 | cut -d= -f2- || true)
+  [[ -n $got ]] || got=n
+  [[ $got == "$want" ]] || BAD+=("$sym: requested $want, got $got")
+done
+if [[ ${#BAD[@]} -gt 0 ]]; then
+  printf 'kernel-config/build.sh: symbol not as requested: %s\n' "${BAD[@]}" >&2
+  die "${#BAD[@]} symbol(s) of variant '$VARIANT' did not end up as requested (resolved config: $BUILD/.config)"
+fi
+
+# --- 6. build ----------------------------------------------------------------------------
+log "building $VARIANT in $BUILD (-j$JOBS)"
+T0=$(date +%s)
+"${MAKE[@]}" vmlinux bzImage >"$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log" >&2; die "kernel build failed (see $WORK/build.log)"; }
+T1=$(date +%s)
+echo "build_seconds=$((T1 - T0))" >"$WORK/build-time.txt"
+log "built in $((T1 - T0)) s"
+# PVH entry: ELF note "Xen", type XEN_ELFNOTE_PHYS32_ENTRY (18).
+readelf -n "$BUILD/vmlinux" | grep -A1 -E '^\s+Xen\s' | grep -qE '0x00000012|PHYS32_ENTRY' ||
+  die "vmlinux has no Xen PVH entry note (XEN_ELFNOTE_PHYS32_ENTRY)"
+
+cp -f "$BUILD/vmlinux" "$ART/vmlinux"
+cp -f "$BUILD/arch/x86/boot/bzImage" "$ART/bzImage"
+cp -f "$BUILD/.config" "$ART/config"
+cat >"$ART/manifest.json" <<EOF
+{
+  "variant": "$VARIANT",
+  "package": "$PKG",
+  "package_version": "$PKG_VERSION",
+  "build_script_sha256": "$SCRIPT_SHA",
+  "cache_key": "$KEY",
+  "fragments": [$FRAG_JSON
+  ],
+  "files": {
+    "vmlinux": "$(sha "$ART/vmlinux")",
+    "bzImage": "$(sha "$ART/bzImage")",
+    "config": "$(sha "$ART/config")"
+  }
+}
+EOF
+write_outputs "$ART"
+log "wrote $OUTDIR/{vmlinux,bzImage,config,manifest.json}"

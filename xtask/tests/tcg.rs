@@ -1,0 +1,349 @@
+//! Functional boots of the built guest (`out/guest`, or `$TRUECOLD_GUEST_DIR`) under QEMU
+//! with software emulation (`-accel tcg`), QEMU devices standing in for the truecold ports:
+//!
+//! | port | stand-in |
+//! |---|---|
+//! | 0xf10 doorbell | `isa-debugcon` → file (one byte per phase) |
+//! | 0xf11 challenge | `isa-debugcon,readback=<b>`: every `in` reads `<b>`, so the nonce is 16 × `<b>` |
+//! | 0xf12 record | `isa-debugcon` → file (the lines) |
+//! | 0xf13 exit | `isa-debug-exit`: QEMU exits with status `(code << 1) | 1` |
+//!
+//! Machine: `-M microvm` (no PCI, no ACPI in the guest, the MP table gives the CPUs). Its
+//! firmware map (qboot + QEMU's E820, QEMU 7.2) for `-m M` up to 3 GiB is
+//! `[0, 0x9fc00)` + `[1 MiB, M)` System RAM, so the guest must see exactly
+//! `M - 1 MiB + 0x9fc00` bytes ([`microvm_ram`]); the mismatch boot cross-checks that figure
+//! with what the guest reports.
+//!
+//! Prerequisites (the tests FAIL without them): `cargo run -p xtask -- guest --out out/guest`
+//! and `apt-get install qemu-system-x86`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use truecold_proto::{ErrorCode, GuestRecord, Message, Reply, Workload, NONCE_LEN};
+
+const MIB: u64 = 1 << 20;
+/// Hang guard only (TCG boots take about a second here); not a timing assertion.
+const HANG_GUARD: Duration = Duration::from_secs(180);
+
+fn guest_dir() -> PathBuf {
+    let dir = std::env::var_os("TRUECOLD_GUEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| xtask::workspace_root().join("out/guest"));
+    for f in ["vmlinux", "initramfs.cpio"] {
+        assert!(
+            dir.join(f).is_file(),
+            "{} missing: build the guest first with `cargo run -p xtask -- guest --out out/guest` \
+             (or point TRUECOLD_GUEST_DIR at a built guest)",
+            dir.join(f).display()
+        );
+    }
+    dir
+}
+
+/// RAM the guest's firmware map shows under `-M microvm -m <mib>` (mib ≤ 3072).
+fn microvm_ram(mib: u64) -> u64 {
+    assert!(
+        mib <= 3072,
+        "the formula covers RAM below the 3 GiB split only"
+    );
+    0x9fc00 + mib * MIB - MIB
+}
+
+struct Boot {
+    status: Option<i32>,
+    doorbell: Vec<u8>,
+    lines: Vec<Message>,
+    nonce: [u8; NONCE_LEN],
+    console: String,
+}
+
+impl Boot {
+    fn context(&self) -> String {
+        format!(
+            "exit status {:?}, doorbell {:?}, lines {:#?}\n--- console ---\n{}",
+            self.status, self.doorbell, self.lines, self.console
+        )
+    }
+
+    fn reply(&self) -> Option<&Reply> {
+        self.lines.iter().find_map(|m| match m {
+            Message::Reply(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    fn record(&self) -> &GuestRecord {
+        let recs: Vec<&GuestRecord> = self
+            .lines
+            .iter()
+            .filter_map(|m| match m {
+                Message::Record(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(recs.len(), 1, "want exactly one record\n{}", self.context());
+        recs[0]
+    }
+}
+
+/// Boots the guest with `-m mib -smp cpus` and `truecold.mem=<mem>` plus `extra` on the
+/// command line; returns what the stand-in devices saw.
+fn boot(mib: u64, cpus: u32, mem: u64, extra: &str) -> Boot {
+    let dir = guest_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n);
+    let byte: u8 = rand::random();
+    let append = format!("truecold.mem={mem} panic=-1 {extra}");
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args([
+        "-M",
+        "microvm",
+        "-accel",
+        "tcg",
+        "-nodefaults",
+        "-display",
+        "none",
+        "-no-reboot",
+    ])
+    .args(["-m", &mib.to_string(), "-smp", &cpus.to_string()])
+    .arg("-kernel")
+    .arg(dir.join("vmlinux"))
+    .arg("-initrd")
+    .arg(dir.join("initramfs.cpio"))
+    .args(["-append", &append])
+    .arg("-serial")
+    .arg(format!("file:{}", p("console").display()))
+    .arg("-chardev")
+    .arg(format!("file,id=db,path={}", p("doorbell").display()))
+    .args(["-device", "isa-debugcon,iobase=0xf10,chardev=db"])
+    .args(["-chardev", "null,id=nl"])
+    .args([
+        "-device",
+        &format!("isa-debugcon,iobase=0xf11,chardev=nl,readback={byte:#04x}"),
+    ])
+    .arg("-chardev")
+    .arg(format!("file,id=rc,path={}", p("record").display()))
+    .args(["-device", "isa-debugcon,iobase=0xf12,chardev=rc"])
+    .args(["-device", "isa-debug-exit,iobase=0xf13,iosize=1"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap_or_else(|e| {
+        panic!("cannot start qemu-system-x86_64 ({e}): apt-get install qemu-system-x86")
+    });
+    let status = wait_guarded(&mut child);
+    let read = |n: &str| std::fs::read(p(n)).unwrap_or_default();
+    let console = String::from_utf8_lossy(&read("console")).into_owned();
+    let raw = read("record");
+    let lines = raw
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            Message::decode(l).unwrap_or_else(|e| {
+                panic!(
+                    "undecodable line {:?}: {e}\n{console}",
+                    String::from_utf8_lossy(l)
+                )
+            })
+        })
+        .collect();
+    let b = Boot {
+        status,
+        doorbell: read("doorbell"),
+        lines,
+        nonce: [byte; NONCE_LEN],
+        console,
+    };
+    assert!(
+        b.status.is_some(),
+        "QEMU hung past the guard and was killed\n{}",
+        b.context()
+    );
+    b
+}
+
+/// Waits for QEMU; kills it past [`HANG_GUARD`] and returns `None` then.
+fn wait_guarded(child: &mut std::process::Child) -> Option<i32> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        if t0.elapsed() > HANG_GUARD {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn exit_status(code: ErrorCode) -> Option<i32> {
+    Some(((code as i32) << 1) | 1)
+}
+
+/// A healthy boot: doorbells, reply bound to the nonce and boot id, memory verified, BENCH_OK.
+fn assert_ready(b: &Boot, mib: u64, cpus: u32) {
+    let ctx = b.context();
+    assert_eq!(b.status, exit_status(ErrorCode::Ok), "{ctx}");
+    assert_eq!(b.doorbell, [1, 2], "InitStart then Ready\n{ctx}");
+    assert_eq!(b.lines.len(), 2, "{ctx}");
+    let reply = b.reply().unwrap_or_else(|| panic!("no reply line\n{ctx}"));
+    assert!(
+        matches!(b.lines[0], Message::Reply(_)),
+        "reply comes first\n{ctx}"
+    );
+    assert!(reply.verifies(&b.nonce), "reply MAC does not verify\n{ctx}");
+    let mut other = b.nonce;
+    other[0] ^= 1;
+    assert!(!reply.verifies(&other), "MAC must bind the nonce\n{ctx}");
+    let r = b.record();
+    assert_eq!(r.code, ErrorCode::Ok, "{ctx}");
+    assert_eq!(r.workload, Workload::BenchOk, "{ctx}");
+    assert_eq!(r.boot_id, Some(reply.boot_id), "{ctx}");
+    let ram = microvm_ram(mib);
+    assert_eq!(r.mem_configured, ram, "{ctx}");
+    assert_eq!(r.mem_firmware_ram, ram, "{ctx}");
+    let (min, max) = truecold_init::memtotal_bounds(ram, ram + MIB - 0x9fc00);
+    assert!(
+        (min..=max).contains(&r.mem_total),
+        "MemTotal {} not in [{min}, {max}]\n{ctx}",
+        r.mem_total
+    );
+    assert_eq!(r.mem_probe, truecold_proto::cmdline::DEFAULT_PROBE, "{ctx}");
+    assert_eq!(r.cpus, cpus, "{ctx}");
+    assert!(r.t_init_ns > 0, "{ctx}");
+    assert!(
+        r.t_init_ns <= r.t_ready_ns && r.t_ready_ns <= r.t_reply_ns,
+        "{ctx}"
+    );
+    assert!(r.t_reply_ns <= r.t_record_ns, "{ctx}");
+    eprintln!(
+        "boot {mib} MiB / {cpus} vCPU: init at {} ns, ready at {} ns of guest uptime (TCG, informational)",
+        r.t_init_ns, r.t_ready_ns
+    );
+}
+
+#[test]
+fn ready_at_256_mib_console_off() {
+    // The production command line: no console, no UARTs probed.
+    let b = boot(256, 1, microvm_ram(256), "8250.nr_uarts=0");
+    assert_ready(&b, 256, 1);
+}
+
+#[test]
+fn ready_at_2_gib_with_2_vcpus() {
+    let b = boot(2048, 2, microvm_ram(2048), "console=ttyS0");
+    assert_ready(&b, 2048, 2);
+}
+
+#[test]
+fn announced_ram_the_guest_lacks_is_mem_firmware_mismatch() {
+    let ram = microvm_ram(256);
+    let b = boot(256, 1, ram + 4096, "console=ttyS0");
+    let ctx = b.context();
+    assert_eq!(
+        b.status,
+        exit_status(ErrorCode::MemFirmwareMismatch),
+        "{ctx}"
+    );
+    assert_eq!(
+        b.doorbell,
+        [1],
+        "no Ready doorbell on a failed check\n{ctx}"
+    );
+    assert!(b.reply().is_none(), "no reply on a failed check\n{ctx}");
+    let r = b.record();
+    assert_eq!(r.code, ErrorCode::MemFirmwareMismatch, "{ctx}");
+    assert_eq!(r.workload, Workload::NotRun, "{ctx}");
+    assert_eq!(r.mem_configured, ram + 4096, "{ctx}");
+    assert_eq!(
+        r.mem_firmware_ram, ram,
+        "the guest's own figure matches the microvm layout\n{ctx}"
+    );
+    assert!(r.boot_id.is_some(), "{ctx}");
+    assert!(
+        b.console.contains("mem_firmware_mismatch"),
+        "error chain on the console\n{ctx}"
+    );
+}
+
+#[test]
+fn malformed_truecold_parameter_is_cmdline_error() {
+    // `boot` passes a valid truecold.mem; a second, malformed one makes the line invalid.
+    let b = boot(256, 1, microvm_ram(256), "console=ttyS0 truecold.mem=12x");
+    let ctx = b.context();
+    assert_eq!(b.status, exit_status(ErrorCode::Cmdline), "{ctx}");
+    assert_eq!(b.doorbell, [1], "{ctx}");
+    let r = b.record();
+    assert_eq!(r.code, ErrorCode::Cmdline, "{ctx}");
+    assert_eq!(r.workload, Workload::NotRun, "{ctx}");
+}
+
+/// The nested-host (L1) kernel in `out/l1` (or `$TRUECOLD_L1_DIR`) boots as the nested
+/// harness boots it (`-M q35 -cpu EPYC,+svm,+npt`, TCG) and brings up KVM with nested SVM
+/// and nested paging. PID 1 is truecold-init with an impossible `truecold.mem`, so it stops
+/// the VM through the exit port with the memory-mismatch code.
+#[test]
+fn l1_kernel_brings_up_nested_kvm_amd() {
+    let dir = std::env::var_os("TRUECOLD_L1_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| xtask::workspace_root().join("out/l1"));
+    let kernel = dir.join("bzImage");
+    assert!(
+        kernel.is_file(),
+        "{} missing: build it with `cargo run -p xtask -- l1 --out out/l1` \
+         (or point TRUECOLD_L1_DIR at a built one)",
+        kernel.display()
+    );
+    let initrd = guest_dir().join("initramfs.cpio");
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("console");
+    let mut child = Command::new("qemu-system-x86_64")
+        .args([
+            "-M",
+            "q35",
+            "-accel",
+            "tcg",
+            "-cpu",
+            "EPYC,+svm,+npt",
+            "-m",
+            "1024",
+            "-smp",
+            "2",
+        ])
+        .args(["-nodefaults", "-display", "none", "-no-reboot"])
+        .arg("-kernel")
+        .arg(&kernel)
+        .arg("-initrd")
+        .arg(&initrd)
+        .args(["-append", "console=ttyS0 truecold.mem=1 panic=-1"])
+        .arg("-serial")
+        .arg(format!("file:{}", log.display()))
+        .args(["-device", "isa-debug-exit,iobase=0xf13,iosize=1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start qemu-system-x86_64 ({e}): apt-get install qemu-system-x86")
+        });
+    let status = wait_guarded(&mut child);
+    let console = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
+    assert_eq!(
+        status,
+        exit_status(ErrorCode::MemFirmwareMismatch),
+        "{console}"
+    );
+    for want in [
+        "kvm_amd: Nested Virtualization enabled",
+        "kvm_amd: Nested Paging enabled",
+        "Run /init",
+    ] {
+        assert!(
+            console.contains(want),
+            "`{want}` not on the L1 console:\n{console}"
+        );
+    }
+}
