@@ -76,8 +76,9 @@ pub struct RunArgs {
     pub max_concurrency: Option<u32>,
     /// A launch not strict-ready this long after its request (intended time in burst and
     /// open loop) is a failure, scored at this value.
-    #[arg(long, default_value_t = 2000)]
-    pub deadline_ms: u64,
+    /// Default: 2000 ms; 300000 ms with --nested (everything is emulated there).
+    #[arg(long)]
+    pub deadline_ms: Option<u64>,
     /// Past the deadline, how long the VMM may take to print its own report before it is
     /// killed (the sample is a failure either way).
     #[arg(long, default_value_t = 500)]
@@ -150,7 +151,21 @@ pub const DEFAULT_OPEN_LOOP_IN_FLIGHT: u32 = 64;
 /// Default top level of the sweep.
 pub const DEFAULT_SWEEP_MAX: u32 = 4;
 
+/// Default deadline of a campaign on a real host.
+pub const DEFAULT_DEADLINE_MS: u64 = 2_000;
+/// Default deadline inside the nested harness, where L1 and L2 both run under emulation.
+pub const DEFAULT_NESTED_DEADLINE_MS: u64 = 300_000;
+
 impl RunArgs {
+    /// `--deadline-ms`, or the default for this kind of campaign.
+    pub fn deadline_ms(&self) -> u64 {
+        self.deadline_ms.unwrap_or(if self.nested {
+            DEFAULT_NESTED_DEADLINE_MS
+        } else {
+            DEFAULT_DEADLINE_MS
+        })
+    }
+
     /// The schedule these arguments describe, checked.
     pub fn schedule(&self) -> Result<Schedule, ArgError> {
         let mode = mode_name(self.mode);
@@ -177,7 +192,7 @@ impl RunArgs {
         if self.mem_mib.checked_mul(1 << 20).is_none() {
             return Err(ArgError::MemTooLarge(self.mem_mib));
         }
-        if self.deadline_ms == 0 {
+        if self.deadline_ms() == 0 {
             return Err(ArgError::DeadlineZero);
         }
         let n = self.count;

@@ -1,32 +1,225 @@
-//! The nested-harness campaign (`--nested`): a Linux campaign run inside the QEMU/TCG L1 of
-//! `truecold-nested`, labelled nested-emulated. Not built yet: this module is the hook.
-//! A nested launcher implements [`crate::schedule::Launcher`] with
-//! `Output = crate::launch::Attempt` (stdout = the L2 `truecold-vmm` report as printed inside
-//! L1), so scheduling, rows ([`crate::vmm_report::observe_attempt`]) and bundles are shared.
-//! To wire it: make [`prepare`] return that launcher, replace the `match … {}` on it in
-//! [`crate::run::run`] with a campaign whose contract is Linux and whose host kind is
-//! `HostKind::NestedEmulated`, and read the L1 host facts instead of this host's.
+//! The nested-harness campaign (`--nested`): the whole campaign runs inside the L1 VM of
+//! [`truecold_nested`] — QEMU TCG with an emulated AMD SVM CPU, an L1 Linux with real KVM —
+//! where this same bench (static, `/bin/truecold`) launches a fresh static `truecold-vmm` per
+//! sample against the real tuned guest kernel. L1's init sets `TRUECOLD_HOST_KIND=
+//! nested-emulated`, so the bundle says what it is. The bundle is written and checksummed
+//! inside L1, streamed back over L1's data serial port (length- and digest-checked), placed
+//! atomically under `--out`, and verified here. Its SHA256SUMS were made in L1, so the transfer
+//! cannot alter a byte unnoticed.
 
-use std::path::PathBuf;
+use crate::cli::RunArgs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use truecold_nested::{run_l1, write_initramfs, Job, L1Run, Layout};
+use truecold_proof::bundle::Written;
+use truecold_proof::verify::verify_dir;
 
-/// Why a nested campaign cannot run.
+/// Printed with every nested campaign.
+pub const WARNING: &str = "nested-emulated: L1 and the guest run under QEMU software \
+emulation; these timings are functional evidence only, never results";
+
+/// Where L1's bench writes its bundle (under `truecold_nested::OUT_DIR`).
+const L1_BUNDLE: &str = "bundle";
+
+/// Why a nested campaign could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum NestedError {
+    #[error("the nested harness")]
+    Harness(#[from] truecold_nested::NestedError),
     #[error(
-        "the nested-harness campaign (--nested) is not built yet; run --probe on this host, \
-         or a Linux campaign on a host with hardware KVM"
+        "L1's campaign wrote no bundle (its `truecold run` exited {exit}); L1 console: {}",
+        console.display()
     )]
-    NotBuiltYet,
+    NoBundle { exit: i32, console: PathBuf },
+    #[error("{0} already exists; a bundle is never overwritten (choose another --out)")]
+    OutExists(PathBuf),
+    #[error("writing the received bundle to {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// What a nested campaign needs (filled in when the harness is wired).
-#[derive(Clone, Debug, Default)]
-pub struct NestedSetup {
-    pub guest_dir: PathBuf,
-    pub vmm: PathBuf,
+/// The inner `truecold run` arguments: the same campaign, as a Linux campaign on L1's KVM.
+pub fn inner_args(args: &RunArgs) -> Vec<String> {
+    let mut v: Vec<String> = ["/bin/truecold", "run", "--linux"]
+        .map(String::from)
+        .to_vec();
+    let mode = format!("{:?}", args.mode).to_lowercase();
+    let mode = if mode == "openloop" {
+        "open-loop".into()
+    } else {
+        mode
+    };
+    let mut kv = |k: &str, val: String| {
+        v.push(k.into());
+        v.push(val);
+    };
+    kv("--mode", mode);
+    kv("--count", args.count.to_string());
+    kv("--vcpus", args.vcpus.to_string());
+    kv("--mem-mib", args.mem_mib.to_string());
+    kv("--backing", args.backing.name().into());
+    kv("--deadline-ms", args.deadline_ms().to_string());
+    kv("--kill-grace-ms", args.kill_grace_ms.to_string());
+    if let Some(c) = args.concurrency {
+        kv("--concurrency", c.to_string());
+    }
+    if let Some(r) = args.rate {
+        kv("--rate", r.to_string());
+    }
+    if let Some(k) = args.max_concurrency {
+        kv("--max-concurrency", k.to_string());
+    }
+    if !args.cmdline_extra.is_empty() {
+        kv("--cmdline-extra", args.cmdline_extra.clone());
+    }
+    kv("--vmm", "/bin/truecold-vmm".into());
+    kv("--guest-dir", "/guest".into());
+    kv("--out", format!("{}/{L1_BUNDLE}", truecold_nested::OUT_DIR));
+    v
 }
 
-/// The nested launcher's constructor; an error until the harness is wired.
-pub fn prepare(_setup: &NestedSetup) -> Result<std::convert::Infallible, NestedError> {
-    Err(NestedError::NotBuiltYet)
+/// Runs the campaign in L1 and returns the received, verified bundle.
+pub fn run(args: &RunArgs, planned: u64, guest_dir: &Path) -> Result<Written, NestedError> {
+    let mut layout = Layout::discover();
+    layout.guest_dir = guest_dir.to_path_buf();
+    if let Some(vmm) = &args.vmm {
+        layout.vmm = vmm.clone();
+    }
+    layout.check()?;
+    let dest = match &args.out {
+        Some(p) => p.clone(),
+        None => {
+            let (stamp, _) = crate::clock::utc_now();
+            PathBuf::from("results").join(format!(
+                "{stamp}-nested-linux-{}vcpu-{}mib",
+                args.vcpus, args.mem_mib
+            ))
+        }
+    };
+    if dest.symlink_metadata().is_ok() {
+        return Err(NestedError::OutExists(dest));
+    }
+    let work = std::env::temp_dir().join(format!("truecold-nested-{}", std::process::id()));
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| NestedError::Io { path, source }
+    };
+    std::fs::create_dir_all(&work).map_err(io(&work))?;
+    let initramfs = work.join("l1.cpio");
+    let job = Job {
+        argv: inner_args(args),
+        stdout: None,
+    };
+    write_initramfs(&initramfs, &layout.l1_init, &job, &layout.l1_files())?;
+    // L1 holds the guest's memory (touched pages only), its own kernel and the initramfs.
+    let per_launch_ms = args.deadline_ms().saturating_add(args.kill_grace_ms);
+    let l1 = L1Run {
+        qemu: PathBuf::from("qemu-system-x86_64"),
+        kernel: layout.l1_kernel.clone(),
+        initramfs,
+        mem_mib: u32::try_from(args.mem_mib.saturating_add(1024)).unwrap_or(u32::MAX),
+        cpus: args.vcpus.max(2),
+        timeout: Duration::from_secs(300)
+            + Duration::from_millis(per_launch_ms.saturating_mul(planned)),
+        workdir: work.clone(),
+    };
+    eprintln!(
+        "truecold: {WARNING}\ntruecold: nested: L1 under QEMU TCG, {planned} launches inside; \
+         L1 console: {}",
+        work.join("console.log").display()
+    );
+    let got = run_l1(&l1)?;
+    let prefix = format!("{L1_BUNDLE}/");
+    let files: Vec<(&str, &Vec<u8>)> = got
+        .files
+        .iter()
+        .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|name| (name, v)))
+        .collect();
+    if files.is_empty() {
+        return Err(NestedError::NoBundle {
+            exit: got.job_exit,
+            console: got.console_log,
+        });
+    }
+    // Atomic: a reader never sees half a bundle.
+    let parent = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io(parent))?;
+    let tmp = parent.join(format!(".truecold-nested-{}.tmp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    for (name, data) in files {
+        let path = tmp.join(name);
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(io(d))?;
+        }
+        std::fs::write(&path, data).map_err(io(&path))?;
+    }
+    std::fs::rename(&tmp, &dest).map_err(io(&dest))?;
+    let verdict = verify_dir(&dest);
+    Ok(Written {
+        path: dest,
+        verdict,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Cmd};
+    use clap::Parser;
+
+    fn parse(argv: &[&str]) -> RunArgs {
+        let Cmd::Run(a) = Cli::parse_from(argv).cmd;
+        a
+    }
+
+    #[test]
+    fn inner_campaign_is_the_same_campaign_as_linux_on_l1() {
+        let a = parse(&[
+            "truecold",
+            "run",
+            "--nested",
+            "-n",
+            "3",
+            "--vcpus",
+            "2",
+            "--mem-mib",
+            "1024",
+        ]);
+        let v = inner_args(&a).join(" ");
+        assert!(
+            v.starts_with(
+                "/bin/truecold run --linux --mode sequential --count 3 --vcpus 2 --mem-mib 1024"
+            ),
+            "{v}"
+        );
+        assert!(v.contains("--deadline-ms 300000"), "{v}");
+        assert!(
+            v.contains("--vmm /bin/truecold-vmm --guest-dir /guest --out /out/bundle"),
+            "{v}"
+        );
+        let a = parse(&[
+            "truecold",
+            "run",
+            "--nested",
+            "--mode",
+            "open-loop",
+            "--rate",
+            "2.5",
+            "--deadline-ms",
+            "9",
+        ]);
+        let v = inner_args(&a).join(" ");
+        assert!(
+            v.contains("--mode open-loop")
+                && v.contains("--rate 2.5")
+                && v.contains("--deadline-ms 9"),
+            "{v}"
+        );
+    }
 }

@@ -6,7 +6,7 @@ use crate::cli::{ArgError, RunArgs};
 use crate::host::HostFacts;
 use crate::interrupt::{self, InstallError};
 use crate::launch::{ProcessLauncher, VmmCommand};
-use crate::nested::{self, NestedError, NestedSetup};
+use crate::nested::{self, NestedError};
 use crate::progress::{Progress, Style};
 use crate::schedule::ScheduleError;
 use crate::vmm_report;
@@ -118,16 +118,23 @@ fn absolute(p: &Path) -> PathBuf {
 /// line as typed (for `cmdline.txt`); progress and notes go to stderr.
 pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     let schedule = args.schedule()?;
+    if args.nested {
+        // Needs no KVM here: QEMU emulates the CPU, L1 brings its own KVM.
+        let planned = schedule.validate()?;
+        let guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
+        return Ok(RunOutcome {
+            written: nested::run(args, planned, &guest_dir)?,
+            interrupted: false,
+            warnings: vec![nested::WARNING.to_string()],
+        });
+    }
     if !Path::new("/dev/kvm").exists() {
         return Err(RunError::NoKvm);
     }
     let kind = host_kind()?;
     let mut warnings = Vec::new();
     let guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
-    if args.nested {
-        let vmm = artifacts::find_vmm(args.vmm.as_deref())?;
-        match nested::prepare(&NestedSetup { guest_dir, vmm })? {}
-    }
+
     let (contract, force) = match (args.probe, args.linux, kind) {
         (true, _, _) => (ContractKind::Probe, false),
         (false, true, HostKind::Pvm) => {
@@ -151,7 +158,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         vcpus: args.vcpus,
         mem_bytes: args.mem_mib << 20,
         backing: args.backing.name().to_string(),
-        deadline_ns: args.deadline_ms.saturating_mul(1_000_000),
+        deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
     };
     let vmm = artifacts::find_vmm(args.vmm.as_deref())?;
     let guest = match contract {
@@ -197,7 +204,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         spec.vcpus,
         spec.mem_bytes >> 20,
         spec.backing,
-        args.deadline_ms,
+        args.deadline_ms(),
         dest.display()
     );
     let mut progress = Progress::new(std::io::stderr(), Style::detect(), label, planned);

@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 pub const JOB_FILE: &str = "/l1/job";
 /// Where the job leaves files for the host.
 pub const OUT_DIR: &str = "/out";
+/// `argv[0]` of the built-in job that checks L1's `/dev/kvm` (API version, VM creation).
+pub const KVM_CHECK: &str = "@kvm-check";
 /// L1's second serial port: the data stream (the first is the console).
 pub const STREAM_TTY: &str = "/dev/ttyS1";
 
@@ -87,10 +89,165 @@ impl Job {
     }
 }
 
+/// A file to put into L1's initramfs.
+#[derive(Clone, Debug)]
+pub struct L1File {
+    /// Path inside L1, relative (`bin/truecold-vmm`).
+    pub dest: String,
+    pub src: PathBuf,
+    pub executable: bool,
+}
+
+/// Writes L1's initramfs: `init` (the static `truecold-l1-init`), the job file, and `files`
+/// (with their parent directories). Deterministic, like the guest's.
+pub fn write_initramfs(
+    out: &Path,
+    l1_init: &Path,
+    job: &Job,
+    files: &[L1File],
+) -> Result<(), NestedError> {
+    use xtask::cpio::{self, Entry, Kind};
+    let read = |p: &Path| {
+        fs::read(p).map_err(|source| NestedError::Io {
+            path: p.to_path_buf(),
+            source,
+        })
+    };
+    let mut entries = cpio::initramfs_entries(read(l1_init)?);
+    let mut dirs: Vec<String> = vec!["out".into(), "l1".into()];
+    for f in files {
+        let mut parent = Path::new(&f.dest).parent();
+        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+            dirs.push(p.to_string_lossy().into_owned());
+            parent = p.parent();
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        if !entries.iter().any(|e| e.name == d) {
+            entries.push(Entry {
+                name: d,
+                perm: 0o755,
+                kind: Kind::Dir,
+            });
+        }
+    }
+    entries.push(Entry {
+        name: JOB_FILE.trim_start_matches('/').into(),
+        perm: 0o644,
+        kind: Kind::File(job.encode()?.into_bytes()),
+    });
+    for f in files {
+        entries.push(Entry {
+            name: f.dest.clone(),
+            perm: if f.executable { 0o755 } else { 0o644 },
+            kind: Kind::File(read(&f.src)?),
+        });
+    }
+    let mut buf = Vec::new();
+    cpio::write_newc(&entries, &mut buf).map_err(|e| NestedError::Initramfs(e.to_string()))?;
+    fs::write(out, buf).map_err(|source| NestedError::Io {
+        path: out.to_path_buf(),
+        source,
+    })
+}
+
+/// Where the harness finds what it packs into L1: the static binaries, the guest artifacts and
+/// the L1 kernel. [`Layout::discover`] reads `TRUECOLD_STATIC_DIR`, `TRUECOLD_GUEST_DIR` and
+/// `TRUECOLD_L1_DIR`, defaulting to what `scripts/build-artifacts.sh` builds in the workspace.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub l1_kernel: PathBuf,
+    pub l1_init: PathBuf,
+    pub vmm: PathBuf,
+    pub bench: PathBuf,
+    pub guest_dir: PathBuf,
+}
+
+/// The guest artifacts L1 gets, under `/guest/`.
+pub const GUEST_FILES: [&str; 5] = [
+    "vmlinux",
+    "initramfs.cpio",
+    "config",
+    "manifest.json",
+    "init",
+];
+
+impl Layout {
+    /// The default layout, with environment overrides.
+    pub fn discover() -> Layout {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let var = |k: &str| std::env::var_os(k).map(PathBuf::from);
+        let target = var("CARGO_TARGET_DIR").unwrap_or_else(|| root.join("target"));
+        let stat = var("TRUECOLD_STATIC_DIR")
+            .unwrap_or_else(|| target.join("x86_64-unknown-linux-gnu/release"));
+        let l1 = var("TRUECOLD_L1_DIR").unwrap_or_else(|| root.join("out/l1"));
+        Layout {
+            l1_kernel: l1.join("bzImage"),
+            l1_init: stat.join("truecold-l1-init"),
+            vmm: stat.join("truecold-vmm"),
+            bench: stat.join("truecold"),
+            guest_dir: var("TRUECOLD_GUEST_DIR").unwrap_or_else(|| root.join("out/guest")),
+        }
+    }
+
+    /// Every input present, or the first missing one with the command that builds it.
+    pub fn check(&self) -> Result<(), NestedError> {
+        const HINT: &str = "build it with scripts/build-artifacts.sh";
+        let mut need = vec![
+            ("the nested-host (L1) kernel", self.l1_kernel.clone()),
+            ("the static truecold-l1-init", self.l1_init.clone()),
+            ("the static truecold-vmm", self.vmm.clone()),
+            ("the static truecold bench", self.bench.clone()),
+        ];
+        need.extend(
+            GUEST_FILES
+                .iter()
+                .map(|f| ("a guest artifact", self.guest_dir.join(f))),
+        );
+        for (what, path) in need {
+            if !path.is_file() {
+                return Err(NestedError::Missing {
+                    what,
+                    path,
+                    hint: HINT,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The files L1 gets: `/bin/truecold-vmm`, `/bin/truecold`, `/guest/*`.
+    pub fn l1_files(&self) -> Vec<L1File> {
+        let mut v = vec![
+            L1File {
+                dest: "bin/truecold-vmm".into(),
+                src: self.vmm.clone(),
+                executable: true,
+            },
+            L1File {
+                dest: "bin/truecold".into(),
+                src: self.bench.clone(),
+                executable: true,
+            },
+        ];
+        v.extend(GUEST_FILES.iter().map(|f| L1File {
+            dest: format!("guest/{f}"),
+            src: self.guest_dir.join(f),
+            executable: false,
+        }));
+        v
+    }
+}
+
 /// Errors of the harness (host side).
 #[derive(Debug, thiserror::Error)]
 pub enum NestedError {
-    #[error("{what}: {path} is missing ({hint})")]
+    #[error("{what}: {} is missing ({hint})", path.display())]
     Missing {
         what: &'static str,
         path: PathBuf,
@@ -108,6 +265,8 @@ pub enum NestedError {
         #[source]
         source: std::io::Error,
     },
+    #[error("writing L1's initramfs: {0}")]
+    Initramfs(String),
     #[error("bad job")]
     Job(#[from] JobError),
     #[error("L1 did not finish within {0:?} (QEMU killed); console tail:\n{1}")]
@@ -151,18 +310,36 @@ pub struct L1Outcome {
 pub fn qemu_command(r: &L1Run) -> Command {
     let mut c = Command::new(&r.qemu);
     let log = |name: &str| format!("file:{}", r.workdir.join(name).display());
-    c.args(["-M", "q35", "-accel", "tcg,thread=multi", "-cpu", "EPYC,+svm,+npt"])
-        .args(["-smp", &r.cpus.to_string(), "-m", &r.mem_mib.to_string()])
-        .args(["-nodefaults", "-display", "none", "-no-reboot", "-no-user-config"])
-        .args(["-serial", &log("console.log"), "-serial", &log("stream.log")])
-        .arg("-kernel")
-        .arg(&r.kernel)
-        .arg("-initrd")
-        .arg(&r.initramfs)
-        .args(["-append", "console=ttyS0 reboot=k panic=-1 rdinit=/init"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    c.args([
+        "-M",
+        "q35",
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "EPYC,+svm,+npt",
+    ])
+    .args(["-smp", &r.cpus.to_string(), "-m", &r.mem_mib.to_string()])
+    .args([
+        "-nodefaults",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-no-user-config",
+    ])
+    .args([
+        "-serial",
+        &log("console.log"),
+        "-serial",
+        &log("stream.log"),
+    ])
+    .arg("-kernel")
+    .arg(&r.kernel)
+    .arg("-initrd")
+    .arg(&r.initramfs)
+    .args(["-append", "console=ttyS0 reboot=k panic=-1 rdinit=/init"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     c
 }
 
@@ -174,7 +351,11 @@ pub fn run_l1(r: &L1Run) -> Result<L1Outcome, NestedError> {
             &r.kernel,
             "build it: cargo run -p xtask -- l1 --out out/l1",
         ),
-        ("L1 initramfs", &r.initramfs, "see truecold_nested::write_initramfs"),
+        (
+            "L1 initramfs",
+            &r.initramfs,
+            "see truecold_nested::write_initramfs",
+        ),
     ] {
         if !path.is_file() {
             return Err(NestedError::Missing {
@@ -189,10 +370,12 @@ pub fn run_l1(r: &L1Run) -> Result<L1Outcome, NestedError> {
         source,
     })?;
     let start = Instant::now();
-    let mut child = qemu_command(r).spawn().map_err(|source| NestedError::Spawn {
-        qemu: r.qemu.clone(),
-        source,
-    })?;
+    let mut child = qemu_command(r)
+        .spawn()
+        .map_err(|source| NestedError::Spawn {
+            qemu: r.qemu.clone(),
+            source,
+        })?;
     let status = wait_bounded(&mut child, r.timeout);
     let console_log = r.workdir.join("console.log");
     let console = tail(&console_log);
@@ -204,12 +387,11 @@ pub fn run_l1(r: &L1Run) -> Result<L1Outcome, NestedError> {
         path: stream_log.clone(),
         source,
     })?;
-    let received = stream::decode(&String::from_utf8_lossy(&text)).map_err(|source| {
-        NestedError::Stream {
+    let received =
+        stream::decode(&String::from_utf8_lossy(&text)).map_err(|source| NestedError::Stream {
             console: console.clone(),
             source,
-        }
-    })?;
+        })?;
     let Some(job_exit) = received.exit else {
         let mut stderr = String::new();
         if let Some(mut e) = child.stderr.take() {
@@ -259,13 +441,21 @@ mod tests {
     #[test]
     fn job_round_trip_and_errors() {
         let j = Job {
-            argv: vec!["/bin/truecold-vmm".into(), "boot".into(), "--cmdline-extra".into(), "a b".into()],
+            argv: vec![
+                "/bin/truecold-vmm".into(),
+                "boot".into(),
+                "--cmdline-extra".into(),
+                "a b".into(),
+            ],
             stdout: Some("/out/report.json".into()),
         };
         assert_eq!(Job::decode(&j.encode().unwrap()), Ok(j));
         assert_eq!(Job::decode("stdout /x\n"), Err(JobError::Empty));
         assert_eq!(Job::decode("arg a\nrun b\n"), Err(JobError::BadLine(2)));
-        let bad = Job { argv: vec!["a\nb".into()], stdout: None };
+        let bad = Job {
+            argv: vec!["a\nb".into()],
+            stdout: None,
+        };
         assert_eq!(bad.encode(), Err(JobError::Newline));
     }
 

@@ -54,7 +54,11 @@ pub enum StreamError {
     #[error("line {line}: bad hex in the body of `{path}`")]
     BadHex { line: usize, path: String },
     #[error("`{path}`: got {got} bytes, header said {want}")]
-    Length { path: String, got: usize, want: usize },
+    Length {
+        path: String,
+        got: usize,
+        want: usize,
+    },
     #[error("`{path}`: sha256 mismatch")]
     Digest { path: String },
     #[error("`{path}`: stream ended inside the file")]
@@ -86,7 +90,11 @@ pub fn decode(text: &str) -> Result<Received, StreamError> {
         if let Some((path, want, digest, mut data)) = current.take() {
             if line == format!("{TAG} END") {
                 if data.len() != want {
-                    return Err(StreamError::Length { path, got: data.len(), want });
+                    return Err(StreamError::Length {
+                        path,
+                        got: data.len(),
+                        want,
+                    });
                 }
                 if hex(&Sha256::digest(&data)) != digest {
                     return Err(StreamError::Digest { path });
@@ -97,7 +105,10 @@ pub fn decode(text: &str) -> Result<Received, StreamError> {
                 continue;
             }
             if !unhex_into(line, &mut data) || data.len() > want {
-                return Err(StreamError::BadHex { line: line_no, path });
+                return Err(StreamError::BadHex {
+                    line: line_no,
+                    path,
+                });
             }
             current = Some((path, want, digest, data));
             continue;
@@ -178,7 +189,14 @@ mod tests {
     #[test]
     fn round_trip() {
         let big: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
-        let s = stream(&[("report.json", b"{}"), ("b/empty", b""), ("b/big.csv", &big)], Some(3));
+        let s = stream(
+            &[
+                ("report.json", b"{}"),
+                ("b/empty", b""),
+                ("b/big.csv", &big),
+            ],
+            Some(3),
+        );
         let r = decode(&s).unwrap();
         assert_eq!(r.exit, Some(3));
         assert_eq!(r.files["report.json"], b"{}");
@@ -190,15 +208,30 @@ mod tests {
     fn rejects_damage() {
         let good = stream(&[("a", b"hello world")], Some(0));
         let flipped = good.replacen("68656c6c6f", "68656c6c6e", 1);
-        assert_eq!(decode(&flipped), Err(StreamError::Digest { path: "a".into() }));
+        assert_eq!(
+            decode(&flipped),
+            Err(StreamError::Digest { path: "a".into() })
+        );
         let cut: String = good.lines().take(2).collect::<Vec<_>>().join("\n");
-        assert_eq!(decode(&cut), Err(StreamError::Truncated { path: "a".into() }));
+        assert_eq!(
+            decode(&cut),
+            Err(StreamError::Truncated { path: "a".into() })
+        );
         let evil = stream(&[("../etc/passwd", b"x")], None);
         assert!(matches!(decode(&evil), Err(StreamError::BadPath { .. })));
         let dup = stream(&[("a", b"1"), ("a", b"1")], None);
-        assert_eq!(decode(&dup), Err(StreamError::Duplicate { path: "a".into() }));
-        assert!(matches!(decode("TCL1 FILE a x 00"), Err(StreamError::BadHeader { .. })));
-        assert!(matches!(decode("TCL1 WHAT"), Err(StreamError::BadHeader { .. })));
+        assert_eq!(
+            decode(&dup),
+            Err(StreamError::Duplicate { path: "a".into() })
+        );
+        assert!(matches!(
+            decode("TCL1 FILE a x 00"),
+            Err(StreamError::BadHeader { .. })
+        ));
+        assert!(matches!(
+            decode("TCL1 WHAT"),
+            Err(StreamError::BadHeader { .. })
+        ));
         assert_eq!(decode("no stream at all").unwrap(), Received::default());
     }
 

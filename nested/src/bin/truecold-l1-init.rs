@@ -9,7 +9,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use truecold_nested::{stream, Job, JOB_FILE, OUT_DIR, STREAM_TTY};
+use truecold_nested::{stream, Job, JOB_FILE, KVM_CHECK, OUT_DIR, STREAM_TTY};
 
 fn main() {
     let code = match run() {
@@ -39,18 +39,26 @@ fn run() -> io::Result<i32> {
     mount("sysfs", "/sys", "sysfs")?;
     mount("devtmpfs", "/dev", "devtmpfs")?;
     mount("tmpfs", "/tmp", "tmpfs")?;
-    fs::create_dir_all(OUT_DIR)?;
-    let job = Job::decode(&fs::read_to_string(JOB_FILE)?)
+    fs::create_dir_all(OUT_DIR).map_err(ctx(OUT_DIR))?;
+    let job = Job::decode(&fs::read_to_string(JOB_FILE).map_err(ctx(JOB_FILE))?)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let stdout = match &job.stdout {
-        Some(p) => Stdio::from(File::create(p)?),
+        Some(p) => Stdio::from(File::create(p).map_err(ctx(p))?),
         None => Stdio::inherit(),
     };
-    let status = Command::new(&job.argv[0])
-        .args(&job.argv[1..])
-        .stdout(stdout)
-        .status()?;
-    let code = status.code().unwrap_or(128);
+    let code = if job.argv[0] == KVM_CHECK {
+        kvm_check()?
+    } else {
+        let status = Command::new(&job.argv[0])
+            .args(&job.argv[1..])
+            // Everything in L1 runs under the nested harness; say so to truecold's
+            // host-kind detection (an emulated SVM CPU otherwise looks like hardware).
+            .env("TRUECOLD_HOST_KIND", "nested-emulated")
+            .stdout(stdout)
+            .status()
+            .map_err(ctx(&job.argv[0]))?;
+        status.code().unwrap_or(128)
+    };
     let mut files = Vec::new();
     collect(Path::new(OUT_DIR), "", &mut files)?;
     send(&files, code)?;
@@ -79,13 +87,22 @@ fn collect(dir: &Path, prefix: &str, out: &mut Vec<(String, Vec<u8>)>) -> io::Re
 }
 
 fn send(files: &[(String, Vec<u8>)], code: i32) -> io::Result<()> {
-    let mut tty = BufWriter::new(fs::OpenOptions::new().write(true).open(STREAM_TTY)?);
+    let tty = fs::OpenOptions::new()
+        .write(true)
+        .open(STREAM_TTY)
+        .map_err(ctx(STREAM_TTY))?;
+    let mut tty = BufWriter::new(tty);
     for (path, data) in files {
         stream::write_file(&mut tty, path, data)?;
     }
     stream::write_exit(&mut tty, code)?;
     tty.flush()?;
     tty.get_ref().sync_all()
+}
+
+/// Names the path an I/O error is about.
+fn ctx(what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
 fn mount(src: &str, target: &str, fstype: &str) -> io::Result<()> {
@@ -107,4 +124,35 @@ fn mount(src: &str, target: &str, fstype: &str) -> io::Result<()> {
         return Err(io::Error::new(e.kind(), format!("mount {target}: {e}")));
     }
     Ok(())
+}
+
+/// The built-in job [`KVM_CHECK`]: opens L1's `/dev/kvm`, asks the API version and creates
+/// (and drops) a VM; writes what it saw to `/out/kvm-check.txt`. Exit 0 when both worked.
+fn kvm_check() -> io::Result<i32> {
+    const KVM_GET_API_VERSION: libc::c_ulong = 0xAE00;
+    const KVM_CREATE_VM: libc::c_ulong = 0xAE01;
+    let kvm = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .map_err(ctx("/dev/kvm"))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: KVM_GET_API_VERSION takes no argument and only returns an integer.
+    let version = unsafe { libc::ioctl(kvm.as_raw_fd(), KVM_GET_API_VERSION, 0) };
+    // SAFETY: KVM_CREATE_VM takes the machine type by value (0) and returns a new fd or -1.
+    let vm = unsafe { libc::ioctl(kvm.as_raw_fd(), KVM_CREATE_VM, 0) };
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let svm = cpuinfo.split_whitespace().any(|w| w == "svm");
+    fs::write(
+        format!("{OUT_DIR}/kvm-check.txt"),
+        format!(
+            "api_version={version}\ncreate_vm={}\nsvm_flag={svm}\n",
+            vm >= 0
+        ),
+    )?;
+    if vm >= 0 {
+        // SAFETY: vm is a file descriptor this function just got and owns.
+        unsafe { libc::close(vm) };
+    }
+    Ok(if version == 12 && vm >= 0 { 0 } else { 1 })
 }

@@ -1,0 +1,195 @@
+//! The nested end-to-end tests: QEMU TCG with an emulated AMD SVM CPU boots the `nested-host`
+//! L1 kernel; inside it the static truecold-vmm boots the real tuned Linux guest on L1's real
+//! KVM. Slow (tens of seconds), real. Emulated timings are never asserted.
+//!
+//! Prerequisites (the test fails, naming the command, when one is missing):
+//! `scripts/build-artifacts.sh` — out/guest, out/l1 and the static binaries.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+use truecold_nested::{run_l1, write_initramfs, Job, L1File, L1Run, Layout, KVM_CHECK};
+
+fn layout() -> Layout {
+    let l = Layout::discover();
+    if let Err(e) = l.check() {
+        panic!("{e}");
+    }
+    l
+}
+
+fn l1_run(
+    l: &Layout,
+    name: &str,
+    job: &Job,
+    files: &[L1File],
+    timeout_s: u64,
+) -> truecold_nested::L1Outcome {
+    let work = std::env::temp_dir().join(format!("truecold-e2e-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let initramfs = work.join("l1.cpio");
+    write_initramfs(&initramfs, &l.l1_init, job, files).unwrap();
+    let run = L1Run {
+        qemu: PathBuf::from("qemu-system-x86_64"),
+        kernel: l.l1_kernel.clone(),
+        initramfs,
+        mem_mib: 2048,
+        cpus: 2,
+        timeout: Duration::from_secs(timeout_s),
+        workdir: work,
+    };
+    run_l1(&run).unwrap_or_else(|e| panic!("L1 run `{name}` failed: {e}"))
+}
+
+#[test]
+fn l1_has_a_working_kvm() {
+    let l = layout();
+    let job = Job {
+        argv: vec![KVM_CHECK.into()],
+        stdout: None,
+    };
+    let out = l1_run(&l, "kvm-check", &job, &[], 300);
+    let text = String::from_utf8_lossy(&out.files["kvm-check.txt"]).into_owned();
+    assert!(text.contains("api_version=12"), "{text}");
+    assert!(text.contains("create_vm=true"), "{text}");
+    assert!(text.contains("svm_flag=true"), "{text}");
+    assert_eq!(out.job_exit, 0, "{text}");
+}
+
+#[test]
+fn vmm_boots_the_real_guest_to_strict_ready_in_l1() {
+    let l = layout();
+    let mem_mib: u64 = 1024;
+    let job = Job {
+        argv: [
+            "/bin/truecold-vmm",
+            "boot",
+            "--kernel",
+            "/guest/vmlinux",
+            "--initramfs",
+            "/guest/initramfs.cpio",
+            "--vcpus",
+            "2",
+            "--mem-mib",
+            "1024",
+            "--deadline-ms",
+            "240000",
+            "--host-kind",
+            "nested-emulated",
+        ]
+        .map(String::from)
+        .to_vec(),
+        stdout: Some("/out/report.json".into()),
+    };
+    let out = l1_run(&l, "boot", &job, &l.l1_files(), 600);
+    let raw = out.files.get("report.json").unwrap_or_else(|| {
+        panic!(
+            "no report came back (job exit {}); console: {}",
+            out.job_exit,
+            out.console_log.display()
+        )
+    });
+    let r: Value = serde_json::from_slice(raw)
+        .unwrap_or_else(|e| panic!("report is not JSON ({e}): {}", String::from_utf8_lossy(raw)));
+    let ctx = serde_json::to_string_pretty(&r).unwrap();
+    assert_eq!(out.job_exit, 0, "{ctx}");
+    assert_eq!(r["outcome"]["ok"], true, "{ctx}");
+    assert_eq!(r["host"]["kind"], "nested-emulated", "{ctx}");
+    // Every stage reached, in order.
+    let t = &r["timeline"];
+    let stages = [
+        "process_start",
+        "boot_start",
+        "kvm_open",
+        "vm_created",
+        "memory_ready",
+        "kernel_loaded",
+        "vcpus_ready",
+        "first_run",
+        "init_doorbell",
+        "ready_doorbell",
+        "strict_ready",
+        "record",
+        "exit",
+        "teardown_done",
+    ];
+    let mut last = 0;
+    for s in stages {
+        let v = t[s]
+            .as_u64()
+            .unwrap_or_else(|| panic!("stage {s} missing: {ctx}"));
+        if s != "process_start" {
+            assert!(v >= last, "stage {s} before its predecessor: {ctx}");
+        }
+        last = v;
+    }
+    // Strict-ready: the reply verified against this boot's nonce and boot id.
+    let rec = &r["guest_record"];
+    let boot_id = rec["boot_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no boot id: {ctx}"));
+    assert!(truecold_proto::BootId::parse(boot_id).is_some(), "{ctx}");
+    assert_eq!(rec["workload"], "BENCH_OK", "{ctx}");
+    assert_eq!(rec["code"], "ok", "{ctx}");
+    assert_eq!(rec["cpus"], 2, "{ctx}");
+    // Memory verified: host configured == memslots == E820 == what the guest saw.
+    let m = &r["memory"];
+    let bytes = mem_mib << 20;
+    assert_eq!(m["configured_bytes"], bytes, "{ctx}");
+    assert_eq!(m["memslot_bytes"], bytes, "{ctx}");
+    assert_eq!(m["e820_ram_bytes"], bytes, "{ctx}");
+    assert_eq!(m["guest_bytes"], bytes, "{ctx}");
+    assert_eq!(m["agree"], true, "{ctx}");
+    assert_eq!(rec["mem_firmware_ram"], bytes, "{ctx}");
+}
+
+/// Issue 4's nested campaign: `truecold run --nested` runs a 3-sample Linux campaign inside L1
+/// and brings back a bundle that passes `sha256sum -c --strict` and the verifier.
+#[test]
+fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
+    let l = layout();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nested-bundle");
+    let status = std::process::Command::new(&l.bench)
+        .args([
+            "run",
+            "--nested",
+            "-n",
+            "3",
+            "--vcpus",
+            "2",
+            "--mem-mib",
+            "1024",
+            "--out",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(out.is_dir(), "no bundle written ({status})");
+    let sums = std::process::Command::new("sha256sum")
+        .args(["-c", "--strict", "SHA256SUMS"])
+        .current_dir(&out)
+        .output()
+        .unwrap();
+    assert!(
+        sums.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sums.stdout)
+    );
+    let verdict = truecold_proof::verify::verify_dir(&out);
+    assert!(verdict.is_valid(), "{}", verdict.render(&out, 50));
+    assert_eq!(status.code(), Some(0));
+    let result: Value =
+        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
+    let ctx = serde_json::to_string_pretty(&result).unwrap();
+    assert_eq!(result["contract"]["kind"], "linux", "{ctx}");
+    assert_eq!(
+        result["environment"]["host_kind"], "nested-emulated",
+        "{ctx}"
+    );
+    assert_eq!(result["summary"]["attempts"], 3, "{ctx}");
+    assert_eq!(result["summary"]["successes"], 3, "{ctx}");
+    let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    assert!(csv.lines().skip(1).all(|l| l.contains("BENCH_OK")), "{csv}");
+}
