@@ -127,8 +127,7 @@ pub fn run(args: &RunArgs, planned: u64, guest_dir: &Path) -> Result<Written, Ne
         workdir: work.clone(),
     };
     eprintln!(
-        "truecold: {WARNING}\ntruecold: nested: L1 under QEMU TCG, {planned} launches inside; \
-         L1 console: {}",
+        "truecold: nested: L1 under QEMU TCG, {planned} launches inside; L1 console: {}",
         work.join("console.log").display()
     );
     let got = run_l1(&l1)?;

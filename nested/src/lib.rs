@@ -306,40 +306,46 @@ pub struct L1Outcome {
     pub wall: Duration,
 }
 
+/// L1's kernel command line.
+pub const L1_CMDLINE: &str = "console=ttyS0 reboot=k panic=-1 rdinit=/init";
+
+/// How QEMU emulates L1: TCG with an instruction-counting virtual clock (`-icount`, each
+/// instruction 2^0 ns, idle time skipped). Without it, L1's clock follows the host's wall
+/// clock: on a loaded host emulation falls behind, L1's timer interrupt is pending at every
+/// VMRUN, and the L2 vCPU never retires an instruction (seen: RIP at the PVH entry for 240 s,
+/// zero exits, whenever the 2 host cores were busy). With `-icount` L1 gets the same work
+/// done between two ticks however busy the host is, so the harness is load-independent.
+/// `-icount` runs all of L1's vCPUs on one host thread.
+pub const QEMU_ACCEL: [&str; 4] = ["-accel", "tcg", "-icount", "shift=0,sleep=off"];
+
 /// The QEMU command line for an L1 run.
 pub fn qemu_command(r: &L1Run) -> Command {
     let mut c = Command::new(&r.qemu);
     let log = |name: &str| format!("file:{}", r.workdir.join(name).display());
-    c.args([
-        "-M",
-        "q35",
-        "-accel",
-        "tcg,thread=multi",
-        "-cpu",
-        "EPYC,+svm,+npt",
-    ])
-    .args(["-smp", &r.cpus.to_string(), "-m", &r.mem_mib.to_string()])
-    .args([
-        "-nodefaults",
-        "-display",
-        "none",
-        "-no-reboot",
-        "-no-user-config",
-    ])
-    .args([
-        "-serial",
-        &log("console.log"),
-        "-serial",
-        &log("stream.log"),
-    ])
-    .arg("-kernel")
-    .arg(&r.kernel)
-    .arg("-initrd")
-    .arg(&r.initramfs)
-    .args(["-append", "console=ttyS0 reboot=k panic=-1 rdinit=/init"])
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    c.args(["-M", "q35", "-cpu", "EPYC,+svm,+npt"])
+        .args(QEMU_ACCEL)
+        .args(["-smp", &r.cpus.to_string(), "-m", &r.mem_mib.to_string()])
+        .args([
+            "-nodefaults",
+            "-display",
+            "none",
+            "-no-reboot",
+            "-no-user-config",
+        ])
+        .args([
+            "-serial",
+            &log("console.log"),
+            "-serial",
+            &log("stream.log"),
+        ])
+        .arg("-kernel")
+        .arg(&r.kernel)
+        .arg("-initrd")
+        .arg(&r.initramfs)
+        .args(["-append", L1_CMDLINE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     c
 }
 
@@ -476,7 +482,7 @@ mod tests {
             .collect();
         let joined = args.join(" ");
         assert!(joined.contains("-cpu EPYC,+svm,+npt"), "{joined}");
-        assert!(joined.contains("-accel tcg"), "{joined}");
+        assert!(joined.contains("-accel tcg -icount shift=0"), "{joined}");
         assert!(joined.contains("-no-reboot"), "{joined}");
         assert_eq!(args.iter().filter(|a| *a == "-serial").count(), 2);
         assert!(joined.contains("file:/w/stream.log"), "{joined}");

@@ -163,6 +163,10 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
             "--out",
         ])
         .arg(&out)
+        .arg("--guest-dir")
+        .arg(&l.guest_dir)
+        .arg("--vmm")
+        .arg(&l.vmm)
         .status()
         .unwrap();
     assert!(out.is_dir(), "no bundle written ({status})");

@@ -97,7 +97,10 @@ fn send(files: &[(String, Vec<u8>)], code: i32) -> io::Result<()> {
     }
     stream::write_exit(&mut tty, code)?;
     tty.flush()?;
-    tty.get_ref().sync_all()
+    // Wait until the UART has sent everything (a tty has no fsync).
+    // SAFETY: tcdrain takes an open fd and no pointers.
+    unsafe { libc::tcdrain(std::os::fd::AsRawFd::as_raw_fd(tty.get_ref())) };
+    Ok(())
 }
 
 /// Names the path an I/O error is about.
