@@ -58,7 +58,7 @@ pub enum MemoryError {
         #[source]
         source: std::io::Error,
     },
-    #[error("madvise(MADV_HUGEPAGE) failed")]
+    #[error("madvise(MADV_HUGEPAGE / MADV_NOHUGEPAGE) failed")]
     Madvise(#[source] std::io::Error),
     #[error("cannot describe guest memory")]
     Region(#[source] vm_memory::mmap::FromRangesError),
@@ -222,12 +222,16 @@ fn map(len: u64, backing: Backing) -> Result<HostMapping, MemoryError> {
         ptr: aligned as *mut u8,
         len: len as usize,
     };
-    if backing == Backing::Thp {
-        // SAFETY: advising a range this function owns.
-        let rc = unsafe { libc::madvise(m.ptr.cast(), m.len, libc::MADV_HUGEPAGE) };
-        if rc != 0 {
-            return Err(MemoryError::Madvise(std::io::Error::last_os_error()));
-        }
+    // `anon` means 4 KiB pages even where the host's THP mode is `always`; `thp` asks for
+    // huge pages even where it is `madvise`. What was obtained is measured and reported.
+    let advice = match backing {
+        Backing::Thp => libc::MADV_HUGEPAGE,
+        _ => libc::MADV_NOHUGEPAGE,
+    };
+    // SAFETY: advising a range this function owns.
+    let rc = unsafe { libc::madvise(m.ptr.cast(), m.len, advice) };
+    if rc != 0 {
+        return Err(MemoryError::Madvise(std::io::Error::last_os_error()));
     }
     Ok(m)
 }
