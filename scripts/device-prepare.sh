@@ -6,7 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build-artifacts.sh
 rm -rf .device && mkdir -p .device/guest
-grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
 cp target/x86_64-unknown-linux-gnu/release/{truecold,truecold-vmm,truecold-proof} .device/
 cp out/guest/{vmlinux,initramfs.cpio,config,manifest.json,init} .device/guest/
 du -sh .device
