@@ -2,7 +2,8 @@
 # Builds every artifact the tests and the bench need, reusing what is already built:
 #   out/guest/  tuned guest kernel (vmlinux, bzImage, config), static init, initramfs, manifest
 #   out/l1/     the nested-host kernel for the nested harness
-#   target/x86_64-unknown-linux-gnu/release/  static truecold, truecold-vmm, truecold-l1-init
+#   target/x86_64-unknown-linux-gnu/release/  static truecold, truecold-vmm, truecold-l1-init,
+#                                             truecold-proof
 # Kernel builds are cached outside the clone (${TRUECOLD_CACHE:-/var/cache/truecold}), keyed by
 # the package version, the fragments and the build script.
 set -euo pipefail
@@ -14,5 +15,5 @@ cargo run -q --release -p xtask -- l1 --out out/l1
 # carries them to machines without a toolchain). --target keeps RUSTFLAGS off build scripts.
 RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \
   --target x86_64-unknown-linux-gnu \
-  -p truecold-vmm -p truecold-bench -p truecold-nested
+  -p truecold-vmm -p truecold-bench -p truecold-nested -p truecold-proof
 echo "artifacts: out/guest out/l1 target/x86_64-unknown-linux-gnu/release"
