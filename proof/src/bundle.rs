@@ -48,6 +48,8 @@ pub enum BundleError {
     Csv(#[source] CsvError),
     #[error("SHA256SUMS")]
     Sums(#[source] SumsError),
+    #[error("cannot serialise result.json")]
+    Serialize(#[source] serde_json::Error),
     #[error("refusing to regenerate: {0} does not match its SHA256SUMS entry (regenerating would hide a change)")]
     Tampered(String),
 }
@@ -86,12 +88,12 @@ pub fn parse_result(bytes: &[u8]) -> Result<ResultJson, JsonError> {
     serde_json::from_value(v).map_err(JsonError::Schema)
 }
 
-/// Serialises `result.json` (pretty, trailing newline; deterministic).
-pub fn result_bytes(r: &ResultJson) -> Vec<u8> {
-    // Serialising plain structs, strings, integers and BTreeMaps cannot fail.
-    let mut v = serde_json::to_vec_pretty(r).unwrap_or_default();
+/// Serialises `result.json` (pretty, trailing newline; deterministic). An error is
+/// returned, never an empty document.
+pub fn result_bytes(r: &ResultJson) -> Result<Vec<u8>, BundleError> {
+    let mut v = serde_json::to_vec_pretty(r).map_err(BundleError::Serialize)?;
     v.push(b'\n');
-    v
+    Ok(v)
 }
 
 /// What the caller supplies besides the result and the samples.
@@ -118,7 +120,7 @@ pub fn bundle_files(
         _ => {}
     }
     let mut files = vec![
-        (RESULT_FILE.to_string(), result_bytes(result)),
+        (RESULT_FILE.to_string(), result_bytes(result)?),
         (
             SAMPLES_FILE.to_string(),
             write_samples(samples).into_bytes(),
@@ -207,10 +209,7 @@ pub fn write_bundle(
         write_synced(&tmp.join(SUMS_FILE), format_sums(&sums).as_bytes())?;
         sync_dir(&tmp)?;
         let verdict = verify_dir(&tmp);
-        if dest.symlink_metadata().is_ok() {
-            return Err(BundleError::Exists(dest.to_path_buf()));
-        }
-        fs::rename(&tmp, dest).map_err(io("rename into place", dest))?;
+        rename_noreplace(&tmp, dest)?;
         sync_dir(parent)?;
         Ok(verdict)
     })();
@@ -224,6 +223,46 @@ pub fn write_bundle(
             let _ = fs::remove_dir_all(&tmp);
             Err(e)
         }
+    }
+}
+
+/// Renames `from` to `to` atomically unless `to` exists (`renameat2` with
+/// `RENAME_NOREPLACE`): unlike check-then-rename, an existing (even empty) directory at
+/// `to` is never replaced, whoever created it and whenever. An existing `to` is
+/// [`BundleError::Exists`]; a filesystem without `RENAME_NOREPLACE` support is an I/O
+/// error (`EINVAL`), never a fallback to a replacing rename.
+pub fn rename_noreplace(from: &Path, to: &Path) -> Result<(), BundleError> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| BundleError::BadDestination(p.to_path_buf()))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    #[allow(unsafe_code)]
+    // SAFETY: `f` and `t` are valid NUL-terminated strings that outlive the call;
+    // AT_FDCWD makes relative paths relative to the working directory, as `fs::rename`
+    // does; renameat2 only reads the two strings and touches no memory of ours.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EEXIST) | Some(libc::ENOTEMPTY) => Err(BundleError::Exists(to.to_path_buf())),
+        _ => Err(BundleError::Io {
+            op: "rename into place (renameat2 RENAME_NOREPLACE)",
+            path: to.to_path_buf(),
+            source: e,
+        }),
     }
 }
 
@@ -278,4 +317,36 @@ fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BundleError>
     write_synced(&tmp, bytes)?;
     let dst = dir.join(name);
     fs::rename(&tmp, &dst).map_err(io("rename into place", &dst))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rename_never_replaces_an_existing_empty_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let (src, dst) = (t.path().join("src"), t.path().join("dst"));
+        fs::create_dir(&src).unwrap();
+        fs::write(src.join("f"), b"x").unwrap();
+        fs::create_dir(&dst).unwrap(); // created by someone else after any check
+        match rename_noreplace(&src, &dst) {
+            Err(BundleError::Exists(p)) => assert_eq!(p, dst),
+            other => panic!("expected Exists, got {other:?}"),
+        }
+        assert!(src.join("f").exists());
+        assert_eq!(fs::read_dir(&dst).unwrap().count(), 0);
+        // Nothing there: renamed.
+        fs::remove_dir(&dst).unwrap();
+        rename_noreplace(&src, &dst).unwrap();
+        assert!(dst.join("f").exists() && !src.exists());
+        // An existing file is not replaced either.
+        let file = t.path().join("file");
+        fs::write(&file, b"keep").unwrap();
+        assert!(matches!(
+            rename_noreplace(&dst, &file),
+            Err(BundleError::Exists(_))
+        ));
+        assert_eq!(fs::read(&file).unwrap(), b"keep");
+    }
 }

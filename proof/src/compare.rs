@@ -61,6 +61,8 @@ pub enum CompareError {
     Mismatch(Vec<String>),
     #[error("bad option: {0}")]
     BadOption(String),
+    #[error("cannot serialise the comparison as JSON")]
+    Serialize(#[source] serde_json::Error),
 }
 
 /// A metric's verdict.
@@ -610,8 +612,8 @@ impl Comparison {
         s
     }
 
-    /// JSON document.
-    pub fn render_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
+    /// JSON document. An error is returned, never an empty document.
+    pub fn render_json(&self) -> Result<String, CompareError> {
+        Ok(serde_json::to_string_pretty(self).map_err(CompareError::Serialize)? + "\n")
     }
 }

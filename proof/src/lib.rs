@@ -6,7 +6,8 @@
 //! 1. Per attempt: [`Sample::new`], then [`HostStamps::apply`] (request → strict-ready
 //!    stamps; it fills the host/post stages so they tile the headline exactly, the queue
 //!    stage, `ready_ns` and `latency_ns`), [`apply_guest_record`] (guest-clock stages),
-//!    the boot id, memory figures, workload, and `ok` or `error_kind`/`error_detail`.
+//!    the boot id (Linux rows only; probe rows have none), memory figures, workload, and
+//!    `ok` or `error_kind`/`error_detail`.
 //!    Failures stay rows; a sample past the deadline is `ok = false` with its error.
 //! 2. [`ResultJson::new`]`(`[`Contract::new`]`(kind, mode, deadline_ns, incomplete),
 //!    configuration, environment, artifacts, &samples)` computes every summary.
@@ -15,13 +16,15 @@
 //!    and returns the verifier's [`Verdict`] on what it wrote.
 //!
 //! # Invariants the verifier holds a bundle to (see [`verify`])
-//! Rows = attempts (= planned unless incomplete), indexes 0.. in order, unique boot ids,
-//! rows of the declared contract kind only, concurrency and intended times as the mode
+//! Rows = attempts (= planned unless incomplete), indexes 0.. in order, a unique boot id
+//! on every successful Linux row and none on any probe row, rows of the declared contract
+//! kind only, no Linux success on a `pvm` host, concurrency and intended times as the mode
 //! says, `latency_ns = ready_ns − (intended or actual request)`, host stages summing to
 //! the latency for every success, memory agreeing host/guest for every success, no
-//! success past the deadline, every summary equal to its recomputation, artifact digests
+//! success past the deadline, every summary equal to its recomputation, an error histogram
+//! that adds up to the failures, artifact digests
 //! well formed, README and plots equal to their regeneration, SHA256SUMS exact.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod bundle;
 pub mod compare;

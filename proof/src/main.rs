@@ -113,14 +113,23 @@ fn main() -> ExitCode {
                     match (sa, sb) {
                         (Ok(sa), Ok(sb)) => match compare_bundles((ra, &sa), (rb, &sb), &o) {
                             Ok(c) => {
-                                if json {
-                                    print!("{}", c.render_json());
+                                let text = if json {
+                                    c.render_json()
                                 } else if markdown {
-                                    print!("{}", c.render_markdown());
+                                    Ok(c.render_markdown())
                                 } else {
-                                    print!("{}", c.render_text());
+                                    Ok(c.render_text())
+                                };
+                                match text {
+                                    Ok(t) => {
+                                        print!("{t}");
+                                        c.outcome.exit_code()
+                                    }
+                                    Err(e) => {
+                                        eprintln!("truecold-proof compare: {}", chain(&e));
+                                        125
+                                    }
                                 }
-                                c.outcome.exit_code()
                             }
                             Err(e) => {
                                 eprintln!("truecold-proof compare: {e}");

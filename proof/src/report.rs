@@ -197,9 +197,17 @@ pub fn readme(r: &ResultJson) -> String {
                     .unwrap_or_else(|| "–".into())
             );
         }
-        if let Some(k) = sm.knee_concurrency {
-            let _ = writeln!(s, "\nHighest throughput (knee) at concurrency {k}.");
+        if let Some(k) = sm.peak_throughput_concurrency {
+            let _ = writeln!(s, "\nHighest throughput at concurrency {k}.");
         }
+        let _ = writeln!(
+            s,
+            "\nKnee (the lowest level whose p50 exceeds 1.5 × the level-1 p50): {}.",
+            match sm.knee_concurrency {
+                Some(k) => format!("concurrency {k}"),
+                None => "none".to_string(),
+            }
+        );
     }
     let _ = writeln!(s, "\n## Files\n");
     let _ = writeln!(

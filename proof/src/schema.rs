@@ -420,7 +420,9 @@ pub struct Sample {
     pub latency_ns: Option<u64>,
     /// Per-stage durations.
     pub stages: StageTimes,
-    /// The guest's boot id.
+    /// The Linux guest's boot id (`/proc/sys/kernel/random/boot_id`): required and unique
+    /// for every successful `linux` row. Always empty on `probe` rows: the probe guest
+    /// has no kernel and no boot id (a value there makes the bundle invalid).
     pub boot_id: Option<BootId>,
     /// RAM the host was asked for (bytes).
     pub host_mem_configured: u64,
@@ -447,7 +449,7 @@ pub struct Sample {
 impl Sample {
     /// An attempt with nothing observed yet: not ok, every optional field empty. The
     /// bench fills it in ([`HostStamps::apply`], [`apply_guest_record`], memory figures,
-    /// boot id), then sets `ok`, or `error_kind` and `error_detail`.
+    /// the boot id of a Linux guest), then sets `ok`, or `error_kind` and `error_detail`.
     pub fn new(
         index: u64,
         contract: ContractKind,

@@ -49,7 +49,9 @@ pub struct Summaries {
     pub failures: u64,
     /// `floor(successes·10^6 / attempts)`; 0 with no attempts.
     pub success_rate_ppm: u64,
-    /// error kind → count, failures only.
+    /// error kind → count, one count per failure: its values add up to `failures`. A row
+    /// marked ok without a latency is scored as a failure and counted under
+    /// [`OK_WITHOUT_LATENCY`].
     pub errors: BTreeMap<String, u64>,
     /// The headline metric ([`crate::schema::HEADLINE`]).
     pub headline: Pair,
@@ -58,7 +60,40 @@ pub struct Summaries {
     /// Per concurrency level, ascending.
     pub by_concurrency: Vec<GroupSummary>,
     /// With ≥ 2 levels: the level of the highest throughput (lowest level on a tie).
+    #[serde(default)]
+    pub peak_throughput_concurrency: Option<u32>,
+    /// The knee: the lowest concurrency level whose headline p50 (successes) exceeds
+    /// [`KNEE_FACTOR_NUM`]/[`KNEE_FACTOR_DEN`] (1.5) × the level-1 p50, compared exactly
+    /// in integers (`2·p50 > 3·p50₁`). `None` without a level 1 with successes, or when
+    /// no level gets that slow.
     pub knee_concurrency: Option<u32>,
+}
+
+/// Error-histogram key of a row marked ok that has no latency (scored as a failure).
+pub const OK_WITHOUT_LATENCY: &str = "ok_without_latency";
+/// The knee's factor over the level-1 p50: numerator.
+pub const KNEE_FACTOR_NUM: u64 = 3;
+/// The knee's factor over the level-1 p50: denominator.
+pub const KNEE_FACTOR_DEN: u64 = 2;
+
+/// The knee as [`Summaries::knee_concurrency`] defines it.
+pub fn knee(levels: &[GroupSummary]) -> Option<u32> {
+    let base = levels
+        .iter()
+        .find(|g| g.concurrency == 1)?
+        .headline
+        .successes?
+        .p50;
+    levels
+        .iter()
+        .filter(|g| g.concurrency > 1)
+        .find(|g| {
+            g.headline.successes.is_some_and(|h| {
+                u128::from(h.p50) * u128::from(KNEE_FACTOR_DEN)
+                    > u128::from(base) * u128::from(KNEE_FACTOR_NUM)
+            })
+        })
+        .map(|g| g.concurrency)
 }
 
 fn pair(success_values: &[u64], failures: u64, deadline_ns: u64) -> Pair {
@@ -123,8 +158,12 @@ impl Summaries {
         let attempts = samples.len() as u64;
         let successes = ok.len() as u64;
         let mut errors = BTreeMap::new();
-        for s in samples.iter().filter(|s| !s.ok) {
-            *errors.entry(s.error_kind.clone()).or_insert(0) += 1;
+        for s in samples {
+            match (s.ok, s.latency_ns) {
+                (true, Some(_)) => {}
+                (true, None) => *errors.entry(OK_WITHOUT_LATENCY.to_string()).or_insert(0) += 1,
+                (false, _) => *errors.entry(s.error_kind.clone()).or_insert(0) += 1,
+            }
         }
         let stages = Stage::ALL
             .iter()
@@ -155,7 +194,8 @@ impl Summaries {
         }
         let by_concurrency: Vec<GroupSummary> =
             levels.iter().map(|(&c, v)| group(c, v, deadline)).collect();
-        let knee_concurrency = if by_concurrency.len() >= 2 {
+        let knee_concurrency = knee(&by_concurrency);
+        let peak_throughput_concurrency = if by_concurrency.len() >= 2 {
             let mut best: Option<(u64, u32)> = None;
             for g in &by_concurrency {
                 if let Some(t) = g.throughput_per_ks {
@@ -181,7 +221,69 @@ impl Summaries {
             headline: pair(&ok, failed, deadline),
             stages,
             by_concurrency,
+            peak_throughput_concurrency,
             knee_concurrency,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{ContractKind, Mode};
+
+    /// `per` successes per level with latency `p50s[level-1]`, levels 1..=len.
+    fn sweep(p50s: &[u64]) -> Summaries {
+        let mut samples = Vec::new();
+        for (l, &lat) in p50s.iter().enumerate() {
+            for _ in 0..3 {
+                let i = samples.len() as u64;
+                let mut s = Sample::new(i, ContractKind::Probe, l as u32 + 1, 1);
+                s.actual_request_ns = 1_000 + i * 10_000_000;
+                s.ready_ns = Some(s.actual_request_ns + lat);
+                s.latency_ns = Some(lat);
+                s.ok = true;
+                samples.push(s);
+            }
+        }
+        let c = Contract::new(
+            ContractKind::Probe,
+            Mode::Sweep {
+                max_concurrency: p50s.len() as u32,
+                per_level: 3,
+            },
+            u64::MAX,
+            false,
+        );
+        Summaries::compute(&c, &samples)
+    }
+
+    #[test]
+    fn knee_is_the_first_level_over_one_and_a_half_times_level_one() {
+        // Exactly 1.5× is not over it; 1.5× + 1 ns is.
+        assert_eq!(sweep(&[100, 150, 151, 400]).knee_concurrency, Some(3));
+        assert_eq!(sweep(&[100, 120, 150]).knee_concurrency, None);
+        assert_eq!(sweep(&[100, 90, 300, 151]).knee_concurrency, Some(3));
+        assert_eq!(sweep(&[100]).knee_concurrency, None);
+    }
+
+    #[test]
+    fn peak_throughput_is_kept_separate_from_the_knee() {
+        // Each level spans the same time with the same successes: equal throughput,
+        // the lowest level wins the tie; the knee is where latency jumps.
+        let s = sweep(&[100, 1_000, 1_000]);
+        assert_eq!(s.knee_concurrency, Some(2));
+        assert!(s.peak_throughput_concurrency.is_some());
+    }
+
+    #[test]
+    fn no_level_one_means_no_knee() {
+        let s = sweep(&[100, 1_000]);
+        let levels: Vec<GroupSummary> = s
+            .by_concurrency
+            .into_iter()
+            .filter(|g| g.concurrency != 1)
+            .collect();
+        assert_eq!(knee(&levels), None);
     }
 }

@@ -15,7 +15,7 @@ use crate::csv::read_samples;
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, ms, README_FILE};
 use crate::schema::{
-    required_artifacts, ContractKind, ResultJson, Sample, Stage, StageKind, HEADLINE,
+    required_artifacts, ContractKind, HostKind, ResultJson, Sample, Stage, StageKind, HEADLINE,
     PERCENTILE_DEFINITION,
 };
 use crate::summary::Summaries;
@@ -76,9 +76,18 @@ pub enum Check {
     Artifact,
     /// The bundled kernel config does not match its artifact digest.
     ConfigDigest,
-    /// README.md or a plot differs from what `report` regenerates (a notice, not a
-    /// reason: see [`Verdict::notices`]).
+    /// README.md or a plot differs from what `report` regenerates from the data: the
+    /// README carries the human-facing headline, so a hand edit is a reason, not a note.
+    /// After a renderer change, `truecold-proof report` regenerates them.
     GeneratedStale,
+    /// The contract cannot have produced these rows on the declared host: a `linux`
+    /// bundle with a success on a `pvm` host (an unmodified Linux does not boot on
+    /// kvm_pvm, so such a success is mislabelled data).
+    HostKindContract,
+    /// A probe row carries a boot id: the probe guest has no kernel and no boot id.
+    ProbeBootId,
+    /// The error histogram does not add up to the failure count.
+    ErrorHistogram,
 }
 
 /// One reason a bundle is invalid.
@@ -95,10 +104,6 @@ pub struct Verdict {
     pub unreadable: Option<String>,
     /// Every reason it is invalid.
     pub reasons: Vec<Reason>,
-    /// Findings that do not make it invalid: README.md or a plot differing from what this
-    /// version of `report` generates (the data are the proof; an older generator or a
-    /// hand-edited README is flagged, and `truecold-proof report` refreshes it).
-    pub notices: Vec<Reason>,
     /// The parsed result, when it parsed.
     pub result: Option<ResultJson>,
     /// Rows parsed from samples.csv.
@@ -125,11 +130,6 @@ impl Verdict {
     /// Whether any reason is of kind `c`.
     pub fn has(&self, c: Check) -> bool {
         self.reasons.iter().any(|r| r.check == c)
-    }
-
-    /// Whether any notice is of kind `c`.
-    pub fn has_notice(&self, c: Check) -> bool {
-        self.notices.iter().any(|r| r.check == c)
     }
 
     fn add(&mut self, check: Check, detail: impl Into<String>) {
@@ -202,9 +202,6 @@ impl Verdict {
             if n > per_check {
                 let _ = writeln!(s, "  - [{c:?}] … and {} more of this kind", n - per_check);
             }
-        }
-        for r in &self.notices {
-            let _ = writeln!(s, "  note [{:?}] {}", r.check, r.detail);
         }
         s
     }
@@ -302,10 +299,14 @@ pub fn verify_dir(dir: &Path) -> Verdict {
         check_statistics(&mut v, r, s);
         for (name, bytes) in generated_files(r, s) {
             if files.get(&name).is_some_and(|b| *b != bytes) {
-                v.notices.push(Reason {
-                    check: Check::GeneratedStale,
-                    detail: format!("`{name}` differs from what this `truecold-proof report` generates from the data (run it to refresh)"),
-                });
+                v.add(
+                    Check::GeneratedStale,
+                    format!(
+                        "`{name}` differs from what `truecold-proof report` generates from \
+                         result.json and samples.csv (hand-edited, or written by another \
+                         renderer: `truecold-proof report` regenerates it)"
+                    ),
+                );
             }
         }
     }
@@ -445,6 +446,18 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
             format!("{rows} rows, more than the {planned} planned"),
         );
     }
+    if c.kind == ContractKind::Linux && r.environment.host_kind == HostKind::Pvm {
+        let ok = samples.iter().filter(|s| s.ok).count();
+        if ok > 0 {
+            v.add(
+                Check::HostKindContract,
+                format!(
+                    "a `linux` bundle on a `pvm` host has {ok} successful row(s): an \
+                     unmodified Linux cannot boot on kvm_pvm, so the data are mislabelled"
+                ),
+            );
+        }
+    }
     let mut seen: HashMap<_, u64> = HashMap::new();
     for (pos, s) in samples.iter().enumerate() {
         let i = s.index;
@@ -454,7 +467,15 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                 format!("row {pos} has index {i}: indexes must be 0,1,2,… in row order"),
             );
         }
-        if let Some(b) = s.boot_id {
+        if let (ContractKind::Probe, Some(b)) = (s.contract, s.boot_id) {
+            v.add(
+                Check::ProbeBootId,
+                format!(
+                    "probe sample {i} carries boot id {b}: the probe guest has no kernel and \
+                     no boot id"
+                ),
+            );
+        } else if let Some(b) = s.boot_id {
             if let Some(first) = seen.insert(b, i) {
                 v.add(
                     Check::DuplicateBootId,
@@ -569,10 +590,10 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
             format!("sample {i} is ok but has error kind `{}`", s.error_kind),
         );
     }
-    if s.boot_id.is_none() {
+    if linux && s.boot_id.is_none() {
         v.add(
             Check::SuccessIncomplete,
-            format!("successful sample {i} has no boot id"),
+            format!("successful Linux sample {i} has no boot id"),
         );
     }
     let Some(lat) = s.latency_ns else {
@@ -680,6 +701,17 @@ fn check_statistics(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
     diff("summary", &a, &b, &mut diffs);
     for d in diffs {
         v.add(Check::Statistic, d);
+    }
+    let histogram: u128 = r.summary.errors.values().map(|&n| u128::from(n)).sum();
+    if histogram != u128::from(r.summary.failures) {
+        v.add(
+            Check::ErrorHistogram,
+            format!(
+                "summary.errors adds up to {histogram}, summary.failures is {}: every \
+                 failure must be in the histogram",
+                r.summary.failures
+            ),
+        );
     }
     let attempts = samples.len() as u64;
     let n = r.summary.headline.with_failures.map(|s| s.n).unwrap_or(0);

@@ -113,9 +113,9 @@ fn bundles_compare_and_refuse_mismatches() {
     // Deterministic output, all three renderings.
     let again = compare_bundles((&rb, &sb), (&ra, &sa), &o).unwrap();
     assert_eq!(c.render_text(), again.render_text());
-    assert_eq!(c.render_json(), again.render_json());
+    assert_eq!(c.render_json().unwrap(), again.render_json().unwrap());
     assert!(c.render_markdown().contains("| metric |"));
-    let j: serde_json::Value = serde_json::from_str(&c.render_json()).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&c.render_json().unwrap()).unwrap();
     assert_eq!(j["outcome"], "no_regression");
 
     // Probe vs Linux, and different host kinds: refused with reasons, unless allowed.

@@ -29,7 +29,7 @@ proptest! {
     #[test]
     fn mutated_valid_json(pos in any::<prop::sample::Index>(), byte in any::<u8>()) {
         let f = common::Fixture::linux(8);
-        let mut b = truecold_proof::bundle::result_bytes(&f.result(&f.samples()));
+        let mut b = truecold_proof::bundle::result_bytes(&f.result(&f.samples())).unwrap();
         let i = pos.index(b.len());
         b[i] = byte;
         let _ = parse_result(&b);

@@ -117,7 +117,7 @@ impl Fixture {
             ready_ns: Some(actual + lat),
             latency_ns: Some(lat),
             stages,
-            boot_id: Some(boot_id(i)),
+            boot_id: linux.then(|| boot_id(i)),
             host_mem_configured: MEM,
             host_memslots: Some(MEM),
             host_e820_usable: Some(MEM),
@@ -222,11 +222,6 @@ impl Fixture {
         let dest = parent.join(name);
         let w = write_bundle(&dest, &result, &samples, &self.inputs()).unwrap();
         assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
-        assert!(
-            w.verdict.notices.is_empty(),
-            "{}",
-            w.verdict.render(&dest, 50)
-        );
         dest
     }
 }
