@@ -18,7 +18,7 @@ if [[ ! -c /dev/kvm || -z $flags || -d /sys/module/kvm_pvm ]]; then
 fi
 run() { # label, extra args
   local label=$1; shift
-  timeout 230 "$d/truecold" run --linux --vmm "$d/truecold-vmm" --guest-dir "$d/guest" \
+  timeout -s INT -k 30 230 "$d/truecold" run --linux --vmm "$d/truecold-vmm" --guest-dir "$d/guest" \
     --out "/tmp/$label" "$@" || echo "campaign $label exited $?"
   [[ -d /tmp/$label ]] || return 0
   (cd "/tmp/$label" && sha256sum -c --strict --quiet SHA256SUMS) && "$d/truecold-proof" verify "/tmp/$label"
