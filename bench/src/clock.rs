@@ -1,19 +1,9 @@
-//! The one clock of the timeline: CLOCK_MONOTONIC nanoseconds, the same clock the VMM stamps
-//! with, so a request stamp taken here and a strict-ready stamp taken there subtract.
+//! Time helpers. The one clock of the timeline is the VMM's own
+//! [`truecold_vmm::timeline::now_ns`] (CLOCK_MONOTONIC nanoseconds), so a request stamp taken
+//! here and a strict-ready stamp taken there subtract; this module only sleeps on it and
+//! names wall-clock dates.
 
-/// CLOCK_MONOTONIC now, in nanoseconds.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is always supported on Linux,
-    // so the call cannot fail and only writes `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
+use truecold_vmm::timeline::now_ns;
 
 /// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (returns at once when it already has).
 /// Absolute sleeps do not drift: the open loop's intended times stay on their grid.
@@ -36,7 +26,7 @@ pub fn sleep_until_ns(t_ns: u64) {
         if rc != libc::EINTR {
             return;
         }
-        if monotonic_ns() >= t_ns {
+        if now_ns() >= t_ns {
             return;
         }
     }
@@ -94,17 +84,9 @@ mod tests {
     }
 
     #[test]
-    fn monotonic_clock_does_not_go_back() {
-        let a = monotonic_ns();
-        let b = monotonic_ns();
-        assert!(b >= a);
-        assert!(a > 0);
-    }
-
-    #[test]
     fn sleep_until_past_time_returns() {
-        let t = monotonic_ns();
+        let t = now_ns();
         sleep_until_ns(t.saturating_sub(1_000_000));
-        assert!(monotonic_ns() >= t);
+        assert!(now_ns() >= t);
     }
 }

@@ -2,9 +2,9 @@
 //! and how much of it the harness itself used. Everything is read from /proc and /sys;
 //! anything unreadable is recorded as such, never guessed.
 
-use crate::clock::monotonic_ns;
 use std::path::Path;
 use truecold_proof::schema::{Environment, HarnessLoad, HostKind};
+use truecold_vmm::timeline::now_ns;
 
 /// A point-in-time reading taken before and after the campaign.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ impl Snapshot {
             .and_then(|s| cpu_times(&s))
             .unwrap_or((0, 0));
         Snapshot {
-            t_ns: monotonic_ns(),
+            t_ns: now_ns(),
             loadavg: read("/proc/loadavg")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|| "unreadable".into()),

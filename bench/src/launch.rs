@@ -6,7 +6,6 @@
 //! bundle row is [`crate::sample`]'s job, so another launcher (the nested harness) can
 //! produce the same [`Attempt`].
 
-use crate::clock::monotonic_ns;
 use crate::schedule::{Launcher, Slot};
 use std::ffi::OsString;
 use std::io::Read;
@@ -14,6 +13,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use truecold_vmm::timeline::now_ns;
 
 /// Most stdout kept: a report is a few KiB; more is a broken VMM (kept truncated, flagged).
 pub const MAX_STDOUT: usize = 1 << 20;
@@ -75,7 +75,9 @@ impl VmmCommand {
     }
 }
 
-fn shell_quote(s: &str) -> String {
+/// `s` as one POSIX-shell word: unchanged when it is only safe characters, else in single
+/// quotes (an embedded `'` written as `'\''`).
+pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.bytes()
             .all(|c| c.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&c));
@@ -113,7 +115,7 @@ impl Launcher for ProcessLauncher {
             // lets in-flight samples finish instead of losing them.
             .process_group(0);
         // Everything above is prepared; the stamp is the last thing before the spawn.
-        let request_ns = monotonic_ns();
+        let request_ns = now_ns();
         let origin = if self.from_intended {
             slot.intended_ns.min(request_ns)
         } else {
@@ -146,7 +148,7 @@ impl Launcher for ProcessLauncher {
             Err(e) => {
                 attempt.end =
                     End::SpawnFailed(format!("spawning {}: {e}", self.command.program.display()));
-                attempt.reaped_ns = monotonic_ns();
+                attempt.reaped_ns = now_ns();
             }
         }
         attempt
@@ -168,7 +170,7 @@ fn watch(mut child: Child, kill_at: u64, a: &mut Attempt) {
         Ok(false) => kill_and_reap(&mut child, End::KilledAtDeadline),
         Err(e) => kill_and_reap(&mut child, End::HarnessIo(e)),
     };
-    a.reaped_ns = monotonic_ns();
+    a.reaped_ns = now_ns();
     // Whatever was still buffered in the pipes after the exit/kill.
     drain(&mut child, &mut a.stdout, &mut stderr, a.stdout_truncated);
     if a.stdout.len() > MAX_STDOUT {
@@ -193,7 +195,7 @@ fn pump(
     let mut open = [true, true];
     let mut chunk = vec![0u8; 64 << 10];
     while open[0] || open[1] {
-        let now = monotonic_ns();
+        let now = now_ns();
         if now >= kill_at {
             return Ok(false);
         }
@@ -261,9 +263,7 @@ fn reap(child: &mut Child, kill_at: u64) -> End {
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return end_of(status),
-            Ok(None) if monotonic_ns() >= kill_at => {
-                return kill_and_reap(child, End::KilledAtDeadline)
-            }
+            Ok(None) if now_ns() >= kill_at => return kill_and_reap(child, End::KilledAtDeadline),
             Ok(None) => std::thread::sleep(std::time::Duration::from_micros(50)),
             Err(e) => return kill_and_reap(child, End::HarnessIo(format!("waiting: {e}"))),
         }

@@ -7,30 +7,15 @@
 use clap::Parser;
 use std::process::ExitCode;
 use truecold_bench::cli::{Cli, Cmd};
+use truecold_bench::launch::shell_quote;
 use truecold_bench::run::{level_lines, run};
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+use truecold_vmm::chain;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let Cmd::Run(args) = cli.cmd;
     let invocation = std::env::args()
-        .map(|a| {
-            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'') {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            } else {
-                a
-            }
-        })
+        .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
         .join(" ");
     match run(&args, &invocation) {

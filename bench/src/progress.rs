@@ -2,10 +2,10 @@
 //! successes so far, failures); otherwise (pipe, file, `CI=true`) plain lines at intervals.
 //! Display only: the bundle is computed from the samples, never from this.
 
-use crate::clock::monotonic_ns;
 use std::io::Write;
 use truecold_proof::report::ms;
 use truecold_proof::stats::percentile_sorted;
+use truecold_vmm::timeline::now_ns;
 
 /// How progress is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ impl<W: Write> Progress<W> {
         }
         match self.style {
             Style::Live => {
-                let now = monotonic_ns();
+                let now = now_ns();
                 if now.saturating_sub(self.last_draw_ns) >= LIVE_EVERY_NS || self.done == self.total
                 {
                     self.last_draw_ns = now;

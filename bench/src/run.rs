@@ -62,14 +62,29 @@ pub struct RunOutcome {
     pub warnings: Vec<String>,
 }
 
-fn host_kind() -> Result<HostKind, RunError> {
+/// The host kind in effect (the VMM library's detection, one definition) and, when
+/// `TRUECOLD_HOST_KIND` forced it, the warning that says so.
+fn host_kind() -> Result<(HostKind, Option<String>), RunError> {
     use truecold_vmm::host::HostKind as V;
-    match V::detect(None) {
-        V::Hardware => Ok(HostKind::Hardware),
-        V::Pvm => Ok(HostKind::Pvm),
-        V::NestedEmulated => Ok(HostKind::NestedEmulated),
-        V::Unknown => Err(RunError::UnknownHost),
-    }
+    let d = V::detection(None);
+    let kind = match d.kind {
+        V::Hardware => HostKind::Hardware,
+        V::Pvm => HostKind::Pvm,
+        V::NestedEmulated => HostKind::NestedEmulated,
+        V::Unknown => return Err(RunError::UnknownHost),
+    };
+    Ok((kind, forced_warning(&d)))
+}
+
+/// `host kind forced to X (detected Y)` when an override set the kind.
+pub fn forced_warning(d: &truecold_vmm::host::Detection) -> Option<String> {
+    d.forced.then(|| {
+        format!(
+            "host kind forced to {} (detected {}) by TRUECOLD_HOST_KIND",
+            d.kind.name(),
+            d.detected.name()
+        )
+    })
 }
 
 /// The VMM's fixed arguments for this campaign.
@@ -131,8 +146,12 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     if !Path::new("/dev/kvm").exists() {
         return Err(RunError::NoKvm);
     }
-    let kind = host_kind()?;
+    let (kind, forced) = host_kind()?;
     let mut warnings = Vec::new();
+    if let Some(w) = forced {
+        eprintln!("truecold: warning: {w}");
+        warnings.push(w);
+    }
     let guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
 
     let (contract, force) = match (args.probe, args.linux, kind) {
@@ -294,8 +313,29 @@ pub fn level_lines(r: &truecold_proof::schema::ResultJson) -> Vec<String> {
             )
         })
         .collect();
+    if let Some(k) = sm.peak_throughput_concurrency {
+        out.push(format!("  highest throughput: concurrency {k}"));
+    }
     if let Some(k) = sm.knee_concurrency {
-        out.push(format!("  knee (highest throughput): concurrency {k}"));
+        out.push(format!(
+            "  knee (p50 above 1.5x the concurrency-1 p50): concurrency {k}"
+        ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use truecold_vmm::host::{Detection, HostKind as V};
+
+    #[test]
+    fn a_forced_host_kind_is_a_warning_naming_both_kinds() {
+        let w = forced_warning(&Detection::new(Some(V::Hardware), V::Pvm)).unwrap();
+        assert!(
+            w.starts_with("host kind forced to hardware (detected pvm)"),
+            "{w}"
+        );
+        assert_eq!(forced_warning(&Detection::new(None, V::Pvm)), None);
+    }
 }

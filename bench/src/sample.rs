@@ -4,7 +4,7 @@
 
 use crate::launch::{Attempt, End};
 use std::collections::HashMap;
-use truecold_proof::schema::{ContractKind, Sample, Stage, StageTimes};
+use truecold_proof::schema::{ContractKind, Sample, Stage, StageKind, StageTimes};
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
 
 /// The VMM's CLOCK_MONOTONIC stamps this crate uses (`None` = not reached).
@@ -26,11 +26,19 @@ pub struct Stamps {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
     pub stamps: Stamps,
+    /// The VMM verified the liveness answer to its fresh nonce (Linux: the reply's MAC;
+    /// probe: the echo). Strict-ready needs it as well as the stamp.
+    pub strict_ready_verified: bool,
     /// Sum of the registered memslots, bytes.
     pub memslots: Option<u64>,
     /// Sum of the usable-RAM E820 entries, bytes.
     pub e820_usable: Option<u64>,
-    /// The guest's boot id (the reply's, which the MAC binds to the nonce).
+    /// The guest's own RAM figure as the VMM reported it (`memory.guest_bytes`: the Linux
+    /// record's firmware map, the probe's sum of its memory map). Probe rows take their
+    /// `guest_mem_firmware` from here; Linux rows from the record.
+    pub guest_ram: Option<u64>,
+    /// The guest's boot id (the reply's, which the MAC binds to the nonce). Linux only: the
+    /// probe has no kernel and no boot id.
     pub boot_id: Option<BootId>,
     /// The guest's record (Linux guests).
     pub guest: Option<GuestRecord>,
@@ -126,17 +134,20 @@ pub fn to_sample(
             }),
         );
     }
-    let boot_id = o.boot_id.or_else(|| g.and_then(|g| g.boot_id));
+    let linux = ctx.contract == ContractKind::Linux;
+    // Probe rows carry no boot id (the probe has no kernel); Linux rows the reply's.
+    let boot_id = if linux {
+        o.boot_id.or_else(|| g.and_then(|g| g.boot_id))
+    } else {
+        None
+    };
     let workload = match g.map(|g| g.workload) {
         None => String::new(),
         Some(Workload::BenchOk) => "BENCH_OK".into(),
         Some(Workload::NotRun) => "not_run".into(),
         Some(Workload::Failed(c)) => c.name().into(),
     };
-
-    let (error_kind, error_detail) = classify(a, observed, report_error, ctx, latency_ns, boot_id);
-    let linux = ctx.contract == ContractKind::Linux;
-    Sample {
+    let mut sample = Sample {
         index: a.slot.index,
         contract: ctx.contract,
         concurrency: ctx.concurrency_override.unwrap_or(a.slot.level),
@@ -152,30 +163,37 @@ pub fn to_sample(
         guest_mem_firmware: if linux {
             g.map(|g| g.mem_firmware_ram)
         } else {
-            None
+            o.guest_ram
         },
         guest_mem_total: if linux { g.map(|g| g.mem_total) } else { None },
         guest_cpus: if linux { g.map(|g| g.cpus) } else { None },
         workload,
-        ok: error_kind.is_empty(),
-        error_kind,
-        error_detail,
-    }
+        ok: false,
+        error_kind: String::new(),
+        error_detail: String::new(),
+    };
+    let (error_kind, error_detail) = classify(a, observed, report_error, ctx, &sample);
+    sample.ok = error_kind.is_empty();
+    sample.error_kind = error_kind;
+    sample.error_detail = error_detail;
+    sample
 }
 
 /// The first reason, in causal order, that this attempt is not a success;
-/// `("", "")` for a success.
+/// `("", "")` for a success. Past the harness and VMM outcomes it applies, to the row
+/// itself, every criterion the verifier (`truecold-proof verify`) applies to a success, so
+/// a row that fails one is a typed failure, never `ok`.
 fn classify(
     a: &Attempt,
     observed: Option<&Observed>,
     report_error: Option<&str>,
     ctx: &RowContext,
-    latency_ns: Option<u64>,
-    boot_id: Option<BootId>,
+    s: &Sample,
 ) -> (String, String) {
     let fail = |k: &str, d: String| (k.to_string(), detail(&d));
     let stderr = || a.stderr_tail.trim().to_string();
     let deadline_ms = a.deadline_ns / 1_000_000;
+    let linux = ctx.contract == ContractKind::Linux;
     match &a.end {
         End::SpawnFailed(m) => return fail("spawn_failed", m.clone()),
         End::HarnessIo(m) => return fail("harness_io", m.clone()),
@@ -188,10 +206,10 @@ fn classify(
                 ),
             )
         }
-        End::Signalled(s) => {
+        End::Signalled(sig) => {
             return fail(
                 "vmm_signal",
-                format!("VMM killed by signal {s}. {}", stderr()),
+                format!("VMM killed by signal {sig}. {}", stderr()),
             )
         }
         End::Exited(_) => {}
@@ -205,16 +223,22 @@ fn classify(
         let kind = if kind == "deadline" {
             "deadline".to_string()
         } else {
-            format!("vmm_{kind}")
+            crate::vmm_report::vmm_error_kind(kind)
         };
         return fail(&kind, chain.clone());
     }
-    let Some(lat) = latency_ns else {
+    let Some(lat) = s.latency_ns else {
         return fail(
             "no_strict_ready",
             format!("the VMM exited without strict-ready. {}", stderr()),
         );
     };
+    if !o.strict_ready_verified {
+        return fail(
+            "no_strict_ready",
+            "a strict-ready stamp without a verified liveness answer".into(),
+        );
+    }
     if lat > a.deadline_ns {
         return fail(
             "deadline",
@@ -232,7 +256,7 @@ fn classify(
             );
         }
     }
-    if ctx.contract == ContractKind::Linux {
+    if linux {
         match o.guest.as_ref().map(|g| g.workload) {
             None => return fail("no_record", "no guest record".into()),
             Some(Workload::BenchOk) => {}
@@ -247,19 +271,76 @@ fn classify(
             );
         }
     }
-    if o.memslots != Some(ctx.mem_bytes) || o.e820_usable != Some(ctx.mem_bytes) {
+    if let Some(why) = timeline_gap(s, lat, linux) {
+        return fail("incomplete_timeline", why);
+    }
+    if let Some(why) = memory_mismatch(s, linux) {
+        return fail("memory_mismatch", why);
+    }
+    if linux && s.guest_cpus != Some(ctx.vcpus) {
         return fail(
-            "memory_mismatch",
+            "cpu_mismatch",
             format!(
-                "configured {} bytes, memslots {:?}, E820 usable {:?}",
-                ctx.mem_bytes, o.memslots, o.e820_usable
+                "the guest saw {:?} CPUs, {} configured",
+                s.guest_cpus, ctx.vcpus
             ),
         );
     }
-    if boot_id.is_none() {
+    if linux && s.boot_id.is_none() {
         return fail("no_boot_id", "strict-ready without a boot id".into());
     }
     (String::new(), String::new())
+}
+
+/// The verifier's timeline criteria for a success: a spawn stage, host stages that sum to
+/// the headline exactly, and (Linux) both guest-clock stages.
+fn timeline_gap(s: &Sample, lat: u64, linux: bool) -> Option<String> {
+    if s.stages.get(Stage::Spawn).is_none() {
+        return Some("no spawn stage (the VMM reported no boot start)".into());
+    }
+    let host_sum: u128 = Stage::ALL
+        .iter()
+        .filter(|st| st.kind() == StageKind::Host)
+        .filter_map(|st| s.stages.get(*st))
+        .map(u128::from)
+        .sum();
+    if host_sum != u128::from(lat) {
+        return Some(format!(
+            "host stages sum to {host_sum} ns, latency is {lat} ns (a stamp missing or out of order)"
+        ));
+    }
+    if linux {
+        for st in [Stage::GuestKernelToInit, Stage::GuestInitToReady] {
+            if s.stages.get(st).is_none() {
+                return Some(format!("no guest-clock `{}` stage", st.name()));
+            }
+        }
+    }
+    None
+}
+
+/// The verifier's memory criteria: configured = memslots = E820 usable = the guest's own
+/// figure (required for Linux, checked whenever present), and (Linux) MemTotal in
+/// (0, configured].
+fn memory_mismatch(s: &Sample, linux: bool) -> Option<String> {
+    let m = s.host_mem_configured;
+    let mut bad = Vec::new();
+    if s.host_memslots != Some(m) {
+        bad.push(format!("memslots {:?}", s.host_memslots));
+    }
+    if s.host_e820_usable != Some(m) {
+        bad.push(format!("E820 usable {:?}", s.host_e820_usable));
+    }
+    if (linux || s.guest_mem_firmware.is_some()) && s.guest_mem_firmware != Some(m) {
+        bad.push(format!("guest firmware map {:?}", s.guest_mem_firmware));
+    }
+    if linux || s.guest_mem_total.is_some() {
+        match s.guest_mem_total {
+            Some(t) if t > 0 && t <= m => {}
+            other => bad.push(format!("guest MemTotal {other:?} not in (0, {m}]")),
+        }
+    }
+    (!bad.is_empty()).then(|| format!("configured {m} bytes but {}", bad.join(", ")))
 }
 
 /// Marks every sample whose boot id was already seen as a contract violation

@@ -8,7 +8,8 @@
 //! - open loop: `t0 + i·interval`, so the harness's own queueing and lateness count
 //!   (coordinated-omission safe: a slow sample never delays the arrival of the next).
 
-use crate::clock::{monotonic_ns, sleep_until_ns};
+use crate::clock::sleep_until_ns;
+use truecold_vmm::timeline::now_ns;
 
 /// Longest single sleep of the open-loop dispatcher, so a stop is seen promptly.
 const STOP_POLL_NS: u64 = 50_000_000;
@@ -169,17 +170,6 @@ pub struct LevelRun {
     pub t_end_ns: u64,
 }
 
-impl LevelRun {
-    /// Completed launches per second over the level's wall time.
-    pub fn throughput_per_s(&self) -> f64 {
-        let wall = self.t_end_ns.saturating_sub(self.t_start_ns);
-        if wall == 0 {
-            return 0.0;
-        }
-        self.launched as f64 * 1e9 / wall as f64
-    }
-}
-
 /// Everything a campaign produced, attempts in index order.
 #[derive(Debug)]
 pub struct CampaignRun<O> {
@@ -254,7 +244,7 @@ fn sleep_until_or_stop(at: u64, stop: &AtomicBool) -> bool {
         if stop.load(Ordering::SeqCst) {
             return false;
         }
-        let now = monotonic_ns();
+        let now = now_ns();
         if now >= at {
             return true;
         }
@@ -304,12 +294,13 @@ fn run_level<L: Launcher>(
                 loop {
                     let slot = match mode {
                         Intended::Every(_) => {
-                            // Hold the lock only to receive; the launch runs unlocked.
-                            let next = match job_rx.lock() {
-                                Ok(rx) => rx.recv(),
-                                Err(_) => return,
-                            };
-                            match next {
+                            // Receive and check the stop flag under one lock, launch
+                            // unlocked. Slots leave the queue in index order and the flag
+                            // never clears, so once one lane sees the stop every later slot
+                            // is dropped too, and every earlier one was already taken for
+                            // launch: the launched indices stay a gap-free prefix.
+                            let Ok(rx) = job_rx.lock() else { return };
+                            match rx.recv() {
                                 // A queued arrival released before a stop is not launched.
                                 Ok(_) if stop.load(Ordering::SeqCst) => return,
                                 Ok(slot) => slot,
@@ -326,7 +317,7 @@ fn run_level<L: Launcher>(
                             }
                             let intended_ns = match mode {
                                 Intended::AllAtT0 => t0.load(Ordering::SeqCst),
-                                _ => monotonic_ns(),
+                                _ => now_ns(),
                             };
                             Slot {
                                 index: first_index + i,
@@ -371,7 +362,7 @@ fn run_level<L: Launcher>(
         } else {
             drop(job_tx);
         }
-        t_start_ns = monotonic_ns();
+        t_start_ns = now_ns();
         t0.store(t_start_ns, Ordering::SeqCst);
         start.wait();
         for (slot, out) in done_rx.iter() {
@@ -385,7 +376,7 @@ fn run_level<L: Launcher>(
         planned: n,
         launched,
         t_start_ns,
-        t_end_ns: monotonic_ns(),
+        t_end_ns: now_ns(),
     }
 }
 

@@ -2,14 +2,22 @@
 //! row needs. The report type is the VMM library's own; nothing here re-declares it.
 //!
 //! Boot ids: a Linux row carries the boot id of the guest's verified `reply`. The probe
-//! guest has no kernel and so no boot id; its row carries the 16 bytes it echoed back for
-//! the fresh nonce (verified by the VMM), written as a UUID. That value is unique per boot
-//! exactly when the VMM's liveness exchange is fresh, so the repeated-id check still
-//! catches a replayed or reused boot.
+//! guest has no kernel and so no boot id: its row's boot id stays empty, and its strict-ready
+//! criterion is the VMM's verified liveness echo of the fresh nonce.
+//!
+//! A VMM that failed before its guest ran prints an [`ErrorReport`] instead of a report; its
+//! kebab-case kind becomes the row's `vmm_<kind>` error.
 
 use crate::sample::{Observed, Stamps};
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
-use truecold_vmm::report::{BootReport, GuestRecordReport};
+use truecold_vmm::report::{BootReport, ErrorReport, GuestRecordReport};
+
+/// What the VMM printed: a boot report, or the error report of a boot that never ran.
+#[derive(Debug)]
+pub enum VmmOutput {
+    Report(Box<BootReport>),
+    Error(ErrorReport),
+}
 
 /// Parses the VMM's stdout. `Err` says why there is no usable report.
 pub fn parse(stdout: &[u8], truncated: bool) -> Result<BootReport, String> {
@@ -25,18 +33,23 @@ pub fn parse(stdout: &[u8], truncated: bool) -> Result<BootReport, String> {
     serde_json::from_str(text).map_err(|e| format!("the VMM's report does not parse: {e}"))
 }
 
-/// The probe's verified echo as a UUID-formatted id (see the module docs).
-pub fn probe_echo_id(answer_hex: &str) -> Option<BootId> {
-    let b = truecold_proto::unhex::<16>(answer_hex)?;
-    let h = truecold_proto::hex(&b);
-    BootId::parse(&format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    ))
+/// Parses the VMM's stdout as either of its outputs: an object with an `error` member is an
+/// [`ErrorReport`], anything else must be a [`BootReport`].
+pub fn parse_output(stdout: &[u8], truncated: bool) -> Result<VmmOutput, String> {
+    let is_error = !truncated
+        && serde_json::from_slice::<serde_json::Value>(stdout)
+            .is_ok_and(|v| v.get("error").is_some());
+    if is_error {
+        return serde_json::from_slice(stdout)
+            .map(VmmOutput::Error)
+            .map_err(|e| format!("the VMM's error report does not parse: {e}"));
+    }
+    parse(stdout, truncated).map(|r| VmmOutput::Report(Box::new(r)))
+}
+
+/// The row's error kind for a VMM error kind: `vmm_` + the kind, `-` → `_`.
+pub fn vmm_error_kind(kind: &str) -> String {
+    format!("vmm_{}", kind.replace('-', "_"))
 }
 
 fn guest_record(g: &GuestRecordReport) -> Result<GuestRecord, String> {
@@ -107,11 +120,8 @@ pub fn observe(r: &BootReport) -> Observed {
         }
     };
     let lv = &r.liveness;
-    let boot_id = match (lv.reply_boot_id.as_deref(), lv.answer.as_deref()) {
-        (Some(b), _) => BootId::parse(b),
-        (None, Some(a)) if lv.verified && r.probe.is_some() => probe_echo_id(a),
-        _ => None,
-    };
+    // Only a Linux reply carries a boot id; the probe's echo is liveness, not an identity.
+    let boot_id = lv.reply_boot_id.as_deref().and_then(BootId::parse);
     // The reply (bound to the nonce) and the record must come from the same boot.
     if let (Some(reply), Some(record)) = (boot_id, guest.as_ref().and_then(|g| g.boot_id)) {
         if reply != record {
@@ -134,8 +144,10 @@ pub fn observe(r: &BootReport) -> Observed {
             strict_ready: t.strict_ready,
             record: t.record,
         },
+        strict_ready_verified: lv.verified,
         memslots: Some(r.memory.memslot_bytes),
         e820_usable: Some(r.memory.e820_ram_bytes),
+        guest_ram: r.memory.guest_bytes,
         boot_id,
         guest,
         error,
@@ -144,9 +156,20 @@ pub fn observe(r: &BootReport) -> Observed {
     }
 }
 
+/// Projects a pre-guest error report: no stamps, only the typed error.
+pub fn observe_error(e: &ErrorReport) -> Observed {
+    Observed {
+        error: Some((e.error.kind.replace('-', "_"), e.error.message.clone())),
+        ..Observed::default()
+    }
+}
+
 /// Stdout of one attempt → observation (the campaign's `observe` hook).
 pub fn observe_attempt(a: &crate::launch::Attempt) -> Result<Observed, String> {
-    parse(&a.stdout, a.stdout_truncated).map(|r| observe(&r))
+    parse_output(&a.stdout, a.stdout_truncated).map(|o| match o {
+        VmmOutput::Report(r) => observe(&r),
+        VmmOutput::Error(e) => observe_error(&e),
+    })
 }
 
 #[cfg(test)]
@@ -154,11 +177,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn echo_becomes_a_uuid_shaped_id() {
-        let id = probe_echo_id("00112233445566778899aabbccddeeff").unwrap();
-        assert_eq!(id.as_str(), "00112233-4455-6677-8899-aabbccddeeff");
-        assert!(probe_echo_id("0011").is_none());
-        assert!(probe_echo_id("zz112233445566778899aabbccddeeff").is_none());
+    fn pre_guest_error_report_becomes_a_typed_vmm_error() {
+        let out = br#"{"schema":1,"error":{"kind":"kernel-missing","message":"cannot open kernel /x: No such file"}}"#;
+        let o = match parse_output(out, false).unwrap() {
+            VmmOutput::Error(e) => observe_error(&e),
+            VmmOutput::Report(_) => panic!("an error report parsed as a boot report"),
+        };
+        let (kind, msg) = o.error.clone().unwrap();
+        assert_eq!(vmm_error_kind(&kind), "vmm_kernel_missing");
+        assert!(msg.contains("/x"));
+        assert_eq!(o.stamps, crate::sample::Stamps::default());
+        assert!(parse_output(br#"{"schema":1,"error":{"kind":3}}"#, false)
+            .unwrap_err()
+            .contains("error report does not parse"));
+        assert!(parse_output(b"{}", true).unwrap_err().contains("truncated"));
     }
 
     #[test]

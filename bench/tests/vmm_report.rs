@@ -2,25 +2,16 @@
 //! boot, then the same report edited into the Linux shape the VMM prints for a Linux guest.
 //! Needs /dev/kvm and `cargo build -p truecold-vmm` (same target directory); FAILS without.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use truecold_bench::vmm_report::{observe, parse};
 use truecold_proto::{ErrorCode, Workload};
 
 fn real_probe_report() -> serde_json::Value {
-    let vmm = PathBuf::from(env!("CARGO_BIN_EXE_truecold"))
-        .parent()
-        .expect("binary directory")
-        .join("truecold-vmm");
-    assert!(
-        vmm.is_file(),
-        "{} is missing: build it first with `cargo build -p truecold-vmm`",
-        vmm.display()
-    );
-    assert!(
-        std::path::Path::new("/dev/kvm").exists(),
-        "/dev/kvm is missing: this test boots the probe guest"
-    );
+    let vmm = common::vmm_next_to(&PathBuf::from(env!("CARGO_BIN_EXE_truecold")));
+    common::require_kvm();
     let o = Command::new(&vmm)
         .args(["boot", "--probe", "--vcpus", "2", "--mem-mib", "64"])
         .output()
@@ -52,9 +43,11 @@ fn probe_report_projects_onto_a_row() {
     ];
     assert!(chain.iter().all(Option::is_some), "{t:?}");
     assert!(chain.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
-    // The probe's verified echo stands in for a boot id; no Linux data.
-    let answer = v["liveness"]["answer"].as_str().unwrap();
-    assert_eq!(o.boot_id.unwrap().as_str().replace('-', ""), answer);
+    // The probe has no boot id; its strict-ready is the verified echo; its RAM sum is kept.
+    assert_eq!(o.boot_id, None);
+    assert!(o.strict_ready_verified);
+    assert_eq!(v["liveness"]["kind"], "probe-echo");
+    assert_eq!(o.guest_ram, Some(64 << 20));
     assert!(o.guest.is_none());
     assert_eq!(o.cmdline, None);
 }
@@ -105,4 +98,50 @@ fn untrusted_guest_record_values_are_typed_failures() {
     let o = observe(&parse(v.to_string().as_bytes(), false).unwrap());
     assert_eq!(o.error.unwrap().0, "bad_guest_record");
     assert!(o.guest.is_none());
+}
+
+#[test]
+fn a_vmm_that_fails_before_its_guest_runs_is_a_typed_row() {
+    use truecold_bench::launch::{Attempt, End};
+    use truecold_bench::sample::{to_sample, RowContext};
+    use truecold_proof::schema::ContractKind;
+    let vmm = common::vmm_next_to(&PathBuf::from(env!("CARGO_BIN_EXE_truecold")));
+    for (args, kind) in [
+        (
+            vec!["boot", "--kernel", "/nonexistent/vmlinux", "--force"],
+            "vmm_kernel_missing",
+        ),
+        (
+            vec!["boot", "--probe", "--mem-mib", "0"],
+            "vmm_memory_too_small",
+        ),
+    ] {
+        let o = Command::new(&vmm).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let a = Attempt {
+            slot: truecold_bench::schedule::Slot {
+                index: 0,
+                level: 1,
+                intended_ns: 0,
+            },
+            request_ns: 1,
+            reaped_ns: 2,
+            deadline_ns: 1_000_000_000,
+            end: End::Exited(1),
+            stdout: o.stdout,
+            stdout_truncated: false,
+            stderr_tail: String::from_utf8_lossy(&o.stderr).into_owned(),
+        };
+        let observed = truecold_bench::vmm_report::observe_attempt(&a).unwrap();
+        let ctx = RowContext {
+            contract: ContractKind::Probe,
+            intended: false,
+            concurrency_override: None,
+            mem_bytes: 128 << 20,
+            vcpus: 1,
+        };
+        let s = to_sample(&a, Some(&observed), None, &ctx);
+        assert!(!s.ok);
+        assert_eq!(s.error_kind, kind, "{args:?}: {}", s.error_detail);
+    }
 }

@@ -15,6 +15,7 @@
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use truecold_proto::hex;
 
 /// Bytes of file content per hex line.
 pub const CHUNK: usize = 48;
@@ -148,10 +149,6 @@ pub fn decode(text: &str) -> Result<Received, StreamError> {
         Some((path, ..)) => Err(StreamError::Truncated { path }),
         None => Ok(got),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex_into(s: &str, out: &mut Vec<u8>) -> bool {

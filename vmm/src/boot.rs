@@ -66,6 +66,28 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Stable kebab-case kind of the failure, printed in the CLI's JSON error report
+    /// (`{"schema":1,"error":{"kind":…,"message":…}}`, see vmm/README.md).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Config(ConfigError::Vcpus(_)) => "invalid-vcpus",
+            Error::Config(ConfigError::Deadline) => "invalid-deadline",
+            Error::HostCannotBootLinux => "host-cannot-boot-linux",
+            Error::Kvm(e) => e.kind(),
+            Error::Vm(_) => "vm-create-failed",
+            Error::Memory(e) => e.kind(),
+            Error::Loader(e) => e.kind(),
+            Error::MpTable(_) => "boot-data-write-failed",
+            Error::Cpu(CpuError::Count(_)) => "invalid-vcpus",
+            Error::Cpu(_) => "vcpu-setup-failed",
+            Error::Devices(_) => "device-setup-failed",
+            Error::Run(_) => "vcpu-run-failed",
+            Error::Guest { .. } => "guest-failed",
+        }
+    }
+}
+
 /// `e` and its sources, `: `-separated.
 pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
@@ -108,8 +130,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     if let KernelSource::File(path) = &cfg.kernel {
         loader::check_kernel(path).map_err(Error::Loader)?;
     }
-    let host_kind = HostKind::detect(cfg.host_kind);
-    refuse_linux_on_pvm(cfg, host_kind)?;
+    let host_kind = HostKind::detection(cfg.host_kind);
+    refuse_linux_on_pvm(cfg, host_kind.kind)?;
 
     let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
     tl.kvm_open = Some(now_ns());
@@ -141,9 +163,9 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     tl.first_run = out.first_run;
     tl.exit = Some(out.exit);
 
-    let vmm_rss_bytes = host::self_rss();
     let backing = memory::observe(&ram);
     let bus = bus.into_inner().unwrap_or_else(|p| p.into_inner());
+    let vmm_rss_bytes = bus.rss_at_strict_ready;
     tl.init_doorbell = bus.stamps.init_doorbell;
     tl.ready_doorbell = bus.stamps.ready_doorbell;
     tl.strict_ready = bus.stamps.strict_ready;
@@ -180,7 +202,9 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
         durations: tl.durations(),
         timeline: tl,
         host: HostReport {
-            kind: host_kind,
+            kind: host_kind.kind,
+            detected: host_kind.detected,
+            forced: host_kind.forced,
             kernel: host::kernel_release(),
             hypervisor_signature: host::hypervisor_signature(),
             mem_total_bytes: host::host_mem_total(),
@@ -498,6 +522,29 @@ mod tests {
         assert!(refuse_linux_on_pvm(&cfg, HostKind::Hardware).is_ok());
         cfg.force = true;
         assert!(refuse_linux_on_pvm(&cfg, HostKind::Pvm).is_ok());
+    }
+
+    #[test]
+    fn pre_guest_errors_print_a_typed_json_error() {
+        let kernel = Error::Loader(
+            loader::check_kernel(std::path::Path::new("/nonexistent/vmlinux")).unwrap_err(),
+        );
+        assert_eq!(kernel.kind(), "kernel-missing");
+        let corrupt = Error::Loader(LoaderError::UnknownFormat("/tmp/x".into()));
+        assert_eq!(corrupt.kind(), "kernel-corrupt");
+        let zero = Error::Memory(memory::allocate(0, memory::Backing::Anon).unwrap_err());
+        assert_eq!(zero.kind(), "memory-too-small");
+        let huge = memory::allocate(u64::MAX >> 21, memory::Backing::Anon).unwrap_err();
+        assert_eq!(Error::Memory(huge).kind(), "memory-too-large");
+        assert_eq!(Error::HostCannotBootLinux.kind(), "host-cannot-boot-linux");
+        let json = serde_json::to_value(crate::report::ErrorReport::of(&zero)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"schema": 1, "error": {
+                "kind": "memory-too-small",
+                "message": "cannot set up guest memory: guest memory of 0 MiB requested"
+            }})
+        );
     }
 
     #[test]

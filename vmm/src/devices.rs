@@ -123,6 +123,8 @@ pub struct Bus {
     echo: Vec<u8>,
     summary: Vec<u8>,
     pub stamps: DeviceStamps,
+    /// VmRSS of this process read right after the strict-ready stamp.
+    pub rss_at_strict_ready: Option<u64>,
     pub exits: ExitCounts,
     pub liveness: Liveness,
     pub record: Option<truecold_proto::GuestRecord>,
@@ -151,6 +153,7 @@ impl Bus {
             echo: Vec::new(),
             summary: Vec::new(),
             stamps: DeviceStamps::default(),
+            rss_at_strict_ready: None,
             exits: ExitCounts::default(),
             liveness: Liveness {
                 kind: if probe_guest { "probe-echo" } else { "mac" }.to_string(),
@@ -350,8 +353,7 @@ impl Bus {
                     match self.nonce {
                         Some(n) if r.verifies(&n) => {
                             if self.stamps.strict_ready.is_none() {
-                                self.liveness.verified = true;
-                                self.stamps.strict_ready = Some(t);
+                                self.strict_ready(t);
                             }
                         }
                         Some(_) => self.protocol_error("reply MAC does not verify".into()),
@@ -370,6 +372,14 @@ impl Bus {
         }
     }
 
+    /// The liveness answer verified at `t`: strict-ready. The RSS read comes after the
+    /// stamp, so it never delays it.
+    fn strict_ready(&mut self, t: u64) {
+        self.liveness.verified = true;
+        self.stamps.strict_ready = Some(t);
+        self.rss_at_strict_ready = crate::host::self_rss();
+    }
+
     fn echo_bytes(&mut self, data: &[u8], t: u64) {
         let room = PROBE_BYTES_MAX.saturating_sub(self.echo.len());
         self.echo.extend_from_slice(&data[..data.len().min(room)]);
@@ -379,10 +389,7 @@ impl Bus {
         let echoed = &self.echo[..NONCE_LEN];
         self.liveness.answer = Some(truecold_proto::hex(echoed));
         match self.nonce {
-            Some(n) if n[..] == *echoed => {
-                self.liveness.verified = true;
-                self.stamps.strict_ready = Some(t);
-            }
+            Some(n) if n[..] == *echoed => self.strict_ready(t),
             Some(_) => self.protocol_error("probe echo does not match the nonce".into()),
             None => self.protocol_error("probe echo before the Ready doorbell".into()),
         }

@@ -57,18 +57,59 @@ impl HostKind {
         }
     }
 
-    /// Observes this host.
+    /// The name used by the env var, the CLI and the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostKind::Hardware => "hardware",
+            HostKind::Pvm => "pvm",
+            HostKind::NestedEmulated => "nested-emulated",
+            HostKind::Unknown => "unknown",
+        }
+    }
+
+    /// Observes this host: the effective kind (see [`HostKind::detection`]).
     pub fn detect(forced: Option<HostKind>) -> Self {
+        HostKind::detection(forced).kind
+    }
+
+    /// Observes this host and says whether an override (`forced`, else
+    /// `TRUECOLD_HOST_KIND`) replaced what detection found.
+    pub fn detection(forced: Option<HostKind>) -> Detection {
         let env = std::env::var("TRUECOLD_HOST_KIND")
             .ok()
             .and_then(|v| HostKind::from_name(&v));
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        HostKind::decide(
+        Detection::new(
             forced.or(env),
-            &hypervisor_signature(),
-            std::path::Path::new("/sys/module/kvm_pvm").exists(),
-            &cpuinfo,
+            HostKind::decide(
+                None,
+                &hypervisor_signature(),
+                std::path::Path::new("/sys/module/kvm_pvm").exists(),
+                &cpuinfo,
+            ),
         )
+    }
+}
+
+/// The host kind in effect, and what detection alone found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Detection {
+    /// The kind in effect (the override when there is one).
+    pub kind: HostKind,
+    /// What detection found from the host's own facts.
+    pub detected: HostKind,
+    /// Whether an override set `kind` (even to the detected value).
+    pub forced: bool,
+}
+
+impl Detection {
+    /// Pure: `forced` (if any) over `detected`.
+    pub fn new(forced: Option<HostKind>, detected: HostKind) -> Self {
+        Detection {
+            kind: forced.unwrap_or(detected),
+            detected,
+            forced: forced.is_some(),
+        }
     }
 }
 
@@ -189,6 +230,28 @@ mod tests {
             HostKind::decide(Some(HostKind::Hardware), "", true, none),
             HostKind::Hardware
         );
+    }
+
+    #[test]
+    fn forced_kind_keeps_what_was_detected() {
+        let d = Detection::new(Some(HostKind::Hardware), HostKind::Pvm);
+        assert_eq!(
+            (d.kind, d.detected, d.forced),
+            (HostKind::Hardware, HostKind::Pvm, true)
+        );
+        let d = Detection::new(None, HostKind::Pvm);
+        assert_eq!(
+            (d.kind, d.detected, d.forced),
+            (HostKind::Pvm, HostKind::Pvm, false)
+        );
+        for k in [
+            HostKind::Hardware,
+            HostKind::Pvm,
+            HostKind::NestedEmulated,
+            HostKind::Unknown,
+        ] {
+            assert_eq!(HostKind::from_name(k.name()), Some(k));
+        }
     }
 
     #[test]

@@ -12,6 +12,17 @@ pub enum KvmError {
     MissingCap(&'static str),
 }
 
+impl KvmError {
+    /// Stable kebab-case kind (the CLI's JSON error report).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            KvmError::Open(_) => "kvm-unavailable",
+            KvmError::ApiVersion(_) => "kvm-api-version",
+            KvmError::MissingCap(_) => "kvm-missing-capability",
+        }
+    }
+}
+
 /// Capabilities required by this VMM, by name (reported as `kvm_caps`).
 pub const REQUIRED_CAPS: [(Cap, &str); 7] = [
     (Cap::Irqchip, "KVM_CAP_IRQCHIP"),

@@ -116,6 +116,26 @@ pub enum LoaderError {
     },
 }
 
+impl LoaderError {
+    /// Stable kebab-case kind (the CLI's JSON error report).
+    pub fn kind(&self) -> &'static str {
+        let missing = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+        match self {
+            LoaderError::OpenKernel { source, .. } if missing(source) => "kernel-missing",
+            LoaderError::OpenKernel { .. } | LoaderError::ReadKernel { .. } => "kernel-unreadable",
+            LoaderError::UnknownFormat(_) | LoaderError::Elf(..) | LoaderError::BzImage(..) => {
+                "kernel-corrupt"
+            }
+            LoaderError::Initramfs { source, .. } if missing(source) => "initramfs-missing",
+            LoaderError::Initramfs { .. } => "initramfs-unreadable",
+            LoaderError::InitramfsTooLarge { .. } => "initramfs-too-large",
+            LoaderError::CmdlineTooLong(_) | LoaderError::CmdlineInvalid => "cmdline-invalid",
+            LoaderError::TooManyE820(_) => "memory-map-too-large",
+            LoaderError::Write { .. } => "boot-data-write-failed",
+        }
+    }
+}
+
 /// One E820 entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct E820Entry {

@@ -1,4 +1,6 @@
 //! `truecold-vmm boot …`: boots one VM and prints its report as one JSON object on stdout.
+//! Every failure prints exactly one JSON object on stdout too: the boot report when the guest
+//! ran, otherwise `{"schema":1,"error":{"kind":…,"message":…}}` (see vmm/README.md).
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -6,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use truecold_vmm::host::HostKind;
 use truecold_vmm::loader::KernelSource;
 use truecold_vmm::memory::Backing;
+use truecold_vmm::report::{ErrorBody, ErrorReport, SCHEMA};
 use truecold_vmm::{chain, BootConfig, Error};
 
 #[derive(Parser)]
@@ -92,7 +95,7 @@ impl BootArgs {
     }
 }
 
-fn print_json(r: &truecold_vmm::BootReport) {
+fn print_json<T: serde::Serialize>(r: &T) {
     match serde_json::to_string(r) {
         Ok(s) => println!("{s}"),
         Err(e) => eprintln!("error: cannot serialize the report: {e}"),
@@ -100,7 +103,33 @@ fn print_json(r: &truecold_vmm::BootReport) {
 }
 
 fn main() -> ExitCode {
-    let Cmd::Boot(args) = Cli::parse().cmd;
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version: not a failure.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = e.print();
+            print_json(&ErrorReport {
+                schema: SCHEMA,
+                error: ErrorBody {
+                    kind: "invalid-arguments".into(),
+                    message: e
+                        .render()
+                        .to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .trim_start_matches("error: ")
+                        .to_string(),
+                },
+            });
+            return ExitCode::from(2);
+        }
+    };
+    let Cmd::Boot(args) = cli.cmd;
     match truecold_vmm::boot(&args.config()) {
         Ok(report) => {
             print_json(&report);
@@ -108,8 +137,9 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {}", chain(&e));
-            if let Error::Guest { report, .. } = &e {
-                print_json(report);
+            match &e {
+                Error::Guest { report, .. } => print_json(report),
+                _ => print_json(&ErrorReport::of(&e)),
             }
             ExitCode::FAILURE
         }

@@ -74,6 +74,25 @@ pub enum MemoryError {
     },
 }
 
+impl MemoryError {
+    /// Stable kebab-case kind (the CLI's JSON error report).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            MemoryError::Zero | MemoryError::TooSmall(_) => "memory-too-small",
+            MemoryError::ExceedsHost { .. } => "memory-too-large",
+            MemoryError::HostMemUnknown => "host-meminfo-unreadable",
+            MemoryError::ThpUnavailable(_) => "thp-unavailable",
+            MemoryError::HugetlbPool { .. } => "hugetlb-pool-short",
+            MemoryError::Mmap { .. } => "memory-mmap-failed",
+            MemoryError::Madvise(_) => "memory-madvise-failed",
+            MemoryError::Region(_) | MemoryError::Mmaps(_) | MemoryError::Collection(_) => {
+                "memory-layout-rejected"
+            }
+            MemoryError::Memslot { .. } => "memslot-failed",
+        }
+    }
+}
+
 /// One guest RAM range (= one memslot = one E820 RAM entry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RamRange {

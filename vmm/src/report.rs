@@ -15,7 +15,12 @@ pub const SCHEMA: u32 = 1;
 /// The host the boot ran on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostReport {
+    /// The kind in effect (an override's when `forced`).
     pub kind: HostKind,
+    /// What detection found from the host's own facts.
+    pub detected: HostKind,
+    /// Whether `--host-kind` or `TRUECOLD_HOST_KIND` set `kind` instead of detection.
+    pub forced: bool,
     /// `uname -r`.
     pub kernel: String,
     /// CPUID 0x4000_0000 signature seen by the VMM process ("" on bare metal).
@@ -135,7 +140,8 @@ pub struct BootReport {
     pub host: HostReport,
     pub memory: MemoryReport,
     pub backing: BackingReport,
-    /// VmRSS of the VMM after the guest stopped (after ready), before teardown.
+    /// VmRSS of the VMM process at strict-ready (read on the vCPU thread right after the
+    /// strict-ready stamp); `None` when strict-ready was not reached.
     pub vmm_rss_bytes: Option<u64>,
     pub kernel: Loaded,
     pub vcpus: u8,
@@ -148,4 +154,32 @@ pub struct BootReport {
     /// Each vCPU's RIP when the run ended (diagnoses a guest stuck before the deadline).
     pub vcpu_last_rip: Vec<u64>,
     pub outcome: Outcome,
+}
+
+/// What the CLI prints on stdout when a boot fails before the guest runs (a guest that ran
+/// and failed prints its [`BootReport`] instead): `{"schema":1,"error":{"kind":…,"message":…}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReport {
+    pub schema: u32,
+    pub error: ErrorBody,
+}
+
+/// The failure: a stable kebab-case kind (see [`crate::Error::kind`]) and the error chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub kind: String,
+    pub message: String,
+}
+
+impl ErrorReport {
+    /// The report of `e` (any error; a guest failure's kind is `guest-failed`).
+    pub fn of(e: &crate::Error) -> Self {
+        ErrorReport {
+            schema: SCHEMA,
+            error: ErrorBody {
+                kind: e.kind().to_string(),
+                message: crate::chain(e),
+            },
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! CLOCK_MONOTONIC stamps of every boot stage (nanoseconds; the same clock in every host
-//! process, so a parent can hand in its request stamp with `--request-ns`).
+//! process, so a parent can hand in its request stamp with `--request-ns`). The one
+//! exception is [`Timeline::process_start`] (CLOCK_BOOTTIME, 10 ms ticks), kept for
+//! reference and never part of a duration.
 use serde::{Deserialize, Serialize};
 
 /// Now on CLOCK_MONOTONIC, in nanoseconds.
@@ -35,8 +37,9 @@ pub fn process_start_ns() -> Option<u64> {
 pub struct Timeline {
     /// Handed in by the caller (`--request-ns`).
     pub request: Option<u64>,
-    /// Process start from /proc/self/stat (CLOCK_BOOTTIME, clock-tick resolution: 10 ms on
-    /// most kernels; see [`process_start_ns`]).
+    /// Process start from /proc/self/stat, on **CLOCK_BOOTTIME** (not CLOCK_MONOTONIC like
+    /// every other stamp here) at clock-tick resolution (10 ms on most kernels; see
+    /// [`process_start_ns`]). Informational only: no duration here or in the bench uses it.
     pub process_start: Option<u64>,
     /// `boot::run` entered.
     pub boot_start: Option<u64>,
@@ -125,6 +128,21 @@ mod tests {
         assert_eq!(d.kvm_open, Some(50));
         assert_eq!(d.vm_create, None);
         assert_eq!(d.to_strict_ready, Some(900));
+    }
+
+    #[test]
+    fn process_start_is_in_no_duration() {
+        let t = Timeline {
+            request: Some(10),
+            boot_start: Some(100),
+            strict_ready: Some(1000),
+            ..Timeline::default()
+        };
+        let with = Timeline {
+            process_start: Some(5),
+            ..t.clone()
+        };
+        assert_eq!(t.durations(), with.durations());
     }
 
     #[test]

@@ -36,28 +36,47 @@ fn probe_boot_prints_one_json_report() {
 }
 
 #[test]
-fn failures_exit_nonzero_with_one_error_chain() {
+fn failures_exit_nonzero_with_one_error_chain_and_a_typed_json_error() {
     common::require_kvm();
-    for (args, needle) in [
-        (vec!["boot", "--probe", "--mem-mib", "0"], "0 MiB"),
+    for (args, needle, kind) in [
+        (
+            vec!["boot", "--probe", "--mem-mib", "0"],
+            "0 MiB",
+            "memory-too-small",
+        ),
         (
             vec!["boot", "--probe", "--mem-mib", "99999999"],
             "exceeds the host",
+            "memory-too-large",
         ),
         (
             vec!["boot", "--kernel", "/nonexistent/vmlinux"],
             "/nonexistent/vmlinux",
+            "kernel-missing",
         ),
-        (vec!["boot", "--probe", "--vcpus", "9"], "--vcpus 9"),
+        (
+            vec!["boot", "--probe", "--vcpus", "9"],
+            "--vcpus 9",
+            "invalid-vcpus",
+        ),
     ] {
         let o = vmm(&args);
-        assert!(!o.status.success());
-        assert!(o.stdout.is_empty(), "no report for a boot that never ran");
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let stdout = String::from_utf8(o.stdout).unwrap();
+        assert_eq!(stdout.lines().count(), 1, "one JSON object: {stdout}");
+        let e: truecold_vmm::report::ErrorReport = serde_json::from_str(&stdout).unwrap();
+        assert_eq!((e.schema, e.error.kind.as_str()), (1, kind), "{args:?}");
         let err = String::from_utf8(o.stderr).unwrap();
         assert!(err.starts_with("error: "), "{err}");
         assert_eq!(err.matches("error: ").count(), 1, "{err}");
         assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(format!("error: {}\n", e.error.message), err);
     }
+    // Bad arguments (clap): exit 2, the error report says `invalid-arguments`.
+    let o = vmm(&["boot", "--probe", "--vcpus", "300"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e: truecold_vmm::report::ErrorReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(e.error.kind, "invalid-arguments");
 }
 
 #[test]

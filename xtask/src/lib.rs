@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use truecold_proto::hex;
 
 /// The target the guest init is built for (static via `+crt-static`).
 pub const INIT_TARGET: &str = "x86_64-unknown-linux-gnu";
@@ -74,10 +75,6 @@ fn run(cmd: &mut Command) -> Result<(), XtaskError> {
 pub fn sha256_file(path: &Path) -> Result<String, XtaskError> {
     let bytes = std::fs::read(path).map_err(io_err("reading", path))?;
     Ok(hex(&Sha256::digest(&bytes)))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// `kernel-config/build.sh <variant> <out>`; `fresh_dir` forces an uncached build there.

@@ -1,12 +1,12 @@
 use super::*;
-use crate::clock::monotonic_ns;
 use crate::launch::End;
 use crate::progress::Style;
 use crate::sample::Stamps;
 use crate::schedule::Slot;
 use std::sync::atomic::{AtomicU64, Ordering};
 use truecold_proof::schema::HostKind;
-use truecold_proto::BootId;
+use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
+use truecold_vmm::timeline::now_ns;
 
 const MIB: u64 = 1 << 20;
 
@@ -14,6 +14,8 @@ const MIB: u64 = 1 << 20;
 /// index is in `fail_at` never reach strict-ready (killed at the deadline); `dup_at` repeats
 /// the boot id of sample 0; `stop_after` sets the stop flag after that many launches.
 struct Fake<'a> {
+    /// Report Linux-shaped observations (a guest record and its boot id).
+    linux: bool,
     fail_at: Vec<u64>,
     dup_at: Vec<u64>,
     stop_after: u64,
@@ -28,7 +30,7 @@ impl Launcher for Fake<'_> {
         if self.stop_after != 0 && k >= self.stop_after {
             self.stop.store(true, Ordering::SeqCst);
         }
-        let request_ns = monotonic_ns().max(slot.intended_ns);
+        let request_ns = now_ns().max(slot.intended_ns);
         let failed = self.fail_at.contains(&slot.index);
         let id = if self.dup_at.contains(&slot.index) {
             0
@@ -36,7 +38,12 @@ impl Launcher for Fake<'_> {
             slot.index
         };
         // The "report" is just the numbers the observe closure needs.
-        let stdout = format!("{request_ns} {id} {}", u8::from(failed)).into_bytes();
+        let stdout = format!(
+            "{request_ns} {id} {} {}",
+            u8::from(failed),
+            u8::from(self.linux)
+        )
+        .into_bytes();
         Attempt {
             slot,
             request_ns,
@@ -57,7 +64,8 @@ impl Launcher for Fake<'_> {
 fn observe(a: &Attempt) -> Result<Observed, String> {
     let text = String::from_utf8(a.stdout.clone()).map_err(|e| e.to_string())?;
     let v: Vec<u64> = text.split(' ').map(|x| x.parse().unwrap()).collect();
-    let (r, id) = (v[0], v[1]);
+    let (r, id, linux) = (v[0], v[1], v[3] == 1);
+    let boot_id = BootId::parse(&format!("{id:08x}-1111-4222-8333-444444444444"));
     let at = |us: u64| Some(r + us * 1000);
     Ok(Observed {
         stamps: Stamps {
@@ -72,10 +80,26 @@ fn observe(a: &Attempt) -> Result<Observed, String> {
             strict_ready: if v[2] == 1 { None } else { at(900 + id % 7) },
             record: if v[2] == 1 { None } else { at(1000 + id % 7) },
         },
+        strict_ready_verified: v[2] != 1,
         memslots: Some(64 * MIB),
         e820_usable: Some(64 * MIB),
-        boot_id: BootId::parse(&format!("{id:08x}-1111-4222-8333-444444444444")),
-        guest: None,
+        guest_ram: Some(64 * MIB),
+        // Only a Linux guest has a boot id (and a record); the probe has neither.
+        boot_id: if linux { boot_id } else { None },
+        guest: linux.then_some(GuestRecord {
+            boot_id,
+            t_init_ns: 30_000_000,
+            t_ready_ns: 40_000_000,
+            t_reply_ns: 40_100_000,
+            t_record_ns: 41_000_000,
+            mem_configured: 64 * MIB,
+            mem_firmware_ram: 64 * MIB,
+            mem_total: 50 * MIB,
+            mem_probe: 4 * MIB,
+            cpus: 1,
+            workload: Workload::BenchOk,
+            code: ErrorCode::Ok,
+        }),
         error: None,
         cmdline: None,
         backing: Some("anon-4k".into()),
@@ -93,9 +117,13 @@ fn spec(schedule: Schedule) -> CampaignSpec {
     }
 }
 
-fn facts() -> HostFacts {
+fn facts(contract: ContractKind) -> HostFacts {
     HostFacts {
-        kind: HostKind::Pvm,
+        // A Linux campaign on a kvm_pvm host is a contradiction the verifier reports.
+        kind: match contract {
+            ContractKind::Linux => HostKind::Hardware,
+            ContractKind::Probe => HostKind::Pvm,
+        },
         cpu_model: "test".into(),
         cores: 2,
         host_kernel: "test".into(),
@@ -124,11 +152,12 @@ fn run_and_write(
     };
     let mut artifacts = BTreeMap::new();
     artifacts.insert("vmm".into(), "0".repeat(64));
-    let result = result_json(sp, &ex, cfg, artifacts, &facts(), vec![]);
+    let result = result_json(sp, &ex, cfg, artifacts, &facts(sp.contract), vec![]);
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("results").join("bundle");
     let inputs = BundleInputs {
-        kernel_config: None,
+        // A Linux bundle carries its kernel's config; a probe bundle never does.
+        kernel_config: (sp.contract == ContractKind::Linux).then(|| b"CONFIG_X=y\n".to_vec()),
         cmdline: "truecold run --probe".into(),
         extra_files: vec![],
     };
@@ -136,22 +165,13 @@ fn run_and_write(
     (ex, w, dir)
 }
 
-fn sha256sum_check(dir: &Path) {
-    let out = std::process::Command::new("sha256sum")
-        .args(["-c", "--strict", "SHA256SUMS"])
-        .current_dir(dir)
-        .output()
-        .expect("sha256sum (coreutils) must be installed");
-    assert!(
-        out.status.success(),
-        "sha256sum -c --strict failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+#[path = "../../tests/common/mod.rs"]
+mod common;
+use common::sha256sum_check;
 
 fn fake(stop: &AtomicBool) -> Fake<'_> {
     Fake {
+        linux: false,
         fail_at: vec![],
         dup_at: vec![],
         stop_after: 0,
@@ -246,8 +266,10 @@ fn interrupted_campaign_writes_a_valid_partial_bundle_marked_incomplete() {
 fn repeated_boot_id_is_written_and_flagged_by_the_verifier() {
     let stop = AtomicBool::new(false);
     let mut f = fake(&stop);
+    f.linux = true;
     f.dup_at = vec![5];
-    let sp = spec(Schedule::Sequential { n: 8 });
+    let mut sp = spec(Schedule::Sequential { n: 8 });
+    sp.contract = ContractKind::Linux;
     let (ex, w, _d) = run_and_write(&sp, &f, &stop);
     assert_eq!(ex.repeated_boot_ids, 1);
     assert_eq!(ex.samples[5].error_kind, "repeated_boot_id");
@@ -276,7 +298,11 @@ fn sweep_and_open_loop_bundles_verify() {
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
     let r = w.verdict.result.unwrap();
     assert_eq!(r.summary.by_concurrency.len(), 3);
-    assert!(r.summary.knee_concurrency.is_some());
+    // The knee is truecold-proof's definition over these levels (none, or one of them).
+    assert_eq!(
+        r.summary.knee_concurrency,
+        truecold_proof::summary::knee(&r.summary.by_concurrency)
+    );
 
     let f = fake(&stop);
     let sp = spec(Schedule::OpenLoop {

@@ -27,7 +27,7 @@ fn slot(index: u64) -> Slot {
     Slot {
         index,
         level: 1,
-        intended_ns: monotonic_ns(),
+        intended_ns: now_ns(),
     }
 }
 
@@ -124,7 +124,7 @@ fn deadline_runs_from_the_intended_time_when_there_is_one() {
     let mut l = launcher(p, 10_000);
     l.from_intended = true;
     // Due 4 s ago: 6 s of the 10 s deadline are left.
-    let due = monotonic_ns() - 4_000_000_000;
+    let due = now_ns() - 4_000_000_000;
     let a = l.launch(Slot {
         index: 0,
         level: 0,
@@ -133,4 +133,17 @@ fn deadline_runs_from_the_intended_time_when_there_is_one() {
     let out = String::from_utf8(a.stdout).unwrap();
     let left: u64 = out.split_whitespace().nth(5).unwrap().parse().unwrap();
     assert!(left <= 6_000 && left > 5_000, "{left}");
+}
+
+#[test]
+fn shell_quote_leaves_safe_words_and_quotes_the_rest() {
+    assert_eq!(shell_quote("--mem-mib=16384"), "--mem-mib=16384");
+    assert_eq!(
+        shell_quote("/usr/bin/truecold-vmm"),
+        "/usr/bin/truecold-vmm"
+    );
+    assert_eq!(shell_quote(""), "''");
+    assert_eq!(shell_quote("a b"), "'a b'");
+    assert_eq!(shell_quote("$HOME;rm"), "'$HOME;rm'");
+    assert_eq!(shell_quote("it's"), r"'it'\''s'");
 }

@@ -40,9 +40,11 @@ fn observed(linux: bool, id: u8) -> Observed {
             strict_ready: Some(1900),
             record: Some(2000),
         },
+        strict_ready_verified: true,
         memslots: Some(128 * MIB),
         e820_usable: Some(128 * MIB),
-        boot_id: Some(boot_id(id)),
+        guest_ram: Some(128 * MIB),
+        boot_id: linux.then(|| boot_id(id)),
         guest: linux.then(|| GuestRecord {
             boot_id: Some(boot_id(id)),
             t_init_ns: 40_000,
@@ -122,10 +124,12 @@ fn intended_time_adds_the_queue_stage_and_moves_the_origin() {
     assert_eq!(s.stages.get(Stage::Queue), Some(600));
     assert_eq!(s.latency_ns, Some(1500));
     assert_eq!(host_sum(&s), 1500);
-    // A probe row carries no Linux guest data.
+    // A probe row carries no Linux guest data and no boot id, but the probe's RAM figure.
     assert_eq!(s.stages.get(Stage::GuestKernelToInit), None);
     assert_eq!(s.guest_mem_total, None);
     assert_eq!(s.workload, "");
+    assert_eq!(s.boot_id, None);
+    assert_eq!(s.guest_mem_firmware, Some(128 * MIB));
 }
 
 #[test]
@@ -218,6 +222,67 @@ fn every_failure_is_kept_with_a_typed_kind() {
     o.boot_id = None;
     o.guest.as_mut().unwrap().boot_id = None;
     assert_eq!(k(&a, Some(&o)), "no_boot_id");
+
+    // A VMM that failed before the guest ran: its kebab-case kind, typed.
+    let mut ex = attempt(0, 1000);
+    ex.end = End::Exited(1);
+    let o = Observed {
+        error: Some(("kernel_missing".into(), "cannot open kernel".into())),
+        ..Observed::default()
+    };
+    assert_eq!(k(&ex, Some(&o)), "vmm_kernel_missing");
+}
+
+/// Every success criterion of the verifier is applied by `classify` too: a row that fails
+/// one is a typed failure, never `ok`.
+#[test]
+fn rows_failing_a_verifier_criterion_are_never_ok() {
+    let linux = ctx(ContractKind::Linux, false);
+    let probe = ctx(ContractKind::Probe, false);
+    let a = attempt(0, 1000);
+    let k = |o: &Observed, c: &RowContext| kind_of(&a, Some(o), None, c).1;
+    let good = observed(true, 1);
+    assert_eq!(k(&good, &linux), "");
+    assert_eq!(k(&observed(false, 1), &probe), "");
+
+    // Strict-ready needs the verified liveness answer, not just a stamp.
+    for c in [&linux, &probe] {
+        let mut o = observed(c.contract == ContractKind::Linux, 1);
+        o.strict_ready_verified = false;
+        assert_eq!(k(&o, c), "no_strict_ready");
+    }
+
+    // Memory: the guest's own figure (the probe's too), memslots, E820, MemTotal.
+    let mut o = good.clone();
+    o.guest.as_mut().unwrap().mem_firmware_ram = 127 * MIB;
+    assert_eq!(k(&o, &linux), "memory_mismatch");
+    let mut o = observed(false, 1);
+    o.guest_ram = Some(127 * MIB);
+    assert_eq!(k(&o, &probe), "memory_mismatch");
+    let mut o = observed(false, 1);
+    o.e820_usable = Some(129 * MIB);
+    assert_eq!(k(&o, &probe), "memory_mismatch");
+    for total in [0, 128 * MIB + 1] {
+        let mut o = good.clone();
+        o.guest.as_mut().unwrap().mem_total = total;
+        assert_eq!(k(&o, &linux), "memory_mismatch", "MemTotal {total}");
+    }
+
+    // CPUs: the guest saw what was configured.
+    let mut o = good.clone();
+    o.guest.as_mut().unwrap().cpus = 2;
+    assert_eq!(k(&o, &linux), "cpu_mismatch");
+
+    // Timeline: host stages tile the headline, Linux has both guest-clock stages.
+    let mut o = good.clone();
+    o.stamps.init_doorbell = None;
+    assert_eq!(k(&o, &linux), "incomplete_timeline");
+    let mut o = observed(false, 1);
+    o.stamps.boot_start = None;
+    assert_eq!(k(&o, &probe), "incomplete_timeline");
+    let mut o = good.clone();
+    o.guest.as_mut().unwrap().t_init_ns = 0;
+    assert_eq!(k(&o, &linux), "incomplete_timeline");
 }
 
 #[test]
@@ -233,14 +298,14 @@ fn error_detail_is_one_bounded_line() {
 
 #[test]
 fn repeated_boot_id_is_a_contract_violation() {
-    let c = ctx(ContractKind::Probe, false);
+    let c = ctx(ContractKind::Linux, false);
     let mut rows: Vec<Sample> = [1u8, 2, 1, 3, 2]
         .iter()
         .enumerate()
         .map(|(i, id)| {
             to_sample(
                 &attempt(i as u64, 1000),
-                Some(&observed(false, *id)),
+                Some(&observed(true, *id)),
                 None,
                 &c,
             )

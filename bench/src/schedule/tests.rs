@@ -1,7 +1,6 @@
 use super::*;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
 
 /// What the fake launcher saw for one launch.
 #[derive(Debug, Clone, Copy)]
@@ -12,18 +11,19 @@ struct Seen {
 
 /// A launcher that launches nothing: it records the slot and how many launches overlapped.
 #[derive(Default)]
-struct Fake {
+struct Fake<'a> {
     in_flight: AtomicU32,
     max_in_flight: AtomicU32,
     launches: AtomicU64,
     /// Set the stop flag at this many launches (0 = never).
     stop_after: u64,
-    stop: Option<&'static AtomicBool>,
-    /// Rendezvous: each launch waits (bounded) until this many are in flight together.
+    stop: Option<&'a AtomicBool>,
+    /// Rendezvous: each launch waits (without a time limit: only logic can fail the test)
+    /// until this many are in flight together.
     gather: Option<(Mutex<u32>, Condvar, u32)>,
 }
 
-impl Launcher for Fake {
+impl Launcher for Fake<'_> {
     type Output = Seen;
     fn launch(&self, slot: Slot) -> Seen {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -37,9 +37,7 @@ impl Launcher for Fake {
             *g += 1;
             cv.notify_all();
             let target = (*g).div_ceil(*want) * *want;
-            let _ = cv
-                .wait_timeout_while(g, Duration::from_secs(20), |g| *g < target)
-                .unwrap();
+            drop(cv.wait_while(g, |g| *g < target).unwrap());
         }
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         Seen {
@@ -306,4 +304,36 @@ fn stop_flag_ends_an_open_loop_and_a_sweep() {
     assert!(r.interrupted);
     assert!(r.levels.len() <= 2, "no level starts after the stop");
     assert_eq!(f.launches.load(Ordering::SeqCst), r.attempts.len() as u64);
+}
+
+/// A stop can land while a lane holds a slot it has not launched yet: every slot handed out
+/// before the stop is launched, none after it, so the indices stay 0..k without a gap.
+#[test]
+fn open_loop_stopped_mid_run_keeps_indices_contiguous() {
+    for round in 0..300u64 {
+        let stop = AtomicBool::new(false);
+        let f = Fake {
+            stop: Some(&stop),
+            stop_after: 2 + round % 13,
+            ..Fake::default()
+        };
+        let r = run_fake(
+            Schedule::OpenLoop {
+                n: 200,
+                interval_ns: 1,
+                max_in_flight: 6,
+            },
+            &f,
+            &stop,
+        );
+        let idx: Vec<u64> = r.attempts.iter().map(|(s, _)| s.index).collect();
+        let k = idx.len() as u64;
+        assert_eq!(
+            idx,
+            (0..k).collect::<Vec<_>>(),
+            "round {round}: a gap in the launched indices"
+        );
+        assert_eq!(f.launches.load(Ordering::SeqCst), k);
+        assert!(k >= f.stop_after && k < 200, "round {round}: {k} launched");
+    }
 }

@@ -1,0 +1,45 @@
+//! Helpers shared by the bench's integration tests and (through `#[path]`) its unit tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `sha256sum -c --strict SHA256SUMS` in `dir`, the check anyone can run on a bundle.
+pub fn sha256sum_check(dir: &Path) {
+    let out = Command::new("sha256sum")
+        .args(["-c", "--strict", "SHA256SUMS"])
+        .current_dir(dir)
+        .output()
+        .expect("sha256sum (coreutils) must be installed");
+    assert!(
+        out.status.success(),
+        "sha256sum -c --strict failed in {}: {}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The debug `truecold-vmm` next to `truecold` in the same target directory; FAILS, saying how
+/// to build it, when it is missing.
+pub fn vmm_next_to(truecold: &Path) -> PathBuf {
+    let p = truecold
+        .parent()
+        .expect("binary directory")
+        .join("truecold-vmm");
+    assert!(
+        p.is_file(),
+        "{} is missing: build it first with `cargo build -p truecold-vmm` (same CARGO_TARGET_DIR \
+         as this test)",
+        p.display()
+    );
+    p
+}
+
+/// FAILS when /dev/kvm is missing (these tests boot the probe guest on it).
+pub fn require_kvm() {
+    assert!(
+        Path::new("/dev/kvm").exists(),
+        "/dev/kvm is missing: this test boots the probe guest on KVM and cannot run without it"
+    );
+}
