@@ -250,7 +250,14 @@ fn map(len: u64, backing: Backing) -> Result<HostMapping, MemoryError> {
     // SAFETY: advising a range this function owns.
     let rc = unsafe { libc::madvise(m.ptr.cast(), m.len, advice) };
     if rc != 0 {
-        return Err(MemoryError::Madvise(std::io::Error::last_os_error()));
+        let e = std::io::Error::last_os_error();
+        // A kernel without madvise (e.g. tinyconfig's ADVISE_SYSCALLS=n) cannot be asked for
+        // 4 KiB pages; `anon` then gets whatever the host's THP mode gives, and the backing
+        // report says what that was. A `thp` request that cannot be made is an error.
+        let unsupported = e.raw_os_error() == Some(libc::ENOSYS);
+        if backing == Backing::Thp || !unsupported {
+            return Err(MemoryError::Madvise(e));
+        }
     }
     Ok(m)
 }
