@@ -319,28 +319,16 @@ fn timeline_gap(s: &Sample, lat: u64, linux: bool) -> Option<String> {
     None
 }
 
-/// The verifier's memory criteria: configured = memslots = E820 usable = the guest's own
-/// figure (required for Linux, checked whenever present), and (Linux) MemTotal in
-/// (0, configured].
+/// The verifier's memory criteria (`Sample::memory_problems`), as a failure detail.
 fn memory_mismatch(s: &Sample, linux: bool) -> Option<String> {
-    let m = s.host_mem_configured;
-    let mut bad = Vec::new();
-    if s.host_memslots != Some(m) {
-        bad.push(format!("memslots {:?}", s.host_memslots));
-    }
-    if s.host_e820_usable != Some(m) {
-        bad.push(format!("E820 usable {:?}", s.host_e820_usable));
-    }
-    if (linux || s.guest_mem_firmware.is_some()) && s.guest_mem_firmware != Some(m) {
-        bad.push(format!("guest firmware map {:?}", s.guest_mem_firmware));
-    }
-    if linux || s.guest_mem_total.is_some() {
-        match s.guest_mem_total {
-            Some(t) if t > 0 && t <= m => {}
-            other => bad.push(format!("guest MemTotal {other:?} not in (0, {m}]")),
-        }
-    }
-    (!bad.is_empty()).then(|| format!("configured {m} bytes but {}", bad.join(", ")))
+    let bad = s.memory_problems(linux);
+    (!bad.is_empty()).then(|| {
+        format!(
+            "configured {} bytes but {}",
+            s.host_mem_configured,
+            bad.join(", ")
+        )
+    })
 }
 
 /// Marks every sample whose boot id was already seen as a contract violation

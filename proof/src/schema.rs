@@ -447,6 +447,32 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// What disagrees in this row's memory figures, empty when they agree. The one
+    /// definition of "memory verified" that the bench (when it classifies a launch) and the
+    /// verifier (when it checks a success) share: host configured = memslots = E820 usable =
+    /// the guest's own RAM figure (required for Linux, checked whenever present), and (Linux)
+    /// the guest's MemTotal in (0, configured].
+    pub fn memory_problems(&self, linux: bool) -> Vec<String> {
+        let m = self.host_mem_configured;
+        let mut bad = Vec::new();
+        if self.host_memslots != Some(m) {
+            bad.push(format!("memslots {:?}", self.host_memslots));
+        }
+        if self.host_e820_usable != Some(m) {
+            bad.push(format!("E820 usable {:?}", self.host_e820_usable));
+        }
+        if (linux || self.guest_mem_firmware.is_some()) && self.guest_mem_firmware != Some(m) {
+            bad.push(format!("guest firmware map {:?}", self.guest_mem_firmware));
+        }
+        if linux || self.guest_mem_total.is_some() {
+            match self.guest_mem_total {
+                Some(t) if t > 0 && t <= m => {}
+                other => bad.push(format!("guest MemTotal {other:?} not in (0, {m}]")),
+            }
+        }
+        bad
+    }
+
     /// An attempt with nothing observed yet: not ok, every optional field empty. The
     /// bench fills it in ([`HostStamps::apply`], [`apply_guest_record`], memory figures,
     /// the boot id of a Linux guest), then sets `ok`, or `error_kind` and `error_detail`.

@@ -630,25 +630,8 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
             format!("sample {i}: host stages sum to {host_sum} ns, latency is {lat} ns"),
         );
     }
-    // Memory: host configured = memslots = E820 usable (= guest firmware map for Linux),
-    // and the guest's MemTotal is positive and at most the configured size.
     let m = s.host_mem_configured;
-    let mut mem_bad = Vec::new();
-    if s.host_memslots != Some(m) {
-        mem_bad.push(format!("memslots {:?}", s.host_memslots));
-    }
-    if s.host_e820_usable != Some(m) {
-        mem_bad.push(format!("E820 usable {:?}", s.host_e820_usable));
-    }
-    if (linux || s.guest_mem_firmware.is_some()) && s.guest_mem_firmware != Some(m) {
-        mem_bad.push(format!("guest firmware map {:?}", s.guest_mem_firmware));
-    }
-    if linux || s.guest_mem_total.is_some() {
-        match s.guest_mem_total {
-            Some(t) if t > 0 && t <= m => {}
-            other => mem_bad.push(format!("guest MemTotal {other:?} not in (0, {m}]")),
-        }
-    }
+    let mem_bad = s.memory_problems(linux);
     if !mem_bad.is_empty() {
         v.add(
             Check::Memory,
