@@ -5,7 +5,7 @@
 #
 # Writes <outdir>/{vmlinux,bzImage,config,manifest.json}. The extracted source is cached
 # once per package version in ${TRUECOLD_CACHE:-/var/cache/truecold}/src/, each build in
-# .../kernel/<key>/ where key = sha256(package version, fragments, this script).
+# .../kernel/<key>/ where key = sha256(package version, fragments, this script, toolchain).
 # A finished build whose key matches is reused (its files are re-hashed first).
 #
 # Environment:
@@ -72,7 +72,9 @@ HAVE=$(pkg_version "$PKG")
 # --- 2. cache key ------------------------------------------------------------------------
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 SCRIPT_SHA=$(sha "$HERE/build.sh")
-KEY_INPUT="package=$PKG=$PKG_VERSION"$'\n'"script=$SCRIPT_SHA"$'\n'
+# The toolchain is an input too: a gcc or binutils update must not reuse a build it did not make.
+TOOLCHAIN="gcc=$(dpkg-query -W -f='${Version}' gcc-12 2>/dev/null || gcc -dumpfullversion) binutils=$(dpkg-query -W -f='${Version}' binutils 2>/dev/null || ld --version | head -1) make=$(dpkg-query -W -f='${Version}' make 2>/dev/null || make --version | head -1)"
+KEY_INPUT="package=$PKG=$PKG_VERSION"$'\n'"script=$SCRIPT_SHA"$'\n'"toolchain=$TOOLCHAIN"$'\n'
 FRAG_JSON=""
 for f in "${FRAGMENTS[@]}"; do
   h=$(sha "$HERE/$f")
@@ -192,6 +194,7 @@ cat >"$ART/manifest.json" <<EOF
   "package": "$PKG",
   "package_version": "$PKG_VERSION",
   "build_script_sha256": "$SCRIPT_SHA",
+  "toolchain": "$TOOLCHAIN",
   "cache_key": "$KEY",
   "fragments": [$FRAG_JSON
   ],
