@@ -4,7 +4,7 @@
 
 use crate::launch::{Attempt, End};
 use std::collections::HashMap;
-use truecold_proof::schema::{ContractKind, Sample, Stage, StageKind, StageTimes};
+use truecold_proof::schema::{ContractKind, Sample, Stage, StageTimes};
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
 
 /// The VMM's CLOCK_MONOTONIC stamps this crate uses (`None` = not reached).
@@ -298,12 +298,7 @@ fn timeline_gap(s: &Sample, lat: u64, linux: bool) -> Option<String> {
     if s.stages.get(Stage::Spawn).is_none() {
         return Some("no spawn stage (the VMM reported no boot start)".into());
     }
-    let host_sum: u128 = Stage::ALL
-        .iter()
-        .filter(|st| st.kind() == StageKind::Host)
-        .filter_map(|st| s.stages.get(*st))
-        .map(u128::from)
-        .sum();
+    let host_sum = s.host_stage_sum();
     if host_sum != u128::from(lat) {
         return Some(format!(
             "host stages sum to {host_sum} ns, latency is {lat} ns (a stamp missing or out of order)"

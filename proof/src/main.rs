@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use truecold_proof::verify::chain;
 use truecold_proof::{compare_bundles, regenerate, verify_dir, CompareOptions};
 
 #[derive(Parser)]
@@ -160,15 +161,4 @@ fn main() -> ExitCode {
         },
     };
     ExitCode::from(code as u8)
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }

@@ -447,6 +447,17 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// Sum of the host stages (those that tile the headline), in u128 so it cannot
+    /// overflow; equals `latency_ns` for every well-formed success.
+    pub fn host_stage_sum(&self) -> u128 {
+        Stage::ALL
+            .iter()
+            .filter(|st| st.kind() == StageKind::Host)
+            .filter_map(|st| self.stages.get(*st))
+            .map(u128::from)
+            .sum()
+    }
+
     /// What disagrees in this row's memory figures, empty when they agree. The one
     /// definition of "memory verified" that the bench (when it classifies a launch) and the
     /// verifier (when it checks a success) share: host configured = memslots = E820 usable =

@@ -314,7 +314,8 @@ pub fn verify_dir(dir: &Path) -> Verdict {
     v
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+/// An error and its `source()` chain on one line, `: `-separated (printed once, at the top).
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -618,12 +619,7 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
             format!("successful sample {i} has no spawn stage"),
         );
     }
-    let host_sum: u128 = Stage::ALL
-        .iter()
-        .filter(|st| st.kind() == StageKind::Host)
-        .filter_map(|st| s.stages.get(*st))
-        .map(u128::from)
-        .sum();
+    let host_sum = s.host_stage_sum();
     if host_sum != u128::from(lat) {
         v.add(
             Check::StageTiling,
