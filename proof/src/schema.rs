@@ -673,14 +673,6 @@ mod tests {
         Sample::new(0, ContractKind::Linux, 0, 0)
     }
 
-    fn host_sum(s: &Sample) -> u64 {
-        Stage::ALL
-            .iter()
-            .filter(|st| st.kind() == StageKind::Host)
-            .filter_map(|st| s.stages.get(*st))
-            .sum()
-    }
-
     #[test]
     fn stamps_tile_the_headline_with_intended_time_and_missing_stamps() {
         let st = HostStamps {
@@ -709,7 +701,7 @@ mod tests {
         assert_eq!(s.stages.get(Stage::GuestInit), Some(5_900));
         assert_eq!(s.stages.get(Stage::Workload), Some(500));
         assert_eq!(s.stages.get(Stage::Teardown), Some(200));
-        assert_eq!(host_sum(&s), 8_300);
+        assert_eq!(s.host_stage_sum(), 8_300);
     }
 
     #[test]
@@ -741,7 +733,7 @@ mod tests {
         assert_eq!(s.stages.get(Stage::Spawn), None);
         assert_eq!(s.stages.get(Stage::Challenge), Some(110));
         assert_eq!(s.latency_ns, Some(100));
-        assert_ne!(host_sum(&s), 100); // the verifier will report the broken tiling
+        assert_ne!(s.host_stage_sum(), 100); // the verifier will report the broken tiling
     }
 
     #[test]

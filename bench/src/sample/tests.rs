@@ -1,6 +1,5 @@
 use super::*;
 use crate::schedule::Slot;
-use truecold_proof::schema::StageKind;
 
 const MIB: u64 = 1 << 20;
 
@@ -75,14 +74,6 @@ fn ctx(contract: ContractKind, intended: bool) -> RowContext {
     }
 }
 
-fn host_sum(s: &Sample) -> u64 {
-    Stage::ALL
-        .iter()
-        .filter(|st| st.kind() == StageKind::Host)
-        .filter_map(|st| s.stages.get(*st))
-        .sum()
-}
-
 #[test]
 fn success_stages_tile_the_headline() {
     let s = to_sample(
@@ -97,7 +88,7 @@ fn success_stages_tile_the_headline() {
     assert_eq!(s.intended_request_ns, None);
     assert_eq!(s.latency_ns, Some(900));
     assert_eq!(s.latency_ns, s.derived_latency());
-    assert_eq!(host_sum(&s), 900);
+    assert_eq!(s.host_stage_sum(), 900);
     assert_eq!(s.stages.get(Stage::Queue), None);
     assert_eq!(s.stages.get(Stage::Spawn), Some(100));
     assert_eq!(s.stages.get(Stage::Vcpus), Some(100));
@@ -123,7 +114,7 @@ fn intended_time_adds_the_queue_stage_and_moves_the_origin() {
     assert_eq!(s.intended_request_ns, Some(400));
     assert_eq!(s.stages.get(Stage::Queue), Some(600));
     assert_eq!(s.latency_ns, Some(1500));
-    assert_eq!(host_sum(&s), 1500);
+    assert_eq!(s.host_stage_sum(), 1500);
     // A probe row carries no Linux guest data and no boot id, but the probe's RAM figure.
     assert_eq!(s.stages.get(Stage::GuestKernelToInit), None);
     assert_eq!(s.guest_mem_total, None);
