@@ -167,6 +167,11 @@ pub fn to_sample(
         },
         guest_mem_total: if linux { g.map(|g| g.mem_total) } else { None },
         guest_cpus: if linux { g.map(|g| g.cpus) } else { None },
+        guest_platform: if linux {
+            g.map(|g| g.platform.clone())
+        } else {
+            None
+        },
         workload,
         ok: false,
         error_kind: String::new(),
@@ -285,6 +290,11 @@ fn classify(
                 s.guest_cpus, ctx.vcpus
             ),
         );
+    }
+    if linux {
+        if let Some(why) = s.platform_problem(ctx.vcpus) {
+            return fail("platform_mismatch", why);
+        }
     }
     if linux && s.boot_id.is_none() {
         return fail("no_boot_id", "strict-ready without a boot id".into());

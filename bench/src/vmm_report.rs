@@ -84,6 +84,7 @@ fn guest_record(g: &GuestRecordReport) -> Result<GuestRecord, String> {
         mem_total: g.mem_total,
         mem_probe: g.mem_probe,
         cpus: g.cpus,
+        platform: g.platform.clone(),
         workload,
         code,
     })

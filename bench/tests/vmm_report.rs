@@ -60,7 +60,13 @@ fn linux_shaped(mut v: serde_json::Value, reply_id: &str, record_id: &str) -> se
         "boot_id": record_id, "t_init_ns": 30000000u64, "t_ready_ns": 41000000u64,
         "t_reply_ns": 41100000u64, "t_record_ns": 42000000u64, "mem_configured": 67108864u64,
         "mem_firmware_ram": 67108864u64, "mem_total": 50000000u64, "mem_probe": 4194304u64,
-        "cpus": 2, "workload": "BENCH_OK", "code": "ok"
+        "cpus": 2,
+        "platform": {
+            "packages": 1, "cores_per_package": 2, "threads_per_core": 1,
+            "tsc_deadline_timer": true, "constant_tsc": false, "nonstop_tsc": false,
+            "tsc_unstable": false, "clocksource": "kvm-clock"
+        },
+        "workload": "BENCH_OK", "code": "ok"
     });
     v
 }
@@ -74,6 +80,8 @@ fn linux_report_carries_boot_id_record_and_cmdline() {
     assert_eq!(o.boot_id.unwrap().as_str(), id);
     let g = o.guest.unwrap();
     assert_eq!((g.t_init_ns, g.cpus), (30_000_000, 2));
+    assert!(g.platform.topology_is(2));
+    assert_eq!(g.platform.clocksource.unwrap().as_str(), "kvm-clock");
     assert_eq!(g.workload, Workload::BenchOk);
     assert_eq!(g.code, ErrorCode::Ok);
     assert!(o.cmdline.unwrap().contains("truecold.mem=67108864"));

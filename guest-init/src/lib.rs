@@ -1,7 +1,10 @@
 //! Pure parts of `truecold-init`, the guest's PID 1: parsers of what the kernel shows the
 //! guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net` spec), the
 //! memory bounds, the probe pattern and the workload payload. No I/O here, so everything is
-//! unit-tested on the host. The steps that touch the system live in the binary (`main.rs`).
+//! unit-tested on the host — except [`platform::read`], which both binaries share. The steps
+//! that touch the system live in the binaries (`main.rs`, `bin/platform-init.rs`).
+
+pub mod platform;
 
 use sha2::{Digest, Sha256};
 
@@ -26,6 +29,8 @@ pub enum ParseError {
     BadCpuList(String),
     #[error("malformed network spec `{0}` (want <dev>,<a.b.c.d>/<prefix>)")]
     BadNetSpec(String),
+    #[error("/proc/cpuinfo: {0}")]
+    Cpuinfo(&'static str),
 }
 
 /// The `type` of firmware memory map entries that count as RAM.
@@ -165,6 +170,73 @@ pub fn parse_cpu_count(text: &str) -> Result<u32, ParseError> {
     }
     Ok(n)
 }
+
+/// The topology and TSC facts of `/proc/cpuinfo` (x86): packages are the distinct `physical
+/// id`s over all processors; cores per package and threads per core come from the boot CPU's
+/// `cpu cores` and `siblings`. A kernel without SMP prints none of those lines: then exactly
+/// one processor is one package of one core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuinfoFacts {
+    pub processors: u32,
+    pub packages: u32,
+    pub cores_per_package: u32,
+    pub threads_per_core: u32,
+    pub tsc_deadline_timer: bool,
+    pub constant_tsc: bool,
+    pub nonstop_tsc: bool,
+}
+
+/// Parses `/proc/cpuinfo` into [`CpuinfoFacts`].
+pub fn parse_cpuinfo(text: &str) -> Result<CpuinfoFacts, ParseError> {
+    let mut processors = 0u32;
+    let mut package_ids: Vec<u64> = Vec::new();
+    let (mut cores, mut siblings, mut flags) = (None, None, None);
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let first = processors == 1;
+        match key {
+            "processor" => processors += 1,
+            "physical id" => {
+                let id = parse_dec(value)?;
+                if !package_ids.contains(&id) {
+                    package_ids.push(id);
+                }
+            }
+            "cpu cores" if first => cores = Some(parse_dec(value)?),
+            "siblings" if first => siblings = Some(parse_dec(value)?),
+            "flags" if first => flags = Some(value),
+            _ => {}
+        }
+    }
+    if processors == 0 {
+        return Err(ParseError::Cpuinfo("no processor"));
+    }
+    let flags = flags.ok_or(ParseError::Cpuinfo("no flags line"))?;
+    let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+    let small = |v: u64| u32::try_from(v).map_err(|_| ParseError::Cpuinfo("count out of range"));
+    let (packages, cores_per_package, threads_per_core) = match (cores, siblings) {
+        (Some(c), Some(s)) if c > 0 && s % c == 0 && !package_ids.is_empty() => {
+            (small(package_ids.len() as u64)?, small(c)?, small(s / c)?)
+        }
+        (None, None) if package_ids.is_empty() && processors == 1 => (1, 1, 1),
+        _ => return Err(ParseError::Cpuinfo("inconsistent topology lines")),
+    };
+    Ok(CpuinfoFacts {
+        processors,
+        packages,
+        cores_per_package,
+        threads_per_core,
+        tsc_deadline_timer: has("tsc_deadline_timer"),
+        constant_tsc: has("constant_tsc"),
+        nonstop_tsc: has("nonstop_tsc"),
+    })
+}
+
+/// The kernel-log line x86 prints when it stops trusting the TSC (`mark_tsc_unstable`).
+pub const TSC_UNSTABLE_LOG: &str = "Marking TSC unstable";
 
 /// A parsed `truecold.net=<dev>,<a.b.c.d>/<prefix>`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -41,6 +41,7 @@ fn main() {
         mem_total: 0,
         mem_probe: 0,
         cpus: 0,
+        platform: Default::default(),
         workload: Workload::NotRun,
         code: ErrorCode::Ok,
     };
@@ -50,6 +51,9 @@ fn main() {
                 report(&e);
                 rec.code = e.code();
             }
+            // After the workload, outside the measured window; informational for the guest,
+            // checked by the host against the configured topology.
+            rec.platform = truecold_init::platform::read();
             finish(p, rec);
         }
         // Without the ports nothing can reach the host; the console may still show it.

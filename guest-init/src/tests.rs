@@ -177,3 +177,71 @@ fn payload_is_fixed() {
 }
 
 const PAYLOAD_SHA256_HEX: &str = "e97a7070f844ef664513ec407d6603a27ee8af5d1b0858318298afcfc55822e9";
+
+const CPUINFO_2: &str = "processor\t: 0\nvendor_id\t: AuthenticAMD\nphysical id\t: 0\n\
+siblings\t: 2\ncore id\t\t: 0\ncpu cores\t: 2\napicid\t\t: 0\n\
+flags\t\t: fpu tsc constant_tsc nonstop_tsc tsc_deadline_timer hypervisor\n\n\
+processor\t: 1\nvendor_id\t: AuthenticAMD\nphysical id\t: 0\nsiblings\t: 2\n\
+core id\t\t: 1\ncpu cores\t: 2\napicid\t\t: 1\nflags\t\t: fpu tsc\n\n";
+
+#[test]
+fn cpuinfo_one_package_two_cores() {
+    let f = parse_cpuinfo(CPUINFO_2).unwrap();
+    assert_eq!(
+        f,
+        CpuinfoFacts {
+            processors: 2,
+            packages: 1,
+            cores_per_package: 2,
+            threads_per_core: 1,
+            tsc_deadline_timer: true,
+            constant_tsc: true,
+            nonstop_tsc: true,
+        }
+    );
+}
+
+#[test]
+fn cpuinfo_two_sockets_and_smt_and_up() {
+    // What truecold's guest saw before the platform fix: two packages of one core.
+    let two = CPUINFO_2
+        .replace("cpu cores\t: 2", "cpu cores\t: 1")
+        .replace("siblings\t: 2", "siblings\t: 1")
+        .replacen("physical id\t: 0", "physical id\t: 7", 1);
+    let f = parse_cpuinfo(&two).unwrap();
+    assert_eq!(
+        (f.packages, f.cores_per_package, f.threads_per_core),
+        (2, 1, 1)
+    );
+    assert!(f.tsc_deadline_timer, "flags come from the boot CPU");
+    let smt = CPUINFO_2.replace("cpu cores\t: 2", "cpu cores\t: 1");
+    let f = parse_cpuinfo(&smt).unwrap();
+    assert_eq!(
+        (f.packages, f.cores_per_package, f.threads_per_core),
+        (1, 1, 2)
+    );
+    let up = "processor\t: 0\nflags\t\t: fpu tsc\n";
+    let f = parse_cpuinfo(up).unwrap();
+    assert_eq!(
+        (f.packages, f.cores_per_package, f.threads_per_core),
+        (1, 1, 1)
+    );
+    assert!(!f.constant_tsc);
+}
+
+#[test]
+fn cpuinfo_rejections() {
+    assert!(parse_cpuinfo("").is_err());
+    assert!(parse_cpuinfo("processor\t: 0\n").is_err(), "no flags");
+    let bad_ratio = CPUINFO_2.replace("siblings\t: 2", "siblings\t: 3");
+    assert!(parse_cpuinfo(&bad_ratio).is_err());
+    let zero = CPUINFO_2.replace("cpu cores\t: 2", "cpu cores\t: 0");
+    assert!(parse_cpuinfo(&zero).is_err());
+    let junk = CPUINFO_2.replace("physical id\t: 0", "physical id\t: x");
+    assert!(parse_cpuinfo(&junk).is_err());
+    let two_up = "processor\t: 0\nflags\t\t: fpu\n\nprocessor\t: 1\nflags\t\t: fpu\n";
+    assert!(
+        parse_cpuinfo(two_up).is_err(),
+        "two CPUs without topology lines"
+    );
+}

@@ -14,6 +14,7 @@
 //! Timings under emulation are functional evidence only: never asserted, never published as
 //! results (bundles made this way say `nested-emulated`).
 
+pub mod engines;
 pub mod stream;
 
 use std::fs;
@@ -162,16 +163,42 @@ pub struct Layout {
     pub l1_init: PathBuf,
     pub vmm: PathBuf,
     pub bench: PathBuf,
+    /// The static `truecold-engines` (engines side by side inside L1).
+    pub engines: PathBuf,
     pub guest_dir: PathBuf,
 }
 
+/// The Firecracker binary for engine runs in L1: `$TRUECOLD_FIRECRACKER`, else the static
+/// build in `../shared/peers/bin/firecracker` beside the clone; an error naming both when
+/// neither exists.
+pub fn firecracker() -> Result<PathBuf, NestedError> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let path = std::env::var_os("TRUECOLD_FIRECRACKER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("../shared/peers/bin/firecracker"));
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(NestedError::Missing {
+            what: "the Firecracker binary",
+            path,
+            hint: "set TRUECOLD_FIRECRACKER to a static firecracker v1.16.1 (the project's \
+                   ../shared/peers/README.md says how it is built from the official sources)",
+        })
+    }
+}
+
 /// The guest artifacts L1 gets, under `/guest/`.
-pub const GUEST_FILES: [&str; 5] = [
+pub const GUEST_FILES: [&str; 6] = [
     "vmlinux",
     "initramfs.cpio",
     "config",
     "manifest.json",
     "init",
+    "platform-initramfs.cpio",
 ];
 
 impl Layout {
@@ -191,6 +218,7 @@ impl Layout {
             l1_init: stat.join("truecold-l1-init"),
             vmm: stat.join("truecold-vmm"),
             bench: stat.join("truecold"),
+            engines: stat.join("truecold-engines"),
             guest_dir: var("TRUECOLD_GUEST_DIR").unwrap_or_else(|| root.join("out/guest")),
         }
     }
@@ -203,6 +231,7 @@ impl Layout {
             ("the static truecold-l1-init", self.l1_init.clone()),
             ("the static truecold-vmm", self.vmm.clone()),
             ("the static truecold bench", self.bench.clone()),
+            ("the static truecold-engines", self.engines.clone()),
         ];
         need.extend(
             GUEST_FILES
@@ -232,6 +261,11 @@ impl Layout {
             L1File {
                 dest: "bin/truecold".into(),
                 src: self.bench.clone(),
+                executable: true,
+            },
+            L1File {
+                dest: "bin/truecold-engines".into(),
+                src: self.engines.clone(),
                 executable: true,
             },
         ];

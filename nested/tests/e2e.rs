@@ -8,7 +8,10 @@
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
-use truecold_nested::{run_l1, write_initramfs, Job, L1File, L1Run, Layout, KVM_CHECK};
+use truecold_nested::engines::RunRow;
+use truecold_nested::{
+    firecracker, run_l1, write_initramfs, Job, L1File, L1Run, Layout, KVM_CHECK,
+};
 
 fn layout() -> Layout {
     let l = Layout::discover();
@@ -196,4 +199,77 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
     let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     assert_eq!(csv.lines().count(), 4, "{csv}");
     assert!(csv.lines().skip(1).all(|l| l.contains("BENCH_OK")), "{csv}");
+}
+
+/// The regression guard of the platform (vmm/src/cpuid.rs): the same vmlinux and the same
+/// minimal init (`truecold-platform-init`: reads the platform, prints its record, reboots)
+/// under truecold-vmm and under Firecracker v1.16.1 (as released, seccomp on) in one L1. The
+/// guest must see the same platform under both — one package of 2 single-threaded cores, the
+/// TSC deadline timer, a TSC not marked unstable, the same clocksource. Times are not asserted.
+#[test]
+fn guest_sees_the_same_platform_under_truecold_and_firecracker() {
+    let l = layout();
+    let fc = firecracker().unwrap_or_else(|e| panic!("{e}"));
+    let mut files = l.l1_files();
+    files.push(L1File {
+        dest: "bin/firecracker".into(),
+        src: fc,
+        executable: true,
+    });
+    let job = Job {
+        argv: [
+            "/bin/truecold-engines",
+            "--engine",
+            "truecold=/bin/truecold-vmm",
+            "--engine",
+            "firecracker=/bin/firecracker",
+            "--kernel",
+            "/guest/vmlinux",
+            "--initramfs",
+            "/guest/platform-initramfs.cpio",
+            "--vcpus",
+            "2",
+            "--mem-mib",
+            "256",
+            "--console",
+            "--rounds",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec(),
+        stdout: None,
+    };
+    let out = l1_run(&l, "platform", &job, &files, 900);
+    let logs: String = out
+        .files
+        .iter()
+        .filter(|(k, _)| k.starts_with("logs/"))
+        .map(|(k, v)| format!("== {k}\n{}", String::from_utf8_lossy(v)))
+        .collect();
+    assert_eq!(out.job_exit, 0, "{logs}");
+    let csv = String::from_utf8_lossy(&out.files["engines.csv"]).into_owned();
+    let rows: Vec<RunRow> = csv
+        .lines()
+        .skip(1)
+        .map(|l| RunRow::parse(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    let platform = |arm: &str| {
+        rows.iter()
+            .find(|r| r.arm == arm)
+            .and_then(|r| r.platform.clone())
+            .unwrap_or_else(|| panic!("no platform record from {arm}:\n{csv}\n{logs}"))
+    };
+    let (tc, fc) = (platform("truecold"), platform("firecracker"));
+    assert_eq!(tc, fc, "the guest saw different platforms:\n{logs}");
+    assert!(tc.topology_is(2), "{tc:?}");
+    assert!(tc.tsc_deadline_timer, "{tc:?}");
+    assert!(!tc.tsc_unstable, "{tc:?}\n{logs}");
+    assert!(tc.clocksource.is_some(), "{tc:?}");
+    let fc_row = rows.iter().find(|r| r.arm == "firecracker").unwrap();
+    assert_eq!(
+        fc_row.exit_code,
+        Some(0),
+        "Firecracker ends on the guest's reboot:\n{logs}"
+    );
 }

@@ -7,7 +7,7 @@
 //! columns, wrong field counts, and non-canonical numbers are errors. Never panics.
 
 use crate::schema::{ContractKind, Sample, Stage, StageTimes, STAGE_COUNT};
-use truecold_proto::BootId;
+use truecold_proto::{BootId, Clocksource, GuestPlatform};
 
 /// Why `samples.csv` could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +69,14 @@ pub fn columns() -> Vec<String> {
             "guest_mem_firmware",
             "guest_mem_total",
             "guest_cpus",
+            "guest_packages",
+            "guest_cores_per_package",
+            "guest_threads_per_core",
+            "guest_tsc_deadline_timer",
+            "guest_constant_tsc",
+            "guest_nonstop_tsc",
+            "guest_tsc_unstable",
+            "guest_clocksource",
             "workload",
             "ok",
             "error_kind",
@@ -94,6 +102,29 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
+/// The eight platform fields: all empty without a platform.
+fn platform_fields(p: Option<&GuestPlatform>) -> [String; PLATFORM_FIELDS] {
+    let b = |v: bool| if v { "true" } else { "false" }.to_string();
+    match p {
+        None => Default::default(),
+        Some(p) => [
+            p.packages.to_string(),
+            p.cores_per_package.to_string(),
+            p.threads_per_core.to_string(),
+            b(p.tsc_deadline_timer),
+            b(p.constant_tsc),
+            b(p.nonstop_tsc),
+            b(p.tsc_unstable),
+            p.clocksource
+                .as_ref()
+                .map_or("none", |c| c.as_str())
+                .to_string(),
+        ],
+    }
+}
+
+const PLATFORM_FIELDS: usize = 8;
+
 /// Writes the samples as CSV text.
 pub fn write_samples(samples: &[Sample]) -> String {
     let mut out = columns().join(",");
@@ -117,6 +148,9 @@ pub fn write_samples(samples: &[Sample]) -> String {
             opt(s.guest_mem_firmware),
             opt(s.guest_mem_total),
             opt(s.guest_cpus),
+        ]);
+        fields.extend(platform_fields(s.guest_platform.as_ref()));
+        fields.extend([
             s.workload.clone(),
             if s.ok { "true" } else { "false" }.to_string(),
             s.error_kind.clone(),
@@ -262,6 +296,38 @@ impl Row<'_> {
     fn u32(&self, i: usize) -> Result<u32, CsvError> {
         self.opt_u32(i)?.ok_or_else(|| self.bad(i, "required"))
     }
+    fn bool(&self, i: usize) -> Result<bool, CsvError> {
+        match self.str(i) {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(self.bad(i, "want true or false")),
+        }
+    }
+    /// The platform fields starting at `i`: all empty (none) or all present.
+    fn platform(&self, i: usize) -> Result<Option<GuestPlatform>, CsvError> {
+        if (i..i + PLATFORM_FIELDS).all(|k| self.str(k).is_empty()) {
+            return Ok(None);
+        }
+        let cs = i + PLATFORM_FIELDS - 1;
+        let clocksource = match self.str(cs) {
+            "none" => None,
+            v => Some(
+                Clocksource::parse(v)
+                    .filter(|c| c.as_str() == v)
+                    .ok_or_else(|| self.bad(cs, "not a clocksource name"))?,
+            ),
+        };
+        Ok(Some(GuestPlatform {
+            packages: self.u32(i)?,
+            cores_per_package: self.u32(i + 1)?,
+            threads_per_core: self.u32(i + 2)?,
+            tsc_deadline_timer: self.bool(i + 3)?,
+            constant_tsc: self.bool(i + 4)?,
+            nonstop_tsc: self.bool(i + 5)?,
+            tsc_unstable: self.bool(i + 6)?,
+            clocksource,
+        }))
+    }
 }
 
 /// Parses `samples.csv` strictly. Row order and values are returned as written; the
@@ -323,11 +389,8 @@ pub fn read_samples(bytes: &[u8]) -> Result<Vec<Sample>, CsvError> {
         if boot_id.is_some_and(|b| b.as_str() != r.str(m)) {
             return Err(r.bad(m, "not a boot id UUID"));
         }
-        let ok = match r.str(m + 8) {
-            "true" => true,
-            "false" => false,
-            _ => return Err(r.bad(m + 8, "want true or false")),
-        };
+        let p = PLATFORM_FIELDS;
+        let ok = r.bool(m + 8 + p)?;
         out.push(Sample {
             index: r.u64(0)?,
             contract: ContractKind::parse(r.str(1))
@@ -345,10 +408,11 @@ pub fn read_samples(bytes: &[u8]) -> Result<Vec<Sample>, CsvError> {
             guest_mem_firmware: r.opt_u64(m + 4)?,
             guest_mem_total: r.opt_u64(m + 5)?,
             guest_cpus: r.opt_u32(m + 6)?,
-            workload: r.str(m + 7).to_string(),
+            guest_platform: r.platform(m + 7)?,
+            workload: r.str(m + 7 + p).to_string(),
             ok,
-            error_kind: r.str(m + 9).to_string(),
-            error_detail: r.str(m + 10).to_string(),
+            error_kind: r.str(m + 9 + p).to_string(),
+            error_detail: r.str(m + 10 + p).to_string(),
         });
     }
     Ok(out)

@@ -7,12 +7,12 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use truecold_proto::BootId;
+use truecold_proto::{BootId, GuestPlatform};
 
 use crate::summary::Summaries;
 
 /// The schema this crate writes and the only one it reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Name of the headline metric: request (intended request time where there is one) →
 /// strict-ready.
@@ -436,6 +436,8 @@ pub struct Sample {
     pub guest_mem_total: Option<u64>,
     /// Guest: online CPUs.
     pub guest_cpus: Option<u32>,
+    /// Guest: the platform its kernel saw (topology, TSC, clocksource); Linux rows only.
+    pub guest_platform: Option<GuestPlatform>,
     /// Workload result: `BENCH_OK`, `not_run`, a guest error name, or empty if no record.
     pub workload: String,
     /// The attempt reached strict-ready, verified, within the deadline.
@@ -484,6 +486,20 @@ impl Sample {
         bad
     }
 
+    /// Why this row's guest platform is not the one configured (`vcpus` vCPUs as one package
+    /// of single-threaded cores), or `None` when it is. The one definition the bench (when it
+    /// classifies a Linux launch) and the verifier (when it checks a Linux success) share.
+    pub fn platform_problem(&self, vcpus: u32) -> Option<String> {
+        match &self.guest_platform {
+            None => Some("the guest reported no platform".into()),
+            Some(p) if !p.topology_is(vcpus) => Some(format!(
+                "the guest saw {} package(s) × {} core(s) × {} thread(s), configured 1 × {vcpus} × 1",
+                p.packages, p.cores_per_package, p.threads_per_core
+            )),
+            Some(_) => None,
+        }
+    }
+
     /// An attempt with nothing observed yet: not ok, every optional field empty. The
     /// bench fills it in ([`HostStamps::apply`], [`apply_guest_record`], memory figures,
     /// the boot id of a Linux guest), then sets `ok`, or `error_kind` and `error_detail`.
@@ -509,6 +525,7 @@ impl Sample {
             guest_mem_firmware: None,
             guest_mem_total: None,
             guest_cpus: None,
+            guest_platform: None,
             workload: String::new(),
             ok: false,
             error_kind: String::new(),

@@ -60,6 +60,8 @@ pub enum Check {
     StageTiling,
     /// A success lacks what a success needs (ready stamp, boot id, workload, guest data).
     SuccessIncomplete,
+    /// A Linux success whose guest saw a topology other than the configured one.
+    Platform,
     /// A success later than the deadline.
     OverDeadline,
     /// `ok` and `error_kind` disagree.
@@ -494,6 +496,12 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                 ),
             );
         }
+        if c.kind == ContractKind::Probe && s.guest_platform.is_some() {
+            v.add(
+                Check::RowContract,
+                format!("probe sample {i} carries a Linux guest platform"),
+            );
+        }
         if c.kind == ContractKind::Probe {
             for st in Stage::ALL.iter().filter(|st| st.kind() == StageKind::Guest) {
                 if s.stages.get(*st).is_some() {
@@ -654,6 +662,9 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
                     format!("successful Linux sample {i} has no `{}` stage", st.name()),
                 );
             }
+        }
+        if let Some(why) = s.platform_problem(r.configuration.vcpus) {
+            v.add(Check::Platform, format!("successful sample {i}: {why}"));
         }
         if s.guest_cpus != Some(r.configuration.vcpus) {
             v.add(

@@ -230,3 +230,63 @@ fn bad_artifact_digest_and_stale_readme() {
     assert_eq!(v.reasons.len(), 1, "{}", v.render(&dir, 50));
     assert!(v.render(&dir, 5).contains("README.md"));
 }
+
+/// A Linux success whose guest saw another topology than the configured one (two packages of
+/// one core for 2 vCPUs: what truecold's guests saw before the platform fix), one with no
+/// platform at all, and a probe row carrying a platform: each its own reason.
+#[test]
+fn wrong_guest_topology_is_caught() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = fresh(t.path(), "b");
+    edit_rows(&dir, |rows| {
+        // Columns: guest_cpus (2), then packages, cores per package, threads per core.
+        let fix = |row: &mut String, from: &str, to: &str| {
+            assert!(row.contains(from), "{row}");
+            *row = row.replacen(from, to, 1);
+        };
+        fix(&mut rows[0], ",2,1,2,1,true,", ",2,2,1,1,true,");
+        fix(
+            &mut rows[1],
+            ",2,1,2,1,true,false,false,false,kvm-clock,",
+            ",2,,,,,,,,,",
+        );
+    });
+    resum(&dir);
+    let v = verdict(&dir);
+    assert_has(&v, &dir, Check::Platform);
+    let text = v.render(&dir, 50);
+    assert!(
+        text.contains("successful sample 0: the guest saw 2 package(s) × 1 core(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("successful sample 1: the guest reported no platform"),
+        "{text}"
+    );
+    let bad_csv = t.path().join("c");
+    copy_dir(&fresh(t.path(), "c0"), &bad_csv);
+    edit_rows(&bad_csv, |rows| {
+        rows[0] = rows[0].replacen(
+            ",true,false,false,false,kvm-clock,",
+            ",yes,false,false,false,kvm-clock,",
+            1,
+        );
+    });
+    resum(&bad_csv);
+    assert_has(&verdict(&bad_csv), &bad_csv, Check::SamplesCsv);
+}
+
+#[test]
+fn probe_row_with_a_platform_is_caught() {
+    let t = tempfile::tempdir().unwrap();
+    let f = Fixture::probe(10);
+    let mut s = f.samples();
+    s[3].guest_platform = Some(truecold_proto::GuestPlatform::default());
+    let r = f.result(&s);
+    let w = truecold_proof::write_bundle(&t.path().join("b"), &r, &s, &f.inputs()).unwrap();
+    assert!(
+        w.verdict.has(Check::RowContract),
+        "{}",
+        w.verdict.render(&w.path, 50)
+    );
+}

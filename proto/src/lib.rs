@@ -333,6 +333,86 @@ impl Workload {
     }
 }
 
+/// A clocksource name as the guest's kernel reports it (`current_clocksource`): 1 to
+/// [`Clocksource::MAX_LEN`] characters of `[a-z0-9_-]`, so it travels in a `TC1` value and
+/// a CSV field unchanged.
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
+pub struct Clocksource(String);
+
+impl TryFrom<String> for Clocksource {
+    type Error = ProtoError;
+    fn try_from(s: String) -> Result<Self, ProtoError> {
+        Clocksource::parse(&s).ok_or(ProtoError::BadValue {
+            key: "clocksource",
+            value: s,
+        })
+    }
+}
+
+impl From<Clocksource> for String {
+    fn from(c: Clocksource) -> String {
+        c.0
+    }
+}
+
+impl Clocksource {
+    pub const MAX_LEN: usize = 32;
+
+    /// Validates a name (surrounding whitespace, e.g. the sysfs newline, is trimmed).
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim();
+        let ok = !s.is_empty()
+            && s.len() <= Self::MAX_LEN
+            && s.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
+        ok.then(|| Clocksource(s.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Clocksource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the guest's kernel made of the platform the VMM presented, as PID 1 reads it
+/// (`/proc/cpuinfo`, sysfs, the kernel log). The host compares it with what it configured:
+/// one package of N single-threaded cores for N vCPUs. All zero / `None` when not read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestPlatform {
+    /// Distinct `physical id`s over all CPUs.
+    pub packages: u32,
+    /// `cpu cores` of the boot CPU.
+    pub cores_per_package: u32,
+    /// `siblings` / `cpu cores` of the boot CPU.
+    pub threads_per_core: u32,
+    /// CPU flag `tsc_deadline_timer`: the LAPIC timer needs no calibration.
+    pub tsc_deadline_timer: bool,
+    /// CPU flag `constant_tsc`.
+    pub constant_tsc: bool,
+    /// CPU flag `nonstop_tsc`.
+    pub nonstop_tsc: bool,
+    /// The kernel logged `Marking TSC unstable`.
+    pub tsc_unstable: bool,
+    /// The clocksource in use.
+    pub clocksource: Option<Clocksource>,
+}
+
+impl GuestPlatform {
+    /// True when the guest saw one package of `vcpus` cores with one thread each.
+    pub fn topology_is(&self, vcpus: u32) -> bool {
+        self.packages == 1 && self.cores_per_package == vcpus && self.threads_per_core == 1
+    }
+}
+
 /// The guest's one structured record, sent after the workload (or after a failure).
 /// Timestamps are the guest's CLOCK_MONOTONIC (ns since guest boot); 0 = not reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -357,6 +437,8 @@ pub struct GuestRecord {
     pub mem_probe: u64,
     /// Online CPUs the guest sees.
     pub cpus: u32,
+    /// The platform as the guest's kernel saw it.
+    pub platform: GuestPlatform,
     pub workload: Workload,
     pub code: ErrorCode,
 }
@@ -380,6 +462,14 @@ const RECORD_KEYS: &[&str] = &[
     "mem_total",
     "mem_probe",
     "cpus",
+    "packages",
+    "cores_per_package",
+    "threads_per_core",
+    "tsc_deadline_timer",
+    "constant_tsc",
+    "nonstop_tsc",
+    "tsc_unstable",
+    "clocksource",
     "workload",
     "code",
 ];
@@ -396,7 +486,9 @@ impl Message {
             Message::Record(r) => format!(
                 "{LINE_TAG} record boot_id={} t_init_ns={} t_ready_ns={} t_reply_ns={} \
                  t_record_ns={} mem_configured={} mem_firmware_ram={} mem_total={} \
-                 mem_probe={} cpus={} workload={} code={}\n",
+                 mem_probe={} cpus={} packages={} cores_per_package={} threads_per_core={} \
+                 tsc_deadline_timer={} constant_tsc={} nonstop_tsc={} tsc_unstable={} \
+                 clocksource={} workload={} code={}\n",
                 r.boot_id
                     .map(|b| b.to_string())
                     .unwrap_or_else(|| "none".into()),
@@ -409,6 +501,17 @@ impl Message {
                 r.mem_total,
                 r.mem_probe,
                 r.cpus,
+                r.platform.packages,
+                r.platform.cores_per_package,
+                r.platform.threads_per_core,
+                u8::from(r.platform.tsc_deadline_timer),
+                u8::from(r.platform.constant_tsc),
+                u8::from(r.platform.nonstop_tsc),
+                u8::from(r.platform.tsc_unstable),
+                r.platform
+                    .clocksource
+                    .as_ref()
+                    .map_or("none", Clocksource::as_str),
                 r.workload.encode(),
                 r.code.name(),
             ),
@@ -490,6 +593,31 @@ impl Message {
                     .find(|x| x.name() == c)
                     .ok_or_else(|| bad("code", c))?;
                 let cpus = num("cpus")?;
+                let count = |key: &'static str| -> Result<u32, ProtoError> {
+                    u32::try_from(num(key)?).map_err(|_| bad(key, get(key).unwrap_or("")))
+                };
+                let flag = |key: &'static str| -> Result<bool, ProtoError> {
+                    match get(key)? {
+                        "0" => Ok(false),
+                        "1" => Ok(true),
+                        v => Err(bad(key, v)),
+                    }
+                };
+                let cs = get("clocksource")?;
+                let clocksource = match cs {
+                    "none" => None,
+                    v => Some(Clocksource::parse(v).ok_or_else(|| bad("clocksource", v))?),
+                };
+                let platform = GuestPlatform {
+                    packages: count("packages")?,
+                    cores_per_package: count("cores_per_package")?,
+                    threads_per_core: count("threads_per_core")?,
+                    tsc_deadline_timer: flag("tsc_deadline_timer")?,
+                    constant_tsc: flag("constant_tsc")?,
+                    nonstop_tsc: flag("nonstop_tsc")?,
+                    tsc_unstable: flag("tsc_unstable")?,
+                    clocksource,
+                };
                 Ok(Message::Record(GuestRecord {
                     boot_id,
                     t_init_ns: num("t_init_ns")?,
@@ -502,6 +630,7 @@ impl Message {
                     mem_probe: num("mem_probe")?,
                     cpus: u32::try_from(cpus)
                         .map_err(|_| bad("cpus", get("cpus").unwrap_or("")))?,
+                    platform,
                     workload,
                     code,
                 }))

@@ -15,6 +15,16 @@ fn record() -> GuestRecord {
         mem_total: 1000,
         mem_probe: 4 << 20,
         cpus: 2,
+        platform: GuestPlatform {
+            packages: 1,
+            cores_per_package: 2,
+            threads_per_core: 1,
+            tsc_deadline_timer: true,
+            constant_tsc: true,
+            nonstop_tsc: false,
+            tsc_unstable: false,
+            clocksource: Clocksource::parse("kvm-clock"),
+        },
         workload: Workload::BenchOk,
         code: ErrorCode::Ok,
     }
@@ -76,6 +86,31 @@ fn record_rejections() {
             ProtoError::UnknownKind("rekord".into()),
         ),
         (good.replace(" cpus=2", ""), ProtoError::MissingKey("cpus")),
+        (
+            good.replace("tsc_unstable=0", "tsc_unstable=2"),
+            ProtoError::BadValue {
+                key: "tsc_unstable",
+                value: "2".into(),
+            },
+        ),
+        (
+            good.replace("clocksource=kvm-clock", "clocksource=KVM"),
+            ProtoError::BadValue {
+                key: "clocksource",
+                value: "KVM".into(),
+            },
+        ),
+        (
+            good.replace("packages=1", "packages=4294967296"),
+            ProtoError::BadValue {
+                key: "packages",
+                value: "4294967296".into(),
+            },
+        ),
+        (
+            good.replace(" clocksource=kvm-clock", ""),
+            ProtoError::MissingKey("clocksource"),
+        ),
         (
             good.replace(" cpus=2", " cpus=2 cpus=2"),
             ProtoError::DuplicateKey("cpus".into()),
@@ -228,4 +263,34 @@ proptest! {
         l.extend(junk);
         let _ = Message::decode(&l);
     }
+}
+
+#[test]
+fn platform_topology_and_clocksource_names() {
+    let p = record().platform;
+    assert!(p.topology_is(2));
+    assert!(!p.topology_is(1));
+    let two_sockets = GuestPlatform {
+        packages: 2,
+        cores_per_package: 1,
+        ..p.clone()
+    };
+    assert!(!two_sockets.topology_is(2));
+    let smt = GuestPlatform {
+        threads_per_core: 2,
+        ..p
+    };
+    assert!(!smt.topology_is(2));
+    assert_eq!(
+        Clocksource::parse("tsc\n").map(|c| c.to_string()),
+        Some("tsc".into())
+    );
+    assert!(Clocksource::parse("").is_none());
+    assert!(Clocksource::parse("a b").is_none());
+    assert!(Clocksource::parse(&"x".repeat(Clocksource::MAX_LEN + 1)).is_none());
+    let mut r = record();
+    r.platform = GuestPlatform::default();
+    let line = Message::Record(r.clone()).encode();
+    assert!(line.contains(" clocksource=none "), "{line}");
+    assert_eq!(Message::decode(line.as_bytes()), Ok(Message::Record(r)));
 }

@@ -419,6 +419,7 @@ mod tests {
             mem_total: 1,
             mem_probe: 1,
             cpus: 2,
+            platform: Default::default(),
             workload: if code == truecold_proto::ErrorCode::Ok {
                 truecold_proto::Workload::BenchOk
             } else {

@@ -1,10 +1,12 @@
-//! Stage 5: vCPUs. CPUID from KVM_GET_SUPPORTED_CPUID with the topology fixed up per vCPU,
-//! MSRs, FPU, LAPIC (LINT0 ExtINT, LINT1 NMI), and the BSP's registers for its boot protocol.
+//! Stage 5: vCPUs. CPUID from KVM_GET_SUPPORTED_CPUID through the platform of [`crate::cpuid`]
+//! (one package of N cores, TSC deadline timer, …), MSRs, FPU, LAPIC (LINT0 ExtINT, LINT1
+//! NMI), and the BSP's registers for its boot protocol.
 //! APs get no registers: with the in-kernel LAPIC they wait for INIT/SIPI like real hardware.
-use kvm_bindings::{
-    kvm_cpuid_entry2, kvm_fpu, kvm_msr_entry, kvm_regs, kvm_segment, Msrs, KVM_MAX_CPUID_ENTRIES,
-};
-use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use kvm_bindings::KVM_MAX_CPUID_ENTRIES;
+use kvm_bindings::{kvm_fpu, kvm_msr_entry, kvm_regs, kvm_segment, CpuId, Msrs};
+use kvm_ioctls::{Cap, Kvm, VcpuFd, VmFd};
+
+use crate::cpuid::{guest_cpuid, host_brand, Platform};
 
 use crate::loader::{
     Loaded, Protocol, BOOT_STACK, GDT_ADDR, PML4_ADDR, PVH_INFO_ADDR, ZERO_PAGE_ADDR,
@@ -30,6 +32,8 @@ pub enum CpuError {
     MsrsPartial { vcpu: u8, set: usize, want: usize },
     #[error("cannot build the MSR list")]
     MsrAlloc,
+    #[error("the guest CPUID table has more than {KVM_MAX_CPUID_ENTRIES} entries")]
+    CpuidAlloc,
 }
 
 const CR0_PE: u64 = 1;
@@ -38,68 +42,6 @@ const CR0_PG: u64 = 1 << 31;
 const CR4_PAE: u64 = 1 << 5;
 const EFER_LME: u64 = 1 << 8;
 const EFER_LMA: u64 = 1 << 10;
-
-/// Bits needed to number `n` items (ceil(log2 n)).
-fn shift_for(n: u32) -> u32 {
-    if n <= 1 {
-        0
-    } else {
-        32 - (n - 1).leading_zeros()
-    }
-}
-
-/// Fixes the supported CPUID up for vCPU `id` of `vcpus` (pure): APIC ids, logical processor
-/// count, hypervisor bit, cache sharing (leaf 4), extended topology (leaves 0xb, 0x1f; one
-/// thread per core, all vCPUs cores of one package), AMD core count and extended APIC id.
-pub fn fixup_cpuid(entries: &mut [kvm_cpuid_entry2], id: u8, vcpus: u8) {
-    let n = u32::from(vcpus.max(1));
-    let id32 = u32::from(id);
-    for e in entries.iter_mut() {
-        match e.function {
-            1 => {
-                e.ebx = (e.ebx & 0x0000_ffff) | (n << 16) | (id32 << 24);
-                e.ecx |= 1 << 31;
-                if n > 1 {
-                    e.edx |= 1 << 28;
-                }
-            }
-            4 => {
-                let level = (e.eax >> 5) & 7;
-                let sharing = if level >= 3 { n - 1 } else { 0 };
-                e.eax = (e.eax & 0x3ff) | (sharing << 14) | ((n - 1) << 26);
-            }
-            0xb | 0x1f => {
-                e.edx = id32;
-                match e.index {
-                    0 => {
-                        e.eax = 0;
-                        e.ebx = 1;
-                        e.ecx = 1 << 8;
-                    }
-                    1 => {
-                        e.eax = shift_for(n);
-                        e.ebx = n;
-                        e.ecx = (2 << 8) | 1;
-                    }
-                    i => {
-                        e.eax = 0;
-                        e.ebx = 0;
-                        e.ecx = i & 0xff;
-                    }
-                }
-            }
-            0x8000_0008 => {
-                e.ecx = (e.ecx & !0xf0ff) | (shift_for(n) << 12) | (n - 1);
-            }
-            0x8000_001e => {
-                e.eax = id32;
-                e.ebx = id32 & 0xff;
-                e.ecx = 0;
-            }
-            _ => {}
-        }
-    }
-}
 
 fn ioctl<T>(vcpu: u8, what: &'static str, r: Result<T, kvm_ioctls::Error>) -> Result<T, CpuError> {
     r.map_err(|source| CpuError::Ioctl { vcpu, what, source })
@@ -206,22 +148,38 @@ fn set_boot_registers(vcpu: &VcpuFd, loaded: &Loaded) -> Result<(), CpuError> {
     ioctl(0, "KVM_SET_REGS", vcpu.set_regs(&regs))
 }
 
-/// Creates and configures `vcpus` vCPUs; vCPU 0 is the BSP and gets the boot registers.
-pub fn create(kvm: &Kvm, vm: &VmFd, vcpus: u8, loaded: &Loaded) -> Result<Vec<VcpuFd>, CpuError> {
+/// The platform this host's KVM lets the VMM present to `vcpus` vCPUs, and each vCPU's
+/// CPUID table (index = vCPU). Also what `truecold-vmm cpuid` prints.
+pub fn tables(kvm: &Kvm, vcpus: u8) -> Result<(Platform, Vec<CpuId>), CpuError> {
     if vcpus == 0 || vcpus > crate::mptable::MAX_VCPUS {
         return Err(CpuError::Count(vcpus));
     }
     let supported = kvm
         .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
         .map_err(CpuError::SupportedCpuid)?;
+    let platform = Platform {
+        vcpus,
+        tsc_deadline_timer: kvm.check_extension(Cap::TscDeadlineTimer),
+    };
+    let brand = host_brand();
+    let tables = (0..vcpus)
+        .map(|id| {
+            let e = guest_cpuid(supported.as_slice(), &platform, id, brand);
+            CpuId::from_entries(&e).map_err(|_| CpuError::CpuidAlloc)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((platform, tables))
+}
+
+/// Creates and configures `vcpus` vCPUs; vCPU 0 is the BSP and gets the boot registers.
+pub fn create(kvm: &Kvm, vm: &VmFd, vcpus: u8, loaded: &Loaded) -> Result<Vec<VcpuFd>, CpuError> {
+    let (_, cpuids) = tables(kvm, vcpus)?;
     let msr_list = kvm.get_msr_index_list().map_err(CpuError::MsrList)?;
     let msrs = boot_msrs(msr_list.as_slice());
     let mut out = Vec::with_capacity(usize::from(vcpus));
-    for id in 0..vcpus {
+    for (id, cpuid) in (0..vcpus).zip(&cpuids) {
         let vcpu = ioctl(id, "KVM_CREATE_VCPU", vm.create_vcpu(u64::from(id)))?;
-        let mut cpuid = supported.clone();
-        fixup_cpuid(cpuid.as_mut_slice(), id, vcpus);
-        ioctl(id, "KVM_SET_CPUID2", vcpu.set_cpuid2(&cpuid))?;
+        ioctl(id, "KVM_SET_CPUID2", vcpu.set_cpuid2(cpuid))?;
         let m = Msrs::from_entries(&msrs).map_err(|_| CpuError::MsrAlloc)?;
         let set = ioctl(id, "KVM_SET_MSRS", vcpu.set_msrs(&m))?;
         if set != msrs.len() {
@@ -252,56 +210,6 @@ pub fn create(kvm: &Kvm, vm: &VmFd, vcpus: u8, loaded: &Loaded) -> Result<Vec<Vc
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(function: u32, index: u32, eax: u32) -> kvm_cpuid_entry2 {
-        kvm_cpuid_entry2 {
-            function,
-            index,
-            eax,
-            ebx: 0x0000_0800,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn topology_fixups() {
-        let mut e = vec![
-            entry(1, 0, 0),
-            entry(4, 0, (1 << 5) | 1),
-            entry(4, 3, (3 << 5) | 3),
-            entry(0xb, 0, 0),
-            entry(0xb, 1, 0),
-            entry(0xb, 2, 0),
-            entry(0x8000_0008, 0, 0),
-        ];
-        fixup_cpuid(&mut e, 2, 4);
-        assert_eq!(e[0].ebx >> 24, 2, "initial APIC id");
-        assert_eq!((e[0].ebx >> 16) & 0xff, 4, "logical count");
-        assert_eq!(e[0].ebx & 0xffff, 0x0800, "CLFLUSH size kept");
-        assert_ne!(e[0].ecx & (1 << 31), 0, "hypervisor bit");
-        assert_ne!(e[0].edx & (1 << 28), 0, "HTT");
-        assert_eq!(e[1].eax >> 26, 3);
-        assert_eq!((e[1].eax >> 14) & 0xfff, 0, "L1 per core");
-        assert_eq!((e[2].eax >> 14) & 0xfff, 3, "L3 shared");
-        assert_eq!(e[1].eax & 0x3ff, (1 << 5) | 1);
-        assert_eq!((e[3].ebx, e[3].ecx, e[3].edx), (1, 0x100, 2));
-        assert_eq!((e[4].eax, e[4].ebx, e[4].ecx, e[4].edx), (2, 4, 0x201, 2));
-        assert_eq!((e[5].ebx, e[5].ecx & 0xff00), (0, 0));
-        assert_eq!(e[6].ecx & 0xff, 3);
-    }
-
-    #[test]
-    fn single_vcpu_has_no_htt() {
-        let mut e = vec![entry(1, 0, 0)];
-        fixup_cpuid(&mut e, 0, 1);
-        assert_eq!(e[0].edx & (1 << 28), 0);
-        assert_eq!(e[0].ebx >> 16, 1);
-    }
-
-    #[test]
-    fn shifts() {
-        assert_eq!([1, 2, 3, 4, 5, 8].map(shift_for), [0, 1, 2, 2, 3, 3]);
-    }
 
     #[test]
     fn msrs_filtered() {

@@ -7,6 +7,7 @@
 pub mod boot;
 pub mod config;
 pub mod cpu;
+pub mod cpuid;
 pub mod devices;
 pub mod host;
 pub mod kvm;

@@ -26,6 +26,43 @@ struct Cli {
 enum Cmd {
     /// Boot one VM to strict-ready and print the report as one JSON object.
     Boot(BootArgs),
+    /// Print the CPUID the guest's vCPUs get (or, with --supported, what this host's KVM
+    /// supports), one entry per line in the format of vmm/tests/data/cpuid/.
+    Cpuid(CpuidArgs),
+}
+
+#[derive(Args)]
+struct CpuidArgs {
+    #[arg(long, default_value_t = 1)]
+    vcpus: u8,
+    /// KVM_GET_SUPPORTED_CPUID as it is (record a host's dump for the unit tests).
+    #[arg(long)]
+    supported: bool,
+}
+
+/// `truecold-vmm cpuid`: the tables, or a typed error.
+fn cpuid(args: &CpuidArgs) -> Result<String, Error> {
+    use truecold_vmm::cpuid::{brand_string, format_table, vendor};
+    let (kvm, _) = truecold_vmm::kvm::open().map_err(Error::Kvm)?;
+    if args.supported {
+        let s = kvm
+            .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+            .map_err(|e| Error::Cpu(truecold_vmm::cpu::CpuError::SupportedCpuid(e)))?;
+        let e = s.as_slice();
+        return Ok(format!(
+            "# cpu: {}\n# source: KVM_GET_SUPPORTED_CPUID on this host ({:?})\n{}",
+            brand_string(e),
+            vendor(e),
+            format_table(e)
+        ));
+    }
+    let (p, tables) = truecold_vmm::cpu::tables(&kvm, args.vcpus).map_err(Error::Cpu)?;
+    let mut out = format!("# platform: {p:?}\n");
+    for (i, t) in tables.iter().enumerate() {
+        out.push_str(&format!("# vCPU {i}: {}\n", brand_string(t.as_slice())));
+        out.push_str(&format_table(t.as_slice()));
+    }
+    Ok(out)
 }
 
 #[derive(Args)]
@@ -129,7 +166,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Cmd::Boot(args) = cli.cmd;
+    let args = match cli.cmd {
+        Cmd::Boot(args) => args,
+        Cmd::Cpuid(args) => {
+            return match cpuid(&args) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {}", chain(&e));
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    };
     match truecold_vmm::boot(&args.config()) {
         Ok(report) => {
             print_json(&report);

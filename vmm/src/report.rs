@@ -57,6 +57,7 @@ pub struct GuestRecordReport {
     pub mem_total: u64,
     pub mem_probe: u64,
     pub cpus: u32,
+    pub platform: truecold_proto::GuestPlatform,
     pub workload: String,
     pub code: String,
 }
@@ -74,6 +75,7 @@ impl From<&truecold_proto::GuestRecord> for GuestRecordReport {
             mem_total: r.mem_total,
             mem_probe: r.mem_probe,
             cpus: r.cpus,
+            platform: r.platform.clone(),
             workload: match r.workload {
                 truecold_proto::Workload::BenchOk => "BENCH_OK".to_string(),
                 truecold_proto::Workload::NotRun => "not_run".to_string(),

@@ -32,6 +32,7 @@ fn record() -> GuestRecord {
         mem_total: 100 << 20,
         mem_probe: 4 << 20,
         cpus: 2,
+        platform: Default::default(),
         workload: Workload::BenchOk,
         code: ErrorCode::Ok,
     }

@@ -121,6 +121,12 @@ pub fn init(target_dir: &Path) -> Result<PathBuf, XtaskError> {
     Ok(target_dir.join(INIT_TARGET).join("release/truecold-init"))
 }
 
+/// The second init the same build makes: `truecold-platform-init` (prints the guest's
+/// platform record and reboots; the guest of the engine-neutral checks), next to `init`'s.
+pub fn platform_init_path(init: &Path) -> PathBuf {
+    init.with_file_name("truecold-platform-init")
+}
+
 /// The target dir `init` uses by default: `$CARGO_TARGET_DIR`, else `<root>/target`.
 pub fn default_target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
@@ -156,6 +162,12 @@ pub fn guest(out: &Path) -> Result<(), XtaskError> {
     write_atomic(&init_out, &bytes)?;
     set_executable(&init_out)?;
     let cpio_sha = initramfs(&init_out, &out.join("initramfs.cpio"))?;
+    let platform_built = platform_init_path(&built);
+    let platform_out = out.join("platform-init");
+    let bytes = std::fs::read(&platform_built).map_err(io_err("reading", &platform_built))?;
+    write_atomic(&platform_out, &bytes)?;
+    set_executable(&platform_out)?;
+    let platform_cpio_sha = initramfs(&platform_out, &out.join("platform-initramfs.cpio"))?;
     let mpath = out.join("manifest.json");
     let text = std::fs::read_to_string(&mpath).map_err(io_err("reading", &mpath))?;
     let mut m: serde_json::Value =
@@ -169,6 +181,8 @@ pub fn guest(out: &Path) -> Result<(), XtaskError> {
         .ok_or_else(|| XtaskError::ManifestShape(mpath.clone()))?;
     files.insert("init".into(), sha256_file(&init_out)?.into());
     files.insert("initramfs.cpio".into(), cpio_sha.into());
+    files.insert("platform-init".into(), sha256_file(&platform_out)?.into());
+    files.insert("platform-initramfs.cpio".into(), platform_cpio_sha.into());
     let text = serde_json::to_string_pretty(&m).map_err(|source| XtaskError::Manifest {
         path: mpath.clone(),
         source,

@@ -97,6 +97,14 @@ fn observe(a: &Attempt) -> Result<Observed, String> {
             mem_total: 50 * MIB,
             mem_probe: 4 * MIB,
             cpus: 1,
+            platform: truecold_proto::GuestPlatform {
+                packages: 1,
+                cores_per_package: 1,
+                threads_per_core: 1,
+                tsc_deadline_timer: true,
+                clocksource: truecold_proto::Clocksource::parse("kvm-clock"),
+                ..Default::default()
+            },
             workload: Workload::BenchOk,
             code: ErrorCode::Ok,
         }),

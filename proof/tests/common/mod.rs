@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use truecold_proof::schema::*;
 use truecold_proof::sums::sha256_hex;
 use truecold_proof::{write_bundle, BundleInputs};
-use truecold_proto::BootId;
+use truecold_proto::{BootId, Clocksource, GuestPlatform};
 
 /// SplitMix64 for test data.
 pub struct Rng(pub u64);
@@ -124,6 +124,16 @@ impl Fixture {
             guest_mem_firmware: linux.then_some(MEM),
             guest_mem_total: linux.then_some(MEM - (300 << 20)),
             guest_cpus: linux.then_some(2),
+            guest_platform: linux.then(|| GuestPlatform {
+                packages: 1,
+                cores_per_package: 2,
+                threads_per_core: 1,
+                tsc_deadline_timer: true,
+                constant_tsc: false,
+                nonstop_tsc: false,
+                tsc_unstable: false,
+                clocksource: Clocksource::parse("kvm-clock"),
+            }),
             workload: if linux { "BENCH_OK" } else { "not_run" }.into(),
             ok: true,
             error_kind: String::new(),
@@ -139,6 +149,7 @@ impl Fixture {
             s.guest_mem_firmware = None;
             s.guest_mem_total = None;
             s.guest_cpus = None;
+            s.guest_platform = None;
             s.workload = String::new();
             s.error_kind = if i % 2 == 0 { "deadline" } else { "vmm_exit" }.into();
             s.error_detail = "vmm said: \"bad, very bad\"\nsecond line".into();

@@ -1,0 +1,118 @@
+//! `truecold-l1`: runs one command inside the nested harness's L1 (QEMU TCG, emulated SVM,
+//! real KVM in L1) and brings back what it wrote under `/out`. For experiments and campaigns
+//! that `truecold run --nested` does not cover, e.g. engines side by side:
+//!
+//! ```sh
+//! truecold-l1 --firecracker --out /tmp/x -- /bin/truecold-engines \
+//!   --engine truecold=/bin/truecold-vmm --engine firecracker=/bin/firecracker \
+//!   --kernel /guest/vmlinux --initramfs /guest/platform-initramfs.cpio --vcpus 2 --console
+//! ```
+//!
+//! L1 holds `/bin/truecold-vmm`, `/bin/truecold`, `/bin/truecold-engines`, `/guest/*` and,
+//! with `--firecracker`, `/bin/firecracker`. Time inside L1 is QEMU's virtual clock.
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+use truecold_nested::{firecracker, run_l1, write_initramfs, Job, L1File, L1Run, Layout};
+
+#[derive(Parser)]
+#[command(
+    name = "truecold-l1",
+    about = "Run one command inside the nested harness's L1"
+)]
+struct Cli {
+    /// Put Firecracker into L1 as /bin/firecracker ($TRUECOLD_FIRECRACKER or ../shared/peers).
+    #[arg(long)]
+    firecracker: bool,
+    /// Extra file for L1: `DEST=SRC` (DEST relative, e.g. bin/old-truecold-vmm).
+    #[arg(long = "file")]
+    files: Vec<String>,
+    #[arg(long, default_value_t = 2048)]
+    mem_mib: u32,
+    #[arg(long, default_value_t = 2)]
+    cpus: u32,
+    #[arg(long, default_value_t = 3600)]
+    timeout_s: u64,
+    /// Send the command's stdout to this file (under the output directory) instead of L1's
+    /// console.
+    #[arg(long)]
+    stdout: Option<String>,
+    /// Receives L1's files, console.log and stream.log.
+    #[arg(long)]
+    out: PathBuf,
+    /// The command (absolute path inside L1) and its arguments.
+    #[arg(last = true, required = true)]
+    argv: Vec<String>,
+}
+
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => std::process::ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            let mut msg = e.to_string();
+            let mut src = std::error::Error::source(&*e);
+            while let Some(s) = src {
+                msg.push_str(&format!(": {s}"));
+                src = s.source();
+            }
+            eprintln!("truecold-l1: {msg}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
+    let layout = Layout::discover();
+    layout.check()?;
+    let mut files = layout.l1_files();
+    if cli.firecracker {
+        files.push(L1File {
+            dest: "bin/firecracker".into(),
+            src: firecracker()?,
+            executable: true,
+        });
+    }
+    for f in &cli.files {
+        let (dest, src) = f
+            .split_once('=')
+            .ok_or_else(|| format!("--file `{f}`: want DEST=SRC"))?;
+        files.push(L1File {
+            dest: dest.into(),
+            src: src.into(),
+            executable: true,
+        });
+    }
+    std::fs::create_dir_all(&cli.out)?;
+    let initramfs = cli.out.join("l1.cpio");
+    let job = Job {
+        argv: cli.argv.clone(),
+        stdout: cli.stdout.as_ref().map(|f| format!("{}/{f}", truecold_nested::OUT_DIR)),
+    };
+    write_initramfs(&initramfs, &layout.l1_init, &job, &files)?;
+    let outcome = run_l1(&L1Run {
+        qemu: PathBuf::from("qemu-system-x86_64"),
+        kernel: layout.l1_kernel.clone(),
+        initramfs: initramfs.clone(),
+        mem_mib: cli.mem_mib,
+        cpus: cli.cpus,
+        timeout: Duration::from_secs(cli.timeout_s),
+        workdir: cli.out.clone(),
+    })?;
+    std::fs::remove_file(&initramfs)?;
+    for (name, data) in &outcome.files {
+        let path = cli.out.join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, data)?;
+    }
+    eprintln!(
+        "truecold-l1: job exit {}, {} file(s) in {}, {:.0} s wall (emulated)",
+        outcome.job_exit,
+        outcome.files.len(),
+        cli.out.display(),
+        outcome.wall.as_secs_f64()
+    );
+    Ok(outcome.job_exit)
+}
