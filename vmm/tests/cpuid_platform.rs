@@ -17,6 +17,14 @@ const DUMPS: [(&str, Vendor); 4] = [
     ("amd-epyc-9334", Vendor::Amd),
 ];
 
+/// KVM_GET_SUPPORTED_CPUID as recorded by `truecold-vmm cpuid --supported`: this workplace's
+/// kvm-pvm host (Intel) and the nested harness's L1 (emulated AMD EPYC). Neither reports a
+/// brand string (the L1 one is why the guest printed `AMD 17/01` before).
+const KVM_DUMPS: [(&str, Vendor); 2] = [
+    ("kvm-pvm-xeon-supported", Vendor::Intel),
+    ("kvm-nested-epyc-supported", Vendor::Amd),
+];
+
 /// Leaves whose ECX input selects a subleaf.
 fn indexed(f: u32) -> bool {
     matches!(
@@ -164,8 +172,27 @@ fn dumps_parse_and_name_their_vendor() {
 /// The host dumps themselves describe many cores with SMT; the guest must see one package
 /// of N single-threaded cores with APIC id = vCPU index in every leaf, on both vendors.
 #[test]
+fn kvm_tables_get_a_platform_and_the_hosts_brand() {
+    for (name, v) in KVM_DUMPS {
+        let kvm = load(name);
+        assert_eq!(vendor(&kvm), v, "{name}");
+        assert_eq!(brand_string(&kvm), "", "{name}: recorded without a brand");
+        let only_smt = kvm
+            .iter()
+            .filter(|e| e.function == 0xb)
+            .all(|e| e.index == 0 && e.ebx == 0);
+        assert!(only_smt, "{name}: KVM reports leaf 0xb empty");
+        let mut brand = [0u32; 12];
+        brand[0] = u32::from_le_bytes(*b"Host");
+        let t = guest_cpuid(&kvm, &platform(2), 1, Some(brand));
+        assert_eq!(brand_string(&t), "Host", "{name}");
+        assert_eq!(seen(&t).cores, 2, "{name}");
+    }
+}
+
+#[test]
 fn one_package_of_n_cores_on_every_dump() {
-    for (name, v) in DUMPS {
+    for (name, v) in DUMPS.into_iter().chain(KVM_DUMPS) {
         let host = as_kvm_reports(load(name));
         for n in [1u8, 2, 3, 4, 5, 8] {
             let mut packages = BTreeSet::new();

@@ -87,7 +87,10 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
     let initramfs = cli.out.join("l1.cpio");
     let job = Job {
         argv: cli.argv.clone(),
-        stdout: cli.stdout.as_ref().map(|f| format!("{}/{f}", truecold_nested::OUT_DIR)),
+        stdout: cli
+            .stdout
+            .as_ref()
+            .map(|f| format!("{}/{f}", truecold_nested::OUT_DIR)),
     };
     write_initramfs(&initramfs, &layout.l1_init, &job, &files)?;
     let outcome = run_l1(&L1Run {
