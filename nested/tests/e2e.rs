@@ -135,6 +135,21 @@ fn vmm_boots_the_real_guest_to_strict_ready_in_l1() {
     assert_eq!(rec["workload"], "BENCH_OK", "{ctx}");
     assert_eq!(rec["code"], "ok", "{ctx}");
     assert_eq!(rec["cpus"], 2, "{ctx}");
+    // The platform (vmm/src/cpuid.rs): one package of 2 cores, TSC deadline timer, TSC trusted.
+    let p = &rec["platform"];
+    assert_eq!(
+        (
+            &p["packages"],
+            &p["cores_per_package"],
+            &p["threads_per_core"]
+        ),
+        (&Value::from(1), &Value::from(2), &Value::from(1)),
+        "{ctx}"
+    );
+    assert_eq!(p["tsc_deadline_timer"], true, "{ctx}");
+    assert_eq!(p["tsc_unstable"], false, "{ctx}");
+    // Linux's option-ROM scan reads the read-only ROM-area slot, not MMIO (memory::ROM_AREA).
+    assert_eq!(r["exits"]["unknown_mmio"], 0, "{ctx}");
     // Memory verified: host configured == memslots == E820 == what the guest saw.
     let m = &r["memory"];
     let bytes = mem_mib << 20;

@@ -48,7 +48,7 @@ fn memory_setup(c: &mut Criterion) {
                     || vm::create(&k).expect("create"),
                     |v| {
                         let ram = memory::allocate(mib, backing).expect("allocate");
-                        memory::register(&v, &ram).expect("register");
+                        memory::register(&v, &ram, true).expect("register");
                         (v, ram)
                     },
                     BatchSize::PerIteration,
@@ -92,7 +92,7 @@ fn vcpu_setup(c: &mut Criterion) {
                 || {
                     let v = vm::create(&k).expect("create");
                     let ram = memory::allocate(128, Backing::Anon).expect("allocate");
-                    memory::register(&v, &ram).expect("register");
+                    memory::register(&v, &ram, true).expect("register");
                     let cl = loader::cmdline(false, ram.total(), "").expect("cmdline");
                     let l = loader::load(&ram, &KernelSource::Probe, None, &cl).expect("load");
                     (v, ram, l)

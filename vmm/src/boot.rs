@@ -140,7 +140,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     tl.vm_created = Some(now_ns());
 
     let ram = memory::allocate(cfg.mem_mib, cfg.backing).map_err(Error::Memory)?;
-    memory::register(&vm, &ram).map_err(Error::Memory)?;
+    let rom_area = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
+    memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
     tl.memory_ready = Some(now_ns());
 
     let cmdline =

@@ -1,5 +1,5 @@
-//! Stage 3: guest memory. Layout (docs/architecture.md): memslots `[0, min(M, 3 GiB))` and,
-//! above 3 GiB of RAM, from 4 GiB, summing to exactly `mem_mib` MiB; E820 RAM = memslots.
+//! Stage 3: guest memory. Layout (docs/architecture.md): memslots `[0, 0xA0000)`,
+//! `[0x100000, 3 GiB)` and from 4 GiB, summing to exactly `mem_mib` MiB; E820 RAM = memslots.
 //! Backed by anonymous 4 KiB pages, THP (`MADV_HUGEPAGE`) or hugetlb 2 MiB pages; a backing
 //! that cannot be had is an error, never a silent fallback.
 use kvm_bindings::kvm_userspace_memory_region;
@@ -9,16 +9,10 @@ use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
 pub const MIB: u64 = 1 << 20;
 const HUGE_2M: u64 = 2 * MIB;
-/// The legacy VGA/option-ROM/BIOS area `[0xA0000, 0x100000)`. It is RAM in the layout and in
-/// the E820 map: Linux removes it from its own map at boot (`trim_bios_range`) but keeps it in
-/// `/sys/firmware/memmap`, so the guest's exact-RAM check holds, and RAM then ends exactly at
-/// `M` MiB. Moving these 384 KiB above 1 MiB instead (the layout before) made RAM end 384 KiB
-/// past `M` MiB, inside a new 128 MiB memory section whose ~32k struct pages the guest kernel
-/// initialised as unavailable in every boot (`zone DMA32: 32672 pages in unavailable ranges`,
-/// ~2.3 ms in the nested harness at 256 MiB); its reads by `probe_roms` were MMIO exits too.
-pub const LEGACY_HOLE: (u64, u64) = (0xa_0000, 0x10_0000);
-/// Where the kernel and boot modules may be loaded (above the legacy area).
-pub const HIGH_RAM_START: u64 = LEGACY_HOLE.1;
+/// End of the first RAM range (the legacy VGA/BIOS hole starts here).
+pub const LOW_RAM_END: u64 = 0xa_0000;
+/// Start of the second RAM range.
+pub const HIGH_RAM_START: u64 = 0x10_0000;
 /// Start of the 32-bit MMIO hole.
 pub const HOLE_START: u64 = 3 << 30;
 /// RAM resumes here.
@@ -124,15 +118,20 @@ pub fn layout(mem_mib: u64) -> Result<Vec<RamRange>, MemoryError> {
         requested_mib: mem_mib,
         host_mib: 0,
     })?;
-    let below_hole = total.min(HOLE_START);
     let mut ranges = vec![RamRange {
         start: 0,
-        size: below_hole,
+        size: LOW_RAM_END,
     }];
-    if total > below_hole {
+    let rest = total - LOW_RAM_END;
+    let below_hole = rest.min(HOLE_START - HIGH_RAM_START);
+    ranges.push(RamRange {
+        start: HIGH_RAM_START,
+        size: below_hole,
+    });
+    if rest > below_hole {
         ranges.push(RamRange {
             start: ABOVE_4G,
-            size: total - below_hole,
+            size: rest - below_hole,
         });
     }
     Ok(ranges)
@@ -306,10 +305,11 @@ pub fn check_host(mem_mib: u64, backing: Backing) -> Result<(), MemoryError> {
 pub fn allocate(mem_mib: u64, backing: Backing) -> Result<GuestRam, MemoryError> {
     let ranges = layout(mem_mib)?;
     check_host(mem_mib, backing)?;
-    // One mapping per range, each 2 MiB aligned, so guest physical and host virtual addresses
-    // stay 2 MiB co-aligned.
-    let mut mappings = vec![map(round_up(ranges[0].size, HUGE_2M), backing)?];
-    if let Some(high) = ranges.get(1) {
+    // Low mapping covers guest [0, end of range 1): slot 0 and slot 1 share it, so guest
+    // physical and host virtual addresses stay 2 MiB co-aligned.
+    let low_len = round_up(ranges[1].end(), HUGE_2M);
+    let mut mappings = vec![map(low_len, backing)?];
+    if let Some(high) = ranges.get(2) {
         mappings.push(map(round_up(high.size, HUGE_2M), backing)?);
     }
     let mut regions = Vec::with_capacity(ranges.len());
@@ -353,8 +353,26 @@ fn host_addr(ram: &GuestRam, r: &RamRange) -> u64 {
     }
 }
 
-/// Registers one memslot per RAM range.
-pub fn register(vm: &VmFd, ram: &GuestRam) -> Result<(), MemoryError> {
+/// The legacy option-ROM / BIOS area `[0xC0000, 0x100000)`: not RAM (no E820 entry), but
+/// Linux reads it at boot (`probe_roms` looks for a `0x55AA` signature every 2 KiB). Without a
+/// memslot each of those reads (97 per boot, counted by the devices' `unknown_mmio`) is an
+/// exit to this process. [`register`] maps it read-only onto the zero-filled part of the low
+/// host mapping that lies in the hole, so the guest reads zeros (no ROM) and a write still
+/// exits. It is never RAM: `GuestRam::ranges` does not include it.
+///
+/// Why the legacy area is not simply RAM (so that RAM would end exactly at M MiB instead of
+/// 384 KiB past it, sparing the guest a partly used 128 MiB memory section — 32,672 struct
+/// pages initialised as unavailable, ~2.3 ms in the nested harness at 256 MiB): Linux 6.12
+/// removes RAM in 640 KiB–1 MiB from `/sys/firmware/memmap` too (measured: System RAM =
+/// M − 384 KiB), which breaks the exact-RAM contract the guest checks.
+pub const ROM_AREA: RamRange = RamRange {
+    start: 0xc_0000,
+    size: HIGH_RAM_START - 0xc_0000,
+};
+
+/// Registers one memslot per RAM range, then (when `rom_area`: KVM_CAP_READONLY_MEM) the
+/// read-only [`ROM_AREA`] slot.
+pub fn register(vm: &VmFd, ram: &GuestRam, rom_area: bool) -> Result<(), MemoryError> {
     for (slot, r) in ram.ranges.iter().enumerate() {
         let region = kvm_userspace_memory_region {
             slot: slot as u32,
@@ -369,6 +387,22 @@ pub fn register(vm: &VmFd, ram: &GuestRam) -> Result<(), MemoryError> {
             slot: slot as u32,
             source,
         })?;
+    }
+    if rom_area {
+        let slot = ram.ranges.len() as u32;
+        let region = kvm_userspace_memory_region {
+            slot,
+            flags: kvm_bindings::KVM_MEM_READONLY,
+            guest_phys_addr: ROM_AREA.start,
+            memory_size: ROM_AREA.size,
+            // The low mapping covers guest [0, end of the range at HIGH_RAM_START).
+            userspace_addr: ram.mappings[0].addr() + ROM_AREA.start,
+        };
+        // SAFETY: the low mapping spans guest [0, 1 MiB) and more (the second RAM range starts
+        // at HIGH_RAM_START and always exists: MIN_MEM_MIB > 1) and outlives the VM fd; the
+        // slot is read-only for the guest, and nothing else ever writes that part of it.
+        unsafe { vm.set_user_memory_region(region) }
+            .map_err(|source| MemoryError::Memslot { slot, source })?;
     }
     Ok(())
 }
@@ -431,18 +465,21 @@ mod tests {
         for mib in [4, 128, 2048, 3071, 3072, 3073, 16384] {
             let r = layout(mib).unwrap();
             assert_eq!(r.iter().map(|r| r.size).sum::<u64>(), mib * MIB, "{mib}");
-            assert_eq!(r[0].start, 0);
-            assert!(r[0].end() <= HOLE_START);
-            if mib <= 3072 {
-                assert_eq!(r.len(), 1, "{mib}");
-                assert_eq!(r[0].end(), mib * MIB, "RAM ends exactly at {mib} MiB");
-            }
+            assert_eq!(
+                r[0],
+                RamRange {
+                    start: 0,
+                    size: LOW_RAM_END
+                }
+            );
+            assert_eq!(r[1].start, HIGH_RAM_START);
+            assert!(r[1].end() <= HOLE_START);
         }
         let r = layout(16384).unwrap();
-        assert_eq!(r.len(), 2);
-        assert_eq!(r[0].end(), HOLE_START);
-        assert_eq!(r[1].start, ABOVE_4G);
-        assert_eq!(r[1].end(), (16384 + 1024) * MIB);
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[1].end(), HOLE_START);
+        assert_eq!(r[2].start, ABOVE_4G);
+        assert_eq!(layout(128).unwrap().len(), 2);
     }
 
     #[test]
