@@ -7,6 +7,7 @@
 pub mod platform;
 
 use sha2::{Digest, Sha256};
+use truecold_proto::GuestPlatform;
 
 /// Everything a parser here can reject.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -171,23 +172,12 @@ pub fn parse_cpu_count(text: &str) -> Result<u32, ParseError> {
     Ok(n)
 }
 
-/// The topology and TSC facts of `/proc/cpuinfo` (x86): packages are the distinct `physical
-/// id`s over all processors; cores per package and threads per core come from the boot CPU's
-/// `cpu cores` and `siblings`. A kernel without SMP prints none of those lines: then exactly
-/// one processor is one package of one core.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CpuinfoFacts {
-    pub processors: u32,
-    pub packages: u32,
-    pub cores_per_package: u32,
-    pub threads_per_core: u32,
-    pub tsc_deadline_timer: bool,
-    pub constant_tsc: bool,
-    pub nonstop_tsc: bool,
-}
-
-/// Parses `/proc/cpuinfo` into [`CpuinfoFacts`].
-pub fn parse_cpuinfo(text: &str) -> Result<CpuinfoFacts, ParseError> {
+/// The topology and TSC flags of `/proc/cpuinfo` (x86) as a [`GuestPlatform`] (the clocksource
+/// and the TSC verdict come from elsewhere: [`platform::read`]). Packages are the distinct
+/// `physical id`s over all processors; cores per package and threads per core come from the
+/// boot CPU's `cpu cores` and `siblings`. A kernel without SMP prints none of those lines:
+/// then exactly one processor is one package of one core.
+pub fn parse_cpuinfo(text: &str) -> Result<GuestPlatform, ParseError> {
     let mut processors = 0u32;
     let mut package_ids: Vec<u64> = Vec::new();
     let (mut cores, mut siblings, mut flags) = (None, None, None);
@@ -224,14 +214,14 @@ pub fn parse_cpuinfo(text: &str) -> Result<CpuinfoFacts, ParseError> {
         (None, None) if package_ids.is_empty() && processors == 1 => (1, 1, 1),
         _ => return Err(ParseError::Cpuinfo("inconsistent topology lines")),
     };
-    Ok(CpuinfoFacts {
-        processors,
+    Ok(GuestPlatform {
         packages,
         cores_per_package,
         threads_per_core,
         tsc_deadline_timer: has("tsc_deadline_timer"),
         constant_tsc: has("constant_tsc"),
         nonstop_tsc: has("nonstop_tsc"),
+        ..GuestPlatform::default()
     })
 }
 

@@ -10,18 +10,10 @@ use truecold_proto::{Clocksource, GuestPlatform};
 
 /// `/proc` and `/sys` must be mounted.
 pub fn read() -> GuestPlatform {
-    let mut p = GuestPlatform::default();
-    if let Some(f) = std::fs::read_to_string("/proc/cpuinfo")
+    let mut p = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| parse_cpuinfo(&t).ok())
-    {
-        p.packages = f.packages;
-        p.cores_per_package = f.cores_per_package;
-        p.threads_per_core = f.threads_per_core;
-        p.tsc_deadline_timer = f.tsc_deadline_timer;
-        p.constant_tsc = f.constant_tsc;
-        p.nonstop_tsc = f.nonstop_tsc;
-    }
+        .unwrap_or_default();
     p.clocksource =
         std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
             .ok()

@@ -189,14 +189,15 @@ fn cpuinfo_one_package_two_cores() {
     let f = parse_cpuinfo(CPUINFO_2).unwrap();
     assert_eq!(
         f,
-        CpuinfoFacts {
-            processors: 2,
+        truecold_proto::GuestPlatform {
             packages: 1,
             cores_per_package: 2,
             threads_per_core: 1,
             tsc_deadline_timer: true,
             constant_tsc: true,
             nonstop_tsc: true,
+            tsc_unstable: false,
+            clocksource: None,
         }
     );
 }
