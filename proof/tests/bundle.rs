@@ -248,9 +248,13 @@ fn unknown_schema_version_is_unreadable_with_a_clear_error() {
     let t = tempfile::tempdir().unwrap();
     let dir = Fixture::linux(5).write(t.path(), "b");
     let p = dir.join(RESULT_FILE);
-    let text = fs::read_to_string(&p)
-        .unwrap()
-        .replace("\"schema_version\": 1", "\"schema_version\": 99");
+    let text = fs::read_to_string(&p).unwrap().replace(
+        &format!(
+            "\"schema_version\": {}",
+            truecold_proof::schema::SCHEMA_VERSION
+        ),
+        "\"schema_version\": 99",
+    );
     fs::write(&p, text).unwrap();
     let v = verify_dir(&dir);
     assert_eq!(v.exit_code(), 2);
