@@ -1,9 +1,9 @@
 //! Time helpers. The one clock of the timeline is the VMM's own
-//! [`truecold_vmm::timeline::now_ns`] (CLOCK_MONOTONIC nanoseconds), so a request stamp taken
+//! [`truecold_proto::measure::now_ns`] (CLOCK_MONOTONIC nanoseconds), so a request stamp taken
 //! here and a strict-ready stamp taken there subtract; this module only sleeps on it and
 //! names wall-clock dates.
 
-use truecold_vmm::timeline::now_ns;
+use truecold_proto::measure::now_ns;
 
 /// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (returns at once when it already has).
 /// Absolute sleeps do not drift: the open loop's intended times stay on their grid.

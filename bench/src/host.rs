@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use truecold_proof::schema::{Environment, HarnessLoad, HostKind};
-use truecold_vmm::timeline::now_ns;
+use truecold_proto::measure::now_ns;
 
 /// A point-in-time reading taken before and after the campaign.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -203,6 +203,11 @@ pub fn warnings(
         HostKind::NestedEmulated => w.push(
             "KVM runs inside an emulated (TCG) L1: functional check, times are not \
              representative"
+                .to_string(),
+        ),
+        HostKind::Unknown => w.push(
+            "the host's KVM kind could not be established (no VMX/SVM flag, not kvm_pvm, not \
+             nested): these numbers are not labelled as hardware KVM"
                 .to_string(),
         ),
         HostKind::Hardware => {}

@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use truecold_vmm::timeline::now_ns;
+use truecold_proto::measure::now_ns;
 
 /// Most stdout kept: a report is a few KiB; more is a broken VMM (kept truncated, flagged).
 pub const MAX_STDOUT: usize = 1 << 20;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use truecold_bench::cli::{Cli, Cmd};
 use truecold_bench::launch::shell_quote;
 use truecold_bench::run::{level_lines, run};
-use truecold_vmm::chain;
+use truecold_proto::measure::error_chain as chain;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -5,7 +5,7 @@
 use std::io::Write;
 use truecold_proof::report::ms;
 use truecold_proof::stats::percentile_sorted;
-use truecold_vmm::timeline::now_ns;
+use truecold_proto::measure::now_ns;
 
 /// How progress is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

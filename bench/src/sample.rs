@@ -4,49 +4,40 @@
 
 use crate::launch::{Attempt, End};
 use std::collections::HashMap;
-use truecold_proof::schema::{ContractKind, Sample, Stage, StageTimes};
+use truecold_proof::schema::{ContractKind, Sample};
+use truecold_proto::kinds::ErrorKind;
+use truecold_proto::measure::Stamps;
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
-
-/// The VMM's CLOCK_MONOTONIC stamps this crate uses (`None` = not reached).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stamps {
-    pub boot_start: Option<u64>,
-    pub kvm_open: Option<u64>,
-    pub vm_created: Option<u64>,
-    pub memory_ready: Option<u64>,
-    pub kernel_loaded: Option<u64>,
-    pub first_run: Option<u64>,
-    pub init_doorbell: Option<u64>,
-    pub ready_doorbell: Option<u64>,
-    pub strict_ready: Option<u64>,
-    pub record: Option<u64>,
-}
 
 /// What one VMM report says, projected onto what a row needs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
+    /// The VMM's marks (the bench adds its own: intended, request, reaped).
     pub stamps: Stamps,
-    /// The VMM verified the liveness answer to its fresh nonce (Linux: the reply's MAC;
+    /// The VMM verified the liveness answer to its fresh nonce (Linux: the reply's binding;
     /// probe: the echo). Strict-ready needs it as well as the stamp.
     pub strict_ready_verified: bool,
     /// Sum of the registered memslots, bytes.
     pub memslots: Option<u64>,
     /// Sum of the usable-RAM E820 entries, bytes.
     pub e820_usable: Option<u64>,
-    /// The guest's own RAM figure as the VMM reported it (`memory.guest_bytes`: the Linux
-    /// record's firmware map, the probe's sum of its memory map). Probe rows take their
-    /// `guest_mem_firmware` from here; Linux rows from the record.
+    /// The guest's own RAM figure as the VMM reported it (the Linux record's firmware map,
+    /// the probe's sum of its memory map). Probe rows take their `guest_mem_firmware` from
+    /// here; Linux rows from the record.
     pub guest_ram: Option<u64>,
-    /// The guest's boot id (the reply's, which the MAC binds to the nonce). Linux only: the
-    /// probe has no kernel and no boot id.
+    /// The boot id of the verified reply (Linux only: the probe has no kernel and no boot id).
     pub boot_id: Option<BootId>,
     /// The guest's record (Linux guests).
     pub guest: Option<GuestRecord>,
+    /// The guest exit code, when the guest wrote one.
+    pub guest_exit_code: Option<u8>,
+    /// Protocol errors the guest caused.
+    pub protocol_errors: u64,
     /// The VMM's own error: (stable kind, chain as text).
-    pub error: Option<(String, String)>,
+    pub error: Option<(ErrorKind, String)>,
     /// The guest kernel command line the VMM used (Linux), for the bundle's configuration.
     pub cmdline: Option<String>,
-    /// The memory backing the VMM actually got (e.g. `anon+thp`), if it says.
+    /// The memory backing the VMM actually got (e.g. `anon-4k`), if it says.
     pub backing: Option<String>,
 }
 
@@ -81,10 +72,6 @@ fn detail(s: &str) -> String {
     }
 }
 
-fn span(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    b?.checked_sub(a?)
-}
-
 /// Builds the row. `observed` is `None` when the VMM printed no parseable report
 /// (`report_error` then says why, when it printed something).
 pub fn to_sample(
@@ -93,71 +80,34 @@ pub fn to_sample(
     report_error: Option<&str>,
     ctx: &RowContext,
 ) -> Sample {
-    let intended = ctx.intended.then_some(a.slot.intended_ns);
-    let origin = intended.unwrap_or(a.request_ns);
     let empty = Observed::default();
     let o = observed.unwrap_or(&empty);
-    let t = &o.stamps;
-    let ready_ns = t.strict_ready;
-    let latency_ns = ready_ns.and_then(|r| r.checked_sub(origin));
-
-    let mut st = StageTimes::default();
-    st.set(
-        Stage::Queue,
-        intended.map(|i| a.request_ns.saturating_sub(i)),
-    );
-    st.set(Stage::Spawn, span(Some(a.request_ns), t.boot_start));
-    st.set(Stage::KvmOpen, span(t.boot_start, t.kvm_open));
-    st.set(Stage::VmCreate, span(t.kvm_open, t.vm_created));
-    st.set(Stage::Memory, span(t.vm_created, t.memory_ready));
-    st.set(Stage::KernelLoad, span(t.memory_ready, t.kernel_loaded));
-    // Up to the first KVM_RUN: vCPU creation, register setup and thread start.
-    st.set(Stage::Vcpus, span(t.kernel_loaded, t.first_run));
-    st.set(Stage::GuestBoot, span(t.first_run, t.init_doorbell));
-    st.set(Stage::GuestInit, span(t.init_doorbell, t.ready_doorbell));
-    st.set(Stage::Challenge, span(t.ready_doorbell, t.strict_ready));
-    st.set(Stage::Workload, span(t.strict_ready, t.record));
-    st.set(Stage::Teardown, span(t.record, Some(a.reaped_ns)));
+    // The VMM's marks plus the harness's own, through the one tiling function.
+    let stamps = Stamps {
+        intended: ctx.intended.then_some(a.slot.intended_ns),
+        request: Some(a.request_ns),
+        reaped: Some(a.reaped_ns),
+        ..o.stamps
+    };
     let g = o.guest.as_ref();
-    if ctx.contract == ContractKind::Linux {
-        let guest_time = |v: u64| (v > 0).then_some(v);
-        st.set(
-            Stage::GuestKernelToInit,
-            g.and_then(|g| guest_time(g.t_init_ns)),
-        );
-        st.set(
-            Stage::GuestInitToReady,
-            g.and_then(|g| {
-                guest_time(g.t_ready_ns)?;
-                guest_time(g.t_init_ns)?;
-                g.t_ready_ns.checked_sub(g.t_init_ns)
-            }),
-        );
-    }
     let linux = ctx.contract == ContractKind::Linux;
-    // Probe rows carry no boot id (the probe has no kernel); Linux rows the reply's.
-    let boot_id = if linux {
-        o.boot_id.or_else(|| g.and_then(|g| g.boot_id))
-    } else {
-        None
-    };
-    let workload = match g.map(|g| g.workload) {
-        None => String::new(),
-        Some(Workload::BenchOk) => "BENCH_OK".into(),
-        Some(Workload::NotRun) => "not_run".into(),
-        Some(Workload::Failed(c)) => c.name().into(),
-    };
-    let mut sample = Sample {
-        index: a.slot.index,
-        contract: ctx.contract,
-        concurrency: ctx.concurrency_override.unwrap_or(a.slot.level),
-        intended_request_ns: intended,
-        actual_request_ns: a.request_ns,
-        ready_ns,
-        latency_ns,
-        stages: st,
+    // Probe rows carry no boot id (the probe has no kernel); Linux rows the verified
+    // reply's (the binding ties it to the nonce), never the record's alone.
+    let boot_id = if linux { o.boot_id } else { None };
+    let mut sample = Sample::new(
+        a.slot.index,
+        ctx.contract,
+        ctx.concurrency_override.unwrap_or(a.slot.level),
+        ctx.mem_bytes,
+    );
+    sample.set_times(&stamps);
+    if linux {
+        if let Some(g) = g {
+            sample.stages.set_guest(g.t_init_ns, g.t_ready_ns);
+        }
+    }
+    let sample = Sample {
         boot_id,
-        host_mem_configured: ctx.mem_bytes,
         host_memslots: o.memslots,
         host_e820_usable: o.e820_usable,
         guest_mem_firmware: if linux {
@@ -172,39 +122,56 @@ pub fn to_sample(
         } else {
             None
         },
-        workload,
-        ok: false,
-        error_kind: String::new(),
-        error_detail: String::new(),
+        protocol_errors: o.protocol_errors,
+        workload: g.map(|g| g.workload.encode()).unwrap_or_default(),
+        ..sample
     };
-    let (error_kind, error_detail) = classify(a, observed, report_error, ctx, &sample);
-    sample.ok = error_kind.is_empty();
-    sample.error_kind = error_kind;
-    sample.error_detail = error_detail;
+    let mut sample = sample;
+    match classify(a, observed, report_error, ctx, &sample) {
+        None => sample.ok = true,
+        Some((kind, detail)) => {
+            sample.ok = false;
+            sample.error_kind = kind.as_string();
+            sample.error_detail = detail;
+        }
+    }
     sample
 }
 
-/// The first reason, in causal order, that this attempt is not a success;
-/// `("", "")` for a success. Past the harness and VMM outcomes it applies, to the row
-/// itself, every criterion the verifier (`truecold-proof verify`) applies to a success, so
-/// a row that fails one is a typed failure, never `ok`.
+/// The first reason, in causal order, that this attempt is not a success; `None` for a
+/// success. Past the harness and VMM outcomes it applies, to the row itself, every criterion
+/// the verifier (`truecold-proof verify`) applies to a success, so a row that fails one is a
+/// typed failure, never `ok`.
 fn classify(
     a: &Attempt,
     observed: Option<&Observed>,
     report_error: Option<&str>,
     ctx: &RowContext,
     s: &Sample,
-) -> (String, String) {
-    let fail = |k: &str, d: String| (k.to_string(), detail(&d));
+) -> Option<(ErrorKind, String)> {
+    let fail = |k: ErrorKind, d: String| Some((k, detail(&d)));
     let stderr = || a.stderr_tail.trim().to_string();
     let deadline_ms = a.deadline_ns / 1_000_000;
     let linux = ctx.contract == ContractKind::Linux;
+    // Strict-ready came, verified, within the deadline: any later overrun is post-ready.
+    let ready_in_time = observed.is_some_and(|o| o.strict_ready_verified)
+        && s.latency_ns.is_some_and(|l| l <= a.deadline_ns);
     match &a.end {
-        End::SpawnFailed(m) => return fail("spawn_failed", m.clone()),
-        End::HarnessIo(m) => return fail("harness_io", m.clone()),
+        End::SpawnFailed(m) => return fail(ErrorKind::SpawnFailed, m.clone()),
+        End::HarnessIo(m) => return fail(ErrorKind::HarnessIo, m.clone()),
+        End::KilledAtDeadline if ready_in_time => {
+            return fail(
+                ErrorKind::PostReadyOverrun,
+                format!(
+                    "strict-ready in time, but still running at the {deadline_ms} ms deadline; \
+                     killed. {}",
+                    stderr()
+                ),
+            )
+        }
         End::KilledAtDeadline => {
             return fail(
-                "deadline",
+                ErrorKind::Deadline,
                 format!(
                     "still running at the {deadline_ms} ms deadline; killed. {}",
                     stderr()
@@ -213,7 +180,7 @@ fn classify(
         }
         End::Signalled(sig) => {
             return fail(
-                "vmm_signal",
+                ErrorKind::VmmSignal,
                 format!("VMM killed by signal {sig}. {}", stderr()),
             )
         }
@@ -221,32 +188,37 @@ fn classify(
     }
     let Some(o) = observed else {
         let why = report_error.unwrap_or("no report on stdout");
-        return fail("bad_report", format!("{why}. {}", stderr()));
+        return fail(ErrorKind::BadReport, format!("{why}. {}", stderr()));
     };
     if let Some((kind, chain)) = &o.error {
-        // The VMM's own deadline and the harness's are the same failure: one kind.
-        let kind = if kind == "deadline" {
-            "deadline".to_string()
-        } else {
-            crate::vmm_report::vmm_error_kind(kind)
+        // The VMM's deadline and the harness's are the same failure: one kind, split by
+        // whether strict-ready came in time.
+        let kind = match kind {
+            ErrorKind::Deadline if ready_in_time => ErrorKind::PostReadyOverrun,
+            _ => match o.guest_exit_code.map(ErrorCode::from_byte) {
+                // A guest that wrote a failing code to the exit port (a panic included)
+                // is typed by its own code.
+                Some(Ok(code)) if code != ErrorCode::Ok => ErrorKind::Guest(code),
+                _ => kind.clone(),
+            },
         };
-        return fail(&kind, chain.clone());
+        return fail(kind, chain.clone());
     }
     let Some(lat) = s.latency_ns else {
         return fail(
-            "no_strict_ready",
+            ErrorKind::NoStrictReady,
             format!("the VMM exited without strict-ready. {}", stderr()),
         );
     };
     if !o.strict_ready_verified {
         return fail(
-            "no_strict_ready",
+            ErrorKind::NoStrictReady,
             "a strict-ready stamp without a verified liveness answer".into(),
         );
     }
     if lat > a.deadline_ns {
         return fail(
-            "deadline",
+            ErrorKind::Deadline,
             format!(
                 "strict-ready at {} µs, after the {deadline_ms} ms deadline",
                 lat / 1000
@@ -256,35 +228,44 @@ fn classify(
     if let Some(g) = &o.guest {
         if g.code != ErrorCode::Ok {
             return fail(
-                &format!("guest_{}", g.code.name()),
+                ErrorKind::Guest(g.code),
                 format!("guest reported {}", g.code),
             );
         }
     }
     if linux {
         match o.guest.as_ref().map(|g| g.workload) {
-            None => return fail("no_record", "no guest record".into()),
+            None => return fail(ErrorKind::NoRecord, "no guest record".into()),
             Some(Workload::BenchOk) => {}
-            Some(w) => return fail("workload", format!("workload result {w:?}")),
+            Some(w) => return fail(ErrorKind::Workload, format!("workload result {w}")),
         }
+    }
+    if o.protocol_errors > 0 {
+        return fail(
+            ErrorKind::GuestProtocol,
+            format!(
+                "the guest caused {} protocol error(s); a success must be clean",
+                o.protocol_errors
+            ),
+        );
     }
     if let End::Exited(c) = a.end {
         if c != 0 {
             return fail(
-                "vmm_exit",
+                ErrorKind::VmmExit,
                 format!("VMM exited with status {c}. {}", stderr()),
             );
         }
     }
-    if let Some(why) = timeline_gap(s, lat, linux) {
-        return fail("incomplete_timeline", why);
+    if let Some(why) = s.timeline_problem(linux) {
+        return fail(ErrorKind::IncompleteTimeline, why);
     }
     if let Some(why) = memory_mismatch(s, linux) {
-        return fail("memory_mismatch", why);
+        return fail(ErrorKind::MemoryMismatch, why);
     }
     if linux && s.guest_cpus != Some(ctx.vcpus) {
         return fail(
-            "cpu_mismatch",
+            ErrorKind::CpuMismatch,
             format!(
                 "the guest saw {:?} CPUs, {} configured",
                 s.guest_cpus, ctx.vcpus
@@ -293,33 +274,11 @@ fn classify(
     }
     if linux {
         if let Some(why) = s.platform_problem(ctx.vcpus) {
-            return fail("platform_mismatch", why);
+            return fail(ErrorKind::PlatformMismatch, why);
         }
     }
     if linux && s.boot_id.is_none() {
-        return fail("no_boot_id", "strict-ready without a boot id".into());
-    }
-    (String::new(), String::new())
-}
-
-/// The verifier's timeline criteria for a success: a spawn stage, host stages that sum to
-/// the headline exactly, and (Linux) both guest-clock stages.
-fn timeline_gap(s: &Sample, lat: u64, linux: bool) -> Option<String> {
-    if s.stages.get(Stage::Spawn).is_none() {
-        return Some("no spawn stage (the VMM reported no boot start)".into());
-    }
-    let host_sum = s.host_stage_sum();
-    if host_sum != u128::from(lat) {
-        return Some(format!(
-            "host stages sum to {host_sum} ns, latency is {lat} ns (a stamp missing or out of order)"
-        ));
-    }
-    if linux {
-        for st in [Stage::GuestKernelToInit, Stage::GuestInitToReady] {
-            if s.stages.get(st).is_none() {
-                return Some(format!("no guest-clock `{}` stage", st.name()));
-            }
-        }
+        return fail(ErrorKind::NoBootId, "strict-ready without a boot id".into());
     }
     None
 }
@@ -346,7 +305,7 @@ pub fn mark_repeated_boot_ids(samples: &mut [Sample]) -> usize {
         let Some(b) = s.boot_id else { continue };
         if let Some(first) = seen.get(&b) {
             s.ok = false;
-            s.error_kind = "repeated_boot_id".into();
+            s.error_kind = ErrorKind::RepeatedBootId.as_string();
             s.error_detail = format!(
                 "contract violation: boot id {b} already seen in sample {first} (not a fresh boot)"
             );

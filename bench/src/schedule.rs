@@ -9,7 +9,7 @@
 //!   (coordinated-omission safe: a slow sample never delays the arrival of the next).
 
 use crate::clock::sleep_until_ns;
-use truecold_vmm::timeline::now_ns;
+use truecold_proto::measure::now_ns;
 
 /// Longest single sleep of the open-loop dispatcher, so a stop is seen promptly.
 const STOP_POLL_NS: u64 = 50_000_000;

@@ -1,5 +1,5 @@
-//! Reading one `truecold-vmm` report (its stdout, one JSON [`BootReport`]) into what a bundle
-//! row needs. The report type is the VMM library's own; nothing here re-declares it.
+//! Reading one `truecold-vmm` stdout into what a bundle row needs, through the shared report
+//! type (`truecold_proto::report`): the bench does not link the VMM.
 //!
 //! Boot ids: a Linux row carries the boot id of the guest's verified `reply`. The probe
 //! guest has no kernel and so no boot id: its row's boot id stays empty, and its strict-ready
@@ -8,169 +8,78 @@
 //! A VMM that failed before its guest ran prints an [`ErrorReport`] instead of a report; its
 //! kebab-case kind becomes the row's `vmm_<kind>` error.
 
-use crate::sample::{Observed, Stamps};
-use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
-use truecold_vmm::report::{BootReport, ErrorReport, GuestRecordReport};
+use crate::sample::Observed;
+use truecold_proto::kinds::ErrorKind;
+use truecold_proto::report::{ErrorReport, ReportCore, ReportError, VmmOutput};
 
-/// What the VMM printed: a boot report, or the error report of a boot that never ran.
-#[derive(Debug)]
-pub enum VmmOutput {
-    Report(Box<BootReport>),
-    Error(ErrorReport),
-}
-
-/// Parses the VMM's stdout. `Err` says why there is no usable report.
-pub fn parse(stdout: &[u8], truncated: bool) -> Result<BootReport, String> {
+/// Parses the VMM's stdout as either of its outputs.
+pub fn parse_output(stdout: &[u8], truncated: bool) -> Result<VmmOutput, ReportError> {
     if truncated {
-        return Err("the VMM's stdout exceeded the harness's limit (report truncated)".into());
+        return Err(ReportError::Truncated);
     }
-    let text =
-        std::str::from_utf8(stdout).map_err(|_| "the VMM's stdout is not UTF-8".to_string())?;
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("the VMM printed no report".into());
-    }
-    serde_json::from_str(text).map_err(|e| format!("the VMM's report does not parse: {e}"))
-}
-
-/// Parses the VMM's stdout as either of its outputs: an object with an `error` member is an
-/// [`ErrorReport`], anything else must be a [`BootReport`].
-pub fn parse_output(stdout: &[u8], truncated: bool) -> Result<VmmOutput, String> {
-    let is_error = !truncated
-        && serde_json::from_slice::<serde_json::Value>(stdout)
-            .is_ok_and(|v| v.get("error").is_some());
-    if is_error {
-        return serde_json::from_slice(stdout)
-            .map(VmmOutput::Error)
-            .map_err(|e| format!("the VMM's error report does not parse: {e}"));
-    }
-    parse(stdout, truncated).map(|r| VmmOutput::Report(Box::new(r)))
-}
-
-/// The row's error kind for a VMM error kind: `vmm_` + the kind, `-` → `_`.
-pub fn vmm_error_kind(kind: &str) -> String {
-    format!("vmm_{}", kind.replace('-', "_"))
-}
-
-fn guest_record(g: &GuestRecordReport) -> Result<GuestRecord, String> {
-    let code = ErrorCode::ALL
-        .iter()
-        .copied()
-        .find(|c| c.name() == g.code)
-        .ok_or_else(|| format!("unknown guest code `{}`", g.code))?;
-    let workload = match g.workload.as_str() {
-        "BENCH_OK" => Workload::BenchOk,
-        "not_run" => Workload::NotRun,
-        other => Workload::Failed(
-            ErrorCode::ALL
-                .iter()
-                .copied()
-                .find(|c| *c != ErrorCode::Ok && c.name() == other)
-                .ok_or_else(|| format!("unknown workload result `{other}`"))?,
-        ),
-    };
-    let boot_id = match &g.boot_id {
-        None => None,
-        Some(s) => Some(BootId::parse(s).ok_or_else(|| format!("malformed boot id `{s}`"))?),
-    };
-    Ok(GuestRecord {
-        boot_id,
-        t_init_ns: g.t_init_ns,
-        t_ready_ns: g.t_ready_ns,
-        t_reply_ns: g.t_reply_ns,
-        t_record_ns: g.t_record_ns,
-        mem_configured: g.mem_configured,
-        mem_firmware_ram: g.mem_firmware_ram,
-        mem_total: g.mem_total,
-        mem_probe: g.mem_probe,
-        cpus: g.cpus,
-        platform: g.platform.clone(),
-        workload,
-        code,
-    })
-}
-
-/// The failure's stable kind: the serde tag of the VMM's `GuestFailure`, snake_cased.
-fn failure_kind(r: &BootReport) -> (String, String) {
-    match &r.outcome.failure {
-        Some(f) => {
-            let kind = serde_json::to_value(f)
-                .ok()
-                .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
-                .unwrap_or_else(|| "failure".into())
-                .replace('-', "_");
-            (kind, f.to_string())
-        }
-        None => (
-            "failed".into(),
-            format!("the VMM reports failure (stop: {:?})", r.outcome.stop),
-        ),
-    }
+    VmmOutput::parse(stdout)
 }
 
 /// Projects a report onto a row's needs.
-pub fn observe(r: &BootReport) -> Observed {
-    let t = &r.timeline;
-    let mut error = (!r.outcome.ok).then(|| failure_kind(r));
-    let guest = match r.guest_record.as_ref().map(guest_record) {
-        None => None,
-        Some(Ok(g)) => Some(g),
-        Some(Err(e)) => {
-            error.get_or_insert(("bad_guest_record".into(), e));
-            None
-        }
-    };
+pub fn observe(r: &ReportCore) -> Observed {
+    let mut error = (!r.outcome.ok).then(|| {
+        let kind = r.outcome.failure_kind.as_deref().unwrap_or("failed");
+        (
+            ErrorKind::vmm(kind).unwrap_or(ErrorKind::Vmm("failed".into())),
+            r.outcome
+                .failure
+                .clone()
+                .unwrap_or_else(|| "the VMM reports failure".into()),
+        )
+    });
     let lv = &r.liveness;
-    // Only a Linux reply carries a boot id; the probe's echo is liveness, not an identity.
-    let boot_id = lv.reply_boot_id.as_deref().and_then(BootId::parse);
+    // Only the verified reply's boot id: the binding ties it to this boot's nonce.
+    let boot_id = lv.reply_boot_id;
     // The reply (bound to the nonce) and the record must come from the same boot.
-    if let (Some(reply), Some(record)) = (boot_id, guest.as_ref().and_then(|g| g.boot_id)) {
+    if let (Some(reply), Some(record)) = (boot_id, r.guest_record.as_ref().and_then(|g| g.boot_id))
+    {
         if reply != record {
             error.get_or_insert((
-                "boot_id_mismatch".into(),
+                ErrorKind::BootIdMismatch,
                 format!("the reply says boot id {reply}, the record {record}"),
             ));
         }
     }
+    let m = &r.memory_figures;
     Observed {
-        stamps: Stamps {
-            boot_start: t.boot_start,
-            kvm_open: t.kvm_open,
-            vm_created: t.vm_created,
-            memory_ready: t.memory_ready,
-            kernel_loaded: t.kernel_loaded,
-            first_run: t.first_run,
-            init_doorbell: t.init_doorbell,
-            ready_doorbell: t.ready_doorbell,
-            strict_ready: t.strict_ready,
-            record: t.record,
-        },
+        stamps: r.stamps,
         strict_ready_verified: lv.verified,
-        memslots: Some(r.memory.memslot_bytes),
-        e820_usable: Some(r.memory.e820_ram_bytes),
-        guest_ram: r.memory.guest_bytes,
+        memslots: Some(m.memslots),
+        e820_usable: Some(m.e820_ram),
+        guest_ram: m.guest,
         boot_id,
-        guest,
+        guest: r.guest_record.clone(),
+        guest_exit_code: r.outcome.guest_exit_code,
+        protocol_errors: r.protocol_error_count,
         error,
-        cmdline: (r.probe.is_none()).then(|| r.kernel.cmdline.clone()),
-        backing: Some(r.backing.obtained.clone()),
+        cmdline: r.guest_cmdline.clone(),
+        backing: Some(r.backing_obtained.clone()),
     }
 }
 
 /// Projects a pre-guest error report: no stamps, only the typed error.
 pub fn observe_error(e: &ErrorReport) -> Observed {
     Observed {
-        error: Some((e.error.kind.replace('-', "_"), e.error.message.clone())),
+        error: Some((
+            ErrorKind::vmm(&e.error.kind).unwrap_or(ErrorKind::Vmm("unknown".into())),
+            e.error.message.clone(),
+        )),
         ..Observed::default()
     }
 }
 
 /// Stdout of one attempt → observation (the campaign's `observe` hook).
 pub fn observe_attempt(a: &crate::launch::Attempt) -> Result<Observed, String> {
-    parse_output(&a.stdout, a.stdout_truncated).map(|o| match o {
-        VmmOutput::Report(r) => observe(&r),
-        VmmOutput::Error(e) => observe_error(&e),
-    })
+    match parse_output(&a.stdout, a.stdout_truncated) {
+        Ok(VmmOutput::Boot(r)) => Ok(observe(&r)),
+        Ok(VmmOutput::Error(e)) => Ok(observe_error(&e)),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -179,28 +88,32 @@ mod tests {
 
     #[test]
     fn pre_guest_error_report_becomes_a_typed_vmm_error() {
-        let out = br#"{"schema":1,"error":{"kind":"kernel-missing","message":"cannot open kernel /x: No such file"}}"#;
-        let o = match parse_output(out, false).unwrap() {
+        let out = br#"{"schema":2,"error":{"kind":"kernel-missing","message":"cannot open kernel /x: No such file"}}"#;
+        let o = match parse_output(out, false).expect("parses") {
             VmmOutput::Error(e) => observe_error(&e),
-            VmmOutput::Report(_) => panic!("an error report parsed as a boot report"),
+            VmmOutput::Boot(_) => panic!("an error report parsed as a boot report"),
         };
-        let (kind, msg) = o.error.clone().unwrap();
-        assert_eq!(vmm_error_kind(&kind), "vmm_kernel_missing");
+        let (kind, msg) = o.error.clone().expect("an error");
+        assert_eq!(kind.as_string(), "vmm_kernel_missing");
         assert!(msg.contains("/x"));
-        assert_eq!(o.stamps, crate::sample::Stamps::default());
-        assert!(parse_output(br#"{"schema":1,"error":{"kind":3}}"#, false)
-            .unwrap_err()
-            .contains("error report does not parse"));
-        assert!(parse_output(b"{}", true).unwrap_err().contains("truncated"));
+        assert_eq!(o.stamps, truecold_proto::measure::Stamps::default());
+        assert!(matches!(
+            parse_output(br#"{"schema":2,"error":{"kind":3}}"#, false),
+            Err(ReportError::BadError(_))
+        ));
+        assert_eq!(parse_output(b"{}", true), Err(ReportError::Truncated));
     }
 
     #[test]
     fn unusable_stdout_says_why() {
-        assert!(parse(b"", false).unwrap_err().contains("no report"));
-        assert!(parse(b"{\"schema\":1}", false)
-            .unwrap_err()
-            .contains("does not parse"));
-        assert!(parse(b"\xff", false).unwrap_err().contains("UTF-8"));
-        assert!(parse(b"{}", true).unwrap_err().contains("truncated"));
+        assert_eq!(parse_output(b"", false), Err(ReportError::Empty));
+        assert!(matches!(
+            parse_output(b"{\"schema\":2}", false),
+            Err(ReportError::BadReport(_))
+        ));
+        assert!(matches!(
+            parse_output(b"\xff", false),
+            Err(ReportError::NotJson(_))
+        ));
     }
 }

@@ -409,6 +409,7 @@ pub fn read_samples(bytes: &[u8]) -> Result<Vec<Sample>, CsvError> {
             guest_mem_total: r.opt_u64(m + 5)?,
             guest_cpus: r.opt_u32(m + 6)?,
             guest_platform: r.platform(m + 7)?,
+            protocol_errors: 0, // MERGE-TODO: column
             workload: r.str(m + 7 + p).to_string(),
             ok,
             error_kind: r.str(m + 9 + p).to_string(),

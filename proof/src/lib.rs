@@ -3,9 +3,10 @@
 //! verifier and the A/B comparison. No KVM anywhere: a reviewer builds this on any host.
 //!
 //! # The bench's path
-//! 1. Per attempt: [`Sample::new`], then [`HostStamps::apply`] (request → strict-ready
-//!    stamps; it fills the host/post stages so they tile the headline exactly, the queue
-//!    stage, `ready_ns` and `latency_ns`), [`apply_guest_record`] (guest-clock stages),
+//! 1. Per attempt: [`Sample::new`], then [`Sample::set_times`] (the launch's [`Stamps`]
+//!    through the one tiling function `truecold_proto::measure::Stamps::tile`: host/post
+//!    stages that tile the headline exactly, the queue stage, `ready_ns` and `latency_ns`),
+//!    [`StageTimes::set_guest`] (guest-clock stages),
 //!    the boot id (Linux rows only; probe rows have none), memory figures, workload, and
 //!    `ok` or `error_kind`/`error_detail`.
 //!    Failures stay rows; a sample past the deadline is `ok = false` with its error.
@@ -40,8 +41,8 @@ pub mod verify;
 pub use bundle::{read_bundle, regenerate, write_bundle, BundleError, BundleInputs, Written};
 pub use compare::{compare_bundles, CompareOptions, Comparison, Outcome};
 pub use schema::{
-    apply_guest_record, Configuration, Contract, ContractKind, Environment, HarnessLoad, HostKind,
-    HostStamps, Mode, ResultJson, Sample, Stage, StageKind, StageTimes, HEADLINE, SCHEMA_VERSION,
+    Configuration, Contract, ContractKind, Environment, HarnessLoad, HostKind, Mode, ResultJson,
+    Sample, Stage, StageKind, StageTimes, Stamps, HEADLINE, SCHEMA_VERSION,
 };
 pub use stats::Summary;
 pub use summary::Summaries;

@@ -9,7 +9,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use truecold_proto::{BootId, GuestPlatform};
 
+pub use truecold_proto::kinds::{ContractKind, HostKind, Mode, LINUX_LABEL, PROBE_LABEL};
+pub use truecold_proto::measure::{Stage, StageKind, StageTimes, Stamps, STAGE_COUNT};
+
 use crate::summary::Summaries;
+
+/// The one percentile definition used everywhere (stored in `result.json`, too).
+pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n sorted values \
+     is the value at 1-based rank ceil(p*n/100); mean is floor(sum/n); integer nanoseconds";
 
 /// The schema this crate writes and the only one it reads.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -17,388 +24,6 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// Name of the headline metric: request (intended request time where there is one) →
 /// strict-ready.
 pub const HEADLINE: &str = "request_to_strict_ready";
-
-/// Label of a Linux-boot campaign.
-pub const LINUX_LABEL: &str = "Linux boot: request to strict-ready";
-/// Label of a probe-guest campaign. Appears in every file of such a bundle.
-pub const PROBE_LABEL: &str = "VMM floor (probe guest), not a Linux boot";
-
-/// The one percentile definition used everywhere (stored in `result.json`, too).
-pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n sorted values \
-     is the value at 1-based rank ceil(p*n/100); mean is floor(sum/n); integer nanoseconds";
-
-/// What was booted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ContractKind {
-    /// A real Linux kernel to a verified userspace.
-    Linux,
-    /// The VMM's embedded probe guest: the VMM floor, not a Linux boot.
-    Probe,
-}
-
-impl ContractKind {
-    /// The human label written into every file of the bundle.
-    pub fn label(self) -> &'static str {
-        match self {
-            ContractKind::Linux => LINUX_LABEL,
-            ContractKind::Probe => PROBE_LABEL,
-        }
-    }
-
-    /// The CSV spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContractKind::Linux => "linux",
-            ContractKind::Probe => "probe",
-        }
-    }
-
-    /// Parses the CSV spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "linux" => Some(ContractKind::Linux),
-            "probe" => Some(ContractKind::Probe),
-            _ => None,
-        }
-    }
-}
-
-/// What the host's `/dev/kvm` is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HostKind {
-    /// Hardware virtualization (VMX/SVM).
-    Hardware,
-    /// The `kvm_pvm` software backend.
-    Pvm,
-    /// KVM inside an emulated (TCG) L1: functional, slow.
-    NestedEmulated,
-}
-
-impl HostKind {
-    /// The JSON spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HostKind::Hardware => "hardware",
-            HostKind::Pvm => "pvm",
-            HostKind::NestedEmulated => "nested-emulated",
-        }
-    }
-}
-
-/// How attempts were scheduled. All modes run under the same contract.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Mode {
-    /// One at a time, each after the previous finished.
-    Sequential { count: u64 },
-    /// `count` boots all due at t0 (their intended request time), at most `concurrency`
-    /// in flight.
-    Burst { count: u64, concurrency: u32 },
-    /// Fixed arrival rate; latency from each intended time (coordinated-omission safe).
-    OpenLoop {
-        count: u64,
-        /// Arrivals per 1,000 seconds (integer, so 2.5/s is 2500).
-        rate_per_ks: u64,
-    },
-    /// `per_level` boots at each concurrency 1..=`max_concurrency`.
-    Sweep {
-        max_concurrency: u32,
-        per_level: u64,
-    },
-    /// create → ready → teardown cycles at `concurrency`.
-    Churn { count: u64, concurrency: u32 },
-}
-
-impl Mode {
-    /// The mode's name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Mode::Sequential { .. } => "sequential",
-            Mode::Burst { .. } => "burst",
-            Mode::OpenLoop { .. } => "open_loop",
-            Mode::Sweep { .. } => "sweep",
-            Mode::Churn { .. } => "churn",
-        }
-    }
-
-    /// Attempts a complete campaign of this mode makes.
-    pub fn planned_attempts(&self) -> u64 {
-        match self {
-            Mode::Sequential { count }
-            | Mode::Burst { count, .. }
-            | Mode::OpenLoop { count, .. }
-            | Mode::Churn { count, .. } => *count,
-            Mode::Sweep {
-                max_concurrency,
-                per_level,
-            } => u64::from(*max_concurrency).saturating_mul(*per_level),
-        }
-    }
-
-    /// Whether samples of this mode carry an intended request time.
-    pub fn has_intended_time(&self) -> bool {
-        matches!(self, Mode::Burst { .. } | Mode::OpenLoop { .. })
-    }
-
-    /// Whether `c` is a valid value of a sample's `concurrency` column in this mode
-    /// (open loop has no fixed concurrency and records 0).
-    pub fn allows_concurrency(&self, c: u32) -> bool {
-        match self {
-            Mode::Sequential { .. } => c == 1,
-            Mode::Burst { concurrency, .. } | Mode::Churn { concurrency, .. } => c == *concurrency,
-            Mode::OpenLoop { .. } => c == 0,
-            Mode::Sweep {
-                max_concurrency, ..
-            } => c >= 1 && c <= *max_concurrency,
-        }
-    }
-
-    /// Plain words for the README.
-    pub fn describe(&self) -> String {
-        match self {
-            Mode::Sequential { count } => {
-                format!("sequential: {count} launches, one at a time")
-            }
-            Mode::Burst { count, concurrency } => format!(
-                "burst: {count} launches all due at t0, at most {concurrency} in flight; \
-                 latency from t0"
-            ),
-            Mode::OpenLoop { count, rate_per_ks } => format!(
-                "open loop: {count} launches at {}.{:03} per second; latency from each \
-                 intended start",
-                rate_per_ks / 1000,
-                rate_per_ks % 1000
-            ),
-            Mode::Sweep {
-                max_concurrency,
-                per_level,
-            } => format!(
-                "concurrency sweep: {per_level} launches at each concurrency 1..={max_concurrency}"
-            ),
-            Mode::Churn { count, concurrency } => {
-                format!("churn: {count} create→ready→teardown cycles at concurrency {concurrency}")
-            }
-        }
-    }
-}
-
-/// Where a stage's duration comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StageKind {
-    /// Host clock; the host stages tile the headline (their sum equals it for a success).
-    Host,
-    /// The guest's own clock (Linux guests only).
-    Guest,
-    /// Host clock, after strict-ready: not part of the headline.
-    Post,
-}
-
-/// The stages, in timeline order. The CSV has one column `<name>_ns` per stage, in this
-/// order; the bench fills them, the verifier and `compare` read them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Stage {
-    /// Intended request time → actual request (spawn) time: the harness's own queueing.
-    /// Present exactly when the sample has an intended time.
-    Queue,
-    /// Request (taken before spawning) → the VMM process's `main` running.
-    Spawn,
-    /// → `/dev/kvm` opened and its API/capabilities checked.
-    KvmOpen,
-    /// → VM created (irqchip, PIT, TSS/identity map).
-    VmCreate,
-    /// → guest memory mapped and every memslot registered.
-    Memory,
-    /// → kernel, initramfs, boot parameters and command line in guest memory.
-    KernelLoad,
-    /// → every vCPU created and its registers set, just before the first `KVM_RUN`.
-    Vcpus,
-    /// First `KVM_RUN` → the guest's init-start doorbell (host clock).
-    GuestBoot,
-    /// Init-start doorbell → ready doorbell (host clock).
-    GuestInit,
-    /// Ready doorbell → the liveness reply verified: strict-ready.
-    Challenge,
-    /// Guest clock: kernel start → PID 1 running (`t_init_ns`).
-    GuestKernelToInit,
-    /// Guest clock: PID 1 running → ready (`t_ready_ns - t_init_ns`).
-    GuestInitToReady,
-    /// Strict-ready → the guest's workload record received.
-    Workload,
-    /// Record received → VMM process reaped.
-    Teardown,
-}
-
-/// Number of stages.
-pub const STAGE_COUNT: usize = 14;
-
-impl Stage {
-    /// Every stage, in column order.
-    pub const ALL: [Stage; STAGE_COUNT] = [
-        Stage::Queue,
-        Stage::Spawn,
-        Stage::KvmOpen,
-        Stage::VmCreate,
-        Stage::Memory,
-        Stage::KernelLoad,
-        Stage::Vcpus,
-        Stage::GuestBoot,
-        Stage::GuestInit,
-        Stage::Challenge,
-        Stage::GuestKernelToInit,
-        Stage::GuestInitToReady,
-        Stage::Workload,
-        Stage::Teardown,
-    ];
-
-    /// Position in [`Stage::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Stable snake_case name (CSV column is `<name>_ns`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Queue => "queue",
-            Stage::Spawn => "spawn",
-            Stage::KvmOpen => "kvm_open",
-            Stage::VmCreate => "vm_create",
-            Stage::Memory => "memory",
-            Stage::KernelLoad => "kernel_load",
-            Stage::Vcpus => "vcpus",
-            Stage::GuestBoot => "guest_boot",
-            Stage::GuestInit => "guest_init",
-            Stage::Challenge => "challenge",
-            Stage::GuestKernelToInit => "guest_kernel_to_init",
-            Stage::GuestInitToReady => "guest_init_to_ready",
-            Stage::Workload => "workload",
-            Stage::Teardown => "teardown",
-        }
-    }
-
-    /// Where the duration comes from.
-    pub fn kind(self) -> StageKind {
-        match self {
-            Stage::GuestKernelToInit | Stage::GuestInitToReady => StageKind::Guest,
-            Stage::Workload | Stage::Teardown => StageKind::Post,
-            _ => StageKind::Host,
-        }
-    }
-
-    /// Looks a stage up by name.
-    pub fn from_name(name: &str) -> Option<Stage> {
-        Stage::ALL.iter().copied().find(|s| s.name() == name)
-    }
-}
-
-/// One duration per stage; `None` = not reached / not applicable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StageTimes(pub [Option<u64>; STAGE_COUNT]);
-
-impl StageTimes {
-    /// The duration of `stage`.
-    pub fn get(&self, stage: Stage) -> Option<u64> {
-        self.0[stage.index()]
-    }
-
-    /// Sets the duration of `stage`.
-    pub fn set(&mut self, stage: Stage, ns: Option<u64>) {
-        self.0[stage.index()] = ns;
-    }
-}
-
-/// CLOCK_MONOTONIC stamps of one attempt as the bench and the VMM observe them. Each
-/// host stage is the time from the previous present stamp to its own end stamp, so the
-/// host stages always tile `origin → strict_ready` exactly; a missing stamp leaves its
-/// stage empty and the next present stage absorbs the gap.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HostStamps {
-    /// When the attempt was due (burst, open loop).
-    pub intended: Option<u64>,
-    /// Taken before spawning the VMM.
-    pub request: u64,
-    /// End of [`Stage::Spawn`]: the VMM's `main` running.
-    pub vmm_main: Option<u64>,
-    /// End of [`Stage::KvmOpen`].
-    pub kvm_open: Option<u64>,
-    /// End of [`Stage::VmCreate`].
-    pub vm_create: Option<u64>,
-    /// End of [`Stage::Memory`].
-    pub memory: Option<u64>,
-    /// End of [`Stage::KernelLoad`].
-    pub kernel_load: Option<u64>,
-    /// End of [`Stage::Vcpus`]: just before the first `KVM_RUN`.
-    pub vcpus: Option<u64>,
-    /// End of [`Stage::GuestBoot`]: the init-start doorbell's VM exit.
-    pub init_doorbell: Option<u64>,
-    /// End of [`Stage::GuestInit`]: the ready doorbell's VM exit.
-    pub ready_doorbell: Option<u64>,
-    /// End of [`Stage::Challenge`]: strict-ready.
-    pub strict_ready: Option<u64>,
-    /// End of [`Stage::Workload`]: the guest's record received.
-    pub record: Option<u64>,
-    /// End of [`Stage::Teardown`]: the VMM process reaped.
-    pub reaped: Option<u64>,
-}
-
-impl HostStamps {
-    /// Fills the host and post stages (guest stages are left as they are), the queue
-    /// stage, `intended_request_ns`, `actual_request_ns`, `ready_ns` and `latency_ns` of
-    /// `sample`. A stamp earlier than its predecessor gives an empty stage (the verifier
-    /// then reports the broken tiling rather than a made-up number).
-    pub fn apply(&self, sample: &mut Sample) {
-        sample.intended_request_ns = self.intended;
-        sample.actual_request_ns = self.request;
-        sample.ready_ns = self.strict_ready;
-        sample.stages.set(
-            Stage::Queue,
-            self.intended.and_then(|t| self.request.checked_sub(t)),
-        );
-        let mut prev = Some(self.request);
-        for (stage, end) in [
-            (Stage::Spawn, self.vmm_main),
-            (Stage::KvmOpen, self.kvm_open),
-            (Stage::VmCreate, self.vm_create),
-            (Stage::Memory, self.memory),
-            (Stage::KernelLoad, self.kernel_load),
-            (Stage::Vcpus, self.vcpus),
-            (Stage::GuestBoot, self.init_doorbell),
-            (Stage::GuestInit, self.ready_doorbell),
-            (Stage::Challenge, self.strict_ready),
-            (Stage::Workload, self.record),
-            (Stage::Teardown, self.reaped),
-        ] {
-            let d = match (prev, end) {
-                (Some(p), Some(e)) => e.checked_sub(p),
-                _ => None,
-            };
-            sample.stages.set(stage, d);
-            if end.is_some() {
-                prev = end;
-            }
-            if stage == Stage::Challenge && end.is_none() {
-                // Post stages are measured from strict-ready only.
-                prev = None;
-            }
-        }
-        sample.latency_ns = sample.derived_latency();
-    }
-}
-
-/// Sets the guest-clock stages from the guest's record (`0` = not reached).
-pub fn apply_guest_record(sample: &mut Sample, t_init_ns: u64, t_ready_ns: u64) {
-    let init = (t_init_ns > 0).then_some(t_init_ns);
-    sample.stages.set(Stage::GuestKernelToInit, init);
-    sample.stages.set(
-        Stage::GuestInitToReady,
-        match (init, t_ready_ns) {
-            (Some(i), r) if r > 0 => r.checked_sub(i),
-            _ => None,
-        },
-    );
-}
 
 /// One attempt: a row of `samples.csv`. Failures are rows too.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -438,6 +63,10 @@ pub struct Sample {
     pub guest_cpus: Option<u32>,
     /// Guest: the platform its kernel saw (topology, TSC, clocksource); Linux rows only.
     pub guest_platform: Option<GuestPlatform>,
+    /// Protocol errors the guest caused (malformed lines, an unverified or second reply, a
+    /// second record …), as the VMM counted them. A success has none: the bench types a row
+    /// with any as `guest_protocol`.
+    pub protocol_errors: u64,
     /// Workload result: `BENCH_OK`, `not_run`, a guest error name, or empty if no record.
     pub workload: String,
     /// The attempt reached strict-ready, verified, within the deadline.
@@ -452,12 +81,59 @@ impl Sample {
     /// Sum of the host stages (those that tile the headline), in u128 so it cannot
     /// overflow; equals `latency_ns` for every well-formed success.
     pub fn host_stage_sum(&self) -> u128 {
-        Stage::ALL
-            .iter()
-            .filter(|st| st.kind() == StageKind::Host)
-            .filter_map(|st| self.stages.get(*st))
-            .map(u128::from)
-            .sum()
+        self.stages.host_sum()
+    }
+
+    /// Fills the row's times from `stamps` through the one tiling function
+    /// ([`Stamps::tile`]): `intended_request_ns`, `actual_request_ns`, `ready_ns`,
+    /// `latency_ns` and the host and post stages (the guest stages are kept: see
+    /// [`StageTimes::set_guest`]).
+    pub fn set_times(&mut self, stamps: &Stamps) {
+        let guest = [Stage::GuestKernelToInit, Stage::GuestInitToReady].map(|s| self.stages.get(s));
+        self.intended_request_ns = stamps.intended;
+        self.actual_request_ns = stamps.request.unwrap_or(0);
+        self.ready_ns = stamps.strict_ready;
+        self.latency_ns = stamps.latency();
+        self.stages = stamps.tile();
+        self.stages.set(Stage::GuestKernelToInit, guest[0]);
+        self.stages.set(Stage::GuestInitToReady, guest[1]);
+    }
+
+    /// Why this success's timeline is not whole, or `None` when it is. The one definition
+    /// the bench (when it classifies a launch) and the verifier (when it checks a success)
+    /// share: every host stage present and non-zero (the queue stage exactly when the row has
+    /// an intended time, and it may be zero), their sum equal to the headline, and (Linux)
+    /// both guest-clock stages present and non-zero.
+    pub fn timeline_problem(&self, linux: bool) -> Option<String> {
+        let Some(lat) = self.latency_ns else {
+            return Some("no latency".into());
+        };
+        for st in Stage::ALL {
+            let d = self.stages.get(st);
+            let required = match st.kind() {
+                StageKind::Host => st != Stage::Queue,
+                StageKind::Guest => linux,
+                StageKind::Post => false,
+            };
+            if required && d.unwrap_or(0) == 0 {
+                return Some(format!(
+                    "host or guest stage `{}` is {} (a mark missing, repeated or out of order)",
+                    st.name(),
+                    d.map_or("missing".to_string(), |v| format!("{v} ns"))
+                ));
+            }
+        }
+        if self.stages.get(Stage::Queue).is_some() != self.intended_request_ns.is_some() {
+            return Some("a queue stage exactly when there is an intended time".into());
+        }
+        let host_sum = self.host_stage_sum();
+        if host_sum != u128::from(lat) {
+            return Some(format!(
+                "host stages sum to {host_sum} ns, latency is {lat} ns (a stamp missing or out \
+                 of order)"
+            ));
+        }
+        None
     }
 
     /// What disagrees in this row's memory figures, empty when they agree. The one
@@ -501,7 +177,7 @@ impl Sample {
     }
 
     /// An attempt with nothing observed yet: not ok, every optional field empty. The
-    /// bench fills it in ([`HostStamps::apply`], [`apply_guest_record`], memory figures,
+    /// bench fills it in ([`Sample::set_times`], [`StageTimes::set_guest`], memory figures,
     /// the boot id of a Linux guest), then sets `ok`, or `error_kind` and `error_detail`.
     pub fn new(
         index: u64,
@@ -526,6 +202,7 @@ impl Sample {
             guest_mem_total: None,
             guest_cpus: None,
             guest_platform: None,
+            protocol_errors: 0,
             workload: String::new(),
             ok: false,
             error_kind: String::new(),
@@ -686,88 +363,23 @@ pub fn required_artifacts(kind: ContractKind) -> &'static [&'static str] {
 mod tests {
     use super::*;
 
-    fn blank() -> Sample {
-        Sample::new(0, ContractKind::Linux, 0, 0)
-    }
-
     #[test]
-    fn stamps_tile_the_headline_with_intended_time_and_missing_stamps() {
-        let st = HostStamps {
-            intended: Some(1_000),
-            request: 1_500,
-            vmm_main: Some(2_000),
-            kvm_open: Some(2_100),
-            vm_create: None, // absorbed by memory
-            memory: Some(2_600),
-            kernel_load: Some(3_000),
-            vcpus: Some(3_100),
-            init_doorbell: None, // probe guest: no init doorbell
-            ready_doorbell: Some(9_000),
-            strict_ready: Some(9_300),
-            record: Some(9_800),
-            reaped: Some(10_000),
-        };
-        let mut s = blank();
-        st.apply(&mut s);
-        assert_eq!(s.latency_ns, Some(8_300)); // 9_300 - intended 1_000
-        assert_eq!(s.stages.get(Stage::Queue), Some(500));
-        assert_eq!(s.stages.get(Stage::Spawn), Some(500));
-        assert_eq!(s.stages.get(Stage::VmCreate), None);
-        assert_eq!(s.stages.get(Stage::Memory), Some(500));
-        assert_eq!(s.stages.get(Stage::GuestBoot), None);
-        assert_eq!(s.stages.get(Stage::GuestInit), Some(5_900));
-        assert_eq!(s.stages.get(Stage::Workload), Some(500));
-        assert_eq!(s.stages.get(Stage::Teardown), Some(200));
-        assert_eq!(s.host_stage_sum(), 8_300);
-    }
-
-    #[test]
-    fn failed_attempt_has_no_post_stages_and_no_latency() {
-        let st = HostStamps {
-            request: 100,
-            vmm_main: Some(150),
-            reaped: Some(900),
-            ..HostStamps::default()
-        };
-        let mut s = blank();
-        st.apply(&mut s);
-        assert_eq!(s.latency_ns, None);
-        assert_eq!(s.stages.get(Stage::Spawn), Some(50));
-        assert_eq!(s.stages.get(Stage::Teardown), None);
-        assert_eq!(s.stages.get(Stage::Queue), None);
-    }
-
-    #[test]
-    fn backwards_stamp_gives_an_empty_stage_not_a_made_up_one() {
-        let st = HostStamps {
-            request: 100,
-            vmm_main: Some(90),
-            strict_ready: Some(200),
-            ..HostStamps::default()
-        };
-        let mut s = blank();
-        st.apply(&mut s);
-        assert_eq!(s.stages.get(Stage::Spawn), None);
-        assert_eq!(s.stages.get(Stage::Challenge), Some(110));
-        assert_eq!(s.latency_ns, Some(100));
-        assert_ne!(s.host_stage_sum(), 100); // the verifier will report the broken tiling
-    }
-
-    #[test]
-    fn guest_record_stages() {
-        let mut s = blank();
-        apply_guest_record(&mut s, 15_000, 18_000);
+    fn set_times_keeps_guest_stages_and_derives_the_headline() {
+        let mut s = Sample::new(0, ContractKind::Linux, 1, 0);
+        s.stages.set_guest(15_000, 18_000);
+        s.set_times(&Stamps {
+            request: Some(100),
+            boot_start: Some(150),
+            strict_ready: Some(1_100),
+            reaped: Some(2_000),
+            ..Stamps::default()
+        });
+        assert_eq!(s.actual_request_ns, 100);
+        assert_eq!(s.ready_ns, Some(1_100));
+        assert_eq!(s.latency_ns, Some(1_000));
+        assert_eq!(s.latency_ns, s.derived_latency());
         assert_eq!(s.stages.get(Stage::GuestKernelToInit), Some(15_000));
-        assert_eq!(s.stages.get(Stage::GuestInitToReady), Some(3_000));
-        apply_guest_record(&mut s, 15_000, 0);
-        assert_eq!(s.stages.get(Stage::GuestInitToReady), None);
-    }
-
-    #[test]
-    fn stage_names_are_unique_and_indexed_in_order() {
-        for (i, st) in Stage::ALL.iter().enumerate() {
-            assert_eq!(st.index(), i);
-            assert_eq!(Stage::from_name(st.name()), Some(*st));
-        }
+        assert_eq!(s.stages.get(Stage::Teardown), Some(900));
+        assert_eq!(s.host_stage_sum(), 1_000);
     }
 }

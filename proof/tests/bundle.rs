@@ -319,22 +319,23 @@ fn open_loop_bundle_built_from_stamps_verifies() {
         let intended = 1_000_000 + i * 10_000_000;
         let request = intended + 50_000 + i * 1000; // harness lateness
         let mut s = Sample::new(i, ContractKind::Probe, 0, MEM);
-        HostStamps {
+        s.set_times(&Stamps {
             intended: Some(intended),
-            request,
-            vmm_main: Some(request + 2_000_000),
+            request: Some(request),
+            boot_start: Some(request + 2_000_000),
             kvm_open: Some(request + 2_100_000),
-            vm_create: Some(request + 2_500_000),
-            memory: Some(request + 15_000_000),
-            kernel_load: Some(request + 15_100_000),
-            vcpus: Some(request + 15_600_000),
+            vm_created: Some(request + 2_500_000),
+            memory_ready: Some(request + 15_000_000),
+            kernel_loaded: Some(request + 15_100_000),
+            first_run: Some(request + 15_600_000),
             init_doorbell: None,
             ready_doorbell: Some(request + 15_800_000),
             strict_ready: Some(request + 15_900_000),
             record: Some(request + 16_000_000),
+            exit: Some(request + 16_100_000),
+            teardown_done: Some(request + 16_500_000),
             reaped: Some(request + 17_000_000),
-        }
-        .apply(&mut s);
+        });
         s.host_memslots = Some(MEM);
         s.host_e820_usable = Some(MEM);
         s.workload = "not_run".into();

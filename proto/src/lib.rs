@@ -19,7 +19,7 @@
 //! A line is ASCII, at most [`MAX_LINE`] bytes including the final `\n`:
 //! `TC1 <kind> key=value key=value …`. Keys are `[a-z0-9_]+`, values have no spaces.
 //! Unknown keys are rejected, duplicate keys are rejected, missing keys are rejected.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 use core::fmt;
 use sha2::{Digest, Sha256};
@@ -43,8 +43,8 @@ pub const NONCE_LEN: usize = 16;
 pub const MAX_LINE: usize = 4096;
 /// The version tag every line starts with.
 pub const LINE_TAG: &str = "TC1";
-/// Domain separator of the liveness MAC.
-const MAC_DOMAIN: &[u8] = b"truecold-liveness-v1\0";
+/// Domain separator of the liveness binding.
+const BINDING_DOMAIN: &[u8] = b"truecold-liveness-v1\0";
 
 /// Doorbell codes, in the order a healthy guest rings them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +69,8 @@ impl Phase {
 
 /// Why the guest stopped: the byte written to [`PORT_EXIT`] and the `code` of a record.
 /// Each failing step of guest-init has its own code; 0 is success.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 #[repr(u8)]
 pub enum ErrorCode {
     Ok = 0,
@@ -134,6 +135,11 @@ impl ErrorCode {
             .ok_or(ProtoError::UnknownCode(b))
     }
 
+    /// Looks a code up by [`ErrorCode::name`].
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.name() == s)
+    }
+
     /// A stable snake_case name, used in records, CSV files and histograms.
     pub fn name(self) -> &'static str {
         match self {
@@ -158,6 +164,19 @@ impl ErrorCode {
             ErrorCode::WorkloadStillPresent => "workload_still_present",
             ErrorCode::Record => "record",
         }
+    }
+}
+
+impl TryFrom<String> for ErrorCode {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        ErrorCode::from_name(&s).ok_or_else(|| format!("unknown guest code `{s}`"))
+    }
+}
+
+impl From<ErrorCode> for String {
+    fn from(c: ErrorCode) -> String {
+        c.name().to_string()
     }
 }
 
@@ -197,8 +216,25 @@ pub enum ProtoError {
 }
 
 /// A guest boot id: the 36-character UUID from `/proc/sys/kernel/random/boot_id`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
 pub struct BootId([u8; 36]);
+
+impl TryFrom<String> for BootId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        BootId::parse(&s)
+            .ok_or_else(|| format!("`{s}` is not a boot id (8-4-4-4-12 lowercase hex)"))
+    }
+}
+
+impl From<BootId> for String {
+    fn from(b: BootId) -> String {
+        b.as_str().to_string()
+    }
+}
 
 impl BootId {
     /// Parses and validates `8-4-4-4-12` lowercase hex (trailing whitespace allowed).
@@ -243,11 +279,14 @@ impl fmt::Display for BootId {
     }
 }
 
-/// The liveness MAC: SHA-256 over a domain tag, the host's nonce and the guest's boot id.
+/// The liveness binding: an unkeyed SHA-256 over a domain tag, the host's nonce and the
+/// guest's boot id. It is not a MAC (there is no key): it binds the answer to this fresh nonce
+/// (so it cannot have been computed before the nonce existed) and to this boot id, and proves
+/// nothing about *who* computed it.
 /// Binds the reply to this nonce (fresh per boot) and this guest boot.
-pub fn liveness_mac(nonce: &[u8; NONCE_LEN], boot_id: &BootId) -> [u8; 32] {
+pub fn liveness_binding(nonce: &[u8; NONCE_LEN], boot_id: &BootId) -> [u8; 32] {
     let mut h = Sha256::new();
-    h.update(MAC_DOMAIN);
+    h.update(BINDING_DOMAIN);
     h.update(nonce);
     h.update(boot_id.0);
     h.finalize().into()
@@ -283,26 +322,28 @@ pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {
     pub boot_id: BootId,
-    pub mac: [u8; 32],
+    pub binding: [u8; 32],
 }
 
 impl Reply {
     /// Builds the reply for `nonce`.
     pub fn new(nonce: &[u8; NONCE_LEN], boot_id: BootId) -> Self {
         Reply {
-            mac: liveness_mac(nonce, &boot_id),
+            binding: liveness_binding(nonce, &boot_id),
             boot_id,
         }
     }
 
-    /// True when the MAC matches `nonce` and this reply's boot id.
+    /// True when the binding matches `nonce` and this reply's boot id.
     pub fn verifies(&self, nonce: &[u8; NONCE_LEN]) -> bool {
-        liveness_mac(nonce, &self.boot_id) == self.mac
+        liveness_binding(nonce, &self.boot_id) == self.binding
     }
 }
 
-/// Result of the post-ready workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Result of the post-ready workload. Spelled as on the wire (`BENCH_OK`, `not_run`, or a
+/// guest error name) in records, JSON and CSV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum Workload {
     /// Written, read back, digest verified, deleted, confirmed gone: `BENCH_OK`.
     BenchOk,
@@ -312,15 +353,36 @@ pub enum Workload {
     Failed(ErrorCode),
 }
 
+impl TryFrom<String> for Workload {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Workload::decode(&s).ok_or_else(|| format!("unknown workload result `{s}`"))
+    }
+}
+
+impl From<Workload> for String {
+    fn from(w: Workload) -> String {
+        w.encode()
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
 impl Workload {
-    fn encode(self) -> String {
+    /// The wire / CSV spelling.
+    pub fn encode(self) -> String {
         match self {
             Workload::BenchOk => "BENCH_OK".into(),
             Workload::NotRun => "not_run".into(),
             Workload::Failed(c) => c.name().into(),
         }
     }
-    fn decode(s: &str) -> Option<Self> {
+    /// Parses [`Workload::encode`].
+    pub fn decode(s: &str) -> Option<Self> {
         match s {
             "BENCH_OK" => Some(Workload::BenchOk),
             "not_run" => Some(Workload::NotRun),
@@ -415,7 +477,9 @@ impl GuestPlatform {
 
 /// The guest's one structured record, sent after the workload (or after a failure).
 /// Timestamps are the guest's CLOCK_MONOTONIC (ns since guest boot); 0 = not reached.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The same typed value travels on: guest → TC1 line → VMM report JSON → bench row.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GuestRecord {
     /// `None` when the boot id could not be read.
     pub boot_id: Option<BootId>,
@@ -450,7 +514,7 @@ pub enum Message {
     Record(GuestRecord),
 }
 
-const REPLY_KEYS: &[&str] = &["boot_id", "mac"];
+const REPLY_KEYS: &[&str] = &["boot_id", "binding"];
 const RECORD_KEYS: &[&str] = &[
     "boot_id",
     "t_init_ns",
@@ -479,9 +543,9 @@ impl Message {
     pub fn encode(&self) -> String {
         match self {
             Message::Reply(r) => format!(
-                "{LINE_TAG} reply boot_id={} mac={}\n",
+                "{LINE_TAG} reply boot_id={} binding={}\n",
                 r.boot_id,
-                hex(&r.mac)
+                hex(&r.binding)
             ),
             Message::Record(r) => format!(
                 "{LINE_TAG} record boot_id={} t_init_ns={} t_ready_ns={} t_reply_ns={} \
@@ -573,9 +637,9 @@ impl Message {
             "reply" => {
                 let b = get("boot_id")?;
                 let boot_id = BootId::parse(b).ok_or_else(|| bad("boot_id", b))?;
-                let m = get("mac")?;
-                let mac = unhex::<32>(m).ok_or_else(|| bad("mac", m))?;
-                Ok(Message::Reply(Reply { boot_id, mac }))
+                let m = get("binding")?;
+                let binding = unhex::<32>(m).ok_or_else(|| bad("binding", m))?;
+                Ok(Message::Reply(Reply { boot_id, binding }))
             }
             _ => {
                 let b = get("boot_id")?;
@@ -680,6 +744,10 @@ impl LineAssembler {
 }
 
 /// Kernel command line keys the guest reads (`truecold.<key>=<value>`).
+pub mod kinds;
+pub mod measure;
+pub mod report;
+
 pub mod cmdline {
     /// RAM the host configured, bytes (required).
     pub const MEM: &str = "truecold.mem";

@@ -13,12 +13,12 @@ use crate::loader::{self, KernelSource, LoaderError};
 use crate::memory::{self, MemoryError};
 use crate::mptable;
 use crate::probe::{ProbeReport, ProbeSummary};
-use crate::report::{
-    BootReport, GuestFailure, GuestRecordReport, HostReport, MemoryReport, Outcome, SCHEMA,
-};
+use crate::report::{self, BootReport, GuestFailure, HostReport, MemoryDetail};
 use crate::run::{self, RunEnd, RunError};
-use crate::timeline::{now_ns, process_start_ns, Timeline};
+use crate::timeline::process_start_ns;
 use crate::vm::{self, VmError};
+use truecold_proto::measure::{now_ns, Mark, Stamps, Taker};
+use truecold_proto::report::{Liveness, MemoryFigures};
 
 /// Invalid configuration.
 #[derive(Debug, thiserror::Error)]
@@ -88,18 +88,6 @@ impl Error {
     }
 }
 
-/// `e` and its sources, `: `-separated.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
-}
-
 fn validate(cfg: &BootConfig) -> Result<(), Error> {
     if cfg.vcpus == 0 || cfg.vcpus > mptable::MAX_VCPUS {
         return Err(Error::Config(ConfigError::Vcpus(cfg.vcpus)));
@@ -118,13 +106,13 @@ fn refuse_linux_on_pvm(cfg: &BootConfig, kind: HostKind) -> Result<(), Error> {
 }
 
 /// Boots one VM per `cfg` and returns its report; a guest that ran but failed gives
-/// [`Error::Guest`], which carries the report.
+/// [`Error::Guest`], which carries the report. Each step is stamped under its
+/// [`Mark`] (the one stage table: `truecold_proto::measure`).
 pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
-    let mut tl = Timeline {
+    let mut st = Stamps {
         request: cfg.request_ns,
-        process_start: process_start_ns(),
         boot_start: Some(now_ns()),
-        ..Timeline::default()
+        ..Stamps::default()
     };
     validate(cfg)?;
     if let KernelSource::File(path) = &cfg.kernel {
@@ -134,15 +122,15 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     refuse_linux_on_pvm(cfg, host_kind.kind)?;
 
     let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
-    tl.kvm_open = Some(now_ns());
+    st.kvm_open = Some(now_ns());
 
     let vm = vm::create(&kvm).map_err(Error::Vm)?;
-    tl.vm_created = Some(now_ns());
+    st.vm_created = Some(now_ns());
 
     let ram = memory::allocate(cfg.mem_mib, cfg.backing).map_err(Error::Memory)?;
     let rom_area = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
     memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
-    tl.memory_ready = Some(now_ns());
+    st.memory_ready = Some(now_ns());
 
     let cmdline =
         loader::cmdline(cfg.console, ram.total(), &cfg.cmdline_extra).map_err(Error::Loader)?;
@@ -154,88 +142,68 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
             GuestAddress(mptable::MPTABLE_ADDR),
         )
         .map_err(Error::MpTable)?;
-    tl.kernel_loaded = Some(now_ns());
+    st.kernel_loaded = Some(now_ns());
 
     let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
     let bus = Mutex::new(Bus::new(&vm, cfg.is_probe(), cfg.console).map_err(Error::Devices)?);
-    tl.vcpus_ready = Some(now_ns());
-
     let out = run::run(vcpus, &bus, Duration::from_millis(cfg.deadline_ms)).map_err(Error::Run)?;
-    tl.first_run = out.first_run;
-    tl.exit = Some(out.exit);
+    st.first_run = out.first_run;
+    st.exit = Some(out.exit);
 
     let backing = memory::observe(&ram);
     let bus = bus.into_inner().unwrap_or_else(|p| p.into_inner());
-    let vmm_rss_bytes = bus.rss_at_strict_ready;
-    tl.init_doorbell = bus.stamps.init_doorbell;
-    tl.ready_doorbell = bus.stamps.ready_doorbell;
-    tl.strict_ready = bus.stamps.strict_ready;
-    tl.record = bus.stamps.record;
-
+    for m in Mark::ALL.into_iter().filter(|m| m.taker() == Taker::VmExit) {
+        st.set(m, bus.stamps.get(m));
+    }
+    let guest = GuestView::collect(bus, cfg, &loaded.e820);
     let memslots = ram.ranges.clone();
-    let configured_bytes = cfg.mem_mib * memory::MIB;
-    // Teardown: vCPU fds closed in their threads; now devices, VM, memory, /dev/kvm.
-    let guest = GuestView::collect(&bus, cfg, &loaded.e820);
-    drop(bus);
+    // Teardown: vCPU fds closed in their threads; now VM, memory, /dev/kvm.
     drop(vm);
     drop(ram);
     drop(kvm);
-    tl.teardown_done = Some(now_ns());
+    st.teardown_done = Some(now_ns());
 
-    let memslot_bytes: u64 = memslots.iter().map(|r| r.size).sum();
-    let e820_ram_bytes = loader::e820_ram(&loaded.e820);
-    let agree = guest.guest_bytes == Some(configured_bytes)
-        && memslot_bytes == configured_bytes
-        && e820_ram_bytes == configured_bytes;
-    let memory = MemoryReport {
-        configured_bytes,
-        memslots,
-        memslot_bytes,
-        e820: loaded.e820.clone(),
-        e820_ram_bytes,
-        guest_bytes: guest.guest_bytes,
-        agree,
+    let memory_figures = MemoryFigures {
+        configured: cfg.mem_mib * memory::MIB,
+        memslots: memslots.iter().map(|r| r.size).sum(),
+        e820_ram: loader::e820_ram(&loaded.e820),
+        guest: guest.guest_bytes,
     };
-    let failure = judge(cfg, &out.end, &out.errors, &guest, &memory);
-    let report = BootReport {
-        schema: SCHEMA,
-        config: cfg.clone(),
-        durations: tl.durations(),
-        timeline: tl,
-        host: HostReport {
-            kind: host_kind.kind,
-            detected: host_kind.detected,
-            forced: host_kind.forced,
-            kernel: host::kernel_release(),
-            hypervisor_signature: host::hypervisor_signature(),
-            mem_total_bytes: host::host_mem_total(),
-            kvm_caps,
-        },
-        memory,
-        backing,
-        vmm_rss_bytes,
-        kernel: loaded,
-        vcpus: cfg.vcpus,
-        exits: guest.exits,
-        liveness: guest.liveness,
-        guest_record: guest.record,
-        probe: guest.probe,
-        protocol_errors: guest.protocol_errors,
-        vcpu_errors: out.errors.iter().map(|e| chain(e)).collect(),
-        vcpu_last_rip: out.last_rip.clone(),
-        outcome: Outcome {
-            ok: failure.is_none(),
-            failure: failure.clone(),
-            stop: match &out.end {
-                RunEnd::Stopped(r) => Some(r.clone()),
-                _ => None,
+    let failure = judge(cfg, &out.end, &out.errors, &guest, &memory_figures);
+    let report = report::assemble(
+        cfg,
+        report::Observed {
+            stamps: st,
+            process_start_boottime_ns: process_start_ns(),
+            host: HostReport {
+                kind: host_kind.kind,
+                detected: host_kind.detected,
+                forced: host_kind.forced,
+                kernel: host::kernel_release(),
+                hypervisor_signature: host::hypervisor_signature(),
+                mem_total_bytes: host::host_mem_total(),
+                kvm_caps,
             },
-            guest_exit_code: match &out.end {
-                RunEnd::Stopped(StopReason::ExitPort(c)) => Some(*c),
-                _ => None,
+            memory: MemoryDetail {
+                memslots,
+                e820: loaded.e820.clone(),
             },
+            memory_figures,
+            backing,
+            kernel: loaded,
+            vmm_rss_bytes: guest.rss_at_strict_ready,
+            exits: guest.exits,
+            liveness: guest.liveness,
+            guest_record: guest.record,
+            probe: guest.probe,
+            protocol_error_count: guest.protocol_error_count,
+            protocol_errors: guest.protocol_errors,
+            end: out.end,
+            vcpu_errors: out.errors,
+            vcpu_last_rip: out.last_rip,
         },
-    };
+        failure.clone(),
+    );
     match failure {
         None => Ok(report),
         Some(failure) => Err(Error::Guest {
@@ -248,17 +216,18 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
 /// What the devices learned from the guest, detached from the bus.
 struct GuestView {
     exits: devices::ExitCounts,
-    liveness: devices::Liveness,
-    record: Option<GuestRecordReport>,
+    liveness: Liveness,
+    record: Option<truecold_proto::GuestRecord>,
     probe: Option<ProbeReport>,
+    protocol_error_count: u64,
     protocol_errors: Vec<String>,
     guest_bytes: Option<u64>,
     last_phase: Option<u8>,
-    record_raw: Option<truecold_proto::GuestRecord>,
+    rss_at_strict_ready: Option<u64>,
 }
 
 impl GuestView {
-    fn collect(bus: &Bus, cfg: &BootConfig, e820: &[loader::E820Entry]) -> Self {
+    fn collect(bus: Bus, cfg: &BootConfig, e820: &[loader::E820Entry]) -> Self {
         let probe = cfg.is_probe().then(|| {
             ProbeReport::judge(
                 ProbeSummary::parse(bus.probe_summary_bytes()),
@@ -272,14 +241,15 @@ impl GuestView {
             None => bus.record.as_ref().map(|r| r.mem_firmware_ram),
         };
         GuestView {
-            exits: bus.exits.clone(),
-            liveness: bus.liveness.clone(),
-            record: bus.record.as_ref().map(GuestRecordReport::from),
+            exits: bus.exits,
+            liveness: bus.liveness,
+            record: bus.record,
             probe,
-            protocol_errors: bus.protocol_errors.clone(),
+            protocol_error_count: bus.protocol_error_count,
+            protocol_errors: bus.protocol_errors,
             guest_bytes,
             last_phase: bus.last_phase,
-            record_raw: bus.record.clone(),
+            rss_at_strict_ready: bus.rss_at_strict_ready,
         }
     }
 }
@@ -290,7 +260,7 @@ fn judge(
     end: &RunEnd,
     errors: &[RunError],
     g: &GuestView,
-    mem: &MemoryReport,
+    mem: &MemoryFigures,
 ) -> Option<GuestFailure> {
     match end {
         RunEnd::Deadline => {
@@ -303,7 +273,7 @@ fn judge(
             return Some(GuestFailure::Vcpu {
                 message: errors
                     .iter()
-                    .map(|e| chain(e))
+                    .map(|e| truecold_proto::measure::error_chain(e))
                     .collect::<Vec<_>>()
                     .join("; "),
             })
@@ -342,27 +312,26 @@ fn judge(
             });
         }
     } else {
-        match &g.record_raw {
+        match &g.record {
             None => return Some(GuestFailure::RecordMissing),
             Some(r)
                 if r.code != truecold_proto::ErrorCode::Ok
                     || r.workload != truecold_proto::Workload::BenchOk =>
             {
-                let rep = GuestRecordReport::from(r);
                 return Some(GuestFailure::RecordFailed {
-                    code: rep.code,
-                    workload: rep.workload,
+                    code: r.code,
+                    workload: r.workload,
                 });
             }
             Some(_) => {}
         }
     }
-    if !mem.agree {
+    if !mem.agree() {
         return Some(GuestFailure::MemoryDisagrees {
-            configured: mem.configured_bytes,
-            memslots: mem.memslot_bytes,
-            e820: mem.e820_ram_bytes,
-            guest: mem.guest_bytes,
+            configured: mem.configured,
+            memslots: mem.memslots,
+            e820: mem.e820_ram,
+            guest: mem.guest,
         });
     }
     None
@@ -379,32 +348,29 @@ mod tests {
     }
 
     fn view(record: Option<truecold_proto::GuestRecord>, verified: bool) -> GuestView {
+        let mut liveness = Liveness::new(truecold_proto::report::LivenessKind::Binding);
+        liveness.verified = verified;
         GuestView {
             exits: devices::ExitCounts::default(),
-            liveness: devices::Liveness {
-                verified,
-                ..Default::default()
-            },
-            record: record.as_ref().map(GuestRecordReport::from),
-            probe: None,
-            protocol_errors: vec![],
+            liveness,
             guest_bytes: record.as_ref().map(|r| r.mem_firmware_ram),
+            record,
+            probe: None,
+            protocol_error_count: 0,
+            protocol_errors: vec![],
             last_phase: Some(2),
-            record_raw: record,
+            rss_at_strict_ready: None,
         }
     }
 
-    fn mem(guest: Option<u64>) -> MemoryReport {
+    fn mem(guest: Option<u64>) -> MemoryFigures {
         let ranges = memory::layout(128).unwrap();
         let e820 = loader::e820(&ranges);
-        MemoryReport {
-            configured_bytes: 128 << 20,
-            memslot_bytes: 128 << 20,
-            memslots: ranges,
-            e820_ram_bytes: loader::e820_ram(&e820),
-            e820,
-            guest_bytes: guest,
-            agree: guest == Some(128 << 20),
+        MemoryFigures {
+            configured: 128 << 20,
+            memslots: 128 << 20,
+            e820_ram: loader::e820_ram(&e820),
+            guest,
         }
     }
 
@@ -539,10 +505,10 @@ mod tests {
         let huge = memory::allocate(u64::MAX >> 21, memory::Backing::Anon).unwrap_err();
         assert_eq!(Error::Memory(huge).kind(), "memory-too-large");
         assert_eq!(Error::HostCannotBootLinux.kind(), "host-cannot-boot-linux");
-        let json = serde_json::to_value(crate::report::ErrorReport::of(&zero)).unwrap();
+        let json = serde_json::to_value(crate::report::error_report(&zero)).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"schema": 1, "error": {
+            serde_json::json!({"schema": 2, "error": {
                 "kind": "memory-too-small",
                 "message": "cannot set up guest memory: guest memory of 0 MiB requested"
             }})

@@ -6,6 +6,8 @@ use std::io::Write;
 
 use kvm_ioctls::VmFd;
 use serde::{Deserialize, Serialize};
+use truecold_proto::measure::Stamps;
+use truecold_proto::report::{Liveness, LivenessKind, ReportCore};
 use truecold_proto::{
     ErrorCode, LineAssembler, Message, Phase, NONCE_LEN, PORT_CHALLENGE, PORT_DOORBELL, PORT_EXIT,
     PORT_RECORD,
@@ -22,8 +24,6 @@ const I8042_CMD: u16 = 0x64;
 const I8042_RESET: u8 = 0xfe;
 /// Bound on bytes kept from the probe's echo/summary ports.
 const PROBE_BYTES_MAX: usize = 4096;
-/// Bound on protocol errors kept in the report.
-const PROTOCOL_ERRORS_MAX: usize = 64;
 
 /// Why the devices could not be set up or a device failed.
 #[derive(Debug, thiserror::Error)]
@@ -90,29 +90,6 @@ pub struct ExitCounts {
     pub unknown_mmio_pages: BTreeMap<String, u64>,
 }
 
-/// How the liveness challenge went.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Liveness {
-    /// `mac` (Linux guest: a `reply` line) or `probe-echo` (probe guest: nonce echoed back).
-    pub kind: String,
-    /// The nonce made after the Ready doorbell (hex).
-    pub nonce: Option<String>,
-    /// The reply's boot id (Linux guest).
-    pub reply_boot_id: Option<String>,
-    /// The reply MAC or the echoed bytes (hex).
-    pub answer: Option<String>,
-    pub verified: bool,
-}
-
-/// Stamps the devices take on the VM exit that completes an event.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeviceStamps {
-    pub init_doorbell: Option<u64>,
-    pub ready_doorbell: Option<u64>,
-    pub strict_ready: Option<u64>,
-    pub record: Option<u64>,
-}
-
 /// All devices, behind one lock held by the vCPU threads for the span of one exit.
 pub struct Bus {
     probe_guest: bool,
@@ -122,13 +99,17 @@ pub struct Bus {
     assembler: LineAssembler,
     echo: Vec<u8>,
     summary: Vec<u8>,
-    pub stamps: DeviceStamps,
+    /// The VM-exit marks (init and ready doorbells, strict-ready, record); the others stay
+    /// empty here.
+    pub stamps: Stamps,
     /// VmRSS of this process read right after the strict-ready stamp.
     pub rss_at_strict_ready: Option<u64>,
     pub exits: ExitCounts,
     pub liveness: Liveness,
     pub record: Option<truecold_proto::GuestRecord>,
     pub ap_checkins: Vec<probe::ApCheckin>,
+    /// Every protocol error, counted; the first [`ReportCore::PROTOCOL_ERRORS_KEPT`] as text.
+    pub protocol_error_count: u64,
     pub protocol_errors: Vec<String>,
     pub last_phase: Option<u8>,
 }
@@ -152,22 +133,25 @@ impl Bus {
             assembler: LineAssembler::default(),
             echo: Vec::new(),
             summary: Vec::new(),
-            stamps: DeviceStamps::default(),
+            stamps: Stamps::default(),
             rss_at_strict_ready: None,
             exits: ExitCounts::default(),
-            liveness: Liveness {
-                kind: if probe_guest { "probe-echo" } else { "mac" }.to_string(),
-                ..Liveness::default()
-            },
+            liveness: Liveness::new(if probe_guest {
+                LivenessKind::ProbeEcho
+            } else {
+                LivenessKind::Binding
+            }),
             record: None,
             ap_checkins: Vec::new(),
+            protocol_error_count: 0,
             protocol_errors: Vec::new(),
             last_phase: None,
         })
     }
 
     fn protocol_error(&mut self, e: String) {
-        if self.protocol_errors.len() < PROTOCOL_ERRORS_MAX {
+        self.protocol_error_count = self.protocol_error_count.saturating_add(1);
+        if self.protocol_errors.len() < ReportCore::PROTOCOL_ERRORS_KEPT {
             self.protocol_errors.push(e);
         }
     }
@@ -348,15 +332,21 @@ impl Bus {
             };
             match msg {
                 Message::Reply(r) => {
-                    self.liveness.reply_boot_id = Some(r.boot_id.to_string());
-                    self.liveness.answer = Some(truecold_proto::hex(&r.mac));
+                    if self.liveness.verified {
+                        // Only the verified reply's boot id and binding are kept.
+                        self.protocol_error("a reply after the verified one".into());
+                        continue;
+                    }
+                    self.liveness
+                        .answer
+                        .get_or_insert_with(|| truecold_proto::hex(&r.binding));
                     match self.nonce {
                         Some(n) if r.verifies(&n) => {
-                            if self.stamps.strict_ready.is_none() {
-                                self.strict_ready(t);
-                            }
+                            self.liveness.reply_boot_id = Some(r.boot_id);
+                            self.liveness.answer = Some(truecold_proto::hex(&r.binding));
+                            self.strict_ready(t);
                         }
-                        Some(_) => self.protocol_error("reply MAC does not verify".into()),
+                        Some(_) => self.protocol_error("reply binding does not verify".into()),
                         None => self.protocol_error("reply before the Ready doorbell".into()),
                     }
                 }

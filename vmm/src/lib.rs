@@ -20,6 +20,6 @@ pub mod run;
 pub mod timeline;
 pub mod vm;
 
-pub use boot::{chain, run as boot, Error};
+pub use boot::{run as boot, Error};
 pub use config::BootConfig;
 pub use report::BootReport;

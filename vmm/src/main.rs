@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use truecold_proto::measure::error_chain as chain;
+use truecold_proto::report::{ErrorBody, ErrorReport};
 use truecold_vmm::host::HostKind;
 use truecold_vmm::loader::KernelSource;
 use truecold_vmm::memory::Backing;
-use truecold_vmm::report::{ErrorBody, ErrorReport, SCHEMA};
-use truecold_vmm::{chain, BootConfig, Error};
+use truecold_vmm::report::{error_report, SCHEMA};
+use truecold_vmm::{BootConfig, Error};
 
 #[derive(Parser)]
 #[command(
@@ -190,7 +192,7 @@ fn main() -> ExitCode {
             eprintln!("error: {}", chain(&e));
             match &e {
                 Error::Guest { report, .. } => print_json(report),
-                _ => print_json(&ErrorReport::of(&e)),
+                _ => print_json(&error_report(&e)),
             }
             ExitCode::FAILURE
         }

@@ -1,16 +1,24 @@
-//! The boot report: one JSON object per boot, deserializable by the bench.
+//! The boot report: one JSON object per boot. Its measured core ([`ReportCore`]: stamps,
+//! memory figures, liveness, the typed guest record, outcome) is defined once in
+//! `truecold_proto::report` and read by the bench and the verifier through that type; this
+//! module adds the VMM's diagnostics and assembles the report from what a boot observed.
 use serde::{Deserialize, Serialize};
+use truecold_proto::measure::Stamps;
+use truecold_proto::report::{
+    ErrorBody, ErrorReport, Liveness, MemoryFigures, Outcome, ReportCore, REPORT_SCHEMA,
+};
+use truecold_proto::{ErrorCode, GuestRecord, Workload};
 
 use crate::config::BootConfig;
-use crate::devices::{ExitCounts, Liveness, StopReason};
+use crate::devices::{ExitCounts, StopReason};
 use crate::host::HostKind;
 use crate::loader::{E820Entry, Loaded};
 use crate::memory::{BackingReport, RamRange};
 use crate::probe::ProbeReport;
-use crate::timeline::{StageDurations, Timeline};
+use crate::run::{RunEnd, RunError};
 
-/// Version of this schema.
-pub const SCHEMA: u32 = 1;
+/// Version of the report JSON (the one constant, from proto).
+pub const SCHEMA: u32 = REPORT_SCHEMA;
 
 /// The host the boot ran on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,60 +38,11 @@ pub struct HostReport {
     pub kvm_caps: Vec<String>,
 }
 
-/// Memory as configured, registered, described to the guest, and seen by the guest.
+/// Where the memory figures come from: the registered ranges and the E820 table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryReport {
-    pub configured_bytes: u64,
+pub struct MemoryDetail {
     pub memslots: Vec<RamRange>,
-    pub memslot_bytes: u64,
     pub e820: Vec<E820Entry>,
-    pub e820_ram_bytes: u64,
-    /// The guest's own figure: `mem_firmware_ram` (Linux record) or `ram_bytes` (probe).
-    pub guest_bytes: Option<u64>,
-    /// configured == memslots == E820 RAM == guest.
-    pub agree: bool,
-}
-
-/// The guest's record (mirror of `truecold_proto::GuestRecord`, serializable).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GuestRecordReport {
-    pub boot_id: Option<String>,
-    pub t_init_ns: u64,
-    pub t_ready_ns: u64,
-    pub t_reply_ns: u64,
-    pub t_record_ns: u64,
-    pub mem_configured: u64,
-    pub mem_firmware_ram: u64,
-    pub mem_total: u64,
-    pub mem_probe: u64,
-    pub cpus: u32,
-    pub platform: truecold_proto::GuestPlatform,
-    pub workload: String,
-    pub code: String,
-}
-
-impl From<&truecold_proto::GuestRecord> for GuestRecordReport {
-    fn from(r: &truecold_proto::GuestRecord) -> Self {
-        GuestRecordReport {
-            boot_id: r.boot_id.map(|b| b.to_string()),
-            t_init_ns: r.t_init_ns,
-            t_ready_ns: r.t_ready_ns,
-            t_reply_ns: r.t_reply_ns,
-            t_record_ns: r.t_record_ns,
-            mem_configured: r.mem_configured,
-            mem_firmware_ram: r.mem_firmware_ram,
-            mem_total: r.mem_total,
-            mem_probe: r.mem_probe,
-            cpus: r.cpus,
-            platform: r.platform.clone(),
-            workload: match r.workload {
-                truecold_proto::Workload::BenchOk => "BENCH_OK".to_string(),
-                truecold_proto::Workload::NotRun => "not_run".to_string(),
-                truecold_proto::Workload::Failed(c) => c.name().to_string(),
-            },
-            code: r.code.name().to_string(),
-        }
-    }
 }
 
 /// Why a boot that ran did not reach a verified, clean end.
@@ -110,7 +69,7 @@ pub enum GuestFailure {
     #[error("the guest sent no record")]
     RecordMissing,
     #[error("the guest record says {code} / workload {workload}")]
-    RecordFailed { code: String, workload: String },
+    RecordFailed { code: ErrorCode, workload: Workload },
     #[error("memory disagrees: configured {configured}, memslots {memslots}, E820 {e820}, guest {guest:?}")]
     MemoryDisagrees {
         configured: u64,
@@ -122,66 +81,128 @@ pub enum GuestFailure {
     Probe { detail: String },
 }
 
-/// Ok, or the first failure found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Outcome {
-    pub ok: bool,
-    pub failure: Option<GuestFailure>,
-    /// How the run ended (stop reason, deadline, vCPU failure).
-    pub stop: Option<StopReason>,
-    pub guest_exit_code: Option<u8>,
+impl GuestFailure {
+    /// The stable snake_case kind (also its serde tag, `-` → `_`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GuestFailure::Deadline { .. } => "deadline",
+            GuestFailure::ExitCode { .. } => "exit_code",
+            GuestFailure::Reset => "reset",
+            GuestFailure::Shutdown { .. } => "shutdown",
+            GuestFailure::SystemEvent { .. } => "system_event",
+            GuestFailure::Vcpu { .. } => "vcpu",
+            GuestFailure::NotStrictReady { .. } => "not_strict_ready",
+            GuestFailure::RecordMissing => "record_missing",
+            GuestFailure::RecordFailed { .. } => "record_failed",
+            GuestFailure::MemoryDisagrees { .. } => "memory_disagrees",
+            GuestFailure::Probe { .. } => "probe",
+        }
+    }
 }
 
-/// Everything about one boot.
+/// Everything about one boot: the measured core (flattened: its fields are top-level keys)
+/// and the VMM's diagnostics.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BootReport {
-    pub schema: u32,
+    #[serde(flatten)]
+    pub core: ReportCore,
     pub config: BootConfig,
-    pub timeline: Timeline,
-    pub durations: StageDurations,
+    /// Process start from /proc/self/stat: CLOCK_BOOTTIME at clock-tick resolution (10 ms),
+    /// not the stamps' clock; informational, in no duration.
+    pub process_start_boottime_ns: Option<u64>,
     pub host: HostReport,
-    pub memory: MemoryReport,
+    pub memory: MemoryDetail,
     pub backing: BackingReport,
-    /// VmRSS of the VMM process at strict-ready (read on the vCPU thread right after the
-    /// strict-ready stamp); `None` when strict-ready was not reached.
-    pub vmm_rss_bytes: Option<u64>,
     pub kernel: Loaded,
     pub vcpus: u8,
     pub exits: ExitCounts,
-    pub liveness: Liveness,
-    pub guest_record: Option<GuestRecordReport>,
     pub probe: Option<ProbeReport>,
-    pub protocol_errors: Vec<String>,
     pub vcpu_errors: Vec<String>,
     /// Each vCPU's RIP when the run ended (diagnoses a guest stuck before the deadline).
     pub vcpu_last_rip: Vec<u64>,
-    pub outcome: Outcome,
+    /// How the run ended (stop reason; `None` at the deadline or on a vCPU failure).
+    pub stop: Option<StopReason>,
+    /// The first failure, typed.
+    pub failure: Option<GuestFailure>,
+}
+
+/// What a boot that ran observed, handed to [`assemble`].
+pub struct Observed {
+    pub stamps: Stamps,
+    pub process_start_boottime_ns: Option<u64>,
+    pub host: HostReport,
+    pub memory: MemoryDetail,
+    pub memory_figures: MemoryFigures,
+    pub backing: BackingReport,
+    pub kernel: Loaded,
+    pub vmm_rss_bytes: Option<u64>,
+    pub exits: ExitCounts,
+    pub liveness: Liveness,
+    pub guest_record: Option<GuestRecord>,
+    pub probe: Option<ProbeReport>,
+    pub protocol_error_count: u64,
+    pub protocol_errors: Vec<String>,
+    pub end: RunEnd,
+    pub vcpu_errors: Vec<RunError>,
+    pub vcpu_last_rip: Vec<u64>,
+}
+
+/// The report of a boot that ran, judged by `failure`.
+pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) -> BootReport {
+    let guest_cmdline = (!cfg.is_probe()).then(|| o.kernel.cmdline.clone());
+    BootReport {
+        core: ReportCore {
+            schema: SCHEMA,
+            stamps: o.stamps,
+            memory_figures: o.memory_figures,
+            backing_obtained: o.backing.obtained.clone(),
+            vmm_rss_bytes: o.vmm_rss_bytes,
+            liveness: o.liveness,
+            guest_record: o.guest_record,
+            protocol_error_count: o.protocol_error_count,
+            protocol_errors: o.protocol_errors,
+            guest_cmdline,
+            outcome: Outcome {
+                ok: failure.is_none(),
+                failure_kind: failure.as_ref().map(|f| f.kind().to_string()),
+                failure: failure.as_ref().map(ToString::to_string),
+                guest_exit_code: match &o.end {
+                    RunEnd::Stopped(StopReason::ExitPort(c)) => Some(*c),
+                    _ => None,
+                },
+            },
+        },
+        config: cfg.clone(),
+        process_start_boottime_ns: o.process_start_boottime_ns,
+        host: o.host,
+        memory: o.memory,
+        backing: o.backing,
+        kernel: o.kernel,
+        vcpus: cfg.vcpus,
+        exits: o.exits,
+        probe: o.probe,
+        vcpu_errors: o
+            .vcpu_errors
+            .iter()
+            .map(|e| truecold_proto::measure::error_chain(e))
+            .collect(),
+        vcpu_last_rip: o.vcpu_last_rip,
+        stop: match o.end {
+            RunEnd::Stopped(r) => Some(r),
+            _ => None,
+        },
+        failure,
+    }
 }
 
 /// What the CLI prints on stdout when a boot fails before the guest runs (a guest that ran
-/// and failed prints its [`BootReport`] instead): `{"schema":1,"error":{"kind":…,"message":…}}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorReport {
-    pub schema: u32,
-    pub error: ErrorBody,
-}
-
-/// The failure: a stable kebab-case kind (see [`crate::Error::kind`]) and the error chain.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    pub kind: String,
-    pub message: String,
-}
-
-impl ErrorReport {
-    /// The report of `e` (any error; a guest failure's kind is `guest-failed`).
-    pub fn of(e: &crate::Error) -> Self {
-        ErrorReport {
-            schema: SCHEMA,
-            error: ErrorBody {
-                kind: e.kind().to_string(),
-                message: crate::chain(e),
-            },
-        }
+/// and failed prints its [`BootReport`] instead).
+pub fn error_report(e: &crate::Error) -> ErrorReport {
+    ErrorReport {
+        schema: SCHEMA,
+        error: ErrorBody {
+            kind: e.kind().to_string(),
+            message: truecold_proto::measure::error_chain(e),
+        },
     }
 }

@@ -31,8 +31,13 @@ fn probe_boot_prints_one_json_report() {
     let r: BootReport = serde_json::from_str(&stdout).unwrap();
     common::check_probe_report(&r, &r.config.clone());
     assert_eq!(r.config.mem_mib, 16384);
-    assert_eq!(r.timeline.request, Some(1));
-    assert!(r.durations.request_to_boot_start.is_some());
+    assert_eq!(r.core.stamps.request, Some(1));
+    assert!(r
+        .core
+        .stamps
+        .tile()
+        .get(truecold_proto::measure::Stage::Spawn)
+        .is_some());
 }
 
 #[test]
@@ -64,8 +69,12 @@ fn failures_exit_nonzero_with_one_error_chain_and_a_typed_json_error() {
         assert_eq!(o.status.code(), Some(1), "{args:?}");
         let stdout = String::from_utf8(o.stdout).unwrap();
         assert_eq!(stdout.lines().count(), 1, "one JSON object: {stdout}");
-        let e: truecold_vmm::report::ErrorReport = serde_json::from_str(&stdout).unwrap();
-        assert_eq!((e.schema, e.error.kind.as_str()), (1, kind), "{args:?}");
+        let e: truecold_proto::report::ErrorReport = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(
+            (e.schema, e.error.kind.as_str()),
+            (truecold_vmm::report::SCHEMA, kind),
+            "{args:?}"
+        );
         let err = String::from_utf8(o.stderr).unwrap();
         assert!(err.starts_with("error: "), "{err}");
         assert_eq!(err.matches("error: ").count(), 1, "{err}");
@@ -75,7 +84,7 @@ fn failures_exit_nonzero_with_one_error_chain_and_a_typed_json_error() {
     // Bad arguments (clap): exit 2, the error report says `invalid-arguments`.
     let o = vmm(&["boot", "--probe", "--vcpus", "300"]);
     assert_eq!(o.status.code(), Some(2));
-    let e: truecold_vmm::report::ErrorReport = serde_json::from_slice(&o.stdout).unwrap();
+    let e: truecold_proto::report::ErrorReport = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(e.error.kind, "invalid-arguments");
 }
 
@@ -92,5 +101,6 @@ fn deadline_prints_error_and_report() {
         "{err}"
     );
     let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(!r.outcome.ok);
+    assert!(!r.core.outcome.ok);
+    assert_eq!(r.core.outcome.failure_kind.as_deref(), Some("deadline"));
 }

@@ -22,7 +22,7 @@ fn boot_source(kernel: KernelSource, mem_mib: u64, vcpus: u8, backing: Backing) 
         Ok(r) => common::check_probe_report(&r, &cfg),
         Err(e) => panic!(
             "{mem_mib} MiB / {vcpus} vCPU / {backing:?}: {}",
-            truecold_vmm::chain(&e)
+            truecold_proto::measure::error_chain(&e)
         ),
     }
 }
@@ -185,12 +185,16 @@ fn silent_guest_hits_the_deadline() {
                         last_phase: None
                     }
                 );
-                assert!(!report.outcome.ok);
-                assert_eq!(report.outcome.failure, Some(failure));
-                assert!(report.timeline.first_run.is_some());
-                assert!(report.timeline.init_doorbell.is_none());
-                assert!(report.timeline.teardown_done.is_some());
-                assert!(!report.liveness.verified);
+                assert!(!report.core.outcome.ok);
+                assert_eq!(
+                    report.core.outcome.failure_kind.as_deref(),
+                    Some("deadline")
+                );
+                assert_eq!(report.failure, Some(failure));
+                assert!(report.core.stamps.first_run.is_some());
+                assert!(report.core.stamps.init_doorbell.is_none());
+                assert!(report.core.stamps.teardown_done.is_some());
+                assert!(!report.core.liveness.verified);
             }
             other => panic!("want the deadline error, got {other:?}"),
         }

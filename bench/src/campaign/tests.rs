@@ -1,12 +1,12 @@
 use super::*;
 use crate::launch::End;
 use crate::progress::Style;
-use crate::sample::Stamps;
 use crate::schedule::Slot;
 use std::sync::atomic::{AtomicU64, Ordering};
 use truecold_proof::schema::HostKind;
+use truecold_proto::measure::now_ns;
+use truecold_proto::measure::Stamps;
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
-use truecold_vmm::timeline::now_ns;
 
 const MIB: u64 = 1 << 20;
 
@@ -79,7 +79,10 @@ fn observe(a: &Attempt) -> Result<Observed, String> {
             ready_doorbell: at(800 + id % 7),
             strict_ready: if v[2] == 1 { None } else { at(900 + id % 7) },
             record: if v[2] == 1 { None } else { at(1000 + id % 7) },
+            ..Stamps::default()
         },
+        guest_exit_code: Some(0),
+        protocol_errors: 0,
         strict_ready_verified: v[2] != 1,
         memslots: Some(64 * MIB),
         e820_usable: Some(64 * MIB),

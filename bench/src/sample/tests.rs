@@ -1,5 +1,7 @@
 use super::*;
 use crate::schedule::Slot;
+use truecold_proto::kinds::ErrorKind;
+use truecold_proto::measure::Stage;
 
 const MIB: u64 = 1 << 20;
 
@@ -38,6 +40,9 @@ fn observed(linux: bool, id: u8) -> Observed {
             ready_doorbell: Some(1800),
             strict_ready: Some(1900),
             record: Some(2000),
+            exit: Some(2100),
+            teardown_done: Some(2200),
+            ..Stamps::default()
         },
         strict_ready_verified: true,
         memslots: Some(128 * MIB),
@@ -66,6 +71,8 @@ fn observed(linux: bool, id: u8) -> Observed {
             workload: Workload::BenchOk,
             code: ErrorCode::Ok,
         }),
+        guest_exit_code: Some(0),
+        protocol_errors: 0,
         error: None,
         cmdline: None,
         backing: None,
@@ -174,12 +181,33 @@ fn every_failure_is_kept_with_a_typed_kind() {
 
     let a = attempt(0, 1000);
     let mut o = good.clone();
-    o.error = Some(("kvm_run".into(), "KVM_RUN: internal error".into()));
+    o.error = Some((
+        ErrorKind::vmm("kvm_run").unwrap(),
+        "KVM_RUN: internal error".into(),
+    ));
     assert_eq!(k(&a, Some(&o)), "vmm_kvm_run");
 
+    // The VMM's deadline: before strict-ready it is `deadline`; after a verified
+    // strict-ready in time, the overrun is post-ready and typed as such.
     let mut o = good.clone();
-    o.error = Some(("deadline".into(), "the guest did not finish".into()));
+    o.error = Some((ErrorKind::Deadline, "the guest did not finish".into()));
+    assert_eq!(k(&a, Some(&o)), "post_ready_overrun");
+    o.stamps.strict_ready = None;
     assert_eq!(k(&a, Some(&o)), "deadline");
+    let mut killed = attempt(0, 1000);
+    killed.end = End::KilledAtDeadline;
+    assert_eq!(k(&killed, Some(&good)), "post_ready_overrun");
+
+    // A guest that wrote a failing code to the exit port is typed by its code.
+    let mut o = good.clone();
+    o.guest_exit_code = Some(ErrorCode::MemFirmwareMismatch as u8);
+    o.error = Some((ErrorKind::vmm("exit_code").unwrap(), "exit code 41".into()));
+    assert_eq!(k(&a, Some(&o)), "guest_mem_firmware_mismatch");
+
+    // Protocol errors fail an otherwise good row.
+    let mut o = good.clone();
+    o.protocol_errors = 2;
+    assert_eq!(k(&a, Some(&o)), "guest_protocol");
 
     let mut o = good.clone();
     o.stamps.strict_ready = None;
@@ -219,14 +247,20 @@ fn every_failure_is_kept_with_a_typed_kind() {
 
     let mut o = good.clone();
     o.boot_id = None;
-    o.guest.as_mut().unwrap().boot_id = None;
-    assert_eq!(k(&a, Some(&o)), "no_boot_id");
+    assert_eq!(
+        k(&a, Some(&o)),
+        "no_boot_id",
+        "the record's boot id alone is not the verified reply's"
+    );
 
     // A VMM that failed before the guest ran: its kebab-case kind, typed.
     let mut ex = attempt(0, 1000);
     ex.end = End::Exited(1);
     let o = Observed {
-        error: Some(("kernel_missing".into(), "cannot open kernel".into())),
+        error: Some((
+            ErrorKind::vmm("kernel-missing").unwrap(),
+            "cannot open kernel".into(),
+        )),
         ..Observed::default()
     };
     assert_eq!(k(&ex, Some(&o)), "vmm_kernel_missing");

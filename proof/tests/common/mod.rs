@@ -134,6 +134,7 @@ impl Fixture {
                 tsc_unstable: false,
                 clocksource: Clocksource::parse("kvm-clock"),
             }),
+            protocol_errors: 0,
             workload: if linux { "BENCH_OK" } else { "not_run" }.into(),
             ok: true,
             error_kind: String::new(),

@@ -1,6 +1,8 @@
 //! Shared checks for the KVM-backed tests.
 #![allow(dead_code)]
 
+use truecold_proto::measure::{Mark, Stage, Taker};
+use truecold_proto::report::{LivenessKind, VmmOutput};
 use truecold_vmm::host::HostKind;
 use truecold_vmm::memory::Backing;
 use truecold_vmm::{BootConfig, BootReport};
@@ -21,54 +23,49 @@ pub fn require_kvm() {
 
 /// Checks every field of a successful probe boot's report against its config.
 pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
-    assert!(r.outcome.ok, "outcome: {:?}", r.outcome);
-    assert_eq!(r.outcome.failure, None);
-    assert_eq!(r.outcome.guest_exit_code, Some(0));
+    let c = &r.core;
+    assert!(c.outcome.ok, "outcome: {:?}", c.outcome);
+    assert_eq!(c.outcome.failure, None);
+    assert_eq!(r.failure, None);
+    assert_eq!(c.outcome.guest_exit_code, Some(0));
     assert_eq!(&r.config, cfg);
     assert_eq!(r.vcpus, cfg.vcpus);
-    assert_eq!(r.schema, truecold_vmm::report::SCHEMA);
+    assert_eq!(c.schema, truecold_vmm::report::SCHEMA);
 
-    // timeline: every stage stamped, in order
-    let t = &r.timeline;
-    let stamps = [
-        t.boot_start,
-        t.kvm_open,
-        t.vm_created,
-        t.memory_ready,
-        t.kernel_loaded,
-        t.vcpus_ready,
-        t.first_run,
-        t.init_doorbell,
-        t.ready_doorbell,
-        t.strict_ready,
-        t.record,
-        t.exit,
-        t.teardown_done,
-    ];
-    let stamps: Vec<u64> = stamps
-        .iter()
-        .map(|s| s.unwrap_or_else(|| panic!("missing stamp in {t:?}")))
-        .collect();
-    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
-    assert!(t.process_start.is_some());
+    // stamps: every VMM and VM-exit mark taken, in timeline order; the bench's own marks
+    // (intended, reaped) are not the VMM's to take
+    let t = &c.stamps;
+    let mut prev = 0;
+    for m in Mark::ALL {
+        match m.taker() {
+            Taker::Bench => {
+                if m != Mark::Request {
+                    assert_eq!(t.get(m), None, "{}", m.name());
+                }
+            }
+            Taker::Vmm | Taker::VmExit => {
+                let v = t
+                    .get(m)
+                    .unwrap_or_else(|| panic!("missing stamp {} in {t:?}", m.name()));
+                assert!(v >= prev, "{} out of order in {t:?}", m.name());
+                prev = v;
+            }
+        }
+    }
     assert_eq!(t.request, cfg.request_ns);
-    let d = &r.durations;
-    for (name, v) in [
-        ("kvm_open", d.kvm_open),
-        ("vm_create", d.vm_create),
-        ("memory", d.memory),
-        ("kernel_load", d.kernel_load),
-        ("vcpus", d.vcpus),
-        ("to_first_run", d.to_first_run),
-        ("first_run_to_init", d.first_run_to_init),
-        ("init_to_ready", d.init_to_ready),
-        ("ready_to_strict_ready", d.ready_to_strict_ready),
-        ("strict_ready_to_record", d.strict_ready_to_record),
-        ("record_to_exit", d.record_to_exit),
-        ("teardown", d.teardown),
-        ("boot_start_to_strict_ready", d.boot_start_to_strict_ready),
+    assert!(r.process_start_boottime_ns.is_some());
+    let tiles = t.tile();
+    for st in [
+        Stage::KvmOpen,
+        Stage::VmCreate,
+        Stage::Memory,
+        Stage::KernelLoad,
+        Stage::Vcpus,
+        Stage::GuestInit,
+        Stage::Challenge,
+        Stage::Workload,
     ] {
-        assert!(v.is_some(), "duration {name} missing");
+        assert!(tiles.get(st).is_some(), "stage {} missing", st.name());
     }
 
     // host
@@ -79,12 +76,13 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
 
     // memory: configured == memslots == E820 == guest
     let m = &r.memory;
+    let f = &c.memory_figures;
     let want = cfg.mem_mib << 20;
-    assert_eq!(m.configured_bytes, want);
-    assert_eq!(m.memslot_bytes, want);
-    assert_eq!(m.e820_ram_bytes, want);
-    assert_eq!(m.guest_bytes, Some(want));
-    assert!(m.agree);
+    assert_eq!(f.configured, want);
+    assert_eq!(f.memslots, want);
+    assert_eq!(f.e820_ram, want);
+    assert_eq!(f.guest, Some(want));
+    assert!(f.agree());
     assert_eq!(m.memslots.len(), m.e820.len());
     for (s, e) in m.memslots.iter().zip(&m.e820) {
         assert_eq!((s.start, s.size, 1), (e.addr, e.size, e.kind));
@@ -100,13 +98,14 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
         Backing::Hugetlb => "hugetlb-2m",
     };
     assert_eq!(b.obtained, obtained, "{b:?}");
+    assert_eq!(c.backing_obtained, b.obtained);
     assert!(b.mapped_bytes >= want);
     match cfg.backing {
         Backing::Anon => assert_eq!(b.anon_huge_bytes, 0),
         Backing::Thp => assert!(b.anon_huge_bytes > 0),
         Backing::Hugetlb => assert!(b.hugetlb_bytes > 0 && b.kernel_page_size == 2 << 20),
     }
-    assert!(r.vmm_rss_bytes.unwrap() > 0);
+    assert!(c.vmm_rss_bytes.unwrap() > 0);
 
     // kernel: the probe, entered through PVH like Linux (or the 64-bit protocol variant)
     let protocol = match cfg.kernel {
@@ -126,17 +125,19 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
         "{:?}",
         r.exits.unknown_ports
     );
-    assert!(r.protocol_errors.is_empty(), "{:?}", r.protocol_errors);
+    assert!(c.protocol_errors.is_empty(), "{:?}", c.protocol_errors);
+    assert_eq!(c.protocol_error_count, 0);
     assert!(r.vcpu_errors.is_empty(), "{:?}", r.vcpu_errors);
 
     // liveness: fresh nonce echoed back
-    let l = &r.liveness;
-    assert_eq!(l.kind, "probe-echo");
+    let l = &c.liveness;
+    assert_eq!(l.kind, LivenessKind::ProbeEcho);
     let nonce = l.nonce.as_deref().unwrap();
     assert_eq!(nonce.len(), 32);
     assert_eq!(l.answer.as_deref(), Some(nonce));
     assert!(l.verified);
-    assert!(r.guest_record.is_none());
+    assert!(c.guest_record.is_none());
+    assert!(l.reply_boot_id.is_none());
 
     // probe: what it saw is what the host handed it
     let p = r.probe.as_ref().unwrap();
@@ -156,4 +157,9 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     let json = serde_json::to_string(r).unwrap();
     let back: BootReport = serde_json::from_str(&json).unwrap();
     assert_eq!(&back, r);
+    // … and the bench and verifier read its core through the shared type
+    match VmmOutput::parse(json.as_bytes()).unwrap() {
+        VmmOutput::Boot(core) => assert_eq!(&*core, c),
+        VmmOutput::Error(e) => panic!("a boot report parsed as an error: {e:?}"),
+    }
 }

@@ -1,0 +1,397 @@
+//! The kinds every crate names the same way: what was booted ([`ContractKind`]), what the
+//! host's KVM is ([`HostKind`]) and how launches were scheduled ([`Mode`]). Serde spellings
+//! here are the bundle's and the VMM report's.
+
+use serde::{Deserialize, Serialize};
+
+/// Label of a Linux-boot campaign.
+pub const LINUX_LABEL: &str = "Linux boot: request to strict-ready";
+/// Label of a probe-guest campaign. Appears in every file of such a bundle.
+pub const PROBE_LABEL: &str = "VMM floor (probe guest), not a Linux boot";
+
+/// What was booted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContractKind {
+    /// A real Linux kernel to a verified userspace.
+    Linux,
+    /// The VMM's embedded probe guest: the VMM floor, not a Linux boot.
+    Probe,
+}
+
+impl ContractKind {
+    /// The human label written into every file of the bundle.
+    pub fn label(self) -> &'static str {
+        match self {
+            ContractKind::Linux => LINUX_LABEL,
+            ContractKind::Probe => PROBE_LABEL,
+        }
+    }
+
+    /// The CSV spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContractKind::Linux => "linux",
+            ContractKind::Probe => "probe",
+        }
+    }
+
+    /// Parses the CSV spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "linux" => Some(ContractKind::Linux),
+            "probe" => Some(ContractKind::Probe),
+            _ => None,
+        }
+    }
+}
+
+/// What the host's `/dev/kvm` is.
+///
+/// Detection (the VMM's and the bench's I/O feeds [`HostKind::decide`]) in this order:
+/// 1. an override (`--host-kind`, `TRUECOLD_HOST_KIND`) wins;
+/// 2. CPUID leaf 0x4000_0000 reads `TCGTCGTCGTCG` (QEMU's software CPU) → `NestedEmulated`;
+/// 3. `/sys/module/kvm_pvm` exists → `Pvm`;
+/// 4. `vmx` or `svm` in /proc/cpuinfo → `Hardware`;
+/// 5. otherwise `Unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostKind {
+    /// Hardware virtualization (VMX/SVM).
+    Hardware,
+    /// The `kvm_pvm` software backend.
+    Pvm,
+    /// KVM inside an emulated (TCG) L1: functional; its clock is QEMU's virtual clock.
+    NestedEmulated,
+    /// None of the above could be established.
+    Unknown,
+}
+
+impl HostKind {
+    /// Every kind.
+    pub const ALL: [HostKind; 4] = [
+        HostKind::Hardware,
+        HostKind::Pvm,
+        HostKind::NestedEmulated,
+        HostKind::Unknown,
+    ];
+
+    /// The name used by the env var, the CLI and the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostKind::Hardware => "hardware",
+            HostKind::Pvm => "pvm",
+            HostKind::NestedEmulated => "nested-emulated",
+            HostKind::Unknown => "unknown",
+        }
+    }
+
+    /// Parses [`HostKind::as_str`].
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|k| k.as_str() == s)
+    }
+
+    /// Pure decision from the observed facts (see the type's docs).
+    pub fn decide(
+        forced: Option<HostKind>,
+        hypervisor_signature: &str,
+        pvm_module: bool,
+        cpuinfo: &str,
+    ) -> Self {
+        if let Some(k) = forced {
+            return k;
+        }
+        if hypervisor_signature == "TCGTCGTCGTCG" {
+            return HostKind::NestedEmulated;
+        }
+        if pvm_module {
+            return HostKind::Pvm;
+        }
+        let hw = cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("flags"))
+            .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+        if hw {
+            HostKind::Hardware
+        } else {
+            HostKind::Unknown
+        }
+    }
+}
+
+impl std::fmt::Display for HostKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How attempts were scheduled. All modes run under the same contract.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Mode {
+    /// One at a time, each after the previous finished.
+    Sequential { count: u64 },
+    /// `count` boots all due at t0 (their intended request time), at most `concurrency`
+    /// in flight.
+    Burst { count: u64, concurrency: u32 },
+    /// Fixed arrival rate; latency from each intended time (coordinated-omission safe).
+    OpenLoop {
+        count: u64,
+        /// Arrivals per 1,000 seconds (integer, so 2.5/s is 2500).
+        rate_per_ks: u64,
+    },
+    /// `per_level` boots at each concurrency 1..=`max_concurrency`.
+    Sweep {
+        max_concurrency: u32,
+        per_level: u64,
+    },
+    /// create → ready → teardown cycles at `concurrency`.
+    Churn { count: u64, concurrency: u32 },
+}
+
+impl Mode {
+    /// The mode's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Sequential { .. } => "sequential",
+            Mode::Burst { .. } => "burst",
+            Mode::OpenLoop { .. } => "open_loop",
+            Mode::Sweep { .. } => "sweep",
+            Mode::Churn { .. } => "churn",
+        }
+    }
+
+    /// Attempts a complete campaign of this mode makes.
+    pub fn planned_attempts(&self) -> u64 {
+        match self {
+            Mode::Sequential { count }
+            | Mode::Burst { count, .. }
+            | Mode::OpenLoop { count, .. }
+            | Mode::Churn { count, .. } => *count,
+            Mode::Sweep {
+                max_concurrency,
+                per_level,
+            } => u64::from(*max_concurrency).saturating_mul(*per_level),
+        }
+    }
+
+    /// Whether samples of this mode carry an intended request time.
+    pub fn has_intended_time(&self) -> bool {
+        matches!(self, Mode::Burst { .. } | Mode::OpenLoop { .. })
+    }
+
+    /// Whether `c` is a valid value of a sample's `concurrency` column in this mode
+    /// (open loop has no fixed concurrency and records 0).
+    pub fn allows_concurrency(&self, c: u32) -> bool {
+        match self {
+            Mode::Sequential { .. } => c == 1,
+            Mode::Burst { concurrency, .. } | Mode::Churn { concurrency, .. } => c == *concurrency,
+            Mode::OpenLoop { .. } => c == 0,
+            Mode::Sweep {
+                max_concurrency, ..
+            } => c >= 1 && c <= *max_concurrency,
+        }
+    }
+
+    /// Plain words for the README.
+    pub fn describe(&self) -> String {
+        match self {
+            Mode::Sequential { count } => {
+                format!("sequential: {count} launches, one at a time")
+            }
+            Mode::Burst { count, concurrency } => format!(
+                "burst: {count} launches all due at t0, at most {concurrency} in flight; \
+                 latency from t0"
+            ),
+            Mode::OpenLoop { count, rate_per_ks } => format!(
+                "open loop: {count} launches at {}.{:03} per second; latency from each \
+                 intended start",
+                rate_per_ks / 1000,
+                rate_per_ks % 1000
+            ),
+            Mode::Sweep {
+                max_concurrency,
+                per_level,
+            } => format!(
+                "concurrency sweep: {per_level} launches at each concurrency 1..={max_concurrency}"
+            ),
+            Mode::Churn { count, concurrency } => {
+                format!("churn: {count} create→ready→teardown cycles at concurrency {concurrency}")
+            }
+        }
+    }
+}
+
+/// Why a launch is not a success: the `error_kind` column of a bundle row. Stable snake_case
+/// spellings; the guest's own codes are `guest_<code name>` and the VMM's failures
+/// `vmm_<kind>` (its kebab-case kinds with `-` → `_`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The VMM process could not be spawned.
+    SpawnFailed,
+    /// The harness failed to talk to the VMM process (pipes, wait).
+    HarnessIo,
+    /// Not strict-ready by the deadline (scored at the deadline).
+    Deadline,
+    /// Strict-ready came in time, but the post-ready workload or teardown ran past the deadline.
+    PostReadyOverrun,
+    /// The VMM process died of a signal.
+    VmmSignal,
+    /// The VMM printed no usable report.
+    BadReport,
+    /// The VMM exited without a verified strict-ready.
+    NoStrictReady,
+    /// No guest record (Linux).
+    NoRecord,
+    /// The post-ready workload did not report `BENCH_OK`.
+    Workload,
+    /// The VMM exited non-zero with nothing else wrong.
+    VmmExit,
+    /// A success's stamps do not tile its headline.
+    IncompleteTimeline,
+    /// Configured, registered, described and seen memory disagree.
+    MemoryMismatch,
+    /// The guest saw another number of CPUs.
+    CpuMismatch,
+    /// The guest's topology is not the one configured.
+    PlatformMismatch,
+    /// Strict-ready without a boot id (Linux).
+    NoBootId,
+    /// The verified reply and the record name different boot ids.
+    BootIdMismatch,
+    /// A boot id seen before in the campaign: not a fresh boot.
+    RepeatedBootId,
+    /// The guest broke the wire protocol (malformed line, unverified reply, second record…)
+    /// during a launch that otherwise succeeded: an untrusted guest's noise fails the row.
+    GuestProtocol,
+    /// The guest reported this failing code (exit port or record).
+    Guest(crate::ErrorCode),
+    /// The VMM reported this failure kind (`[a-z0-9_]+`).
+    Vmm(String),
+}
+
+impl ErrorKind {
+    const FIXED: [(ErrorKind, &'static str); 18] = [
+        (ErrorKind::SpawnFailed, "spawn_failed"),
+        (ErrorKind::HarnessIo, "harness_io"),
+        (ErrorKind::Deadline, "deadline"),
+        (ErrorKind::PostReadyOverrun, "post_ready_overrun"),
+        (ErrorKind::VmmSignal, "vmm_signal"),
+        (ErrorKind::BadReport, "bad_report"),
+        (ErrorKind::NoStrictReady, "no_strict_ready"),
+        (ErrorKind::NoRecord, "no_record"),
+        (ErrorKind::Workload, "workload"),
+        (ErrorKind::VmmExit, "vmm_exit"),
+        (ErrorKind::IncompleteTimeline, "incomplete_timeline"),
+        (ErrorKind::MemoryMismatch, "memory_mismatch"),
+        (ErrorKind::CpuMismatch, "cpu_mismatch"),
+        (ErrorKind::PlatformMismatch, "platform_mismatch"),
+        (ErrorKind::NoBootId, "no_boot_id"),
+        (ErrorKind::BootIdMismatch, "boot_id_mismatch"),
+        (ErrorKind::RepeatedBootId, "repeated_boot_id"),
+        (ErrorKind::GuestProtocol, "guest_protocol"),
+    ];
+
+    /// A VMM kind (kebab- or snake-case) as a row kind; `None` unless `[a-z0-9_-]+`.
+    pub fn vmm(kind: &str) -> Option<Self> {
+        let k = kind.replace('-', "_");
+        let ok = !k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        ok.then_some(ErrorKind::Vmm(k))
+    }
+
+    /// The column spelling.
+    pub fn as_string(&self) -> String {
+        match self {
+            ErrorKind::Guest(c) => format!("guest_{}", c.name()),
+            ErrorKind::Vmm(k) => format!("vmm_{k}"),
+            fixed => Self::FIXED
+                .iter()
+                .find(|(k, _)| k == fixed)
+                .map_or_else(String::new, |(_, s)| (*s).to_string()),
+        }
+    }
+
+    /// Parses [`ErrorKind::as_string`]; fixed names win over the `vmm_` prefix.
+    pub fn parse(s: &str) -> Option<Self> {
+        if let Some((k, _)) = Self::FIXED.iter().find(|(_, n)| *n == s) {
+            return Some(k.clone());
+        }
+        if let Some(code) = s.strip_prefix("guest_") {
+            return crate::ErrorCode::from_name(code)
+                .filter(|c| *c != crate::ErrorCode::Ok)
+                .map(ErrorKind::Guest);
+        }
+        s.strip_prefix("vmm_").and_then(Self::vmm)
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.as_string())
+    }
+}
+
+impl Serialize for ErrorKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.as_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ErrorKind::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown error kind `{s}`")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_kinds_round_trip() {
+        let mut all: Vec<ErrorKind> = ErrorKind::FIXED.iter().map(|(k, _)| k.clone()).collect();
+        all.extend(
+            crate::ErrorCode::ALL
+                .iter()
+                .filter(|c| **c != crate::ErrorCode::Ok)
+                .map(|c| ErrorKind::Guest(*c)),
+        );
+        all.push(ErrorKind::vmm("kernel-missing").expect("valid"));
+        for k in all {
+            let s = k.as_string();
+            assert!(!s.is_empty());
+            assert_eq!(ErrorKind::parse(&s), Some(k.clone()), "{s}");
+        }
+        assert_eq!(ErrorKind::parse("guest_ok"), None);
+        assert_eq!(ErrorKind::parse("vmm_"), None);
+        assert_eq!(ErrorKind::parse("vmm_\u{1b}[32m"), None);
+        assert_eq!(ErrorKind::parse(""), None);
+        assert_eq!(ErrorKind::vmm("Kernel Missing"), None);
+    }
+
+    #[test]
+    fn host_kind_decision_order() {
+        let flags = "flags\t: fpu vmx sse";
+        assert_eq!(
+            HostKind::decide(None, "TCGTCGTCGTCG", true, flags),
+            HostKind::NestedEmulated
+        );
+        assert_eq!(HostKind::decide(None, "", true, flags), HostKind::Pvm);
+        assert_eq!(HostKind::decide(None, "", false, flags), HostKind::Hardware);
+        assert_eq!(
+            HostKind::decide(None, "", false, "flags: fpu"),
+            HostKind::Unknown
+        );
+        assert_eq!(
+            HostKind::decide(Some(HostKind::Pvm), "", false, flags),
+            HostKind::Pvm
+        );
+        for k in HostKind::ALL {
+            assert_eq!(HostKind::from_name(k.as_str()), Some(k));
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! What `truecold-vmm boot` prints on stdout, as far as a bundle row is built from it and
+//! verified against it. The VMM's full report ([`BootReport`] there) embeds [`ReportCore`]
+//! flattened and adds diagnostics (memslot ranges, E820 entries, exit counts, host facts);
+//! the bench and the verifier read the same JSON through [`ReportCore`] alone, so each field
+//! has one definition and the bench does not link the VMM.
+//!
+//! A VMM that fails before its guest runs prints an [`ErrorReport`] instead.
+
+use serde::{Deserialize, Serialize};
+
+use crate::measure::Stamps;
+use crate::{BootId, GuestRecord};
+
+/// Version of the VMM's report JSON. 2: one [`Stamps`] object (was `timeline` +
+/// `durations`), a typed guest record, the verified reply's boot id only.
+pub const REPORT_SCHEMA: u32 = 2;
+
+/// How the guest answered the challenge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LivenessKind {
+    /// A Linux guest's `reply` line: an unkeyed SHA-256 binding of the nonce and its boot id
+    /// ([`crate::liveness_binding`]).
+    Binding,
+    /// The probe guest echoes the nonce back.
+    ProbeEcho,
+}
+
+/// How the liveness challenge went.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Liveness {
+    pub kind: LivenessKind,
+    /// The nonce made after the Ready doorbell (hex).
+    pub nonce: Option<String>,
+    /// The boot id of the reply that verified (Linux guests). An unverified reply never sets
+    /// it.
+    pub reply_boot_id: Option<BootId>,
+    /// The verified binding or echo (hex); else the first answer received.
+    pub answer: Option<String>,
+    pub verified: bool,
+}
+
+impl Liveness {
+    /// Nothing answered yet.
+    pub fn new(kind: LivenessKind) -> Self {
+        Liveness {
+            kind,
+            nonce: None,
+            reply_boot_id: None,
+            answer: None,
+            verified: false,
+        }
+    }
+}
+
+/// Memory as configured, registered, described to the guest and seen by it (bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryFigures {
+    pub configured: u64,
+    /// Sum of the RAM memslots.
+    pub memslots: u64,
+    /// Sum of the E820 usable-RAM entries.
+    pub e820_ram: u64,
+    /// The guest's own figure: the Linux record's firmware map, the probe's memory map sum.
+    pub guest: Option<u64>,
+}
+
+impl MemoryFigures {
+    /// configured == memslots == E820 RAM == guest.
+    pub fn agree(&self) -> bool {
+        self.guest == Some(self.configured)
+            && self.memslots == self.configured
+            && self.e820_ram == self.configured
+    }
+}
+
+/// How the boot ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outcome {
+    pub ok: bool,
+    /// The first failure's stable snake_case kind (`deadline`, `exit_code`, …); `None` when ok.
+    pub failure_kind: Option<String>,
+    /// The failure in words.
+    pub failure: Option<String>,
+    /// The byte the guest wrote to the exit port, if it did.
+    pub guest_exit_code: Option<u8>,
+}
+
+/// The measured core of one boot report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportCore {
+    pub schema: u32,
+    /// Every mark the VMM took (and `request`, echoed from `--request-ns`).
+    pub stamps: Stamps,
+    pub memory_figures: MemoryFigures,
+    /// The backing the VMM observed it got (`anon-4k`, `thp`, `hugetlb-2m`, …).
+    pub backing_obtained: String,
+    /// VmRSS of the VMM process right after strict-ready.
+    pub vmm_rss_bytes: Option<u64>,
+    pub liveness: Liveness,
+    /// The Linux guest's record.
+    pub guest_record: Option<GuestRecord>,
+    /// Every protocol error the guest caused (malformed lines, an unverified reply, a second
+    /// record …). Only the first [`ReportCore::PROTOCOL_ERRORS_KEPT`] are kept as text.
+    pub protocol_error_count: u64,
+    pub protocol_errors: Vec<String>,
+    /// The guest kernel command line (Linux guests).
+    pub guest_cmdline: Option<String>,
+    pub outcome: Outcome,
+}
+
+impl ReportCore {
+    /// Protocol errors kept as text.
+    pub const PROTOCOL_ERRORS_KEPT: usize = 64;
+}
+
+/// What a VMM that failed before its guest ran prints: `{"schema":…,"error":{…}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorReport {
+    pub schema: u32,
+    pub error: ErrorBody,
+}
+
+/// A stable kebab-case kind and the error chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody {
+    pub kind: String,
+    pub message: String,
+}
+
+/// Either output of the VMM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VmmOutput {
+    Boot(Box<ReportCore>),
+    Error(ErrorReport),
+}
+
+/// Why a VMM's stdout is not a usable report.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    #[error("the VMM's stdout exceeded the harness's limit (report truncated)")]
+    Truncated,
+    #[error("the VMM printed no report")]
+    Empty,
+    #[error("the VMM's report is not one JSON object: {0}")]
+    NotJson(String),
+    #[error("the VMM's report has schema {found}, this build reads {REPORT_SCHEMA}")]
+    Schema { found: u64 },
+    #[error("the VMM's error report does not parse: {0}")]
+    BadError(String),
+    #[error("the VMM's report does not parse: {0}")]
+    BadReport(String),
+}
+
+impl VmmOutput {
+    /// Parses one stdout (one JSON object; an object with an `error` member is an
+    /// [`ErrorReport`]).
+    pub fn parse(stdout: &[u8]) -> Result<Self, ReportError> {
+        if stdout.iter().all(u8::is_ascii_whitespace) {
+            return Err(ReportError::Empty);
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(stdout).map_err(|e| ReportError::NotJson(e.to_string()))?;
+        let schema = v.get("schema").and_then(serde_json::Value::as_u64);
+        if schema != Some(u64::from(REPORT_SCHEMA)) {
+            return Err(ReportError::Schema {
+                found: schema.unwrap_or(0),
+            });
+        }
+        if v.get("error").is_some() {
+            return serde_json::from_value(v)
+                .map(VmmOutput::Error)
+                .map_err(|e| ReportError::BadError(e.to_string()));
+        }
+        serde_json::from_value(v)
+            .map(|r| VmmOutput::Boot(Box::new(r)))
+            .map_err(|e| ReportError::BadReport(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_report_and_garbage() {
+        let e = VmmOutput::parse(
+            br#"{"schema":2,"error":{"kind":"kernel-missing","message":"cannot open /x"}}"#,
+        )
+        .expect("parses");
+        assert!(matches!(e, VmmOutput::Error(ref r) if r.error.kind == "kernel-missing"));
+        assert_eq!(VmmOutput::parse(b" \n"), Err(ReportError::Empty));
+        assert!(matches!(
+            VmmOutput::parse(b"{\"schema\":1}"),
+            Err(ReportError::Schema { found: 1 })
+        ));
+        assert!(matches!(
+            VmmOutput::parse(b"{\"schema\":2}"),
+            Err(ReportError::BadReport(_))
+        ));
+        assert!(matches!(
+            VmmOutput::parse(b"\xff"),
+            Err(ReportError::NotJson(_))
+        ));
+    }
+}
