@@ -131,23 +131,7 @@ pub fn parse_meminfo_total(text: &str) -> Result<u64, ParseError> {
     }
 }
 
-const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
-
-/// The accepted range of `MemTotal` for `ram` bytes of firmware RAM whose highest byte is
-/// below `top`. `MemTotal` counts the pages the kernel hands to its page allocator, so it
-/// is at most `ram` and lower by what the kernel keeps for itself at boot:
-/// - the `struct page` array: 64 bytes per 4 KiB page = `ram / 64`;
-/// - the kernel image, early page tables, per-CPU areas, the log buffer and other
-///   memblock allocations: a few MiB for this config, allowed 32 MiB;
-/// - the swiotlb bounce buffer, 64 MiB, which x86-64 sets up when RAM reaches above 4 GiB.
-///
-/// Anything below that means RAM the firmware map announces but the kernel did not get.
-pub fn memtotal_bounds(ram: u64, top: u64) -> (u64, u64) {
-    let swiotlb = if top > 4 * GIB { 64 * MIB } else { 0 };
-    let deficit = ram / 64 + 32 * MIB + swiotlb;
-    (ram.saturating_sub(deficit), ram)
-}
+pub use truecold_proto::memtotal_bounds;
 
 /// Counts the CPUs in a kernel CPU list such as `0-3,5\n` (`/sys/devices/system/cpu/online`).
 pub fn parse_cpu_count(text: &str) -> Result<u32, ParseError> {

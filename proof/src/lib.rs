@@ -32,6 +32,7 @@ pub mod compare;
 pub mod csv;
 pub mod plot;
 pub mod report;
+pub mod reports;
 pub mod schema;
 pub mod stats;
 pub mod summary;

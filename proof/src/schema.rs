@@ -140,7 +140,8 @@ impl Sample {
     /// definition of "memory verified" that the bench (when it classifies a launch) and the
     /// verifier (when it checks a success) share: host configured = memslots = E820 usable =
     /// the guest's own RAM figure (required for Linux, checked whenever present), and (Linux)
-    /// the guest's MemTotal in (0, configured].
+    /// the guest's MemTotal within the guest's own bound
+    /// ([`truecold_proto::memtotal_bounds_for`]).
     pub fn memory_problems(&self, linux: bool) -> Vec<String> {
         let m = self.host_mem_configured;
         let mut bad = Vec::new();
@@ -154,9 +155,12 @@ impl Sample {
             bad.push(format!("guest firmware map {:?}", self.guest_mem_firmware));
         }
         if linux || self.guest_mem_total.is_some() {
+            // The guest's own bound (guest-init fails its boot outside it), applied from the
+            // configured size: `truecold_proto::memtotal_bounds_for`.
+            let (lo, hi) = truecold_proto::memtotal_bounds_for(m);
             match self.guest_mem_total {
-                Some(t) if t > 0 && t <= m => {}
-                other => bad.push(format!("guest MemTotal {other:?} not in (0, {m}]")),
+                Some(t) if t > 0 && t >= lo && t <= hi => {}
+                other => bad.push(format!("guest MemTotal {other:?} not in [{lo}, {hi}]")),
             }
         }
         bad

@@ -744,6 +744,38 @@ impl LineAssembler {
 }
 
 /// Kernel command line keys the guest reads (`truecold.<key>=<value>`).
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// The accepted range of `MemTotal` for `ram` bytes of firmware RAM whose highest byte is
+/// below `top`. `MemTotal` counts the pages the kernel hands to its page allocator, so it
+/// is at most `ram` and lower by what the kernel keeps for itself at boot:
+/// - the `struct page` array: 64 bytes per 4 KiB page = `ram / 64`;
+/// - the kernel image, early page tables, per-CPU areas, the log buffer and other
+///   memblock allocations: a few MiB for this config, allowed 32 MiB;
+/// - the swiotlb bounce buffer, 64 MiB, which x86-64 sets up when RAM reaches above 4 GiB.
+///
+/// Anything below that means RAM the firmware map announces but the kernel did not get.
+pub fn memtotal_bounds(ram: u64, top: u64) -> (u64, u64) {
+    let swiotlb = if top > 4 * GIB { 64 * MIB } else { 0 };
+    let deficit = ram / 64 + 32 * MIB + swiotlb;
+    (ram.saturating_sub(deficit), ram)
+}
+
+/// The guest's own `MemTotal` bound ([`memtotal_bounds`]) as a host can apply it knowing only
+/// the configured size: RAM may reach above 4 GiB (and so the swiotlb allowance applies)
+/// when more than 3 GiB − 1 MiB is configured (truecold: 640 KiB low RAM, then RAM from
+/// 1 MiB up to the 32-bit hole at 3 GiB). A layout whose hole starts lower would need its own
+/// threshold.
+pub fn memtotal_bounds_for(configured: u64) -> (u64, u64) {
+    let top = if configured > 3 * GIB - MIB {
+        4 * GIB + 1
+    } else {
+        configured
+    };
+    memtotal_bounds(configured, top)
+}
+
 pub mod kinds;
 pub mod measure;
 pub mod report;
