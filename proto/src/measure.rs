@@ -479,6 +479,27 @@ impl Stage {
     }
 }
 
+/// The stage table as Markdown rows (`| stage | clock | ends at mark | covers |`), as
+/// docs/architecture.md prints it (a test keeps the two equal).
+pub fn stage_table_markdown() -> String {
+    let mut out = String::new();
+    for d in Stage::TABLE {
+        let (clock, end) = match (d.kind, d.boundary) {
+            (StageKind::Guest, Boundary::Guest { to, .. }) => ("guest", format!("record `{to}`")),
+            (StageKind::Post, Boundary::Host { end }) => {
+                ("host, post-ready", format!("`{}`", end.name()))
+            }
+            (_, Boundary::Host { end }) => ("host", format!("`{}`", end.name())),
+            (_, Boundary::Guest { to, .. }) => ("guest", format!("record `{to}`")),
+        };
+        out.push_str(&format!(
+            "| `{}` | {clock} | {end} | {} |\n",
+            d.name, d.covers
+        ));
+    }
+    out
+}
+
 /// One duration per stage (ns); `None` = not reached / not applicable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StageTimes(pub [Option<u64>; STAGE_COUNT]);
@@ -539,6 +560,16 @@ mod tests {
             })
             .collect();
         assert!(ends.windows(2).all(|w| w[0] < w[1]), "{ends:?}");
+    }
+
+    #[test]
+    fn the_architecture_doc_prints_this_stage_table() {
+        let doc = include_str!("../../docs/architecture.md");
+        let want = stage_table_markdown();
+        assert!(
+            doc.contains(&want),
+            "docs/architecture.md must contain the stage table exactly:\n{want}"
+        );
     }
 
     #[test]
