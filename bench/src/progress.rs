@@ -34,8 +34,8 @@ impl Style {
     }
 }
 
-/// The live bar's layout: label, bar, done/total, rate, ETA, then the statistics message.
-pub const BAR_TEMPLATE: &str = "[{prefix}] {wide_bar} {pos}/{len} {per_sec:.1} ETA {eta} · {msg}";
+/// The live bar's layout: label, bar, done/total, then [`Progress::figures`] as its message.
+pub const BAR_TEMPLATE: &str = "[{prefix}] {bar:30} {pos}/{len} · {msg}";
 
 /// Live statistics of a running campaign.
 pub struct Progress<W: Write> {
@@ -78,7 +78,7 @@ impl<W: Write> Progress<W> {
             plain_every: (total / 20).max(1),
             bar,
         };
-        p.bar.set_message(p.stats());
+        p.bar.set_message(p.figures());
         p
     }
 
@@ -92,8 +92,8 @@ impl<W: Write> Progress<W> {
             }
             _ => self.failures += 1,
         }
-        self.bar.set_message(self.stats());
         self.bar.inc(1);
+        self.bar.set_message(self.figures());
         if self.style == Style::Plain
             && (self.done % self.plain_every == 0 || self.done == self.total)
         {
@@ -118,16 +118,25 @@ impl<W: Write> Progress<W> {
         )
     }
 
-    /// The plain status line: `[label] done/total done, rate, ETA, statistics`.
-    pub fn line(&self) -> String {
+    /// Rate, ETA (`indicatif`'s estimates) and [`Progress::stats`]: `4.9/s, ETA 3 minutes,
+    /// p50 …`.
+    pub fn figures(&self) -> String {
         format!(
-            "[{}] {}/{} done, {:.1}/s, ETA {:#}, {}",
-            self.label,
-            self.done,
-            self.total,
+            "{:.1}/s, ETA {:#}, {}",
             self.bar.per_sec(),
             HumanDuration(self.bar.eta()),
             self.stats()
+        )
+    }
+
+    /// The plain status line: `[label] done/total done, ` and [`Progress::figures`].
+    pub fn line(&self) -> String {
+        format!(
+            "[{}] {}/{} done, {}",
+            self.label,
+            self.done,
+            self.total,
+            self.figures()
         )
     }
 
@@ -206,13 +215,16 @@ mod tests {
         p.record(false, None);
         assert_eq!(p.bar.position(), 1);
         assert_eq!(p.bar.length(), Some(2));
-        assert_eq!(p.bar.message(), "p50 –, p99 – (successes), 1 failed");
+        let m = p.bar.message();
+        assert!(m.contains("/s, ETA "), "{m}");
+        assert!(m.ends_with(", p50 –, p99 – (successes), 1 failed"), "{m}");
         p.record(true, Some(5_000_000));
         p.finish();
         assert!(p.bar.is_finished());
-        assert_eq!(
-            p.bar.message(),
-            "p50 5.000 ms, p99 5.000 ms (successes), 1 failed"
+        let m = p.bar.message();
+        assert!(
+            m.ends_with(", p50 5.000 ms, p99 5.000 ms (successes), 1 failed"),
+            "{m}"
         );
         // Live output goes to the bar, never to the plain writer.
         assert!(p.into_inner().is_empty());
