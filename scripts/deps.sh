@@ -13,7 +13,20 @@ if ((${#missing[@]})); then
   echo "deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Never remove a user's packages. Installing a package can make apt remove an installed one
+  # that the new package breaks or conflicts with (an older qemu-utils beside the qemu-system-x86
+  # being installed was removed this way). So: a dry run first; whatever it would remove joins
+  # the install list, which makes apt upgrade that package instead of removing it; and
+  # --no-remove makes the real install abort, naming the package, rather than remove anything.
+  want=("${missing[@]}")
+  for _ in 1 2 3; do
+    plan=$(apt-get install -s -q --no-install-recommends "${want[@]}")
+    mapfile -t removed < <(awk '$1 == "Remv" { print $2 }' <<<"$plan")
+    ((${#removed[@]})) || break
+    echo "deps: that install would remove ${removed[*]}; upgrading them instead"
+    want+=("${removed[@]}")
+  done
+  apt-get install -y -q --no-install-recommends --no-remove "${want[@]}"
 fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"

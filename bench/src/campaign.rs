@@ -2,16 +2,18 @@
 //! conditions, build `result.json` and write the bundle through `truecold-proof`.
 
 use crate::host::{self, HostFacts, RunFacts, Snapshot};
-use crate::launch::Attempt;
+use crate::launch::{Attempt, End};
 use crate::progress::Progress;
 use crate::sample::{mark_repeated_boot_ids, to_sample, Observed, RowContext};
-use crate::schedule::{self, Launcher, Schedule, ScheduleError};
+use crate::schedule::{self, Launcher, Schedule, ScheduleError, Slot};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
 use truecold_proof::bundle::{write_bundle, BundleError, BundleInputs, Written};
 use truecold_proof::schema::{Configuration, Contract, ContractKind, Mode, ResultJson, Sample};
+use truecold_proto::measure::now_ns;
 
 /// What a campaign is.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +26,11 @@ pub struct CampaignSpec {
     pub backing: String,
     /// Per-sample deadline from the latency origin.
     pub deadline_ns: u64,
+    /// How long past its deadline the launcher lets a VMM run before killing it. In modes
+    /// with intended times, an arrival whose turn comes at or after its intended time plus
+    /// the deadline plus this grace (the moment the launcher would kill it at once) is not
+    /// launched: see [`expired_attempt`].
+    pub kill_grace_ns: u64,
 }
 
 impl CampaignSpec {
@@ -90,6 +97,155 @@ pub fn rate_per_ks(interval_ns: u64) -> u64 {
 /// Turns one attempt's stdout into what the VMM observed, or why it could not.
 pub type Observe<'a> = dyn Fn(&Attempt) -> Result<Observed, String> + 'a;
 
+/// Work done right before each launch, outside the sample's measured window
+/// (`--drop-caches`).
+pub type BeforeEach<'a> = dyn Fn() -> std::io::Result<()> + Sync + 'a;
+
+/// What the harness does around the launcher, and the clock it accounts its CPU with.
+pub struct Harness<'a> {
+    /// Run before each launch, outside its measured window (`--drop-caches`: `sync` and
+    /// drop the host page cache). `None`: nothing.
+    pub before_each: Option<&'a BeforeEach<'a>>,
+    /// The harness process's CPU time so far (user + system, all threads), ns:
+    /// [`self_cpu_ns`] in a campaign, a fake clock in tests.
+    pub cpu_ns: &'a (dyn Fn() -> u64 + Sync),
+}
+
+impl Harness<'_> {
+    /// Nothing before each launch, the process's real CPU clock.
+    pub fn plain() -> Harness<'static> {
+        Harness {
+            before_each: None,
+            cpu_ns: &self_cpu_ns,
+        }
+    }
+}
+
+/// This process's user + system CPU time, ns (`getrusage(RUSAGE_SELF)`: every thread).
+pub fn self_cpu_ns() -> u64 {
+    let (user, sys) = host::rusage(libc::RUSAGE_SELF);
+    user.saturating_add(sys)
+}
+
+/// The union of the measured windows (each launcher call: its spawn preparation, request
+/// stamp, spawn, watch and reap) and the harness's CPU time inside it. Overlapping windows (concurrent lanes) count
+/// once: the CPU clock is read when the first window opens and when the last one closes.
+struct Windows<'a> {
+    cpu_ns: &'a (dyn Fn() -> u64 + Sync),
+    state: Mutex<WindowState>,
+}
+
+#[derive(Default)]
+struct WindowState {
+    open: u32,
+    opened_cpu_ns: u64,
+    opened_at_ns: u64,
+    cpu_ns: u64,
+    wall_ns: u64,
+}
+
+impl Windows<'_> {
+    fn open(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.open == 0 {
+            st.opened_at_ns = now_ns();
+            st.opened_cpu_ns = (self.cpu_ns)();
+        }
+        st.open += 1;
+    }
+
+    fn close(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.open = st.open.saturating_sub(1);
+        if st.open == 0 {
+            let cpu = (self.cpu_ns)().saturating_sub(st.opened_cpu_ns);
+            let wall = now_ns().saturating_sub(st.opened_at_ns);
+            st.cpu_ns = st.cpu_ns.saturating_add(cpu);
+            st.wall_ns = st.wall_ns.saturating_add(wall);
+        }
+    }
+
+    fn totals(&self) -> (u64, u64) {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (st.cpu_ns, st.wall_ns)
+    }
+}
+
+/// The launcher as a campaign runs it: expired arrivals are not launched, `before_each` runs
+/// outside the window, and the window's harness CPU is accounted.
+struct Harnessed<'a, L> {
+    inner: &'a L,
+    /// Lateness behind the intended time from which an arrival is not launched (modes with
+    /// intended times only).
+    expire_after_ns: Option<u64>,
+    deadline_ns: u64,
+    kill_grace_ns: u64,
+    before_each: Option<&'a BeforeEach<'a>>,
+    windows: Windows<'a>,
+    /// Indices of the arrivals that were not launched.
+    expired: Mutex<BTreeSet<u64>>,
+    /// `before_each` outcomes: successes, and the first few errors.
+    prepared: Mutex<(u64, Vec<String>)>,
+}
+
+impl<L: Launcher<Output = Attempt>> Launcher for Harnessed<'_, L> {
+    type Output = Attempt;
+
+    fn launch(&self, slot: Slot) -> Attempt {
+        if let Some(limit) = self.expire_after_ns {
+            let now = now_ns();
+            if now.saturating_sub(slot.intended_ns) >= limit {
+                self.expired
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(slot.index);
+                return expired_attempt(slot, now, self.deadline_ns);
+            }
+        }
+        if let Some(prep) = self.before_each {
+            let r = prep();
+            let mut p = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+            match r {
+                Ok(()) => p.0 += 1,
+                Err(e) if p.1.len() < 3 => p.1.push(format!("before sample {}: {e}", slot.index)),
+                Err(_) => {}
+            }
+        }
+        self.windows.open();
+        let a = self.inner.launch(slot);
+        self.windows.close();
+        a
+    }
+}
+
+/// The row's attempt for an arrival whose turn came at `now_ns`, at or after its intended
+/// time + deadline + kill grace: a process spawned now would be killed at its first look, so
+/// none is. The row is a `deadline` failure like any other (scored at the deadline); its
+/// request stamp is the moment its turn came, so its `queue` stage shows how late that was.
+pub fn expired_attempt(slot: Slot, now_ns: u64, deadline_ns: u64) -> Attempt {
+    Attempt {
+        slot,
+        request_ns: now_ns,
+        reaped_ns: now_ns,
+        deadline_ns,
+        end: End::KilledAtDeadline,
+        stdout: Vec::new(),
+        stdout_truncated: false,
+        stderr_tail: String::new(),
+    }
+}
+
+/// The detail of an arrival that was not launched.
+pub fn expired_detail(a: &Attempt, kill_grace_ns: u64) -> String {
+    format!(
+        "not launched: its turn came {} µs after its intended time, past the {} ms deadline \
+         + {} ms kill grace; no VMM process was spawned",
+        a.request_ns.saturating_sub(a.slot.intended_ns) / 1000,
+        a.deadline_ns / 1_000_000,
+        kill_grace_ns / 1_000_000
+    )
+}
+
 /// A campaign that ran.
 #[derive(Debug)]
 pub struct Executed {
@@ -107,16 +263,23 @@ pub struct Executed {
     pub cmdlines: BTreeSet<String>,
     /// Backing the VMM reported it obtained → number of samples.
     pub backings: BTreeMap<String, u64>,
+    /// Arrivals not launched because their turn came past deadline + kill grace.
+    pub expired: u64,
+    /// The first few errors of `before_each` (`--drop-caches`); how often it succeeded is
+    /// `run_facts.page_cache_dropped`.
+    pub prepare_errors: Vec<String>,
 }
 
 /// Runs the campaign. `stop` ends it early (Ctrl-C): the result is then marked interrupted
-/// and holds every attempt made.
+/// and holds every attempt made. Each sample's row is built and shown (`progress`) as soon as
+/// it finishes; on one closed-loop lane that happens before the next request stamp.
 pub fn execute<L, W>(
     spec: &CampaignSpec,
     launcher: &L,
     observe: &Observe<'_>,
     stop: &AtomicBool,
     progress: &mut Progress<W>,
+    harness: &Harness<'_>,
 ) -> Result<Executed, ScheduleError>
 where
     L: Launcher<Output = Attempt>,
@@ -126,11 +289,35 @@ where
     let mut samples = Vec::new();
     let mut cmdlines = BTreeSet::new();
     let mut backings = BTreeMap::new();
+    let wrapped = Harnessed {
+        inner: launcher,
+        expire_after_ns: ctx
+            .intended
+            .then(|| spec.deadline_ns.saturating_add(spec.kill_grace_ns)),
+        deadline_ns: spec.deadline_ns,
+        kill_grace_ns: spec.kill_grace_ns,
+        before_each: harness.before_each,
+        windows: Windows {
+            cpu_ns: harness.cpu_ns,
+            state: Mutex::new(WindowState::default()),
+        },
+        expired: Mutex::new(BTreeSet::new()),
+        prepared: Mutex::new((0, Vec::new())),
+    };
     let before = Snapshot::take();
-    let run = schedule::run(&spec.schedule, launcher, stop, &mut |_, attempt| {
-        let (observed, why) = match observe(attempt) {
-            Ok(o) => (Some(o), None),
-            Err(e) => (None, Some(e)),
+    let run = schedule::run(&spec.schedule, &wrapped, stop, &mut |slot, attempt| {
+        let was_expired = wrapped
+            .expired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&slot.index);
+        let (observed, why) = if was_expired {
+            (None, None)
+        } else {
+            match observe(attempt) {
+                Ok(o) => (Some(o), None),
+                Err(e) => (None, Some(e)),
+            }
         };
         if let Some(o) = &observed {
             cmdlines.extend(o.cmdline.clone());
@@ -138,7 +325,10 @@ where
                 *backings.entry(b.clone()).or_insert(0) += 1;
             }
         }
-        let s = to_sample(attempt, observed.as_ref(), why.as_deref(), &ctx);
+        let mut s = to_sample(attempt, observed.as_ref(), why.as_deref(), &ctx);
+        if was_expired {
+            s.error_detail = expired_detail(attempt, wrapped.kill_grace_ns);
+        }
         progress.record(s.ok, s.latency_ns);
         samples.push(s);
     })?;
@@ -163,7 +353,20 @@ where
             _ => None,
         },
         lanes: run.levels.iter().map(|l| l.level).max().unwrap_or(1),
+        in_window: Some(wrapped.windows.totals()),
+        page_cache_dropped: harness
+            .before_each
+            .map(|_| wrapped.prepared.lock().map(|p| p.0).unwrap_or(0)),
     };
+    let (_, prepare_errors) = wrapped
+        .prepared
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    let expired = wrapped
+        .expired
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .len() as u64;
     Ok(Executed {
         samples,
         planned: run.planned,
@@ -175,6 +378,8 @@ where
         repeated_boot_ids,
         cmdlines,
         backings,
+        expired,
+        prepare_errors,
     })
 }
 
@@ -211,6 +416,34 @@ pub fn result_json(
             "the VMM reported {} different guest command lines",
             ex.cmdlines.len()
         ));
+    }
+    if ex.expired > 0 {
+        warnings.push(format!(
+            "{} arrival(s) came up {} ms (deadline + kill grace) or more behind their intended \
+             time and were not launched: each is a `deadline` failure, scored at the deadline",
+            ex.expired,
+            spec.deadline_ns.saturating_add(spec.kill_grace_ns) / 1_000_000
+        ));
+    }
+    if let Some((cpu, wall)) = ex.run_facts.in_window {
+        if wall > 0 && cpu as f64 / wall as f64 > host::HARNESS_CPU_SHARE {
+            warnings.push(format!(
+                "inside the measured windows the harness itself used {:.0}% of a core \
+                 (threshold {:.0}%): it competed with the boots it measured",
+                cpu as f64 / wall as f64 * 100.0,
+                host::HARNESS_CPU_SHARE * 100.0
+            ));
+        }
+    }
+    if let Some(dropped) = ex.run_facts.page_cache_dropped {
+        let launched = (ex.samples.len() as u64).saturating_sub(ex.expired);
+        if !ex.prepare_errors.is_empty() || dropped < launched {
+            warnings.push(format!(
+                "--drop-caches: the host page cache was dropped before only {dropped} of \
+                 {launched} launched samples ({})",
+                ex.prepare_errors.join("; ")
+            ));
+        }
     }
     let expected = expected_backing(&spec.backing);
     if ex.backings.keys().any(|b| b != expected) {

@@ -107,6 +107,11 @@ pub struct RunArgs {
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
     #[arg(long)]
     pub console: bool,
+    /// Before each sample's request stamp (outside its measured window), `sync` and drop the
+    /// host page cache, so every sample reads the VMM, kernel and initramfs from disk: a
+    /// cold-host arm. Root only; --mode sequential only.
+    #[arg(long)]
+    pub drop_caches: bool,
 }
 
 /// Argument errors.

@@ -48,7 +48,9 @@ fn read(p: &str) -> Option<String> {
     std::fs::read_to_string(p).ok()
 }
 
-fn rusage(who: libc::c_int) -> (u64, u64) {
+/// (user, system) CPU time of `who` (`RUSAGE_SELF`, `RUSAGE_CHILDREN`), ns; (0, 0) if
+/// unreadable.
+pub fn rusage(who: libc::c_int) -> (u64, u64) {
     // SAFETY: all-zero bytes are a valid `rusage` (plain integers).
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is a valid, writable rusage; `who` is RUSAGE_SELF or RUSAGE_CHILDREN.
@@ -184,6 +186,11 @@ pub struct RunFacts {
     pub interval_ns: Option<u64>,
     /// Largest number of lanes (concurrency) used.
     pub lanes: u32,
+    /// The harness's (CPU, wall) time inside the measured windows, ns (see
+    /// `HarnessLoad::in_window_cpu_ns`).
+    pub in_window: Option<(u64, u64)>,
+    /// `--drop-caches`: samples the page cache was dropped before; `None`: not asked.
+    pub page_cache_dropped: Option<u64>,
 }
 
 /// The warnings about the host and the harness (pure, for tests).
@@ -300,6 +307,9 @@ pub fn environment(
             cpu_user_ns: after.self_user_ns.saturating_sub(before.self_user_ns),
             cpu_sys_ns: after.self_sys_ns.saturating_sub(before.self_sys_ns),
             max_start_lag_ns: run.max_start_lag_ns,
+            in_window_cpu_ns: run.in_window.map(|w| w.0),
+            in_window_wall_ns: run.in_window.map(|w| w.1),
+            page_cache_dropped: run.page_cache_dropped,
         },
         warnings: warn,
     }

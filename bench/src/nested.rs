@@ -8,10 +8,13 @@
 //! cannot alter a byte unnoticed.
 
 use crate::cli::RunArgs;
+use crate::run::{explicit_args, guest_flag, ArgPaths};
+use crate::schedule::Schedule;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use truecold_nested::{run_l1, write_initramfs, Job, L1Run, Layout};
 use truecold_proof::bundle::Written;
+use truecold_proof::schema::ContractKind;
 use truecold_proof::verify::verify_dir;
 
 /// Printed with every nested campaign.
@@ -41,48 +44,31 @@ pub enum NestedError {
     },
 }
 
-/// The inner `truecold run` arguments: the same campaign, as a Linux campaign on L1's KVM.
-pub fn inner_args(args: &RunArgs) -> Vec<String> {
-    let mut v: Vec<String> = ["/bin/truecold", "run", "--linux"]
-        .map(String::from)
-        .to_vec();
-    let mode = format!("{:?}", args.mode).to_lowercase();
-    let mode = if mode == "openloop" {
-        "open-loop".into()
-    } else {
-        mode
-    };
-    let mut kv = |k: &str, val: String| {
-        v.push(k.into());
-        v.push(val);
-    };
-    kv("--mode", mode);
-    kv("--count", args.count.to_string());
-    kv("--vcpus", args.vcpus.to_string());
-    kv("--mem-mib", args.mem_mib.to_string());
-    kv("--backing", args.backing.name().into());
-    kv("--deadline-ms", args.deadline_ms().to_string());
-    kv("--kill-grace-ms", args.kill_grace_ms.to_string());
-    if let Some(c) = args.concurrency {
-        kv("--concurrency", c.to_string());
-    }
-    if let Some(r) = args.rate {
-        kv("--rate", r.to_string());
-    }
-    if let Some(k) = args.max_concurrency {
-        kv("--max-concurrency", k.to_string());
-    }
-    if !args.cmdline_extra.is_empty() {
-        kv("--cmdline-extra", args.cmdline_extra.clone());
-    }
-    kv("--vmm", "/bin/truecold-vmm".into());
-    kv("--guest-dir", "/guest".into());
-    kv("--out", format!("{}/{L1_BUNDLE}", truecold_nested::OUT_DIR));
+/// The inner `truecold run` arguments: the same campaign, every argument explicit
+/// ([`crate::run::explicit_args`]), as a Linux campaign on L1's KVM with L1's paths.
+pub fn inner_args(args: &RunArgs, schedule: &Schedule) -> Vec<String> {
+    let out = format!("{}/{L1_BUNDLE}", truecold_nested::OUT_DIR);
+    let mut v: Vec<String> = vec!["/bin/truecold".into(), "run".into()];
+    v.extend(explicit_args(
+        args,
+        schedule,
+        guest_flag(ContractKind::Linux),
+        ArgPaths {
+            vmm: Path::new("/bin/truecold-vmm"),
+            guest_dir: Some(Path::new("/guest")),
+            out: Path::new(&out),
+        },
+    ));
     v
 }
 
 /// Runs the campaign in L1 and returns the received, verified bundle.
-pub fn run(args: &RunArgs, planned: u64, guest_dir: &Path) -> Result<Written, NestedError> {
+pub fn run(
+    args: &RunArgs,
+    schedule: &Schedule,
+    planned: u64,
+    guest_dir: &Path,
+) -> Result<Written, NestedError> {
     let mut layout = Layout::discover();
     layout.guest_dir = guest_dir.to_path_buf();
     if let Some(vmm) = &args.vmm {
@@ -110,7 +96,7 @@ pub fn run(args: &RunArgs, planned: u64, guest_dir: &Path) -> Result<Written, Ne
     std::fs::create_dir_all(&work).map_err(io(&work))?;
     let initramfs = work.join("l1.cpio");
     let job = Job {
-        argv: inner_args(args),
+        argv: inner_args(args, schedule),
         stdout: None,
     };
     write_initramfs(&initramfs, &layout.l1_init, &job, &layout.l1_files())?;
@@ -190,7 +176,7 @@ mod tests {
             "--mem-mib",
             "1024",
         ]);
-        let v = inner_args(&a).join(" ");
+        let v = inner_args(&a, &a.schedule().unwrap()).join(" ");
         assert!(
             v.starts_with(
                 "/bin/truecold run --linux --mode sequential --count 3 --vcpus 2 --mem-mib 1024"
@@ -213,10 +199,10 @@ mod tests {
             "--deadline-ms",
             "9",
         ]);
-        let v = inner_args(&a).join(" ");
+        let v = inner_args(&a, &a.schedule().unwrap()).join(" ");
         assert!(
             v.contains("--mode open-loop")
-                && v.contains("--rate 2.5")
+                && v.contains("--rate 2.500 --concurrency 64")
                 && v.contains("--deadline-ms 9"),
             "{v}"
         );

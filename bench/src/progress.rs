@@ -1,18 +1,20 @@
-//! Progress while a campaign runs: on a terminal one live line (done/total, p50/p99 of
-//! successes so far, failures); otherwise (pipe, file, `CI=true`) plain lines at intervals.
-//! Display only: the bundle is computed from the samples, never from this.
+//! Progress while a campaign runs, through `indicatif`: on a terminal a live bar (done/total,
+//! rate, ETA, p50/p99 of the successes so far, failures); otherwise (pipe, file, `CI` set)
+//! plain lines with the same figures at intervals. Display only: the bundle is computed from
+//! the samples, never from this. The percentiles are `truecold-proof`'s one definition
+//! ([`percentile_sorted`]), the same as the bundle's.
 
+use indicatif::{HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
 use truecold_proof::report::ms;
 use truecold_proof::stats::percentile_sorted;
-use truecold_proto::measure::now_ns;
 
 /// How progress is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Style {
-    /// Redraw one line in place (`\r`).
+    /// An `indicatif` bar on stderr, redrawn in place.
     Live,
-    /// A full line every so many samples.
+    /// A full line every so many samples, on the given writer.
     Plain,
 }
 
@@ -32,25 +34,39 @@ impl Style {
     }
 }
 
+/// The live bar's layout: label, bar, done/total, then [`Progress::figures`] as its message.
+pub const BAR_TEMPLATE: &str = "[{prefix}] {bar:30} {pos}/{len} · {msg}";
+
 /// Live statistics of a running campaign.
 pub struct Progress<W: Write> {
+    /// Plain lines go here; the live bar draws on stderr.
     out: W,
     style: Style,
     label: String,
     total: u64,
     done: u64,
     failures: u64,
+    /// Successes' latencies, ascending.
     sorted: Vec<u64>,
-    last_draw_ns: u64,
     plain_every: u64,
+    /// Drawn on stderr (live) or hidden (plain); its estimator gives the rate and ETA of both.
+    bar: ProgressBar,
 }
-
-/// Redraw interval of the live line.
-const LIVE_EVERY_NS: u64 = 100_000_000;
 
 impl<W: Write> Progress<W> {
     pub fn new(out: W, style: Style, label: &str, total: u64) -> Self {
-        Progress {
+        let target = match style {
+            Style::Live => ProgressDrawTarget::stderr(),
+            Style::Plain => ProgressDrawTarget::hidden(),
+        };
+        let bar = ProgressBar::with_draw_target(Some(total), target);
+        // The template is a constant (tested below); the default bar is only a fallback.
+        bar.set_style(
+            ProgressStyle::with_template(BAR_TEMPLATE)
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(label.to_string());
+        let p = Progress {
             out,
             style,
             label: label.to_string(),
@@ -58,10 +74,12 @@ impl<W: Write> Progress<W> {
             done: 0,
             failures: 0,
             sorted: Vec::new(),
-            last_draw_ns: 0,
             // About twenty plain lines per campaign.
             plain_every: (total / 20).max(1),
-        }
+            bar,
+        };
+        p.bar.set_message(p.figures());
+        p
     }
 
     /// Counts one finished sample.
@@ -74,48 +92,58 @@ impl<W: Write> Progress<W> {
             }
             _ => self.failures += 1,
         }
-        match self.style {
-            Style::Live => {
-                let now = now_ns();
-                if now.saturating_sub(self.last_draw_ns) >= LIVE_EVERY_NS || self.done == self.total
-                {
-                    self.last_draw_ns = now;
-                    let line = self.line();
-                    let _ = write!(self.out, "\r\x1b[2K{line}");
-                    let _ = self.out.flush();
-                }
-            }
-            Style::Plain => {
-                if self.done % self.plain_every == 0 || self.done == self.total {
-                    let line = self.line();
-                    let _ = writeln!(self.out, "{line}");
-                }
-            }
+        self.bar.inc(1);
+        self.bar.set_message(self.figures());
+        if self.style == Style::Plain
+            && (self.done % self.plain_every == 0 || self.done == self.total)
+        {
+            let line = self.line();
+            let _ = writeln!(self.out, "{line}");
         }
     }
 
-    /// The status line.
-    pub fn line(&self) -> String {
+    /// Successes' p50 and p99 and the failure count: `p50 2.000 ms, p99 3.000 ms
+    /// (successes), 1 failed`.
+    pub fn stats(&self) -> String {
         let p = |q| {
             percentile_sorted(&self.sorted, q, 100)
                 .map(|v| format!("{} ms", ms(v)))
                 .unwrap_or_else(|| "–".into())
         };
         format!(
-            "[{}] {}/{} done, p50 {}, p99 {} (successes), {} failed",
-            self.label,
-            self.done,
-            self.total,
+            "p50 {}, p99 {} (successes), {} failed",
             p(50),
             p(99),
             self.failures
         )
     }
 
-    /// Ends the live line.
+    /// Rate, ETA (`indicatif`'s estimates) and [`Progress::stats`]: `4.9/s, ETA 3 minutes,
+    /// p50 …`.
+    pub fn figures(&self) -> String {
+        format!(
+            "{:.1}/s, ETA {:#}, {}",
+            self.bar.per_sec(),
+            HumanDuration(self.bar.eta()),
+            self.stats()
+        )
+    }
+
+    /// The plain status line: `[label] done/total done, ` and [`Progress::figures`].
+    pub fn line(&self) -> String {
+        format!(
+            "[{}] {}/{} done, {}",
+            self.label,
+            self.done,
+            self.total,
+            self.figures()
+        )
+    }
+
+    /// Ends the display (the live bar stays on screen with its final figures).
     pub fn finish(&mut self) {
         if self.style == Style::Live {
-            let _ = writeln!(self.out);
+            self.bar.finish();
         }
         let _ = self.out.flush();
     }
@@ -131,7 +159,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plain_lines_show_done_percentiles_and_failures() {
+    fn the_bar_template_parses() {
+        assert!(ProgressStyle::with_template(BAR_TEMPLATE).is_ok());
+    }
+
+    #[test]
+    fn plain_lines_show_done_rate_eta_percentiles_and_failures() {
         let mut p = Progress::new(Vec::new(), Style::Plain, "probe", 4);
         p.record(true, Some(3_000_000));
         p.record(false, None);
@@ -140,24 +173,60 @@ mod tests {
         let text = String::from_utf8(p.into_inner()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4);
-        assert_eq!(
-            lines[3],
-            "[probe] 4/4 done, p50 2.000 ms, p99 3.000 ms (successes), 1 failed"
+        assert!(lines[3].starts_with("[probe] 4/4 done, "), "{}", lines[3]);
+        assert!(lines[3].contains("/s, ETA "), "{}", lines[3]);
+        assert!(
+            lines[3].ends_with(", p50 2.000 ms, p99 3.000 ms (successes), 1 failed"),
+            "{}",
+            lines[3]
         );
-        assert_eq!(
-            lines[1],
-            "[probe] 2/4 done, p50 3.000 ms, p99 3.000 ms (successes), 1 failed"
+        assert!(lines[1].starts_with("[probe] 2/4 done, "), "{}", lines[1]);
+        assert!(
+            lines[1].ends_with(", p50 3.000 ms, p99 3.000 ms (successes), 1 failed"),
+            "{}",
+            lines[1]
         );
     }
 
     #[test]
-    fn live_line_redraws_in_place() {
+    fn percentiles_are_the_bundles_definition() {
+        let mut p = Progress::new(Vec::new(), Style::Plain, "x", 200);
+        let lat: Vec<u64> = (1..=200u64).rev().map(|i| i * 1_000_000).collect();
+        for &l in &lat {
+            p.record(true, Some(l));
+        }
+        let mut sorted = lat.clone();
+        sorted.sort_unstable();
+        let want = |q| ms(percentile_sorted(&sorted, q, 100).unwrap());
+        assert_eq!(
+            p.stats(),
+            format!(
+                "p50 {} ms, p99 {} ms (successes), 0 failed",
+                want(50),
+                want(99)
+            )
+        );
+    }
+
+    #[test]
+    fn live_bar_advances_and_carries_the_statistics() {
         let mut p = Progress::new(Vec::new(), Style::Live, "x", 2);
+        p.bar.set_draw_target(ProgressDrawTarget::hidden());
         p.record(false, None);
-        p.record(false, None);
+        assert_eq!(p.bar.position(), 1);
+        assert_eq!(p.bar.length(), Some(2));
+        let m = p.bar.message();
+        assert!(m.contains("/s, ETA "), "{m}");
+        assert!(m.ends_with(", p50 –, p99 – (successes), 1 failed"), "{m}");
+        p.record(true, Some(5_000_000));
         p.finish();
-        let text = String::from_utf8(p.into_inner()).unwrap();
-        assert!(text.starts_with("\r\x1b[2K[x] 1/2 done, p50 –"));
-        assert!(text.ends_with("[x] 2/2 done, p50 –, p99 – (successes), 2 failed\n"));
+        assert!(p.bar.is_finished());
+        let m = p.bar.message();
+        assert!(
+            m.ends_with(", p50 5.000 ms, p99 5.000 ms (successes), 1 failed"),
+            "{m}"
+        );
+        // Live output goes to the bar, never to the plain writer.
+        assert!(p.into_inner().is_empty());
     }
 }

@@ -1,14 +1,14 @@
 //! `truecold run`: from arguments to a written, verified bundle.
 
 use crate::artifacts::{self, ArtifactError, LinuxGuest};
-use crate::campaign::{self, backing_counts, CampaignSpec};
+use crate::campaign::{self, backing_counts, rate_per_ks, CampaignSpec, Harness};
 use crate::cli::{ArgError, RunArgs};
 use crate::host::HostFacts;
 use crate::interrupt::{self, InstallError};
-use crate::launch::{ProcessLauncher, VmmCommand};
+use crate::launch::{shell_quote, ProcessLauncher, VmmCommand};
 use crate::nested::{self, NestedError};
 use crate::progress::{Progress, Style};
-use crate::schedule::ScheduleError;
+use crate::schedule::{Schedule, ScheduleError};
 use crate::vmm_report;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -45,6 +45,215 @@ pub enum RunError {
     },
     #[error("writing the bundle")]
     Bundle(#[from] BundleError),
+    #[error(
+        "--drop-caches needs root (writing /proc/sys/vm/drop_caches); this process runs as uid {0}"
+    )]
+    DropCachesNotRoot(u32),
+    #[error(
+        "--drop-caches applies to --mode sequential only: with samples in flight together, \
+         dropping the page cache before one lands inside another's measured window"
+    )]
+    DropCachesMode,
+    #[error("dropping the host page cache (sync; 3 > {DROP_CACHES})")]
+    DropCaches(#[source] std::io::Error),
+}
+
+/// The kernel's page-cache knob.
+pub const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+
+/// `sync`, then drop the host page cache, dentries and inodes, so the next sample reads the
+/// VMM, kernel and initramfs from disk (`--drop-caches`).
+pub fn drop_page_cache() -> std::io::Result<()> {
+    // SAFETY: sync(2) takes no arguments, touches no memory of ours and cannot fail.
+    unsafe { libc::sync() };
+    std::fs::write(DROP_CACHES, b"3")
+}
+
+/// Checks `--drop-caches` against the mode and the effective uid `euid` (`None` for
+/// `--nested`, where the caches dropped are L1's and L1's init is root), before anything
+/// launches.
+pub fn check_drop_caches(
+    args: &RunArgs,
+    schedule: &Schedule,
+    euid: Option<u32>,
+) -> Result<(), RunError> {
+    if !args.drop_caches {
+        return Ok(());
+    }
+    if !matches!(schedule, Schedule::Sequential { .. }) {
+        return Err(RunError::DropCachesMode);
+    }
+    match euid {
+        Some(uid) if uid != 0 => Err(RunError::DropCachesNotRoot(uid)),
+        _ => Ok(()),
+    }
+}
+
+/// Where the explicit argument list points: the resolved paths of a campaign.
+#[derive(Clone, Copy, Debug)]
+pub struct ArgPaths<'a> {
+    pub vmm: &'a Path,
+    /// Linux campaigns only (the probe needs no guest artifacts).
+    pub guest_dir: Option<&'a Path>,
+    pub out: &'a Path,
+}
+
+/// The `truecold run` flag of a contract: the guest the campaign actually booted.
+pub fn guest_flag(contract: ContractKind) -> &'static str {
+    match contract {
+        ContractKind::Linux => "--linux",
+        ContractKind::Probe => "--probe",
+    }
+}
+
+/// Every argument of a `truecold run` campaign after `run`, defaults filled in and paths
+/// resolved, so that running `truecold run` with them runs the same campaign (with another
+/// `--out`: a bundle is never overwritten). `guest` is [`guest_flag`] of what ran;
+/// `schedule` is `args.schedule()` (the rate as arrivals per second with the three decimals
+/// the schema keeps, which gives the same interval).
+pub fn explicit_args(
+    args: &RunArgs,
+    schedule: &Schedule,
+    guest: &str,
+    paths: ArgPaths<'_>,
+) -> Vec<String> {
+    // Exhaustive on purpose: a new flag must be placed here (or knowingly left out).
+    let RunArgs {
+        mode: _,  // from `schedule`
+        count: _, // from `schedule`
+        vcpus,
+        mem_mib,
+        backing,
+        concurrency: _,     // from `schedule`
+        rate: _,            // from `schedule`
+        max_concurrency: _, // from `schedule`
+        deadline_ms: _,     // `args.deadline_ms()`: the one in effect
+        kill_grace_ms,
+        probe: _,     // `guest`
+        linux: _,     // `guest`
+        nested: _,    // `guest`
+        out: _,       // `paths`
+        vmm: _,       // `paths`
+        guest_dir: _, // `paths`
+        cmdline_extra,
+        console,
+        drop_caches,
+    } = args;
+    let mut v: Vec<String> = vec![guest.to_string()];
+    let mut kv = |k: &str, val: String| {
+        v.push(k.to_string());
+        v.push(val);
+    };
+    let (mode, count, extra): (&str, u64, Vec<(&str, String)>) = match *schedule {
+        Schedule::Sequential { n } => ("sequential", n, vec![]),
+        Schedule::Burst { n, concurrency } => {
+            ("burst", n, vec![("--concurrency", concurrency.to_string())])
+        }
+        Schedule::Churn { n, concurrency } => {
+            ("churn", n, vec![("--concurrency", concurrency.to_string())])
+        }
+        Schedule::OpenLoop {
+            n,
+            interval_ns,
+            max_in_flight,
+        } => {
+            let per_ks = rate_per_ks(interval_ns);
+            (
+                "open-loop",
+                n,
+                vec![
+                    ("--rate", format!("{}.{:03}", per_ks / 1000, per_ks % 1000)),
+                    ("--concurrency", max_in_flight.to_string()),
+                ],
+            )
+        }
+        Schedule::Sweep {
+            n_per_level,
+            max_concurrency,
+        } => (
+            "sweep",
+            n_per_level,
+            vec![("--max-concurrency", max_concurrency.to_string())],
+        ),
+    };
+    kv("--mode", mode.to_string());
+    kv("--count", count.to_string());
+    kv("--vcpus", vcpus.to_string());
+    kv("--mem-mib", mem_mib.to_string());
+    kv("--backing", backing.name().to_string());
+    for (k, val) in extra {
+        kv(k, val);
+    }
+    kv("--deadline-ms", args.deadline_ms().to_string());
+    kv("--kill-grace-ms", kill_grace_ms.to_string());
+    kv("--cmdline-extra", cmdline_extra.clone());
+    if *console {
+        v.push("--console".into());
+    }
+    if *drop_caches {
+        v.push("--drop-caches".into());
+    }
+    v.push("--vmm".into());
+    v.push(paths.vmm.display().to_string());
+    if let Some(g) = paths.guest_dir {
+        v.push("--guest-dir".into());
+        v.push(g.display().to_string());
+    }
+    v.push("--out".into());
+    v.push(paths.out.display().to_string());
+    v
+}
+
+/// The VMM command of one sample as one shell line: the fixed arguments, then the two the
+/// launcher adds per sample — the request stamp (CLOCK_MONOTONIC ns, the row's
+/// `actual_request_ns`, which is all that differs between samples of a closed loop) and the
+/// deadline in ms.
+pub fn vmm_command_line(command: &VmmCommand, spec: &CampaignSpec) -> String {
+    let mut s = shell_quote(&command.program.to_string_lossy());
+    for a in &command.args {
+        s.push(' ');
+        s.push_str(&shell_quote(&a.to_string_lossy()));
+    }
+    let deadline_ms = spec.deadline_ns.div_ceil(1_000_000);
+    if spec.mode().has_intended_time() {
+        s.push_str(&format!(
+            " --request-ns <actual_request_ns> --deadline-ms <{deadline_ms} less the sample's \
+             lateness behind its intended_request_ns, rounded up, at least 1>"
+        ));
+    } else {
+        s.push_str(&format!(
+            " --request-ns <actual_request_ns> --deadline-ms {deadline_ms}"
+        ));
+    }
+    s
+}
+
+/// `cmdline.txt`: the contract, the invocation as typed, the same campaign with every
+/// argument explicit, the VMM command of each sample and (Linux) the guest kernel command
+/// line the VMM reported.
+pub fn cmdline_txt(
+    label: &str,
+    invocation: &str,
+    explicit: &[String],
+    vmm_line: &str,
+    guest_cmdline: Option<&str>,
+) -> String {
+    let explicit: Vec<String> = explicit.iter().map(|a| shell_quote(a)).collect();
+    let mut t = format!(
+        "# {label}\n\
+         # truecold invocation, as typed\n{invocation}\n\
+         # the same campaign, every argument explicit (defaults filled in, paths resolved)\n\
+         truecold run {}\n\
+         # VMM command, one fresh process per sample (<actual_request_ns>: that row's column)\n\
+         {vmm_line}\n",
+        explicit.join(" ")
+    );
+    if let Some(c) = guest_cmdline {
+        t.push_str(&format!(
+            "# guest kernel command line (as the VMM reported it)\n{c}\n"
+        ));
+    }
+    t
 }
 
 /// Why this host's Linux campaign became a probe campaign (printed and recorded).
@@ -133,12 +342,15 @@ fn absolute(p: &Path) -> PathBuf {
 /// line as typed (for `cmdline.txt`); progress and notes go to stderr.
 pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     let schedule = args.schedule()?;
+    // SAFETY: geteuid(2) has no arguments and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    check_drop_caches(args, &schedule, (!args.nested).then_some(euid))?;
     if args.nested {
         // Needs no KVM here: QEMU emulates the CPU, L1 brings its own KVM.
         let planned = schedule.validate()?;
         let guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
         return Ok(RunOutcome {
-            written: nested::run(args, planned, &guest_dir)?,
+            written: nested::run(args, &schedule, planned, &guest_dir)?,
             interrupted: false,
             warnings: vec![nested::WARNING.to_string()],
         });
@@ -178,6 +390,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         mem_bytes: args.mem_mib << 20,
         backing: args.backing.name().to_string(),
         deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
+        kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
     };
     let vmm = artifacts::find_vmm(args.vmm.as_deref())?;
     let guest = match contract {
@@ -206,9 +419,10 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     let launcher = ProcessLauncher {
         command: command.clone(),
         deadline_ns: spec.deadline_ns,
-        kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
+        kill_grace_ns: spec.kill_grace_ns,
         from_intended: spec.mode().has_intended_time(),
     };
+    let vmm_line = vmm_command_line(&command, &spec);
     let facts = HostFacts::read(kind);
     let stop = interrupt::install()?;
     let planned = spec.schedule.validate()?;
@@ -226,13 +440,28 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         args.deadline_ms(),
         dest.display()
     );
+    if args.drop_caches {
+        // Once before the campaign, so a host that refuses fails before any launch.
+        drop_page_cache().map_err(RunError::DropCaches)?;
+        eprintln!(
+            "truecold: --drop-caches: sync and drop the host page cache before every sample \
+             (outside its measured window)"
+        );
+    }
     let mut progress = Progress::new(std::io::stderr(), Style::detect(), label, planned);
+    let harness = Harness {
+        before_each: args
+            .drop_caches
+            .then_some(&drop_page_cache as &campaign::BeforeEach),
+        cpu_ns: &campaign::self_cpu_ns,
+    };
     let ex = campaign::execute(
         &spec,
         &launcher,
         &vmm_report::observe_attempt,
         stop,
         &mut progress,
+        &harness,
     )?;
     let guest_cmdline = ex.cmdlines.iter().next().cloned();
     let configuration = Configuration {
@@ -249,7 +478,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         },
         cmdline: match (&guest_cmdline, contract) {
             (Some(c), ContractKind::Linux) => c.clone(),
-            _ => command.display(),
+            _ => vmm_line.clone(),
         },
         vmm_path: vmm.display().to_string(),
         kernel_path: guest
@@ -260,15 +489,23 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
             .map(|g| absolute(&g.initramfs).display().to_string()),
     };
     let result = campaign::result_json(&spec, &ex, configuration, digests, &facts, warnings);
-    let mut cmdline = format!(
-        "# truecold invocation\n{invocation}\n# VMM command, one fresh process per sample\n{}\n",
-        command.display()
+    let explicit = explicit_args(
+        args,
+        &spec.schedule,
+        guest_flag(contract),
+        ArgPaths {
+            vmm: &absolute(&vmm),
+            guest_dir: guest.as_ref().map(|_| absolute(&guest_dir)).as_deref(),
+            out: &std::path::absolute(&dest).unwrap_or_else(|_| dest.clone()),
+        },
     );
-    if let Some(c) = &guest_cmdline {
-        cmdline.push_str(&format!(
-            "# guest kernel command line (as the VMM reported it)\n{c}\n"
-        ));
-    }
+    let cmdline = cmdline_txt(
+        contract.label(),
+        invocation,
+        &explicit,
+        &vmm_line,
+        guest_cmdline.as_deref(),
+    );
     let inputs = BundleInputs {
         kernel_config,
         cmdline,
@@ -327,7 +564,162 @@ pub fn level_lines(r: &truecold_proof::schema::ResultJson) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::{Cli, Cmd};
+    use clap::Parser;
     use truecold_vmm::host::{Detection, HostKind as V};
+
+    fn parse(extra: &[&str]) -> RunArgs {
+        let mut v = vec!["truecold", "run"];
+        v.extend_from_slice(extra);
+        let Cmd::Run(a) = Cli::try_parse_from(v).unwrap().cmd;
+        a
+    }
+
+    fn explicit(a: &RunArgs, contract: ContractKind) -> Vec<String> {
+        let guest_dir = Path::new("/g");
+        explicit_args(
+            a,
+            &a.schedule().unwrap(),
+            guest_flag(contract),
+            ArgPaths {
+                vmm: Path::new("/bin/truecold-vmm"),
+                guest_dir: (contract == ContractKind::Linux).then_some(guest_dir),
+                out: Path::new("/r/b"),
+            },
+        )
+    }
+
+    #[test]
+    fn explicit_arguments_fill_in_every_default() {
+        let a = parse(&["--probe"]);
+        assert_eq!(
+            explicit(&a, ContractKind::Probe).join(" "),
+            "--probe --mode sequential --count 1000 --vcpus 2 --mem-mib 16384 --backing anon \
+             --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --vmm /bin/truecold-vmm \
+             --out /r/b"
+        );
+        let a = parse(&["--mode", "burst", "--deadline-ms", "750", "--drop-caches"]);
+        assert_eq!(
+            explicit(&a, ContractKind::Linux).join(" "),
+            "--linux --mode burst --count 1000 --vcpus 2 --mem-mib 16384 --backing anon \
+             --concurrency 2 --deadline-ms 750 --kill-grace-ms 500 --cmdline-extra  \
+             --drop-caches --vmm /bin/truecold-vmm --guest-dir /g --out /r/b"
+        );
+    }
+
+    /// Parsing the explicit arguments gives the same campaign, whose explicit arguments are
+    /// the same again.
+    #[test]
+    fn explicit_arguments_rerun_the_same_campaign() {
+        for (argv, contract) in [
+            (vec![], ContractKind::Linux),
+            (
+                vec!["--probe", "-n", "7", "--vcpus", "1"],
+                ContractKind::Probe,
+            ),
+            (
+                vec!["--mode", "open-loop", "--rate", "2.5", "--backing", "thp"],
+                ContractKind::Probe,
+            ),
+            (
+                vec![
+                    "--mode",
+                    "open-loop",
+                    "--rate",
+                    "0.333",
+                    "--concurrency",
+                    "3",
+                ],
+                ContractKind::Linux,
+            ),
+            (
+                vec!["--mode", "sweep", "--max-concurrency", "3"],
+                ContractKind::Linux,
+            ),
+            (
+                vec!["--mode", "churn", "--console", "--kill-grace-ms", "9"],
+                ContractKind::Linux,
+            ),
+            (
+                vec!["--cmdline-extra", "quiet loglevel='0' -x", "--nested"],
+                ContractKind::Linux,
+            ),
+        ] {
+            let a = parse(&argv);
+            let e = explicit(&a, contract);
+            let words: Vec<&str> = e.iter().map(String::as_str).collect();
+            let b = parse(&words);
+            assert_eq!(b.schedule().unwrap(), a.schedule().unwrap(), "{argv:?}");
+            assert_eq!(b.deadline_ms(), a.deadline_ms(), "{argv:?}");
+            assert_eq!(b.cmdline_extra, a.cmdline_extra, "{argv:?}");
+            assert_eq!(explicit(&b, contract), e, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn cmdline_txt_has_the_real_deadline_and_no_placeholder() {
+        let a = parse(&["--probe", "--deadline-ms", "1234"]);
+        let spec = CampaignSpec {
+            schedule: a.schedule().unwrap(),
+            contract: ContractKind::Probe,
+            vcpus: 2,
+            mem_bytes: 256 << 20,
+            backing: "anon".into(),
+            deadline_ns: 1_234_000_000,
+            kill_grace_ns: 500_000_000,
+        };
+        let cmd = VmmCommand {
+            program: "/opt/truecold vmm".into(),
+            args: vec!["boot".into(), "--probe".into()],
+        };
+        let line = vmm_command_line(&cmd, &spec);
+        assert_eq!(
+            line,
+            "'/opt/truecold vmm' boot --probe --request-ns <actual_request_ns> --deadline-ms 1234"
+        );
+        let text = cmdline_txt(
+            ContractKind::Probe.label(),
+            "truecold run --probe --deadline-ms 1234",
+            &explicit(&a, ContractKind::Probe),
+            &line,
+            None,
+        );
+        assert!(!text.contains("<DEADLINE_MS>"), "{text}");
+        assert!(text.starts_with("# VMM floor (probe guest), not a Linux boot\n"));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[4].starts_with("truecold run --probe --mode sequential"));
+        assert!(lines[4].contains(" --deadline-ms 1234 "), "{}", lines[4]);
+        assert!(lines[4].contains(" --cmdline-extra '' "), "{}", lines[4]);
+        assert_eq!(lines[6], line);
+        let mut open = spec.clone();
+        open.schedule = Schedule::OpenLoop {
+            n: 3,
+            interval_ns: 1_000_000,
+            max_in_flight: 2,
+        };
+        assert!(vmm_command_line(&cmd, &open)
+            .ends_with("--deadline-ms <1234 less the sample's lateness behind its intended_request_ns, rounded up, at least 1>"));
+    }
+
+    #[test]
+    fn drop_caches_needs_root_and_the_sequential_mode() {
+        let a = parse(&["--drop-caches"]);
+        let s = a.schedule().unwrap();
+        assert!(check_drop_caches(&a, &s, Some(0)).is_ok());
+        assert!(matches!(
+            check_drop_caches(&a, &s, Some(1000)),
+            Err(RunError::DropCachesNotRoot(1000))
+        ));
+        // --nested: the caches are L1's, dropped by L1's root init.
+        assert!(check_drop_caches(&a, &s, None).is_ok());
+        let a = parse(&["--drop-caches", "--mode", "churn"]);
+        assert!(matches!(
+            check_drop_caches(&a, &a.schedule().unwrap(), Some(0)),
+            Err(RunError::DropCachesMode)
+        ));
+        let a = parse(&[]);
+        assert!(check_drop_caches(&a, &a.schedule().unwrap(), Some(1000)).is_ok());
+    }
 
     #[test]
     fn a_forced_host_kind_is_a_warning_naming_both_kinds() {

@@ -7,6 +7,12 @@
 //! - burst: `t0` for every sample, so the wait for a free lane counts in the latency;
 //! - open loop: `t0 + i·interval`, so the harness's own queueing and lateness count
 //!   (coordinated-omission safe: a slow sample never delays the arrival of the next).
+//!
+//! One closed-loop lane (sequential; churn at concurrency 1; the sweep's level 1) runs on the
+//! calling thread: a sample's bookkeeping (`on_done`: parsing its report, building its row,
+//! progress output) finishes before the next sample is picked up, so on a small host it never
+//! competes with the next boot for a CPU. With more lanes, `on_done` runs on the calling
+//! thread while the lanes keep launching, so it overlaps their boots.
 
 use crate::clock::sleep_until_ns;
 use truecold_proto::measure::now_ns;
@@ -182,7 +188,8 @@ pub struct CampaignRun<O> {
 
 /// Runs `schedule` with `launcher`. `stop` is polled before each launch: once set, nothing
 /// new starts, in-flight samples finish and are kept. `on_done` sees each finished sample on
-/// the calling thread (progress display), in completion order.
+/// the calling thread (rows, progress display), in completion order; on a single closed-loop
+/// lane it returns before the next sample is launched.
 pub fn run<L: Launcher>(
     schedule: &Schedule,
     launcher: &L,
@@ -276,6 +283,9 @@ fn run_level<L: Launcher>(
     attempts: &mut Vec<(Slot, L::Output)>,
 ) -> LevelRun {
     let lanes = c.max(1) as usize;
+    if lanes == 1 && matches!(mode, Intended::Pickup) {
+        return run_inline(n, first_index, launcher, stop, on_done, attempts);
+    }
     let claimed = AtomicU64::new(0);
     let t0 = AtomicU64::new(0);
     // Lanes + dispatcher (open loop) + this thread start together, after t0 is set.
@@ -373,6 +383,38 @@ fn run_level<L: Launcher>(
     });
     LevelRun {
         level: c,
+        planned: n,
+        launched,
+        t_start_ns,
+        t_end_ns: now_ns(),
+    }
+}
+
+/// One closed-loop lane on the calling thread: launch, finish the sample's bookkeeping, then
+/// pick up the next. Nothing of the harness runs beside a boot but the launcher itself.
+fn run_inline<L: Launcher>(
+    n: u64,
+    first_index: u64,
+    launcher: &L,
+    stop: &AtomicBool,
+    on_done: &mut dyn FnMut(&Slot, &L::Output),
+    attempts: &mut Vec<(Slot, L::Output)>,
+) -> LevelRun {
+    let t_start_ns = now_ns();
+    let mut launched = 0u64;
+    while launched < n && !stop.load(Ordering::SeqCst) {
+        let slot = Slot {
+            index: first_index + launched,
+            level: 1,
+            intended_ns: now_ns(),
+        };
+        let out = launcher.launch(slot);
+        on_done(&slot, &out);
+        attempts.push((slot, out));
+        launched += 1;
+    }
+    LevelRun {
+        level: 1,
         planned: n,
         launched,
         t_start_ns,

@@ -84,6 +84,65 @@ fn twenty_probe_boots_make_a_bundle_that_verifies() {
     }
     let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(readme.contains(truecold_proof::schema::PROBE_LABEL));
+    // cmdline.txt: the real deadline in the explicit campaign and in the VMM command of
+    // every sample, no placeholder; defaults spelled out.
+    let cmdline = std::fs::read_to_string(out.join("cmdline.txt")).unwrap();
+    assert!(!cmdline.contains("<DEADLINE_MS>"), "{cmdline}");
+    assert!(
+        cmdline
+            .lines()
+            .any(|l| l.contains("truecold-vmm boot --probe")
+                && l.ends_with(" --request-ns <actual_request_ns> --deadline-ms 60000")),
+        "{cmdline}"
+    );
+    assert!(
+        cmdline.contains("truecold run --probe --mode sequential --count 20 --vcpus 2 --mem-mib 256 --backing anon --deadline-ms 60000 --kill-grace-ms 500"),
+        "{cmdline}"
+    );
+    // The harness's CPU inside the measured windows is recorded, within the windows' wall.
+    let h = &r.environment.harness;
+    let (cpu, wall) = (h.in_window_cpu_ns.unwrap(), h.in_window_wall_ns.unwrap());
+    assert!(wall > 0 && wall <= h.wall_ns, "{h:?}");
+    assert!(cpu <= h.cpu_user_ns + h.cpu_sys_ns, "{h:?}");
+    assert_eq!(h.page_cache_dropped, None);
+}
+
+/// `--drop-caches` (root): the page cache is dropped before every sample, the bundle says so
+/// (`environment.harness.page_cache_dropped`, and the flag in cmdline.txt) and verifies.
+#[test]
+fn drop_caches_arm_is_recorded_in_the_bundle() {
+    require_kvm();
+    // SAFETY: geteuid(2) has no arguments and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test runs a --drop-caches campaign, which needs root (scripts/test.sh runs as root)"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("cold-host");
+    let o = base_cmd(&out, "3").arg("--drop-caches").output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "truecold failed: {stderr}");
+    sha256sum_check(&out);
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 10));
+    let r = v.result.unwrap();
+    assert_eq!(r.summary.successes, 3, "{:?}", r.summary.errors);
+    assert_eq!(r.environment.harness.page_cache_dropped, Some(3));
+    let cmdline = std::fs::read_to_string(out.join("cmdline.txt")).unwrap();
+    assert!(cmdline.contains(" --drop-caches "), "{cmdline}");
+    // Not for concurrent modes: a typed error before anything launches.
+    let o = base_cmd(&d.path().join("burst"), "3")
+        .args(["--drop-caches", "--mode", "burst"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--drop-caches applies to --mode sequential only"),
+        "{err}"
+    );
+    assert!(!d.path().join("burst").exists());
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net` spec), the
 //! memory bounds, the probe pattern and the workload payload. No I/O here, so everything is
 //! unit-tested on the host — except [`platform::read`], which both binaries share. The steps
-//! that touch the system live in the binaries (`main.rs`, `bin/platform-init.rs`).
+//! that touch the system live in the binaries (`main.rs`, `bin/platform-init.rs`); the panic
+//! hook ([`panic`]) takes its exit port and power-off from `main.rs`.
 
+pub mod panic;
 pub mod platform;
 
 use sha2::{Digest, Sha256};

@@ -26,10 +26,12 @@ fn main() {
     if let Ok(p) = ports {
         p.doorbell(Phase::InitStart);
     }
-    std::panic::set_hook(Box::new(|info| {
-        let _ = writeln!(std::io::stderr(), "truecold-init: panic: {info}");
-        sys::power_off();
-    }));
+    // A panic from here on reaches the host as its own error kind (`panic`): the hook
+    // writes the code to the exit port before it tries to power off.
+    let exit_port = ports.as_ref().ok().copied();
+    truecold_init::panic::install(exit_port.map(|p| move |code| p.exit(code)), || {
+        sys::power_off()
+    });
     let mut rec = GuestRecord {
         boot_id: None,
         t_init_ns,

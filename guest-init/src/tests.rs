@@ -1,5 +1,8 @@
 use super::*;
 
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
 fn e(start: u64, end: u64, kind: &str) -> MemmapEntry {
     MemmapEntry {
         start,

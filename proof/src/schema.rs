@@ -295,6 +295,21 @@ pub struct HarnessLoad {
     pub cpu_sys_ns: u64,
     /// Largest lateness of an actual request behind its intended time (modes with one).
     pub max_start_lag_ns: Option<u64>,
+    /// The bench process's own CPU time (user + system, all threads) inside the measured
+    /// windows: each launch from its spawn preparation and request stamp to its reap, with
+    /// overlapping windows (concurrent lanes) counted once. Absent in bundles written before
+    /// it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_window_cpu_ns: Option<u64>,
+    /// Wall time those windows cover (their union), for the share of a core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_window_wall_ns: Option<u64>,
+    /// `--drop-caches`: the number of samples before whose request stamp the bench ran `sync`
+    /// and dropped the host page cache (`3` to `/proc/sys/vm/drop_caches`), outside the
+    /// measured window. Absent: not asked, and then the host page cache holds the kernel,
+    /// initramfs and VMM after the first sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_dropped: Option<u64>,
 }
 
 /// Host conditions of the campaign.

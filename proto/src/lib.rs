@@ -99,11 +99,14 @@ pub enum ErrorCode {
     WorkloadDelete = 73,
     WorkloadStillPresent = 74,
     Record = 80,
+    /// PID 1 panicked; its panic hook wrote this code to [`PORT_EXIT`] before powering off.
+    /// No record follows.
+    Panic = 90,
 }
 
 impl ErrorCode {
     /// All codes, for tables and exhaustive tests.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::Ok,
         ErrorCode::MountProc,
         ErrorCode::MountSys,
@@ -124,6 +127,7 @@ impl ErrorCode {
         ErrorCode::WorkloadDelete,
         ErrorCode::WorkloadStillPresent,
         ErrorCode::Record,
+        ErrorCode::Panic,
     ];
 
     /// Decodes a code byte.
@@ -163,6 +167,7 @@ impl ErrorCode {
             ErrorCode::WorkloadDelete => "workload_delete",
             ErrorCode::WorkloadStillPresent => "workload_still_present",
             ErrorCode::Record => "record",
+            ErrorCode::Panic => "panic",
         }
     }
 }

@@ -3,9 +3,9 @@ use crate::launch::End;
 use crate::progress::Style;
 use crate::schedule::Slot;
 use std::sync::atomic::{AtomicU64, Ordering};
-use truecold_proof::schema::HostKind;
-use truecold_proto::measure::now_ns;
-use truecold_proto::measure::Stamps;
+use std::sync::Mutex;
+use truecold_proof::schema::{HostKind, Stage};
+use truecold_proto::measure::{now_ns, Stamps};
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
 
 const MIB: u64 = 1 << 20;
@@ -21,16 +21,33 @@ struct Fake<'a> {
     stop_after: u64,
     stop: &'a AtomicBool,
     launched: AtomicU64,
+    /// How long each launch takes (real time), to overload a schedule.
+    takes: std::time::Duration,
+    /// The campaign's deadline (the attempt carries it).
+    deadline_ns: u64,
+    /// Advanced by `burn_ns` inside each launch: the fake harness CPU clock.
+    cpu: Option<&'a AtomicU64>,
+    burn_ns: u64,
+    /// Every launch appends `launch <index>`.
+    log: Option<&'a Mutex<Vec<String>>>,
 }
 
 impl Launcher for Fake<'_> {
     type Output = Attempt;
     fn launch(&self, slot: Slot) -> Attempt {
+        if let Some(log) = self.log {
+            log.lock().unwrap().push(format!("launch {}", slot.index));
+        }
+        if let Some(cpu) = self.cpu {
+            cpu.fetch_add(self.burn_ns, Ordering::SeqCst);
+        }
         let k = self.launched.fetch_add(1, Ordering::SeqCst) + 1;
         if self.stop_after != 0 && k >= self.stop_after {
             self.stop.store(true, Ordering::SeqCst);
         }
         let request_ns = now_ns().max(slot.intended_ns);
+        // The "boot".
+        std::thread::sleep(self.takes);
         let failed = self.fail_at.contains(&slot.index);
         let id = if self.dup_at.contains(&slot.index) {
             0
@@ -48,7 +65,7 @@ impl Launcher for Fake<'_> {
             slot,
             request_ns,
             reaped_ns: request_ns + 5_000_000,
-            deadline_ns: 1_000_000_000,
+            deadline_ns: self.deadline_ns,
             end: if failed {
                 End::KilledAtDeadline
             } else {
@@ -125,6 +142,7 @@ fn spec(schedule: Schedule) -> CampaignSpec {
         mem_bytes: 64 * MIB,
         backing: "anon".into(),
         deadline_ns: 1_000_000_000,
+        kill_grace_ns: 500_000_000,
     }
 }
 
@@ -150,8 +168,18 @@ fn run_and_write(
     fake: &Fake,
     stop: &AtomicBool,
 ) -> (Executed, Written, tempfile::TempDir) {
+    run_with(sp, fake, stop, &observe, &Harness::plain())
+}
+
+fn run_with(
+    sp: &CampaignSpec,
+    fake: &Fake,
+    stop: &AtomicBool,
+    observe: &Observe<'_>,
+    harness: &Harness<'_>,
+) -> (Executed, Written, tempfile::TempDir) {
     let mut progress = Progress::new(Vec::new(), Style::Plain, "t", 0);
-    let ex = execute(sp, fake, &observe, stop, &mut progress).unwrap();
+    let ex = execute(sp, fake, observe, stop, &mut progress, harness).unwrap();
     let cfg = Configuration {
         vcpus: sp.vcpus,
         mem_bytes: sp.mem_bytes,
@@ -188,6 +216,11 @@ fn fake(stop: &AtomicBool) -> Fake<'_> {
         stop_after: 0,
         stop,
         launched: AtomicU64::new(0),
+        takes: std::time::Duration::ZERO,
+        deadline_ns: 1_000_000_000,
+        cpu: None,
+        burn_ns: 0,
+        log: None,
     }
 }
 
@@ -386,4 +419,194 @@ fn interrupted_before_any_launch_still_writes_a_valid_empty_bundle() {
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
     sha256sum_check(&w.path);
     assert!(w.verdict.result.unwrap().contract.incomplete);
+}
+
+/// Open loop under overload: each launch takes 300 ms, arrivals come every 1 ms, one in
+/// flight, deadline 100 ms + 50 ms kill grace. Arrival 0 is launched; by the time a lane is
+/// free again every other arrival is more than 150 ms late: none of them is launched, each is
+/// a `deadline` row at once, and the bundle verifies.
+#[test]
+fn overloaded_open_loop_arrivals_past_deadline_and_grace_are_not_launched() {
+    let stop = AtomicBool::new(false);
+    let mut f = fake(&stop);
+    f.takes = std::time::Duration::from_millis(300);
+    f.deadline_ns = 100_000_000;
+    let mut sp = spec(Schedule::OpenLoop {
+        n: 10,
+        interval_ns: 1_000_000,
+        max_in_flight: 1,
+    });
+    sp.deadline_ns = 100_000_000;
+    sp.kill_grace_ns = 50_000_000;
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    assert_eq!(ex.samples.len(), 10, "every arrival is a row");
+    let launched = f.launched.load(Ordering::SeqCst);
+    assert_eq!(launched, 1, "only arrival 0 came up in time");
+    assert_eq!(ex.expired, 9);
+    assert!(ex.samples[0].ok, "{:?}", ex.samples[0]);
+    for s in &ex.samples[1..] {
+        assert!(!s.ok);
+        assert_eq!(s.error_kind, "deadline", "{s:?}");
+        assert!(
+            s.error_detail.starts_with("not launched: its turn came "),
+            "{}",
+            s.error_detail
+        );
+        assert!(s
+            .error_detail
+            .contains("100 ms deadline + 50 ms kill grace"));
+        assert_eq!((s.ready_ns, s.latency_ns), (None, None));
+        let late = s.actual_request_ns - s.intended_request_ns.unwrap();
+        assert!(
+            late >= 150_000_000,
+            "sample {} only {late} ns late",
+            s.index
+        );
+        assert_eq!(s.stages.get(Stage::Queue), Some(late));
+        assert_eq!(s.stages.get(Stage::Spawn), None, "nothing was spawned");
+    }
+    let r = w.verdict.result.unwrap();
+    assert_eq!(r.summary.errors.get("deadline"), Some(&9));
+    assert!(r
+        .environment
+        .warnings
+        .iter()
+        .any(|w| w.contains("9 arrival(s)") && w.contains("were not launched")));
+}
+
+/// The same overload in a burst (every sample due at t0) is cut the same way; a closed loop
+/// has no intended time to fall behind, so a slow one launches everything.
+#[test]
+fn expiry_applies_to_intended_times_only() {
+    let stop = AtomicBool::new(false);
+    let mut f = fake(&stop);
+    f.takes = std::time::Duration::from_millis(300);
+    f.deadline_ns = 100_000_000;
+    let mut sp = spec(Schedule::Burst {
+        n: 4,
+        concurrency: 1,
+    });
+    sp.deadline_ns = 100_000_000;
+    sp.kill_grace_ns = 50_000_000;
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    assert_eq!(f.launched.load(Ordering::SeqCst), 1);
+    assert_eq!(ex.expired, 3);
+
+    let mut f = fake(&stop);
+    f.takes = std::time::Duration::from_millis(300);
+    f.deadline_ns = 100_000_000;
+    sp.schedule = Schedule::Sequential { n: 3 };
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    assert_eq!(f.launched.load(Ordering::SeqCst), 3);
+    assert_eq!(ex.expired, 0);
+    assert!(ex.samples.iter().all(|s| s.ok));
+}
+
+/// Sequential: sample i's bookkeeping (its report parsed into a row) happens before sample
+/// i+1 is launched, and the harness CPU in the measured windows counts what the launches
+/// burned (7 ms each on a fake CPU clock), not the bookkeeping (11 ms each).
+#[test]
+fn sequential_bookkeeping_is_outside_the_windows_and_their_cpu_is_recorded() {
+    let stop = AtomicBool::new(false);
+    let cpu = AtomicU64::new(1_000);
+    let log = Mutex::new(Vec::new());
+    let mut f = fake(&stop);
+    f.cpu = Some(&cpu);
+    f.burn_ns = 7_000_000;
+    f.log = Some(&log);
+    let observe_logged = |a: &Attempt| {
+        log.lock().unwrap().push(format!("row {}", a.slot.index));
+        cpu.fetch_add(11_000_000, Ordering::SeqCst);
+        observe(a)
+    };
+    let cpu_ns = || cpu.load(Ordering::SeqCst);
+    let harness = Harness {
+        before_each: None,
+        cpu_ns: &cpu_ns,
+    };
+    let sp = spec(Schedule::Sequential { n: 5 });
+    let (ex, w, _d) = run_with(&sp, &f, &stop, &observe_logged, &harness);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    let want: Vec<String> = (0..5)
+        .flat_map(|i| [format!("launch {i}"), format!("row {i}")])
+        .collect();
+    assert_eq!(*log.lock().unwrap(), want);
+    let (in_cpu, in_wall) = ex.run_facts.in_window.unwrap();
+    assert_eq!(in_cpu, 5 * 7_000_000);
+    assert!(in_wall > 0);
+    let h = &w.verdict.result.unwrap().environment.harness;
+    assert_eq!(h.in_window_cpu_ns, Some(5 * 7_000_000));
+    assert_eq!(h.in_window_wall_ns, Some(in_wall));
+    assert_eq!(h.page_cache_dropped, None, "not asked");
+}
+
+/// Concurrent lanes: overlapping windows count once, and every launch's CPU is inside them.
+#[test]
+fn overlapping_windows_count_their_cpu_once() {
+    let stop = AtomicBool::new(false);
+    let cpu = AtomicU64::new(0);
+    let mut f = fake(&stop);
+    f.cpu = Some(&cpu);
+    f.burn_ns = 7_000_000;
+    f.takes = std::time::Duration::from_millis(2);
+    let cpu_ns = || cpu.load(Ordering::SeqCst);
+    let harness = Harness {
+        before_each: None,
+        cpu_ns: &cpu_ns,
+    };
+    let sp = spec(Schedule::Churn {
+        n: 12,
+        concurrency: 3,
+    });
+    let (ex, w, _d) = run_with(&sp, &f, &stop, &observe, &harness);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    // No bookkeeping burns CPU here: all of it happened inside some window, once.
+    assert_eq!(ex.run_facts.in_window.unwrap().0, 12 * 7_000_000);
+}
+
+/// `--drop-caches` as the campaign sees it: the hook runs before every launch and after the
+/// previous row, its count is recorded in the bundle, and a failure is a warning naming it.
+#[test]
+fn before_each_runs_outside_the_window_and_is_recorded() {
+    let stop = AtomicBool::new(false);
+    let cpu = AtomicU64::new(0);
+    let log = Mutex::new(Vec::new());
+    let calls = AtomicU64::new(0);
+    let mut f = fake(&stop);
+    f.cpu = Some(&cpu);
+    f.burn_ns = 1_000;
+    f.log = Some(&log);
+    let prep = || {
+        log.lock().unwrap().push("drop".to_string());
+        // The drop's own (system) CPU must not land in any window.
+        cpu.fetch_add(50_000_000, Ordering::SeqCst);
+        match calls.fetch_add(1, Ordering::SeqCst) {
+            2 => Err(std::io::Error::other("refused")),
+            _ => Ok(()),
+        }
+    };
+    let cpu_ns = || cpu.load(Ordering::SeqCst);
+    let harness = Harness {
+        before_each: Some(&prep),
+        cpu_ns: &cpu_ns,
+    };
+    let sp = spec(Schedule::Sequential { n: 4 });
+    let (ex, w, _d) = run_with(&sp, &f, &stop, &observe, &harness);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    let want: Vec<String> = (0..4)
+        .flat_map(|i| ["drop".to_string(), format!("launch {i}")])
+        .collect();
+    assert_eq!(*log.lock().unwrap(), want);
+    assert_eq!(ex.run_facts.in_window.unwrap().0, 4 * 1_000);
+    let r = w.verdict.result.unwrap();
+    assert_eq!(r.environment.harness.page_cache_dropped, Some(3));
+    assert!(
+        r.environment.warnings.iter().any(|w| w
+            .contains("dropped before only 3 of 4 launched samples (before sample 2: refused)")),
+        "{:?}",
+        r.environment.warnings
+    );
 }

@@ -73,6 +73,8 @@ fn busy_host_bottleneck_harness_and_pvm_are_flagged() {
         max_start_lag_ns: Some(5_000_000),
         interval_ns: Some(1_000_000),
         lanes: 4,
+        in_window: Some((3_000_000, 9_000_000_000)),
+        page_cache_dropped: None,
     };
     let w = warnings(&facts(HostKind::Pvm, 2), &b, &a, &run);
     let all = w.join("\n");
@@ -91,6 +93,9 @@ fn busy_host_bottleneck_harness_and_pvm_are_flagged() {
     assert_eq!(env.harness.wall_ns, 10_000_000_000);
     assert_eq!(env.harness.cpu_user_ns, 6_000_000_000);
     assert_eq!(env.harness.max_start_lag_ns, Some(5_000_000));
+    assert_eq!(env.harness.in_window_cpu_ns, Some(3_000_000));
+    assert_eq!(env.harness.in_window_wall_ns, Some(9_000_000_000));
+    assert_eq!(env.harness.page_cache_dropped, None);
     assert_eq!(env.warnings.last().map(String::as_str), Some("extra"));
 }
 

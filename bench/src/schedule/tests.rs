@@ -337,3 +337,70 @@ fn open_loop_stopped_mid_run_keeps_indices_contiguous() {
         assert!(k >= f.stop_after && k < 200, "round {round}: {k} launched");
     }
 }
+
+/// Logs each launch with the time it was picked up, for ordering checks.
+struct Logging<'a> {
+    log: &'a Mutex<Vec<(String, u64)>>,
+}
+
+impl Launcher for Logging<'_> {
+    type Output = ();
+    fn launch(&self, slot: Slot) {
+        self.log
+            .lock()
+            .unwrap()
+            .push((format!("launch {}", slot.index), slot.intended_ns));
+    }
+}
+
+/// On one closed-loop lane the bookkeeping of sample i (`on_done`) ends before sample i+1 is
+/// picked up: launches and rows alternate, and each pickup stamp is after the previous
+/// sample's bookkeeping finished. Sequential, churn at 1 and the sweep's first level.
+#[test]
+fn one_closed_loop_lane_finishes_bookkeeping_before_the_next_launch() {
+    for (schedule, alternating) in [
+        (Schedule::Sequential { n: 6 }, 6),
+        (
+            Schedule::Churn {
+                n: 5,
+                concurrency: 1,
+            },
+            5,
+        ),
+        (
+            Schedule::Sweep {
+                n_per_level: 4,
+                max_concurrency: 2,
+            },
+            4,
+        ),
+    ] {
+        let log = Mutex::new(Vec::new());
+        let l = Logging { log: &log };
+        let main = std::thread::current().id();
+        let r = run(&schedule, &l, &AtomicBool::new(false), &mut |s, _| {
+            assert_eq!(std::thread::current().id(), main, "on the calling thread");
+            // Bookkeeping that takes a while: the next pickup must wait for it.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            log.lock()
+                .unwrap()
+                .push((format!("done {}", s.index), now_ns()));
+        })
+        .unwrap();
+        assert!(!r.interrupted);
+        let log = log.into_inner().unwrap();
+        for i in 0..alternating {
+            let (launch, picked) = &log[2 * i];
+            let (done, _) = &log[2 * i + 1];
+            assert_eq!(launch, &format!("launch {i}"), "{schedule:?}: {log:?}");
+            assert_eq!(done, &format!("done {i}"), "{schedule:?}: {log:?}");
+            if i > 0 {
+                let (_, prev_done_at) = &log[2 * i - 1];
+                assert!(
+                    picked >= prev_done_at,
+                    "{schedule:?}: sample {i} picked up early"
+                );
+            }
+        }
+    }
+}
