@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use vm_memory::{Bytes, GuestAddress};
 
+use crate::boot_params;
 use crate::config::BootConfig;
 use crate::cpu::{self, CpuError};
 use crate::devices::{self, Bus, DeviceError, StopReason};
@@ -144,8 +145,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
     tl.memory_ready = Some(now_ns());
 
-    let cmdline =
-        loader::cmdline(cfg.console, ram.total(), &cfg.cmdline_extra).map_err(Error::Loader)?;
+    let cmdline = boot_params::cmdline(cfg.console, ram.total(), &cfg.cmdline_extra)
+        .map_err(|e| Error::Loader(LoaderError::Params(e)))?;
     let loaded = loader::load(&ram, &cfg.kernel, cfg.initramfs.as_deref(), &cmdline)
         .map_err(Error::Loader)?;
     ram.mem
@@ -183,7 +184,7 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     tl.teardown_done = Some(now_ns());
 
     let memslot_bytes: u64 = memslots.iter().map(|r| r.size).sum();
-    let e820_ram_bytes = loader::e820_ram(&loaded.e820);
+    let e820_ram_bytes = boot_params::e820_ram(&loaded.e820);
     let agree = guest.guest_bytes == Some(configured_bytes)
         && memslot_bytes == configured_bytes
         && e820_ram_bytes == configured_bytes;
@@ -258,7 +259,7 @@ struct GuestView {
 }
 
 impl GuestView {
-    fn collect(bus: &Bus, cfg: &BootConfig, e820: &[loader::E820Entry]) -> Self {
+    fn collect(bus: &Bus, cfg: &BootConfig, e820: &[boot_params::E820Entry]) -> Self {
         let probe = cfg.is_probe().then(|| {
             ProbeReport::judge(
                 ProbeSummary::parse(bus.probe_summary_bytes()),
@@ -396,12 +397,12 @@ mod tests {
 
     fn mem(guest: Option<u64>) -> MemoryReport {
         let ranges = memory::layout(128).unwrap();
-        let e820 = loader::e820(&ranges);
+        let e820 = boot_params::e820(&ranges);
         MemoryReport {
             configured_bytes: 128 << 20,
             memslot_bytes: 128 << 20,
             memslots: ranges,
-            e820_ram_bytes: loader::e820_ram(&e820),
+            e820_ram_bytes: boot_params::e820_ram(&e820),
             e820,
             guest_bytes: guest,
             agree: guest == Some(128 << 20),

@@ -8,9 +8,8 @@ use kvm_ioctls::{Cap, Kvm, VcpuFd, VmFd};
 
 use crate::cpuid::{guest_cpuid, host_brand, Platform};
 
-use crate::loader::{
-    Loaded, Protocol, BOOT_STACK, GDT_ADDR, PML4_ADDR, PVH_INFO_ADDR, ZERO_PAGE_ADDR,
-};
+use crate::boot_params::{BOOT_STACK, GDT_ADDR, PML4_ADDR, PVH_INFO_ADDR, ZERO_PAGE_ADDR};
+use crate::loader::{Loaded, Protocol};
 
 /// Why a vCPU could not be set up.
 #[derive(Debug, thiserror::Error)]
