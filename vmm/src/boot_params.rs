@@ -36,6 +36,17 @@ pub const PVH_MAGIC: u32 = 0x336e_c578;
 /// Entries the zero page's `e820_table` holds.
 pub const ZERO_PAGE_E820_MAX: usize = 128;
 
+// The structures do not overlap where the loader writes them (checked at compile time).
+const _: () = assert!(GDT_ADDR + 32 <= PVH_INFO_ADDR);
+const _: () = assert!(PVH_INFO_ADDR + 56 <= PVH_MODLIST_ADDR);
+const _: () = assert!(PVH_MODLIST_ADDR + 32 <= PVH_MEMMAP_ADDR);
+const _: () = assert!(PVH_MEMMAP_ADDR + 24 * 160 <= ZERO_PAGE_ADDR);
+const _: () = assert!(ZERO_PAGE_ADDR + 4096 <= BOOT_STACK);
+const _: () = assert!(0x2d0 + 20 * ZERO_PAGE_E820_MAX <= 4096);
+const _: () = assert!(BOOT_STACK < PML4_ADDR);
+const _: () = assert!(PD_ADDR + 4096 <= CMDLINE_ADDR);
+const _: () = assert!(CMDLINE_ADDR + (CMDLINE_MAX as u64) < crate::mptable::MPTABLE_ADDR);
+
 /// Boot parameters that cannot be built.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BootParamsError {
@@ -402,10 +413,6 @@ mod tests {
         assert_eq!(m.len(), 32);
         assert_eq!((u64_at(&m, 0), u64_at(&m, 8)), (0x100_0000, 0x2345));
         assert!(m[16..].iter().all(|&b| b == 0));
-        // The structures sit where the loader writes them, without overlapping.
-        assert!(PVH_INFO_ADDR + 56 <= PVH_MODLIST_ADDR);
-        assert!(PVH_MODLIST_ADDR + 32 <= PVH_MEMMAP_ADDR);
-        assert!(PVH_MEMMAP_ADDR + 24 * 160 <= ZERO_PAGE_ADDR);
     }
 
     #[test]
@@ -462,8 +469,6 @@ mod tests {
             BootParamsError::TooManyE820(129).kind(),
             "memory-map-too-large"
         );
-        // The table ends inside the page.
-        assert!(0x2d0 + 20 * ZERO_PAGE_E820_MAX <= 4096);
     }
 
     #[test]
@@ -499,8 +504,6 @@ mod tests {
             Err(BootParamsError::CmdlineInvalid)
         );
         assert_eq!(BootParamsError::CmdlineInvalid.kind(), "cmdline-invalid");
-        // The command line and its NUL fit below the next structure in guest memory.
-        assert!(CMDLINE_ADDR + CMDLINE_MAX as u64 + 1 <= HIGH_RAM_START);
     }
 
     #[test]
