@@ -82,7 +82,8 @@ pub fn forced_warning(d: &truecold_vmm::host::Detection) -> Option<String> {
         format!(
             "host kind forced to {} (detected {}) by TRUECOLD_HOST_KIND",
             d.kind.name(),
-            d.detected.name()
+            d.detected
+                .map_or("nothing", truecold_vmm::host::HostKind::name)
         )
     })
 }

@@ -1,11 +1,11 @@
 //! The boot recipe, top-down: each stage is one function in its own module, each stamped.
 use std::sync::Mutex;
-use std::time::Duration;
 
+use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::boot_params;
-use crate::config::BootConfig;
+use crate::config::{BootConfig, Deadline};
 use crate::cpu::{self, CpuError};
 use crate::devices::{self, Bus, DeviceError, StopReason};
 use crate::host::{self, HostKind};
@@ -24,8 +24,8 @@ use crate::vm::{self, VmError};
 /// Invalid configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("--vcpus {0}: 1 to {max} are supported", max = mptable::MAX_VCPUS)]
-    Vcpus(u8),
+    #[error(transparent)]
+    Limit(LimitError),
     #[error("--deadline-ms must be positive")]
     Deadline,
 }
@@ -72,7 +72,7 @@ impl Error {
     /// (`{"schema":1,"error":{"kind":…,"message":…}}`, see vmm/README.md).
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Config(ConfigError::Vcpus(_)) => "invalid-vcpus",
+            Error::Config(ConfigError::Limit(e)) => e.kind(),
             Error::Config(ConfigError::Deadline) => "invalid-deadline",
             Error::HostCannotBootLinux => "host-cannot-boot-linux",
             Error::Kvm(e) => e.kind(),
@@ -80,7 +80,7 @@ impl Error {
             Error::Memory(e) => e.kind(),
             Error::Loader(e) => e.kind(),
             Error::MpTable(_) => "boot-data-write-failed",
-            Error::Cpu(CpuError::Count(_)) => "invalid-vcpus",
+            Error::Cpu(CpuError::Count(e)) => e.kind(),
             Error::Cpu(_) => "vcpu-setup-failed",
             Error::Devices(_) => "device-setup-failed",
             Error::Run(_) => "vcpu-run-failed",
@@ -101,12 +101,12 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-fn validate(cfg: &BootConfig) -> Result<(), Error> {
-    if cfg.vcpus == 0 || cfg.vcpus > mptable::MAX_VCPUS {
-        return Err(Error::Config(ConfigError::Vcpus(cfg.vcpus)));
-    }
-    if cfg.deadline_ms == 0 {
-        return Err(Error::Config(ConfigError::Deadline));
+/// Checks `cfg` against the limits of `truecold_proto::limits` (pure).
+pub fn validate(cfg: &BootConfig) -> Result<(), ConfigError> {
+    Vcpus::new(u64::from(cfg.vcpus)).map_err(ConfigError::Limit)?;
+    GuestMem::from_mib(cfg.mem_mib).map_err(ConfigError::Limit)?;
+    if cfg.deadline == Deadline::AfterBootStartMs(0) {
+        return Err(ConfigError::Deadline);
     }
     Ok(())
 }
@@ -121,18 +121,22 @@ fn refuse_linux_on_pvm(cfg: &BootConfig, kind: HostKind) -> Result<(), Error> {
 /// Boots one VM per `cfg` and returns its report; a guest that ran but failed gives
 /// [`Error::Guest`], which carries the report.
 pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
-    let mut tl = Timeline {
-        request: cfg.request_ns,
-        process_start: process_start_ns(),
-        boot_start: Some(now_ns()),
-        ..Timeline::default()
-    };
-    validate(cfg)?;
+    validate(cfg).map_err(Error::Config)?;
     if let KernelSource::File(path) = &cfg.kernel {
         loader::check_kernel(path).map_err(Error::Loader)?;
     }
-    let host_kind = HostKind::detection(cfg.host_kind);
+    let host_kind = HostKind::for_boot(cfg.host_kind);
     refuse_linux_on_pvm(cfg, host_kind.kind)?;
+
+    // Checking the request is not boot work: the boot starts here (request → boot_start
+    // holds the process start, argument parsing, validation and any host-kind detection).
+    let boot_start = now_ns();
+    let mut tl = Timeline {
+        request: cfg.request_ns,
+        boot_start: Some(boot_start),
+        ..Timeline::default()
+    };
+    let deadline_at = cfg.deadline.at_ns(boot_start);
 
     let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
     tl.kvm_open = Some(now_ns());
@@ -161,7 +165,7 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     let bus = Mutex::new(Bus::new(&vm, cfg.is_probe(), cfg.console).map_err(Error::Devices)?);
     tl.vcpus_ready = Some(now_ns());
 
-    let out = run::run(vcpus, &bus, Duration::from_millis(cfg.deadline_ms)).map_err(Error::Run)?;
+    let out = run::run(vcpus, &bus, deadline_at).map_err(Error::Run)?;
     tl.first_run = out.first_run;
     tl.exit = Some(out.exit);
 
@@ -182,6 +186,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     drop(ram);
     drop(kvm);
     tl.teardown_done = Some(now_ns());
+    // Informational (never in a duration): read after the boot, outside its window.
+    tl.process_start = process_start_ns();
 
     let memslot_bytes: u64 = memslots.iter().map(|r| r.size).sum();
     let e820_ram_bytes = boot_params::e820_ram(&loaded.e820);
@@ -197,7 +203,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
         guest_bytes: guest.guest_bytes,
         agree,
     };
-    let failure = judge(cfg, &out.end, &out.errors, &guest, &memory);
+    let deadline_ms = cfg.deadline.budget_ms(cfg.request_ns.unwrap_or(boot_start));
+    let failure = judge(deadline_ms, &out.end, &out.errors, &guest, &memory);
     let report = BootReport {
         schema: SCHEMA,
         config: cfg.clone(),
@@ -287,7 +294,7 @@ impl GuestView {
 
 /// The first failure of a boot that ran, in order of cause (pure given its inputs).
 fn judge(
-    cfg: &BootConfig,
+    deadline_ms: u64,
     end: &RunEnd,
     errors: &[RunError],
     g: &GuestView,
@@ -296,7 +303,7 @@ fn judge(
     match end {
         RunEnd::Deadline => {
             return Some(GuestFailure::Deadline {
-                deadline_ms: cfg.deadline_ms,
+                deadline_ms,
                 last_phase: g.last_phase,
             })
         }
@@ -373,12 +380,6 @@ fn judge(
 mod tests {
     use super::*;
 
-    fn linux_cfg() -> BootConfig {
-        let mut cfg = BootConfig::probe(2, 128, memory::Backing::Anon);
-        cfg.kernel = KernelSource::File("/vmlinux".into());
-        cfg
-    }
-
     fn view(record: Option<truecold_proto::GuestRecord>, verified: bool) -> GuestView {
         GuestView {
             exits: devices::ExitCounts::default(),
@@ -434,12 +435,12 @@ mod tests {
     #[test]
     fn judge_orders_failures() {
         use truecold_proto::ErrorCode;
-        let cfg = linux_cfg();
+        const DEADLINE_MS: u64 = 10_000;
         let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
         let good = record(ErrorCode::Ok, 128 << 20);
         assert_eq!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &ok_end,
                 &[],
                 &view(Some(good.clone()), true),
@@ -448,7 +449,7 @@ mod tests {
             None
         );
         let f = judge(
-            &cfg,
+            DEADLINE_MS,
             &RunEnd::Stopped(StopReason::ExitPort(41)),
             &[],
             &view(None, false),
@@ -463,7 +464,7 @@ mod tests {
         );
         assert!(matches!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &ok_end,
                 &[],
                 &view(Some(good.clone()), false),
@@ -472,12 +473,12 @@ mod tests {
             Some(GuestFailure::NotStrictReady { .. })
         ));
         assert_eq!(
-            judge(&cfg, &ok_end, &[], &view(None, true), &mem(None)),
+            judge(DEADLINE_MS, &ok_end, &[], &view(None, true), &mem(None)),
             Some(GuestFailure::RecordMissing)
         );
         assert!(matches!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &ok_end,
                 &[],
                 &view(Some(record(ErrorCode::Network, 128 << 20)), true),
@@ -487,7 +488,7 @@ mod tests {
         ));
         assert!(matches!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &ok_end,
                 &[],
                 &view(Some(record(ErrorCode::Ok, 1 << 20)), true),
@@ -497,7 +498,7 @@ mod tests {
         ));
         assert_eq!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &RunEnd::Stopped(StopReason::Reset),
                 &[],
                 &view(None, true),
@@ -506,7 +507,13 @@ mod tests {
             Some(GuestFailure::Reset)
         );
         assert!(matches!(
-            judge(&cfg, &RunEnd::Deadline, &[], &view(None, false), &mem(None)),
+            judge(
+                DEADLINE_MS,
+                &RunEnd::Deadline,
+                &[],
+                &view(None, false),
+                &mem(None)
+            ),
             Some(GuestFailure::Deadline {
                 deadline_ms: 10_000,
                 last_phase: Some(2)
@@ -535,8 +542,11 @@ mod tests {
         assert_eq!(kernel.kind(), "kernel-missing");
         let corrupt = Error::Loader(LoaderError::UnknownFormat("/tmp/x".into()));
         assert_eq!(corrupt.kind(), "kernel-corrupt");
-        let zero = Error::Memory(memory::allocate(0, memory::Backing::Anon).unwrap_err());
+        let zero =
+            Error::Config(validate(&BootConfig::probe(1, 0, memory::Backing::Anon)).unwrap_err());
         assert_eq!(zero.kind(), "memory-too-small");
+        let zero_mem = Error::Memory(memory::allocate(0, memory::Backing::Anon).unwrap_err());
+        assert_eq!(zero_mem.kind(), "memory-too-small");
         let huge = memory::allocate(u64::MAX >> 21, memory::Backing::Anon).unwrap_err();
         assert_eq!(Error::Memory(huge).kind(), "memory-too-large");
         assert_eq!(Error::HostCannotBootLinux.kind(), "host-cannot-boot-linux");
@@ -545,26 +555,57 @@ mod tests {
             json,
             serde_json::json!({"schema": 1, "error": {
                 "kind": "memory-too-small",
-                "message": "cannot set up guest memory: guest memory of 0 MiB requested"
+                "message": "invalid configuration: --mem-mib 0: guest memory below the minimum of 4 MiB"
             }})
         );
     }
 
     #[test]
-    fn config_validation() {
-        let mut cfg = BootConfig::probe(0, 128, memory::Backing::Anon);
-        assert!(matches!(
-            validate(&cfg),
-            Err(Error::Config(ConfigError::Vcpus(0)))
-        ));
-        cfg.vcpus = 9;
-        assert!(validate(&cfg).is_err());
-        cfg.vcpus = 8;
-        assert!(validate(&cfg).is_ok());
-        cfg.deadline_ms = 0;
-        assert!(matches!(
-            validate(&cfg),
-            Err(Error::Config(ConfigError::Deadline))
-        ));
+    fn config_validation_at_every_limit_edge() {
+        use truecold_proto::limits::{MAX_MEM_MIB, MAX_VCPUS, MIN_MEM_MIB};
+        let cfg =
+            |vcpus: u8, mem_mib: u64| BootConfig::probe(vcpus, mem_mib, memory::Backing::Anon);
+        let limit = |c: &BootConfig| match validate(c) {
+            Err(ConfigError::Limit(e)) => Some(e),
+            Ok(()) => None,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(limit(&cfg(0, 128)), Some(LimitError::Vcpus { got: 0 }));
+        assert_eq!(limit(&cfg(1, 128)), None);
+        assert_eq!(limit(&cfg(MAX_VCPUS as u8, 128)), None);
+        assert_eq!(
+            limit(&cfg(MAX_VCPUS as u8 + 1, 128)),
+            Some(LimitError::Vcpus { got: 33 })
+        );
+        assert_eq!(limit(&cfg(255, 128)), Some(LimitError::Vcpus { got: 255 }));
+        assert_eq!(
+            limit(&cfg(1, MIN_MEM_MIB - 1)),
+            Some(LimitError::MemTooSmall { got: 3 })
+        );
+        assert_eq!(limit(&cfg(1, 0)), Some(LimitError::MemTooSmall { got: 0 }));
+        assert_eq!(limit(&cfg(1, MIN_MEM_MIB)), None);
+        assert_eq!(limit(&cfg(1, MAX_MEM_MIB)), None);
+        assert_eq!(
+            limit(&cfg(1, MAX_MEM_MIB + 1)),
+            Some(LimitError::MemTooLarge {
+                got: MAX_MEM_MIB + 1
+            })
+        );
+        let e = Error::Config(validate(&cfg(33, 128)).unwrap_err());
+        assert_eq!(e.kind(), "invalid-vcpus");
+        assert_eq!(
+            chain(&e),
+            "invalid configuration: --vcpus 33: 1 to 32 vCPUs are supported"
+        );
+        let mut c = cfg(1, 128);
+        c.deadline = Deadline::AfterBootStartMs(0);
+        assert!(matches!(validate(&c), Err(ConfigError::Deadline)));
+        assert_eq!(
+            Error::Config(ConfigError::Deadline).kind(),
+            "invalid-deadline"
+        );
+        // An absolute deadline is never invalid: one already past ends the run at once.
+        c.deadline = Deadline::AtNs(0);
+        assert!(validate(&c).is_ok());
     }
 }

@@ -72,6 +72,15 @@ impl HostKind {
         HostKind::detection(forced).kind
     }
 
+    /// The kind for one boot: `given` (`--host-kind`; the bench passes the kind it detected
+    /// once per campaign) as it is, without reading anything; else [`HostKind::detection`].
+    pub fn for_boot(given: Option<HostKind>) -> Detection {
+        match given {
+            Some(kind) => Detection::given(kind),
+            None => HostKind::detection(None),
+        }
+    }
+
     /// Observes this host and says whether an override (`forced`, else
     /// `TRUECOLD_HOST_KIND`) replaced what detection found.
     pub fn detection(forced: Option<HostKind>) -> Detection {
@@ -96,8 +105,9 @@ impl HostKind {
 pub struct Detection {
     /// The kind in effect (the override when there is one).
     pub kind: HostKind,
-    /// What detection found from the host's own facts.
-    pub detected: HostKind,
+    /// What detection found from the host's own facts (None: not detected, the kind was
+    /// given).
+    pub detected: Option<HostKind>,
     /// Whether an override set `kind` (even to the detected value).
     pub forced: bool,
 }
@@ -107,8 +117,17 @@ impl Detection {
     pub fn new(forced: Option<HostKind>, detected: HostKind) -> Self {
         Detection {
             kind: forced.unwrap_or(detected),
-            detected,
+            detected: Some(detected),
             forced: forced.is_some(),
+        }
+    }
+
+    /// Pure: the caller's `kind`, nothing detected.
+    pub fn given(kind: HostKind) -> Self {
+        Detection {
+            kind,
+            detected: None,
+            forced: true,
         }
     }
 }
@@ -237,12 +256,21 @@ mod tests {
         let d = Detection::new(Some(HostKind::Hardware), HostKind::Pvm);
         assert_eq!(
             (d.kind, d.detected, d.forced),
-            (HostKind::Hardware, HostKind::Pvm, true)
+            (HostKind::Hardware, Some(HostKind::Pvm), true)
         );
         let d = Detection::new(None, HostKind::Pvm);
         assert_eq!(
             (d.kind, d.detected, d.forced),
-            (HostKind::Pvm, HostKind::Pvm, false)
+            (HostKind::Pvm, Some(HostKind::Pvm), false)
+        );
+        let d = HostKind::for_boot(Some(HostKind::NestedEmulated));
+        assert_eq!(
+            (d.kind, d.detected, d.forced),
+            (HostKind::NestedEmulated, None, true)
+        );
+        assert_eq!(
+            HostKind::for_boot(None).detected,
+            Some(HostKind::detection(None).detected.unwrap())
         );
         for k in [
             HostKind::Hardware,

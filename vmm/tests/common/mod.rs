@@ -73,6 +73,8 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
 
     // host
     assert_eq!(r.host.kind, HostKind::detect(cfg.host_kind));
+    // A kind the caller gave is not detected again.
+    assert_eq!(r.host.detected.is_none(), cfg.host_kind.is_some());
     assert!(!r.host.kernel.is_empty());
     assert!(r.host.kvm_caps.iter().any(|c| c == "KVM_CAP_IRQCHIP"));
     assert!(r.host.mem_total_bytes.unwrap() > 0);
