@@ -88,12 +88,14 @@ pub fn forced_warning(d: &truecold_vmm::host::Detection) -> Option<String> {
     })
 }
 
-/// The VMM's fixed arguments for this campaign.
+/// The VMM's fixed arguments for this campaign. `host` is the kind detected once for the
+/// campaign: passed as `--host-kind`, so no sample spends its measured window detecting it.
 pub fn vmm_args(
     spec: &CampaignSpec,
     guest: Option<&LinuxGuest>,
     args: &RunArgs,
     force: bool,
+    host: HostKind,
 ) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec!["boot".into()];
     match guest {
@@ -109,6 +111,7 @@ pub fn vmm_args(
         ("--vcpus", spec.vcpus.to_string()),
         ("--mem-mib", (spec.mem_bytes >> 20).to_string()),
         ("--backing", spec.backing.clone()),
+        ("--host-kind", host.as_str().to_string()),
     ] {
         v.push(k.into());
         v.push(val.into());
@@ -202,7 +205,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     };
     let command = VmmCommand {
         program: vmm.clone(),
-        args: vmm_args(&spec, guest.as_ref(), args, force),
+        args: vmm_args(&spec, guest.as_ref(), args, force, kind),
     };
     let launcher = ProcessLauncher {
         command: command.clone(),
@@ -338,5 +341,37 @@ mod tests {
             "{w}"
         );
         assert_eq!(forced_warning(&Detection::new(None, V::Pvm)), None);
+    }
+
+    #[test]
+    fn every_sample_gets_the_campaign_host_kind() {
+        use clap::Parser;
+        let args = match crate::cli::Cli::try_parse_from(["truecold", "run", "--probe"]) {
+            Ok(crate::cli::Cli {
+                cmd: crate::cli::Cmd::Run(a),
+            }) => a,
+            Err(e) => panic!("{e}"),
+        };
+        let spec = CampaignSpec {
+            schedule: crate::schedule::Schedule::Sequential { n: 1 },
+            contract: ContractKind::Probe,
+            vcpus: 2,
+            mem_bytes: 16384 << 20,
+            backing: "anon".into(),
+            deadline_ns: 2_000_000_000,
+        };
+        for kind in [HostKind::Hardware, HostKind::Pvm, HostKind::NestedEmulated] {
+            let v: Vec<String> = vmm_args(&spec, None, &args, false, kind)
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let at = v.iter().position(|a| a == "--host-kind").unwrap();
+            assert_eq!(v[at + 1], kind.as_str());
+            // The VMM's parser takes the same spelling.
+            assert_eq!(
+                V::from_name(kind.as_str()).map(V::name),
+                Some(kind.as_str())
+            );
+        }
     }
 }
