@@ -3,6 +3,19 @@
 use crate::schedule::{Schedule, ScheduleError};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
+
+/// `--vcpus`: a count within the VMM's limits (`truecold_proto::limits`), else an argument
+/// error naming the limit.
+fn vcpus_arg(s: &str) -> Result<u32, String> {
+    Vcpus::parse(s).map(|v| u32::from(v.get()))
+}
+
+/// `--mem-mib`: a size within the VMM's limits (`truecold_proto::limits`), else an argument
+/// error naming the limit.
+fn mem_mib_arg(s: &str) -> Result<u64, String> {
+    GuestMem::parse(s).map(GuestMem::mib)
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,9 +71,12 @@ pub struct RunArgs {
     /// Launches (sweep: launches per concurrency level).
     #[arg(short = 'n', long = "count", default_value_t = 1000)]
     pub count: u64,
-    #[arg(long, default_value_t = 2)]
+    /// vCPUs per VM (1..=32, the VMM's limit).
+    #[arg(long, default_value_t = 2, value_parser = vcpus_arg)]
     pub vcpus: u32,
-    #[arg(long, default_value_t = 16384)]
+    /// Guest memory per VM, MiB (4..=1048576, the VMM's limit; the VMM also refuses more
+    /// than the host's RAM).
+    #[arg(long, default_value_t = 16384, value_parser = mem_mib_arg)]
     pub mem_mib: u64,
     #[arg(long, value_enum, default_value_t = BackingArg::Anon)]
     pub backing: BackingArg,
@@ -125,12 +141,8 @@ pub enum ArgError {
     },
     #[error("--mode open-loop needs --rate (arrivals per second)")]
     RateMissing,
-    #[error("--vcpus must be 1..=255 (got {0})")]
-    Vcpus(u32),
-    #[error("--mem-mib must be at least 1 (got 0)")]
-    MemZero,
-    #[error("--mem-mib {0} is too large")]
-    MemTooLarge(u64),
+    #[error(transparent)]
+    Limit(#[from] LimitError),
     #[error("--deadline-ms must be at least 1")]
     DeadlineZero,
     #[error("--rate {0}/s rounds to 0 arrivals per 1,000 s")]
@@ -188,15 +200,9 @@ impl RunArgs {
         if self.concurrency.is_some() && matches!(self.mode, ModeArg::Sequential | ModeArg::Sweep) {
             return Err(not_for("concurrency", "burst, churn or open-loop"));
         }
-        if !(1..=255).contains(&self.vcpus) {
-            return Err(ArgError::Vcpus(self.vcpus));
-        }
-        if self.mem_mib == 0 {
-            return Err(ArgError::MemZero);
-        }
-        if self.mem_mib.checked_mul(1 << 20).is_none() {
-            return Err(ArgError::MemTooLarge(self.mem_mib));
-        }
+        // Clap's value parsers check these too; arguments built in code are checked here.
+        Vcpus::new(u64::from(self.vcpus))?;
+        GuestMem::from_mib(self.mem_mib)?;
         if self.deadline_ms() == 0 {
             return Err(ArgError::DeadlineZero);
         }
@@ -315,9 +321,6 @@ mod tests {
             e(&["--mode", "burst", "--max-concurrency", "3"]),
             ArgError::NotForMode { .. }
         ));
-        assert_eq!(e(&["--vcpus", "0"]), ArgError::Vcpus(0));
-        assert_eq!(e(&["--vcpus", "256"]), ArgError::Vcpus(256));
-        assert_eq!(e(&["--mem-mib", "0"]), ArgError::MemZero);
         assert_eq!(e(&["--deadline-ms", "0"]), ArgError::DeadlineZero);
         assert_eq!(
             e(&["-n", "0"]),
@@ -338,5 +341,77 @@ mod tests {
         // Mutually exclusive guest kinds, unknown modes: clap's own errors.
         assert!(args(&["--probe", "--linux"]).is_err());
         assert!(args(&["--mode", "zigzag"]).is_err());
+    }
+
+    /// Every edge of the VMM's limits, rejected by clap before anything launches, with a
+    /// message that names the limit.
+    #[test]
+    fn vcpu_and_memory_limits_at_every_edge() {
+        use truecold_proto::limits::{MAX_MEM_MIB, MAX_VCPUS, MIN_MEM_MIB, MIN_VCPUS};
+        let ok = |x: &[&str]| args(x).unwrap_or_else(|e| panic!("{x:?}: {e}"));
+        let bad = |x: &[&str]| {
+            let e = args(x).expect_err("must be rejected");
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{x:?}");
+            e.to_string()
+        };
+        let n = |v: u64| v.to_string();
+        assert_eq!(ok(&["--vcpus", &n(MIN_VCPUS.into())]).vcpus, 1);
+        assert_eq!(ok(&["--vcpus", &n(MAX_VCPUS.into())]).vcpus, 32);
+        let e = bad(&["--vcpus", "0"]);
+        assert!(e.contains("--vcpus 0: 1 to 32 vCPUs are supported"), "{e}");
+        let e = bad(&["--vcpus", &n(u64::from(MAX_VCPUS) + 1)]);
+        assert!(e.contains("--vcpus 33: 1 to 32 vCPUs are supported"), "{e}");
+        bad(&["--vcpus", "255"]);
+        bad(&["--vcpus", "256"]);
+        bad(&["--vcpus=-1"]);
+        bad(&["--vcpus", "two"]);
+
+        assert_eq!(ok(&["--mem-mib", &n(MIN_MEM_MIB)]).mem_mib, 4);
+        assert_eq!(ok(&["--mem-mib", &n(MAX_MEM_MIB)]).mem_mib, MAX_MEM_MIB);
+        let e = bad(&["--mem-mib", "0"]);
+        assert!(
+            e.contains("--mem-mib 0: guest memory below the minimum of 4 MiB"),
+            "{e}"
+        );
+        let e = bad(&["--mem-mib", &n(MIN_MEM_MIB - 1)]);
+        assert!(
+            e.contains("--mem-mib 3: guest memory below the minimum of 4 MiB"),
+            "{e}"
+        );
+        let e = bad(&["--mem-mib", &n(MAX_MEM_MIB + 1)]);
+        assert!(
+            e.contains("--mem-mib 1048577: guest memory above the maximum of 1048576 MiB"),
+            "{e}"
+        );
+        bad(&["--mem-mib", "18446744073709551615"]);
+        bad(&["--mem-mib", "16G"]);
+
+        // Arguments built in code (not through clap) meet the same limits.
+        let mut a = ok(&[]);
+        a.vcpus = 33;
+        assert_eq!(
+            a.schedule().unwrap_err(),
+            ArgError::Limit(LimitError::Vcpus { got: 33 })
+        );
+        a.vcpus = 0;
+        assert_eq!(
+            a.schedule().unwrap_err(),
+            ArgError::Limit(LimitError::Vcpus { got: 0 })
+        );
+        a.vcpus = 32;
+        a.mem_mib = 3;
+        assert_eq!(
+            a.schedule().unwrap_err(),
+            ArgError::Limit(LimitError::MemTooSmall { got: 3 })
+        );
+        a.mem_mib = MAX_MEM_MIB + 1;
+        assert_eq!(
+            a.schedule().unwrap_err(),
+            ArgError::Limit(LimitError::MemTooLarge {
+                got: MAX_MEM_MIB + 1
+            })
+        );
+        a.mem_mib = MAX_MEM_MIB;
+        assert!(a.schedule().is_ok());
     }
 }

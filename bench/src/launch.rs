@@ -1,6 +1,9 @@
 //! The per-sample launcher: one fresh `truecold-vmm` process per sample, never reused,
-//! never retried. The request stamp is taken immediately before the spawn; the child is
-//! killed once its deadline (plus a short grace for it to print its own report) has passed.
+//! never retried. The request stamp is taken immediately before the spawn. The sample's
+//! deadline is one instant on CLOCK_MONOTONIC (its latency origin + the deadline), passed to
+//! the VMM as `--deadline-at-ns`: the VMM's own timer, this launcher's kill (that instant
+//! plus a short grace for the VMM to print its own report) and the classifier all judge
+//! from the same origin.
 //!
 //! The launcher only runs the process and keeps what it printed; turning that into a
 //! bundle row is [`crate::sample`]'s job, so another launcher (the nested harness) can
@@ -70,7 +73,7 @@ impl VmmCommand {
             s.push(' ');
             s.push_str(&shell_quote(&a.to_string_lossy()));
         }
-        s.push_str(" --request-ns <REQUEST_NS> --deadline-ms <DEADLINE_MS>");
+        s.push_str(" --request-ns <REQUEST_NS> --deadline-at-ns <DEADLINE_AT_NS>");
         s
     }
 }
@@ -122,14 +125,10 @@ impl Launcher for ProcessLauncher {
             request_ns
         };
         let deadline_at = origin.saturating_add(self.deadline_ns);
-        let left_ms = deadline_at
-            .saturating_sub(request_ns)
-            .div_ceil(1_000_000)
-            .max(1);
         cmd.arg("--request-ns")
             .arg(request_ns.to_string())
-            .arg("--deadline-ms")
-            .arg(left_ms.to_string());
+            .arg("--deadline-at-ns")
+            .arg(deadline_at.to_string());
         let mut attempt = Attempt {
             slot,
             request_ns,

@@ -14,6 +14,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::{BundleError, BundleInputs, Written};
 use truecold_proof::schema::{Configuration, ContractKind, HostKind};
+use truecold_proto::kinds::Detection;
 
 /// Why a campaign could not run or be written.
 #[derive(Debug, thiserror::Error)]
@@ -274,34 +275,32 @@ pub struct RunOutcome {
 /// The host kind in effect (the VMM library's detection, one definition) and, when
 /// `TRUECOLD_HOST_KIND` forced it, the warning that says so.
 fn host_kind() -> Result<(HostKind, Option<String>), RunError> {
-    use truecold_vmm::host::HostKind as V;
-    let d = V::detection(None);
-    let kind = match d.kind {
-        V::Hardware => HostKind::Hardware,
-        V::Pvm => HostKind::Pvm,
-        V::NestedEmulated => HostKind::NestedEmulated,
-        V::Unknown => return Err(RunError::UnknownHost),
-    };
-    Ok((kind, forced_warning(&d)))
+    let d = truecold_vmm::host::detection(None);
+    if d.kind == HostKind::Unknown {
+        return Err(RunError::UnknownHost);
+    }
+    Ok((d.kind, forced_warning(&d)))
 }
 
 /// `host kind forced to X (detected Y)` when an override set the kind.
-pub fn forced_warning(d: &truecold_vmm::host::Detection) -> Option<String> {
+pub fn forced_warning(d: &Detection) -> Option<String> {
     d.forced.then(|| {
         format!(
             "host kind forced to {} (detected {}) by TRUECOLD_HOST_KIND",
-            d.kind.name(),
-            d.detected.name()
+            d.kind.as_str(),
+            d.detected.map_or("nothing", HostKind::as_str)
         )
     })
 }
 
-/// The VMM's fixed arguments for this campaign.
+/// The VMM's fixed arguments for this campaign. `host` is the kind detected once for the
+/// campaign: passed as `--host-kind`, so no sample spends its measured window detecting it.
 pub fn vmm_args(
     spec: &CampaignSpec,
     guest: Option<&LinuxGuest>,
     args: &RunArgs,
     force: bool,
+    host: HostKind,
 ) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec!["boot".into()];
     match guest {
@@ -317,6 +316,7 @@ pub fn vmm_args(
         ("--vcpus", spec.vcpus.to_string()),
         ("--mem-mib", (spec.mem_bytes >> 20).to_string()),
         ("--backing", spec.backing.clone()),
+        ("--host-kind", host.as_str().to_string()),
     ] {
         v.push(k.into());
         v.push(val.into());
@@ -414,7 +414,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     };
     let command = VmmCommand {
         program: vmm.clone(),
-        args: vmm_args(&spec, guest.as_ref(), args, force),
+        args: vmm_args(&spec, guest.as_ref(), args, force, kind),
     };
     let launcher = ProcessLauncher {
         command: command.clone(),
@@ -566,7 +566,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Cmd};
     use clap::Parser;
-    use truecold_vmm::host::{Detection, HostKind as V};
+    use truecold_proto::kinds::HostKind as V;
 
     fn parse(extra: &[&str]) -> RunArgs {
         let mut v = vec!["truecold", "run"];
@@ -729,5 +729,35 @@ mod tests {
             "{w}"
         );
         assert_eq!(forced_warning(&Detection::new(None, V::Pvm)), None);
+    }
+
+    #[test]
+    fn every_sample_gets_the_campaign_host_kind() {
+        use clap::Parser;
+        let args = match crate::cli::Cli::try_parse_from(["truecold", "run", "--probe"]) {
+            Ok(crate::cli::Cli {
+                cmd: crate::cli::Cmd::Run(a),
+            }) => a,
+            Err(e) => panic!("{e}"),
+        };
+        let spec = CampaignSpec {
+            schedule: crate::schedule::Schedule::Sequential { n: 1 },
+            contract: ContractKind::Probe,
+            vcpus: 2,
+            mem_bytes: 16384 << 20,
+            backing: "anon".into(),
+            deadline_ns: 2_000_000_000,
+            kill_grace_ns: 500_000_000,
+        };
+        for kind in [HostKind::Hardware, HostKind::Pvm, HostKind::NestedEmulated] {
+            let v: Vec<String> = vmm_args(&spec, None, &args, false, kind)
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let at = v.iter().position(|a| a == "--host-kind").unwrap();
+            assert_eq!(v[at + 1], kind.as_str());
+            // The VMM's parser takes the same spelling.
+            assert_eq!(truecold_vmm::host::parse_host_kind(kind.as_str()), Ok(kind));
+        }
     }
 }

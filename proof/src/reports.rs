@@ -137,7 +137,9 @@ pub fn check_row(l: &ReportLine, s: &Sample) -> Vec<String> {
         if s.ok {
             bad.push(format!(
                 "a success without a VMM boot report ({})",
-                l.vmm_missing.as_deref().unwrap_or("the VMM printed an error report")
+                l.vmm_missing
+                    .as_deref()
+                    .unwrap_or("the VMM printed an error report")
             ));
         }
         if s.ready_ns.is_some() {
@@ -161,7 +163,10 @@ pub fn check_row(l: &ReportLine, s: &Sample) -> Vec<String> {
         ));
     }
     let tiles = stamps.tile();
-    for st in Stage::ALL.into_iter().filter(|st| st.kind() != StageKind::Guest) {
+    for st in Stage::ALL
+        .into_iter()
+        .filter(|st| st.kind() != StageKind::Guest)
+    {
         if tiles.get(st) != s.stages.get(st) {
             bad.push(format!(
                 "stage {}: {:?} in the row, {:?} from the report",
@@ -209,7 +214,10 @@ pub fn check_row(l: &ReportLine, s: &Sample) -> Vec<String> {
                 && s.guest_platform.as_ref() == g.map(|g| &g.platform)
                 && s.workload == g.map(|g| g.workload.encode()).unwrap_or_default();
             if !same {
-                bad.push("guest figures (memory, CPUs, platform, workload) differ from the record".into());
+                bad.push(
+                    "guest figures (memory, CPUs, platform, workload) differ from the record"
+                        .into(),
+                );
             }
         }
         ContractKind::Probe => {
@@ -232,7 +240,12 @@ mod tests {
             request: 5,
             reaped: Some(9),
         };
-        let l = ReportLine::new(3, h, br#"{"schema":2,"error":{"kind":"x","message":"y"}}"#, false);
+        let l = ReportLine::new(
+            3,
+            h,
+            br#"{"schema":2,"error":{"kind":"x","message":"y"}}"#,
+            false,
+        );
         assert!(l.vmm.is_some() && l.vmm_missing.is_none());
         assert!(l.core().is_none(), "an error report has no core");
         let back: ReportLine = serde_json::from_str(l.to_line().trim_end()).expect("round trip");
@@ -245,14 +258,17 @@ mod tests {
         ] {
             let l = ReportLine::new(0, h, out, trunc);
             assert!(l.vmm.is_none());
-            assert!(l.vmm_missing.as_deref().is_some_and(|m| m.contains(why)), "{l:?}");
+            assert!(
+                l.vmm_missing.as_deref().is_some_and(|m| m.contains(why)),
+                "{l:?}"
+            );
         }
     }
 
     #[test]
     fn line_count_and_garbage_are_reported() {
         let s = Sample::new(0, ContractKind::Probe, 1, 0);
-        assert!(check(b"", &[s.clone()], 10)[0].contains("0 lines for 1 rows"));
+        assert!(check(b"", std::slice::from_ref(&s), 10)[0].contains("0 lines for 1 rows"));
         assert!(check(b"{\n", &[s], 10)[0].contains("does not parse"));
     }
 }

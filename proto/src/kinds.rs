@@ -119,6 +119,39 @@ impl HostKind {
     }
 }
 
+/// The host kind in effect for a boot or a campaign, and what detection alone found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Detection {
+    /// The kind in effect (the override when there is one).
+    pub kind: HostKind,
+    /// What detection found from the host's own facts (`None`: not detected, the kind was
+    /// given).
+    pub detected: Option<HostKind>,
+    /// Whether an override or the caller set `kind` (even to the detected value).
+    pub forced: bool,
+}
+
+impl Detection {
+    /// Pure: `forced` (if any) over `detected`.
+    pub fn new(forced: Option<HostKind>, detected: HostKind) -> Self {
+        Detection {
+            kind: forced.unwrap_or(detected),
+            detected: Some(detected),
+            forced: forced.is_some(),
+        }
+    }
+
+    /// Pure: the caller's `kind`, nothing detected.
+    pub fn given(kind: HostKind) -> Self {
+        Detection {
+            kind,
+            detected: None,
+            forced: true,
+        }
+    }
+}
+
 impl std::fmt::Display for HostKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

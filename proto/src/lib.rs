@@ -21,6 +21,8 @@
 //! Unknown keys are rejected, duplicate keys are rejected, missing keys are rejected.
 #![deny(unsafe_code)]
 
+pub mod limits;
+
 use core::fmt;
 use sha2::{Digest, Sha256};
 

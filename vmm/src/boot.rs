@@ -1,10 +1,11 @@
 //! The boot recipe, top-down: each stage is one function in its own module, each stamped.
 use std::sync::Mutex;
-use std::time::Duration;
 
+use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
 use vm_memory::{Bytes, GuestAddress};
 
-use crate::config::BootConfig;
+use crate::boot_params;
+use crate::config::{BootConfig, Deadline};
 use crate::cpu::{self, CpuError};
 use crate::devices::{self, Bus, DeviceError, StopReason};
 use crate::host::{self, HostKind};
@@ -23,8 +24,8 @@ use truecold_proto::report::{Liveness, MemoryFigures};
 /// Invalid configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("--vcpus {0}: 1 to {max} are supported", max = mptable::MAX_VCPUS)]
-    Vcpus(u8),
+    #[error(transparent)]
+    Limit(LimitError),
     #[error("--deadline-ms must be positive")]
     Deadline,
 }
@@ -71,7 +72,7 @@ impl Error {
     /// (`{"schema":1,"error":{"kind":…,"message":…}}`, see vmm/README.md).
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Config(ConfigError::Vcpus(_)) => "invalid-vcpus",
+            Error::Config(ConfigError::Limit(e)) => e.kind(),
             Error::Config(ConfigError::Deadline) => "invalid-deadline",
             Error::HostCannotBootLinux => "host-cannot-boot-linux",
             Error::Kvm(e) => e.kind(),
@@ -79,7 +80,7 @@ impl Error {
             Error::Memory(e) => e.kind(),
             Error::Loader(e) => e.kind(),
             Error::MpTable(_) => "boot-data-write-failed",
-            Error::Cpu(CpuError::Count(_)) => "invalid-vcpus",
+            Error::Cpu(CpuError::Count(e)) => e.kind(),
             Error::Cpu(_) => "vcpu-setup-failed",
             Error::Devices(_) => "device-setup-failed",
             Error::Run(_) => "vcpu-run-failed",
@@ -88,12 +89,12 @@ impl Error {
     }
 }
 
-fn validate(cfg: &BootConfig) -> Result<(), Error> {
-    if cfg.vcpus == 0 || cfg.vcpus > mptable::MAX_VCPUS {
-        return Err(Error::Config(ConfigError::Vcpus(cfg.vcpus)));
-    }
-    if cfg.deadline_ms == 0 {
-        return Err(Error::Config(ConfigError::Deadline));
+/// Checks `cfg` against the limits of `truecold_proto::limits` (pure).
+pub fn validate(cfg: &BootConfig) -> Result<(), ConfigError> {
+    Vcpus::new(u64::from(cfg.vcpus)).map_err(ConfigError::Limit)?;
+    GuestMem::from_mib(cfg.mem_mib).map_err(ConfigError::Limit)?;
+    if cfg.deadline == Deadline::AfterBootStartMs(0) {
+        return Err(ConfigError::Deadline);
     }
     Ok(())
 }
@@ -109,17 +110,22 @@ fn refuse_linux_on_pvm(cfg: &BootConfig, kind: HostKind) -> Result<(), Error> {
 /// [`Error::Guest`], which carries the report. Each step is stamped under its
 /// [`Mark`] (the one stage table: `truecold_proto::measure`).
 pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
-    let mut st = Stamps {
-        request: cfg.request_ns,
-        boot_start: Some(now_ns()),
-        ..Stamps::default()
-    };
-    validate(cfg)?;
+    validate(cfg).map_err(Error::Config)?;
     if let KernelSource::File(path) = &cfg.kernel {
         loader::check_kernel(path).map_err(Error::Loader)?;
     }
-    let host_kind = HostKind::detection(cfg.host_kind);
+    let host_kind = host::for_boot(cfg.host_kind);
     refuse_linux_on_pvm(cfg, host_kind.kind)?;
+
+    // Checking the request is not boot work: the boot starts here (request → boot_start
+    // holds the process start, argument parsing, validation and any host-kind detection).
+    let boot_start = now_ns();
+    let mut st = Stamps {
+        request: cfg.request_ns,
+        boot_start: Some(boot_start),
+        ..Stamps::default()
+    };
+    let deadline_at = cfg.deadline.at_ns(boot_start);
 
     let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
     st.kvm_open = Some(now_ns());
@@ -132,8 +138,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
     st.memory_ready = Some(now_ns());
 
-    let cmdline =
-        loader::cmdline(cfg.console, ram.total(), &cfg.cmdline_extra).map_err(Error::Loader)?;
+    let cmdline = boot_params::cmdline(cfg.console, ram.total(), &cfg.cmdline_extra)
+        .map_err(|e| Error::Loader(LoaderError::Params(e)))?;
     let loaded = loader::load(&ram, &cfg.kernel, cfg.initramfs.as_deref(), &cmdline)
         .map_err(Error::Loader)?;
     ram.mem
@@ -146,7 +152,7 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
 
     let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
     let bus = Mutex::new(Bus::new(&vm, cfg.is_probe(), cfg.console).map_err(Error::Devices)?);
-    let out = run::run(vcpus, &bus, Duration::from_millis(cfg.deadline_ms)).map_err(Error::Run)?;
+    let out = run::run(vcpus, &bus, deadline_at).map_err(Error::Run)?;
     st.first_run = out.first_run;
     st.exit = Some(out.exit);
 
@@ -162,19 +168,22 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     drop(ram);
     drop(kvm);
     st.teardown_done = Some(now_ns());
+    // Informational (never in a duration): read after the boot, outside its window.
+    let process_start_boottime_ns = process_start_ns();
 
     let memory_figures = MemoryFigures {
         configured: cfg.mem_mib * memory::MIB,
         memslots: memslots.iter().map(|r| r.size).sum(),
-        e820_ram: loader::e820_ram(&loaded.e820),
+        e820_ram: boot_params::e820_ram(&loaded.e820),
         guest: guest.guest_bytes,
     };
-    let failure = judge(cfg, &out.end, &out.errors, &guest, &memory_figures);
+    let deadline_ms = cfg.deadline.budget_ms(cfg.request_ns.unwrap_or(boot_start));
+    let failure = judge(deadline_ms, &out.end, &out.errors, &guest, &memory_figures);
     let report = report::assemble(
         cfg,
         report::Observed {
             stamps: st,
-            process_start_boottime_ns: process_start_ns(),
+            process_start_boottime_ns,
             host: HostReport {
                 kind: host_kind.kind,
                 detected: host_kind.detected,
@@ -227,7 +236,7 @@ struct GuestView {
 }
 
 impl GuestView {
-    fn collect(bus: Bus, cfg: &BootConfig, e820: &[loader::E820Entry]) -> Self {
+    fn collect(bus: Bus, cfg: &BootConfig, e820: &[boot_params::E820Entry]) -> Self {
         let probe = cfg.is_probe().then(|| {
             ProbeReport::judge(
                 ProbeSummary::parse(bus.probe_summary_bytes()),
@@ -256,7 +265,7 @@ impl GuestView {
 
 /// The first failure of a boot that ran, in order of cause (pure given its inputs).
 fn judge(
-    cfg: &BootConfig,
+    deadline_ms: u64,
     end: &RunEnd,
     errors: &[RunError],
     g: &GuestView,
@@ -265,7 +274,7 @@ fn judge(
     match end {
         RunEnd::Deadline => {
             return Some(GuestFailure::Deadline {
-                deadline_ms: cfg.deadline_ms,
+                deadline_ms,
                 last_phase: g.last_phase,
             })
         }
@@ -341,12 +350,6 @@ fn judge(
 mod tests {
     use super::*;
 
-    fn linux_cfg() -> BootConfig {
-        let mut cfg = BootConfig::probe(2, 128, memory::Backing::Anon);
-        cfg.kernel = KernelSource::File("/vmlinux".into());
-        cfg
-    }
-
     fn view(record: Option<truecold_proto::GuestRecord>, verified: bool) -> GuestView {
         let mut liveness = Liveness::new(truecold_proto::report::LivenessKind::Binding);
         liveness.verified = verified;
@@ -365,11 +368,11 @@ mod tests {
 
     fn mem(guest: Option<u64>) -> MemoryFigures {
         let ranges = memory::layout(128).unwrap();
-        let e820 = loader::e820(&ranges);
+        let e820 = boot_params::e820(&ranges);
         MemoryFigures {
             configured: 128 << 20,
             memslots: 128 << 20,
-            e820_ram: loader::e820_ram(&e820),
+            e820_ram: boot_params::e820_ram(&e820),
             guest,
         }
     }
@@ -399,12 +402,12 @@ mod tests {
     #[test]
     fn judge_orders_failures() {
         use truecold_proto::ErrorCode;
-        let cfg = linux_cfg();
+        const DEADLINE_MS: u64 = 10_000;
         let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
         let good = record(ErrorCode::Ok, 128 << 20);
         assert_eq!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &ok_end,
                 &[],
                 &view(Some(good.clone()), true),
@@ -413,7 +416,7 @@ mod tests {
             None
         );
         let f = judge(
-            &cfg,
+            DEADLINE_MS,
             &RunEnd::Stopped(StopReason::ExitPort(41)),
             &[],
             &view(None, false),
@@ -428,7 +431,7 @@ mod tests {
         );
         assert!(matches!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &ok_end,
                 &[],
                 &view(Some(good.clone()), false),
@@ -437,12 +440,12 @@ mod tests {
             Some(GuestFailure::NotStrictReady { .. })
         ));
         assert_eq!(
-            judge(&cfg, &ok_end, &[], &view(None, true), &mem(None)),
+            judge(DEADLINE_MS, &ok_end, &[], &view(None, true), &mem(None)),
             Some(GuestFailure::RecordMissing)
         );
         assert!(matches!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &ok_end,
                 &[],
                 &view(Some(record(ErrorCode::Network, 128 << 20)), true),
@@ -452,7 +455,7 @@ mod tests {
         ));
         assert!(matches!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &ok_end,
                 &[],
                 &view(Some(record(ErrorCode::Ok, 1 << 20)), true),
@@ -462,7 +465,7 @@ mod tests {
         ));
         assert_eq!(
             judge(
-                &cfg,
+                DEADLINE_MS,
                 &RunEnd::Stopped(StopReason::Reset),
                 &[],
                 &view(None, true),
@@ -471,7 +474,13 @@ mod tests {
             Some(GuestFailure::Reset)
         );
         assert!(matches!(
-            judge(&cfg, &RunEnd::Deadline, &[], &view(None, false), &mem(None)),
+            judge(
+                DEADLINE_MS,
+                &RunEnd::Deadline,
+                &[],
+                &view(None, false),
+                &mem(None)
+            ),
             Some(GuestFailure::Deadline {
                 deadline_ms: 10_000,
                 last_phase: Some(2)
@@ -500,8 +509,11 @@ mod tests {
         assert_eq!(kernel.kind(), "kernel-missing");
         let corrupt = Error::Loader(LoaderError::UnknownFormat("/tmp/x".into()));
         assert_eq!(corrupt.kind(), "kernel-corrupt");
-        let zero = Error::Memory(memory::allocate(0, memory::Backing::Anon).unwrap_err());
+        let zero =
+            Error::Config(validate(&BootConfig::probe(1, 0, memory::Backing::Anon)).unwrap_err());
         assert_eq!(zero.kind(), "memory-too-small");
+        let zero_mem = Error::Memory(memory::allocate(0, memory::Backing::Anon).unwrap_err());
+        assert_eq!(zero_mem.kind(), "memory-too-small");
         let huge = memory::allocate(u64::MAX >> 21, memory::Backing::Anon).unwrap_err();
         assert_eq!(Error::Memory(huge).kind(), "memory-too-large");
         assert_eq!(Error::HostCannotBootLinux.kind(), "host-cannot-boot-linux");
@@ -510,26 +522,57 @@ mod tests {
             json,
             serde_json::json!({"schema": 2, "error": {
                 "kind": "memory-too-small",
-                "message": "cannot set up guest memory: guest memory of 0 MiB requested"
+                "message": "invalid configuration: --mem-mib 0: guest memory below the minimum of 4 MiB"
             }})
         );
     }
 
     #[test]
-    fn config_validation() {
-        let mut cfg = BootConfig::probe(0, 128, memory::Backing::Anon);
-        assert!(matches!(
-            validate(&cfg),
-            Err(Error::Config(ConfigError::Vcpus(0)))
-        ));
-        cfg.vcpus = 9;
-        assert!(validate(&cfg).is_err());
-        cfg.vcpus = 8;
-        assert!(validate(&cfg).is_ok());
-        cfg.deadline_ms = 0;
-        assert!(matches!(
-            validate(&cfg),
-            Err(Error::Config(ConfigError::Deadline))
-        ));
+    fn config_validation_at_every_limit_edge() {
+        use truecold_proto::limits::{MAX_MEM_MIB, MAX_VCPUS, MIN_MEM_MIB};
+        let cfg =
+            |vcpus: u8, mem_mib: u64| BootConfig::probe(vcpus, mem_mib, memory::Backing::Anon);
+        let limit = |c: &BootConfig| match validate(c) {
+            Err(ConfigError::Limit(e)) => Some(e),
+            Ok(()) => None,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(limit(&cfg(0, 128)), Some(LimitError::Vcpus { got: 0 }));
+        assert_eq!(limit(&cfg(1, 128)), None);
+        assert_eq!(limit(&cfg(MAX_VCPUS as u8, 128)), None);
+        assert_eq!(
+            limit(&cfg(MAX_VCPUS as u8 + 1, 128)),
+            Some(LimitError::Vcpus { got: 33 })
+        );
+        assert_eq!(limit(&cfg(255, 128)), Some(LimitError::Vcpus { got: 255 }));
+        assert_eq!(
+            limit(&cfg(1, MIN_MEM_MIB - 1)),
+            Some(LimitError::MemTooSmall { got: 3 })
+        );
+        assert_eq!(limit(&cfg(1, 0)), Some(LimitError::MemTooSmall { got: 0 }));
+        assert_eq!(limit(&cfg(1, MIN_MEM_MIB)), None);
+        assert_eq!(limit(&cfg(1, MAX_MEM_MIB)), None);
+        assert_eq!(
+            limit(&cfg(1, MAX_MEM_MIB + 1)),
+            Some(LimitError::MemTooLarge {
+                got: MAX_MEM_MIB + 1
+            })
+        );
+        let e = Error::Config(validate(&cfg(33, 128)).unwrap_err());
+        assert_eq!(e.kind(), "invalid-vcpus");
+        assert_eq!(
+            truecold_proto::measure::error_chain(&e),
+            "invalid configuration: --vcpus 33: 1 to 32 vCPUs are supported"
+        );
+        let mut c = cfg(1, 128);
+        c.deadline = Deadline::AfterBootStartMs(0);
+        assert!(matches!(validate(&c), Err(ConfigError::Deadline)));
+        assert_eq!(
+            Error::Config(ConfigError::Deadline).kind(),
+            "invalid-deadline"
+        );
+        // An absolute deadline is never invalid: one already past ends the run at once.
+        c.deadline = Deadline::AtNs(0);
+        assert!(validate(&c).is_ok());
     }
 }

@@ -8,15 +8,14 @@ use kvm_ioctls::{Cap, Kvm, VcpuFd, VmFd};
 
 use crate::cpuid::{guest_cpuid, host_brand, Platform};
 
-use crate::loader::{
-    Loaded, Protocol, BOOT_STACK, GDT_ADDR, PML4_ADDR, PVH_INFO_ADDR, ZERO_PAGE_ADDR,
-};
+use crate::boot_params::{BOOT_STACK, GDT_ADDR, PML4_ADDR, PVH_INFO_ADDR, ZERO_PAGE_ADDR};
+use crate::loader::{Loaded, Protocol};
 
 /// Why a vCPU could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum CpuError {
-    #[error("{0} vCPUs requested; 1 to {max} are supported", max = crate::mptable::MAX_VCPUS)]
-    Count(u8),
+    #[error(transparent)]
+    Count(truecold_proto::limits::LimitError),
     #[error("KVM_GET_SUPPORTED_CPUID failed")]
     SupportedCpuid(#[source] kvm_ioctls::Error),
     #[error("KVM_GET_MSR_INDEX_LIST failed")]
@@ -151,9 +150,7 @@ fn set_boot_registers(vcpu: &VcpuFd, loaded: &Loaded) -> Result<(), CpuError> {
 /// The platform this host's KVM lets the VMM present to `vcpus` vCPUs, and each vCPU's
 /// CPUID table (index = vCPU). Also what `truecold-vmm cpuid` prints.
 pub fn tables(kvm: &Kvm, vcpus: u8) -> Result<(Platform, Vec<CpuId>), CpuError> {
-    if vcpus == 0 || vcpus > crate::mptable::MAX_VCPUS {
-        return Err(CpuError::Count(vcpus));
-    }
+    truecold_proto::limits::Vcpus::new(u64::from(vcpus)).map_err(CpuError::Count)?;
     let supported = kvm
         .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
         .map_err(CpuError::SupportedCpuid)?;

@@ -1,116 +1,47 @@
 //! Facts about the host the VMM runs on: kind of KVM, kernel, RAM, and this process's memory.
 use serde::{Deserialize, Serialize};
 
-/// What `/dev/kvm` is backed by.
-///
-/// Decided in this order:
-/// 1. `TRUECOLD_HOST_KIND=hardware|pvm|nested-emulated` (or `--host-kind`) wins;
-/// 2. CPUID leaf 0x4000_0000 reads `TCGTCGTCGTCG` (QEMU's software CPU) → `NestedEmulated`;
-/// 3. `/sys/module/kvm_pvm` exists → `Pvm`;
-/// 4. `vmx` or `svm` in /proc/cpuinfo → `Hardware`;
-/// 5. otherwise `Unknown`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum HostKind {
-    Hardware,
-    Pvm,
-    NestedEmulated,
-    Unknown,
+pub use truecold_proto::kinds::{Detection, HostKind};
+
+/// Observes this host: the effective kind (see [`detection`]).
+pub fn detect(forced: Option<HostKind>) -> HostKind {
+    detection(forced).kind
 }
 
-impl HostKind {
-    /// Parses the names used by the env var and the CLI.
-    pub fn from_name(s: &str) -> Option<Self> {
-        match s {
-            "hardware" => Some(HostKind::Hardware),
-            "pvm" => Some(HostKind::Pvm),
-            "nested-emulated" => Some(HostKind::NestedEmulated),
-            "unknown" => Some(HostKind::Unknown),
-            _ => None,
-        }
-    }
-
-    /// Pure decision from the observed facts (see the type's docs).
-    pub fn decide(
-        forced: Option<HostKind>,
-        hypervisor_signature: &str,
-        pvm_module: bool,
-        cpuinfo: &str,
-    ) -> Self {
-        if let Some(k) = forced {
-            return k;
-        }
-        if hypervisor_signature == "TCGTCGTCGTCG" {
-            return HostKind::NestedEmulated;
-        }
-        if pvm_module {
-            return HostKind::Pvm;
-        }
-        let hw = cpuinfo
-            .lines()
-            .filter(|l| l.starts_with("flags"))
-            .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
-        if hw {
-            HostKind::Hardware
-        } else {
-            HostKind::Unknown
-        }
-    }
-
-    /// The name used by the env var, the CLI and the JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            HostKind::Hardware => "hardware",
-            HostKind::Pvm => "pvm",
-            HostKind::NestedEmulated => "nested-emulated",
-            HostKind::Unknown => "unknown",
-        }
-    }
-
-    /// Observes this host: the effective kind (see [`HostKind::detection`]).
-    pub fn detect(forced: Option<HostKind>) -> Self {
-        HostKind::detection(forced).kind
-    }
-
-    /// Observes this host and says whether an override (`forced`, else
-    /// `TRUECOLD_HOST_KIND`) replaced what detection found.
-    pub fn detection(forced: Option<HostKind>) -> Detection {
-        let env = std::env::var("TRUECOLD_HOST_KIND")
-            .ok()
-            .and_then(|v| HostKind::from_name(&v));
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        Detection::new(
-            forced.or(env),
-            HostKind::decide(
-                None,
-                &hypervisor_signature(),
-                std::path::Path::new("/sys/module/kvm_pvm").exists(),
-                &cpuinfo,
-            ),
-        )
+/// The kind for one boot: `given` (`--host-kind`; the bench passes the kind it detected once
+/// per campaign) as it is, without reading anything; else [`detection`].
+pub fn for_boot(given: Option<HostKind>) -> Detection {
+    match given {
+        Some(kind) => Detection::given(kind),
+        None => detection(None),
     }
 }
 
-/// The host kind in effect, and what detection alone found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Detection {
-    /// The kind in effect (the override when there is one).
-    pub kind: HostKind,
-    /// What detection found from the host's own facts.
-    pub detected: HostKind,
-    /// Whether an override set `kind` (even to the detected value).
-    pub forced: bool,
+/// Observes this host (CPUID, /proc/cpuinfo, /sys/module/kvm_pvm; the order is
+/// [`HostKind`]'s) and says whether an override (`forced`, else `TRUECOLD_HOST_KIND`)
+/// replaced what detection found.
+pub fn detection(forced: Option<HostKind>) -> Detection {
+    let env = std::env::var("TRUECOLD_HOST_KIND")
+        .ok()
+        .and_then(|v| HostKind::from_name(&v));
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    Detection::new(
+        forced.or(env),
+        HostKind::decide(
+            None,
+            &hypervisor_signature(),
+            std::path::Path::new("/sys/module/kvm_pvm").exists(),
+            &cpuinfo,
+        ),
+    )
 }
 
-impl Detection {
-    /// Pure: `forced` (if any) over `detected`.
-    pub fn new(forced: Option<HostKind>, detected: HostKind) -> Self {
-        Detection {
-            kind: forced.unwrap_or(detected),
-            detected,
-            forced: forced.is_some(),
-        }
-    }
+/// `--host-kind` values: [`HostKind::as_str`].
+pub fn parse_host_kind(s: &str) -> Result<HostKind, String> {
+    HostKind::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = HostKind::ALL.iter().map(|k| k.as_str()).collect();
+        format!("`{s}` is not one of {}", names.join(", "))
+    })
 }
 
 /// The 12-byte hypervisor vendor signature at CPUID 0x4000_0000 ("" when none).
@@ -216,42 +147,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn host_kind_order() {
-        let hw = "flags\t: fpu vme svm lm\n";
-        let none = "flags\t: fpu vme lm\n";
-        assert_eq!(HostKind::decide(None, "", false, hw), HostKind::Hardware);
-        assert_eq!(HostKind::decide(None, "", true, hw), HostKind::Pvm);
-        assert_eq!(HostKind::decide(None, "", false, none), HostKind::Unknown);
-        assert_eq!(
-            HostKind::decide(None, "TCGTCGTCGTCG", false, hw),
-            HostKind::NestedEmulated
-        );
-        assert_eq!(
-            HostKind::decide(Some(HostKind::Hardware), "", true, none),
-            HostKind::Hardware
-        );
-    }
-
-    #[test]
     fn forced_kind_keeps_what_was_detected() {
         let d = Detection::new(Some(HostKind::Hardware), HostKind::Pvm);
         assert_eq!(
             (d.kind, d.detected, d.forced),
-            (HostKind::Hardware, HostKind::Pvm, true)
+            (HostKind::Hardware, Some(HostKind::Pvm), true)
         );
         let d = Detection::new(None, HostKind::Pvm);
         assert_eq!(
             (d.kind, d.detected, d.forced),
-            (HostKind::Pvm, HostKind::Pvm, false)
+            (HostKind::Pvm, Some(HostKind::Pvm), false)
         );
-        for k in [
-            HostKind::Hardware,
-            HostKind::Pvm,
-            HostKind::NestedEmulated,
-            HostKind::Unknown,
-        ] {
-            assert_eq!(HostKind::from_name(k.name()), Some(k));
+        let d = for_boot(Some(HostKind::NestedEmulated));
+        assert_eq!(
+            (d.kind, d.detected, d.forced),
+            (HostKind::NestedEmulated, None, true)
+        );
+        assert_eq!(
+            for_boot(None).detected,
+            Some(detection(None).detected.unwrap())
+        );
+        for k in HostKind::ALL {
+            assert_eq!(parse_host_kind(k.as_str()), Ok(k));
         }
+        assert!(parse_host_kind("bare-metal").is_err());
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! probe guest) from nothing to a verified ready state and reports a per-stage timeline.
 //!
 //! The recipe is [`boot::run`]; each stage lives in its own module:
-//! [`kvm`] → [`vm`] → [`memory`] → [`loader`] (+ [`mptable`]) → [`cpu`] → [`devices`] →
+//! [`kvm`] → [`vm`] → [`memory`] → [`loader`] (+ [`boot_params`], [`mptable`]) → [`cpu`] → [`devices`] →
 //! [`run`]; [`report`] is the JSON the CLI prints.
 pub mod boot;
+pub mod boot_params;
 pub mod config;
 pub mod cpu;
 pub mod cpuid;

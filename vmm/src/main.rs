@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use truecold_proto::measure::error_chain as chain;
 use truecold_proto::report::{ErrorBody, ErrorReport};
+use truecold_vmm::boot::{validate, ConfigError};
+use truecold_vmm::config::Deadline;
 use truecold_vmm::host::HostKind;
 use truecold_vmm::loader::KernelSource;
 use truecold_vmm::memory::Backing;
@@ -35,8 +37,8 @@ enum Cmd {
 
 #[derive(Args)]
 struct CpuidArgs {
-    #[arg(long, default_value_t = 1)]
-    vcpus: u8,
+    #[arg(long, default_value = "1", value_parser = truecold_proto::limits::Vcpus::parse)]
+    vcpus: truecold_proto::limits::Vcpus,
     /// KVM_GET_SUPPORTED_CPUID as it is (record a host's dump for the unit tests).
     #[arg(long)]
     supported: bool,
@@ -58,7 +60,7 @@ fn cpuid(args: &CpuidArgs) -> Result<String, Error> {
             format_table(e)
         ));
     }
-    let (p, tables) = truecold_vmm::cpu::tables(&kvm, args.vcpus).map_err(Error::Cpu)?;
+    let (p, tables) = truecold_vmm::cpu::tables(&kvm, args.vcpus.get()).map_err(Error::Cpu)?;
     let mut out = format!("# platform: {p:?}\n");
     for (i, t) in tables.iter().enumerate() {
         out.push_str(&format!("# vCPU {i}: {}\n", brand_string(t.as_slice())));
@@ -84,8 +86,10 @@ struct BootArgs {
     /// initramfs (cpio) handed to the kernel.
     #[arg(long)]
     initramfs: Option<PathBuf>,
+    /// vCPUs (limits: truecold_proto::limits, checked before anything else).
     #[arg(long, default_value_t = 1)]
-    vcpus: u8,
+    vcpus: u64,
+    /// Guest memory, MiB (limits: truecold_proto::limits; also at most the host's RAM).
     #[arg(long, default_value_t = 128)]
     mem_mib: u64,
     #[arg(long, value_enum, default_value_t = Backing::Anon)]
@@ -93,9 +97,14 @@ struct BootArgs {
     /// Appended to the tuned base command line.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     cmdline_extra: String,
-    /// Give up on a guest that has not finished this long after its vCPUs started.
-    #[arg(long, default_value_t = 10_000)]
-    deadline_ms: u64,
+    /// Give up on a guest that has not finished this long after the VMM's boot start
+    /// (default 10000).
+    #[arg(long, conflicts_with = "deadline_at_ns")]
+    deadline_ms: Option<u64>,
+    /// Give up on a guest that has not finished at this CLOCK_MONOTONIC instant, ns (the
+    /// bench: its request stamp + the campaign's deadline). Already past: no vCPU runs.
+    #[arg(long)]
+    deadline_at_ns: Option<u64>,
     /// Guest serial output to stderr.
     #[arg(long)]
     console: bool,
@@ -105,32 +114,42 @@ struct BootArgs {
     /// Boot a Linux kernel even on a PVM host.
     #[arg(long)]
     force: bool,
-    /// Override host-kind detection (also TRUECOLD_HOST_KIND).
-    #[arg(long, value_enum)]
+    /// The host kind: skips detection (/proc/cpuinfo, CPUID, /sys/module) in the boot
+    /// (the bench passes the kind it detected once per campaign). Without it the VMM
+    /// detects, and TRUECOLD_HOST_KIND overrides what it finds.
+    #[arg(long, value_parser = truecold_vmm::host::parse_host_kind)]
     host_kind: Option<HostKind>,
 }
 
 impl BootArgs {
-    fn config(self) -> BootConfig {
+    /// The configuration, checked against the limits.
+    fn config(self) -> Result<BootConfig, ConfigError> {
         let kernel = match (self.kernel, self.probe_silent, self.probe_linux64) {
             (Some(p), _, _) => KernelSource::File(p),
             (None, true, _) => KernelSource::ProbeSilent,
             (None, false, true) => KernelSource::ProbeLinux64,
             (None, false, false) => KernelSource::Probe,
         };
-        BootConfig {
+        let vcpus = truecold_proto::limits::Vcpus::new(self.vcpus).map_err(ConfigError::Limit)?;
+        let deadline = match (self.deadline_at_ns, self.deadline_ms) {
+            (Some(at), _) => Deadline::AtNs(at),
+            (None, ms) => Deadline::AfterBootStartMs(ms.unwrap_or(10_000)),
+        };
+        let cfg = BootConfig {
             kernel,
             initramfs: self.initramfs,
-            vcpus: self.vcpus,
+            vcpus: vcpus.get(),
             mem_mib: self.mem_mib,
             backing: self.backing,
             cmdline_extra: self.cmdline_extra,
-            deadline_ms: self.deadline_ms,
+            deadline,
             console: self.console,
             request_ns: self.request_ns,
             force: self.force,
             host_kind: self.host_kind,
-        }
+        };
+        validate(&cfg)?;
+        Ok(cfg)
     }
 }
 
@@ -183,7 +202,16 @@ fn main() -> ExitCode {
             }
         }
     };
-    match truecold_vmm::boot(&args.config()) {
+    let cfg = match args.config() {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            let e = Error::Config(e);
+            eprintln!("error: {}", chain(&e));
+            print_json(&error_report(&e));
+            return ExitCode::FAILURE;
+        }
+    };
+    match truecold_vmm::boot(&cfg) {
         Ok(report) => {
             print_json(&report);
             ExitCode::SUCCESS

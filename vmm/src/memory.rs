@@ -5,6 +5,7 @@
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::VmFd;
 use serde::{Deserialize, Serialize};
+use truecold_proto::limits::{GuestMem, LimitError};
 use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
 pub const MIB: u64 = 1 << 20;
@@ -17,8 +18,6 @@ pub const HIGH_RAM_START: u64 = 0x10_0000;
 pub const HOLE_START: u64 = 3 << 30;
 /// RAM resumes here.
 pub const ABOVE_4G: u64 = 4 << 30;
-/// Smallest memory accepted (room for boot structures and a kernel).
-pub const MIN_MEM_MIB: u64 = 4;
 
 /// How guest RAM is backed on the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -35,10 +34,8 @@ pub enum Backing {
 /// Why guest memory could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
-    #[error("guest memory of 0 MiB requested")]
-    Zero,
-    #[error("guest memory of {0} MiB is below the minimum of {MIN_MEM_MIB} MiB")]
-    TooSmall(u64),
+    #[error("guest memory out of bounds")]
+    Limit(#[source] LimitError),
     #[error("guest memory of {requested_mib} MiB exceeds the host's RAM ({host_mib} MiB)")]
     ExceedsHost { requested_mib: u64, host_mib: u64 },
     #[error("cannot read the host's MemTotal from /proc/meminfo")]
@@ -78,7 +75,7 @@ impl MemoryError {
     /// Stable kebab-case kind (the CLI's JSON error report).
     pub fn kind(&self) -> &'static str {
         match self {
-            MemoryError::Zero | MemoryError::TooSmall(_) => "memory-too-small",
+            MemoryError::Limit(e) => e.kind(),
             MemoryError::ExceedsHost { .. } => "memory-too-large",
             MemoryError::HostMemUnknown => "host-meminfo-unreadable",
             MemoryError::ThpUnavailable(_) => "thp-unavailable",
@@ -108,16 +105,9 @@ impl RamRange {
 
 /// The RAM ranges for `mem_mib` MiB (pure). Their sizes sum to exactly `mem_mib` MiB.
 pub fn layout(mem_mib: u64) -> Result<Vec<RamRange>, MemoryError> {
-    if mem_mib == 0 {
-        return Err(MemoryError::Zero);
-    }
-    if mem_mib < MIN_MEM_MIB {
-        return Err(MemoryError::TooSmall(mem_mib));
-    }
-    let total = mem_mib.checked_mul(MIB).ok_or(MemoryError::ExceedsHost {
-        requested_mib: mem_mib,
-        host_mib: 0,
-    })?;
+    let total = GuestMem::from_mib(mem_mib)
+        .map_err(MemoryError::Limit)?
+        .bytes();
     let mut ranges = vec![RamRange {
         start: 0,
         size: LOW_RAM_END,
@@ -399,7 +389,7 @@ pub fn register(vm: &VmFd, ram: &GuestRam, rom_area: bool) -> Result<(), MemoryE
             userspace_addr: ram.mappings[0].addr() + ROM_AREA.start,
         };
         // SAFETY: the low mapping spans guest [0, 1 MiB) and more (the second RAM range starts
-        // at HIGH_RAM_START and always exists: MIN_MEM_MIB > 1) and outlives the VM fd; the
+        // at HIGH_RAM_START and always exists: the smallest guest memory, limits::MIN_MEM_MIB, is over 1 MiB) and outlives the VM fd; the
         // slot is read-only for the guest, and nothing else ever writes that part of it.
         unsafe { vm.set_user_memory_region(region) }
             .map_err(|source| MemoryError::Memslot { slot, source })?;
@@ -484,9 +474,43 @@ mod tests {
 
     #[test]
     fn layout_rejects_bad_sizes() {
-        assert!(matches!(layout(0), Err(MemoryError::Zero)));
-        assert!(matches!(layout(3), Err(MemoryError::TooSmall(3))));
-        assert!(layout(u64::MAX).is_err());
+        use truecold_proto::limits::{MAX_MEM_MIB, MIN_MEM_MIB};
+        assert!(matches!(
+            layout(0),
+            Err(MemoryError::Limit(LimitError::MemTooSmall { got: 0 }))
+        ));
+        assert!(matches!(
+            layout(MIN_MEM_MIB - 1),
+            Err(MemoryError::Limit(LimitError::MemTooSmall { got: 3 }))
+        ));
+        assert_eq!(
+            layout(MIN_MEM_MIB)
+                .unwrap()
+                .iter()
+                .map(|r| r.size)
+                .sum::<u64>(),
+            MIN_MEM_MIB * MIB
+        );
+        assert_eq!(
+            layout(MAX_MEM_MIB)
+                .unwrap()
+                .iter()
+                .map(|r| r.size)
+                .sum::<u64>(),
+            MAX_MEM_MIB * MIB
+        );
+        assert!(matches!(
+            layout(MAX_MEM_MIB + 1),
+            Err(MemoryError::Limit(LimitError::MemTooLarge { .. }))
+        ));
+        assert!(matches!(
+            layout(u64::MAX),
+            Err(MemoryError::Limit(LimitError::MemTooLarge { .. }))
+        ));
+        assert_eq!(
+            MemoryError::Limit(LimitError::MemTooSmall { got: 0 }).kind(),
+            "memory-too-small"
+        );
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! The Intel MP table (MP spec 1.4) that tells the guest its processors, the IOAPIC and the
-//! interrupt routing, so 1–8 vCPUs come up through INIT/SIPI. Built as bytes by a pure function.
+//! interrupt routing, so up to [`MAX_VCPUS`] vCPUs come up through INIT/SIPI. Built as bytes
+//! by a pure function.
 
 /// Where the table goes: the last KiB of base memory, which Linux always scans.
 pub const MPTABLE_ADDR: u64 = 0x9_fc00;
-/// Most vCPUs supported.
-pub const MAX_VCPUS: u8 = 8;
+/// Most vCPUs supported: the one limit of `truecold_proto::limits` (the table for that many
+/// fits the last KiB of base memory, checked below).
+pub const MAX_VCPUS: u8 = truecold_proto::limits::MAX_VCPUS as u8;
+/// Bytes left for the table: [`MPTABLE_ADDR`] up to the end of base memory (0xA0000).
+pub const MPTABLE_ROOM: usize = 0xa_0000 - MPTABLE_ADDR as usize;
 /// The IOAPIC's MMIO base (KVM's in-kernel IOAPIC).
 pub const IOAPIC_ADDR: u32 = 0xfec0_0000;
 /// The local APIC's MMIO base.
@@ -12,6 +16,17 @@ pub const LAPIC_ADDR: u32 = 0xfee0_0000;
 const APIC_VERSION: u8 = 0x14;
 const IOAPIC_VERSION: u8 = 0x11;
 const ISA_IRQS: u8 = 16;
+
+/// Bytes [`build`] produces for `vcpus` processors: floating pointer, table header, one
+/// 20-byte entry per processor, bus, IOAPIC, one 8-byte entry per ISA IRQ and the two
+/// local interrupts.
+pub const fn table_len(vcpus: u8) -> usize {
+    16 + 44 + 20 * vcpus as usize + 8 + 8 + 8 * ISA_IRQS as usize + 2 * 8
+}
+
+// The limit is a u8 (APIC ids are 8 bits; the IOAPIC takes id MAX_VCPUS) and its table fits.
+const _: () = assert!(truecold_proto::limits::MAX_VCPUS < 255);
+const _: () = assert!(table_len(MAX_VCPUS) <= MPTABLE_ROOM);
 
 fn checksum(bytes: &[u8]) -> u8 {
     0u8.wrapping_sub(bytes.iter().fold(0u8, |a, b| a.wrapping_add(*b)))
@@ -113,7 +128,36 @@ mod tests {
             }
             assert_eq!(off, len);
             assert_eq!((cpus, bsp), (n, 1));
-            assert!(t.len() <= 1024, "fits the last KiB of base memory");
+            assert_eq!(t.len(), table_len(n));
+            assert!(t.len() <= MPTABLE_ROOM, "fits the last KiB of base memory");
+        }
+    }
+
+    #[test]
+    fn thirty_two_processors() {
+        assert_eq!(MAX_VCPUS, 32);
+        let t = build(32, MPTABLE_ADDR);
+        assert_eq!(t.len(), table_len(32));
+        assert!(t.len() <= MPTABLE_ROOM);
+        let table = &t[16..];
+        assert_eq!(sum(table), 0);
+        assert_eq!(sum(&t[..16]), 0);
+        let count = u16::from_le_bytes([table[34], table[35]]) as usize;
+        assert_eq!(count, 32 + 1 + 1 + 16 + 2);
+        // Processor entries: APIC ids 0..32 in order, enabled, only id 0 the BSP.
+        for id in 0..32usize {
+            let e = &table[44 + 20 * id..44 + 20 * (id + 1)];
+            assert_eq!(e[0], 0, "processor entry");
+            assert_eq!(usize::from(e[1]), id, "APIC id");
+            assert_eq!(e[3] & 1, 1, "enabled");
+            assert_eq!(e[3] & 2 != 0, id == 0, "BSP flag");
+        }
+        // The IOAPIC takes the next id, and every ISA IRQ is routed to it.
+        let after = 44 + 20 * 32 + 8;
+        assert_eq!(&table[after..after + 2], &[2, 32]);
+        let irqs = &table[after + 8..after + 8 + 16 * 8];
+        for (irq, e) in irqs.chunks(8).enumerate() {
+            assert_eq!((e[0], e[5], e[6], e[7]), (3, irq as u8, 32, irq as u8));
         }
     }
 }

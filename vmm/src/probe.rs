@@ -2,7 +2,7 @@
 //! expects from it: its ports, its summary layout and the checksum it computes.
 use serde::{Deserialize, Serialize};
 
-use crate::loader::E820Entry;
+use crate::boot_params::E820Entry;
 
 /// The probe, entered through PVH like a Linux vmlinux.
 pub static PROBE_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/probe.elf"));
@@ -129,7 +129,7 @@ impl ProbeReport {
         let expected_checksum = checksum(map);
         let expected_touched = expected_touches(map);
         let expected_aps = u64::from(vcpus.saturating_sub(1));
-        let ram: u64 = crate::loader::e820_ram(map);
+        let ram: u64 = crate::boot_params::e820_ram(map);
         let mut ids: Vec<u8> = ap_checkins.iter().map(|c| c.apic_id).collect();
         ids.sort_unstable();
         let want: Vec<u8> = (1..vcpus).collect();
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn judge_checks_everything() {
-        let map = crate::loader::e820(&crate::memory::layout(128).unwrap());
+        let map = crate::boot_params::e820(&crate::memory::layout(128).unwrap());
         assert_eq!(expected_touches(&map), 1 + 64);
         let good = ProbeSummary {
             ram_bytes: 128 << 20,

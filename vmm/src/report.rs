@@ -25,8 +25,9 @@ pub const SCHEMA: u32 = REPORT_SCHEMA;
 pub struct HostReport {
     /// The kind in effect (an override's when `forced`).
     pub kind: HostKind,
-    /// What detection found from the host's own facts.
-    pub detected: HostKind,
+    /// What detection found from the host's own facts; None when `--host-kind` gave the
+    /// kind and the VMM did not detect it.
+    pub detected: Option<HostKind>,
     /// Whether `--host-kind` or `TRUECOLD_HOST_KIND` set `kind` instead of detection.
     pub forced: bool,
     /// `uname -r`.

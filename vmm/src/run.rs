@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kvm_ioctls::{VcpuExit, VcpuFd};
 use serde::{Deserialize, Serialize};
@@ -188,15 +188,26 @@ fn vcpu_loop(
     result
 }
 
-/// Runs `vcpus` until a stop, a failure or `deadline` after the start of this function.
+/// Runs `vcpus` until a stop, a failure or the instant `deadline_at_ns` (CLOCK_MONOTONIC,
+/// the clock of [`now_ns`]). A deadline already past ends the run as [`RunEnd::Deadline`]
+/// without starting any vCPU.
 pub fn run(
     vcpus: Vec<VcpuFd>,
     bus: &Mutex<Bus>,
-    deadline: Duration,
+    deadline_at_ns: u64,
 ) -> Result<RunOutcome, RunError> {
     install_kick_handler()?;
-    let start = Instant::now();
     let n = vcpus.len();
+    let now = now_ns();
+    if now >= deadline_at_ns {
+        return Ok(RunOutcome {
+            end: RunEnd::Deadline,
+            first_run: None,
+            exit: now,
+            errors: Vec::new(),
+            last_rip: vec![0; n],
+        });
+    }
     let sh = Shared {
         bus,
         stop: AtomicBool::new(false),
@@ -226,7 +237,8 @@ pub fn run(
             }
         }
         drop(tx);
-        let end = match rx.recv_timeout(deadline.saturating_sub(start.elapsed())) {
+        let left = Duration::from_nanos(deadline_at_ns.saturating_sub(now_ns()));
+        let end = match rx.recv_timeout(left) {
             Ok(Event::Stop(r)) => RunEnd::Stopped(r),
             Ok(Event::Failed(i)) => RunEnd::VcpuFailed(i),
             Err(_) => RunEnd::Deadline,

@@ -46,13 +46,38 @@ fn failures_exit_nonzero_with_one_error_chain_and_a_typed_json_error() {
     for (args, needle, kind) in [
         (
             vec!["boot", "--probe", "--mem-mib", "0"],
-            "0 MiB",
+            "--mem-mib 0: guest memory below the minimum of 4 MiB",
             "memory-too-small",
         ),
         (
-            vec!["boot", "--probe", "--mem-mib", "99999999"],
+            vec!["boot", "--probe", "--mem-mib", "3"],
+            "--mem-mib 3: guest memory below the minimum of 4 MiB",
+            "memory-too-small",
+        ),
+        (
+            vec!["boot", "--probe", "--mem-mib", "1048576"],
             "exceeds the host",
             "memory-too-large",
+        ),
+        (
+            vec!["boot", "--probe", "--mem-mib", "1048577"],
+            "--mem-mib 1048577: guest memory above the maximum of 1048576 MiB",
+            "memory-too-large",
+        ),
+        (
+            vec!["boot", "--probe", "--vcpus", "300"],
+            "--vcpus 300: 1 to 32 vCPUs are supported",
+            "invalid-vcpus",
+        ),
+        (
+            vec!["boot", "--probe", "--vcpus", "0"],
+            "--vcpus 0",
+            "invalid-vcpus",
+        ),
+        (
+            vec!["boot", "--probe", "--deadline-ms", "0"],
+            "--deadline-ms must be positive",
+            "invalid-deadline",
         ),
         (
             vec!["boot", "--kernel", "/nonexistent/vmlinux"],
@@ -60,8 +85,8 @@ fn failures_exit_nonzero_with_one_error_chain_and_a_typed_json_error() {
             "kernel-missing",
         ),
         (
-            vec!["boot", "--probe", "--vcpus", "9"],
-            "--vcpus 9",
+            vec!["boot", "--probe", "--vcpus", "33"],
+            "--vcpus 33",
             "invalid-vcpus",
         ),
     ] {
@@ -82,10 +107,23 @@ fn failures_exit_nonzero_with_one_error_chain_and_a_typed_json_error() {
         assert_eq!(format!("error: {}\n", e.error.message), err);
     }
     // Bad arguments (clap): exit 2, the error report says `invalid-arguments`.
-    let o = vmm(&["boot", "--probe", "--vcpus", "300"]);
-    assert_eq!(o.status.code(), Some(2));
-    let e: truecold_proto::report::ErrorReport = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(e.error.kind, "invalid-arguments");
+    for args in [
+        vec!["boot", "--probe", "--vcpus", "two"],
+        vec![
+            "boot",
+            "--probe",
+            "--deadline-ms",
+            "5",
+            "--deadline-at-ns",
+            "1",
+        ],
+        vec!["cpuid", "--vcpus", "33"],
+    ] {
+        let o = vmm(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e: truecold_proto::report::ErrorReport = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(e.error.kind, "invalid-arguments");
+    }
 }
 
 #[test]
@@ -103,4 +141,35 @@ fn deadline_prints_error_and_report() {
     let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!r.core.outcome.ok);
     assert_eq!(r.core.outcome.failure_kind.as_deref(), Some("deadline"));
+}
+
+#[test]
+fn past_absolute_deadline_is_the_deadline_error_at_once() {
+    common::require_kvm();
+    let t0 = std::time::Instant::now();
+    let o = vmm(&[
+        "boot",
+        "--probe",
+        "--host-kind",
+        "pvm",
+        "--request-ns",
+        "1",
+        "--deadline-at-ns",
+        "2",
+    ]);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.starts_with(
+            "error: the guest failed: the guest did not finish within the 1 ms deadline"
+        ),
+        "{err}"
+    );
+    let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!r.core.outcome.ok);
+    assert!(r.core.stamps.first_run.is_none());
+    assert_eq!(r.config.deadline, truecold_vmm::config::Deadline::AtNs(2));
+    assert_eq!(r.config.host_kind, Some(truecold_vmm::host::HostKind::Pvm));
+    assert_eq!(r.host.detected, None);
 }

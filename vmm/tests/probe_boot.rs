@@ -2,9 +2,13 @@
 //! hugetlb pool. These tests fail (never skip) without a usable /dev/kvm.
 mod common;
 
+use truecold_proto::limits::LimitError;
+use truecold_vmm::boot::ConfigError;
+use truecold_vmm::config::Deadline;
 use truecold_vmm::loader::KernelSource;
 use truecold_vmm::memory::{Backing, MemoryError};
 use truecold_vmm::report::GuestFailure;
+use truecold_vmm::timeline::now_ns;
 use truecold_vmm::{BootConfig, Error};
 
 fn boot_ok(mem_mib: u64, vcpus: u8, backing: Backing) {
@@ -16,7 +20,7 @@ fn boot_source(kernel: KernelSource, mem_mib: u64, vcpus: u8, backing: Backing) 
     let mut cfg = BootConfig::probe(vcpus, mem_mib, backing);
     cfg.kernel = kernel;
     // Generous: a functional check, not a timing one (16 GiB THP on a loaded PVM host is slow).
-    cfg.deadline_ms = 300_000;
+    cfg.deadline = Deadline::AfterBootStartMs(300_000);
     cfg.request_ns = Some(truecold_vmm::timeline::now_ns());
     match truecold_vmm::boot(&cfg) {
         Ok(r) => common::check_probe_report(&r, &cfg),
@@ -54,6 +58,37 @@ fn anon_16g_2cpu() {
 #[test]
 fn anon_8cpu() {
     boot_ok(256, 8, Backing::Anon);
+}
+/// The most vCPUs the limits allow: the MP table lists 32 processors and the probe wakes
+/// 31 APs with INIT/SIPI, each checking in from its own vCPU with its own APIC id.
+#[test]
+fn anon_32cpu() {
+    boot_ok(256, truecold_proto::limits::MAX_VCPUS as u8, Backing::Anon);
+}
+#[test]
+fn linux64_protocol_32cpu() {
+    boot_source(
+        KernelSource::ProbeLinux64,
+        256,
+        truecold_proto::limits::MAX_VCPUS as u8,
+        Backing::Anon,
+    );
+}
+/// The kind given by the caller (the bench) is used as it is: nothing is detected.
+#[test]
+fn given_host_kind_skips_detection() {
+    common::require_kvm();
+    let detected = truecold_vmm::host::detection(None);
+    let mut cfg = BootConfig::probe(1, 128, Backing::Anon);
+    cfg.host_kind = Some(detected.kind);
+    cfg.deadline = Deadline::AfterBootStartMs(300_000);
+    let r = truecold_vmm::boot(&cfg)
+        .unwrap_or_else(|e| panic!("{}", truecold_proto::measure::error_chain(&e)));
+    common::check_probe_report(&r, &cfg);
+    assert_eq!(
+        (r.host.kind, r.host.detected, r.host.forced),
+        (detected.kind, None, true)
+    );
 }
 #[test]
 fn linux64_protocol_128m_1cpu() {
@@ -175,7 +210,7 @@ fn silent_guest_hits_the_deadline() {
     for vcpus in [1, 2] {
         let mut cfg = BootConfig::probe(vcpus, 128, Backing::Anon);
         cfg.kernel = KernelSource::ProbeSilent;
-        cfg.deadline_ms = 300;
+        cfg.deadline = Deadline::AfterBootStartMs(300);
         match truecold_vmm::boot(&cfg) {
             Err(Error::Guest { failure, report }) => {
                 assert_eq!(
@@ -201,13 +236,84 @@ fn silent_guest_hits_the_deadline() {
     }
 }
 
+/// An absolute deadline already past when the boot starts: the `deadline` failure, at once,
+/// without running the guest.
+#[test]
+fn past_absolute_deadline_is_a_prompt_deadline_error() {
+    common::require_kvm();
+    for (vcpus, mem_mib) in [(1, 128), (2, 16384)] {
+        let mut cfg = BootConfig::probe(vcpus, mem_mib, Backing::Anon);
+        let request = now_ns();
+        cfg.request_ns = Some(request);
+        cfg.deadline = Deadline::AtNs(request - 1);
+        let t0 = std::time::Instant::now();
+        let r = truecold_vmm::boot(&cfg);
+        let took = t0.elapsed();
+        match r {
+            Err(Error::Guest { failure, report }) => {
+                assert_eq!(
+                    failure,
+                    GuestFailure::Deadline {
+                        deadline_ms: 0,
+                        last_phase: None
+                    }
+                );
+                assert!(report.core.stamps.first_run.is_none(), "no vCPU ran");
+                assert!(report.core.stamps.teardown_done.is_some());
+                assert!(report.vcpu_errors.is_empty());
+                assert!(!report.core.liveness.verified);
+            }
+            other => panic!("want the deadline error, got {other:?}"),
+        }
+        assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
+    }
+}
+
+/// An absolute deadline in the future is an instant, not a budget from the run stage: a
+/// guest that never rings ends close to it.
+#[test]
+fn silent_guest_ends_at_the_absolute_deadline() {
+    common::require_kvm();
+    let mut cfg = BootConfig::probe(1, 128, Backing::Anon);
+    cfg.kernel = KernelSource::ProbeSilent;
+    let request = now_ns();
+    let at = request + 400_000_000;
+    cfg.request_ns = Some(request);
+    cfg.deadline = Deadline::AtNs(at);
+    match truecold_vmm::boot(&cfg) {
+        Err(Error::Guest { failure, report }) => {
+            assert_eq!(
+                failure,
+                GuestFailure::Deadline {
+                    deadline_ms: 400,
+                    last_phase: None
+                }
+            );
+            let exit = report.core.stamps.exit.unwrap();
+            assert!(exit >= at, "the run ended before the deadline");
+            assert!(exit - at < 200_000_000, "ended {} ns late", exit - at);
+            assert!(report.core.stamps.first_run.is_some());
+        }
+        other => panic!("want the deadline error, got {other:?}"),
+    }
+}
+
 #[test]
 fn bad_inputs_are_typed_errors() {
     common::require_kvm();
     let cfg = BootConfig::probe(1, 0, Backing::Anon);
     assert!(matches!(
         truecold_vmm::boot(&cfg),
-        Err(Error::Memory(MemoryError::Zero))
+        Err(Error::Config(ConfigError::Limit(LimitError::MemTooSmall {
+            got: 0
+        })))
+    ));
+    let cfg = BootConfig::probe(33, 128, Backing::Anon);
+    assert!(matches!(
+        truecold_vmm::boot(&cfg),
+        Err(Error::Config(ConfigError::Limit(LimitError::Vcpus {
+            got: 33
+        })))
     ));
     let host_mib = truecold_vmm::host::host_mem_total().unwrap() >> 20;
     let cfg = BootConfig::probe(1, host_mib + 1024, Backing::Anon);

@@ -43,9 +43,12 @@ fn passes_request_stamp_and_keeps_stdout() {
     assert_eq!(words[0..2], ["boot", "--probe"]);
     assert_eq!(words[2], "--request-ns");
     assert_eq!(words[3], a.request_ns.to_string());
-    assert_eq!(words[4], "--deadline-ms");
-    let left: u64 = words[5].parse().unwrap();
-    assert!((1..=10_000).contains(&left));
+    assert_eq!(words[4], "--deadline-at-ns");
+    // The instant: the request stamp + the deadline, exactly (closed loop: the origin is
+    // the request stamp).
+    let at: u64 = words[5].parse().unwrap();
+    assert_eq!(at, a.request_ns + 10_000_000_000);
+    assert_eq!(words.len(), 6);
     assert_eq!(a.stderr_tail, "oops\n");
     assert!(a.request_ns >= a.slot.intended_ns);
     assert!(a.reaped_ns >= a.request_ns);
@@ -59,7 +62,7 @@ fn child_past_its_deadline_is_killed_and_kept() {
     let a = launcher(p, 150).launch(slot(0));
     assert_eq!(a.end, End::KilledAtDeadline);
     assert_eq!(String::from_utf8(a.stdout).unwrap(), "started\n");
-    // Reaped only after the deadline it was given.
+    // Killed at the instant it was given (request stamp + deadline, no grace here).
     assert!(a.reaped_ns - a.request_ns >= 150_000_000);
 }
 
@@ -113,7 +116,7 @@ fn command_display_quotes_what_needs_it() {
     assert_eq!(
         c.display(),
         "/x/truecold-vmm --cmdline-extra 'quiet a=b c' 'it'\\''s' \
-         --request-ns <REQUEST_NS> --deadline-ms <DEADLINE_MS>"
+         --request-ns <REQUEST_NS> --deadline-at-ns <DEADLINE_AT_NS>"
     );
 }
 
@@ -123,7 +126,7 @@ fn deadline_runs_from_the_intended_time_when_there_is_one() {
     let p = script(&d, "vmm", r#"echo "$@""#);
     let mut l = launcher(p, 10_000);
     l.from_intended = true;
-    // Due 4 s ago: 6 s of the 10 s deadline are left.
+    // Due 4 s ago: the instant is the intended time + 10 s, 6 s after the request.
     let due = now_ns() - 4_000_000_000;
     let a = l.launch(Slot {
         index: 0,
@@ -131,8 +134,36 @@ fn deadline_runs_from_the_intended_time_when_there_is_one() {
         intended_ns: due,
     });
     let out = String::from_utf8(a.stdout).unwrap();
-    let left: u64 = out.split_whitespace().nth(5).unwrap().parse().unwrap();
-    assert!(left <= 6_000 && left > 5_000, "{left}");
+    let at: u64 = out.split_whitespace().nth(5).unwrap().parse().unwrap();
+    assert_eq!(at, due + 10_000_000_000);
+    assert!(at - a.request_ns <= 6_000_000_000);
+    // Not yet due (a closed loop's slot in the future): the origin is the request stamp.
+    let d2 = tempfile::tempdir().unwrap();
+    let mut l = launcher(script(&d2, "vmm", r#"echo "$@""#), 10_000);
+    l.from_intended = true;
+    let a = l.launch(Slot {
+        index: 1,
+        level: 0,
+        intended_ns: now_ns() + 60_000_000_000,
+    });
+    let out = String::from_utf8(a.stdout).unwrap();
+    let at: u64 = out.split_whitespace().nth(5).unwrap().parse().unwrap();
+    assert_eq!(at, a.request_ns + 10_000_000_000);
+
+    // An instant already past (+ grace): the kill comes at once, it does not wait a
+    // deadline counted from the spawn.
+    let d3 = tempfile::tempdir().unwrap();
+    let mut l = launcher(script(&d3, "vmm", r#"echo "$@"; exec sleep 60"#), 10_000);
+    l.from_intended = true;
+    l.kill_grace_ns = 100_000_000;
+    let due = now_ns() - 20_000_000_000;
+    let a = l.launch(Slot {
+        index: 2,
+        level: 0,
+        intended_ns: due,
+    });
+    assert_eq!(a.end, End::KilledAtDeadline);
+    assert!(a.reaped_ns - a.request_ns < 5_000_000_000, "killed at once");
 }
 
 #[test]

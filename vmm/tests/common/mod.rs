@@ -3,7 +3,6 @@
 
 use truecold_proto::measure::{Mark, Stage, Taker};
 use truecold_proto::report::{LivenessKind, VmmOutput};
-use truecold_vmm::host::HostKind;
 use truecold_vmm::memory::Backing;
 use truecold_vmm::{BootConfig, BootReport};
 
@@ -69,7 +68,9 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     }
 
     // host
-    assert_eq!(r.host.kind, HostKind::detect(cfg.host_kind));
+    assert_eq!(r.host.kind, truecold_vmm::host::detect(cfg.host_kind));
+    // A kind the caller gave is not detected again.
+    assert_eq!(r.host.detected.is_none(), cfg.host_kind.is_some());
     assert!(!r.host.kernel.is_empty());
     assert!(r.host.kvm_caps.iter().any(|c| c == "KVM_CAP_IRQCHIP"));
     assert!(r.host.mem_total_bytes.unwrap() > 0);

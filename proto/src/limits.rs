@@ -1,0 +1,187 @@
+//! The limits of one VM, defined once: the VMM's configuration and the bench's command line
+//! both check a value through these constructors, so a bad value is an argument error
+//! that names the limit before anything launches (never a campaign of failed rows).
+//!
+//! | value | accepted | why |
+//! |---|---|---|
+//! | vCPUs | [`MIN_VCPUS`]`..=`[`MAX_VCPUS`] | the MP table (processor entries in the last KiB of base memory) and the probe guest's INIT/SIPI wake-up are tested up to [`MAX_VCPUS`] |
+//! | guest memory | [`MIN_MEM_MIB`]`..=`[`MAX_MEM_MIB`] MiB | room for the boot structures and a kernel; above the maximum a value is absurd for one microVM |
+//!
+//! The memory maximum is a static sanity bound; the VMM also refuses, with its own typed
+//! error, memory beyond the host's RAM (`MemTotal`), which it learns only on the host.
+
+use core::fmt;
+
+/// Fewest vCPUs.
+pub const MIN_VCPUS: u32 = 1;
+/// Most vCPUs.
+pub const MAX_VCPUS: u32 = 32;
+/// Smallest guest memory, MiB.
+pub const MIN_MEM_MIB: u64 = 4;
+/// Largest guest memory, MiB (1 TiB).
+pub const MAX_MEM_MIB: u64 = 1 << 20;
+
+/// A value outside its limit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("--vcpus {got}: {MIN_VCPUS} to {MAX_VCPUS} vCPUs are supported")]
+    Vcpus { got: u64 },
+    #[error("--mem-mib {got}: guest memory below the minimum of {MIN_MEM_MIB} MiB")]
+    MemTooSmall { got: u64 },
+    #[error("--mem-mib {got}: guest memory above the maximum of {MAX_MEM_MIB} MiB")]
+    MemTooLarge { got: u64 },
+}
+
+impl LimitError {
+    /// Stable kebab-case kind (the VMM's JSON error report).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LimitError::Vcpus { .. } => "invalid-vcpus",
+            LimitError::MemTooSmall { .. } => "memory-too-small",
+            LimitError::MemTooLarge { .. } => "memory-too-large",
+        }
+    }
+}
+
+/// A vCPU count within [`MIN_VCPUS`]`..=`[`MAX_VCPUS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Vcpus(u8);
+
+impl Vcpus {
+    /// `n` vCPUs, or the error that names the limit.
+    pub fn new(n: u64) -> Result<Self, LimitError> {
+        if (u64::from(MIN_VCPUS)..=u64::from(MAX_VCPUS)).contains(&n) {
+            // In range, so at most MAX_VCPUS (32): fits a u8.
+            Ok(Vcpus(n as u8))
+        } else {
+            Err(LimitError::Vcpus { got: n })
+        }
+    }
+
+    /// Parses a decimal count and checks it (a command-line value parser).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let n: u64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{s}` is not a whole number of vCPUs"))?;
+        Vcpus::new(n).map_err(|e| e.to_string())
+    }
+
+    /// The count.
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+impl fmt::Display for Vcpus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A guest memory size in whole MiB within [`MIN_MEM_MIB`]`..=`[`MAX_MEM_MIB`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GuestMem(u64);
+
+impl GuestMem {
+    /// `mib` MiB, or the error that names the limit.
+    pub fn from_mib(mib: u64) -> Result<Self, LimitError> {
+        if mib < MIN_MEM_MIB {
+            Err(LimitError::MemTooSmall { got: mib })
+        } else if mib > MAX_MEM_MIB {
+            Err(LimitError::MemTooLarge { got: mib })
+        } else {
+            Ok(GuestMem(mib))
+        }
+    }
+
+    /// Parses a decimal MiB count and checks it (a command-line value parser).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let n: u64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{s}` is not a whole number of MiB"))?;
+        GuestMem::from_mib(n).map_err(|e| e.to_string())
+    }
+
+    /// MiB.
+    pub fn mib(self) -> u64 {
+        self.0
+    }
+
+    /// Bytes (never overflows: at most [`MAX_MEM_MIB`] MiB).
+    pub fn bytes(self) -> u64 {
+        self.0 << 20
+    }
+}
+
+impl fmt::Display for GuestMem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} MiB", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vcpu_edges() {
+        assert_eq!(Vcpus::new(0), Err(LimitError::Vcpus { got: 0 }));
+        assert_eq!(Vcpus::new(1).map(Vcpus::get), Ok(1));
+        assert_eq!(Vcpus::new(32).map(Vcpus::get), Ok(32));
+        assert_eq!(Vcpus::new(33), Err(LimitError::Vcpus { got: 33 }));
+        assert_eq!(
+            Vcpus::new(u64::MAX),
+            Err(LimitError::Vcpus { got: u64::MAX })
+        );
+        // 256 would wrap to 0 in a u8: the check is on the wide value.
+        assert!(Vcpus::new(256).is_err());
+        let e = Vcpus::parse("33").unwrap_err();
+        assert!(e.contains("--vcpus 33") && e.contains("1 to 32"), "{e}");
+        assert!(Vcpus::parse("two").unwrap_err().contains("`two`"));
+        assert!(Vcpus::parse("-1").is_err());
+        assert_eq!(Vcpus::parse("8").map(Vcpus::get), Ok(8));
+        assert_eq!(LimitError::Vcpus { got: 0 }.kind(), "invalid-vcpus");
+    }
+
+    #[test]
+    fn memory_edges() {
+        assert_eq!(
+            GuestMem::from_mib(0),
+            Err(LimitError::MemTooSmall { got: 0 })
+        );
+        assert_eq!(
+            GuestMem::from_mib(3),
+            Err(LimitError::MemTooSmall { got: 3 })
+        );
+        let min = GuestMem::from_mib(4).unwrap();
+        assert_eq!((min.mib(), min.bytes()), (4, 4 << 20));
+        let max = GuestMem::from_mib(MAX_MEM_MIB).unwrap();
+        assert_eq!(max.bytes(), 1 << 40);
+        assert_eq!(
+            GuestMem::from_mib(MAX_MEM_MIB + 1),
+            Err(LimitError::MemTooLarge {
+                got: MAX_MEM_MIB + 1
+            })
+        );
+        // A value whose byte count overflows u64 is just "too large".
+        assert!(matches!(
+            GuestMem::from_mib(u64::MAX >> 10),
+            Err(LimitError::MemTooLarge { .. })
+        ));
+        let e = GuestMem::parse("1").unwrap_err();
+        assert!(e.contains("--mem-mib 1") && e.contains("4 MiB"), "{e}");
+        let e = GuestMem::parse("99999999").unwrap_err();
+        assert!(e.contains("1048576 MiB"), "{e}");
+        assert!(GuestMem::parse("16G").unwrap_err().contains("`16G`"));
+        assert_eq!(
+            LimitError::MemTooSmall { got: 0 }.kind(),
+            "memory-too-small"
+        );
+        assert_eq!(
+            LimitError::MemTooLarge { got: 0 }.kind(),
+            "memory-too-large"
+        );
+    }
+}
