@@ -27,11 +27,13 @@
 #![deny(unsafe_code)]
 
 pub mod bundle;
+pub mod cmdline;
 pub mod compare;
 pub mod csv;
 pub mod plot;
 pub mod report;
 pub mod schema;
+pub mod sign;
 pub mod stats;
 pub mod summary;
 pub mod sums;
@@ -45,4 +47,4 @@ pub use schema::{
 };
 pub use stats::Summary;
 pub use summary::Summaries;
-pub use verify::{verify_dir, Check, Verdict};
+pub use verify::{verify_dir, verify_dir_with, Check, Verdict, VerifyOptions};
