@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use truecold_proof::schema::*;
 use truecold_proof::sums::sha256_hex;
+use truecold_proof::verify::Verdict;
 use truecold_proof::{write_bundle, BundleInputs};
 use truecold_proto::{BootId, Clocksource, GuestPlatform};
 
@@ -306,14 +307,16 @@ impl Fixture {
     }
 }
 
-/// Rewrites SHA256SUMS so only the semantic check can catch a change.
+/// Rewrites SHA256SUMS so only the semantic check can catch a change (every file but
+/// SHA256SUMS and SHA256SUMS.sig; hashed as a stream, so a huge file costs no memory).
 pub fn resum(dir: &Path) {
     let mut entries = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let e = e.unwrap();
         let name = e.file_name().to_string_lossy().into_owned();
-        if name != "SHA256SUMS" {
-            entries.push((name, sha256_hex(&std::fs::read(e.path()).unwrap())));
+        if name != "SHA256SUMS" && name != "SHA256SUMS.sig" {
+            let f = std::fs::File::open(e.path()).unwrap();
+            entries.push((name, truecold_proof::sums::sha256_reader(f).unwrap().0));
         }
     }
     std::fs::write(
@@ -330,4 +333,53 @@ pub fn copy_dir(src: &Path, dst: &Path) {
         let e = e.unwrap();
         std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
     }
+}
+
+/// The committed real bundle: the newest directory under the repository's `results/` that
+/// has a SHA256SUMS (panics when there is none: a test never skips silently).
+pub fn real_bundle_source() -> PathBuf {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("SHA256SUMS").is_file())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+        .unwrap_or_else(|| panic!("no committed bundle with SHA256SUMS under {results:?}"))
+}
+
+/// A copy of the committed real bundle at `parent/name`.
+pub fn real_bundle(parent: &Path, name: &str) -> PathBuf {
+    let dst = parent.join(name);
+    copy_dir(&real_bundle_source(), &dst);
+    dst
+}
+
+/// A forger's edit: parses the bundle, applies `f` to the result and the rows, then writes
+/// result.json, samples.csv, every generated file and SHA256SUMS exactly as the writer
+/// would (statistics recomputed), so only a check that sees through the edit can catch it.
+pub fn forge(dir: &Path, f: impl FnOnce(&mut ResultJson, &mut Vec<Sample>)) {
+    let (mut r, mut s) = truecold_proof::read_bundle(dir).unwrap();
+    f(&mut r, &mut s);
+    r.summary = truecold_proof::Summaries::compute(&r.contract, &s);
+    std::fs::write(
+        dir.join("result.json"),
+        truecold_proof::bundle::result_bytes(&r).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("samples.csv"),
+        truecold_proof::csv::write_samples(&s),
+    )
+    .unwrap();
+    for (name, bytes) in truecold_proof::report::generated_files(&r, &s) {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    resum(dir);
+}
+
+/// The set of checks `v` reports.
+pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> {
+    v.reasons.iter().map(|r| r.check).collect()
 }
