@@ -16,18 +16,17 @@
 //! `SHA256SUMS` (it signs that file).
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::sums::SUMS_FILE;
 
 /// The signature file in a bundle.
 pub const SIG_FILE: &str = "SHA256SUMS.sig";
 /// The SSHSIG namespace: a signature made for another purpose never verifies as a bundle's.
 pub const NAMESPACE: &str = "truecold-bundle";
-/// Largest `SHA256SUMS` or signature this module reads (both are a few hundred bytes).
-pub const MAX_SIGNED_BYTES: u64 = 16 << 20;
 
 /// Errors of signing and of checking a signature.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +54,7 @@ pub enum SignError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{} is larger than {MAX_SIGNED_BYTES} bytes", path.display())]
+    #[error("{} is larger than {MAX_PARSED_BYTES} bytes", path.display())]
     TooLarge { path: PathBuf },
     #[error("refusing to sign {}: it does not verify\n{report}", dir.display())]
     InvalidBundle { dir: PathBuf, report: String },
@@ -220,28 +219,6 @@ impl SshKeygen {
     }
 }
 
-/// Reads at most [`MAX_SIGNED_BYTES`] of `path`.
-pub fn read_small(path: &Path) -> Result<Vec<u8>, SignError> {
-    let io = |op| {
-        move |source| SignError::Io {
-            op,
-            path: path.to_path_buf(),
-            source,
-        }
-    };
-    let f = std::fs::File::open(path).map_err(io("open"))?;
-    let mut b = Vec::new();
-    f.take(MAX_SIGNED_BYTES + 1)
-        .read_to_end(&mut b)
-        .map_err(io("read"))?;
-    if b.len() as u64 > MAX_SIGNED_BYTES {
-        return Err(SignError::TooLarge {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(b)
-}
-
 /// `sign --key KEY DIR`: checks that the bundle verifies, signs its `SHA256SUMS` with the
 /// SSH private key `key` and writes [`SIG_FILE`] (replacing one that is there, atomically).
 /// Returns the signature's path.
@@ -253,7 +230,14 @@ pub fn sign_bundle(dir: &Path, key: &Path, ssh: &SshKeygen) -> Result<PathBuf, S
             report: v.render(dir, 5),
         });
     }
-    let sums = read_small(&dir.join(SUMS_FILE))?;
+    let sp = dir.join(SUMS_FILE);
+    let sums = read_capped(&sp, MAX_PARSED_BYTES)
+        .map_err(|source| SignError::Io {
+            op: "read",
+            path: sp.clone(),
+            source,
+        })?
+        .ok_or(SignError::TooLarge { path: sp.clone() })?;
     let sig = ssh.sign(key, &sums)?;
     let dest = dir.join(SIG_FILE);
     let tmp = dir.join(format!(".{SIG_FILE}.tmp-{}", std::process::id()));

@@ -37,11 +37,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::bundle::{
-    parse_result, result_bytes, JsonError, CMDLINE_FILE, CONFIG_FILE, RESULT_FILE, SAMPLES_FILE,
+    parse_result, read_capped, result_bytes, JsonError, CMDLINE_FILE, CONFIG_FILE,
+    MAX_PARSED_BYTES, RESULT_FILE, SAMPLES_FILE,
 };
 use crate::cmdline::parse_cmdline_txt;
 use crate::csv::read_samples;
@@ -55,10 +55,6 @@ use crate::sign::{SignError, SshKeygen, SIG_FILE};
 use crate::stats::percentile_sorted;
 use crate::summary::Summaries;
 use crate::sums::{is_sha256_hex, parse_sums, sha256_hex, sha256_reader, SUMS_FILE};
-
-/// The most bytes the verifier reads into memory from `result.json`, `cmdline.txt` or
-/// `SHA256SUMS`; a larger file is a [`Check::TooLarge`] reason (it is still hashed).
-pub const MAX_PARSED_BYTES: u64 = 16 << 20;
 
 /// The kind of a reason; tests and tools match on it, humans read [`Reason::detail`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -132,7 +128,8 @@ pub enum Check {
     /// `result.json` parses but is not byte for byte what the writer makes of its parsed
     /// form (duplicate keys, reordered keys, other whitespace or number spellings).
     ResultNotCanonical,
-    /// A file the verifier must parse is larger than [`MAX_PARSED_BYTES`].
+    /// A file the verifier must parse is larger than [`MAX_PARSED_BYTES`] (it is still
+    /// hashed).
     TooLarge,
     /// `cmdline.txt` is unreadable, or disagrees with `configuration`/`contract`.
     Cmdline,
@@ -351,13 +348,6 @@ pub struct SignatureCheck {
 struct Entry {
     path: PathBuf,
     digest: Option<String>,
-}
-
-/// Reads at most `cap` bytes of `path`: `Ok(None)` when it is larger.
-fn read_capped(path: &Path, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let mut b = Vec::new();
-    fs::File::open(path)?.take(cap + 1).read_to_end(&mut b)?;
-    Ok((b.len() as u64 <= cap).then_some(b))
 }
 
 /// Verifies the bundle in `dir` (no signature check).
