@@ -5,8 +5,10 @@
 //! signature check cannot run). Usage errors exit 125 (see `truecold-proof --help`).
 //!
 //! A bundle is untrusted input. Every file is hashed as a stream through one fixed buffer
-//! ([`crate::sums::sha256_reader`]); only the files the verifier parses are read into
-//! memory, each up to a cap ([`MAX_PARSED_BYTES`]). Everything printed from the bundle
+//! ([`crate::sums::sha256_reader`]), except the files the verifier parses, which are hashed
+//! from the bytes it parses: `result.json`, `cmdline.txt` and `SHA256SUMS`, each read only up
+//! to [`MAX_PARSED_BYTES`], and `samples.csv`, read as [`crate::csv::read_samples`] takes
+//! it. No other file (an extra file of any size) is held in memory. Everything printed from the bundle
 //! (names, labels, error kinds, values) goes through [`escape_untrusted`], so a bundle
 //! cannot put terminal control sequences on a reviewer's screen.
 //!
@@ -24,8 +26,9 @@
 //!   ([`Check::SequentialGap`]): the nearest-rank median, over the bundle's successes with
 //!   both post stages, of request → last stamp. A row dropped from a sequential campaign
 //!   and the rest renumbered leaves exactly such a gap (its whole launch, request to
-//!   reaped); the bench's own bookkeeping between launches takes well under a launch
-//!   (≤ 0.91 ms against a 255 ms median in the committed 1,000-launch probe bundle). A gap
+//!   reaped); the bench's own bookkeeping between launches takes well under a launch (in
+//!   the 1,000-launch probe bundle of 2026-11-30: at most 0.91 ms, against a 255 ms median
+//!   launch). A gap
 //!   after a failure is not judged: a failure's end (the kill or exit) is not stamped.
 //!
 //! # Physical floor of a success
