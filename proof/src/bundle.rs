@@ -12,7 +12,9 @@ use crate::csv::{read_samples, write_samples, CsvError};
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, README_FILE};
 use crate::schema::{ContractKind, ResultJson, Sample, SCHEMA_VERSION};
-use crate::sums::{format_sums, is_valid_name, parse_sums, sha256_hex, SumsError, SUMS_FILE};
+use crate::sums::{
+    format_sums, is_valid_name, parse_sums, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
+};
 use crate::verify::{verify_dir, Verdict};
 
 /// `result.json`.
@@ -23,6 +25,20 @@ pub const SAMPLES_FILE: &str = "samples.csv";
 pub const CMDLINE_FILE: &str = "cmdline.txt";
 /// The guest kernel's `.config` (Linux bundles).
 pub const CONFIG_FILE: &str = "config";
+
+/// The most bytes read into memory from `result.json`, `cmdline.txt`, `SHA256SUMS` or
+/// `SHA256SUMS.sig` of a bundle (each is far smaller); every other file is hashed as a
+/// stream ([`crate::sums::sha256_reader`]).
+pub const MAX_PARSED_BYTES: u64 = 16 << 20;
+
+/// Reads `path` whole if it has at most `cap` bytes; `Ok(None)` when it is larger (never
+/// more than `cap + 1` bytes are read).
+pub fn read_capped(path: &Path, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut b = Vec::new();
+    fs::File::open(path)?.take(cap + 1).read_to_end(&mut b)?;
+    Ok((b.len() as u64 <= cap).then_some(b))
+}
 
 /// Errors of this layer.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +68,8 @@ pub enum BundleError {
     Serialize(#[source] serde_json::Error),
     #[error("refusing to regenerate: {0} does not match its SHA256SUMS entry (regenerating would hide a change)")]
     Tampered(String),
+    #[error("{0} is larger than {MAX_PARSED_BYTES} bytes, the most read into memory")]
+    TooLarge(PathBuf),
 }
 
 /// Why `result.json` could not be read.
@@ -269,7 +287,9 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> Result<(), BundleError> {
 /// Reads and parses `result.json` and `samples.csv` of `dir`.
 pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError> {
     let rp = dir.join(RESULT_FILE);
-    let rb = fs::read(&rp).map_err(io("read", &rp))?;
+    let rb = read_capped(&rp, MAX_PARSED_BYTES)
+        .map_err(io("read", &rp))?
+        .ok_or_else(|| BundleError::TooLarge(rp.clone()))?;
     let result = parse_result(&rb).map_err(BundleError::Json)?;
     let sp = dir.join(SAMPLES_FILE);
     let sb = fs::read(&sp).map_err(io("read", &sp))?;
@@ -283,7 +303,9 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
 /// atomically (write + fsync + rename). Returns the names rewritten.
 pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
     let sp = dir.join(SUMS_FILE);
-    let sb = fs::read(&sp).map_err(io("read", &sp))?;
+    let sb = read_capped(&sp, MAX_PARSED_BYTES)
+        .map_err(io("read", &sp))?
+        .ok_or_else(|| BundleError::TooLarge(sp.clone()))?;
     let listed = parse_sums(&sb).map_err(BundleError::Sums)?;
     let is_generated = |n: &str| matches!(n, README_FILE | CDF_FILE | STAGES_FILE);
     let mut sums = Vec::new();
@@ -292,8 +314,10 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
             continue;
         }
         let p = dir.join(name);
-        let bytes = fs::read(&p).map_err(io("read", &p))?;
-        if sha256_hex(&bytes) != *digest {
+        let (got, _) = fs::File::open(&p)
+            .and_then(sha256_reader)
+            .map_err(io("read", &p))?;
+        if got != *digest {
             return Err(BundleError::Tampered(name.clone()));
         }
         sums.push((name.clone(), digest.clone()));

@@ -21,19 +21,25 @@
 //! on every successful Linux row and none on any probe row, rows of the declared contract
 //! kind only, no Linux success on a `pvm` host, concurrency and intended times as the mode
 //! says, `latency_ns = ready_ns − (intended or actual request)`, host stages summing to
-//! the latency for every success, memory agreeing host/guest for every success, no
-//! success past the deadline, every summary equal to its recomputation, an error histogram
-//! that adds up to the failures, artifact digests
-//! well formed, README and plots equal to their regeneration, SHA256SUMS exact.
+//! the latency for every success and each of them present and > 0, memory agreeing
+//! host/guest for every success, no success past the deadline and no `deadline` failure
+//! ready in time, rows inside the harness's wall time and (sequential) in order, one at a
+//! time, without an idle gap as long as the median launch, every summary equal to its
+//! recomputation, an error histogram that adds up to the failures, artifact digests well
+//! formed, `result.json` in the writer's canonical bytes, `cmdline.txt` agreeing with the
+//! configuration ([`cmdline`]), README and plots equal to their regeneration, SHA256SUMS
+//! exact, and (with `--signature`) `SHA256SUMS.sig` a good SSH signature ([`sign`]).
 #![deny(unsafe_code)]
 
 pub mod bundle;
+pub mod cmdline;
 pub mod compare;
 pub mod csv;
 pub mod plot;
 pub mod report;
 pub mod reports;
 pub mod schema;
+pub mod sign;
 pub mod stats;
 pub mod summary;
 pub mod sums;
@@ -47,4 +53,4 @@ pub use schema::{
 };
 pub use stats::Summary;
 pub use summary::Summaries;
-pub use verify::{verify_dir, Check, Verdict};
+pub use verify::{verify_dir, verify_dir_with, Check, Verdict, VerifyOptions};

@@ -4,14 +4,22 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use truecold_proof::verify::chain;
-use truecold_proof::{compare_bundles, regenerate, verify_dir, CompareOptions};
+use truecold_proof::sign::{sign_bundle, SignError, SshKeygen};
+use truecold_proof::verify::{chain, escape_untrusted, verify_dir_with, SignatureCheck};
+use truecold_proof::{compare_bundles, regenerate, verify_dir, CompareOptions, VerifyOptions};
+
+/// Exit status of a usage error (bad or missing arguments), for every subcommand: `git bisect
+/// run` reads 125 as "skip this commit", where clap's default 2 would read as "bad".
+const USAGE_EXIT: u8 = 125;
 
 #[derive(Parser)]
 #[command(
     name = "truecold-proof",
     version,
-    about = "Verify and compare truecold proof bundles"
+    about = "Verify and compare truecold proof bundles",
+    after_help = "Exit status: verify 0 valid, 1 invalid, 2 unreadable; compare 0 no \
+                  regression, 1 regression, 125 inconclusive; report and sign 0 done, 2 failed; \
+                  any usage error (unknown flag, missing argument) 125."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -20,12 +28,30 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Check a bundle end to end. Exit 0 valid, 1 invalid (every reason listed), 2 unreadable.
+    /// Check a bundle end to end. Exit 0 valid, 1 invalid (every reason listed), 2 unreadable
+    /// (or the signature check could not run), 125 usage error.
     Verify {
         dir: PathBuf,
         /// Reasons shown per kind (all are counted).
         #[arg(long, default_value_t = 20)]
         max_per_kind: usize,
+        /// Also check SHA256SUMS.sig, the SSH signature over SHA256SUMS (needs ssh-keygen).
+        #[arg(long, requires = "allowed_signers")]
+        signature: bool,
+        /// OpenSSH allowed-signers file: `<principal> <key type> <public key>` per line.
+        #[arg(long, requires = "signature")]
+        allowed_signers: Option<PathBuf>,
+        /// The principal that must have signed (default: any in the allowed-signers file).
+        #[arg(long, requires = "signature")]
+        identity: Option<String>,
+    },
+    /// Sign a valid bundle's SHA256SUMS with an SSH private key into SHA256SUMS.sig
+    /// (`ssh-keygen -Y sign -n truecold-bundle`). Exit 0 signed, 2 failed, 125 usage error.
+    Sign {
+        /// The SSH private key (e.g. ~/.ssh/id_ed25519).
+        #[arg(long)]
+        key: PathBuf,
+        dir: PathBuf,
     },
     /// Compare bundle B against baseline A. Exit 0 no regression, 1 regression,
     /// 125 inconclusive (too few samples, interval too wide, a bundle invalid, or
@@ -66,12 +92,53 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // --help and --version print and succeed; every other parse error is a usage
+            // error, exit 125 whatever the subcommand.
+            let _ = e.print();
+            return ExitCode::from(if e.exit_code() == 0 { 0 } else { USAGE_EXIT });
+        }
+    };
     let code = match cli.cmd {
-        Cmd::Verify { dir, max_per_kind } => {
-            let v = verify_dir(&dir);
+        Cmd::Verify {
+            dir,
+            max_per_kind,
+            signature,
+            allowed_signers,
+            identity,
+        } => {
+            let opts = VerifyOptions {
+                signature: match (signature, allowed_signers) {
+                    (true, Some(allowed_signers)) => Some(SignatureCheck {
+                        allowed_signers,
+                        identity,
+                        ssh_keygen: SshKeygen::default(),
+                    }),
+                    _ => None,
+                },
+            };
+            let v = verify_dir_with(&dir, &opts);
             print!("{}", v.render(&dir, max_per_kind));
             v.exit_code()
+        }
+        Cmd::Sign { key, dir } => {
+            match sign_bundle(&dir, &key, &SshKeygen::default()) {
+                Ok(p) => {
+                    println!("signed: {}", escape_untrusted(&p.display().to_string()));
+                    0
+                }
+                Err(SignError::InvalidBundle { report, .. }) => {
+                    // The verifier's report, already escaped, one reason per line.
+                    eprint!("truecold-proof sign: refusing to sign a bundle that does not verify\n{report}");
+                    2
+                }
+                Err(e) => {
+                    eprintln!("truecold-proof sign: {}", escape_untrusted(&chain(&e)));
+                    2
+                }
+            }
         }
         Cmd::Compare {
             a,
@@ -151,11 +218,15 @@ fn main() -> ExitCode {
         }
         Cmd::Report { dir } => match regenerate(&dir) {
             Ok(files) => {
-                println!("regenerated in {}: {}", dir.display(), files.join(", "));
+                println!(
+                    "regenerated in {}: {}",
+                    escape_untrusted(&dir.display().to_string()),
+                    files.join(", ")
+                );
                 0
             }
             Err(e) => {
-                eprintln!("truecold-proof report: {}", chain(&e));
+                eprintln!("truecold-proof report: {}", escape_untrusted(&chain(&e)));
                 2
             }
         },

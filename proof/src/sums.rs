@@ -31,6 +31,30 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// The buffer [`sha256_reader`] hashes through: memory use is this, whatever the size of
+/// the file.
+pub const HASH_BUFFER: usize = 64 * 1024;
+
+/// Lowercase hex sha256 of everything `r` yields, and how many bytes that was. Streams
+/// through one fixed [`HASH_BUFFER`]: a file of any size is hashed in constant memory.
+pub fn sha256_reader(mut r: impl std::io::Read) -> std::io::Result<(String, u64)> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; HASH_BUFFER];
+    let mut n: u64 = 0;
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => {
+                h.update(&buf[..k]);
+                n = n.saturating_add(k as u64);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((hex(&h.finalize()), n))
+}
+
 /// True for 64 lowercase hex digits.
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64

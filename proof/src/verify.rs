@@ -1,25 +1,63 @@
 //! `verify DIR`: checks a bundle end to end and collects every reason it is invalid.
 //!
 //! Exit codes: 0 valid, 1 invalid (every reason listed), 2 unreadable (the directory
-//! cannot be read, or `result.json` has no or an unknown `schema_version`).
+//! cannot be read, `result.json` has no or an unknown `schema_version`, or a requested
+//! signature check cannot run). Usage errors exit 125 (see `truecold-proof --help`).
+//!
+//! A bundle is untrusted input. Every file is hashed as a stream through one fixed buffer
+//! ([`crate::sums::sha256_reader`]), except the files the verifier parses, which are hashed
+//! from the bytes it parses: `result.json`, `cmdline.txt` and `SHA256SUMS`, each read only up
+//! to [`MAX_PARSED_BYTES`], and `samples.csv`, read as [`crate::csv::read_samples`] takes
+//! it. No other file (an extra file of any size) is held in memory. Everything printed from the bundle
+//! (names, labels, error kinds, values) goes through [`escape_untrusted`], so a bundle
+//! cannot put terminal control sequences on a reviewer's screen.
+//!
+//! # Timing rules
+//! Every row's *last stamp* is its request plus every present host stage except `queue`,
+//! plus its post stages (`workload`, `teardown`): the stages tile the stamps, each ending at
+//! its own stamp. A success with both post stages ends at the VMM reaped; a failure's last
+//! stamp is the last one it reached.
+//! - All modes: the rows span (earliest intended or actual request → latest last stamp) at
+//!   most `environment.harness.wall_ns` ([`Check::WallTime`]).
+//! - Sequential mode, each consecutive pair `i`, `i+1`: the request of `i+1` is not before
+//!   the request of `i` ([`Check::SequentialOrder`]) and not before the last stamp of `i`
+//!   ([`Check::SequentialOverlap`]); and when `i` is a success with both post stages, the
+//!   idle gap from its last stamp to the request of `i+1` is shorter than the *median launch*
+//!   ([`Check::SequentialGap`]): the nearest-rank median, over the bundle's successes with
+//!   both post stages, of request → last stamp. A row dropped from a sequential campaign
+//!   and the rest renumbered leaves exactly such a gap (its whole launch, request to
+//!   reaped); the bench's own bookkeeping between launches takes well under a launch (in
+//!   the 1,000-launch probe bundle of 2026-11-30: at most 0.91 ms, against a 255 ms median
+//!   launch). A gap
+//!   after a failure is not judged: a failure's end (the kill or exit) is not stamped.
+//!
+//! # Physical floor of a success
+//! Every host stage of a success except `queue` is present and longer than 0 ns
+//! ([`Check::StageFloor`]): a launch is a process spawn, a KVM VM and a guest run, each
+//! taking time, so a success at 0 or 1 ns cannot tile. A failure typed `deadline` has no
+//! strict-ready inside the deadline ([`Check::DeadlineKind`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::bundle::{
-    parse_result, JsonError, CMDLINE_FILE, CONFIG_FILE, RESULT_FILE, SAMPLES_FILE,
+    parse_result, read_capped, result_bytes, JsonError, CMDLINE_FILE, CONFIG_FILE,
+    MAX_PARSED_BYTES, RESULT_FILE, SAMPLES_FILE,
 };
+use crate::cmdline::parse_cmdline_txt;
 use crate::csv::read_samples;
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, ms, README_FILE};
 use crate::schema::{
-    required_artifacts, ContractKind, HostKind, ResultJson, Sample, Stage, StageKind, HEADLINE,
-    PERCENTILE_DEFINITION,
+    required_artifacts, ContractKind, HostKind, Mode, ResultJson, Sample, Stage, StageKind,
+    HEADLINE, PERCENTILE_DEFINITION,
 };
+use crate::sign::{SignError, SshKeygen, SIG_FILE};
+use crate::stats::percentile_sorted;
 use crate::summary::Summaries;
-use crate::sums::{is_sha256_hex, parse_sums, sha256_hex, SUMS_FILE};
+use crate::sums::{is_sha256_hex, parse_sums, sha256_hex, sha256_reader, SUMS_FILE};
 
 /// The kind of a reason; tests and tools match on it, humans read [`Reason::detail`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,13 +128,50 @@ pub enum Check {
     ProbeBootId,
     /// The error histogram does not add up to the failure count.
     ErrorHistogram,
+    /// `result.json` parses but is not byte for byte what the writer makes of its parsed
+    /// form (duplicate keys, reordered keys, other whitespace or number spellings).
+    ResultNotCanonical,
+    /// A file the verifier must parse is larger than [`MAX_PARSED_BYTES`] (it is still
+    /// hashed).
+    TooLarge,
+    /// `cmdline.txt` is unreadable, or disagrees with `configuration`/`contract`.
+    Cmdline,
+    /// Sequential mode: a request earlier than the previous row's request.
+    SequentialOrder,
+    /// Sequential mode: a request before the previous row's last stamp.
+    SequentialOverlap,
+    /// Sequential mode: an unexplained idle gap as long as the median launch.
+    SequentialGap,
+    /// The rows span more than the harness's wall time.
+    WallTime,
+    /// A success with a host stage missing or 0 ns.
+    StageFloor,
+    /// A failure typed `deadline` whose strict-ready is inside the deadline.
+    DeadlineKind,
+    /// `--signature`: `SHA256SUMS.sig` missing, from a signer not allowed, or not valid.
+    Signature,
 }
 
-/// One reason a bundle is invalid.
+/// One reason a bundle is invalid. `detail` holds bundle text verbatim; print it through
+/// [`escape_untrusted`] (as [`Verdict::render`] does).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reason {
     pub check: Check,
     pub detail: String,
+}
+
+/// What is known of the bundle's signature.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SignatureState {
+    /// Not checked (no `--signature`), and the bundle carries no `SHA256SUMS.sig`.
+    #[default]
+    NotChecked,
+    /// Not checked, but the bundle carries one.
+    PresentNotChecked,
+    /// Checked and good: made by this principal of the allowed signers.
+    Good { principal: String },
+    /// Checked and bad (the reason is a [`Check::Signature`] reason).
+    Bad,
 }
 
 /// The verifier's findings.
@@ -110,6 +185,33 @@ pub struct Verdict {
     pub result: Option<ResultJson>,
     /// Rows parsed from samples.csv.
     pub rows: Option<usize>,
+    /// The signature, as far as it was checked.
+    pub signature: SignatureState,
+}
+
+/// `s` with every character that could act on a terminal written as an escape: C0 and C1
+/// controls and DEL (`\u{1b}`, `\r`, `\n` …) and the Unicode bidirectional and line/paragraph
+/// separator controls. Everything else, including non-ASCII text, is kept.
+pub fn escape_untrusted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi = matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{2028}'
+                | '\u{2029}'
+        );
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl Verdict {
@@ -141,23 +243,25 @@ impl Verdict {
         });
     }
 
-    /// The human report. At most `per_check` lines per kind of reason, then a count.
+    /// The human report. At most `per_check` lines per kind of reason, then a count. All
+    /// text that comes from the bundle (or the path) is escaped ([`escape_untrusted`]).
     pub fn render(&self, dir: &Path, per_check: usize) -> String {
+        let e = escape_untrusted;
         let mut s = String::new();
+        let dir = e(&dir.display().to_string());
         let label = self
             .result
             .as_ref()
-            .map(|r| r.contract.label.clone())
+            .map(|r| e(&r.contract.label))
             .unwrap_or_else(|| "unknown contract".into());
         if let Some(u) = &self.unreadable {
-            let _ = writeln!(s, "UNREADABLE {}: {u}", dir.display());
+            let _ = writeln!(s, "UNREADABLE {dir}: {}", e(u));
         } else if self.reasons.is_empty() {
-            let _ = writeln!(s, "VALID {}: {label}", dir.display());
+            let _ = writeln!(s, "VALID {dir}: {label}");
         } else {
             let _ = writeln!(
                 s,
-                "INVALID {}: {label}: {} reason(s)",
-                dir.display(),
+                "INVALID {dir}: {label}: {} reason(s)",
                 self.reasons.len()
             );
         }
@@ -192,12 +296,29 @@ impl Verdict {
                 );
             }
         }
+        match &self.signature {
+            SignatureState::NotChecked | SignatureState::Bad => {}
+            SignatureState::PresentNotChecked => {
+                let _ = writeln!(
+                    s,
+                    "  signature: {SIG_FILE} present, not checked (verify --signature \
+                     --allowed-signers FILE)"
+                );
+            }
+            SignatureState::Good { principal } => {
+                let _ = writeln!(
+                    s,
+                    "  signature: good, SHA256SUMS signed by `{}`",
+                    e(principal)
+                );
+            }
+        }
         let mut counts: BTreeMap<Check, usize> = BTreeMap::new();
         for r in &self.reasons {
             let c = counts.entry(r.check).or_insert(0);
             *c += 1;
             if *c <= per_check {
-                let _ = writeln!(s, "  - [{:?}] {}", r.check, r.detail);
+                let _ = writeln!(s, "  - [{:?}] {}", r.check, e(&r.detail));
             }
         }
         for (c, n) in counts {
@@ -209,8 +330,36 @@ impl Verdict {
     }
 }
 
-/// Verifies the bundle in `dir`.
+/// What `verify` checks beyond the bundle itself.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// `--signature`: check `SHA256SUMS.sig` against these allowed signers.
+    pub signature: Option<SignatureCheck>,
+}
+
+/// How to check the signature.
+#[derive(Debug, Clone)]
+pub struct SignatureCheck {
+    /// An OpenSSH allowed-signers file (`ssh-keygen(1)`, ALLOWED SIGNERS).
+    pub allowed_signers: PathBuf,
+    /// The principal that must have signed; any principal of the file when `None`.
+    pub identity: Option<String>,
+    pub ssh_keygen: SshKeygen,
+}
+
+/// A regular file of the bundle: its path and, once hashed, its digest.
+struct Entry {
+    path: PathBuf,
+    digest: Option<String>,
+}
+
+/// Verifies the bundle in `dir` (no signature check).
 pub fn verify_dir(dir: &Path) -> Verdict {
+    verify_dir_with(dir, &VerifyOptions::default())
+}
+
+/// Verifies the bundle in `dir` with `opts`.
+pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     let mut v = Verdict::default();
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
@@ -219,8 +368,8 @@ pub fn verify_dir(dir: &Path) -> Verdict {
             return v;
         }
     };
-    // Present regular files → bytes.
-    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    // Present regular files.
+    let mut files: BTreeMap<String, Entry> = BTreeMap::new();
     for e in entries {
         let e = match e {
             Ok(e) => e,
@@ -238,31 +387,84 @@ pub fn verify_dir(dir: &Path) -> Verdict {
             );
             continue;
         }
-        match fs::read(e.path()) {
-            Ok(b) => {
-                files.insert(name, b);
+        files.insert(
+            name,
+            Entry {
+                path: e.path(),
+                digest: None,
+            },
+        );
+    }
+    // The files that are parsed are read once (capped) and hashed from those bytes.
+    let mut parsed: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+    for name in [RESULT_FILE, CMDLINE_FILE, SUMS_FILE] {
+        let Some(f) = files.get_mut(name) else {
+            continue;
+        };
+        match read_capped(&f.path, MAX_PARSED_BYTES) {
+            Ok(Some(b)) => {
+                f.digest = Some(sha256_hex(&b));
+                parsed.insert(name, b);
             }
+            Ok(None) => v.add(
+                Check::TooLarge,
+                format!(
+                    "`{name}` is larger than {MAX_PARSED_BYTES} bytes, the most this verifier \
+                     reads"
+                ),
+            ),
             Err(err) => {
                 v.unreadable = Some(format!("cannot read {name}: {err}"));
                 return v;
             }
         }
     }
-    check_sums(&mut v, &files);
+    let mut samples_bytes = None;
+    if let Some(f) = files.get_mut(SAMPLES_FILE) {
+        match fs::read(&f.path) {
+            Ok(b) => {
+                f.digest = Some(sha256_hex(&b));
+                samples_bytes = Some(b);
+            }
+            Err(err) => {
+                v.unreadable = Some(format!("cannot read {SAMPLES_FILE}: {err}"));
+                return v;
+            }
+        }
+    }
+    // Every other file: hashed as a stream, never held in memory.
+    for (name, f) in files.iter_mut().filter(|(_, f)| f.digest.is_none()) {
+        let hashed = fs::File::open(&f.path).and_then(sha256_reader);
+        match hashed {
+            Ok((d, _)) => f.digest = Some(d),
+            Err(err) => {
+                v.unreadable = Some(format!("cannot read {name}: {err}"));
+                return v;
+            }
+        }
+    }
+    let digests: BTreeMap<String, String> = files
+        .iter()
+        .filter_map(|(n, f)| f.digest.clone().map(|d| (n.clone(), d)))
+        .collect();
+    check_sums(&mut v, &digests, parsed.get(SUMS_FILE).map(Vec::as_slice));
 
-    let result = match files.get(RESULT_FILE).map(|b| parse_result(b)) {
+    let result = match parsed.get(RESULT_FILE).map(|b| (b, parse_result(b))) {
         None => None,
-        Some(Ok(r)) => Some(r),
-        Some(Err(e @ (JsonError::NoVersion | JsonError::UnknownVersion { .. }))) => {
+        Some((b, Ok(r))) => {
+            check_canonical(&mut v, b, &r);
+            Some(r)
+        }
+        Some((_, Err(e @ (JsonError::NoVersion | JsonError::UnknownVersion { .. })))) => {
             v.unreadable = Some(format!("{RESULT_FILE}: {e}"));
             return v;
         }
-        Some(Err(e)) => {
+        Some((_, Err(e))) => {
             v.add(Check::ResultJson, format!("{RESULT_FILE}: {}", chain(&e)));
             None
         }
     };
-    let samples = match files.get(SAMPLES_FILE).map(|b| read_samples(b)) {
+    let samples = match samples_bytes.as_deref().map(read_samples) {
         None => None,
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {
@@ -294,13 +496,17 @@ pub fn verify_dir(dir: &Path) -> Verdict {
     }
 
     if let Some(r) = &result {
-        check_contract(&mut v, r, &files);
+        check_contract(&mut v, r, &digests);
+        if let Some(c) = parsed.get(CMDLINE_FILE) {
+            check_cmdline(&mut v, r, c);
+        }
     }
     if let (Some(r), Some(s)) = (&result, &samples) {
         check_rows(&mut v, r, s);
+        check_timeline(&mut v, r, s);
         check_statistics(&mut v, r, s);
         for (name, bytes) in generated_files(r, s) {
-            if files.get(&name).is_some_and(|b| *b != bytes) {
+            if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
                 v.add(
                     Check::GeneratedStale,
                     format!(
@@ -309,6 +515,33 @@ pub fn verify_dir(dir: &Path) -> Verdict {
                          renderer: `truecold-proof report` regenerates it)"
                     ),
                 );
+            }
+        }
+    }
+    let sig_present = files.contains_key(SIG_FILE);
+    match &opts.signature {
+        None if sig_present => v.signature = SignatureState::PresentNotChecked,
+        None => {}
+        Some(sc) => {
+            let checked = match (sig_present, parsed.get(SUMS_FILE)) {
+                (false, _) => Err(SignError::Unsigned),
+                (true, None) => Err(SignError::Unsigned),
+                (true, Some(sums)) => sc.ssh_keygen.verify(
+                    &sc.allowed_signers,
+                    sc.identity.as_deref(),
+                    &dir.join(SIG_FILE),
+                    sums,
+                ),
+            };
+            match checked {
+                Ok(principal) => v.signature = SignatureState::Good { principal },
+                Err(e) if e.is_finding() => {
+                    v.signature = SignatureState::Bad;
+                    v.add(Check::Signature, chain(&e));
+                }
+                Err(e) => {
+                    v.unreadable = Some(format!("cannot check the signature: {}", chain(&e)));
+                }
             }
         }
     }
@@ -328,9 +561,61 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-fn check_sums(v: &mut Verdict, files: &BTreeMap<String, Vec<u8>>) {
-    let Some(sb) = files.get(SUMS_FILE) else {
-        v.add(Check::SumsMalformed, format!("`{SUMS_FILE}` is missing"));
+/// `result.json` must be exactly what [`result_bytes`] writes for its parsed form: one
+/// spelling per document, so a key given twice (serde keeps the last) or any other
+/// hand-made variant is a reason.
+fn check_canonical(v: &mut Verdict, bytes: &[u8], r: &ResultJson) {
+    let want = match result_bytes(r) {
+        Ok(w) => w,
+        Err(e) => {
+            v.add(Check::ResultJson, format!("{RESULT_FILE}: {}", chain(&e)));
+            return;
+        }
+    };
+    if want == bytes {
+        return;
+    }
+    let cut = |l: &[u8]| {
+        let t = String::from_utf8_lossy(l);
+        let t: String = t.chars().take(100).collect();
+        t
+    };
+    let (mut a, mut b) = (bytes.split(|&c| c == b'\n'), want.split(|&c| c == b'\n'));
+    let mut line = 1;
+    let (got, exp) = loop {
+        match (a.next(), b.next()) {
+            (Some(x), Some(y)) if x == y => line += 1,
+            (x, y) => break (x.map(cut), y.map(cut)),
+        }
+    };
+    v.add(
+        Check::ResultNotCanonical,
+        format!(
+            "{RESULT_FILE} is not in the writer's canonical form (a repeated key, reordered \
+             keys, other whitespace or spellings); first difference at line {line}: the file \
+             has {}, the writer writes {}",
+            got.map_or("nothing".into(), |g| format!("`{g}`")),
+            exp.map_or("nothing".into(), |e| format!("`{e}`")),
+        ),
+    );
+}
+
+fn check_cmdline(v: &mut Verdict, r: &ResultJson, bytes: &[u8]) {
+    match parse_cmdline_txt(bytes).and_then(|rec| rec.disagreements(r)) {
+        Err(e) => v.add(Check::Cmdline, format!("{CMDLINE_FILE}: {e}")),
+        Ok(bad) => {
+            for b in bad {
+                v.add(Check::Cmdline, format!("{CMDLINE_FILE}: {b}"));
+            }
+        }
+    }
+}
+
+fn check_sums(v: &mut Verdict, digests: &BTreeMap<String, String>, sums: Option<&[u8]>) {
+    let Some(sb) = sums else {
+        if !digests.contains_key(SUMS_FILE) {
+            v.add(Check::SumsMalformed, format!("`{SUMS_FILE}` is missing"));
+        }
         return;
     };
     let listed = match parse_sums(sb) {
@@ -345,14 +630,13 @@ fn check_sums(v: &mut Verdict, files: &BTreeMap<String, Vec<u8>>) {
             v.add(Check::SumsMalformed, format!("`{SUMS_FILE}` lists itself"));
             continue;
         }
-        match files.get(name) {
+        match digests.get(name) {
             None => v.add(
                 Check::FileMissing,
                 format!("`{name}` is listed in {SUMS_FILE} but missing"),
             ),
-            Some(b) => {
-                let got = sha256_hex(b);
-                if got != *digest {
+            Some(got) => {
+                if got != digest {
                     v.add(
                         Check::DigestMismatch,
                         format!("`{name}`: sha256 is {got}, {SUMS_FILE} says {digest}"),
@@ -361,8 +645,9 @@ fn check_sums(v: &mut Verdict, files: &BTreeMap<String, Vec<u8>>) {
             }
         }
     }
-    for name in files.keys() {
-        if name != SUMS_FILE && !listed.iter().any(|(n, _)| n == name) {
+    for name in digests.keys() {
+        // The signature signs SHA256SUMS, so it cannot be listed in it.
+        if name != SUMS_FILE && name != SIG_FILE && !listed.iter().any(|(n, _)| n == name) {
             v.add(
                 Check::FileUnlisted,
                 format!("`{name}` is present but not listed in {SUMS_FILE}"),
@@ -371,7 +656,7 @@ fn check_sums(v: &mut Verdict, files: &BTreeMap<String, Vec<u8>>) {
     }
 }
 
-fn check_contract(v: &mut Verdict, r: &ResultJson, files: &BTreeMap<String, Vec<u8>>) {
+fn check_contract(v: &mut Verdict, r: &ResultJson, digests: &BTreeMap<String, String>) {
     let c = &r.contract;
     if c.label != c.kind.label() {
         v.add(
@@ -412,16 +697,15 @@ fn check_contract(v: &mut Verdict, r: &ResultJson, files: &BTreeMap<String, Vec<
             );
         }
     }
-    if let (Some(cfg), Some(d)) = (files.get(CONFIG_FILE), r.artifacts.get("config")) {
-        let got = sha256_hex(cfg);
-        if got != *d {
+    if let (Some(got), Some(d)) = (digests.get(CONFIG_FILE), r.artifacts.get("config")) {
+        if got != d {
             v.add(
                 Check::ConfigDigest,
                 format!("`{CONFIG_FILE}` has sha256 {got}, artifacts.config says {d}"),
             );
         }
     }
-    if c.kind == ContractKind::Probe && files.contains_key(CONFIG_FILE) {
+    if c.kind == ContractKind::Probe && digests.contains_key(CONFIG_FILE) {
         v.add(
             Check::RowContract,
             "a probe-guest bundle carries a kernel config: it is not a Linux boot",
@@ -539,6 +823,17 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                 Check::ErrorKind,
                 format!("failed sample {i} has no error kind"),
             );
+        } else if s.error_kind == DEADLINE_KIND {
+            if let Some(l) = s.latency_ns.filter(|&l| l <= r.contract.deadline_ns) {
+                v.add(
+                    Check::DeadlineKind,
+                    format!(
+                        "sample {i} is typed `{DEADLINE_KIND}` but was strict-ready at {l} ns, \
+                         inside the {} ns deadline",
+                        r.contract.deadline_ns
+                    ),
+                );
+            }
         }
     }
 }
@@ -621,11 +916,28 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
             ),
         );
     }
-    if s.stages.get(Stage::Spawn).is_none() {
-        v.add(
-            Check::StageTiling,
-            format!("successful sample {i} has no spawn stage"),
-        );
+    for st in Stage::ALL
+        .iter()
+        .filter(|st| st.kind() == StageKind::Host && **st != Stage::Queue)
+    {
+        match s.stages.get(*st) {
+            None => v.add(
+                Check::StageFloor,
+                format!(
+                    "successful sample {i} has no `{}` stage: a success passes every host stage",
+                    st.name()
+                ),
+            ),
+            Some(0) => v.add(
+                Check::StageFloor,
+                format!(
+                    "successful sample {i}: `{}` took 0 ns: every host stage of a launch takes \
+                     time",
+                    st.name()
+                ),
+            ),
+            Some(_) => {}
+        }
     }
     let host_sum = s.host_stage_sum();
     if host_sum != u128::from(lat) {
@@ -674,6 +986,96 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
                     s.guest_cpus, r.configuration.vcpus
                 ),
             );
+        }
+    }
+}
+
+/// The error kind of a failure not strict-ready within the deadline.
+const DEADLINE_KIND: &str = "deadline";
+
+/// The last host-clock stamp of a row (see the module doc), `None` when it overflows.
+fn last_stamp(s: &Sample) -> Option<u64> {
+    Stage::ALL
+        .iter()
+        .filter(|st| *st != &Stage::Queue && st.kind() != StageKind::Guest)
+        .filter_map(|st| s.stages.get(*st))
+        .try_fold(s.actual_request_ns, |t, d| t.checked_add(d))
+}
+
+/// Whether a row's end (the VMM reaped) is stamped: a success with both post stages.
+fn fully_stamped(s: &Sample) -> bool {
+    s.ok && s.stages.get(Stage::Workload).is_some() && s.stages.get(Stage::Teardown).is_some()
+}
+
+/// The timing rules of the module doc: wall time, and sequential order, overlap and gaps.
+fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
+    let wall = r.environment.harness.wall_ns;
+    let first = samples
+        .iter()
+        .map(|s| {
+            s.intended_request_ns
+                .map_or(s.actual_request_ns, |t| t.min(s.actual_request_ns))
+        })
+        .min();
+    let last = samples
+        .iter()
+        .map(|s| last_stamp(s).unwrap_or(u64::MAX))
+        .max();
+    if let (Some(a), Some(b)) = (first, last) {
+        let span = b.saturating_sub(a);
+        if span > wall {
+            v.add(
+                Check::WallTime,
+                format!(
+                    "the rows span {span} ns (first request → last stamp), more than the \
+                     harness's wall time of {wall} ns"
+                ),
+            );
+        }
+    }
+    if !matches!(r.contract.mode, Mode::Sequential { .. }) {
+        return;
+    }
+    let mut launches: Vec<u64> = samples
+        .iter()
+        .filter(|s| fully_stamped(s))
+        .filter_map(|s| last_stamp(s).map(|e| e - s.actual_request_ns))
+        .collect();
+    launches.sort_unstable();
+    let median = percentile_sorted(&launches, 50, 100);
+    for w in samples.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let end = last_stamp(a).unwrap_or(u64::MAX);
+        if b.actual_request_ns < a.actual_request_ns {
+            v.add(
+                Check::SequentialOrder,
+                format!(
+                    "sample {} was requested at {} ns, before sample {} ({} ns): a sequential \
+                     campaign runs in row order",
+                    b.index, b.actual_request_ns, a.index, a.actual_request_ns
+                ),
+            );
+        } else if b.actual_request_ns < end {
+            v.add(
+                Check::SequentialOverlap,
+                format!(
+                    "sample {} was requested at {} ns, before sample {} ended ({end} ns): a \
+                     sequential campaign runs one launch at a time",
+                    b.index, b.actual_request_ns, a.index
+                ),
+            );
+        } else if let Some(m) = median.filter(|_| fully_stamped(a)) {
+            let gap = b.actual_request_ns - end;
+            if gap >= m {
+                v.add(
+                    Check::SequentialGap,
+                    format!(
+                        "{gap} ns pass between the end of sample {} and the request of sample \
+                         {}, at least the median launch ({m} ns): the trace of a dropped row",
+                        a.index, b.index
+                    ),
+                );
+            }
         }
     }
 }

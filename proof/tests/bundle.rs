@@ -328,7 +328,8 @@ fn open_loop_bundle_built_from_stamps_verifies() {
             memory_ready: Some(request + 15_000_000),
             kernel_loaded: Some(request + 15_100_000),
             first_run: Some(request + 15_600_000),
-            init_doorbell: None,
+            // The probe rings both doorbells; a success passes every host stage.
+            init_doorbell: Some(request + 15_700_000),
             ready_doorbell: Some(request + 15_800_000),
             strict_ready: Some(request + 15_900_000),
             record: Some(request + 16_000_000),

@@ -105,3 +105,196 @@ fn report_regenerates_byte_identical_files() {
     let (code, _, _) = run(&["verify".as_ref(), dir.as_os_str()]);
     assert_eq!(code, 0);
 }
+
+/// Usage errors exit 125 for every subcommand (`git bisect run` skips the commit), never
+/// clap's 2; help and version exit 0.
+#[test]
+fn usage_errors_exit_125() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = Fixture::probe(5).write(t.path(), "b");
+    let d = dir.as_os_str();
+    for args in [
+        vec![],
+        vec!["bogus".as_ref()],
+        vec!["verify".as_ref()],
+        vec!["verify".as_ref(), d, "--bogus".as_ref()],
+        vec![
+            "verify".as_ref(),
+            d,
+            "--max-per-kind".as_ref(),
+            "x".as_ref(),
+        ],
+        vec!["verify".as_ref(), d, "--signature".as_ref()],
+        vec![
+            "verify".as_ref(),
+            d,
+            "--allowed-signers".as_ref(),
+            "f".as_ref(),
+        ],
+        vec!["compare".as_ref(), d],
+        vec!["compare".as_ref(), d, d, "--alpha".as_ref(), "x".as_ref()],
+        vec!["report".as_ref()],
+        vec!["sign".as_ref(), d],
+    ] {
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 125, "{args:?}: {out}{err}");
+        assert!(!err.is_empty(), "{args:?}: a usage error says why");
+    }
+    for args in [
+        vec!["--help".as_ref()],
+        vec!["--version".as_ref()],
+        vec!["verify".as_ref(), "--help".as_ref()],
+    ] {
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    let (_, out, _) = run(&["--help".as_ref()]);
+    assert!(out.contains("usage error") && out.contains("125"), "{out}");
+}
+
+/// `ssh-keygen`, which the signature commands need (a missing one fails the test: the
+/// feature is not silently untested).
+fn ssh_keygen(args: &[&std::ffi::OsStr]) {
+    let st = Command::new("ssh-keygen")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("ssh-keygen not found: install openssh-client");
+    assert!(st.success(), "ssh-keygen {args:?}");
+}
+
+/// A throwaway ed25519 key `dir/name` and its allowed-signers line for `principal`.
+fn keypair(dir: &std::path::Path, name: &str, principal: &str) -> (std::path::PathBuf, String) {
+    let key = dir.join(name);
+    ssh_keygen(&[
+        "-q".as_ref(),
+        "-t".as_ref(),
+        "ed25519".as_ref(),
+        "-N".as_ref(),
+        "".as_ref(),
+        "-C".as_ref(),
+        principal.as_ref(),
+        "-f".as_ref(),
+        key.as_os_str(),
+    ]);
+    let public = fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, format!("{principal} {}", public.trim()))
+}
+
+#[test]
+fn sign_and_verify_a_signature() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = t.path().join("keys");
+    fs::create_dir(&keys).unwrap();
+    let (alice, alice_line) = keypair(&keys, "alice", "alice@example.org");
+    let (mallory, _) = keypair(&keys, "mallory", "mallory@example.org");
+    let allowed = keys.join("allowed_signers");
+    fs::write(&allowed, format!("{alice_line}\n")).unwrap();
+    let dir = Fixture::probe(20).write(t.path(), "b");
+    let d = dir.as_os_str();
+    let verify_sig = |extra: &[&std::ffi::OsStr]| {
+        let mut a: Vec<&std::ffi::OsStr> = vec![
+            "verify".as_ref(),
+            d,
+            "--signature".as_ref(),
+            "--allowed-signers".as_ref(),
+            allowed.as_os_str(),
+        ];
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+
+    // Unsigned: --signature makes it invalid, with its own reason.
+    let (code, out, _) = verify_sig(&[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("[Signature]") && out.contains("no SHA256SUMS.sig"),
+        "{out}"
+    );
+
+    // Signed by alice: good, with or without naming her.
+    let (code, out, err) = run(&["sign".as_ref(), "--key".as_ref(), alice.as_os_str(), d]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(dir.join("SHA256SUMS.sig").is_file());
+    let (code, out, err) = verify_sig(&[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("signature: good, SHA256SUMS signed by `alice@example.org`"),
+        "{out}"
+    );
+    let (code, out, _) = verify_sig(&["--identity".as_ref(), "alice@example.org".as_ref()]);
+    assert_eq!(code, 0, "{out}");
+    // Not bob's signature.
+    let (code, out, _) = verify_sig(&["--identity".as_ref(), "bob@example.org".as_ref()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("[Signature]"), "{out}");
+    // Without --signature the signature is mentioned, not checked, and not "unlisted".
+    let (code, out, _) = run(&["verify".as_ref(), d]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("present, not checked"), "{out}");
+
+    // A forger adds a file and regenerates SHA256SUMS: the checksums agree again, the
+    // signature does not.
+    fs::write(dir.join("notes.txt"), "measured on a quiet host, honest\n").unwrap();
+    resum(&dir);
+    let (code, out, _) = run(&["verify".as_ref(), d]);
+    assert_eq!(code, 0, "checksums alone cannot tell: {out}");
+    let (code, out, _) = verify_sig(&[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("[Signature]") && out.contains("does not verify"),
+        "{out}"
+    );
+
+    // Re-signed by someone not in the allowed signers.
+    let (code, out, err) = run(&["sign".as_ref(), "--key".as_ref(), mallory.as_os_str(), d]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = verify_sig(&[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("[Signature]") && out.contains("not allowed"),
+        "{out}"
+    );
+
+    // An invalid bundle is not signed.
+    fs::write(dir.join("unlisted"), "x").unwrap();
+    let (code, _, err) = run(&["sign".as_ref(), "--key".as_ref(), alice.as_os_str(), d]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("refusing to sign") && err.contains("[FileUnlisted]"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_ssh_keygen_is_a_typed_error_naming_the_package() {
+    use truecold_proof::sign::{SignError, SshKeygen};
+    use truecold_proof::verify::{verify_dir_with, SignatureCheck};
+    let t = tempfile::tempdir().unwrap();
+    let dir = Fixture::probe(5).write(t.path(), "b");
+    fs::write(dir.join("SHA256SUMS.sig"), "not really").unwrap();
+    let ssh = SshKeygen {
+        program: t.path().join("no-such-ssh-keygen"),
+    };
+    let e = ssh
+        .sign(&t.path().join("key"), b"data")
+        .expect_err("no ssh-keygen");
+    assert!(matches!(e, SignError::NoSshKeygen { .. }), "{e:?}");
+    assert!(e.to_string().contains("openssh-client"), "{e}");
+    let v = verify_dir_with(
+        &dir,
+        &truecold_proof::VerifyOptions {
+            signature: Some(SignatureCheck {
+                allowed_signers: t.path().join("allowed"),
+                identity: None,
+                ssh_keygen: ssh,
+            }),
+        },
+    );
+    assert_eq!(v.exit_code(), 2, "{}", v.render(&dir, 5));
+    assert!(
+        v.unreadable.as_deref().unwrap().contains("openssh-client"),
+        "{:?}",
+        v.unreadable
+    );
+}

@@ -290,3 +290,314 @@ fn probe_row_with_a_platform_is_caught() {
         w.verdict.render(&w.path, 50)
     );
 }
+
+// ---- Issue 8 §4: tampered copies of the committed real bundle ----------------------------
+
+/// The committed bundle verifies as it is (the rules below hold for real data).
+#[test]
+fn the_committed_bundle_verifies() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = real_bundle(t.path(), "real");
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 50));
+    // A forger's rewrite that changes nothing is still valid: the harness below is exact.
+    forge(&dir, |_, _| {});
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 50));
+}
+
+/// Forges a copy of the real bundle with `f` and returns its verdict, which must be invalid
+/// with exactly the checks `want`.
+fn forged(
+    name: &str,
+    want: &[Check],
+    f: impl FnOnce(&mut truecold_proof::ResultJson, &mut Vec<truecold_proof::Sample>),
+) -> (Verdict, tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = real_bundle(t.path(), name);
+    forge(&dir, f);
+    let v = verdict(&dir);
+    let want: std::collections::BTreeSet<Check> = want.iter().copied().collect();
+    assert_eq!(checks(&v), want, "{}", v.render(&dir, 50));
+    (v, t, dir)
+}
+
+/// Moves a row (all its stamps) by `delta` ns.
+fn shift(s: &mut truecold_proof::Sample, delta: i64) {
+    s.actual_request_ns = s.actual_request_ns.checked_add_signed(delta).unwrap();
+    s.ready_ns = s.ready_ns.and_then(|x| x.checked_add_signed(delta));
+}
+
+#[test]
+fn sequential_rows_that_overlap() {
+    let (v, _t, _) = forged("overlap", &[Check::SequentialOverlap], |_, s| {
+        // Row 501 requested 1 ms before row 500 was reaped.
+        let delta = last_stamp(&s[500]) as i64 - 1_000_000 - s[501].actual_request_ns as i64;
+        shift(&mut s[501], delta);
+    });
+    assert!(
+        v.reasons[0].detail.contains("sample 501"),
+        "{:?}",
+        v.reasons
+    );
+}
+
+#[test]
+fn sequential_rows_in_reverse_order() {
+    let (v, _t, _) = forged("reverse", &[Check::SequentialOrder], |_, s| {
+        s.reverse();
+        for (i, x) in s.iter_mut().enumerate() {
+            x.index = i as u64;
+        }
+    });
+    assert_eq!(v.reasons.len(), 999, "every pair is out of order");
+}
+
+#[test]
+fn rows_spanning_more_than_the_harness_wall_time() {
+    forged("wall", &[Check::WallTime], |r, s| {
+        let span = last_stamp(&s[s.len() - 1]) - s[0].actual_request_ns;
+        r.environment.harness.wall_ns = span - 1;
+    });
+}
+
+/// The trace of a dropped row: one row removed, the rest renumbered and the planned count
+/// lowered to match, every statistic recomputed.
+#[test]
+fn a_dropped_and_renumbered_row_leaves_a_gap() {
+    let (v, _t, _) = forged("dropped", &[Check::SequentialGap], |r, s| {
+        s.remove(500);
+        for (i, x) in s.iter_mut().enumerate() {
+            x.index = i as u64;
+        }
+        r.contract.mode = truecold_proof::Mode::Sequential { count: 999 };
+    });
+    assert_eq!(v.reasons.len(), 1);
+    assert!(
+        v.reasons[0].detail.contains("end of sample 499"),
+        "{:?}",
+        v.reasons
+    );
+}
+
+#[test]
+fn a_success_at_one_or_zero_ns() {
+    use truecold_proof::{Stage, StageTimes};
+    let (v, _t, _) = forged("floor", &[Check::StageFloor], |_, s| {
+        for (k, lat) in [(5usize, 1u64), (6, 0)] {
+            let x = &mut s[k];
+            let end = last_stamp(x);
+            let teardown = x.stages.get(Stage::Teardown).unwrap();
+            let mut st = StageTimes::default();
+            st.set(Stage::Spawn, Some(lat));
+            // The row still ends where it ended: workload absorbs the difference.
+            st.set(
+                Stage::Workload,
+                Some(end - x.actual_request_ns - lat - teardown),
+            );
+            st.set(Stage::Teardown, Some(teardown));
+            x.stages = st;
+            x.ready_ns = Some(x.actual_request_ns + lat);
+            x.latency_ns = Some(lat);
+        }
+    });
+    let text = v.render(Path::new("b"), 50);
+    assert!(
+        text.contains("successful sample 5 has no `kvm_open` stage"),
+        "{text}"
+    );
+    assert!(
+        text.contains("successful sample 6: `spawn` took 0 ns"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_success_with_a_host_stage_missing_or_zero() {
+    use truecold_proof::Stage;
+    let (v, _t, _) = forged("stage", &[Check::StageFloor], |_, s| {
+        for (k, zero) in [(7usize, true), (8, false)] {
+            let x = &mut s[k];
+            let d = x.stages.get(Stage::KvmOpen).unwrap();
+            let vm = x.stages.get(Stage::VmCreate).unwrap();
+            // The time moves to the next stage: the tiling still holds.
+            x.stages.set(Stage::VmCreate, Some(vm + d));
+            x.stages.set(Stage::KvmOpen, zero.then_some(0));
+        }
+    });
+    assert_eq!(v.reasons.len(), 2, "{:?}", v.reasons);
+}
+
+#[test]
+fn a_deadline_failure_ready_inside_the_deadline() {
+    let (v, _t, _) = forged("deadline", &[Check::DeadlineKind], |_, s| {
+        s[9].ok = false;
+        s[9].error_kind = "deadline".into();
+        s[9].error_detail = "killed at the deadline".into();
+    });
+    assert!(v.reasons[0].detail.contains("sample 9"), "{:?}", v.reasons);
+}
+
+#[test]
+fn vcpus_edited_in_result_json() {
+    let (v, _t, _) = forged("vcpus", &[Check::Cmdline], |r, _| {
+        r.configuration.vcpus = 4;
+    });
+    // Both recorded commands disagree.
+    assert_eq!(v.reasons.len(), 2, "{:?}", v.reasons);
+    assert!(v.reasons[0].detail.contains("vCPUs"), "{:?}", v.reasons);
+}
+
+#[test]
+fn backing_and_deadline_edited_in_result_json() {
+    let (v, _t, _) = forged("backing", &[Check::Cmdline], |r, _| {
+        r.configuration.backing = "hugetlb (obtained: hugetlb-2m ×1000)".into();
+        r.contract.deadline_ns = 3_000_000_000;
+    });
+    let text = v.render(Path::new("b"), 50);
+    assert!(text.contains("backing"), "{text}");
+    assert!(
+        text.contains("deadline (ms): the recorded `truecold run` command says 2000"),
+        "{text}"
+    );
+}
+
+#[test]
+fn cmdline_txt_edited_to_disagree() {
+    let t = tempfile::tempdir().unwrap();
+    for (k, (from, to, says)) in [
+        // Memory in the recorded VMM command.
+        ("--mem-mib 16384", "--mem-mib 8192", "memory (MiB)"),
+        // A deadline added to the invocation.
+        (
+            "--guest-dir out/guest",
+            "--guest-dir out/guest --deadline-ms 5000",
+            "deadline (ms)",
+        ),
+        // The VMM command boots a kernel in a probe bundle.
+        ("boot --probe", "boot --kernel vmlinux", "boots a kernel"),
+        // The invocation is not there at all.
+        (
+            "# truecold invocation",
+            "# something else",
+            "no `# truecold",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = real_bundle(t.path(), &format!("c{k}"));
+        let p = dir.join("cmdline.txt");
+        let text = fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{text}");
+        fs::write(&p, text.replacen(from, to, 1)).unwrap();
+        resum(&dir);
+        let v = verdict(&dir);
+        assert_eq!(
+            checks(&v),
+            [Check::Cmdline].into_iter().collect(),
+            "{}",
+            v.render(&dir, 50)
+        );
+        assert!(v.render(&dir, 50).contains(says), "{}", v.render(&dir, 50));
+    }
+}
+
+#[test]
+fn result_json_with_a_duplicate_key() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = real_bundle(t.path(), "dup");
+    let p = dir.join("result.json");
+    let text = fs::read_to_string(&p).unwrap();
+    // A reader who stops at the first key sees 10 s; serde keeps the last (the real one).
+    let forged = text.replacen(
+        "\"deadline_ns\": ",
+        "\"deadline_ns\": 10000000000,\n    \"deadline_ns\": ",
+        1,
+    );
+    assert_ne!(forged, text);
+    fs::write(&p, forged).unwrap();
+    resum(&dir);
+    let v = verdict(&dir);
+    assert_eq!(
+        checks(&v),
+        [Check::ResultNotCanonical].into_iter().collect(),
+        "{}",
+        v.render(&dir, 50)
+    );
+    assert!(
+        v.reasons[0]
+            .detail
+            .contains("line 11: the file has `    \"deadline_ns\": 10000000000,`"),
+        "{:?}",
+        v.reasons
+    );
+    // Compact JSON with the same content: not the writer's bytes either.
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    fs::write(&p, serde_json::to_vec(&r).unwrap()).unwrap();
+    resum(&dir);
+    let v = verdict(&dir);
+    assert_eq!(
+        checks(&v),
+        [Check::ResultNotCanonical].into_iter().collect()
+    );
+}
+
+/// Nothing from the bundle reaches the terminal raw: an ANSI sequence and a carriage return
+/// in a file name and in an error kind are printed escaped, so an INVALID report cannot
+/// print a line that reads "VALID".
+#[test]
+fn control_characters_are_printed_escaped() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = real_bundle(t.path(), "ansi");
+    let evil = "\u{1b}[2K\rVALID all good\u{202e}";
+    forge(&dir, |_, s| {
+        s[3].ok = false;
+        s[3].error_kind = format!("vmm_exit{evil}");
+        s[3].error_detail = evil.into();
+    });
+    fs::write(dir.join(format!("x{evil}")), "surprise").unwrap();
+    let v = verdict(&dir);
+    assert!(v.has(Check::FileUnlisted), "{:?}", v.reasons);
+    let text = v.render(&dir, 50);
+    assert!(
+        text.chars().all(|c| c == '\n' || !c.is_control()),
+        "a control character reached the report: {text:?}"
+    );
+    assert!(!text.contains('\u{202e}'), "{text:?}");
+    assert!(text.contains("\\u{1b}[2K\\rVALID"), "{text}");
+    assert!(text.starts_with("INVALID"), "{text}");
+    assert!(text.lines().all(|l| !l.starts_with("VALID")), "{text}");
+    // The stored reason keeps the bytes; only what is printed is escaped.
+    assert!(v.reasons.iter().any(|r| r.detail.contains(evil)));
+    assert_eq!(
+        truecold_proof::verify::escape_untrusted("a\tb\u{7f}c\u{85}ü"),
+        "a\\tb\\u{7f}c\\u{85}ü"
+    );
+}
+
+/// result.json and cmdline.txt are read into memory only up to a cap; beyond it, a reason.
+#[test]
+fn parsed_files_over_the_cap_are_a_typed_reason() {
+    let t = tempfile::tempdir().unwrap();
+    for (k, name) in ["result.json", "cmdline.txt"].into_iter().enumerate() {
+        let dir = Fixture::probe(5).write(t.path(), &format!("b{k}"));
+        let f = fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(name))
+            .unwrap();
+        f.set_len(truecold_proof::bundle::MAX_PARSED_BYTES + 1)
+            .unwrap();
+        resum(&dir);
+        let v = verify_dir(&dir);
+        assert_eq!(v.exit_code(), 1, "{}", v.render(&dir, 50));
+        assert!(v.has(Check::TooLarge), "{}", v.render(&dir, 50));
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.check == Check::TooLarge && r.detail.contains(name)),
+            "{:?}",
+            v.reasons
+        );
+    }
+}

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use truecold_proof::schema::*;
 use truecold_proof::sums::sha256_hex;
+use truecold_proof::verify::Verdict;
 use truecold_proof::{write_bundle, BundleInputs};
 use truecold_proto::{BootId, Clocksource, GuestPlatform};
 
@@ -36,6 +37,34 @@ impl Rng {
 
 pub const MEM: u64 = 16 << 30;
 pub const DEADLINE: u64 = 1_000_000_000;
+/// The first request of a fixture campaign (CLOCK_MONOTONIC ns).
+pub const START: u64 = 1_000_000_000;
+/// The harness's time between one row's last stamp and the next request.
+pub const GAP: u64 = 50_000;
+
+/// A row's last stamp: its request plus its non-queue host stages and its post stages.
+pub fn last_stamp(s: &Sample) -> u64 {
+    s.actual_request_ns
+        + Stage::ALL
+            .iter()
+            .filter(|st| **st != Stage::Queue && st.kind() != StageKind::Guest)
+            .filter_map(|st| s.stages.get(*st))
+            .sum::<u64>()
+}
+
+/// The campaign's wall time: the rows' span plus a millisecond of setup.
+pub fn wall_ns(samples: &[Sample]) -> u64 {
+    let first = samples
+        .iter()
+        .map(|s| s.actual_request_ns)
+        .min()
+        .unwrap_or(START);
+    let last = samples.iter().map(last_stamp).max().unwrap_or(START);
+    last.saturating_sub(first) + 1_000_000
+}
+
+/// The Linux fixture's guest kernel command line.
+pub const GUEST_CMDLINE: &str = "console=none 8250.nr_uarts=0 truecold.mem=17179869184";
 
 pub fn boot_id(i: u64) -> BootId {
     BootId::parse(&format!("00000000-0000-4000-8000-{i:012x}")).unwrap()
@@ -77,8 +106,9 @@ impl Fixture {
         }
     }
 
-    /// One successful or failed sample with host stages tiling the latency.
-    fn sample(&self, i: u64, rng: &mut Rng) -> Sample {
+    /// One successful or failed sample with host stages tiling the latency, requested at
+    /// `actual`.
+    fn sample(&self, i: u64, rng: &mut Rng, actual: u64) -> Sample {
         let linux = self.kind == ContractKind::Linux;
         let lat = rng.latency(self.median_ns, self.sigma).max(1000);
         // Host stages: fixed shares of the latency, the remainder in guest_boot.
@@ -106,7 +136,6 @@ impl Fixture {
         }
         stages.set(Stage::Workload, Some(2_000_000));
         stages.set(Stage::Teardown, Some(1_000_000));
-        let actual = 1_000_000_000 + i * 100_000_000;
         let fails = self.fail_every.is_some_and(|k| i % k == k - 1);
         let mut s = Sample {
             index: i,
@@ -158,9 +187,18 @@ impl Fixture {
         s
     }
 
+    /// The campaign's rows, one after the other as a sequential campaign runs them: each
+    /// request [`GAP`] after the previous row's last stamp.
     pub fn samples(&self) -> Vec<Sample> {
         let mut rng = Rng(self.seed);
-        (0..self.n).map(|i| self.sample(i, &mut rng)).collect()
+        let mut t = START;
+        (0..self.n)
+            .map(|i| {
+                let s = self.sample(i, &mut rng, t);
+                t = last_stamp(&s) + GAP;
+                s
+            })
+            .collect()
     }
 
     pub fn config_bytes(&self) -> Option<Vec<u8>> {
@@ -189,8 +227,11 @@ impl Fixture {
             Configuration {
                 vcpus: 2,
                 mem_bytes: MEM,
-                backing: "anon+thp".into(),
-                cmdline: "console=none 8250.nr_uarts=0 truecold.mem=17179869184".into(),
+                backing: "thp (obtained: thp-2m ×1)".into(),
+                cmdline: match self.kind {
+                    ContractKind::Linux => GUEST_CMDLINE.into(),
+                    ContractKind::Probe => self.vmm_command(),
+                },
                 vmm_path: "/usr/local/bin/truecold-vmm".into(),
                 kernel_path: Some("out/guest/vmlinux".into()),
                 initramfs_path: Some("out/guest/initramfs.cpio".into()),
@@ -207,7 +248,7 @@ impl Fixture {
                 loadavg_before: "0.10 0.20 0.30 1/100 1234".into(),
                 loadavg_after: "0.50 0.30 0.30 1/100 2234".into(),
                 harness: HarnessLoad {
-                    wall_ns: 100_000_000_000,
+                    wall_ns: wall_ns(samples),
                     cpu_user_ns: 1_000_000_000,
                     cpu_sys_ns: 2_000_000_000,
                     max_start_lag_ns: None,
@@ -222,10 +263,39 @@ impl Fixture {
         )
     }
 
+    /// The `truecold run` invocation `cmdline.txt` records.
+    pub fn invocation(&self) -> String {
+        format!(
+            "target/release/truecold run --{} -n {} --vcpus 2 --mem-mib 16384 --backing thp \
+             --deadline-ms {}",
+            self.kind.as_str(),
+            self.n,
+            DEADLINE / 1_000_000
+        )
+    }
+
+    /// The VMM command `cmdline.txt` records.
+    pub fn vmm_command(&self) -> String {
+        let guest = match self.kind {
+            ContractKind::Linux => {
+                "--kernel out/guest/vmlinux --initramfs 'out/guest/initramfs.cpio'"
+            }
+            ContractKind::Probe => "--probe",
+        };
+        format!(
+            "/usr/local/bin/truecold-vmm boot {guest} --vcpus 2 --mem-mib 16384 --backing thp \
+             --request-ns <REQUEST_NS> --deadline-ms <DEADLINE_MS>"
+        )
+    }
+
     pub fn inputs(&self) -> BundleInputs {
         BundleInputs {
             kernel_config: self.config_bytes(),
-            cmdline: "truecold-vmm --vcpus 2 --mem-mib 16384".into(),
+            cmdline: truecold_proof::cmdline::format_cmdline_txt(
+                &self.invocation(),
+                &self.vmm_command(),
+                (self.kind == ContractKind::Linux).then_some(GUEST_CMDLINE),
+            ),
             extra_files: vec![],
         }
     }
@@ -241,14 +311,16 @@ impl Fixture {
     }
 }
 
-/// Rewrites SHA256SUMS so only the semantic check can catch a change.
+/// Rewrites SHA256SUMS so only the semantic check can catch a change (every file but
+/// SHA256SUMS and SHA256SUMS.sig; hashed as a stream, so a huge file costs no memory).
 pub fn resum(dir: &Path) {
     let mut entries = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let e = e.unwrap();
         let name = e.file_name().to_string_lossy().into_owned();
-        if name != "SHA256SUMS" {
-            entries.push((name, sha256_hex(&std::fs::read(e.path()).unwrap())));
+        if name != "SHA256SUMS" && name != "SHA256SUMS.sig" {
+            let f = std::fs::File::open(e.path()).unwrap();
+            entries.push((name, truecold_proof::sums::sha256_reader(f).unwrap().0));
         }
     }
     std::fs::write(
@@ -265,4 +337,53 @@ pub fn copy_dir(src: &Path, dst: &Path) {
         let e = e.unwrap();
         std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
     }
+}
+
+/// The committed real bundle: the newest directory under the repository's `results/` that
+/// has a SHA256SUMS (panics when there is none: a test never skips silently).
+pub fn real_bundle_source() -> PathBuf {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("SHA256SUMS").is_file())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+        .unwrap_or_else(|| panic!("no committed bundle with SHA256SUMS under {results:?}"))
+}
+
+/// A copy of the committed real bundle at `parent/name`.
+pub fn real_bundle(parent: &Path, name: &str) -> PathBuf {
+    let dst = parent.join(name);
+    copy_dir(&real_bundle_source(), &dst);
+    dst
+}
+
+/// A forger's edit: parses the bundle, applies `f` to the result and the rows, then writes
+/// result.json, samples.csv, every generated file and SHA256SUMS exactly as the writer
+/// would (statistics recomputed), so only a check that sees through the edit can catch it.
+pub fn forge(dir: &Path, f: impl FnOnce(&mut ResultJson, &mut Vec<Sample>)) {
+    let (mut r, mut s) = truecold_proof::read_bundle(dir).unwrap();
+    f(&mut r, &mut s);
+    r.summary = truecold_proof::Summaries::compute(&r.contract, &s);
+    std::fs::write(
+        dir.join("result.json"),
+        truecold_proof::bundle::result_bytes(&r).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("samples.csv"),
+        truecold_proof::csv::write_samples(&s),
+    )
+    .unwrap();
+    for (name, bytes) in truecold_proof::report::generated_files(&r, &s) {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    resum(dir);
+}
+
+/// The set of checks `v` reports.
+pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> {
+    v.reasons.iter().map(|r| r.check).collect()
 }

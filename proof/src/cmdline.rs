@@ -1,0 +1,578 @@
+//! `cmdline.txt`: the bench's record of how a campaign was started, read back so the
+//! verifier can hold it against `result.json`.
+//!
+//! The file is sections of `# <heading>` lines, each followed by exactly one line:
+//! - `# truecold invocation`: the `truecold run …` argv as typed, one POSIX-shell word per
+//!   argument (required);
+//! - `# VMM command…`: the `truecold-vmm boot …` argv every sample ran (required);
+//!   a value written `<LIKE_THIS>` is a per-sample placeholder and is not checked;
+//! - `# guest kernel command line…`: the kernel command line the VMM reported (optional).
+//!
+//! Other headings are allowed and not read. [`format_cmdline_txt`] writes the format.
+//!
+//! What the argv must agree with (see [`Recorded::disagreements`]): vCPUs, memory, backing
+//! (the first word of `configuration.backing`), deadline, the guest kind (where
+//! `--probe`/`--linux`/`--nested` forces it, and `--kernel` or not in the VMM command), and
+//! `configuration.cmdline` (the guest kernel command line when recorded, else the VMM
+//! command). The mode and count are not compared here: the rows themselves are checked
+//! against the declared mode. A flag absent from the
+//! invocation takes `truecold run`'s default ([`RUN_DEFAULTS`]); one absent from the VMM
+//! command takes `truecold-vmm boot`'s default ([`VMM_DEFAULTS`]).
+
+use crate::schema::{ContractKind, ResultJson};
+
+/// Section headings (a heading line starts with one of these).
+pub const INVOCATION_HEADING: &str = "# truecold invocation";
+/// The VMM command's heading.
+pub const VMM_HEADING: &str = "# VMM command";
+/// The guest kernel command line's heading.
+pub const GUEST_HEADING: &str = "# guest kernel command line";
+
+/// Defaults of a command's flags, as that command documents them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    pub vcpus: u32,
+    pub mem_mib: u64,
+    pub backing: &'static str,
+}
+
+/// `truecold run`'s defaults (bench/src/cli.rs). Deadline: [`RUN_DEFAULT_DEADLINE_MS`], or
+/// [`RUN_DEFAULT_NESTED_DEADLINE_MS`] with `--nested`.
+pub const RUN_DEFAULTS: Defaults = Defaults {
+    vcpus: 2,
+    mem_mib: 16384,
+    backing: "anon",
+};
+/// `truecold run --deadline-ms` default.
+pub const RUN_DEFAULT_DEADLINE_MS: u64 = 2_000;
+/// `truecold run --nested --deadline-ms` default.
+pub const RUN_DEFAULT_NESTED_DEADLINE_MS: u64 = 300_000;
+/// `truecold-vmm boot`'s defaults (vmm/src/main.rs).
+pub const VMM_DEFAULTS: Defaults = Defaults {
+    vcpus: 1,
+    mem_mib: 128,
+    backing: "anon",
+};
+
+/// `truecold run`'s flags that take a value.
+pub const RUN_VALUE_FLAGS: &[&str] = &[
+    "--mode",
+    "-n",
+    "--count",
+    "--vcpus",
+    "--mem-mib",
+    "--backing",
+    "--concurrency",
+    "--rate",
+    "--max-concurrency",
+    "--deadline-ms",
+    "--kill-grace-ms",
+    "--out",
+    "--vmm",
+    "--guest-dir",
+    "--cmdline-extra",
+];
+/// `truecold run`'s flags that take none.
+pub const RUN_SWITCHES: &[&str] = &["--probe", "--linux", "--nested", "--console"];
+/// `truecold-vmm boot`'s flags that take a value (any other flag is read as a switch).
+pub const VMM_VALUE_FLAGS: &[&str] = &[
+    "--kernel",
+    "--initramfs",
+    "--vcpus",
+    "--mem-mib",
+    "--backing",
+    "--cmdline-extra",
+    "--deadline-ms",
+    "--request-ns",
+    "--host-kind",
+];
+
+/// Why `cmdline.txt` cannot be read as a record of the campaign.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CmdlineError {
+    #[error("not UTF-8")]
+    NotUtf8,
+    #[error("no `{0}` section")]
+    MissingSection(&'static str),
+    #[error("section `{0}` appears twice")]
+    DuplicateSection(&'static str),
+    #[error("heading `{0}` is not followed by its line")]
+    EmptySection(&'static str),
+    #[error("{section}: unbalanced quote")]
+    Quote { section: &'static str },
+    #[error("{section}: not a `{want}` command")]
+    NotTheCommand {
+        section: &'static str,
+        want: &'static str,
+    },
+    #[error("{section}: `{flag}` needs a value")]
+    NoValue { section: &'static str, flag: String },
+    #[error("{section}: `{flag}` given twice")]
+    Repeated { section: &'static str, flag: String },
+    #[error("{section}: unknown argument `{arg}` (not a `truecold run` flag this verifier knows)")]
+    Unknown { section: &'static str, arg: String },
+    #[error("{section}: `{flag}` has the unreadable value `{value}`")]
+    BadValue {
+        section: &'static str,
+        flag: String,
+        value: String,
+    },
+}
+
+/// One parsed command: `flag → value` (switches map to `""`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Argv {
+    /// The words after the program and subcommand.
+    pub flags: Vec<(String, String)>,
+}
+
+impl Argv {
+    /// The value of `flag`, if given.
+    pub fn get(&self, flag: &str) -> Option<&str> {
+        self.flags
+            .iter()
+            .find(|(f, _)| f == flag)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the switch `flag` is given.
+    pub fn has(&self, flag: &str) -> bool {
+        self.get(flag).is_some()
+    }
+}
+
+/// `cmdline.txt`, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The `truecold run` line verbatim, and its flags.
+    pub invocation_line: String,
+    pub invocation: Argv,
+    /// The `truecold-vmm boot` line verbatim, and its flags.
+    pub vmm_line: String,
+    pub vmm: Argv,
+    /// The guest kernel command line, when recorded.
+    pub guest_cmdline: Option<String>,
+}
+
+/// Writes `cmdline.txt` in the format [`parse_cmdline_txt`] reads. `invocation` and
+/// `vmm_command` are already shell-quoted lines.
+pub fn format_cmdline_txt(
+    invocation: &str,
+    vmm_command: &str,
+    guest_cmdline: Option<&str>,
+) -> String {
+    let mut s = format!(
+        "{INVOCATION_HEADING}\n{invocation}\n{VMM_HEADING}, one fresh process per sample\n\
+         {vmm_command}\n"
+    );
+    if let Some(c) = guest_cmdline {
+        s.push_str(&format!("{GUEST_HEADING} (as the VMM reported it)\n{c}\n"));
+    }
+    s
+}
+
+/// Splits a line into POSIX-shell words: blanks separate words; `'…'` is literal; `"…"`
+/// is literal except `\"`, `\\`, `\$` and `` \` ``; outside quotes `\x` is `x`.
+pub fn shell_words(line: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut it = line.chars();
+    while let Some(c) = it.next() {
+        match c {
+            ' ' | '\t' => {
+                if in_word {
+                    out.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match it.next()? {
+                        '\'' => break,
+                        x => cur.push(x),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match it.next()? {
+                        '"' => break,
+                        '\\' => match it.next()? {
+                            x @ ('"' | '\\' | '$' | '`') => cur.push(x),
+                            x => {
+                                cur.push('\\');
+                                cur.push(x);
+                            }
+                        },
+                        x => cur.push(x),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                cur.push(it.next()?);
+            }
+            x => {
+                in_word = true;
+                cur.push(x);
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    Some(out)
+}
+
+/// Parses `cmdline.txt`.
+pub fn parse_cmdline_txt(bytes: &[u8]) -> Result<Recorded, CmdlineError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| CmdlineError::NotUtf8)?;
+    let mut invocation: Option<&str> = None;
+    let mut vmm: Option<&str> = None;
+    let mut guest: Option<&str> = None;
+    let mut lines = text.lines().peekable();
+    while let Some(l) = lines.next() {
+        let (name, slot) = if l.starts_with(INVOCATION_HEADING) {
+            (INVOCATION_HEADING, &mut invocation)
+        } else if l.starts_with(VMM_HEADING) {
+            (VMM_HEADING, &mut vmm)
+        } else if l.starts_with(GUEST_HEADING) {
+            (GUEST_HEADING, &mut guest)
+        } else {
+            continue;
+        };
+        if slot.is_some() {
+            return Err(CmdlineError::DuplicateSection(name));
+        }
+        match lines.next() {
+            Some(v) if !v.starts_with('#') && !v.trim().is_empty() => *slot = Some(v),
+            _ => return Err(CmdlineError::EmptySection(name)),
+        }
+    }
+    let invocation_line = invocation.ok_or(CmdlineError::MissingSection(INVOCATION_HEADING))?;
+    let vmm_line = vmm.ok_or(CmdlineError::MissingSection(VMM_HEADING))?;
+    Ok(Recorded {
+        invocation: parse_run(invocation_line)?,
+        invocation_line: invocation_line.to_string(),
+        vmm: parse_vmm(vmm_line)?,
+        vmm_line: vmm_line.to_string(),
+        guest_cmdline: guest.map(str::to_string),
+    })
+}
+
+/// Splits `--flag=value` (and, for `truecold run`, `-nVALUE` / `-n=VALUE`) into the flag
+/// and its inline value; `-n` is reported as `--count`.
+fn split_inline(w: &str, run: bool) -> (String, Option<String>) {
+    if let Some(rest) = w.strip_prefix("--") {
+        if let Some((f, v)) = rest.split_once('=') {
+            return (format!("--{f}"), Some(v.to_string()));
+        }
+    } else if let Some(rest) = w.strip_prefix("-n").filter(|_| run) {
+        let v = rest.strip_prefix('=').unwrap_or(rest);
+        return ("--count".into(), (!rest.is_empty()).then(|| v.to_string()));
+    }
+    (w.to_string(), None)
+}
+
+/// Reads flags. `truecold run` (`run`): every flag must be in `value_flags` or
+/// [`RUN_SWITCHES`]. `truecold-vmm boot`: a flag not in `value_flags` takes the next word
+/// as its value when that word does not start with `-`, else it is a switch.
+fn parse_flags(
+    section: &'static str,
+    words: &[String],
+    value_flags: &[&str],
+    run: bool,
+) -> Result<Argv, CmdlineError> {
+    let mut argv = Argv::default();
+    let mut it = words.iter().peekable();
+    while let Some(w) = it.next() {
+        let (flag, inline) = split_inline(w, run);
+        let unknown = || CmdlineError::Unknown {
+            section,
+            arg: w.clone(),
+        };
+        if !flag.starts_with("--") {
+            return Err(unknown());
+        }
+        let known_value = value_flags.contains(&flag.as_str());
+        let value = match inline {
+            Some(v) if known_value || !run => v,
+            Some(_) => return Err(unknown()),
+            None if known_value => it.next().cloned().ok_or_else(|| CmdlineError::NoValue {
+                section,
+                flag: flag.clone(),
+            })?,
+            None if run && !RUN_SWITCHES.contains(&flag.as_str()) => return Err(unknown()),
+            None if run => String::new(),
+            None => match it.peek() {
+                Some(v) if !v.starts_with('-') => it.next().cloned().unwrap_or_default(),
+                _ => String::new(),
+            },
+        };
+        if argv.has(&flag) {
+            return Err(CmdlineError::Repeated { section, flag });
+        }
+        argv.flags.push((flag, value));
+    }
+    Ok(argv)
+}
+
+fn command_words(
+    section: &'static str,
+    line: &str,
+    sub: &'static str,
+    want: &'static str,
+) -> Result<Vec<String>, CmdlineError> {
+    let words = shell_words(line).ok_or(CmdlineError::Quote { section })?;
+    if words.len() < 2 || words[1] != sub {
+        return Err(CmdlineError::NotTheCommand { section, want });
+    }
+    Ok(words[2..].to_vec())
+}
+
+/// Parses the `truecold run …` line strictly: every flag must be one of `truecold run`'s.
+pub fn parse_run(line: &str) -> Result<Argv, CmdlineError> {
+    let s = INVOCATION_HEADING;
+    let words = command_words(s, line, "run", "truecold run")?;
+    parse_flags(s, &words, RUN_VALUE_FLAGS, true)
+}
+
+/// Parses the `truecold-vmm boot …` line (flags it does not know are tolerated).
+pub fn parse_vmm(line: &str) -> Result<Argv, CmdlineError> {
+    let s = VMM_HEADING;
+    let words = command_words(s, line, "boot", "truecold-vmm boot")?;
+    parse_flags(s, &words, VMM_VALUE_FLAGS, false)
+}
+
+fn num<T: std::str::FromStr>(
+    section: &'static str,
+    a: &Argv,
+    flag: &str,
+    default: T,
+) -> Result<T, CmdlineError> {
+    match a.get(flag) {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|_| CmdlineError::BadValue {
+            section,
+            flag: flag.to_string(),
+            value: v.to_string(),
+        }),
+    }
+}
+
+/// A per-sample placeholder such as `<DEADLINE_MS>`.
+fn is_placeholder(v: &str) -> bool {
+    v.len() > 2 && v.starts_with('<') && v.ends_with('>')
+}
+
+impl Recorded {
+    /// Every way this record and `r` disagree (empty when they agree), or why the
+    /// recorded values cannot be read.
+    pub fn disagreements(&self, r: &ResultJson) -> Result<Vec<String>, CmdlineError> {
+        let cfg = &r.configuration;
+        let mut bad = Vec::new();
+        // The configured backing is `name` or `name (obtained: …)`.
+        let backing = cfg.backing.split(" (").next().unwrap_or_default();
+        let (inv, vmm) = (&self.invocation, &self.vmm);
+        let (si, sv) = (INVOCATION_HEADING, VMM_HEADING);
+        let run_deadline = if inv.has("--nested") {
+            RUN_DEFAULT_NESTED_DEADLINE_MS
+        } else {
+            RUN_DEFAULT_DEADLINE_MS
+        };
+        let mut facts: Vec<(&str, &str, String, String)> = vec![
+            (
+                "vCPUs",
+                "truecold run",
+                num(si, inv, "--vcpus", RUN_DEFAULTS.vcpus)?.to_string(),
+                cfg.vcpus.to_string(),
+            ),
+            (
+                "memory (MiB)",
+                "truecold run",
+                num(si, inv, "--mem-mib", RUN_DEFAULTS.mem_mib)?.to_string(),
+                mib(cfg.mem_bytes),
+            ),
+            (
+                "backing",
+                "truecold run",
+                inv.get("--backing")
+                    .unwrap_or(RUN_DEFAULTS.backing)
+                    .to_string(),
+                backing.to_string(),
+            ),
+            (
+                "deadline (ms)",
+                "truecold run",
+                num(si, inv, "--deadline-ms", run_deadline)?.to_string(),
+                ms(r.contract.deadline_ns),
+            ),
+            (
+                "vCPUs",
+                "truecold-vmm",
+                num(sv, vmm, "--vcpus", VMM_DEFAULTS.vcpus)?.to_string(),
+                cfg.vcpus.to_string(),
+            ),
+            (
+                "memory (MiB)",
+                "truecold-vmm",
+                num(sv, vmm, "--mem-mib", VMM_DEFAULTS.mem_mib)?.to_string(),
+                mib(cfg.mem_bytes),
+            ),
+            (
+                "backing",
+                "truecold-vmm",
+                vmm.get("--backing")
+                    .unwrap_or(VMM_DEFAULTS.backing)
+                    .to_string(),
+                backing.to_string(),
+            ),
+        ];
+        if let Some(d) = vmm.get("--deadline-ms").filter(|d| !is_placeholder(d)) {
+            let d: u64 = d.parse().map_err(|_| CmdlineError::BadValue {
+                section: sv,
+                flag: "--deadline-ms".into(),
+                value: d.into(),
+            })?;
+            facts.push((
+                "deadline (ms)",
+                "truecold-vmm",
+                d.to_string(),
+                ms(r.contract.deadline_ns),
+            ));
+        }
+        for (what, who, said, stored) in facts {
+            if said != stored {
+                bad.push(format!(
+                    "{what}: the recorded `{who}` command says {said}, result.json says {stored}"
+                ));
+            }
+        }
+        let kind = r.contract.kind;
+        let forced = if inv.has("--probe") {
+            Some(ContractKind::Probe)
+        } else if inv.has("--linux") || inv.has("--nested") {
+            Some(ContractKind::Linux)
+        } else {
+            None
+        };
+        if forced.is_some_and(|f| f != kind) {
+            bad.push(format!(
+                "guest: the recorded `truecold run` command forces a non-`{}` campaign, \
+                 result.json is a `{}` bundle",
+                kind.as_str(),
+                kind.as_str()
+            ));
+        }
+        let vmm_kind = if vmm.has("--kernel") {
+            ContractKind::Linux
+        } else {
+            ContractKind::Probe
+        };
+        if vmm_kind != kind {
+            bad.push(format!(
+                "guest: the recorded VMM command boots {}, result.json is a `{}` bundle",
+                if vmm_kind == ContractKind::Linux {
+                    "a kernel"
+                } else {
+                    "the probe guest"
+                },
+                kind.as_str()
+            ));
+        }
+        let (want, from) = match &self.guest_cmdline {
+            Some(g) => (g.as_str(), "guest kernel command line"),
+            None => (self.vmm_line.as_str(), "VMM command"),
+        };
+        if cfg.cmdline != want {
+            bad.push(format!(
+                "configuration.cmdline is not the recorded {from} (`{}` vs `{want}`)",
+                cfg.cmdline
+            ));
+        }
+        Ok(bad)
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    if bytes % (1 << 20) == 0 {
+        (bytes >> 20).to_string()
+    } else {
+        format!("{bytes} bytes (not whole MiB)")
+    }
+}
+
+fn ms(ns: u64) -> String {
+    if ns % 1_000_000 == 0 {
+        (ns / 1_000_000).to_string()
+    } else {
+        format!("{ns} ns (not whole ms)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_undo_posix_quoting() {
+        assert_eq!(
+            shell_words("/x/truecold-vmm --cmdline-extra 'quiet a=b c' 'it'\\''s'").unwrap(),
+            vec!["/x/truecold-vmm", "--cmdline-extra", "quiet a=b c", "it's"]
+        );
+        assert_eq!(
+            shell_words(r#"a "b \"c\"" d\ e"#).unwrap(),
+            vec!["a", "b \"c\"", "d e"]
+        );
+        assert_eq!(shell_words("a 'b"), None);
+        assert_eq!(shell_words("''").unwrap(), vec![""]);
+    }
+
+    #[test]
+    fn run_flags_parse_in_every_spelling() {
+        let a =
+            parse_run("truecold run -n5 --vcpus=4 --mem-mib 64 --probe --cmdline-extra --vcpus")
+                .unwrap();
+        assert_eq!(a.get("--count"), Some("5"));
+        assert_eq!(a.get("--vcpus"), Some("4"));
+        assert_eq!(a.get("--mem-mib"), Some("64"));
+        assert_eq!(a.get("--cmdline-extra"), Some("--vcpus"));
+        assert!(a.has("--probe"));
+        assert!(matches!(
+            parse_run("truecold run --vcpus 2 --vcpus 4"),
+            Err(CmdlineError::Repeated { .. })
+        ));
+        assert!(matches!(
+            parse_run("truecold run --frobnicate"),
+            Err(CmdlineError::Unknown { .. })
+        ));
+        assert!(matches!(
+            parse_run("truecold run --vcpus"),
+            Err(CmdlineError::NoValue { .. })
+        ));
+        assert!(matches!(
+            parse_run("truecold-vmm boot --vcpus 2"),
+            Err(CmdlineError::NotTheCommand { .. })
+        ));
+    }
+
+    #[test]
+    fn the_format_round_trips() {
+        let t = format_cmdline_txt(
+            "truecold run --probe",
+            "truecold-vmm boot --probe --vcpus 2 --deadline-ms <DEADLINE_MS>",
+            None,
+        );
+        let r = parse_cmdline_txt(t.as_bytes()).unwrap();
+        assert!(r.invocation.has("--probe"));
+        assert_eq!(r.vmm.get("--deadline-ms"), Some("<DEADLINE_MS>"));
+        assert_eq!(r.guest_cmdline, None);
+        assert!(matches!(
+            parse_cmdline_txt(b"# truecold invocation\ntruecold run\n"),
+            Err(CmdlineError::MissingSection(VMM_HEADING))
+        ));
+    }
+}
