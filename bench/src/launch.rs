@@ -57,6 +57,11 @@ pub struct Attempt {
     pub stderr_tail: String,
 }
 
+/// The per-sample flag carrying the request stamp (CLOCK_MONOTONIC ns).
+pub const REQUEST_FLAG: &str = "--request-ns";
+/// The per-sample flag carrying the absolute deadline (CLOCK_MONOTONIC ns).
+pub const DEADLINE_FLAG: &str = "--deadline-at-ns";
+
 /// The fixed part of the VMM command line (everything but the per-sample flags).
 #[derive(Clone, Debug)]
 pub struct VmmCommand {
@@ -65,15 +70,25 @@ pub struct VmmCommand {
 }
 
 impl VmmCommand {
-    /// The command line as one shell-readable string (for the bundle), with the per-sample
-    /// flags shown symbolically.
-    pub fn display(&self) -> String {
+    /// The command line as one shell-readable string (for `cmdline.txt`), with the
+    /// per-sample flags ([`REQUEST_FLAG`], [`DEADLINE_FLAG`]) shown symbolically: each
+    /// sample's real values are its row's `actual_request_ns` and its latency origin
+    /// (`intended_request_ns` when `intended`, else `actual_request_ns`) + `deadline_ns`, and
+    /// `reports.jsonl` keeps the VMM's own record of both.
+    pub fn display(&self, deadline_ns: u64, intended: bool) -> String {
         let mut s = shell_quote(&self.program.to_string_lossy());
         for a in &self.args {
             s.push(' ');
             s.push_str(&shell_quote(&a.to_string_lossy()));
         }
-        s.push_str(" --request-ns <REQUEST_NS> --deadline-at-ns <DEADLINE_AT_NS>");
+        let origin = if intended {
+            "intended_request_ns"
+        } else {
+            "actual_request_ns"
+        };
+        s.push_str(&format!(
+            " {REQUEST_FLAG} <actual_request_ns> {DEADLINE_FLAG} <{origin}+{deadline_ns}>"
+        ));
         s
     }
 }
@@ -125,9 +140,9 @@ impl Launcher for ProcessLauncher {
             request_ns
         };
         let deadline_at = origin.saturating_add(self.deadline_ns);
-        cmd.arg("--request-ns")
+        cmd.arg(REQUEST_FLAG)
             .arg(request_ns.to_string())
-            .arg("--deadline-at-ns")
+            .arg(DEADLINE_FLAG)
             .arg(deadline_at.to_string());
         let mut attempt = Attempt {
             slot,

@@ -210,28 +210,12 @@ pub fn explicit_args(
 /// `actual_request_ns`, which is all that differs between samples of a closed loop) and the
 /// deadline in ms.
 pub fn vmm_command_line(command: &VmmCommand, spec: &CampaignSpec) -> String {
-    let mut s = shell_quote(&command.program.to_string_lossy());
-    for a in &command.args {
-        s.push(' ');
-        s.push_str(&shell_quote(&a.to_string_lossy()));
-    }
-    let deadline_ms = spec.deadline_ns.div_ceil(1_000_000);
-    if spec.mode().has_intended_time() {
-        s.push_str(&format!(
-            " --request-ns <actual_request_ns> --deadline-ms <{deadline_ms} less the sample's \
-             lateness behind its intended_request_ns, rounded up, at least 1>"
-        ));
-    } else {
-        s.push_str(&format!(
-            " --request-ns <actual_request_ns> --deadline-ms {deadline_ms}"
-        ));
-    }
-    s
+    command.display(spec.deadline_ns, spec.mode().has_intended_time())
 }
 
-/// `cmdline.txt`: the contract, the invocation as typed, the same campaign with every
-/// argument explicit, the VMM command of each sample and (Linux) the guest kernel command
-/// line the VMM reported.
+/// `cmdline.txt` (the format is `truecold_proof::cmdline`'s, the one writer): the
+/// contract, the invocation as typed, the same campaign with every argument explicit, the
+/// VMM command of each sample and (Linux) the guest kernel command line the VMM reported.
 pub fn cmdline_txt(
     label: &str,
     invocation: &str,
@@ -240,21 +224,13 @@ pub fn cmdline_txt(
     guest_cmdline: Option<&str>,
 ) -> String {
     let explicit: Vec<String> = explicit.iter().map(|a| shell_quote(a)).collect();
-    let mut t = format!(
-        "# {label}\n\
-         # truecold invocation, as typed\n{invocation}\n\
-         # the same campaign, every argument explicit (defaults filled in, paths resolved)\n\
-         truecold run {}\n\
-         # VMM command, one fresh process per sample (<actual_request_ns>: that row's column)\n\
-         {vmm_line}\n",
-        explicit.join(" ")
-    );
-    if let Some(c) = guest_cmdline {
-        t.push_str(&format!(
-            "# guest kernel command line (as the VMM reported it)\n{c}\n"
-        ));
-    }
-    t
+    truecold_proof::cmdline::format_cmdline_txt(
+        label,
+        invocation,
+        &format!("truecold run {}", explicit.join(" ")),
+        vmm_line,
+        guest_cmdline,
+    )
 }
 
 /// Why this host's Linux campaign became a probe campaign (printed and recorded).
@@ -675,7 +651,8 @@ mod tests {
         let line = vmm_command_line(&cmd, &spec);
         assert_eq!(
             line,
-            "'/opt/truecold vmm' boot --probe --request-ns <actual_request_ns> --deadline-ms 1234"
+            "'/opt/truecold vmm' boot --probe --request-ns <actual_request_ns> \
+             --deadline-at-ns <actual_request_ns+1234000000>"
         );
         let text = cmdline_txt(
             ContractKind::Probe.label(),
@@ -698,7 +675,11 @@ mod tests {
             max_in_flight: 2,
         };
         assert!(vmm_command_line(&cmd, &open)
-            .ends_with("--deadline-ms <1234 less the sample's lateness behind its intended_request_ns, rounded up, at least 1>"));
+            .ends_with("--deadline-at-ns <intended_request_ns+1234000000>"));
+        // The verifier reads back what this writes.
+        let r = truecold_proof::cmdline::parse_cmdline_txt(text.as_bytes()).unwrap();
+        assert_eq!(r.invocation.get("--deadline-ms"), Some("1234"));
+        assert_eq!(r.vmm_line, line);
     }
 
     #[test]

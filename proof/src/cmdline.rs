@@ -1,58 +1,36 @@
-//! `cmdline.txt`: the bench's record of how a campaign was started, read back so the
-//! verifier can hold it against `result.json`.
+//! `cmdline.txt`: the bench's record of how a campaign was started, written by
+//! [`format_cmdline_txt`] (the one writer) and read back so the verifier can hold it against
+//! `result.json`.
 //!
-//! The file is sections of `# <heading>` lines, each followed by exactly one line:
-//! - `# truecold invocation`: the `truecold run …` argv as typed, one POSIX-shell word per
-//!   argument (required);
-//! - `# VMM command…`: the `truecold-vmm boot …` argv every sample ran (required);
-//!   a value written `<LIKE_THIS>` is a per-sample placeholder and is not checked;
+//! The file is the contract label, then sections of `# <heading>` lines, each followed by
+//! exactly one line:
+//! - `# truecold invocation, as typed`: the command line as the user typed it (not parsed:
+//!   it may rely on defaults, a relative path or a wrapper);
+//! - `# truecold run, every argument explicit`: the same campaign as a `truecold run …` argv
+//!   with every flag spelled out (defaults filled in, paths resolved), one POSIX-shell word
+//!   per argument (required; this is the line the verifier reads);
+//! - `# VMM command…`: the `truecold-vmm boot …` argv every sample ran (required); a value
+//!   written `<like_this>` is per sample (`<actual_request_ns>`, and the absolute deadline
+//!   `<origin+N>` whose `N` must be the contract's deadline in ns);
 //! - `# guest kernel command line…`: the kernel command line the VMM reported (optional).
 //!
-//! Other headings are allowed and not read. [`format_cmdline_txt`] writes the format.
-//!
 //! What the argv must agree with (see [`Recorded::disagreements`]): vCPUs, memory, backing
-//! (the first word of `configuration.backing`), deadline, the guest kind (where
-//! `--probe`/`--linux`/`--nested` forces it, and `--kernel` or not in the VMM command), and
+//! (the first word of `configuration.backing`), deadline, the guest kind, and
 //! `configuration.cmdline` (the guest kernel command line when recorded, else the VMM
-//! command). The mode and count are not compared here: the rows themselves are checked
-//! against the declared mode. A flag absent from the
-//! invocation takes `truecold run`'s default ([`RUN_DEFAULTS`]); one absent from the VMM
-//! command takes `truecold-vmm boot`'s default ([`VMM_DEFAULTS`]).
+//! command). Both commands must spell out `--vcpus`, `--mem-mib` and `--backing` (and the
+//! run line `--deadline-ms`): nothing is read from a default, so no default is copied here.
+//! The mode and count are not compared: the rows themselves are checked against the mode.
 
 use crate::schema::{ContractKind, ResultJson};
 
-/// Section headings (a heading line starts with one of these).
-pub const INVOCATION_HEADING: &str = "# truecold invocation";
+/// The as-typed section's heading.
+pub const TYPED_HEADING: &str = "# truecold invocation, as typed";
+/// The explicit `truecold run` section's heading.
+pub const INVOCATION_HEADING: &str = "# truecold run, every argument explicit";
 /// The VMM command's heading.
 pub const VMM_HEADING: &str = "# VMM command";
 /// The guest kernel command line's heading.
 pub const GUEST_HEADING: &str = "# guest kernel command line";
-
-/// Defaults of a command's flags, as that command documents them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Defaults {
-    pub vcpus: u32,
-    pub mem_mib: u64,
-    pub backing: &'static str,
-}
-
-/// `truecold run`'s defaults (bench/src/cli.rs). Deadline: [`RUN_DEFAULT_DEADLINE_MS`], or
-/// [`RUN_DEFAULT_NESTED_DEADLINE_MS`] with `--nested`.
-pub const RUN_DEFAULTS: Defaults = Defaults {
-    vcpus: 2,
-    mem_mib: 16384,
-    backing: "anon",
-};
-/// `truecold run --deadline-ms` default.
-pub const RUN_DEFAULT_DEADLINE_MS: u64 = 2_000;
-/// `truecold run --nested --deadline-ms` default.
-pub const RUN_DEFAULT_NESTED_DEADLINE_MS: u64 = 300_000;
-/// `truecold-vmm boot`'s defaults (vmm/src/main.rs).
-pub const VMM_DEFAULTS: Defaults = Defaults {
-    vcpus: 1,
-    mem_mib: 128,
-    backing: "anon",
-};
 
 /// `truecold run`'s flags that take a value.
 pub const RUN_VALUE_FLAGS: &[&str] = &[
@@ -111,6 +89,11 @@ pub enum CmdlineError {
     Repeated { section: &'static str, flag: String },
     #[error("{section}: unknown argument `{arg}` (not a `truecold run` flag this verifier knows)")]
     Unknown { section: &'static str, arg: String },
+    #[error("{section}: `{flag}` is not spelled out")]
+    Missing {
+        section: &'static str,
+        flag: &'static str,
+    },
     #[error("{section}: `{flag}` has the unreadable value `{value}`")]
     BadValue {
         section: &'static str,
@@ -154,15 +137,20 @@ pub struct Recorded {
     pub guest_cmdline: Option<String>,
 }
 
-/// Writes `cmdline.txt` in the format [`parse_cmdline_txt`] reads. `invocation` and
-/// `vmm_command` are already shell-quoted lines.
+/// Writes `cmdline.txt` in the format [`parse_cmdline_txt`] reads: `label` (the contract's),
+/// the invocation `as_typed`, the `explicit` `truecold run` line, the VMM command and
+/// (Linux) the guest kernel command line. The lines are already shell-quoted.
 pub fn format_cmdline_txt(
-    invocation: &str,
+    label: &str,
+    as_typed: &str,
+    explicit: &str,
     vmm_command: &str,
     guest_cmdline: Option<&str>,
 ) -> String {
     let mut s = format!(
-        "{INVOCATION_HEADING}\n{invocation}\n{VMM_HEADING}, one fresh process per sample\n\
+        "# {label}\n{TYPED_HEADING}\n{as_typed}\n\
+         {INVOCATION_HEADING} (defaults filled in, paths resolved)\n{explicit}\n\
+         {VMM_HEADING}, one fresh process per sample (<…>: that sample's values)\n\
          {vmm_command}\n"
     );
     if let Some(c) = guest_cmdline {
@@ -350,17 +338,22 @@ pub fn parse_vmm(line: &str) -> Result<Argv, CmdlineError> {
 fn num<T: std::str::FromStr>(
     section: &'static str,
     a: &Argv,
-    flag: &str,
-    default: T,
+    flag: &'static str,
 ) -> Result<T, CmdlineError> {
-    match a.get(flag) {
-        None => Ok(default),
-        Some(v) => v.parse().map_err(|_| CmdlineError::BadValue {
-            section,
-            flag: flag.to_string(),
-            value: v.to_string(),
-        }),
-    }
+    let v = a.get(flag).ok_or(CmdlineError::Missing { section, flag })?;
+    v.parse().map_err(|_| CmdlineError::BadValue {
+        section,
+        flag: flag.to_string(),
+        value: v.to_string(),
+    })
+}
+
+fn word<'a>(
+    section: &'static str,
+    a: &'a Argv,
+    flag: &'static str,
+) -> Result<&'a str, CmdlineError> {
+    a.get(flag).ok_or(CmdlineError::Missing { section, flag })
 }
 
 /// A per-sample placeholder such as `<DEADLINE_MS>`.
@@ -378,56 +371,47 @@ impl Recorded {
         let backing = cfg.backing.split(" (").next().unwrap_or_default();
         let (inv, vmm) = (&self.invocation, &self.vmm);
         let (si, sv) = (INVOCATION_HEADING, VMM_HEADING);
-        let run_deadline = if inv.has("--nested") {
-            RUN_DEFAULT_NESTED_DEADLINE_MS
-        } else {
-            RUN_DEFAULT_DEADLINE_MS
-        };
         let mut facts: Vec<(&str, &str, String, String)> = vec![
             (
                 "vCPUs",
                 "truecold run",
-                num(si, inv, "--vcpus", RUN_DEFAULTS.vcpus)?.to_string(),
+                num::<u32>(si, inv, "--vcpus")?.to_string(),
                 cfg.vcpus.to_string(),
             ),
             (
                 "memory (MiB)",
                 "truecold run",
-                num(si, inv, "--mem-mib", RUN_DEFAULTS.mem_mib)?.to_string(),
+                num::<u64>(si, inv, "--mem-mib")?.to_string(),
                 mib(cfg.mem_bytes),
             ),
             (
                 "backing",
                 "truecold run",
-                inv.get("--backing")
-                    .unwrap_or(RUN_DEFAULTS.backing)
-                    .to_string(),
+                word(si, inv, "--backing")?.to_string(),
                 backing.to_string(),
             ),
             (
                 "deadline (ms)",
                 "truecold run",
-                num(si, inv, "--deadline-ms", run_deadline)?.to_string(),
+                num::<u64>(si, inv, "--deadline-ms")?.to_string(),
                 ms(r.contract.deadline_ns),
             ),
             (
                 "vCPUs",
                 "truecold-vmm",
-                num(sv, vmm, "--vcpus", VMM_DEFAULTS.vcpus)?.to_string(),
+                num::<u32>(sv, vmm, "--vcpus")?.to_string(),
                 cfg.vcpus.to_string(),
             ),
             (
                 "memory (MiB)",
                 "truecold-vmm",
-                num(sv, vmm, "--mem-mib", VMM_DEFAULTS.mem_mib)?.to_string(),
+                num::<u64>(sv, vmm, "--mem-mib")?.to_string(),
                 mib(cfg.mem_bytes),
             ),
             (
                 "backing",
                 "truecold-vmm",
-                vmm.get("--backing")
-                    .unwrap_or(VMM_DEFAULTS.backing)
-                    .to_string(),
+                word(sv, vmm, "--backing")?.to_string(),
                 backing.to_string(),
             ),
         ];
@@ -442,6 +426,25 @@ impl Recorded {
                 "truecold-vmm",
                 d.to_string(),
                 ms(r.contract.deadline_ns),
+            ));
+        }
+        if let Some(d) = vmm.get("--deadline-at-ns") {
+            // `<origin+N>`: N ns after each sample's latency origin.
+            let n = d
+                .strip_prefix('<')
+                .and_then(|d| d.strip_suffix('>'))
+                .and_then(|d| d.rsplit_once('+'))
+                .and_then(|(_, n)| n.parse::<u64>().ok())
+                .ok_or_else(|| CmdlineError::BadValue {
+                    section: sv,
+                    flag: "--deadline-at-ns".into(),
+                    value: d.into(),
+                })?;
+            facts.push((
+                "deadline (ns after the origin)",
+                "truecold-vmm",
+                n.to_string(),
+                r.contract.deadline_ns.to_string(),
             ));
         }
         for (what, who, said, stored) in facts {
@@ -562,17 +565,21 @@ mod tests {
     #[test]
     fn the_format_round_trips() {
         let t = format_cmdline_txt(
-            "truecold run --probe",
-            "truecold-vmm boot --probe --vcpus 2 --deadline-ms <DEADLINE_MS>",
+            "label",
+            "./truecold run --probe",
+            "truecold run --probe --vcpus 2",
+            "truecold-vmm boot --probe --vcpus 2 --deadline-at-ns <actual_request_ns+5>",
             None,
         );
         let r = parse_cmdline_txt(t.as_bytes()).unwrap();
         assert!(r.invocation.has("--probe"));
-        assert_eq!(r.vmm.get("--deadline-ms"), Some("<DEADLINE_MS>"));
+        assert_eq!(r.invocation_line, "truecold run --probe --vcpus 2");
+        assert_eq!(r.vmm.get("--deadline-at-ns"), Some("<actual_request_ns+5>"));
         assert_eq!(r.guest_cmdline, None);
+        let only_typed = format!("{TYPED_HEADING}\ntruecold run\n");
         assert!(matches!(
-            parse_cmdline_txt(b"# truecold invocation\ntruecold run\n"),
-            Err(CmdlineError::MissingSection(VMM_HEADING))
+            parse_cmdline_txt(only_typed.as_bytes()),
+            Err(CmdlineError::MissingSection(INVOCATION_HEADING))
         ));
     }
 }

@@ -46,8 +46,9 @@ impl Launcher for Fake<'_> {
             self.stop.store(true, Ordering::SeqCst);
         }
         let request_ns = now_ns().max(slot.intended_ns);
-        // The "boot".
-        std::thread::sleep(self.takes);
+        // The "boot": at least as long as its stamps (the last, `record`, is 1.006 ms after
+        // the request), so a sequential campaign's rows never overlap.
+        std::thread::sleep(self.takes.max(std::time::Duration::from_micros(1_100)));
         let failed = self.fail_at.contains(&slot.index);
         let id = if self.dup_at.contains(&slot.index) {
             0
@@ -64,7 +65,7 @@ impl Launcher for Fake<'_> {
         Attempt {
             slot,
             request_ns,
-            reaped_ns: request_ns + 5_000_000,
+            reaped_ns: now_ns(),
             deadline_ns: self.deadline_ns,
             end: if failed {
                 End::KilledAtDeadline
@@ -184,7 +185,7 @@ fn run_with(
         vcpus: sp.vcpus,
         mem_bytes: sp.mem_bytes,
         backing: sp.backing.clone(),
-        cmdline: "truecold-vmm boot --probe".into(),
+        cmdline: FAKE_VMM_LINE.into(),
         vmm_path: "/fake/truecold-vmm".into(),
         kernel_path: None,
         initramfs_path: None,
@@ -197,11 +198,37 @@ fn run_with(
     let inputs = BundleInputs {
         // A Linux bundle carries its kernel's config; a probe bundle never does.
         kernel_config: (sp.contract == ContractKind::Linux).then(|| b"CONFIG_X=y\n".to_vec()),
-        cmdline: "truecold run --probe".into(),
+        cmdline: fake_cmdline_txt(sp),
         extra_files: vec![],
     };
     let w = write(&dest, &result, &ex.samples, &inputs).unwrap();
     (ex, w, dir)
+}
+
+/// The VMM command the fake campaign "ran".
+const FAKE_VMM_LINE: &str = "truecold-vmm boot --probe --vcpus 1 --mem-mib 64 --backing anon";
+
+/// `cmdline.txt` of a fake campaign, in the one format, agreeing with `sp`.
+fn fake_cmdline_txt(sp: &CampaignSpec) -> String {
+    let explicit = format!(
+        "truecold run --{} --vcpus {} --mem-mib {} --backing {} --deadline-ms {}",
+        sp.contract.as_str(),
+        sp.vcpus,
+        sp.mem_bytes >> 20,
+        sp.backing,
+        sp.deadline_ns / 1_000_000
+    );
+    let vmm = match sp.contract {
+        ContractKind::Probe => FAKE_VMM_LINE.to_string(),
+        ContractKind::Linux => FAKE_VMM_LINE.replace("--probe", "--kernel /fake/vmlinux"),
+    };
+    truecold_proof::cmdline::format_cmdline_txt(
+        sp.contract.label(),
+        &explicit,
+        &explicit,
+        &vmm,
+        None,
+    )
 }
 
 #[path = "../../tests/common/mod.rs"]

@@ -114,10 +114,13 @@ fn command_display_quotes_what_needs_it() {
         ],
     };
     assert_eq!(
-        c.display(),
+        c.display(2_000_000_000, false),
         "/x/truecold-vmm --cmdline-extra 'quiet a=b c' 'it'\\''s' \
-         --request-ns <REQUEST_NS> --deadline-at-ns <DEADLINE_AT_NS>"
+         --request-ns <actual_request_ns> --deadline-at-ns <actual_request_ns+2000000000>"
     );
+    assert!(c
+        .display(5, true)
+        .ends_with("--deadline-at-ns <intended_request_ns+5>"));
 }
 
 #[test]

@@ -266,7 +266,7 @@ impl Fixture {
     /// The `truecold run` invocation `cmdline.txt` records.
     pub fn invocation(&self) -> String {
         format!(
-            "target/release/truecold run --{} -n {} --vcpus 2 --mem-mib 16384 --backing thp \
+            "truecold run --{} -n {} --vcpus 2 --mem-mib 16384 --backing thp \
              --deadline-ms {}",
             self.kind.as_str(),
             self.n,
@@ -284,7 +284,7 @@ impl Fixture {
         };
         format!(
             "/usr/local/bin/truecold-vmm boot {guest} --vcpus 2 --mem-mib 16384 --backing thp \
-             --request-ns <REQUEST_NS> --deadline-ms <DEADLINE_MS>"
+             --request-ns <actual_request_ns> --deadline-at-ns <actual_request_ns+{DEADLINE}>"
         )
     }
 
@@ -292,6 +292,8 @@ impl Fixture {
         BundleInputs {
             kernel_config: self.config_bytes(),
             cmdline: truecold_proof::cmdline::format_cmdline_txt(
+                self.kind.label(),
+                &format!("./{}", self.invocation()),
                 &self.invocation(),
                 &self.vmm_command(),
                 (self.kind == ContractKind::Linux).then_some(GUEST_CMDLINE),
