@@ -18,6 +18,32 @@ fn csv_round_trip_with_awkward_text() {
     assert_eq!(read_samples(text.as_bytes()).unwrap(), s);
 }
 
+/// The committed 1,000-row bundle: its samples.csv parses with the `csv`-crate reader and
+/// is exactly what the writer produces from its rows (so old bundles stay canonical).
+#[test]
+fn committed_bundle_samples_are_canonical() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results/20261130T134200Z-probe-floor-sequential-2vcpu-16384mib");
+    let bytes = fs::read(dir.join(SAMPLES_FILE)).unwrap();
+    let rows = read_samples(&bytes).unwrap();
+    assert_eq!(rows.len(), 1000);
+    assert!(rows.iter().enumerate().all(|(i, s)| s.index == i as u64));
+    assert_eq!(write_samples(&rows).as_bytes(), bytes.as_slice());
+    // The same bytes with CRLF line ends, or one field quoted, are refused.
+    let crlf = String::from_utf8(bytes.clone())
+        .unwrap()
+        .replace('\n', "\r\n");
+    assert!(read_samples(crlf.as_bytes()).is_err());
+    let quoted = String::from_utf8(bytes)
+        .unwrap()
+        .replacen(",probe,", ",\"probe\",", 7);
+    let e = read_samples(quoted.as_bytes()).unwrap_err().to_string();
+    assert!(
+        e.contains("line 2, column `contract`") && e.contains("canonical"),
+        "{e}"
+    );
+}
+
 #[test]
 fn json_round_trip() {
     let f = Fixture::linux(50);
