@@ -110,6 +110,8 @@ pub struct Verdict {
     pub result: Option<ResultJson>,
     /// Rows parsed from samples.csv.
     pub rows: Option<usize>,
+    /// The rows parsed from samples.csv, as judged: `compare` uses exactly these.
+    pub samples: Option<Vec<Sample>>,
 }
 
 impl Verdict {
@@ -313,6 +315,7 @@ pub fn verify_dir(dir: &Path) -> Verdict {
         }
     }
     v.result = result;
+    v.samples = samples;
     v
 }
 
