@@ -8,6 +8,8 @@ use crate::schema::{Contract, Sample, Stage};
 use crate::stats::{with_failures, Summary};
 
 /// A metric summarised twice: successes only, and with failures scored at the deadline.
+/// The second is **right-censored at the deadline**: a failure's latency is only known to
+/// exceed the deadline, so a percentile that reaches the deadline is a lower bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pair {
@@ -15,9 +17,15 @@ pub struct Pair {
     pub with_failures: Option<Summary>,
 }
 
-/// One stage's pair. For a stage, "successes" are the values of successful samples that
-/// have the stage; "with failures" adds the deadline once per failed sample. A stage no
-/// success has (e.g. guest stages of a probe guest) has neither.
+/// One stage's summaries. `successes`: the values of successful samples that have the
+/// stage — the only per-stage statistic the README, the plots and `compare` show. A stage
+/// no success has (e.g. guest stages of a probe guest) has neither field.
+///
+/// `with_failures` adds the deadline once per failed sample. It is not a meaningful
+/// per-stage statistic (a failure is scored at the whole deadline in every stage, so it
+/// says nothing about any one stage) and nothing displays it; it stays in `result.json`
+/// only because schema 2 has the field (and the verifier recomputes it). Drop it at the
+/// next schema version.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StageSummary {
