@@ -98,16 +98,16 @@ pub fn readme(r: &ResultJson) -> String {
         ms(c.deadline_ns),
         ms(c.deadline_ns)
     );
+    let (cached, it) = if c.kind == ContractKind::Linux {
+        ("the VMM binary, the kernel and the initramfs", "them")
+    } else {
+        ("the VMM binary (the probe guest is inside it)", "it")
+    };
     let _ = writeln!(
         s,
         "- the VM is cold, the host is not: every sample is a fresh VMM process and a fresh \
-         VM, but after the first sample the host's page cache holds the VMM binary{} (unless \
-         the kernel evicts them), so later samples do not read them from disk",
-        if c.kind == ContractKind::Linux {
-            ", the kernel and the initramfs"
-        } else {
-            " (with its embedded probe guest)"
-        }
+         VM, but after the first sample the host's page cache holds {cached}, so later \
+         samples do not read {it} from disk (unless the kernel evicted {it})"
     );
     let _ = writeln!(s, "- statistics: {}\n", c.percentile_definition);
     let _ = writeln!(s, "## Configuration\n");

@@ -192,5 +192,5 @@ fn readme_says_the_host_is_warm_and_censors_only_the_headline() {
     }
     let w = write_bundle(&t.path().join("p"), &p.result(&s), &s, &p.inputs()).unwrap();
     let readme = fs::read_to_string(w.path.join("README.md")).unwrap();
-    assert!(readme.contains("page cache holds the VMM binary (with its embedded probe guest)"));
+    assert!(readme.contains("page cache holds the VMM binary (the probe guest is inside it)"));
 }
