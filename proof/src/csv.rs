@@ -167,36 +167,40 @@ fn bool_str(v: bool) -> &'static str {
 
 /// Fills `rec` with the fields of `s`, in [`columns`] order.
 fn fill_record(s: &Sample, rec: &mut csv::StringRecord) {
-    fn opt<T: ToString>(rec: &mut csv::StringRecord, v: Option<T>) {
-        match v {
-            Some(x) => rec.push_field(&x.to_string()),
-            None => rec.push_field(""),
+    use std::fmt::Write as _;
+    // One scratch buffer for every number (no allocation per field).
+    let mut buf = String::with_capacity(24);
+    let mut num = |rec: &mut csv::StringRecord, v: Option<&dyn std::fmt::Display>| {
+        buf.clear();
+        if let Some(x) = v {
+            let _ = write!(buf, "{x}");
         }
-    }
+        rec.push_field(&buf);
+    };
     rec.clear();
-    rec.push_field(&s.index.to_string());
+    num(rec, Some(&s.index));
     rec.push_field(s.contract.as_str());
-    rec.push_field(&s.concurrency.to_string());
-    opt(rec, s.intended_request_ns);
-    rec.push_field(&s.actual_request_ns.to_string());
-    opt(rec, s.ready_ns);
-    opt(rec, s.latency_ns);
-    for v in s.stages.0 {
-        opt(rec, v);
+    num(rec, Some(&s.concurrency));
+    num(rec, s.intended_request_ns.as_ref().map(|x| x as _));
+    num(rec, Some(&s.actual_request_ns));
+    num(rec, s.ready_ns.as_ref().map(|x| x as _));
+    num(rec, s.latency_ns.as_ref().map(|x| x as _));
+    for v in &s.stages.0 {
+        num(rec, v.as_ref().map(|x| x as _));
     }
     rec.push_field(s.boot_id.as_ref().map_or("", |b| b.as_str()));
-    rec.push_field(&s.host_mem_configured.to_string());
-    opt(rec, s.host_memslots);
-    opt(rec, s.host_e820_usable);
-    opt(rec, s.guest_mem_firmware);
-    opt(rec, s.guest_mem_total);
-    opt(rec, s.guest_cpus);
+    num(rec, Some(&s.host_mem_configured));
+    num(rec, s.host_memslots.as_ref().map(|x| x as _));
+    num(rec, s.host_e820_usable.as_ref().map(|x| x as _));
+    num(rec, s.guest_mem_firmware.as_ref().map(|x| x as _));
+    num(rec, s.guest_mem_total.as_ref().map(|x| x as _));
+    num(rec, s.guest_cpus.as_ref().map(|x| x as _));
     match &s.guest_platform {
         None => (0..PLATFORM_FIELDS).for_each(|_| rec.push_field("")),
         Some(p) => {
-            rec.push_field(&p.packages.to_string());
-            rec.push_field(&p.cores_per_package.to_string());
-            rec.push_field(&p.threads_per_core.to_string());
+            num(rec, Some(&p.packages));
+            num(rec, Some(&p.cores_per_package));
+            num(rec, Some(&p.threads_per_core));
             rec.push_field(bool_str(p.tsc_deadline_timer));
             rec.push_field(bool_str(p.constant_tsc));
             rec.push_field(bool_str(p.nonstop_tsc));
@@ -785,6 +789,25 @@ mod tests {
             "{}",
             err(&t)
         );
+    }
+
+    #[test]
+    fn invalid_utf8_is_typed_with_line_and_column() {
+        let mut b = text(3).into_bytes();
+        // The last field (error_detail, empty) of the row on line 3 gets a stray byte.
+        let nl: Vec<usize> = b
+            .iter()
+            .enumerate()
+            .filter(|x| *x.1 == b'\n')
+            .map(|x| x.0)
+            .collect();
+        b.insert(nl[2], 0xff);
+        match read_samples(&b) {
+            Err(CsvError::NotUtf8 { line, column }) => {
+                assert_eq!((line, column.as_str()), (3, "error_detail"))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
