@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use truecold_proof::bundle::{write_bundle, BundleError, BundleInputs, Written};
+use truecold_proof::reports::{HarnessMarks, ReportLine};
 use truecold_proof::schema::{Configuration, Contract, ContractKind, Mode, ResultJson, Sample};
 use truecold_proto::measure::now_ns;
 
@@ -251,6 +252,9 @@ pub fn expired_detail(a: &Attempt, kill_grace_ns: u64) -> String {
 pub struct Executed {
     /// Every attempt, in index order.
     pub samples: Vec<Sample>,
+    /// `reports.jsonl`: each attempt's harness marks and VMM output, one line per row in
+    /// index order (the row's evidence; `truecold_proof::reports`).
+    pub reports: Vec<u8>,
     pub planned: u64,
     pub interrupted: bool,
     pub levels: Vec<schedule::LevelRun>,
@@ -304,6 +308,7 @@ where
         expired: Mutex::new(BTreeSet::new()),
         prepared: Mutex::new((0, Vec::new())),
     };
+    let mut reports: Vec<(u64, String)> = Vec::new();
     let before = Snapshot::take();
     let run = schedule::run(&spec.schedule, &wrapped, stop, &mut |slot, attempt| {
         let was_expired = wrapped
@@ -326,6 +331,17 @@ where
             }
         }
         let mut s = to_sample(attempt, observed.as_ref(), why.as_deref(), &ctx);
+        let line = ReportLine::new(
+            slot.index,
+            HarnessMarks {
+                intended: s.intended_request_ns,
+                request: attempt.request_ns,
+                reaped: Some(attempt.reaped_ns),
+            },
+            &attempt.stdout,
+            attempt.stdout_truncated,
+        );
+        reports.push((slot.index, line.to_line()));
         if was_expired {
             s.error_detail = expired_detail(attempt, wrapped.kill_grace_ns);
         }
@@ -335,6 +351,8 @@ where
     let after = Snapshot::take();
     progress.finish();
     samples.sort_by_key(|s| s.index);
+    reports.sort_by_key(|(i, _)| *i);
+    let reports: Vec<u8> = reports.into_iter().flat_map(|(_, l)| l.into_bytes()).collect();
     let repeated_boot_ids = mark_repeated_boot_ids(&mut samples);
     let max_start_lag_ns = ctx.intended.then(|| {
         samples
@@ -369,6 +387,7 @@ where
         .len() as u64;
     Ok(Executed {
         samples,
+        reports,
         planned: run.planned,
         interrupted: run.interrupted,
         levels: run.levels,

@@ -485,7 +485,10 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     let inputs = BundleInputs {
         kernel_config,
         cmdline,
-        extra_files: Vec::new(),
+        extra_files: vec![(
+            truecold_proof::reports::REPORTS_FILE.to_string(),
+            ex.reports.clone(),
+        )],
     };
     let written = campaign::write(&dest, &result, &ex.samples, &inputs)?;
     Ok(RunOutcome {

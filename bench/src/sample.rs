@@ -257,8 +257,8 @@ fn classify(
             );
         }
     }
-    if let Some(why) = s.timeline_problem(linux) {
-        return fail(ErrorKind::IncompleteTimeline, why);
+    if let Some(why) = s.timeline_problems(linux).first() {
+        return fail(ErrorKind::IncompleteTimeline, why.to_string());
     }
     if let Some(why) = memory_mismatch(s, linux) {
         return fail(ErrorKind::MemoryMismatch, why);

@@ -1,25 +1,44 @@
-//! `compare A B`: A/B comparison of two bundles, for reviews and `git bisect run`.
+//! `compare A B`: A/B comparison of two verified bundles, for reviews and `git bisect run`.
 //!
-//! Per metric (the headline twice — successes only and with failures at the deadline —
-//! and every stage with data): each side's n, median (p50) and p99 by the shared
-//! nearest-rank definition; Δmedian = median(B) − median(A) with a percentile-bootstrap
-//! 95 % interval (seeded SplitMix64, deterministic); a two-sided Mann–Whitney U p-value
-//! (normal approximation, tie and continuity corrected).
+//! The data compared are exactly the rows `verify` parsed and accepted (the CLI passes
+//! [`crate::Verdict::samples`]; nothing is read twice).
 //!
-//! Verdict per metric: *inconclusive* when either side has fewer than `min_samples`
-//! values or the interval is wider than `max_ci_width_pct` of A's median; otherwise
-//! *improved* / *regressed* when |Δmedian| ≥ `threshold_pct` of A's median and
-//! p < `alpha` (lower latency is better), else *no change*.
+//! Metrics: the headline twice — successes only, and with every failure scored at the
+//! deadline (those values are right-censored: a failure's true latency is only known to
+//! exceed the deadline) — and every stage with data, over successful rows only (a failed
+//! row's stages are not comparable: every stage of a timed-out attempt gets the full
+//! deadline or nothing).
 //!
-//! Outcome (exit code) from the two headline metrics: 1 if either regressed, else 125 if
-//! either is inconclusive, else 0. Stage verdicts are reported, never gating.
+//! Per metric: each side's n, median (p50) and p99 by the shared nearest-rank definition;
+//! Δmedian = median(B) − median(A) with a percentile-bootstrap 95 % interval (seeded
+//! SplitMix64, deterministic); and the **test**: Mann–Whitney U, two-sided, normal
+//! approximation with tie correction and continuity correction, the normal tail from
+//! `statrs`.
+//!
+//! **The verdict rule**, applied in this order (`threshold` = `--threshold-pct`, default 2 %
+//! of A's median; `alpha` = `--alpha`, default 0.01):
+//! 1. *inconclusive* — either side has fewer than `--min-samples` values (default 20);
+//! 2. *no difference* — both sides hold exactly the same values (same multiset);
+//! 3. *improved* / *regressed* — p < alpha **and** |Δmedian| ≥ threshold (lower is better);
+//! 4. *inconclusive* — otherwise, if the 95 % interval of Δmedian is wider than
+//!    `--max-ci-width-pct` (default 10 %) of A's median: too imprecise to rule a change out;
+//! 5. *no change* — otherwise (not significant, or significant but smaller than the
+//!    threshold).
+//!
+//! Outcome (exit code) from the two headline metrics only: 1 if either regressed, else 125
+//! if either is inconclusive, else 0. Stage verdicts are reported, never gating.
+//! A comparison that cannot be made at all (invalid bundle, mismatched bundles, bad
+//! options) is [`CompareError`], exit 125 as well.
 
 use serde::Serialize;
 use std::fmt::Write as _;
 
+use statrs::distribution::{ContinuousCDF, Normal};
+
 use crate::report::ms;
 use crate::schema::{ResultJson, Sample, Stage, HEADLINE};
 use crate::stats::{percentile_sorted, with_failures};
+use crate::verify::Verdict;
 
 /// Knobs; [`Default`] gives the documented defaults.
 #[derive(Clone, Debug, Serialize)]
@@ -54,11 +73,13 @@ impl Default for CompareOptions {
     }
 }
 
-/// Errors of `compare`.
+/// Why two bundles cannot be compared (the CLI exits 125 for every one).
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
     #[error("the bundles are not comparable (pass --allow-mismatch to compare anyway):\n  - {}", .0.join("\n  - "))]
     Mismatch(Vec<String>),
+    #[error("bundle {side} is not valid (`truecold-proof verify` lists why); only verified bundles are compared")]
+    Invalid { side: &'static str },
     #[error("bad option: {0}")]
     BadOption(String),
     #[error("cannot serialise the comparison as JSON")]
@@ -69,6 +90,8 @@ pub enum CompareError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MetricVerdict {
+    /// Both sides hold exactly the same values.
+    NoDifference,
     Improved,
     Regressed,
     NoChange,
@@ -78,6 +101,7 @@ pub enum MetricVerdict {
 impl MetricVerdict {
     fn as_str(self) -> &'static str {
         match self {
+            MetricVerdict::NoDifference => "no difference",
             MetricVerdict::Improved => "improved",
             MetricVerdict::Regressed => "regressed",
             MetricVerdict::NoChange => "no change",
@@ -195,26 +219,6 @@ pub fn bootstrap_delta_ci(a: &[u64], b: &[u64], resamples: usize, seed: u64) -> 
     Some((d[lo], d[hi]))
 }
 
-/// Complementary error function; Chebyshev fit with fractional error below 1.2e-7.
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let r = t * poly.exp();
-    if x >= 0.0 {
-        r
-    } else {
-        2.0 - r
-    }
-}
-
 /// Two-sided Mann–Whitney U p-value (normal approximation with tie and continuity
 /// correction). `None` if a side is empty; 1.0 when every value is tied.
 pub fn mann_whitney_p(a: &[u64], b: &[u64]) -> Option<f64> {
@@ -254,7 +258,8 @@ pub fn mann_whitney_p(a: &[u64], b: &[u64]) -> Option<f64> {
     }
     let dev = ((u1 - mean).abs() - 0.5).max(0.0);
     let z = dev / var.sqrt();
-    Some(erfc(z / std::f64::consts::SQRT_2).clamp(0.0, 1.0))
+    // Two-sided: twice the standard normal's upper tail at |z|.
+    Some((2.0 * Normal::standard().sf(z)).clamp(0.0, 1.0))
 }
 
 fn side(sorted: &[u64]) -> Side {
@@ -306,6 +311,7 @@ pub fn compare_values(
         verdict: MetricVerdict::Inconclusive,
         why: String::new(),
     };
+    // 1. Too few values.
     if sa.len() < o.min_samples || sb.len() < o.min_samples {
         m.why = format!(
             "too few samples ({} vs {}; need {} per side)",
@@ -317,40 +323,66 @@ pub fn compare_values(
     }
     m.ci95_ns = bootstrap_delta_ci(&sa, &sb, o.resamples, o.seed);
     m.p_value = mann_whitney_p(&sa, &sb);
-    let (Some(d), Some((lo, hi)), Some(p), Some(dp)) = (delta, m.ci95_ns, m.p_value, delta_pct)
-    else {
+    // 2. The same values on both sides.
+    if sa == sb {
+        m.verdict = MetricVerdict::NoDifference;
+        m.why = "both sides hold exactly the same values".into();
+        return m;
+    }
+    let (Some(d), Some(p), Some(dp)) = (delta, m.p_value, delta_pct) else {
         m.why = "no data".into();
         return m;
     };
-    let width_pct = pct(hi.saturating_sub(lo));
-    if width_pct > o.max_ci_width_pct {
-        m.why = format!(
-            "95% interval of Δmedian is {width_pct:.1}% of A's median wide (> {}%)",
-            o.max_ci_width_pct
-        );
-        return m;
-    }
-    if dp.abs() >= o.threshold_pct && p < o.alpha {
+    // 3. Significant and at least the threshold.
+    if p < o.alpha && dp.abs() >= o.threshold_pct {
         m.verdict = if d < 0 {
             MetricVerdict::Improved
         } else {
             MetricVerdict::Regressed
         };
         m.why = format!(
-            "|Δmedian| {:.2}% ≥ {}% and p {p:.2e} < {}",
+            "p {} < {} and |Δmedian| {:.2}% ≥ {}%",
+            fmt_p(p),
+            o.alpha,
             dp.abs(),
-            o.threshold_pct,
-            o.alpha
+            o.threshold_pct
         );
-    } else {
-        m.verdict = MetricVerdict::NoChange;
-        m.why = if dp.abs() < o.threshold_pct {
-            format!("|Δmedian| {:.2}% < {}%", dp.abs(), o.threshold_pct)
-        } else {
-            format!("p {p:.2e} ≥ {}", o.alpha)
-        };
+        return m;
     }
+    // 4. Too imprecise to call it no change.
+    if let Some((lo, hi)) = m.ci95_ns {
+        let width_pct = pct(hi.saturating_sub(lo));
+        if width_pct > o.max_ci_width_pct {
+            m.why = format!(
+                "not a significant change, but the 95% interval of Δmedian is {width_pct:.1}% \
+                 of A's median wide (> {}%): a change is not ruled out",
+                o.max_ci_width_pct
+            );
+            return m;
+        }
+    }
+    // 5. No change.
+    m.verdict = MetricVerdict::NoChange;
+    m.why = if p >= o.alpha {
+        format!("p {} ≥ {}", fmt_p(p), o.alpha)
+    } else {
+        format!(
+            "significant (p {}) but |Δmedian| {:.2}% < {}%",
+            fmt_p(p),
+            dp.abs(),
+            o.threshold_pct
+        )
+    };
     m
+}
+
+/// A p-value for people: three significant digits; below f64's range, "< 1e-300".
+pub fn fmt_p(p: f64) -> String {
+    if p < 1e-300 {
+        "< 1e-300".into()
+    } else {
+        format!("{p:.2e}")
+    }
 }
 
 /// Reasons two bundles' contracts or hosts differ (empty: comparable).
@@ -411,6 +443,28 @@ fn headline_all(s: &[Sample], deadline: u64) -> Vec<u64> {
     let ok = headline_ok(s);
     let failed = (s.len() - ok.len()) as u64;
     with_failures(&ok, failed, deadline)
+}
+
+/// Compares the data two verdicts verified: each must be valid, and the rows compared
+/// are exactly the ones `verify` parsed and judged (nothing is read again).
+pub fn compare_verified(
+    a: &Verdict,
+    b: &Verdict,
+    o: &CompareOptions,
+) -> Result<Comparison, CompareError> {
+    let (ra, sa) = verified_data("A", a)?;
+    let (rb, sb) = verified_data("B", b)?;
+    compare_bundles((ra, sa), (rb, sb), o)
+}
+
+fn verified_data<'v>(
+    side: &'static str,
+    v: &'v Verdict,
+) -> Result<(&'v ResultJson, &'v [Sample]), CompareError> {
+    match (v.is_valid(), &v.result, &v.samples) {
+        (true, Some(r), Some(s)) => Ok((r, s.as_slice())),
+        _ => Err(CompareError::Invalid { side }),
+    }
 }
 
 /// Compares two bundles (already verified by the caller) metric by metric.
@@ -517,9 +571,7 @@ fn cells(m: &MetricComparison) -> [String; 11] {
         m.ci95_ns
             .map(|(l, h)| format!("[{}, {}]", signed_ms(l), signed_ms(h)))
             .unwrap_or_else(|| "–".into()),
-        m.p_value
-            .map(|p| format!("{p:.2e}"))
-            .unwrap_or_else(|| "–".into()),
+        m.p_value.map(fmt_p).unwrap_or_else(|| "–".into()),
         m.verdict.as_str().to_string(),
     ]
 }

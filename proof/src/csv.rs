@@ -1,29 +1,72 @@
-//! `samples.csv`: a strict writer and reader.
+//! `samples.csv`: written and read with the `csv` crate, held to one canonical byte form.
 //!
 //! Format: UTF-8, `\n` line ends (every line, the last included), a header naming exactly
 //! [`columns`] in order, one row per sample. A field containing `,`, `"`, `\r` or `\n` is
-//! quoted (RFC 4180: `"` doubled); any other field is written bare. Integers are decimal
-//! without sign or leading zeros; an empty field is "none". Unknown, missing or reordered
-//! columns, wrong field counts, and non-canonical numbers are errors. Never panics.
+//! quoted (RFC 4180: `"` doubled); any other field is written bare (the `csv` crate's
+//! `QuoteStyle::Necessary`). Integers are decimal without sign or leading zeros; an empty
+//! field is "none".
+//!
+//! **Canonical bytes.** A file is accepted only if it equals, byte for byte, what
+//! [`write_samples`] produces from the rows parsed out of it. The reader checks this row
+//! by row (the header included): each record's raw bytes are compared with the writer's
+//! bytes for the parsed row, so a quoted field that needs no quotes, a doubled quote
+//! where none is needed, CRLF, a trailing space, a blank line, a missing final newline,
+//! reordered or unknown columns, and non-canonical numbers are all errors
+//! ([`CsvError::NotCanonical`] or a more specific variant), each with its line and column.
+//!
+//! **Streaming and caps.** [`SamplesReader`] reads from any [`Read`] one record at a time
+//! through the `csv` crate's fixed buffer; besides the rows it returns, it holds at most
+//! one row plus one buffer of read-ahead. Caps (each a typed error, never a panic or an
+//! allocation beyond it):
+//! - [`MAX_BYTES`]: the whole file, 1 GiB;
+//! - [`MAX_ROW_BYTES`]: one row (header included), 64 KiB (a real row is under 1 KiB:
+//!   the bench bounds `error_detail` to 400 characters);
+//! - [`MAX_ROWS`]: 2^20 = 1,048,576 rows (a campaign of more attempts cannot be verified).
+//!
+//! Serde is not used for the rows: the stage columns are generated from
+//! [`Stage::ALL`] (one definition), which a derived flat struct would have to repeat.
+//! Never panics.
+
+use std::io::{self, Read};
 
 use crate::schema::{ContractKind, Sample, Stage, StageTimes, STAGE_COUNT};
 use truecold_proto::{BootId, Clocksource, GuestPlatform};
 
+/// Cap on the whole of `samples.csv`, bytes.
+pub const MAX_BYTES: u64 = 1 << 30;
+/// Cap on one row of `samples.csv` (its raw bytes, line end included).
+pub const MAX_ROW_BYTES: usize = 64 * 1024;
+/// Cap on the number of rows (the header not counted).
+pub const MAX_ROWS: u64 = 1 << 20;
+
+/// The `csv` crate's read buffer.
+const READ_BUFFER: usize = 8 * 1024;
+
 /// Why `samples.csv` could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum CsvError {
-    #[error("samples.csv is not UTF-8")]
-    NotUtf8,
     #[error("samples.csv is empty (no header)")]
     Empty,
-    #[error("samples.csv does not end with a newline")]
-    NoFinalNewline,
-    #[error("line {line}: {what}")]
-    Syntax { line: usize, what: String },
+    #[error("samples.csv is larger than the cap of {cap} bytes")]
+    TooLarge { cap: u64 },
+    #[error("line {line}: row longer than the cap of {cap} bytes")]
+    RowTooLong { line: u64, cap: usize },
+    #[error("line {line}: more than {cap} rows (the cap)")]
+    TooManyRows { line: u64, cap: u64 },
+    #[error("line {line}, column `{column}`: not UTF-8")]
+    NotUtf8 { line: u64, column: String },
+    #[error("line {line}: cannot read the record")]
+    Read {
+        line: u64,
+        #[source]
+        source: csv::Error,
+    },
     #[error("header: unknown column `{0}`")]
     UnknownColumn(String),
     #[error("header: missing column `{0}`")]
     MissingColumn(String),
+    #[error("header: column `{0}` appears twice")]
+    DuplicateColumn(String),
     #[error("header: columns out of order (expected `{expected}` at position {position}, found `{found}`)")]
     ColumnOrder {
         position: usize,
@@ -31,18 +74,26 @@ pub enum CsvError {
         found: String,
     },
     #[error("line {line}: {got} fields, header has {want}")]
-    FieldCount {
-        line: usize,
-        got: usize,
-        want: usize,
-    },
+    FieldCount { line: u64, got: usize, want: usize },
     #[error("line {line}, column `{column}`: bad value `{value}` ({why})")]
     BadValue {
-        line: usize,
+        line: u64,
         column: String,
         value: String,
         why: &'static str,
     },
+    #[error(
+        "line {line}, column `{column}` (byte {byte} of the row): not in canonical form \
+         ({what}); the file must equal, byte for byte, what the writer produces from its rows"
+    )]
+    NotCanonical {
+        line: u64,
+        column: String,
+        byte: usize,
+        what: &'static str,
+    },
+    #[error("cannot write samples.csv")]
+    Write(#[source] csv::Error),
 }
 
 /// The header, in order.
@@ -77,6 +128,7 @@ pub fn columns() -> Vec<String> {
             "guest_nonstop_tsc",
             "guest_tsc_unstable",
             "guest_clocksource",
+            "protocol_errors",
             "workload",
             "ok",
             "error_kind",
@@ -88,170 +140,450 @@ pub fn columns() -> Vec<String> {
     c
 }
 
-fn push_field(out: &mut String, f: &str) {
-    if f.contains([',', '"', '\n', '\r']) {
-        out.push('"');
-        out.push_str(&f.replace('"', "\"\""));
-        out.push('"');
-    } else {
-        out.push_str(f);
-    }
-}
-
-fn opt<T: ToString>(v: Option<T>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_default()
-}
-
-/// The eight platform fields: all empty without a platform.
-fn platform_fields(p: Option<&GuestPlatform>) -> [String; PLATFORM_FIELDS] {
-    let b = |v: bool| if v { "true" } else { "false" }.to_string();
-    match p {
-        None => Default::default(),
-        Some(p) => [
-            p.packages.to_string(),
-            p.cores_per_package.to_string(),
-            p.threads_per_core.to_string(),
-            b(p.tsc_deadline_timer),
-            b(p.constant_tsc),
-            b(p.nonstop_tsc),
-            b(p.tsc_unstable),
-            p.clocksource
-                .as_ref()
-                .map_or("none", |c| c.as_str())
-                .to_string(),
-        ],
-    }
-}
-
+/// Number of platform columns (all empty without a platform).
 const PLATFORM_FIELDS: usize = 8;
+/// Column of the first stage.
+const STAGE0: usize = 7;
+/// Column of `boot_id`.
+const BOOT_ID: usize = STAGE0 + STAGE_COUNT;
 
-/// Writes the samples as CSV text.
-pub fn write_samples(samples: &[Sample]) -> String {
-    let mut out = columns().join(",");
-    out.push('\n');
-    for s in samples {
-        let mut fields = vec![
-            s.index.to_string(),
-            s.contract.as_str().to_string(),
-            s.concurrency.to_string(),
-            opt(s.intended_request_ns),
-            s.actual_request_ns.to_string(),
-            opt(s.ready_ns),
-            opt(s.latency_ns),
-        ];
-        fields.extend(s.stages.0.iter().map(|v| opt(*v)));
-        fields.extend([
-            opt(s.boot_id.as_ref()),
-            s.host_mem_configured.to_string(),
-            opt(s.host_memslots),
-            opt(s.host_e820_usable),
-            opt(s.guest_mem_firmware),
-            opt(s.guest_mem_total),
-            opt(s.guest_cpus),
-        ]);
-        fields.extend(platform_fields(s.guest_platform.as_ref()));
-        fields.extend([
-            s.workload.clone(),
-            if s.ok { "true" } else { "false" }.to_string(),
-            s.error_kind.clone(),
-            s.error_detail.clone(),
-        ]);
-        for (i, f) in fields.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            push_field(&mut out, f);
-        }
-        out.push('\n');
-    }
-    out
+fn writer_builder() -> csv::WriterBuilder {
+    let mut b = csv::WriterBuilder::new();
+    b.delimiter(b',')
+        .quote(b'"')
+        .double_quote(true)
+        .quote_style(csv::QuoteStyle::Necessary)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .has_headers(false);
+    b
 }
 
-/// Splits CSV text into records of fields; `(line number, fields)`.
-fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
-    if text.is_empty() {
-        return Err(CsvError::Empty);
+fn bool_str(v: bool) -> &'static str {
+    if v {
+        "true"
+    } else {
+        "false"
     }
-    if !text.ends_with('\n') {
-        return Err(CsvError::NoFinalNewline);
+}
+
+/// Fills `rec` with the fields of `s`, in [`columns`] order.
+fn fill_record(s: &Sample, rec: &mut csv::StringRecord) {
+    use std::fmt::Write as _;
+    // One scratch buffer for every number (no allocation per field).
+    let mut buf = String::with_capacity(24);
+    let mut num = |rec: &mut csv::StringRecord, v: Option<&dyn std::fmt::Display>| {
+        buf.clear();
+        if let Some(x) = v {
+            let _ = write!(buf, "{x}");
+        }
+        rec.push_field(&buf);
+    };
+    rec.clear();
+    num(rec, Some(&s.index));
+    rec.push_field(s.contract.as_str());
+    num(rec, Some(&s.concurrency));
+    num(rec, s.intended_request_ns.as_ref().map(|x| x as _));
+    num(rec, Some(&s.actual_request_ns));
+    num(rec, s.ready_ns.as_ref().map(|x| x as _));
+    num(rec, s.latency_ns.as_ref().map(|x| x as _));
+    for v in &s.stages.0 {
+        num(rec, v.as_ref().map(|x| x as _));
     }
+    rec.push_field(s.boot_id.as_ref().map_or("", |b| b.as_str()));
+    num(rec, Some(&s.host_mem_configured));
+    num(rec, s.host_memslots.as_ref().map(|x| x as _));
+    num(rec, s.host_e820_usable.as_ref().map(|x| x as _));
+    num(rec, s.guest_mem_firmware.as_ref().map(|x| x as _));
+    num(rec, s.guest_mem_total.as_ref().map(|x| x as _));
+    num(rec, s.guest_cpus.as_ref().map(|x| x as _));
+    match &s.guest_platform {
+        None => (0..PLATFORM_FIELDS).for_each(|_| rec.push_field("")),
+        Some(p) => {
+            num(rec, Some(&p.packages));
+            num(rec, Some(&p.cores_per_package));
+            num(rec, Some(&p.threads_per_core));
+            rec.push_field(bool_str(p.tsc_deadline_timer));
+            rec.push_field(bool_str(p.constant_tsc));
+            rec.push_field(bool_str(p.nonstop_tsc));
+            rec.push_field(bool_str(p.tsc_unstable));
+            rec.push_field(p.clocksource.as_ref().map_or("none", |c| c.as_str()));
+        }
+    }
+    num(rec, Some(&s.protocol_errors));
+    rec.push_field(&s.workload);
+    rec.push_field(bool_str(s.ok));
+    rec.push_field(&s.error_kind);
+    rec.push_field(&s.error_detail);
+}
+
+/// Writes the samples as CSV bytes to `w` (the one canonical form).
+pub fn write_samples_to<W: io::Write>(w: W, samples: &[Sample]) -> Result<(), CsvError> {
+    let mut wtr = writer_builder().from_writer(w);
+    wtr.write_record(columns()).map_err(CsvError::Write)?;
+    let mut rec = csv::StringRecord::new();
+    for s in samples {
+        fill_record(s, &mut rec);
+        wtr.write_record(&rec).map_err(CsvError::Write)?;
+    }
+    wtr.flush().map_err(|e| CsvError::Write(e.into()))
+}
+
+/// Writes the samples as CSV text (the one canonical form).
+pub fn write_samples(samples: &[Sample]) -> String {
     let mut out = Vec::new();
-    let mut fields = Vec::new();
-    let mut field = String::new();
-    let mut line = 1usize;
-    let mut record_line = 1usize;
-    let mut chars = text.chars().peekable();
-    // At the start of a field.
-    let mut at_start = true;
-    while let Some(c) = chars.next() {
-        if at_start && c == '"' {
-            // Quoted field: until a lone `"`.
-            loop {
-                match chars.next() {
-                    None => {
-                        return Err(CsvError::Syntax {
-                            line: record_line,
-                            what: "unterminated quoted field".into(),
-                        })
-                    }
-                    Some('"') => {
-                        if chars.peek() == Some(&'"') {
-                            chars.next();
-                            field.push('"');
-                        } else {
-                            break;
-                        }
-                    }
-                    Some(ch) => {
-                        if ch == '\n' {
-                            line += 1;
-                        }
-                        field.push(ch);
-                    }
-                }
-            }
-            match chars.peek() {
-                Some(',') | Some('\n') => {}
-                _ => {
-                    return Err(CsvError::Syntax {
-                        line,
-                        what: "text after a closing quote".into(),
-                    })
-                }
-            }
-            at_start = false;
-            continue;
+    // Writing into a Vec cannot fail, and every field is a `&str`.
+    let _ = write_samples_to(&mut out, samples);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The caps a [`SamplesReader`] enforces; [`Caps::DEFAULT`] is what `verify` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// The whole file, bytes.
+    pub max_bytes: u64,
+    /// One row (its raw bytes, line end included).
+    pub max_row_bytes: usize,
+    /// Rows, the header not counted.
+    pub max_rows: u64,
+}
+
+impl Caps {
+    /// [`MAX_BYTES`], [`MAX_ROW_BYTES`], [`MAX_ROWS`].
+    pub const DEFAULT: Caps = Caps {
+        max_bytes: MAX_BYTES,
+        max_row_bytes: MAX_ROW_BYTES,
+        max_rows: MAX_ROWS,
+    };
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps::DEFAULT
+    }
+}
+
+/// Which cap a read stopped at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cap {
+    Total,
+    Row,
+}
+
+/// The reader under the `csv` crate: it counts every byte against the total cap and
+/// records the bytes of the current row (plus the crate's read-ahead) so they can be
+/// compared with the writer's output. It refuses to grow the recording past the row cap
+/// plus one read buffer, so a huge row is never buffered whole.
+struct Recorder<R> {
+    inner: R,
+    caps: Caps,
+    total: u64,
+    /// Raw bytes from the start of the current record to the read position.
+    buf: Vec<u8>,
+    hit: Option<Cap>,
+}
+
+impl<R: Read> Read for Recorder<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.buf.len() > self.caps.max_row_bytes + READ_BUFFER {
+            self.hit = Some(Cap::Row);
+            return Err(io::Error::other("samples.csv row over the cap"));
         }
-        match c {
-            ',' => {
-                fields.push(std::mem::take(&mut field));
-                at_start = true;
+        let n = self.inner.read(out)?;
+        self.total += n as u64;
+        if self.total > self.caps.max_bytes {
+            self.hit = Some(Cap::Total);
+            return Err(io::Error::other("samples.csv over the cap"));
+        }
+        self.buf.extend_from_slice(&out[..n]);
+        Ok(n)
+    }
+}
+
+/// Streams [`Sample`]s out of `samples.csv`, checking the header, every value and the
+/// canonical bytes of every row as it goes (see the module docs for the rules and caps).
+/// After an error it returns no more rows.
+pub struct SamplesReader<R: Read> {
+    rdr: csv::Reader<Recorder<R>>,
+    names: Vec<String>,
+    record: csv::StringRecord,
+    expect: csv::StringRecord,
+    wtr: csv::Writer<Vec<u8>>,
+    /// Byte offset (in the file) where `rdr.get_ref().buf` starts.
+    base: u64,
+    rows: u64,
+    done: bool,
+}
+
+impl<R: Read> SamplesReader<R> {
+    /// Reads and checks the header, under [`Caps::DEFAULT`].
+    pub fn new(inner: R) -> Result<Self, CsvError> {
+        Self::with_caps(inner, Caps::DEFAULT)
+    }
+
+    /// Reads and checks the header, under `caps`.
+    pub fn with_caps(inner: R, caps: Caps) -> Result<Self, CsvError> {
+        let rdr = csv::ReaderBuilder::new()
+            .delimiter(b',')
+            .quote(b'"')
+            .double_quote(true)
+            .quoting(true)
+            .escape(None)
+            .comment(None)
+            .flexible(true)
+            .has_headers(false)
+            .terminator(csv::Terminator::Any(b'\n'))
+            .buffer_capacity(READ_BUFFER)
+            .from_reader(Recorder {
+                inner,
+                caps,
+                total: 0,
+                buf: Vec::new(),
+                hit: None,
+            });
+        let mut me = SamplesReader {
+            rdr,
+            names: columns(),
+            record: csv::StringRecord::new(),
+            expect: csv::StringRecord::new(),
+            wtr: writer_builder().from_writer(Vec::new()),
+            base: 0,
+            rows: 0,
+            done: false,
+        };
+        if !me.read_record()? {
+            return Err(CsvError::Empty);
+        }
+        me.check_header()?;
+        let header = std::mem::take(&mut me.record);
+        me.check_canonical(1, &header)?;
+        me.record = header;
+        Ok(me)
+    }
+
+    /// The next row, `None` at the end of the file (and after an error).
+    pub fn next_sample(&mut self) -> Result<Option<Sample>, CsvError> {
+        if self.done {
+            return Ok(None);
+        }
+        let r = self.next_inner();
+        if !matches!(r, Ok(Some(_))) {
+            self.done = true;
+        }
+        r
+    }
+
+    fn caps(&self) -> Caps {
+        self.rdr.get_ref().caps
+    }
+
+    fn next_inner(&mut self) -> Result<Option<Sample>, CsvError> {
+        if !self.read_record()? {
+            // Whatever the crate skipped at the end (a blank line) is not canonical.
+            if !self.rdr.get_ref().buf.is_empty() {
+                return Err(CsvError::NotCanonical {
+                    line: self.rdr.position().line(),
+                    column: String::new(),
+                    byte: 0,
+                    what: "bytes after the last row (a blank line?)",
+                });
             }
-            '\n' => {
-                fields.push(std::mem::take(&mut field));
-                out.push((record_line, std::mem::take(&mut fields)));
-                line += 1;
-                record_line = line;
-                at_start = true;
+            return Ok(None);
+        }
+        let line = self.line();
+        self.rows += 1;
+        if self.rows > self.caps().max_rows {
+            return Err(CsvError::TooManyRows {
+                line,
+                cap: self.caps().max_rows,
+            });
+        }
+        if self.record.len() != self.names.len() {
+            return Err(CsvError::FieldCount {
+                line,
+                got: self.record.len(),
+                want: self.names.len(),
+            });
+        }
+        let s = Row {
+            line,
+            rec: &self.record,
+            names: &self.names,
+        }
+        .sample()?;
+        fill_record(&s, &mut self.expect);
+        let expect = std::mem::take(&mut self.expect);
+        let r = self.check_canonical(line, &expect);
+        self.expect = expect;
+        r?;
+        Ok(Some(s))
+    }
+
+    fn line(&self) -> u64 {
+        self.record.position().map_or(0, |p| p.line())
+    }
+
+    /// Reads one record into `self.record`; `false` at the end.
+    fn read_record(&mut self) -> Result<bool, CsvError> {
+        let at = self.rdr.position().line();
+        let e = match self.rdr.read_record(&mut self.record) {
+            Ok(more) => return Ok(more),
+            Err(e) => e,
+        };
+        let caps = self.caps();
+        Err(match self.rdr.get_ref().hit {
+            Some(Cap::Total) => CsvError::TooLarge {
+                cap: caps.max_bytes,
+            },
+            Some(Cap::Row) => CsvError::RowTooLong {
+                line: at,
+                cap: caps.max_row_bytes,
+            },
+            None => match e.kind() {
+                csv::ErrorKind::Utf8 { pos, err } => CsvError::NotUtf8 {
+                    line: pos.as_ref().map_or(at, |p| p.line()),
+                    column: self.names.get(err.field()).cloned().unwrap_or_default(),
+                },
+                _ => CsvError::Read {
+                    line: at,
+                    source: e,
+                },
+            },
+        })
+    }
+
+    fn check_header(&self) -> Result<(), CsvError> {
+        let header = &self.record;
+        for (i, h) in header.iter().enumerate() {
+            if !self.names.iter().any(|w| w == h) {
+                if h.ends_with('\r') && self.names.iter().any(|w| w == h.trim_end_matches('\r')) {
+                    return Err(CsvError::NotCanonical {
+                        line: 1,
+                        column: h.trim_end_matches('\r').to_string(),
+                        byte: 0,
+                        what: "carriage return (CRLF line end?)",
+                    });
+                }
+                return Err(CsvError::UnknownColumn(h.to_string()));
             }
-            '"' | '\r' => {
-                return Err(CsvError::Syntax {
-                    line,
-                    what: format!("unquoted field contains {c:?}"),
-                })
+            if header.iter().take(i).any(|x| x == h) {
+                return Err(CsvError::DuplicateColumn(h.to_string()));
             }
-            _ => {
-                field.push(c);
-                at_start = false;
+        }
+        for w in &self.names {
+            if !header.iter().any(|h| h == w) {
+                return Err(CsvError::MissingColumn(w.clone()));
             }
+        }
+        for (i, (h, w)) in header.iter().zip(&self.names).enumerate() {
+            if h != w {
+                return Err(CsvError::ColumnOrder {
+                    position: i,
+                    expected: w.clone(),
+                    found: h.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares the raw bytes of the record just read with the writer's bytes for
+    /// `expect`, then drops them from the recording.
+    fn check_canonical(&mut self, line: u64, expect: &csv::StringRecord) -> Result<(), CsvError> {
+        let end = self.rdr.position().byte();
+        let len = end.saturating_sub(self.base) as usize;
+        let cap = self.caps().max_row_bytes;
+        if len > cap {
+            return Err(CsvError::RowTooLong { line, cap });
+        }
+        // The writer's output accumulates; start a fresh one now and then (it holds one
+        // row plus at most 1 MiB of rows already checked).
+        if self.wtr.get_ref().len() > 1 << 20 {
+            self.wtr = writer_builder().from_writer(Vec::new());
+        }
+        let from = self.wtr.get_ref().len();
+        self.wtr.write_record(expect).map_err(CsvError::Write)?;
+        self.wtr.flush().map_err(|e| CsvError::Write(e.into()))?;
+        let want: &[u8] = self.wtr.get_ref().get(from..).unwrap_or_default();
+        let rec = &mut self.rdr.get_mut().buf;
+        let got = rec.get(..len).unwrap_or(rec.as_slice());
+        if got != want {
+            let byte = got
+                .iter()
+                .zip(want.iter())
+                .position(|(a, b)| a != b)
+                .unwrap_or(got.len().min(want.len()));
+            return Err(CsvError::NotCanonical {
+                line,
+                column: self
+                    .names
+                    .get(field_at(want, byte))
+                    .cloned()
+                    .unwrap_or_default(),
+                byte,
+                what: why_not_canonical(got, want, byte),
+            });
+        }
+        rec.drain(..len);
+        self.base = end;
+        Ok(())
+    }
+}
+
+impl<R: Read> Iterator for SamplesReader<R> {
+    type Item = Result<Sample, CsvError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_sample().transpose()
+    }
+}
+
+/// The field (0-based) that byte `at` of a canonical row falls in.
+fn field_at(row: &[u8], at: usize) -> usize {
+    let mut field = 0;
+    let mut quoted = false;
+    for &b in row.iter().take(at) {
+        match b {
+            b'"' => quoted = !quoted,
+            b',' if !quoted => field += 1,
+            _ => {}
         }
     }
+    field
+}
+
+/// A short reason why `got` differs from the writer's `want` at byte `at`.
+fn why_not_canonical(got: &[u8], want: &[u8], at: usize) -> &'static str {
+    match (got.get(at), want.get(at)) {
+        (Some(b'\r'), _) => "carriage return (CRLF line end?)",
+        (Some(b'"'), _) => "quotes the writer does not write",
+        (Some(b' ' | b'\t'), _) => "extra whitespace",
+        (None, Some(b'\n')) => "no final newline",
+        (Some(b'\n'), _) => "an extra line break (a blank line?)",
+        (_, Some(b'"')) => "a field the writer quotes is not quoted",
+        _ => "differs from the writer's output",
+    }
+}
+
+/// Parses `samples.csv` strictly from a reader (streaming, under [`Caps::DEFAULT`]).
+pub fn read_samples_from<R: Read>(r: R) -> Result<Vec<Sample>, CsvError> {
+    let mut rdr = SamplesReader::new(r)?;
+    let mut out = Vec::new();
+    while let Some(s) = rdr.next_sample()? {
+        out.push(s);
+    }
+    out.shrink_to_fit();
     Ok(out)
 }
 
+/// Parses `samples.csv` strictly. Row order and values are returned as written; the
+/// verifier judges them.
+pub fn read_samples(bytes: &[u8]) -> Result<Vec<Sample>, CsvError> {
+    read_samples_from(bytes)
+}
+
+/// One record being turned into a [`Sample`].
 struct Row<'a> {
-    line: usize,
-    fields: &'a [String],
+    line: u64,
+    rec: &'a csv::StringRecord,
     names: &'a [String],
 }
 
@@ -260,12 +592,12 @@ impl Row<'_> {
         CsvError::BadValue {
             line: self.line,
             column: self.names.get(i).cloned().unwrap_or_default(),
-            value: self.fields.get(i).cloned().unwrap_or_default(),
+            value: self.str(i).to_string(),
             why,
         }
     }
     fn str(&self, i: usize) -> &str {
-        self.fields.get(i).map(String::as_str).unwrap_or("")
+        self.rec.get(i).unwrap_or("")
     }
     fn opt_u64(&self, i: usize) -> Result<Option<u64>, CsvError> {
         let v = self.str(i);
@@ -328,93 +660,277 @@ impl Row<'_> {
             clocksource,
         }))
     }
-}
 
-/// Parses `samples.csv` strictly. Row order and values are returned as written; the
-/// verifier judges them.
-pub fn read_samples(bytes: &[u8]) -> Result<Vec<Sample>, CsvError> {
-    let text = std::str::from_utf8(bytes).map_err(|_| CsvError::NotUtf8)?;
-    let recs = records(text)?;
-    let want = columns();
-    let (_, header) = recs.first().ok_or(CsvError::Empty)?;
-    for h in header {
-        if !want.contains(h) {
-            return Err(CsvError::UnknownColumn(h.clone()));
-        }
-    }
-    for w in &want {
-        if !header.contains(w) {
-            return Err(CsvError::MissingColumn(w.clone()));
-        }
-    }
-    if header.len() != want.len() {
-        return Err(CsvError::Syntax {
-            line: 1,
-            what: "duplicate column in header".into(),
-        });
-    }
-    for (i, (h, w)) in header.iter().zip(&want).enumerate() {
-        if h != w {
-            return Err(CsvError::ColumnOrder {
-                position: i,
-                expected: w.clone(),
-                found: h.clone(),
-            });
-        }
-    }
-    let mut out = Vec::with_capacity(recs.len().saturating_sub(1));
-    for (line, fields) in recs.iter().skip(1) {
-        if fields.len() != want.len() {
-            return Err(CsvError::FieldCount {
-                line: *line,
-                got: fields.len(),
-                want: want.len(),
-            });
-        }
-        let r = Row {
-            line: *line,
-            fields,
-            names: &want,
-        };
+    fn sample(&self) -> Result<Sample, CsvError> {
         let mut stages = StageTimes::default();
-        let s0 = 7;
-        for k in 0..STAGE_COUNT {
-            stages.0[k] = r.opt_u64(s0 + k)?;
+        for (k, v) in stages.0.iter_mut().enumerate() {
+            *v = self.opt_u64(STAGE0 + k)?;
         }
-        let m = s0 + STAGE_COUNT;
-        let boot_id = match r.str(m) {
+        let m = BOOT_ID;
+        let boot_id = match self.str(m) {
             "" => None,
-            b => Some(BootId::parse(b).ok_or_else(|| r.bad(m, "not a boot id UUID"))?),
+            b => Some(
+                BootId::parse(b)
+                    .filter(|id| id.as_str() == b)
+                    .ok_or_else(|| self.bad(m, "not a boot id UUID"))?,
+            ),
         };
-        if boot_id.is_some_and(|b| b.as_str() != r.str(m)) {
-            return Err(r.bad(m, "not a boot id UUID"));
-        }
         let p = PLATFORM_FIELDS;
-        let ok = r.bool(m + 8 + p)?;
-        out.push(Sample {
-            index: r.u64(0)?,
-            contract: ContractKind::parse(r.str(1))
-                .ok_or_else(|| r.bad(1, "want linux or probe"))?,
-            concurrency: r.u32(2)?,
-            intended_request_ns: r.opt_u64(3)?,
-            actual_request_ns: r.u64(4)?,
-            ready_ns: r.opt_u64(5)?,
-            latency_ns: r.opt_u64(6)?,
+        Ok(Sample {
+            index: self.u64(0)?,
+            contract: ContractKind::parse(self.str(1))
+                .ok_or_else(|| self.bad(1, "want linux or probe"))?,
+            concurrency: self.u32(2)?,
+            intended_request_ns: self.opt_u64(3)?,
+            actual_request_ns: self.u64(4)?,
+            ready_ns: self.opt_u64(5)?,
+            latency_ns: self.opt_u64(6)?,
             stages,
             boot_id,
-            host_mem_configured: r.u64(m + 1)?,
-            host_memslots: r.opt_u64(m + 2)?,
-            host_e820_usable: r.opt_u64(m + 3)?,
-            guest_mem_firmware: r.opt_u64(m + 4)?,
-            guest_mem_total: r.opt_u64(m + 5)?,
-            guest_cpus: r.opt_u32(m + 6)?,
-            guest_platform: r.platform(m + 7)?,
-            protocol_errors: 0, // MERGE-TODO: column
-            workload: r.str(m + 7 + p).to_string(),
-            ok,
-            error_kind: r.str(m + 9 + p).to_string(),
-            error_detail: r.str(m + 10 + p).to_string(),
-        });
+            host_mem_configured: self.u64(m + 1)?,
+            host_memslots: self.opt_u64(m + 2)?,
+            host_e820_usable: self.opt_u64(m + 3)?,
+            guest_mem_firmware: self.opt_u64(m + 4)?,
+            guest_mem_total: self.opt_u64(m + 5)?,
+            guest_cpus: self.opt_u32(m + 6)?,
+            guest_platform: self.platform(m + 7)?,
+            protocol_errors: self.u64(m + 7 + p)?,
+            workload: self.str(m + 8 + p).to_string(),
+            ok: self.bool(m + 9 + p)?,
+            error_kind: self.str(m + 10 + p).to_string(),
+            error_detail: self.str(m + 11 + p).to_string(),
+        })
     }
-    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(i: u64) -> Sample {
+        let mut s = Sample::new(i, ContractKind::Probe, 1, 1 << 30);
+        s.actual_request_ns = 1_000 + i;
+        s.ready_ns = Some(2_000 + i);
+        s.latency_ns = Some(1_000);
+        s.ok = true;
+        s
+    }
+
+    fn text(n: u64) -> String {
+        write_samples(&(0..n).map(sample).collect::<Vec<_>>())
+    }
+
+    fn err(t: &str) -> CsvError {
+        match read_samples(t.as_bytes()) {
+            Err(e) => e,
+            Ok(v) => panic!("accepted {} rows of {t:?}", v.len()),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_canonical() {
+        let t = text(3);
+        let v = read_samples(t.as_bytes()).unwrap();
+        assert_eq!(v, (0..3).map(sample).collect::<Vec<_>>());
+        assert_eq!(write_samples(&v), t);
+    }
+
+    #[test]
+    fn quoting_a_bare_field_is_not_canonical() {
+        let t = text(2).replacen(",probe,", ",\"probe\",", 1);
+        match err(&t) {
+            CsvError::NotCanonical {
+                line, column, what, ..
+            } => {
+                assert_eq!((line, column.as_str()), (2, "contract"));
+                assert!(what.contains("quotes"), "{what}");
+            }
+            e => panic!("{e}"),
+        }
+        // A quoted header name too.
+        let t = text(1).replacen("index", "\"index\"", 1);
+        assert!(matches!(err(&t), CsvError::NotCanonical { line: 1, .. }));
+    }
+
+    #[test]
+    fn crlf_blank_lines_and_missing_newline_are_not_canonical() {
+        let t = text(2).replace('\n', "\r\n");
+        assert!(
+            matches!(err(&t), CsvError::NotCanonical { line: 1, .. }),
+            "{}",
+            err(&t)
+        );
+        let t = text(2) + "\n";
+        assert!(
+            matches!(err(&t), CsvError::NotCanonical { .. }),
+            "{}",
+            err(&t)
+        );
+        let mut t = text(2);
+        t.pop();
+        match err(&t) {
+            CsvError::NotCanonical { line: 3, what, .. } => assert_eq!(what, "no final newline"),
+            e => panic!("{e}"),
+        }
+        // A blank line between rows.
+        let t = text(2).replacen("\n0,", "\n\n0,", 1);
+        assert!(
+            matches!(err(&t), CsvError::NotCanonical { .. }),
+            "{}",
+            err(&t)
+        );
+        // Trailing space in a value.
+        let t = text(2).replacen(",probe,", ",probe ,", 1);
+        assert!(
+            matches!(err(&t), CsvError::BadValue { line: 2, .. }),
+            "{}",
+            err(&t)
+        );
+        let t = text(2).replacen("\n1,", "\n1 ,", 1);
+        assert!(
+            matches!(err(&t), CsvError::BadValue { line: 3, .. }),
+            "{}",
+            err(&t)
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_typed_with_line_and_column() {
+        let mut b = text(3).into_bytes();
+        // The last field (error_detail, empty) of the row on line 3 gets a stray byte.
+        let nl: Vec<usize> = b
+            .iter()
+            .enumerate()
+            .filter(|x| *x.1 == b'\n')
+            .map(|x| x.0)
+            .collect();
+        b.insert(nl[2], 0xff);
+        match read_samples(&b) {
+            Err(CsvError::NotUtf8 { line, column }) => {
+                assert_eq!((line, column.as_str()), (3, "error_detail"))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn header_errors_are_typed() {
+        let t = text(1);
+        assert!(
+            matches!(err(&t.replacen("index", "idx", 1)), CsvError::UnknownColumn(c) if c == "idx")
+        );
+        assert!(matches!(
+            err(&t.replacen("index,contract", "contract,index", 1)),
+            CsvError::ColumnOrder { position: 0, .. }
+        ));
+        assert!(matches!(
+            err(&t.replacen("index,contract", "contract,contract", 1)),
+            CsvError::DuplicateColumn(c) if c == "contract"
+        ));
+        assert!(matches!(err(""), CsvError::Empty));
+    }
+
+    #[test]
+    fn values_and_field_counts_are_typed_with_line_and_column() {
+        let t = text(2).replacen("\n1,probe,1,", "\n1,probe,01,", 1);
+        match err(&t) {
+            CsvError::BadValue {
+                line, column, why, ..
+            } => assert_eq!(
+                (line, column.as_str(), why),
+                (3, "concurrency", "leading zero")
+            ),
+            e => panic!("{e}"),
+        }
+        let t = text(2).replacen("\n1,probe,", "\n1,probe,,", 1);
+        assert!(matches!(err(&t), CsvError::FieldCount { line: 3, .. }));
+    }
+
+    #[test]
+    fn row_cap_is_a_typed_error() {
+        let mut s = sample(0);
+        s.error_detail = "x".repeat(MAX_ROW_BYTES + 1);
+        let t = write_samples(&[s]);
+        assert!(
+            matches!(err(&t), CsvError::RowTooLong { line: 2, .. }),
+            "{}",
+            err(&t)
+        );
+        // A row far over the cap stops early instead of being buffered whole: the
+        // recording never exceeds the cap plus one read buffer.
+        let mut s = sample(0);
+        s.error_detail = "x".repeat(64 * MAX_ROW_BYTES);
+        let t = write_samples(&[s]);
+        let mut counted = Counting(t.as_bytes(), 0);
+        let e = read_samples_from(&mut counted).unwrap_err();
+        assert!(matches!(e, CsvError::RowTooLong { .. }), "{e}");
+        assert!(
+            counted.1 <= MAX_ROW_BYTES + 4 * READ_BUFFER,
+            "read {}",
+            counted.1
+        );
+    }
+
+    struct Counting<'a>(&'a [u8], usize);
+    impl Read for Counting<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.read(out)?;
+            self.1 += n;
+            Ok(n)
+        }
+    }
+
+    /// The same row forever (indexes repeat: the reader does not judge them, the
+    /// verifier does).
+    struct Endless(Vec<u8>, usize);
+    impl Read for Endless {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = out.len().min(self.0.len() - self.1);
+            out[..n].copy_from_slice(&self.0[self.1..self.1 + n]);
+            self.1 = (self.1 + n) % self.0.len();
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn total_and_row_count_caps_are_typed_errors() {
+        let header = text(0).into_bytes();
+        assert!(SamplesReader::new(header.as_slice())
+            .unwrap()
+            .next_sample()
+            .unwrap()
+            .is_none());
+        let row = text(1).into_bytes()[header.len()..].to_vec();
+        let read = |caps: Caps| {
+            let mut src = header.as_slice().chain(Endless(row.clone(), 0));
+            let mut rdr = SamplesReader::with_caps(&mut src, caps).unwrap();
+            let mut n = 0u64;
+            let e = loop {
+                match rdr.next_sample() {
+                    Ok(Some(_)) => n += 1,
+                    Ok(None) => panic!("endless input ended"),
+                    Err(e) => break e,
+                }
+            };
+            assert!(rdr.next_sample().unwrap().is_none(), "stops after an error");
+            (n, e)
+        };
+        let (n, e) = read(Caps {
+            max_rows: 1000,
+            ..Caps::DEFAULT
+        });
+        assert!(matches!(e, CsvError::TooManyRows { cap: 1000, .. }), "{e}");
+        assert_eq!(n, 1000);
+        let cap = 100 * 1024;
+        let (n, e) = read(Caps {
+            max_bytes: cap,
+            ..Caps::DEFAULT
+        });
+        assert!(matches!(e, CsvError::TooLarge { .. }), "{e}");
+        let rows_in_cap = (cap - header.len() as u64) / row.len() as u64;
+        assert!(
+            n <= rows_in_cap && n + 100 > rows_in_cap,
+            "{n} rows of {rows_in_cap}"
+        );
+    }
 }

@@ -4,9 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use truecold_proof::compare::compare_verified;
 use truecold_proof::sign::{sign_bundle, SignError, SshKeygen};
 use truecold_proof::verify::{chain, escape_untrusted, verify_dir_with, SignatureCheck};
-use truecold_proof::{compare_bundles, regenerate, verify_dir, CompareOptions, VerifyOptions};
+use truecold_proof::{regenerate, verify_dir, CompareOptions, VerifyOptions};
 
 /// Exit status of a usage error (bad or missing arguments), for every subcommand: `git bisect
 /// run` reads 125 as "skip this commit", where clap's default 2 would read as "bad".
@@ -25,6 +26,35 @@ struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
+
+/// `compare --help`: the rule, word for word what `truecold_proof::compare` does.
+const COMPARE_HELP: &str = "\
+Both bundles are verified first; the rows compared are exactly the rows verify accepted.
+
+Metrics: the headline (successes only; and with failures scored at the deadline, which
+is right-censored: a failure's latency is only known to exceed the deadline) and every
+stage with data, over successful rows only.
+
+Test: Mann-Whitney U, two-sided, normal approximation with tie and continuity
+correction. Effect: the difference of medians, median(B) - median(A), with a
+percentile-bootstrap 95% interval (seeded, deterministic).
+
+Verdict per metric, first rule that applies:
+  1. inconclusive   fewer than --min-samples values on a side
+  2. no difference  both sides hold exactly the same values
+  3. improved / regressed
+                    p < --alpha AND |median difference| >= --threshold-pct of A's median
+  4. inconclusive   the 95% interval is wider than --max-ci-width-pct of A's median
+                    (a change cannot be ruled out)
+  5. no change      otherwise (not significant, or significant but below the threshold)
+
+Exit codes (from the two headline metrics; stage verdicts never gate):
+  0    no regression: neither headline metric regressed or is inconclusive
+  1    regression: a headline metric regressed
+  125  inconclusive (a headline metric is), or cannot compare: a bundle invalid or
+       unreadable, the bundles not comparable (contract, mode, deadline, host kind,
+       vCPUs or memory differ; --allow-mismatch compares anyway), a bad option value,
+       or an argument error";
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -54,8 +84,8 @@ enum Cmd {
         dir: PathBuf,
     },
     /// Compare bundle B against baseline A. Exit 0 no regression, 1 regression,
-    /// 125 inconclusive (too few samples, interval too wide, a bundle invalid, or
-    /// the bundles not comparable).
+    /// 125 inconclusive or cannot compare (for `git bisect run`: 125 = skip).
+    #[command(after_long_help = COMPARE_HELP)]
     Compare {
         a: PathBuf,
         b: PathBuf,
@@ -167,51 +197,28 @@ fn main() -> ExitCode {
             }
             let va = verify_dir(&a);
             let vb = verify_dir(&b);
-            let mut bad = false;
             for (dir, v) in [(&a, &va), (&b, &vb)] {
                 if !v.is_valid() {
                     eprint!("{}", v.render(dir, 5));
-                    bad = true;
                 }
             }
-            match (bad, &va.result, &vb.result) {
-                (false, Some(ra), Some(rb)) => {
-                    let sa = truecold_proof::read_bundle(&a).map(|x| x.1);
-                    let sb = truecold_proof::read_bundle(&b).map(|x| x.1);
-                    match (sa, sb) {
-                        (Ok(sa), Ok(sb)) => match compare_bundles((ra, &sa), (rb, &sb), &o) {
-                            Ok(c) => {
-                                let text = if json {
-                                    c.render_json()
-                                } else if markdown {
-                                    Ok(c.render_markdown())
-                                } else {
-                                    Ok(c.render_text())
-                                };
-                                match text {
-                                    Ok(t) => {
-                                        print!("{t}");
-                                        c.outcome.exit_code()
-                                    }
-                                    Err(e) => {
-                                        eprintln!("truecold-proof compare: {}", chain(&e));
-                                        125
-                                    }
-                                }
-                            }
-                            Err(e) => {
-                                eprintln!("truecold-proof compare: {e}");
-                                125
-                            }
-                        },
-                        (Err(e), _) | (_, Err(e)) => {
-                            eprintln!("truecold-proof compare: {}", chain(&e));
-                            125
-                        }
-                    }
+            let text = compare_verified(&va, &vb, &o).and_then(|c| {
+                let t = if json {
+                    c.render_json()?
+                } else if markdown {
+                    c.render_markdown()
+                } else {
+                    c.render_text()
+                };
+                Ok((t, c.outcome.exit_code()))
+            });
+            match text {
+                Ok((t, code)) => {
+                    print!("{t}");
+                    code
                 }
-                _ => {
-                    eprintln!("truecold-proof compare: cannot compare invalid bundles (exit 125)");
+                Err(e) => {
+                    eprintln!("truecold-proof compare: {} (exit 125)", chain(&e));
                     125
                 }
             }

@@ -1,63 +1,259 @@
-//! Handwritten, deterministic SVG plots (integer coordinates, no floats, no timestamps):
-//! the latency CDF (successes and with failures at the deadline) and the per-stage
-//! breakdown (p50 bar, p99 tick, successes only).
+//! The bundle's SVG plots, drawn with `plotters` (SVG backend): the latency CDF
+//! (successes, and with failures at the deadline) and the per-stage breakdown (p50 bar,
+//! p99 tick, successful samples only).
+//!
+//! **Why plotters, and how it stays byte-identical.** Bundles are checksummed and
+//! `verify` regenerates the plots and compares bytes, so the same data must give the same
+//! SVG on every host. `plotters` was tried first and does: with its default features off
+//! (no `ttf`, no `ab_glyph`) it measures text with a fixed arithmetic estimate instead of
+//! the host's fonts, and its SVG backend writes integer pixel coordinates, no timestamps
+//! and no ids. Turning its `ttf` feature on would make layout depend on the installed
+//! fonts; the committed bundles' regenerated plots (checked by `verify` everywhere)
+//! would catch that.
+//!
+//! **Axes.** Ticks sit on round values: 1, 2 or 5 × 10^k milliseconds ([`ticks`],
+//! [`log_ticks`]). The CDF's latency axis is logarithmic when the successes' tail is long
+//! ([`long_tail`]: p99 > 10 × p50 or max > 20 × p50), linear otherwise; the plot says
+//! which.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
 
 use crate::report::ms;
 use crate::schema::{ResultJson, Sample};
-use crate::stats::with_failures;
+use crate::stats::{percentile_sorted, with_failures};
 
 /// File name of the CDF plot.
 pub const CDF_FILE: &str = "latency-cdf.svg";
 /// File name of the stage plot.
 pub const STAGES_FILE: &str = "stages.svg";
 
-const W: u64 = 800;
-const H: u64 = 480;
-const L: u64 = 70;
-const R: u64 = 40;
-const T: u64 = 50;
-const B: u64 = 50;
+const W: u32 = 800;
+const H: u32 = 520;
+/// Title block height (two lines).
+const TITLE_H: u32 = 58;
+const FONT: &str = "monospace";
+/// First legend line of the CDF (under the title).
+const LEGEND_Y: i32 = 62;
+const DARK: RGBColor = RGBColor(0x2c, 0x3e, 0x50);
+const RED: RGBColor = RGBColor(0xc0, 0x39, 0x2b);
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+/// The long-tail rule for the latency axis: p99 > 10 × p50 or max > 20 × p50 (nearest
+/// rank, successes). Integer arithmetic.
+pub fn long_tail(sorted: &[u64]) -> bool {
+    let (Some(p50), Some(p99), Some(&max)) = (
+        percentile_sorted(sorted, 50, 100),
+        percentile_sorted(sorted, 99, 100),
+        sorted.last(),
+    ) else {
+        return false;
+    };
+    let p50 = u128::from(p50);
+    u128::from(p99) > 10 * p50 || u128::from(max) > 20 * p50
 }
 
-fn header(title: &str, h: u64) -> String {
-    format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{h}\" \
-         viewBox=\"0 0 {W} {h}\" font-family=\"monospace\" font-size=\"12\">\n\
-         <rect width=\"{W}\" height=\"{h}\" fill=\"white\"/>\n\
-         <text x=\"{L}\" y=\"22\" font-size=\"14\">{}</text>\n",
-        esc(title)
-    )
-}
-
-fn scale(v: u64, max: u64, span: u64) -> u64 {
-    if max == 0 {
-        return 0;
+/// The 1-2-5 step (1, 2 or 5 × 10^k) that cuts `0..=hi` into at most `max` intervals.
+fn step_125(hi: f64, max: usize) -> f64 {
+    let raw = hi / max.max(1) as f64;
+    let mut mag = 10f64.powi(raw.log10().floor() as i32);
+    loop {
+        for m in [1.0, 2.0, 5.0] {
+            if m * mag >= raw {
+                return m * mag;
+            }
+        }
+        mag *= 10.0;
     }
-    (u128::from(v.min(max)) * u128::from(span) / u128::from(max)) as u64
 }
 
-/// A step-CDF path of ascending `sorted` on an x range `0..=xmax`.
-fn cdf_path(sorted: &[u64], xmax: u64) -> String {
-    let pw = W - L - R;
-    let ph = H - T - B;
-    let n = sorted.len() as u64;
-    let mut d = format!("M {} {}", L, H - B);
+/// Linear ticks from 0: multiples of one 1-2-5 step, at most `max + 1` of them, the last
+/// ≥ `hi` (so the axis ends on a round value). `hi` in any unit, > 0.
+pub fn ticks(hi: f64, max: usize) -> Vec<f64> {
+    if !(hi > 0.0 && hi.is_finite()) {
+        return vec![0.0, 1.0];
+    }
+    let step = step_125(hi, max);
+    let n = (hi / step).ceil() as i64;
+    (0..=n).map(|k| round_sig(k as f64 * step)).collect()
+}
+
+/// Logarithmic ticks: every 1, 2 and 5 × 10^k from the largest at or below `lo` to the
+/// smallest at or above `hi`. `0 < lo < hi`.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi > lo && hi.is_finite()) {
+        return vec![1.0, 10.0];
+    }
+    let mut out = Vec::new();
+    let mut k = lo.log10().floor() as i32 - 1;
+    loop {
+        for m in [1.0, 2.0, 5.0] {
+            let v = round_sig(m * 10f64.powi(k));
+            if v <= lo * (1.0 + 1e-9) {
+                out.clear();
+                out.push(v);
+            } else {
+                out.push(v);
+                if v >= hi * (1.0 - 1e-9) {
+                    return out;
+                }
+            }
+        }
+        k += 1;
+    }
+}
+
+/// Rounds to 12 significant digits (removes float noise from k·step and m·10^k).
+fn round_sig(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let mag = 10f64.powi(11 - v.abs().log10().floor() as i32);
+    (v * mag).round() / mag
+}
+
+/// A tick label: the value with as many decimals as it needs (at most 6).
+fn label(v: f64) -> String {
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+/// One axis: linear or logarithmic, with its ticks (in data units, e.g. ms) and a label
+/// suffix. As a plotters coordinate its values are axis positions (log10 of the value on a
+/// log axis), its key points are exactly the ticks, and it labels them itself.
+struct Axis {
+    log: bool,
+    /// Data range shown, data units.
+    lo: f64,
+    hi: f64,
+    ticks: Vec<f64>,
+    suffix: &'static str,
+}
+
+impl Axis {
+    /// An axis spanning exactly its ticks (first to last).
+    fn new(log: bool, ticks: Vec<f64>, suffix: &'static str) -> Axis {
+        Axis {
+            log,
+            lo: ticks.first().copied().unwrap_or(0.0),
+            hi: ticks.last().copied().unwrap_or(1.0),
+            ticks,
+            suffix,
+        }
+    }
+    /// Axis position of data value `v` (log10 on a log axis).
+    fn pos(&self, v: f64) -> f64 {
+        if self.log {
+            v.max(1e-12).log10()
+        } else {
+            v
+        }
+    }
+    fn bounds(&self) -> (f64, f64) {
+        (self.pos(self.lo), self.pos(self.hi))
+    }
+}
+
+impl Ranged for Axis {
+    type FormatOption = plotters::coord::ranged1d::NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let (lo, hi) = self.bounds();
+        let span = limit.1 - limit.0;
+        if span == 0 || hi <= lo {
+            return limit.0;
+        }
+        let frac = ((*value - lo) / (hi - lo)).clamp(-1.0, 2.0);
+        limit.0 + (f64::from(span) * frac).round() as i32
+    }
+
+    /// The ticks as bold points; no light points (no minor grid).
+    fn key_points<Hint: plotters::coord::ranged1d::KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            return Vec::new();
+        }
+        self.ticks.iter().map(|&t| self.pos(t)).collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        let (lo, hi) = self.bounds();
+        lo..hi
+    }
+}
+
+impl plotters::coord::ranged1d::ValueFormatter<f64> for Axis {
+    fn format_ext(&self, p: &f64) -> String {
+        let nearest = self.ticks.iter().min_by(|a, b| {
+            (self.pos(**a) - p)
+                .abs()
+                .total_cmp(&(self.pos(**b) - p).abs())
+        });
+        nearest
+            .map(|&t| format!("{}{}", label(t), self.suffix))
+            .unwrap_or_default()
+    }
+}
+
+fn ns_to_ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+type PlotResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Two title lines, left-aligned, inside the title block.
+fn title(root: &DrawingArea<SVGBackend, Shift>, lines: [&str; 2]) -> PlotResult<()> {
+    root.draw(&Text::new(lines[0], (12, 6), (FONT, 20).into_font()))?;
+    root.draw(&Text::new(lines[1], (12, 28), (FONT, 16).into_font()))?;
+    Ok(())
+}
+
+/// The step-CDF points of ascending `sorted` on `axis`, y in percent; consecutive points
+/// closer than 1/4096 of the axis are merged (the plot has fewer pixels than that).
+fn cdf_points(sorted: &[u64], axis: &Axis) -> Vec<(f64, f64)> {
+    let n = sorted.len() as f64;
+    let r = Ranged::range(axis);
+    let span = (r.end - r.start).max(f64::MIN_POSITIVE);
+    let q = |x: f64, y: f64| (((x - r.start) / span * 4096.0) as i64, (y * 40.96) as i64);
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut last_q = None;
+    let mut y_prev = 0.0;
     for (i, &v) in sorted.iter().enumerate() {
-        let x = L + scale(v, xmax, pw);
-        let y = H - B - scale(i as u64 + 1, n, ph);
-        d.push_str(&format!(" H {x} V {y}"));
+        let x = axis.pos(ns_to_ms(v)).clamp(r.start, r.end);
+        let y = (i + 1) as f64 * 100.0 / n;
+        for p in [(x, y_prev), (x, y)] {
+            let k = q(p.0, p.1);
+            if last_q != Some(k) {
+                out.push(p);
+                last_q = Some(k);
+            }
+        }
+        y_prev = y;
     }
-    d
+    out
+}
+
+fn error_svg(w: u32, h: u32, what: &str) -> String {
+    let esc = what
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\">\
+         <text x=\"10\" y=\"20\">plot failed: {esc}</text></svg>\n"
+    )
 }
 
 /// The latency CDF.
 pub fn cdf_svg(result: &ResultJson, samples: &[Sample]) -> String {
+    let mut out = String::new();
+    match draw_cdf(&mut out, result, samples) {
+        Ok(()) => out,
+        Err(e) => error_svg(W, H, &e.to_string()),
+    }
+}
+
+fn draw_cdf(out: &mut String, result: &ResultJson, samples: &[Sample]) -> PlotResult<()> {
     let mut ok: Vec<u64> = samples
         .iter()
         .filter(|s| s.ok)
@@ -65,78 +261,99 @@ pub fn cdf_svg(result: &ResultJson, samples: &[Sample]) -> String {
         .collect();
     ok.sort_unstable();
     let failed = samples.len() as u64 - ok.len() as u64;
-    let mut all = with_failures(&ok, failed, result.contract.deadline_ns);
+    let deadline = result.contract.deadline_ns;
+    let mut all = with_failures(&ok, failed, deadline);
     all.sort_unstable();
-    // The x range covers the successes (plus 10 %); values beyond it (failures at the
-    // deadline) are drawn at the right edge and said so in the legend.
-    let xmax = match ok.last() {
+    let log = long_tail(&ok);
+    // The axis covers the successes (plus 10 %); values beyond it (failures at the
+    // deadline) are drawn at its right edge and said so in the legend.
+    let hi_ns = match ok.last() {
         Some(&m) => m.saturating_add(m / 10),
         None => all.last().copied().unwrap_or(0),
     }
     .max(1);
-    let clipped = all.iter().filter(|&&v| v > xmax).count();
-    let title = format!(
-        "{}: latency CDF ({} attempts, {} ok)",
-        result.contract.label,
-        samples.len(),
-        ok.len()
-    );
-    let mut s = header(&title, H);
-    let (pw, ph) = (W - L - R, H - T - B);
-    s.push_str(&format!(
-        "<rect x=\"{L}\" y=\"{T}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"black\"/>\n"
-    ));
-    for k in 0..=5u64 {
-        let x = L + pw * k / 5;
-        let v = xmax * k / 5;
-        s.push_str(&format!(
-            "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"black\"/>\
-             <text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{} ms</text>\n",
-            H - B,
-            H - B + 5,
-            H - B + 20,
-            ms(v)
-        ));
-        let y = H - B - ph * k / 5;
-        s.push_str(&format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}%</text>\n",
-            L - 6,
-            y + 4,
-            k * 20
-        ));
-    }
-    if !all.is_empty() {
-        s.push_str(&format!(
-            "<path d=\"{}\" fill=\"none\" stroke=\"#c0392b\" stroke-width=\"2\"/>\n",
-            cdf_path(&all, xmax)
-        ));
-    }
-    if !ok.is_empty() {
-        s.push_str(&format!(
-            "<path d=\"{}\" fill=\"none\" stroke=\"#2c3e50\" stroke-width=\"2\"/>\n",
-            cdf_path(&ok, xmax)
-        ));
-    }
-    s.push_str(&format!(
-        "<text x=\"{}\" y=\"{}\" fill=\"#2c3e50\">successes only (n={})</text>\n\
-         <text x=\"{}\" y=\"{}\" fill=\"#c0392b\">with failures at deadline {} ms (n={}{})</text>\n\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">latency, request to strict-ready</text>\n</svg>\n",
-        L + 10,
-        T + 18,
-        ok.len(),
-        L + 10,
-        T + 34,
-        ms(result.contract.deadline_ns),
-        all.len(),
-        if clipped > 0 {
-            format!("; {clipped} beyond the axis, drawn at its right edge")
+    let axis = Axis::new(
+        log,
+        if log {
+            log_ticks(
+                ns_to_ms(ok.first().copied().unwrap_or(1).max(1)),
+                ns_to_ms(hi_ns),
+            )
         } else {
-            String::new()
+            ticks(ns_to_ms(hi_ns), 8)
         },
-        L + pw / 2,
-        H - 12
-    ));
-    s
+        "",
+    );
+    let top_ms = axis.hi;
+    let clipped = all.iter().filter(|&&v| ns_to_ms(v) > top_ms).count();
+    {
+        let root = SVGBackend::with_string(out, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        title(
+            &root,
+            [
+                &result.contract.label,
+                &format!(
+                    "latency CDF, request to strict-ready: {} attempts, {} ok",
+                    samples.len(),
+                    ok.len()
+                ),
+            ],
+        )?;
+        let points_all = cdf_points(&all, &axis);
+        let points_ok = cdf_points(&ok, &axis);
+        let mut chart = ChartBuilder::on(&root)
+            .margin_top(TITLE_H + 40)
+            .margin_right(30)
+            .margin_left(10)
+            .margin_bottom(10)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(axis, Axis::new(false, ticks(100.0, 5), "%"))?;
+        chart
+            .configure_mesh()
+            .x_desc(if log {
+                "latency, ms (log scale: long tail)"
+            } else {
+                "latency, ms"
+            })
+            .label_style((FONT, 14))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
+            .draw()?;
+        let legend_all = format!(
+            "with failures at the {} ms deadline (right-censored), n={}{}",
+            ms(deadline),
+            all.len(),
+            if clipped > 0 {
+                format!(", {clipped} drawn at the right edge")
+            } else {
+                String::new()
+            }
+        );
+        let legend_ok = format!("successes only, n={}", ok.len());
+        if !all.is_empty() {
+            chart.draw_series(LineSeries::new(points_all, RED.stroke_width(2)))?;
+        }
+        if !ok.is_empty() {
+            chart.draw_series(LineSeries::new(points_ok, DARK.stroke_width(2)))?;
+        }
+        // The legend, under the title: drawn here, not in the plot, so it covers no data.
+        for (k, (text, colour)) in [(legend_ok, DARK), (legend_all, RED)].iter().enumerate() {
+            let y = LEGEND_Y + 18 * k as i32;
+            root.draw(&PathElement::new(
+                vec![(14, y), (38, y)],
+                colour.stroke_width(2),
+            ))?;
+            root.draw(&Text::new(
+                text.as_str(),
+                (46, y - 7),
+                (FONT, 14).into_font(),
+            ))?;
+        }
+        root.present()?;
+    }
+    Ok(())
 }
 
 /// The per-stage breakdown: one bar per stage with data (p50), a tick at p99.
@@ -147,44 +364,171 @@ pub fn stages_svg(result: &ResultJson) -> String {
         .iter()
         .filter_map(|st| st.successes.map(|s| (st.name.as_str(), s.p50, s.p99)))
         .collect();
-    let row_h = 24u64;
-    let left = 190u64;
-    let h = T + B + row_h * (rows.len() as u64).max(1);
-    let pw = W - left - R - 160;
+    let row_h = 26u32;
+    let h = TITLE_H + 70 + row_h * (rows.len() as u32).max(1);
+    let mut out = String::new();
+    match draw_stages(&mut out, result, &rows, h) {
+        Ok(()) => out,
+        Err(e) => error_svg(W, h, &e.to_string()),
+    }
+}
+
+fn draw_stages(
+    out: &mut String,
+    result: &ResultJson,
+    rows: &[(&str, u64, u64)],
+    h: u32,
+) -> PlotResult<()> {
     let xmax = rows.iter().map(|r| r.2).max().unwrap_or(0).max(1);
-    let title = format!(
-        "{}: per-stage p50 (bar) and p99 (tick), successes",
-        result.contract.label
-    );
-    let mut s = header(&title, h);
+    let axis = Axis::new(false, ticks(ns_to_ms(xmax), 6), "");
+    let right = Ranged::range(&axis).end;
+    let n = rows.len().max(1) as f64;
+    let rows_axis = Axis {
+        lo: 0.0,
+        hi: n,
+        ticks: Vec::new(),
+        ..Axis::new(false, Vec::new(), "")
+    };
+    let root = SVGBackend::with_string(out, (W, h)).into_drawing_area();
+    root.fill(&WHITE)?;
+    title(
+        &root,
+        [
+            &result.contract.label,
+            "per-stage p50 (bar) and p99 (tick), successful samples, ms",
+        ],
+    )?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin_top(TITLE_H)
+        .margin_right(150)
+        .margin_left(10)
+        .margin_bottom(10)
+        .x_label_area_size(40)
+        .y_label_area_size(180)
+        .build_cartesian_2d(axis, rows_axis)?;
+    chart
+        .configure_mesh()
+        .x_desc("duration, ms")
+        .label_style((FONT, 14))
+        .disable_y_mesh()
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
+        .draw()?;
     if rows.is_empty() {
-        s.push_str(&format!(
-            "<text x=\"{L}\" y=\"{}\">no successful sample has stage data</text>\n",
-            T + 16
-        ));
+        root.draw(&Text::new(
+            "no successful sample has stage data",
+            (200, (TITLE_H + 20) as i32),
+            (FONT, 14).into_font(),
+        ))?;
     }
     for (i, (name, p50, p99)) in rows.iter().enumerate() {
-        let y = T + row_h * i as u64;
-        let bw = scale(*p50, xmax, pw).max(1);
-        let tx = left + scale(*p99, xmax, pw);
-        s.push_str(&format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
-             <rect x=\"{left}\" y=\"{}\" width=\"{bw}\" height=\"{}\" fill=\"#2c3e50\"/>\
-             <line x1=\"{tx}\" y1=\"{}\" x2=\"{tx}\" y2=\"{}\" stroke=\"#c0392b\" stroke-width=\"2\"/>\
-             <text x=\"{}\" y=\"{}\">{} / {} ms</text>\n",
-            left - 8,
-            y + 16,
-            esc(name),
-            y + 4,
-            row_h - 8,
-            y + 2,
-            y + row_h - 2,
-            left + pw + 16,
-            y + 16,
-            ms(*p50),
-            ms(*p99)
-        ));
+        // Row i from the top.
+        let y0 = n - i as f64;
+        let (bar_lo, bar_hi) = (y0 - 0.8, y0 - 0.2);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, bar_lo), (ns_to_ms(*p50), bar_hi)],
+            DARK.filled(),
+        )))?;
+        let t = ns_to_ms(*p99);
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(t, y0 - 0.95), (t, y0 - 0.05)],
+            RED.stroke_width(2),
+        )))?;
+        let (lx, ly) = chart.backend_coord(&(0.0, y0 - 0.5));
+        root.draw(&Text::new(
+            name.to_string(),
+            (lx - 8, ly),
+            (FONT, 14).into_font().into_text_style(&root).pos(
+                plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Right,
+                    plotters::style::text_anchor::VPos::Center,
+                ),
+            ),
+        ))?;
+        let (rx, _) = chart.backend_coord(&(right, y0 - 0.5));
+        root.draw(&Text::new(
+            format!("{} / {}", ms(*p50), ms(*p99)),
+            (rx + 10, ly),
+            (FONT, 14).into_font().into_text_style(&root).pos(
+                plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Left,
+                    plotters::style::text_anchor::VPos::Center,
+                ),
+            ),
+        ))?;
     }
-    s.push_str("</svg>\n");
-    s
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tick is m × 10^k with m ∈ {1, 2, 5} (or 0).
+    fn round_125(v: f64) -> bool {
+        if v == 0.0 {
+            return true;
+        }
+        let mag = 10f64.powi(v.log10().floor() as i32);
+        let m = v / mag;
+        [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .any(|c| (m - c).abs() < 1e-9 * c.max(1.0))
+    }
+
+    #[test]
+    fn linear_ticks_step_by_one_two_five() {
+        assert_eq!(
+            ticks(264.6, 8),
+            vec![0.0, 50.0, 100.0, 150.0, 200.0, 250.0, 300.0]
+        );
+        assert_eq!(ticks(1.0, 5), vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
+        assert_eq!(
+            ticks(0.73, 8),
+            vec![0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+        );
+        assert_eq!(
+            ticks(45_000.0, 6),
+            vec![0.0, 10_000.0, 20_000.0, 30_000.0, 40_000.0, 50_000.0]
+        );
+        for hi in [0.013, 1.7, 9.99, 10.0, 33.3, 450.0, 1234.5, 98765.0] {
+            let t = ticks(hi, 8);
+            let step = t[1] - t[0];
+            assert!(round_125(step), "{hi}: step {step}");
+            assert!(t.len() <= 9 && *t.last().unwrap() >= hi, "{hi}: {t:?}");
+            assert!(t
+                .windows(2)
+                .all(|w| ((w[1] - w[0]) - step).abs() < step * 1e-9));
+        }
+    }
+
+    #[test]
+    fn log_ticks_are_one_two_five_per_decade() {
+        assert_eq!(
+            log_ticks(1.3, 480.0),
+            vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0]
+        );
+        assert_eq!(log_ticks(0.2, 0.9), vec![0.2, 0.5, 1.0]);
+        for (lo, hi) in [(0.013, 7.0), (3.0, 3000.0), (150.0, 151.0)] {
+            let t = log_ticks(lo, hi);
+            assert!(t.iter().all(|&v| round_125(v)), "{t:?}");
+            assert!(t[0] <= lo && *t.last().unwrap() >= hi, "{lo} {hi}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn long_tail_rule() {
+        let mut v: Vec<u64> = vec![100; 100];
+        assert!(!long_tail(&v));
+        // max > 20 × p50 alone.
+        v[99] = 2001;
+        assert!(long_tail(&v));
+        v[99] = 2000;
+        assert!(!long_tail(&v));
+        // p99 > 10 × p50 (rank 99 of 100).
+        v[98] = 1001;
+        assert!(long_tail(&v));
+        assert!(!long_tail(&[]));
+    }
 }

@@ -37,14 +37,24 @@ fn row(name: &str, s: &Option<Summary>) -> String {
 const TABLE_HEAD: &str = "| metric | n | min | p50 | p90 | p95 | p99 | max | mean |\n\
                           |---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
 
+/// The headline's two rows: successes only, and with failures scored at the deadline
+/// (right-censored: a failure's latency is only known to exceed the deadline, so those
+/// percentiles are lower bounds once they reach it).
 fn pair_rows(name: &str, p: &Pair, deadline: u64) -> String {
     let mut s = row(&format!("{name} (successes only)"), &p.successes);
     s += &row(
-        &format!("{name} (failures at deadline {} ms)", ms(deadline)),
+        &format!(
+            "{name} (with failures, right-censored at the {} ms deadline)",
+            ms(deadline)
+        ),
         &p.with_failures,
     );
     s
 }
+
+/// The files of a bundle that carry the contract label (the probe label on a probe
+/// bundle): the ones this module and [`crate::plot`] generate, and `result.json`.
+pub const LABELLED_FILES: [&str; 4] = [README_FILE, "result.json", CDF_FILE, STAGES_FILE];
 
 /// The README text.
 pub fn readme(r: &ResultJson) -> String {
@@ -58,8 +68,14 @@ pub fn readme(r: &ResultJson) -> String {
         let _ = writeln!(
             s,
             "**{}.** These numbers measure the VMM with its embedded probe guest; no Linux \
-             kernel was booted.\n",
-            c.label
+             kernel was booted. The label is in {}; every `samples.csv` row says `probe` in \
+             its `contract` column; `cmdline.txt` and `{SUMS_FILE}` carry no label.\n",
+            c.label,
+            LABELLED_FILES
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     if c.incomplete {
@@ -76,10 +92,22 @@ pub fn readme(r: &ResultJson) -> String {
     let _ = writeln!(
         s,
         "- headline: `{}`; a sample not strict-ready within {} ms is a failure and is scored \
-         at {} ms in the with-failures rows",
+         at {} ms in the with-failures rows, which are therefore right-censored at the \
+         deadline (a failure's latency is only known to exceed it)",
         c.headline,
         ms(c.deadline_ns),
         ms(c.deadline_ns)
+    );
+    let (cached, it) = if c.kind == ContractKind::Linux {
+        ("the VMM binary, the kernel and the initramfs", "them")
+    } else {
+        ("the VMM binary (the probe guest is inside it)", "it")
+    };
+    let _ = writeln!(
+        s,
+        "- the VM is cold, the host is not: every sample is a fresh VMM process and a fresh \
+         VM, but after the first sample the host's page cache holds {cached}, so later \
+         samples do not read {it} from disk (unless the kernel evicted {it})"
     );
     let _ = writeln!(s, "- statistics: {}\n", c.percentile_definition);
     let _ = writeln!(s, "## Configuration\n");
@@ -162,23 +190,21 @@ pub fn readme(r: &ResultJson) -> String {
             let _ = writeln!(s, "| {k} | {v} |");
         }
     }
-    let _ = writeln!(s, "\n## Stages (milliseconds)\n");
+    let _ = writeln!(s, "\n## Stages (milliseconds, successful samples only)\n");
+    let _ = writeln!(
+        s,
+        "A failed sample's stages are left out: a timed-out attempt's stages add up to the \
+         deadline, not to a boot.\n"
+    );
     s.push_str(TABLE_HEAD);
     for st in sm.stages.iter().filter(|st| st.successes.is_some()) {
-        s += &pair_rows(
-            &st.name,
-            &Pair {
-                successes: st.successes,
-                with_failures: st.with_failures,
-            },
-            c.deadline_ns,
-        );
+        s += &row(&st.name, &st.successes);
     }
     if sm.by_concurrency.len() > 1 {
         let _ = writeln!(s, "\n## By concurrency\n");
         let _ = writeln!(
             s,
-            "| concurrency | attempts | ok | p50 | p99 | p99 with failures | throughput /s |\n\
+            "| concurrency | attempts | ok | p50 | p99 | p99 with failures (right-censored) | throughput /s |\n\
              |---:|---:|---:|---:|---:|---:|---:|"
         );
         for g in &sm.by_concurrency {

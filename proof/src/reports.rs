@@ -78,53 +78,67 @@ impl ReportLine {
     }
 }
 
-/// Checks `bytes` (the file) against `samples`; every disagreement is one string.
-/// `max` bounds how many are collected.
-pub fn check(bytes: &[u8], samples: &[Sample], max: usize) -> Vec<String> {
+/// Checks the file (read line by line, each line capped at [`MAX_LINE`]) against `samples`
+/// and the contract's deadline; every disagreement is one string, at most `max` of them.
+pub fn check<R: std::io::BufRead>(
+    mut file: R,
+    samples: &[Sample],
+    deadline_ns: u64,
+    max: usize,
+) -> std::io::Result<Vec<String>> {
+    use std::io::{BufRead as _, Read as _};
     let mut bad = Vec::new();
     let mut push = |s: String| {
         if bad.len() < max {
             bad.push(s);
         }
     };
-    let lines: Vec<&[u8]> = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .collect();
-    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
-        push("the last line has no newline".into());
-    }
-    if lines.len() != samples.len() {
-        push(format!(
-            "{} lines for {} rows: one line per row",
-            lines.len(),
-            samples.len()
-        ));
-    }
-    for (i, (line, s)) in lines.iter().zip(samples).enumerate() {
-        if line.len() > MAX_LINE {
-            push(format!("line {i}: longer than {MAX_LINE} bytes"));
+    let mut line = Vec::new();
+    let mut i = 0usize;
+    loop {
+        line.clear();
+        let n = (&mut file)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        if line.last() != Some(&b'\n') {
+            if line.len() > MAX_LINE {
+                push(format!("line {i}: longer than {MAX_LINE} bytes"));
+                // Skip the rest of the overlong line.
+                let mut rest = Vec::new();
+                file.read_until(b'\n', &mut rest)?;
+            } else {
+                push(format!("line {i}: no final newline"));
+            }
+            i += 1;
             continue;
         }
-        let parsed: ReportLine = match serde_json::from_slice(line) {
-            Ok(l) => l,
-            Err(e) => {
-                push(format!("line {i}: does not parse: {e}"));
-                continue;
-            }
-        };
-        if parsed.to_line().as_bytes() != [*line, b"\n"].concat().as_slice() {
-            push(format!("line {i}: not in canonical form"));
+        match samples.get(i) {
+            None => push(format!("line {i}: no row {i} (one line per row)")),
+            Some(s) => match serde_json::from_slice::<ReportLine>(&line[..line.len() - 1]) {
+                Err(e) => push(format!("line {i}: does not parse: {e}")),
+                Ok(parsed) => {
+                    if parsed.to_line().as_bytes() != line.as_slice() {
+                        push(format!("line {i}: not in canonical form"));
+                    }
+                    for why in check_row(&parsed, s, deadline_ns) {
+                        push(format!("row {}: {why}", s.index));
+                    }
+                }
+            },
         }
-        for why in check_row(&parsed, s) {
-            push(format!("row {}: {why}", s.index));
-        }
+        i += 1;
     }
-    bad
+    if i < samples.len() {
+        push(format!("{i} lines for {} rows: one line per row", samples.len()));
+    }
+    Ok(bad)
 }
 
 /// What in `s` disagrees with its evidence `l`.
-pub fn check_row(l: &ReportLine, s: &Sample) -> Vec<String> {
+pub fn check_row(l: &ReportLine, s: &Sample, deadline_ns: u64) -> Vec<String> {
     let mut bad = Vec::new();
     if l.index != s.index {
         bad.push(format!("the report line is for index {}", l.index));
@@ -147,6 +161,18 @@ pub fn check_row(l: &ReportLine, s: &Sample) -> Vec<String> {
         }
         return bad;
     };
+    // The deadline the VMM was given: one instant, origin + the contract's deadline.
+    let origin = l.harness.intended.unwrap_or(l.harness.request);
+    let at = l
+        .vmm
+        .as_ref()
+        .and_then(|v| v.pointer("/config/deadline/at-ns"))
+        .and_then(serde_json::Value::as_u64);
+    if at != Some(origin.saturating_add(deadline_ns)) {
+        bad.push(format!(
+            "the VMM was given the deadline {at:?}, not origin + {deadline_ns} ns"
+        ));
+    }
     let stamps = Stamps {
         intended: l.harness.intended,
         request: Some(l.harness.request),
@@ -266,9 +292,15 @@ mod tests {
     }
 
     #[test]
-    fn line_count_and_garbage_are_reported() {
+    fn line_count_garbage_and_overlong_lines_are_reported() {
         let s = Sample::new(0, ContractKind::Probe, 1, 0);
-        assert!(check(b"", std::slice::from_ref(&s), 10)[0].contains("0 lines for 1 rows"));
-        assert!(check(b"{\n", &[s], 10)[0].contains("does not parse"));
+        let one = std::slice::from_ref(&s);
+        let c = |b: &[u8]| check(b, one, 1, 10).expect("reads");
+        assert!(c(b"")[0].contains("0 lines for 1 rows"));
+        assert!(c(b"{\n")[0].contains("does not parse"));
+        assert!(c(b"{}")[0].contains("no final newline"));
+        let long = vec![b'x'; MAX_LINE + 10];
+        assert!(c(&long)[0].contains("longer than"));
+        assert!(c(b"{}\n{}\n").iter().any(|m| m.contains("no row 1")));
     }
 }

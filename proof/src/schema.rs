@@ -18,8 +18,9 @@ use crate::summary::Summaries;
 pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n sorted values \
      is the value at 1-based rank ceil(p*n/100); mean is floor(sum/n); integer nanoseconds";
 
-/// The schema this crate writes and the only one it reads.
-pub const SCHEMA_VERSION: u32 = 2;
+/// The schema this crate writes and the only one it reads. 3: the `protocol_errors` column,
+/// `reports.jsonl` (the VMM's report per attempt), no per-stage with-failures summaries.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Name of the headline metric: request (intended request time where there is one) →
 /// strict-ready.
@@ -99,41 +100,43 @@ impl Sample {
         self.stages.set(Stage::GuestInitToReady, guest[1]);
     }
 
-    /// Why this success's timeline is not whole, or `None` when it is. The one definition
-    /// the bench (when it classifies a launch) and the verifier (when it checks a success)
-    /// share: every host stage present and non-zero (the queue stage exactly when the row has
-    /// an intended time, and it may be zero), their sum equal to the headline, and (Linux)
-    /// both guest-clock stages present and non-zero.
-    pub fn timeline_problem(&self, linux: bool) -> Option<String> {
+    /// Why this success's timeline is not whole (every problem, empty when it is). The one
+    /// definition the bench (when it classifies a launch) and the verifier (when it checks a
+    /// success) share: a latency; every host stage but `queue` present and non-zero (a launch
+    /// passes every host stage and each takes time); the queue stage exactly when the row has
+    /// an intended time; the host stages summing to the headline; and (Linux) both
+    /// guest-clock stages present.
+    pub fn timeline_problems(&self, linux: bool) -> Vec<TimelineProblem> {
+        let mut out = Vec::new();
         let Some(lat) = self.latency_ns else {
-            return Some("no latency".into());
+            out.push(TimelineProblem::NoLatency);
+            return out;
         };
         for st in Stage::ALL {
-            let d = self.stages.get(st);
             let required = match st.kind() {
                 StageKind::Host => st != Stage::Queue,
                 StageKind::Guest => linux,
                 StageKind::Post => false,
             };
-            if required && d.unwrap_or(0) == 0 {
-                return Some(format!(
-                    "host or guest stage `{}` is {} (a mark missing, repeated or out of order)",
-                    st.name(),
-                    d.map_or("missing".to_string(), |v| format!("{v} ns"))
-                ));
+            match self.stages.get(st) {
+                None if required => out.push(TimelineProblem::Missing(st)),
+                Some(0) if required && st.kind() == StageKind::Host => {
+                    out.push(TimelineProblem::Zero(st))
+                }
+                _ => {}
             }
         }
         if self.stages.get(Stage::Queue).is_some() != self.intended_request_ns.is_some() {
-            return Some("a queue stage exactly when there is an intended time".into());
+            out.push(TimelineProblem::Queue);
         }
         let host_sum = self.host_stage_sum();
         if host_sum != u128::from(lat) {
-            return Some(format!(
-                "host stages sum to {host_sum} ns, latency is {lat} ns (a stamp missing or out \
-                 of order)"
-            ));
+            out.push(TimelineProblem::Sum {
+                host_sum,
+                latency: lat,
+            });
         }
-        None
+        out
     }
 
     /// What disagrees in this row's memory figures, empty when they agree. The one
@@ -218,6 +221,48 @@ impl Sample {
     pub fn derived_latency(&self) -> Option<u64> {
         let origin = self.intended_request_ns.unwrap_or(self.actual_request_ns);
         self.ready_ns?.checked_sub(origin)
+    }
+}
+
+/// One way a success's timeline is not whole ([`Sample::timeline_problems`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimelineProblem {
+    /// No latency (no strict-ready stamp).
+    NoLatency,
+    /// A required stage is missing.
+    Missing(Stage),
+    /// A host stage took 0 ns.
+    Zero(Stage),
+    /// A queue stage without an intended time, or the reverse.
+    Queue,
+    /// The host stages do not sum to the headline.
+    Sum { host_sum: u128, latency: u64 },
+}
+
+impl std::fmt::Display for TimelineProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TimelineProblem::NoLatency => write!(f, "no strict-ready time"),
+            TimelineProblem::Missing(st) => write!(
+                f,
+                "no `{}` stage: a success passes every host stage (and, Linux, both guest \
+                 stages)",
+                st.name()
+            ),
+            TimelineProblem::Zero(st) => write!(
+                f,
+                "`{}` took 0 ns: every host stage of a launch takes time",
+                st.name()
+            ),
+            TimelineProblem::Queue => {
+                write!(f, "a queue stage must be present exactly when there is an intended time")
+            }
+            TimelineProblem::Sum { host_sum, latency } => write!(
+                f,
+                "host stages sum to {host_sum} ns, latency is {latency} ns (a stamp missing or \
+                 out of order)"
+            ),
+        }
     }
 }
 

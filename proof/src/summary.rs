@@ -8,6 +8,8 @@ use crate::schema::{Contract, Sample, Stage};
 use crate::stats::{with_failures, Summary};
 
 /// A metric summarised twice: successes only, and with failures scored at the deadline.
+/// The second is **right-censored at the deadline**: a failure's latency is only known to
+/// exceed the deadline, so a percentile that reaches the deadline is a lower bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pair {
@@ -15,15 +17,15 @@ pub struct Pair {
     pub with_failures: Option<Summary>,
 }
 
-/// One stage's pair. For a stage, "successes" are the values of successful samples that
-/// have the stage; "with failures" adds the deadline once per failed sample. A stage no
-/// success has (e.g. guest stages of a probe guest) has neither.
+/// One stage's summary: the values of successful samples that have the stage (`None` for a
+/// stage no success has, e.g. the guest stages of a probe guest). There is no with-failures
+/// figure per stage (schema 3 dropped it): a failure would be scored at the whole deadline in
+/// every stage, which says nothing about any one stage.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StageSummary {
     pub name: String,
     pub successes: Option<Summary>,
-    pub with_failures: Option<Summary>,
 }
 
 /// One concurrency level (sweep, burst, churn; sequential is level 1, open loop 0).
@@ -173,18 +175,9 @@ impl Summaries {
                     .filter(|s| s.ok && s.latency_ns.is_some())
                     .filter_map(|s| s.stages.get(st))
                     .collect();
-                let p = if vals.is_empty() {
-                    Pair {
-                        successes: None,
-                        with_failures: None,
-                    }
-                } else {
-                    pair(&vals, failed, deadline)
-                };
                 StageSummary {
                     name: st.name().to_string(),
-                    successes: p.successes,
-                    with_failures: p.with_failures,
+                    successes: Summary::of(&vals),
                 }
             })
             .collect();

@@ -18,6 +18,32 @@ fn csv_round_trip_with_awkward_text() {
     assert_eq!(read_samples(text.as_bytes()).unwrap(), s);
 }
 
+/// The committed 1,000-row bundle: its samples.csv parses with the `csv`-crate reader and
+/// is exactly what the writer produces from its rows (so old bundles stay canonical).
+#[test]
+fn committed_bundle_samples_are_canonical() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results/20261130T134200Z-probe-floor-sequential-2vcpu-16384mib");
+    let bytes = fs::read(dir.join(SAMPLES_FILE)).unwrap();
+    let rows = read_samples(&bytes).unwrap();
+    assert_eq!(rows.len(), 1000);
+    assert!(rows.iter().enumerate().all(|(i, s)| s.index == i as u64));
+    assert_eq!(write_samples(&rows).as_bytes(), bytes.as_slice());
+    // The same bytes with CRLF line ends, or one field quoted, are refused.
+    let crlf = String::from_utf8(bytes.clone())
+        .unwrap()
+        .replace('\n', "\r\n");
+    assert!(read_samples(crlf.as_bytes()).is_err());
+    let quoted = String::from_utf8(bytes)
+        .unwrap()
+        .replacen(",probe,", ",\"probe\",", 7);
+    let e = read_samples(quoted.as_bytes()).unwrap_err().to_string();
+    assert!(
+        e.contains("line 2, column `contract`") && e.contains("canonical"),
+        "{e}"
+    );
+}
+
 #[test]
 fn json_round_trip() {
     let f = Fixture::linux(50);
@@ -358,4 +384,83 @@ fn open_loop_bundle_built_from_stamps_verifies() {
     r2.contract.mode = Mode::Sequential { count: 30 };
     let w = write_bundle(&t.path().join("c"), &r2, &samples, &f.inputs()).unwrap();
     assert!(w.verdict.has(Check::IntendedTime) && w.verdict.has(Check::Concurrency));
+}
+
+/// The text nodes of an SVG (plotters writes each on its own line).
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>').map(|(_, rest)| rest))
+        .filter_map(|rest| {
+            rest.split_once("</text>")
+                .map(|(t, _)| t.trim().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn plots_are_deterministic_with_round_ticks() {
+    use truecold_proof::plot::{cdf_svg, stages_svg};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results/20261130T134200Z-probe-floor-sequential-2vcpu-16384mib");
+    let (r, s) = truecold_proof::read_bundle(&dir).unwrap();
+    let cdf = cdf_svg(&r, &s);
+    assert_eq!(cdf, cdf_svg(&r, &s.clone()));
+    assert_eq!(stages_svg(&r), stages_svg(&r.clone()));
+    // p50 202 ms, max 409 ms: a linear axis 0..500 in steps of 100 ms.
+    let texts = svg_texts(&cdf);
+    for t in ["0", "100", "200", "300", "400", "500", "0%", "20%", "100%"] {
+        assert!(texts.iter().any(|x| x == t), "tick {t} missing: {texts:?}");
+    }
+    assert!(texts.iter().any(|x| x == "latency, ms"), "{texts:?}");
+    // The stage plot: 0..200 ms in steps of 50; the title on two lines, each within the
+    // 800 px canvas (monospace at most 0.6 em per character).
+    let st = stages_svg(&r);
+    let texts = svg_texts(&st);
+    for t in ["0", "50", "100", "150", "200"] {
+        assert!(texts.iter().any(|x| x == t), "tick {t} missing: {texts:?}");
+    }
+    assert_eq!(texts[0], PROBE_LABEL);
+    assert!(texts[1].starts_with("per-stage p50 (bar) and p99 (tick)"));
+    for t in &texts[..2] {
+        assert!(12.0 + t.chars().count() as f64 * 0.6 * 17.0 < 800.0, "{t}");
+    }
+}
+
+#[test]
+fn a_long_tail_gets_a_log_axis() {
+    use truecold_proof::plot::{cdf_svg, long_tail};
+    let mut f = Fixture::linux(300);
+    f.sigma = 1.2; // log-normal: max far beyond 20 × p50
+    let s = f.samples();
+    let r = f.result(&s);
+    let mut ok: Vec<u64> = s
+        .iter()
+        .filter(|x| x.ok)
+        .filter_map(|x| x.latency_ns)
+        .collect();
+    ok.sort_unstable();
+    assert!(long_tail(&ok));
+    let svg = cdf_svg(&r, &s);
+    assert_eq!(svg, cdf_svg(&r, &s));
+    let texts = svg_texts(&svg);
+    assert!(texts.iter().any(|t| t.contains("log scale")), "{texts:?}");
+    // Tick labels are 1, 2 or 5 × 10^k.
+    let ticks: Vec<f64> = texts
+        .iter()
+        .filter(|t| !t.ends_with('%'))
+        .filter_map(|t| t.parse::<f64>().ok())
+        .collect();
+    assert!(ticks.len() >= 4, "{texts:?}");
+    for t in &ticks {
+        let mag = 10f64.powf(t.log10().floor());
+        let m = (t / mag * 1e6).round() / 1e6;
+        assert!([1.0, 2.0, 5.0].contains(&m), "tick {t}");
+    }
+    // The normal fixture keeps a linear axis.
+    let f = Fixture::linux(300);
+    let s = f.samples();
+    assert!(!svg_texts(&cdf_svg(&f.result(&s), &s))
+        .iter()
+        .any(|t| t.contains("log scale")));
 }

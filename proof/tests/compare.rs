@@ -2,9 +2,12 @@
 mod common;
 
 use common::*;
-use truecold_proof::compare::{bootstrap_delta_ci, compare_values, mann_whitney_p, MetricVerdict};
+use truecold_proof::compare::{
+    bootstrap_delta_ci, compare_values, compare_verified, fmt_p, mann_whitney_p, CompareError,
+    MetricVerdict,
+};
 use truecold_proof::schema::HostKind;
-use truecold_proof::{compare_bundles, CompareOptions, Outcome};
+use truecold_proof::{compare_bundles, verify_dir, CompareOptions, Outcome};
 
 fn draw(rng: &mut Rng, n: usize, median: f64) -> Vec<u64> {
     (0..n).map(|_| rng.latency(median, 0.1)).collect()
@@ -163,4 +166,157 @@ fn more_failures_is_a_regression_even_if_successes_are_as_fast() {
     )
     .unwrap();
     assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text());
+}
+
+#[test]
+fn identical_samples_are_no_difference_on_every_metric() {
+    let f = Fixture::linux(200);
+    let s = f.samples();
+    let r = f.result(&s);
+    let c = compare_bundles((&r, &s), (&r, &s), &CompareOptions::default()).unwrap();
+    for m in &c.metrics {
+        assert_eq!(m.verdict, MetricVerdict::NoDifference, "{m:?}");
+        assert_eq!(m.delta_p50_ns, Some(0));
+    }
+    assert_eq!(c.outcome, Outcome::NoRegression);
+    assert!(c.render_text().contains("no difference"));
+    // Constant stages (workload, teardown) are identical across different campaigns too.
+    let mut g = f.clone();
+    g.seed = 11;
+    let sg = g.samples();
+    let c = compare_bundles((&r, &s), (&g.result(&sg), &sg), &CompareOptions::default()).unwrap();
+    let wl = c.metrics.iter().find(|m| m.name == "workload").unwrap();
+    assert_eq!(wl.verdict, MetricVerdict::NoDifference, "{wl:?}");
+}
+
+#[test]
+fn a_clear_difference_is_called_even_with_a_wide_interval() {
+    // A small, noisy stage tripled: p is ~0 and |Δ| is 200 %, but the median's interval is
+    // wider than 10 % of A's median. The old rule said "inconclusive"; the rule now calls
+    // a significant change at least the threshold a change.
+    let o = CompareOptions::default();
+    let mut rng = Rng(21);
+    let a: Vec<u64> = (0..200).map(|_| rng.latency(40_000.0, 0.8)).collect();
+    let b: Vec<u64> = (0..200).map(|_| rng.latency(120_000.0, 0.8)).collect();
+    let m = compare_values("memory", false, &a, &b, &o);
+    let (lo, hi) = m.ci95_ns.unwrap();
+    let width = (hi - lo) as f64 * 100.0 / m.a.p50.unwrap() as f64;
+    assert!(width > o.max_ci_width_pct, "interval {width}% is not wide");
+    assert!(m.p_value.unwrap() < 1e-20, "{m:?}");
+    assert_eq!(m.verdict, MetricVerdict::Regressed, "{m:?}");
+    assert!(m.why.contains("p ") && m.why.contains("≥ 2%"), "{}", m.why);
+    // And the same data the other way round.
+    let m = compare_values("memory", false, &b, &a, &o);
+    assert_eq!(m.verdict, MetricVerdict::Improved, "{m:?}");
+    // No significant change with that interval width stays inconclusive (a change is not
+    // ruled out).
+    let a2: Vec<u64> = (0..40).map(|_| rng.latency(40_000.0, 0.8)).collect();
+    let b2: Vec<u64> = (0..40).map(|_| rng.latency(40_000.0, 0.8)).collect();
+    let m = compare_values("memory", false, &a2, &b2, &o);
+    assert_eq!(m.verdict, MetricVerdict::Inconclusive, "{m:?}");
+    assert!(m.why.contains("not ruled out"), "{}", m.why);
+}
+
+#[test]
+fn significant_but_below_the_threshold_is_no_change() {
+    // A 0.5 % shift at n = 2000 with little noise: significant, smaller than 2 %.
+    let o = CompareOptions::default();
+    let mut rng = Rng(31);
+    let a: Vec<u64> = (0..2000).map(|_| rng.latency(30e6, 0.01)).collect();
+    let b: Vec<u64> = a.iter().map(|x| x + x / 200).collect();
+    let m = compare_values("h", true, &a, &b, &o);
+    assert!(m.p_value.unwrap() < o.alpha, "{m:?}");
+    assert_eq!(m.verdict, MetricVerdict::NoChange, "{m:?}");
+    assert!(
+        m.why.contains("significant") && m.why.contains("< 2%"),
+        "{}",
+        m.why
+    );
+}
+
+#[test]
+fn p_values_come_from_the_normal_tail() {
+    // z = 0 → p = 1; a huge separation → p underflows towards 0 and prints as such.
+    assert_eq!(mann_whitney_p(&[1, 2], &[2, 1]), Some(1.0));
+    let a: Vec<u64> = (0..500).collect();
+    let b: Vec<u64> = (1000..1500).collect();
+    let p = mann_whitney_p(&a, &b).unwrap();
+    assert!(p < 1e-100, "{p}");
+    assert!(fmt_p(0.0).starts_with('<'));
+    assert_eq!(fmt_p(0.0123), "1.23e-2");
+}
+
+#[test]
+fn compare_uses_the_rows_verify_accepted() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::linux(200).write(t.path(), "a");
+    let mut fb = Fixture::linux(200);
+    fb.seed = 2;
+    fb.median_ns = 30e6 * 1.10;
+    let b = fb.write(t.path(), "b");
+    let (va, vb) = (verify_dir(&a), verify_dir(&b));
+    // Swap the files on disk after verifying: compare must not see it.
+    std::fs::copy(a.join("samples.csv"), b.join("samples.csv")).unwrap();
+    let c = compare_verified(&va, &vb, &CompareOptions::default()).unwrap();
+    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text());
+    // An invalid verdict is refused, typed.
+    let vb2 = verify_dir(&b);
+    assert!(!vb2.is_valid());
+    assert!(matches!(
+        compare_verified(&va, &vb2, &CompareOptions::default()),
+        Err(CompareError::Invalid { side: "B" })
+    ));
+}
+
+fn cli(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_truecold-proof"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn compare_cannot_compare_exits_125_and_help_states_the_rule() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::linux(30).write(t.path(), "a");
+    // A bad option value.
+    let (code, out, err) = cli(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        a.as_os_str(),
+        "--alpha".as_ref(),
+        "2".as_ref(),
+    ]);
+    assert_eq!(code, 125, "{out}{err}");
+    assert!(err.contains("bad option"), "{err}");
+    // A missing bundle.
+    let (code, _, err) = cli(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        t.path().join("nope").as_os_str(),
+    ]);
+    assert_eq!(code, 125, "{err}");
+    // The same bundle twice: no difference, exit 0.
+    let (code, out, err) = cli(&["compare".as_ref(), a.as_os_str(), a.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("no difference"), "{out}");
+    let (code, out, _) = cli(&["compare".as_ref(), "--help".as_ref()]);
+    assert_eq!(code, 0);
+    for needle in [
+        "Mann-Whitney U, two-sided, normal approximation with tie",
+        "no difference",
+        "--threshold-pct",
+        "right-censored",
+        "125",
+    ] {
+        assert!(
+            out.contains(needle),
+            "`{needle}` not in compare --help:\n{out}"
+        );
+    }
 }

@@ -1,9 +1,10 @@
-//! Property tests: arbitrary bytes never panic the CSV, JSON or SHA256SUMS readers.
+//! Property tests: arbitrary bytes never panic the CSV, JSON or SHA256SUMS readers, and
+//! whatever the CSV reader accepts is canonical (equal to the writer's bytes for its rows).
 mod common;
 
 use proptest::prelude::*;
 use truecold_proof::bundle::parse_result;
-use truecold_proof::csv::{read_samples, write_samples};
+use truecold_proof::csv::{read_samples, write_samples, Caps, SamplesReader};
 use truecold_proof::sums::parse_sums;
 
 proptest! {
@@ -24,6 +25,35 @@ proptest! {
         let _ = read_samples(&b);
         let c = cut.index(b.len());
         let _ = read_samples(&b[..c]);
+    }
+
+    #[test]
+    fn accepted_csv_is_canonical(pos in any::<prop::sample::Index>(), byte in any::<u8>(), extra in any::<prop::sample::Index>(), ins in any::<u8>()) {
+        let good = write_samples(&common::Fixture::linux(6).samples()).into_bytes();
+        let mut b = good.clone();
+        let i = pos.index(b.len());
+        b[i] = byte;
+        let j = extra.index(b.len());
+        b.insert(j, ins);
+        if let Ok(rows) = read_samples(&b) {
+            prop_assert_eq!(write_samples(&rows).into_bytes(), b);
+        }
+    }
+
+    #[test]
+    fn small_caps_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096), row in 1usize..600, total in 1u64..5000, rows in 0u64..5) {
+        let caps = Caps { max_bytes: total, max_row_bytes: row, max_rows: rows };
+        if let Ok(mut r) = SamplesReader::with_caps(bytes.as_slice(), caps) {
+            let mut n = 0;
+            while let Ok(Some(_)) = r.next_sample() {
+                n += 1;
+            }
+            prop_assert!(n <= rows);
+        }
+        let good = write_samples(&common::Fixture::probe(4).samples()).into_bytes();
+        if let Ok(mut r) = SamplesReader::with_caps(good.as_slice(), caps) {
+            while let Ok(Some(_)) = r.next_sample() {}
+        }
     }
 
     #[test]

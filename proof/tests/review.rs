@@ -124,3 +124,73 @@ fn hand_edited_readme_with_recomputed_sums_is_invalid() {
     truecold_proof::regenerate(&dir).unwrap();
     assert!(verify_dir(&dir).is_valid());
 }
+
+/// The probe README names the files that carry the label; the claim is exactly true.
+#[test]
+fn probe_label_claim_names_exactly_the_files_that_carry_it() {
+    let t = tempfile::tempdir().unwrap();
+    let f = Fixture::probe(12);
+    let mut s = f.samples();
+    for x in &mut s {
+        x.boot_id = None;
+    }
+    let w = write_bundle(&t.path().join("p"), &f.result(&s), &s, &f.inputs()).unwrap();
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
+    let read = |n: &str| fs::read_to_string(w.path.join(n)).unwrap();
+    let readme = read("README.md");
+    for n in truecold_proof::report::LABELLED_FILES {
+        assert!(read(n).contains(PROBE_LABEL), "{n} lacks the label");
+        assert!(
+            readme.contains(&format!("`{n}`")),
+            "README does not name {n}"
+        );
+    }
+    for n in ["samples.csv", "cmdline.txt", "SHA256SUMS"] {
+        assert!(!read(n).contains(PROBE_LABEL), "{n} carries the label");
+        assert!(
+            readme.contains(&format!("`{n}`")),
+            "README does not name {n}"
+        );
+    }
+    assert!(readme.contains("carry no label"));
+    // Every file of the bundle is one of the two lists.
+    let mut all: Vec<String> = fs::read_dir(&w.path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    all.sort();
+    let mut named: Vec<String> = truecold_proof::report::LABELLED_FILES
+        .iter()
+        .chain(&["samples.csv", "cmdline.txt", "SHA256SUMS"])
+        .map(|s| s.to_string())
+        .collect();
+    named.sort();
+    assert_eq!(all, named);
+}
+
+#[test]
+fn readme_says_the_host_is_warm_and_censors_only_the_headline() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = Fixture::linux(30).write(t.path(), "b");
+    let readme = fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains("the VM is cold, the host is not")
+            && readme.contains("page cache holds the VMM binary, the kernel and the initramfs"),
+        "{readme}"
+    );
+    assert!(readme.contains("(with failures, right-censored at the 1000.000 ms deadline)"));
+    // Stage rows: successes only; no stage row scored at the deadline.
+    let stages = readme.split("## Stages").nth(1).unwrap();
+    let stages = stages.split("\n## ").next().unwrap();
+    assert!(stages.contains("| spawn |"), "{stages}");
+    assert!(!stages.contains("deadline)"), "{stages}");
+    assert!(!stages.contains("with failures |"), "{stages}");
+    let p = Fixture::probe(10);
+    let mut s = p.samples();
+    for x in &mut s {
+        x.boot_id = None;
+    }
+    let w = write_bundle(&t.path().join("p"), &p.result(&s), &s, &p.inputs()).unwrap();
+    let readme = fs::read_to_string(w.path.join("README.md")).unwrap();
+    assert!(readme.contains("page cache holds the VMM binary (the probe guest is inside it)"));
+}

@@ -30,6 +30,8 @@ struct Fake<'a> {
     burn_ns: u64,
     /// Every launch appends `launch <index>`.
     log: Option<&'a Mutex<Vec<String>>>,
+    /// The latency origin is the intended time (burst, open loop); set by `run_with`.
+    from_intended: AtomicBool,
 }
 
 impl Launcher for Fake<'_> {
@@ -55,13 +57,19 @@ impl Launcher for Fake<'_> {
         } else {
             slot.index
         };
-        // The "report" is just the numbers the observe closure needs.
-        let stdout = format!(
-            "{request_ns} {id} {} {}",
-            u8::from(failed),
-            u8::from(self.linux)
-        )
-        .into_bytes();
+        // The "report": the JSON a real VMM prints, read by the real adapter.
+        let origin = if self.from_intended.load(Ordering::SeqCst) {
+            slot.intended_ns
+        } else {
+            request_ns
+        };
+        let stdout = fake_report(
+            request_ns,
+            id,
+            failed,
+            self.linux,
+            origin + self.deadline_ns,
+        );
         Attempt {
             slot,
             request_ns,
@@ -79,14 +87,24 @@ impl Launcher for Fake<'_> {
     }
 }
 
-fn observe(a: &Attempt) -> Result<Observed, String> {
-    let text = String::from_utf8(a.stdout.clone()).map_err(|e| e.to_string())?;
-    let v: Vec<u64> = text.split(' ').map(|x| x.parse().unwrap()).collect();
-    let (r, id, linux) = (v[0], v[1], v[3] == 1);
+/// What a VMM would print for this fake launch: a report core (stamps every 100 µs from
+/// the request, strict-ready unless `failed`) plus the `config.deadline` the verifier reads.
+fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> Vec<u8> {
+    use truecold_proto::report::{Liveness, LivenessKind, MemoryFigures, Outcome, ReportCore};
     let boot_id = BootId::parse(&format!("{id:08x}-1111-4222-8333-444444444444"));
     let at = |us: u64| Some(r + us * 1000);
-    Ok(Observed {
+    let mut liveness = Liveness::new(if linux {
+        LivenessKind::Binding
+    } else {
+        LivenessKind::ProbeEcho
+    });
+    liveness.verified = !failed;
+    // Only a Linux guest has a boot id (and a record); the probe has neither.
+    liveness.reply_boot_id = if linux && !failed { boot_id } else { None };
+    let core = ReportCore {
+        schema: truecold_proto::report::REPORT_SCHEMA,
         stamps: Stamps {
+            request: Some(r),
             boot_start: at(100),
             kvm_open: at(200),
             vm_created: at(300),
@@ -95,19 +113,20 @@ fn observe(a: &Attempt) -> Result<Observed, String> {
             first_run: at(600 + id % 7),
             init_doorbell: at(700 + id % 7),
             ready_doorbell: at(800 + id % 7),
-            strict_ready: if v[2] == 1 { None } else { at(900 + id % 7) },
-            record: if v[2] == 1 { None } else { at(1000 + id % 7) },
+            strict_ready: if failed { None } else { at(900 + id % 7) },
+            record: if failed { None } else { at(1000 + id % 7) },
             ..Stamps::default()
         },
-        guest_exit_code: Some(0),
-        protocol_errors: 0,
-        strict_ready_verified: v[2] != 1,
-        memslots: Some(64 * MIB),
-        e820_usable: Some(64 * MIB),
-        guest_ram: Some(64 * MIB),
-        // Only a Linux guest has a boot id (and a record); the probe has neither.
-        boot_id: if linux { boot_id } else { None },
-        guest: linux.then_some(GuestRecord {
+        memory_figures: MemoryFigures {
+            configured: 64 * MIB,
+            memslots: 64 * MIB,
+            e820_ram: 64 * MIB,
+            guest: Some(64 * MIB),
+        },
+        backing_obtained: "anon-4k".into(),
+        vmm_rss_bytes: None,
+        liveness,
+        guest_record: linux.then_some(GuestRecord {
             boot_id,
             t_init_ns: 30_000_000,
             t_ready_ns: 40_000_000,
@@ -129,10 +148,24 @@ fn observe(a: &Attempt) -> Result<Observed, String> {
             workload: Workload::BenchOk,
             code: ErrorCode::Ok,
         }),
-        error: None,
-        cmdline: None,
-        backing: Some("anon-4k".into()),
-    })
+        protocol_error_count: 0,
+        protocol_errors: vec![],
+        guest_cmdline: None,
+        outcome: Outcome {
+            ok: !failed,
+            failure_kind: failed.then(|| "deadline".to_string()),
+            failure: failed.then(|| "the guest did not finish".to_string()),
+            guest_exit_code: (!failed).then_some(0),
+        },
+    };
+    let mut v = serde_json::to_value(core).expect("a report serializes");
+    v["config"] = serde_json::json!({ "deadline": { "at-ns": deadline_at } });
+    v.to_string().into_bytes()
+}
+
+/// The real adapter, as the bench uses it.
+fn observe(a: &Attempt) -> Result<Observed, String> {
+    crate::vmm_report::observe_attempt(a)
 }
 
 fn spec(schedule: Schedule) -> CampaignSpec {
@@ -179,6 +212,8 @@ fn run_with(
     observe: &Observe<'_>,
     harness: &Harness<'_>,
 ) -> (Executed, Written, tempfile::TempDir) {
+    fake.from_intended
+        .store(sp.mode().has_intended_time(), Ordering::SeqCst);
     let mut progress = Progress::new(Vec::new(), Style::Plain, "t", 0);
     let ex = execute(sp, fake, observe, stop, &mut progress, harness).unwrap();
     let cfg = Configuration {
@@ -199,7 +234,10 @@ fn run_with(
         // A Linux bundle carries its kernel's config; a probe bundle never does.
         kernel_config: (sp.contract == ContractKind::Linux).then(|| b"CONFIG_X=y\n".to_vec()),
         cmdline: fake_cmdline_txt(sp),
-        extra_files: vec![],
+        extra_files: vec![(
+            truecold_proof::reports::REPORTS_FILE.to_string(),
+            ex.reports.clone(),
+        )],
     };
     let w = write(&dest, &result, &ex.samples, &inputs).unwrap();
     (ex, w, dir)
@@ -248,6 +286,7 @@ fn fake(stop: &AtomicBool) -> Fake<'_> {
         cpu: None,
         burn_ns: 0,
         log: None,
+        from_intended: AtomicBool::new(false),
     }
 }
 

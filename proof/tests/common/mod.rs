@@ -288,7 +288,13 @@ impl Fixture {
         )
     }
 
+    /// The bundle's other files, with `reports.jsonl` made from the fixture's own rows.
     pub fn inputs(&self) -> BundleInputs {
+        self.inputs_for(&self.samples())
+    }
+
+    /// The bundle's other files, with `reports.jsonl` made from `samples`.
+    pub fn inputs_for(&self, samples: &[Sample]) -> BundleInputs {
         BundleInputs {
             kernel_config: self.config_bytes(),
             cmdline: truecold_proof::cmdline::format_cmdline_txt(
@@ -298,7 +304,10 @@ impl Fixture {
                 &self.vmm_command(),
                 (self.kind == ContractKind::Linux).then_some(GUEST_CMDLINE),
             ),
-            extra_files: vec![],
+            extra_files: vec![(
+                truecold_proof::reports::REPORTS_FILE.to_string(),
+                reports_jsonl(samples, DEADLINE),
+            )],
         }
     }
 
@@ -388,4 +397,90 @@ pub fn forge(dir: &Path, f: impl FnOnce(&mut ResultJson, &mut Vec<Sample>)) {
 /// The set of checks `v` reports.
 pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> {
     v.reasons.iter().map(|r| r.check).collect()
+}
+
+/// `reports.jsonl` for fixture rows: each row's stamps rebuilt from its stages (the inverse
+/// of the tiling), its guest record from its guest columns, the deadline the VMM was given.
+pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
+    use truecold_proof::reports::{HarnessMarks, ReportLine};
+    use truecold_proto::measure::{Boundary, Stamps};
+    use truecold_proto::report::{Liveness, LivenessKind, MemoryFigures, Outcome, ReportCore};
+    let mut out = Vec::new();
+    for s in samples {
+        let linux = s.contract == ContractKind::Linux;
+        let mut st = Stamps {
+            intended: s.intended_request_ns,
+            request: Some(s.actual_request_ns),
+            ..Stamps::default()
+        };
+        let mut t = s.actual_request_ns;
+        for d in Stage::TABLE.iter().filter(|d| d.stage != Stage::Queue) {
+            if let (Boundary::Host { end }, Some(ns)) = (d.boundary, s.stages.get(d.stage)) {
+                t += ns;
+                st.set(end, Some(t));
+            }
+        }
+        let reaped = st.reaped.take();
+        let mut liveness = Liveness::new(if linux {
+            LivenessKind::Binding
+        } else {
+            LivenessKind::ProbeEcho
+        });
+        liveness.verified = s.ok;
+        liveness.reply_boot_id = s.boot_id;
+        let t_init = s.stages.get(Stage::GuestKernelToInit).unwrap_or(0);
+        let guest_record = (linux && s.ok).then(|| truecold_proto::GuestRecord {
+            boot_id: s.boot_id,
+            t_init_ns: t_init,
+            t_ready_ns: t_init + s.stages.get(Stage::GuestInitToReady).unwrap_or(0),
+            t_reply_ns: 0,
+            t_record_ns: 0,
+            mem_configured: s.host_mem_configured,
+            mem_firmware_ram: s.guest_mem_firmware.unwrap_or(0),
+            mem_total: s.guest_mem_total.unwrap_or(0),
+            mem_probe: 1 << 20,
+            cpus: s.guest_cpus.unwrap_or(0),
+            platform: s.guest_platform.clone().unwrap_or_default(),
+            workload: truecold_proto::Workload::BenchOk,
+            code: truecold_proto::ErrorCode::Ok,
+        });
+        let core = ReportCore {
+            schema: truecold_proto::report::REPORT_SCHEMA,
+            stamps: st,
+            memory_figures: MemoryFigures {
+                configured: s.host_mem_configured,
+                memslots: s.host_memslots.unwrap_or(0),
+                e820_ram: s.host_e820_usable.unwrap_or(0),
+                guest: s.guest_mem_firmware,
+            },
+            backing_obtained: "thp".into(),
+            vmm_rss_bytes: None,
+            liveness,
+            guest_record,
+            protocol_error_count: s.protocol_errors,
+            protocol_errors: vec![],
+            guest_cmdline: None,
+            outcome: Outcome {
+                ok: s.ok,
+                failure_kind: (!s.ok).then(|| "deadline".into()),
+                failure: None,
+                guest_exit_code: None,
+            },
+        };
+        let mut vmm = serde_json::to_value(core).unwrap();
+        let origin = s.intended_request_ns.unwrap_or(s.actual_request_ns);
+        vmm["config"] = serde_json::json!({"deadline": {"at-ns": origin + deadline_ns}});
+        let line = ReportLine::new(
+            s.index,
+            HarnessMarks {
+                intended: s.intended_request_ns,
+                request: s.actual_request_ns,
+                reaped,
+            },
+            vmm.to_string().as_bytes(),
+            false,
+        );
+        out.extend_from_slice(line.to_line().as_bytes());
+    }
+    out
 }
