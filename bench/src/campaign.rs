@@ -352,7 +352,10 @@ where
     progress.finish();
     samples.sort_by_key(|s| s.index);
     reports.sort_by_key(|(i, _)| *i);
-    let reports: Vec<u8> = reports.into_iter().flat_map(|(_, l)| l.into_bytes()).collect();
+    let reports: Vec<u8> = reports
+        .into_iter()
+        .flat_map(|(_, l)| l.into_bytes())
+        .collect();
     let repeated_boot_ids = mark_repeated_boot_ids(&mut samples);
     let max_start_lag_ns = ctx.intended.then(|| {
         samples

@@ -218,7 +218,10 @@ fn main() -> ExitCode {
                     code
                 }
                 Err(e) => {
-                    eprintln!("truecold-proof compare: {} (exit 125)", chain(&e));
+                    eprintln!(
+                        "truecold-proof compare: {} (exit 125)",
+                        escape_untrusted(&chain(&e))
+                    );
                     125
                 }
             }

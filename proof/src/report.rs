@@ -54,7 +54,13 @@ fn pair_rows(name: &str, p: &Pair, deadline: u64) -> String {
 
 /// The files of a bundle that carry the contract label (the probe label on a probe
 /// bundle): the ones this module and [`crate::plot`] generate, and `result.json`.
-pub const LABELLED_FILES: [&str; 4] = [README_FILE, "result.json", CDF_FILE, STAGES_FILE];
+pub const LABELLED_FILES: [&str; 5] = [
+    README_FILE,
+    "result.json",
+    "cmdline.txt",
+    CDF_FILE,
+    STAGES_FILE,
+];
 
 /// The README text.
 pub fn readme(r: &ResultJson) -> String {
@@ -69,7 +75,7 @@ pub fn readme(r: &ResultJson) -> String {
             s,
             "**{}.** These numbers measure the VMM with its embedded probe guest; no Linux \
              kernel was booted. The label is in {}; every `samples.csv` row says `probe` in \
-             its `contract` column; `cmdline.txt` and `{SUMS_FILE}` carry no label.\n",
+             its `contract` column; `reports.jsonl` and `{SUMS_FILE}` carry no label.\n",
             c.label,
             LABELLED_FILES
                 .iter()
@@ -240,7 +246,10 @@ pub fn readme(r: &ResultJson) -> String {
         s,
         "- `result.json`: everything above, machine readable\n\
          - `samples.csv`: one row per attempt, failures included\n\
-         - `cmdline.txt`: the exact command line\n{}\
+         - `reports.jsonl`: each row's evidence: the harness's marks and the VMM's whole \
+         report for that attempt (verify re-derives the row from it)\n\
+         - `cmdline.txt`: the invocation as typed, every argument explicit, and the VMM \
+         command of every sample\n{}\
          - `{CDF_FILE}`, `{STAGES_FILE}`: plots\n\
          - `{SUMS_FILE}`: sha256 of every other file",
         if c.kind == ContractKind::Linux {

@@ -132,7 +132,10 @@ pub fn check<R: std::io::BufRead>(
         i += 1;
     }
     if i < samples.len() {
-        push(format!("{i} lines for {} rows: one line per row", samples.len()));
+        push(format!(
+            "{i} lines for {} rows: one line per row",
+            samples.len()
+        ));
     }
     Ok(bad)
 }

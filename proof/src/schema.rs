@@ -255,7 +255,10 @@ impl std::fmt::Display for TimelineProblem {
                 st.name()
             ),
             TimelineProblem::Queue => {
-                write!(f, "a queue stage must be present exactly when there is an intended time")
+                write!(
+                    f,
+                    "a queue stage must be present exactly when there is an intended time"
+                )
             }
             TimelineProblem::Sum { host_sum, latency } => write!(
                 f,

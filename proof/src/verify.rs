@@ -22,14 +22,14 @@
 //! - Sequential mode, each consecutive pair `i`, `i+1`: the request of `i+1` is not before
 //!   the request of `i` ([`Check::SequentialOrder`]) and not before the last stamp of `i`
 //!   ([`Check::SequentialOverlap`]); and when `i` is a success with both post stages, the
-//!   idle gap from its last stamp to the request of `i+1` is shorter than the *median launch*
-//!   or 10 ms, whichever is longer ([`Check::SequentialGap`]): the nearest-rank median, over
-//!   the bundle's successes with both post stages, of request → last stamp. (Not judged when
-//!   `--drop-caches` ran between launches: `environment.harness.page_cache_dropped`.) A row dropped from a sequential campaign
-//!   and the rest renumbered leaves exactly such a gap (its whole launch, request to
-//!   reaped); the bench's own bookkeeping between launches takes well under a launch (in
-//!   the 1,000-launch probe bundle of 2026-11-30: at most 0.91 ms, against a 255 ms median
-//!   launch). A gap
+//!   idle gap from its last stamp to the request of `i+1` is shorter than half the *shortest
+//!   launch* or 10 ms, whichever is longer ([`Check::SequentialGap`]): the shortest, over the
+//!   bundle's successes with both post stages, of request → last stamp. A row dropped from a
+//!   sequential campaign and the rest renumbered leaves a gap of its whole launch (request to
+//!   reaped), which is at least the shortest launch; the bench's own bookkeeping between
+//!   launches takes far less (in the 1,000-launch probe bundle of 2026-11-30: under 1 ms,
+//!   against a shortest launch of ~170 ms). Not judged when `--drop-caches` ran between
+//!   launches (`environment.harness.page_cache_dropped`). A gap
 //!   after a failure is not judged: a failure's end (the kill or exit) is not stamped.
 //!
 //! # Physical floor of a success
@@ -48,17 +48,16 @@ use crate::bundle::{
     MAX_PARSED_BYTES, RESULT_FILE, SAMPLES_FILE,
 };
 use crate::cmdline::parse_cmdline_txt;
-use crate::reports::REPORTS_FILE;
-use crate::schema::TimelineProblem;
 use crate::csv::read_samples_from;
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, ms, README_FILE};
+use crate::reports::REPORTS_FILE;
+use crate::schema::TimelineProblem;
 use crate::schema::{
     required_artifacts, ContractKind, HostKind, Mode, ResultJson, Sample, Stage, StageKind,
     HEADLINE, PERCENTILE_DEFINITION,
 };
 use crate::sign::{SignError, SshKeygen, SIG_FILE};
-use crate::stats::percentile_sorted;
 use crate::summary::Summaries;
 use crate::sums::{is_sha256_hex, parse_sums, sha256_hex, sha256_reader, SUMS_FILE};
 
@@ -146,7 +145,7 @@ pub enum Check {
     SequentialOrder,
     /// Sequential mode: a request before the previous row's last stamp.
     SequentialOverlap,
-    /// Sequential mode: an unexplained idle gap as long as the median launch.
+    /// Sequential mode: an unexplained idle gap as long as half the shortest launch (or 10 ms).
     SequentialGap,
     /// The rows span more than the harness's wall time.
     WallTime,
@@ -462,8 +461,7 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     };
     let samples = match files.get(SAMPLES_FILE).map(|f| {
-        fs::File::open(&f.path)
-            .map(|file| read_samples_from(std::io::BufReader::new(file)))
+        fs::File::open(&f.path).map(|file| read_samples_from(std::io::BufReader::new(file)))
     }) {
         None => None,
         Some(Ok(Ok(s))) => Some(s),
@@ -576,17 +574,8 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     v
 }
 
-/// An error and its `source()` chain on one line, `: `-separated (printed once, at the top).
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+/// An error and its `source()` chain on one line (the one formatter, from proto).
+pub use truecold_proto::measure::error_chain as chain;
 
 /// `result.json` must be exactly what [`result_bytes`] writes for its parsed form: one
 /// spelling per document, so a key given twice (serde keeps the last) or any other
@@ -1061,13 +1050,13 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
     if !matches!(r.contract.mode, Mode::Sequential { .. }) {
         return;
     }
-    let mut launches: Vec<u64> = samples
+    let launches: Vec<u64> = samples
         .iter()
         .filter(|s| fully_stamped(s))
         .filter_map(|s| last_stamp(s).map(|e| e - s.actual_request_ns))
         .collect();
-    launches.sort_unstable();
-    let median = percentile_sorted(&launches, 50, 100);
+    // Half the shortest launch: a dropped row's gap is a whole launch.
+    let half_shortest = launches.iter().min().map(|m| m / 2);
     // `--drop-caches` syncs and drops the page cache between launches, on purpose.
     let drops = r.environment.harness.page_cache_dropped.is_some();
     for w in samples.windows(2) {
@@ -1091,7 +1080,7 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                     b.index, b.actual_request_ns, a.index
                 ),
             );
-        } else if let Some(m) = median.filter(|_| fully_stamped(a) && !drops) {
+        } else if let Some(m) = half_shortest.filter(|_| fully_stamped(a) && !drops) {
             let gap = b.actual_request_ns - end;
             let m = m.max(GAP_FLOOR_NS);
             if gap >= m {
@@ -1099,7 +1088,8 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                     Check::SequentialGap,
                     format!(
                         "{gap} ns pass between the end of sample {} and the request of sample \
-                         {}, at least the median launch ({m} ns): the trace of a dropped row",
+                         {}, at least half the shortest launch or 10 ms ({m} ns): the trace of \
+                         a dropped row",
                         a.index, b.index
                     ),
                 );

@@ -23,7 +23,7 @@ fn csv_round_trip_with_awkward_text() {
 #[test]
 fn committed_bundle_samples_are_canonical() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../results/20261130T134200Z-probe-floor-sequential-2vcpu-16384mib");
+        .join("../results/20261130T151238Z-probe-floor-sequential-2vcpu-16384mib");
     let bytes = fs::read(dir.join(SAMPLES_FILE)).unwrap();
     let rows = read_samples(&bytes).unwrap();
     assert_eq!(rows.len(), 1000);
@@ -136,7 +136,7 @@ fn atomic_write_leaves_no_temporary_and_never_overwrites() {
     assert_eq!(names, vec![std::ffi::OsString::from("b")]);
     let before = fs::read(dir.join(RESULT_FILE)).unwrap();
     let s = f.samples();
-    let err = write_bundle(&dir, &f.result(&s), &s, &f.inputs()).unwrap_err();
+    let err = write_bundle(&dir, &f.result(&s), &s, &f.inputs_for(&s)).unwrap_err();
     assert!(matches!(err, BundleError::Exists(_)), "{err}");
     assert_eq!(fs::read(dir.join(RESULT_FILE)).unwrap(), before);
     // A failing write (a probe bundle given a kernel config) leaves nothing behind.
@@ -161,7 +161,9 @@ fn extra_files_are_checksummed() {
     let f = Fixture::linux(10);
     let s = f.samples();
     let mut inputs = f.inputs();
-    inputs.extra_files = vec![("vmm-stderr.log".into(), b"hello\n".to_vec())];
+    inputs
+        .extra_files
+        .push(("vmm-stderr.log".into(), b"hello\n".to_vec()));
     let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &inputs).unwrap();
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
     let sums = fs::read_to_string(w.path.join("SHA256SUMS")).unwrap();
@@ -240,14 +242,14 @@ fn probe_rows_in_a_linux_bundle_are_caught() {
     let mut s = f.samples();
     s[2].contract = ContractKind::Probe;
     let r = f.result(&s);
-    let w = write_bundle(&t.path().join("b"), &r, &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("b"), &r, &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.has(Check::RowContract));
     // And a probe bundle relabelled as Linux is caught by its label check.
     let f = Fixture::probe(10);
     let s = f.samples();
     let mut r = f.result(&s);
     r.contract.label = LINUX_LABEL.into();
-    let w = write_bundle(&t.path().join("c"), &r, &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("c"), &r, &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.has(Check::ContractLabel));
 }
 
@@ -258,14 +260,14 @@ fn incomplete_bundle_is_valid_and_says_so() {
     f.incomplete = true;
     let s: Vec<Sample> = f.samples().into_iter().take(17).collect();
     let r = f.result(&s);
-    let w = write_bundle(&t.path().join("b"), &r, &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("b"), &r, &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
     let readme = fs::read_to_string(w.path.join("README.md")).unwrap();
     assert!(readme.contains("INCOMPLETE"));
     // The same rows claimed complete are caught.
     f.incomplete = false;
     let r = f.result(&s);
-    let w = write_bundle(&t.path().join("c"), &r, &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("c"), &r, &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.has(Check::AttemptCount));
 }
 
@@ -322,7 +324,7 @@ fn sweep_groups_and_knee() {
     // Same latency distribution at every level: no level is 1.5× slower, no knee.
     assert_eq!(r.summary.knee_concurrency, None);
     let t = tempfile::tempdir().unwrap();
-    let w = write_bundle(&t.path().join("b"), &r, &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("b"), &r, &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
 }
 
@@ -332,7 +334,7 @@ fn empty_incomplete_bundle_is_valid() {
     let mut f = Fixture::probe(1000);
     f.incomplete = true;
     let s: Vec<Sample> = vec![];
-    let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
 }
 
@@ -375,14 +377,14 @@ fn open_loop_bundle_built_from_stamps_verifies() {
         rate_per_ks: 100_000,
     };
     r.summary = truecold_proof::Summaries::compute(&r.contract, &samples);
-    let w = write_bundle(&t.path().join("b"), &r, &samples, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("b"), &r, &samples, &f.inputs_for(&samples)).unwrap();
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
     let q = r.summary.stages.iter().find(|s| s.name == "queue").unwrap();
     assert_eq!(q.successes.unwrap().min, 50_000);
     // The same rows declared sequential are caught: intended times, concurrency.
     let mut r2 = r.clone();
     r2.contract.mode = Mode::Sequential { count: 30 };
-    let w = write_bundle(&t.path().join("c"), &r2, &samples, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("c"), &r2, &samples, &f.inputs_for(&samples)).unwrap();
     assert!(w.verdict.has(Check::IntendedTime) && w.verdict.has(Check::Concurrency));
 }
 
@@ -402,14 +404,16 @@ fn svg_texts(svg: &str) -> Vec<String> {
 fn plots_are_deterministic_with_round_ticks() {
     use truecold_proof::plot::{cdf_svg, stages_svg};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../results/20261130T134200Z-probe-floor-sequential-2vcpu-16384mib");
+        .join("../results/20261130T151238Z-probe-floor-sequential-2vcpu-16384mib");
     let (r, s) = truecold_proof::read_bundle(&dir).unwrap();
     let cdf = cdf_svg(&r, &s);
     assert_eq!(cdf, cdf_svg(&r, &s.clone()));
     assert_eq!(stages_svg(&r), stages_svg(&r.clone()));
-    // p50 202 ms, max 409 ms: a linear axis 0..500 in steps of 100 ms.
+    // p50 160 ms, max 278 ms: a linear axis 0..350 in steps of 50 ms.
     let texts = svg_texts(&cdf);
-    for t in ["0", "100", "200", "300", "400", "500", "0%", "20%", "100%"] {
+    for t in [
+        "0", "50", "100", "150", "200", "250", "300", "350", "0%", "20%", "100%",
+    ] {
         assert!(texts.iter().any(|x| x == t), "tick {t} missing: {texts:?}");
     }
     assert!(texts.iter().any(|x| x == "latency, ms"), "{texts:?}");

@@ -13,21 +13,29 @@ fn linux_success_on_a_pvm_host_is_mislabelled_data() {
     let mut f = Fixture::linux(14);
     f.host = HostKind::Pvm;
     let s = f.samples();
-    let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &f.inputs_for(&s)).unwrap();
     assert!(!w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
     assert!(w.verdict.has(Check::HostKindContract));
     // Only failures on a PVM host: honest data (Linux cannot boot there), valid.
     let mut s = f.samples();
     for x in &mut s {
         if x.ok {
+            // What a Linux launch that never got ready looks like: spawned, then nothing.
             x.ok = false;
             x.ready_ns = None;
             x.latency_ns = None;
             x.boot_id = None;
+            x.stages = StageTimes::default();
+            x.stages.set(Stage::Spawn, Some(3_000_000));
+            x.guest_mem_firmware = None;
+            x.guest_mem_total = None;
+            x.guest_cpus = None;
+            x.guest_platform = None;
+            x.workload = String::new();
             x.error_kind = "deadline".into();
         }
     }
-    let w = write_bundle(&t.path().join("c"), &f.result(&s), &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("c"), &f.result(&s), &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
 }
 
@@ -48,7 +56,7 @@ fn probe_bundles_verify_on_every_host_kind() {
             &t.path().join(format!("p{k}")),
             &f.result(&s),
             &s,
-            &f.inputs(),
+            &f.inputs_for(&s),
         )
         .unwrap();
         assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
@@ -64,7 +72,7 @@ fn probe_rows_must_not_carry_a_boot_id() {
         x.boot_id = None;
     }
     s[3].boot_id = Some(boot_id(3));
-    let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &f.inputs_for(&s)).unwrap();
     assert!(!w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
     assert!(w.verdict.has(Check::ProbeBootId));
 }
@@ -76,7 +84,7 @@ fn linux_success_needs_a_unique_boot_id() {
     let mut s = f.samples();
     s[1].boot_id = None;
     s[2].boot_id = s[0].boot_id;
-    let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("b"), &f.result(&s), &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.has(Check::SuccessIncomplete));
     assert!(w.verdict.has(Check::DuplicateBootId));
 }
@@ -134,7 +142,7 @@ fn probe_label_claim_names_exactly_the_files_that_carry_it() {
     for x in &mut s {
         x.boot_id = None;
     }
-    let w = write_bundle(&t.path().join("p"), &f.result(&s), &s, &f.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("p"), &f.result(&s), &s, &f.inputs_for(&s)).unwrap();
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
     let read = |n: &str| fs::read_to_string(w.path.join(n)).unwrap();
     let readme = read("README.md");
@@ -145,7 +153,7 @@ fn probe_label_claim_names_exactly_the_files_that_carry_it() {
             "README does not name {n}"
         );
     }
-    for n in ["samples.csv", "cmdline.txt", "SHA256SUMS"] {
+    for n in ["samples.csv", "reports.jsonl", "SHA256SUMS"] {
         assert!(!read(n).contains(PROBE_LABEL), "{n} carries the label");
         assert!(
             readme.contains(&format!("`{n}`")),
@@ -161,7 +169,7 @@ fn probe_label_claim_names_exactly_the_files_that_carry_it() {
     all.sort();
     let mut named: Vec<String> = truecold_proof::report::LABELLED_FILES
         .iter()
-        .chain(&["samples.csv", "cmdline.txt", "SHA256SUMS"])
+        .chain(&["samples.csv", "reports.jsonl", "SHA256SUMS"])
         .map(|s| s.to_string())
         .collect();
     named.sort();
@@ -190,7 +198,7 @@ fn readme_says_the_host_is_warm_and_censors_only_the_headline() {
     for x in &mut s {
         x.boot_id = None;
     }
-    let w = write_bundle(&t.path().join("p"), &p.result(&s), &s, &p.inputs()).unwrap();
+    let w = write_bundle(&t.path().join("p"), &p.result(&s), &s, &p.inputs_for(&s)).unwrap();
     let readme = fs::read_to_string(w.path.join("README.md")).unwrap();
     assert!(readme.contains("page cache holds the VMM binary (the probe guest is inside it)"));
 }

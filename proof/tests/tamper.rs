@@ -194,7 +194,7 @@ fn memory_disagreement_and_success_without_boot_id() {
     s[2].latency_ns = Some(s[2].latency_ns.unwrap() + 1);
     s[3].ok = false; // failure without an error kind
     let r = f.result(&s);
-    let w = truecold_proof::write_bundle(&t.path().join("b"), &r, &s, &f.inputs()).unwrap();
+    let w = truecold_proof::write_bundle(&t.path().join("b"), &r, &s, &f.inputs_for(&s)).unwrap();
     for c in [
         Check::Memory,
         Check::SuccessIncomplete,
@@ -283,7 +283,7 @@ fn probe_row_with_a_platform_is_caught() {
     let mut s = f.samples();
     s[3].guest_platform = Some(truecold_proto::GuestPlatform::default());
     let r = f.result(&s);
-    let w = truecold_proof::write_bundle(&t.path().join("b"), &r, &s, &f.inputs()).unwrap();
+    let w = truecold_proof::write_bundle(&t.path().join("b"), &r, &s, &f.inputs_for(&s)).unwrap();
     assert!(
         w.verdict.has(Check::RowContract),
         "{}",
@@ -304,6 +304,45 @@ fn the_committed_bundle_verifies() {
     forge(&dir, |_, _| {});
     let v = verify_dir(&dir);
     assert!(v.is_valid(), "{}", v.render(&dir, 50));
+}
+
+/// A row edited without its evidence: `reports.jsonl` still holds what the VMM reported, so
+/// the edited figures disagree with it (here a latency shaved by 10 ms, stages and ready
+/// stamp moved to match, every statistic recomputed).
+#[test]
+fn a_row_edited_without_its_evidence() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = real_bundle(t.path(), "r");
+    forge_with(&dir, false, |_, s| {
+        let x = &mut s[7];
+        let g = x.stages.get(truecold_proof::Stage::GuestInit).unwrap();
+        x.stages
+            .set(truecold_proof::Stage::GuestInit, Some(g - 10_000_000));
+        x.ready_ns = x.ready_ns.map(|r| r - 10_000_000);
+        x.latency_ns = x.latency_ns.map(|l| l - 10_000_000);
+    });
+    let v = verdict(&dir);
+    assert_eq!(
+        checks(&v),
+        [Check::Reports].into_iter().collect(),
+        "{}",
+        v.render(&dir, 50)
+    );
+    let text = v.render(&dir, 50);
+    assert!(text.contains("row 7: stage guest_init"), "{text}");
+    // And a line of the evidence edited on its own: the same check.
+    let dir = real_bundle(t.path(), "e");
+    let p = dir.join(truecold_proof::reports::REPORTS_FILE);
+    let text = fs::read_to_string(&p).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut l: serde_json::Value = serde_json::from_str(&lines[3]).unwrap();
+    let sr = l["vmm"]["stamps"]["strict_ready"].as_u64().unwrap();
+    l["vmm"]["stamps"]["strict_ready"] = serde_json::json!(sr + 1);
+    lines[3] = l.to_string();
+    fs::write(&p, lines.join("\n") + "\n").unwrap();
+    resum(&dir);
+    let v = verdict(&dir);
+    assert_eq!(checks(&v), [Check::Reports].into_iter().collect());
 }
 
 /// Forges a copy of the real bundle with `f` and returns its verdict, which must be invalid
@@ -383,7 +422,8 @@ fn a_dropped_and_renumbered_row_leaves_a_gap() {
 #[test]
 fn a_success_at_one_or_zero_ns() {
     use truecold_proof::{Stage, StageTimes};
-    let (v, _t, _) = forged("floor", &[Check::StageFloor], |_, s| {
+    // The row no longer agrees with any evidence a forger could write for it: Reports too.
+    let (v, _t, _) = forged("floor", &[Check::StageFloor, Check::Reports], |_, s| {
         for (k, lat) in [(5usize, 1u64), (6, 0)] {
             let x = &mut s[k];
             let end = last_stamp(x);
@@ -403,7 +443,7 @@ fn a_success_at_one_or_zero_ns() {
     });
     let text = v.render(Path::new("b"), 50);
     assert!(
-        text.contains("successful sample 5 has no `kvm_open` stage"),
+        text.contains("successful sample 5: no `kvm_open` stage"),
         "{text}"
     );
     assert!(
@@ -466,21 +506,35 @@ fn backing_and_deadline_edited_in_result_json() {
 fn cmdline_txt_edited_to_disagree() {
     let t = tempfile::tempdir().unwrap();
     for (k, (from, to, says)) in [
-        // Memory in the recorded VMM command.
+        // Memory in the explicit invocation.
         ("--mem-mib 16384", "--mem-mib 8192", "memory (MiB)"),
-        // A deadline added to the invocation.
+        // Memory in the recorded VMM command.
         (
-            "--guest-dir out/guest",
-            "--guest-dir out/guest --deadline-ms 5000",
-            "deadline (ms)",
+            "--mem-mib 16384 --backing anon --host-kind",
+            "--mem-mib 8192 --backing anon --host-kind",
+            "memory (MiB)",
+        ),
+        // Another deadline in the invocation.
+        ("--deadline-ms 2000", "--deadline-ms 5000", "deadline (ms)"),
+        // Another deadline instant given to the VMM.
+        (
+            "+2000000000>",
+            "+3000000000>",
+            "deadline (ns after the origin)",
         ),
         // The VMM command boots a kernel in a probe bundle.
         ("boot --probe", "boot --kernel vmlinux", "boots a kernel"),
-        // The invocation is not there at all.
+        // The explicit invocation is not there at all.
         (
-            "# truecold invocation",
+            "# truecold run, every argument explicit",
             "# something else",
-            "no `# truecold",
+            "no `# truecold run",
+        ),
+        // A flag left to a default: nothing is read from a default.
+        (
+            " --vcpus 2 --mem-mib 16384 --backing anon --deadline-ms",
+            " --mem-mib 16384 --backing anon --deadline-ms",
+            "`--vcpus` is not spelled out",
         ),
     ]
     .into_iter()

@@ -84,7 +84,31 @@ fn linux_guest_sequence_reaches_strict_ready() {
 }
 
 #[test]
-fn wrong_mac_is_not_strict_ready() {
+fn only_the_verified_replys_boot_id_is_kept() {
+    let (_k, _v, mut b) = bus(false);
+    let nonce = ready_and_read_nonce(&mut b);
+    // An unverified reply first: neither its boot id nor strict-ready.
+    let mut wrong = nonce;
+    wrong[0] ^= 1;
+    let other = truecold_proto::BootId::parse("11111111-2222-4333-8444-555555555555").unwrap();
+    let bad = Message::Reply(Reply::new(&wrong, other)).encode();
+    b.io_out(0, PORT_RECORD, bad.as_bytes(), 25).unwrap();
+    assert_eq!(b.liveness.reply_boot_id, None);
+    // The verified one sets it …
+    let good = Message::Reply(Reply::new(&nonce, boot_id())).encode();
+    b.io_out(0, PORT_RECORD, good.as_bytes(), 30).unwrap();
+    assert_eq!(b.liveness.reply_boot_id, Some(boot_id()));
+    assert_eq!(b.stamps.strict_ready, Some(30));
+    // … and a later reply, even a verifying one for another boot id, changes nothing.
+    let later = Message::Reply(Reply::new(&nonce, other)).encode();
+    b.io_out(0, PORT_RECORD, later.as_bytes(), 35).unwrap();
+    assert_eq!(b.liveness.reply_boot_id, Some(boot_id()));
+    assert_eq!(b.stamps.strict_ready, Some(30));
+    assert_eq!(b.protocol_error_count, 2, "{:?}", b.protocol_errors);
+}
+
+#[test]
+fn wrong_binding_is_not_strict_ready() {
     let (_k, _v, mut b) = bus(false);
     let mut nonce = ready_and_read_nonce(&mut b);
     nonce[0] ^= 1;

@@ -374,9 +374,23 @@ pub fn real_bundle(parent: &Path, name: &str) -> PathBuf {
 /// A forger's edit: parses the bundle, applies `f` to the result and the rows, then writes
 /// result.json, samples.csv, every generated file and SHA256SUMS exactly as the writer
 /// would (statistics recomputed), so only a check that sees through the edit can catch it.
+/// A forger who also rewrites `reports.jsonl` to agree with the forged rows (so each test
+/// shows that its own check catches the forgery even when the evidence was forged too).
 pub fn forge(dir: &Path, f: impl FnOnce(&mut ResultJson, &mut Vec<Sample>)) {
+    forge_with(dir, true, f)
+}
+
+/// [`forge`], rewriting `reports.jsonl` from the forged rows only when `evidence`.
+pub fn forge_with(dir: &Path, evidence: bool, f: impl FnOnce(&mut ResultJson, &mut Vec<Sample>)) {
     let (mut r, mut s) = truecold_proof::read_bundle(dir).unwrap();
     f(&mut r, &mut s);
+    if evidence {
+        std::fs::write(
+            dir.join(truecold_proof::reports::REPORTS_FILE),
+            reports_jsonl(&s, r.contract.deadline_ns),
+        )
+        .unwrap();
+    }
     r.summary = truecold_proof::Summaries::compute(&r.contract, &s);
     std::fs::write(
         dir.join("result.json"),
