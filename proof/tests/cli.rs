@@ -5,30 +5,18 @@ use common::*;
 use std::fs;
 use std::process::Command;
 
-fn run(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_truecold-proof"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn verify_exit_codes() {
     let t = tempfile::tempdir().unwrap();
     let dir = Fixture::linux(30).write(t.path(), "b");
-    let (code, out, _) = run(&["verify".as_ref(), dir.as_os_str()]);
+    let (code, out, _) = run_cli(&["verify".as_ref(), dir.as_os_str()]);
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("VALID"), "{out}");
     fs::write(dir.join("extra"), "x").unwrap();
-    let (code, out, _) = run(&["verify".as_ref(), dir.as_os_str()]);
+    let (code, out, _) = run_cli(&["verify".as_ref(), dir.as_os_str()]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("[FileUnlisted]"), "{out}");
-    let (code, out, _) = run(&["verify".as_ref(), t.path().join("missing").as_os_str()]);
+    let (code, out, _) = run_cli(&["verify".as_ref(), t.path().join("missing").as_os_str()]);
     assert_eq!(code, 2, "{out}");
 }
 
@@ -43,10 +31,10 @@ fn compare_exit_codes_for_git_bisect() {
     let mut fc = Fixture::linux(200);
     fc.seed = 3;
     let c = fc.write(t.path(), "c");
-    let (code, out, err) = run(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
+    let (code, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("REGRESSION"), "{out}");
-    let (code, out, err) = run(&[
+    let (code, out, err) = run_cli(&[
         "compare".as_ref(),
         a.as_os_str(),
         c.as_os_str(),
@@ -55,7 +43,7 @@ fn compare_exit_codes_for_git_bisect() {
     assert_eq!(code, 0, "{out}{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["outcome"], "no_regression");
-    let (code, out, err) = run(&[
+    let (code, out, err) = run_cli(&[
         "compare".as_ref(),
         b.as_os_str(),
         a.as_os_str(),
@@ -68,17 +56,17 @@ fn compare_exit_codes_for_git_bisect() {
     let mut fsb = Fixture::linux(10);
     fsb.seed = 9;
     let small_b = fsb.write(t.path(), "sb");
-    let (code, out, err) = run(&["compare".as_ref(), small_a.as_os_str(), small_b.as_os_str()]);
+    let (code, out, err) = run_cli(&["compare".as_ref(), small_a.as_os_str(), small_b.as_os_str()]);
     assert_eq!(code, 125, "{out}{err}");
     // Probe vs Linux: refused with the reason, 125; allowed with the flag.
     let p = Fixture::probe(200).write(t.path(), "p");
-    let (code, _, err) = run(&["compare".as_ref(), a.as_os_str(), p.as_os_str()]);
+    let (code, _, err) = run_cli(&["compare".as_ref(), a.as_os_str(), p.as_os_str()]);
     assert_eq!(code, 125);
     assert!(
         err.contains("not comparable") && err.contains("contract"),
         "{err}"
     );
-    let (code, out, err) = run(&[
+    let (code, out, err) = run_cli(&[
         "compare".as_ref(),
         a.as_os_str(),
         p.as_os_str(),
@@ -88,7 +76,7 @@ fn compare_exit_codes_for_git_bisect() {
     assert!(out.contains("WARNING (allowed mismatch)"), "{out}");
     // An invalid bundle: 125, with the verifier's reasons.
     fs::write(c.join("extra"), "x").unwrap();
-    let (code, _, err) = run(&["compare".as_ref(), a.as_os_str(), c.as_os_str()]);
+    let (code, _, err) = run_cli(&["compare".as_ref(), a.as_os_str(), c.as_os_str()]);
     assert_eq!(code, 125);
     assert!(err.contains("FileUnlisted"), "{err}");
 }
@@ -99,10 +87,10 @@ fn report_regenerates_byte_identical_files() {
     let dir = Fixture::probe(25).write(t.path(), "b");
     let before = fs::read(dir.join("README.md")).unwrap();
     fs::remove_file(dir.join("README.md")).unwrap();
-    let (code, out, err) = run(&["report".as_ref(), dir.as_os_str()]);
+    let (code, out, err) = run_cli(&["report".as_ref(), dir.as_os_str()]);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(fs::read(dir.join("README.md")).unwrap(), before);
-    let (code, _, _) = run(&["verify".as_ref(), dir.as_os_str()]);
+    let (code, _, _) = run_cli(&["verify".as_ref(), dir.as_os_str()]);
     assert_eq!(code, 0);
 }
 
@@ -136,7 +124,7 @@ fn usage_errors_exit_125() {
         vec!["report".as_ref()],
         vec!["sign".as_ref(), d],
     ] {
-        let (code, out, err) = run(&args);
+        let (code, out, err) = run_cli(&args);
         assert_eq!(code, 125, "{args:?}: {out}{err}");
         assert!(!err.is_empty(), "{args:?}: a usage error says why");
     }
@@ -145,10 +133,10 @@ fn usage_errors_exit_125() {
         vec!["--version".as_ref()],
         vec!["verify".as_ref(), "--help".as_ref()],
     ] {
-        let (code, out, err) = run(&args);
+        let (code, out, err) = run_cli(&args);
         assert_eq!(code, 0, "{args:?}: {out}{err}");
     }
-    let (_, out, _) = run(&["--help".as_ref()]);
+    let (_, out, _) = run_cli(&["--help".as_ref()]);
     assert!(out.contains("usage error") && out.contains("125"), "{out}");
 }
 
@@ -201,7 +189,7 @@ fn sign_and_verify_a_signature() {
             allowed.as_os_str(),
         ];
         a.extend_from_slice(extra);
-        run(&a)
+        run_cli(&a)
     };
 
     // Unsigned: --signature makes it invalid, with its own reason.
@@ -213,7 +201,7 @@ fn sign_and_verify_a_signature() {
     );
 
     // Signed by alice: good, with or without naming her.
-    let (code, out, err) = run(&["sign".as_ref(), "--key".as_ref(), alice.as_os_str(), d]);
+    let (code, out, err) = run_cli(&["sign".as_ref(), "--key".as_ref(), alice.as_os_str(), d]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(dir.join("SHA256SUMS.sig").is_file());
     let (code, out, err) = verify_sig(&[]);
@@ -229,7 +217,7 @@ fn sign_and_verify_a_signature() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("[Signature]"), "{out}");
     // Without --signature the signature is mentioned, not checked, and not "unlisted".
-    let (code, out, _) = run(&["verify".as_ref(), d]);
+    let (code, out, _) = run_cli(&["verify".as_ref(), d]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("present, not checked"), "{out}");
 
@@ -237,7 +225,7 @@ fn sign_and_verify_a_signature() {
     // signature does not.
     fs::write(dir.join("notes.txt"), "measured on a quiet host, honest\n").unwrap();
     resum(&dir);
-    let (code, out, _) = run(&["verify".as_ref(), d]);
+    let (code, out, _) = run_cli(&["verify".as_ref(), d]);
     assert_eq!(code, 0, "checksums alone cannot tell: {out}");
     let (code, out, _) = verify_sig(&[]);
     assert_eq!(code, 1, "{out}");
@@ -247,7 +235,7 @@ fn sign_and_verify_a_signature() {
     );
 
     // Re-signed by someone not in the allowed signers.
-    let (code, out, err) = run(&["sign".as_ref(), "--key".as_ref(), mallory.as_os_str(), d]);
+    let (code, out, err) = run_cli(&["sign".as_ref(), "--key".as_ref(), mallory.as_os_str(), d]);
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, _) = verify_sig(&[]);
     assert_eq!(code, 1, "{out}");
@@ -258,7 +246,7 @@ fn sign_and_verify_a_signature() {
 
     // An invalid bundle is not signed.
     fs::write(dir.join("unlisted"), "x").unwrap();
-    let (code, _, err) = run(&["sign".as_ref(), "--key".as_ref(), alice.as_os_str(), d]);
+    let (code, _, err) = run_cli(&["sign".as_ref(), "--key".as_ref(), alice.as_os_str(), d]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("refusing to sign") && err.contains("[FileUnlisted]"),

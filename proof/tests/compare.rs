@@ -268,24 +268,12 @@ fn compare_uses_the_rows_verify_accepted() {
     ));
 }
 
-fn cli(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_truecold-proof"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn compare_cannot_compare_exits_125_and_help_states_the_rule() {
     let t = tempfile::tempdir().unwrap();
     let a = Fixture::linux(30).write(t.path(), "a");
     // A bad option value.
-    let (code, out, err) = cli(&[
+    let (code, out, err) = run_cli(&[
         "compare".as_ref(),
         a.as_os_str(),
         a.as_os_str(),
@@ -295,17 +283,17 @@ fn compare_cannot_compare_exits_125_and_help_states_the_rule() {
     assert_eq!(code, 125, "{out}{err}");
     assert!(err.contains("bad option"), "{err}");
     // A missing bundle.
-    let (code, _, err) = cli(&[
+    let (code, _, err) = run_cli(&[
         "compare".as_ref(),
         a.as_os_str(),
         t.path().join("nope").as_os_str(),
     ]);
     assert_eq!(code, 125, "{err}");
     // The same bundle twice: no difference, exit 0.
-    let (code, out, err) = cli(&["compare".as_ref(), a.as_os_str(), a.as_os_str()]);
+    let (code, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), a.as_os_str()]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("no difference"), "{out}");
-    let (code, out, _) = cli(&["compare".as_ref(), "--help".as_ref()]);
+    let (code, out, _) = run_cli(&["compare".as_ref(), "--help".as_ref()]);
     assert_eq!(code, 0);
     for needle in [
         "Mann-Whitney U, two-sided, normal approximation with tie",

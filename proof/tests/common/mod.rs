@@ -498,3 +498,16 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
     }
     out
 }
+
+/// Runs the `truecold-proof` binary: (exit code, stdout, stderr).
+pub fn run_cli(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_truecold-proof"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
