@@ -341,7 +341,18 @@ where
             &attempt.stdout,
             attempt.stdout_truncated,
         );
-        reports.push((slot.index, line.to_line()));
+        let text = line.to_line().unwrap_or_else(|e| {
+            // Only numbers and strings remain, which always serialize: the line still says
+            // why the VMM's output is missing from it.
+            ReportLine {
+                vmm: None,
+                vmm_missing: Some(format!("the VMM's report did not re-serialize: {e}")),
+                ..line.clone()
+            }
+            .to_line()
+            .unwrap_or_default()
+        });
+        reports.push((slot.index, text));
         if was_expired {
             s.error_detail = expired_detail(attempt, wrapped.kill_grace_ns);
         }

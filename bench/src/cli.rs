@@ -248,6 +248,45 @@ impl RunArgs {
 mod tests {
     use super::*;
 
+    /// The verifier reads `cmdline.txt` with its own list of `truecold run`'s flags
+    /// (`truecold_proof::cmdline`); every flag this parser has is there, with its arity, and
+    /// nothing else is.
+    #[test]
+    fn the_verifiers_flag_lists_are_this_parsers_flags() {
+        use clap::CommandFactory;
+        use truecold_proof::cmdline::{RUN_SWITCHES, RUN_VALUE_FLAGS};
+        let cmd = Cli::command();
+        let run = cmd
+            .get_subcommands()
+            .find(|c| c.get_name() == "run")
+            .expect("a run subcommand");
+        let mut values: Vec<String> = Vec::new();
+        let mut switches: Vec<String> = Vec::new();
+        for a in run.get_arguments() {
+            let Some(long) = a.get_long() else { continue };
+            if long == "help" {
+                continue;
+            }
+            if a.get_action().takes_values() {
+                values.push(format!("--{long}"));
+                if a.get_short() == Some('n') {
+                    values.push("-n".into());
+                }
+            } else {
+                switches.push(format!("--{long}"));
+            }
+        }
+        let sorted = |v: &[&str]| {
+            let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            v.sort();
+            v
+        };
+        values.sort();
+        switches.sort();
+        assert_eq!(values, sorted(RUN_VALUE_FLAGS));
+        assert_eq!(switches, sorted(RUN_SWITCHES));
+    }
+
     fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
         let mut v = vec!["truecold", "run"];
         v.extend_from_slice(extra);

@@ -207,8 +207,8 @@ pub fn explicit_args(
 
 /// The VMM command of one sample as one shell line: the fixed arguments, then the two the
 /// launcher adds per sample — the request stamp (CLOCK_MONOTONIC ns, the row's
-/// `actual_request_ns`, which is all that differs between samples of a closed loop) and the
-/// deadline in ms.
+/// `actual_request_ns`) and the absolute deadline (the latency origin + the deadline), both
+/// named symbolically (`VmmCommand::display`).
 pub fn vmm_command_line(command: &VmmCommand, spec: &CampaignSpec) -> String {
     command.display(spec.deadline_ns, spec.mode().has_intended_time())
 }

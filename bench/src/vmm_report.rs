@@ -1,5 +1,5 @@
 //! Reading one `truecold-vmm` stdout into what a bundle row needs, through the shared report
-//! type (`truecold_proto::report`): the bench does not link the VMM.
+//! type (`truecold_proto::report`), the same type the verifier reads `reports.jsonl` with.
 //!
 //! Boot ids: a Linux row carries the boot id of the guest's verified `reply`. The probe
 //! guest has no kernel and so no boot id: its row's boot id stays empty, and its strict-ready
@@ -12,6 +12,9 @@ use crate::sample::Observed;
 use truecold_proto::kinds::ErrorKind;
 use truecold_proto::report::{ErrorReport, ReportCore, ReportError, VmmOutput};
 
+/// The VMM's failure kind when its deadline fired (`GuestFailure::Deadline`).
+pub const VMM_DEADLINE: &str = "deadline";
+
 /// Parses the VMM's stdout as either of its outputs.
 pub fn parse_output(stdout: &[u8], truncated: bool) -> Result<VmmOutput, ReportError> {
     if truncated {
@@ -23,9 +26,15 @@ pub fn parse_output(stdout: &[u8], truncated: bool) -> Result<VmmOutput, ReportE
 /// Projects a report onto a row's needs.
 pub fn observe(r: &ReportCore) -> Observed {
     let mut error = (!r.outcome.ok).then(|| {
-        let kind = r.outcome.failure_kind.as_deref().unwrap_or("failed");
+        let kind = match r.outcome.failure_kind.as_deref() {
+            // The VMM's own deadline timer fires at the same instant the harness would kill
+            // it: the one `deadline` kind (the classifier splits off post-ready overruns).
+            Some(VMM_DEADLINE) => ErrorKind::Deadline,
+            Some(k) => ErrorKind::vmm(k).unwrap_or(ErrorKind::Vmm("failed".into())),
+            None => ErrorKind::Vmm("failed".into()),
+        };
         (
-            ErrorKind::vmm(kind).unwrap_or(ErrorKind::Vmm("failed".into())),
+            kind,
             r.outcome
                 .failure
                 .clone()
@@ -102,6 +111,82 @@ mod tests {
             Err(ReportError::BadError(_))
         ));
         assert_eq!(parse_output(b"{}", true), Err(ReportError::Truncated));
+    }
+
+    /// A real-shaped VMM deadline report, through the adapter and the classifier: `deadline`
+    /// before strict-ready, `post_ready_overrun` after a verified strict-ready in time.
+    #[test]
+    fn a_vmm_deadline_report_is_the_deadline_kind() {
+        use crate::launch::{Attempt, End};
+        use crate::sample::{to_sample, RowContext};
+        use truecold_proof::schema::ContractKind;
+        use truecold_proto::measure::Stamps;
+        use truecold_proto::report::{Liveness, LivenessKind, MemoryFigures, Outcome};
+        let report = |ready: bool| ReportCore {
+            schema: truecold_proto::report::REPORT_SCHEMA,
+            stamps: Stamps {
+                request: Some(1_000),
+                boot_start: Some(2_000),
+                kvm_open: Some(3_000),
+                vm_created: Some(4_000),
+                memory_ready: Some(5_000),
+                kernel_loaded: Some(6_000),
+                first_run: Some(7_000),
+                init_doorbell: Some(8_000),
+                ready_doorbell: Some(9_000),
+                strict_ready: ready.then_some(10_000),
+                exit: Some(50_000),
+                teardown_done: Some(51_000),
+                ..Stamps::default()
+            },
+            memory_figures: MemoryFigures {
+                configured: 64 << 20,
+                memslots: 64 << 20,
+                e820_ram: 64 << 20,
+                guest: Some(64 << 20),
+            },
+            backing_obtained: "anon-4k".into(),
+            vmm_rss_bytes: None,
+            liveness: Liveness {
+                verified: ready,
+                ..Liveness::new(LivenessKind::ProbeEcho)
+            },
+            guest_record: None,
+            protocol_error_count: 0,
+            protocol_errors: vec![],
+            guest_cmdline: None,
+            outcome: Outcome {
+                ok: false,
+                failure_kind: Some(VMM_DEADLINE.into()),
+                failure: Some("the guest did not finish within the 40 µs deadline".into()),
+                guest_exit_code: None,
+            },
+        };
+        for (ready, want) in [(false, "deadline"), (true, "post_ready_overrun")] {
+            let a = Attempt {
+                slot: crate::schedule::Slot {
+                    index: 0,
+                    level: 1,
+                    intended_ns: 0,
+                },
+                request_ns: 1_000,
+                reaped_ns: 52_000,
+                deadline_ns: 40_000,
+                end: End::Exited(1),
+                stdout: serde_json::to_vec(&report(ready)).expect("serializes"),
+                stdout_truncated: false,
+                stderr_tail: String::new(),
+            };
+            let o = observe_attempt(&a).expect("a report");
+            let ctx = RowContext {
+                contract: ContractKind::Probe,
+                intended: false,
+                concurrency_override: None,
+                mem_bytes: 64 << 20,
+                vcpus: 1,
+            };
+            assert_eq!(to_sample(&a, Some(&o), None, &ctx).error_kind, want);
+        }
     }
 
     #[test]

@@ -92,7 +92,9 @@ fn twenty_probe_boots_make_a_bundle_that_verifies() {
         cmdline
             .lines()
             .any(|l| l.contains("truecold-vmm boot --probe")
-                && l.ends_with(" --request-ns <actual_request_ns> --deadline-ms 60000")),
+                && l.ends_with(
+                    " --request-ns <actual_request_ns> --deadline-at-ns <actual_request_ns+60000000000>"
+                )),
         "{cmdline}"
     );
     assert!(

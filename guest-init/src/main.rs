@@ -26,7 +26,7 @@ fn main() {
     if let Ok(p) = ports {
         p.doorbell(Phase::InitStart);
     }
-    // A panic from here on reaches the host as its own error kind (`panic`): the hook
+    // A panic from here on reaches the host as its own error kind (code `panic`, row kind `guest_panic`): the hook
     // writes the code to the exit port before it tries to power off.
     let exit_port = ports.as_ref().ok().copied();
     truecold_init::panic::install(exit_port.map(|p| move |code| p.exit(code)), || {
@@ -165,11 +165,10 @@ fn finish(p: Ports, mut rec: GuestRecord) {
 
 /// The error and its source chain on stderr (the console, when there is one).
 fn report(e: &InitError) {
-    let mut msg = format!("truecold-init: {} failed: {e}", e.code());
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        msg.push_str(&format!(": {s}"));
-        src = s.source();
-    }
-    let _ = writeln!(std::io::stderr(), "{msg}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "truecold-init: {} failed: {}",
+        e.code(),
+        truecold_proto::measure::error_chain(e)
+    );
 }

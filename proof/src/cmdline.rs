@@ -32,7 +32,8 @@ pub const VMM_HEADING: &str = "# VMM command";
 /// The guest kernel command line's heading.
 pub const GUEST_HEADING: &str = "# guest kernel command line";
 
-/// `truecold run`'s flags that take a value.
+/// `truecold run`'s flags that take a value (a bench test holds this and [`RUN_SWITCHES`] to
+/// `truecold run`'s own argument parser, flag by flag).
 pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--mode",
     "-n",
@@ -51,7 +52,13 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--cmdline-extra",
 ];
 /// `truecold run`'s flags that take none.
-pub const RUN_SWITCHES: &[&str] = &["--probe", "--linux", "--nested", "--console"];
+pub const RUN_SWITCHES: &[&str] = &[
+    "--probe",
+    "--linux",
+    "--nested",
+    "--console",
+    "--drop-caches",
+];
 /// `truecold-vmm boot`'s flags that take a value (any other flag is read as a switch).
 pub const VMM_VALUE_FLAGS: &[&str] = &[
     "--kernel",

@@ -62,10 +62,10 @@ impl ReportLine {
     }
 
     /// One JSON line, `\n` included.
-    pub fn to_line(&self) -> String {
-        let mut s = serde_json::to_string(self).unwrap_or_default();
+    pub fn to_line(&self) -> Result<String, serde_json::Error> {
+        let mut s = serde_json::to_string(self)?;
         s.push('\n');
-        s
+        Ok(s)
     }
 
     /// The VMM's report core, when the VMM printed a boot report.
@@ -120,7 +120,8 @@ pub fn check<R: std::io::BufRead>(
             Some(s) => match serde_json::from_slice::<ReportLine>(&line[..line.len() - 1]) {
                 Err(e) => push(format!("line {i}: does not parse: {e}")),
                 Ok(parsed) => {
-                    if parsed.to_line().as_bytes() != line.as_slice() {
+                    if parsed.to_line().ok().as_deref().map(str::as_bytes) != Some(line.as_slice())
+                    {
                         push(format!("line {i}: not in canonical form"));
                     }
                     for why in check_row(&parsed, s, deadline_ns) {
@@ -174,6 +175,12 @@ pub fn check_row(l: &ReportLine, s: &Sample, deadline_ns: u64) -> Vec<String> {
     if at != Some(origin.saturating_add(deadline_ns)) {
         bad.push(format!(
             "the VMM was given the deadline {at:?}, not origin + {deadline_ns} ns"
+        ));
+    }
+    if core.stamps.request != Some(l.harness.request) {
+        bad.push(format!(
+            "the VMM echoes request {:?}, the harness stamped {}",
+            core.stamps.request, l.harness.request
         ));
     }
     let stamps = Stamps {
@@ -277,7 +284,8 @@ mod tests {
         );
         assert!(l.vmm.is_some() && l.vmm_missing.is_none());
         assert!(l.core().is_none(), "an error report has no core");
-        let back: ReportLine = serde_json::from_str(l.to_line().trim_end()).expect("round trip");
+        let back: ReportLine =
+            serde_json::from_str(l.to_line().expect("serializes").trim_end()).expect("round trip");
         assert_eq!(back, l);
         for (out, trunc, why) in [
             (&b""[..], false, "no stdout"),

@@ -847,12 +847,12 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                     s.error_kind
                 ),
             );
-        } else if s.error_kind == DEADLINE_KIND {
+        } else if s.error_kind == truecold_proto::kinds::ErrorKind::Deadline.as_string() {
             if let Some(l) = s.latency_ns.filter(|&l| l <= r.contract.deadline_ns) {
                 v.add(
                     Check::DeadlineKind,
                     format!(
-                        "sample {i} is typed `{DEADLINE_KIND}` but was strict-ready at {l} ns, \
+                        "sample {i} is typed `deadline` but was strict-ready at {l} ns, \
                          inside the {} ns deadline",
                         r.contract.deadline_ns
                     ),
@@ -973,7 +973,7 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
         );
     }
     if linux {
-        if s.workload != "BENCH_OK" {
+        if s.workload != truecold_proto::Workload::BenchOk.encode() {
             v.add(
                 Check::SuccessIncomplete,
                 format!(
@@ -1003,9 +1003,6 @@ const GAP_FLOOR_NS: u64 = 10_000_000;
 
 /// Most reports.jsonl disagreements collected (all rows are still read).
 const MAX_REPORT_REASONS: usize = 10_000;
-
-/// The error kind of a failure not strict-ready within the deadline.
-const DEADLINE_KIND: &str = "deadline";
 
 /// The last host-clock stamp of a row (see the module doc), `None` when it overflows.
 fn last_stamp(s: &Sample) -> Option<u64> {

@@ -750,7 +750,6 @@ impl LineAssembler {
     }
 }
 
-/// Kernel command line keys the guest reads (`truecold.<key>=<value>`).
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
@@ -787,6 +786,7 @@ pub mod kinds;
 pub mod measure;
 pub mod report;
 
+/// Kernel command line keys the guest reads (`truecold.<key>=<value>`).
 pub mod cmdline {
     /// RAM the host configured, bytes (required).
     pub const MEM: &str = "truecold.mem";

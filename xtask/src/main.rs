@@ -94,13 +94,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut msg = format!("xtask: error: {e}");
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                msg.push_str(&format!(": {s}"));
-                src = s.source();
-            }
-            eprintln!("{msg}");
+            eprintln!("xtask: error: {}", truecold_proto::measure::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -50,13 +50,7 @@ fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
         Ok(code) => std::process::ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
-            let mut msg = e.to_string();
-            let mut src = std::error::Error::source(&*e);
-            while let Some(s) = src {
-                msg.push_str(&format!(": {s}"));
-                src = s.source();
-            }
-            eprintln!("truecold-l1: {msg}");
+            eprintln!("truecold-l1: {}", truecold_proto::measure::error_chain(&*e));
             std::process::ExitCode::FAILURE
         }
     }

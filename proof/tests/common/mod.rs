@@ -494,7 +494,7 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
             vmm.to_string().as_bytes(),
             false,
         );
-        out.extend_from_slice(line.to_line().as_bytes());
+        out.extend_from_slice(line.to_line().unwrap().as_bytes());
     }
     out
 }
