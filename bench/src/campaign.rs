@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use truecold_proof::bundle::{write_bundle, BundleError, BundleInputs, Written};
 use truecold_proof::reports::{HarnessMarks, ReportLine};
 use truecold_proof::schema::{Configuration, Contract, ContractKind, Mode, ResultJson, Sample};
+use truecold_proto::kinds::{Backing, ObtainedBacking};
 use truecold_proto::measure::now_ns;
 
 /// What a campaign is.
@@ -23,8 +24,8 @@ pub struct CampaignSpec {
     pub contract: ContractKind,
     pub vcpus: u32,
     pub mem_bytes: u64,
-    /// Requested backing: `anon`, `thp` or `hugetlb`.
-    pub backing: String,
+    /// Requested backing.
+    pub backing: Backing,
     /// Per-sample deadline from the latency origin.
     pub deadline_ns: u64,
     /// How long past its deadline the launcher lets a VMM run before killing it. In modes
@@ -266,7 +267,7 @@ pub struct Executed {
     /// Distinct guest command lines the VMM reported.
     pub cmdlines: BTreeSet<String>,
     /// Backing the VMM reported it obtained → number of samples.
-    pub backings: BTreeMap<String, u64>,
+    pub backings: BTreeMap<ObtainedBacking, u64>,
     /// Arrivals not launched because their turn came past deadline + kill grace.
     pub expired: u64,
     /// The first few errors of `before_each` (`--drop-caches`); how often it succeeded is
@@ -327,7 +328,7 @@ where
         if let Some(o) = &observed {
             cmdlines.extend(o.cmdline.clone());
             if let Some(b) = &o.backing {
-                *backings.entry(b.clone()).or_insert(0) += 1;
+                *backings.entry(*b).or_insert(0) += 1;
             }
         }
         let mut s = to_sample(attempt, observed.as_ref(), why.as_deref(), &ctx);
@@ -478,8 +479,8 @@ pub fn result_json(
             ));
         }
     }
-    let expected = expected_backing(&spec.backing);
-    if ex.backings.keys().any(|b| b != expected) {
+    let expected = spec.backing.expected_obtained();
+    if ex.backings.keys().any(|b| *b != expected) {
         warnings.push(format!(
             "memory backing `{}` was requested; the VMM obtained {}",
             spec.backing,
@@ -491,17 +492,8 @@ pub fn result_json(
     ResultJson::new(contract, configuration, env, artifacts, &ex.samples)
 }
 
-/// What the VMM reports as obtained when it got the backing that was asked for.
-pub fn expected_backing(requested: &str) -> &str {
-    match requested {
-        "anon" => "anon-4k",
-        "hugetlb" => "hugetlb-2m",
-        other => other,
-    }
-}
-
 /// `thp ×998, thp-advised-none-faulted ×2`.
-pub fn backing_counts(b: &BTreeMap<String, u64>) -> String {
+pub fn backing_counts(b: &BTreeMap<ObtainedBacking, u64>) -> String {
     b.iter()
         .map(|(k, n)| format!("{k} ×{n}"))
         .collect::<Vec<_>>()

@@ -3,6 +3,7 @@
 use crate::schedule::{Schedule, ScheduleError};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+use truecold_proto::kinds::Backing;
 use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
 
 /// `--vcpus`: a count within the VMM's limits (`truecold_proto::limits`), else an argument
@@ -45,24 +46,6 @@ pub enum ModeArg {
     Churn,
 }
 
-/// Guest memory backing, passed to the VMM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackingArg {
-    Anon,
-    Thp,
-    Hugetlb,
-}
-
-impl BackingArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            BackingArg::Anon => "anon",
-            BackingArg::Thp => "thp",
-            BackingArg::Hugetlb => "hugetlb",
-        }
-    }
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// How launches are scheduled.
@@ -78,8 +61,8 @@ pub struct RunArgs {
     /// than the host's RAM).
     #[arg(long, default_value_t = 16384, value_parser = mem_mib_arg)]
     pub mem_mib: u64,
-    #[arg(long, value_enum, default_value_t = BackingArg::Anon)]
-    pub backing: BackingArg,
+    #[arg(long, default_value_t = Backing::Anon, value_parser = Backing::parse)]
+    pub backing: Backing,
     /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;
     /// default 64).
     #[arg(long)]

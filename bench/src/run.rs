@@ -181,7 +181,7 @@ pub fn explicit_args(
     kv("--count", count.to_string());
     kv("--vcpus", vcpus.to_string());
     kv("--mem-mib", mem_mib.to_string());
-    kv("--backing", backing.name().to_string());
+    kv("--backing", backing.as_str().to_string());
     for (k, val) in extra {
         kv(k, val);
     }
@@ -291,7 +291,7 @@ pub fn vmm_args(
     for (k, val) in [
         ("--vcpus", spec.vcpus.to_string()),
         ("--mem-mib", (spec.mem_bytes >> 20).to_string()),
-        ("--backing", spec.backing.clone()),
+        ("--backing", spec.backing.as_str().to_string()),
         ("--host-kind", host.as_str().to_string()),
     ] {
         v.push(k.into());
@@ -364,7 +364,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         contract,
         vcpus: args.vcpus,
         mem_bytes: args.mem_mib << 20,
-        backing: args.backing.name().to_string(),
+        backing: args.backing,
         deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
         kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
     };
@@ -444,7 +444,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         vcpus: spec.vcpus,
         mem_bytes: spec.mem_bytes,
         backing: if ex.backings.is_empty() {
-            spec.backing.clone()
+            spec.backing.to_string()
         } else {
             format!(
                 "{} (obtained: {})",
@@ -643,7 +643,7 @@ mod tests {
             contract: ContractKind::Probe,
             vcpus: 2,
             mem_bytes: 256 << 20,
-            backing: "anon".into(),
+            backing: truecold_proto::kinds::Backing::Anon,
             deadline_ns: 1_234_000_000,
             kill_grace_ns: 500_000_000,
         };
@@ -729,7 +729,7 @@ mod tests {
             contract: ContractKind::Probe,
             vcpus: 2,
             mem_bytes: 16384 << 20,
-            backing: "anon".into(),
+            backing: truecold_proto::kinds::Backing::Anon,
             deadline_ns: 2_000_000_000,
             kill_grace_ns: 500_000_000,
         };

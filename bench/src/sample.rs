@@ -38,7 +38,7 @@ pub struct Observed {
     /// The guest kernel command line the VMM used (Linux), for the bundle's configuration.
     pub cmdline: Option<String>,
     /// The memory backing the VMM actually got (e.g. `anon-4k`), if it says.
-    pub backing: Option<String>,
+    pub backing: Option<truecold_proto::kinds::ObtainedBacking>,
 }
 
 /// The campaign-wide facts every row shares.

@@ -67,7 +67,7 @@ pub fn observe(r: &ReportCore) -> Observed {
         protocol_errors: r.protocol_error_count,
         error,
         cmdline: r.guest_cmdline.clone(),
-        backing: Some(r.backing_obtained.clone()),
+        backing: Some(r.backing_obtained),
     }
 }
 
@@ -145,7 +145,7 @@ mod tests {
                 e820_ram: 64 << 20,
                 guest: Some(64 << 20),
             },
-            backing_obtained: "anon-4k".into(),
+            backing_obtained: truecold_proto::kinds::ObtainedBacking::Anon4k,
             vmm_rss_bytes: None,
             liveness: Liveness {
                 verified: ready,

@@ -158,6 +158,95 @@ impl std::fmt::Display for HostKind {
     }
 }
 
+/// How guest RAM is backed on the host (what is requested: `--backing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backing {
+    /// Anonymous private memory, 4 KiB pages, `MAP_NORESERVE`.
+    Anon,
+    /// Anonymous, `MAP_NORESERVE`, `madvise(MADV_HUGEPAGE)`.
+    Thp,
+    /// `MAP_HUGETLB | MAP_HUGE_2MB` from the host's hugetlb pool (reserved at mmap time).
+    Hugetlb,
+}
+
+impl Backing {
+    /// Every backing.
+    pub const ALL: [Backing; 3] = [Backing::Anon, Backing::Thp, Backing::Hugetlb];
+
+    /// The CLI and JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backing::Anon => "anon",
+            Backing::Thp => "thp",
+            Backing::Hugetlb => "hugetlb",
+        }
+    }
+
+    /// Parses [`Backing::as_str`] (a clap value parser).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|b| b.as_str() == s)
+            .ok_or_else(|| format!("`{s}` is not one of anon, thp, hugetlb"))
+    }
+
+    /// What the VMM observes when it got exactly this backing.
+    pub fn expected_obtained(self) -> ObtainedBacking {
+        match self {
+            Backing::Anon => ObtainedBacking::Anon4k,
+            Backing::Thp => ObtainedBacking::Thp,
+            Backing::Hugetlb => ObtainedBacking::Hugetlb2m,
+        }
+    }
+}
+
+impl std::fmt::Display for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The backing the VMM observed it got (from /proc/self/smaps, after the boot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ObtainedBacking {
+    /// 4 KiB pages.
+    #[serde(rename = "anon-4k")]
+    Anon4k,
+    /// Some transparent huge pages faulted in.
+    #[serde(rename = "thp")]
+    Thp,
+    /// THP advised, none faulted in.
+    #[serde(rename = "thp-advised-none-faulted")]
+    ThpAdvisedNoneFaulted,
+    /// 2 MiB hugetlb pages.
+    #[serde(rename = "hugetlb-2m")]
+    Hugetlb2m,
+    /// smaps could not be read.
+    #[serde(rename = "unobserved")]
+    Unobserved,
+}
+
+impl ObtainedBacking {
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObtainedBacking::Anon4k => "anon-4k",
+            ObtainedBacking::Thp => "thp",
+            ObtainedBacking::ThpAdvisedNoneFaulted => "thp-advised-none-faulted",
+            ObtainedBacking::Hugetlb2m => "hugetlb-2m",
+            ObtainedBacking::Unobserved => "unobserved",
+        }
+    }
+}
+
+impl std::fmt::Display for ObtainedBacking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How attempts were scheduled. All modes run under the same contract.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -404,6 +493,16 @@ mod tests {
         assert_eq!(ErrorKind::parse("vmm_\u{1b}[32m"), None);
         assert_eq!(ErrorKind::parse(""), None);
         assert_eq!(ErrorKind::vmm("Kernel Missing"), None);
+    }
+
+    #[test]
+    fn backings_round_trip() {
+        for b in Backing::ALL {
+            assert_eq!(Backing::parse(b.as_str()), Ok(b));
+            let json = serde_json::to_value(b.expected_obtained()).expect("serializes");
+            assert_eq!(json, b.expected_obtained().as_str());
+        }
+        assert!(Backing::parse("huge").is_err());
     }
 
     #[test]

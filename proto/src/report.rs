@@ -97,7 +97,7 @@ pub struct ReportCore {
     pub stamps: Stamps,
     pub memory_figures: MemoryFigures,
     /// The backing the VMM observed it got (`anon-4k`, `thp`, `hugetlb-2m`, …).
-    pub backing_obtained: String,
+    pub backing_obtained: crate::kinds::ObtainedBacking,
     /// VmRSS of the VMM process right after strict-ready.
     pub vmm_rss_bytes: Option<u64>,
     pub liveness: Liveness,

@@ -92,7 +92,8 @@ struct BootArgs {
     /// Guest memory, MiB (limits: truecold_proto::limits; also at most the host's RAM).
     #[arg(long, default_value_t = 128)]
     mem_mib: u64,
-    #[arg(long, value_enum, default_value_t = Backing::Anon)]
+    /// Guest memory backing: anon, thp or hugetlb.
+    #[arg(long, default_value_t = Backing::Anon, value_parser = Backing::parse)]
     backing: Backing,
     /// Appended to the tuned base command line.
     #[arg(long, default_value = "", allow_hyphen_values = true)]

@@ -19,17 +19,7 @@ pub const HOLE_START: u64 = 3 << 30;
 /// RAM resumes here.
 pub const ABOVE_4G: u64 = 4 << 30;
 
-/// How guest RAM is backed on the host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backing {
-    /// Anonymous private memory, 4 KiB pages, `MAP_NORESERVE`.
-    Anon,
-    /// Anonymous, `MAP_NORESERVE`, `madvise(MADV_HUGEPAGE)`.
-    Thp,
-    /// `MAP_HUGETLB | MAP_HUGE_2MB` from the host's hugetlb pool (reserved at mmap time).
-    Hugetlb,
-}
+pub use truecold_proto::kinds::{Backing, ObtainedBacking};
 
 /// Why guest memory could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -403,7 +393,7 @@ pub struct BackingReport {
     pub requested: Backing,
     /// `anon-4k`, `thp` (some huge pages faulted in), `thp-advised-none-faulted`,
     /// `hugetlb-2m`, or `unobserved` (smaps unreadable).
-    pub obtained: String,
+    pub obtained: ObtainedBacking,
     pub thp_mode: String,
     pub mapped_bytes: u64,
     pub rss_bytes: u64,
@@ -424,19 +414,19 @@ pub fn observe(ram: &GuestRam) -> BackingReport {
     let htlb: u64 = obs.iter().map(|o| o.hugetlb).sum();
     let kps = obs.iter().map(|o| o.kernel_page_size).max().unwrap_or(0);
     let obtained = if obs.len() != ram.mappings.len() {
-        "unobserved"
+        ObtainedBacking::Unobserved
     } else if kps == HUGE_2M {
-        "hugetlb-2m"
+        ObtainedBacking::Hugetlb2m
     } else if ahp > 0 {
-        "thp"
+        ObtainedBacking::Thp
     } else if ram.backing == Backing::Thp {
-        "thp-advised-none-faulted"
+        ObtainedBacking::ThpAdvisedNoneFaulted
     } else {
-        "anon-4k"
+        ObtainedBacking::Anon4k
     };
     BackingReport {
         requested: ram.backing,
-        obtained: obtained.to_string(),
+        obtained,
         thp_mode: thp_mode(),
         mapped_bytes: ram.mapped(),
         rss_bytes: rss,

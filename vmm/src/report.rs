@@ -156,7 +156,7 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
             schema: SCHEMA,
             stamps: o.stamps,
             memory_figures: o.memory_figures,
-            backing_obtained: o.backing.obtained.clone(),
+            backing_obtained: o.backing.obtained,
             vmm_rss_bytes: o.vmm_rss_bytes,
             liveness: o.liveness,
             guest_record: o.guest_record,

@@ -123,7 +123,7 @@ fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> 
             e820_ram: 64 * MIB,
             guest: Some(64 * MIB),
         },
-        backing_obtained: "anon-4k".into(),
+        backing_obtained: truecold_proto::kinds::ObtainedBacking::Anon4k,
         vmm_rss_bytes: None,
         liveness,
         guest_record: linux.then_some(GuestRecord {
@@ -174,7 +174,7 @@ fn spec(schedule: Schedule) -> CampaignSpec {
         contract: ContractKind::Probe,
         vcpus: 1,
         mem_bytes: 64 * MIB,
-        backing: "anon".into(),
+        backing: truecold_proto::kinds::Backing::Anon,
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     }
@@ -219,7 +219,7 @@ fn run_with(
     let cfg = Configuration {
         vcpus: sp.vcpus,
         mem_bytes: sp.mem_bytes,
-        backing: sp.backing.clone(),
+        backing: sp.backing.to_string(),
         cmdline: FAKE_VMM_LINE.into(),
         vmm_path: "/fake/truecold-vmm".into(),
         kernel_path: None,

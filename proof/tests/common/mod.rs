@@ -467,7 +467,7 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
                 e820_ram: s.host_e820_usable.unwrap_or(0),
                 guest: s.guest_mem_firmware,
             },
-            backing_obtained: "thp".into(),
+            backing_obtained: truecold_proto::kinds::ObtainedBacking::Thp,
             vmm_rss_bytes: None,
             liveness,
             guest_record,

@@ -93,12 +93,7 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     // backing: obtained is what was requested
     let b = &r.backing;
     assert_eq!(b.requested, cfg.backing);
-    let obtained = match cfg.backing {
-        Backing::Anon => "anon-4k",
-        Backing::Thp => "thp",
-        Backing::Hugetlb => "hugetlb-2m",
-    };
-    assert_eq!(b.obtained, obtained, "{b:?}");
+    assert_eq!(b.obtained, cfg.backing.expected_obtained(), "{b:?}");
     assert_eq!(c.backing_obtained, b.obtained);
     assert!(b.mapped_bytes >= want);
     match cfg.backing {
