@@ -655,3 +655,27 @@ fn parsed_files_over_the_cap_are_a_typed_reason() {
         );
     }
 }
+
+/// samples.csv must be the writer's bytes: CRLF line ends, or a field quoted that the writer
+/// would not quote, make it INVALID even though every value still parses the same.
+#[test]
+fn samples_csv_not_in_its_canonical_form() {
+    let t = tempfile::tempdir().unwrap();
+    for (k, edit) in [
+        |s: String| s.replace('\n', "\r\n"),
+        |s: String| s.replacen("\n0,probe,1,", "\n\"0\",probe,1,", 1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = real_bundle(t.path(), &format!("c{k}"));
+        let p = dir.join("samples.csv");
+        let text = fs::read_to_string(&p).unwrap();
+        let edited = edit(text.clone());
+        assert_ne!(edited, text, "edit {k} changed nothing");
+        fs::write(&p, edited).unwrap();
+        resum(&dir);
+        let v = verdict(&dir);
+        assert_has(&v, &dir, Check::SamplesCsv);
+    }
+}
