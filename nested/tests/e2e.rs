@@ -235,6 +235,10 @@ fn guest_sees_the_same_platform_under_truecold_and_firecracker() {
             "--console",
             "--rounds",
             "1",
+            // A platform-init boot takes ~1 s of L1's virtual time; an engine that hangs is
+            // killed (and its row says so) long before QEMU's wall-clock limit below.
+            "--deadline-ms",
+            "30000",
         ]
         .map(String::from)
         .to_vec(),
