@@ -257,7 +257,14 @@ fn classify(
             );
         }
     }
-    if let Some(why) = s.timeline_problems(linux).first() {
+    if let Some(why) = s
+        .timeline_problems(
+            linux,
+            truecold_proto::kinds::Observer::VmExit,
+            truecold_proto::kinds::Engine::Truecold,
+        )
+        .first()
+    {
         return fail(ErrorKind::IncompleteTimeline, why.to_string());
     }
     if let Some(why) = memory_mismatch(s, linux) {

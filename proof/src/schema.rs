@@ -106,7 +106,12 @@ impl Sample {
     /// passes every host stage and each takes time); the queue stage exactly when the row has
     /// an intended time; the host stages summing to the headline; and (Linux) both
     /// guest-clock stages present.
-    pub fn timeline_problems(&self, linux: bool) -> Vec<TimelineProblem> {
+    pub fn timeline_problems(
+        &self,
+        linux: bool,
+        observer: truecold_proto::kinds::Observer,
+        engine: truecold_proto::kinds::Engine,
+    ) -> Vec<TimelineProblem> {
         let mut out = Vec::new();
         let Some(lat) = self.latency_ns else {
             out.push(TimelineProblem::NoLatency);
@@ -114,7 +119,7 @@ impl Sample {
         };
         for st in Stage::ALL {
             let required = match st.kind() {
-                StageKind::Host => st != Stage::Queue,
+                StageKind::Host => st.host_required(observer, engine),
                 StageKind::Guest => linux,
                 StageKind::Post => false,
             };

@@ -940,7 +940,11 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
             ),
         );
     }
-    for p in s.timeline_problems(linux) {
+    for p in s.timeline_problems(
+        linux,
+        truecold_proto::kinds::Observer::VmExit,
+        truecold_proto::kinds::Engine::Truecold,
+    ) {
         let check = match p {
             TimelineProblem::Missing(st) if st.kind() == StageKind::Guest => {
                 Check::SuccessIncomplete

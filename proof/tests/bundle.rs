@@ -359,6 +359,7 @@ fn open_loop_bundle_built_from_stamps_verifies() {
             // The probe rings both doorbells; a success passes every host stage.
             init_doorbell: Some(request + 15_700_000),
             ready_doorbell: Some(request + 15_800_000),
+            serial_ready: None,
             strict_ready: Some(request + 15_900_000),
             record: Some(request + 16_000_000),
             exit: Some(request + 16_100_000),

@@ -46,6 +46,164 @@ impl ContractKind {
     }
 }
 
+/// A VMM that boots the guest: an arm of an engines campaign (`truecold run --engine`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Engine {
+    /// `truecold-vmm`.
+    Truecold,
+    /// Firecracker, run as released (`--no-api --config-file`, seccomp on).
+    Firecracker,
+    /// Cloud Hypervisor, run as released (seccomp on).
+    CloudHypervisor,
+    /// QEMU's `microvm` machine with a PVH `-kernel`.
+    QemuMicrovm,
+}
+
+/// A range of guest-physical addresses below 1 MiB that an engine's E820 map leaves out of RAM
+/// (`[start, end)`), although the engine counts it in the configured memory size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RamHole {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl RamHole {
+    /// Bytes in the hole.
+    pub fn len(self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// Never true for a documented hole.
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Engine {
+    /// Every engine, in the order the CLI lists them.
+    pub const ALL: [Engine; 4] = [
+        Engine::Truecold,
+        Engine::Firecracker,
+        Engine::CloudHypervisor,
+        Engine::QemuMicrovm,
+    ];
+
+    /// The CLI, JSON, cmdline (`truecold.engine=`) and directory spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Truecold => "truecold",
+            Engine::Firecracker => "firecracker",
+            Engine::CloudHypervisor => "cloud-hypervisor",
+            Engine::QemuMicrovm => "qemu-microvm",
+        }
+    }
+
+    /// Parses [`Engine::as_str`] (a clap value parser).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|e| e.as_str() == s)
+            .ok_or_else(|| {
+                format!("`{s}` is not one of truecold, firecracker, cloud-hypervisor, qemu-microvm")
+            })
+    }
+
+    /// The engine's documented low-memory hole: the part of the configured size its E820 map
+    /// does not give the guest as RAM. The guest's exact-RAM rule is
+    /// `System RAM == configured − hole` with no RAM inside the hole (guest-init/README.md).
+    /// - truecold: none (RAM below 640 KiB and from 1 MiB up adds to exactly the configured
+    ///   size).
+    /// - Firecracker v1.16.1: `[EBDA_START = 0x9fc00, HIMEM_START = 0x100000)`
+    ///   (src/vmm/src/arch/x86_64/layout.rs; measured: 268,041,216 bytes of RAM for 256 MiB).
+    /// - Cloud Hypervisor v53.0: `[EBDA_START = 0xa0000, HIGH_RAM_START = 0x100000)`
+    ///   (arch/src/x86_64/layout.rs; measured: 268,042,240 bytes for 256 MiB).
+    /// - QEMU microvm: see the match arm (measured in L1, documented there).
+    pub fn low_ram_hole(self) -> Option<RamHole> {
+        match self {
+            Engine::Truecold => None,
+            Engine::Firecracker => Some(RamHole {
+                start: 0x9_fc00,
+                end: 0x10_0000,
+            }),
+            Engine::CloudHypervisor => Some(RamHole {
+                start: 0xa_0000,
+                end: 0x10_0000,
+            }),
+            // qboot (QEMU's microvm firmware) reports RAM [0, 0x9fc00) and from 1 MiB.
+            Engine::QemuMicrovm => Some(RamHole {
+                start: 0x9_fc00,
+                end: 0x10_0000,
+            }),
+        }
+    }
+
+    /// The System RAM the guest must find for `configured` bytes under this engine.
+    pub fn expected_firmware_ram(self, configured: u64) -> u64 {
+        configured.saturating_sub(self.low_ram_hole().map_or(0, RamHole::len))
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the guest's PID 1 talks to the host (`truecold.transport=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// truecold's own ports: doorbells, the nonce by `rep insb`, the reply and record by
+    /// `rep outsb`, the exit port. Only truecold-vmm has them.
+    #[default]
+    Ports,
+    /// `TC1` lines on ttyS0 (the 8250 every engine has): `ready`, then the host's `nonce`,
+    /// the `reply`, the `record`; then the exit port (truecold) and a reboot (`reboot=k`:
+    /// the i8042 reset ends every engine). The doorbells are still rung (ignored where no
+    /// device listens), so truecold's VM-exit marks exist beside the serial ones.
+    Serial,
+}
+
+impl Transport {
+    /// The cmdline spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Ports => "ports",
+            Transport::Serial => "serial",
+        }
+    }
+
+    /// Parses [`Transport::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        [Transport::Ports, Transport::Serial]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+}
+
+/// Where strict-ready (and the record) are stamped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Observer {
+    /// truecold-vmm stamps them at the VM exit that completes the line on its record port.
+    #[default]
+    VmExit,
+    /// The bench stamps them when it reads the verified line on the engine's serial output.
+    Serial,
+}
+
+impl Observer {
+    /// The JSON and CSV spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Observer::VmExit => "vm-exit",
+            Observer::Serial => "serial",
+        }
+    }
+}
+
 /// What the host's `/dev/kvm` is.
 ///
 /// Detection (the VMM's and the bench's I/O feeds [`HostKind::decide`]) in this order:

@@ -517,10 +517,18 @@ pub struct GuestRecord {
 /// A decoded line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
+    /// Serial transport, guest → host: PID 1's checks passed (the ready doorbell's line).
+    Ready {
+        boot_id: BootId,
+    },
+    /// Serial transport, host → guest: the fresh nonce, written only after `ready` was read.
+    Nonce([u8; NONCE_LEN]),
     Reply(Reply),
     Record(GuestRecord),
 }
 
+const READY_KEYS: &[&str] = &["boot_id"];
+const NONCE_KEYS: &[&str] = &["value"];
 const REPLY_KEYS: &[&str] = &["boot_id", "binding"];
 const RECORD_KEYS: &[&str] = &[
     "boot_id",
@@ -549,6 +557,8 @@ impl Message {
     /// Encodes as one line, `\n` included.
     pub fn encode(&self) -> String {
         match self {
+            Message::Ready { boot_id } => format!("{LINE_TAG} ready boot_id={boot_id}\n"),
+            Message::Nonce(n) => format!("{LINE_TAG} nonce value={}\n", hex(n)),
             Message::Reply(r) => format!(
                 "{LINE_TAG} reply boot_id={} binding={}\n",
                 r.boot_id,
@@ -605,6 +615,8 @@ impl Message {
         }
         let kind = words.next().unwrap_or("");
         let keys = match kind {
+            "ready" => READY_KEYS,
+            "nonce" => NONCE_KEYS,
             "reply" => REPLY_KEYS,
             "record" => RECORD_KEYS,
             other => return Err(ProtoError::UnknownKind(other.into())),
@@ -641,6 +653,16 @@ impl Message {
             v.parse::<u64>().map_err(|_| bad(key, v))
         };
         match kind {
+            "ready" => {
+                let b = get("boot_id")?;
+                let boot_id = BootId::parse(b).ok_or_else(|| bad("boot_id", b))?;
+                Ok(Message::Ready { boot_id })
+            }
+            "nonce" => {
+                let v = get("value")?;
+                let n = unhex::<NONCE_LEN>(v).ok_or_else(|| bad("value", v))?;
+                Ok(Message::Nonce(n))
+            }
             "reply" => {
                 let b = get("boot_id")?;
                 let boot_id = BootId::parse(b).ok_or_else(|| bad("boot_id", b))?;
@@ -794,6 +816,11 @@ pub mod cmdline {
     pub const PROBE: &str = "truecold.probe";
     /// Optional network config for a device other than lo: `<dev>,<ipv4>/<prefix>`.
     pub const NET: &str = "truecold.net";
+    /// The transport ([`crate::kinds::Transport`]; default `ports`).
+    pub const TRANSPORT: &str = "truecold.transport";
+    /// The engine whose E820 layout the exact-RAM rule uses ([`crate::kinds::Engine`];
+    /// default `truecold`).
+    pub const ENGINE: &str = "truecold.engine";
     /// Default probe size: 4 MiB.
     pub const DEFAULT_PROBE: u64 = 4 << 20;
 }
@@ -804,6 +831,8 @@ pub struct GuestConfig {
     pub mem: u64,
     pub probe: u64,
     pub net: Option<String>,
+    pub transport: kinds::Transport,
+    pub engine: kinds::Engine,
 }
 
 impl GuestConfig {
@@ -812,6 +841,8 @@ impl GuestConfig {
         let mut mem = None;
         let mut probe = None;
         let mut net = None;
+        let mut transport = None;
+        let mut engine = None;
         for word in line.split_ascii_whitespace() {
             let Some(rest) = word.strip_prefix("truecold.") else {
                 continue;
@@ -829,6 +860,17 @@ impl GuestConfig {
                 "mem" => mem.replace(parse(v)?).is_some(),
                 "probe" => probe.replace(parse(v)?).is_some(),
                 "net" => net.replace(v.to_string()).is_some(),
+                "transport" => transport
+                    .replace(
+                        kinds::Transport::parse(v)
+                            .ok_or_else(|| ProtoError::BadCmdline(word.into()))?,
+                    )
+                    .is_some(),
+                "engine" => engine
+                    .replace(
+                        kinds::Engine::parse(v).map_err(|_| ProtoError::BadCmdline(word.into()))?,
+                    )
+                    .is_some(),
                 _ => return Err(ProtoError::BadCmdline(word.into())),
             };
             if dup {
@@ -839,6 +881,8 @@ impl GuestConfig {
             mem: mem.ok_or(ProtoError::MissingKey("truecold.mem"))?,
             probe: probe.unwrap_or(cmdline::DEFAULT_PROBE),
             net,
+            transport: transport.unwrap_or_default(),
+            engine: engine.unwrap_or(kinds::Engine::Truecold),
         })
     }
 }

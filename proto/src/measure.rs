@@ -80,9 +80,15 @@ pub enum Mark {
     InitDoorbell,
     /// VM exit of the guest's ready doorbell (its checks passed).
     ReadyDoorbell,
-    /// VM exit at which the answer to the fresh nonce completed and verified: strict-ready.
+    /// Serial observer: the bench read the guest's `TC1 ready` line on the engine's serial
+    /// output (and wrote the nonce right after).
+    SerialReady,
+    /// The answer to the fresh nonce completed and verified: strict-ready. Taken at the VM
+    /// exit ([`crate::kinds::Observer::VmExit`]) or by the bench reading the answer on the
+    /// engine's serial output ([`crate::kinds::Observer::Serial`]).
     StrictReady,
-    /// VM exit at which the guest's record (Linux) or summary (probe) completed.
+    /// The guest's record (Linux) or summary (probe) completed: at the VM exit, or read on
+    /// serial by the bench (serial observer).
     Record,
     /// The guest stopped (exit port, reset, shutdown) or the deadline fired.
     Exit,
@@ -94,7 +100,7 @@ pub enum Mark {
 
 impl Mark {
     /// Every mark, in timeline order.
-    pub const ALL: [Mark; 15] = [
+    pub const ALL: [Mark; 16] = [
         Mark::Intended,
         Mark::Request,
         Mark::BootStart,
@@ -105,6 +111,7 @@ impl Mark {
         Mark::FirstRun,
         Mark::InitDoorbell,
         Mark::ReadyDoorbell,
+        Mark::SerialReady,
         Mark::StrictReady,
         Mark::Record,
         Mark::Exit,
@@ -125,6 +132,7 @@ impl Mark {
             Mark::FirstRun => "first_run",
             Mark::InitDoorbell => "init_doorbell",
             Mark::ReadyDoorbell => "ready_doorbell",
+            Mark::SerialReady => "serial_ready",
             Mark::StrictReady => "strict_ready",
             Mark::Record => "record",
             Mark::Exit => "exit",
@@ -133,14 +141,23 @@ impl Mark {
         }
     }
 
-    /// Who takes it.
+    /// Who takes it under the VM-exit observer (under the serial observer the bench takes
+    /// `serial_ready`, `strict_ready` and `record` from the serial output: [`Mark::taker_under`]).
     pub fn taker(self) -> Taker {
         match self {
-            Mark::Intended | Mark::Request | Mark::Reaped => Taker::Bench,
+            Mark::Intended | Mark::Request | Mark::SerialReady | Mark::Reaped => Taker::Bench,
             Mark::InitDoorbell | Mark::ReadyDoorbell | Mark::StrictReady | Mark::Record => {
                 Taker::VmExit
             }
             _ => Taker::Vmm,
+        }
+    }
+
+    /// Who takes it when strict-ready is observed by `observer`.
+    pub fn taker_under(self, observer: crate::kinds::Observer) -> Taker {
+        match (observer, self) {
+            (crate::kinds::Observer::Serial, Mark::StrictReady | Mark::Record) => Taker::Bench,
+            _ => self.taker(),
         }
     }
 }
@@ -161,6 +178,7 @@ pub struct Stamps {
     pub first_run: Option<u64>,
     pub init_doorbell: Option<u64>,
     pub ready_doorbell: Option<u64>,
+    pub serial_ready: Option<u64>,
     pub strict_ready: Option<u64>,
     pub record: Option<u64>,
     pub exit: Option<u64>,
@@ -191,6 +209,7 @@ impl Stamps {
             Mark::FirstRun => &self.first_run,
             Mark::InitDoorbell => &self.init_doorbell,
             Mark::ReadyDoorbell => &self.ready_doorbell,
+            Mark::SerialReady => &self.serial_ready,
             Mark::StrictReady => &self.strict_ready,
             Mark::Record => &self.record,
             Mark::Exit => &self.exit,
@@ -211,6 +230,7 @@ impl Stamps {
             Mark::FirstRun => &mut self.first_run,
             Mark::InitDoorbell => &mut self.init_doorbell,
             Mark::ReadyDoorbell => &mut self.ready_doorbell,
+            Mark::SerialReady => &mut self.serial_ready,
             Mark::StrictReady => &mut self.strict_ready,
             Mark::Record => &mut self.record,
             Mark::Exit => &mut self.exit,
@@ -315,6 +335,7 @@ pub enum Stage {
     Vcpus,
     GuestBoot,
     GuestInit,
+    SerialReady,
     Challenge,
     GuestKernelToInit,
     GuestInitToReady,
@@ -323,7 +344,7 @@ pub enum Stage {
 }
 
 /// Number of stages.
-pub const STAGE_COUNT: usize = 14;
+pub const STAGE_COUNT: usize = 15;
 
 const fn host(stage: Stage, name: &'static str, end: Mark, covers: &'static str) -> StageDef {
     StageDef {
@@ -394,10 +415,18 @@ impl Stage {
             "→ the ready doorbell's VM exit (PID 1's checks: memory, loopback, boot id)",
         ),
         host(
+            Stage::SerialReady,
+            "serial_ready",
+            Mark::SerialReady,
+            "→ the bench read the guest's ready line on the engine's serial output (serial \
+             observer only; for another engine, from the request: its inner marks are unseen)",
+        ),
+        host(
             Stage::Challenge,
             "challenge",
             Mark::StrictReady,
-            "→ the answer to the fresh nonce verified: strict-ready",
+            "→ the answer to the fresh nonce verified: strict-ready (at the VM exit, or read \
+             on serial by the bench)",
         ),
         StageDef {
             stage: Stage::GuestKernelToInit,
@@ -446,6 +475,7 @@ impl Stage {
         Stage::Vcpus,
         Stage::GuestBoot,
         Stage::GuestInit,
+        Stage::SerialReady,
         Stage::Challenge,
         Stage::GuestKernelToInit,
         Stage::GuestInitToReady,
@@ -474,6 +504,28 @@ impl Stage {
     }
 
     /// Looks a stage up by name.
+    /// Whether a success must have this host stage, given where strict-ready was observed
+    /// and which engine booted: under the VM-exit observer (truecold only) every host stage
+    /// but `queue` (decided by the intended time) and `serial_ready`; under the serial
+    /// observer truecold adds `serial_ready`, and another engine, whose inner marks nobody
+    /// sees, has exactly `serial_ready` and `challenge`. Never true for guest or post stages.
+    pub fn host_required(
+        self,
+        observer: crate::kinds::Observer,
+        engine: crate::kinds::Engine,
+    ) -> bool {
+        use crate::kinds::{Engine, Observer};
+        if self.kind() != StageKind::Host || self == Stage::Queue {
+            return false;
+        }
+        match (observer, self) {
+            (Observer::VmExit, Stage::SerialReady) => false,
+            (Observer::VmExit, _) => true,
+            (Observer::Serial, Stage::SerialReady | Stage::Challenge) => true,
+            (Observer::Serial, _) => engine == Engine::Truecold,
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<Stage> {
         Stage::ALL.iter().copied().find(|s| s.name() == name)
     }
@@ -600,6 +652,7 @@ mod tests {
             first_run: Some(3_100),
             init_doorbell: None, // probe guest: no init doorbell
             ready_doorbell: Some(9_000),
+            serial_ready: None,
             strict_ready: Some(9_300),
             record: Some(9_800),
             exit: Some(9_850),
@@ -617,6 +670,55 @@ mod tests {
         assert_eq!(t.get(Stage::Workload), Some(500));
         assert_eq!(t.get(Stage::Teardown), Some(200));
         assert_eq!(t.host_sum(), 8_300);
+    }
+
+    #[test]
+    fn serial_observer_tiles_through_serial_ready() {
+        // truecold under the serial observer: the VM-exit ready doorbell, then the bench's
+        // reading of the ready line, then the verified answer read on serial.
+        let st = Stamps {
+            request: Some(100),
+            boot_start: Some(150),
+            first_run: Some(400),
+            init_doorbell: Some(1_000),
+            ready_doorbell: Some(1_500),
+            serial_ready: Some(1_560),
+            strict_ready: Some(1_700),
+            record: Some(2_000),
+            reaped: Some(2_100),
+            ..Stamps::default()
+        };
+        let t = st.tile();
+        assert_eq!(t.get(Stage::GuestInit), Some(500));
+        assert_eq!(
+            t.get(Stage::SerialReady),
+            Some(60),
+            "the cost of observing from outside"
+        );
+        assert_eq!(t.get(Stage::Challenge), Some(140));
+        assert_eq!(t.host_sum(), 1_600);
+        // Another engine: only the bench's marks; serial_ready absorbs the unseen inner marks.
+        let fc = Stamps {
+            request: Some(100),
+            serial_ready: Some(1_560),
+            strict_ready: Some(1_700),
+            record: Some(2_000),
+            reaped: Some(2_100),
+            ..Stamps::default()
+        };
+        let t = fc.tile();
+        assert_eq!(t.get(Stage::Spawn), None);
+        assert_eq!(t.get(Stage::SerialReady), Some(1_460));
+        assert_eq!(t.host_sum(), 1_600);
+        assert_eq!(t.get(Stage::Teardown), Some(100));
+        assert_eq!(
+            Mark::Record.taker_under(crate::kinds::Observer::Serial),
+            Taker::Bench
+        );
+        assert_eq!(
+            Mark::Record.taker_under(crate::kinds::Observer::VmExit),
+            Taker::VmExit
+        );
     }
 
     #[test]

@@ -117,6 +117,62 @@ impl ReportCore {
     pub const PROTOCOL_ERRORS_KEPT: usize = 64;
 }
 
+/// The guest-memory mapping of an engine process, read by the bench from
+/// `/proc/<pid>/smaps` after strict-ready (independent of the guest and of the engine).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostMapping {
+    /// Sizes of the mappings taken as guest memory, bytes, largest first.
+    pub sizes: Vec<u64>,
+    /// Their `KernelPageSize`, bytes (one value for all of them).
+    pub kernel_page_size: u64,
+    /// `AnonHugePages` over them, bytes (THP actually faulted in).
+    pub anon_huge_bytes: u64,
+}
+
+impl HostMapping {
+    /// Sum of the sizes.
+    pub fn total(&self) -> u64 {
+        self.sizes.iter().sum()
+    }
+}
+
+/// How an engine process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessExit {
+    /// Exit status, when it exited.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// The bench killed it (deadline + grace, or after the record: see `teardown`).
+    pub killed: bool,
+}
+
+/// One launch of an engine arm as the bench observed it (line of `reports.jsonl` under the
+/// serial observer). The bench's marks (request, serial_ready, strict_ready, record, reaped)
+/// are in `stamps`; for the truecold engine the VMM's own marks (VM exits included) are merged
+/// in and its whole report kept in `vmm`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineRun {
+    pub engine: crate::kinds::Engine,
+    pub stamps: Stamps,
+    /// The boot id of the guest's `ready` line.
+    pub ready_boot_id: Option<BootId>,
+    /// The challenge as on the serial line (kind `binding`).
+    pub liveness: Liveness,
+    pub guest_record: Option<GuestRecord>,
+    pub host_memory: Option<HostMapping>,
+    pub protocol_error_count: u64,
+    pub protocol_errors: Vec<String>,
+    pub exit: Option<ProcessExit>,
+    /// truecold only: the VMM's whole report (its own stdout is the serial line, so it writes
+    /// the report to a file).
+    pub vmm: Option<serde_json::Value>,
+    pub outcome: Outcome,
+}
+
 /// What a VMM that failed before its guest ran prints: `{"schema":…,"error":{…}}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

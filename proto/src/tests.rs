@@ -210,8 +210,18 @@ fn cmdline_parsing() {
         GuestConfig {
             mem: 268435456,
             probe: cmdline::DEFAULT_PROBE,
-            net: None
+            net: None,
+            transport: kinds::Transport::Ports,
+            engine: kinds::Engine::Truecold,
         }
+    );
+    let c = GuestConfig::from_cmdline(
+        "truecold.mem=1 truecold.transport=serial truecold.engine=cloud-hypervisor",
+    )
+    .unwrap();
+    assert_eq!(
+        (c.transport, c.engine),
+        (kinds::Transport::Serial, kinds::Engine::CloudHypervisor)
     );
     let c =
         GuestConfig::from_cmdline("truecold.mem=1 truecold.probe=0 truecold.net=eth0,10.0.0.2/24")
@@ -227,6 +237,9 @@ fn cmdline_parsing() {
         "truecold.mem",
         "truecold.mem=1 truecold.mem=2",
         "truecold.mem=1 truecold.foo=1",
+        "truecold.mem=1 truecold.transport=usb",
+        "truecold.mem=1 truecold.engine=xen",
+        "truecold.mem=1 truecold.engine=firecracker truecold.engine=firecracker",
     ] {
         assert!(
             matches!(
@@ -293,4 +306,54 @@ fn platform_topology_and_clocksource_names() {
     let line = Message::Record(r.clone()).encode();
     assert!(line.contains(" clocksource=none "), "{line}");
     assert_eq!(Message::decode(line.as_bytes()), Ok(Message::Record(r)));
+}
+
+#[test]
+fn serial_lines_round_trip_and_reject_garbage() {
+    let id = BootId::parse("0123abcd-0123-4567-89ab-0123456789ab").unwrap();
+    let ready = Message::Ready { boot_id: id };
+    assert_eq!(
+        ready.encode(),
+        "TC1 ready boot_id=0123abcd-0123-4567-89ab-0123456789ab\n"
+    );
+    assert_eq!(Message::decode(ready.encode().as_bytes()), Ok(ready));
+    let nonce = Message::Nonce([0xab; NONCE_LEN]);
+    assert_eq!(
+        nonce.encode(),
+        format!("TC1 nonce value={}\n", "ab".repeat(NONCE_LEN))
+    );
+    assert_eq!(Message::decode(nonce.encode().as_bytes()), Ok(nonce));
+    for bad in [
+        "TC1 nonce value=abc",
+        "TC1 nonce",
+        "TC1 nonce value=00 value=00",
+        "TC1 ready boot_id=nope",
+        "TC1 ready",
+    ] {
+        assert!(Message::decode(bad.as_bytes()).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn engine_layouts_give_the_measured_ram() {
+    use kinds::Engine;
+    let mib256 = 256u64 << 20;
+    // Measured in L1 (notes/environment.md): Firecracker 268,041,216; Cloud Hypervisor
+    // 268,042,240; truecold exactly the configured size.
+    assert_eq!(
+        Engine::Firecracker.expected_firmware_ram(mib256),
+        268_041_216
+    );
+    assert_eq!(
+        Engine::CloudHypervisor.expected_firmware_ram(mib256),
+        268_042_240
+    );
+    assert_eq!(Engine::Truecold.expected_firmware_ram(mib256), mib256);
+    for e in Engine::ALL {
+        assert_eq!(Engine::parse(e.as_str()), Ok(e));
+        if let Some(h) = e.low_ram_hole() {
+            assert!(h.start < h.end && h.end <= 1 << 20, "{e}");
+        }
+    }
+    assert!(Engine::parse("xen").is_err());
 }

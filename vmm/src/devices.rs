@@ -350,6 +350,9 @@ impl Bus {
                         None => self.protocol_error("reply before the Ready doorbell".into()),
                     }
                 }
+                Message::Ready { .. } | Message::Nonce(_) => {
+                    self.protocol_error("a serial-transport line on the record port".into());
+                }
                 Message::Record(r) => {
                     if self.record.is_none() {
                         self.record = Some(r);
