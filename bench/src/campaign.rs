@@ -33,6 +33,8 @@ pub struct CampaignSpec {
     /// the deadline plus this grace (the moment the launcher would kill it at once) is not
     /// launched: see [`expired_attempt`].
     pub kill_grace_ns: u64,
+    /// Where strict-ready is stamped (the contract's observer).
+    pub observer: truecold_proof::schema::Observer,
 }
 
 impl CampaignSpec {
@@ -488,7 +490,13 @@ pub fn result_json(
         ));
     }
     let env = host::environment(facts, &ex.before, &ex.after, &ex.run_facts, warnings);
-    let contract = Contract::new(spec.contract, spec.mode(), spec.deadline_ns, ex.interrupted);
+    let contract = Contract::new(
+        spec.contract,
+        spec.observer,
+        spec.mode(),
+        spec.deadline_ns,
+        ex.interrupted,
+    );
     ResultJson::new(contract, configuration, env, artifacts, &ex.samples)
 }
 

@@ -21,6 +21,14 @@ use truecold_proto::kinds::Detection;
 pub enum RunError {
     #[error("bad arguments")]
     Args(#[from] ArgError),
+    #[error("cannot run `{} --version`", binary.display())]
+    EngineVersion {
+        binary: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{} --version` printed no version ({status})", binary.display())]
+    EngineVersionOutput { binary: PathBuf, status: String },
     #[error("/dev/kvm does not exist: this host offers no KVM (load kvm_intel/kvm_amd, or run on a host with KVM)")]
     NoKvm,
     #[error(
@@ -360,6 +368,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         (false, _, _) => (ContractKind::Linux, false),
     };
     let spec = CampaignSpec {
+        observer: truecold_proof::schema::Observer::VmExit,
         schedule,
         contract,
         vcpus: args.vcpus,
@@ -463,6 +472,10 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         initramfs_path: guest
             .as_ref()
             .map(|g| absolute(&g.initramfs).display().to_string()),
+        engine: truecold_proof::schema::EngineInfo {
+            kind: truecold_proof::schema::Engine::Truecold,
+            version: engine_version(&vmm)?,
+        },
     };
     let result = campaign::result_json(&spec, &ex, configuration, digests, &facts, warnings);
     let explicit = explicit_args(
@@ -538,6 +551,28 @@ pub fn level_lines(r: &truecold_proof::schema::ResultJson) -> Vec<String> {
         ));
     }
     out
+}
+
+/// What an engine binary says of itself: the first line of `<binary> --version`, run once
+/// before the campaign (outside every measured window).
+pub fn engine_version(binary: &Path) -> Result<String, RunError> {
+    let out = std::process::Command::new(binary)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| RunError::EngineVersion {
+            binary: binary.to_path_buf(),
+            source,
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next().unwrap_or("").trim();
+    if !out.status.success() || line.is_empty() {
+        return Err(RunError::EngineVersionOutput {
+            binary: binary.to_path_buf(),
+            status: out.status.to_string(),
+        });
+    }
+    Ok(line.to_string())
 }
 
 #[cfg(test)]
@@ -639,6 +674,7 @@ mod tests {
     fn cmdline_txt_has_the_real_deadline_and_no_placeholder() {
         let a = parse(&["--probe", "--deadline-ms", "1234"]);
         let spec = CampaignSpec {
+            observer: truecold_proof::schema::Observer::VmExit,
             schedule: a.schedule().unwrap(),
             contract: ContractKind::Probe,
             vcpus: 2,
@@ -725,6 +761,7 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         let spec = CampaignSpec {
+            observer: truecold_proof::schema::Observer::VmExit,
             schedule: crate::schedule::Schedule::Sequential { n: 1 },
             contract: ContractKind::Probe,
             vcpus: 2,

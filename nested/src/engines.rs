@@ -50,7 +50,11 @@ impl Guest {
     /// The complete kernel command line, the one definition both engines get.
     pub fn cmdline(&self) -> Result<String, String> {
         truecold_vmm::loader::cmdline(
-            self.console,
+            if self.console {
+                truecold_vmm::boot_params::SerialUse::Console
+            } else {
+                truecold_vmm::boot_params::SerialUse::Off
+            },
             u64::from(self.mem_mib) << 20,
             &self.cmdline_extra,
         )

@@ -28,6 +28,9 @@ pub struct ReportLine {
     pub vmm: Option<serde_json::Value>,
     /// Why there is no usable VMM JSON (no process, empty or non-JSON stdout, truncated).
     pub vmm_missing: Option<String>,
+    /// Serial observer (engines campaigns): what the bench saw of this launch; the truecold
+    /// engine's VMM report is inside it, and `vmm` is then empty.
+    pub engine: Option<truecold_proto::report::EngineRun>,
 }
 
 /// The marks the harness takes itself.
@@ -58,6 +61,7 @@ impl ReportLine {
             harness,
             vmm,
             vmm_missing,
+            engine: None,
         }
     }
 

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use truecold_proto::{BootId, GuestPlatform};
 
-pub use truecold_proto::kinds::{ContractKind, HostKind, Mode, LINUX_LABEL, PROBE_LABEL};
+pub use truecold_proto::kinds::{
+    ContractKind, Engine, HostKind, Mode, Observer, LINUX_LABEL, PROBE_LABEL,
+};
 pub use truecold_proto::measure::{Stage, StageKind, StageTimes, Stamps, STAGE_COUNT};
 
 use crate::summary::Summaries;
@@ -20,7 +22,9 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 
 /// The schema this crate writes and the only one it reads. 3: the `protocol_errors` column,
 /// `reports.jsonl` (the VMM's report per attempt), no per-stage with-failures summaries.
-pub const SCHEMA_VERSION: u32 = 3;
+/// 4: engines — the `serial_ready` stage, the contract's observer, the configuration's
+/// engine, engine observations in `reports.jsonl`.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Name of the headline metric: request (intended request time where there is one) →
 /// strict-ready.
@@ -292,11 +296,20 @@ pub struct Contract {
     pub headline: String,
     /// Always [`PERCENTILE_DEFINITION`].
     pub percentile_definition: String,
+    /// Where strict-ready is stamped: at the VM exit (truecold alone) or by the bench on the
+    /// engine's serial output (engines campaigns, every arm alike).
+    pub observer: Observer,
 }
 
 impl Contract {
     /// A contract with its derived fields (label, headline, percentile definition) filled.
-    pub fn new(kind: ContractKind, mode: Mode, deadline_ns: u64, incomplete: bool) -> Self {
+    pub fn new(
+        kind: ContractKind,
+        observer: Observer,
+        mode: Mode,
+        deadline_ns: u64,
+        incomplete: bool,
+    ) -> Self {
         let description = match kind {
             ContractKind::Linux => "Each sample is a true-cold launch: a new VMM process spawned \
                 fresh, a new KVM VM, a new Linux kernel boot, no snapshot, pool or reuse. The \
@@ -318,6 +331,7 @@ impl Contract {
             incomplete,
             headline: HEADLINE.to_string(),
             percentile_definition: PERCENTILE_DEFINITION.to_string(),
+            observer,
         }
     }
 }
@@ -335,6 +349,17 @@ pub struct Configuration {
     pub vmm_path: String,
     pub kernel_path: Option<String>,
     pub initramfs_path: Option<String>,
+    /// The engine that booted the guest (`vmm_path` is its binary).
+    pub engine: EngineInfo,
+}
+
+/// Which engine, and which build of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineInfo {
+    pub kind: Engine,
+    /// What the binary says of itself (`--version`), verbatim, one line.
+    pub version: String,
 }
 
 /// How busy the harness itself was.

@@ -223,7 +223,7 @@ impl Summaries {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{ContractKind, Mode};
+    use crate::schema::{ContractKind, Mode, Observer};
 
     /// `per` successes per level with latency `p50s[level-1]`, levels 1..=len.
     fn sweep(p50s: &[u64]) -> Summaries {
@@ -241,6 +241,7 @@ mod tests {
         }
         let c = Contract::new(
             ContractKind::Probe,
+            Observer::VmExit,
             Mode::Sweep {
                 max_concurrency: p50s.len() as u32,
                 per_level: 3,

@@ -64,7 +64,12 @@ fn memory_setup(c: &mut Criterion) {
 
 fn kernel_load(c: &mut Criterion) {
     let ram = memory::allocate(128, Backing::Anon).expect("allocate");
-    let cmdline = truecold_vmm::boot_params::cmdline(false, ram.total(), "").expect("cmdline");
+    let cmdline = truecold_vmm::boot_params::cmdline(
+        truecold_vmm::boot_params::SerialUse::Off,
+        ram.total(),
+        "",
+    )
+    .expect("cmdline");
     let mut g = c.benchmark_group("kernel_load");
     g.bench_function("probe", |b| {
         b.iter(|| loader::load(&ram, &KernelSource::Probe, None, &cmdline).expect("load"))
@@ -93,8 +98,12 @@ fn vcpu_setup(c: &mut Criterion) {
                     let v = vm::create(&k).expect("create");
                     let ram = memory::allocate(128, Backing::Anon).expect("allocate");
                     memory::register(&v, &ram, true).expect("register");
-                    let cl = truecold_vmm::boot_params::cmdline(false, ram.total(), "")
-                        .expect("cmdline");
+                    let cl = truecold_vmm::boot_params::cmdline(
+                        truecold_vmm::boot_params::SerialUse::Off,
+                        ram.total(),
+                        "",
+                    )
+                    .expect("cmdline");
                     let l = loader::load(&ram, &KernelSource::Probe, None, &cl).expect("load");
                     (v, ram, l)
                 },

@@ -138,8 +138,16 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
     st.memory_ready = Some(now_ns());
 
-    let cmdline = boot_params::cmdline(cfg.console, ram.total(), &cfg.cmdline_extra)
-        .map_err(|e| Error::Loader(LoaderError::Params(e)))?;
+    let cmdline = boot_params::cmdline(
+        if cfg.console {
+            boot_params::SerialUse::Console
+        } else {
+            boot_params::SerialUse::Off
+        },
+        ram.total(),
+        &cfg.cmdline_extra,
+    )
+    .map_err(|e| Error::Loader(LoaderError::Params(e)))?;
     let loaded = loader::load(&ram, &cfg.kernel, cfg.initramfs.as_deref(), &cmdline)
         .map_err(Error::Loader)?;
     ram.mem

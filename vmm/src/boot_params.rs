@@ -105,29 +105,61 @@ pub fn e820_ram(map: &[E820Entry]) -> u64 {
         .sum()
 }
 
+/// What the guest's 8250 (ttyS0) is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SerialUse {
+    /// No serial port at all (`8250.nr_uarts=0`): the fastest boot; truecold's ports carry
+    /// everything.
+    Off,
+    /// The kernel console and the guest's messages (diagnostics; each byte is a VM exit).
+    Console,
+    /// The guest's transport to `engine` (`truecold.transport=serial`): one port, no
+    /// console, only the guest's short `TC1` lines cross it.
+    Transport(truecold_proto::kinds::Engine),
+}
+
 /// The tuned base command line (see docs/architecture.md and notes/anchors.md): console off
 /// unless asked (each 8250 byte is a VM exit), no ACPI/PCI probing, reboot through the
 /// keyboard controller (our stop signal), no crypto self-tests, no I/O-port delays.
-pub fn base_cmdline(console: bool) -> &'static str {
-    if console {
-        "console=ttyS0 8250.nr_uarts=1 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
-         i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
-         io_delay=none no_timer_check"
-    } else {
-        "8250.nr_uarts=0 quiet loglevel=0 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
-         i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
-         io_delay=none no_timer_check"
+pub fn base_cmdline(serial: SerialUse) -> &'static str {
+    match serial {
+        SerialUse::Console => {
+            "console=ttyS0 8250.nr_uarts=1 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
+             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
+             io_delay=none no_timer_check"
+        }
+        SerialUse::Transport(_) => {
+            "8250.nr_uarts=1 quiet loglevel=0 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
+             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
+             io_delay=none no_timer_check"
+        }
+        SerialUse::Off => {
+            "8250.nr_uarts=0 quiet loglevel=0 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
+             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
+             io_delay=none no_timer_check"
+        }
     }
 }
 
-/// The full command line (pure): base + `truecold.mem=<bytes>` + extra.
-pub fn cmdline(console: bool, mem_bytes: u64, extra: &str) -> Result<String, BootParamsError> {
+/// The full command line (pure): base + `truecold.mem=<bytes>` (+ `truecold.transport=serial
+/// truecold.engine=<engine>` for the serial transport) + extra. The one definition every
+/// engine's guest gets.
+pub fn cmdline(serial: SerialUse, mem_bytes: u64, extra: &str) -> Result<String, BootParamsError> {
     let mut s = format!(
         "{} {}={}",
-        base_cmdline(console),
+        base_cmdline(serial),
         truecold_proto::cmdline::MEM,
         mem_bytes
     );
+    if let SerialUse::Transport(engine) = serial {
+        s.push_str(&format!(
+            " {}={} {}={}",
+            truecold_proto::cmdline::TRANSPORT,
+            truecold_proto::kinds::Transport::Serial.as_str(),
+            truecold_proto::cmdline::ENGINE,
+            engine.as_str()
+        ));
+    }
     let extra = extra.trim();
     if !extra.is_empty() {
         s.push(' ');
@@ -473,34 +505,53 @@ mod tests {
 
     #[test]
     fn cmdline_rules_and_length_limit() {
-        let c = cmdline(false, 128 << 20, " foo=1 ").unwrap();
+        let c = cmdline(SerialUse::Off, 128 << 20, " foo=1 ").unwrap();
         assert!(c.contains("truecold.mem=134217728"));
         assert!(c.ends_with(" foo=1"));
         assert!(c.contains("8250.nr_uarts=0"));
         assert!(!c.contains("console=ttyS0"));
-        assert!(cmdline(true, 1, "").unwrap().contains("console=ttyS0"));
+        assert!(cmdline(SerialUse::Console, 1, "")
+            .unwrap()
+            .contains("console=ttyS0"));
+        let t = cmdline(
+            SerialUse::Transport(truecold_proto::kinds::Engine::Firecracker),
+            1,
+            "x=1",
+        )
+        .unwrap();
+        assert!(
+            t.starts_with("8250.nr_uarts=1 quiet ")
+                && t.ends_with(
+                    " truecold.mem=1 truecold.transport=serial truecold.engine=firecracker x=1"
+                )
+                && !t.contains("console="),
+            "{t}"
+        );
+        let g = truecold_proto::GuestConfig::from_cmdline(&t).unwrap();
+        assert_eq!(g.transport, truecold_proto::kinds::Transport::Serial);
+        assert_eq!(g.engine, truecold_proto::kinds::Engine::Firecracker);
         let parsed = truecold_proto::GuestConfig::from_cmdline(&c).unwrap();
         assert_eq!(parsed.mem, 128 << 20);
 
         // Exactly CMDLINE_MAX bytes (2048 with the NUL) is accepted, one more is not.
-        let base = cmdline(false, 1, "").unwrap().len();
+        let base = cmdline(SerialUse::Off, 1, "").unwrap().len();
         let fill = |n: usize| format!("x={}", "y".repeat(n - 2));
-        let at_max = cmdline(false, 1, &fill(CMDLINE_MAX - base - 1)).unwrap();
+        let at_max = cmdline(SerialUse::Off, 1, &fill(CMDLINE_MAX - base - 1)).unwrap();
         assert_eq!(at_max.len(), CMDLINE_MAX);
         assert_eq!(
-            cmdline(false, 1, &fill(CMDLINE_MAX - base)),
+            cmdline(SerialUse::Off, 1, &fill(CMDLINE_MAX - base)),
             Err(BootParamsError::CmdlineTooLong(CMDLINE_MAX + 1))
         );
         assert_eq!(
-            cmdline(false, 1, "a\u{e9}"),
+            cmdline(SerialUse::Off, 1, "a\u{e9}"),
             Err(BootParamsError::CmdlineInvalid)
         );
         assert_eq!(
-            cmdline(false, 1, "a\0b"),
+            cmdline(SerialUse::Off, 1, "a\0b"),
             Err(BootParamsError::CmdlineInvalid)
         );
         assert_eq!(
-            cmdline(false, 1, "a\tb"),
+            cmdline(SerialUse::Off, 1, "a\tb"),
             Err(BootParamsError::CmdlineInvalid)
         );
         assert_eq!(BootParamsError::CmdlineInvalid.kind(), "cmdline-invalid");

@@ -170,6 +170,7 @@ fn observe(a: &Attempt) -> Result<Observed, String> {
 
 fn spec(schedule: Schedule) -> CampaignSpec {
     CampaignSpec {
+        observer: truecold_proof::schema::Observer::VmExit,
         schedule,
         contract: ContractKind::Probe,
         vcpus: 1,
@@ -224,6 +225,10 @@ fn run_with(
         vmm_path: "/fake/truecold-vmm".into(),
         kernel_path: None,
         initramfs_path: None,
+        engine: truecold_proof::schema::EngineInfo {
+            kind: truecold_proof::schema::Engine::Truecold,
+            version: "truecold-vmm 0.1.0".into(),
+        },
     };
     let mut artifacts = BTreeMap::new();
     artifacts.insert("vmm".into(), "0".repeat(64));

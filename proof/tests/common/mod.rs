@@ -220,6 +220,7 @@ impl Fixture {
         ResultJson::new(
             Contract::new(
                 self.kind,
+                Observer::VmExit,
                 Mode::Sequential { count: self.n },
                 DEADLINE,
                 self.incomplete,
@@ -235,6 +236,10 @@ impl Fixture {
                 vmm_path: "/usr/local/bin/truecold-vmm".into(),
                 kernel_path: Some("out/guest/vmlinux".into()),
                 initramfs_path: Some("out/guest/initramfs.cpio".into()),
+                engine: EngineInfo {
+                    kind: Engine::Truecold,
+                    version: "truecold-vmm 0.1.0".into(),
+                },
             },
             Environment {
                 host_kind: self.host,
