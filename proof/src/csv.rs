@@ -117,6 +117,8 @@ pub fn columns() -> Vec<String> {
             "host_mem_configured",
             "host_memslots",
             "host_e820_usable",
+            "host_mapping_bytes",
+            "host_page_size",
             "guest_mem_firmware",
             "guest_mem_total",
             "guest_cpus",
@@ -193,6 +195,8 @@ fn fill_record(s: &Sample, rec: &mut csv::StringRecord) {
     num(rec, Some(&s.host_mem_configured));
     num(rec, s.host_memslots.as_ref().map(|x| x as _));
     num(rec, s.host_e820_usable.as_ref().map(|x| x as _));
+    num(rec, s.host_mapping_bytes.as_ref().map(|x| x as _));
+    num(rec, s.host_page_size.as_ref().map(|x| x as _));
     num(rec, s.guest_mem_firmware.as_ref().map(|x| x as _));
     num(rec, s.guest_mem_total.as_ref().map(|x| x as _));
     num(rec, s.guest_cpus.as_ref().map(|x| x as _));
@@ -690,15 +694,17 @@ impl Row<'_> {
             host_mem_configured: self.u64(m + 1)?,
             host_memslots: self.opt_u64(m + 2)?,
             host_e820_usable: self.opt_u64(m + 3)?,
-            guest_mem_firmware: self.opt_u64(m + 4)?,
-            guest_mem_total: self.opt_u64(m + 5)?,
-            guest_cpus: self.opt_u32(m + 6)?,
-            guest_platform: self.platform(m + 7)?,
-            protocol_errors: self.u64(m + 7 + p)?,
-            workload: self.str(m + 8 + p).to_string(),
-            ok: self.bool(m + 9 + p)?,
-            error_kind: self.str(m + 10 + p).to_string(),
-            error_detail: self.str(m + 11 + p).to_string(),
+            host_mapping_bytes: self.opt_u64(m + 4)?,
+            host_page_size: self.opt_u64(m + 5)?,
+            guest_mem_firmware: self.opt_u64(m + 6)?,
+            guest_mem_total: self.opt_u64(m + 7)?,
+            guest_cpus: self.opt_u32(m + 8)?,
+            guest_platform: self.platform(m + 9)?,
+            protocol_errors: self.u64(m + 9 + p)?,
+            workload: self.str(m + 10 + p).to_string(),
+            ok: self.bool(m + 11 + p)?,
+            error_kind: self.str(m + 12 + p).to_string(),
+            error_detail: self.str(m + 13 + p).to_string(),
         })
     }
 }

@@ -60,6 +60,11 @@ pub struct Sample {
     pub host_memslots: Option<u64>,
     /// Sum of the E820 usable-RAM entries given to the guest (bytes).
     pub host_e820_usable: Option<u64>,
+    /// Serial observer: the engine process's guest-memory mapping as the bench read it from
+    /// `/proc/<pid>/smaps` after strict-ready (bytes; [`truecold_proto::report::HostMapping`]).
+    pub host_mapping_bytes: Option<u64>,
+    /// Serial observer: that mapping's `KernelPageSize` (bytes).
+    pub host_page_size: Option<u64>,
     /// Guest: System RAM in `/sys/firmware/memmap` (bytes).
     pub guest_mem_firmware: Option<u64>,
     /// Guest: `MemTotal` (bytes).
@@ -214,6 +219,8 @@ impl Sample {
             host_mem_configured,
             host_memslots: None,
             host_e820_usable: None,
+            host_mapping_bytes: None,
+            host_page_size: None,
             guest_mem_firmware: None,
             guest_mem_total: None,
             guest_cpus: None,

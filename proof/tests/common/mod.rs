@@ -150,6 +150,8 @@ impl Fixture {
             host_mem_configured: MEM,
             host_memslots: Some(MEM),
             host_e820_usable: Some(MEM),
+            host_mapping_bytes: None,
+            host_page_size: None,
             guest_mem_firmware: linux.then_some(MEM),
             guest_mem_total: linux.then_some(MEM - (300 << 20)),
             guest_cpus: linux.then_some(2),
