@@ -17,6 +17,8 @@
 pub mod engines;
 pub mod stream;
 
+pub use truecold_proto::kinds::Engine;
+
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -168,27 +170,189 @@ pub struct Layout {
     pub guest_dir: PathBuf,
 }
 
-/// The Firecracker binary for engine runs in L1: `$TRUECOLD_FIRECRACKER`, else the static
-/// build in `../shared/peers/bin/firecracker` beside the clone; an error naming both when
-/// neither exists.
-pub fn firecracker() -> Result<PathBuf, NestedError> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let path = std::env::var_os("TRUECOLD_FIRECRACKER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared/peers/bin/firecracker"));
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(NestedError::Missing {
-            what: "the Firecracker binary",
-            path,
-            hint: "set TRUECOLD_FIRECRACKER to a static firecracker v1.16.1 (the project's \
-                   ../shared/peers/README.md says how it is built from the official sources)",
-        })
+/// Where an engine's binary is inside L1 (QEMU keeps its install layout: it finds its
+/// firmware relative to its binary, `../share/qemu`).
+pub fn engine_l1_path(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Truecold => "/bin/truecold-vmm",
+        Engine::Firecracker => "/bin/firecracker",
+        Engine::CloudHypervisor => "/bin/cloud-hypervisor",
+        Engine::QemuMicrovm => "/usr/bin/qemu-system-x86_64",
     }
+}
+
+/// The peer engines' binaries (truecold-vmm comes from [`Layout`] or `--vmm`).
+#[derive(Clone, Debug, Default)]
+pub struct EngineBinaries {
+    pub firecracker: Option<PathBuf>,
+    pub cloud_hypervisor: Option<PathBuf>,
+    pub qemu: Option<PathBuf>,
+}
+
+impl EngineBinaries {
+    /// Each binary from its flag, else its environment variable (`TRUECOLD_FIRECRACKER`,
+    /// `TRUECOLD_CLOUD_HYPERVISOR`, `TRUECOLD_QEMU`), else the default: the static peer
+    /// builds in `../shared/peers/bin/` beside the clone, and `qemu-system-x86_64` found on
+    /// `PATH`. Whether a file is there is checked where it is needed ([`engine_files`], the
+    /// bench's argument check).
+    pub fn discover(
+        firecracker: Option<PathBuf>,
+        cloud_hypervisor: Option<PathBuf>,
+        qemu: Option<PathBuf>,
+    ) -> EngineBinaries {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let peers = root.join("../shared/peers/bin");
+        let env = |k: &str| std::env::var_os(k).map(PathBuf::from);
+        let on_path = |name: &str| {
+            std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(name))
+                    .find(|c| c.is_file())
+            })
+        };
+        EngineBinaries {
+            firecracker: firecracker
+                .or_else(|| env("TRUECOLD_FIRECRACKER"))
+                .or_else(|| Some(peers.join("firecracker"))),
+            cloud_hypervisor: cloud_hypervisor
+                .or_else(|| env("TRUECOLD_CLOUD_HYPERVISOR"))
+                .or_else(|| Some(peers.join("cloud-hypervisor"))),
+            qemu: qemu
+                .or_else(|| env("TRUECOLD_QEMU"))
+                .or_else(|| on_path("qemu-system-x86_64")),
+        }
+    }
+}
+
+/// QEMU's firmware for `-M microvm` with a PVH `-kernel`: qboot and the PVH option ROM
+/// (what QEMU 7.2 opens, seen with strace), under `<prefix>/share/qemu`.
+pub const QEMU_FIRMWARE: [&str; 2] = ["bios-microvm.bin", "pvh.bin"];
+
+/// The files L1 needs to run `engines` besides truecold-vmm: Firecracker and Cloud
+/// Hypervisor are static binaries; QEMU is Debian's dynamic build, so it comes with every
+/// library `ldd` names (at the same paths, the dynamic loader included) and its firmware.
+/// A missing binary is an error naming how to get it.
+pub fn engine_files(engines: &[Engine], bins: &EngineBinaries) -> Result<Vec<L1File>, NestedError> {
+    let need = |p: &Option<PathBuf>, what: &'static str, hint: &'static str| match p {
+        Some(p) if p.is_file() => Ok(p.clone()),
+        other => Err(NestedError::Missing {
+            what,
+            path: other.clone().unwrap_or_default(),
+            hint,
+        }),
+    };
+    let file = |dest: &str, src: PathBuf, executable: bool| L1File {
+        dest: dest.trim_start_matches('/').to_string(),
+        src,
+        executable,
+    };
+    let mut out = Vec::new();
+    for &e in engines {
+        match e {
+            Engine::Truecold => {}
+            Engine::Firecracker => out.push(file(
+                engine_l1_path(e),
+                need(
+                    &bins.firecracker,
+                    "the Firecracker binary",
+                    "--firecracker PATH or TRUECOLD_FIRECRACKER: a static firecracker v1.16.1 \
+                     (../shared/peers/README.md says how it is built from the official sources)",
+                )?,
+                true,
+            )),
+            Engine::CloudHypervisor => out.push(file(
+                engine_l1_path(e),
+                need(
+                    &bins.cloud_hypervisor,
+                    "the Cloud Hypervisor binary",
+                    "--cloud-hypervisor PATH or TRUECOLD_CLOUD_HYPERVISOR: a static \
+                     cloud-hypervisor v53.0 (../shared/peers/README.md)",
+                )?,
+                true,
+            )),
+            Engine::QemuMicrovm => {
+                let qemu = need(
+                    &bins.qemu,
+                    "qemu-system-x86_64",
+                    "--qemu PATH, or apt-get install qemu-system-x86",
+                )?;
+                out.extend(qemu_files(&qemu)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// QEMU, its libraries and firmware as L1 files.
+fn qemu_files(qemu: &Path) -> Result<Vec<L1File>, NestedError> {
+    let ldd = Command::new("ldd")
+        .arg(qemu)
+        .output()
+        .map_err(|source| NestedError::Spawn {
+            qemu: PathBuf::from("ldd"),
+            source,
+        })?;
+    if !ldd.status.success() {
+        return Err(NestedError::Initramfs(format!(
+            "`ldd {}` failed: {}",
+            qemu.display(),
+            String::from_utf8_lossy(&ldd.stderr).trim()
+        )));
+    }
+    let mut out = vec![L1File {
+        dest: engine_l1_path(Engine::QemuMicrovm)
+            .trim_start_matches('/')
+            .to_string(),
+        src: qemu.to_path_buf(),
+        executable: true,
+    }];
+    for lib in parse_ldd(&String::from_utf8_lossy(&ldd.stdout)).map_err(NestedError::Initramfs)? {
+        out.push(L1File {
+            dest: lib.trim_start_matches('/').to_string(),
+            src: PathBuf::from(&lib),
+            executable: true,
+        });
+    }
+    let share = qemu
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("share/qemu"))
+        .unwrap_or_default();
+    for fw in QEMU_FIRMWARE {
+        out.push(L1File {
+            dest: format!("usr/share/qemu/{fw}"),
+            src: share.join(fw),
+            executable: false,
+        });
+    }
+    Ok(out)
+}
+
+/// The absolute library paths in `ldd` output (`name => /path (addr)` and the loader's
+/// `/path (addr)` line); the vDSO has no file. Anything `ldd` could not resolve is an error.
+pub fn parse_ldd(text: &str) -> Result<Vec<String>, String> {
+    let mut libs = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let path = match line.split_once(" => ") {
+            Some((name, rest)) => {
+                let p = rest.split_whitespace().next().unwrap_or("");
+                if p == "not" || !p.starts_with('/') {
+                    return Err(format!("ldd cannot resolve {name}: `{line}`"));
+                }
+                p
+            }
+            None if line.starts_with('/') => line.split_whitespace().next().unwrap_or(""),
+            None if line.starts_with("linux-vdso") || line.starts_with("linux-gate") => continue,
+            None => return Err(format!("unexpected ldd line `{line}`")),
+        };
+        libs.push(path.to_string());
+    }
+    libs.sort();
+    libs.dedup();
+    Ok(libs)
 }
 
 /// The guest artifacts L1 gets, under `/guest/`.
@@ -477,6 +641,37 @@ fn tail(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ldd_output_gives_every_library_and_the_loader() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x00007f01)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f02)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f03)\n";
+        assert_eq!(
+            parse_ldd(text).unwrap(),
+            vec![
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib/x86_64-linux-gnu/libz.so.1",
+                "/lib64/ld-linux-x86-64.so.2"
+            ]
+        );
+        assert!(parse_ldd("\tlibfoo.so.1 => not found\n").is_err());
+        assert!(parse_ldd("garbage\n").is_err());
+    }
+
+    #[test]
+    fn a_missing_engine_binary_names_how_to_get_it() {
+        let bins = EngineBinaries {
+            firecracker: Some(PathBuf::from("/nonexistent/firecracker")),
+            ..EngineBinaries::default()
+        };
+        let e = engine_files(&[Engine::Truecold, Engine::Firecracker], &bins).unwrap_err();
+        assert!(e.to_string().contains("--firecracker PATH"), "{e}");
+        let e = engine_files(&[Engine::QemuMicrovm], &bins).unwrap_err();
+        assert!(
+            e.to_string().contains("apt-get install qemu-system-x86"),
+            "{e}"
+        );
+        assert!(engine_files(&[Engine::Truecold], &bins).unwrap().is_empty());
+    }
 
     #[test]
     fn job_round_trip_and_errors() {

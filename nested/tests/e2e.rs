@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 use truecold_nested::engines::RunRow;
 use truecold_nested::{
-    firecracker, run_l1, write_initramfs, Job, L1File, L1Run, Layout, KVM_CHECK,
+    engine_files, run_l1, write_initramfs, Engine, EngineBinaries, Job, L1File, L1Run, Layout,
+    KVM_CHECK,
 };
 
 fn layout() -> Layout {
@@ -210,13 +211,14 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
 #[test]
 fn guest_sees_the_same_platform_under_truecold_and_firecracker() {
     let l = layout();
-    let fc = firecracker().unwrap_or_else(|e| panic!("{e}"));
     let mut files = l.l1_files();
-    files.push(L1File {
-        dest: "bin/firecracker".into(),
-        src: fc,
-        executable: true,
-    });
+    files.extend(
+        engine_files(
+            &[Engine::Firecracker],
+            &EngineBinaries::discover(None, None, None),
+        )
+        .unwrap_or_else(|e| panic!("{e}")),
+    );
     let job = Job {
         argv: [
             "/bin/truecold-engines",

@@ -3,18 +3,22 @@
 //! that `truecold run --nested` does not cover, e.g. engines side by side:
 //!
 //! ```sh
-//! truecold-l1 --firecracker --out /tmp/x -- /bin/truecold-engines \
+//! truecold-l1 --engine firecracker --out /tmp/x -- /bin/truecold-engines \
 //!   --engine truecold=/bin/truecold-vmm --engine firecracker=/bin/firecracker \
 //!   --kernel /guest/vmlinux --initramfs /guest/platform-initramfs.cpio --vcpus 2 --console
 //! ```
 //!
 //! L1 holds `/bin/truecold-vmm`, `/bin/truecold`, `/bin/truecold-engines`, `/guest/*` and,
-//! with `--firecracker`, `/bin/firecracker`. Time inside L1 is QEMU's virtual clock.
+//! per `--engine`, the peer engines at [`truecold_nested::engine_l1_path`] (`/bin/firecracker`,
+//! `/bin/cloud-hypervisor`, `/usr/bin/qemu-system-x86_64` with its libraries and firmware).
+//! Time inside L1 is QEMU's virtual clock.
 
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
-use truecold_nested::{firecracker, run_l1, write_initramfs, Job, L1File, L1Run, Layout};
+use truecold_nested::{
+    engine_files, run_l1, write_initramfs, Engine, EngineBinaries, Job, L1File, L1Run, Layout,
+};
 
 #[derive(Parser)]
 #[command(
@@ -22,9 +26,18 @@ use truecold_nested::{firecracker, run_l1, write_initramfs, Job, L1File, L1Run, 
     about = "Run one command inside the nested harness's L1"
 )]
 struct Cli {
-    /// Put Firecracker into L1 as /bin/firecracker ($TRUECOLD_FIRECRACKER or ../shared/peers).
+    /// Put this peer engine into L1 (repeatable): firecracker, cloud-hypervisor, qemu-microvm.
+    #[arg(long = "engine", value_parser = Engine::parse)]
+    engines: Vec<Engine>,
+    /// Firecracker binary (else $TRUECOLD_FIRECRACKER, else ../shared/peers/bin/firecracker).
     #[arg(long)]
-    firecracker: bool,
+    firecracker: Option<PathBuf>,
+    /// Cloud Hypervisor binary (else $TRUECOLD_CLOUD_HYPERVISOR, else ../shared/peers/bin/).
+    #[arg(long)]
+    cloud_hypervisor: Option<PathBuf>,
+    /// QEMU binary (else $TRUECOLD_QEMU, else qemu-system-x86_64 on PATH).
+    #[arg(long)]
+    qemu: Option<PathBuf>,
     /// Extra file for L1: `DEST=SRC` (DEST relative, e.g. bin/old-truecold-vmm).
     #[arg(long = "file")]
     files: Vec<String>,
@@ -60,13 +73,12 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
     let layout = Layout::discover();
     layout.check()?;
     let mut files = layout.l1_files();
-    if cli.firecracker {
-        files.push(L1File {
-            dest: "bin/firecracker".into(),
-            src: firecracker()?,
-            executable: true,
-        });
-    }
+    let bins = EngineBinaries::discover(
+        cli.firecracker.clone(),
+        cli.cloud_hypervisor.clone(),
+        cli.qemu.clone(),
+    );
+    files.extend(engine_files(&cli.engines, &bins)?);
     for f in &cli.files {
         let (dest, src) = f
             .split_once('=')
