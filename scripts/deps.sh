@@ -31,3 +31,17 @@ fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
 done
+# Peer engines (engines campaigns, `truecold run --engine …`): the static builds of Firecracker
+# v1.16.1 and Cloud Hypervisor v53.0 in ../shared/peers/bin beside the clone, checked against
+# the digests pinned in scripts/peers.sha256. Elsewhere, point TRUECOLD_FIRECRACKER and
+# TRUECOLD_CLOUD_HYPERVISOR at the binaries (README: "Engines side by side" says how to get
+# them); the bench names what is missing when an engines campaign needs it.
+peers=../shared/peers/bin
+if [[ -d $peers ]]; then
+  sums=$(realpath scripts/peers.sha256)
+  (cd "$peers" && sha256sum -c --strict --quiet "$sums") ||
+    { echo "deps: $peers does not match scripts/peers.sha256" >&2; exit 1; }
+  echo "deps: peer engines in $peers match scripts/peers.sha256"
+else
+  echo "deps: no $peers here; engines campaigns need --firecracker/--cloud-hypervisor or TRUECOLD_FIRECRACKER/TRUECOLD_CLOUD_HYPERVISOR"
+fi
