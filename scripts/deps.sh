@@ -36,9 +36,10 @@ done
 # the digests pinned in scripts/peers.sha256. Elsewhere, point TRUECOLD_FIRECRACKER and
 # TRUECOLD_CLOUD_HYPERVISOR at the binaries (README: "Engines side by side" says how to get
 # them); the bench names what is missing when an engines campaign needs it.
-peers=../shared/peers/bin
+root=$(cd "$(dirname "$0")/.." && pwd)
+peers=$root/../shared/peers/bin
 if [[ -d $peers ]]; then
-  sums=$(realpath scripts/peers.sha256)
+  sums=$root/scripts/peers.sha256
   (cd "$peers" && sha256sum -c --strict --quiet "$sums") ||
     { echo "deps: $peers does not match scripts/peers.sha256" >&2; exit 1; }
   echo "deps: peer engines in $peers match scripts/peers.sha256"
