@@ -34,9 +34,9 @@ fn main() {
     if let Ok(p) = ports {
         p.doorbell(Phase::InitStart);
     }
-    // A panic from here on reaches the host as its own error kind (code `panic`, row kind `guest_panic`): the hook
-    // writes the code to the exit port before it stops the VM (a reset under the serial
-    // transport, where no record follows).
+    // A panic from here on reaches the host as its own error kind (code `panic`, row kind
+    // `guest_panic`): the hook writes the code to the exit port before it stops the VM (a
+    // reset under the serial transport; no record follows).
     let exit_port = ports.as_ref().ok().copied();
     truecold_init::panic::install(exit_port.map(|p| move |code| p.exit(code)), || {
         sys::stop(TRANSPORT.get().copied())
