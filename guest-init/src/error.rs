@@ -1,7 +1,7 @@
 //! The one error type of the guest's steps; each variant maps to its wire [`ErrorCode`].
 
 use std::io;
-use truecold_init::ParseError;
+use truecold_init::{NonceLineError, ParseError, RamMismatch};
 use truecold_proto::{ErrorCode, ProtoError};
 
 #[derive(Debug, thiserror::Error)]
@@ -34,8 +34,8 @@ pub enum InitError {
         #[source]
         source: ParseError,
     },
-    #[error("firmware memmap has {found} bytes of System RAM, truecold.mem says {configured}")]
-    MemFirmwareMismatch { found: u64, configured: u64 },
+    #[error("firmware memmap breaks the exact-RAM rule")]
+    MemFirmwareMismatch(#[source] RamMismatch),
     #[error("MemTotal {mem_total} outside [{min}, {max}]")]
     MemTotalOutOfBounds { mem_total: u64, min: u64, max: u64 },
     #[error("probe of {bytes} bytes: mmap")]
@@ -46,6 +46,14 @@ pub enum InitError {
     },
     #[error("probe read back a wrong word at byte offset {offset}")]
     ProbeMismatch { offset: u64 },
+    #[error("serial transport: {step} on ttyS0")]
+    Serial {
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("serial transport: the host's line is not a `TC1 nonce` line")]
+    BadNonce(#[source] NonceLineError),
     #[error("bringing loopback up")]
     Loopback(#[source] io::Error),
     #[error("configuring network `{spec}`")]
@@ -78,9 +86,11 @@ impl InitError {
             | InitError::Workload { code, .. } => *code,
             InitError::BadBootId(_) => ErrorCode::BootId,
             InitError::Cmdline(_) => ErrorCode::Cmdline,
-            InitError::MemFirmwareMismatch { .. } => ErrorCode::MemFirmwareMismatch,
+            InitError::MemFirmwareMismatch(_) => ErrorCode::MemFirmwareMismatch,
             InitError::MemTotalOutOfBounds { .. } => ErrorCode::MemTotalOutOfBounds,
             InitError::ProbeMap { .. } | InitError::ProbeMismatch { .. } => ErrorCode::MemProbe,
+            InitError::Serial { .. } => ErrorCode::Serial,
+            InitError::BadNonce(_) => ErrorCode::BadNonce,
             InitError::Loopback(_) => ErrorCode::Loopback,
             InitError::Network { .. } => ErrorCode::Network,
             InitError::WorkloadDigest { .. } => ErrorCode::WorkloadDigest,

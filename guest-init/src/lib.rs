@@ -1,7 +1,9 @@
 //! Pure parts of `truecold-init`, the guest's PID 1: parsers of what the kernel shows the
 //! guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net` spec), the
-//! memory bounds, the probe pattern and the workload payload. No I/O here, so everything is
-//! unit-tested on the host — except [`platform::read`], which both binaries share. The steps
+//! exact-RAM rule per engine, the memory bounds, the serial transport's bounded line reader
+//! and nonce line, the probe pattern and the workload payload. No I/O here (the line reader
+//! takes any [`Read`]), so everything is unit-tested on the host — except [`platform::read`],
+//! which both binaries share. The steps
 //! that touch the system live in the binaries (`main.rs`, `bin/platform-init.rs`); the panic
 //! hook ([`panic`]) takes its exit port and power-off from `main.rs`.
 
@@ -9,7 +11,9 @@ pub mod panic;
 pub mod platform;
 
 use sha2::{Digest, Sha256};
-use truecold_proto::GuestPlatform;
+use std::io::{self, Read};
+use truecold_proto::kinds::{Engine, RamHole, Transport};
+use truecold_proto::{GuestPlatform, Message, ProtoError, MAX_LINE, NONCE_LEN};
 
 /// Everything a parser here can reject.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -133,7 +137,147 @@ pub fn parse_meminfo_total(text: &str) -> Result<u64, ParseError> {
     }
 }
 
+/// How the firmware map breaks the exact-RAM rule of [`exact_ram`] (all figures in bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "engine {engine}: {found} bytes of System RAM, expected {expected} (truecold.mem \
+     {configured} minus the engine's hole{}){}",
+    hole_text(.hole),
+    in_hole_text(.in_hole)
+)]
+pub struct RamMismatch {
+    pub engine: Engine,
+    /// `truecold.mem`.
+    pub configured: u64,
+    /// `engine.expected_firmware_ram(configured)`.
+    pub expected: u64,
+    /// Sum of the map's System RAM.
+    pub found: u64,
+    /// The engine's documented low-RAM hole (`Engine::low_ram_hole`).
+    pub hole: Option<RamHole>,
+    /// The first System RAM range (end inclusive, as sysfs shows it) that meets the hole.
+    pub in_hole: Option<(u64, u64)>,
+}
+
+/// The exact-RAM rule (guest-init/README.md): the firmware map's System RAM (`ram`, summed
+/// from `entries` by [`summarize_ram`]) must equal `engine.expected_firmware_ram(configured)`
+/// exactly, and no System RAM range may meet the engine's low-RAM hole. Nothing else is
+/// allowed for: RAM the engine announces but does not give, or gives where its documented
+/// layout says it must not, is a mismatch.
+pub fn exact_ram(
+    engine: Engine,
+    configured: u64,
+    ram: RamSummary,
+    entries: &[MemmapEntry],
+) -> Result<(), RamMismatch> {
+    let hole = engine.low_ram_hole();
+    let in_hole = hole.and_then(|h| {
+        entries
+            .iter()
+            .filter(|e| e.kind == SYSTEM_RAM && e.start < h.end && e.end >= h.start)
+            .map(|e| (e.start, e.end))
+            .min()
+    });
+    let expected = engine.expected_firmware_ram(configured);
+    if ram.ram_bytes == expected && in_hole.is_none() {
+        return Ok(());
+    }
+    Err(RamMismatch {
+        engine,
+        configured,
+        expected,
+        found: ram.ram_bytes,
+        hole,
+        in_hole,
+    })
+}
+
+fn hole_text(hole: &Option<RamHole>) -> String {
+    match hole {
+        Some(h) => format!(" [{:#x}, {:#x}) = {} bytes", h.start, h.end, h.len()),
+        None => ": none".into(),
+    }
+}
+
+fn in_hole_text(in_hole: &Option<(u64, u64)>) -> String {
+    in_hole
+        .map(|(s, e)| format!("; System RAM [{s:#x}, {e:#x}] lies in the hole"))
+        .unwrap_or_default()
+}
+
 pub use truecold_proto::memtotal_bounds;
+
+/// What [`read_line_bounded`] got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LineRead {
+    /// One line, its `\n` included (at most [`MAX_LINE`] bytes).
+    Line(Vec<u8>),
+    /// [`MAX_LINE`] bytes came without a `\n`; reading stopped there.
+    TooLong,
+    /// The reader ended (a hung-up tty) before a `\n`.
+    Eof,
+}
+
+/// Reads one line from `r`, one byte per `read` so that nothing after the `\n` is consumed,
+/// and never more than [`MAX_LINE`] bytes. Interrupted reads are retried; other errors
+/// returned.
+pub fn read_line_bounded(r: &mut impl Read) -> io::Result<LineRead> {
+    let mut line = Vec::with_capacity(64);
+    let mut byte = [0u8; 1];
+    while line.len() < MAX_LINE {
+        match r.read(&mut byte) {
+            Ok(0) => return Ok(LineRead::Eof),
+            Ok(_) => {
+                line.push(byte[0]);
+                if byte[0] == b'\n' {
+                    return Ok(LineRead::Line(line));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(LineRead::TooLong)
+}
+
+/// Why the line the host sent is not the nonce.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NonceLineError {
+    #[error("no `\\n` within {MAX_LINE} bytes")]
+    TooLong,
+    #[error("undecodable line")]
+    Decode(#[source] ProtoError),
+    #[error("a TC1 `{0}` line where the nonce was due")]
+    NotNonce(&'static str),
+}
+
+/// The nonce of a `TC1 nonce value=<32 hex>` line (its `\n` optional); anything else is an
+/// error. A line [`read_line_bounded`] found too long is [`NonceLineError::TooLong`].
+pub fn nonce_from_line(line: &[u8]) -> Result<[u8; NONCE_LEN], NonceLineError> {
+    match Message::decode(line).map_err(NonceLineError::Decode)? {
+        Message::Nonce(n) => Ok(n),
+        Message::Ready { .. } => Err(NonceLineError::NotNonce("ready")),
+        Message::Reply(_) => Err(NonceLineError::NotNonce("reply")),
+        Message::Record(_) => Err(NonceLineError::NotNonce("record")),
+    }
+}
+
+/// The transport to report a failure on when the command line could not be parsed (so
+/// `GuestConfig.transport` is unknown): serial when some word is exactly
+/// `truecold.transport=serial` (the spelling `truecold_vmm::boot_params::cmdline` writes),
+/// else ports.
+pub fn transport_hint(cmdline: &str) -> Transport {
+    let serial = format!(
+        "{}={}",
+        truecold_proto::cmdline::TRANSPORT,
+        Transport::Serial.as_str()
+    );
+    if cmdline.split_ascii_whitespace().any(|w| w == serial) {
+        Transport::Serial
+    } else {
+        Transport::Ports
+    }
+}
 
 /// Counts the CPUs in a kernel CPU list such as `0-3,5\n` (`/sys/devices/system/cpu/online`).
 pub fn parse_cpu_count(text: &str) -> Result<u32, ParseError> {

@@ -1,24 +1,32 @@
-//! `truecold-init`: the guest's PID 1. Rings `InitStart`, mounts, reads the boot id and the
-//! command line, verifies memory, brings networking up, rings `Ready`, answers the host's
-//! liveness challenge (strict-ready), runs the workload, sends one record, writes the exit
-//! code and powers off. Every step is one function; every failure has its own
-//! [`ErrorCode`]; on any failure the record is still sent, so the host never waits on a
-//! silent guest.
+//! `truecold-init`: the guest's PID 1. Rings `InitStart`, mounts, reads the command line and
+//! the boot id, verifies memory under the engine's layout, brings networking up, rings
+//! `Ready`, answers the host's liveness challenge (strict-ready) on the transport the command
+//! line names (truecold's ports, or `TC1` lines on ttyS0), runs the workload, sends one
+//! record on that transport, writes the exit code and stops the VM. Every step is one
+//! function; every failure has its own [`ErrorCode`]; on any failure the record is still
+//! sent, so the host never waits on a silent guest.
 
 mod error;
 mod memory;
 mod net;
 mod ports;
+mod serial;
 mod sys;
 mod workload;
 
 use error::InitError;
 use ports::Ports;
+use serial::Serial;
 use std::io::Write;
-use truecold_init::parse_cpu_count;
+use std::sync::OnceLock;
+use truecold_init::{parse_cpu_count, transport_hint};
+use truecold_proto::kinds::Transport;
 use truecold_proto::{
     BootId, ErrorCode, GuestConfig, GuestRecord, Message, Phase, Reply, Workload,
 };
+
+/// The transport, once the command line is read (the panic hook stops the VM by it).
+static TRANSPORT: OnceLock<Transport> = OnceLock::new();
 
 fn main() {
     let t_init_ns = sys::monotonic_ns();
@@ -26,11 +34,12 @@ fn main() {
     if let Ok(p) = ports {
         p.doorbell(Phase::InitStart);
     }
-    // A panic from here on reaches the host as its own error kind (code `panic`, row kind `guest_panic`): the hook
-    // writes the code to the exit port before it tries to power off.
+    // A panic from here on reaches the host as its own error kind (code `panic`, row kind
+    // `guest_panic`): the hook writes the code to the exit port before it stops the VM (a
+    // reset under the serial transport; no record follows).
     let exit_port = ports.as_ref().ok().copied();
     truecold_init::panic::install(exit_port.map(|p| move |code| p.exit(code)), || {
-        sys::power_off()
+        sys::stop(TRANSPORT.get().copied())
     });
     let mut rec = GuestRecord {
         boot_id: None,
@@ -49,31 +58,33 @@ fn main() {
     };
     match ports {
         Ok(p) => {
-            if let Err(e) = boot(p, &mut rec) {
+            let mut tty = None;
+            if let Err(e) = boot(p, &mut tty, &mut rec) {
                 report(&e);
                 rec.code = e.code();
             }
             // After the workload, outside the measured window; informational for the guest,
             // checked by the host against the configured topology.
             rec.platform = truecold_init::platform::read();
-            finish(p, rec);
+            finish(p, tty, rec);
         }
         // Without the ports nothing can reach the host; the console may still show it.
         Err(e) => report(&e),
     }
-    sys::power_off();
+    sys::stop(TRANSPORT.get().copied());
 }
 
-/// The steps up to and including the workload. Fills `rec` as it goes.
-fn boot(p: Ports, rec: &mut GuestRecord) -> Result<(), InitError> {
+/// The steps up to and including the workload. Fills `rec` as it goes; `tty` is ttyS0 once
+/// the serial transport opened it.
+fn boot(p: Ports, tty: &mut Option<Serial>, rec: &mut GuestRecord) -> Result<(), InitError> {
     mount_filesystems()?;
-    let boot_id = read_boot_id()?;
-    rec.boot_id = Some(boot_id);
     let cfg = read_config()?;
     rec.mem_configured = cfg.mem;
+    let boot_id = read_boot_id()?;
+    rec.boot_id = Some(boot_id);
     rec.cpus = count_cpus();
     let mut figures = memory::MemFigures::default();
-    let checked = memory::verify(cfg.mem, cfg.probe, &mut figures);
+    let checked = memory::verify(cfg.engine, cfg.mem, cfg.probe, &mut figures);
     rec.mem_firmware_ram = figures.firmware_ram;
     rec.mem_total = figures.mem_total;
     rec.mem_probe = figures.probe;
@@ -81,7 +92,7 @@ fn boot(p: Ports, rec: &mut GuestRecord) -> Result<(), InitError> {
     net::bring_up(cfg.net.as_deref())?;
     rec.t_ready_ns = sys::monotonic_ns();
     p.doorbell(Phase::Ready);
-    answer_challenge(p, boot_id);
+    answer_challenge(p, cfg.transport, tty, boot_id)?;
     rec.t_reply_ns = sys::monotonic_ns();
     match workload::run() {
         Ok(()) => rec.workload = Workload::BenchOk,
@@ -129,7 +140,8 @@ fn read_boot_id() -> Result<BootId, InitError> {
     BootId::parse(&text).ok_or_else(|| InitError::BadBootId(text.trim_end().into()))
 }
 
-/// `truecold.*` from `/proc/cmdline`.
+/// `truecold.*` from `/proc/cmdline`; sets [`TRANSPORT`] (when the line does not parse, to
+/// [`transport_hint`]'s, so that the failure's record goes where the host listens).
 fn read_config() -> Result<GuestConfig, InitError> {
     let path = "/proc/cmdline";
     let text = std::fs::read_to_string(path).map_err(|source| InitError::Read {
@@ -137,7 +149,12 @@ fn read_config() -> Result<GuestConfig, InitError> {
         path: path.into(),
         source,
     })?;
-    GuestConfig::from_cmdline(&text).map_err(InitError::Cmdline)
+    let parsed = GuestConfig::from_cmdline(&text);
+    let transport = parsed
+        .as_ref()
+        .map_or_else(|_| transport_hint(&text), |c| c.transport);
+    let _ = TRANSPORT.set(transport);
+    parsed.map_err(InitError::Cmdline)
 }
 
 /// Online CPUs; 0 when the list cannot be read (informational, not a check).
@@ -148,18 +165,52 @@ fn count_cpus() -> u32 {
         .unwrap_or(0)
 }
 
-/// Reads the nonce the host chose after the `Ready` doorbell and sends the reply line.
-fn answer_challenge(p: Ports, boot_id: BootId) {
-    let nonce = p.nonce();
-    let line = Message::Reply(Reply::new(&nonce, boot_id)).encode();
-    p.send(line.as_bytes());
+/// After the `Ready` doorbell: gets the host's nonce and sends the reply line. Ports: the
+/// nonce by `rep insb`, the reply by `rep outsb`. Serial: open ttyS0 raw, the `ready` line,
+/// one bounded line that must be the `nonce`, the `reply` line.
+fn answer_challenge(
+    p: Ports,
+    transport: Transport,
+    tty: &mut Option<Serial>,
+    boot_id: BootId,
+) -> Result<(), InitError> {
+    match transport {
+        Transport::Ports => {
+            let nonce = p.nonce();
+            p.send(
+                Message::Reply(Reply::new(&nonce, boot_id))
+                    .encode()
+                    .as_bytes(),
+            );
+        }
+        Transport::Serial => {
+            let s = tty.insert(Serial::open()?);
+            s.send(&Message::Ready { boot_id })?;
+            let nonce = s.read_nonce()?;
+            s.send(&Message::Reply(Reply::new(&nonce, boot_id)))?;
+        }
+    }
+    Ok(())
 }
 
-/// Sends the record and writes the exit code.
-fn finish(p: Ports, mut rec: GuestRecord) {
+/// Sends the record on the transport (ports when it is not known) and writes the exit code.
+/// Under the serial transport ttyS0 is opened here if the boot failed before it was; if it
+/// cannot be, the exit code is all the host gets.
+fn finish(p: Ports, tty: Option<Serial>, mut rec: GuestRecord) {
     rec.t_record_ns = sys::monotonic_ns();
     let code = rec.code as u8;
-    p.send(Message::Record(rec).encode().as_bytes());
+    let line = Message::Record(rec);
+    match TRANSPORT.get().copied().unwrap_or_default() {
+        Transport::Ports => p.send(line.encode().as_bytes()),
+        Transport::Serial => {
+            let sent = tty
+                .map_or_else(Serial::open, Ok)
+                .and_then(|mut s| s.send(&line));
+            if let Err(e) = sent {
+                report(&e);
+            }
+        }
+    }
     p.exit(code);
 }
 

@@ -1,8 +1,12 @@
-//! The memory verification step: firmware map vs `truecold.mem`, MemTotal bound, probe.
+//! The memory verification step: the exact-RAM rule of the engine (firmware map vs
+//! `truecold.mem`, `truecold_init::exact_ram`), MemTotal bound, probe.
 
 use crate::error::InitError;
 use std::fs;
-use truecold_init::{memtotal_bounds, parse_meminfo_total, probe_word, summarize_ram, MemmapEntry};
+use truecold_init::{
+    exact_ram, memtotal_bounds, parse_meminfo_total, probe_word, summarize_ram, MemmapEntry,
+};
+use truecold_proto::kinds::Engine;
 use truecold_proto::ErrorCode;
 
 const MEMMAP: &str = "/sys/firmware/memmap";
@@ -49,21 +53,23 @@ fn firmware_map() -> Result<Vec<MemmapEntry>, InitError> {
     Ok(out)
 }
 
-/// Checks the guest's RAM against `configured` bytes; `figures` is filled as far as it got.
-pub fn verify(configured: u64, probe: u64, figures: &mut MemFigures) -> Result<(), InitError> {
+/// Checks the guest's RAM against `configured` bytes under `engine`'s layout; `figures` is
+/// filled as far as it got.
+pub fn verify(
+    engine: Engine,
+    configured: u64,
+    probe: u64,
+    figures: &mut MemFigures,
+) -> Result<(), InitError> {
     let code = ErrorCode::MemFirmwareUnreadable;
-    let ram = summarize_ram(&firmware_map()?).map_err(|source| InitError::Parse {
+    let map = firmware_map()?;
+    let ram = summarize_ram(&map).map_err(|source| InitError::Parse {
         code,
         what: "firmware memmap",
         source,
     })?;
     figures.firmware_ram = ram.ram_bytes;
-    if ram.ram_bytes != configured {
-        return Err(InitError::MemFirmwareMismatch {
-            found: ram.ram_bytes,
-            configured,
-        });
-    }
+    exact_ram(engine, configured, ram, &map).map_err(InitError::MemFirmwareMismatch)?;
     let code = ErrorCode::MemInfoUnreadable;
     let info = read("/proc/meminfo".into(), code)?;
     let total = parse_meminfo_total(&info).map_err(|source| InitError::Parse {

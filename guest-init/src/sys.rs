@@ -2,6 +2,7 @@
 
 use std::ffi::CString;
 use std::io;
+use truecold_proto::kinds::Transport;
 
 /// CLOCK_MONOTONIC in nanoseconds (the guest's uptime clock).
 pub fn monotonic_ns() -> u64 {
@@ -44,7 +45,30 @@ pub fn mount(fstype: &str, target: &str, flags: libc::c_ulong) -> io::Result<()>
     Ok(())
 }
 
-/// Powers off; if the kernel cannot (no ACPI), resets instead, so the VM always stops.
+/// Stops the guest once its code is on the exit port: under the serial transport a reset
+/// ([`reboot`]); under the ports transport, or before the transport is known, [`power_off`]
+/// as always.
+pub fn stop(transport: Option<Transport>) -> ! {
+    match transport {
+        Some(Transport::Serial) => reboot(),
+        Some(Transport::Ports) | None => power_off(),
+    }
+}
+
+/// `reboot(RB_AUTOBOOT)`: with `reboot=k` the i8042 reset, which ends Firecracker and
+/// truecold-vmm, makes QEMU `-no-reboot` exit, and makes Cloud Hypervisor reboot the VM (the
+/// bench kills it after the record). No `sync`: nothing on disk to keep.
+pub fn reboot() -> ! {
+    // SAFETY: reboot takes no pointers; as PID 1 we may call it.
+    unsafe { libc::reboot(libc::RB_AUTOBOOT) };
+    // Only reached if the reboot call failed: exiting PID 1 panics the kernel (`panic=-1`
+    // then resets).
+    std::process::exit(1)
+}
+
+/// Powers off, then resets if that call returns. Without ACPI (`acpi=off`) the kernel turns
+/// the power-off into a halt, which does not return: under the ports transport the exit port
+/// has stopped the VM before this.
 pub fn power_off() -> ! {
     // SAFETY: sync and reboot take no pointers; as PID 1 we may call reboot.
     unsafe {

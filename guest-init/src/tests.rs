@@ -249,3 +249,201 @@ fn cpuinfo_rejections() {
         "two CPUs without topology lines"
     );
 }
+
+/// A firmware map of System RAM `[0, low)` + `[1 MiB, 1 MiB + rest)`, with the gap reserved.
+fn two_ranges(low: u64, top: u64) -> Vec<MemmapEntry> {
+    vec![
+        e(0, low - 1, SYSTEM_RAM),
+        e(low, 0xF_FFFF, "Reserved"),
+        e(0x10_0000, top - 1, SYSTEM_RAM),
+    ]
+}
+
+fn check(engine: Engine, configured: u64, map: &[MemmapEntry]) -> Result<(), RamMismatch> {
+    exact_ram(engine, configured, summarize_ram(map).unwrap(), map)
+}
+
+#[test]
+fn exact_ram_per_engine_layout() {
+    let m = 256 * MIB;
+    // Each engine's documented layout for `-m 256M`: RAM up to the hole and from 1 MiB to
+    // the configured top (truecold moves the hole's 384 KiB above the top instead).
+    let truecold = two_ranges(0xA_0000, 0x10_0000 + m - 0xA_0000);
+    let firecracker = two_ranges(0x9_FC00, m);
+    let cloud_hypervisor = two_ranges(0xA_0000, m);
+    assert_eq!(check(Engine::Truecold, m, &truecold), Ok(()));
+    assert_eq!(check(Engine::Firecracker, m, &firecracker), Ok(()));
+    assert_eq!(check(Engine::QemuMicrovm, m, &firecracker), Ok(()));
+    assert_eq!(check(Engine::CloudHypervisor, m, &cloud_hypervisor), Ok(()));
+    // The measured figures for 256 MiB.
+    assert_eq!(summarize_ram(&firecracker).unwrap().ram_bytes, 268_041_216);
+    assert_eq!(
+        summarize_ram(&cloud_hypervisor).unwrap().ram_bytes,
+        268_042_240
+    );
+    // Each map under another engine's rule: 1 KiB or 384 KiB off, never accepted.
+    let err = check(Engine::CloudHypervisor, m, &firecracker).unwrap_err();
+    assert_eq!(
+        err,
+        RamMismatch {
+            engine: Engine::CloudHypervisor,
+            configured: m,
+            expected: m - 0x6_0000,
+            found: m - 0x6_0400,
+            hole: Engine::CloudHypervisor.low_ram_hole(),
+            in_hole: None,
+        }
+    );
+    assert!(check(Engine::Firecracker, m, &cloud_hypervisor).is_err());
+    assert!(check(Engine::Truecold, m, &firecracker).is_err());
+    assert!(check(Engine::Firecracker, m, &truecold).is_err());
+    // Announced RAM the guest lacks, and RAM beyond what was configured.
+    assert!(check(Engine::Firecracker, m + 4096, &firecracker).is_err());
+    assert!(check(Engine::Firecracker, m - 4096, &firecracker).is_err());
+}
+
+#[test]
+fn exact_ram_rejects_ram_in_the_hole_even_when_the_sum_is_right() {
+    let m = 256 * MIB;
+    // Firecracker's sum, but its EBDA (0x9fc00..0xa0000) given as RAM and 1 KiB less at the top.
+    let map = two_ranges(0xA_0000, m - 0x400);
+    assert_eq!(summarize_ram(&map).unwrap().ram_bytes, m - 0x6_0400);
+    let err = check(Engine::Firecracker, m, &map).unwrap_err();
+    assert_eq!(err.found, err.expected);
+    assert_eq!(err.in_hole, Some((0, 0x9_FFFF)));
+    let text = err.to_string();
+    assert!(
+        text.contains("[0x9fc00, 0x100000) = 394240 bytes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("System RAM [0x0, 0x9ffff] lies in the hole"),
+        "{text}"
+    );
+    // A RAM range inside the hole, and one that starts in it.
+    let inside = vec![
+        e(0, 0x9_FBFF, SYSTEM_RAM),
+        e(0xF_0000, 0xF_0FFF, SYSTEM_RAM),
+        e(0x10_0000, m - 0x1000 - 1, SYSTEM_RAM),
+    ];
+    assert_eq!(
+        check(Engine::Firecracker, m, &inside).unwrap_err().in_hole,
+        Some((0xF_0000, 0xF_0FFF))
+    );
+    let straddle = vec![
+        e(0, 0x9_FBFF, SYSTEM_RAM),
+        e(0xF_F000, m - 0x6_0400 + 0xF_F000 - 0x9_FC00 - 1, SYSTEM_RAM),
+    ];
+    assert!(check(Engine::Firecracker, m, &straddle)
+        .unwrap_err()
+        .in_hole
+        .is_some());
+    // The last byte before the hole and the first after it are fine.
+    assert_eq!(
+        check(Engine::Firecracker, m, &two_ranges(0x9_FC00, m)),
+        Ok(())
+    );
+    // Reserved entries in the hole are what the layout says: not RAM, not counted.
+    let text = check(Engine::Truecold, m, &two_ranges(0x9_FC00, m))
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("hole: none"), "{text}");
+}
+
+#[test]
+fn bounded_line_reader() {
+    use std::io::Cursor;
+    let mut r = Cursor::new(b"TC1 nonce value=00\nrest".to_vec());
+    assert_eq!(
+        read_line_bounded(&mut r).unwrap(),
+        LineRead::Line(b"TC1 nonce value=00\n".to_vec())
+    );
+    assert_eq!(r.position(), 19, "nothing after the newline is consumed");
+    assert_eq!(read_line_bounded(&mut r).unwrap(), LineRead::Eof);
+    let long = vec![b'a'; truecold_proto::MAX_LINE + 10];
+    let mut r = Cursor::new(long);
+    assert_eq!(read_line_bounded(&mut r).unwrap(), LineRead::TooLong);
+    assert_eq!(r.position() as usize, truecold_proto::MAX_LINE);
+    let mut exact = vec![b'a'; truecold_proto::MAX_LINE - 1];
+    exact.push(b'\n');
+    assert_eq!(
+        read_line_bounded(&mut Cursor::new(exact.clone())).unwrap(),
+        LineRead::Line(exact)
+    );
+    // Interrupted reads are retried; other errors come back.
+    struct Flaky(u32);
+    impl Read for Flaky {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0 += 1;
+            match self.0 {
+                1 => Err(io::ErrorKind::Interrupted.into()),
+                2 => {
+                    buf[0] = b'\n';
+                    Ok(1)
+                }
+                _ => Err(io::ErrorKind::BrokenPipe.into()),
+            }
+        }
+    }
+    let mut f = Flaky(0);
+    assert_eq!(
+        read_line_bounded(&mut f).unwrap(),
+        LineRead::Line(b"\n".to_vec())
+    );
+    assert_eq!(
+        read_line_bounded(&mut f).unwrap_err().kind(),
+        io::ErrorKind::BrokenPipe
+    );
+}
+
+#[test]
+fn nonce_lines() {
+    let n: [u8; NONCE_LEN] = core::array::from_fn(|i| i as u8 * 17);
+    let line = Message::Nonce(n).encode();
+    assert_eq!(nonce_from_line(line.as_bytes()), Ok(n));
+    assert_eq!(nonce_from_line(line.trim_end().as_bytes()), Ok(n));
+    let id = truecold_proto::BootId::parse("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0").unwrap();
+    assert_eq!(
+        nonce_from_line(Message::Ready { boot_id: id }.encode().as_bytes()),
+        Err(NonceLineError::NotNonce("ready"))
+    );
+    assert_eq!(
+        nonce_from_line(
+            Message::Reply(truecold_proto::Reply::new(&n, id))
+                .encode()
+                .as_bytes()
+        ),
+        Err(NonceLineError::NotNonce("reply"))
+    );
+    for bad in [
+        &b"hello\n"[..],
+        b"TC1 nonce value=00\n",
+        b"TC1 nonce value=000102030405060708090a0b0c0d0e0f extra=1\n",
+        b"TC1 nonce value=000102030405060708090a0b0c0d0e0f\r\n",
+        b"\n",
+        b"TC1 nonce\n",
+    ] {
+        assert!(
+            matches!(nonce_from_line(bad), Err(NonceLineError::Decode(_))),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
+
+#[test]
+fn transport_hint_reads_only_the_exact_serial_word() {
+    assert_eq!(
+        transport_hint("quiet truecold.mem=1x truecold.transport=serial"),
+        Transport::Serial
+    );
+    assert_eq!(transport_hint("truecold.mem=1x"), Transport::Ports);
+    assert_eq!(
+        transport_hint("truecold.transport=serials x"),
+        Transport::Ports
+    );
+    assert_eq!(
+        transport_hint("xtruecold.transport=serial"),
+        Transport::Ports
+    );
+}

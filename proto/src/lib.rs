@@ -83,7 +83,9 @@ pub enum ErrorCode {
     Cmdline = 30,
     /// `/sys/firmware/memmap` could not be read or parsed.
     MemFirmwareUnreadable = 40,
-    /// The firmware map's System RAM does not equal `truecold.mem`.
+    /// The firmware map breaks the exact-RAM rule: its System RAM does not equal
+    /// `Engine::expected_firmware_ram(truecold.mem)`, or some System RAM lies in the engine's
+    /// low-RAM hole (guest-init/README.md).
     MemFirmwareMismatch = 41,
     /// `/proc/meminfo` could not be read or parsed.
     MemInfoUnreadable = 42,
@@ -95,6 +97,11 @@ pub enum ErrorCode {
     Network = 51,
     /// Port access (ioperm) or the challenge exchange failed.
     Challenge = 60,
+    /// Serial transport: ttyS0 could not be opened, set raw, read or written (or hung up).
+    Serial = 61,
+    /// Serial transport: the line read on ttyS0 after `ready` is not a valid `TC1 nonce` line
+    /// (undecodable, another kind, or no `\n` within [`MAX_LINE`] bytes).
+    BadNonce = 62,
     WorkloadWrite = 70,
     WorkloadRead = 71,
     WorkloadDigest = 72,
@@ -108,7 +115,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// All codes, for tables and exhaustive tests.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::Ok,
         ErrorCode::MountProc,
         ErrorCode::MountSys,
@@ -123,6 +130,8 @@ impl ErrorCode {
         ErrorCode::Loopback,
         ErrorCode::Network,
         ErrorCode::Challenge,
+        ErrorCode::Serial,
+        ErrorCode::BadNonce,
         ErrorCode::WorkloadWrite,
         ErrorCode::WorkloadRead,
         ErrorCode::WorkloadDigest,
@@ -163,6 +172,8 @@ impl ErrorCode {
             ErrorCode::Loopback => "loopback",
             ErrorCode::Network => "network",
             ErrorCode::Challenge => "challenge",
+            ErrorCode::Serial => "serial",
+            ErrorCode::BadNonce => "bad_nonce",
             ErrorCode::WorkloadWrite => "workload_write",
             ErrorCode::WorkloadRead => "workload_read",
             ErrorCode::WorkloadDigest => "workload_digest",

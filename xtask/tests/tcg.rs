@@ -14,13 +14,27 @@
 //! `M - 1 MiB + 0x9fc00` bytes ([`microvm_ram`]); the mismatch boot cross-checks that figure
 //! with what the guest reports.
 //!
+//! The serial-transport boots (`serial_*`) drive the guest the way the bench drives every
+//! engine: QEMU's 8250 is `-serial stdio` on pipes, the command line is
+//! `truecold_vmm::boot_params::cmdline(SerialUse::Transport(engine), M, "")` with
+//! `truecold.mem` = the `-m` size, and the host reads `TC1 ready`, writes a fresh nonce,
+//! reads the reply and the record; the doorbell and exit stand-ins stay as above. Told
+//! `qemu-microvm`, the guest must find exactly `Engine::QemuMicrovm.expected_firmware_ram(M)`
+//! (the same figure as [`microvm_ram`]).
+//!
 //! Prerequisites (the tests FAIL without them): `cargo run -p xtask -- guest --out out/guest`
 //! and `apt-get install qemu-system-x86`.
 
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use truecold_proto::{ErrorCode, GuestRecord, Message, Reply, Workload, NONCE_LEN};
+use truecold_proto::kinds::Engine;
+use truecold_proto::{
+    ErrorCode, GuestRecord, LineAssembler, Message, ProtoError, Reply, Workload, NONCE_LEN,
+};
+use truecold_vmm::boot_params::{cmdline, SerialUse};
 
 const MIB: u64 = 1 << 20;
 /// Hang guard only (TCG boots take about a second here); not a timing assertion.
@@ -346,4 +360,277 @@ fn l1_kernel_brings_up_nested_kvm_amd() {
             "`{want}` not on the L1 console:\n{console}"
         );
     }
+}
+
+/// What the host saw of one serial-transport boot.
+struct SerialBoot {
+    status: Option<i32>,
+    doorbell: Vec<u8>,
+    /// Bytes on the record port stand-in (the serial transport must not use it).
+    record_port: Vec<u8>,
+    /// The `TC1` lines on the guest's ttyS0, decoded, in order.
+    lines: Vec<Message>,
+    /// Lines on ttyS0 that do not start with `TC1 `. ttyS0 is also the kernel's default
+    /// console here (no VT, no `console=`), so PID 1's stderr lands there: with `loglevel=0`
+    /// a healthy boot writes none, a failing one its error chain.
+    noise: Vec<String>,
+    /// What the host wrote after the ready line (none when no ready line came).
+    written: Option<Vec<u8>>,
+    qemu_stderr: String,
+}
+
+impl SerialBoot {
+    fn context(&self) -> String {
+        format!(
+            "exit status {:?}, doorbell {:?}, record port {:?}, written {:?}, lines {:#?}\n\
+             --- serial noise ---\n{}\n--- qemu stderr ---\n{}",
+            self.status,
+            self.doorbell,
+            String::from_utf8_lossy(&self.record_port),
+            self.written.as_deref().map(String::from_utf8_lossy),
+            self.lines,
+            self.noise.join("\n"),
+            self.qemu_stderr
+        )
+    }
+}
+
+/// Boots the guest under `-M microvm -m mib` told `truecold.transport=serial
+/// truecold.engine=<engine>` (the bench's command line), with ttyS0 on QEMU's stdio pipes.
+/// When the `TC1 ready` line arrives, writes `answer(&ready)` to the guest's serial input.
+/// Returns when QEMU has exited (or was killed past [`HANG_GUARD`]).
+fn serial_boot(mib: u64, engine: Engine, answer: impl FnOnce(&Message) -> Vec<u8>) -> SerialBoot {
+    let dir = guest_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n);
+    let append = cmdline(SerialUse::Transport(engine), mib * MIB, "").unwrap();
+    let mut child = Command::new("qemu-system-x86_64")
+        .args(["-M", "microvm", "-accel", "tcg", "-nodefaults"])
+        .args(["-display", "none", "-no-reboot"])
+        .args(["-m", &mib.to_string(), "-smp", "1"])
+        .arg("-kernel")
+        .arg(dir.join("vmlinux"))
+        .arg("-initrd")
+        .arg(dir.join("initramfs.cpio"))
+        .args(["-append", &append, "-serial", "stdio"])
+        .arg("-chardev")
+        .arg(format!("file,id=db,path={}", p("doorbell").display()))
+        .args(["-device", "isa-debugcon,iobase=0xf10,chardev=db"])
+        .arg("-chardev")
+        .arg(format!("file,id=rc,path={}", p("record").display()))
+        .args(["-device", "isa-debugcon,iobase=0xf12,chardev=rc"])
+        .args(["-device", "isa-debug-exit,iobase=0xf13,iosize=1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(p("stderr")).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start qemu-system-x86_64 ({e}): apt-get install qemu-system-x86")
+        });
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // The serial output, split into bounded lines on a thread; the channel closes at EOF.
+    let (tx, rx) = mpsc::channel::<Result<Vec<u8>, ProtoError>>();
+    let reader = std::thread::spawn(move || {
+        let mut asm = LineAssembler::default();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    for line in asm.push(&buf[..n]) {
+                        if tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    let guard = Instant::now() + HANG_GUARD;
+    let (mut lines, mut noise, mut written) = (Vec::new(), Vec::new(), None);
+    let mut answer = Some(answer);
+    let mut hung = false;
+    loop {
+        match rx.recv_timeout(guard.saturating_duration_since(Instant::now())) {
+            Ok(Ok(line)) if line.starts_with(b"TC1 ") => {
+                let m = Message::decode(&line).unwrap_or_else(|e| {
+                    panic!(
+                        "undecodable TC1 line {:?}: {e}",
+                        String::from_utf8_lossy(&line)
+                    )
+                });
+                if let (Message::Ready { .. }, Some(f)) = (&m, answer.take()) {
+                    let bytes = f(&m);
+                    stdin.write_all(&bytes).unwrap();
+                    stdin.flush().unwrap();
+                    written = Some(bytes);
+                }
+                lines.push(m);
+            }
+            Ok(Ok(line)) => noise.push(String::from_utf8_lossy(&line).into_owned()),
+            Ok(Err(e)) => panic!("serial line: {e}"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                hung = true;
+                break;
+            }
+        }
+    }
+    if hung {
+        let _ = child.kill();
+    }
+    let status = wait_guarded(&mut child);
+    drop(stdin);
+    let _ = reader.join();
+    let read = |n: &str| std::fs::read(p(n)).unwrap_or_default();
+    let b = SerialBoot {
+        status: if hung { None } else { status },
+        doorbell: read("doorbell"),
+        record_port: read("record"),
+        lines,
+        noise,
+        written,
+        qemu_stderr: String::from_utf8_lossy(&read("stderr")).into_owned(),
+    };
+    assert!(
+        b.status.is_some(),
+        "QEMU hung past the guard and was killed\n{}",
+        b.context()
+    );
+    b
+}
+
+#[test]
+fn serial_transport_ready_nonce_reply_record() {
+    let mib = 256;
+    let nonce: [u8; NONCE_LEN] = rand::random();
+    let b = serial_boot(mib, Engine::QemuMicrovm, |_| {
+        Message::Nonce(nonce).encode().into_bytes()
+    });
+    let ctx = b.context();
+    assert_eq!(b.status, exit_status(ErrorCode::Ok), "{ctx}");
+    assert_eq!(b.doorbell, [1, 2], "InitStart then Ready\n{ctx}");
+    assert!(b.record_port.is_empty(), "nothing on the ports\n{ctx}");
+    assert!(b.written.is_some(), "the ready line came\n{ctx}");
+    assert!(b.noise.is_empty(), "only TC1 lines on ttyS0\n{ctx}");
+    let [Message::Ready { boot_id }, Message::Reply(reply), Message::Record(r)] = &b.lines[..]
+    else {
+        panic!("want exactly ready, reply, record on ttyS0\n{ctx}");
+    };
+    assert_eq!(reply.boot_id, *boot_id, "{ctx}");
+    assert!(
+        reply.verifies(&nonce),
+        "reply binding does not verify\n{ctx}"
+    );
+    let mut other = nonce;
+    other[15] ^= 0x80;
+    assert!(
+        !reply.verifies(&other),
+        "the binding must bind the nonce\n{ctx}"
+    );
+    assert_eq!(r.code, ErrorCode::Ok, "{ctx}");
+    assert_eq!(r.workload, Workload::BenchOk, "{ctx}");
+    assert_eq!(r.boot_id, Some(*boot_id), "{ctx}");
+    let ram = Engine::QemuMicrovm.expected_firmware_ram(mib * MIB);
+    assert_eq!(ram, microvm_ram(mib), "the engine's hole is QEMU's layout");
+    assert_eq!(r.mem_configured, mib * MIB, "{ctx}");
+    assert_eq!(r.mem_firmware_ram, ram, "{ctx}");
+    let (min, max) = truecold_init::memtotal_bounds(ram, mib * MIB);
+    assert!(
+        (min..=max).contains(&r.mem_total),
+        "MemTotal {} not in [{min}, {max}]\n{ctx}",
+        r.mem_total
+    );
+    assert_eq!(r.mem_probe, truecold_proto::cmdline::DEFAULT_PROBE, "{ctx}");
+    assert_eq!(r.cpus, 1, "{ctx}");
+    assert!(
+        0 < r.t_init_ns
+            && r.t_init_ns <= r.t_ready_ns
+            && r.t_ready_ns <= r.t_reply_ns
+            && r.t_reply_ns <= r.t_record_ns,
+        "{ctx}"
+    );
+    eprintln!(
+        "serial boot {mib} MiB: ready doorbell at {} ns, reply sent at {} ns of guest uptime \
+         (TCG, informational); {} noise line(s)",
+        r.t_ready_ns,
+        r.t_reply_ns,
+        b.noise.len()
+    );
+}
+
+#[test]
+fn serial_transport_told_another_engine_is_mem_firmware_mismatch() {
+    // QEMU's layout leaves [0x9fc00, 1 MiB) out of RAM; Cloud Hypervisor's rule expects
+    // [0xa0000, 1 MiB): 1 KiB apart, and nothing is relaxed.
+    let mib = 256;
+    let b = serial_boot(mib, Engine::CloudHypervisor, |_| {
+        panic!("no ready line may come after a failed memory check")
+    });
+    let ctx = b.context();
+    assert_eq!(
+        b.status,
+        exit_status(ErrorCode::MemFirmwareMismatch),
+        "{ctx}"
+    );
+    assert_eq!(
+        b.doorbell,
+        [1],
+        "no Ready doorbell on a failed check\n{ctx}"
+    );
+    assert!(b.record_port.is_empty(), "{ctx}");
+    let [Message::Record(r)] = &b.lines[..] else {
+        panic!("want only the record on ttyS0\n{ctx}");
+    };
+    assert_eq!(r.code, ErrorCode::MemFirmwareMismatch, "{ctx}");
+    assert_eq!(r.workload, Workload::NotRun, "{ctx}");
+    assert!(r.boot_id.is_some(), "{ctx}");
+    assert_eq!(r.mem_configured, mib * MIB, "{ctx}");
+    let found = Engine::QemuMicrovm.expected_firmware_ram(mib * MIB);
+    assert_eq!(r.mem_firmware_ram, found, "the guest's own figure\n{ctx}");
+    assert_eq!(
+        Engine::CloudHypervisor.expected_firmware_ram(mib * MIB) - found,
+        1024,
+        "{ctx}"
+    );
+    assert_eq!((r.mem_total, r.mem_probe, r.t_ready_ns), (0, 0, 0), "{ctx}");
+    let expected = format!(
+        "expected {}",
+        Engine::CloudHypervisor.expected_firmware_ram(mib * MIB)
+    );
+    assert!(
+        b.noise
+            .iter()
+            .any(|l| l.contains("mem_firmware_mismatch") && l.contains(&expected)),
+        "the error chain with the figures, on stderr = ttyS0\n{ctx}"
+    );
+}
+
+#[test]
+fn serial_transport_garbage_instead_of_the_nonce_is_bad_nonce() {
+    let mib = 256;
+    let b = serial_boot(mib, Engine::QemuMicrovm, |_| {
+        b"garbage, not a TC1 line\n".to_vec()
+    });
+    let ctx = b.context();
+    assert_eq!(b.status, exit_status(ErrorCode::BadNonce), "{ctx}");
+    assert_eq!(b.doorbell, [1, 2], "{ctx}");
+    assert!(b.record_port.is_empty(), "{ctx}");
+    let [Message::Ready { boot_id }, Message::Record(r)] = &b.lines[..] else {
+        panic!("want ready then the record, no reply\n{ctx}");
+    };
+    assert_eq!(r.code, ErrorCode::BadNonce, "{ctx}");
+    assert_eq!(r.workload, Workload::NotRun, "{ctx}");
+    assert_eq!(r.boot_id, Some(*boot_id), "{ctx}");
+    assert_eq!(
+        r.mem_firmware_ram,
+        Engine::QemuMicrovm.expected_firmware_ram(mib * MIB),
+        "{ctx}"
+    );
+    assert_eq!(r.t_reply_ns, 0, "no reply was sent\n{ctx}");
+    assert!(
+        b.noise.iter().any(|l| l.contains("bad_nonce")),
+        "the error chain on stderr = ttyS0\n{ctx}"
+    );
 }
