@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn pre_guest_error_report_becomes_a_typed_vmm_error() {
-        let out = br#"{"schema":2,"error":{"kind":"kernel-missing","message":"cannot open kernel /x: No such file"}}"#;
+        let out = br#"{"schema":3,"error":{"kind":"kernel-missing","message":"cannot open kernel /x: No such file"}}"#;
         let o = match parse_output(out, false).expect("parses") {
             VmmOutput::Error(e) => observe_error(&e),
             VmmOutput::Boot(_) => panic!("an error report parsed as a boot report"),
@@ -107,7 +107,7 @@ mod tests {
         assert!(msg.contains("/x"));
         assert_eq!(o.stamps, truecold_proto::measure::Stamps::default());
         assert!(matches!(
-            parse_output(br#"{"schema":2,"error":{"kind":3}}"#, false),
+            parse_output(br#"{"schema":3,"error":{"kind":3}}"#, false),
             Err(ReportError::BadError(_))
         ));
         assert_eq!(parse_output(b"{}", true), Err(ReportError::Truncated));
@@ -124,6 +124,7 @@ mod tests {
         use truecold_proto::report::{Liveness, LivenessKind, MemoryFigures, Outcome};
         let report = |ready: bool| ReportCore {
             schema: truecold_proto::report::REPORT_SCHEMA,
+            transport: truecold_proto::kinds::Transport::Ports,
             stamps: Stamps {
                 request: Some(1_000),
                 boot_start: Some(2_000),
@@ -193,7 +194,7 @@ mod tests {
     fn unusable_stdout_says_why() {
         assert_eq!(parse_output(b"", false), Err(ReportError::Empty));
         assert!(matches!(
-            parse_output(b"{\"schema\":2}", false),
+            parse_output(b"{\"schema\":3}", false),
             Err(ReportError::BadReport(_))
         ));
         assert!(matches!(

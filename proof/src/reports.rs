@@ -283,7 +283,7 @@ mod tests {
         let l = ReportLine::new(
             3,
             h,
-            br#"{"schema":2,"error":{"kind":"x","message":"y"}}"#,
+            br#"{"schema":3,"error":{"kind":"x","message":"y"}}"#,
             false,
         );
         assert!(l.vmm.is_some() && l.vmm_missing.is_none());

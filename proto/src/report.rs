@@ -8,12 +8,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::kinds::Transport;
 use crate::measure::Stamps;
 use crate::{BootId, GuestRecord};
 
 /// Version of the VMM's report JSON. 2: one [`Stamps`] object (was `timeline` +
-/// `durations`), a typed guest record, the verified reply's boot id only.
-pub const REPORT_SCHEMA: u32 = 2;
+/// `durations`), a typed guest record, the verified reply's boot id only. 3: the
+/// [`ReportCore::transport`] the guest used (always written).
+pub const REPORT_SCHEMA: u32 = 3;
 
 /// How the guest answered the challenge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +95,13 @@ pub struct Outcome {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportCore {
     pub schema: u32,
+    /// How the guest talked to the VMM. Under [`Transport::Serial`] the VMM's 8250 was its
+    /// stdin/stdout and the bench read the `TC1` lines there: the VMM made no challenge, so
+    /// `liveness` is empty (kind `binding`), `guest_record` is `None` and `strict_ready` /
+    /// `record` are not in `stamps` (the bench stamps them); `outcome.ok` means the guest
+    /// wrote 0 to the exit port after its Ready doorbell, with no protocol error and no
+    /// deadline.
+    pub transport: Transport,
     /// Every mark the VMM took (and `request`, echoed from `--request-ns`).
     pub stamps: Stamps,
     pub memory_figures: MemoryFigures,
@@ -246,7 +255,7 @@ mod tests {
     #[test]
     fn error_report_and_garbage() {
         let e = VmmOutput::parse(
-            br#"{"schema":2,"error":{"kind":"kernel-missing","message":"cannot open /x"}}"#,
+            br#"{"schema":3,"error":{"kind":"kernel-missing","message":"cannot open /x"}}"#,
         )
         .expect("parses");
         assert!(matches!(e, VmmOutput::Error(ref r) if r.error.kind == "kernel-missing"));
@@ -257,11 +266,54 @@ mod tests {
         ));
         assert!(matches!(
             VmmOutput::parse(b"{\"schema\":2}"),
+            Err(ReportError::Schema { found: 2 })
+        ));
+        assert!(matches!(
+            VmmOutput::parse(b"{\"schema\":3}"),
             Err(ReportError::BadReport(_))
         ));
         assert!(matches!(
             VmmOutput::parse(b"\xff"),
             Err(ReportError::NotJson(_))
+        ));
+    }
+
+    #[test]
+    fn transport_is_always_written_and_required() {
+        let core = ReportCore {
+            schema: REPORT_SCHEMA,
+            transport: Transport::Serial,
+            stamps: Stamps::default(),
+            memory_figures: MemoryFigures {
+                configured: 1,
+                memslots: 1,
+                e820_ram: 1,
+                guest: None,
+            },
+            backing_obtained: crate::kinds::ObtainedBacking::Anon4k,
+            vmm_rss_bytes: None,
+            liveness: Liveness::new(LivenessKind::Binding),
+            guest_record: None,
+            protocol_error_count: 0,
+            protocol_errors: Vec::new(),
+            guest_cmdline: None,
+            outcome: Outcome {
+                ok: true,
+                failure_kind: None,
+                failure: None,
+                guest_exit_code: Some(0),
+            },
+        };
+        let mut v = serde_json::to_value(&core).unwrap();
+        assert_eq!(v["transport"], "serial");
+        assert_eq!(
+            VmmOutput::parse(v.to_string().as_bytes()),
+            Ok(VmmOutput::Boot(Box::new(core)))
+        );
+        v.as_object_mut().unwrap().remove("transport");
+        assert!(matches!(
+            VmmOutput::parse(v.to_string().as_bytes()),
+            Err(ReportError::BadReport(e)) if e.contains("transport")
         ));
     }
 }

@@ -18,6 +18,7 @@ use crate::report::{self, BootReport, GuestFailure, HostReport, MemoryDetail};
 use crate::run::{self, RunEnd, RunError};
 use crate::timeline::process_start_ns;
 use crate::vm::{self, VmError};
+use truecold_proto::kinds::{Engine, Observer, Transport};
 use truecold_proto::measure::{now_ns, Mark, Stamps, Taker};
 use truecold_proto::report::{Liveness, MemoryFigures};
 
@@ -28,6 +29,8 @@ pub enum ConfigError {
     Limit(LimitError),
     #[error("--deadline-ms must be positive")]
     Deadline,
+    #[error("--transport serial: {0}")]
+    Transport(&'static str),
 }
 
 /// Why a boot failed. Every variant but `Guest` happens before the guest runs.
@@ -74,6 +77,7 @@ impl Error {
         match self {
             Error::Config(ConfigError::Limit(e)) => e.kind(),
             Error::Config(ConfigError::Deadline) => "invalid-deadline",
+            Error::Config(ConfigError::Transport(_)) => "invalid-transport",
             Error::HostCannotBootLinux => "host-cannot-boot-linux",
             Error::Kvm(e) => e.kind(),
             Error::Vm(_) => "vm-create-failed",
@@ -95,6 +99,18 @@ pub fn validate(cfg: &BootConfig) -> Result<(), ConfigError> {
     GuestMem::from_mib(cfg.mem_mib).map_err(ConfigError::Limit)?;
     if cfg.deadline == Deadline::AfterBootStartMs(0) {
         return Err(ConfigError::Deadline);
+    }
+    if cfg.transport == Transport::Serial {
+        if cfg.is_probe() {
+            return Err(ConfigError::Transport(
+                "the probe guests have no serial transport (boot a Linux kernel)",
+            ));
+        }
+        if cfg.console {
+            return Err(ConfigError::Transport(
+                "the serial carries the transport, not a console (drop --console)",
+            ));
+        }
     }
     Ok(())
 }
@@ -139,10 +155,10 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     st.memory_ready = Some(now_ns());
 
     let cmdline = boot_params::cmdline(
-        if cfg.console {
-            boot_params::SerialUse::Console
-        } else {
-            boot_params::SerialUse::Off
+        match (cfg.transport, cfg.console) {
+            (Transport::Serial, _) => boot_params::SerialUse::Transport(Engine::Truecold),
+            (Transport::Ports, true) => boot_params::SerialUse::Console,
+            (Transport::Ports, false) => boot_params::SerialUse::Off,
         },
         ram.total(),
         &cfg.cmdline_extra,
@@ -159,14 +175,39 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     st.kernel_loaded = Some(now_ns());
 
     let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
-    let bus = Mutex::new(Bus::new(&vm, cfg.is_probe(), cfg.console).map_err(Error::Devices)?);
-    let out = run::run(vcpus, &bus, deadline_at).map_err(Error::Run)?;
+    let serial_out: Box<dyn std::io::Write + Send> = match (cfg.transport, cfg.console) {
+        (Transport::Serial, _) => Box::new(devices::LineOut::new(std::io::stdout())),
+        (Transport::Ports, true) => Box::new(std::io::stderr()),
+        (Transport::Ports, false) => Box::new(std::io::sink()),
+    };
+    let bus = Mutex::new(
+        Bus::new(&vm, cfg.is_probe(), cfg.transport, serial_out).map_err(Error::Devices)?,
+    );
+    let (out, serial_input) = match cfg.transport {
+        Transport::Ports => (run::run(vcpus, &bus, deadline_at), None),
+        Transport::Serial => {
+            let (out, input) =
+                devices::with_stdin_input(&bus, || run::run(vcpus, &bus, deadline_at))
+                    .map_err(Error::Devices)?;
+            (out, Some(input))
+        }
+    };
+    let out = out.map_err(Error::Run)?;
     st.first_run = out.first_run;
     st.exit = Some(out.exit);
 
     let backing = memory::observe(&ram);
     let bus = bus.into_inner().unwrap_or_else(|p| p.into_inner());
-    for m in Mark::ALL.into_iter().filter(|m| m.taker() == Taker::VmExit) {
+    // Under the serial transport strict_ready and record are the bench's (it reads them on
+    // the serial); the bus never takes them then.
+    let observer = match cfg.transport {
+        Transport::Ports => Observer::VmExit,
+        Transport::Serial => Observer::Serial,
+    };
+    for m in Mark::ALL
+        .into_iter()
+        .filter(|m| m.taker_under(observer) == Taker::VmExit)
+    {
         st.set(m, bus.stamps.get(m));
     }
     let guest = GuestView::collect(bus, cfg, &loaded.e820);
@@ -186,7 +227,14 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
         guest: guest.guest_bytes,
     };
     let deadline_ms = cfg.deadline.budget_ms(cfg.request_ns.unwrap_or(boot_start));
-    let failure = judge(deadline_ms, &out.end, &out.errors, &guest, &memory_figures);
+    let failure = judge(
+        deadline_ms,
+        cfg.transport,
+        &out.end,
+        &out.errors,
+        &guest,
+        &memory_figures,
+    );
     let report = report::assemble(
         cfg,
         report::Observed {
@@ -218,6 +266,7 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
             end: out.end,
             vcpu_errors: out.errors,
             vcpu_last_rip: out.last_rip,
+            serial_input,
         },
         failure.clone(),
     );
@@ -241,6 +290,7 @@ struct GuestView {
     guest_bytes: Option<u64>,
     last_phase: Option<u8>,
     rss_at_strict_ready: Option<u64>,
+    exit_after_ready: Option<bool>,
 }
 
 impl GuestView {
@@ -267,6 +317,7 @@ impl GuestView {
             guest_bytes,
             last_phase: bus.last_phase,
             rss_at_strict_ready: bus.rss_at_strict_ready,
+            exit_after_ready: bus.exit_after_ready,
         }
     }
 }
@@ -274,6 +325,7 @@ impl GuestView {
 /// The first failure of a boot that ran, in order of cause (pure given its inputs).
 fn judge(
     deadline_ms: u64,
+    transport: Transport,
     end: &RunEnd,
     errors: &[RunError],
     g: &GuestView,
@@ -309,6 +361,20 @@ fn judge(
         RunEnd::Stopped(StopReason::SystemEvent(event)) => {
             return Some(GuestFailure::SystemEvent { event: *event })
         }
+    }
+    if transport == Transport::Serial {
+        // The bench judges liveness, the record and the memory on the serial; the VMM
+        // judges what it sees: the exit after the Ready doorbell, and no protocol error.
+        if g.exit_after_ready != Some(true) {
+            return Some(GuestFailure::ExitBeforeReady);
+        }
+        if g.protocol_error_count > 0 {
+            return Some(GuestFailure::Protocol {
+                count: g.protocol_error_count,
+                first: g.protocol_errors.first().cloned().unwrap_or_default(),
+            });
+        }
+        return None;
     }
     if !g.liveness.verified {
         return Some(GuestFailure::NotStrictReady {
@@ -371,6 +437,7 @@ mod tests {
             protocol_errors: vec![],
             last_phase: Some(2),
             rss_at_strict_ready: None,
+            exit_after_ready: Some(true),
         }
     }
 
@@ -416,6 +483,7 @@ mod tests {
         assert_eq!(
             judge(
                 DEADLINE_MS,
+                Transport::Ports,
                 &ok_end,
                 &[],
                 &view(Some(good.clone()), true),
@@ -425,6 +493,7 @@ mod tests {
         );
         let f = judge(
             DEADLINE_MS,
+            Transport::Ports,
             &RunEnd::Stopped(StopReason::ExitPort(41)),
             &[],
             &view(None, false),
@@ -440,6 +509,7 @@ mod tests {
         assert!(matches!(
             judge(
                 DEADLINE_MS,
+                Transport::Ports,
                 &ok_end,
                 &[],
                 &view(Some(good.clone()), false),
@@ -448,12 +518,20 @@ mod tests {
             Some(GuestFailure::NotStrictReady { .. })
         ));
         assert_eq!(
-            judge(DEADLINE_MS, &ok_end, &[], &view(None, true), &mem(None)),
+            judge(
+                DEADLINE_MS,
+                Transport::Ports,
+                &ok_end,
+                &[],
+                &view(None, true),
+                &mem(None)
+            ),
             Some(GuestFailure::RecordMissing)
         );
         assert!(matches!(
             judge(
                 DEADLINE_MS,
+                Transport::Ports,
                 &ok_end,
                 &[],
                 &view(Some(record(ErrorCode::Network, 128 << 20)), true),
@@ -464,6 +542,7 @@ mod tests {
         assert!(matches!(
             judge(
                 DEADLINE_MS,
+                Transport::Ports,
                 &ok_end,
                 &[],
                 &view(Some(record(ErrorCode::Ok, 1 << 20)), true),
@@ -474,6 +553,7 @@ mod tests {
         assert_eq!(
             judge(
                 DEADLINE_MS,
+                Transport::Ports,
                 &RunEnd::Stopped(StopReason::Reset),
                 &[],
                 &view(None, true),
@@ -484,6 +564,7 @@ mod tests {
         assert!(matches!(
             judge(
                 DEADLINE_MS,
+                Transport::Ports,
                 &RunEnd::Deadline,
                 &[],
                 &view(None, false),
@@ -494,6 +575,67 @@ mod tests {
                 last_phase: Some(2)
             })
         ));
+    }
+
+    #[test]
+    fn judge_under_the_serial_transport() {
+        const DEADLINE_MS: u64 = 10_000;
+        let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
+        let judge_serial = |end: &RunEnd, g: &GuestView| {
+            judge(DEADLINE_MS, Transport::Serial, end, &[], g, &mem(None))
+        };
+        // No challenge, no record, no guest memory figure: the bench judges those.
+        let mut g = view(None, false);
+        assert_eq!(judge_serial(&ok_end, &g), None);
+        g.exit_after_ready = Some(false);
+        assert_eq!(
+            judge_serial(&ok_end, &g),
+            Some(GuestFailure::ExitBeforeReady)
+        );
+        g.exit_after_ready = None;
+        assert_eq!(
+            judge_serial(&ok_end, &g),
+            Some(GuestFailure::ExitBeforeReady)
+        );
+        g.exit_after_ready = Some(true);
+        g.protocol_error_count = 3;
+        g.protocol_errors = vec!["challenge port read under the serial transport".into()];
+        let f = judge_serial(&ok_end, &g).unwrap();
+        assert_eq!(f.kind(), "protocol");
+        assert_eq!(
+            f,
+            GuestFailure::Protocol {
+                count: 3,
+                first: "challenge port read under the serial transport".into()
+            }
+        );
+        // The run's end comes first, as under the ports.
+        assert!(matches!(
+            judge_serial(&RunEnd::Deadline, &g),
+            Some(GuestFailure::Deadline { .. })
+        ));
+        assert!(matches!(
+            judge_serial(
+                &RunEnd::Stopped(StopReason::ExitPort(41)),
+                &view(None, false)
+            ),
+            Some(GuestFailure::ExitCode { code: 41, .. })
+        ));
+    }
+
+    #[test]
+    fn serial_transport_conflicts_are_config_errors() {
+        let mut cfg = BootConfig::probe(1, 128, memory::Backing::Anon);
+        cfg.transport = Transport::Serial;
+        let e = Error::Config(validate(&cfg).unwrap_err());
+        assert_eq!(e.kind(), "invalid-transport");
+        assert!(truecold_proto::measure::error_chain(&e).contains("probe"));
+        cfg.kernel = KernelSource::File("/vmlinux".into());
+        assert!(validate(&cfg).is_ok());
+        cfg.console = true;
+        let e = Error::Config(validate(&cfg).unwrap_err());
+        assert_eq!(e.kind(), "invalid-transport");
+        assert!(truecold_proto::measure::error_chain(&e).contains("--console"));
     }
 
     #[test]
@@ -528,7 +670,7 @@ mod tests {
         let json = serde_json::to_value(crate::report::error_report(&zero)).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"schema": 2, "error": {
+            serde_json::json!({"schema": 3, "error": {
                 "kind": "memory-too-small",
                 "message": "invalid configuration: --mem-mib 0: guest memory below the minimum of 4 MiB"
             }})

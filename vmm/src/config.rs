@@ -2,6 +2,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use truecold_proto::kinds::Transport;
 
 use crate::host::HostKind;
 use crate::loader::KernelSource;
@@ -20,6 +21,9 @@ pub struct BootConfig {
     pub deadline: Deadline,
     /// Guest serial output to stderr (off by default: each byte is a VM exit).
     pub console: bool,
+    /// How the guest talks to the VMM: truecold's ports, or `TC1` lines on the 8250, which
+    /// is then this process's stdin/stdout (a Linux guest only; not with `console`).
+    pub transport: Transport,
     /// The caller's request stamp (CLOCK_MONOTONIC ns).
     pub request_ns: Option<u64>,
     /// Boot a Linux kernel even on a PVM host.
@@ -75,6 +79,7 @@ impl BootConfig {
             cmdline_extra: String::new(),
             deadline: Deadline::AfterBootStartMs(10_000),
             console: false,
+            transport: Transport::Ports,
             request_ns: None,
             force: false,
             host_kind: None,

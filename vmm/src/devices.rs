@@ -1,17 +1,23 @@
 //! Devices: the truecold ports (doorbell, challenge, record, exit), the probe's ports, an
-//! 8250 serial at 0x3f8 (vm-superio; output only with `--console`), the i8042 reset line.
-//! Everything else is counted and ignored. All guest input is untrusted and bounded.
+//! 8250 serial at 0x3f8 (vm-superio; its output goes where the boot says: nowhere, stderr
+//! with `--console`, stdout under the serial transport, whose input is then stdin through
+//! [`pump_input`]), the i8042 reset line. Everything else is counted and ignored. All guest
+//! input is untrusted and bounded.
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::{Mutex, MutexGuard};
 
 use kvm_ioctls::VmFd;
 use serde::{Deserialize, Serialize};
+use truecold_proto::kinds::Transport;
 use truecold_proto::measure::Stamps;
 use truecold_proto::report::{Liveness, LivenessKind, ReportCore};
 use truecold_proto::{
     ErrorCode, LineAssembler, Message, Phase, NONCE_LEN, PORT_CHALLENGE, PORT_DOORBELL, PORT_EXIT,
     PORT_RECORD,
 };
+use vm_superio::serial::SerialEvents;
 use vm_superio::{Serial, Trigger};
 use vmm_sys_util::eventfd::EventFd;
 
@@ -34,6 +40,10 @@ pub enum DeviceError {
     Irqfd(#[source] kvm_ioctls::Error),
     #[error("getrandom for the liveness nonce failed")]
     Random(#[source] std::io::Error),
+    #[error("cannot take stdin as the serial's input")]
+    Stdin(#[source] std::io::Error),
+    #[error("cannot start the serial input thread")]
+    InputThread(#[source] std::io::Error),
 }
 
 /// The serial's interrupt line: an irqfd on IRQ 4.
@@ -44,6 +54,78 @@ impl Trigger for IrqLine {
     type E = std::io::Error;
     fn trigger(&self) -> Result<(), Self::E> {
         self.0.write(1)
+    }
+}
+
+/// The serial's events: an eventfd written each time the guest empties the receive FIFO,
+/// which [`pump_input`] waits on to refill it.
+#[derive(Debug)]
+pub struct InputDrained(EventFd);
+
+impl SerialEvents for InputDrained {
+    fn buffer_read(&self) {}
+    fn out_byte(&self) {}
+    fn tx_lost_byte(&self) {}
+    fn in_buffer_empty(&self) {
+        // An eventfd write fails only when the counter would overflow u64; the pump reads
+        // (resets) it at every wake-up, and it also retries on its own after RETRY_MS.
+        let _ = self.0.write(1);
+    }
+}
+
+/// The serial's output under the serial transport: whole lines to `W` (stdout). The 8250
+/// model writes and flushes every byte; this writer hands each line to `W` in one write
+/// and flushes `W` when the line's `\n` arrives (or when [`LINE_OUT_MAX`] bytes wait), so
+/// the reader gets each line at once, one write per line. A partial line left at the end is
+/// written when the writer is dropped (the bus is dropped when the run is over).
+pub struct LineOut<W: Write> {
+    inner: W,
+    line: Vec<u8>,
+}
+
+/// Longest run of bytes [`LineOut`] holds back waiting for a `\n`.
+pub const LINE_OUT_MAX: usize = 4096;
+
+impl<W: Write> LineOut<W> {
+    pub fn new(inner: W) -> Self {
+        LineOut {
+            inner,
+            line: Vec::new(),
+        }
+    }
+
+    fn emit(&mut self) -> std::io::Result<()> {
+        let r = self
+            .inner
+            .write_all(&self.line)
+            .and_then(|()| self.inner.flush());
+        self.line.clear();
+        r
+    }
+}
+
+impl<W: Write> Write for LineOut<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.line.extend_from_slice(buf);
+        if buf.contains(&b'\n') || self.line.len() >= LINE_OUT_MAX {
+            self.emit()?;
+        }
+        Ok(buf.len())
+    }
+
+    /// A no-op: a line reaches `W` (flushed) when it ends; the 8250 model's flush after
+    /// every byte must not turn each byte into a write.
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<W: Write> Drop for LineOut<W> {
+    fn drop(&mut self) {
+        if !self.line.is_empty() {
+            // Nothing is left to report a failure to: the run is over.
+            let _ = self.emit();
+        }
     }
 }
 
@@ -93,7 +175,8 @@ pub struct ExitCounts {
 /// All devices, behind one lock held by the vCPU threads for the span of one exit.
 pub struct Bus {
     probe_guest: bool,
-    serial: Serial<IrqLine, vm_superio::serial::NoEvents, Box<dyn Write + Send>>,
+    transport: Transport,
+    serial: Serial<IrqLine, InputDrained, Box<dyn Write + Send>>,
     nonce: Option<[u8; NONCE_LEN]>,
     nonce_pos: usize,
     assembler: LineAssembler,
@@ -112,22 +195,28 @@ pub struct Bus {
     pub protocol_error_count: u64,
     pub protocol_errors: Vec<String>,
     pub last_phase: Option<u8>,
+    /// Whether the Ready doorbell had rung when the guest first wrote the exit port.
+    pub exit_after_ready: Option<bool>,
 }
 
 impl Bus {
-    /// Creates the devices; the serial interrupt is wired to IRQ 4 through an irqfd.
-    pub fn new(vm: &VmFd, probe_guest: bool, console: bool) -> Result<Self, DeviceError> {
+    /// Creates the devices; the serial interrupt is wired to IRQ 4 through an irqfd, the
+    /// serial's output goes to `serial_out`. Under [`Transport::Serial`] there is no port
+    /// challenge: the guest's `TC1` lines cross the serial and the bench reads them.
+    pub fn new(
+        vm: &VmFd,
+        probe_guest: bool,
+        transport: Transport,
+        serial_out: Box<dyn Write + Send>,
+    ) -> Result<Self, DeviceError> {
         let evt = EventFd::new(libc::EFD_NONBLOCK).map_err(DeviceError::EventFd)?;
         vm.register_irqfd(&evt, COM1_IRQ)
             .map_err(DeviceError::Irqfd)?;
-        let out: Box<dyn Write + Send> = if console {
-            Box::new(std::io::stderr())
-        } else {
-            Box::new(std::io::sink())
-        };
+        let drained = EventFd::new(libc::EFD_NONBLOCK).map_err(DeviceError::EventFd)?;
         Ok(Bus {
             probe_guest,
-            serial: Serial::new(IrqLine(evt), out),
+            transport,
+            serial: Serial::with_events(IrqLine(evt), InputDrained(drained), serial_out),
             nonce: None,
             nonce_pos: 0,
             assembler: LineAssembler::default(),
@@ -146,7 +235,44 @@ impl Bus {
             protocol_error_count: 0,
             protocol_errors: Vec::new(),
             last_phase: None,
+            exit_after_ready: None,
         })
+    }
+
+    /// The transport the guest uses.
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// Puts host bytes into the serial's receive FIFO (raising its interrupt); returns how
+    /// many it took: 0 when the FIFO is full (the caller keeps the rest for later).
+    pub fn serial_input(&mut self, bytes: &[u8]) -> usize {
+        let room = self.serial.fifo_capacity().min(bytes.len());
+        match self.serial.enqueue_raw_bytes(&bytes[..room]) {
+            Ok(n) => n,
+            // Full (nothing taken).
+            Err(vm_superio::serial::Error::FullFifo) => 0,
+            // The bytes were queued; only the interrupt failed.
+            Err(e) => {
+                self.protocol_error(format!("serial input: {e:?}"));
+                room
+            }
+        }
+    }
+
+    /// Free bytes in the serial's receive FIFO.
+    pub fn serial_input_room(&self) -> usize {
+        self.serial.fifo_capacity()
+    }
+
+    /// An eventfd written each time the guest empties the receive FIFO (a duplicate of the
+    /// serial's).
+    pub fn input_drained(&self) -> Result<EventFd, DeviceError> {
+        self.serial
+            .events()
+            .0
+            .try_clone()
+            .map_err(DeviceError::EventFd)
     }
 
     fn protocol_error(&mut self, e: String) {
@@ -190,6 +316,8 @@ impl Bus {
             }
             PORT_EXIT => {
                 self.exits.truecold += 1;
+                self.exit_after_ready
+                    .get_or_insert(self.stamps.ready_doorbell.is_some());
                 let code = data.first().copied().unwrap_or(0xff);
                 return Ok(Action::Stop(StopReason::ExitPort(code)));
             }
@@ -241,6 +369,11 @@ impl Bus {
     pub fn io_in(&mut self, _vcpu: usize, port: u16, data: &mut [u8]) -> Action {
         self.exits.io_in += 1;
         match port {
+            PORT_CHALLENGE if self.transport == Transport::Serial => {
+                self.exits.truecold += 1;
+                data.fill(0);
+                self.protocol_error("challenge port read under the serial transport".into());
+            }
             PORT_CHALLENGE => {
                 self.exits.truecold += 1;
                 match self.nonce {
@@ -311,6 +444,10 @@ impl Bus {
                     return Ok(Action::Continue);
                 }
                 self.stamps.ready_doorbell = Some(t);
+                if self.transport == Transport::Serial {
+                    // The bench makes the nonce and sends it over the serial.
+                    return Ok(Action::Continue);
+                }
                 let n = fresh_nonce()?;
                 self.liveness.nonce = Some(truecold_proto::hex(&n));
                 self.nonce = Some(n);
@@ -322,6 +459,13 @@ impl Bus {
     }
 
     fn record_bytes(&mut self, data: &[u8], t: u64) {
+        if self.transport == Transport::Serial {
+            // Each line (or overlong fragment) on the record port is one error.
+            for _ in self.assembler.push(data) {
+                self.protocol_error("a line on the record port under the serial transport".into());
+            }
+            return;
+        }
         for line in self.assembler.push(data) {
             let msg = match line.and_then(|l| Message::decode(&l)) {
                 Ok(m) => m,
@@ -394,6 +538,170 @@ impl Bus {
             .map(|c| c.name().to_string())
             .unwrap_or_else(|_| format!("unknown-{code}"))
     }
+}
+
+/// Locks the bus. A poisoned lock means a thread holding it panicked; the bus is still
+/// consistent enough to report, and that thread's failure is reported separately.
+pub fn lock(bus: &Mutex<Bus>) -> MutexGuard<'_, Bus> {
+    bus.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How the serial's input ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputEnd {
+    /// The input reached end of file and every byte read was delivered.
+    Eof,
+    /// The run ended first.
+    Stopped,
+    /// Reading the input (or waiting on it) failed.
+    Error(String),
+}
+
+/// What [`pump_input`] did (the report's `serial_input`): `read - delivered` bytes were read
+/// but never reached the guest's FIFO (the run ended first).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SerialInput {
+    /// Bytes read from the input.
+    pub read: u64,
+    /// Bytes put into the serial's receive FIFO.
+    pub delivered: u64,
+    pub end: InputEnd,
+}
+
+/// While the FIFO is full the pump waits for the guest to empty it, and retries on its own
+/// this often (a guest that drains it without the "empty" event, e.g. in loopback mode).
+const RETRY_MS: i32 = 10;
+
+/// Waits until one of `fds` is readable or hung up, at most `timeout_ms` (-1: no limit);
+/// returns which of them are.
+fn wait(fds: &[RawFd], timeout_ms: i32) -> std::io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: `pfds` is a live array of `pfds.len()` pollfd structs, valid for the call.
+        let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        if r >= 0 {
+            return Ok(pfds.iter().map(|p| p.revents != 0).collect());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Feeds `input` (stdin under the serial transport) into the bus's serial until end of file,
+/// a read error or `stop`: each chunk read goes into the receive FIFO under the bus lock;
+/// what does not fit waits, outside the lock, until the guest empties the FIFO (`drained`,
+/// from [`Bus::input_drained`]), and is never dropped. After end of file the bytes already
+/// read are still delivered.
+pub fn pump_input<R: Read + AsFd>(
+    bus: &Mutex<Bus>,
+    input: &mut R,
+    drained: &EventFd,
+    stop: &EventFd,
+) -> SerialInput {
+    let mut st = SerialInput {
+        read: 0,
+        delivered: 0,
+        end: InputEnd::Stopped,
+    };
+    let (input_fd, drained_fd, stop_fd) = (
+        input.as_fd().as_raw_fd(),
+        drained.as_raw_fd(),
+        stop.as_raw_fd(),
+    );
+    let mut buf = [0u8; 4096];
+    loop {
+        match wait(&[input_fd, stop_fd], -1) {
+            Ok(ready) if ready[1] => return st,
+            Ok(_) => {}
+            Err(e) => {
+                st.end = InputEnd::Error(format!("poll: {e}"));
+                return st;
+            }
+        }
+        let n = match input.read(&mut buf) {
+            Ok(0) => {
+                st.end = InputEnd::Eof;
+                return st;
+            }
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                st.end = InputEnd::Error(format!("read: {e}"));
+                return st;
+            }
+        };
+        st.read += n as u64;
+        let mut rest = &buf[..n];
+        loop {
+            let took = lock(bus).serial_input(rest);
+            st.delivered += took as u64;
+            rest = &rest[took..];
+            if rest.is_empty() {
+                break;
+            }
+            match wait(&[drained_fd, stop_fd], RETRY_MS) {
+                Ok(ready) if ready[1] => return st,
+                Ok(ready) if ready[0] => {
+                    // Reset the counter: the next drain after this refill signals again.
+                    let _ = drained.read();
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    st.end = InputEnd::Error(format!("poll: {e}"));
+                    return st;
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f` (the vCPUs) while a thread feeds stdin into the bus's serial ([`pump_input`]);
+/// when `f` returns, the thread is stopped and joined. Returns `f`'s result and what the
+/// input thread did.
+pub fn with_stdin_input<T>(
+    bus: &Mutex<Bus>,
+    f: impl FnOnce() -> T,
+) -> Result<(T, SerialInput), DeviceError> {
+    let mut stdin = std::fs::File::from(
+        std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(DeviceError::Stdin)?,
+    );
+    let drained = lock(bus).input_drained()?;
+    let stop = EventFd::new(libc::EFD_NONBLOCK).map_err(DeviceError::EventFd)?;
+    std::thread::scope(|s| {
+        let pump = std::thread::Builder::new()
+            .name("serial-in".into())
+            .spawn_scoped(s, || pump_input(bus, &mut stdin, &drained, &stop))
+            .map_err(DeviceError::InputThread)?;
+        let out = f();
+        // The counter starts at 0 and is written once: this write cannot overflow it.
+        let _ = stop.write(1);
+        let input = pump.join().unwrap_or_else(|_| SerialInput {
+            read: 0,
+            delivered: 0,
+            end: InputEnd::Error("the input thread panicked".into()),
+        });
+        Ok((out, input))
+    })
 }
 
 /// 16 fresh random bytes from getrandom(2).

@@ -1,10 +1,13 @@
-//! `truecold-vmm boot …`: boots one VM and prints its report as one JSON object on stdout.
-//! Every failure prints exactly one JSON object on stdout too: the boot report when the guest
-//! ran, otherwise `{"schema":1,"error":{"kind":…,"message":…}}` (see vmm/README.md).
-use std::path::PathBuf;
+//! `truecold-vmm boot …`: boots one VM and prints its report as one JSON object on stdout
+//! (or into `--report-file`). Every failure prints exactly one JSON object there too: the
+//! boot report when the guest ran, otherwise `{"schema":…,"error":{"kind":…,"message":…}}`
+//! (see vmm/README.md). Under `--transport serial` stdout carries the guest's serial output,
+//! so the report goes to `--report-file` (required then).
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use truecold_proto::kinds::Transport;
 use truecold_proto::measure::error_chain as chain;
 use truecold_proto::report::{ErrorBody, ErrorReport};
 use truecold_vmm::boot::{validate, ConfigError};
@@ -106,9 +109,18 @@ struct BootArgs {
     /// bench: its request stamp + the campaign's deadline). Already past: no vCPU runs.
     #[arg(long)]
     deadline_at_ns: Option<u64>,
-    /// Guest serial output to stderr.
+    /// Guest serial output to stderr (not with --transport serial).
     #[arg(long)]
     console: bool,
+    /// How the guest talks to the VMM: `ports` (truecold's I/O ports, the VMM makes the
+    /// challenge) or `serial` (TC1 lines on the 8250, which is then this process's stdin and
+    /// stdout; a Linux guest only).
+    #[arg(long, default_value = "ports", value_parser = parse_transport)]
+    transport: Transport,
+    /// Write the JSON report (or error report) to this file instead of stdout. Required with
+    /// --transport serial, whose stdout is the guest's serial output.
+    #[arg(long, required_if_eq("transport", "serial"))]
+    report_file: Option<PathBuf>,
     /// The caller's request stamp (CLOCK_MONOTONIC ns), for request→ready durations.
     #[arg(long)]
     request_ns: Option<u64>,
@@ -145,6 +157,7 @@ impl BootArgs {
             cmdline_extra: self.cmdline_extra,
             deadline,
             console: self.console,
+            transport: self.transport,
             request_ns: self.request_ns,
             force: self.force,
             host_kind: self.host_kind,
@@ -154,10 +167,34 @@ impl BootArgs {
     }
 }
 
+fn parse_transport(s: &str) -> Result<Transport, String> {
+    Transport::parse(s).ok_or_else(|| format!("`{s}` is not a transport (ports, serial)"))
+}
+
+/// Prints `r` as one JSON line on stdout.
 fn print_json<T: serde::Serialize>(r: &T) {
     match serde_json::to_string(r) {
         Ok(s) => println!("{s}"),
         Err(e) => eprintln!("error: cannot serialize the report: {e}"),
+    }
+}
+
+/// Writes `r` as one JSON line into `file` when given, else on stdout; false when the file
+/// cannot be written (said on stderr).
+fn emit_json<T: serde::Serialize>(r: &T, file: Option<&Path>) -> bool {
+    let Some(path) = file else {
+        print_json(r);
+        return true;
+    };
+    let written = serde_json::to_string(r)
+        .map_err(|e| e.to_string())
+        .and_then(|s| std::fs::write(path, s + "\n").map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("error: cannot write the report to {}: {e}", path.display());
+            false
+        }
     }
 }
 
@@ -175,12 +212,16 @@ fn main() -> ExitCode {
                 schema: SCHEMA,
                 error: ErrorBody {
                     kind: "invalid-arguments".into(),
+                    // The error's first paragraph (a missing argument is on its second
+                    // line), without the usage that follows.
                     message: e
                         .render()
                         .to_string()
                         .lines()
-                        .next()
-                        .unwrap_or_default()
+                        .take_while(|l| !l.trim().is_empty())
+                        .map(str::trim)
+                        .collect::<Vec<_>>()
+                        .join(" ")
                         .trim_start_matches("error: ")
                         .to_string(),
                 },
@@ -203,26 +244,26 @@ fn main() -> ExitCode {
             }
         }
     };
+    let report_file = args.report_file.clone();
+    let report_file = report_file.as_deref();
     let cfg = match args.config() {
         Ok(cfg) => cfg,
         Err(e) => {
             let e = Error::Config(e);
             eprintln!("error: {}", chain(&e));
-            print_json(&error_report(&e));
+            emit_json(&error_report(&e), report_file);
             return ExitCode::FAILURE;
         }
     };
     match truecold_vmm::boot(&cfg) {
-        Ok(report) => {
-            print_json(&report);
-            ExitCode::SUCCESS
-        }
+        Ok(report) if emit_json(&report, report_file) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("error: {}", chain(&e));
             match &e {
-                Error::Guest { report, .. } => print_json(report),
-                _ => print_json(&error_report(&e)),
-            }
+                Error::Guest { report, .. } => emit_json(report, report_file),
+                _ => emit_json(&error_report(&e), report_file),
+            };
             ExitCode::FAILURE
         }
     }

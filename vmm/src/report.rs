@@ -10,7 +10,7 @@ use truecold_proto::report::{
 use truecold_proto::{ErrorCode, GuestRecord, Workload};
 
 use crate::config::BootConfig;
-use crate::devices::{ExitCounts, StopReason};
+use crate::devices::{ExitCounts, SerialInput, StopReason};
 use crate::host::HostKind;
 use crate::loader::{E820Entry, Loaded};
 use crate::memory::{BackingReport, RamRange};
@@ -80,6 +80,10 @@ pub enum GuestFailure {
     },
     #[error("probe check failed: {detail}")]
     Probe { detail: String },
+    #[error("the guest wrote 0 to the exit port before its Ready doorbell (serial transport)")]
+    ExitBeforeReady,
+    #[error("the guest made {count} protocol error(s) (serial transport), the first: {first}")]
+    Protocol { count: u64, first: String },
 }
 
 impl GuestFailure {
@@ -97,6 +101,8 @@ impl GuestFailure {
             GuestFailure::RecordFailed { .. } => "record_failed",
             GuestFailure::MemoryDisagrees { .. } => "memory_disagrees",
             GuestFailure::Probe { .. } => "probe",
+            GuestFailure::ExitBeforeReady => "exit_before_ready",
+            GuestFailure::Protocol { .. } => "protocol",
         }
     }
 }
@@ -123,6 +129,8 @@ pub struct BootReport {
     pub vcpu_last_rip: Vec<u64>,
     /// How the run ended (stop reason; `None` at the deadline or on a vCPU failure).
     pub stop: Option<StopReason>,
+    /// Under the serial transport: what the stdin → 8250 input thread did.
+    pub serial_input: Option<SerialInput>,
     /// The first failure, typed.
     pub failure: Option<GuestFailure>,
 }
@@ -146,6 +154,7 @@ pub struct Observed {
     pub end: RunEnd,
     pub vcpu_errors: Vec<RunError>,
     pub vcpu_last_rip: Vec<u64>,
+    pub serial_input: Option<SerialInput>,
 }
 
 /// The report of a boot that ran, judged by `failure`.
@@ -154,6 +163,7 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
     BootReport {
         core: ReportCore {
             schema: SCHEMA,
+            transport: cfg.transport,
             stamps: o.stamps,
             memory_figures: o.memory_figures,
             backing_obtained: o.backing.obtained,
@@ -192,6 +202,7 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
             RunEnd::Stopped(r) => Some(r),
             _ => None,
         },
+        serial_input: o.serial_input,
         failure,
     }
 }

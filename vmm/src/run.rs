@@ -10,7 +10,7 @@ use std::time::Duration;
 use kvm_ioctls::{VcpuExit, VcpuFd};
 use serde::{Deserialize, Serialize};
 
-use crate::devices::{Action, Bus, DeviceError, StopReason};
+use crate::devices::{lock, Action, Bus, DeviceError, StopReason};
 use crate::timeline::now_ns;
 
 /// Why a vCPU thread failed.
@@ -99,12 +99,6 @@ struct Shared<'a> {
     first_run: AtomicU64,
     tids: Vec<AtomicU64>,
     last_rip: Vec<AtomicU64>,
-}
-
-fn lock(bus: &Mutex<Bus>) -> std::sync::MutexGuard<'_, Bus> {
-    // A poisoned lock means another vCPU thread panicked; its data is still consistent
-    // enough to report, and that thread's failure is reported separately.
-    bus.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn handle(i: usize, exit: VcpuExit<'_>, bus: &Mutex<Bus>, t: u64) -> Result<Action, RunError> {

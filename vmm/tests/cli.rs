@@ -172,3 +172,128 @@ fn past_absolute_deadline_is_the_deadline_error_at_once() {
     assert_eq!(r.config.host_kind, Some(truecold_vmm::host::HostKind::Pvm));
     assert_eq!(r.host.detected, None);
 }
+
+/// A fresh path for a report file in the target's temporary directory.
+fn report_path(name: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let p = dir.join(format!("{name}-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+#[test]
+fn report_file_takes_the_report_off_stdout() {
+    common::require_kvm();
+    let path = report_path("ports-report");
+    let o = vmm(&[
+        "boot",
+        "--probe",
+        "--transport",
+        "ports",
+        "--report-file",
+        path.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    let r: BootReport = serde_json::from_str(&text).unwrap();
+    common::check_probe_report(&r, &r.config.clone());
+    assert_eq!(r.core.transport, truecold_proto::kinds::Transport::Ports);
+    assert_eq!(r.serial_input, None);
+}
+
+#[test]
+fn serial_transport_needs_a_report_file_and_a_linux_guest() {
+    // Without --report-file: a usage error (exit 2), its JSON on stdout (there is no file).
+    let o = vmm(&[
+        "boot",
+        "--kernel",
+        "/nonexistent/vmlinux",
+        "--transport",
+        "serial",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e: truecold_proto::report::ErrorReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(e.error.kind, "invalid-arguments");
+    assert!(
+        e.error.message.contains("--report-file"),
+        "{}",
+        e.error.message
+    );
+    // Not a transport.
+    let o = vmm(&["boot", "--probe", "--transport", "pigeon"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e: truecold_proto::report::ErrorReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(e.error.message.contains("pigeon"), "{}", e.error.message);
+    // Conflicts: the probe guests, --console. The typed error goes to the report file and
+    // stdout (the serial line) stays empty.
+    for (extra, needle) in [
+        (vec!["--probe"], "probe"),
+        (vec!["--probe-silent"], "probe"),
+        (
+            vec!["--kernel", "/nonexistent/vmlinux", "--console"],
+            "--console",
+        ),
+    ] {
+        let path = report_path("serial-conflict");
+        let mut args = vec![
+            "boot",
+            "--transport",
+            "serial",
+            "--report-file",
+            path.to_str().unwrap(),
+        ];
+        args.extend(extra.iter().copied());
+        let o = vmm(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert!(err.starts_with("error: invalid configuration: --transport serial: "));
+        assert!(err.contains(needle), "{args:?}: {err}");
+        let e: truecold_proto::report::ErrorReport =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            (e.schema, e.error.kind.as_str()),
+            (truecold_vmm::report::SCHEMA, "invalid-transport")
+        );
+    }
+    // A pre-guest failure under the serial transport also lands in the report file.
+    let path = report_path("serial-no-kernel");
+    let o = vmm(&[
+        "boot",
+        "--transport",
+        "serial",
+        "--report-file",
+        path.to_str().unwrap(),
+        "--kernel",
+        "/nonexistent/vmlinux",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    let e: truecold_proto::report::ErrorReport =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(e.error.kind, "kernel-missing");
+}
+
+#[test]
+fn an_unwritable_report_file_fails_the_run() {
+    common::require_kvm();
+    let o = vmm(&[
+        "boot",
+        "--probe",
+        "--report-file",
+        "/nonexistent/dir/report.json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("cannot write the report to /nonexistent/dir/report.json"),
+        "{err}"
+    );
+}

@@ -103,6 +103,7 @@ fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> 
     liveness.reply_boot_id = if linux && !failed { boot_id } else { None };
     let core = ReportCore {
         schema: truecold_proto::report::REPORT_SCHEMA,
+        transport: truecold_proto::kinds::Transport::Ports,
         stamps: Stamps {
             request: Some(r),
             boot_start: at(100),

@@ -467,6 +467,7 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
         });
         let core = ReportCore {
             schema: truecold_proto::report::REPORT_SCHEMA,
+            transport: truecold_proto::kinds::Transport::Ports,
             stamps: st,
             memory_figures: MemoryFigures {
                 configured: s.host_mem_configured,

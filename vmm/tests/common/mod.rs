@@ -30,6 +30,8 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     assert_eq!(&r.config, cfg);
     assert_eq!(r.vcpus, cfg.vcpus);
     assert_eq!(c.schema, truecold_vmm::report::SCHEMA);
+    assert_eq!(c.transport, truecold_proto::kinds::Transport::Ports);
+    assert_eq!(r.serial_input, None);
 
     // stamps: every VMM and VM-exit mark taken, in timeline order; the bench's own marks
     // (intended, reaped) are not the VMM's to take
