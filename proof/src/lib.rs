@@ -31,6 +31,7 @@
 //! exact, and (with `--signature`) `SHA256SUMS.sig` a good SSH signature ([`sign`]).
 #![deny(unsafe_code)]
 
+pub mod arms;
 pub mod bundle;
 pub mod cmdline;
 pub mod compare;
