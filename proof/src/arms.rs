@@ -54,7 +54,10 @@ use crate::stats::percentile_sorted;
 use crate::sums::{
     format_sums, is_valid_name, parse_sums_with, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
 };
-use crate::verify::{check_signature, check_sums, verify_bundle_with, Check, Verdict};
+use crate::verify::{
+    check_signature, check_sums, fully_stamped, last_stamp, verify_bundle_with, Check, Verdict,
+    GAP_FLOOR_NS,
+};
 use crate::VerifyOptions;
 
 /// The plan's file; its presence makes a directory a multi-arm directory.
@@ -203,7 +206,7 @@ pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
         ));
     }
     for (pos, (round, name)) in plan.order.iter().enumerate() {
-        let want = if k == 0 { 0 } else { pos as u64 / k };
+        let want = (pos as u64).checked_div(k).unwrap_or(0);
         if *round != want {
             bad.push(format!(
                 "launch {pos} is in round {round}, its place says round {want}: rounds run in \
@@ -530,7 +533,7 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
         s,
         "\n## Comparison ({HEADLINE}, successes)\n\nRatios are b / a with a bootstrap 95 % \
          interval; the verdict is `truecold-proof compare`'s rule applied to b against a \
-         (`improved`: b is faster). Exact figures in {COMPARISON_FILE}.\n"
+         (`improved`: b is faster than a, `regressed`: b is slower). Exact figures in {COMPARISON_FILE}.\n"
     );
     let _ = writeln!(
         s,
@@ -770,6 +773,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     let arm_names: BTreeSet<&str> = plan.arms.iter().map(|a| a.name.as_str()).collect();
+    v.arms = Some(plan.arms.iter().map(|a| a.name.clone()).collect());
     // The directory: top files, and a directory per arm.
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
@@ -1011,17 +1015,30 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
     }
 }
 
-/// The order against the rows: the `i`-th appearance of an arm is its row `i`; the request
-/// stamps strictly increase along the order; rows exist for a prefix of the order only
-/// (all of it unless an arm is incomplete).
+/// The order against the rows: the `i`-th appearance of an arm is its row `i`; rows exist
+/// for a prefix of the order only (all of it unless an arm is incomplete); along the order
+/// the campaign is sequential, as one bundle's rows are (the single-bundle timing rules of
+/// [`crate::verify`] applied to the launches in order): each request after the previous
+/// launch's request and last stamp, and, after a fully stamped launch, an idle gap shorter
+/// than half the shortest launch of any arm or 10 ms (not judged with `--drop-caches`).
 fn check_order(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
     if arms.len() != plan.arms.len() {
         return;
     }
     let rows: BTreeMap<&str, &Vec<Sample>> =
         arms.iter().map(|(a, s)| (a.arm.name.as_str(), s)).collect();
+    let half_shortest = arms
+        .iter()
+        .flat_map(|(_, s)| s.iter())
+        .filter(|s| fully_stamped(s))
+        .filter_map(|s| last_stamp(s).map(|e| e - s.actual_request_ns))
+        .min()
+        .map(|m| (m / 2).max(GAP_FLOOR_NS));
+    let drops = arms
+        .iter()
+        .any(|(a, _)| a.result.environment.harness.page_cache_dropped.is_some());
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut prev: Option<(u64, &str, usize)> = None;
+    let mut prev: Option<(&str, &Sample)> = None;
     let mut ended: Option<usize> = None;
     for (pos, (_, name)) in plan.order.iter().enumerate() {
         let Some(samples) = rows.get(name.as_str()) else {
@@ -1034,30 +1051,53 @@ fn check_order(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]
             ended.get_or_insert(pos);
             continue;
         };
+        let idx = *i - 1;
         if let Some(e) = ended {
             v.add(
                 Check::ArmOrder,
                 format!(
-                    "launch {pos} (`{name}` row {}) has a row, launch {e} before it has none: \
-                     an interrupted campaign stops, it does not skip",
-                    *i - 1
+                    "launch {pos} (`{name}` row {idx}) has a row, launch {e} before it has none: \
+                     an interrupted campaign stops, it does not skip"
                 ),
             );
         }
         let t = row.actual_request_ns;
-        if let Some((pt, pn, pi)) = prev {
-            if t <= pt {
+        if let Some((pn, p)) = prev {
+            let end = last_stamp(p).unwrap_or(u64::MAX);
+            if t <= p.actual_request_ns {
                 v.add(
                     Check::ArmOrder,
                     format!(
-                        "launch {pos}: `{name}` row {} was requested at {t} ns, not after \
-                         `{pn}` row {pi} ({pt} ns) which the order puts before it",
-                        *i - 1
+                        "launch {pos}: `{name}` row {idx} was requested at {t} ns, not after \
+                         `{pn}` row {} ({} ns), which the order puts before it",
+                        p.index, p.actual_request_ns
                     ),
                 );
+            } else if t < end {
+                v.add(
+                    Check::ArmOrder,
+                    format!(
+                        "launch {pos}: `{name}` row {idx} was requested at {t} ns, before \
+                         `{pn}` row {} ended ({end} ns): the campaign launches one at a time",
+                        p.index
+                    ),
+                );
+            } else if let Some(m) = half_shortest.filter(|_| fully_stamped(p) && !drops) {
+                let gap = t - end;
+                if gap >= m {
+                    v.add(
+                        Check::ArmOrder,
+                        format!(
+                            "{gap} ns pass between the end of `{pn}` row {} and the request of \
+                             launch {pos} (`{name}` row {idx}), at least half the shortest \
+                             launch or 10 ms ({m} ns): the trace of a dropped launch",
+                            p.index
+                        ),
+                    );
+                }
             }
         }
-        prev = Some((t, name.as_str(), *i - 1));
+        prev = Some((name.as_str(), row));
     }
     for (a, s) in arms {
         let planned = seen.get(a.arm.name.as_str()).copied().unwrap_or(0);

@@ -29,7 +29,9 @@
 //!   reaped), which is at least the shortest launch; the bench's own bookkeeping between
 //!   launches takes far less (in the 1,000-launch probe bundle of 2026-11-30: under 1 ms,
 //!   against a shortest launch of ~170 ms). Not judged when `--drop-caches` ran between
-//!   launches (`environment.harness.page_cache_dropped`). A gap
+//!   launches (`environment.harness.page_cache_dropped`), nor inside one arm of an engines
+//!   campaign (serial observer: the other arms' launches sit in its gaps; the multi-arm
+//!   directory's verifier judges the gaps along the campaign's order). A gap
 //!   after a failure is not judged: a failure's end (the kill or exit) is not stamped.
 //!
 //! # Physical floor of a success
@@ -205,6 +207,9 @@ pub struct Verdict {
     pub signature: SignatureState,
     /// The rows parsed from samples.csv, as judged: `compare` uses exactly these.
     pub samples: Option<Vec<Sample>>,
+    /// A multi-arm directory: its arms' names, in the plan's order (`rows` then counts the
+    /// rows of every arm).
+    pub arms: Option<Vec<String>>,
 }
 
 /// `s` with every character that could act on a terminal written as an escape: C0 and C1
@@ -267,11 +272,11 @@ impl Verdict {
         let e = escape_untrusted;
         let mut s = String::new();
         let dir = e(&dir.display().to_string());
-        let label = self
-            .result
-            .as_ref()
-            .map(|r| e(&r.contract.label))
-            .unwrap_or_else(|| "unknown contract".into());
+        let label = match (&self.result, &self.arms) {
+            (Some(r), _) => e(&r.contract.label),
+            (None, Some(a)) => e(&format!("engines campaign, arms {}", a.join(", "))),
+            (None, None) => "unknown contract".into(),
+        };
         if let Some(u) = &self.unreadable {
             let _ = writeln!(s, "UNREADABLE {dir}: {}", e(u));
         } else if self.reasons.is_empty() {
@@ -669,12 +674,15 @@ fn check_cmdline(v: &mut Verdict, r: &ResultJson, bytes: &[u8]) {
     }
 }
 
+/// A `SHA256SUMS` parser: [`crate::sums::parse_sums`] or a multi-arm directory's.
+pub(crate) type ParseSums = fn(&[u8]) -> Result<Vec<(String, String)>, crate::sums::SumsError>;
+
 /// SHA256SUMS against the files' `digests`, its names read by `parse`.
 pub(crate) fn check_sums(
     v: &mut Verdict,
     digests: &BTreeMap<String, String>,
     sums: Option<&[u8]>,
-    parse: fn(&[u8]) -> Result<Vec<(String, String)>, crate::sums::SumsError>,
+    parse: ParseSums,
 ) {
     let Some(sb) = sums else {
         if !digests.contains_key(SUMS_FILE) {
@@ -1074,13 +1082,13 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
 
 /// The smallest idle gap [`Check::SequentialGap`] judges: bookkeeping noise on a loaded
 /// 2-core host stays far below it, a dropped real launch far above it.
-const GAP_FLOOR_NS: u64 = 10_000_000;
+pub(crate) const GAP_FLOOR_NS: u64 = 10_000_000;
 
 /// Most reports.jsonl disagreements collected (all rows are still read).
 const MAX_REPORT_REASONS: usize = 10_000;
 
 /// The last host-clock stamp of a row (see the module doc), `None` when it overflows.
-fn last_stamp(s: &Sample) -> Option<u64> {
+pub(crate) fn last_stamp(s: &Sample) -> Option<u64> {
     Stage::ALL
         .iter()
         .filter(|st| *st != &Stage::Queue && st.kind() != StageKind::Guest)
@@ -1089,7 +1097,7 @@ fn last_stamp(s: &Sample) -> Option<u64> {
 }
 
 /// Whether a row's end (the VMM reaped) is stamped: a success with both post stages.
-fn fully_stamped(s: &Sample) -> bool {
+pub(crate) fn fully_stamped(s: &Sample) -> bool {
     s.ok && s.stages.get(Stage::Workload).is_some() && s.stages.get(Stage::Teardown).is_some()
 }
 
@@ -1129,8 +1137,12 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
         .collect();
     // Half the shortest launch: a dropped row's gap is a whole launch.
     let half_shortest = launches.iter().min().map(|m| m / 2);
-    // `--drop-caches` syncs and drops the page cache between launches, on purpose.
-    let drops = r.environment.harness.page_cache_dropped.is_some();
+    // `--drop-caches` syncs and drops the page cache between launches, on purpose. Under the
+    // serial observer the bundle is one arm of an interleaved engines campaign: the other
+    // arms' launches fill the gaps between its rows, and the multi-arm verifier judges the
+    // gaps along the campaign's order instead ([`crate::arms`]).
+    let drops = r.environment.harness.page_cache_dropped.is_some()
+        || r.contract.observer == Observer::Serial;
     for w in samples.windows(2) {
         let (a, b) = (&w[0], &w[1]);
         let end = last_stamp(a).unwrap_or(u64::MAX);
