@@ -16,8 +16,11 @@
 //! the arm's name in front, under their own [`Check`] kinds); every arm on the same host kind
 //! (so the same clock), vCPUs, memory, backing, kernel/initramfs/guest-init/config digests,
 //! deadline, contract, mode and count, under the serial observer, running the engine its name
-//! says; the order consistent with the rows' request stamps (strictly increasing along the
-//! order, the `i`-th appearance of an arm being its row `i`); and `comparison.json`,
+//! says; the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
+//! rows for a prefix of the order only) and sequential along it as one bundle's rows are
+//! (request stamps strictly increasing, each after the previous launch's last stamp, no idle
+//! gap as long as half the shortest launch or 10 ms: a single arm's bundle leaves its gaps
+//! to this check, the other arms' launches fill them); and `comparison.json`,
 //! `README.md` and `cdf.svg` byte for byte what [`generated_files`] makes of the verified
 //! rows.
 //!
@@ -620,7 +623,7 @@ fn digests_of(dir: &Path, arms: &[ArmRef]) -> Result<BTreeMap<String, String>, A
             let e = e.map_err(io("list", d))?;
             let name = e.file_name().to_string_lossy().into_owned();
             let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
-            if !is_file || name.starts_with('.') {
+            if !is_file {
                 continue;
             }
             if prefix.is_empty() && (name == SUMS_FILE || name == SIG_FILE) {

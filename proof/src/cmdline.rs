@@ -755,6 +755,68 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_arms_format_round_trips() {
+        let t = format_engine_cmdline_txt(
+            "label",
+            "truecold run --engine firecracker --engine qemu-microvm",
+            "truecold run --engine firecracker --engine qemu-microvm --engines truecold \
+             --firecracker /fc --seed 7",
+            Engine::Firecracker,
+            "/fc --no-api --config-file <config_file>",
+            Some("console=none"),
+        );
+        let r = parse_cmdline_txt(t.as_bytes()).unwrap();
+        assert_eq!(r.engine, Some(Engine::Firecracker));
+        assert_eq!(r.program, "/fc");
+        assert_eq!(r.vmm_line, "/fc --no-api --config-file <config_file>");
+        assert_eq!(r.vmm, Argv::default());
+        assert_eq!(r.guest_cmdline.as_deref(), Some("console=none"));
+        assert_eq!(
+            r.invocation.engines(),
+            Some(Ok(vec![
+                Engine::Firecracker,
+                Engine::QemuMicrovm,
+                Engine::Truecold
+            ]))
+        );
+        assert_eq!(r.invocation.get("--firecracker"), Some("/fc"));
+        // The truecold engine's line is a `truecold-vmm boot` line, read as one.
+        let t = format_engine_cmdline_txt(
+            "label",
+            "x",
+            "truecold run --engine truecold",
+            Engine::Truecold,
+            "/v boot --vcpus 2 --transport serial --report-file <report_file>",
+            None,
+        );
+        let r = parse_cmdline_txt(t.as_bytes()).unwrap();
+        assert_eq!(r.vmm.get("--vcpus"), Some("2"));
+        // Both a VMM and an engine section, or an engine that does not exist.
+        let both = format!("{t}{VMM_HEADING}\n/v boot\n");
+        assert_eq!(
+            parse_cmdline_txt(both.as_bytes()),
+            Err(CmdlineError::TwoCommands)
+        );
+        let bad = t.replace("command: truecold", "command: vmware");
+        assert!(matches!(
+            parse_cmdline_txt(bad.as_bytes()),
+            Err(CmdlineError::UnknownEngine(_))
+        ));
+        // Only `--engine` repeats.
+        assert!(matches!(
+            parse_run("truecold run --engines a --engines b"),
+            Err(CmdlineError::Repeated { .. })
+        ));
+        assert_eq!(
+            parse_run("truecold run --engines truecold,vmware")
+                .unwrap()
+                .engines()
+                .map(|r| r.is_err()),
+            Some(true)
+        );
+    }
+
+    #[test]
     fn the_format_round_trips() {
         let t = format_cmdline_txt(
             "label",

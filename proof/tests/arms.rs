@@ -405,3 +405,26 @@ fn an_engine_cmdline_that_names_another_engine() {
         v.render(&fc, 50)
     );
 }
+
+#[test]
+fn a_hostile_arms_json_is_a_reason_not_a_path() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = campaign(t.path(), "c");
+    // An arm name that walks out of the directory: a plan problem, never opened.
+    rewrite_plan(&dir, |p| p.arms[0].name = "../../etc".into());
+    let v = invalid(&dir);
+    assert_has(&v, &dir, Check::ArmsPlan);
+    assert_has(&v, &dir, Check::ArmMissing);
+    // Not JSON at all, and a plan with absurd rounds.
+    let dir2 = campaign(t.path(), "c2");
+    fs::write(dir2.join(arms::ARMS_FILE), b"\x1b[2Jnot json").unwrap();
+    resum_arms(&dir2);
+    let v = invalid(&dir2);
+    assert_has(&v, &dir2, Check::ArmsPlan);
+    assert!(!v.render(&dir2, 50).contains('\u{1b}'));
+    let dir3 = campaign(t.path(), "c3");
+    rewrite_plan(&dir3, |p| p.rounds = u64::MAX);
+    let v = invalid(&dir3);
+    assert_has(&v, &dir3, Check::ArmsPlan);
+    assert_has(&v, &dir3, Check::ArmsMismatch);
+}
