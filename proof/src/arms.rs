@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{read_bundle, read_capped, regenerate, BundleError, MAX_PARSED_BYTES};
-use crate::compare::{compare_values, fmt_p, CompareOptions, SplitMix64};
+use crate::compare::{compare_values, fmt_p, mann_whitney_p, CompareOptions, SplitMix64};
 use crate::plot::{arms_cdf_svg, CDF_FILE, STAGES_FILE};
 use crate::report::{ms, README_FILE};
 use crate::schema::{
@@ -431,7 +431,9 @@ pub fn compare_arms(seed: u64, arms: &[ArmData]) -> ArmsComparison {
                 ratio_p50_ci95_ppm: ci50,
                 ratio_p99_ppm: p99a.zip(p99b).and_then(|(x, y)| ratio_ppm(x, y)),
                 ratio_p99_ci95_ppm: ci99,
-                mann_whitney_p: m.p_value.map(fmt_p),
+                // Reported whatever the verdict (compare's rule computes none below its
+                // minimum sample count).
+                mann_whitney_p: mann_whitney_p(&a.ok, &b.ok).map(fmt_p),
                 verdict: m.verdict.as_str().to_string(),
                 why: m.why,
             });

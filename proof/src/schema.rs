@@ -553,6 +553,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn engine_memory_bounds_start_from_the_engines_firmware_ram() {
+        const MIB: u64 = 1 << 20;
+        for m in [
+            128 * MIB,
+            256 * MIB,
+            3072 * MIB - MIB,
+            3072 * MIB,
+            16384 * MIB,
+        ] {
+            assert_eq!(
+                memtotal_bounds_engine(Engine::Truecold, m),
+                truecold_proto::memtotal_bounds_for(m),
+                "{m}"
+            );
+        }
+        // Firecracker, 256 MiB: 268,041,216 bytes of System RAM (measured), no swiotlb.
+        let ram = Engine::Firecracker.expected_firmware_ram(256 * MIB);
+        assert_eq!(ram, 268_041_216);
+        assert_eq!(
+            memtotal_bounds_engine(Engine::Firecracker, 256 * MIB),
+            (ram - ram / 64 - 32 * MIB, ram)
+        );
+        // 16 GiB reaches above 4 GiB: the swiotlb allowance applies.
+        let big = Engine::CloudHypervisor.expected_firmware_ram(16384 * MIB);
+        assert_eq!(
+            memtotal_bounds_engine(Engine::CloudHypervisor, 16384 * MIB),
+            (big - big / 64 - 96 * MIB, big)
+        );
+        assert_eq!(expected_page_size(Backing::Thp), 4096);
+        assert_eq!(expected_page_size(Backing::Hugetlb), 2 * MIB);
+    }
+
+    #[test]
     fn set_times_keeps_guest_stages_and_derives_the_headline() {
         let mut s = Sample::new(0, ContractKind::Linux, 1, 0);
         s.stages.set_guest(15_000, 18_000);

@@ -428,3 +428,31 @@ fn a_hostile_arms_json_is_a_reason_not_a_path() {
     assert_has(&v, &dir3, Check::ArmsPlan);
     assert_has(&v, &dir3, Check::ArmsMismatch);
 }
+
+#[test]
+fn three_rounds_still_carry_a_p_value_and_an_inconclusive_verdict() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = Campaign::four(3).write(t.path(), "n3");
+    let c: serde_json::Value = serde_json::from_str(&read(&dir, arms::COMPARISON_FILE)).unwrap();
+    for p in c["pairs"].as_array().unwrap() {
+        assert!(p["mann_whitney_p"].is_string(), "{p}");
+        assert_eq!(p["verdict"], "inconclusive", "{p}");
+        assert!(p["ratio_p50_ci95_ppm"].is_array(), "{p}");
+    }
+}
+
+#[test]
+fn another_engine_cannot_claim_the_vm_exit_observer() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = campaign(t.path(), "c");
+    let fc = dir.join("firecracker");
+    forge_with(&fc, false, |r, _| {
+        r.contract.observer = truecold_proof::schema::Observer::VmExit;
+    });
+    let v = invalid(&fc);
+    assert_has(&v, &fc, Check::Configuration);
+    assert_has(&v, &fc, Check::Cmdline);
+    assert_has(&v, &fc, Check::Reports);
+    resum_arms(&dir);
+    assert_has(&invalid(&dir), &dir, Check::ArmsMismatch);
+}
