@@ -14,6 +14,15 @@
 //!   `<origin+N>` whose `N` must be the contract's deadline in ns);
 //! - `# guest kernel command line…`: the kernel command line the VMM reported (optional).
 //!
+//! An engines-campaign arm (serial observer) has `# engine command: <engine>, …` instead of
+//! the VMM section ([`format_engine_cmdline_txt`]): the engine's argv every sample ran, its
+//! per-sample values written `<like_this>` (a config file, a report file, the deadline). It
+//! must run the configured binary (`configuration.vmm_path`) and name the configured engine;
+//! for the truecold engine it is a `truecold-vmm boot …` line, checked as the VMM line is.
+//! The run line of such an arm names the engine (`--engine`, repeatable, or `--engines
+//! a,b,…`); the engine's binary flag (`--vmm`, `--firecracker`, `--cloud-hypervisor`,
+//! `--qemu`), when given, is `configuration.vmm_path`.
+//!
 //! What the argv must agree with (see [`Recorded::disagreements`]): vCPUs, memory, backing
 //! (the first word of `configuration.backing`), deadline, the guest kind, and
 //! `configuration.cmdline` (the guest kernel command line when recorded, else the VMM
@@ -21,7 +30,7 @@
 //! run line `--deadline-ms`): nothing is read from a default, so no default is copied here.
 //! The mode and count are not compared: the rows themselves are checked against the mode.
 
-use crate::schema::{ContractKind, ResultJson};
+use crate::schema::{ContractKind, Engine, Observer, ResultJson};
 
 /// The as-typed section's heading.
 pub const TYPED_HEADING: &str = "# truecold invocation, as typed";
@@ -31,6 +40,8 @@ pub const INVOCATION_HEADING: &str = "# truecold run, every argument explicit";
 pub const VMM_HEADING: &str = "# VMM command";
 /// The guest kernel command line's heading.
 pub const GUEST_HEADING: &str = "# guest kernel command line";
+/// An engine arm's per-sample command heading: `# engine command: <engine>, …`.
+pub const ENGINE_HEADING: &str = "# engine command: ";
 
 /// `truecold run`'s flags that take a value (a bench test holds this and [`RUN_SWITCHES`] to
 /// `truecold run`'s own argument parser, flag by flag).
@@ -50,7 +61,15 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--vmm",
     "--guest-dir",
     "--cmdline-extra",
+    "--engine",
+    "--engines",
+    "--firecracker",
+    "--cloud-hypervisor",
+    "--qemu",
+    "--seed",
 ];
+/// `truecold run`'s flags that may be given more than once (each time adds a value).
+pub const RUN_REPEATABLE: &[&str] = &["--engine"];
 /// `truecold run`'s flags that take none.
 pub const RUN_SWITCHES: &[&str] = &[
     "--probe",
@@ -107,6 +126,10 @@ pub enum CmdlineError {
         flag: String,
         value: String,
     },
+    #[error("both a `{VMM_HEADING}` and an `{ENGINE_HEADING}…` section: one per-sample command")]
+    TwoCommands,
+    #[error("`{ENGINE_HEADING}…`: `{0}` is not an engine")]
+    UnknownEngine(String),
 }
 
 /// One parsed command: `flag → value` (switches map to `""`).
@@ -129,6 +152,34 @@ impl Argv {
     pub fn has(&self, flag: &str) -> bool {
         self.get(flag).is_some()
     }
+
+    /// Every value of `flag` (a [`RUN_REPEATABLE`] flag), in order.
+    pub fn all<'a>(&'a self, flag: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.flags
+            .iter()
+            .filter(move |(f, _)| f == flag)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The engines a `truecold run` line names: every `--engine` and the `--engines` list, in
+    /// order; `None` when it names none (a truecold-only campaign).
+    pub fn engines(&self) -> Option<Result<Vec<Engine>, String>> {
+        let mut names: Vec<&str> = self.all("--engine").collect();
+        if let Some(list) = self.get("--engines") {
+            names.extend(list.split(','));
+        }
+        (!names.is_empty()).then(|| names.into_iter().map(Engine::parse).collect())
+    }
+}
+
+/// The `truecold run` flag that names `engine`'s binary.
+pub fn binary_flag(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Truecold => "--vmm",
+        Engine::Firecracker => "--firecracker",
+        Engine::CloudHypervisor => "--cloud-hypervisor",
+        Engine::QemuMicrovm => "--qemu",
+    }
 }
 
 /// `cmdline.txt`, parsed.
@@ -137,9 +188,15 @@ pub struct Recorded {
     /// The `truecold run` line verbatim, and its flags.
     pub invocation_line: String,
     pub invocation: Argv,
-    /// The `truecold-vmm boot` line verbatim, and its flags.
+    /// The per-sample command verbatim: the `truecold-vmm boot` line, or an engine arm's
+    /// engine line.
     pub vmm_line: String,
+    /// Its flags when it is a `truecold-vmm boot` line (empty for another engine's argv).
     pub vmm: Argv,
+    /// Its program (first word).
+    pub program: String,
+    /// An engine arm: the engine its `# engine command: <engine>` heading names.
+    pub engine: Option<Engine>,
     /// The guest kernel command line, when recorded.
     pub guest_cmdline: Option<String>,
 }
@@ -162,6 +219,31 @@ pub fn format_cmdline_txt(
     );
     if let Some(c) = guest_cmdline {
         s.push_str(&format!("{GUEST_HEADING} (as the VMM reported it)\n{c}\n"));
+    }
+    s
+}
+
+/// Writes an engines-campaign arm's `cmdline.txt` in the format [`parse_cmdline_txt`] reads:
+/// as [`format_cmdline_txt`], with `engine_command` (the argv every sample of `engine` ran,
+/// shell-quoted, per-sample values as `<placeholders>`) under `# engine command: <engine>, …`
+/// instead of the VMM section, and (Linux) the guest kernel command line the engine was
+/// given.
+pub fn format_engine_cmdline_txt(
+    label: &str,
+    as_typed: &str,
+    explicit: &str,
+    engine: Engine,
+    engine_command: &str,
+    guest_cmdline: Option<&str>,
+) -> String {
+    let mut s = format!(
+        "# {label}\n{TYPED_HEADING}\n{as_typed}\n\
+         {INVOCATION_HEADING} (defaults filled in, paths resolved)\n{explicit}\n\
+         {ENGINE_HEADING}{engine}, one fresh process per sample (<…>: that sample's values)\n\
+         {engine_command}\n"
+    );
+    if let Some(c) = guest_cmdline {
+        s.push_str(&format!("{GUEST_HEADING} (as given to the engine)\n{c}\n"));
     }
     s
 }
@@ -228,10 +310,16 @@ pub fn parse_cmdline_txt(bytes: &[u8]) -> Result<Recorded, CmdlineError> {
     let mut invocation: Option<&str> = None;
     let mut vmm: Option<&str> = None;
     let mut guest: Option<&str> = None;
+    let mut engine_line: Option<&str> = None;
+    let mut engine: Option<Engine> = None;
     let mut lines = text.lines().peekable();
     while let Some(l) = lines.next() {
         let (name, slot) = if l.starts_with(INVOCATION_HEADING) {
             (INVOCATION_HEADING, &mut invocation)
+        } else if let Some(rest) = l.strip_prefix(ENGINE_HEADING) {
+            let e = rest.split(',').next().unwrap_or_default();
+            engine = Some(Engine::parse(e).map_err(|_| CmdlineError::UnknownEngine(e.into()))?);
+            (ENGINE_HEADING, &mut engine_line)
         } else if l.starts_with(VMM_HEADING) {
             (VMM_HEADING, &mut vmm)
         } else if l.starts_with(GUEST_HEADING) {
@@ -248,12 +336,26 @@ pub fn parse_cmdline_txt(bytes: &[u8]) -> Result<Recorded, CmdlineError> {
         }
     }
     let invocation_line = invocation.ok_or(CmdlineError::MissingSection(INVOCATION_HEADING))?;
-    let vmm_line = vmm.ok_or(CmdlineError::MissingSection(VMM_HEADING))?;
+    let (vmm_line, vmm) = match (vmm, engine_line, engine) {
+        (Some(_), Some(_), _) => return Err(CmdlineError::TwoCommands),
+        (Some(l), None, _) | (None, Some(l), Some(Engine::Truecold)) => (l, parse_vmm(l)?),
+        (None, Some(l), Some(_)) => (l, Argv::default()),
+        _ => return Err(CmdlineError::MissingSection(VMM_HEADING)),
+    };
+    let program = shell_words(vmm_line)
+        .ok_or(CmdlineError::Quote {
+            section: VMM_HEADING,
+        })?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     Ok(Recorded {
         invocation: parse_run(invocation_line)?,
         invocation_line: invocation_line.to_string(),
-        vmm: parse_vmm(vmm_line)?,
+        vmm,
         vmm_line: vmm_line.to_string(),
+        program,
+        engine,
         guest_cmdline: guest.map(str::to_string),
     })
 }
@@ -307,7 +409,7 @@ fn parse_flags(
                 _ => String::new(),
             },
         };
-        if argv.has(&flag) {
+        if argv.has(&flag) && !(run && RUN_REPEATABLE.contains(&flag.as_str())) {
             return Err(CmdlineError::Repeated { section, flag });
         }
         argv.flags.push((flag, value));
@@ -378,6 +480,8 @@ impl Recorded {
         let backing = cfg.backing.split(" (").next().unwrap_or_default();
         let (inv, vmm) = (&self.invocation, &self.vmm);
         let (si, sv) = (INVOCATION_HEADING, VMM_HEADING);
+        // Whether the per-sample command is a `truecold-vmm boot` line.
+        let truecold_vmm = self.engine.is_none_or(|e| e == Engine::Truecold);
         let mut facts: Vec<(&str, &str, String, String)> = vec![
             (
                 "vCPUs",
@@ -403,25 +507,29 @@ impl Recorded {
                 num::<u64>(si, inv, "--deadline-ms")?.to_string(),
                 ms(r.contract.deadline_ns),
             ),
-            (
-                "vCPUs",
-                "truecold-vmm",
-                num::<u32>(sv, vmm, "--vcpus")?.to_string(),
-                cfg.vcpus.to_string(),
-            ),
-            (
-                "memory (MiB)",
-                "truecold-vmm",
-                num::<u64>(sv, vmm, "--mem-mib")?.to_string(),
-                mib(cfg.mem_bytes),
-            ),
-            (
-                "backing",
-                "truecold-vmm",
-                word(sv, vmm, "--backing")?.to_string(),
-                backing.to_string(),
-            ),
         ];
+        if truecold_vmm {
+            facts.extend([
+                (
+                    "vCPUs",
+                    "truecold-vmm",
+                    num::<u32>(sv, vmm, "--vcpus")?.to_string(),
+                    cfg.vcpus.to_string(),
+                ),
+                (
+                    "memory (MiB)",
+                    "truecold-vmm",
+                    num::<u64>(sv, vmm, "--mem-mib")?.to_string(),
+                    mib(cfg.mem_bytes),
+                ),
+                (
+                    "backing",
+                    "truecold-vmm",
+                    word(sv, vmm, "--backing")?.to_string(),
+                    backing.to_string(),
+                ),
+            ]);
+        }
         if let Some(d) = vmm.get("--deadline-ms").filter(|d| !is_placeholder(d)) {
             let d: u64 = d.parse().map_err(|_| CmdlineError::BadValue {
                 section: sv,
@@ -461,6 +569,7 @@ impl Recorded {
                 ));
             }
         }
+        self.engine_disagreements(r, &mut bad)?;
         let kind = r.contract.kind;
         let forced = if inv.has("--probe") {
             Some(ContractKind::Probe)
@@ -477,7 +586,8 @@ impl Recorded {
                 kind.as_str()
             ));
         }
-        let vmm_kind = if vmm.has("--kernel") {
+        let vmm_kind = if !truecold_vmm || vmm.has("--kernel") {
+            // Every other engine boots a kernel (there is no probe guest but truecold's).
             ContractKind::Linux
         } else {
             ContractKind::Probe
@@ -504,6 +614,81 @@ impl Recorded {
             ));
         }
         Ok(bad)
+    }
+
+    /// The engine facts: the section matches the observer, names the configured engine and
+    /// runs its binary; the run line names the engine and its binary.
+    fn engine_disagreements(
+        &self,
+        r: &ResultJson,
+        bad: &mut Vec<String>,
+    ) -> Result<(), CmdlineError> {
+        let cfg = &r.configuration;
+        let configured = cfg.engine.kind;
+        let named = match self.invocation.engines() {
+            None => None,
+            Some(Ok(v)) => Some(v),
+            Some(Err(e)) => {
+                return Err(CmdlineError::BadValue {
+                    section: INVOCATION_HEADING,
+                    flag: "--engine".into(),
+                    value: e,
+                })
+            }
+        };
+        if named.as_ref().is_some_and(|v| !v.contains(&configured)) {
+            bad.push(format!(
+                "engine: the recorded `truecold run` command names {:?}, not the configured \
+                 `{configured}`",
+                named
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|e| e.as_str())
+                    .collect::<Vec<_>>()
+            ));
+        }
+        if r.contract.observer != Observer::Serial {
+            if let Some(e) = self.engine {
+                bad.push(format!(
+                    "an `{ENGINE_HEADING}{e}` section in a vm-exit bundle: only engines \
+                     campaigns (serial observer) record an engine command"
+                ));
+            }
+            return Ok(());
+        }
+        match self.engine {
+            None => bad.push(format!(
+                "a serial-observer bundle records a `{VMM_HEADING}`, not the \
+                 `{ENGINE_HEADING}{configured}` it ran"
+            )),
+            Some(e) if e != configured => bad.push(format!(
+                "engine: the recorded engine command is `{e}`'s, result.json's engine is \
+                 `{configured}`"
+            )),
+            Some(_) => {}
+        }
+        if !self.invocation.has("--engine") && !self.invocation.has("--engines") {
+            bad.push(
+                "engine: the recorded `truecold run` command of an engines campaign names no \
+                 `--engine`"
+                    .into(),
+            );
+        }
+        if self.program != cfg.vmm_path {
+            bad.push(format!(
+                "the recorded engine command runs `{}`, configuration.vmm_path is `{}`",
+                self.program, cfg.vmm_path
+            ));
+        }
+        let flag = binary_flag(configured);
+        if let Some(b) = self.invocation.get(flag).filter(|b| *b != cfg.vmm_path) {
+            bad.push(format!(
+                "the recorded `truecold run` command gives `{flag} {b}`, \
+                 configuration.vmm_path is `{}`",
+                cfg.vmm_path
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -567,6 +752,68 @@ mod tests {
             parse_run("truecold-vmm boot --vcpus 2"),
             Err(CmdlineError::NotTheCommand { .. })
         ));
+    }
+
+    #[test]
+    fn an_engine_arms_format_round_trips() {
+        let t = format_engine_cmdline_txt(
+            "label",
+            "truecold run --engine firecracker --engine qemu-microvm",
+            "truecold run --engine firecracker --engine qemu-microvm --engines truecold \
+             --firecracker /fc --seed 7",
+            Engine::Firecracker,
+            "/fc --no-api --config-file <config_file>",
+            Some("console=none"),
+        );
+        let r = parse_cmdline_txt(t.as_bytes()).unwrap();
+        assert_eq!(r.engine, Some(Engine::Firecracker));
+        assert_eq!(r.program, "/fc");
+        assert_eq!(r.vmm_line, "/fc --no-api --config-file <config_file>");
+        assert_eq!(r.vmm, Argv::default());
+        assert_eq!(r.guest_cmdline.as_deref(), Some("console=none"));
+        assert_eq!(
+            r.invocation.engines(),
+            Some(Ok(vec![
+                Engine::Firecracker,
+                Engine::QemuMicrovm,
+                Engine::Truecold
+            ]))
+        );
+        assert_eq!(r.invocation.get("--firecracker"), Some("/fc"));
+        // The truecold engine's line is a `truecold-vmm boot` line, read as one.
+        let t = format_engine_cmdline_txt(
+            "label",
+            "x",
+            "truecold run --engine truecold",
+            Engine::Truecold,
+            "/v boot --vcpus 2 --transport serial --report-file <report_file>",
+            None,
+        );
+        let r = parse_cmdline_txt(t.as_bytes()).unwrap();
+        assert_eq!(r.vmm.get("--vcpus"), Some("2"));
+        // Both a VMM and an engine section, or an engine that does not exist.
+        let both = format!("{t}{VMM_HEADING}\n/v boot\n");
+        assert_eq!(
+            parse_cmdline_txt(both.as_bytes()),
+            Err(CmdlineError::TwoCommands)
+        );
+        let bad = t.replace("command: truecold", "command: vmware");
+        assert!(matches!(
+            parse_cmdline_txt(bad.as_bytes()),
+            Err(CmdlineError::UnknownEngine(_))
+        ));
+        // Only `--engine` repeats.
+        assert!(matches!(
+            parse_run("truecold run --engines a --engines b"),
+            Err(CmdlineError::Repeated { .. })
+        ));
+        assert_eq!(
+            parse_run("truecold run --engines truecold,vmware")
+                .unwrap()
+                .engines()
+                .map(|r| r.is_err()),
+            Some(true)
+        );
     }
 
     #[test]

@@ -99,7 +99,8 @@ pub enum MetricVerdict {
 }
 
 impl MetricVerdict {
-    fn as_str(self) -> &'static str {
+    /// The verdict in words.
+    pub fn as_str(self) -> &'static str {
         match self {
             MetricVerdict::NoDifference => "no difference",
             MetricVerdict::Improved => "improved",
@@ -174,10 +175,10 @@ pub struct Comparison {
 }
 
 /// SplitMix64: a tiny, well-known, seedable generator (deterministic across platforms).
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -185,7 +186,7 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
     /// Uniform in `0..n` (n > 0), by multiply-shift.
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next()) * n as u128) >> 64) as usize
     }
 }

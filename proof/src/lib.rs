@@ -16,6 +16,10 @@
 //! 3. [`write_bundle`]`(dest, &result, &samples, &BundleInputs{..})` writes atomically
 //!    and returns the verifier's [`Verdict`] on what it wrote.
 //!
+//! An engines campaign (several engines, one guest, one contract) writes one bundle per arm
+//! inside one directory, then [`arms::write_arms`] adds the comparison and the top
+//! SHA256SUMS; [`verify_dir`] recognises such a directory by its `arms.json` ([`arms`]).
+//!
 //! # Invariants the verifier holds a bundle to (see [`verify`])
 //! Rows = attempts (= planned unless incomplete), indexes 0.. in order, a unique boot id
 //! on every successful Linux row and none on any probe row, rows of the declared contract
@@ -31,6 +35,7 @@
 //! exact, and (with `--signature`) `SHA256SUMS.sig` a good SSH signature ([`sign`]).
 #![deny(unsafe_code)]
 
+pub mod arms;
 pub mod bundle;
 pub mod cmdline;
 pub mod compare;

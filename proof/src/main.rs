@@ -117,8 +117,19 @@ enum Cmd {
         #[arg(long)]
         allow_mismatch: bool,
     },
-    /// Regenerate README.md, the plots and SHA256SUMS from result.json and samples.csv.
+    /// Regenerate README.md, the plots and SHA256SUMS from result.json and samples.csv (a
+    /// multi-arm directory: each arm's, then comparison.json, README.md, cdf.svg and the
+    /// top SHA256SUMS).
     Report { dir: PathBuf },
+}
+
+/// `report DIR`: a bundle, or a multi-arm directory (it holds `arms.json`).
+fn report(dir: &std::path::Path) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    if dir.join(truecold_proof::arms::ARMS_FILE).exists() {
+        Ok(truecold_proof::arms::regenerate_arms(dir)?)
+    } else {
+        Ok(regenerate(dir)?)
+    }
 }
 
 fn main() -> ExitCode {
@@ -226,7 +237,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Report { dir } => match regenerate(&dir) {
+        Cmd::Report { dir } => match report(&dir) {
             Ok(files) => {
                 println!(
                     "regenerated in {}: {}",
@@ -236,7 +247,10 @@ fn main() -> ExitCode {
                 0
             }
             Err(e) => {
-                eprintln!("truecold-proof report: {}", escape_untrusted(&chain(&e)));
+                eprintln!(
+                    "truecold-proof report: {}",
+                    escape_untrusted(&chain(e.as_ref()))
+                );
                 2
             }
         },

@@ -461,6 +461,111 @@ fn draw_stages(
     Ok(())
 }
 
+/// One colour per arm of a multi-arm CDF, in arm order (cycled past the fourth).
+const ARM_COLOURS: [RGBColor; 6] = [
+    DARK,
+    RED,
+    RGBColor(0x27, 0xae, 0x60),
+    RGBColor(0x8e, 0x44, 0xad),
+    RGBColor(0xd3, 0x54, 0x00),
+    RGBColor(0x16, 0xa0, 0x85),
+];
+
+/// The CDFs of several arms' headlines (successes; any order) on one latency axis: the
+/// multi-arm directory's `cdf.svg`. `heading` is the first title line, `clock` the second
+/// (what the time axis measures). The axis is logarithmic when any arm has a long tail
+/// ([`long_tail`]) or the arms' medians are more than 10× apart.
+pub fn arms_cdf_svg(heading: &str, clock: &str, arms: &[(String, Vec<u64>)]) -> String {
+    let legend_h = 18 * arms.len() as u32;
+    let h = H + legend_h;
+    let mut out = String::new();
+    match draw_arms_cdf(&mut out, heading, clock, arms, h) {
+        Ok(()) => out,
+        Err(e) => error_svg(W, h, &e.to_string()),
+    }
+}
+
+fn draw_arms_cdf(
+    out: &mut String,
+    heading: &str,
+    clock: &str,
+    arms: &[(String, Vec<u64>)],
+    h: u32,
+) -> PlotResult<()> {
+    let sorted: Vec<(&str, Vec<u64>)> = arms
+        .iter()
+        .map(|(n, v)| {
+            let mut v = v.clone();
+            v.sort_unstable();
+            (n.as_str(), v)
+        })
+        .collect();
+    let lo_ns = sorted.iter().filter_map(|(_, v)| v.first()).min().copied();
+    let hi_ns = sorted.iter().filter_map(|(_, v)| v.last()).max().copied();
+    let medians: Vec<u64> = sorted
+        .iter()
+        .filter_map(|(_, v)| percentile_sorted(v, 50, 100))
+        .collect();
+    let spread = match (medians.iter().min(), medians.iter().max()) {
+        (Some(&a), Some(&b)) => u128::from(b) > 10 * u128::from(a),
+        _ => false,
+    };
+    let log = spread || sorted.iter().any(|(_, v)| long_tail(v));
+    let hi_ns = hi_ns.map_or(1, |m| m.saturating_add(m / 10)).max(1);
+    let axis = Axis::new(
+        log,
+        if log {
+            log_ticks(ns_to_ms(lo_ns.unwrap_or(1).max(1)), ns_to_ms(hi_ns))
+        } else {
+            ticks(ns_to_ms(hi_ns), 8)
+        },
+        "",
+    );
+    let legend_h = 18 * arms.len() as u32;
+    let root = SVGBackend::with_string(out, (W, h)).into_drawing_area();
+    root.fill(&WHITE)?;
+    title(&root, [heading, clock])?;
+    let points: Vec<Vec<(f64, f64)>> = sorted.iter().map(|(_, v)| cdf_points(v, &axis)).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .margin_top(TITLE_H + 22 + legend_h)
+        .margin_right(30)
+        .margin_left(10)
+        .margin_bottom(10)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(axis, Axis::new(false, ticks(100.0, 5), "%"))?;
+    chart
+        .configure_mesh()
+        .x_desc(if log {
+            "request to strict-ready, ms (log scale)"
+        } else {
+            "request to strict-ready, ms"
+        })
+        .label_style((FONT, 14))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
+        .draw()?;
+    for (k, ((name, v), pts)) in sorted.iter().zip(points).enumerate() {
+        let colour = ARM_COLOURS[k % ARM_COLOURS.len()];
+        if !pts.is_empty() {
+            chart.draw_series(LineSeries::new(pts, colour.stroke_width(2)))?;
+        }
+        let y = LEGEND_Y + 18 * k as i32;
+        root.draw(&PathElement::new(
+            vec![(14, y), (38, y)],
+            colour.stroke_width(2),
+        ))?;
+        let text = format!("{name}: successes, n={}", v.len());
+        root.draw(&Text::new(
+            text.as_str(),
+            (46, y - 7),
+            (FONT, 14).into_font(),
+        ))?;
+    }
+    root.present()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

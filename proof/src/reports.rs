@@ -3,12 +3,17 @@
 //! diagnostics included, or why there was none). The verifier re-derives every row figure it
 //! can from the line — the stages through the one tiling function, the headline, the boot id,
 //! memory, CPUs, platform, workload and protocol-error count — and reports each disagreement.
+//!
+//! Under the serial observer (an engines campaign) each line carries the bench's
+//! [`EngineRun`] instead of the VMM's stdout (`vmm` empty): the bench's marks and what it read
+//! on the engine's serial output and in its smaps; for the truecold engine the VMM's own
+//! report is inside it, and its marks must be the ones merged into the run's stamps.
 
 use serde::{Deserialize, Serialize};
-use truecold_proto::measure::Stamps;
-use truecold_proto::report::{ReportCore, VmmOutput};
+use truecold_proto::measure::{Mark, Stamps, Taker};
+use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 
-use crate::schema::{ContractKind, Sample, Stage, StageKind};
+use crate::schema::{ContractKind, Engine, Observer, ResultJson, Sample, Stage, StageKind};
 
 /// File name in a bundle.
 pub const REPORTS_FILE: &str = "reports.jsonl";
@@ -82,12 +87,35 @@ impl ReportLine {
     }
 }
 
+/// What a bundle's rows are checked against beside their own line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expect {
+    /// The contract's deadline (ns after each row's latency origin).
+    pub deadline_ns: u64,
+    /// Who stamps strict-ready: the line carries a VMM report (vm-exit) or an [`EngineRun`]
+    /// (serial).
+    pub observer: Observer,
+    /// The engine every row ran (serial observer).
+    pub engine: Engine,
+}
+
+impl Expect {
+    /// What `r` declares.
+    pub fn of(r: &ResultJson) -> Self {
+        Expect {
+            deadline_ns: r.contract.deadline_ns,
+            observer: r.contract.observer,
+            engine: r.configuration.engine.kind,
+        }
+    }
+}
+
 /// Checks the file (read line by line, each line capped at [`MAX_LINE`]) against `samples`
-/// and the contract's deadline; every disagreement is one string, at most `max` of them.
+/// and what the bundle declares; every disagreement is one string, at most `max` of them.
 pub fn check<R: std::io::BufRead>(
     mut file: R,
     samples: &[Sample],
-    deadline_ns: u64,
+    expect: &Expect,
     max: usize,
 ) -> std::io::Result<Vec<String>> {
     use std::io::{BufRead as _, Read as _};
@@ -128,7 +156,7 @@ pub fn check<R: std::io::BufRead>(
                     {
                         push(format!("line {i}: not in canonical form"));
                     }
-                    for why in check_row(&parsed, s, deadline_ns) {
+                    for why in check_row(&parsed, s, expect) {
                         push(format!("row {}: {why}", s.index));
                     }
                 }
@@ -146,11 +174,34 @@ pub fn check<R: std::io::BufRead>(
 }
 
 /// What in `s` disagrees with its evidence `l`.
-pub fn check_row(l: &ReportLine, s: &Sample, deadline_ns: u64) -> Vec<String> {
+pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
     let mut bad = Vec::new();
     if l.index != s.index {
         bad.push(format!("the report line is for index {}", l.index));
         return bad;
+    }
+    let deadline_ns = expect.deadline_ns;
+    match (expect.observer, &l.engine) {
+        (Observer::Serial, Some(run)) => {
+            if l.vmm.is_some() {
+                bad.push(
+                    "the serial observer's line carries a VMM stdout beside the engine run \
+                     (the truecold VMM's report belongs inside the run)"
+                        .into(),
+                );
+            }
+            check_engine_row(l, run, s, expect, &mut bad);
+            return bad;
+        }
+        (Observer::Serial, None) => {
+            bad.push("the serial observer's line has no engine run".into());
+            return bad;
+        }
+        (Observer::VmExit, Some(_)) => {
+            bad.push("a vm-exit bundle's line carries an engine run".into());
+            return bad;
+        }
+        (Observer::VmExit, None) => {}
     }
     if l.harness.intended != s.intended_request_ns || l.harness.request != s.actual_request_ns {
         bad.push("intended/request stamps differ from the row".into());
@@ -171,11 +222,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, deadline_ns: u64) -> Vec<String> {
     };
     // The deadline the VMM was given: one instant, origin + the contract's deadline.
     let origin = l.harness.intended.unwrap_or(l.harness.request);
-    let at = l
-        .vmm
-        .as_ref()
-        .and_then(|v| v.pointer("/config/deadline/at-ns"))
-        .and_then(serde_json::Value::as_u64);
+    let at = l.vmm.as_ref().and_then(deadline_at);
     if at != Some(origin.saturating_add(deadline_ns)) {
         bad.push(format!(
             "the VMM was given the deadline {at:?}, not origin + {deadline_ns} ns"
@@ -239,26 +286,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, deadline_ns: u64) -> Vec<String> {
                     core.liveness.reply_boot_id.map(|b| b.to_string())
                 ));
             }
-            let mut guest = crate::schema::StageTimes::default();
-            if let Some(g) = g {
-                guest.set_guest(g.t_init_ns, g.t_ready_ns);
-            }
-            for st in [Stage::GuestKernelToInit, Stage::GuestInitToReady] {
-                if guest.get(st) != s.stages.get(st) {
-                    bad.push(format!("guest stage {} differs from the record", st.name()));
-                }
-            }
-            let same = s.guest_mem_firmware == g.map(|g| g.mem_firmware_ram)
-                && s.guest_mem_total == g.map(|g| g.mem_total)
-                && s.guest_cpus == g.map(|g| g.cpus)
-                && s.guest_platform.as_ref() == g.map(|g| &g.platform)
-                && s.workload == g.map(|g| g.workload.encode()).unwrap_or_default();
-            if !same {
-                bad.push(
-                    "guest figures (memory, CPUs, platform, workload) differ from the record"
-                        .into(),
-                );
-            }
+            check_guest(s, g, &mut bad);
         }
         ContractKind::Probe => {
             if s.guest_mem_firmware != f.guest {
@@ -267,6 +295,199 @@ pub fn check_row(l: &ReportLine, s: &Sample, deadline_ns: u64) -> Vec<String> {
         }
     }
     bad
+}
+
+/// The VMM's deadline instant in a report object, when it says one.
+fn deadline_at(vmm: &serde_json::Value) -> Option<u64> {
+    vmm.pointer("/config/deadline/at-ns")
+        .and_then(serde_json::Value::as_u64)
+}
+
+/// The serial observer's half of [`check_row`]: `s` against the engine run `run`.
+fn check_engine_row(
+    l: &ReportLine,
+    run: &EngineRun,
+    s: &Sample,
+    expect: &Expect,
+    bad: &mut Vec<String>,
+) {
+    if run.engine != expect.engine {
+        bad.push(format!(
+            "the engine run is of `{}`, the bundle's engine is `{}`",
+            run.engine, expect.engine
+        ));
+    }
+    // The harness's marks are the run's own.
+    let h = &l.harness;
+    if h.intended != run.stamps.intended
+        || Some(h.request) != run.stamps.request
+        || h.reaped != run.stamps.reaped
+    {
+        bad.push("the harness marks differ from the engine run's stamps".into());
+    }
+    if h.intended != s.intended_request_ns || h.request != s.actual_request_ns {
+        bad.push("intended/request stamps differ from the row".into());
+    }
+    let stamps = run.stamps;
+    if stamps.strict_ready != s.ready_ns || stamps.latency() != s.latency_ns {
+        bad.push(format!(
+            "ready/latency {:?}/{:?} in the row, {:?}/{:?} from the engine run",
+            s.ready_ns,
+            s.latency_ns,
+            stamps.strict_ready,
+            stamps.latency()
+        ));
+    }
+    let tiles = stamps.tile();
+    for st in Stage::ALL
+        .into_iter()
+        .filter(|st| st.kind() != StageKind::Guest)
+    {
+        if tiles.get(st) != s.stages.get(st) {
+            bad.push(format!(
+                "stage {}: {:?} in the row, {:?} from the engine run",
+                st.name(),
+                s.stages.get(st),
+                tiles.get(st)
+            ));
+        }
+    }
+    if s.ok && (!run.outcome.ok || !run.liveness.verified) {
+        bad.push("a success whose engine run is not a verified, ok boot".into());
+    }
+    if s.protocol_errors != run.protocol_error_count {
+        bad.push(format!(
+            "{} protocol errors in the row, {} in the engine run",
+            s.protocol_errors, run.protocol_error_count
+        ));
+    }
+    let mapping = run.host_memory.as_ref();
+    if s.host_mapping_bytes != mapping.map(|m| m.total())
+        || s.host_page_size != mapping.map(|m| m.kernel_page_size)
+    {
+        bad.push("the mapping figures differ from the engine run's smaps reading".into());
+    }
+    // The truecold engine: its VMM's report, its marks merged, its deadline, its memory.
+    let core = run
+        .vmm
+        .as_ref()
+        .and_then(|v| match VmmOutput::parse(v.to_string().as_bytes()) {
+            Ok(VmmOutput::Boot(c)) => Some(*c),
+            _ => None,
+        });
+    let origin = h.intended.unwrap_or(h.request);
+    match (expect.engine, &core) {
+        (Engine::Truecold, None) => {
+            if s.ok {
+                bad.push("a truecold success without the VMM's boot report".into());
+            }
+            if s.host_memslots.is_some() || s.host_e820_usable.is_some() {
+                bad.push("memslot / E820 figures without the VMM's report".into());
+            }
+        }
+        (Engine::Truecold, Some(core)) => {
+            let at = run.vmm.as_ref().and_then(deadline_at);
+            if at.is_some_and(|a| a != origin.saturating_add(expect.deadline_ns)) {
+                bad.push(format!(
+                    "the VMM was given the deadline {at:?}, not origin + {} ns",
+                    expect.deadline_ns
+                ));
+            }
+            if core.stamps.request != Some(h.request) {
+                bad.push(format!(
+                    "the VMM echoes request {:?}, the harness stamped {}",
+                    core.stamps.request, h.request
+                ));
+            }
+            for m in Mark::ALL
+                .into_iter()
+                .filter(|m| m.taker_under(Observer::Serial) != Taker::Bench)
+            {
+                if core.stamps.get(m) != stamps.get(m) {
+                    bad.push(format!(
+                        "mark {}: {:?} in the VMM's report, {:?} merged into the run",
+                        m.name(),
+                        core.stamps.get(m),
+                        stamps.get(m)
+                    ));
+                }
+            }
+            let f = &core.memory_figures;
+            if s.host_memslots != Some(f.memslots) || s.host_e820_usable != Some(f.e820_ram) {
+                bad.push("memslot / E820 figures differ from the VMM's report".into());
+            }
+        }
+        (_, _) => {
+            if run.vmm.is_some() {
+                bad.push(format!(
+                    "a `{}` run carries a truecold VMM report",
+                    expect.engine
+                ));
+            }
+            // No VMM of ours: nobody takes its marks, nobody counts memslots or E820.
+            for m in Mark::ALL
+                .into_iter()
+                .filter(|m| m.taker_under(Observer::Serial) != Taker::Bench)
+            {
+                if stamps.get(m).is_some() {
+                    bad.push(format!(
+                        "mark {} in a `{}` run: only truecold-vmm takes it",
+                        m.name(),
+                        expect.engine
+                    ));
+                }
+            }
+            if s.host_memslots.is_some() || s.host_e820_usable.is_some() {
+                bad.push(format!(
+                    "memslot / E820 figures in a `{}` row: only truecold-vmm reports them",
+                    expect.engine
+                ));
+            }
+        }
+    }
+    let g = run.guest_record.as_ref();
+    if s.contract != ContractKind::Linux {
+        return;
+    }
+    let reply = run.liveness.reply_boot_id;
+    if s.boot_id != reply {
+        bad.push(format!(
+            "boot id {:?} in the row, the verified reply's is {:?}",
+            s.boot_id.map(|b| b.to_string()),
+            reply.map(|b| b.to_string())
+        ));
+    }
+    if s.ok && (run.ready_boot_id != reply || g.and_then(|g| g.boot_id) != reply) {
+        bad.push(format!(
+            "a success whose ready line ({:?}), verified reply ({:?}) and record ({:?}) name \
+             different boot ids",
+            run.ready_boot_id.map(|b| b.to_string()),
+            reply.map(|b| b.to_string()),
+            g.and_then(|g| g.boot_id).map(|b| b.to_string())
+        ));
+    }
+    check_guest(s, g, bad);
+}
+
+/// The row's guest columns against the guest's record (both observers).
+fn check_guest(s: &Sample, g: Option<&truecold_proto::GuestRecord>, bad: &mut Vec<String>) {
+    let mut guest = crate::schema::StageTimes::default();
+    if let Some(g) = g {
+        guest.set_guest(g.t_init_ns, g.t_ready_ns);
+    }
+    for st in [Stage::GuestKernelToInit, Stage::GuestInitToReady] {
+        if guest.get(st) != s.stages.get(st) {
+            bad.push(format!("guest stage {} differs from the record", st.name()));
+        }
+    }
+    let same = s.guest_mem_firmware == g.map(|g| g.mem_firmware_ram)
+        && s.guest_mem_total == g.map(|g| g.mem_total)
+        && s.guest_cpus == g.map(|g| g.cpus)
+        && s.guest_platform.as_ref() == g.map(|g| &g.platform)
+        && s.workload == g.map(|g| g.workload.encode()).unwrap_or_default();
+    if !same {
+        bad.push("guest figures (memory, CPUs, platform, workload) differ from the record".into());
+    }
 }
 
 #[cfg(test)]
@@ -310,7 +531,12 @@ mod tests {
     fn line_count_garbage_and_overlong_lines_are_reported() {
         let s = Sample::new(0, ContractKind::Probe, 1, 0);
         let one = std::slice::from_ref(&s);
-        let c = |b: &[u8]| check(b, one, 1, 10).expect("reads");
+        let e = Expect {
+            deadline_ns: 1,
+            observer: Observer::VmExit,
+            engine: Engine::Truecold,
+        };
+        let c = |b: &[u8]| check(b, one, &e, 10).expect("reads");
         assert!(c(b"")[0].contains("0 lines for 1 rows"));
         assert!(c(b"{\n")[0].contains("does not parse"));
         assert!(c(b"{}")[0].contains("no final newline"));

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use truecold_proto::{BootId, GuestPlatform};
 
 pub use truecold_proto::kinds::{
-    ContractKind, Engine, HostKind, Mode, Observer, LINUX_LABEL, PROBE_LABEL,
+    Backing, ContractKind, Engine, HostKind, Mode, Observer, LINUX_LABEL, PROBE_LABEL,
 };
 pub use truecold_proto::measure::{Stage, StageKind, StageTimes, Stamps, STAGE_COUNT};
 
@@ -155,26 +155,73 @@ impl Sample {
 
     /// What disagrees in this row's memory figures, empty when they agree. The one
     /// definition of "memory verified" that the bench (when it classifies a launch) and the
-    /// verifier (when it checks a success) share: host configured = memslots = E820 usable =
-    /// the guest's own RAM figure (required for Linux, checked whenever present), and (Linux)
-    /// the guest's MemTotal within the guest's own bound
+    /// verifier (when it checks a success) share.
+    ///
+    /// Under the VM-exit observer (truecold alone): host configured = memslots = E820 usable
+    /// = the guest's own RAM figure (required for Linux, checked whenever present), and
+    /// (Linux) the guest's MemTotal within the guest's own bound
     /// ([`truecold_proto::memtotal_bounds_for`]).
-    pub fn memory_problems(&self, linux: bool) -> Vec<String> {
+    ///
+    /// Under the serial observer (an engines campaign, `engine` booted the guest): the
+    /// guest's firmware RAM is `engine.expected_firmware_ram(configured)` (the configured size
+    /// less the engine's documented hole below 1 MiB), the engine process's guest-memory
+    /// mapping is exactly the configured size with the page size `backing` gives
+    /// ([`expected_page_size`]), the guest's MemTotal is within [`memtotal_bounds_engine`],
+    /// and for the truecold engine memslots = E820 usable = configured as well.
+    pub fn memory_problems(
+        &self,
+        linux: bool,
+        observer: Observer,
+        engine: Engine,
+        backing: Backing,
+    ) -> Vec<String> {
         let m = self.host_mem_configured;
         let mut bad = Vec::new();
-        if self.host_memslots != Some(m) {
-            bad.push(format!("memslots {:?}", self.host_memslots));
+        let serial = observer == Observer::Serial;
+        if !serial || engine == Engine::Truecold {
+            if self.host_memslots != Some(m) {
+                bad.push(format!("memslots {:?}", self.host_memslots));
+            }
+            if self.host_e820_usable != Some(m) {
+                bad.push(format!("E820 usable {:?}", self.host_e820_usable));
+            }
         }
-        if self.host_e820_usable != Some(m) {
-            bad.push(format!("E820 usable {:?}", self.host_e820_usable));
+        let firmware = if serial {
+            engine.expected_firmware_ram(m)
+        } else {
+            m
+        };
+        if (linux || self.guest_mem_firmware.is_some()) && self.guest_mem_firmware != Some(firmware)
+        {
+            bad.push(format!(
+                "guest firmware map {:?}, the engine gives {firmware}",
+                self.guest_mem_firmware
+            ));
         }
-        if (linux || self.guest_mem_firmware.is_some()) && self.guest_mem_firmware != Some(m) {
-            bad.push(format!("guest firmware map {:?}", self.guest_mem_firmware));
+        if serial {
+            if self.host_mapping_bytes != Some(m) {
+                bad.push(format!(
+                    "the engine's guest-memory mapping {:?}",
+                    self.host_mapping_bytes
+                ));
+            }
+            let page = expected_page_size(backing);
+            if self.host_page_size != Some(page) {
+                bad.push(format!(
+                    "the mapping's page size {:?}, `{}` backing maps {page}-byte pages",
+                    self.host_page_size,
+                    backing.as_str()
+                ));
+            }
         }
         if linux || self.guest_mem_total.is_some() {
             // The guest's own bound (guest-init fails its boot outside it), applied from the
-            // configured size: `truecold_proto::memtotal_bounds_for`.
-            let (lo, hi) = truecold_proto::memtotal_bounds_for(m);
+            // configured size.
+            let (lo, hi) = if serial {
+                memtotal_bounds_engine(engine, m)
+            } else {
+                truecold_proto::memtotal_bounds_for(m)
+            };
             match self.guest_mem_total {
                 Some(t) if t > 0 && t >= lo && t <= hi => {}
                 other => bad.push(format!("guest MemTotal {other:?} not in [{lo}, {hi}]")),
@@ -238,6 +285,36 @@ impl Sample {
         let origin = self.intended_request_ns.unwrap_or(self.actual_request_ns);
         self.ready_ns?.checked_sub(origin)
     }
+}
+
+/// The `KernelPageSize` of the guest-memory mapping `backing` gives: 4 KiB for `anon` and
+/// `thp` (a THP mapping still reports 4 kB: its huge pages show in `AnonHugePages`), 2 MiB
+/// for `hugetlb`.
+pub fn expected_page_size(backing: Backing) -> u64 {
+    match backing {
+        Backing::Anon | Backing::Thp => 4096,
+        Backing::Hugetlb => 2 << 20,
+    }
+}
+
+/// The guest's own `MemTotal` bound ([`truecold_proto::memtotal_bounds`]) as a host can
+/// apply it to an engine knowing only the configured size: the firmware RAM is
+/// `engine.expected_firmware_ram(configured)` (configured − the engine's hole below 1 MiB),
+/// and RAM may reach above 4 GiB (the swiotlb allowance) from the same configured size as
+/// in [`truecold_proto::memtotal_bounds_for`] (every engine keeps RAM below 3 GiB up to that
+/// size; above it the allowance only widens the bound). For the truecold engine this is
+/// exactly [`truecold_proto::memtotal_bounds_for`].
+pub fn memtotal_bounds_engine(engine: Engine, configured: u64) -> (u64, u64) {
+    // `memtotal_bounds_for` decides whether RAM may reach above 4 GiB: where it differs
+    // from the bound with RAM topping out at the configured size, it used a top above 4 GiB.
+    let top = if truecold_proto::memtotal_bounds_for(configured)
+        == truecold_proto::memtotal_bounds(configured, configured)
+    {
+        configured
+    } else {
+        (4u64 << 30) + 1
+    };
+    truecold_proto::memtotal_bounds(engine.expected_firmware_ram(configured), top)
 }
 
 /// One way a success's timeline is not whole ([`Sample::timeline_problems`]).
@@ -360,6 +437,14 @@ pub struct Configuration {
     pub engine: EngineInfo,
 }
 
+impl Configuration {
+    /// The backing asked for: the first word of [`Configuration::backing`] (`name` or
+    /// `name (obtained: …)`), `None` when it is not one of [`Backing`]'s names.
+    pub fn backing_kind(&self) -> Option<Backing> {
+        Backing::parse(self.backing.split(" (").next().unwrap_or_default()).ok()
+    }
+}
+
 /// Which engine, and which build of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -466,6 +551,39 @@ pub fn required_artifacts(kind: ContractKind) -> &'static [&'static str] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_memory_bounds_start_from_the_engines_firmware_ram() {
+        const MIB: u64 = 1 << 20;
+        for m in [
+            128 * MIB,
+            256 * MIB,
+            3072 * MIB - MIB,
+            3072 * MIB,
+            16384 * MIB,
+        ] {
+            assert_eq!(
+                memtotal_bounds_engine(Engine::Truecold, m),
+                truecold_proto::memtotal_bounds_for(m),
+                "{m}"
+            );
+        }
+        // Firecracker, 256 MiB: 268,041,216 bytes of System RAM (measured), no swiotlb.
+        let ram = Engine::Firecracker.expected_firmware_ram(256 * MIB);
+        assert_eq!(ram, 268_041_216);
+        assert_eq!(
+            memtotal_bounds_engine(Engine::Firecracker, 256 * MIB),
+            (ram - ram / 64 - 32 * MIB, ram)
+        );
+        // 16 GiB reaches above 4 GiB: the swiotlb allowance applies.
+        let big = Engine::CloudHypervisor.expected_firmware_ram(16384 * MIB);
+        assert_eq!(
+            memtotal_bounds_engine(Engine::CloudHypervisor, 16384 * MIB),
+            (big - big / 64 - 96 * MIB, big)
+        );
+        assert_eq!(expected_page_size(Backing::Thp), 4096);
+        assert_eq!(expected_page_size(Backing::Hugetlb), 2 * MIB);
+    }
 
     #[test]
     fn set_times_keeps_guest_stages_and_derives_the_headline() {

@@ -80,6 +80,14 @@ pub fn format_sums(entries: &[(String, String)]) -> String {
 
 /// Parses the file strictly into `(name, digest)` pairs, in file order.
 pub fn parse_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
+    parse_sums_with(bytes, is_valid_name)
+}
+
+/// [`parse_sums`] with another rule for the names (a multi-arm directory's `<arm>/<file>`).
+pub fn parse_sums_with(
+    bytes: &[u8],
+    valid_name: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, String)>, SumsError> {
     let text = std::str::from_utf8(bytes).map_err(|_| SumsError::NotUtf8)?;
     if !text.is_empty() && !text.ends_with('\n') {
         return Err(SumsError::NoFinalNewline);
@@ -95,7 +103,7 @@ pub fn parse_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
         if !is_sha256_hex(d) {
             return Err(malformed());
         }
-        if !is_valid_name(name) {
+        if !valid_name(name) {
             return Err(SumsError::BadName {
                 line,
                 name: name.chars().take(120).collect(),

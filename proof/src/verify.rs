@@ -29,7 +29,9 @@
 //!   reaped), which is at least the shortest launch; the bench's own bookkeeping between
 //!   launches takes far less (in the 1,000-launch probe bundle of 2026-11-30: under 1 ms,
 //!   against a shortest launch of ~170 ms). Not judged when `--drop-caches` ran between
-//!   launches (`environment.harness.page_cache_dropped`). A gap
+//!   launches (`environment.harness.page_cache_dropped`), nor inside one arm of an engines
+//!   campaign (serial observer: the other arms' launches sit in its gaps; the multi-arm
+//!   directory's verifier judges the gaps along the campaign's order). A gap
 //!   after a failure is not judged: a failure's end (the kill or exit) is not stamped.
 //!
 //! # Physical floor of a success
@@ -54,8 +56,8 @@ use crate::report::{generated_files, ms, README_FILE};
 use crate::reports::REPORTS_FILE;
 use crate::schema::TimelineProblem;
 use crate::schema::{
-    required_artifacts, ContractKind, HostKind, Mode, ResultJson, Sample, Stage, StageKind,
-    HEADLINE, PERCENTILE_DEFINITION,
+    required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer, ResultJson,
+    Sample, Stage, StageKind, HEADLINE, PERCENTILE_DEFINITION,
 };
 use crate::sign::{SignError, SshKeygen, SIG_FILE};
 use crate::summary::Summaries;
@@ -155,6 +157,17 @@ pub enum Check {
     DeadlineKind,
     /// `--signature`: `SHA256SUMS.sig` missing, from a signer not allowed, or not valid.
     Signature,
+    /// Multi-arm directory: `arms.json` malformed, not canonical, or not a plan.
+    ArmsPlan,
+    /// Multi-arm directory: an arm's bundle is absent or unreadable.
+    ArmMissing,
+    /// Multi-arm directory: the arms were not measured alike (host kind and clock,
+    /// configuration, guest, contract, observer) or an arm is not its engine's.
+    ArmsMismatch,
+    /// Multi-arm directory: the order disagrees with the arms' request stamps or row counts.
+    ArmOrder,
+    /// Multi-arm directory: `comparison.json` differs from its recomputation.
+    Comparison,
 }
 
 /// One reason a bundle is invalid. `detail` holds bundle text verbatim; print it through
@@ -194,6 +207,9 @@ pub struct Verdict {
     pub signature: SignatureState,
     /// The rows parsed from samples.csv, as judged: `compare` uses exactly these.
     pub samples: Option<Vec<Sample>>,
+    /// A multi-arm directory: its arms' names, in the plan's order (`rows` then counts the
+    /// rows of every arm).
+    pub arms: Option<Vec<String>>,
 }
 
 /// `s` with every character that could act on a terminal written as an escape: C0 and C1
@@ -243,7 +259,7 @@ impl Verdict {
         self.reasons.iter().any(|r| r.check == c)
     }
 
-    fn add(&mut self, check: Check, detail: impl Into<String>) {
+    pub(crate) fn add(&mut self, check: Check, detail: impl Into<String>) {
         self.reasons.push(Reason {
             check,
             detail: detail.into(),
@@ -256,11 +272,11 @@ impl Verdict {
         let e = escape_untrusted;
         let mut s = String::new();
         let dir = e(&dir.display().to_string());
-        let label = self
-            .result
-            .as_ref()
-            .map(|r| e(&r.contract.label))
-            .unwrap_or_else(|| "unknown contract".into());
+        let label = match (&self.result, &self.arms) {
+            (Some(r), _) => e(&r.contract.label),
+            (None, Some(a)) => e(&format!("engines campaign, arms {}", a.join(", "))),
+            (None, None) => "unknown contract".into(),
+        };
         if let Some(u) = &self.unreadable {
             let _ = writeln!(s, "UNREADABLE {dir}: {}", e(u));
         } else if self.reasons.is_empty() {
@@ -365,8 +381,17 @@ pub fn verify_dir(dir: &Path) -> Verdict {
     verify_dir_with(dir, &VerifyOptions::default())
 }
 
-/// Verifies the bundle in `dir` with `opts`.
+/// Verifies the bundle in `dir` with `opts`; a directory holding `arms.json` is a multi-arm
+/// directory ([`crate::arms::verify_arms_dir`]).
 pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    if dir.join(crate::arms::ARMS_FILE).symlink_metadata().is_ok() {
+        return crate::arms::verify_arms_dir(dir, opts);
+    }
+    verify_bundle_with(dir, opts)
+}
+
+/// Verifies the single bundle in `dir` with `opts`.
+pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     let mut v = Verdict::default();
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
@@ -443,7 +468,12 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         .iter()
         .filter_map(|(n, f)| f.digest.clone().map(|d| (n.clone(), d)))
         .collect();
-    check_sums(&mut v, &digests, parsed.get(SUMS_FILE).map(Vec::as_slice));
+    check_sums(
+        &mut v,
+        &digests,
+        parsed.get(SUMS_FILE).map(Vec::as_slice),
+        parse_sums,
+    );
 
     let result = match parsed.get(RESULT_FILE).map(|b| (b, parse_result(b))) {
         None => None,
@@ -509,7 +539,7 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
             crate::reports::check(
                 std::io::BufReader::new(file),
                 s,
-                r.contract.deadline_ns,
+                &crate::reports::Expect::of(r),
                 MAX_REPORT_REASONS,
             )
         });
@@ -542,12 +572,32 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
             }
         }
     }
-    let sig_present = files.contains_key(SIG_FILE);
+    check_signature(
+        &mut v,
+        dir,
+        opts,
+        files.contains_key(SIG_FILE),
+        parsed.get(SUMS_FILE).map(Vec::as_slice),
+    );
+    v.result = result;
+    v.samples = samples;
+    v
+}
+
+/// The signature part of `verify`: notes a `SHA256SUMS.sig` that was not asked for, checks
+/// it when `opts` asks.
+pub(crate) fn check_signature(
+    v: &mut Verdict,
+    dir: &Path,
+    opts: &VerifyOptions,
+    sig_present: bool,
+    sums: Option<&[u8]>,
+) {
     match &opts.signature {
         None if sig_present => v.signature = SignatureState::PresentNotChecked,
         None => {}
         Some(sc) => {
-            let checked = match (sig_present, parsed.get(SUMS_FILE)) {
+            let checked = match (sig_present, sums) {
                 (false, _) => Err(SignError::Unsigned),
                 (true, None) => Err(SignError::Unsigned),
                 (true, Some(sums)) => sc.ssh_keygen.verify(
@@ -569,9 +619,6 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
             }
         }
     }
-    v.result = result;
-    v.samples = samples;
-    v
 }
 
 /// An error and its `source()` chain on one line (the one formatter, from proto).
@@ -627,14 +674,23 @@ fn check_cmdline(v: &mut Verdict, r: &ResultJson, bytes: &[u8]) {
     }
 }
 
-fn check_sums(v: &mut Verdict, digests: &BTreeMap<String, String>, sums: Option<&[u8]>) {
+/// A `SHA256SUMS` parser: [`crate::sums::parse_sums`] or a multi-arm directory's.
+pub(crate) type ParseSums = fn(&[u8]) -> Result<Vec<(String, String)>, crate::sums::SumsError>;
+
+/// SHA256SUMS against the files' `digests`, its names read by `parse`.
+pub(crate) fn check_sums(
+    v: &mut Verdict,
+    digests: &BTreeMap<String, String>,
+    sums: Option<&[u8]>,
+    parse: ParseSums,
+) {
     let Some(sb) = sums else {
         if !digests.contains_key(SUMS_FILE) {
             v.add(Check::SumsMalformed, format!("`{SUMS_FILE}` is missing"));
         }
         return;
     };
-    let listed = match parse_sums(sb) {
+    let listed = match parse(sb) {
         Ok(l) => l,
         Err(e) => {
             v.add(Check::SumsMalformed, e.to_string());
@@ -748,6 +804,30 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
             Check::AttemptCount,
             format!("{rows} rows, more than the {planned} planned"),
         );
+    }
+    if cfg.backing_kind().is_none() {
+        v.add(
+            Check::Configuration,
+            format!(
+                "configuration.backing `{}` does not name a backing (anon, thp, hugetlb)",
+                cfg.backing
+            ),
+        );
+    }
+    match (c.observer, cfg.engine.kind) {
+        (Observer::VmExit, Engine::Truecold) => {}
+        (Observer::VmExit, e) => v.add(
+            Check::Configuration,
+            format!(
+                "engine `{e}` under the vm-exit observer: only truecold-vmm stamps \
+                 strict-ready at a VM exit; other engines are observed on serial"
+            ),
+        ),
+        (Observer::Serial, _) if c.kind != ContractKind::Linux => v.add(
+            Check::RowContract,
+            "the serial observer reads a Linux guest's TC1 lines: a probe bundle cannot use it",
+        ),
+        (Observer::Serial, _) => {}
     }
     if c.kind == ContractKind::Linux && r.environment.host_kind == HostKind::Pvm {
         let ok = samples.iter().filter(|s| s.ok).count();
@@ -940,11 +1020,8 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
             ),
         );
     }
-    for p in s.timeline_problems(
-        linux,
-        truecold_proto::kinds::Observer::VmExit,
-        truecold_proto::kinds::Engine::Truecold,
-    ) {
+    let (observer, engine) = (r.contract.observer, r.configuration.engine.kind);
+    for p in s.timeline_problems(linux, observer, engine) {
         let check = match p {
             TimelineProblem::Missing(st) if st.kind() == StageKind::Guest => {
                 Check::SuccessIncomplete
@@ -966,7 +1043,9 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
         );
     }
     let m = s.host_mem_configured;
-    let mem_bad = s.memory_problems(linux);
+    // An unknown backing name is a `Configuration` reason of its own (check_rows).
+    let backing = r.configuration.backing_kind().unwrap_or(Backing::Anon);
+    let mem_bad = s.memory_problems(linux, observer, engine, backing);
     if !mem_bad.is_empty() {
         v.add(
             Check::Memory,
@@ -1003,13 +1082,13 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
 
 /// The smallest idle gap [`Check::SequentialGap`] judges: bookkeeping noise on a loaded
 /// 2-core host stays far below it, a dropped real launch far above it.
-const GAP_FLOOR_NS: u64 = 10_000_000;
+pub(crate) const GAP_FLOOR_NS: u64 = 10_000_000;
 
 /// Most reports.jsonl disagreements collected (all rows are still read).
 const MAX_REPORT_REASONS: usize = 10_000;
 
 /// The last host-clock stamp of a row (see the module doc), `None` when it overflows.
-fn last_stamp(s: &Sample) -> Option<u64> {
+pub(crate) fn last_stamp(s: &Sample) -> Option<u64> {
     Stage::ALL
         .iter()
         .filter(|st| *st != &Stage::Queue && st.kind() != StageKind::Guest)
@@ -1018,7 +1097,7 @@ fn last_stamp(s: &Sample) -> Option<u64> {
 }
 
 /// Whether a row's end (the VMM reaped) is stamped: a success with both post stages.
-fn fully_stamped(s: &Sample) -> bool {
+pub(crate) fn fully_stamped(s: &Sample) -> bool {
     s.ok && s.stages.get(Stage::Workload).is_some() && s.stages.get(Stage::Teardown).is_some()
 }
 
@@ -1058,8 +1137,12 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
         .collect();
     // Half the shortest launch: a dropped row's gap is a whole launch.
     let half_shortest = launches.iter().min().map(|m| m / 2);
-    // `--drop-caches` syncs and drops the page cache between launches, on purpose.
-    let drops = r.environment.harness.page_cache_dropped.is_some();
+    // `--drop-caches` syncs and drops the page cache between launches, on purpose. Under the
+    // serial observer the bundle is one arm of an interleaved engines campaign: the other
+    // arms' launches fill the gaps between its rows, and the multi-arm verifier judges the
+    // gaps along the campaign's order instead ([`crate::arms`]).
+    let drops = r.environment.harness.page_cache_dropped.is_some()
+        || r.contract.observer == Observer::Serial;
     for w in samples.windows(2) {
         let (a, b) = (&w[0], &w[1]);
         let end = last_stamp(a).unwrap_or(u64::MAX);

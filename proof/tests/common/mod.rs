@@ -82,6 +82,9 @@ pub struct Fixture {
     pub seed: u64,
     pub host: HostKind,
     pub incomplete: bool,
+    /// An arm of an engines campaign (serial observer) run by this engine; `None`: truecold
+    /// alone, observed at the VM exit.
+    pub engine: Option<Engine>,
 }
 
 impl Fixture {
@@ -95,7 +98,40 @@ impl Fixture {
             seed: 1,
             host: HostKind::Hardware,
             incomplete: false,
+            engine: None,
         }
+    }
+
+    /// An arm of an engines campaign: `n` Linux launches of `engine`, observed on serial.
+    pub fn engine(engine: Engine, n: u64) -> Self {
+        let (median_ns, seed) = match engine {
+            Engine::Truecold => (20e6, 11),
+            Engine::Firecracker => (40e6, 12),
+            Engine::CloudHypervisor => (45e6, 13),
+            Engine::QemuMicrovm => (60e6, 14),
+        };
+        Fixture {
+            median_ns,
+            seed,
+            engine: Some(engine),
+            ..Fixture::linux(n)
+        }
+    }
+
+    /// The engine that boots this fixture's guests.
+    pub fn engine_kind(&self) -> Engine {
+        self.engine.unwrap_or(Engine::Truecold)
+    }
+
+    /// The engine's binary (`configuration.vmm_path`).
+    pub fn vmm_path(&self) -> String {
+        match self.engine_kind() {
+            Engine::Truecold => "/usr/local/bin/truecold-vmm",
+            Engine::Firecracker => "/usr/local/bin/firecracker",
+            Engine::CloudHypervisor => "/usr/local/bin/cloud-hypervisor",
+            Engine::QemuMicrovm => "/usr/bin/qemu-system-x86_64",
+        }
+        .into()
     }
     pub fn probe(n: u64) -> Self {
         Fixture {
@@ -108,9 +144,12 @@ impl Fixture {
 
     /// One successful or failed sample with host stages tiling the latency, requested at
     /// `actual`.
-    fn sample(&self, i: u64, rng: &mut Rng, actual: u64) -> Sample {
+    pub fn sample(&self, i: u64, rng: &mut Rng, actual: u64) -> Sample {
         let linux = self.kind == ContractKind::Linux;
         let lat = rng.latency(self.median_ns, self.sigma).max(1000);
+        if let Some(e) = self.engine {
+            return self.engine_sample(e, i, lat, actual);
+        }
         // Host stages: fixed shares of the latency, the remainder in guest_boot.
         let shares = [
             (Stage::Spawn, 8),
@@ -189,6 +228,99 @@ impl Fixture {
         s
     }
 
+    /// A row of an engines-campaign arm: truecold has its VMM's stages and `serial_ready`,
+    /// another engine only the bench's (`serial_ready`, `challenge`); memory as `e` lays it
+    /// out (firmware RAM less its hole, the smaps mapping of the configured size, 4 KiB pages
+    /// for `thp`).
+    fn engine_sample(&self, e: Engine, i: u64, lat: u64, actual: u64) -> Sample {
+        let mut stages = StageTimes::default();
+        let shares: &[(Stage, u64)] = match e {
+            Engine::Truecold => &[
+                (Stage::Spawn, 8),
+                (Stage::KvmOpen, 1),
+                (Stage::VmCreate, 2),
+                (Stage::Memory, 5),
+                (Stage::KernelLoad, 4),
+                (Stage::Vcpus, 3),
+                (Stage::GuestInit, 10),
+                (Stage::SerialReady, 2),
+                (Stage::Challenge, 1),
+            ],
+            _ => &[(Stage::Challenge, 2)],
+        };
+        let rest = if e == Engine::Truecold {
+            Stage::GuestBoot
+        } else {
+            Stage::SerialReady
+        };
+        let mut used = 0;
+        for &(st, pct) in shares {
+            let d = lat * pct / 100;
+            stages.set(st, Some(d));
+            used += d;
+        }
+        stages.set(rest, Some(lat - used));
+        stages.set(Stage::GuestKernelToInit, Some(lat * 50 / 100));
+        stages.set(Stage::GuestInitToReady, Some(lat * 9 / 100));
+        stages.set(Stage::Workload, Some(2_000_000));
+        stages.set(Stage::Teardown, Some(1_000_000));
+        let truecold = e == Engine::Truecold;
+        let mut s = Sample {
+            index: i,
+            contract: ContractKind::Linux,
+            concurrency: 1,
+            intended_request_ns: None,
+            actual_request_ns: actual,
+            ready_ns: Some(actual + lat),
+            latency_ns: Some(lat),
+            stages,
+            boot_id: Some(boot_id(i + 1000 * (e as u64 + 1))),
+            host_mem_configured: MEM,
+            host_memslots: truecold.then_some(MEM),
+            host_e820_usable: truecold.then_some(MEM),
+            host_mapping_bytes: Some(MEM),
+            host_page_size: Some(4096),
+            guest_mem_firmware: Some(e.expected_firmware_ram(MEM)),
+            guest_mem_total: Some(MEM - (300 << 20)),
+            guest_cpus: Some(2),
+            guest_platform: Some(GuestPlatform {
+                packages: 1,
+                cores_per_package: 2,
+                threads_per_core: 1,
+                tsc_deadline_timer: true,
+                constant_tsc: false,
+                nonstop_tsc: false,
+                tsc_unstable: false,
+                clocksource: Clocksource::parse("kvm-clock"),
+            }),
+            protocol_errors: 0,
+            workload: "BENCH_OK".into(),
+            ok: true,
+            error_kind: String::new(),
+            error_detail: String::new(),
+        };
+        if self.fail_every.is_some_and(|k| i % k == k - 1) {
+            s.ok = false;
+            s.ready_ns = None;
+            s.latency_ns = None;
+            s.stages = StageTimes::default();
+            if truecold {
+                s.stages.set(Stage::Spawn, Some(3_000_000));
+            }
+            s.boot_id = None;
+            s.host_mapping_bytes = None;
+            s.host_page_size = None;
+            s.guest_mem_firmware = None;
+            s.guest_mem_total = None;
+            s.guest_cpus = None;
+            s.guest_platform = None;
+            s.workload = String::new();
+            s.error_kind = "deadline".into();
+            s.error_detail = "no verified reply on serial by the deadline".into();
+        }
+        s
+    }
+
     /// The campaign's rows, one after the other as a sequential campaign runs them: each
     /// request [`GAP`] after the previous row's last stamp.
     pub fn samples(&self) -> Vec<Sample> {
@@ -222,7 +354,11 @@ impl Fixture {
         ResultJson::new(
             Contract::new(
                 self.kind,
-                Observer::VmExit,
+                if self.engine.is_some() {
+                    Observer::Serial
+                } else {
+                    Observer::VmExit
+                },
                 Mode::Sequential { count: self.n },
                 DEADLINE,
                 self.incomplete,
@@ -235,12 +371,15 @@ impl Fixture {
                     ContractKind::Linux => GUEST_CMDLINE.into(),
                     ContractKind::Probe => self.vmm_command(),
                 },
-                vmm_path: "/usr/local/bin/truecold-vmm".into(),
+                vmm_path: self.vmm_path(),
                 kernel_path: Some("out/guest/vmlinux".into()),
                 initramfs_path: Some("out/guest/initramfs.cpio".into()),
                 engine: EngineInfo {
-                    kind: Engine::Truecold,
-                    version: "truecold-vmm 0.1.0".into(),
+                    kind: self.engine_kind(),
+                    version: match self.engine_kind() {
+                        Engine::Truecold => "truecold-vmm 0.1.0".into(),
+                        e => format!("{e} v1.0.0-test"),
+                    },
                 },
             },
             Environment {
@@ -295,6 +434,30 @@ impl Fixture {
         )
     }
 
+    /// An engine arm's per-sample command `cmdline.txt` records.
+    pub fn engine_command(&self) -> String {
+        let p = self.vmm_path();
+        match self.engine_kind() {
+            Engine::Truecold => format!(
+                "{p} boot --kernel out/guest/vmlinux --initramfs out/guest/initramfs.cpio \
+                 --vcpus 2 --mem-mib 16384 --backing thp --transport serial --report-file \
+                 <report_file> --request-ns <actual_request_ns> --deadline-at-ns \
+                 <actual_request_ns+{DEADLINE}>"
+            ),
+            Engine::Firecracker => format!("{p} --no-api --config-file <config_file>"),
+            Engine::CloudHypervisor => format!(
+                "{p} --kernel out/guest/vmlinux --initramfs out/guest/initramfs.cpio \
+                 --cmdline '{GUEST_CMDLINE}' --cpus boot=2 --memory size=16384M --serial tty \
+                 --console off"
+            ),
+            Engine::QemuMicrovm => format!(
+                "{p} -M microvm -nodefaults -no-reboot -smp 2 -m 16384M -kernel \
+                 out/guest/vmlinux -initrd out/guest/initramfs.cpio -append '{GUEST_CMDLINE}' \
+                 -serial stdio"
+            ),
+        }
+    }
+
     /// The bundle's other files, with `reports.jsonl` made from the fixture's own rows.
     pub fn inputs(&self) -> BundleInputs {
         self.inputs_for(&self.samples())
@@ -302,6 +465,32 @@ impl Fixture {
 
     /// The bundle's other files, with `reports.jsonl` made from `samples`.
     pub fn inputs_for(&self, samples: &[Sample]) -> BundleInputs {
+        if let Some(e) = self.engine {
+            let explicit = format!(
+                "truecold run --linux -n {} --vcpus 2 --mem-mib 16384 --backing thp \
+                 --deadline-ms {} --engines truecold,firecracker,cloud-hypervisor,qemu-microvm \
+                 {} {}",
+                self.n,
+                DEADLINE / 1_000_000,
+                truecold_proof::cmdline::binary_flag(e),
+                self.vmm_path()
+            );
+            return BundleInputs {
+                kernel_config: self.config_bytes(),
+                cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
+                    self.kind.label(),
+                    &format!("./{explicit}"),
+                    &explicit,
+                    e,
+                    &self.engine_command(),
+                    Some(GUEST_CMDLINE),
+                ),
+                extra_files: vec![(
+                    truecold_proof::reports::REPORTS_FILE.to_string(),
+                    engine_reports_jsonl(samples, DEADLINE, e),
+                )],
+            };
+        }
         BundleInputs {
             kernel_config: self.config_bytes(),
             cmdline: truecold_proof::cmdline::format_cmdline_txt(
@@ -394,7 +583,7 @@ pub fn forge_with(dir: &Path, evidence: bool, f: impl FnOnce(&mut ResultJson, &m
     if evidence {
         std::fs::write(
             dir.join(truecold_proof::reports::REPORTS_FILE),
-            reports_jsonl(&s, r.contract.deadline_ns),
+            reports_jsonl_for(&s, &r),
         )
         .unwrap();
     }
@@ -418,6 +607,249 @@ pub fn forge_with(dir: &Path, evidence: bool, f: impl FnOnce(&mut ResultJson, &m
 /// The set of checks `v` reports.
 pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> {
     v.reasons.iter().map(|r| r.check).collect()
+}
+
+/// `reports.jsonl` for rows of the bundle `r` (vm-exit or serial observer).
+pub fn reports_jsonl_for(samples: &[Sample], r: &ResultJson) -> Vec<u8> {
+    match r.contract.observer {
+        Observer::VmExit => reports_jsonl(samples, r.contract.deadline_ns),
+        Observer::Serial => {
+            engine_reports_jsonl(samples, r.contract.deadline_ns, r.configuration.engine.kind)
+        }
+    }
+}
+
+/// A row's stamps rebuilt from its stages (the inverse of the tiling).
+pub fn stamps_of(s: &Sample) -> truecold_proto::measure::Stamps {
+    use truecold_proto::measure::{Boundary, Stamps};
+    let mut st = Stamps {
+        intended: s.intended_request_ns,
+        request: Some(s.actual_request_ns),
+        ..Stamps::default()
+    };
+    let mut t = s.actual_request_ns;
+    for d in Stage::TABLE.iter().filter(|d| d.stage != Stage::Queue) {
+        if let (Boundary::Host { end }, Some(ns)) = (d.boundary, s.stages.get(d.stage)) {
+            t += ns;
+            st.set(end, Some(t));
+        }
+    }
+    st
+}
+
+/// The guest record of a successful Linux fixture row.
+pub fn record_of(s: &Sample) -> Option<truecold_proto::GuestRecord> {
+    let t_init = s.stages.get(Stage::GuestKernelToInit).unwrap_or(0);
+    (s.contract == ContractKind::Linux && s.ok).then(|| truecold_proto::GuestRecord {
+        boot_id: s.boot_id,
+        t_init_ns: t_init,
+        t_ready_ns: t_init + s.stages.get(Stage::GuestInitToReady).unwrap_or(0),
+        t_reply_ns: 0,
+        t_record_ns: 0,
+        mem_configured: s.host_mem_configured,
+        mem_firmware_ram: s.guest_mem_firmware.unwrap_or(0),
+        mem_total: s.guest_mem_total.unwrap_or(0),
+        mem_probe: 1 << 20,
+        cpus: s.guest_cpus.unwrap_or(0),
+        platform: s.guest_platform.clone().unwrap_or_default(),
+        workload: truecold_proto::Workload::BenchOk,
+        code: truecold_proto::ErrorCode::Ok,
+    })
+}
+
+/// `reports.jsonl` of an engines-campaign arm: per row the bench's [`EngineRun`] — its
+/// stamps rebuilt from the stages, the ready line's and the reply's boot id, the record, the
+/// smaps mapping — and, for the truecold engine, the VMM's report inside it (its own marks,
+/// the memslot and E820 figures, the deadline it was given).
+pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine) -> Vec<u8> {
+    use truecold_proof::reports::{HarnessMarks, ReportLine};
+    use truecold_proto::measure::{Mark, Taker};
+    use truecold_proto::report::{
+        EngineRun, HostMapping, Liveness, LivenessKind, MemoryFigures, Outcome, ReportCore,
+    };
+    let mut out = Vec::new();
+    for s in samples {
+        let st = stamps_of(s);
+        let mut liveness = Liveness::new(LivenessKind::Binding);
+        liveness.verified = s.ok;
+        liveness.reply_boot_id = s.boot_id;
+        let outcome = Outcome {
+            ok: s.ok,
+            failure_kind: (!s.ok).then(|| "deadline".into()),
+            failure: None,
+            guest_exit_code: None,
+        };
+        let vmm = (engine == Engine::Truecold).then(|| {
+            let mut own = st;
+            for m in Mark::ALL {
+                if m != Mark::Request && m.taker_under(Observer::Serial) == Taker::Bench {
+                    own.set(m, None);
+                }
+            }
+            let core = ReportCore {
+                schema: truecold_proto::report::REPORT_SCHEMA,
+                stamps: own,
+                memory_figures: MemoryFigures {
+                    configured: s.host_mem_configured,
+                    memslots: s.host_memslots.unwrap_or(0),
+                    e820_ram: s.host_e820_usable.unwrap_or(0),
+                    guest: s.guest_mem_firmware,
+                },
+                backing_obtained: truecold_proto::kinds::ObtainedBacking::Thp,
+                vmm_rss_bytes: None,
+                liveness: Liveness::new(LivenessKind::Binding),
+                guest_record: None,
+                protocol_error_count: 0,
+                protocol_errors: vec![],
+                guest_cmdline: Some(GUEST_CMDLINE.into()),
+                outcome: outcome.clone(),
+            };
+            let mut v = serde_json::to_value(core).unwrap();
+            let origin = s.intended_request_ns.unwrap_or(s.actual_request_ns);
+            v["config"] = serde_json::json!({"deadline": {"at-ns": origin + deadline_ns}});
+            v
+        });
+        let run = EngineRun {
+            engine,
+            stamps: st,
+            ready_boot_id: s.boot_id,
+            liveness,
+            guest_record: record_of(s),
+            host_memory: s.host_mapping_bytes.map(|b| HostMapping {
+                sizes: vec![b],
+                kernel_page_size: s.host_page_size.unwrap_or(0),
+                anon_huge_bytes: 0,
+            }),
+            protocol_error_count: s.protocol_errors,
+            protocol_errors: vec![],
+            exit: None,
+            vmm,
+            outcome,
+        };
+        let line = ReportLine {
+            index: s.index,
+            harness: HarnessMarks {
+                intended: s.intended_request_ns,
+                request: s.actual_request_ns,
+                reaped: st.reaped,
+            },
+            vmm: None,
+            vmm_missing: None,
+            engine: Some(run),
+        };
+        out.extend_from_slice(line.to_line().unwrap().as_bytes());
+    }
+    out
+}
+
+/// An engines campaign for tests: its arms, rounds, the order's seed, the host kind.
+#[derive(Clone)]
+pub struct Campaign {
+    pub engines: Vec<Engine>,
+    pub rounds: u64,
+    pub seed: u64,
+    pub host: HostKind,
+}
+
+impl Campaign {
+    /// All four engines, `rounds` rounds, on a nested-emulated host.
+    pub fn four(rounds: u64) -> Self {
+        Campaign {
+            engines: Engine::ALL.to_vec(),
+            rounds,
+            seed: 0x5eed,
+            host: HostKind::NestedEmulated,
+        }
+    }
+
+    /// The plan: each round every arm once, shuffled (Fisher–Yates) from the seed.
+    pub fn plan(&self) -> truecold_proof::arms::ArmsPlan {
+        let mut rng = Rng(self.seed);
+        let mut order = Vec::new();
+        for r in 0..self.rounds {
+            let mut names: Vec<&str> = self.engines.iter().map(|e| e.as_str()).collect();
+            for k in (1..names.len()).rev() {
+                names.swap(k, (rng.next() % (k as u64 + 1)) as usize);
+            }
+            order.extend(names.into_iter().map(|n| (r, n.to_string())));
+        }
+        truecold_proof::arms::ArmsPlan {
+            seed: self.seed,
+            rounds: self.rounds,
+            arms: self
+                .engines
+                .iter()
+                .map(|&e| truecold_proof::arms::ArmRef {
+                    name: e.as_str().into(),
+                    engine: e,
+                })
+                .collect(),
+            order,
+        }
+    }
+
+    /// Each arm's fixture and rows, launched one at a time in the plan's order.
+    pub fn arms(&self) -> Vec<(Fixture, Vec<Sample>)> {
+        let plan = self.plan();
+        let mut arms: Vec<(Fixture, Rng, Vec<Sample>)> = self
+            .engines
+            .iter()
+            .map(|&e| {
+                let f = Fixture {
+                    host: self.host,
+                    ..Fixture::engine(e, self.rounds)
+                };
+                let rng = Rng(f.seed);
+                (f, rng, Vec::new())
+            })
+            .collect();
+        let mut t = START;
+        for (_, name) in &plan.order {
+            let k = self
+                .engines
+                .iter()
+                .position(|e| e.as_str() == name)
+                .unwrap();
+            let (f, rng, rows) = &mut arms[k];
+            let s = f.sample(rows.len() as u64, rng, t);
+            t = last_stamp(&s) + GAP;
+            rows.push(s);
+        }
+        arms.into_iter().map(|(f, _, rows)| (f, rows)).collect()
+    }
+
+    /// Writes every arm bundle into `parent/name`, then the multi-arm files
+    /// ([`truecold_proof::arms::write_arms`]); panics unless the directory verifies.
+    pub fn write(&self, parent: &Path, name: &str) -> PathBuf {
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let arms = self.arms();
+        let all: Vec<Sample> = arms.iter().flat_map(|(_, s)| s.clone()).collect();
+        let wall = wall_ns(&all);
+        for (f, rows) in &arms {
+            let mut r = f.result(rows);
+            r.environment.harness.wall_ns = wall;
+            let dest = dir.join(f.engine_kind().as_str());
+            let w = write_bundle(&dest, &r, rows, &f.inputs_for(rows)).unwrap();
+            assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+        }
+        let v = truecold_proof::arms::write_arms(&dir, &self.plan()).unwrap();
+        assert!(v.is_valid(), "{}", v.render(&dir, 50));
+        dir
+    }
+}
+
+/// Copies a multi-arm directory (its arm directories included).
+pub fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+        }
+    }
 }
 
 /// `reports.jsonl` for fixture rows: each row's stamps rebuilt from its stages (the inverse
@@ -518,4 +950,32 @@ pub fn run_cli(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Rewrites a multi-arm directory's top SHA256SUMS over every file (arm files as
+/// `<arm>/<file>`), so only a semantic check can catch a change.
+pub fn resum_arms(dir: &Path) {
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.file_type().unwrap().is_dir() {
+            for f in std::fs::read_dir(e.path()).unwrap() {
+                let f = f.unwrap();
+                let file = std::fs::File::open(f.path()).unwrap();
+                entries.push((
+                    format!("{name}/{}", f.file_name().to_string_lossy()),
+                    truecold_proof::sums::sha256_reader(file).unwrap().0,
+                ));
+            }
+        } else if name != "SHA256SUMS" && name != "SHA256SUMS.sig" {
+            let file = std::fs::File::open(e.path()).unwrap();
+            entries.push((name, truecold_proof::sums::sha256_reader(file).unwrap().0));
+        }
+    }
+    std::fs::write(
+        dir.join("SHA256SUMS"),
+        truecold_proof::sums::format_sums(&entries),
+    )
+    .unwrap();
 }

@@ -1,0 +1,1205 @@
+//! Multi-arm directories: one engines campaign, one complete bundle per arm, compared.
+//!
+//! ```text
+//! <dir>/README.md        host kind, clock, contract, arms, comparison table, cdf.svg
+//! <dir>/arms.json        schema, seed, rounds, arms [{name, engine}], order [[round, arm], …]
+//! <dir>/comparison.json  per pair of arms: n, p50/p99, ratios b/a with bootstrap CIs, p, verdict
+//! <dir>/cdf.svg          every arm's headline CDF (successes) on one axis
+//! <dir>/<arm>/           a complete bundle per arm (its own SHA256SUMS; it verifies alone)
+//! <dir>/SHA256SUMS       every file under <dir>, arm files as `<arm>/<file>`, itself excluded
+//! ```
+//!
+//! The bench writes every arm bundle inside `dir`, then calls [`write_arms`], which writes the
+//! top files from the arms' rows and returns the verifier's [`Verdict`] on the whole
+//! directory. [`crate::verify_dir`] recognises `arms.json` and checks ([`verify_arms_dir`]):
+//! SHA256SUMS over every file; each arm bundle valid on its own (its reasons are reported with
+//! the arm's name in front, under their own [`Check`] kinds); every arm on the same host kind
+//! (so the same clock), vCPUs, memory, backing, kernel/initramfs/guest-init/config digests,
+//! deadline, contract, mode and count, under the serial observer, running the engine its name
+//! says; the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
+//! rows for a prefix of the order only) and sequential along it as one bundle's rows are
+//! (request stamps strictly increasing, each after the previous launch's last stamp, no idle
+//! gap as long as half the shortest launch or 10 ms: a single arm's bundle leaves its gaps
+//! to this check, the other arms' launches fill them); and `comparison.json`,
+//! `README.md` and `cdf.svg` byte for byte what [`generated_files`] makes of the verified
+//! rows.
+//!
+//! # The comparison (one definition, [`compare_arms`])
+//! For every unordered pair, `a` before `b` in the plan's arm order, over each arm's
+//! successful rows (the headline, request → strict-ready): `n`, p50 and p99 (nearest rank,
+//! [`crate::stats::percentile_sorted`]); the ratio `b / a` of the p50s and of the p99s in
+//! parts per million, `floor(1e6 · b / a)` (integers: nothing stored is a float); a
+//! percentile-bootstrap 95 % interval of each ratio ([`RESAMPLES`] resamples of both arms,
+//! each resample's ratio computed the same way, the interval the nearest-rank 2.5th and
+//! 97.5th of the sorted ratios), drawn from SplitMix64 seeded with `seed + k` for the `k`-th
+//! pair (0-based, in `comparison.json` order; `seed` from `arms.json`); the two-sided
+//! Mann–Whitney p and the verdict of [`crate::compare`]'s rule (b against a, lower is
+//! better; its own bootstrap seeded with `seed`), the p written as text with three
+//! significant digits ([`crate::compare::fmt_p`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::{read_bundle, read_capped, regenerate, BundleError, MAX_PARSED_BYTES};
+use crate::compare::{compare_values, fmt_p, mann_whitney_p, CompareOptions, SplitMix64};
+use crate::plot::{arms_cdf_svg, CDF_FILE, STAGES_FILE};
+use crate::report::{ms, README_FILE};
+use crate::schema::{
+    ContractKind, Engine, HostKind, Observer, ResultJson, Sample, HEADLINE, PERCENTILE_DEFINITION,
+};
+use crate::sign::SIG_FILE;
+use crate::stats::percentile_sorted;
+use crate::sums::{
+    format_sums, is_valid_name, parse_sums_with, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
+};
+use crate::verify::{
+    check_signature, check_sums, fully_stamped, last_stamp, verify_bundle_with, Check, Verdict,
+    GAP_FLOOR_NS,
+};
+use crate::VerifyOptions;
+
+/// The plan's file; its presence makes a directory a multi-arm directory.
+pub const ARMS_FILE: &str = "arms.json";
+/// The comparison's file.
+pub const COMPARISON_FILE: &str = "comparison.json";
+/// The CDF plot of every arm.
+pub const ARMS_CDF_FILE: &str = "cdf.svg";
+/// Version of `arms.json` and `comparison.json`.
+pub const ARMS_SCHEMA: u32 = 1;
+/// Bootstrap resamples per pair.
+pub const RESAMPLES: usize = 2000;
+/// The clock of a campaign on a `nested-emulated` host.
+pub const VIRTUAL_CLOCK: &str = "QEMU icount virtual clock, not wall time";
+/// The clock of a campaign on any other host.
+pub const WALL_CLOCK: &str = "wall time (CLOCK_MONOTONIC)";
+
+/// The files [`generated_files`] makes.
+const GENERATED: [&str; 3] = [COMPARISON_FILE, README_FILE, ARMS_CDF_FILE];
+/// An arm bundle's files that `report` regenerates.
+const ARM_GENERATED: [&str; 4] = [README_FILE, CDF_FILE, STAGES_FILE, SUMS_FILE];
+
+/// One arm: its directory name (the engine's [`Engine::as_str`]) and its engine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArmRef {
+    pub name: String,
+    pub engine: Engine,
+}
+
+/// How the campaign interleaved its arms: `order` lists `(round, arm name)` in launch order,
+/// every round holding every arm exactly once (shuffled per round from `seed`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArmsPlan {
+    pub seed: u64,
+    pub rounds: u64,
+    pub arms: Vec<ArmRef>,
+    pub order: Vec<(u64, String)>,
+}
+
+/// `arms.json`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArmsFile {
+    schema: u32,
+    seed: u64,
+    rounds: u64,
+    arms: Vec<ArmRef>,
+    order: Vec<(u64, String)>,
+}
+
+/// Why a multi-arm directory's files could not be written or regenerated.
+#[derive(Debug, thiserror::Error)]
+pub enum ArmsError {
+    #[error("the arms plan is not consistent: {0}")]
+    Plan(String),
+    #[error("arm `{arm}`")]
+    Arm {
+        arm: String,
+        #[source]
+        source: BundleError,
+    },
+    #[error("cannot {op} {path}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{ARMS_FILE} does not parse")]
+    Json(#[source] serde_json::Error),
+    #[error("{SUMS_FILE}")]
+    Sums(#[source] SumsError),
+    #[error("`{0}` differs from its {SUMS_FILE} entry: refusing to regenerate over a change")]
+    Tampered(String),
+    #[error("{path} is larger than the {MAX_PARSED_BYTES} bytes read")]
+    TooLarge { path: PathBuf },
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ArmsError + 'a {
+    move |source| ArmsError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `arms.json`'s bytes for `plan` (the one spelling the verifier accepts).
+pub fn arms_bytes(plan: &ArmsPlan) -> Vec<u8> {
+    let f = ArmsFile {
+        schema: ARMS_SCHEMA,
+        seed: plan.seed,
+        rounds: plan.rounds,
+        arms: plan.arms.clone(),
+        order: plan.order.clone(),
+    };
+    // Only integers and strings: serialisation cannot fail.
+    let mut b = serde_json::to_vec_pretty(&f).unwrap_or_default();
+    b.push(b'\n');
+    b
+}
+
+/// Parses `arms.json` (any schema but [`ARMS_SCHEMA`] is an error).
+pub fn parse_arms(bytes: &[u8]) -> Result<ArmsPlan, String> {
+    let f: ArmsFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if f.schema != ARMS_SCHEMA {
+        return Err(format!(
+            "schema {}, this verifier reads {ARMS_SCHEMA}",
+            f.schema
+        ));
+    }
+    Ok(ArmsPlan {
+        seed: f.seed,
+        rounds: f.rounds,
+        arms: f.arms,
+        order: f.order,
+    })
+}
+
+/// Every way `plan` is not a plan (empty when it is one): arms named by their engine, each
+/// engine once, and `order` the rounds `0..rounds` in turn, each holding every arm exactly
+/// once.
+pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
+    let mut bad = Vec::new();
+    if plan.arms.is_empty() {
+        bad.push("no arms".into());
+    }
+    let mut engines = BTreeSet::new();
+    for a in &plan.arms {
+        if a.name != a.engine.as_str() {
+            bad.push(format!(
+                "arm `{}` runs `{}`: an arm is named by its engine",
+                a.name, a.engine
+            ));
+        }
+        if !engines.insert(a.engine) {
+            bad.push(format!("engine `{}` has two arms", a.engine));
+        }
+    }
+    let k = plan.arms.len() as u64;
+    if plan.order.len() as u128 != u128::from(plan.rounds) * u128::from(k) {
+        bad.push(format!(
+            "{} launches in the order, {} rounds × {k} arms planned",
+            plan.order.len(),
+            plan.rounds
+        ));
+    }
+    for (pos, (round, name)) in plan.order.iter().enumerate() {
+        let want = (pos as u64).checked_div(k).unwrap_or(0);
+        if *round != want {
+            bad.push(format!(
+                "launch {pos} is in round {round}, its place says round {want}: rounds run in \
+                 turn, each with every arm once"
+            ));
+            break;
+        }
+        if !plan.arms.iter().any(|a| a.name == *name) {
+            bad.push(format!("launch {pos} names `{name}`, not an arm"));
+        }
+    }
+    if k > 0 {
+        for (r, chunk) in plan.order.chunks(k as usize).enumerate() {
+            let names: BTreeSet<&str> = chunk.iter().map(|(_, n)| n.as_str()).collect();
+            if names.len() != chunk.len() {
+                bad.push(format!("round {r} launches an arm twice"));
+            }
+        }
+    }
+    bad
+}
+
+/// The clock a host kind's campaign is measured on.
+pub fn clock_of(host: HostKind) -> &'static str {
+    match host {
+        HostKind::NestedEmulated => VIRTUAL_CLOCK,
+        _ => WALL_CLOCK,
+    }
+}
+
+/// One arm as the comparison sees it.
+#[derive(Clone, Debug)]
+pub struct ArmData {
+    pub arm: ArmRef,
+    pub result: ResultJson,
+    /// Attempts (rows).
+    pub attempts: u64,
+    /// The successful rows' headlines, ascending.
+    pub ok: Vec<u64>,
+}
+
+impl ArmData {
+    /// From a verified (or about to be verified) bundle.
+    pub fn new(arm: ArmRef, result: ResultJson, samples: &[Sample]) -> Self {
+        let mut ok: Vec<u64> = samples
+            .iter()
+            .filter(|s| s.ok)
+            .filter_map(|s| s.latency_ns)
+            .collect();
+        ok.sort_unstable();
+        ArmData {
+            arm,
+            result,
+            attempts: samples.len() as u64,
+            ok,
+        }
+    }
+}
+
+/// One arm's line of `comparison.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ArmSummary {
+    pub name: String,
+    pub engine: Engine,
+    /// The engine binary's `--version` line.
+    pub version: String,
+    pub attempts: u64,
+    /// Successful rows.
+    pub n: u64,
+    pub p50_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+}
+
+/// One pair of `comparison.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PairComparison {
+    pub a: String,
+    pub b: String,
+    pub n_a: u64,
+    pub n_b: u64,
+    pub p50_a_ns: Option<u64>,
+    pub p50_b_ns: Option<u64>,
+    pub p99_a_ns: Option<u64>,
+    pub p99_b_ns: Option<u64>,
+    /// `floor(1e6 · p50(b) / p50(a))`.
+    pub ratio_p50_ppm: Option<u64>,
+    pub ratio_p50_ci95_ppm: Option<[u64; 2]>,
+    /// `floor(1e6 · p99(b) / p99(a))`.
+    pub ratio_p99_ppm: Option<u64>,
+    pub ratio_p99_ci95_ppm: Option<[u64; 2]>,
+    /// Two-sided Mann–Whitney U p, three significant digits.
+    pub mann_whitney_p: Option<String>,
+    /// [`crate::compare`]'s verdict of b against a (`improved`: b is faster).
+    pub verdict: String,
+    pub why: String,
+}
+
+/// `comparison.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ArmsComparison {
+    pub schema: u32,
+    pub metric: String,
+    pub rows: String,
+    pub percentile_definition: String,
+    pub ratio: String,
+    pub bootstrap: String,
+    pub seed: u64,
+    pub resamples: u64,
+    pub verdict_rule: String,
+    pub host_kind: Option<HostKind>,
+    pub clock: Option<String>,
+    pub arms: Vec<ArmSummary>,
+    pub pairs: Vec<PairComparison>,
+}
+
+/// `floor(1e6 · b / a)`; `None` when `a` is 0.
+pub fn ratio_ppm(a: u64, b: u64) -> Option<u64> {
+    (a > 0).then(|| (u128::from(b) * 1_000_000 / u128::from(a)).min(u128::from(u64::MAX)) as u64)
+}
+
+/// 0-based index of the nearest-rank `p`-th percentile of `n` values.
+fn rank0(p: u64, n: usize) -> usize {
+    ((p as usize * n).div_ceil(100)).clamp(1, n) - 1
+}
+
+/// A resample of `src` into `buf`, and its p50 and p99.
+fn resample_p50_p99(src: &[u64], buf: &mut Vec<u64>, rng: &mut SplitMix64) -> (u64, u64) {
+    buf.clear();
+    buf.extend((0..src.len()).map(|_| src[rng.below(src.len())]));
+    let n = buf.len();
+    let p50 = *buf.select_nth_unstable(rank0(50, n)).1;
+    let p99 = *buf.select_nth_unstable(rank0(99, n)).1;
+    (p50, p99)
+}
+
+/// The nearest-rank 2.5th and 97.5th of `v` (sorted here).
+fn interval(mut v: Vec<u64>) -> Option<[u64; 2]> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    let n = v.len();
+    let lo = ((25 * n).div_ceil(1000)).clamp(1, n) - 1;
+    let hi = ((975 * n).div_ceil(1000)).clamp(1, n) - 1;
+    Some([v[lo], v[hi]])
+}
+
+/// Percentile-bootstrap 95 % intervals of the p50 and p99 ratios `b / a` (ppm).
+pub fn bootstrap_ratio_ci(
+    a: &[u64],
+    b: &[u64],
+    resamples: usize,
+    seed: u64,
+) -> (Option<[u64; 2]>, Option<[u64; 2]>) {
+    if a.is_empty() || b.is_empty() {
+        return (None, None);
+    }
+    let mut rng = SplitMix64(seed);
+    let (mut ba, mut bb) = (Vec::with_capacity(a.len()), Vec::with_capacity(b.len()));
+    let (mut r50, mut r99) = (Vec::new(), Vec::new());
+    for _ in 0..resamples {
+        let (a50, a99) = resample_p50_p99(a, &mut ba, &mut rng);
+        let (b50, b99) = resample_p50_p99(b, &mut bb, &mut rng);
+        match (ratio_ppm(a50, b50), ratio_ppm(a99, b99)) {
+            (Some(x), Some(y)) => {
+                r50.push(x);
+                r99.push(y);
+            }
+            // A zero headline never verifies (every host stage takes time).
+            _ => return (None, None),
+        }
+    }
+    (interval(r50), interval(r99))
+}
+
+/// The comparison of every pair of `arms` (in plan order).
+pub fn compare_arms(seed: u64, arms: &[ArmData]) -> ArmsComparison {
+    let host = arms.first().map(|a| a.result.environment.host_kind);
+    let opts = CompareOptions {
+        seed,
+        ..CompareOptions::default()
+    };
+    let summaries = arms
+        .iter()
+        .map(|a| ArmSummary {
+            name: a.arm.name.clone(),
+            engine: a.arm.engine,
+            version: a.result.configuration.engine.version.clone(),
+            attempts: a.attempts,
+            n: a.ok.len() as u64,
+            p50_ns: percentile_sorted(&a.ok, 50, 100),
+            p99_ns: percentile_sorted(&a.ok, 99, 100),
+        })
+        .collect();
+    let mut pairs = Vec::new();
+    for (i, a) in arms.iter().enumerate() {
+        for b in &arms[i + 1..] {
+            let k = pairs.len() as u64;
+            let (p50a, p50b) = (
+                percentile_sorted(&a.ok, 50, 100),
+                percentile_sorted(&b.ok, 50, 100),
+            );
+            let (p99a, p99b) = (
+                percentile_sorted(&a.ok, 99, 100),
+                percentile_sorted(&b.ok, 99, 100),
+            );
+            let (ci50, ci99) = bootstrap_ratio_ci(&a.ok, &b.ok, RESAMPLES, seed.wrapping_add(k));
+            let m = compare_values(HEADLINE, true, &a.ok, &b.ok, &opts);
+            pairs.push(PairComparison {
+                a: a.arm.name.clone(),
+                b: b.arm.name.clone(),
+                n_a: a.ok.len() as u64,
+                n_b: b.ok.len() as u64,
+                p50_a_ns: p50a,
+                p50_b_ns: p50b,
+                p99_a_ns: p99a,
+                p99_b_ns: p99b,
+                ratio_p50_ppm: p50a.zip(p50b).and_then(|(x, y)| ratio_ppm(x, y)),
+                ratio_p50_ci95_ppm: ci50,
+                ratio_p99_ppm: p99a.zip(p99b).and_then(|(x, y)| ratio_ppm(x, y)),
+                ratio_p99_ci95_ppm: ci99,
+                // Reported whatever the verdict (compare's rule computes none below its
+                // minimum sample count).
+                mann_whitney_p: mann_whitney_p(&a.ok, &b.ok).map(fmt_p),
+                verdict: m.verdict.as_str().to_string(),
+                why: m.why,
+            });
+        }
+    }
+    ArmsComparison {
+        schema: ARMS_SCHEMA,
+        metric: HEADLINE.to_string(),
+        rows: "each arm's successful rows (as its own bundle verifies them)".into(),
+        percentile_definition: PERCENTILE_DEFINITION.to_string(),
+        ratio: "b / a in parts per million: floor(1e6 * b / a)".into(),
+        bootstrap: format!(
+            "percentile bootstrap, 95 %: {RESAMPLES} resamples of both arms, the nearest-rank \
+             2.5th and 97.5th of the resampled ratios; pair k (0-based, in this order) draws \
+             from SplitMix64 seeded with seed + k"
+        ),
+        seed,
+        resamples: RESAMPLES as u64,
+        verdict_rule: format!(
+            "truecold-proof compare's rule, b against a (lower is better): alpha {}, \
+             threshold {} % of a's median, at least {} successes per arm, 95 % interval of \
+             the median difference at most {} % of a's median (its bootstrap seeded with seed)",
+            opts.alpha, opts.threshold_pct, opts.min_samples, opts.max_ci_width_pct
+        ),
+        host_kind: host,
+        clock: host.map(|h| clock_of(h).to_string()),
+        arms: summaries,
+        pairs,
+    }
+}
+
+fn ratio_text(r: Option<u64>, ci: Option<[u64; 2]>) -> String {
+    let x = |p: u64| format!("{}.{:03}", p / 1_000_000, (p / 1_000) % 1_000);
+    match (r, ci) {
+        (Some(r), Some([lo, hi])) => format!("{} [{}, {}]", x(r), x(lo), x(hi)),
+        (Some(r), None) => x(r),
+        _ => "–".into(),
+    }
+}
+
+fn opt_ms(v: Option<u64>) -> String {
+    v.map_or("–".into(), ms)
+}
+
+/// The directory's `README.md`.
+pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# truecold engines campaign: {} arm(s), {} round(s)\n",
+        plan.arms.len(),
+        plan.rounds
+    );
+    let first = arms.first().map(|a| &a.result);
+    if let Some(r) = first {
+        let host = r.environment.host_kind;
+        let _ = writeln!(s, "- host kind: {}", host.as_str());
+        let _ = writeln!(s, "- clock: {}", clock_of(host));
+        let _ = writeln!(
+            s,
+            "- contract: every sample is request → strict-ready observed on serial: the \
+             bench stamps the request before it spawns the engine, writes a fresh nonce on \
+             the engine's serial input after the guest's ready line, and stamps strict-ready \
+             when the verified answer arrives on the engine's serial output; the same guest \
+             (kernel, initramfs, guest-init) for every arm"
+        );
+        let cfg = &r.configuration;
+        let _ = writeln!(
+            s,
+            "- each arm: {} vCPU, {} MiB, backing {}, {}, deadline {} ms",
+            cfg.vcpus,
+            cfg.mem_bytes >> 20,
+            cfg.backing_kind().map_or("?", |b| b.as_str()),
+            r.contract.mode.describe(),
+            ms(r.contract.deadline_ns)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "- interleaving: each round launches every arm once, in an order shuffled from seed \
+         {} ({ARMS_FILE})\n",
+        plan.seed
+    );
+    let _ = writeln!(s, "## Arms\n");
+    let _ = writeln!(
+        s,
+        "| arm | engine version | attempts | ok | p50 ms | p99 ms |\n|---|---|---|---|---|---|"
+    );
+    for a in &c.arms {
+        let _ = writeln!(
+            s,
+            "| [{n}]({n}/README.md) | `{}` | {} | {} | {} | {} |",
+            a.version.replace('|', "\\|").replace('`', "'"),
+            a.attempts,
+            a.n,
+            opt_ms(a.p50_ns),
+            opt_ms(a.p99_ns),
+            n = a.name,
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## Comparison ({HEADLINE}, successes)\n\nRatios are b / a with a bootstrap 95 % \
+         interval; the verdict is `truecold-proof compare`'s rule applied to b against a \
+         (`improved`: b is faster than a, `regressed`: b is slower). Exact figures in {COMPARISON_FILE}.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| a | b | n a | n b | p50 a ms | p50 b ms | p50 b/a [95 % CI] | p99 b/a [95 % CI] | \
+         Mann–Whitney p | verdict |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for p in &c.pairs {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            p.a,
+            p.b,
+            p.n_a,
+            p.n_b,
+            opt_ms(p.p50_a_ns),
+            opt_ms(p.p50_b_ns),
+            ratio_text(p.ratio_p50_ppm, p.ratio_p50_ci95_ppm),
+            ratio_text(p.ratio_p99_ppm, p.ratio_p99_ci95_ppm),
+            p.mann_whitney_p.as_deref().unwrap_or("–"),
+            p.verdict
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n![every arm's CDF]({ARMS_CDF_FILE})\n\nEach arm's directory is a complete bundle \
+         (`truecold-proof verify <dir>/<arm>`); `truecold-proof verify <dir>` checks them all, \
+         the order against their request stamps and this comparison; `sha256sum -c --strict \
+         {SUMS_FILE}` checks every file."
+    );
+    s
+}
+
+/// `comparison.json`, `README.md` and `cdf.svg` for `plan` and its arms' data.
+pub fn generated_files(plan: &ArmsPlan, arms: &[ArmData]) -> Vec<(String, Vec<u8>)> {
+    let c = compare_arms(plan.seed, arms);
+    // Integers, strings and options only: serialisation cannot fail.
+    let mut json = serde_json::to_vec_pretty(&c).unwrap_or_default();
+    json.push(b'\n');
+    let clock = c.clock.clone().unwrap_or_else(|| "no arm".into());
+    let curves: Vec<(String, Vec<u64>)> = arms
+        .iter()
+        .map(|a| (a.arm.name.clone(), a.ok.clone()))
+        .collect();
+    let svg = arms_cdf_svg(
+        &format!("{HEADLINE}: {} arm(s), successes", arms.len()),
+        &clock,
+        &curves,
+    );
+    vec![
+        (COMPARISON_FILE.to_string(), json),
+        (README_FILE.to_string(), readme(plan, arms, &c).into_bytes()),
+        (ARMS_CDF_FILE.to_string(), svg.into_bytes()),
+    ]
+}
+
+/// A `SHA256SUMS` name of a multi-arm directory: a top file, or `<arm>/<file>`.
+pub fn is_valid_arms_path(name: &str) -> bool {
+    match name.split_once('/') {
+        None => is_valid_name(name),
+        Some((a, f)) => is_valid_name(a) && is_valid_name(f),
+    }
+}
+
+/// Parses a multi-arm `SHA256SUMS`.
+pub fn parse_arms_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
+    parse_sums_with(bytes, is_valid_arms_path)
+}
+
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArmsError> {
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let dest = dir.join(name);
+    let mut f = fs::File::create(&tmp).map_err(io("create", &tmp))?;
+    f.write_all(bytes).map_err(io("write", &tmp))?;
+    f.sync_all().map_err(io("fsync", &tmp))?;
+    fs::rename(&tmp, &dest).map_err(io("rename into place", &dest))
+}
+
+/// Digests of every regular file of the top directory and of each arm directory (arm files
+/// as `<arm>/<file>`), `SHA256SUMS` and `SHA256SUMS.sig` of the top excluded.
+fn digests_of(dir: &Path, arms: &[ArmRef]) -> Result<BTreeMap<String, String>, ArmsError> {
+    let mut out = BTreeMap::new();
+    let mut hash_dir = |d: &Path, prefix: &str| -> Result<(), ArmsError> {
+        for e in fs::read_dir(d).map_err(io("list", d))? {
+            let e = e.map_err(io("list", d))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
+            if !is_file {
+                continue;
+            }
+            if prefix.is_empty() && (name == SUMS_FILE || name == SIG_FILE) {
+                continue;
+            }
+            let p = e.path();
+            let (d, _) = fs::File::open(&p)
+                .and_then(sha256_reader)
+                .map_err(io("read", &p))?;
+            out.insert(format!("{prefix}{name}"), d);
+        }
+        Ok(())
+    };
+    hash_dir(dir, "")?;
+    for a in arms {
+        hash_dir(&dir.join(&a.name), &format!("{}/", a.name))?;
+    }
+    Ok(out)
+}
+
+fn read_arms(dir: &Path, plan: &ArmsPlan) -> Result<Vec<ArmData>, ArmsError> {
+    plan.arms
+        .iter()
+        .map(|a| {
+            let (r, s) = read_bundle(&dir.join(&a.name)).map_err(|source| ArmsError::Arm {
+                arm: a.name.clone(),
+                source,
+            })?;
+            Ok(ArmData::new(a.clone(), r, &s))
+        })
+        .collect()
+}
+
+/// Writes `arms.json`, `comparison.json`, `README.md`, `cdf.svg` and `SHA256SUMS` into `dir`
+/// (each file atomically: written, fsynced, renamed), after every arm bundle was written
+/// inside it, and returns the verifier's verdict on the whole directory. An arm whose bundle
+/// does not verify is still compared (failures are data); the verdict says why it is invalid.
+pub fn write_arms(dir: &Path, plan: &ArmsPlan) -> Result<Verdict, ArmsError> {
+    let problems = plan_problems(plan);
+    if !problems.is_empty() {
+        return Err(ArmsError::Plan(problems.join("; ")));
+    }
+    let arms = read_arms(dir, plan)?;
+    write_atomic(dir, ARMS_FILE, &arms_bytes(plan))?;
+    for (name, bytes) in generated_files(plan, &arms) {
+        write_atomic(dir, &name, &bytes)?;
+    }
+    write_sums(dir, plan)?;
+    Ok(crate::verify::verify_dir(dir))
+}
+
+fn write_sums(dir: &Path, plan: &ArmsPlan) -> Result<(), ArmsError> {
+    let digests = digests_of(dir, &plan.arms)?;
+    let entries: Vec<(String, String)> = digests.into_iter().collect();
+    write_atomic(dir, SUMS_FILE, format_sums(&entries).as_bytes())?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync directory", dir))
+}
+
+/// `report DIR` on a multi-arm directory: regenerates each arm's README and plots
+/// ([`crate::bundle::regenerate`]), then the top `comparison.json`, `README.md`, `cdf.svg`
+/// and `SHA256SUMS`. Refuses when a file that is not regenerated differs from its top
+/// `SHA256SUMS` entry. Returns the paths rewritten.
+pub fn regenerate_arms(dir: &Path) -> Result<Vec<String>, ArmsError> {
+    let sp = dir.join(SUMS_FILE);
+    let sb = read_capped(&sp, MAX_PARSED_BYTES)
+        .map_err(io("read", &sp))?
+        .ok_or_else(|| ArmsError::TooLarge { path: sp.clone() })?;
+    let listed = parse_arms_sums(&sb).map_err(ArmsError::Sums)?;
+    let regenerated = |n: &str| match n.split_once('/') {
+        None => GENERATED.contains(&n),
+        Some((_, f)) => ARM_GENERATED.contains(&f),
+    };
+    for (name, digest) in listed.iter().filter(|(n, _)| !regenerated(n)) {
+        let p = dir.join(name);
+        let (got, _) = fs::File::open(&p)
+            .and_then(sha256_reader)
+            .map_err(io("read", &p))?;
+        if got != *digest {
+            return Err(ArmsError::Tampered(name.clone()));
+        }
+    }
+    let ap = dir.join(ARMS_FILE);
+    let ab = read_capped(&ap, MAX_PARSED_BYTES)
+        .map_err(io("read", &ap))?
+        .ok_or_else(|| ArmsError::TooLarge { path: ap.clone() })?;
+    let plan = parse_arms(&ab).map_err(|e| ArmsError::Plan(e.to_string()))?;
+    let problems = plan_problems(&plan);
+    if !problems.is_empty() {
+        return Err(ArmsError::Plan(problems.join("; ")));
+    }
+    let mut written = Vec::new();
+    for a in &plan.arms {
+        let names = regenerate(&dir.join(&a.name)).map_err(|source| ArmsError::Arm {
+            arm: a.name.clone(),
+            source,
+        })?;
+        written.extend(names.into_iter().map(|n| format!("{}/{n}", a.name)));
+    }
+    let arms = read_arms(dir, &plan)?;
+    for (name, bytes) in generated_files(&plan, &arms) {
+        write_atomic(dir, &name, &bytes)?;
+        written.push(name);
+    }
+    write_sums(dir, &plan)?;
+    written.push(SUMS_FILE.to_string());
+    Ok(written)
+}
+
+/// Verifies a multi-arm directory (see the module doc); [`crate::verify_dir`] calls this
+/// when `dir` holds `arms.json`.
+pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let mut v = Verdict::default();
+    let ap = dir.join(ARMS_FILE);
+    let plan_bytes = match read_capped(&ap, MAX_PARSED_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            v.unreadable = Some(format!(
+                "{ARMS_FILE} is larger than {MAX_PARSED_BYTES} bytes"
+            ));
+            return v;
+        }
+        Err(e) => {
+            v.unreadable = Some(format!("cannot read {ARMS_FILE}: {e}"));
+            return v;
+        }
+    };
+    let plan = match parse_arms(&plan_bytes) {
+        Ok(p) => p,
+        Err(e) => {
+            v.add(Check::ArmsPlan, format!("{ARMS_FILE}: {e}"));
+            ArmsPlan {
+                seed: 0,
+                rounds: 0,
+                arms: Vec::new(),
+                order: Vec::new(),
+            }
+        }
+    };
+    if !v.has(Check::ArmsPlan) {
+        if arms_bytes(&plan) != plan_bytes {
+            v.add(
+                Check::ArmsPlan,
+                format!("{ARMS_FILE} is not in the writer's canonical form"),
+            );
+        }
+        for p in plan_problems(&plan) {
+            v.add(Check::ArmsPlan, format!("{ARMS_FILE}: {p}"));
+        }
+    }
+    let arm_names: BTreeSet<&str> = plan.arms.iter().map(|a| a.name.as_str()).collect();
+    v.arms = Some(plan.arms.iter().map(|a| a.name.clone()).collect());
+    // The directory: top files, and a directory per arm.
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            v.unreadable = Some(format!("cannot read directory: {e}"));
+            return v;
+        }
+    };
+    let mut top: BTreeSet<String> = BTreeSet::new();
+    let mut present_arms: BTreeSet<String> = BTreeSet::new();
+    for e in entries {
+        let e = match e {
+            Ok(e) => e,
+            Err(err) => {
+                v.unreadable = Some(format!("cannot list directory: {err}"));
+                return v;
+            }
+        };
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ft = e.file_type().ok();
+        if ft.is_some_and(|t| t.is_file()) {
+            top.insert(name);
+        } else if ft.is_some_and(|t| t.is_dir()) && arm_names.contains(name.as_str()) {
+            present_arms.insert(name);
+        } else {
+            v.add(
+                Check::NotAFile,
+                format!("`{name}` is neither a regular file nor an arm's directory"),
+            );
+        }
+    }
+    for r in [
+        ARMS_FILE,
+        COMPARISON_FILE,
+        README_FILE,
+        ARMS_CDF_FILE,
+        SUMS_FILE,
+    ] {
+        if !top.contains(r) {
+            v.add(
+                Check::RequiredFileMissing,
+                format!("required file `{r}` is missing"),
+            );
+        }
+    }
+    for a in &plan.arms {
+        if !present_arms.contains(&a.name) {
+            v.add(
+                Check::ArmMissing,
+                format!("arm `{}` has no directory", a.name),
+            );
+        }
+    }
+    // SHA256SUMS over every file.
+    let present: Vec<ArmRef> = plan
+        .arms
+        .iter()
+        .filter(|a| present_arms.contains(&a.name))
+        .cloned()
+        .collect();
+    let digests = match digests_of(dir, &present) {
+        Ok(d) => d,
+        Err(e) => {
+            v.unreadable = Some(crate::verify::chain(&e));
+            return v;
+        }
+    };
+    let sums = match read_capped(&dir.join(SUMS_FILE), MAX_PARSED_BYTES) {
+        Ok(Some(b)) => Some(b),
+        Ok(None) => {
+            v.add(
+                Check::TooLarge,
+                format!("`{SUMS_FILE}` is larger than {MAX_PARSED_BYTES} bytes"),
+            );
+            None
+        }
+        Err(_) => None,
+    };
+    let mut all = digests.clone();
+    if let Some(b) = &sums {
+        all.insert(SUMS_FILE.to_string(), sha256_hex(b));
+    }
+    if top.contains(SIG_FILE) {
+        all.insert(SIG_FILE.to_string(), String::new());
+    }
+    check_sums(&mut v, &all, sums.as_deref(), parse_arms_sums);
+    // Each arm on its own.
+    let mut arms: Vec<(ArmData, Vec<Sample>)> = Vec::new();
+    for a in &present {
+        let av = verify_bundle_with(&dir.join(&a.name), &VerifyOptions::default());
+        if let Some(u) = &av.unreadable {
+            v.add(
+                Check::ArmMissing,
+                format!("arm `{}` is unreadable: {u}", a.name),
+            );
+        }
+        for r in &av.reasons {
+            v.add(r.check, format!("{}: {}", a.name, r.detail));
+        }
+        if let (Some(r), Some(s)) = (av.result, av.samples) {
+            arms.push((ArmData::new(a.clone(), r, &s), s));
+        }
+    }
+    v.rows = Some(arms.iter().map(|(_, s)| s.len()).sum());
+    check_same(&mut v, &plan, &arms);
+    check_order(&mut v, &plan, &arms);
+    if arms.len() == plan.arms.len() && !plan.arms.is_empty() {
+        let data: Vec<ArmData> = arms.into_iter().map(|(a, _)| a).collect();
+        for (name, bytes) in generated_files(&plan, &data) {
+            if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
+                let check = if name == COMPARISON_FILE {
+                    Check::Comparison
+                } else {
+                    Check::GeneratedStale
+                };
+                v.add(
+                    check,
+                    format!(
+                        "`{name}` differs from what `truecold-proof report` makes of the arms' \
+                         verified rows"
+                    ),
+                );
+            }
+        }
+    }
+    check_signature(&mut v, dir, opts, top.contains(SIG_FILE), sums.as_deref());
+    v
+}
+
+/// Every arm measured alike: one host kind (so one clock), one configuration, one guest,
+/// one contract, under the serial observer, running the engine its name says.
+fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
+    for (a, _) in arms {
+        let r = &a.result;
+        if r.configuration.engine.kind != a.arm.engine {
+            v.add(
+                Check::ArmsMismatch,
+                format!(
+                    "arm `{}` is a `{}` bundle",
+                    a.arm.name, r.configuration.engine.kind
+                ),
+            );
+        }
+        if r.contract.observer != Observer::Serial {
+            v.add(
+                Check::ArmsMismatch,
+                format!(
+                    "arm `{}` is observed at `{}`: every arm of an engines campaign is \
+                     observed on serial",
+                    a.arm.name,
+                    r.contract.observer.as_str()
+                ),
+            );
+        }
+        if r.contract.kind != ContractKind::Linux {
+            v.add(
+                Check::ArmsMismatch,
+                format!("arm `{}` is not a Linux bundle", a.arm.name),
+            );
+        }
+        if r.contract.mode.planned_attempts() != plan.rounds {
+            v.add(
+                Check::ArmsMismatch,
+                format!(
+                    "arm `{}` planned {} attempts, the campaign {} rounds",
+                    a.arm.name,
+                    r.contract.mode.planned_attempts(),
+                    plan.rounds
+                ),
+            );
+        }
+    }
+    let Some((first, _)) = arms.first() else {
+        return;
+    };
+    let f = &first.result;
+    let artifact = |r: &ResultJson, k: &str| r.artifacts.get(k).cloned();
+    for (a, _) in &arms[1..] {
+        let r = &a.result;
+        let mut differ: Vec<String> = Vec::new();
+        let mut same = |what: &str, x: String, y: String| {
+            if x != y {
+                differ.push(format!("{what} {y} (`{}` has {x})", first.arm.name));
+            }
+        };
+        same(
+            "host kind",
+            f.environment.host_kind.as_str().into(),
+            r.environment.host_kind.as_str().into(),
+        );
+        same(
+            "clock",
+            clock_of(f.environment.host_kind).into(),
+            clock_of(r.environment.host_kind).into(),
+        );
+        same(
+            "vCPUs",
+            f.configuration.vcpus.to_string(),
+            r.configuration.vcpus.to_string(),
+        );
+        same(
+            "memory",
+            f.configuration.mem_bytes.to_string(),
+            r.configuration.mem_bytes.to_string(),
+        );
+        same(
+            "backing",
+            format!("{:?}", f.configuration.backing_kind()),
+            format!("{:?}", r.configuration.backing_kind()),
+        );
+        same(
+            "deadline",
+            f.contract.deadline_ns.to_string(),
+            r.contract.deadline_ns.to_string(),
+        );
+        same(
+            "mode",
+            f.contract.mode.describe(),
+            r.contract.mode.describe(),
+        );
+        same(
+            "contract",
+            f.contract.kind.as_str().into(),
+            r.contract.kind.as_str().into(),
+        );
+        for k in ["vmlinux", "initramfs", "guest_init", "config"] {
+            same(
+                &format!("{k} digest"),
+                format!("{:?}", artifact(f, k)),
+                format!("{:?}", artifact(r, k)),
+            );
+        }
+        for d in differ {
+            v.add(
+                Check::ArmsMismatch,
+                format!("arm `{}`: {d}: every arm runs alike", a.arm.name),
+            );
+        }
+    }
+}
+
+/// The order against the rows: the `i`-th appearance of an arm is its row `i`; rows exist
+/// for a prefix of the order only (all of it unless an arm is incomplete); along the order
+/// the campaign is sequential, as one bundle's rows are (the single-bundle timing rules of
+/// [`crate::verify`] applied to the launches in order): each request after the previous
+/// launch's request and last stamp, and, after a fully stamped launch, an idle gap shorter
+/// than half the shortest launch of any arm or 10 ms (not judged with `--drop-caches`).
+fn check_order(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
+    if arms.len() != plan.arms.len() {
+        return;
+    }
+    let rows: BTreeMap<&str, &Vec<Sample>> =
+        arms.iter().map(|(a, s)| (a.arm.name.as_str(), s)).collect();
+    let half_shortest = arms
+        .iter()
+        .flat_map(|(_, s)| s.iter())
+        .filter(|s| fully_stamped(s))
+        .filter_map(|s| last_stamp(s).map(|e| e - s.actual_request_ns))
+        .min()
+        .map(|m| (m / 2).max(GAP_FLOOR_NS));
+    let drops = arms
+        .iter()
+        .any(|(a, _)| a.result.environment.harness.page_cache_dropped.is_some());
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut prev: Option<(&str, &Sample)> = None;
+    let mut ended: Option<usize> = None;
+    for (pos, (_, name)) in plan.order.iter().enumerate() {
+        let Some(samples) = rows.get(name.as_str()) else {
+            continue;
+        };
+        let i = seen.entry(name.as_str()).or_insert(0);
+        let row = samples.get(*i);
+        *i += 1;
+        let Some(row) = row else {
+            ended.get_or_insert(pos);
+            continue;
+        };
+        let idx = *i - 1;
+        if let Some(e) = ended {
+            v.add(
+                Check::ArmOrder,
+                format!(
+                    "launch {pos} (`{name}` row {idx}) has a row, launch {e} before it has none: \
+                     an interrupted campaign stops, it does not skip"
+                ),
+            );
+        }
+        let t = row.actual_request_ns;
+        if let Some((pn, p)) = prev {
+            let end = last_stamp(p).unwrap_or(u64::MAX);
+            if t <= p.actual_request_ns {
+                v.add(
+                    Check::ArmOrder,
+                    format!(
+                        "launch {pos}: `{name}` row {idx} was requested at {t} ns, not after \
+                         `{pn}` row {} ({} ns), which the order puts before it",
+                        p.index, p.actual_request_ns
+                    ),
+                );
+            } else if t < end {
+                v.add(
+                    Check::ArmOrder,
+                    format!(
+                        "launch {pos}: `{name}` row {idx} was requested at {t} ns, before \
+                         `{pn}` row {} ended ({end} ns): the campaign launches one at a time",
+                        p.index
+                    ),
+                );
+            } else if let Some(m) = half_shortest.filter(|_| fully_stamped(p) && !drops) {
+                let gap = t - end;
+                if gap >= m {
+                    v.add(
+                        Check::ArmOrder,
+                        format!(
+                            "{gap} ns pass between the end of `{pn}` row {} and the request of \
+                             launch {pos} (`{name}` row {idx}), at least half the shortest \
+                             launch or 10 ms ({m} ns): the trace of a dropped launch",
+                            p.index
+                        ),
+                    );
+                }
+            }
+        }
+        prev = Some((name.as_str(), row));
+    }
+    for (a, s) in arms {
+        let planned = seen.get(a.arm.name.as_str()).copied().unwrap_or(0);
+        if s.len() > planned {
+            v.add(
+                Check::ArmOrder,
+                format!(
+                    "arm `{}` has {} rows, the order launches it {planned} times",
+                    a.arm.name,
+                    s.len()
+                ),
+            );
+        }
+        if s.len() < planned && !a.result.contract.incomplete {
+            v.add(
+                Check::ArmOrder,
+                format!(
+                    "arm `{}` has {} rows, the order launches it {planned} times and the arm \
+                     is not marked incomplete",
+                    a.arm.name,
+                    s.len()
+                ),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(order: &[(u64, &str)]) -> ArmsPlan {
+        ArmsPlan {
+            seed: 7,
+            rounds: 2,
+            arms: vec![
+                ArmRef {
+                    name: "truecold".into(),
+                    engine: Engine::Truecold,
+                },
+                ArmRef {
+                    name: "firecracker".into(),
+                    engine: Engine::Firecracker,
+                },
+            ],
+            order: order.iter().map(|(r, n)| (*r, n.to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn plans_round_trip_and_bad_plans_say_why() {
+        let p = plan(&[
+            (0, "firecracker"),
+            (0, "truecold"),
+            (1, "truecold"),
+            (1, "firecracker"),
+        ]);
+        assert!(plan_problems(&p).is_empty());
+        assert_eq!(parse_arms(&arms_bytes(&p)).unwrap(), p);
+        let twice = plan(&[
+            (0, "truecold"),
+            (0, "truecold"),
+            (1, "truecold"),
+            (1, "firecracker"),
+        ]);
+        assert!(plan_problems(&twice).iter().any(|m| m.contains("twice")));
+        let short = plan(&[(0, "truecold"), (0, "firecracker")]);
+        assert!(plan_problems(&short).iter().any(|m| m.contains("launches")));
+        let mut misnamed = p.clone();
+        misnamed.arms[1].name = "fc".into();
+        assert!(plan_problems(&misnamed)
+            .iter()
+            .any(|m| m.contains("named by its engine")));
+    }
+
+    #[test]
+    fn ratios_are_integer_ppm_and_the_bootstrap_is_deterministic() {
+        assert_eq!(ratio_ppm(3, 1), Some(333_333));
+        assert_eq!(ratio_ppm(2, 4), Some(2_000_000));
+        assert_eq!(ratio_ppm(0, 4), None);
+        let a: Vec<u64> = (1..=50).map(|x| x * 1000).collect();
+        let b: Vec<u64> = a.iter().map(|x| x * 2).collect();
+        let one = bootstrap_ratio_ci(&a, &b, 500, 3);
+        assert_eq!(one, bootstrap_ratio_ci(&a, &b, 500, 3));
+        let [lo, hi] = one.0.unwrap();
+        assert!(lo <= 2_000_000 && 2_000_000 <= hi, "{lo} {hi}");
+        // Identical arms scaled by exactly 2: every resampled p99 ratio is near 2.
+        assert!(one.1.unwrap()[0] > 1_000_000);
+        assert_eq!(bootstrap_ratio_ci(&[], &b, 10, 1), (None, None));
+    }
+
+    #[test]
+    fn sums_names_may_name_an_arm_file() {
+        assert!(is_valid_arms_path("truecold/samples.csv"));
+        assert!(is_valid_arms_path("comparison.json"));
+        assert!(!is_valid_arms_path("a/b/c"));
+        assert!(!is_valid_arms_path("../x"));
+        assert!(!is_valid_arms_path("/x"));
+    }
+}
