@@ -292,7 +292,13 @@ fn classify(
 
 /// The verifier's memory criteria (`Sample::memory_problems`), as a failure detail.
 fn memory_mismatch(s: &Sample, linux: bool) -> Option<String> {
-    let bad = s.memory_problems(linux);
+    // The vm-exit observer: the backing's page size is checked only under the serial one.
+    let bad = s.memory_problems(
+        linux,
+        truecold_proto::kinds::Observer::VmExit,
+        truecold_proto::kinds::Engine::Truecold,
+        truecold_proto::kinds::Backing::Anon,
+    );
     (!bad.is_empty()).then(|| {
         format!(
             "configured {} bytes but {}",
