@@ -703,6 +703,7 @@ pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine
                 protocol_errors: vec![],
                 guest_cmdline: Some(GUEST_CMDLINE.into()),
                 outcome: outcome.clone(),
+                transport: truecold_proto::kinds::Transport::Serial,
             };
             let mut v = serde_json::to_value(core).unwrap();
             let origin = s.intended_request_ns.unwrap_or(s.actual_request_ns);
