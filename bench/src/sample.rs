@@ -5,7 +5,7 @@
 use crate::launch::{Attempt, End};
 use std::collections::HashMap;
 use truecold_proof::schema::{ContractKind, Sample};
-use truecold_proto::kinds::ErrorKind;
+use truecold_proto::kinds::{Backing, Engine, ErrorKind, Observer};
 use truecold_proto::measure::Stamps;
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
 
@@ -39,6 +39,10 @@ pub struct Observed {
     pub cmdline: Option<String>,
     /// The memory backing the VMM actually got (e.g. `anon-4k`), if it says.
     pub backing: Option<truecold_proto::kinds::ObtainedBacking>,
+    /// Serial observer: the engine process's guest-memory mapping from smaps.
+    pub host_mapping: Option<truecold_proto::report::HostMapping>,
+    /// Serial observer: why no mapping was taken (no mapping of the configured size …).
+    pub mapping_error: Option<String>,
 }
 
 /// The campaign-wide facts every row shares.
@@ -51,6 +55,12 @@ pub struct RowContext {
     pub concurrency_override: Option<u32>,
     pub mem_bytes: u64,
     pub vcpus: u32,
+    /// Where strict-ready was stamped.
+    pub observer: Observer,
+    /// The engine that booted the guest.
+    pub engine: Engine,
+    /// The requested backing (the serial observer's page-size criterion).
+    pub backing: Backing,
 }
 
 /// Longest error detail kept in a row.
@@ -122,6 +132,8 @@ pub fn to_sample(
         } else {
             None
         },
+        host_mapping_bytes: o.host_mapping.as_ref().map(|m| m.total()),
+        host_page_size: o.host_mapping.as_ref().map(|m| m.kernel_page_size),
         protocol_errors: o.protocol_errors,
         workload: g.map(|g| g.workload.encode()).unwrap_or_default(),
         ..sample
@@ -184,7 +196,7 @@ fn classify(
                 format!("VMM killed by signal {sig}. {}", stderr()),
             )
         }
-        End::Exited(_) => {}
+        End::Exited(_) | End::KilledAfterRecord => {}
     }
     let Some(o) = observed else {
         let why = report_error.unwrap_or("no report on stdout");
@@ -250,24 +262,17 @@ fn classify(
         );
     }
     if let End::Exited(c) = a.end {
-        if c != 0 {
+        if !truecold_engine::exit_is_clean(ctx.engine, c) {
             return fail(
                 ErrorKind::VmmExit,
                 format!("VMM exited with status {c}. {}", stderr()),
             );
         }
     }
-    if let Some(why) = s
-        .timeline_problems(
-            linux,
-            truecold_proto::kinds::Observer::VmExit,
-            truecold_proto::kinds::Engine::Truecold,
-        )
-        .first()
-    {
+    if let Some(why) = s.timeline_problems(linux, ctx.observer, ctx.engine).first() {
         return fail(ErrorKind::IncompleteTimeline, why.to_string());
     }
-    if let Some(why) = memory_mismatch(s, linux) {
+    if let Some(why) = memory_mismatch(s, o, ctx) {
         return fail(ErrorKind::MemoryMismatch, why);
     }
     if linux && s.guest_cpus != Some(ctx.vcpus) {
@@ -290,9 +295,17 @@ fn classify(
     None
 }
 
-/// The verifier's memory criteria (`Sample::memory_problems`), as a failure detail.
-fn memory_mismatch(s: &Sample, linux: bool) -> Option<String> {
-    let bad = s.memory_problems(linux);
+/// The verifier's memory criteria, as a failure detail: `Sample::memory_problems` under the
+/// VM-exit observer, [`engine_memory_problems`] under the serial observer.
+fn memory_mismatch(s: &Sample, o: &Observed, ctx: &RowContext) -> Option<String> {
+    let linux = ctx.contract == ContractKind::Linux;
+    let mut bad = match ctx.observer {
+        Observer::VmExit => s.memory_problems(linux),
+        Observer::Serial => engine_memory_problems(s, ctx.engine, ctx.backing, linux),
+    };
+    if let Some(why) = &o.mapping_error {
+        bad.push(why.clone());
+    }
     (!bad.is_empty()).then(|| {
         format!(
             "configured {} bytes but {}",
@@ -300,6 +313,58 @@ fn memory_mismatch(s: &Sample, linux: bool) -> Option<String> {
             bad.join(", ")
         )
     })
+}
+
+/// Memory verified under the serial observer (every engine alike), empty when it agrees:
+/// the engine process's guest-memory mapping (smaps) is the configured size with the page
+/// size of the requested backing; the guest's firmware RAM is the configured size less the
+/// engine's documented low-RAM hole (`Engine::expected_firmware_ram`); (Linux) its MemTotal
+/// within the guest's own bound; and for truecold, whose report has them, memslots and E820
+/// usable RAM equal to the configured size.
+pub fn engine_memory_problems(
+    s: &Sample,
+    engine: Engine,
+    backing: Backing,
+    linux: bool,
+) -> Vec<String> {
+    let m = s.host_mem_configured;
+    let mut bad = Vec::new();
+    if engine == Engine::Truecold {
+        if s.host_memslots != Some(m) {
+            bad.push(format!("memslots {:?}", s.host_memslots));
+        }
+        if s.host_e820_usable != Some(m) {
+            bad.push(format!("E820 usable {:?}", s.host_e820_usable));
+        }
+    }
+    if s.host_mapping_bytes != Some(m) {
+        bad.push(format!(
+            "the engine's guest mapping {:?}",
+            s.host_mapping_bytes
+        ));
+    }
+    let page = truecold_engine::expected_page_size(backing);
+    if s.host_page_size != Some(page) {
+        bad.push(format!(
+            "the mapping's page size {:?}, not {page} (--backing {backing})",
+            s.host_page_size
+        ));
+    }
+    let fw = engine.expected_firmware_ram(m);
+    if (linux || s.guest_mem_firmware.is_some()) && s.guest_mem_firmware != Some(fw) {
+        bad.push(format!(
+            "guest firmware map {:?}, {engine} gives {fw}",
+            s.guest_mem_firmware
+        ));
+    }
+    if linux || s.guest_mem_total.is_some() {
+        let (lo, hi) = truecold_proto::memtotal_bounds_for(m);
+        match s.guest_mem_total {
+            Some(t) if t > 0 && t >= lo && t <= hi => {}
+            other => bad.push(format!("guest MemTotal {other:?} not in [{lo}, {hi}]")),
+        }
+    }
+    bad
 }
 
 /// Marks every sample whose boot id was already seen as a contract violation

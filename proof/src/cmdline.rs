@@ -50,6 +50,12 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--vmm",
     "--guest-dir",
     "--cmdline-extra",
+    "--engine",
+    "--engines",
+    "--seed",
+    "--firecracker",
+    "--cloud-hypervisor",
+    "--qemu",
 ];
 /// `truecold run`'s flags that take none.
 pub const RUN_SWITCHES: &[&str] = &[
