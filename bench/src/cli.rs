@@ -508,4 +508,107 @@ mod tests {
         a.mem_mib = MAX_MEM_MIB;
         assert!(a.schedule().is_ok());
     }
+
+    #[test]
+    fn engine_arms_repeatable_or_listed_never_twice() {
+        let a = args(&["--engine", "truecold", "--engine", "firecracker"]).unwrap();
+        assert_eq!(
+            a.arms().unwrap(),
+            vec![Engine::Truecold, Engine::Firecracker]
+        );
+        assert_eq!(a.seed, DEFAULT_SEED);
+        let a = args(&[
+            "--engines",
+            "qemu-microvm,cloud-hypervisor",
+            "--engine",
+            "truecold",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.arms().unwrap(),
+            vec![
+                Engine::Truecold,
+                Engine::QemuMicrovm,
+                Engine::CloudHypervisor
+            ]
+        );
+        assert!(a.schedule().is_ok());
+        let a = args(&["--engines", "firecracker,firecracker"]).unwrap();
+        assert_eq!(
+            a.schedule().unwrap_err(),
+            ArgError::DuplicateEngine(Engine::Firecracker)
+        );
+        let a = args(&["--engine", "truecold", "--engines", "truecold"]).unwrap();
+        assert_eq!(
+            a.arms().unwrap_err(),
+            ArgError::DuplicateEngine(Engine::Truecold)
+        );
+        // Unknown engines are clap's errors, naming the choices.
+        let e = args(&["--engine", "xen"]).unwrap_err().to_string();
+        assert!(
+            e.contains("truecold, firecracker, cloud-hypervisor, qemu-microvm"),
+            "{e}"
+        );
+        assert!(args(&["--engines", "truecold,"]).is_err());
+    }
+
+    #[test]
+    fn engines_campaigns_are_sequential_linux_without_console() {
+        let e = |x: &[&str]| args(x).unwrap().schedule().unwrap_err();
+        assert_eq!(
+            e(&["--engine", "truecold", "--mode", "burst"]),
+            ArgError::EnginesMode
+        );
+        assert_eq!(
+            e(&["--engine", "truecold", "--probe"]),
+            ArgError::NotForEngines("probe")
+        );
+        assert_eq!(
+            e(&["--engine", "firecracker", "--console"]),
+            ArgError::NotForEngines("console")
+        );
+        assert_eq!(
+            e(&["--firecracker", "/x"]),
+            ArgError::EnginesOnly("firecracker")
+        );
+        assert_eq!(e(&["--seed", "3"]), ArgError::EnginesOnly("seed"));
+        let a = args(&[
+            "--engine",
+            "firecracker",
+            "--nested",
+            "--seed",
+            "3",
+            "-n",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(a.schedule().unwrap(), Schedule::Sequential { n: 3 });
+        assert_eq!(a.seed, 3);
+    }
+
+    #[test]
+    fn help_documents_the_engine_flags() {
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        let run = cmd.find_subcommand_mut("run").expect("a run subcommand");
+        let help = run.render_long_help().to_string();
+        for flag in [
+            "--engine <ENGINE>",
+            "--engines <ENGINES>",
+            "--seed <SEED>",
+            "--firecracker <FIRECRACKER>",
+            "--cloud-hypervisor <CLOUD_HYPERVISOR>",
+            "--qemu <QEMU>",
+            "TRUECOLD_FIRECRACKER",
+            "TRUECOLD_CLOUD_HYPERVISOR",
+            "../shared/peers/bin/firecracker",
+            "qemu-system-x86_64 on PATH",
+            "seeded shuffled order",
+        ] {
+            assert!(
+                help.contains(flag),
+                "`truecold run --help` lacks {flag}:\n{help}"
+            );
+        }
+    }
 }

@@ -762,6 +762,18 @@ pub fn guest_of(args: &RunArgs, g: &LinuxGuest) -> Guest {
     }
 }
 
+/// One arm, checked and ready to launch.
+#[derive(Clone, Debug)]
+pub struct PreparedArm {
+    pub engine: Engine,
+    pub binary: PathBuf,
+    /// The first line of `<binary> --version`.
+    pub version: String,
+    pub launch: Launch,
+    /// The guest's kernel command line under this engine.
+    pub cmdline: String,
+}
+
 /// Every arm's launch, binary and version, checked before the first launch: a missing
 /// binary, a binary that is not that engine, or a backing an engine cannot give is an error
 /// before anything runs.
@@ -771,7 +783,7 @@ pub fn prepare(
     guest: &Guest,
     work: &Path,
     host: HostKind,
-) -> Result<Vec<(Engine, PathBuf, String, Launch, String)>, EnginesError> {
+) -> Result<Vec<PreparedArm>, EnginesError> {
     let mut out = Vec::new();
     for &e in arms {
         let bin = find_binary(e, args)?;
@@ -784,7 +796,13 @@ pub fn prepare(
         let cmdline = guest
             .cmdline(e)
             .map_err(|source| EnginesError::Launch { engine: e, source })?;
-        out.push((e, bin, version, launch, cmdline));
+        out.push(PreparedArm {
+            engine: e,
+            binary: bin,
+            version,
+            launch,
+            cmdline,
+        });
     }
     Ok(out)
 }

@@ -340,4 +340,37 @@ mod tests {
             "{v}"
         );
     }
+
+    #[test]
+    fn an_engines_campaign_in_l1_names_each_engine_at_its_l1_path() {
+        let a = parse(&[
+            "truecold",
+            "run",
+            "--nested",
+            "--engines",
+            "truecold,firecracker,cloud-hypervisor,qemu-microvm",
+            "-n",
+            "3",
+            "--mem-mib",
+            "1024",
+        ]);
+        let arms = a.arms().unwrap();
+        let v = inner_engine_args(&a, &a.schedule().unwrap(), &arms).join(" ");
+        assert!(
+            v.starts_with(
+                "/bin/truecold run --linux --mode sequential --count 3 --vcpus 2 --mem-mib 1024"
+            ),
+            "{v}"
+        );
+        assert!(
+            v.contains(
+                "--engines truecold,firecracker,cloud-hypervisor,qemu-microvm --seed 8390898134065048676 \
+                 --firecracker /bin/firecracker --cloud-hypervisor /bin/cloud-hypervisor \
+                 --qemu /bin/qemu-system-x86_64 --vmm /bin/truecold-vmm --guest-dir /guest \
+                 --out /out/bundle"
+            ),
+            "{v}"
+        );
+        assert!(!v.contains("--nested"), "{v}");
+    }
 }

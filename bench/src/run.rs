@@ -627,14 +627,19 @@ fn run_engines(
         args.deadline_ms(),
         dest.display()
     );
-    for (e, bin, version, _, _) in &prepared {
-        eprintln!("truecold:   {e}: {} ({version})", bin.display());
+    for p in &prepared {
+        eprintln!(
+            "truecold:   {}: {} ({})",
+            p.engine,
+            p.binary.display(),
+            p.version
+        );
     }
     if args.drop_caches {
         drop_page_cache().map_err(RunError::DropCaches)?;
     }
-    let launches: Vec<_> = prepared.iter().map(|p| p.3.clone()).collect();
-    let cmdlines: Vec<String> = prepared.iter().map(|p| p.4.clone()).collect();
+    let launches: Vec<_> = prepared.iter().map(|p| p.launch.clone()).collect();
+    let cmdlines: Vec<String> = prepared.iter().map(|p| p.cmdline.clone()).collect();
     let launcher = DriverLauncher {
         launches: &launches,
         mem_bytes: spec.mem_bytes,
@@ -653,8 +658,10 @@ fn run_engines(
             .then_some(&drop_page_cache as &campaign::BeforeEach),
         &campaign::self_cpu_ns,
     );
-    let bins: Vec<(truecold_proto::kinds::Engine, PathBuf)> =
-        prepared.iter().map(|p| (p.0, p.1.clone())).collect();
+    let bins: Vec<(truecold_proto::kinds::Engine, PathBuf)> = prepared
+        .iter()
+        .map(|p| (p.engine, p.binary.clone()))
+        .collect();
     let vmm = bins
         .iter()
         .find(|(e, _)| *e == truecold_proto::kinds::Engine::Truecold)
@@ -673,12 +680,12 @@ fn run_engines(
     );
     let bundles: Vec<ArmBundle<'_>> = prepared
         .iter()
-        .map(|(e, bin, version, launch, cmdline)| ArmBundle {
-            engine: *e,
-            binary: bin.clone(),
-            version: version.clone(),
-            launch,
-            guest_cmdline: cmdline.clone(),
+        .map(|p| ArmBundle {
+            engine: p.engine,
+            binary: p.binary.clone(),
+            version: p.version.clone(),
+            launch: &p.launch,
+            guest_cmdline: p.cmdline.clone(),
         })
         .collect();
     let shared = Shared {

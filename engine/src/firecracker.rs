@@ -15,8 +15,14 @@ pub const CONFIG_FILE: &str = "firecracker-config.json";
 /// The log file's name in the arm's work directory.
 pub const LOG_FILE: &str = "firecracker.log";
 
-/// `--config-file`'s content.
+/// `--config-file`'s content, with the one command line of the serial transport.
 pub fn config(g: &Guest) -> Result<String, EngineError> {
+    config_for(g, &g.cmdline(Engine::Firecracker)?)
+}
+
+/// `--config-file`'s content with `boot_args` as the kernel command line (the nested
+/// harness's platform check boots with the console instead of the serial transport).
+pub fn config_for(g: &Guest, boot_args: &str) -> Result<String, EngineError> {
     let e = Engine::Firecracker;
     let huge_pages = match g.backing {
         Backing::Anon => "None",
@@ -34,7 +40,7 @@ pub fn config(g: &Guest) -> Result<String, EngineError> {
         "boot-source": {
             "kernel_image_path": utf8(e, "the kernel path", &g.kernel)?,
             "initrd_path": utf8(e, "the initramfs path", &g.initramfs)?,
-            "boot_args": g.cmdline(e)?,
+            "boot_args": boot_args,
         },
         "drives": [],
         "machine-config": {

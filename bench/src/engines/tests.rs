@@ -549,3 +549,111 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         assert!(other.is_empty(), "{e}: {other:?}");
     }
 }
+
+fn parse(extra: &[&str]) -> RunArgs {
+    use clap::Parser;
+    let mut v = vec!["truecold", "run"];
+    v.extend_from_slice(extra);
+    let crate::cli::Cmd::Run(a) = crate::cli::Cli::try_parse_from(v).unwrap().cmd;
+    a
+}
+
+#[test]
+fn a_missing_engine_binary_names_how_to_get_it() {
+    let msg = |e: Engine, a: &RunArgs| find_binary(e, a).unwrap_err().to_string();
+    let a = parse(&[
+        "--engines",
+        "firecracker,cloud-hypervisor,qemu-microvm",
+        "--firecracker",
+        "/nonexistent/fc",
+        "--cloud-hypervisor",
+        "/nonexistent/ch",
+        "--qemu",
+        "/nonexistent/qemu",
+    ]);
+    let m = msg(Engine::Firecracker, &a);
+    assert!(
+        m.contains("/nonexistent/fc") && m.contains("../shared/peers/README.md"),
+        "{m}"
+    );
+    assert!(m.contains("TRUECOLD_FIRECRACKER"), "{m}");
+    let m = msg(Engine::CloudHypervisor, &a);
+    assert!(
+        m.contains("/nonexistent/ch") && m.contains("TRUECOLD_CLOUD_HYPERVISOR"),
+        "{m}"
+    );
+    let m = msg(Engine::QemuMicrovm, &a);
+    assert!(m.contains("apt-get install qemu-system-x86"), "{m}");
+    let a = parse(&["--engine", "truecold", "--vmm", "/nonexistent/vmm"]);
+    let m = msg(Engine::Truecold, &a);
+    assert!(m.contains("cargo build --release -p truecold-vmm"), "{m}");
+    // A flag that names an existing file is taken as it is.
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("fc");
+    std::fs::write(&f, b"").unwrap();
+    let a = parse(&[
+        "--engine",
+        "firecracker",
+        "--firecracker",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        find_binary(Engine::Firecracker, &a).unwrap(),
+        std::fs::canonicalize(&f).unwrap()
+    );
+}
+
+#[test]
+fn explicit_arguments_of_an_engines_campaign_rerun_it() {
+    let a = parse(&[
+        "--engines",
+        "firecracker,truecold",
+        "-n",
+        "5",
+        "--seed",
+        "9",
+        "--mem-mib",
+        "1024",
+    ]);
+    let bins = vec![
+        (Engine::Firecracker, PathBuf::from("/p/firecracker")),
+        (Engine::Truecold, PathBuf::from("/p/truecold-vmm")),
+    ];
+    let paths = crate::run::ArgPaths {
+        vmm: Path::new("/p/truecold-vmm"),
+        guest_dir: Some(Path::new("/g")),
+        out: Path::new("/r/x"),
+        engines: &bins,
+    };
+    let e = crate::run::explicit_args(&a, &a.schedule().unwrap(), "--linux", paths);
+    let line = e.join(" ");
+    assert!(
+        line.contains("--engines firecracker,truecold --seed 9 --firecracker /p/firecracker --vmm /p/truecold-vmm"),
+        "{line}"
+    );
+    let words: Vec<&str> = e.iter().map(String::as_str).collect();
+    let b = parse(&words);
+    assert_eq!(b.arms().unwrap(), a.arms().unwrap());
+    assert_eq!(b.seed, 9);
+    assert_eq!(
+        crate::run::explicit_args(&b, &b.schedule().unwrap(), "--linux", paths),
+        e
+    );
+    // Without truecold among the arms there is no VMM to name.
+    let a = parse(&["--engine", "qemu-microvm"]);
+    let bins = vec![(
+        Engine::QemuMicrovm,
+        PathBuf::from("/usr/bin/qemu-system-x86_64"),
+    )];
+    let e = crate::run::explicit_args(
+        &a,
+        &a.schedule().unwrap(),
+        "--linux",
+        crate::run::ArgPaths {
+            engines: &bins,
+            ..paths
+        },
+    );
+    assert!(!e.contains(&"--vmm".to_string()), "{e:?}");
+    assert!(e.join(" ").contains("--qemu /usr/bin/qemu-system-x86_64"));
+}
