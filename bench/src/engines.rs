@@ -373,9 +373,9 @@ pub struct ArmRun {
     pub t_start_ns: Option<u64>,
     pub t_end_ns: u64,
     pub repeated_boot_ids: usize,
-    /// `--drop-caches`: how often the cache was dropped before this arm's launches, and the
-    /// first errors.
-    pub dropped: u64,
+    /// `--drop-caches`: how often the cache was dropped before this arm's launches (`None`:
+    /// not asked), and the first errors.
+    pub dropped: Option<u64>,
     pub prepare_errors: Vec<String>,
 }
 
@@ -414,8 +414,9 @@ pub fn execute<W: Write>(
         let engine = spec.arms[i];
         let arm = &mut arms[i];
         if let Some(prep) = before_each {
+            let n = arm.dropped.get_or_insert(0);
             match prep() {
-                Ok(()) => arm.dropped += 1,
+                Ok(()) => *n += 1,
                 Err(e) if arm.prepare_errors.len() < 3 => arm
                     .prepare_errors
                     .push(format!("before round {round}: {e}")),
@@ -625,7 +626,7 @@ pub fn write_dir(
                 interval_ns: None,
                 lanes: 1,
                 in_window: Some((arm.cpu_ns, arm.wall_ns)),
-                page_cache_dropped: None,
+                page_cache_dropped: arm.dropped,
             },
             repeated_boot_ids: arm.repeated_boot_ids,
             cmdlines: arm.cmdlines.clone(),

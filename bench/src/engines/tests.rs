@@ -360,8 +360,10 @@ fn row_classification_per_engine() {
     l.report_error = Some("no such file".into());
     assert_eq!(kind(&l), "bad_report");
     let mut l = launched(Engine::Truecold, 1_000_000, 1, false);
-    l.run.vmm =
-        Some(serde_json::json!({"schema": 2, "error": {"kind": "kernel-missing", "message": "x"}}));
+    l.run.vmm = Some(serde_json::json!({
+        "schema": truecold_proto::report::REPORT_SCHEMA,
+        "error": {"kind": "kernel-missing", "message": "x"}
+    }));
     assert_eq!(kind(&l), "vmm_kernel_missing");
     // A spawn failure.
     let mut l = launched(Engine::QemuMicrovm, 1_000_000, 1, true);

@@ -206,7 +206,8 @@ fn truecold_marks_are_merged_from_its_report_file() {
     let body = String::from_utf8(body).unwrap().replacen(
         "mode=$1\n",
         &format!(
-            "mode=$1\nreq=$3\nprintf '{{\"schema\":2,\"error\":{{\"kind\":\"x\",\"message\":\"%s\"}}}}' \"$req\" > {}\n",
+            "mode=$1\nreq=$3\nprintf '{{\"schema\":{},\"error\":{{\"kind\":\"x\",\"message\":\"%s\"}}}}' \"$req\" > {}\n",
+            truecold_proto::report::REPORT_SCHEMA,
             report.display()
         ),
         1,
