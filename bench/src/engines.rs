@@ -775,32 +775,53 @@ pub struct PreparedArm {
     pub cmdline: String,
 }
 
-/// Every arm's launch, binary and version, checked before the first launch: a missing
-/// binary, a binary that is not that engine, or a backing an engine cannot give is an error
-/// before anything runs.
+/// An engine's binary and what it says it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    pub engine: Engine,
+    pub binary: PathBuf,
+    /// The first line of `<binary> --version`, run once here.
+    pub version: String,
+}
+
+/// Every arm's binary and version, checked before anything else: a missing binary, or one
+/// that is not that engine, is an error naming how to get the right one.
+pub fn resolve(arms: &[Engine], args: &RunArgs) -> Result<Vec<Resolved>, EnginesError> {
+    arms.iter()
+        .map(|&e| {
+            let binary = find_binary(e, args)?;
+            let version = truecold_engine::version::query(e, &binary)
+                .map_err(|source| EnginesError::Version { engine: e, source })?;
+            Ok(Resolved {
+                engine: e,
+                binary,
+                version,
+            })
+        })
+        .collect()
+}
+
+/// Every arm's launch: a backing an engine cannot give is an error before anything runs.
 pub fn prepare(
-    arms: &[Engine],
-    args: &RunArgs,
+    resolved: &[Resolved],
     guest: &Guest,
     work: &Path,
     host: HostKind,
 ) -> Result<Vec<PreparedArm>, EnginesError> {
     let mut out = Vec::new();
-    for &e in arms {
-        let bin = find_binary(e, args)?;
+    for r in resolved {
+        let e = r.engine;
         let dir = work.join(e.as_str());
         std::fs::create_dir_all(&dir).map_err(io("create directory", &dir))?;
-        let launch = truecold_engine::launch(e, &bin, guest, &dir, host)
+        let launch = truecold_engine::launch(e, &r.binary, guest, &dir, host)
             .map_err(|source| EnginesError::Launch { engine: e, source })?;
-        let version = truecold_engine::version::query(e, &bin)
-            .map_err(|source| EnginesError::Version { engine: e, source })?;
         let cmdline = guest
             .cmdline(e)
             .map_err(|source| EnginesError::Launch { engine: e, source })?;
         out.push(PreparedArm {
             engine: e,
-            binary: bin,
-            version,
+            binary: r.binary.clone(),
+            version: r.version.clone(),
             launch,
             cmdline,
         });

@@ -139,6 +139,9 @@ pub fn run_engines(
     let schedule = Schedule::Sequential { n: rounds };
     let mut bins = EngineBinaries::default();
     for e in arms {
+        if *e == Engine::Truecold {
+            continue; // L1's truecold-vmm is the layout's static build.
+        }
         let found = Some(crate::engines::find_binary(*e, args)?);
         match e {
             Engine::Truecold => {}

@@ -575,6 +575,9 @@ fn run_engines(
     if args.nested {
         return Ok(nested::run_engines(args, arms, rounds, &guest_dir)?);
     }
+    // Argument-level problems first: every engine's binary and version, the guest.
+    let resolved = engines::resolve(arms, args)?;
+    let lg = artifacts::linux_guest(&guest_dir)?;
     if !Path::new("/dev/kvm").exists() {
         return Err(RunError::NoKvm);
     }
@@ -591,14 +594,13 @@ fn run_engines(
         eprintln!("truecold: warning: {w}");
         warnings.push(w);
     }
-    let lg = artifacts::linux_guest(&guest_dir)?;
     let guest = engines::guest_of(args, &lg);
     let dest = args.out.clone().unwrap_or_else(|| engines_dest(args, arms));
     if dest.symlink_metadata().is_ok() {
         return Err(RunError::OutExists(dest));
     }
     let work = std::env::temp_dir().join(format!("truecold-engines-{}", std::process::id()));
-    let prepared = engines::prepare(arms, args, &guest, &work, kind)?;
+    let prepared = engines::prepare(&resolved, &guest, &work, kind)?;
     let kernel_config = std::fs::read(&lg.config).map_err(|source| RunError::Config {
         path: lg.config.clone(),
         source,
