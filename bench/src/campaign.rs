@@ -72,6 +72,9 @@ impl CampaignSpec {
             concurrency_override: matches!(self.schedule, Schedule::OpenLoop { .. }).then_some(0),
             mem_bytes: self.mem_bytes,
             vcpus: self.vcpus,
+            observer: self.observer,
+            engine: truecold_proto::kinds::Engine::Truecold,
+            backing: self.backing,
         }
     }
 

@@ -3,7 +3,7 @@
 use crate::schedule::{Schedule, ScheduleError};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
-use truecold_proto::kinds::Backing;
+use truecold_proto::kinds::{Backing, Engine};
 use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
 
 /// `--vcpus`: a count within the VMM's limits (`truecold_proto::limits`), else an argument
@@ -111,7 +111,34 @@ pub struct RunArgs {
     /// cold-host arm. Root only; --mode sequential only.
     #[arg(long)]
     pub drop_caches: bool,
+    /// An engine arm (repeatable): truecold, firecracker, cloud-hypervisor, qemu-microvm.
+    /// With any, the campaign is an engines campaign: the same Linux guest under every
+    /// engine, strict-ready observed on each engine's serial port, -n rounds each running
+    /// every arm once in a seeded shuffled order; one bundle per arm plus their comparison,
+    /// all in one directory. Sequential mode only.
+    #[arg(long = "engine", value_parser = Engine::parse)]
+    pub engine: Vec<Engine>,
+    /// Engine arms as one comma-separated list (the same as repeating --engine).
+    #[arg(long, value_parser = Engine::parse, value_delimiter = ',')]
+    pub engines: Vec<Engine>,
+    /// Engines campaign: the seed of the per-round shuffled order (recorded in arms.json).
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+    /// The Firecracker binary (default $TRUECOLD_FIRECRACKER, else
+    /// ../shared/peers/bin/firecracker beside the clone when present).
+    #[arg(long)]
+    pub firecracker: Option<PathBuf>,
+    /// The Cloud Hypervisor binary (default $TRUECOLD_CLOUD_HYPERVISOR, else
+    /// ../shared/peers/bin/cloud-hypervisor beside the clone when present).
+    #[arg(long)]
+    pub cloud_hypervisor: Option<PathBuf>,
+    /// The QEMU binary for the qemu-microvm arm (default qemu-system-x86_64 on PATH).
+    #[arg(long)]
+    pub qemu: Option<PathBuf>,
 }
+
+/// The default `--seed` of an engines campaign ("truecold" in ASCII).
+pub const DEFAULT_SEED: u64 = 0x7472_7565_636f_6c64;
 
 /// Argument errors.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -132,6 +159,14 @@ pub enum ArgError {
     RateTooLow(f64),
     #[error("invalid campaign")]
     Schedule(#[from] ScheduleError),
+    #[error("--engine {0} is given twice: each engine is one arm")]
+    DuplicateEngine(Engine),
+    #[error("an engines campaign runs --mode sequential only (rounds of every arm, one launch at a time)")]
+    EnginesMode,
+    #[error("--{0} does not apply to an engines campaign (the guest is Linux; its serial port is the transport)")]
+    NotForEngines(&'static str),
+    #[error("--{0} applies to an engines campaign only (--engine …)")]
+    EnginesOnly(&'static str),
 }
 
 fn mode_name(m: ModeArg) -> &'static str {
@@ -166,8 +201,45 @@ impl RunArgs {
         })
     }
 
+    /// The engine arms, in the order given (`--engine` then `--engines`); empty for a
+    /// truecold-only campaign. Checked: no engine twice, and the flags of the other kind of
+    /// campaign absent.
+    pub fn arms(&self) -> Result<Vec<Engine>, ArgError> {
+        let mut arms: Vec<Engine> = Vec::new();
+        for e in self.engine.iter().chain(&self.engines) {
+            if arms.contains(e) {
+                return Err(ArgError::DuplicateEngine(*e));
+            }
+            arms.push(*e);
+        }
+        if arms.is_empty() {
+            for (set, flag) in [
+                (self.firecracker.is_some(), "firecracker"),
+                (self.cloud_hypervisor.is_some(), "cloud-hypervisor"),
+                (self.qemu.is_some(), "qemu"),
+                (self.seed != DEFAULT_SEED, "seed"),
+            ] {
+                if set {
+                    return Err(ArgError::EnginesOnly(flag));
+                }
+            }
+            return Ok(arms);
+        }
+        if self.mode != ModeArg::Sequential {
+            return Err(ArgError::EnginesMode);
+        }
+        if self.probe {
+            return Err(ArgError::NotForEngines("probe"));
+        }
+        if self.console {
+            return Err(ArgError::NotForEngines("console"));
+        }
+        Ok(arms)
+    }
+
     /// The schedule these arguments describe, checked.
     pub fn schedule(&self) -> Result<Schedule, ArgError> {
+        self.arms()?;
         let mode = mode_name(self.mode);
         let not_for = |flag, applies_to| ArgError::NotForMode {
             flag,
@@ -435,5 +507,108 @@ mod tests {
         );
         a.mem_mib = MAX_MEM_MIB;
         assert!(a.schedule().is_ok());
+    }
+
+    #[test]
+    fn engine_arms_repeatable_or_listed_never_twice() {
+        let a = args(&["--engine", "truecold", "--engine", "firecracker"]).unwrap();
+        assert_eq!(
+            a.arms().unwrap(),
+            vec![Engine::Truecold, Engine::Firecracker]
+        );
+        assert_eq!(a.seed, DEFAULT_SEED);
+        let a = args(&[
+            "--engines",
+            "qemu-microvm,cloud-hypervisor",
+            "--engine",
+            "truecold",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.arms().unwrap(),
+            vec![
+                Engine::Truecold,
+                Engine::QemuMicrovm,
+                Engine::CloudHypervisor
+            ]
+        );
+        assert!(a.schedule().is_ok());
+        let a = args(&["--engines", "firecracker,firecracker"]).unwrap();
+        assert_eq!(
+            a.schedule().unwrap_err(),
+            ArgError::DuplicateEngine(Engine::Firecracker)
+        );
+        let a = args(&["--engine", "truecold", "--engines", "truecold"]).unwrap();
+        assert_eq!(
+            a.arms().unwrap_err(),
+            ArgError::DuplicateEngine(Engine::Truecold)
+        );
+        // Unknown engines are clap's errors, naming the choices.
+        let e = args(&["--engine", "xen"]).unwrap_err().to_string();
+        assert!(
+            e.contains("truecold, firecracker, cloud-hypervisor, qemu-microvm"),
+            "{e}"
+        );
+        assert!(args(&["--engines", "truecold,"]).is_err());
+    }
+
+    #[test]
+    fn engines_campaigns_are_sequential_linux_without_console() {
+        let e = |x: &[&str]| args(x).unwrap().schedule().unwrap_err();
+        assert_eq!(
+            e(&["--engine", "truecold", "--mode", "burst"]),
+            ArgError::EnginesMode
+        );
+        assert_eq!(
+            e(&["--engine", "truecold", "--probe"]),
+            ArgError::NotForEngines("probe")
+        );
+        assert_eq!(
+            e(&["--engine", "firecracker", "--console"]),
+            ArgError::NotForEngines("console")
+        );
+        assert_eq!(
+            e(&["--firecracker", "/x"]),
+            ArgError::EnginesOnly("firecracker")
+        );
+        assert_eq!(e(&["--seed", "3"]), ArgError::EnginesOnly("seed"));
+        let a = args(&[
+            "--engine",
+            "firecracker",
+            "--nested",
+            "--seed",
+            "3",
+            "-n",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(a.schedule().unwrap(), Schedule::Sequential { n: 3 });
+        assert_eq!(a.seed, 3);
+    }
+
+    #[test]
+    fn help_documents_the_engine_flags() {
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        let run = cmd.find_subcommand_mut("run").expect("a run subcommand");
+        let help = run.render_long_help().to_string();
+        for flag in [
+            "--engine <ENGINE>",
+            "--engines <ENGINES>",
+            "--seed <SEED>",
+            "--firecracker <FIRECRACKER>",
+            "--cloud-hypervisor <CLOUD_HYPERVISOR>",
+            "--qemu <QEMU>",
+            "TRUECOLD_FIRECRACKER",
+            "TRUECOLD_CLOUD_HYPERVISOR",
+            "../shared/peers/bin/firecracker",
+            "qemu-system-x86_64 on PATH",
+            "seeded shuffled order",
+        ] {
+            assert!(
+                help.contains(flag),
+                "`truecold run --help` lacks {flag}:\n{help}"
+            );
+        }
     }
 }

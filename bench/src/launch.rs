@@ -32,6 +32,9 @@ pub enum End {
     Signalled(i32),
     /// Still running at its deadline (+ grace); the harness killed it.
     KilledAtDeadline,
+    /// An engine that reboots its guest instead of exiting (Cloud Hypervisor), killed by the
+    /// harness right after the guest's record: its normal end.
+    KilledAfterRecord,
     /// Could not be spawned at all.
     SpawnFailed(String),
     /// The harness failed watching it (poll/read/wait); it was killed.
@@ -57,10 +60,7 @@ pub struct Attempt {
     pub stderr_tail: String,
 }
 
-/// The per-sample flag carrying the request stamp (CLOCK_MONOTONIC ns).
-pub const REQUEST_FLAG: &str = "--request-ns";
-/// The per-sample flag carrying the absolute deadline (CLOCK_MONOTONIC ns).
-pub const DEADLINE_FLAG: &str = "--deadline-at-ns";
+pub use truecold_engine::{DEADLINE_FLAG, REQUEST_FLAG};
 
 /// The fixed part of the VMM command line (everything but the per-sample flags).
 #[derive(Clone, Debug)]
@@ -93,18 +93,7 @@ impl VmmCommand {
     }
 }
 
-/// `s` as one POSIX-shell word: unchanged when it is only safe characters, else in single
-/// quotes (an embedded `'` written as `'\''`).
-pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
+pub use truecold_engine::shell_quote;
 
 /// Spawns `truecold-vmm` once per sample.
 #[derive(Clone, Debug)]

@@ -14,6 +14,7 @@ pub mod artifacts;
 pub mod campaign;
 pub mod cli;
 pub mod clock;
+pub mod engines;
 pub mod host;
 pub mod interrupt;
 pub mod launch;

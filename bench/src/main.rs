@@ -23,6 +23,10 @@ fn main() -> ExitCode {
             for w in &out.warnings {
                 eprintln!("truecold: warning: {w}");
             }
+            for (engine, w) in &out.arms {
+                println!("arm {engine}:");
+                print!("{}", w.verdict.render(&w.path, 5));
+            }
             let v = &out.written.verdict;
             print!("{}", v.render(&out.written.path, 5));
             if let Some(r) = &v.result {
@@ -35,7 +39,7 @@ fn main() -> ExitCode {
                 out.written.path.display(),
                 out.written.path.display()
             );
-            if !v.is_valid() {
+            if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
                 ExitCode::from(2)
             } else if out.interrupted {
                 ExitCode::from(130)

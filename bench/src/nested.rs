@@ -12,10 +12,11 @@ use crate::run::{explicit_args, guest_flag, ArgPaths};
 use crate::schedule::Schedule;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use truecold_nested::{run_l1, write_initramfs, Job, L1Run, Layout};
+use truecold_nested::{run_l1, write_initramfs, Job, L1File, L1Run, Layout};
 use truecold_proof::bundle::Written;
 use truecold_proof::schema::ContractKind;
 use truecold_proof::verify::verify_dir;
+use truecold_proto::kinds::Engine;
 
 /// Printed with every nested campaign.
 pub const WARNING: &str = "nested-emulated: L1 and the guest run under QEMU software \
@@ -36,6 +37,8 @@ pub enum NestedError {
     NoBundle { exit: i32, console: PathBuf },
     #[error("{0} already exists; a bundle is never overwritten (choose another --out)")]
     OutExists(PathBuf),
+    #[error("the engines campaign")]
+    Engines(#[from] crate::engines::EnginesError),
     #[error("writing the received bundle to {path}")]
     Io {
         path: PathBuf,
@@ -57,9 +60,80 @@ pub fn inner_args(args: &RunArgs, schedule: &Schedule) -> Vec<String> {
             vmm: Path::new("/bin/truecold-vmm"),
             guest_dir: Some(Path::new("/guest")),
             out: Path::new(&out),
+            engines: &[],
         },
     ));
     v
+}
+
+/// The inner `truecold run` of an engines campaign: the same campaign, every argument
+/// explicit, each engine at its L1 path.
+pub fn inner_engine_args(args: &RunArgs, schedule: &Schedule, arms: &[Engine]) -> Vec<String> {
+    let out = format!("{}/{L1_BUNDLE}", truecold_nested::OUT_DIR);
+    let bins: Vec<(Engine, PathBuf)> = arms
+        .iter()
+        .map(|e| (*e, PathBuf::from(truecold_nested::engine_l1_path(*e))))
+        .collect();
+    let mut v: Vec<String> = vec!["/bin/truecold".into(), "run".into()];
+    v.extend(explicit_args(
+        args,
+        schedule,
+        guest_flag(ContractKind::Linux),
+        ArgPaths {
+            vmm: Path::new(truecold_nested::engine_l1_path(Engine::Truecold)),
+            guest_dir: Some(Path::new("/guest")),
+            out: Path::new(&out),
+            engines: &bins,
+        },
+    ));
+    v
+}
+
+/// An engines campaign in L1: the whole multi-arm directory is made there, received,
+/// placed atomically and verified here; each arm is verified on its own too.
+pub fn run_engines(
+    args: &RunArgs,
+    arms: &[Engine],
+    rounds: u64,
+    guest_dir: &Path,
+) -> Result<crate::run::RunOutcome, NestedError> {
+    let schedule = Schedule::Sequential { n: rounds };
+    // L1's truecold-vmm is the layout's static build; the peers are located like a native
+    // campaign's and packed with what they need to run (QEMU's libraries and firmware).
+    let bins = truecold_nested::EngineBinaries::locate(
+        arms,
+        args.firecracker.as_deref(),
+        args.cloud_hypervisor.as_deref(),
+        args.qemu.as_deref(),
+    )
+    .map_err(|m| crate::engines::EnginesError::BinaryMissing(m))?;
+    let extra = truecold_nested::engine_files(arms, &bins)?;
+    let dest = match &args.out {
+        Some(p) => p.clone(),
+        None => crate::run::engines_dest(args, arms),
+    };
+    let written = in_l1(
+        args,
+        inner_engine_args(args, &schedule, arms),
+        extra,
+        rounds.saturating_mul(arms.len() as u64),
+        guest_dir,
+        dest,
+    )?;
+    let arm_verdicts = arms
+        .iter()
+        .map(|e| {
+            let path = written.path.join(e.as_str());
+            let verdict = verify_dir(&path);
+            (*e, Written { path, verdict })
+        })
+        .collect();
+    Ok(crate::run::RunOutcome {
+        written,
+        interrupted: false,
+        warnings: vec![WARNING.to_string()],
+        arms: arm_verdicts,
+    })
 }
 
 /// Runs the campaign in L1 and returns the received, verified bundle.
@@ -69,12 +143,6 @@ pub fn run(
     planned: u64,
     guest_dir: &Path,
 ) -> Result<Written, NestedError> {
-    let mut layout = Layout::discover();
-    layout.guest_dir = guest_dir.to_path_buf();
-    if let Some(vmm) = &args.vmm {
-        layout.vmm = vmm.clone();
-    }
-    layout.check()?;
     let dest = match &args.out {
         Some(p) => p.clone(),
         None => {
@@ -85,6 +153,32 @@ pub fn run(
             ))
         }
     };
+    in_l1(
+        args,
+        inner_args(args, schedule),
+        Vec::new(),
+        planned,
+        guest_dir,
+        dest,
+    )
+}
+
+/// Runs `argv` (an inner `truecold run`) in L1 with the truecold files and `extra`, receives
+/// what it wrote under `bundle/`, places it atomically at `dest` and verifies it.
+fn in_l1(
+    args: &RunArgs,
+    argv: Vec<String>,
+    extra: Vec<L1File>,
+    planned: u64,
+    guest_dir: &Path,
+    dest: PathBuf,
+) -> Result<Written, NestedError> {
+    let mut layout = Layout::discover();
+    layout.guest_dir = guest_dir.to_path_buf();
+    if let Some(vmm) = &args.vmm {
+        layout.vmm = vmm.clone();
+    }
+    layout.check()?;
     if dest.symlink_metadata().is_ok() {
         return Err(NestedError::OutExists(dest));
     }
@@ -95,11 +189,10 @@ pub fn run(
     };
     std::fs::create_dir_all(&work).map_err(io(&work))?;
     let initramfs = work.join("l1.cpio");
-    let job = Job {
-        argv: inner_args(args, schedule),
-        stdout: None,
-    };
-    write_initramfs(&initramfs, &layout.l1_init, &job, &layout.l1_files())?;
+    let job = Job { argv, stdout: None };
+    let mut files = layout.l1_files();
+    files.extend(extra);
+    write_initramfs(&initramfs, &layout.l1_init, &job, &files)?;
     // L1 holds the guest's memory (touched pages only), its own kernel and the initramfs.
     let per_launch_ms = args.deadline_ms().saturating_add(args.kill_grace_ms);
     let l1 = L1Run {
@@ -206,5 +299,38 @@ mod tests {
                 && v.contains("--deadline-ms 9"),
             "{v}"
         );
+    }
+
+    #[test]
+    fn an_engines_campaign_in_l1_names_each_engine_at_its_l1_path() {
+        let a = parse(&[
+            "truecold",
+            "run",
+            "--nested",
+            "--engines",
+            "truecold,firecracker,cloud-hypervisor,qemu-microvm",
+            "-n",
+            "3",
+            "--mem-mib",
+            "1024",
+        ]);
+        let arms = a.arms().unwrap();
+        let v = inner_engine_args(&a, &a.schedule().unwrap(), &arms).join(" ");
+        assert!(
+            v.starts_with(
+                "/bin/truecold run --linux --mode sequential --count 3 --vcpus 2 --mem-mib 1024"
+            ),
+            "{v}"
+        );
+        assert!(
+            v.contains(
+                "--engines truecold,firecracker,cloud-hypervisor,qemu-microvm --seed 8390898134065048676 \
+                 --firecracker /bin/firecracker --cloud-hypervisor /bin/cloud-hypervisor \
+                 --qemu /usr/bin/qemu-system-x86_64 --vmm /bin/truecold-vmm --guest-dir /guest \
+                 --out /out/bundle"
+            ),
+            "{v}"
+        );
+        assert!(!v.contains("--nested"), "{v}");
     }
 }

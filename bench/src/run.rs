@@ -21,14 +21,8 @@ use truecold_proto::kinds::Detection;
 pub enum RunError {
     #[error("bad arguments")]
     Args(#[from] ArgError),
-    #[error("cannot run `{} --version`", binary.display())]
-    EngineVersion {
-        binary: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("`{} --version` printed no version ({status})", binary.display())]
-    EngineVersionOutput { binary: PathBuf, status: String },
+    #[error("the engine's version")]
+    EngineVersion(#[source] truecold_engine::version::VersionError),
     #[error("/dev/kvm does not exist: this host offers no KVM (load kvm_intel/kvm_amd, or run on a host with KVM)")]
     NoKvm,
     #[error(
@@ -65,6 +59,8 @@ pub enum RunError {
     DropCachesMode,
     #[error("dropping the host page cache (sync; 3 > {DROP_CACHES})")]
     DropCaches(#[source] std::io::Error),
+    #[error("the engines campaign")]
+    Engines(#[from] crate::engines::EnginesError),
 }
 
 /// The kernel's page-cache knob.
@@ -105,6 +101,8 @@ pub struct ArgPaths<'a> {
     /// Linux campaigns only (the probe needs no guest artifacts).
     pub guest_dir: Option<&'a Path>,
     pub out: &'a Path,
+    /// Engines campaign: the arms, in order, each with its binary (truecold's is `vmm`).
+    pub engines: &'a [(truecold_proto::kinds::Engine, PathBuf)],
 }
 
 /// The `truecold run` flag of a contract: the guest the campaign actually booted.
@@ -147,6 +145,12 @@ pub fn explicit_args(
         cmdline_extra,
         console,
         drop_caches,
+        engine: _,           // `paths.engines`
+        engines: _,          // `paths.engines`
+        seed,                // engines campaigns only
+        firecracker: _,      // `paths.engines`
+        cloud_hypervisor: _, // `paths.engines`
+        qemu: _,             // `paths.engines`
     } = args;
     let mut v: Vec<String> = vec![guest.to_string()];
     let mut kv = |k: &str, val: String| {
@@ -202,8 +206,33 @@ pub fn explicit_args(
     if *drop_caches {
         v.push("--drop-caches".into());
     }
-    v.push("--vmm".into());
-    v.push(paths.vmm.display().to_string());
+    let truecold_arm = paths.engines.is_empty()
+        || paths
+            .engines
+            .iter()
+            .any(|(e, _)| *e == truecold_proto::kinds::Engine::Truecold);
+    if !paths.engines.is_empty() {
+        use truecold_proto::kinds::Engine;
+        let names: Vec<&str> = paths.engines.iter().map(|(e, _)| e.as_str()).collect();
+        v.push("--engines".into());
+        v.push(names.join(","));
+        v.push("--seed".into());
+        v.push(seed.to_string());
+        for (e, bin) in paths.engines {
+            let flag = match e {
+                Engine::Truecold => continue,
+                Engine::Firecracker => "--firecracker",
+                Engine::CloudHypervisor => "--cloud-hypervisor",
+                Engine::QemuMicrovm => "--qemu",
+            };
+            v.push(flag.into());
+            v.push(bin.display().to_string());
+        }
+    }
+    if truecold_arm {
+        v.push("--vmm".into());
+        v.push(paths.vmm.display().to_string());
+    }
     if let Some(g) = paths.guest_dir {
         v.push("--guest-dir".into());
         v.push(g.display().to_string());
@@ -231,14 +260,19 @@ pub fn cmdline_txt(
     vmm_line: &str,
     guest_cmdline: Option<&str>,
 ) -> String {
-    let explicit: Vec<String> = explicit.iter().map(|a| shell_quote(a)).collect();
     truecold_proof::cmdline::format_cmdline_txt(
         label,
         invocation,
-        &format!("truecold run {}", explicit.join(" ")),
+        &explicit_line(explicit),
         vmm_line,
         guest_cmdline,
     )
+}
+
+/// The explicit `truecold run …` line of `cmdline.txt` (every argument shell-quoted).
+pub fn explicit_line(explicit: &[String]) -> String {
+    let explicit: Vec<String> = explicit.iter().map(|a| shell_quote(a)).collect();
+    format!("truecold run {}", explicit.join(" "))
 }
 
 /// Why this host's Linux campaign became a probe campaign (printed and recorded).
@@ -251,9 +285,12 @@ a host with hardware KVM.";
 /// A finished run.
 #[derive(Debug)]
 pub struct RunOutcome {
+    /// The bundle, or (engines campaign) the multi-arm directory.
     pub written: Written,
     pub interrupted: bool,
     pub warnings: Vec<String>,
+    /// Engines campaign: each arm's bundle and its own verdict.
+    pub arms: Vec<(truecold_proto::kinds::Engine, Written)>,
 }
 
 /// The host kind in effect (the VMM library's detection, one definition) and, when
@@ -329,6 +366,10 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     // SAFETY: geteuid(2) has no arguments and cannot fail.
     let euid = unsafe { libc::geteuid() };
     check_drop_caches(args, &schedule, (!args.nested).then_some(euid))?;
+    let arms = args.arms()?;
+    if !arms.is_empty() {
+        return run_engines(args, invocation, &arms, &schedule);
+    }
     if args.nested {
         // Needs no KVM here: QEMU emulates the CPU, L1 brings its own KVM.
         let planned = schedule.validate()?;
@@ -337,6 +378,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
             written: nested::run(args, &schedule, planned, &guest_dir)?,
             interrupted: false,
             warnings: vec![nested::WARNING.to_string()],
+            arms: Vec::new(),
         });
     }
     if !Path::new("/dev/kvm").exists() {
@@ -486,6 +528,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
             vmm: &absolute(&vmm),
             guest_dir: guest.as_ref().map(|_| absolute(&guest_dir)).as_deref(),
             out: &std::path::absolute(&dest).unwrap_or_else(|_| dest.clone()),
+            engines: &[],
         },
     );
     let cmdline = cmdline_txt(
@@ -508,6 +551,166 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         written,
         interrupted: ex.interrupted,
         warnings: result.environment.warnings.clone(),
+        arms: Vec::new(),
+    })
+}
+
+/// `results/<UTC timestamp>-engines-<arms>-linux-<v>vcpu-<m>mib`.
+pub fn engines_dest(args: &RunArgs, arms: &[truecold_proto::kinds::Engine]) -> PathBuf {
+    let (stamp, _) = crate::clock::utc_now();
+    let names: Vec<&str> = arms.iter().map(|e| e.as_str()).collect();
+    PathBuf::from("results").join(format!(
+        "{stamp}-engines-{}-linux-{}vcpu-{}mib",
+        names.join("-"),
+        args.vcpus,
+        args.mem_mib
+    ))
+}
+
+/// An engines campaign (`--engine …`): see [`crate::engines`].
+fn run_engines(
+    args: &RunArgs,
+    invocation: &str,
+    arms: &[truecold_proto::kinds::Engine],
+    schedule: &Schedule,
+) -> Result<RunOutcome, RunError> {
+    use crate::engines::{self, ArmBundle, DriverLauncher, EnginesSpec, Shared};
+    let rounds = schedule.validate()?;
+    let guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
+    if args.nested {
+        return Ok(nested::run_engines(args, arms, rounds, &guest_dir)?);
+    }
+    // Argument-level problems first: every engine's binary and version, the guest.
+    let resolved = engines::resolve(arms, args)?;
+    let lg = artifacts::linux_guest(&guest_dir)?;
+    if !Path::new("/dev/kvm").exists() {
+        return Err(RunError::NoKvm);
+    }
+    let (kind, forced) = host_kind()?;
+    let mut warnings = Vec::new();
+    if let Some(w) = forced {
+        eprintln!("truecold: warning: {w}");
+        warnings.push(w);
+    }
+    if kind == HostKind::Pvm {
+        let w = "an engines campaign on a kvm_pvm host: an unmodified Linux kernel is not \
+                 expected to boot here; every failure is kept as data"
+            .to_string();
+        eprintln!("truecold: warning: {w}");
+        warnings.push(w);
+    }
+    let guest = engines::guest_of(args, &lg);
+    let dest = args.out.clone().unwrap_or_else(|| engines_dest(args, arms));
+    if dest.symlink_metadata().is_ok() {
+        return Err(RunError::OutExists(dest));
+    }
+    let work = std::env::temp_dir().join(format!("truecold-engines-{}", std::process::id()));
+    let prepared = engines::prepare(&resolved, &guest, &work, kind)?;
+    let kernel_config = std::fs::read(&lg.config).map_err(|source| RunError::Config {
+        path: lg.config.clone(),
+        source,
+    })?;
+    let spec = EnginesSpec {
+        arms: arms.to_vec(),
+        rounds,
+        seed: args.seed,
+        vcpus: args.vcpus,
+        mem_bytes: args.mem_mib << 20,
+        backing: args.backing,
+        deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
+        kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
+    };
+    let facts = HostFacts::read(kind);
+    let stop = interrupt::install()?;
+    eprintln!(
+        "truecold: engines campaign — {} — {rounds} round(s) of {} arm(s) in seeded shuffled \
+         order (seed {}), {} vCPU, {} MiB, backing {}, deadline {} ms → {}",
+        ContractKind::Linux.label(),
+        arms.len(),
+        args.seed,
+        spec.vcpus,
+        spec.mem_bytes >> 20,
+        spec.backing,
+        args.deadline_ms(),
+        dest.display()
+    );
+    for p in &prepared {
+        eprintln!(
+            "truecold:   {}: {} ({})",
+            p.engine,
+            p.binary.display(),
+            p.version
+        );
+    }
+    if args.drop_caches {
+        drop_page_cache().map_err(RunError::DropCaches)?;
+    }
+    let launches: Vec<_> = prepared.iter().map(|p| p.launch.clone()).collect();
+    let cmdlines: Vec<String> = prepared.iter().map(|p| p.cmdline.clone()).collect();
+    let launcher = DriverLauncher {
+        launches: &launches,
+        mem_bytes: spec.mem_bytes,
+        deadline_ns: spec.deadline_ns,
+        kill_grace_ns: spec.kill_grace_ns,
+    };
+    let total = rounds.saturating_mul(arms.len() as u64);
+    let mut progress = Progress::new(std::io::stderr(), Style::detect(), "engines", total);
+    let ran = engines::execute(
+        &spec,
+        &cmdlines,
+        &launcher,
+        stop,
+        &mut progress,
+        args.drop_caches
+            .then_some(&drop_page_cache as &campaign::BeforeEach),
+        &campaign::self_cpu_ns,
+    );
+    let bins: Vec<(truecold_proto::kinds::Engine, PathBuf)> = prepared
+        .iter()
+        .map(|p| (p.engine, p.binary.clone()))
+        .collect();
+    let vmm = bins
+        .iter()
+        .find(|(e, _)| *e == truecold_proto::kinds::Engine::Truecold)
+        .map(|(_, b)| b.clone())
+        .unwrap_or_default();
+    let explicit = explicit_args(
+        args,
+        schedule,
+        guest_flag(ContractKind::Linux),
+        ArgPaths {
+            vmm: &vmm,
+            guest_dir: Some(&absolute(&guest_dir)),
+            out: &std::path::absolute(&dest).unwrap_or_else(|_| dest.clone()),
+            engines: &bins,
+        },
+    );
+    let bundles: Vec<ArmBundle<'_>> = prepared
+        .iter()
+        .map(|p| ArmBundle {
+            engine: p.engine,
+            binary: p.binary.clone(),
+            version: p.version.clone(),
+            launch: &p.launch,
+            guest_cmdline: p.cmdline.clone(),
+        })
+        .collect();
+    let shared = Shared {
+        spec: &spec,
+        guest: &lg,
+        kernel_config,
+        facts: &facts,
+        warnings: warnings.clone(),
+        invocation,
+        explicit,
+    };
+    let w = engines::write_dir(&dest, &shared, &bundles, &ran)?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(RunOutcome {
+        written: w.written,
+        interrupted: ran.interrupted,
+        warnings,
+        arms: w.arms,
     })
 }
 
@@ -553,26 +756,11 @@ pub fn level_lines(r: &truecold_proof::schema::ResultJson) -> Vec<String> {
     out
 }
 
-/// What an engine binary says of itself: the first line of `<binary> --version`, run once
-/// before the campaign (outside every measured window).
+/// What the truecold-vmm binary says of itself: the first line of `<binary> --version`, run
+/// once before the campaign (outside every measured window; `truecold_engine::version`).
 pub fn engine_version(binary: &Path) -> Result<String, RunError> {
-    let out = std::process::Command::new(binary)
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|source| RunError::EngineVersion {
-            binary: binary.to_path_buf(),
-            source,
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().next().unwrap_or("").trim();
-    if !out.status.success() || line.is_empty() {
-        return Err(RunError::EngineVersionOutput {
-            binary: binary.to_path_buf(),
-            status: out.status.to_string(),
-        });
-    }
-    Ok(line.to_string())
+    truecold_engine::version::query(truecold_proto::kinds::Engine::Truecold, binary)
+        .map_err(RunError::EngineVersion)
 }
 
 #[cfg(test)]
@@ -599,6 +787,7 @@ mod tests {
                 vmm: Path::new("/bin/truecold-vmm"),
                 guest_dir: (contract == ContractKind::Linux).then_some(guest_dir),
                 out: Path::new("/r/b"),
+                engines: &[],
             },
         )
     }

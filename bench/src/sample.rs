@@ -5,7 +5,7 @@
 use crate::launch::{Attempt, End};
 use std::collections::HashMap;
 use truecold_proof::schema::{ContractKind, Sample};
-use truecold_proto::kinds::ErrorKind;
+use truecold_proto::kinds::{Backing, Engine, ErrorKind, Observer};
 use truecold_proto::measure::Stamps;
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
 
@@ -39,6 +39,10 @@ pub struct Observed {
     pub cmdline: Option<String>,
     /// The memory backing the VMM actually got (e.g. `anon-4k`), if it says.
     pub backing: Option<truecold_proto::kinds::ObtainedBacking>,
+    /// Serial observer: the engine process's guest-memory mapping from smaps.
+    pub host_mapping: Option<truecold_proto::report::HostMapping>,
+    /// Serial observer: why no mapping was taken (no mapping of the configured size …).
+    pub mapping_error: Option<String>,
 }
 
 /// The campaign-wide facts every row shares.
@@ -51,6 +55,12 @@ pub struct RowContext {
     pub concurrency_override: Option<u32>,
     pub mem_bytes: u64,
     pub vcpus: u32,
+    /// Where strict-ready was stamped.
+    pub observer: Observer,
+    /// The engine that booted the guest.
+    pub engine: Engine,
+    /// The requested backing (the serial observer's page-size criterion).
+    pub backing: Backing,
 }
 
 /// Longest error detail kept in a row.
@@ -122,6 +132,8 @@ pub fn to_sample(
         } else {
             None
         },
+        host_mapping_bytes: o.host_mapping.as_ref().map(|m| m.total()),
+        host_page_size: o.host_mapping.as_ref().map(|m| m.kernel_page_size),
         protocol_errors: o.protocol_errors,
         workload: g.map(|g| g.workload.encode()).unwrap_or_default(),
         ..sample
@@ -184,7 +196,7 @@ fn classify(
                 format!("VMM killed by signal {sig}. {}", stderr()),
             )
         }
-        End::Exited(_) => {}
+        End::Exited(_) | End::KilledAfterRecord => {}
     }
     let Some(o) = observed else {
         let why = report_error.unwrap_or("no report on stdout");
@@ -250,24 +262,17 @@ fn classify(
         );
     }
     if let End::Exited(c) = a.end {
-        if c != 0 {
+        if !truecold_engine::exit_is_clean(ctx.engine, c) {
             return fail(
                 ErrorKind::VmmExit,
                 format!("VMM exited with status {c}. {}", stderr()),
             );
         }
     }
-    if let Some(why) = s
-        .timeline_problems(
-            linux,
-            truecold_proto::kinds::Observer::VmExit,
-            truecold_proto::kinds::Engine::Truecold,
-        )
-        .first()
-    {
+    if let Some(why) = s.timeline_problems(linux, ctx.observer, ctx.engine).first() {
         return fail(ErrorKind::IncompleteTimeline, why.to_string());
     }
-    if let Some(why) = memory_mismatch(s, linux) {
+    if let Some(why) = memory_mismatch(s, o, ctx) {
         return fail(ErrorKind::MemoryMismatch, why);
     }
     if linux && s.guest_cpus != Some(ctx.vcpus) {
@@ -290,15 +295,14 @@ fn classify(
     None
 }
 
-/// The verifier's memory criteria (`Sample::memory_problems`), as a failure detail.
-fn memory_mismatch(s: &Sample, linux: bool) -> Option<String> {
-    // The vm-exit observer: the backing's page size is checked only under the serial one.
-    let bad = s.memory_problems(
-        linux,
-        truecold_proto::kinds::Observer::VmExit,
-        truecold_proto::kinds::Engine::Truecold,
-        truecold_proto::kinds::Backing::Anon,
-    );
+/// The verifier's memory criteria (`Sample::memory_problems`, one definition for every
+/// observer and engine), plus an smaps mapping the bench could not pick, as a failure detail.
+fn memory_mismatch(s: &Sample, o: &Observed, ctx: &RowContext) -> Option<String> {
+    let linux = ctx.contract == ContractKind::Linux;
+    let mut bad = s.memory_problems(linux, ctx.observer, ctx.engine, ctx.backing);
+    if let Some(why) = &o.mapping_error {
+        bad.push(why.clone());
+    }
     (!bad.is_empty()).then(|| {
         format!(
             "configured {} bytes but {}",

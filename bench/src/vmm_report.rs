@@ -68,6 +68,8 @@ pub fn observe(r: &ReportCore) -> Observed {
         error,
         cmdline: r.guest_cmdline.clone(),
         backing: Some(r.backing_obtained),
+        host_mapping: None,
+        mapping_error: None,
     }
 }
 
@@ -185,6 +187,9 @@ mod tests {
                 concurrency_override: None,
                 mem_bytes: 64 << 20,
                 vcpus: 1,
+                observer: truecold_proto::kinds::Observer::VmExit,
+                engine: truecold_proto::kinds::Engine::Truecold,
+                backing: truecold_proto::kinds::Backing::Anon,
             };
             assert_eq!(to_sample(&a, Some(&o), None, &ctx).error_kind, want);
         }

@@ -162,6 +162,9 @@ fn a_vmm_that_fails_before_its_guest_runs_is_a_typed_row() {
             concurrency_override: None,
             mem_bytes: 128 << 20,
             vcpus: 1,
+            observer: truecold_proto::kinds::Observer::VmExit,
+            engine: truecold_proto::kinds::Engine::Truecold,
+            backing: truecold_proto::kinds::Backing::Anon,
         };
         let s = to_sample(&a, Some(&observed), None, &ctx);
         assert!(!s.ok);

@@ -1,36 +1,26 @@
 //! Engines side by side inside L1, for the platform check and whole-process timings: the same
 //! vmlinux, initramfs and kernel command line under truecold-vmm and under Firecracker, the
-//! runs interleaved in a seeded shuffled order per round. Pure: the argv and config of each
-//! engine, the order, and the CSV row; `truecold-engines` (the L1-side binary) does the I/O.
+//! runs interleaved in a seeded shuffled order per round. Pure: the argv of each engine, the
+//! CSV row; `truecold-engines` (the L1-side binary) does the I/O. Firecracker's config and
+//! argv and the round order are `truecold_engine`'s (the builders of `truecold run --engine`);
+//! this check differs only in its kernel command line (console or nothing, not the serial
+//! transport) and in timing whole processes instead of observing strict-ready.
 //!
 //! Time here is whatever clock the caller's CLOCK_MONOTONIC is — inside the nested harness,
 //! QEMU's instruction-counting virtual clock (1 ns per emulated instruction), never hardware
 //! wall time.
 
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use std::path::Path;
+pub use truecold_engine::order;
+pub use truecold_proto::kinds::Engine;
 use truecold_proto::GuestPlatform;
 
-/// An engine that boots the guest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Engine {
-    Truecold,
-    Firecracker,
-}
+/// The engines this check runs.
+pub const ENGINES: [Engine; 2] = [Engine::Truecold, Engine::Firecracker];
 
-impl Engine {
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Truecold => "truecold",
-            Engine::Firecracker => "firecracker",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Engine> {
-        [Engine::Truecold, Engine::Firecracker]
-            .into_iter()
-            .find(|e| e.name() == s)
-    }
+/// Parses an engine this check runs.
+pub fn parse_engine(s: &str) -> Option<Engine> {
+    ENGINES.into_iter().find(|e| e.as_str() == s)
 }
 
 /// One guest, identical for every engine.
@@ -93,30 +83,29 @@ pub fn truecold_args(g: &Guest, deadline_ms: u64) -> Vec<String> {
     a
 }
 
-/// Firecracker's `--config-file` content (no API socket, no devices, no network).
-pub fn firecracker_config(g: &Guest) -> Result<String, String> {
-    let v = serde_json::json!({
-        "boot-source": {
-            "kernel_image_path": g.kernel,
-            "initrd_path": g.initramfs,
-            "boot_args": g.cmdline()?,
-        },
-        "drives": [],
-        "machine-config": {
-            "vcpu_count": g.vcpus,
-            "mem_size_mib": g.mem_mib,
-            "smt": false,
-        },
-    });
-    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
+/// The engine crate's guest for this one (anonymous 4 KiB memory, like truecold's default).
+fn engine_guest(g: &Guest) -> truecold_engine::Guest {
+    truecold_engine::Guest {
+        kernel: g.kernel.clone().into(),
+        initramfs: g.initramfs.clone().into(),
+        vcpus: u32::from(g.vcpus),
+        mem_mib: u64::from(g.mem_mib),
+        backing: truecold_proto::kinds::Backing::Anon,
+        cmdline_extra: g.cmdline_extra.clone(),
+    }
 }
 
-/// Firecracker's argv (after the program), as released: seccomp on, no API server.
-pub fn firecracker_args(config_path: &str) -> Vec<String> {
-    ["--no-api", "--config-file", config_path, "--level", "Error"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+/// Firecracker's `--config-file` content ([`truecold_engine::firecracker::config_for`]) with
+/// this check's command line.
+pub fn firecracker_config(g: &Guest) -> Result<String, String> {
+    truecold_engine::firecracker::config_for(&engine_guest(g), &g.cmdline()?)
+        .map_err(|e| e.to_string())
+}
+
+/// Firecracker's argv (after the program), as released: seccomp on, no API server, its log
+/// in `log` ([`truecold_engine::firecracker::args`]).
+pub fn firecracker_args(config: &Path, log: &Path) -> Vec<String> {
+    truecold_engine::firecracker::args(&config.to_string_lossy(), &log.to_string_lossy())
 }
 
 /// One arm of a run: a label (unique), the engine kind and its binary.
@@ -134,7 +123,7 @@ impl Arm {
             .split_once('=')
             .ok_or_else(|| format!("`{spec}`: want [LABEL:]KIND=PATH"))?;
         let (label, kind) = head.split_once(':').unwrap_or((head, head));
-        let engine = Engine::parse(kind).ok_or_else(|| format!("unknown engine `{kind}`"))?;
+        let engine = parse_engine(kind).ok_or_else(|| format!("unknown engine `{kind}`"))?;
         let ok = !label.is_empty()
             && label
                 .bytes()
@@ -150,23 +139,10 @@ impl Arm {
     }
 }
 
-/// The run order over `arms` arms: `rounds` rounds, each arm once per round, shuffled per
-/// round by `seed` (so drift hits every arm alike). Items are (round, arm index).
-pub fn order(arms: usize, rounds: u32, seed: u64) -> Vec<(u32, usize)> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut out = Vec::new();
-    for r in 0..rounds {
-        let mut e: Vec<usize> = (0..arms).collect();
-        e.shuffle(&mut rng);
-        out.extend(e.into_iter().map(|x| (r, x)));
-    }
-    out
-}
-
 /// One run's outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunRow {
-    pub round: u32,
+    pub round: u64,
     pub slot: usize,
     /// The arm's label (the engine's name unless labelled).
     pub arm: String,
@@ -206,7 +182,7 @@ impl RunRow {
             self.round,
             self.slot,
             self.arm,
-            self.engine.name(),
+            self.engine.as_str(),
             self.elapsed_ns,
             self.exit_code.map(|c| c.to_string()).unwrap_or_default(),
             p
@@ -244,10 +220,10 @@ impl RunRow {
             })
         };
         Ok(RunRow {
-            round: count(0)?,
+            round: num(0)?,
             slot: usize::try_from(num(1)?).map_err(|e| e.to_string())?,
             arm: f[2].to_string(),
-            engine: Engine::parse(f[3]).ok_or_else(|| format!("engine `{}`", f[3]))?,
+            engine: parse_engine(f[3]).ok_or_else(|| format!("engine `{}`", f[3]))?,
             elapsed_ns: num(4)?,
             exit_code: if f[5].is_empty() {
                 None
@@ -305,24 +281,9 @@ mod tests {
         assert!(a.contains("--vcpus 2 --mem-mib 256"), "{a}");
         assert!(a.contains("--cmdline-extra printk.time=1 --console"), "{a}");
         assert_eq!(
-            firecracker_args("/tmp/fc.json").join(" "),
-            "--no-api --config-file /tmp/fc.json --level Error"
+            firecracker_args(Path::new("/tmp/fc.json"), Path::new("/tmp/fc.log")).join(" "),
+            "--no-api --config-file /tmp/fc.json --log-path /tmp/fc.log --level Error"
         );
-    }
-
-    #[test]
-    fn order_is_interleaved_seeded_and_complete() {
-        let o = order(3, 10, 7);
-        assert_eq!(o.len(), 30);
-        for r in 0..10 {
-            let mut in_round: Vec<_> = o.iter().filter(|x| x.0 == r).map(|x| x.1).collect();
-            in_round.sort();
-            assert_eq!(in_round, vec![0, 1, 2], "round {r} has each arm once");
-        }
-        assert_eq!(o, order(3, 10, 7), "same seed, same order");
-        assert_ne!(o, order(3, 10, 8), "another seed, another order");
-        let firsts: std::collections::BTreeSet<_> = (0..10).map(|r| o[r as usize * 3].1).collect();
-        assert!(firsts.len() > 1, "no arm always goes first");
     }
 
     #[test]

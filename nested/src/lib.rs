@@ -181,7 +181,7 @@ pub fn engine_l1_path(engine: Engine) -> &'static str {
     }
 }
 
-/// The peer engines' binaries (truecold-vmm comes from [`Layout`] or `--vmm`).
+/// The peer engines' binaries, located (truecold-vmm comes from [`Layout`] or `--vmm`).
 #[derive(Clone, Debug, Default)]
 pub struct EngineBinaries {
     pub firecracker: Option<PathBuf>,
@@ -190,40 +190,27 @@ pub struct EngineBinaries {
 }
 
 impl EngineBinaries {
-    /// Each binary from its flag, else its environment variable (`TRUECOLD_FIRECRACKER`,
-    /// `TRUECOLD_CLOUD_HYPERVISOR`, `TRUECOLD_QEMU`), else the default: the static peer
-    /// builds in `../shared/peers/bin/` beside the clone, and `qemu-system-x86_64` found on
-    /// `PATH`. Whether a file is there is checked where it is needed ([`engine_files`], the
-    /// bench's argument check).
-    pub fn discover(
-        firecracker: Option<PathBuf>,
-        cloud_hypervisor: Option<PathBuf>,
-        qemu: Option<PathBuf>,
-    ) -> EngineBinaries {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let peers = root.join("../shared/peers/bin");
-        let env = |k: &str| std::env::var_os(k).map(PathBuf::from);
-        let on_path = |name: &str| {
-            std::env::var_os("PATH").and_then(|p| {
-                std::env::split_paths(&p)
-                    .map(|d| d.join(name))
-                    .find(|c| c.is_file())
-            })
-        };
-        EngineBinaries {
-            firecracker: firecracker
-                .or_else(|| env("TRUECOLD_FIRECRACKER"))
-                .or_else(|| Some(peers.join("firecracker"))),
-            cloud_hypervisor: cloud_hypervisor
-                .or_else(|| env("TRUECOLD_CLOUD_HYPERVISOR"))
-                .or_else(|| Some(peers.join("cloud-hypervisor"))),
-            qemu: qemu
-                .or_else(|| env("TRUECOLD_QEMU"))
-                .or_else(|| on_path("qemu-system-x86_64")),
+    /// Each of `engines`' binaries from its flag, its variable or its default
+    /// ([`truecold_engine::locate::peer_binary`]); truecold-vmm comes from [`Layout`].
+    pub fn locate(
+        engines: &[Engine],
+        firecracker: Option<&Path>,
+        cloud_hypervisor: Option<&Path>,
+        qemu: Option<&Path>,
+    ) -> Result<EngineBinaries, truecold_engine::locate::Missing> {
+        use truecold_engine::locate::peer_binary;
+        let mut b = EngineBinaries::default();
+        for &e in engines {
+            match e {
+                Engine::Truecold => {}
+                Engine::Firecracker => b.firecracker = Some(peer_binary(e, firecracker)?),
+                Engine::CloudHypervisor => {
+                    b.cloud_hypervisor = Some(peer_binary(e, cloud_hypervisor)?)
+                }
+                Engine::QemuMicrovm => b.qemu = Some(peer_binary(e, qemu)?),
+            }
         }
+        Ok(b)
     }
 }
 
@@ -236,12 +223,12 @@ pub const QEMU_FIRMWARE: [&str; 2] = ["bios-microvm.bin", "pvh.bin"];
 /// library `ldd` names (at the same paths, the dynamic loader included) and its firmware.
 /// A missing binary is an error naming how to get it.
 pub fn engine_files(engines: &[Engine], bins: &EngineBinaries) -> Result<Vec<L1File>, NestedError> {
-    let need = |p: &Option<PathBuf>, what: &'static str, hint: &'static str| match p {
+    let need = |p: &Option<PathBuf>, what: &'static str, e: Engine| match p {
         Some(p) if p.is_file() => Ok(p.clone()),
         other => Err(NestedError::Missing {
             what,
             path: other.clone().unwrap_or_default(),
-            hint,
+            hint: truecold_engine::locate::how_to_get(e),
         }),
     };
     let file = |dest: &str, src: PathBuf, executable: bool| L1File {
@@ -255,30 +242,16 @@ pub fn engine_files(engines: &[Engine], bins: &EngineBinaries) -> Result<Vec<L1F
             Engine::Truecold => {}
             Engine::Firecracker => out.push(file(
                 engine_l1_path(e),
-                need(
-                    &bins.firecracker,
-                    "the Firecracker binary",
-                    "--firecracker PATH or TRUECOLD_FIRECRACKER: a static firecracker v1.16.1 \
-                     (../shared/peers/README.md says how it is built from the official sources)",
-                )?,
+                need(&bins.firecracker, "the Firecracker binary", e)?,
                 true,
             )),
             Engine::CloudHypervisor => out.push(file(
                 engine_l1_path(e),
-                need(
-                    &bins.cloud_hypervisor,
-                    "the Cloud Hypervisor binary",
-                    "--cloud-hypervisor PATH or TRUECOLD_CLOUD_HYPERVISOR: a static \
-                     cloud-hypervisor v53.0 (../shared/peers/README.md)",
-                )?,
+                need(&bins.cloud_hypervisor, "the Cloud Hypervisor binary", e)?,
                 true,
             )),
             Engine::QemuMicrovm => {
-                let qemu = need(
-                    &bins.qemu,
-                    "qemu-system-x86_64",
-                    "--qemu PATH, or apt-get install qemu-system-x86",
-                )?;
+                let qemu = need(&bins.qemu, "qemu-system-x86_64", e)?;
                 out.extend(qemu_files(&qemu)?);
             }
         }

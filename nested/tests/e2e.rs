@@ -215,7 +215,8 @@ fn guest_sees_the_same_platform_under_truecold_and_firecracker() {
     files.extend(
         engine_files(
             &[Engine::Firecracker],
-            &EngineBinaries::discover(None, None, None),
+            &EngineBinaries::locate(&[Engine::Firecracker], None, None, None)
+                .unwrap_or_else(|e| panic!("{e}")),
         )
         .unwrap_or_else(|e| panic!("{e}")),
     );

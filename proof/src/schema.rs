@@ -166,7 +166,7 @@ impl Sample {
     /// guest's firmware RAM is `engine.expected_firmware_ram(configured)` (the configured size
     /// less the engine's documented hole below 1 MiB), the engine process's guest-memory
     /// mapping is exactly the configured size with the page size `backing` gives
-    /// ([`expected_page_size`]), the guest's MemTotal is within [`memtotal_bounds_engine`],
+    /// ([`Backing::page_size`]), the guest's MemTotal is within [`memtotal_bounds_engine`],
     /// and for the truecold engine memslots = E820 usable = configured as well.
     pub fn memory_problems(
         &self,
@@ -205,7 +205,7 @@ impl Sample {
                     self.host_mapping_bytes
                 ));
             }
-            let page = expected_page_size(backing);
+            let page = backing.page_size();
             if self.host_page_size != Some(page) {
                 bad.push(format!(
                     "the mapping's page size {:?}, `{}` backing maps {page}-byte pages",
@@ -284,16 +284,6 @@ impl Sample {
     pub fn derived_latency(&self) -> Option<u64> {
         let origin = self.intended_request_ns.unwrap_or(self.actual_request_ns);
         self.ready_ns?.checked_sub(origin)
-    }
-}
-
-/// The `KernelPageSize` of the guest-memory mapping `backing` gives: 4 KiB for `anon` and
-/// `thp` (a THP mapping still reports 4 kB: its huge pages show in `AnonHugePages`), 2 MiB
-/// for `hugetlb`.
-pub fn expected_page_size(backing: Backing) -> u64 {
-    match backing {
-        Backing::Anon | Backing::Thp => 4096,
-        Backing::Hugetlb => 2 << 20,
     }
 }
 
@@ -581,8 +571,8 @@ mod tests {
             memtotal_bounds_engine(Engine::CloudHypervisor, 16384 * MIB),
             (big - big / 64 - 96 * MIB, big)
         );
-        assert_eq!(expected_page_size(Backing::Thp), 4096);
-        assert_eq!(expected_page_size(Backing::Hugetlb), 2 * MIB);
+        assert_eq!(Backing::Thp.page_size(), 4096);
+        assert_eq!(Backing::Hugetlb.page_size(), 2 * MIB);
     }
 
     #[test]

@@ -350,6 +350,16 @@ impl Backing {
             .ok_or_else(|| format!("`{s}` is not one of anon, thp, hugetlb"))
     }
 
+    /// The `KernelPageSize` (smaps) of guest memory with this backing: 4 KiB for `anon` and
+    /// `thp` (a THP mapping still reports 4 kB; its huge pages show in `AnonHugePages`),
+    /// 2 MiB for `hugetlb`.
+    pub fn page_size(self) -> u64 {
+        match self {
+            Backing::Anon | Backing::Thp => 4096,
+            Backing::Hugetlb => 2 << 20,
+        }
+    }
+
     /// What the VMM observes when it got exactly this backing.
     pub fn expected_obtained(self) -> ObtainedBacking {
         match self {

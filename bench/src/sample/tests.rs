@@ -76,6 +76,8 @@ fn observed(linux: bool, id: u8) -> Observed {
         error: None,
         cmdline: None,
         backing: None,
+        host_mapping: None,
+        mapping_error: None,
     }
 }
 
@@ -86,6 +88,9 @@ fn ctx(contract: ContractKind, intended: bool) -> RowContext {
         concurrency_override: None,
         mem_bytes: 128 * MIB,
         vcpus: 1,
+        observer: truecold_proto::kinds::Observer::VmExit,
+        engine: truecold_proto::kinds::Engine::Truecold,
+        backing: truecold_proto::kinds::Backing::Anon,
     }
 }
 

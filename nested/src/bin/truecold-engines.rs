@@ -40,7 +40,7 @@ struct Cli {
     #[arg(long)]
     console: bool,
     #[arg(long, default_value_t = 3)]
-    rounds: u32,
+    rounds: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Kill an engine process that runs longer than this.
@@ -82,6 +82,9 @@ fn run(cli: Cli) -> Result<(), String> {
     let fc_config = std::env::temp_dir().join("truecold-firecracker.json");
     std::fs::write(&fc_config, firecracker_config(&guest)?)
         .map_err(|e| format!("{}: {e}", fc_config.display()))?;
+    // Firecracker opens its log without creating it; emptied before each run, appended to
+    // the run's log after it.
+    let fc_log = std::env::temp_dir().join("truecold-firecracker.log");
     let logs = cli.out.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
     let mut csv = format!("{CSV_HEADER}\n");
@@ -93,10 +96,17 @@ fn run(cli: Cli) -> Result<(), String> {
         let (engine, path) = (arm.engine, &arm.path);
         let args = match engine {
             Engine::Truecold => truecold_args(&guest, cli.deadline_ms),
-            Engine::Firecracker => firecracker_args(&fc_config.to_string_lossy()),
+            Engine::Firecracker => {
+                std::fs::write(&fc_log, b"").map_err(|e| format!("{}: {e}", fc_log.display()))?;
+                firecracker_args(&fc_config, &fc_log)
+            }
+            other => return Err(format!("--engine {other}: not run by this check")),
         };
-        let (elapsed_ns, exit_code, output) =
+        let (elapsed_ns, exit_code, mut output) =
             timed(path, &args, Duration::from_millis(cli.deadline_ms))?;
+        if engine == Engine::Firecracker {
+            output.extend(std::fs::read(&fc_log).unwrap_or_default());
+        }
         let log = logs.join(format!("{round:03}-{}.log", arm.label));
         std::fs::write(&log, &output).map_err(|e| format!("{}: {e}", log.display()))?;
         let row = RunRow {

@@ -29,13 +29,13 @@ struct Cli {
     /// Put this peer engine into L1 (repeatable): firecracker, cloud-hypervisor, qemu-microvm.
     #[arg(long = "engine", value_parser = Engine::parse)]
     engines: Vec<Engine>,
-    /// Firecracker binary (else $TRUECOLD_FIRECRACKER, else ../shared/peers/bin/firecracker).
+    /// Firecracker binary (else $TRUECOLD_FIRECRACKER, else ../shared/peers/bin/).
     #[arg(long)]
     firecracker: Option<PathBuf>,
     /// Cloud Hypervisor binary (else $TRUECOLD_CLOUD_HYPERVISOR, else ../shared/peers/bin/).
     #[arg(long)]
     cloud_hypervisor: Option<PathBuf>,
-    /// QEMU binary (else $TRUECOLD_QEMU, else qemu-system-x86_64 on PATH).
+    /// QEMU binary (else $TRUECOLD_QEMU, else PATH).
     #[arg(long)]
     qemu: Option<PathBuf>,
     /// Extra file for L1: `DEST=SRC` (DEST relative, e.g. bin/old-truecold-vmm).
@@ -73,11 +73,12 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
     let layout = Layout::discover();
     layout.check()?;
     let mut files = layout.l1_files();
-    let bins = EngineBinaries::discover(
-        cli.firecracker.clone(),
-        cli.cloud_hypervisor.clone(),
-        cli.qemu.clone(),
-    );
+    let bins = EngineBinaries::locate(
+        &cli.engines,
+        cli.firecracker.as_deref(),
+        cli.cloud_hypervisor.as_deref(),
+        cli.qemu.as_deref(),
+    )?;
     files.extend(engine_files(&cli.engines, &bins)?);
     for f in &cli.files {
         let (dest, src) = f

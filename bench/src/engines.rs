@@ -1,0 +1,739 @@
+//! Engines campaigns (`truecold run --engine …`): the same Linux guest under several engines
+//! (`truecold_engine`: truecold-vmm, Firecracker, Cloud Hypervisor, QEMU microvm), observed
+//! alike on each engine's serial port. `-n` rounds; each round runs every arm once, in an
+//! order shuffled per round from `--seed` ([`truecold_engine::order`]), one launch at a time,
+//! so drift and thermal effects hit every arm alike. Each launch is one
+//! [`truecold_engine::driver::launch_once`] (request stamp right before the spawn, no
+//! retries); its [`EngineRun`] becomes the row ([`row`], through the same classifier as every
+//! campaign) and the `reports.jsonl` line. Each arm is a complete bundle in `<dir>/<engine>/`;
+//! the multi-arm files (arms.json, comparison, README, cdf.svg, SHA256SUMS) are written over
+//! them ([`ArmsPlan`]); the directory appears atomically.
+
+use crate::artifacts::{self, LinuxGuest};
+use crate::campaign::{self, BeforeEach, CampaignSpec, Executed};
+use crate::cli::RunArgs;
+use crate::host::{HostFacts, RunFacts, Snapshot};
+use crate::launch::{Attempt, End};
+use crate::progress::Progress;
+use crate::sample::{mark_repeated_boot_ids, to_sample, Observed, RowContext};
+use crate::schedule::{LevelRun, Schedule, Slot};
+use crate::vmm_report;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use truecold_engine::driver::{Launched, ProcessEnd};
+use truecold_engine::{Guest, Launch};
+use truecold_proof::arms::{ArmRef, ArmsPlan};
+use truecold_proof::bundle::{rename_noreplace, BundleError, BundleInputs, Written};
+use truecold_proof::reports::{HarnessMarks, ReportLine, REPORTS_FILE};
+use truecold_proof::schema::{Configuration, ContractKind, EngineInfo, Observer, Sample};
+use truecold_proto::kinds::{Backing, Engine, ErrorKind, HostKind, ObtainedBacking};
+use truecold_proto::measure::now_ns;
+use truecold_proto::report::{EngineRun, Outcome, VmmOutput};
+
+/// Where the peer engines' static builds live, relative to the directory beside the clone
+/// (`../shared/peers/`; its README gives versions, sources, build commands and sha256).
+/// The Firecracker config's name inside the Firecracker arm's bundle.
+pub const ENGINE_CONFIG_FILE: &str = "engine-config.json";
+
+/// Why an engines campaign could not run or be written.
+#[derive(Debug, thiserror::Error)]
+pub enum EnginesError {
+    #[error(transparent)]
+    BinaryMissing(truecold_engine::locate::Missing),
+    #[error("the {engine} arm's version")]
+    Version {
+        engine: Engine,
+        #[source]
+        source: truecold_engine::version::VersionError,
+    },
+    #[error("the {engine} arm")]
+    Launch {
+        engine: Engine,
+        #[source]
+        source: truecold_engine::EngineError,
+    },
+    #[error("{op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing the {engine} arm's bundle")]
+    Bundle {
+        engine: Engine,
+        #[source]
+        source: BundleError,
+    },
+    #[error("placing the campaign directory")]
+    Place(#[source] BundleError),
+    #[error("writing the campaign directory's comparison")]
+    Arms(#[source] truecold_proof::arms::ArmsError),
+}
+
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EnginesError {
+    let path = path.to_path_buf();
+    move |source| EnginesError::Io { op, path, source }
+}
+
+/// The binary of `engine`: the flag, else the variable, else the defaults (see the flags'
+/// help); a missing one names how to get it.
+pub fn find_binary(engine: Engine, args: &RunArgs) -> Result<PathBuf, EnginesError> {
+    let flag = match engine {
+        Engine::Truecold => {
+            return artifacts::find_vmm(args.vmm.as_deref()).map_err(|e| {
+                EnginesError::BinaryMissing(truecold_engine::locate::Missing {
+                    engine,
+                    looked: e.to_string(),
+                    how: truecold_engine::locate::how_to_get(engine),
+                })
+            })
+        }
+        Engine::Firecracker => args.firecracker.as_deref(),
+        Engine::CloudHypervisor => args.cloud_hypervisor.as_deref(),
+        Engine::QemuMicrovm => args.qemu.as_deref(),
+    };
+    truecold_engine::locate::peer_binary(engine, flag).map_err(EnginesError::BinaryMissing)
+}
+
+/// What the campaign is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnginesSpec {
+    pub arms: Vec<Engine>,
+    pub rounds: u64,
+    pub seed: u64,
+    pub vcpus: u32,
+    pub mem_bytes: u64,
+    pub backing: Backing,
+    pub deadline_ns: u64,
+    pub kill_grace_ns: u64,
+}
+
+impl EnginesSpec {
+    /// The per-arm campaign (a sequential Linux campaign of `rounds` launches, serial
+    /// observer), for `result.json`.
+    pub fn campaign(&self) -> CampaignSpec {
+        CampaignSpec {
+            schedule: Schedule::Sequential { n: self.rounds },
+            contract: ContractKind::Linux,
+            vcpus: self.vcpus,
+            mem_bytes: self.mem_bytes,
+            backing: self.backing,
+            deadline_ns: self.deadline_ns,
+            kill_grace_ns: self.kill_grace_ns,
+            observer: Observer::Serial,
+        }
+    }
+
+    /// What every row of `engine`'s arm shares.
+    pub fn row_context(&self, engine: Engine) -> RowContext {
+        RowContext {
+            engine,
+            ..self.campaign().row_context()
+        }
+    }
+
+    /// The run order, by arm name: `(round, engine)` in launch order.
+    pub fn order(&self) -> Vec<(u64, Engine)> {
+        truecold_engine::order(self.arms.len(), self.rounds, self.seed)
+            .into_iter()
+            .map(|(r, i)| (r, self.arms[i]))
+            .collect()
+    }
+}
+
+/// One launch of arm `arm` (index into the spec's arms) in `round`.
+pub trait ArmLauncher {
+    fn launch(&self, arm: usize, round: u64) -> Launched;
+}
+
+/// The real launcher: one [`truecold_engine::driver::launch_once`] per call.
+pub struct DriverLauncher<'a> {
+    pub launches: &'a [Launch],
+    pub mem_bytes: u64,
+    pub deadline_ns: u64,
+    pub kill_grace_ns: u64,
+}
+
+impl ArmLauncher for DriverLauncher<'_> {
+    fn launch(&self, arm: usize, _round: u64) -> Launched {
+        truecold_engine::driver::launch_once(
+            &self.launches[arm],
+            self.mem_bytes,
+            self.deadline_ns,
+            self.kill_grace_ns,
+        )
+    }
+}
+
+/// The row's view of how the process ended.
+pub fn end_of(e: &ProcessEnd) -> End {
+    match e {
+        ProcessEnd::Exited(c) => End::Exited(*c),
+        ProcessEnd::Signalled(s) => End::Signalled(*s),
+        ProcessEnd::KilledAtDeadline => End::KilledAtDeadline,
+        ProcessEnd::KilledAfterRecord => End::KilledAfterRecord,
+        ProcessEnd::SpawnFailed(m) => End::SpawnFailed(m.clone()),
+        ProcessEnd::HarnessIo(m) => End::HarnessIo(m.clone()),
+    }
+}
+
+/// What the row needs from one launch: the truecold VMM's report where there is one (its
+/// memslots, E820, own failure, guest exit code, backing), then everything the bench saw on
+/// the serial line and in smaps.
+pub fn observed(l: &Launched, guest_cmdline: &str) -> Observed {
+    let run = &l.run;
+    let mut o = match (run.engine, &run.vmm) {
+        (Engine::Truecold, Some(v)) => match VmmOutput::parse(v.to_string().as_bytes()) {
+            Ok(VmmOutput::Boot(c)) => vmm_report::observe(&c),
+            Ok(VmmOutput::Error(e)) => vmm_report::observe_error(&e),
+            Err(e) => Observed {
+                error: Some((ErrorKind::BadReport, e.to_string())),
+                ..Observed::default()
+            },
+        },
+        (Engine::Truecold, None) => Observed {
+            error: Some((
+                ErrorKind::BadReport,
+                l.report_error
+                    .clone()
+                    .unwrap_or_else(|| "truecold-vmm wrote no report".into()),
+            )),
+            ..Observed::default()
+        },
+        _ => Observed {
+            cmdline: Some(guest_cmdline.to_string()),
+            ..Observed::default()
+        },
+    };
+    o.stamps = run.stamps;
+    o.strict_ready_verified = run.liveness.verified;
+    o.boot_id = run.liveness.reply_boot_id;
+    o.guest = run.guest_record.clone();
+    o.guest_exit_code = run.outcome.guest_exit_code.or(o.guest_exit_code);
+    o.protocol_errors = run.protocol_error_count;
+    o.host_mapping = run.host_memory.clone();
+    o.mapping_error = l.mapping_error.clone();
+    if let (Some(reply), Some(record)) = (o.boot_id, o.guest.as_ref().and_then(|g| g.boot_id)) {
+        if reply != record {
+            o.error.get_or_insert((
+                ErrorKind::BootIdMismatch,
+                format!("the reply says boot id {reply}, the record {record}"),
+            ));
+        }
+    }
+    o
+}
+
+/// One launch → its row and its `reports.jsonl` evidence (the engine run, its outcome the
+/// row's classification).
+pub fn row(
+    l: &Launched,
+    round: u64,
+    ctx: &RowContext,
+    deadline_ns: u64,
+    guest_cmdline: &str,
+) -> (Sample, EngineRun) {
+    let mut tail = l.stderr_tail.trim().to_string();
+    if l.noise_lines > 0 {
+        tail.push_str(&format!(
+            " [serial: {} line(s) of engine noise, last: {}]",
+            l.noise_lines,
+            l.noise_tail.join(" | ")
+        ));
+    }
+    let attempt = Attempt {
+        slot: Slot {
+            index: round,
+            level: 1,
+            intended_ns: l.request_ns,
+        },
+        request_ns: l.request_ns,
+        reaped_ns: l.reaped_ns,
+        deadline_ns,
+        end: end_of(&l.end),
+        stdout: Vec::new(),
+        stdout_truncated: false,
+        stderr_tail: tail,
+    };
+    let o = observed(l, guest_cmdline);
+    let s = to_sample(&attempt, Some(&o), None, ctx);
+    let mut run = l.run.clone();
+    run.outcome = Outcome {
+        ok: s.ok,
+        failure_kind: (!s.ok).then(|| s.error_kind.clone()),
+        failure: (!s.ok).then(|| s.error_detail.clone()),
+        guest_exit_code: o.guest_exit_code,
+    };
+    (s, run)
+}
+
+/// One arm as it ran.
+#[derive(Debug, Default)]
+pub struct ArmRun {
+    pub samples: Vec<Sample>,
+    pub runs: Vec<EngineRun>,
+    pub cmdlines: BTreeSet<String>,
+    pub backings: BTreeMap<ObtainedBacking, u64>,
+    /// The harness's CPU and wall time inside this arm's launches, ns.
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+    pub t_start_ns: Option<u64>,
+    pub t_end_ns: u64,
+    pub repeated_boot_ids: usize,
+    /// `--drop-caches`: how often the cache was dropped before this arm's launches (`None`:
+    /// not asked), and the first errors.
+    pub dropped: Option<u64>,
+    pub prepare_errors: Vec<String>,
+}
+
+/// The campaign as it ran.
+#[derive(Debug)]
+pub struct EnginesRun {
+    pub arms: Vec<ArmRun>,
+    /// What was launched, in order.
+    pub order: Vec<(u64, Engine)>,
+    pub interrupted: bool,
+    pub before: Snapshot,
+    pub after: Snapshot,
+}
+
+/// Runs the campaign: every `(round, arm)` of the order, one launch at a time, each row
+/// built and shown as it finishes. `stop` ends it before the next launch (marked
+/// interrupted). `before_each` runs before each request stamp, outside the window.
+pub fn execute<W: Write>(
+    spec: &EnginesSpec,
+    guest_cmdlines: &[String],
+    launcher: &dyn ArmLauncher,
+    stop: &AtomicBool,
+    progress: &mut Progress<W>,
+    before_each: Option<&BeforeEach<'_>>,
+    cpu_ns: &dyn Fn() -> u64,
+) -> EnginesRun {
+    let mut arms: Vec<ArmRun> = spec.arms.iter().map(|_| ArmRun::default()).collect();
+    let mut order = Vec::new();
+    let mut interrupted = false;
+    let before = Snapshot::take();
+    for (round, i) in truecold_engine::order(spec.arms.len(), spec.rounds, spec.seed) {
+        if stop.load(Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        let engine = spec.arms[i];
+        let arm = &mut arms[i];
+        if let Some(prep) = before_each {
+            let n = arm.dropped.get_or_insert(0);
+            match prep() {
+                Ok(()) => *n += 1,
+                Err(e) if arm.prepare_errors.len() < 3 => arm
+                    .prepare_errors
+                    .push(format!("before round {round}: {e}")),
+                Err(_) => {}
+            }
+        }
+        let (c0, t0) = (cpu_ns(), now_ns());
+        let l = launcher.launch(i, round);
+        let (c1, t1) = (cpu_ns(), now_ns());
+        arm.cpu_ns = arm.cpu_ns.saturating_add(c1.saturating_sub(c0));
+        arm.wall_ns = arm.wall_ns.saturating_add(t1.saturating_sub(t0));
+        arm.t_start_ns.get_or_insert(l.request_ns);
+        arm.t_end_ns = l.reaped_ns;
+        let cmdline = guest_cmdlines.get(i).map(String::as_str).unwrap_or("");
+        let (s, run) = row(
+            &l,
+            round,
+            &spec.row_context(engine),
+            spec.deadline_ns,
+            cmdline,
+        );
+        let o = observed(&l, cmdline);
+        arm.cmdlines.extend(o.cmdline);
+        if let Some(b) = o.backing {
+            *arm.backings.entry(b).or_insert(0) += 1;
+        }
+        progress.record(s.ok, s.latency_ns);
+        arm.samples.push(s);
+        arm.runs.push(run);
+        order.push((round, engine));
+    }
+    let after = Snapshot::take();
+    progress.finish();
+    for a in arms.iter_mut() {
+        a.repeated_boot_ids = mark_repeated_boot_ids(&mut a.samples);
+    }
+    let cross = mark_repeated_across_arms(&spec.arms, &mut arms);
+    for (a, n) in arms.iter_mut().zip(cross) {
+        a.repeated_boot_ids += n;
+    }
+    // A row's evidence says what the row says.
+    for a in arms.iter_mut() {
+        for (s, r) in a.samples.iter().zip(a.runs.iter_mut()) {
+            if !s.ok {
+                r.outcome.ok = false;
+                r.outcome.failure_kind = Some(s.error_kind.clone());
+                r.outcome.failure = Some(s.error_detail.clone());
+            }
+        }
+    }
+    EnginesRun {
+        arms,
+        order,
+        interrupted,
+        before,
+        after,
+    }
+}
+
+/// Marks every successful row whose boot id an earlier launch of another arm already had
+/// (in launch order) as `repeated_boot_id`; returns how many per arm.
+fn mark_repeated_across_arms(engines: &[Engine], arms: &mut [ArmRun]) -> Vec<usize> {
+    let mut all: Vec<(u64, usize, usize)> = Vec::new();
+    for (ai, a) in arms.iter().enumerate() {
+        for (si, s) in a.samples.iter().enumerate() {
+            all.push((s.actual_request_ns, ai, si));
+        }
+    }
+    all.sort();
+    let mut seen: HashMap<truecold_proto::BootId, (usize, u64)> = HashMap::new();
+    let mut marked = vec![0; arms.len()];
+    for (_, ai, si) in all {
+        let s = &mut arms[ai].samples[si];
+        let Some(b) = s.boot_id else { continue };
+        match seen.get(&b) {
+            Some((first_arm, first)) if *first_arm != ai => {
+                if s.error_kind != ErrorKind::RepeatedBootId.as_string() {
+                    s.ok = false;
+                    s.error_kind = ErrorKind::RepeatedBootId.as_string();
+                    s.error_detail = format!(
+                        "contract violation: boot id {b} already seen in the {} arm's sample \
+                         {first} (not a fresh boot)",
+                        engines[*first_arm]
+                    );
+                    marked[ai] += 1;
+                }
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(b, (ai, s.index));
+            }
+        }
+    }
+    marked
+}
+
+/// One arm, ready to be written as a bundle.
+pub struct ArmBundle<'a> {
+    pub engine: Engine,
+    pub binary: PathBuf,
+    pub version: String,
+    pub launch: &'a Launch,
+    pub guest_cmdline: String,
+}
+
+/// Everything the bundles share.
+pub struct Shared<'a> {
+    pub spec: &'a EnginesSpec,
+    pub guest: &'a LinuxGuest,
+    pub kernel_config: Vec<u8>,
+    pub facts: &'a HostFacts,
+    pub warnings: Vec<String>,
+    pub invocation: &'a str,
+    /// The campaign with every argument explicit (after `truecold run`).
+    pub explicit: Vec<String>,
+}
+
+/// A written campaign directory.
+#[derive(Debug)]
+pub struct WrittenArms {
+    /// The directory and the verdict on it.
+    pub written: Written,
+    /// Each arm's bundle (under the final directory) and its own verdict.
+    pub arms: Vec<(Engine, Written)>,
+    pub record: ArmsPlan,
+}
+
+/// `reports.jsonl` of one arm.
+pub fn reports_jsonl(arm: &ArmRun) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (s, r) in arm.samples.iter().zip(&arm.runs) {
+        let line = ReportLine {
+            index: s.index,
+            harness: HarnessMarks {
+                intended: r.stamps.intended,
+                request: r.stamps.request.unwrap_or(s.actual_request_ns),
+                reaped: r.stamps.reaped,
+            },
+            vmm: None,
+            vmm_missing: None,
+            engine: Some(r.clone()),
+        };
+        match line.to_line() {
+            Ok(t) => out.extend(t.into_bytes()),
+            // An engine run is numbers and strings, which always serialize; should it not,
+            // the line still exists and says why.
+            Err(e) => out.extend(
+                ReportLine {
+                    engine: None,
+                    vmm_missing: Some(format!("the engine run did not serialize: {e}")),
+                    ..line
+                }
+                .to_line()
+                .unwrap_or_default()
+                .into_bytes(),
+            ),
+        }
+    }
+    out
+}
+
+/// Writes every arm's bundle and the multi-arm files into a temporary directory beside
+/// `dest`, then renames it to `dest` (never replacing anything).
+pub fn write_dir(
+    dest: &Path,
+    shared: &Shared<'_>,
+    bundles: &[ArmBundle<'_>],
+    ran: &EnginesRun,
+) -> Result<WrittenArms, EnginesError> {
+    let parent = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io("create directory", parent))?;
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "engines".into());
+    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+    if tmp.symlink_metadata().is_ok() {
+        std::fs::remove_dir_all(&tmp).map_err(io("remove stale", &tmp))?;
+    }
+    std::fs::create_dir(&tmp).map_err(io("create directory", &tmp))?;
+    let spec = shared.spec;
+    let cspec = spec.campaign();
+    let mut arms = Vec::new();
+    for (i, b) in bundles.iter().enumerate() {
+        let arm = &ran.arms[i];
+        let mut samples = arm.samples.clone();
+        samples.sort_by_key(|s| s.index);
+        let ex = Executed {
+            samples,
+            reports: reports_jsonl(arm),
+            planned: spec.rounds,
+            interrupted: ran.interrupted,
+            levels: vec![LevelRun {
+                level: 1,
+                planned: spec.rounds,
+                launched: arm.samples.len() as u64,
+                t_start_ns: arm.t_start_ns.unwrap_or(ran.before.t_ns),
+                t_end_ns: arm.t_end_ns.max(arm.t_start_ns.unwrap_or(ran.before.t_ns)),
+            }],
+            before: ran.before.clone(),
+            after: ran.after.clone(),
+            run_facts: RunFacts {
+                max_start_lag_ns: None,
+                interval_ns: None,
+                lanes: 1,
+                in_window: Some((arm.cpu_ns, arm.wall_ns)),
+                page_cache_dropped: arm.dropped,
+            },
+            repeated_boot_ids: arm.repeated_boot_ids,
+            cmdlines: arm.cmdlines.clone(),
+            backings: arm.backings.clone(),
+            expired: 0,
+            prepare_errors: arm.prepare_errors.clone(),
+        };
+        let configuration = Configuration {
+            vcpus: spec.vcpus,
+            mem_bytes: spec.mem_bytes,
+            backing: if ex.backings.is_empty() {
+                spec.backing.to_string()
+            } else {
+                format!(
+                    "{} (obtained: {})",
+                    spec.backing,
+                    campaign::backing_counts(&ex.backings)
+                )
+            },
+            cmdline: b.guest_cmdline.clone(),
+            vmm_path: b.binary.display().to_string(),
+            kernel_path: Some(absolute(&shared.guest.vmlinux)),
+            initramfs_path: Some(absolute(&shared.guest.initramfs)),
+            engine: EngineInfo {
+                kind: b.engine,
+                version: b.version.clone(),
+            },
+        };
+        let digests =
+            artifacts::digests(&b.binary, Some(shared.guest)).map_err(|e| EnginesError::Io {
+                op: "hash the artifacts of",
+                path: b.binary.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        let mut warnings = shared.warnings.clone();
+        warnings.push(format!(
+            "one arm of an engines campaign ({}): interleaved launch by launch with the other \
+             arm(s) in seeded shuffled rounds (seed {}), so this arm's rows have the others' \
+             launches between them",
+            spec.arms
+                .iter()
+                .map(|e| e.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            spec.seed
+        ));
+        let result =
+            campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
+        let mut extra_files = vec![(REPORTS_FILE.to_string(), ex.reports.clone())];
+        if b.engine == Engine::Firecracker {
+            if let Some((_, cfg)) = b.launch.files.iter().find(|(p, _)| {
+                p.file_name()
+                    .is_some_and(|n| n == truecold_engine::firecracker::CONFIG_FILE)
+            }) {
+                extra_files.push((ENGINE_CONFIG_FILE.to_string(), cfg.clone()));
+            }
+        }
+        let inputs = BundleInputs {
+            kernel_config: Some(shared.kernel_config.clone()),
+            cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
+                ContractKind::Linux.label(),
+                shared.invocation,
+                &crate::run::explicit_line(&shared.explicit),
+                b.engine,
+                &b.launch.display(spec.deadline_ns),
+                Some(&b.guest_cmdline),
+            ),
+            extra_files,
+        };
+        let w = campaign::write(&tmp.join(b.engine.as_str()), &result, &ex.samples, &inputs)
+            .map_err(|source| EnginesError::Bundle {
+                engine: b.engine,
+                source,
+            })?;
+        arms.push((
+            b.engine,
+            Written {
+                path: dest.join(b.engine.as_str()),
+                verdict: w.verdict,
+            },
+        ));
+    }
+    let record = ArmsPlan {
+        seed: spec.seed,
+        rounds: spec.rounds,
+        arms: spec
+            .arms
+            .iter()
+            .map(|e| ArmRef {
+                name: e.as_str().to_string(),
+                engine: *e,
+            })
+            .collect(),
+        order: ran
+            .order
+            .iter()
+            .map(|(r, e)| (*r, e.as_str().to_string()))
+            .collect(),
+    };
+    // The top-level files (arms.json, comparison.json, README.md, cdf.svg, SHA256SUMS) and
+    // the verdict on the whole directory.
+    let verdict = truecold_proof::arms::write_arms(&tmp, &record).map_err(EnginesError::Arms)?;
+    rename_noreplace(&tmp, dest).map_err(EnginesError::Place)?;
+    Ok(WrittenArms {
+        written: Written {
+            path: dest.to_path_buf(),
+            verdict,
+        },
+        arms,
+        record,
+    })
+}
+
+fn absolute(p: &Path) -> String {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// The guest every arm boots, from the campaign's arguments.
+pub fn guest_of(args: &RunArgs, g: &LinuxGuest) -> Guest {
+    Guest {
+        kernel: PathBuf::from(absolute(&g.vmlinux)),
+        initramfs: PathBuf::from(absolute(&g.initramfs)),
+        vcpus: args.vcpus,
+        mem_mib: args.mem_mib,
+        backing: args.backing,
+        cmdline_extra: args.cmdline_extra.clone(),
+    }
+}
+
+/// One arm, checked and ready to launch.
+#[derive(Clone, Debug)]
+pub struct PreparedArm {
+    pub engine: Engine,
+    pub binary: PathBuf,
+    /// The first line of `<binary> --version`.
+    pub version: String,
+    pub launch: Launch,
+    /// The guest's kernel command line under this engine.
+    pub cmdline: String,
+}
+
+/// An engine's binary and what it says it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    pub engine: Engine,
+    pub binary: PathBuf,
+    /// The first line of `<binary> --version`, run once here.
+    pub version: String,
+}
+
+/// Every arm's binary and version, checked before anything else: a missing binary, or one
+/// that is not that engine, is an error naming how to get the right one.
+pub fn resolve(arms: &[Engine], args: &RunArgs) -> Result<Vec<Resolved>, EnginesError> {
+    arms.iter()
+        .map(|&e| {
+            let binary = find_binary(e, args)?;
+            let version = truecold_engine::version::query(e, &binary)
+                .map_err(|source| EnginesError::Version { engine: e, source })?;
+            Ok(Resolved {
+                engine: e,
+                binary,
+                version,
+            })
+        })
+        .collect()
+}
+
+/// Every arm's launch: a backing an engine cannot give is an error before anything runs.
+pub fn prepare(
+    resolved: &[Resolved],
+    guest: &Guest,
+    work: &Path,
+    host: HostKind,
+) -> Result<Vec<PreparedArm>, EnginesError> {
+    let mut out = Vec::new();
+    for r in resolved {
+        let e = r.engine;
+        let dir = work.join(e.as_str());
+        std::fs::create_dir_all(&dir).map_err(io("create directory", &dir))?;
+        let launch = truecold_engine::launch(e, &r.binary, guest, &dir, host)
+            .map_err(|source| EnginesError::Launch { engine: e, source })?;
+        let cmdline = guest
+            .cmdline(e)
+            .map_err(|source| EnginesError::Launch { engine: e, source })?;
+        out.push(PreparedArm {
+            engine: e,
+            binary: r.binary.clone(),
+            version: r.version.clone(),
+            launch,
+            cmdline,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,473 @@
+//! The I/O of one engine launch: write its files (outside the window), take the request
+//! stamp, spawn it with its stdio on pipes (its 8250), watch stdout through the
+//! [`Observer`], write the nonce when the guest is ready, read the guest-memory mapping right
+//! after strict-ready (outside the headline), kill it at deadline + grace (or right after the
+//! record when it does not end by itself), reap it. One call, one attempt: never retried,
+//! never blocking past the kill instant.
+
+use crate::observer::{Action, Observer};
+use crate::{ending, exit_is_clean, guest_exit_code, smaps, Ending, Launch};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use truecold_proto::kinds::Engine;
+use truecold_proto::measure::{now_ns, Stamps};
+use truecold_proto::report::{EngineRun, Outcome, ProcessExit, ReportCore, VmmOutput};
+
+/// Most stderr kept (the tail).
+pub const MAX_STDERR_TAIL: usize = 16 << 10;
+/// Most of truecold-vmm's report file read.
+pub const MAX_REPORT: u64 = 1 << 20;
+
+/// How the engine process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProcessEnd {
+    Exited(i32),
+    /// Killed by a signal the bench did not send.
+    Signalled(i32),
+    /// Still running at deadline + grace: killed.
+    KilledAtDeadline,
+    /// Killed right after the record ([`Ending::KillAfterRecord`]).
+    KilledAfterRecord,
+    SpawnFailed(String),
+    /// The bench failed watching it (poll, read, wait); it was killed.
+    HarnessIo(String),
+}
+
+/// One launch as the bench saw it.
+#[derive(Clone, Debug)]
+pub struct Launched {
+    /// The launch's evidence (its `outcome` is the driver's; the bench replaces it with the
+    /// row's classification).
+    pub run: EngineRun,
+    pub end: ProcessEnd,
+    pub request_ns: u64,
+    pub reaped_ns: u64,
+    /// `request + deadline`: the instant the launch is judged against.
+    pub deadline_at_ns: u64,
+    /// The argv of this sample (program first).
+    pub argv: Vec<String>,
+    /// Why no guest-memory mapping was taken after strict-ready.
+    pub mapping_error: Option<String>,
+    /// Why truecold-vmm's report is missing or unusable.
+    pub report_error: Option<String>,
+    /// Lines on the serial stream that were not `TC1 ` lines (engine noise): count and tail.
+    pub noise_lines: u64,
+    pub noise_tail: Vec<String>,
+    pub stderr_tail: String,
+}
+
+impl Launched {
+    fn new(engine: Engine, request_ns: u64, deadline_at_ns: u64, argv: Vec<String>) -> Self {
+        Launched {
+            run: EngineRun {
+                engine,
+                stamps: Stamps {
+                    request: Some(request_ns),
+                    ..Stamps::default()
+                },
+                ready_boot_id: None,
+                liveness: truecold_proto::report::Liveness::new(
+                    truecold_proto::report::LivenessKind::Binding,
+                ),
+                guest_record: None,
+                host_memory: None,
+                protocol_error_count: 0,
+                protocol_errors: Vec::new(),
+                exit: None,
+                vmm: None,
+                outcome: Outcome {
+                    ok: false,
+                    failure_kind: None,
+                    failure: None,
+                    guest_exit_code: None,
+                },
+            },
+            end: ProcessEnd::SpawnFailed(String::new()),
+            request_ns,
+            reaped_ns: request_ns,
+            deadline_at_ns,
+            argv,
+            mapping_error: None,
+            report_error: None,
+            noise_lines: 0,
+            noise_tail: Vec::new(),
+            stderr_tail: String::new(),
+        }
+    }
+}
+
+/// Runs `l` once for a guest of `mem_bytes`, judged against `deadline_ns` from the request,
+/// killed at `deadline_ns + kill_grace_ns`.
+pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: u64) -> Launched {
+    // Outside the window: the files the engine reads, no stale report.
+    let mut prep: Option<String> = None;
+    for (p, data) in &l.files {
+        if let Err(e) = std::fs::write(p, data) {
+            prep.get_or_insert(format!("writing {}: {e}", p.display()));
+        }
+    }
+    if let Some(r) = &l.report_file {
+        match std::fs::remove_file(r) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                prep.get_or_insert(format!("removing {}: {e}", r.display()));
+            }
+            _ => {}
+        }
+    }
+    let mut cmd = Command::new(&l.program);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Own process group: a terminal's Ctrl-C reaches the bench only; a kill reaches
+        // everything the engine started.
+        .process_group(0);
+    // Everything above is prepared; the stamp is the last thing before the spawn.
+    let request_ns = now_ns();
+    let deadline_at = request_ns.saturating_add(deadline_ns);
+    let args = l.args_for(request_ns, deadline_at);
+    cmd.args(&args);
+    let mut argv = vec![l.program.to_string_lossy().into_owned()];
+    argv.extend(args);
+    let mut out = Launched::new(l.engine, request_ns, deadline_at, argv);
+    if let Some(why) = prep {
+        out.end = ProcessEnd::SpawnFailed(why);
+        out.reaped_ns = now_ns();
+        finish(&mut out, Observer::new(), None);
+        return out;
+    }
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            out.end = ProcessEnd::SpawnFailed(format!("spawning {}: {e}", l.program.display()));
+            out.reaped_ns = now_ns();
+            finish(&mut out, Observer::new(), None);
+            return out;
+        }
+    };
+    let kill_at = deadline_at.saturating_add(kill_grace_ns);
+    let obs = watch(child, l, mem_bytes, kill_at, &mut out);
+    let report = l.report_file.as_ref().map(|p| read_report(p));
+    finish(&mut out, obs, report);
+    out
+}
+
+fn watch(
+    mut child: Child,
+    l: &Launch,
+    mem_bytes: u64,
+    kill_at: u64,
+    out: &mut Launched,
+) -> Observer {
+    let pid = child.id();
+    let mut stdin = child.stdin.take();
+    let mut so = child.stdout.take();
+    let mut se = child.stderr.take();
+    let mut obs = Observer::new();
+    let mut stderr = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut killed_after_record = false;
+    let mut end: Option<ProcessEnd> = None;
+    while so.is_some() || se.is_some() {
+        let now = now_ns();
+        if now >= kill_at {
+            end = Some(kill_and_reap(&mut child, ProcessEnd::KilledAtDeadline));
+            break;
+        }
+        let wait_ms = ((kill_at - now) / 1_000_000).saturating_add(1);
+        let mut fds: Vec<libc::pollfd> = [
+            so.as_ref().map(|s| s.as_raw_fd()),
+            se.as_ref().map(|s| s.as_raw_fd()),
+        ]
+        .into_iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+        // SAFETY: `fds` is a valid array of two pollfds (a negative fd is ignored by poll).
+        let rc = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                i32::try_from(wait_ms).unwrap_or(i32::MAX),
+            )
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            end = Some(kill_and_reap(
+                &mut child,
+                ProcessEnd::HarnessIo(format!("poll: {e}")),
+            ));
+            break;
+        }
+        let ready =
+            |p: &libc::pollfd| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+        if ready(&fds[0]) {
+            if let Some(s) = so.as_mut() {
+                match s.read(&mut buf) {
+                    Ok(0) => so = None,
+                    Ok(n) => {
+                        let t = now_ns();
+                        let actions = obs.feed(&buf[..n], &mut rand::random::<[u8; 16]>);
+                        for a in actions {
+                            match a {
+                                Action::SerialReady => out.run.stamps.serial_ready = Some(t),
+                                Action::WriteNonce(line) => {
+                                    if let Some(w) = stdin.as_mut() {
+                                        if let Err(e) = w.write_all(&line).and_then(|()| w.flush())
+                                        {
+                                            keep_tail(
+                                                &mut stderr,
+                                                format!("\n[bench] writing the nonce: {e}\n")
+                                                    .as_bytes(),
+                                            );
+                                        }
+                                    }
+                                }
+                                Action::StrictReady => {
+                                    out.run.stamps.strict_ready = Some(t);
+                                    match smaps::read_guest_mapping(pid, mem_bytes) {
+                                        Ok(m) => out.run.host_memory = Some(m),
+                                        Err(e) => out.mapping_error = Some(e.to_string()),
+                                    }
+                                }
+                                Action::Record => {
+                                    out.run.stamps.record = Some(t);
+                                    if ending(l.engine) == Ending::KillAfterRecord
+                                        && !killed_after_record
+                                    {
+                                        kill_group(&child);
+                                        killed_after_record = true;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        end = Some(kill_and_reap(
+                            &mut child,
+                            ProcessEnd::HarnessIo(format!("reading stdout: {e}")),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        if ready(&fds[1]) {
+            if let Some(s) = se.as_mut() {
+                match s.read(&mut buf) {
+                    Ok(0) => se = None,
+                    Ok(n) => keep_tail(&mut stderr, &buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        end = Some(kill_and_reap(
+                            &mut child,
+                            ProcessEnd::HarnessIo(format!("reading stderr: {e}")),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let end = match end {
+        Some(e) => e,
+        None if killed_after_record => match child.wait() {
+            Ok(_) => ProcessEnd::KilledAfterRecord,
+            Err(e) => ProcessEnd::HarnessIo(format!("reaping a killed engine: {e}")),
+        },
+        None => reap(&mut child, kill_at),
+    };
+    out.reaped_ns = now_ns();
+    out.end = end;
+    drop(stdin);
+    obs.finish();
+    out.stderr_tail = String::from_utf8_lossy(&stderr).into_owned();
+    obs
+}
+
+fn keep_tail(buf: &mut Vec<u8>, more: &[u8]) {
+    buf.extend_from_slice(more);
+    if buf.len() > MAX_STDERR_TAIL {
+        let cut = buf.len() - MAX_STDERR_TAIL;
+        buf.drain(..cut);
+    }
+}
+
+/// Both pipes closed: the process is exiting. Reap it, killing it if it lingers past
+/// `kill_at`.
+fn reap(child: &mut Child, kill_at: u64) -> ProcessEnd {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return end_of(status),
+            Ok(None) if now_ns() >= kill_at => {
+                return kill_and_reap(child, ProcessEnd::KilledAtDeadline)
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_micros(50)),
+            Err(e) => return kill_and_reap(child, ProcessEnd::HarnessIo(format!("waiting: {e}"))),
+        }
+    }
+}
+
+fn end_of(status: std::process::ExitStatus) -> ProcessEnd {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ProcessEnd::Exited(c),
+        (None, Some(s)) => ProcessEnd::Signalled(s),
+        (None, None) => ProcessEnd::HarnessIo(format!("unknown exit status {status:?}")),
+    }
+}
+
+fn kill_group(child: &Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) on the process group the child leads; the child is not reaped yet,
+        // so its id cannot have been reused.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+}
+
+fn kill_and_reap(child: &mut Child, why: ProcessEnd) -> ProcessEnd {
+    // It may have exited on its own in the meantime; then keep what it said.
+    if let Ok(Some(status)) = child.try_wait() {
+        return end_of(status);
+    }
+    kill_group(child);
+    let _ = child.kill();
+    match child.wait() {
+        Ok(_) => why,
+        Err(e) => ProcessEnd::HarnessIo(format!("reaping a killed engine: {e}")),
+    }
+}
+
+/// truecold-vmm's report file: its whole JSON, or why not.
+fn read_report(path: &std::path::Path) -> Result<serde_json::Value, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_REPORT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_REPORT {
+        return Err(format!(
+            "{}: longer than {MAX_REPORT} bytes",
+            path.display()
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("{}: not JSON: {e}", path.display()))
+}
+
+/// Fills the run from the observer, the end and (truecold) the VMM's report.
+fn finish(out: &mut Launched, obs: Observer, report: Option<Result<serde_json::Value, String>>) {
+    let engine = out.run.engine;
+    out.run.stamps.reaped = Some(out.reaped_ns);
+    out.run.ready_boot_id = obs.ready_boot_id;
+    out.run.liveness = obs.liveness();
+    out.run.guest_record = obs.record.clone();
+    out.run.protocol_error_count = obs.protocol_error_count;
+    out.run.protocol_errors = obs.protocol_errors.clone();
+    out.noise_lines = obs.noise_lines;
+    out.noise_tail = obs.noise_tail.iter().cloned().collect();
+    out.run.exit = match &out.end {
+        ProcessEnd::Exited(c) => Some(ProcessExit {
+            code: Some(*c),
+            signal: None,
+            killed: false,
+        }),
+        ProcessEnd::Signalled(s) => Some(ProcessExit {
+            code: None,
+            signal: Some(*s),
+            killed: false,
+        }),
+        ProcessEnd::KilledAtDeadline | ProcessEnd::KilledAfterRecord => Some(ProcessExit {
+            code: None,
+            signal: Some(libc::SIGKILL),
+            killed: true,
+        }),
+        ProcessEnd::SpawnFailed(_) => None,
+        ProcessEnd::HarnessIo(_) => Some(ProcessExit {
+            code: None,
+            signal: None,
+            killed: true,
+        }),
+    };
+    if let ProcessEnd::Exited(c) = out.end {
+        out.run.outcome.guest_exit_code = guest_exit_code(engine, c);
+    }
+    if let Some(report) = report {
+        match report {
+            Ok(v) => {
+                merge_vmm(out, &v);
+                out.run.vmm = Some(v);
+            }
+            Err(e) => out.report_error = Some(e),
+        }
+    }
+    let clean = match out.end {
+        ProcessEnd::Exited(c) => exit_is_clean(engine, c),
+        ProcessEnd::KilledAfterRecord => true,
+        _ => false,
+    };
+    let failure: Option<(&str, String)> = match &out.end {
+        ProcessEnd::SpawnFailed(m) => Some(("spawn_failed", m.clone())),
+        ProcessEnd::HarnessIo(m) => Some(("harness_io", m.clone())),
+        ProcessEnd::KilledAtDeadline => Some(("deadline", "killed at deadline + grace".into())),
+        _ if !obs.strict_ready() => Some(("no_strict_ready", "no verified reply".into())),
+        _ if obs.record.is_none() => Some(("no_record", "no record line".into())),
+        _ if !clean => Some(("vmm_exit", format!("{:?}", out.end))),
+        _ => None,
+    };
+    out.run.outcome.ok = failure.is_none();
+    out.run.outcome.failure_kind = failure.as_ref().map(|f| f.0.to_string());
+    out.run.outcome.failure = failure.map(|f| f.1);
+}
+
+/// truecold: the VMM's marks (VM exits included) merged with the bench's, its guest exit
+/// code, its protocol errors added to the serial line's.
+fn merge_vmm(out: &mut Launched, v: &serde_json::Value) {
+    match VmmOutput::parse(v.to_string().as_bytes()) {
+        Ok(VmmOutput::Boot(core)) => {
+            let core: ReportCore = *core;
+            let ours = out.run.stamps;
+            if core.stamps.request != ours.request {
+                out.report_error = Some(format!(
+                    "the VMM echoes request {:?}, the bench stamped {:?}",
+                    core.stamps.request, ours.request
+                ));
+            }
+            out.run.stamps = Stamps {
+                intended: ours.intended,
+                request: ours.request,
+                serial_ready: ours.serial_ready,
+                strict_ready: ours.strict_ready,
+                record: ours.record,
+                reaped: ours.reaped,
+                ..core.stamps
+            };
+            out.run.outcome.guest_exit_code = core.outcome.guest_exit_code;
+            out.run.protocol_error_count = out
+                .run
+                .protocol_error_count
+                .saturating_add(core.protocol_error_count);
+            for e in core.protocol_errors {
+                if out.run.protocol_errors.len() < ReportCore::PROTOCOL_ERRORS_KEPT {
+                    out.run.protocol_errors.push(format!("truecold-vmm: {e}"));
+                }
+            }
+        }
+        Ok(VmmOutput::Error(e)) => {
+            out.report_error = Some(format!(
+                "truecold-vmm failed before its guest ran: {} ({})",
+                e.error.kind, e.error.message
+            ));
+        }
+        Err(e) => out.report_error = Some(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

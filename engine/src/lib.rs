@@ -1,0 +1,224 @@
+//! The engines of a side-by-side campaign (`truecold run --engine …`): truecold-vmm,
+//! Firecracker, Cloud Hypervisor and QEMU's microvm, each booting the same guest (vmlinux,
+//! initramfs, vCPUs, memory, backing) with the one kernel command line
+//! `truecold_vmm::boot_params::cmdline(SerialUse::Transport(engine), …)`.
+//!
+//! One small module per engine says, purely, how to launch it ([`Launch`]: its argv and any
+//! file it reads), how to read its `--version` line ([`version`]) and how it ends ([`Ending`]).
+//! [`observer`] is the pure serial observer (the `TC1` protocol on the engine's 8250, which
+//! is its stdio), [`smaps`] picks the guest-memory mapping out of `/proc/<pid>/smaps`, and
+//! [`driver`] is the one piece of I/O: spawn, observe, challenge, read smaps, reap.
+
+pub mod cloud_hypervisor;
+pub mod driver;
+pub mod firecracker;
+pub mod locate;
+pub mod observer;
+pub mod qemu_microvm;
+pub mod smaps;
+pub mod truecold;
+pub mod version;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use std::path::{Path, PathBuf};
+pub use truecold_proto::kinds::Engine;
+use truecold_proto::kinds::{Backing, HostKind};
+use truecold_vmm::boot_params::{cmdline, BootParamsError, SerialUse};
+
+/// One guest, identical for every engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guest {
+    /// The uncompressed ELF vmlinux (PVH entry for QEMU, ELF load for the others).
+    pub kernel: PathBuf,
+    pub initramfs: PathBuf,
+    pub vcpus: u32,
+    pub mem_mib: u64,
+    pub backing: Backing,
+    /// Appended to the one command line (`truecold run --cmdline-extra`).
+    pub cmdline_extra: String,
+}
+
+impl Guest {
+    /// Configured guest memory, bytes.
+    pub fn mem_bytes(&self) -> u64 {
+        self.mem_mib << 20
+    }
+
+    /// The kernel command line this guest gets under `engine`: the one definition.
+    pub fn cmdline(&self, engine: Engine) -> Result<String, EngineError> {
+        cmdline(
+            SerialUse::Transport(engine),
+            self.mem_bytes(),
+            &self.cmdline_extra,
+        )
+        .map_err(EngineError::Cmdline)
+    }
+}
+
+/// Why an engine cannot be launched as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("the guest command line")]
+    Cmdline(#[source] BootParamsError),
+    #[error("{engine} cannot give the guest `--backing {backing}`: {why}")]
+    Unsupported {
+        engine: Engine,
+        backing: Backing,
+        why: &'static str,
+    },
+    #[error("{engine}: {what} is not valid UTF-8: {}", path.display())]
+    NotUtf8 {
+        engine: Engine,
+        what: &'static str,
+        path: PathBuf,
+    },
+    #[error("serializing Firecracker's configuration")]
+    Config(#[source] serde_json::Error),
+}
+
+/// How an engine's process ends after the guest's record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// It exits by itself: truecold-vmm at the exit port, Firecracker at the i8042 reset,
+    /// QEMU at the `isa-debug-exit` port (or the reset, with `-no-reboot`).
+    ExitsItself,
+    /// It reboots the guest on the reset (Cloud Hypervisor): the bench kills it right after
+    /// the record, and the row says `killed`.
+    KillAfterRecord,
+}
+
+/// How `engine` ends (see [`Ending`]).
+pub fn ending(engine: Engine) -> Ending {
+    match engine {
+        Engine::CloudHypervisor => Ending::KillAfterRecord,
+        Engine::Truecold | Engine::Firecracker | Engine::QemuMicrovm => Ending::ExitsItself,
+    }
+}
+
+/// Whether exit status `code` is the engine's clean end after a guest that finished.
+pub fn exit_is_clean(engine: Engine, code: i32) -> bool {
+    match engine {
+        Engine::QemuMicrovm => qemu_microvm::exit_is_clean(code),
+        _ => code == 0,
+    }
+}
+
+/// The guest's exit-port code as the engine's exit status tells it, where it does (QEMU's
+/// `isa-debug-exit`; truecold's is in its report).
+pub fn guest_exit_code(engine: Engine, code: i32) -> Option<u8> {
+    match engine {
+        Engine::QemuMicrovm => qemu_microvm::guest_exit_code(code),
+        _ => None,
+    }
+}
+
+/// One engine launch, fixed for a whole arm: the program, its argv, the files it reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub engine: Engine,
+    pub program: PathBuf,
+    /// Everything after the program (truecold: without the per-sample stamps).
+    pub args: Vec<String>,
+    /// Written before each launch, outside its measured window (Firecracker's config; its
+    /// log file, created empty because Firecracker opens it without creating it).
+    pub files: Vec<(PathBuf, Vec<u8>)>,
+    /// truecold: where the VMM writes its JSON report (removed before each launch, read
+    /// after the reap).
+    pub report_file: Option<PathBuf>,
+    /// truecold: `--request-ns <request> --deadline-at-ns <deadline>` appended per sample.
+    pub per_sample_stamps: bool,
+}
+
+/// The per-sample flag carrying the request stamp (CLOCK_MONOTONIC ns).
+pub const REQUEST_FLAG: &str = "--request-ns";
+/// The per-sample flag carrying the absolute deadline (CLOCK_MONOTONIC ns).
+pub const DEADLINE_FLAG: &str = "--deadline-at-ns";
+
+impl Launch {
+    /// The argv of one sample (after the program).
+    pub fn args_for(&self, request_ns: u64, deadline_at_ns: u64) -> Vec<String> {
+        let mut v = self.args.clone();
+        if self.per_sample_stamps {
+            v.extend([
+                REQUEST_FLAG.to_string(),
+                request_ns.to_string(),
+                DEADLINE_FLAG.to_string(),
+                deadline_at_ns.to_string(),
+            ]);
+        }
+        v
+    }
+
+    /// The command as one shell line, per-sample values symbolic (`<actual_request_ns>`,
+    /// `<actual_request_ns+DEADLINE>`), as `cmdline.txt` records it.
+    pub fn display(&self, deadline_ns: u64) -> String {
+        let mut s = shell_quote(&self.program.to_string_lossy());
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(&shell_quote(a));
+        }
+        if self.per_sample_stamps {
+            s.push_str(&format!(
+                " {REQUEST_FLAG} <actual_request_ns> {DEADLINE_FLAG} <actual_request_ns+{deadline_ns}>"
+            ));
+        }
+        s
+    }
+}
+
+/// The launch of `engine` (binary `program`) for `guest`; its files live in `work` (one
+/// directory per arm). `host` is the campaign's host kind (truecold-vmm's `--host-kind`).
+pub fn launch(
+    engine: Engine,
+    program: &Path,
+    guest: &Guest,
+    work: &Path,
+    host: HostKind,
+) -> Result<Launch, EngineError> {
+    match engine {
+        Engine::Truecold => truecold::launch(program, guest, work, host),
+        Engine::Firecracker => firecracker::launch(program, guest, work),
+        Engine::CloudHypervisor => cloud_hypervisor::launch(program, guest),
+        Engine::QemuMicrovm => qemu_microvm::launch(program, guest),
+    }
+}
+
+/// A path as an argv word (the engines take UTF-8 paths in their configs).
+fn utf8(engine: Engine, what: &'static str, p: &Path) -> Result<String, EngineError> {
+    p.to_str().map(str::to_string).ok_or(EngineError::NotUtf8 {
+        engine,
+        what,
+        path: p.to_path_buf(),
+    })
+}
+
+/// The run order of a campaign of `arms` arms: `rounds` rounds, each arm once per round,
+/// shuffled per round by `seed` (so drift and thermal effects hit every arm alike). Items are
+/// (round, arm index), in run order.
+pub fn order(arms: usize, rounds: u64, seed: u64) -> Vec<(u64, usize)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    for r in 0..rounds {
+        let mut e: Vec<usize> = (0..arms).collect();
+        e.shuffle(&mut rng);
+        out.extend(e.into_iter().map(|x| (r, x)));
+    }
+    out
+}
+
+/// `s` as one POSIX-shell word: unchanged when it is only safe characters, else in single
+/// quotes (an embedded `'` written as `'\''`).
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,56 @@
+//! truecold-vmm under the serial transport: `boot --transport serial --report-file F …`. Its
+//! 8250 is its stdio (the bench's serial line); its JSON report, with its own marks (VM exits
+//! included), goes to `F`. It builds the same command line itself
+//! (`boot_params::cmdline(SerialUse::Transport(Truecold), …)`) from `--mem-mib` and
+//! `--cmdline-extra`. Per sample it gets `--request-ns` and `--deadline-at-ns` like every
+//! truecold campaign. It ends by itself at the guest's exit-port write.
+
+use crate::{utf8, EngineError, Guest, Launch};
+use std::path::Path;
+use truecold_proto::kinds::{Engine, HostKind};
+
+/// The report file's name in the arm's work directory.
+pub const REPORT_FILE: &str = "truecold-report.json";
+
+/// The arm's launch.
+pub fn launch(
+    program: &Path,
+    g: &Guest,
+    work: &Path,
+    host: HostKind,
+) -> Result<Launch, EngineError> {
+    let e = Engine::Truecold;
+    let report = work.join(REPORT_FILE);
+    let mut args: Vec<String> = vec!["boot".into()];
+    for (k, v) in [
+        ("--kernel", utf8(e, "the kernel path", &g.kernel)?),
+        ("--initramfs", utf8(e, "the initramfs path", &g.initramfs)?),
+        ("--vcpus", g.vcpus.to_string()),
+        ("--mem-mib", g.mem_mib.to_string()),
+        ("--backing", g.backing.as_str().to_string()),
+        ("--host-kind", host.as_str().to_string()),
+        ("--transport", "serial".to_string()),
+        ("--report-file", utf8(e, "the report path", &report)?),
+    ] {
+        args.push(k.into());
+        args.push(v);
+    }
+    if !g.cmdline_extra.is_empty() {
+        args.push("--cmdline-extra".into());
+        args.push(g.cmdline_extra.clone());
+    }
+    Ok(Launch {
+        engine: e,
+        program: program.to_path_buf(),
+        args,
+        files: Vec::new(),
+        report_file: Some(report),
+        per_sample_stamps: true,
+    })
+}
+
+/// Whether `line` (the first line of `--version`) is truecold-vmm's: `truecold-vmm 0.1.0`.
+pub fn is_version_line(line: &str) -> bool {
+    line.strip_prefix("truecold-vmm ")
+        .is_some_and(|v| !v.trim().is_empty())
+}
