@@ -106,7 +106,7 @@ pub fn run_engines(
         args.cloud_hypervisor.as_deref(),
         args.qemu.as_deref(),
     )
-    .map_err(|m| crate::engines::EnginesError::BinaryMissing(m))?;
+    .map_err(crate::engines::EnginesError::BinaryMissing)?;
     let extra = truecold_nested::engine_files(arms, &bins)?;
     let dest = match &args.out {
         Some(p) => p.clone(),
