@@ -6,7 +6,7 @@
 //! never blocking past the kill instant.
 
 use crate::observer::{Action, Observer};
-use crate::{ending, exit_is_clean, guest_exit_code, smaps, Ending, Launch};
+use crate::{ending, exit_is_clean, guest_exit_code, smaps, stdin_is_tty, Ending, Launch};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -117,8 +117,23 @@ pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: 
         }
     }
     let mut cmd = Command::new(&l.program);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    // The nonce goes to the engine's stdin: a pipe, or a raw pseudo-terminal for an engine
+    // that reads serial input from a terminal only ([`stdin_is_tty`]).
+    let mut tty_master: Option<std::fs::File> = None;
+    if stdin_is_tty(l.engine) {
+        match raw_pty() {
+            Ok((master, sub)) => {
+                tty_master = Some(master);
+                cmd.stdin(Stdio::from(sub));
+            }
+            Err(e) => {
+                prep.get_or_insert(format!("opening a pseudo-terminal for stdin: {e}"));
+            }
+        }
+    } else {
+        cmd.stdin(Stdio::piped());
+    }
+    cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Own process group: a terminal's Ctrl-C reaches the bench only; a kill reaches
         // everything the engine started.
@@ -147,7 +162,9 @@ pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: 
         }
     };
     let kill_at = deadline_at.saturating_add(kill_grace_ns);
-    let obs = watch(child, l, mem_bytes, kill_at, &mut out);
+    // The engine holds the terminal's other end now; ours is only for writing.
+    drop(cmd);
+    let obs = watch(child, tty_master, l, mem_bytes, kill_at, &mut out);
     let report = l.report_file.as_ref().map(|p| read_report(p));
     finish(&mut out, obs, report);
     out
@@ -155,13 +172,17 @@ pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: 
 
 fn watch(
     mut child: Child,
+    tty_master: Option<std::fs::File>,
     l: &Launch,
     mem_bytes: u64,
     kill_at: u64,
     out: &mut Launched,
 ) -> Observer {
     let pid = child.id();
-    let mut stdin = child.stdin.take();
+    let mut stdin: Option<Box<dyn Write>> = match tty_master {
+        Some(m) => Some(Box::new(m)),
+        None => child.stdin.take().map(|s| Box::new(s) as Box<dyn Write>),
+    };
     let mut so = child.stdout.take();
     let mut se = child.stderr.take();
     let mut obs = Observer::new();
@@ -232,7 +253,10 @@ fn watch(
                                 }
                                 Action::StrictReady => {
                                     out.run.stamps.strict_ready = Some(t);
-                                    match smaps::read_guest_mapping(pid, mem_bytes) {
+                                    match smaps::read_guest_mapping(
+                                        pid,
+                                        l.engine.expected_mapping(mem_bytes),
+                                    ) {
                                         Ok(m) => out.run.host_memory = Some(m),
                                         Err(e) => out.mapping_error = Some(e.to_string()),
                                     }
@@ -291,6 +315,47 @@ fn watch(
     obs.finish();
     out.stderr_tail = String::from_utf8_lossy(&stderr).into_owned();
     obs
+}
+
+/// A pseudo-terminal pair whose subordinate side is raw (no echo, no line editing, no
+/// newline translation): bytes written to the master reach the reader unchanged.
+fn raw_pty() -> std::io::Result<(std::fs::File, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut sub) = (-1, -1);
+    // SAFETY: openpty writes two new fds into the two ints; the name, termios and winsize
+    // pointers may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut sub,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: openpty succeeded: both fds are new and owned by nobody else.
+    let (master, sub) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(sub),
+        )
+    };
+    // SAFETY: a zeroed termios is a valid buffer for tcgetattr to fill.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `sub` is an open terminal fd and `t` a valid termios.
+    if unsafe { libc::tcgetattr(sub.as_raw_fd(), &mut t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: cfmakeraw only edits the struct.
+    unsafe { libc::cfmakeraw(&mut t) };
+    // SAFETY: `sub` is an open terminal fd and `t` a valid termios.
+    if unsafe { libc::tcsetattr(sub.as_raw_fd(), libc::TCSANOW, &t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((master, sub))
 }
 
 fn keep_tail(buf: &mut Vec<u8>, more: &[u8]) {

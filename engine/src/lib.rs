@@ -96,6 +96,14 @@ pub fn ending(engine: Engine) -> Ending {
     }
 }
 
+/// Whether the engine takes its serial input only from a terminal: Cloud Hypervisor v53.0
+/// (`--serial tty`) reads stdin into the guest's 8250 only when stdin is a TTY
+/// (vmm/src/serial_manager.rs), so the bench gives it a raw pseudo-terminal as stdin; the
+/// others read a pipe.
+pub fn stdin_is_tty(engine: Engine) -> bool {
+    engine == Engine::CloudHypervisor
+}
+
 /// Whether exit status `code` is the engine's clean end after a guest that finished.
 pub fn exit_is_clean(engine: Engine, code: i32) -> bool {
     match engine {

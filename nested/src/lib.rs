@@ -300,6 +300,17 @@ fn qemu_files(qemu: &Path) -> Result<Vec<L1File>, NestedError> {
             src: share.join(fw),
             executable: false,
         });
+        // Debian links bios-microvm.bin to qboot.rom, and QEMU asks for either name
+        // depending on the machine options: both names get the file.
+        if let Ok(target) = fs::read_link(share.join(fw)) {
+            if let Some(name) = target.file_name().and_then(|n| n.to_str()) {
+                out.push(L1File {
+                    dest: format!("usr/share/qemu/{name}"),
+                    src: share.join(fw),
+                    executable: false,
+                });
+            }
+        }
     }
     Ok(out)
 }

@@ -8,11 +8,7 @@
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
-use truecold_nested::engines::RunRow;
-use truecold_nested::{
-    engine_files, run_l1, write_initramfs, Engine, EngineBinaries, Job, L1File, L1Run, Layout,
-    KVM_CHECK,
-};
+use truecold_nested::{run_l1, write_initramfs, Engine, Job, L1File, L1Run, Layout, KVM_CHECK};
 
 fn layout() -> Layout {
     let l = Layout::discover();
@@ -203,81 +199,132 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
     assert!(csv.lines().skip(1).all(|l| l.contains("BENCH_OK")), "{csv}");
 }
 
-/// The regression guard of the platform (vmm/src/cpuid.rs): the same vmlinux and the same
-/// minimal init (`truecold-platform-init`: reads the platform, prints its record, reboots)
-/// under truecold-vmm and under Firecracker v1.16.1 (as released, seccomp on) in one L1. The
-/// guest must see the same platform under both — one package of 2 single-threaded cores, the
-/// TSC deadline timer, a TSC not marked unstable, the same clocksource. Times are not asserted.
+/// Issue 9: the engines side by side. One `truecold run --nested --engines …` campaign boots the
+/// same vmlinux + initramfs under truecold-vmm, Firecracker v1.16.1 and Cloud Hypervisor v53.0
+/// (as released, seccomp on) and QEMU microvm, three rounds interleaved in a seeded shuffled
+/// order, strict-ready observed on each engine's serial port. The directory (one bundle per
+/// arm, the comparison, one SHA256SUMS) must pass `sha256sum -c --strict` and the verifier;
+/// every launch is strict-ready with its own boot id and memory agreeing host (smaps) and guest
+/// (the engine's documented E820 layout). It is also the regression guard of the platform
+/// (vmm/src/cpuid.rs): the guest sees the same platform under truecold and Firecracker — one
+/// package of 2 single-threaded cores, the TSC deadline timer, a TSC not marked unstable, the
+/// same clocksource. An edited row in one arm is caught. Times are not asserted.
 #[test]
-fn guest_sees_the_same_platform_under_truecold_and_firecracker() {
+fn four_engines_interleaved_in_one_l1_give_a_verifiable_directory() {
+    use truecold_proof::schema::Sample;
     let l = layout();
-    let mut files = l.l1_files();
-    files.extend(
-        engine_files(
-            &[Engine::Firecracker],
-            &EngineBinaries::locate(&[Engine::Firecracker], None, None, None)
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .unwrap_or_else(|e| panic!("{e}")),
-    );
-    let job = Job {
-        argv: [
-            "/bin/truecold-engines",
-            "--engine",
-            "truecold=/bin/truecold-vmm",
-            "--engine",
-            "firecracker=/bin/firecracker",
-            "--kernel",
-            "/guest/vmlinux",
-            "--initramfs",
-            "/guest/platform-initramfs.cpio",
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("engines");
+    let mem_mib: u64 = 1024;
+    let status = std::process::Command::new(&l.bench)
+        .args([
+            "run",
+            "--nested",
+            "--engines",
+            "truecold,firecracker,cloud-hypervisor,qemu-microvm",
+            "-n",
+            "3",
             "--vcpus",
             "2",
             "--mem-mib",
-            "256",
-            "--console",
-            "--rounds",
-            "1",
-            // A platform-init boot takes ~1 s of L1's virtual time; an engine that hangs is
-            // killed (and its row says so) long before QEMU's wall-clock limit below.
-            "--deadline-ms",
-            "30000",
-        ]
-        .map(String::from)
-        .to_vec(),
-        stdout: None,
-    };
-    let out = l1_run(&l, "platform", &job, &files, 900);
-    let logs: String = out
-        .files
-        .iter()
-        .filter(|(k, _)| k.starts_with("logs/"))
-        .map(|(k, v)| format!("== {k}\n{}", String::from_utf8_lossy(v)))
-        .collect();
-    assert_eq!(out.job_exit, 0, "{logs}");
-    let csv = String::from_utf8_lossy(&out.files["engines.csv"]).into_owned();
-    let rows: Vec<RunRow> = csv
-        .lines()
-        .skip(1)
-        .map(|l| RunRow::parse(l).unwrap())
-        .collect();
-    assert_eq!(rows.len(), 2, "{csv}");
-    let platform = |arm: &str| {
-        rows.iter()
-            .find(|r| r.arm == arm)
-            .and_then(|r| r.platform.clone())
-            .unwrap_or_else(|| panic!("no platform record from {arm}:\n{csv}\n{logs}"))
-    };
-    let (tc, fc) = (platform("truecold"), platform("firecracker"));
-    assert_eq!(tc, fc, "the guest saw different platforms:\n{logs}");
+            &mem_mib.to_string(),
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--guest-dir")
+        .arg(&l.guest_dir)
+        .arg("--vmm")
+        .arg(&l.vmm)
+        .status()
+        .unwrap();
+    assert!(out.is_dir(), "no directory written ({status})");
+    let sums = std::process::Command::new("sha256sum")
+        .args(["-c", "--strict", "SHA256SUMS"])
+        .current_dir(&out)
+        .output()
+        .unwrap();
+    assert!(
+        sums.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sums.stdout)
+    );
+    let verdict = truecold_proof::verify::verify_dir(&out);
+    assert!(verdict.is_valid(), "{}", verdict.render(&out, 50));
+    assert_eq!(status.code(), Some(0));
+    let arms: Value =
+        serde_json::from_slice(&std::fs::read(out.join("arms.json")).unwrap()).unwrap();
+    let order = arms["order"].as_array().unwrap();
+    assert_eq!(order.len(), 12, "{arms}");
+    let bytes = mem_mib << 20;
+    let mut boot_ids = std::collections::BTreeSet::new();
+    let mut platforms = std::collections::BTreeMap::new();
+    for e in Engine::ALL {
+        let (r, rows): (_, Vec<Sample>) =
+            truecold_proof::read_bundle(&out.join(e.as_str())).unwrap();
+        let ctx = format!("{e}: {rows:#?}");
+        assert_eq!(r.environment.host_kind.as_str(), "nested-emulated", "{ctx}");
+        assert_eq!(r.configuration.engine.kind, e, "{ctx}");
+        assert_eq!(rows.len(), 3, "{ctx}");
+        for s in &rows {
+            assert!(s.ok, "{ctx}");
+            assert!(
+                boot_ids.insert(s.boot_id.unwrap()),
+                "repeated boot id: {ctx}"
+            );
+            assert_eq!(
+                s.host_mapping_bytes,
+                Some(e.expected_mapping(bytes)),
+                "{ctx}"
+            );
+            assert_eq!(s.host_page_size, Some(4096), "{ctx}");
+            assert_eq!(
+                s.guest_mem_firmware,
+                Some(e.expected_firmware_ram(bytes)),
+                "{ctx}"
+            );
+            assert_eq!(s.guest_cpus, Some(2), "{ctx}");
+            assert!(s
+                .stages
+                .get(truecold_proto::measure::Stage::SerialReady)
+                .is_some());
+        }
+        platforms.insert(e, rows[0].guest_platform.clone().unwrap());
+    }
+    let (tc, fc) = (
+        &platforms[&Engine::Truecold],
+        &platforms[&Engine::Firecracker],
+    );
+    assert_eq!(tc, fc, "the guest saw different platforms: {platforms:#?}");
     assert!(tc.topology_is(2), "{tc:?}");
     assert!(tc.tsc_deadline_timer, "{tc:?}");
-    assert!(!tc.tsc_unstable, "{tc:?}\n{logs}");
+    assert!(!tc.tsc_unstable, "{tc:?}");
     assert!(tc.clocksource.is_some(), "{tc:?}");
-    let fc_row = rows.iter().find(|r| r.arm == "firecracker").unwrap();
-    assert_eq!(
-        fc_row.exit_code,
-        Some(0),
-        "Firecracker ends on the guest's reboot:\n{logs}"
-    );
+    // One arm's row edited (its headline halved, ready moved to match): caught.
+    let bad = dir.path().join("edited");
+    copy_dir(&out, &bad);
+    let csv_path = bad.join("firecracker/samples.csv");
+    let csv = std::fs::read_to_string(&csv_path).unwrap();
+    let rows: Vec<Sample> = truecold_proof::csv::read_samples(csv.as_bytes()).unwrap();
+    let mut edited = rows.clone();
+    let half = rows[1].latency_ns.unwrap() / 2;
+    edited[1].latency_ns = Some(half);
+    edited[1].ready_ns = Some(rows[1].actual_request_ns + half);
+    std::fs::write(&csv_path, truecold_proof::csv::write_samples(&edited)).unwrap();
+    let v = truecold_proof::verify::verify_dir(&bad);
+    assert!(!v.is_valid(), "an edited arm row must be caught");
+    let text = v.render(&bad, 50);
+    assert!(text.contains("firecracker"), "{text}");
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
 }

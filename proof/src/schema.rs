@@ -199,9 +199,10 @@ impl Sample {
             ));
         }
         if serial {
-            if self.host_mapping_bytes != Some(m) {
+            let mapping = engine.expected_mapping(m);
+            if self.host_mapping_bytes != Some(mapping) {
                 bad.push(format!(
-                    "the engine's guest-memory mapping {:?}",
+                    "the engine's guest-memory mapping {:?}, the engine maps {mapping}",
                     self.host_mapping_bytes
                 ));
             }

@@ -139,6 +139,22 @@ impl Engine {
         }
     }
 
+    /// The size of the host mapping(s) that back `configured` bytes of guest memory in this
+    /// engine's process, as `/proc/<pid>/smaps` shows them. Firecracker, Cloud Hypervisor and
+    /// QEMU map exactly the configured size (their low-RAM hole is inside it). truecold-vmm
+    /// gives the guest exactly `configured` bytes of RAM *around* the 640 KiB – 1 MiB hole, so
+    /// its mapping spans the hole too (384 KiB, the read-only ROM-area slot) and is rounded
+    /// up to 2 MiB so that guest-physical and host-virtual addresses stay 2 MiB co-aligned
+    /// for THP (vmm/src/memory.rs `allocate`, held to this by a VMM test).
+    pub fn expected_mapping(self, configured: u64) -> u64 {
+        const HOLE: u64 = 0x10_0000 - 0xa_0000;
+        const ALIGN: u64 = 2 << 20;
+        match self {
+            Engine::Truecold => configured.saturating_add(HOLE).div_ceil(ALIGN) * ALIGN,
+            Engine::Firecracker | Engine::CloudHypervisor | Engine::QemuMicrovm => configured,
+        }
+    }
+
     /// The System RAM the guest must find for `configured` bytes under this engine.
     pub fn expected_firmware_ram(self, configured: u64) -> u64 {
         configured.saturating_sub(self.low_ram_hole().map_or(0, RamHole::len))

@@ -356,4 +356,7 @@ fn engine_layouts_give_the_measured_ram() {
         }
     }
     assert!(Engine::parse("xen").is_err());
+    // Measured in L1: truecold-vmm's mapping for 1 GiB is 1,075,838,976 bytes (1 GiB + 2 MiB).
+    assert_eq!(Engine::Truecold.expected_mapping(1 << 30), 1_075_838_976);
+    assert_eq!(Engine::Firecracker.expected_mapping(1 << 30), 1 << 30);
 }

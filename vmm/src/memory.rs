@@ -518,4 +518,19 @@ mod tests {
         assert_eq!(ram.total(), 128 * MIB);
         assert_eq!(ram.mappings[0].addr() % HUGE_2M, 0);
     }
+
+    /// What the bench reads from smaps for this engine (`Engine::expected_mapping`, the one
+    /// definition the verifier holds rows to) is what `allocate` maps.
+    #[test]
+    fn the_mapping_is_what_the_engines_rule_expects() {
+        use truecold_proto::kinds::Engine;
+        for mib in [4u64, 127, 128, 1024, 3071, 3072, 3073, 5000] {
+            let ram = allocate(mib, Backing::Anon).unwrap();
+            assert_eq!(
+                ram.mapped(),
+                Engine::Truecold.expected_mapping(mib * MIB),
+                "{mib} MiB"
+            );
+        }
+    }
 }

@@ -138,7 +138,7 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
             liveness: lv,
             guest_record: (!failed).then(|| record(engine, bid)),
             host_memory: (!failed).then(|| HostMapping {
-                sizes: vec![MEM],
+                sizes: vec![engine.expected_mapping(MEM)],
                 kernel_page_size: 4096,
                 anon_huge_bytes: 0,
             }),
@@ -229,7 +229,7 @@ fn rounds_interleave_every_arm_in_the_seeded_order() {
         assert_eq!(idx, vec![0, 1, 2, 3], "an arm's rows are its rounds");
         for s in &a.samples {
             assert!(s.ok, "{}: {} {}", arms[i], s.error_kind, s.error_detail);
-            assert_eq!(s.host_mapping_bytes, Some(MEM));
+            assert_eq!(s.host_mapping_bytes, Some(arms[i].expected_mapping(MEM)));
             assert_eq!(s.host_page_size, Some(4096));
         }
         assert!(a.runs.iter().all(|r| r.outcome.ok && r.engine == arms[i]));

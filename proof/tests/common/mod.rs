@@ -278,7 +278,7 @@ impl Fixture {
             host_mem_configured: MEM,
             host_memslots: truecold.then_some(MEM),
             host_e820_usable: truecold.then_some(MEM),
-            host_mapping_bytes: Some(MEM),
+            host_mapping_bytes: Some(e.expected_mapping(MEM)),
             host_page_size: Some(4096),
             guest_mem_firmware: Some(e.expected_firmware_ram(MEM)),
             guest_mem_total: Some(MEM - (300 << 20)),
