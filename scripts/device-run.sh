@@ -4,6 +4,9 @@
 #   1. prints the KVM kind and the CPU's virtualization flags;
 #   2. with hardware KVM: 1,000 sequential 2 vCPU / 16 GiB Linux boots, then 1 vCPU / 128 MiB,
 #      each written as a bundle into $OUT (tarred: the tool returns files, not folders);
+#      then the engines side by side (truecold, Firecracker, Cloud Hypervisor, and QEMU
+#      microvm when the machine has qemu-system-x86_64 — said either way), 100 interleaved
+#      rounds at each of the two configurations, as multi-arm directories;
 #      without it: says so and runs nothing that would be mistaken for a result.
 set -uo pipefail
 OUT=${OUT:?OUT must be set by the device tool}
@@ -26,4 +29,13 @@ run() { # label, extra args
 }
 run hw-2vcpu-16g -n 1000 --vcpus 2 --mem-mib 16384
 run hw-1vcpu-128m -n 1000 --vcpus 1 --mem-mib 128
+engines=truecold,firecracker,cloud-hypervisor
+if command -v qemu-system-x86_64 >/dev/null; then
+  engines+=,qemu-microvm
+else
+  echo "no qemu-system-x86_64 on this machine: the engines campaigns run without the qemu-microvm arm"
+fi
+eng=(--engines "$engines" --firecracker "$d/firecracker" --cloud-hypervisor "$d/cloud-hypervisor")
+run hw-engines-2vcpu-16g -n 100 --vcpus 2 --mem-mib 16384 "${eng[@]}"
+run hw-engines-1vcpu-128m -n 100 --vcpus 1 --mem-mib 128 "${eng[@]}"
 ls -l "$OUT"

@@ -38,6 +38,7 @@ fn run() -> io::Result<i32> {
     mount("proc", "/proc", "proc")?;
     mount("sysfs", "/sys", "sysfs")?;
     mount("devtmpfs", "/dev", "devtmpfs")?;
+    mount("devpts", "/dev/pts", "devpts")?;
     mount("tmpfs", "/tmp", "tmpfs")?;
     fs::create_dir_all(OUT_DIR).map_err(ctx(OUT_DIR))?;
     let job = Job::decode(&fs::read_to_string(JOB_FILE).map_err(ctx(JOB_FILE))?)
