@@ -547,13 +547,14 @@ pub fn copy_dir(src: &Path, dst: &Path) {
 }
 
 /// The committed real bundle: the newest directory under the repository's `results/` that
-/// has a SHA256SUMS (panics when there is none: a test never skips silently).
+/// is one bundle (a `result.json` and a SHA256SUMS; an engines directory has neither at its
+/// top) (panics when there is none: a test never skips silently).
 pub fn real_bundle_source() -> PathBuf {
     let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&results)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.join("SHA256SUMS").is_file())
+        .filter(|p| p.join("SHA256SUMS").is_file() && p.join("result.json").is_file())
         .collect();
     dirs.sort();
     dirs.pop()
