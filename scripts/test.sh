@@ -4,9 +4,10 @@
 #  2. the probe guest booted by the real VMM on this machine's /dev/kvm;
 #  3. the real tuned Linux guest: under QEMU TCG directly, and in the nested harness
 #     (QEMU TCG + emulated SVM → L1 Linux with KVM → truecold-vmm → the guest, strict-ready);
-#  plus lint, a 20-sample probe campaign and a 3-sample nested Linux campaign whose bundles
-#  pass `sha256sum -c --strict` and `truecold-proof verify`, and the byte-for-byte
-#  reproducibility check of vmlinux and initramfs.
+#  plus lint, a 20-sample probe campaign, a 3-sample nested Linux campaign and a nested
+#  engines campaign (truecold, Firecracker, Cloud Hypervisor, QEMU microvm; 3 interleaved
+#  rounds) whose bundles/directory pass `sha256sum -c --strict` and `truecold-proof verify`,
+#  and the byte-for-byte reproducibility check of vmlinux and initramfs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TRUECOLD_CACHE=${TRUECOLD_CACHE:-/var/cache/truecold}
