@@ -503,6 +503,16 @@ pub fn result_json(
     ResultJson::new(contract, configuration, env, artifacts, &ex.samples)
 }
 
+/// The configuration's backing: what was asked, and what was obtained when anything was
+/// observed (`thp (obtained: thp ×998, thp-advised-none-faulted ×2)`).
+pub fn backing_description(asked: Backing, obtained: &BTreeMap<ObtainedBacking, u64>) -> String {
+    if obtained.is_empty() {
+        asked.to_string()
+    } else {
+        format!("{asked} (obtained: {})", backing_counts(obtained))
+    }
+}
+
 /// `thp ×998, thp-advised-none-faulted ×2`.
 pub fn backing_counts(b: &BTreeMap<ObtainedBacking, u64>) -> String {
     b.iter()

@@ -13,7 +13,7 @@ use crate::artifacts::{self, LinuxGuest};
 use crate::campaign::{self, BeforeEach, CampaignSpec, Executed};
 use crate::cli::RunArgs;
 use crate::host::{HostFacts, RunFacts, Snapshot};
-use crate::launch::{Attempt, End};
+use crate::launch::Attempt;
 use crate::progress::Progress;
 use crate::sample::{mark_repeated_boot_ids, to_sample, Observed, RowContext};
 use crate::schedule::{LevelRun, Schedule, Slot};
@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use truecold_engine::driver::{Launched, ProcessEnd};
+use truecold_engine::driver::Launched;
 use truecold_engine::{Guest, Launch};
 use truecold_proof::arms::{ArmRef, ArmsPlan};
 use truecold_proof::bundle::{rename_noreplace, BundleError, BundleInputs, Written};
@@ -168,18 +168,6 @@ impl ArmLauncher for DriverLauncher<'_> {
     }
 }
 
-/// The row's view of how the process ended.
-pub fn end_of(e: &ProcessEnd) -> End {
-    match e {
-        ProcessEnd::Exited(c) => End::Exited(*c),
-        ProcessEnd::Signalled(s) => End::Signalled(*s),
-        ProcessEnd::KilledAtDeadline => End::KilledAtDeadline,
-        ProcessEnd::KilledAfterRecord => End::KilledAfterRecord,
-        ProcessEnd::SpawnFailed(m) => End::SpawnFailed(m.clone()),
-        ProcessEnd::HarnessIo(m) => End::HarnessIo(m.clone()),
-    }
-}
-
 /// What the row needs from one launch: the truecold VMM's report where there is one (its
 /// memslots, E820, own failure, guest exit code, backing), then everything the bench saw on
 /// the serial line and in smaps.
@@ -253,7 +241,7 @@ pub fn row(
         request_ns: l.request_ns,
         reaped_ns: l.reaped_ns,
         deadline_ns,
-        end: end_of(&l.end),
+        end: l.end.clone(),
         stdout: Vec::new(),
         stdout_truncated: false,
         stderr_tail: tail,
@@ -547,15 +535,7 @@ pub fn write_dir(
         let configuration = Configuration {
             vcpus: spec.vcpus,
             mem_bytes: spec.mem_bytes,
-            backing: if ex.backings.is_empty() {
-                spec.backing.to_string()
-            } else {
-                format!(
-                    "{} (obtained: {})",
-                    spec.backing,
-                    campaign::backing_counts(&ex.backings)
-                )
-            },
+            backing: campaign::backing_description(spec.backing, &ex.backings),
             cmdline: b.guest_cmdline.clone(),
             vmm_path: b.binary.display().to_string(),
             kernel_path: Some(absolute(&shared.guest.vmlinux)),

@@ -20,26 +20,12 @@ use truecold_proto::measure::now_ns;
 
 /// Most stdout kept: a report is a few KiB; more is a broken VMM (kept truncated, flagged).
 pub const MAX_STDOUT: usize = 1 << 20;
-/// Most stderr kept (the tail): the VMM's error chain and any console output.
-pub const MAX_STDERR_TAIL: usize = 16 << 10;
+/// Most stderr kept (the tail): the VMM's error chain and any console output (one limit
+/// for every engine).
+pub use truecold_engine::driver::MAX_STDERR_TAIL;
 
-/// How the VMM process ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum End {
-    /// Exited by itself with this status code.
-    Exited(i32),
-    /// Killed by a signal the harness did not send.
-    Signalled(i32),
-    /// Still running at its deadline (+ grace); the harness killed it.
-    KilledAtDeadline,
-    /// An engine that reboots its guest instead of exiting (Cloud Hypervisor), killed by the
-    /// harness right after the guest's record: its normal end.
-    KilledAfterRecord,
-    /// Could not be spawned at all.
-    SpawnFailed(String),
-    /// The harness failed watching it (poll/read/wait); it was killed.
-    HarnessIo(String),
-}
+/// How the process ended: one type for the VMM launcher and the engines' driver.
+pub use truecold_engine::driver::ProcessEnd as End;
 
 /// One attempt as the launcher saw it.
 #[derive(Clone, Debug)]

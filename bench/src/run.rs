@@ -1,7 +1,7 @@
 //! `truecold run`: from arguments to a written, verified bundle.
 
 use crate::artifacts::{self, ArtifactError, LinuxGuest};
-use crate::campaign::{self, backing_counts, rate_per_ks, CampaignSpec, Harness};
+use crate::campaign::{self, rate_per_ks, CampaignSpec, Harness};
 use crate::cli::{ArgError, RunArgs};
 use crate::host::HostFacts;
 use crate::interrupt::{self, InstallError};
@@ -381,15 +381,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
             arms: Vec::new(),
         });
     }
-    if !Path::new("/dev/kvm").exists() {
-        return Err(RunError::NoKvm);
-    }
-    let (kind, forced) = host_kind()?;
-    let mut warnings = Vec::new();
-    if let Some(w) = forced {
-        eprintln!("truecold: warning: {w}");
-        warnings.push(w);
-    }
+    let (kind, mut warnings) = kvm_host()?;
     let guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
 
     let (contract, force) = match (args.probe, args.linux, kind) {
@@ -494,15 +486,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     let configuration = Configuration {
         vcpus: spec.vcpus,
         mem_bytes: spec.mem_bytes,
-        backing: if ex.backings.is_empty() {
-            spec.backing.to_string()
-        } else {
-            format!(
-                "{} (obtained: {})",
-                spec.backing,
-                backing_counts(&ex.backings)
-            )
-        },
+        backing: campaign::backing_description(spec.backing, &ex.backings),
         cmdline: match (&guest_cmdline, contract) {
             (Some(c), ContractKind::Linux) => c.clone(),
             _ => vmm_line.clone(),
@@ -583,15 +567,7 @@ fn run_engines(
     // Argument-level problems first: every engine's binary and version, the guest.
     let resolved = engines::resolve(arms, args)?;
     let lg = artifacts::linux_guest(&guest_dir)?;
-    if !Path::new("/dev/kvm").exists() {
-        return Err(RunError::NoKvm);
-    }
-    let (kind, forced) = host_kind()?;
-    let mut warnings = Vec::new();
-    if let Some(w) = forced {
-        eprintln!("truecold: warning: {w}");
-        warnings.push(w);
-    }
+    let (kind, mut warnings) = kvm_host()?;
     if kind == HostKind::Pvm {
         let w = "an engines campaign on a kvm_pvm host: an unmodified Linux kernel is not \
                  expected to boot here; every failure is kept as data"
@@ -761,6 +737,21 @@ pub fn level_lines(r: &truecold_proof::schema::ResultJson) -> Vec<String> {
 pub fn engine_version(binary: &Path) -> Result<String, RunError> {
     truecold_engine::version::query(truecold_proto::kinds::Engine::Truecold, binary)
         .map_err(RunError::EngineVersion)
+}
+
+/// This host's KVM: `/dev/kvm` must exist; its kind (detected or forced) and, when forced,
+/// the warning that says so (printed, and kept for the bundle).
+fn kvm_host() -> Result<(HostKind, Vec<String>), RunError> {
+    if !Path::new("/dev/kvm").exists() {
+        return Err(RunError::NoKvm);
+    }
+    let (kind, forced) = host_kind()?;
+    let mut warnings = Vec::new();
+    if let Some(w) = forced {
+        eprintln!("truecold: warning: {w}");
+        warnings.push(w);
+    }
+    Ok((kind, warnings))
 }
 
 #[cfg(test)]

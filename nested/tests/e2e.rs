@@ -150,40 +150,12 @@ fn vmm_boots_the_real_guest_to_strict_ready_in_l1() {
 fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
     let l = layout();
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("nested-bundle");
-    let status = std::process::Command::new(&l.bench)
-        .args([
-            "run",
-            "--nested",
-            "-n",
-            "3",
-            "--vcpus",
-            "2",
-            "--mem-mib",
-            "1024",
-            "--out",
-        ])
-        .arg(&out)
-        .arg("--guest-dir")
-        .arg(&l.guest_dir)
-        .arg("--vmm")
-        .arg(&l.vmm)
-        .status()
-        .unwrap();
-    assert!(out.is_dir(), "no bundle written ({status})");
-    let sums = std::process::Command::new("sha256sum")
-        .args(["-c", "--strict", "SHA256SUMS"])
-        .current_dir(&out)
-        .output()
-        .unwrap();
-    assert!(
-        sums.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sums.stdout)
+    let out = nested_campaign(
+        &l,
+        dir.path(),
+        "nested-bundle",
+        &["-n", "3", "--vcpus", "2", "--mem-mib", "1024"],
     );
-    let verdict = truecold_proof::verify::verify_dir(&out);
-    assert!(verdict.is_valid(), "{}", verdict.render(&out, 50));
-    assert_eq!(status.code(), Some(0));
     let result: Value =
         serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
     let ctx = serde_json::to_string_pretty(&result).unwrap();
@@ -214,12 +186,13 @@ fn four_engines_interleaved_in_one_l1_give_a_verifiable_directory() {
     use truecold_proof::schema::Sample;
     let l = layout();
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("engines");
     let mem_mib: u64 = 1024;
-    let status = std::process::Command::new(&l.bench)
-        .args([
-            "run",
-            "--nested",
+    let mem = mem_mib.to_string();
+    let out = nested_campaign(
+        &l,
+        dir.path(),
+        "engines",
+        &[
             "--engines",
             "truecold,firecracker,cloud-hypervisor,qemu-microvm",
             "-n",
@@ -227,30 +200,9 @@ fn four_engines_interleaved_in_one_l1_give_a_verifiable_directory() {
             "--vcpus",
             "2",
             "--mem-mib",
-            &mem_mib.to_string(),
-            "--out",
-        ])
-        .arg(&out)
-        .arg("--guest-dir")
-        .arg(&l.guest_dir)
-        .arg("--vmm")
-        .arg(&l.vmm)
-        .status()
-        .unwrap();
-    assert!(out.is_dir(), "no directory written ({status})");
-    let sums = std::process::Command::new("sha256sum")
-        .args(["-c", "--strict", "SHA256SUMS"])
-        .current_dir(&out)
-        .output()
-        .unwrap();
-    assert!(
-        sums.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sums.stdout)
+            &mem,
+        ],
     );
-    let verdict = truecold_proof::verify::verify_dir(&out);
-    assert!(verdict.is_valid(), "{}", verdict.render(&out, 50));
-    assert_eq!(status.code(), Some(0));
     let arms: Value =
         serde_json::from_slice(&std::fs::read(out.join("arms.json")).unwrap()).unwrap();
     let order = arms["order"].as_array().unwrap();
@@ -314,6 +266,39 @@ fn four_engines_interleaved_in_one_l1_give_a_verifiable_directory() {
     assert!(!v.is_valid(), "an edited arm row must be caught");
     let text = v.render(&bad, 50);
     assert!(text.contains("firecracker"), "{text}");
+}
+
+/// Runs `truecold run --nested <args> --out <dir>/<name>` with the layout's guest and VMM,
+/// requires the directory to pass `sha256sum -c --strict` and the verifier and the run to
+/// exit 0, and returns the directory.
+fn nested_campaign(l: &Layout, dir: &std::path::Path, name: &str, args: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let status = std::process::Command::new(&l.bench)
+        .args(["run", "--nested"])
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .arg("--guest-dir")
+        .arg(&l.guest_dir)
+        .arg("--vmm")
+        .arg(&l.vmm)
+        .status()
+        .unwrap();
+    assert!(out.is_dir(), "nothing written ({status})");
+    let sums = std::process::Command::new("sha256sum")
+        .args(["-c", "--strict", "SHA256SUMS"])
+        .current_dir(&out)
+        .output()
+        .unwrap();
+    assert!(
+        sums.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sums.stdout)
+    );
+    let verdict = truecold_proof::verify::verify_dir(&out);
+    assert!(verdict.is_valid(), "{}", verdict.render(&out, 50));
+    assert_eq!(status.code(), Some(0));
+    out
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {

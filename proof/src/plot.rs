@@ -210,6 +210,31 @@ fn title(root: &DrawingArea<SVGBackend, Shift>, lines: [&str; 2]) -> PlotResult<
 
 /// The step-CDF points of ascending `sorted` on `axis`, y in percent; consecutive points
 /// closer than 1/4096 of the axis are merged (the plot has fewer pixels than that).
+/// A CDF chart below `top` px of titles: latency on `axis`, 0–100 % up, light grid.
+fn cdf_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    top: u32,
+    axis: Axis,
+    x_desc: &str,
+) -> PlotResult<ChartContext<'a, SVGBackend<'b>, Cartesian2d<Axis, Axis>>> {
+    let mut chart = ChartBuilder::on(root)
+        .margin_top(top)
+        .margin_right(30)
+        .margin_left(10)
+        .margin_bottom(10)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(axis, Axis::new(false, ticks(100.0, 5), "%"))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .label_style((FONT, 14))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
+        .draw()?;
+    Ok(chart)
+}
+
 fn cdf_points(sorted: &[u64], axis: &Axis) -> Vec<(f64, f64)> {
     let n = sorted.len() as f64;
     let r = Ranged::range(axis);
@@ -302,25 +327,16 @@ fn draw_cdf(out: &mut String, result: &ResultJson, samples: &[Sample]) -> PlotRe
         )?;
         let points_all = cdf_points(&all, &axis);
         let points_ok = cdf_points(&ok, &axis);
-        let mut chart = ChartBuilder::on(&root)
-            .margin_top(TITLE_H + 40)
-            .margin_right(30)
-            .margin_left(10)
-            .margin_bottom(10)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(axis, Axis::new(false, ticks(100.0, 5), "%"))?;
-        chart
-            .configure_mesh()
-            .x_desc(if log {
+        let mut chart = cdf_chart(
+            &root,
+            TITLE_H + 40,
+            axis,
+            if log {
                 "latency, ms (log scale: long tail)"
             } else {
                 "latency, ms"
-            })
-            .label_style((FONT, 14))
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
-            .draw()?;
+            },
+        )?;
         let legend_all = format!(
             "with failures at the {} ms deadline (right-censored), n={}{}",
             ms(deadline),
@@ -526,25 +542,16 @@ fn draw_arms_cdf(
     root.fill(&WHITE)?;
     title(&root, [heading, clock])?;
     let points: Vec<Vec<(f64, f64)>> = sorted.iter().map(|(_, v)| cdf_points(v, &axis)).collect();
-    let mut chart = ChartBuilder::on(&root)
-        .margin_top(TITLE_H + 22 + legend_h)
-        .margin_right(30)
-        .margin_left(10)
-        .margin_bottom(10)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(axis, Axis::new(false, ticks(100.0, 5), "%"))?;
-    chart
-        .configure_mesh()
-        .x_desc(if log {
+    let mut chart = cdf_chart(
+        &root,
+        TITLE_H + 22 + legend_h,
+        axis,
+        if log {
             "request to strict-ready, ms (log scale)"
         } else {
             "request to strict-ready, ms"
-        })
-        .label_style((FONT, 14))
-        .light_line_style(TRANSPARENT)
-        .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
-        .draw()?;
+        },
+    )?;
     for (k, ((name, v), pts)) in sorted.iter().zip(points).enumerate() {
         let colour = ARM_COLOURS[k % ARM_COLOURS.len()];
         if !pts.is_empty() {

@@ -240,29 +240,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
         reaped: l.harness.reaped,
         ..core.stamps
     };
-    if stamps.strict_ready != s.ready_ns || stamps.latency() != s.latency_ns {
-        bad.push(format!(
-            "ready/latency {:?}/{:?} in the row, {:?}/{:?} from the report",
-            s.ready_ns,
-            s.latency_ns,
-            stamps.strict_ready,
-            stamps.latency()
-        ));
-    }
-    let tiles = stamps.tile();
-    for st in Stage::ALL
-        .into_iter()
-        .filter(|st| st.kind() != StageKind::Guest)
-    {
-        if tiles.get(st) != s.stages.get(st) {
-            bad.push(format!(
-                "stage {}: {:?} in the row, {:?} from the report",
-                st.name(),
-                s.stages.get(st),
-                tiles.get(st)
-            ));
-        }
-    }
+    timeline_against(s, &stamps, "the report", &mut bad);
     if s.ok && (!core.outcome.ok || !core.liveness.verified) {
         bad.push("a success whose VMM report is not a verified, ok boot".into());
     }
@@ -329,29 +307,7 @@ fn check_engine_row(
         bad.push("intended/request stamps differ from the row".into());
     }
     let stamps = run.stamps;
-    if stamps.strict_ready != s.ready_ns || stamps.latency() != s.latency_ns {
-        bad.push(format!(
-            "ready/latency {:?}/{:?} in the row, {:?}/{:?} from the engine run",
-            s.ready_ns,
-            s.latency_ns,
-            stamps.strict_ready,
-            stamps.latency()
-        ));
-    }
-    let tiles = stamps.tile();
-    for st in Stage::ALL
-        .into_iter()
-        .filter(|st| st.kind() != StageKind::Guest)
-    {
-        if tiles.get(st) != s.stages.get(st) {
-            bad.push(format!(
-                "stage {}: {:?} in the row, {:?} from the engine run",
-                st.name(),
-                s.stages.get(st),
-                tiles.get(st)
-            ));
-        }
-    }
+    timeline_against(s, &stamps, "the engine run", bad);
     if s.ok && (!run.outcome.ok || !run.liveness.verified) {
         bad.push("a success whose engine run is not a verified, ok boot".into());
     }
@@ -487,6 +443,34 @@ fn check_guest(s: &Sample, g: Option<&truecold_proto::GuestRecord>, bad: &mut Ve
         && s.workload == g.map(|g| g.workload.encode()).unwrap_or_default();
     if !same {
         bad.push("guest figures (memory, CPUs, platform, workload) differ from the record".into());
+    }
+}
+
+/// The row's ready stamp, headline and host/post stages against what `stamps` give through
+/// the one tiling function; each disagreement is pushed to `bad`, naming `source`.
+fn timeline_against(s: &Sample, stamps: &Stamps, source: &str, bad: &mut Vec<String>) {
+    if stamps.strict_ready != s.ready_ns || stamps.latency() != s.latency_ns {
+        bad.push(format!(
+            "ready/latency {:?}/{:?} in the row, {:?}/{:?} from {source}",
+            s.ready_ns,
+            s.latency_ns,
+            stamps.strict_ready,
+            stamps.latency()
+        ));
+    }
+    let tiles = stamps.tile();
+    for st in Stage::ALL
+        .into_iter()
+        .filter(|st| st.kind() != StageKind::Guest)
+    {
+        if tiles.get(st) != s.stages.get(st) {
+            bad.push(format!(
+                "stage {}: {:?} in the row, {:?} from {source}",
+                st.name(),
+                s.stages.get(st),
+                tiles.get(st)
+            ));
+        }
     }
 }
 
