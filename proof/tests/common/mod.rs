@@ -883,22 +883,7 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
         });
         liveness.verified = s.ok;
         liveness.reply_boot_id = s.boot_id;
-        let t_init = s.stages.get(Stage::GuestKernelToInit).unwrap_or(0);
-        let guest_record = (linux && s.ok).then(|| truecold_proto::GuestRecord {
-            boot_id: s.boot_id,
-            t_init_ns: t_init,
-            t_ready_ns: t_init + s.stages.get(Stage::GuestInitToReady).unwrap_or(0),
-            t_reply_ns: 0,
-            t_record_ns: 0,
-            mem_configured: s.host_mem_configured,
-            mem_firmware_ram: s.guest_mem_firmware.unwrap_or(0),
-            mem_total: s.guest_mem_total.unwrap_or(0),
-            mem_probe: 1 << 20,
-            cpus: s.guest_cpus.unwrap_or(0),
-            platform: s.guest_platform.clone().unwrap_or_default(),
-            workload: truecold_proto::Workload::BenchOk,
-            code: truecold_proto::ErrorCode::Ok,
-        });
+        let guest_record = record_of(s);
         let core = ReportCore {
             schema: truecold_proto::report::REPORT_SCHEMA,
             transport: truecold_proto::kinds::Transport::Ports,
