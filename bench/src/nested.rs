@@ -50,24 +50,11 @@ pub enum NestedError {
 /// The inner `truecold run` arguments: the same campaign, every argument explicit
 /// ([`crate::run::explicit_args`]), as a Linux campaign on L1's KVM with L1's paths.
 pub fn inner_args(args: &RunArgs, schedule: &Schedule) -> Vec<String> {
-    let out = format!("{}/{L1_BUNDLE}", truecold_nested::OUT_DIR);
-    let mut v: Vec<String> = vec!["/bin/truecold".into(), "run".into()];
-    v.extend(explicit_args(
-        args,
-        schedule,
-        guest_flag(ContractKind::Linux),
-        ArgPaths {
-            vmm: Path::new("/bin/truecold-vmm"),
-            guest_dir: Some(Path::new("/guest")),
-            out: Path::new(&out),
-            engines: &[],
-        },
-    ));
-    v
+    inner_engine_args(args, schedule, &[])
 }
 
-/// The inner `truecold run` of an engines campaign: the same campaign, every argument
-/// explicit, each engine at its L1 path.
+/// The inner `truecold run` of an engines campaign (none: a truecold campaign): the same
+/// campaign, every argument explicit, each engine at its L1 path.
 pub fn inner_engine_args(args: &RunArgs, schedule: &Schedule, arms: &[Engine]) -> Vec<String> {
     let out = format!("{}/{L1_BUNDLE}", truecold_nested::OUT_DIR);
     let bins: Vec<(Engine, PathBuf)> = arms
