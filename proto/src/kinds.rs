@@ -265,6 +265,15 @@ impl HostKind {
         Self::ALL.iter().copied().find(|k| k.as_str() == s)
     }
 
+    /// The clock a campaign on this host is measured on: the nested harness's L1 runs on
+    /// QEMU's instruction-counting clock; every other host on wall time.
+    pub fn clock(self) -> Clock {
+        match self {
+            HostKind::NestedEmulated => Clock::Virtual,
+            HostKind::Hardware | HostKind::Pvm | HostKind::Unknown => Clock::Wall,
+        }
+    }
+
     /// Pure decision from the observed facts (see the type's docs).
     pub fn decide(
         forced: Option<HostKind>,
@@ -290,6 +299,54 @@ impl HostKind {
         } else {
             HostKind::Unknown
         }
+    }
+}
+
+/// The clock a campaign's durations are on: one per host kind ([`HostKind::clock`]), never
+/// mixed in one comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clock {
+    /// The host's CLOCK_MONOTONIC: hardware (or kvm_pvm) wall time.
+    Wall,
+    /// The nested harness: L1 runs under QEMU `-icount shift=0,sleep=off`, so its
+    /// CLOCK_MONOTONIC counts emulated instructions (a reproducible cost model of the boot
+    /// path, not a hardware latency).
+    Virtual,
+}
+
+impl Clock {
+    /// Both clocks.
+    pub const ALL: [Clock; 2] = [Clock::Wall, Clock::Virtual];
+
+    /// The JSON / CLI name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Clock::Wall => "wall",
+            Clock::Virtual => "virtual",
+        }
+    }
+
+    /// Parses [`Clock::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == s)
+    }
+
+    /// What the clock is, in the words every bundle, tune and bisect directory uses.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Clock::Wall => "wall (CLOCK_MONOTONIC on the host)",
+            Clock::Virtual => {
+                "virtual (QEMU icount: 1 ns per emulated instruction; idle time skips to the next \
+                 timer)"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

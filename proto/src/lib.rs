@@ -818,6 +818,7 @@ pub fn memtotal_bounds_for(configured: u64) -> (u64, u64) {
 pub mod kinds;
 pub mod measure;
 pub mod report;
+pub mod tune;
 
 /// Kernel command line keys the guest reads (`truecold.<key>=<value>`).
 pub mod cmdline {

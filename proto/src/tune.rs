@@ -1,0 +1,442 @@
+//! The knob catalogue of `truecold tune`: each knob is one typed variant that changes exactly
+//! one thing relative to the baseline (today's tuned base: `boot_params::base_cmdline`,
+//! `kernel-config/base.config`, truecold-vmm's defaults), with what it changes and where its
+//! expected effect comes from. vCPUs and memory are the tune's context, never knobs.
+//!
+//! One definition: the bench applies a knob through [`Knob::change`], the proof verifier
+//! checks an arm's configuration against the same, and the README tables are written from
+//! [`Knob::what`] and [`Knob::source`].
+
+use crate::kinds::Backing;
+use serde::{Deserialize, Serialize};
+
+/// The three places a knob acts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KnobClass {
+    /// Appended to the guest kernel's command line.
+    Cmdline,
+    /// One Kconfig fragment merged after `base.config` (a kernel build, cached by content).
+    Kconfig,
+    /// A truecold-vmm flag.
+    Vmm,
+}
+
+impl KnobClass {
+    /// The JSON / table name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KnobClass::Cmdline => "cmdline",
+            KnobClass::Kconfig => "kconfig",
+            KnobClass::Vmm => "vmm",
+        }
+    }
+}
+
+/// What a VMM knob sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmmChange {
+    /// `--backing <b>` instead of anon.
+    Backing(Backing),
+    /// `--console`: the guest's 8250 carries the kernel console (every byte a VM exit).
+    Console,
+    /// Boot the `bzImage` (the 64-bit boot protocol's compressed image) instead of the PVH
+    /// entry of `vmlinux`.
+    BzImage,
+}
+
+/// The one change a knob makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Words appended to the guest command line (after the base, so they win).
+    Cmdline(&'static str),
+    /// A Kconfig fragment (merged after `base.config`).
+    Kconfig(&'static str),
+    Vmm(VmmChange),
+}
+
+/// Every knob of the catalogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Knob {
+    // Command line.
+    TscReliable,
+    Lpj,
+    RcuExpedited,
+    MitigationsOff,
+    RandomTrustCpu,
+    Nokaslr,
+    NoKvmclock,
+    IdlePoll,
+    Nowatchdog,
+    // Kconfig.
+    Hz100,
+    Hz1000,
+    NoDeferredStructPageInit,
+    NoPrintk,
+    X2apic,
+    PreemptVoluntary,
+    NoSmp,
+    // VMM.
+    BackingThp,
+    BackingHugetlb,
+    Console,
+    BzImage,
+}
+
+/// The guest a tune boots (the campaign's contract).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TuneGuest {
+    /// The embedded probe guest: only memory-backing knobs mean anything.
+    Probe,
+    /// The Linux guest.
+    Linux,
+}
+
+impl Knob {
+    /// The catalogue, in its documented order.
+    pub const ALL: [Knob; 20] = [
+        Knob::TscReliable,
+        Knob::Lpj,
+        Knob::RcuExpedited,
+        Knob::MitigationsOff,
+        Knob::RandomTrustCpu,
+        Knob::Nokaslr,
+        Knob::NoKvmclock,
+        Knob::IdlePoll,
+        Knob::Nowatchdog,
+        Knob::Hz100,
+        Knob::Hz1000,
+        Knob::NoDeferredStructPageInit,
+        Knob::NoPrintk,
+        Knob::X2apic,
+        Knob::PreemptVoluntary,
+        Knob::NoSmp,
+        Knob::BackingThp,
+        Knob::BackingHugetlb,
+        Knob::Console,
+        Knob::BzImage,
+    ];
+
+    /// The knob's name (arm directory, `--knobs`, JSON).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Knob::TscReliable => "tsc-reliable",
+            Knob::Lpj => "lpj",
+            Knob::RcuExpedited => "rcu-expedited",
+            Knob::MitigationsOff => "mitigations-off",
+            Knob::RandomTrustCpu => "random-trust-cpu",
+            Knob::Nokaslr => "nokaslr",
+            Knob::NoKvmclock => "no-kvmclock",
+            Knob::IdlePoll => "idle-poll",
+            Knob::Nowatchdog => "nowatchdog",
+            Knob::Hz100 => "hz-100",
+            Knob::Hz1000 => "hz-1000",
+            Knob::NoDeferredStructPageInit => "no-deferred-struct-page-init",
+            Knob::NoPrintk => "no-printk",
+            Knob::X2apic => "x2apic",
+            Knob::PreemptVoluntary => "preempt-voluntary",
+            Knob::NoSmp => "no-smp",
+            Knob::BackingThp => "backing-thp",
+            Knob::BackingHugetlb => "backing-hugetlb",
+            Knob::Console => "console",
+            Knob::BzImage => "bzimage",
+        }
+    }
+
+    /// Parses [`Knob::as_str`].
+    pub fn parse(s: &str) -> Option<Knob> {
+        Self::ALL.iter().copied().find(|k| k.as_str() == s)
+    }
+
+    /// The one change.
+    pub fn change(self) -> Change {
+        use Change::{Cmdline, Kconfig, Vmm};
+        match self {
+            Knob::TscReliable => Cmdline("tsc=reliable"),
+            Knob::Lpj => Cmdline("lpj=4000000"),
+            Knob::RcuExpedited => Cmdline("rcupdate.rcu_expedited=1"),
+            Knob::MitigationsOff => Cmdline("mitigations=off"),
+            Knob::RandomTrustCpu => Cmdline("random.trust_cpu=on"),
+            Knob::Nokaslr => Cmdline("nokaslr"),
+            Knob::NoKvmclock => Cmdline("no-kvmclock"),
+            Knob::IdlePoll => Cmdline("idle=poll"),
+            Knob::Nowatchdog => Cmdline("nowatchdog"),
+            Knob::Hz100 => Kconfig("CONFIG_HZ_100=y\n# CONFIG_HZ_250 is not set\n"),
+            Knob::Hz1000 => Kconfig("CONFIG_HZ_1000=y\n# CONFIG_HZ_250 is not set\n"),
+            Knob::NoDeferredStructPageInit => {
+                Kconfig("# CONFIG_DEFERRED_STRUCT_PAGE_INIT is not set\n")
+            }
+            Knob::NoPrintk => Kconfig("# CONFIG_PRINTK is not set\n"),
+            Knob::X2apic => Kconfig("CONFIG_X86_X2APIC=y\n"),
+            Knob::PreemptVoluntary => {
+                Kconfig("CONFIG_PREEMPT_VOLUNTARY=y\n# CONFIG_PREEMPT_NONE is not set\n")
+            }
+            Knob::NoSmp => Kconfig("# CONFIG_SMP is not set\n"),
+            Knob::BackingThp => Vmm(VmmChange::Backing(Backing::Thp)),
+            Knob::BackingHugetlb => Vmm(VmmChange::Backing(Backing::Hugetlb)),
+            Knob::Console => Vmm(VmmChange::Console),
+            Knob::BzImage => Vmm(VmmChange::BzImage),
+        }
+    }
+
+    /// Where it acts.
+    pub fn class(self) -> KnobClass {
+        match self.change() {
+            Change::Cmdline(_) => KnobClass::Cmdline,
+            Change::Kconfig(_) => KnobClass::Kconfig,
+            Change::Vmm(_) => KnobClass::Vmm,
+        }
+    }
+
+    /// Whether the knob means anything for `guest` (the probe guest has no kernel: only the
+    /// memory backing changes its boot).
+    pub fn applies_to(self, guest: TuneGuest) -> bool {
+        match guest {
+            TuneGuest::Linux => true,
+            TuneGuest::Probe => matches!(self.change(), Change::Vmm(VmmChange::Backing(_))),
+        }
+    }
+
+    /// What the knob changes, in a sentence.
+    pub fn what(self) -> &'static str {
+        match self {
+            Knob::TscReliable => "marks the TSC reliable: no clocksource watchdog, no TSC sync checks",
+            Knob::Lpj => "presets loops_per_jiffy (4000000), skipping the delay-loop calibration",
+            Knob::RcuExpedited => "every RCU grace period is expedited (IPIs instead of waiting for ticks)",
+            Knob::MitigationsOff => "turns off the CPU vulnerability mitigations the kernel would patch in at boot",
+            Knob::RandomTrustCpu => "credits RDRAND/RDSEED when seeding the kernel's RNG",
+            Knob::Nokaslr => "disables kernel address randomisation (the base kernel is not RELOCATABLE: a null control)",
+            Knob::NoKvmclock => "the guest ignores the kvm-clock paravirtual clocksource",
+            Knob::IdlePoll => "idle vCPUs poll instead of HLT (no HLT exits; burns the host CPU)",
+            Knob::Nowatchdog => "disables the lockup detectors (the base has none built: a null control)",
+            Knob::Hz100 => "timer tick 100 Hz instead of 250 Hz",
+            Knob::Hz1000 => "timer tick 1000 Hz instead of 250 Hz",
+            Knob::NoDeferredStructPageInit => "initialises every struct page before init instead of in parallel kthreads",
+            Knob::NoPrintk => "compiles printk out (no kernel log at all)",
+            Knob::X2apic => "builds x2APIC support (MSR-based APIC access when the vCPU offers it)",
+            Knob::PreemptVoluntary => "voluntary kernel preemption instead of none",
+            Knob::NoSmp => "a uniprocessor kernel (one CPU whatever the VM has: breaks strict-ready with 2 vCPUs)",
+            Knob::BackingThp => "guest memory on anonymous memory with MADV_HUGEPAGE (THP)",
+            Knob::BackingHugetlb => "guest memory on 2 MiB hugetlbfs pages (MAP_HUGETLB)",
+            Knob::Console => "the kernel console on the 8250 (console=ttyS0; every byte a VM exit)",
+            Knob::BzImage => "boots bzImage through the 64-bit boot protocol (decompression in the guest) instead of vmlinux's PVH entry",
+        }
+    }
+
+    /// Where its expected effect comes from.
+    pub fn source(self) -> &'static str {
+        match self {
+            Knob::TscReliable
+            | Knob::Lpj
+            | Knob::RcuExpedited
+            | Knob::MitigationsOff
+            | Knob::RandomTrustCpu
+            | Knob::Nokaslr
+            | Knob::NoKvmclock
+            | Knob::IdlePoll
+            | Knob::Nowatchdog => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12)",
+            Knob::Hz100 | Knob::Hz1000 => "kernel/Kconfig.hz",
+            Knob::NoDeferredStructPageInit => "mm/Kconfig (DEFERRED_STRUCT_PAGE_INIT); the 384 KiB section lead in README",
+            Knob::NoPrintk => "init/Kconfig (PRINTK)",
+            Knob::X2apic => "arch/x86/Kconfig (X86_X2APIC)",
+            Knob::PreemptVoluntary => "kernel/Kconfig.preempt",
+            Knob::NoSmp => "arch/x86/Kconfig (SMP)",
+            Knob::BackingThp | Knob::BackingHugetlb => {
+                "Documentation/admin-guide/mm/transhuge.rst, hugetlbpage.rst: fewer page faults and TLB misses"
+            }
+            Knob::Console => "Firecracker docs/prod-host-setup.md: a serial console slows boot",
+            Knob::BzImage => "Documentation/arch/x86/boot.rst; arch/x86/platform/pvh",
+        }
+    }
+
+    /// The Kconfig fragment's file name in the kernel cache key and in bundles
+    /// (`tune-<knob>.config`), for Kconfig knobs.
+    pub fn fragment_name(self) -> Option<String> {
+        matches!(self.change(), Change::Kconfig(_))
+            .then(|| format!("tune-{}.config", self.as_str()))
+    }
+}
+
+impl std::fmt::Display for Knob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a set of knobs cannot be one arm.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KnobSetError {
+    #[error("`{0}` is not a knob (see `truecold tune --list-knobs`)")]
+    Unknown(String),
+    #[error("knob `{0}` is given twice")]
+    Twice(Knob),
+    #[error("knobs `{0}` and `{1}` change the same thing")]
+    Conflict(Knob, Knob),
+    #[error("knob `{0}` does not apply to this guest")]
+    NotForGuest(Knob),
+}
+
+/// Two knobs that set the same thing (both backings, both HZ values) cannot be combined.
+pub fn conflicts(a: Knob, b: Knob) -> bool {
+    use Knob::{BackingHugetlb, BackingThp, Hz100, Hz1000};
+    matches!(
+        (a, b),
+        (BackingThp, BackingHugetlb)
+            | (BackingHugetlb, BackingThp)
+            | (Hz100, Hz1000)
+            | (Hz1000, Hz100)
+    )
+}
+
+/// Parses a comma-separated `--knobs` list into knobs in catalogue order, checked: each known,
+/// once, no two conflicting, each applying to `guest`.
+pub fn parse_knobs(list: &str, guest: TuneGuest) -> Result<Vec<Knob>, KnobSetError> {
+    let mut v: Vec<Knob> = Vec::new();
+    for w in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        let k = Knob::parse(w).ok_or_else(|| KnobSetError::Unknown(w.to_string()))?;
+        if v.contains(&k) {
+            return Err(KnobSetError::Twice(k));
+        }
+        if !k.applies_to(guest) {
+            return Err(KnobSetError::NotForGuest(k));
+        }
+        v.push(k);
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// A combination of knobs that can run as one arm: every knob applies, no conflicts.
+pub fn check_set(knobs: &[Knob], guest: TuneGuest) -> Result<(), KnobSetError> {
+    for (i, a) in knobs.iter().enumerate() {
+        if !a.applies_to(guest) {
+            return Err(KnobSetError::NotForGuest(*a));
+        }
+        for b in &knobs[i + 1..] {
+            if a == b {
+                return Err(KnobSetError::Twice(*a));
+            }
+            if conflicts(*a, *b) {
+                return Err(KnobSetError::Conflict(*a, *b));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What an arm made of `knobs` runs: the command line words (in catalogue order), the Kconfig
+/// fragments (name, text), the backing, console and image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    pub cmdline_extra: String,
+    pub fragments: Vec<(String, &'static str)>,
+    pub backing: Backing,
+    pub console: bool,
+    pub bzimage: bool,
+}
+
+/// Applies `knobs` (already checked with [`check_set`]) to the baseline (`backing`, no console,
+/// PVH vmlinux, no extra command line).
+pub fn apply(knobs: &[Knob], backing: Backing) -> Applied {
+    let mut sorted = knobs.to_vec();
+    sorted.sort();
+    let mut a = Applied {
+        cmdline_extra: String::new(),
+        fragments: Vec::new(),
+        backing,
+        console: false,
+        bzimage: false,
+    };
+    for k in sorted {
+        match k.change() {
+            Change::Cmdline(w) => {
+                if !a.cmdline_extra.is_empty() {
+                    a.cmdline_extra.push(' ');
+                }
+                a.cmdline_extra.push_str(w);
+            }
+            Change::Kconfig(text) => {
+                if let Some(name) = k.fragment_name() {
+                    a.fragments.push((name, text));
+                }
+            }
+            Change::Vmm(VmmChange::Backing(b)) => a.backing = b,
+            Change::Vmm(VmmChange::Console) => a.console = true,
+            Change::Vmm(VmmChange::BzImage) => a.bzimage = true,
+        }
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in Knob::ALL {
+            assert_eq!(Knob::parse(k.as_str()), Some(k));
+            assert!(seen.insert(k.as_str()), "{k} twice");
+            assert!(!k.what().is_empty() && !k.source().is_empty());
+        }
+        // The catalogue order is the enum order (apply sorts by it).
+        let mut sorted = Knob::ALL;
+        sorted.sort();
+        assert_eq!(sorted, Knob::ALL);
+    }
+
+    #[test]
+    fn each_knob_changes_one_thing() {
+        for k in Knob::ALL {
+            let a = apply(&[k], Backing::Anon);
+            let changed = usize::from(!a.cmdline_extra.is_empty())
+                + a.fragments.len()
+                + usize::from(a.backing != Backing::Anon)
+                + usize::from(a.console)
+                + usize::from(a.bzimage);
+            assert_eq!(changed, 1, "{k}");
+            if let Change::Kconfig(text) = k.change() {
+                assert!(text
+                    .lines()
+                    .all(|l| l.starts_with("CONFIG_") || l.starts_with("# CONFIG_")));
+            }
+        }
+    }
+
+    #[test]
+    fn knob_lists_are_checked() {
+        let g = TuneGuest::Linux;
+        assert_eq!(
+            parse_knobs("rcu-expedited, console", g),
+            Ok(vec![Knob::RcuExpedited, Knob::Console])
+        );
+        assert_eq!(
+            parse_knobs("nope", g),
+            Err(KnobSetError::Unknown("nope".into()))
+        );
+        assert_eq!(
+            parse_knobs("console,console", g),
+            Err(KnobSetError::Twice(Knob::Console))
+        );
+        assert_eq!(
+            parse_knobs("console", TuneGuest::Probe),
+            Err(KnobSetError::NotForGuest(Knob::Console))
+        );
+        assert!(parse_knobs("backing-thp,backing-hugetlb", TuneGuest::Probe).is_ok());
+        assert_eq!(
+            check_set(&[Knob::BackingThp, Knob::BackingHugetlb], g),
+            Err(KnobSetError::Conflict(
+                Knob::BackingThp,
+                Knob::BackingHugetlb
+            ))
+        );
+        let a = apply(
+            &[Knob::Console, Knob::RcuExpedited, Knob::TscReliable],
+            Backing::Anon,
+        );
+        assert_eq!(a.cmdline_extra, "tsc=reliable rcupdate.rcu_expedited=1");
+        assert!(a.console);
+    }
+}
