@@ -35,6 +35,9 @@ pub struct CampaignSpec {
     pub kill_grace_ns: u64,
     /// Where strict-ready is stamped (the contract's observer).
     pub observer: truecold_proof::schema::Observer,
+    /// The campaign is one arm of an interleaved multi-arm run (an engines campaign, a tune
+    /// phase): other arms' launches sit between its rows (`contract.interleaved`).
+    pub interleaved: bool,
 }
 
 impl CampaignSpec {
@@ -493,9 +496,13 @@ pub fn result_json(
         ));
     }
     let env = host::environment(facts, &ex.before, &ex.after, &ex.run_facts, warnings);
+    // The clock is the host kind's (the verifier holds the bundle to it).
+    let clock = env.host_kind.clock();
     let contract = Contract::new(
         spec.contract,
         spec.observer,
+        clock,
+        spec.interleaved,
         spec.mode(),
         spec.deadline_ns,
         ex.interrupted,

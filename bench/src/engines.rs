@@ -124,6 +124,7 @@ impl EnginesSpec {
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
             observer: Observer::Serial,
+            interleaved: true,
         }
     }
 
@@ -544,6 +545,7 @@ pub fn write_dir(
                 kind: b.engine,
                 version: b.version.clone(),
             },
+            knobs: vec![],
         };
         let digests =
             artifacts::digests(&b.binary, Some(shared.guest)).map_err(|e| EnginesError::Io {

@@ -403,6 +403,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     };
     let spec = CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
+        interleaved: false,
         schedule,
         contract,
         vcpus: args.vcpus,
@@ -502,6 +503,7 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
             kind: truecold_proof::schema::Engine::Truecold,
             version: engine_version(&vmm)?,
         },
+        knobs: vec![],
     };
     let result = campaign::result_json(&spec, &ex, configuration, digests, &facts, warnings);
     let explicit = explicit_args(
@@ -855,6 +857,7 @@ mod tests {
         let a = parse(&["--probe", "--deadline-ms", "1234"]);
         let spec = CampaignSpec {
             observer: truecold_proof::schema::Observer::VmExit,
+            interleaved: false,
             schedule: a.schedule().unwrap(),
             contract: ContractKind::Probe,
             vcpus: 2,
@@ -942,6 +945,7 @@ mod tests {
         };
         let spec = CampaignSpec {
             observer: truecold_proof::schema::Observer::VmExit,
+            interleaved: false,
             schedule: crate::schedule::Schedule::Sequential { n: 1 },
             contract: ContractKind::Probe,
             vcpus: 2,

@@ -15,12 +15,12 @@
 //! SHA256SUMS over every file; each arm bundle valid on its own (its reasons are reported with
 //! the arm's name in front, under their own [`Check`] kinds); every arm on the same host kind
 //! (so the same clock), vCPUs, memory, backing, kernel/initramfs/guest-init/config digests,
-//! deadline, contract, mode and count, under the serial observer, running the engine its name
-//! says; the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
+//! deadline, contract, mode and count, under the serial observer, each marked
+//! `contract.interleaved`, running the engine its name says; the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
 //! rows for a prefix of the order only) and sequential along it as one bundle's rows are
 //! (request stamps strictly increasing, each after the previous launch's last stamp, no idle
-//! gap as long as half the shortest launch or 10 ms: a single arm's bundle leaves its gaps
-//! to this check, the other arms' launches fill them); and `comparison.json`,
+//! gap as long as half the shortest launch or 10 ms: an interleaved arm's bundle leaves its
+//! gaps to this check, the other arms' launches fill them); and `comparison.json`,
 //! `README.md` and `cdf.svg` byte for byte what [`generated_files`] makes of the verified
 //! rows.
 //!
@@ -48,9 +48,10 @@ use serde::{Deserialize, Serialize};
 use crate::bundle::{read_bundle, read_capped, regenerate, BundleError, MAX_PARSED_BYTES};
 use crate::compare::{compare_values, fmt_p, mann_whitney_p, CompareOptions, SplitMix64};
 use crate::plot::{arms_cdf_svg, CDF_FILE, STAGES_FILE};
-use crate::report::{ms, README_FILE};
+use crate::report::{clock_caption, ms, README_FILE};
 use crate::schema::{
-    ContractKind, Engine, HostKind, Observer, ResultJson, Sample, HEADLINE, PERCENTILE_DEFINITION,
+    Clock, ContractKind, Engine, HostKind, Observer, ResultJson, Sample, HEADLINE,
+    PERCENTILE_DEFINITION,
 };
 use crate::sign::SIG_FILE;
 use crate::stats::percentile_sorted;
@@ -73,10 +74,6 @@ pub const ARMS_CDF_FILE: &str = "cdf.svg";
 pub const ARMS_SCHEMA: u32 = 1;
 /// Bootstrap resamples per pair.
 pub const RESAMPLES: usize = 2000;
-/// The clock of a campaign on a `nested-emulated` host.
-pub const VIRTUAL_CLOCK: &str = "QEMU icount virtual clock, not wall time";
-/// The clock of a campaign on any other host.
-pub const WALL_CLOCK: &str = "wall time (CLOCK_MONOTONIC)";
 
 /// The files [`generated_files`] makes.
 const GENERATED: [&str; 3] = [COMPARISON_FILE, README_FILE, ARMS_CDF_FILE];
@@ -232,14 +229,6 @@ pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
     bad
 }
 
-/// The clock a host kind's campaign is measured on.
-pub fn clock_of(host: HostKind) -> &'static str {
-    match host {
-        HostKind::NestedEmulated => VIRTUAL_CLOCK,
-        _ => WALL_CLOCK,
-    }
-}
-
 /// One arm as the comparison sees it.
 #[derive(Clone, Debug)]
 pub struct ArmData {
@@ -320,7 +309,7 @@ pub struct ArmsComparison {
     pub resamples: u64,
     pub verdict_rule: String,
     pub host_kind: Option<HostKind>,
-    pub clock: Option<String>,
+    pub clock: Option<Clock>,
     pub arms: Vec<ArmSummary>,
     pub pairs: Vec<PairComparison>,
 }
@@ -459,7 +448,7 @@ pub fn compare_arms(seed: u64, arms: &[ArmData]) -> ArmsComparison {
             opts.alpha, opts.threshold_pct, opts.min_samples, opts.max_ci_width_pct
         ),
         host_kind: host,
-        clock: host.map(|h| clock_of(h).to_string()),
+        clock: host.map(HostKind::clock),
         arms: summaries,
         pairs,
     }
@@ -491,7 +480,7 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
     if let Some(r) = first {
         let host = r.environment.host_kind;
         let _ = writeln!(s, "- host kind: {}", host.as_str());
-        let _ = writeln!(s, "- clock: {}", clock_of(host));
+        let _ = writeln!(s, "- clock: {}", host.clock().describe());
         let _ = writeln!(
             s,
             "- contract: every sample is request → strict-ready observed on serial: the \
@@ -577,14 +566,14 @@ pub fn generated_files(plan: &ArmsPlan, arms: &[ArmData]) -> Vec<(String, Vec<u8
     // Integers, strings and options only: serialisation cannot fail.
     let mut json = serde_json::to_vec_pretty(&c).unwrap_or_default();
     json.push(b'\n');
-    let clock = c.clock.clone().unwrap_or_else(|| "no arm".into());
+    let clock = c.clock.map_or("no arm", clock_caption);
     let curves: Vec<(String, Vec<u64>)> = arms
         .iter()
         .map(|a| (a.arm.name.clone(), a.ok.clone()))
         .collect();
     let svg = arms_cdf_svg(
         &format!("{HEADLINE}: {} arm(s), successes", arms.len()),
-        &clock,
+        clock,
         &curves,
     );
     vec![
@@ -939,6 +928,16 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
                 format!("arm `{}` is not a Linux bundle", a.arm.name),
             );
         }
+        if !r.contract.interleaved {
+            v.add(
+                Check::ArmsMismatch,
+                format!(
+                    "arm `{}` does not say it is interleaved: every arm of a multi-arm \
+                     directory is",
+                    a.arm.name
+                ),
+            );
+        }
         if r.contract.mode.planned_attempts() != plan.rounds {
             v.add(
                 Check::ArmsMismatch,
@@ -971,8 +970,8 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
         );
         same(
             "clock",
-            clock_of(f.environment.host_kind).into(),
-            clock_of(r.environment.host_kind).into(),
+            f.contract.clock.as_str().into(),
+            r.contract.clock.as_str().into(),
         );
         same(
             "vCPUs",

@@ -27,16 +27,20 @@
 //!
 //! Outcome (exit code) from the two headline metrics only: 1 if either regressed, else 125
 //! if either is inconclusive, else 0. Stage verdicts are reported, never gating.
-//! A comparison that cannot be made at all (invalid bundle, mismatched bundles, bad
-//! options) is [`CompareError`], exit 125 as well.
+//! A comparison that cannot be made at all (invalid bundle, mismatched bundles, bundles on
+//! different clocks, bad options) is [`CompareError`], exit 125 as well.
+//!
+//! **Clocks.** Both bundles must be on the same clock (`contract.clock`: wall, or the nested
+//! harness's virtual clock); durations on different clocks are never compared, not even with
+//! `--allow-mismatch` ([`CompareError::Clock`]). Every output names the clock.
 
 use serde::Serialize;
 use std::fmt::Write as _;
 
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use crate::report::ms;
-use crate::schema::{ResultJson, Sample, Stage, HEADLINE};
+use crate::report::{ms, VIRTUAL_CLOCK_MEANS};
+use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
 use crate::stats::{percentile_sorted, with_failures};
 use crate::verify::Verdict;
 
@@ -78,6 +82,11 @@ impl Default for CompareOptions {
 pub enum CompareError {
     #[error("the bundles are not comparable (pass --allow-mismatch to compare anyway):\n  - {}", .0.join("\n  - "))]
     Mismatch(Vec<String>),
+    #[error(
+        "cannot compare: A is on the {a} clock, B on the {b} clock (durations on different \
+         clocks are never compared)"
+    )]
+    Clock { a: Clock, b: Clock },
     #[error("bundle {side} is not valid (`truecold-proof verify` lists why); only verified bundles are compared")]
     Invalid { side: &'static str },
     #[error("bad option: {0}")]
@@ -165,6 +174,8 @@ impl Outcome {
 pub struct Comparison {
     pub a_label: String,
     pub b_label: String,
+    /// The clock both bundles are on.
+    pub clock: Clock,
     /// Contract/host differences (only non-empty with `allow_mismatch`).
     pub mismatches: Vec<String>,
     /// Facts a reader should know (an incomplete bundle, …).
@@ -479,6 +490,10 @@ pub fn compare_bundles(
             "need threshold ≥ 0, 0 < alpha < 1, max CI width > 0".into(),
         ));
     }
+    let (clock, cb) = (a.0.contract.clock, b.0.contract.clock);
+    if clock != cb {
+        return Err(CompareError::Clock { a: clock, b: cb });
+    }
     let mm = mismatches(a.0, b.0);
     if !mm.is_empty() && !o.allow_mismatch {
         return Err(CompareError::Mismatch(mm));
@@ -539,6 +554,7 @@ pub fn compare_bundles(
     Ok(Comparison {
         a_label: a.0.contract.label.clone(),
         b_label: b.0.contract.label.clone(),
+        clock,
         mismatches: mm,
         notes,
         options: o.clone(),
@@ -600,6 +616,15 @@ fn outcome_line(c: &Comparison) -> String {
 }
 
 impl Comparison {
+    /// The clock both sides are on, in [`Clock::describe`]'s words (and, virtual, what that
+    /// clock measures).
+    pub fn clock_line(&self) -> String {
+        match self.clock {
+            Clock::Wall => format!("clock: {}", self.clock.describe()),
+            Clock::Virtual => format!("clock: {}: {VIRTUAL_CLOCK_MEANS}", self.clock.describe()),
+        }
+    }
+
     /// Terminal table.
     pub fn render_text(&self) -> String {
         let rows: Vec<[String; 11]> = self.metrics.iter().map(cells).collect();
@@ -624,7 +649,12 @@ impl Comparison {
             }
             s.trim_end().to_string() + "\n"
         };
-        let mut s = format!("A: {}\nB: {}\n", self.a_label, self.b_label);
+        let mut s = format!(
+            "A: {}\nB: {}\n{}\n",
+            self.a_label,
+            self.b_label,
+            self.clock_line()
+        );
         for m in &self.mismatches {
             let _ = writeln!(s, "WARNING (allowed mismatch): {m}");
         }
@@ -645,7 +675,12 @@ impl Comparison {
 
     /// Markdown table.
     pub fn render_markdown(&self) -> String {
-        let mut s = format!("A: {}  \nB: {}\n\n", self.a_label, self.b_label);
+        let mut s = format!(
+            "A: {}  \nB: {}  \n{}\n\n",
+            self.a_label,
+            self.b_label,
+            self.clock_line()
+        );
         for m in &self.mismatches {
             let _ = writeln!(s, "> **Allowed mismatch:** {m}\n");
         }

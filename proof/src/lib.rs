@@ -10,8 +10,10 @@
 //!    the boot id (Linux rows only; probe rows have none), memory figures, workload, and
 //!    `ok` or `error_kind`/`error_detail`.
 //!    Failures stay rows; a sample past the deadline is `ok = false` with its error.
-//! 2. [`ResultJson::new`]`(`[`Contract::new`]`(kind, mode, deadline_ns, incomplete),
-//!    configuration, environment, artifacts, &samples)` computes every summary.
+//! 2. [`ResultJson::new`]`(`[`Contract::new`]`(kind, observer, clock, interleaved, mode,
+//!    deadline_ns, incomplete), configuration, environment, artifacts, &samples)` computes
+//!    every summary (`clock` is `environment.host_kind.clock()`; `interleaved` true for an
+//!    arm of a multi-arm directory).
 //!    Artifact digests: [`sums::sha256_hex`]; names in [`schema::required_artifacts`].
 //! 3. [`write_bundle`]`(dest, &result, &samples, &BundleInputs{..})` writes atomically
 //!    and returns the verifier's [`Verdict`] on what it wrote.
@@ -21,14 +23,16 @@
 //! SHA256SUMS; [`verify_dir`] recognises such a directory by its `arms.json` ([`arms`]).
 //!
 //! # Invariants the verifier holds a bundle to (see [`verify`])
-//! Rows = attempts (= planned unless incomplete), indexes 0.. in order, a unique boot id
+//! The contract's clock is the host kind's, the configuration's knobs a valid set in
+//! catalogue order; rows = attempts (= planned unless incomplete), indexes 0.. in order, a unique boot id
 //! on every successful Linux row and none on any probe row, rows of the declared contract
 //! kind only, no Linux success on a `pvm` host, concurrency and intended times as the mode
 //! says, `latency_ns = ready_ns − (intended or actual request)`, host stages summing to
 //! the latency for every success and each of them present and > 0, memory agreeing
 //! host/guest for every success, no success past the deadline and no `deadline` failure
 //! ready in time, rows inside the harness's wall time and (sequential) in order, one at a
-//! time, without an idle gap as long as the median launch, every summary equal to its
+//! time, without an idle gap as long as half the shortest launch or 10 ms (left to the
+//! directory's verifier in an interleaved arm), every summary equal to its
 //! recomputation, an error histogram that adds up to the failures, artifact digests well
 //! formed, `result.json` in the writer's canonical bytes, `cmdline.txt` agreeing with the
 //! configuration ([`cmdline`]), README and plots equal to their regeneration, SHA256SUMS
@@ -53,8 +57,8 @@ pub mod verify;
 pub use bundle::{read_bundle, regenerate, write_bundle, BundleError, BundleInputs, Written};
 pub use compare::{compare_bundles, CompareOptions, Comparison, Outcome};
 pub use schema::{
-    Configuration, Contract, ContractKind, Environment, HarnessLoad, HostKind, Mode, ResultJson,
-    Sample, Stage, StageKind, StageTimes, Stamps, HEADLINE, SCHEMA_VERSION,
+    Clock, Configuration, Contract, ContractKind, Environment, HarnessLoad, HostKind, Mode,
+    ResultJson, Sample, Stage, StageKind, StageTimes, Stamps, HEADLINE, SCHEMA_VERSION,
 };
 pub use stats::Summary;
 pub use summary::Summaries;

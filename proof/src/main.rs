@@ -52,9 +52,12 @@ Exit codes (from the two headline metrics; stage verdicts never gate):
   0    no regression: neither headline metric regressed or is inconclusive
   1    regression: a headline metric regressed
   125  inconclusive (a headline metric is), or cannot compare: a bundle invalid or
-       unreadable, the bundles not comparable (contract, mode, deadline, host kind,
-       vCPUs or memory differ; --allow-mismatch compares anyway), a bad option value,
-       or an argument error";
+       unreadable, the bundles on different clocks (wall and virtual: never compared,
+       not even with --allow-mismatch), the bundles not comparable (contract, mode,
+       deadline, host kind, vCPUs or memory differ; --allow-mismatch compares anyway),
+       a bad option value, or an argument error
+
+Both bundles are on one clock (contract.clock); every output names it.";
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -113,7 +116,8 @@ enum Cmd {
         /// Bootstrap seed.
         #[arg(long)]
         seed: Option<u64>,
-        /// Compare even if contracts, modes, deadlines, host kinds or sizes differ.
+        /// Compare even if contracts, modes, deadlines, host kinds or sizes differ (never
+        /// across clocks).
         #[arg(long)]
         allow_mismatch: bool,
     },

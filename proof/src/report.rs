@@ -4,13 +4,26 @@
 use std::fmt::Write as _;
 
 use crate::plot::{cdf_svg, stages_svg, CDF_FILE, STAGES_FILE};
-use crate::schema::{ContractKind, ResultJson, Sample};
+use crate::schema::{Clock, ContractKind, ResultJson, Sample};
 use crate::stats::Summary;
 use crate::summary::Pair;
 use crate::sums::SUMS_FILE;
 
 /// README file name.
 pub const README_FILE: &str = "README.md";
+
+/// What a duration on the virtual clock is (every README of a virtual-clock bundle says it).
+pub const VIRTUAL_CLOCK_MEANS: &str =
+    "a reproducible cost model of the boot path, not a hardware latency";
+
+/// The clock as one plot caption line (short enough for a plot's width; READMEs use
+/// [`Clock::describe`] and [`VIRTUAL_CLOCK_MEANS`] in full).
+pub fn clock_caption(c: Clock) -> &'static str {
+    match c {
+        Clock::Wall => "clock: wall (CLOCK_MONOTONIC on the host)",
+        Clock::Virtual => "clock: virtual (QEMU icount): a cost model, not a hardware latency",
+    }
+}
 
 /// Nanoseconds as milliseconds with three decimals, truncated (display only).
 pub fn ms(ns: u64) -> String {
@@ -84,6 +97,14 @@ pub fn readme(r: &ResultJson) -> String {
                 .join(", ")
         );
     }
+    if c.clock == Clock::Virtual {
+        let _ = writeln!(
+            s,
+            "**Virtual clock.** Every duration here is on the {} clock: {VIRTUAL_CLOCK_MEANS}. \
+             It is never compared with wall-time bundles.\n",
+            c.clock.as_str()
+        );
+    }
     if c.incomplete {
         let _ = writeln!(
             s,
@@ -115,6 +136,14 @@ pub fn readme(r: &ResultJson) -> String {
          VM, but after the first sample the host's page cache holds {cached}, so later \
          samples do not read {it} from disk (unless the kernel evicted {it})"
     );
+    if c.interleaved {
+        let _ = writeln!(
+            s,
+            "- interleaved: this bundle is one arm of a multi-arm directory; the other arms' \
+             launches sit between its rows, and the directory's verifier judges the gaps \
+             along its order"
+        );
+    }
     let _ = writeln!(s, "- statistics: {}\n", c.percentile_definition);
     let _ = writeln!(s, "## Configuration\n");
     let _ = writeln!(s, "- vCPUs: {}", cfg.vcpus);
@@ -125,6 +154,17 @@ pub fn readme(r: &ResultJson) -> String {
         cfg.mem_bytes >> 20
     );
     let _ = writeln!(s, "- backing: {}", cfg.backing);
+    if !cfg.knobs.is_empty() {
+        let _ = writeln!(
+            s,
+            "- tune knobs: {}",
+            cfg.knobs
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let _ = writeln!(s, "- command line: `{}` (also in cmdline.txt)", cfg.cmdline);
     let _ = writeln!(s, "- VMM: `{}`", cfg.vmm_path);
     if let Some(k) = &cfg.kernel_path {
@@ -139,6 +179,10 @@ pub fn readme(r: &ResultJson) -> String {
     }
     let _ = writeln!(s, "\n## Environment\n");
     let _ = writeln!(s, "- host KVM: {}", env.host_kind.as_str());
+    let _ = writeln!(s, "- clock: {}", c.clock.describe());
+    if c.clock == Clock::Virtual {
+        let _ = writeln!(s, "- what the clock measures: {VIRTUAL_CLOCK_MEANS}");
+    }
     let _ = writeln!(s, "- CPU: {} ({} cores)", env.cpu_model, env.cores);
     let _ = writeln!(s, "- host kernel: {}", env.host_kernel);
     let _ = writeln!(

@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use truecold_proto::{BootId, GuestPlatform};
 
 pub use truecold_proto::kinds::{
-    Backing, ContractKind, Engine, HostKind, Mode, Observer, LINUX_LABEL, PROBE_LABEL,
+    Backing, Clock, ContractKind, Engine, HostKind, Mode, Observer, LINUX_LABEL, PROBE_LABEL,
 };
 pub use truecold_proto::measure::{Stage, StageKind, StageTimes, Stamps, STAGE_COUNT};
+pub use truecold_proto::tune::{Knob, TuneGuest};
 
 use crate::summary::Summaries;
 
@@ -24,7 +25,10 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 /// `reports.jsonl` (the VMM's report per attempt), no per-stage with-failures summaries.
 /// 4: engines — the `serial_ready` stage, the contract's observer, the configuration's
 /// engine, engine observations in `reports.jsonl`.
-pub const SCHEMA_VERSION: u32 = 4;
+/// 5: the clock and tune arms — the contract's `clock` (the host kind's:
+/// [`HostKind::clock`]) and `interleaved` (one arm of an interleaved multi-arm directory),
+/// the configuration's `knobs` (a tune arm's knobs, in catalogue order; empty otherwise).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Name of the headline metric: request (intended request time where there is one) →
 /// strict-ready.
@@ -374,6 +378,13 @@ pub struct Contract {
     /// Where strict-ready is stamped: at the VM exit (truecold alone) or by the bench on the
     /// engine's serial output (engines campaigns, every arm alike).
     pub observer: Observer,
+    /// The clock every duration is on: always `environment.host_kind`'s
+    /// ([`HostKind::clock`]); bundles on different clocks are never compared.
+    pub clock: Clock,
+    /// This bundle is one arm of an interleaved multi-arm directory (an engines campaign, a
+    /// tune phase): the other arms' launches sit between its rows, so the sequential idle-gap
+    /// rule is the directory verifier's, along the directory's order.
+    pub interleaved: bool,
 }
 
 impl Contract {
@@ -381,6 +392,8 @@ impl Contract {
     pub fn new(
         kind: ContractKind,
         observer: Observer,
+        clock: Clock,
+        interleaved: bool,
         mode: Mode,
         deadline_ns: u64,
         incomplete: bool,
@@ -407,6 +420,17 @@ impl Contract {
             headline: HEADLINE.to_string(),
             percentile_definition: PERCENTILE_DEFINITION.to_string(),
             observer,
+            clock,
+            interleaved,
+        }
+    }
+
+    /// The tune guest this contract boots (what [`truecold_proto::tune::check_set`] judges
+    /// the configuration's knobs against).
+    pub fn tune_guest(&self) -> TuneGuest {
+        match self.kind {
+            ContractKind::Linux => TuneGuest::Linux,
+            ContractKind::Probe => TuneGuest::Probe,
         }
     }
 }
@@ -426,6 +450,9 @@ pub struct Configuration {
     pub initramfs_path: Option<String>,
     /// The engine that booted the guest (`vmm_path` is its binary).
     pub engine: EngineInfo,
+    /// A tune arm's knobs ([`truecold_proto::tune`]), in catalogue order, each once, no two
+    /// conflicting, each applying to the contract's guest; empty for every other bundle.
+    pub knobs: Vec<Knob>,
 }
 
 impl Configuration {

@@ -223,7 +223,7 @@ impl Summaries {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{ContractKind, Mode, Observer};
+    use crate::schema::{Clock, ContractKind, Mode, Observer};
 
     /// `per` successes per level with latency `p50s[level-1]`, levels 1..=len.
     fn sweep(p50s: &[u64]) -> Summaries {
@@ -242,6 +242,8 @@ mod tests {
         let c = Contract::new(
             ContractKind::Probe,
             Observer::VmExit,
+            Clock::Wall,
+            false,
             Mode::Sweep {
                 max_concurrency: p50s.len() as u32,
                 per_level: 3,

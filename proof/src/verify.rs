@@ -29,10 +29,19 @@
 //!   reaped), which is at least the shortest launch; the bench's own bookkeeping between
 //!   launches takes far less (in the 1,000-launch probe bundle of 2026-11-30: under 1 ms,
 //!   against a shortest launch of ~170 ms). Not judged when `--drop-caches` ran between
-//!   launches (`environment.harness.page_cache_dropped`), nor inside one arm of an engines
-//!   campaign (serial observer: the other arms' launches sit in its gaps; the multi-arm
-//!   directory's verifier judges the gaps along the campaign's order). A gap
-//!   after a failure is not judged: a failure's end (the kill or exit) is not stamped.
+//!   launches (`environment.harness.page_cache_dropped`), nor in one arm of an interleaved
+//!   multi-arm directory (`contract.interleaved`: an engines campaign or a tune phase; the
+//!   other arms' launches sit in its gaps, and the directory's verifier judges the gaps along
+//!   its order). A gap after a failure is not judged: a failure's end (the kill or exit) is
+//!   not stamped.
+//!
+//! # The clock and the knobs
+//! `contract.clock` is the host kind's clock ([`HostKind::clock`]: `virtual` on a
+//! `nested-emulated` host, `wall` on any other) ([`Check::Clock`]). `configuration.knobs`
+//! is a set one arm can run: strictly in catalogue order (so each knob once), no two
+//! conflicting, each applying to the contract's guest
+//! ([`truecold_proto::tune::check_set`]), and a backing knob's backing is the configuration's
+//! ([`Check::Knobs`]).
 //!
 //! # Physical floor of a success
 //! Every host stage of a success except `queue` is present and longer than 0 ns
@@ -128,6 +137,12 @@ pub enum Check {
     /// bundle with a success on a `pvm` host (an unmodified Linux does not boot on
     /// kvm_pvm, so such a success is mislabelled data).
     HostKindContract,
+    /// `contract.clock` is not the declared host kind's clock ([`HostKind::clock`]).
+    Clock,
+    /// `configuration.knobs` is not a set one arm can run: out of catalogue order, a knob
+    /// twice, two conflicting, one not for the contract's guest, or a backing knob whose
+    /// backing is not the configuration's.
+    Knobs,
     /// A probe row carries a boot id: the probe guest has no kernel and no boot id.
     ProbeBootId,
     /// The error histogram does not add up to the failure count.
@@ -292,10 +307,11 @@ impl Verdict {
             let sm = &r.summary;
             let _ = writeln!(
                 s,
-                "  contract: {} ({}), host: {}, {} vCPU, {} MiB{}",
+                "  contract: {} ({}), host: {} ({} clock), {} vCPU, {} MiB{}",
                 r.contract.kind.as_str(),
                 r.contract.mode.describe(),
                 r.environment.host_kind.as_str(),
+                r.contract.clock.as_str(),
                 r.configuration.vcpus,
                 r.configuration.mem_bytes >> 20,
                 if r.contract.incomplete {
@@ -783,6 +799,60 @@ fn check_contract(v: &mut Verdict, r: &ResultJson, digests: &BTreeMap<String, St
             "a probe-guest bundle carries a kernel config: it is not a Linux boot",
         );
     }
+    let host = r.environment.host_kind;
+    if c.clock != host.clock() {
+        v.add(
+            Check::Clock,
+            format!(
+                "contract.clock is `{}`, but a `{}` host measures on the {} clock",
+                c.clock.as_str(),
+                host.as_str(),
+                host.clock().as_str()
+            ),
+        );
+    }
+    check_knobs(v, r);
+}
+
+/// `configuration.knobs` (see the module doc).
+fn check_knobs(v: &mut Verdict, r: &ResultJson) {
+    let knobs = &r.configuration.knobs;
+    // A knob given twice is check_set's reason.
+    if let Some(w) = knobs.windows(2).find(|w| w[0] > w[1]) {
+        v.add(
+            Check::Knobs,
+            format!(
+                "configuration.knobs lists `{}` before `{}`: knobs are listed in catalogue \
+                 order",
+                w[0], w[1]
+            ),
+        );
+    }
+    if let Err(e) = truecold_proto::tune::check_set(knobs, r.contract.tune_guest()) {
+        v.add(
+            Check::Knobs,
+            format!(
+                "configuration.knobs cannot be one arm of a `{}` campaign: {e}",
+                r.contract.kind.as_str()
+            ),
+        );
+    }
+    for k in knobs {
+        if let truecold_proto::tune::Change::Vmm(truecold_proto::tune::VmmChange::Backing(b)) =
+            k.change()
+        {
+            if r.configuration.backing_kind() != Some(b) {
+                v.add(
+                    Check::Knobs,
+                    format!(
+                        "knob `{k}` backs guest memory with `{}`, configuration.backing is `{}`",
+                        b.as_str(),
+                        r.configuration.backing
+                    ),
+                );
+            }
+        }
+    }
 }
 
 fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
@@ -1137,12 +1207,11 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
         .collect();
     // Half the shortest launch: a dropped row's gap is a whole launch.
     let half_shortest = launches.iter().min().map(|m| m / 2);
-    // `--drop-caches` syncs and drops the page cache between launches, on purpose. Under the
-    // serial observer the bundle is one arm of an interleaved engines campaign: the other
-    // arms' launches fill the gaps between its rows, and the multi-arm verifier judges the
-    // gaps along the campaign's order instead ([`crate::arms`]).
-    let drops = r.environment.harness.page_cache_dropped.is_some()
-        || r.contract.observer == Observer::Serial;
+    // `--drop-caches` syncs and drops the page cache between launches, on purpose. An
+    // interleaved bundle is one arm of a multi-arm directory: the other arms' launches fill
+    // the gaps between its rows, and the directory's verifier judges the gaps along its
+    // order instead ([`crate::arms`]).
+    let drops = r.environment.harness.page_cache_dropped.is_some() || r.contract.interleaved;
     for w in samples.windows(2) {
         let (a, b) = (&w[0], &w[1]);
         let end = last_stamp(a).unwrap_or(u64::MAX);

@@ -6,7 +6,7 @@ use common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 use truecold_proof::arms::{self, ArmsPlan};
-use truecold_proof::schema::{Engine, HostKind, Stage};
+use truecold_proof::schema::{Clock, Engine, HostKind, Stage};
 use truecold_proof::{verify_dir, Check, Verdict};
 
 const ROUNDS: u64 = 25;
@@ -77,9 +77,11 @@ fn a_four_arm_campaign_verifies_and_says_what_it_measured() {
         }
     }
     assert!(no_float(&c), "{c}");
+    // The clock is the Clock value (the fixture's host is nested-emulated).
+    assert_eq!(c["clock"], "virtual", "{c}");
     let readme = read(&dir, "README.md");
     assert!(
-        readme.contains("QEMU icount virtual clock, not wall time"),
+        readme.contains(&format!("- clock: {}", Clock::Virtual.describe())),
         "{readme}"
     );
     assert!(readme.contains("cdf.svg"), "{readme}");
@@ -143,8 +145,13 @@ fn a_hardware_campaign_is_wall_time() {
     }
     .write(t.path(), "hw");
     let readme = read(&dir, "README.md");
-    assert!(readme.contains("- clock: wall time"), "{readme}");
+    assert!(
+        readme.contains(&format!("- clock: {}", Clock::Wall.describe())),
+        "{readme}"
+    );
     assert!(!readme.contains("virtual"), "{readme}");
+    let c: serde_json::Value = serde_json::from_str(&read(&dir, arms::COMPARISON_FILE)).unwrap();
+    assert_eq!(c["clock"], "wall", "{c}");
 }
 
 /// Lowers one firecracker row's strict-ready by 10 ms (its serial_ready stage with it).
@@ -263,11 +270,12 @@ fn mixed_host_kinds() {
     let dir = campaign(t.path(), "c");
     forge(&dir.join("qemu-microvm"), |r, _| {
         r.environment.host_kind = HostKind::Hardware;
+        r.contract.clock = Clock::Wall;
     });
     resum_arms(&dir);
     let v = invalid(&dir);
     assert_has(&v, &dir, Check::ArmsMismatch);
-    for what in ["host kind hardware", "clock wall time"] {
+    for what in ["host kind hardware", "clock wall"] {
         assert!(
             v.reasons
                 .iter()
@@ -276,6 +284,24 @@ fn mixed_host_kinds() {
             v.render(&dir, 50)
         );
     }
+}
+
+#[test]
+fn an_arm_that_does_not_say_it_is_interleaved() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = campaign(t.path(), "c");
+    forge(&dir.join("firecracker"), |r, _| {
+        r.contract.interleaved = false;
+    });
+    resum_arms(&dir);
+    let v = invalid(&dir);
+    assert!(
+        v.reasons.iter().any(|r| r.check == Check::ArmsMismatch
+            && r.detail
+                .contains("`firecracker` does not say it is interleaved")),
+        "{}",
+        v.render(&dir, 50)
+    );
 }
 
 #[test]

@@ -469,3 +469,41 @@ fn a_long_tail_gets_a_log_axis() {
         .iter()
         .any(|t| t.contains("log scale")));
 }
+
+#[test]
+fn the_readme_and_result_json_state_the_clock() {
+    let t = tempfile::tempdir().unwrap();
+    let wall = Fixture::linux(10).write(t.path(), "wall");
+    let virt = Fixture {
+        host: HostKind::NestedEmulated,
+        ..Fixture::linux(10)
+    }
+    .write(t.path(), "virtual");
+    let read = |d: &std::path::Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
+    let cost = "a reproducible cost model of the boot path, not a hardware latency";
+    let r = read(&wall, "README.md");
+    assert!(
+        r.contains(&format!(
+            "- host KVM: hardware\n- clock: {}\n",
+            Clock::Wall.describe()
+        )),
+        "{r}"
+    );
+    assert!(!r.contains(cost) && !r.contains("virtual"), "{r}");
+    let r = read(&virt, "README.md");
+    assert!(
+        r.contains(&format!(
+            "- host KVM: nested-emulated\n- clock: {}\n- what the clock measures: {cost}\n",
+            Clock::Virtual.describe()
+        )),
+        "{r}"
+    );
+    assert!(r.contains("**Virtual clock.**"), "{r}");
+    for (d, want) in [(&wall, "wall"), (&virt, "virtual")] {
+        let j: serde_json::Value = serde_json::from_str(&read(d, "result.json")).unwrap();
+        assert_eq!(j["schema_version"], 5);
+        assert_eq!(j["contract"]["clock"], want);
+        assert_eq!(j["contract"]["interleaved"], false);
+        assert_eq!(j["configuration"]["knobs"], serde_json::json!([]));
+    }
+}

@@ -6,7 +6,7 @@ use truecold_proof::compare::{
     bootstrap_delta_ci, compare_values, compare_verified, fmt_p, mann_whitney_p, CompareError,
     MetricVerdict,
 };
-use truecold_proof::schema::HostKind;
+use truecold_proof::schema::{Clock, HostKind};
 use truecold_proof::{compare_bundles, verify_dir, CompareOptions, Outcome};
 
 fn draw(rng: &mut Rng, n: usize, median: f64) -> Vec<u64> {
@@ -138,17 +138,94 @@ fn bundles_compare_and_refuse_mismatches() {
     };
     let c = compare_bundles((&ra, &sa), (&rp, &sp), &allowed).unwrap();
     assert_eq!(c.mismatches.len(), 2, "{:?}", c.mismatches);
-    let mut fh = Fixture::linux(200);
-    fh.host = HostKind::NestedEmulated;
-    let sh = fh.samples();
-    let rh = fh.result(&sh);
-    let err = compare_bundles((&ra, &sa), (&rh, &sh), &o)
+    // Two wall-clock host kinds: a mismatch, allowed on request.
+    let mut fw = Fixture::linux(200);
+    fw.host = HostKind::Unknown;
+    let sw = fw.samples();
+    let rw = fw.result(&sw);
+    let err = compare_bundles((&ra, &sa), (&rw, &sw), &o)
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("host kind: A is hardware, B is nested-emulated"),
+        err.contains("host kind: A is hardware, B is unknown"),
         "{err}"
     );
+    assert!(compare_bundles((&ra, &sa), (&rw, &sw), &allowed).is_ok());
+}
+
+#[test]
+fn bundles_on_different_clocks_are_never_compared() {
+    let fa = Fixture::linux(200);
+    let mut fv = Fixture::linux(200);
+    fv.host = HostKind::NestedEmulated;
+    let (sa, sv) = (fa.samples(), fv.samples());
+    let (ra, rv) = (fa.result(&sa), fv.result(&sv));
+    assert_eq!(ra.contract.clock, Clock::Wall);
+    assert_eq!(rv.contract.clock, Clock::Virtual);
+    let allowed = CompareOptions {
+        allow_mismatch: true,
+        ..CompareOptions::default()
+    };
+    // Refused both ways round, even with --allow-mismatch.
+    for o in [CompareOptions::default(), allowed] {
+        let err = compare_bundles((&ra, &sa), (&rv, &sv), &o).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CompareError::Clock {
+                    a: Clock::Wall,
+                    b: Clock::Virtual
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "cannot compare: A is on the wall clock, B on the virtual clock (durations on \
+             different clocks are never compared)"
+        );
+        let err = compare_bundles((&rv, &sv), (&ra, &sa), &o).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CompareError::Clock {
+                    a: Clock::Virtual,
+                    b: Clock::Wall
+                }
+            ),
+            "{err:?}"
+        );
+    }
+    // Two virtual-clock bundles compare, and every output names the clock.
+    let mut fv2 = Fixture::linux(200);
+    fv2.host = HostKind::NestedEmulated;
+    fv2.seed = 2;
+    let sv2 = fv2.samples();
+    let rv2 = fv2.result(&sv2);
+    let c = compare_bundles((&rv, &sv), (&rv2, &sv2), &CompareOptions::default()).unwrap();
+    assert_eq!(c.clock, Clock::Virtual);
+    let line = format!(
+        "clock: {}: a reproducible cost model of the boot path, not a hardware latency",
+        Clock::Virtual.describe()
+    );
+    assert!(c.render_text().contains(&line), "{}", c.render_text());
+    assert!(
+        c.render_markdown().contains(&line),
+        "{}",
+        c.render_markdown()
+    );
+    let j: serde_json::Value = serde_json::from_str(&c.render_json().unwrap()).unwrap();
+    assert_eq!(j["clock"], "virtual");
+    let c = compare_bundles((&ra, &sa), (&ra, &sa), &CompareOptions::default()).unwrap();
+    let wall = format!("clock: {}", Clock::Wall.describe());
+    assert!(
+        c.render_markdown().contains(&wall),
+        "{}",
+        c.render_markdown()
+    );
+    assert!(!c.render_text().contains("virtual"), "{}", c.render_text());
+    let j: serde_json::Value = serde_json::from_str(&c.render_json().unwrap()).unwrap();
+    assert_eq!(j["clock"], "wall");
 }
 
 #[test]
@@ -289,6 +366,21 @@ fn compare_cannot_compare_exits_125_and_help_states_the_rule() {
         t.path().join("nope").as_os_str(),
     ]);
     assert_eq!(code, 125, "{err}");
+    // Bundles on different clocks: cannot compare, even with --allow-mismatch.
+    let mut fv = Fixture::linux(30);
+    fv.host = HostKind::NestedEmulated;
+    let v = fv.write(t.path(), "v");
+    for extra in [None, Some("--allow-mismatch")] {
+        let mut args = vec!["compare".as_ref(), a.as_os_str(), v.as_os_str()];
+        args.extend(extra.map(std::ffi::OsStr::new));
+        let (code, out, err) = run_cli(&args);
+        assert_eq!(code, 125, "{out}{err}");
+        assert!(
+            err.contains("cannot compare: A is on the wall clock, B on the virtual clock"),
+            "{err}"
+        );
+        assert!(out.is_empty(), "{out}");
+    }
     // The same bundle twice: no difference, exit 0.
     let (code, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), a.as_os_str()]);
     assert_eq!(code, 0, "{out}{err}");

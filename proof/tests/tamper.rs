@@ -679,3 +679,145 @@ fn samples_csv_not_in_its_canonical_form() {
         assert_has(&v, &dir, Check::SamplesCsv);
     }
 }
+
+/// Forges a fixture bundle (not the committed one) with `f`; its verdict must be invalid with
+/// exactly the checks `want`.
+fn forged_fixture(
+    fixture: Fixture,
+    want: &[Check],
+    f: impl FnOnce(&mut truecold_proof::ResultJson, &mut Vec<truecold_proof::Sample>),
+) -> Verdict {
+    let t = tempfile::tempdir().unwrap();
+    let dir = fixture.write(t.path(), "b");
+    forge(&dir, f);
+    let v = verify_dir(&dir);
+    let want: std::collections::BTreeSet<Check> = want.iter().copied().collect();
+    assert_eq!(checks(&v), want, "{}", v.render(&dir, 50));
+    v
+}
+
+#[test]
+fn a_clock_that_is_not_the_host_kinds() {
+    use truecold_proof::schema::{Clock, HostKind};
+    // Wall-time data relabelled as the virtual clock.
+    let v = forged_fixture(Fixture::linux(40), &[Check::Clock], |r, _| {
+        r.contract.clock = Clock::Virtual;
+    });
+    assert!(
+        v.reasons[0]
+            .detail
+            .contains("contract.clock is `virtual`, but a `hardware` host measures on the wall"),
+        "{:?}",
+        v.reasons
+    );
+    // The host relabelled nested-emulated, the clock left on wall.
+    forged_fixture(Fixture::linux(40), &[Check::Clock], |r, _| {
+        r.environment.host_kind = HostKind::NestedEmulated;
+    });
+    // Both relabelled together agree with each other: no clock reason.
+    let t = tempfile::tempdir().unwrap();
+    let dir = Fixture::linux(40).write(t.path(), "b");
+    forge(&dir, |r, _| {
+        r.environment.host_kind = HostKind::NestedEmulated;
+        r.contract.clock = Clock::Virtual;
+    });
+    let v = verify_dir(&dir);
+    assert!(!v.has(Check::Clock), "{}", v.render(&dir, 50));
+}
+
+#[test]
+fn knobs_out_of_order_twice_conflicting_or_not_for_the_guest() {
+    use truecold_proof::schema::Knob;
+    // A valid set (the fixture's backing is thp): the bundle stays valid.
+    let t = tempfile::tempdir().unwrap();
+    let dir = Fixture::linux(40).write(t.path(), "ok");
+    forge(&dir, |r, _| {
+        r.configuration.knobs = vec![Knob::TscReliable, Knob::Hz100, Knob::BackingThp];
+    });
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 50));
+    assert!(fs::read_to_string(dir.join("README.md"))
+        .unwrap()
+        .contains("- tune knobs: `tsc-reliable`, `hz-100`, `backing-thp`"),);
+    let cases: [(Vec<Knob>, &str); 5] = [
+        (
+            vec![Knob::Hz100, Knob::TscReliable],
+            "lists `hz-100` before `tsc-reliable`",
+        ),
+        (vec![Knob::Lpj, Knob::Lpj], "knob `lpj` is given twice"),
+        (
+            vec![Knob::Hz100, Knob::Hz1000],
+            "knobs `hz-100` and `hz-1000` change the same thing",
+        ),
+        (
+            vec![Knob::BackingHugetlb],
+            "knob `backing-hugetlb` backs guest memory with `hugetlb`, configuration.backing is",
+        ),
+        (
+            vec![Knob::BackingThp, Knob::BackingHugetlb],
+            "knobs `backing-thp` and `backing-hugetlb` change the same thing",
+        ),
+    ];
+    for (knobs, why) in cases {
+        let v = forged_fixture(Fixture::linux(40), &[Check::Knobs], |r, _| {
+            r.configuration.knobs = knobs.clone();
+        });
+        assert!(
+            v.reasons.iter().any(|r| r.detail.contains(why)),
+            "{knobs:?}: {:?}",
+            v.reasons
+        );
+    }
+    // A command-line knob on the probe guest (no kernel): not for this guest.
+    let v = forged_fixture(Fixture::probe(40), &[Check::Knobs], |r, _| {
+        r.configuration.knobs = vec![Knob::TscReliable];
+    });
+    assert!(
+        v.reasons[0]
+            .detail
+            .contains("knob `tsc-reliable` does not apply to this guest"),
+        "{:?}",
+        v.reasons
+    );
+}
+
+/// A dropped row in a fixture: row `k` removed, the rest renumbered, the plan lowered.
+fn drop_row(r: &mut truecold_proof::ResultJson, s: &mut Vec<truecold_proof::Sample>, k: usize) {
+    s.remove(k);
+    for (i, x) in s.iter_mut().enumerate() {
+        x.index = i as u64;
+    }
+    r.contract.mode = truecold_proof::Mode::Sequential {
+        count: s.len() as u64,
+    };
+}
+
+#[test]
+fn the_gap_rule_is_keyed_on_interleaved_not_on_the_observer() {
+    let plain = Fixture {
+        fail_every: None,
+        ..Fixture::linux(40)
+    };
+    // A plain bundle: a dropped row's gap is caught.
+    forged_fixture(plain.clone(), &[Check::SequentialGap], |r, s| {
+        drop_row(r, s, 20)
+    });
+    // The same bundle claiming to be an interleaved arm: the gap is the directory's to judge.
+    let t = tempfile::tempdir().unwrap();
+    let dir = plain.write(t.path(), "arm");
+    forge(&dir, |r, s| {
+        drop_row(r, s, 20);
+        r.contract.interleaved = true;
+    });
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 50));
+    // An engines-campaign arm (serial observer) that is not interleaved: judged alone.
+    let arm = Fixture {
+        fail_every: None,
+        ..Fixture::engine(truecold_proof::schema::Engine::Firecracker, 40)
+    };
+    forged_fixture(arm, &[Check::SequentialGap], |r, s| {
+        drop_row(r, s, 20);
+        r.contract.interleaved = false;
+    });
+}

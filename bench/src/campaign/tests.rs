@@ -172,6 +172,7 @@ fn observe(a: &Attempt) -> Result<Observed, String> {
 fn spec(schedule: Schedule) -> CampaignSpec {
     CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
+        interleaved: false,
         schedule,
         contract: ContractKind::Probe,
         vcpus: 1,
@@ -230,6 +231,7 @@ fn run_with(
             kind: truecold_proof::schema::Engine::Truecold,
             version: "truecold-vmm 0.1.0".into(),
         },
+        knobs: vec![],
     };
     let mut artifacts = BTreeMap::new();
     artifacts.insert("vmm".into(), "0".repeat(64));
@@ -681,4 +683,41 @@ fn before_each_runs_outside_the_window_and_is_recorded() {
         "{:?}",
         r.environment.warnings
     );
+}
+
+#[test]
+fn the_contract_is_on_the_host_kinds_clock_and_says_whether_it_is_interleaved() {
+    use truecold_proof::schema::Clock;
+    let stop = AtomicBool::new(false);
+    let f = fake(&stop);
+    let mut sp = spec(Schedule::Sequential { n: 3 });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    // A plain campaign: the host kind's clock (the probe fixture's host is pvm: wall), not
+    // interleaved, no knobs; and the bundle verifies.
+    let r = w.verdict.result.as_ref().unwrap();
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    assert_eq!(r.environment.host_kind, HostKind::Pvm);
+    assert_eq!(r.contract.clock, Clock::Wall);
+    assert!(!r.contract.interleaved);
+    assert!(r.configuration.knobs.is_empty());
+    let cfg = r.configuration.clone();
+    // The clock follows the host kind, one per kind.
+    for kind in HostKind::ALL {
+        let facts = HostFacts {
+            kind,
+            ..facts(ContractKind::Probe)
+        };
+        let got = result_json(&sp, &ex, cfg.clone(), BTreeMap::new(), &facts, vec![]);
+        assert_eq!(got.contract.clock, kind.clock(), "{kind}");
+    }
+    let nested = HostFacts {
+        kind: HostKind::NestedEmulated,
+        ..facts(ContractKind::Probe)
+    };
+    let got = result_json(&sp, &ex, cfg.clone(), BTreeMap::new(), &nested, vec![]);
+    assert_eq!(got.contract.clock, Clock::Virtual);
+    // One arm of an interleaved run says so.
+    sp.interleaved = true;
+    let got = result_json(&sp, &ex, cfg, BTreeMap::new(), &nested, vec![]);
+    assert!(got.contract.interleaved);
 }

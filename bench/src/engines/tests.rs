@@ -510,6 +510,10 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         let result: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join("result.json")).unwrap()).unwrap();
         assert_eq!(result["contract"]["observer"], "serial");
+        // One arm of an interleaved directory, on the host kind's clock, no knobs.
+        assert_eq!(result["contract"]["interleaved"], true);
+        assert_eq!(result["contract"]["clock"], "wall");
+        assert_eq!(result["configuration"]["knobs"], serde_json::json!([]));
         assert_eq!(result["configuration"]["engine"]["kind"], e.as_str());
         let cmd = std::fs::read_to_string(dir.join("cmdline.txt")).unwrap();
         assert!(

@@ -359,6 +359,9 @@ impl Fixture {
                 } else {
                     Observer::VmExit
                 },
+                self.host.clock(),
+                // An engines-campaign arm is interleaved with the other arms.
+                self.engine.is_some(),
                 Mode::Sequential { count: self.n },
                 DEADLINE,
                 self.incomplete,
@@ -381,6 +384,7 @@ impl Fixture {
                         e => format!("{e} v1.0.0-test"),
                     },
                 },
+                knobs: vec![],
             },
             Environment {
                 host_kind: self.host,
