@@ -605,10 +605,7 @@ pub fn write_dir(
         arms: spec
             .arms
             .iter()
-            .map(|e| ArmRef {
-                name: e.as_str().to_string(),
-                engine: *e,
-            })
+            .map(|e| ArmRef::engine(*e))
             .collect(),
         order: ran
             .order
