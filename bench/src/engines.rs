@@ -602,11 +602,7 @@ pub fn write_dir(
     let record = ArmsPlan {
         seed: spec.seed,
         rounds: spec.rounds,
-        arms: spec
-            .arms
-            .iter()
-            .map(|e| ArmRef::engine(*e))
-            .collect(),
+        arms: spec.arms.iter().map(|e| ArmRef::engine(*e)).collect(),
         order: ran
             .order
             .iter()

@@ -867,7 +867,25 @@ pub fn regenerate_arms(dir: &Path) -> Result<Vec<String>, ArmsError> {
 /// Verifies a multi-arm directory (see the module doc); [`crate::verify_dir`] calls this
 /// when `dir` holds `arms.json`.
 pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
-    let mut v = Verdict::default();
+    verify_arms_rows(dir, opts).verdict
+}
+
+/// A multi-arm directory as verified: the verdict, the plan (when `arms.json` parsed) and
+/// every arm whose bundle parsed, with exactly the rows its verification judged.
+pub(crate) struct ArmsVerified {
+    pub verdict: Verdict,
+    pub plan: Option<ArmsPlan>,
+    pub arms: Vec<ArmData>,
+}
+
+/// [`verify_arms_dir`], keeping the plan and the verified rows.
+pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified {
+    let mut out = ArmsVerified {
+        verdict: Verdict::default(),
+        plan: None,
+        arms: Vec::new(),
+    };
+    let v = &mut out.verdict;
     let ap = dir.join(ARMS_FILE);
     let plan_bytes = match read_capped(&ap, MAX_PARSED_BYTES) {
         Ok(Some(b)) => b,
@@ -875,14 +893,16 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             v.unreadable = Some(format!(
                 "{ARMS_FILE} is larger than {MAX_PARSED_BYTES} bytes"
             ));
-            return v;
+            return out;
         }
         Err(e) => {
             v.unreadable = Some(format!("cannot read {ARMS_FILE}: {e}"));
-            return v;
+            return out;
         }
     };
-    let plan = match parse_arms(&plan_bytes) {
+    let parsed = parse_arms(&plan_bytes);
+    let plan_parsed = parsed.is_ok();
+    let plan = match parsed {
         Ok(p) => p,
         Err(e) => {
             v.add(Check::ArmsPlan, format!("{ARMS_FILE}: {e}"));
@@ -912,7 +932,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         Ok(e) => e,
         Err(e) => {
             v.unreadable = Some(format!("cannot read directory: {e}"));
-            return v;
+            return out;
         }
     };
     let mut top: BTreeSet<String> = BTreeSet::new();
@@ -922,7 +942,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             Ok(e) => e,
             Err(err) => {
                 v.unreadable = Some(format!("cannot list directory: {err}"));
-                return v;
+                return out;
             }
         };
         let name = e.file_name().to_string_lossy().into_owned();
@@ -971,7 +991,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         Ok(d) => d,
         Err(e) => {
             v.unreadable = Some(crate::verify::chain(&e));
-            return v;
+            return out;
         }
     };
     let sums = match read_capped(&dir.join(SUMS_FILE), MAX_PARSED_BYTES) {
@@ -992,7 +1012,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
     if top.contains(SIG_FILE) {
         all.insert(SIG_FILE.to_string(), String::new());
     }
-    check_sums(&mut v, &all, sums.as_deref(), parse_arms_sums);
+    check_sums(v, &all, sums.as_deref(), parse_arms_sums);
     // Each arm on its own.
     let mut arms: Vec<(ArmData, Vec<Sample>)> = Vec::new();
     for a in &present {
@@ -1011,10 +1031,10 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     v.rows = Some(arms.iter().map(|(_, s)| s.len()).sum());
-    check_same(&mut v, &plan, &arms);
-    check_order(&mut v, &plan, &arms);
-    if arms.len() == plan.arms.len() && !plan.arms.is_empty() {
-        let data: Vec<ArmData> = arms.into_iter().map(|(a, _)| a).collect();
+    check_same(v, &plan, &arms);
+    check_order(v, &plan, &arms);
+    let data: Vec<ArmData> = arms.into_iter().map(|(a, _)| a).collect();
+    if data.len() == plan.arms.len() && !plan.arms.is_empty() {
         for (name, bytes) in generated_files(&plan, &data) {
             if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
                 let check = if name == COMPARISON_FILE {
@@ -1032,8 +1052,10 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             }
         }
     }
-    check_signature(&mut v, dir, opts, top.contains(SIG_FILE), sums.as_deref());
-    v
+    check_signature(v, dir, opts, top.contains(SIG_FILE), sums.as_deref());
+    out.arms = data;
+    out.plan = plan_parsed.then_some(plan);
+    out
 }
 
 /// A bundle's `configuration.knobs` (schema 5: the knobs a tune arm applied); `None` while
@@ -1248,11 +1270,7 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
                     differ.push(format!(
                         "{what} digest {got:?} (`{by}`, built with the same Kconfig knobs{}, \
                          has {digest:?})",
-                        if what == "vmlinux" {
-                            " and image"
-                        } else {
-                            ""
-                        }
+                        if what == "vmlinux" { " and image" } else { "" }
                     ));
                 }
             }
@@ -1458,7 +1476,9 @@ mod tests {
         let mut k = p.clone();
         k.arms[0].knobs = vec![Knob::Console];
         assert!(is_tune_phase(&k));
-        assert!(plan_problems(&k).iter().any(|m| m.contains("runs truecold")));
+        assert!(plan_problems(&k)
+            .iter()
+            .any(|m| m.contains("runs truecold")));
     }
 
     #[test]
@@ -1507,10 +1527,7 @@ mod tests {
             vec![ArmRef::tune("console", vec![Knob::Console])],
             "no `baseline` arm",
         );
-        bad(
-            vec![base.clone(), base.clone()],
-            "appears twice",
-        );
+        bad(vec![base.clone(), base.clone()], "appears twice");
         bad(
             vec![
                 base.clone(),

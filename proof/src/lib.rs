@@ -48,6 +48,7 @@ pub mod sign;
 pub mod stats;
 pub mod summary;
 pub mod sums;
+pub mod tune;
 pub mod verify;
 
 pub use bundle::{read_bundle, regenerate, write_bundle, BundleError, BundleInputs, Written};
