@@ -283,7 +283,16 @@ impl Verdict {
         let dir = e(&dir.display().to_string());
         let label = match (&self.result, &self.arms) {
             (Some(r), _) => e(&r.contract.label),
-            (None, Some(a)) => e(&format!("engines campaign, arms {}", a.join(", "))),
+            (None, Some(a)) => {
+                let kind = if a.iter().any(|n| n.contains('/')) {
+                    "tune"
+                } else if a.iter().any(|n| n == crate::arms::BASELINE_ARM) {
+                    "tune phase"
+                } else {
+                    "engines campaign"
+                };
+                e(&format!("{kind}, arms {}", a.join(", ")))
+            }
             (None, None) => "unknown contract".into(),
         };
         if let Some(u) = &self.unreadable {
