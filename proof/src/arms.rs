@@ -1162,7 +1162,7 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
     let f = &first.result;
     let artifact = |r: &ResultJson, k: &str| r.artifacts.get(k).cloned();
     // Tune: the first arm with each kernel key holds that key's digest.
-    let mut kernels: BTreeMap<(Vec<Knob>, bool), (&str, Option<String>)> = BTreeMap::new();
+    let mut kernels: BTreeMap<KernelKey, (&str, Option<String>)> = BTreeMap::new();
     let mut configs: BTreeMap<Vec<Knob>, (&str, Option<String>)> = BTreeMap::new();
     if tune {
         kernels.insert(
@@ -1286,7 +1286,10 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
 
 /// What a tune arm's kernel is built and booted from: its Kconfig knobs, and whether it
 /// boots the bzImage.
-fn kernel_key(knobs: &[Knob]) -> (Vec<Knob>, bool) {
+type KernelKey = (Vec<Knob>, bool);
+
+/// The [`KernelKey`] of an arm with `knobs`.
+fn kernel_key(knobs: &[Knob]) -> KernelKey {
     (
         knobs
             .iter()
