@@ -754,31 +754,58 @@ struct Measured {
     confirm: Option<Phase>,
 }
 
-/// The results of `plan` over the phases' arms; `Err` says which arm is missing.
-fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, String> {
-    let arm = |p: &Phase, name: &str| -> Result<TuneArm, String> {
+/// Why the results cannot be computed: a phase (or an arm of it) is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Missing {
+    /// An arm of this phase has no parsed bundle.
+    Arm(&'static str, String),
+    /// The screen has winners and there is no confirm phase.
+    Confirm(Vec<Knob>),
+}
+
+impl Missing {
+    fn phase(&self) -> &'static str {
+        match self {
+            Missing::Arm(p, _) => p,
+            Missing::Confirm(_) => CONFIRM_DIR,
+        }
+    }
+    fn why(&self) -> String {
+        match self {
+            Missing::Arm(p, a) => format!("arm `{a}` of `{p}/` has no parsed bundle"),
+            Missing::Confirm(w) => format!(
+                "the confirm phase `{CONFIRM_DIR}/` is missing: the screen's winners are [{}]",
+                knob_list(w)
+            ),
+        }
+    }
+}
+
+/// The results of `plan` over the phases' arms.
+fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing> {
+    let arm = |phase: &'static str, p: &Phase, name: &str| -> Result<TuneArm, Missing> {
         p.data
             .get(name)
             .map(TuneArm::from_data)
-            .ok_or_else(|| format!("arm `{name}` has no parsed bundle"))
+            .ok_or_else(|| Missing::Arm(phase, name.to_string()))
     };
-    let base = arm(&m.screen, BASELINE_ARM)?;
+    let base = arm(SCREEN_DIR, &m.screen, BASELINE_ARM)?;
     let knob_arms = plan
         .knobs
         .iter()
-        .map(|k| arm(&m.screen, k.as_str()))
+        .map(|k| arm(SCREEN_DIR, &m.screen, k.as_str()))
         .collect::<Result<Vec<_>, _>>()?;
     let sc = screen(plan.seed, &base, &knob_arms);
     let confirm = match (&m.confirm, sc.recommended.is_empty()) {
         (_, true) => None,
-        (None, false) => return Err("no confirm phase".into()),
+        (None, false) => return Err(Missing::Confirm(sc.winners.clone())),
         (Some(c), false) => {
             let names = confirm_arms(&sc.recommended);
-            let b = arm(c, BASELINE_ARM)?;
-            let r = arm(c, RECOMMENDED_ARM)?;
+            let b = arm(CONFIRM_DIR, c, BASELINE_ARM)?;
+            let r = arm(CONFIRM_DIR, c, RECOMMENDED_ARM)?;
             let minus = names[2..]
                 .iter()
-                .map(|a| arm(c, &a.name))
+                .map(|a| arm(CONFIRM_DIR, c, &a.name))
                 .collect::<Result<Vec<_>, _>>()?;
             Some(self::confirm(plan.seed, plan.knobs.len(), &b, &r, &minus))
         }
@@ -1215,13 +1242,9 @@ fn measure(dir: &Path, plan: &TunePlan) -> Result<(Measured, TuneFile), TuneErro
     let cdir = dir.join(CONFIRM_DIR);
     let confirm = cdir.is_dir().then(|| read_phase(&cdir));
     let m = Measured { screen, confirm };
-    let f = results(plan, &m).map_err(|why| TuneError::Phase {
-        phase: if why.contains("confirm") {
-            CONFIRM_DIR
-        } else {
-            SCREEN_DIR
-        },
-        why,
+    let f = results(plan, &m).map_err(|e| TuneError::Phase {
+        phase: e.phase(),
+        why: e.why(),
     })?;
     if let Some(c) = &m.confirm {
         let want = confirm_arms(&f.screen.recommended);
@@ -1505,28 +1528,8 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
     let recomputed = results(&plan, &m);
     let fresh = match recomputed {
         Ok(f) => f,
-        Err(why) => {
-            // A winner recomputed but no confirm phase, or an arm without rows.
-            let winners = screen_only(&plan, &m);
-            if let Some(w) = winners.filter(|w| !w.is_empty()) {
-                if m.confirm.is_none() {
-                    v.add(
-                        Check::TunePhase,
-                        format!(
-                            "the confirm phase `{CONFIRM_DIR}/` is missing: the screen's \
-                             winners are [{}]",
-                            knob_list(&w)
-                        ),
-                    );
-                } else {
-                    v.add(Check::TunePhase, format!("{CONFIRM_DIR}: {why}"));
-                }
-            } else {
-                v.add(
-                    Check::TuneResults,
-                    format!("cannot recompute the results: {why}"),
-                );
-            }
+        Err(e) => {
+            v.add(Check::TunePhase, e.why());
             check_signature(&mut v, dir, opts, sig, sums.as_deref());
             return v;
         }
@@ -1596,17 +1599,6 @@ fn names(arms: &[ArmRef]) -> String {
         .map(|a| a.name.as_str())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The screen's winners when the screen alone can be computed.
-fn screen_only(plan: &TunePlan, m: &Measured) -> Option<Vec<Knob>> {
-    let base = TuneArm::from_data(m.screen.data.get(BASELINE_ARM)?);
-    let arms = plan
-        .knobs
-        .iter()
-        .map(|k| m.screen.data.get(k.as_str()).map(TuneArm::from_data))
-        .collect::<Option<Vec<_>>>()?;
-    Some(screen(plan.seed, &base, &arms).recommended)
 }
 
 /// The baselines run the plan's context and guest; both phases the same host and guest.
@@ -1870,25 +1862,31 @@ mod tests {
     }
 
     #[test]
-    fn a_null_knob_is_rarely_significant() {
-        let mut significant = 0;
+    fn a_null_knob_is_rarely_significant_and_a_real_one_is_found() {
+        // n sized by the rule for cv 2 % and a 1 % minimum effect.
+        let n = rounds_for(20_000, MIN_EFFECT_PPM) as usize;
+        assert_eq!(n, 66);
+        let (mut significant, mut found) = (0, 0);
         for trial in 0..100u64 {
             let mut g = Gen(1000 + trial);
-            let base = arm("baseline", vec![], g.rows(20, MEDIAN, 0.02), &[]);
-            let null = arm(
-                "nokaslr",
-                vec![Knob::Nokaslr],
-                g.rows(20, MEDIAN, 0.02),
-                &[],
-            );
+            let base = arm("baseline", vec![], g.rows(n, MEDIAN, 0.02), &[]);
+            let null = arm("nokaslr", vec![Knob::Nokaslr], g.rows(n, MEDIAN, 0.02), &[]);
             let e = effect(&base, &null, vec![Knob::Nokaslr], trial);
             if matches!(e.verdict, KnobVerdict::Faster | KnobVerdict::Slower) {
                 significant += 1;
+            }
+            let real = arm("lpj", vec![Knob::Lpj], g.rows(n, MEDIAN * 0.95, 0.02), &[]);
+            if effect(&base, &real, vec![Knob::Lpj], trial).verdict == KnobVerdict::Faster {
+                found += 1;
             }
         }
         assert!(
             significant <= 5,
             "{significant} of 100 null trials significant"
+        );
+        assert!(
+            found >= 95,
+            "a −5 % knob found faster in only {found} of 100"
         );
     }
 

@@ -443,3 +443,35 @@ fn effects_at_run_time_match_the_verified_directory() {
     assert_eq!(serde_json::to_value(&s).unwrap(), j["screen"]);
     assert_eq!(s.effects[3].verdict, KnobVerdict::Breaks);
 }
+
+#[test]
+fn a_truncated_or_mangled_tune_json_is_a_reason_never_a_panic() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let good = fs::read(dir.join(tune::TUNE_FILE)).unwrap();
+    let mangled: Vec<Vec<u8>> = vec![
+        good[..good.len() / 3].to_vec(),
+        good[..good.len() - 2].to_vec(),
+        Vec::new(),
+        b"null".to_vec(),
+        b"[]".to_vec(),
+        String::from_utf8(good.clone())
+            .unwrap()
+            .replacen("\"schema\": 1", "\"schema\": 99", 1)
+            .into_bytes(),
+        String::from_utf8(good.clone())
+            .unwrap()
+            .replacen("\"seed\": ", "\"seed\": -", 1)
+            .into_bytes(),
+        String::from_utf8(good.clone())
+            .unwrap()
+            .replacen("\"guest\": \"linux\"", "\"guest\": \"probe\"", 1)
+            .into_bytes(),
+    ];
+    for (i, m) in mangled.into_iter().enumerate() {
+        fs::write(dir.join(tune::TUNE_FILE), &m).unwrap();
+        resum_tune(&dir);
+        let v = invalid(&dir);
+        assert!(v.has(Check::TunePlan), "case {i}:\n{}", v.render(&dir, 50));
+    }
+}
