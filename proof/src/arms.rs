@@ -1,8 +1,10 @@
-//! Multi-arm directories: one engines campaign, one complete bundle per arm, compared.
+//! Multi-arm directories: one engines campaign or one tune phase ([`crate::tune`]), one
+//! complete bundle per arm, compared.
 //!
 //! ```text
 //! <dir>/README.md        host kind, clock, contract, arms, comparison table, cdf.svg
-//! <dir>/arms.json        schema, seed, rounds, arms [{name, engine}], order [[round, arm], …]
+//! <dir>/arms.json        schema, seed, rounds, arms [{name, engine[, knobs]}],
+//!                        order [[round, arm], …]
 //! <dir>/comparison.json  per pair of arms: n, p50/p99, ratios b/a with bootstrap CIs, p, verdict
 //! <dir>/cdf.svg          every arm's headline CDF (successes) on one axis
 //! <dir>/<arm>/           a complete bundle per arm (its own SHA256SUMS; it verifies alone)
@@ -16,7 +18,8 @@
 //! the arm's name in front, under their own [`Check`] kinds); every arm on the same host kind
 //! (so the same clock), vCPUs, memory, backing, kernel/initramfs/guest-init/config digests,
 //! deadline, contract, mode and count, under the serial observer, running the engine its name
-//! says; the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
+//! says (a tune phase: every arm truecold under the vm-exit observer, its knobs what its name
+//! says, and alike except what its knobs change; [`plan_problems`], `check_same`); the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
 //! rows for a prefix of the order only) and sequential along it as one bundle's rows are
 //! (request stamps strictly increasing, each after the previous launch's last stamp, no idle
 //! gap as long as half the shortest launch or 10 ms: a single arm's bundle leaves its gaps

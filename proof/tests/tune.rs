@@ -475,3 +475,52 @@ fn a_truncated_or_mangled_tune_json_is_a_reason_never_a_panic() {
         assert!(v.has(Check::TunePlan), "case {i}:\n{}", v.render(&dir, 50));
     }
 }
+
+#[test]
+fn tune_arms_run_alike_except_what_their_knobs_change() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let screen = dir.join(tune::SCREEN_DIR);
+    // A command-line knob's arm on another kernel, on another backing, observed on serial.
+    forge(&screen.join("rcu-expedited"), |r, _| {
+        r.artifacts.insert(
+            "vmlinux".into(),
+            truecold_proof::sums::sha256_hex(b"another vmlinux"),
+        );
+    });
+    forge(&screen.join("mitigations-off"), |r, _| {
+        r.configuration.backing = "anon".into();
+    });
+    forge_with(&screen.join("tsc-reliable"), false, |r, _| {
+        r.contract.observer = truecold_proof::schema::Observer::Serial;
+    });
+    resum_arms(&screen);
+    let v = invalid(&screen);
+    assert_reason(
+        &v,
+        &screen,
+        Check::ArmsMismatch,
+        "arm `rcu-expedited`: vmlinux digest",
+    );
+    assert_reason(
+        &v,
+        &screen,
+        Check::ArmsMismatch,
+        "arm `mitigations-off`: backing Some(Anon), the baseline's with its knobs applied is \
+         Some(Thp)",
+    );
+    assert_reason(
+        &v,
+        &screen,
+        Check::ArmsMismatch,
+        "every arm of a tune phase is observed at `vm-exit`",
+    );
+    // The tune directory reports them under its phase.
+    resum_tune(&dir);
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::ArmsMismatch,
+        "screen: arm `rcu-expedited`: vmlinux digest",
+    );
+}
