@@ -89,7 +89,7 @@ const ARM_GENERATED: [&str; 4] = [README_FILE, CDF_FILE, STAGES_FILE, SUMS_FILE]
 
 /// One arm: its directory name, its engine and its tune knobs. An engines campaign's arm is
 /// named by its engine ([`Engine::as_str`]) and has no knobs; a tune phase's arm runs
-/// truecold and is named by its knobs ([`tune_arm_name`]).
+/// truecold and is named by its knobs ([`tune_arm_knobs`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArmRef {

@@ -20,6 +20,11 @@
 //! inside one directory, then [`arms::write_arms`] adds the comparison and the top
 //! SHA256SUMS; [`verify_dir`] recognises such a directory by its `arms.json` ([`arms`]).
 //!
+//! A tune writes its screen phase (`baseline` + one arm per knob) and, when a knob won
+//! ([`tune::screen`]), its confirm phase ([`tune::confirm_arms`]) as two such directories
+//! inside one tune directory, then [`tune::write_tune`] adds `tune.json`, `README.md` and
+//! the top SHA256SUMS; [`verify_dir`] recognises it by its `tune.json` ([`tune`]).
+//!
 //! # Invariants the verifier holds a bundle to (see [`verify`])
 //! Rows = attempts (= planned unless incomplete), indexes 0.. in order, a unique boot id
 //! on every successful Linux row and none on any probe row, rows of the declared contract
