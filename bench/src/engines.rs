@@ -604,14 +604,7 @@ pub fn write_dir(
     let record = ArmsPlan {
         seed: spec.seed,
         rounds: spec.rounds,
-        arms: spec
-            .arms
-            .iter()
-            .map(|e| ArmRef {
-                name: e.as_str().to_string(),
-                engine: *e,
-            })
-            .collect(),
+        arms: spec.arms.iter().map(|e| ArmRef::engine(*e)).collect(),
         order: ran
             .order
             .iter()

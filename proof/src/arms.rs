@@ -1,8 +1,10 @@
-//! Multi-arm directories: one engines campaign, one complete bundle per arm, compared.
+//! Multi-arm directories: one engines campaign or one tune phase ([`crate::tune`]), one
+//! complete bundle per arm, compared.
 //!
 //! ```text
 //! <dir>/README.md        host kind, clock, contract, arms, comparison table, cdf.svg
-//! <dir>/arms.json        schema, seed, rounds, arms [{name, engine}], order [[round, arm], …]
+//! <dir>/arms.json        schema, seed, rounds, arms [{name, engine[, knobs]}],
+//!                        order [[round, arm], …]
 //! <dir>/comparison.json  per pair of arms: n, p50/p99, ratios b/a with bootstrap CIs, p, verdict
 //! <dir>/cdf.svg          every arm's headline CDF (successes) on one axis
 //! <dir>/<arm>/           a complete bundle per arm (its own SHA256SUMS; it verifies alone)
@@ -15,8 +17,10 @@
 //! SHA256SUMS over every file; each arm bundle valid on its own (its reasons are reported with
 //! the arm's name in front, under their own [`Check`] kinds); every arm on the same host kind
 //! (so the same clock), vCPUs, memory, backing, kernel/initramfs/guest-init/config digests,
-//! deadline, contract, mode and count, under the serial observer, each marked
-//! `contract.interleaved`, running the engine its name says; the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
+//! deadline, contract, mode and count, each marked `contract.interleaved`, under the serial
+//! observer, running the engine its name says (a tune phase: every arm truecold under the
+//! vm-exit observer, its knobs what its name says, and alike except what its knobs change;
+//! [`plan_problems`], `check_same`); the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
 //! rows for a prefix of the order only) and sequential along it as one bundle's rows are
 //! (request stamps strictly increasing, each after the previous launch's last stamp, no idle
 //! gap as long as half the shortest launch or 10 ms: an interleaved arm's bundle leaves its
@@ -63,6 +67,7 @@ use crate::verify::{
     GAP_FLOOR_NS,
 };
 use crate::VerifyOptions;
+use truecold_proto::tune::{apply, check_set, Change, Knob, TuneGuest, VmmChange};
 
 /// The plan's file; its presence makes a directory a multi-arm directory.
 pub const ARMS_FILE: &str = "arms.json";
@@ -80,12 +85,73 @@ const GENERATED: [&str; 3] = [COMPARISON_FILE, README_FILE, ARMS_CDF_FILE];
 /// An arm bundle's files that `report` regenerates.
 const ARM_GENERATED: [&str; 4] = [README_FILE, CDF_FILE, STAGES_FILE, SUMS_FILE];
 
-/// One arm: its directory name (the engine's [`Engine::as_str`]) and its engine.
+/// One arm: its directory name, its engine and its tune knobs. An engines campaign's arm is
+/// named by its engine ([`Engine::as_str`]) and has no knobs; a tune phase's arm runs
+/// truecold and is named by its knobs ([`tune_arm_knobs`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArmRef {
     pub name: String,
     pub engine: Engine,
+    /// The tune knobs this arm applies (catalogue order); empty (and absent from
+    /// `arms.json`) for an engines campaign.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knobs: Vec<Knob>,
+}
+
+impl ArmRef {
+    /// An engines campaign's arm: named by its engine, no knobs.
+    pub fn engine(engine: Engine) -> Self {
+        ArmRef {
+            name: engine.as_str().to_string(),
+            engine,
+            knobs: Vec::new(),
+        }
+    }
+
+    /// A tune phase's arm: truecold with `knobs`, named `name`.
+    pub fn tune(name: impl Into<String>, knobs: Vec<Knob>) -> Self {
+        ArmRef {
+            name: name.into(),
+            engine: Engine::Truecold,
+            knobs,
+        }
+    }
+}
+
+/// A tune phase's arm without knobs.
+pub const BASELINE_ARM: &str = "baseline";
+/// A confirm phase's arm with every winner.
+pub const RECOMMENDED_ARM: &str = "recommended";
+/// A confirm phase's arm with every winner but one: `recommended-minus-<knob>`.
+pub const MINUS_PREFIX: &str = "recommended-minus-";
+
+/// What a tune arm's name says its knobs are, given the `recommended` arm's knobs (`None`:
+/// the name is not a tune arm's). `baseline`: none; a knob's name: that knob;
+/// `recommended`: every winner; `recommended-minus-<k>`: every winner but `k` (a winner).
+pub fn tune_arm_knobs(name: &str, recommended: Option<&[Knob]>) -> Option<Vec<Knob>> {
+    if name == BASELINE_ARM {
+        return Some(Vec::new());
+    }
+    if name == RECOMMENDED_ARM {
+        return recommended.map(<[Knob]>::to_vec);
+    }
+    if let Some(k) = name.strip_prefix(MINUS_PREFIX) {
+        let k = Knob::parse(k)?;
+        let rec = recommended?;
+        return rec
+            .contains(&k)
+            .then(|| rec.iter().copied().filter(|x| *x != k).collect());
+    }
+    Knob::parse(name).map(|k| vec![k])
+}
+
+/// Whether `plan` is a tune phase (an arm has knobs or is named `baseline`); otherwise it is
+/// an engines campaign.
+pub fn is_tune_phase(plan: &ArmsPlan) -> bool {
+    plan.arms
+        .iter()
+        .any(|a| !a.knobs.is_empty() || a.name == BASELINE_ARM)
 }
 
 /// How the campaign interleaved its arms: `order` lists `(round, arm name)` in launch order,
@@ -177,24 +243,31 @@ pub fn parse_arms(bytes: &[u8]) -> Result<ArmsPlan, String> {
     })
 }
 
-/// Every way `plan` is not a plan (empty when it is one): arms named by their engine, each
-/// engine once, and `order` the rounds `0..rounds` in turn, each holding every arm exactly
-/// once.
+/// Every way `plan` is not a plan (empty when it is one). An engines campaign: arms named
+/// by their engine, each engine once, no knobs. A tune phase ([`is_tune_phase`]): every arm
+/// runs truecold, names unique, one `baseline`, each arm's knobs what its name says
+/// ([`tune_arm_knobs`]), in catalogue order, a valid set
+/// ([`truecold_proto::tune::check_set`]). Both: `order` the rounds `0..rounds` in turn, each
+/// holding every arm exactly once.
 pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
     let mut bad = Vec::new();
     if plan.arms.is_empty() {
         bad.push("no arms".into());
     }
-    let mut engines = BTreeSet::new();
-    for a in &plan.arms {
-        if a.name != a.engine.as_str() {
-            bad.push(format!(
-                "arm `{}` runs `{}`: an arm is named by its engine",
-                a.name, a.engine
-            ));
-        }
-        if !engines.insert(a.engine) {
-            bad.push(format!("engine `{}` has two arms", a.engine));
+    if is_tune_phase(plan) {
+        tune_plan_problems(plan, &mut bad);
+    } else {
+        let mut engines = BTreeSet::new();
+        for a in &plan.arms {
+            if a.name != a.engine.as_str() {
+                bad.push(format!(
+                    "arm `{}` runs `{}`: an arm is named by its engine",
+                    a.name, a.engine
+                ));
+            }
+            if !engines.insert(a.engine) {
+                bad.push(format!("engine `{}` has two arms", a.engine));
+            }
         }
     }
     let k = plan.arms.len() as u64;
@@ -227,6 +300,65 @@ pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
         }
     }
     bad
+}
+
+/// A tune phase's arms: truecold, unique names, one baseline, knobs as named, valid sets.
+fn tune_plan_problems(plan: &ArmsPlan, bad: &mut Vec<String>) {
+    let recommended = plan
+        .arms
+        .iter()
+        .find(|a| a.name == RECOMMENDED_ARM)
+        .map(|a| a.knobs.as_slice());
+    let mut names = BTreeSet::new();
+    for a in &plan.arms {
+        if !names.insert(a.name.as_str()) {
+            bad.push(format!("arm `{}` appears twice", a.name));
+        }
+        if a.engine != Engine::Truecold {
+            bad.push(format!(
+                "arm `{}` runs `{}`: every arm of a tune phase runs truecold",
+                a.name, a.engine
+            ));
+        }
+        if a.name == RECOMMENDED_ARM && a.knobs.is_empty() {
+            bad.push(format!("arm `{RECOMMENDED_ARM}` has no knobs"));
+        }
+        match tune_arm_knobs(&a.name, recommended) {
+            None => bad.push(format!(
+                "arm `{}` is not a tune arm's name (`{BASELINE_ARM}`, a knob, \
+                 `{RECOMMENDED_ARM}`, `{MINUS_PREFIX}<winner>`)",
+                a.name
+            )),
+            Some(k) if k != a.knobs => bad.push(format!(
+                "arm `{}` applies [{}], its name says [{}]",
+                a.name,
+                knob_list(&a.knobs),
+                knob_list(&k)
+            )),
+            Some(_) => {}
+        }
+        if a.knobs.windows(2).any(|w| w[0] >= w[1]) {
+            bad.push(format!(
+                "arm `{}`: knobs not in catalogue order, each once",
+                a.name
+            ));
+        }
+        if let Err(e) = check_set(&a.knobs, TuneGuest::Linux) {
+            bad.push(format!("arm `{}`: {e}", a.name));
+        }
+    }
+    if !names.contains(BASELINE_ARM) {
+        bad.push(format!("no `{BASELINE_ARM}` arm"));
+    }
+}
+
+/// `a, b, c` of knob names.
+pub fn knob_list(knobs: &[Knob]) -> String {
+    knobs
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One arm as the comparison sees it.
@@ -728,7 +860,25 @@ pub fn regenerate_arms(dir: &Path) -> Result<Vec<String>, ArmsError> {
 /// Verifies a multi-arm directory (see the module doc); [`crate::verify_dir`] calls this
 /// when `dir` holds `arms.json`.
 pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
-    let mut v = Verdict::default();
+    verify_arms_rows(dir, opts).verdict
+}
+
+/// A multi-arm directory as verified: the verdict, the plan (when `arms.json` parsed) and
+/// every arm whose bundle parsed, with exactly the rows its verification judged.
+pub(crate) struct ArmsVerified {
+    pub verdict: Verdict,
+    pub plan: Option<ArmsPlan>,
+    pub arms: Vec<ArmData>,
+}
+
+/// [`verify_arms_dir`], keeping the plan and the verified rows.
+pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified {
+    let mut out = ArmsVerified {
+        verdict: Verdict::default(),
+        plan: None,
+        arms: Vec::new(),
+    };
+    let v = &mut out.verdict;
     let ap = dir.join(ARMS_FILE);
     let plan_bytes = match read_capped(&ap, MAX_PARSED_BYTES) {
         Ok(Some(b)) => b,
@@ -736,14 +886,16 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             v.unreadable = Some(format!(
                 "{ARMS_FILE} is larger than {MAX_PARSED_BYTES} bytes"
             ));
-            return v;
+            return out;
         }
         Err(e) => {
             v.unreadable = Some(format!("cannot read {ARMS_FILE}: {e}"));
-            return v;
+            return out;
         }
     };
-    let plan = match parse_arms(&plan_bytes) {
+    let parsed = parse_arms(&plan_bytes);
+    let plan_parsed = parsed.is_ok();
+    let plan = match parsed {
         Ok(p) => p,
         Err(e) => {
             v.add(Check::ArmsPlan, format!("{ARMS_FILE}: {e}"));
@@ -773,7 +925,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         Ok(e) => e,
         Err(e) => {
             v.unreadable = Some(format!("cannot read directory: {e}"));
-            return v;
+            return out;
         }
     };
     let mut top: BTreeSet<String> = BTreeSet::new();
@@ -783,7 +935,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             Ok(e) => e,
             Err(err) => {
                 v.unreadable = Some(format!("cannot list directory: {err}"));
-                return v;
+                return out;
             }
         };
         let name = e.file_name().to_string_lossy().into_owned();
@@ -832,7 +984,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         Ok(d) => d,
         Err(e) => {
             v.unreadable = Some(crate::verify::chain(&e));
-            return v;
+            return out;
         }
     };
     let sums = match read_capped(&dir.join(SUMS_FILE), MAX_PARSED_BYTES) {
@@ -853,7 +1005,7 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
     if top.contains(SIG_FILE) {
         all.insert(SIG_FILE.to_string(), String::new());
     }
-    check_sums(&mut v, &all, sums.as_deref(), parse_arms_sums);
+    check_sums(v, &all, sums.as_deref(), parse_arms_sums);
     // Each arm on its own.
     let mut arms: Vec<(ArmData, Vec<Sample>)> = Vec::new();
     for a in &present {
@@ -872,10 +1024,10 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     v.rows = Some(arms.iter().map(|(_, s)| s.len()).sum());
-    check_same(&mut v, &plan, &arms);
-    check_order(&mut v, &plan, &arms);
-    if arms.len() == plan.arms.len() && !plan.arms.is_empty() {
-        let data: Vec<ArmData> = arms.into_iter().map(|(a, _)| a).collect();
+    check_same(v, &plan, &arms);
+    check_order(v, &plan, &arms);
+    let data: Vec<ArmData> = arms.into_iter().map(|(a, _)| a).collect();
+    if data.len() == plan.arms.len() && !plan.arms.is_empty() {
         for (name, bytes) in generated_files(&plan, &data) {
             if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
                 let check = if name == COMPARISON_FILE {
@@ -893,13 +1045,23 @@ pub fn verify_arms_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             }
         }
     }
-    check_signature(&mut v, dir, opts, top.contains(SIG_FILE), sums.as_deref());
-    v
+    check_signature(v, dir, opts, top.contains(SIG_FILE), sums.as_deref());
+    out.arms = data;
+    out.plan = plan_parsed.then_some(plan);
+    out
 }
 
+
+
 /// Every arm measured alike: one host kind (so one clock), one configuration, one guest,
-/// one contract, under the serial observer, running the engine its name says.
+/// one contract, running the engine its name says. An engines campaign: under the serial
+/// observer, Linux, every artifact and the backing the same. A tune phase: under the vm-exit
+/// observer, probe or Linux, and alike except what the arm's knobs change: the backing is
+/// the baseline's with the knobs applied ([`truecold_proto::tune::apply`]); the vmlinux
+/// digest is the same for arms with the same Kconfig knobs and `bzimage`, the config digest
+/// for arms with the same Kconfig knobs; the command line may differ.
 fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
+    let tune = is_tune_phase(plan);
     for (a, _) in arms {
         let r = &a.result;
         if r.configuration.engine.kind != a.arm.engine {
@@ -911,18 +1073,28 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
                 ),
             );
         }
-        if r.contract.observer != Observer::Serial {
+        let observer = if tune {
+            Observer::VmExit
+        } else {
+            Observer::Serial
+        };
+        if r.contract.observer != observer {
             v.add(
                 Check::ArmsMismatch,
                 format!(
-                    "arm `{}` is observed at `{}`: every arm of an engines campaign is \
-                     observed on serial",
+                    "arm `{}` is observed at `{}`: every arm of {} is observed at `{}`",
                     a.arm.name,
-                    r.contract.observer.as_str()
+                    r.contract.observer.as_str(),
+                    if tune {
+                        "a tune phase"
+                    } else {
+                        "an engines campaign"
+                    },
+                    observer.as_str()
                 ),
             );
         }
-        if r.contract.kind != ContractKind::Linux {
+        if !tune && r.contract.kind != ContractKind::Linux {
             v.add(
                 Check::ArmsMismatch,
                 format!("arm `{}` is not a Linux bundle", a.arm.name),
@@ -938,6 +1110,28 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
                 ),
             );
         }
+        if tune {
+            if let Err(e) = check_set(&a.arm.knobs, r.contract.kind.tune_guest()) {
+                v.add(
+                    Check::ArmsMismatch,
+                    format!("arm `{}`: {e} ({})", a.arm.name, r.contract.kind.as_str()),
+                );
+            }
+        }
+        {
+            let k = r.configuration.knobs.as_slice();
+            if k != a.arm.knobs.as_slice() {
+                v.add(
+                    Check::ArmsMismatch,
+                    format!(
+                        "arm `{}`'s bundle applied knobs [{}], the plan says [{}]",
+                        a.arm.name,
+                        knob_list(k),
+                        knob_list(&a.arm.knobs)
+                    ),
+                );
+            }
+        }
         if r.contract.mode.planned_attempts() != plan.rounds {
             v.add(
                 Check::ArmsMismatch,
@@ -950,12 +1144,32 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
             );
         }
     }
-    let Some((first, _)) = arms.first() else {
+    let reference = arms
+        .iter()
+        .find(|(a, _)| tune && a.arm.name == BASELINE_ARM)
+        .or(arms.first());
+    let Some((first, _)) = reference else {
         return;
     };
     let f = &first.result;
     let artifact = |r: &ResultJson, k: &str| r.artifacts.get(k).cloned();
-    for (a, _) in &arms[1..] {
+    // Tune: the first arm with each kernel key holds that key's digest.
+    let mut kernels: BTreeMap<KernelKey, (&str, Option<String>)> = BTreeMap::new();
+    let mut configs: BTreeMap<Vec<Knob>, (&str, Option<String>)> = BTreeMap::new();
+    if tune {
+        kernels.insert(
+            kernel_key(&first.arm.knobs),
+            (first.arm.name.as_str(), artifact(f, "vmlinux")),
+        );
+        configs.insert(
+            kernel_key(&first.arm.knobs).0,
+            (first.arm.name.as_str(), artifact(f, "config")),
+        );
+    }
+    for (a, _) in arms {
+        if std::ptr::eq(a, first) {
+            continue;
+        }
         let r = &a.result;
         let mut differ: Vec<String> = Vec::new();
         let mut same = |what: &str, x: String, y: String| {
@@ -983,11 +1197,13 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
             f.configuration.mem_bytes.to_string(),
             r.configuration.mem_bytes.to_string(),
         );
-        same(
-            "backing",
-            format!("{:?}", f.configuration.backing_kind()),
-            format!("{:?}", r.configuration.backing_kind()),
-        );
+        if !tune {
+            same(
+                "backing",
+                format!("{:?}", f.configuration.backing_kind()),
+                format!("{:?}", r.configuration.backing_kind()),
+            );
+        }
         same(
             "deadline",
             f.contract.deadline_ns.to_string(),
@@ -1003,12 +1219,53 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
             f.contract.kind.as_str().into(),
             r.contract.kind.as_str().into(),
         );
-        for k in ["vmlinux", "initramfs", "guest_init", "config"] {
+        let kernel_files: &[&str] = if tune {
+            &["initramfs", "guest_init"]
+        } else {
+            &["vmlinux", "initramfs", "guest_init", "config"]
+        };
+        for k in kernel_files {
             same(
                 &format!("{k} digest"),
                 format!("{:?}", artifact(f, k)),
                 format!("{:?}", artifact(r, k)),
             );
+        }
+        if tune {
+            let want = f
+                .configuration
+                .backing_kind()
+                .map(|b| apply(&a.arm.knobs, b).backing);
+            if want != r.configuration.backing_kind() {
+                differ.push(format!(
+                    "backing {:?}, the baseline's with its knobs applied is {want:?}",
+                    r.configuration.backing_kind()
+                ));
+            }
+            let key = kernel_key(&a.arm.knobs);
+            for (what, (by, digest)) in [
+                (
+                    "vmlinux",
+                    kernels
+                        .entry(key.clone())
+                        .or_insert((a.arm.name.as_str(), artifact(r, "vmlinux"))),
+                ),
+                (
+                    "config",
+                    configs
+                        .entry(key.0.clone())
+                        .or_insert((a.arm.name.as_str(), artifact(r, "config"))),
+                ),
+            ] {
+                let got = artifact(r, what);
+                if *digest != got {
+                    differ.push(format!(
+                        "{what} digest {got:?} (`{by}`, built with the same Kconfig knobs{}, \
+                         has {digest:?})",
+                        if what == "vmlinux" { " and image" } else { "" }
+                    ));
+                }
+            }
         }
         for d in differ {
             v.add(
@@ -1017,6 +1274,24 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
             );
         }
     }
+}
+
+/// What a tune arm's kernel is built and booted from: its Kconfig knobs, and whether it
+/// boots the bzImage.
+type KernelKey = (Vec<Knob>, bool);
+
+/// The [`KernelKey`] of an arm with `knobs`.
+fn kernel_key(knobs: &[Knob]) -> KernelKey {
+    (
+        knobs
+            .iter()
+            .copied()
+            .filter(|k| matches!(k.change(), Change::Kconfig(_)))
+            .collect(),
+        knobs
+            .iter()
+            .any(|k| k.change() == Change::Vmm(VmmChange::BzImage)),
+    )
 }
 
 /// The order against the rows: the `i`-th appearance of an arm is its row `i`; rows exist
@@ -1138,14 +1413,8 @@ mod tests {
             seed: 7,
             rounds: 2,
             arms: vec![
-                ArmRef {
-                    name: "truecold".into(),
-                    engine: Engine::Truecold,
-                },
-                ArmRef {
-                    name: "firecracker".into(),
-                    engine: Engine::Firecracker,
-                },
+                ArmRef::engine(Engine::Truecold),
+                ArmRef::engine(Engine::Firecracker),
             ],
             order: order.iter().map(|(r, n)| (*r, n.to_string())).collect(),
         }
@@ -1175,6 +1444,134 @@ mod tests {
         assert!(plan_problems(&misnamed)
             .iter()
             .any(|m| m.contains("named by its engine")));
+    }
+
+    fn tune_plan(arms: Vec<ArmRef>) -> ArmsPlan {
+        let order = arms.iter().map(|a| (0, a.name.clone())).collect();
+        ArmsPlan {
+            seed: 1,
+            rounds: 1,
+            arms,
+            order,
+        }
+    }
+
+    #[test]
+    fn an_engines_plan_is_written_as_before() {
+        let p = plan(&[
+            (0, "firecracker"),
+            (0, "truecold"),
+            (1, "truecold"),
+            (1, "firecracker"),
+        ]);
+        let text = String::from_utf8(arms_bytes(&p)).unwrap();
+        assert!(!text.contains("knobs"), "{text}");
+        assert!(!is_tune_phase(&p));
+        // An engine arm with knobs makes it a tune phase, judged by the tune rules.
+        let mut k = p.clone();
+        k.arms[0].knobs = vec![Knob::Console];
+        assert!(is_tune_phase(&k));
+        assert!(plan_problems(&k)
+            .iter()
+            .any(|m| m.contains("runs truecold")));
+    }
+
+    #[test]
+    fn tune_phase_plans() {
+        let screen = tune_plan(vec![
+            ArmRef::tune(BASELINE_ARM, vec![]),
+            ArmRef::tune("console", vec![Knob::Console]),
+            ArmRef::tune("backing-thp", vec![Knob::BackingThp]),
+            ArmRef::tune("backing-hugetlb", vec![Knob::BackingHugetlb]),
+        ]);
+        assert!(is_tune_phase(&screen));
+        assert_eq!(plan_problems(&screen), Vec::<String>::new());
+        assert_eq!(parse_arms(&arms_bytes(&screen)).unwrap(), screen);
+        let rec = vec![Knob::RcuExpedited, Knob::NoPrintk, Knob::Console];
+        let confirm = tune_plan(vec![
+            ArmRef::tune(BASELINE_ARM, vec![]),
+            ArmRef::tune(RECOMMENDED_ARM, rec.clone()),
+            ArmRef::tune(
+                "recommended-minus-no-printk",
+                vec![Knob::RcuExpedited, Knob::Console],
+            ),
+            ArmRef::tune(
+                "recommended-minus-rcu-expedited",
+                vec![Knob::NoPrintk, Knob::Console],
+            ),
+        ]);
+        assert_eq!(plan_problems(&confirm), Vec::<String>::new());
+        let bad = |arms: Vec<ArmRef>, what: &str| {
+            let p = plan_problems(&tune_plan(arms.clone()));
+            assert!(p.iter().any(|m| m.contains(what)), "{what}: {p:?} {arms:?}");
+        };
+        let base = ArmRef::tune(BASELINE_ARM, vec![]);
+        bad(
+            vec![base.clone(), ArmRef::tune("console", vec![Knob::NoSmp])],
+            "its name says [console]",
+        );
+        bad(
+            vec![ArmRef::tune(BASELINE_ARM, vec![Knob::NoSmp])],
+            "its name says []",
+        );
+        bad(
+            vec![base.clone(), ArmRef::tune("fast", vec![Knob::NoSmp])],
+            "not a tune arm's name",
+        );
+        bad(
+            vec![ArmRef::tune("console", vec![Knob::Console])],
+            "no `baseline` arm",
+        );
+        bad(vec![base.clone(), base.clone()], "appears twice");
+        bad(
+            vec![
+                base.clone(),
+                ArmRef {
+                    engine: Engine::Firecracker,
+                    ..ArmRef::tune("console", vec![Knob::Console])
+                },
+            ],
+            "runs truecold",
+        );
+        bad(
+            vec![
+                base.clone(),
+                ArmRef::tune(RECOMMENDED_ARM, vec![Knob::Hz100, Knob::Hz1000]),
+            ],
+            "change the same thing",
+        );
+        bad(
+            vec![
+                base.clone(),
+                ArmRef::tune(RECOMMENDED_ARM, vec![Knob::Console, Knob::NoPrintk]),
+            ],
+            "catalogue order",
+        );
+        bad(
+            vec![
+                base.clone(),
+                ArmRef::tune(RECOMMENDED_ARM, rec.clone()),
+                ArmRef::tune("recommended-minus-no-smp", vec![]),
+            ],
+            "not a tune arm's name",
+        );
+        bad(
+            vec![
+                base.clone(),
+                ArmRef::tune(RECOMMENDED_ARM, rec.clone()),
+                ArmRef::tune("recommended-minus-console", vec![Knob::RcuExpedited]),
+            ],
+            "its name says [rcu-expedited, no-printk]",
+        );
+        bad(
+            vec![base, ArmRef::tune(RECOMMENDED_ARM, vec![])],
+            "has no knobs",
+        );
+        // Unknown knobs do not parse.
+        let text = String::from_utf8(arms_bytes(&screen))
+            .unwrap()
+            .replace("\"console\"\n", "\"turbo\"\n");
+        assert!(parse_arms(text.as_bytes()).unwrap_err().contains("turbo"));
     }
 
     #[test]

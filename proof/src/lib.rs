@@ -22,6 +22,11 @@
 //! inside one directory, then [`arms::write_arms`] adds the comparison and the top
 //! SHA256SUMS; [`verify_dir`] recognises such a directory by its `arms.json` ([`arms`]).
 //!
+//! A tune writes its screen phase (`baseline` + one arm per knob) and, when a knob won
+//! ([`tune::screen`]), its confirm phase ([`tune::confirm_arms`]) as two such directories
+//! inside one tune directory, then [`tune::write_tune`] adds `tune.json`, `README.md` and
+//! the top SHA256SUMS; [`verify_dir`] recognises it by its `tune.json` ([`tune`]).
+//!
 //! # Invariants the verifier holds a bundle to (see [`verify`])
 //! The contract's clock is the host kind's, the configuration's knobs a valid set in
 //! catalogue order; rows = attempts (= planned unless incomplete), indexes 0.. in order, a unique boot id
@@ -52,6 +57,7 @@ pub mod sign;
 pub mod stats;
 pub mod summary;
 pub mod sums;
+pub mod tune;
 pub mod verify;
 
 pub use bundle::{read_bundle, regenerate, write_bundle, BundleError, BundleInputs, Written};

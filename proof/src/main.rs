@@ -123,13 +123,17 @@ enum Cmd {
     },
     /// Regenerate README.md, the plots and SHA256SUMS from result.json and samples.csv (a
     /// multi-arm directory: each arm's, then comparison.json, README.md, cdf.svg and the
-    /// top SHA256SUMS).
+    /// top SHA256SUMS; a tune directory: each phase's, then tune.json's results, README.md
+    /// and the top SHA256SUMS).
     Report { dir: PathBuf },
 }
 
-/// `report DIR`: a bundle, or a multi-arm directory (it holds `arms.json`).
+/// `report DIR`: a bundle, a multi-arm directory (it holds `arms.json`) or a tune directory
+/// (it holds `tune.json`).
 fn report(dir: &std::path::Path) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    if dir.join(truecold_proof::arms::ARMS_FILE).exists() {
+    if dir.join(truecold_proof::tune::TUNE_FILE).exists() {
+        Ok(truecold_proof::tune::regenerate_tune(dir)?)
+    } else if dir.join(truecold_proof::arms::ARMS_FILE).exists() {
         Ok(truecold_proof::arms::regenerate_arms(dir)?)
     } else {
         Ok(regenerate(dir)?)

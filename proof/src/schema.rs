@@ -428,10 +428,7 @@ impl Contract {
     /// The tune guest this contract boots (what [`truecold_proto::tune::check_set`] judges
     /// the configuration's knobs against).
     pub fn tune_guest(&self) -> TuneGuest {
-        match self.kind {
-            ContractKind::Linux => TuneGuest::Linux,
-            ContractKind::Probe => TuneGuest::Probe,
-        }
+        self.kind.tune_guest()
     }
 }
 

@@ -183,6 +183,15 @@ pub enum Check {
     ArmOrder,
     /// Multi-arm directory: `comparison.json` differs from its recomputation.
     Comparison,
+    /// Tune directory: `tune.json` malformed, not canonical or not a plan, the baselines not
+    /// the plan's context, or the launches over its budget.
+    TunePlan,
+    /// Tune directory: a phase missing, present without reason, or not the arms the plan and
+    /// the screen's winners make.
+    TunePhase,
+    /// Tune directory: `tune.json`'s results differ from their recomputation (an effect, a
+    /// winner that is not faster, the final A/B, the leave-one-out).
+    TuneResults,
 }
 
 /// One reason a bundle is invalid. `detail` holds bundle text verbatim; print it through
@@ -289,7 +298,16 @@ impl Verdict {
         let dir = e(&dir.display().to_string());
         let label = match (&self.result, &self.arms) {
             (Some(r), _) => e(&r.contract.label),
-            (None, Some(a)) => e(&format!("engines campaign, arms {}", a.join(", "))),
+            (None, Some(a)) => {
+                let kind = if a.iter().any(|n| n.contains('/')) {
+                    "tune"
+                } else if a.iter().any(|n| n == crate::arms::BASELINE_ARM) {
+                    "tune phase"
+                } else {
+                    "engines campaign"
+                };
+                e(&format!("{kind}, arms {}", a.join(", ")))
+            }
             (None, None) => "unknown contract".into(),
         };
         if let Some(u) = &self.unreadable {
@@ -397,9 +415,13 @@ pub fn verify_dir(dir: &Path) -> Verdict {
     verify_dir_with(dir, &VerifyOptions::default())
 }
 
-/// Verifies the bundle in `dir` with `opts`; a directory holding `arms.json` is a multi-arm
+/// Verifies the bundle in `dir` with `opts`; a directory holding `tune.json` is a tune
+/// directory ([`crate::tune::verify_tune_dir`]), one holding `arms.json` a multi-arm
 /// directory ([`crate::arms::verify_arms_dir`]).
 pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    if dir.join(crate::tune::TUNE_FILE).symlink_metadata().is_ok() {
+        return crate::tune::verify_tune_dir(dir, opts);
+    }
     if dir.join(crate::arms::ARMS_FILE).symlink_metadata().is_ok() {
         return crate::arms::verify_arms_dir(dir, opts);
     }

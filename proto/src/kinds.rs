@@ -20,6 +20,14 @@ pub enum ContractKind {
 }
 
 impl ContractKind {
+    /// The tune guest this contract boots (what `truecold_proto::tune` judges knobs against).
+    pub fn tune_guest(self) -> crate::tune::TuneGuest {
+        match self {
+            ContractKind::Linux => crate::tune::TuneGuest::Linux,
+            ContractKind::Probe => crate::tune::TuneGuest::Probe,
+        }
+    }
+
     /// The human label written into every file of the bundle.
     pub fn label(self) -> &'static str {
         match self {

@@ -785,10 +785,7 @@ impl Campaign {
             arms: self
                 .engines
                 .iter()
-                .map(|&e| truecold_proof::arms::ArmRef {
-                    name: e.as_str().into(),
-                    engine: e,
-                })
+                .map(|&e| truecold_proof::arms::ArmRef::engine(e))
                 .collect(),
             order,
         }

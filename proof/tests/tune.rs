@@ -1,0 +1,526 @@
+//! Tune directories: a synthetic tune (screen of four command-line knobs with injected
+//! effects, then the confirmation of its winners) is written, verifies, regenerates, and every
+//! tampering is caught with its own reason.
+mod common;
+
+use common::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+use truecold_proof::arms::{self, ArmRef, ArmsPlan};
+use truecold_proof::schema::{Backing, HostKind, ResultJson, Sample, Stage};
+use truecold_proof::tune::{self, KnobVerdict, TuneArm, TunePlan};
+use truecold_proof::{verify_dir, Check, Verdict};
+use truecold_proto::tune::{Knob, TuneGuest};
+
+const ROUNDS: u64 = 20;
+const MEDIAN: f64 = 300e6;
+
+/// Marks an arm bundle as one arm of an interleaved directory, so the single-bundle
+/// sequential gap rule leaves its gaps to the directory's verifier. Until schema 5 carries
+/// `contract.interleaved`, the one field that does this for a vm-exit bundle is the
+/// drop-caches count; with schema 5 this line becomes `r.contract.interleaved = true`.
+fn mark_interleaved(r: &mut ResultJson) {
+    r.environment.harness.page_cache_dropped = Some(0);
+}
+
+/// The median of an arm's headline: the baseline's times each knob's injected factor.
+fn median_of(knobs: &[Knob]) -> f64 {
+    knobs.iter().fold(MEDIAN, |m, k| {
+        m * match k {
+            Knob::RcuExpedited => 0.92,
+            Knob::MitigationsOff => 0.95,
+            Knob::TscReliable => 1.06,
+            _ => 1.0,
+        }
+    })
+}
+
+/// Writes one phase: every arm `rounds` launches, interleaved in a shuffled order per round,
+/// each arm a bundle, then the multi-arm files. `breaks` arms fail every 7th launch.
+fn write_phase(dir: &Path, arms: &[ArmRef], rounds: u64, seed: u64, breaks: &[&str]) {
+    fs::create_dir(dir).unwrap();
+    let mut rng = Rng(seed);
+    let mut order = Vec::new();
+    for r in 0..rounds {
+        let mut names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+        for k in (1..names.len()).rev() {
+            names.swap(k, (rng.next() % (k as u64 + 1)) as usize);
+        }
+        order.extend(names.into_iter().map(|n| (r, n.to_string())));
+    }
+    let plan = ArmsPlan {
+        seed,
+        rounds,
+        arms: arms.to_vec(),
+        order,
+    };
+    let mut state: Vec<(Fixture, Rng, Vec<Sample>)> = arms
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let f = Fixture {
+                n: rounds,
+                fail_every: breaks.contains(&a.name.as_str()).then_some(7),
+                median_ns: median_of(&a.knobs),
+                sigma: 0.01,
+                seed: seed * 100 + i as u64,
+                host: HostKind::NestedEmulated,
+                ..Fixture::linux(rounds)
+            };
+            let rng = Rng(f.seed);
+            (f, rng, Vec::new())
+        })
+        .collect();
+    let mut t = START;
+    for (_, name) in &plan.order {
+        let k = arms.iter().position(|a| a.name == *name).unwrap();
+        let (f, rng, rows) = &mut state[k];
+        let s = f.sample(rows.len() as u64, rng, t);
+        t = last_stamp(&s) + GAP;
+        rows.push(s);
+    }
+    let all: Vec<Sample> = state.iter().flat_map(|(_, _, s)| s.clone()).collect();
+    let wall = wall_ns(&all);
+    for (a, (f, _, rows)) in arms.iter().zip(&state) {
+        let mut r = f.result(rows);
+        r.environment.harness.wall_ns = wall;
+        mark_interleaved(&mut r);
+        let dest = dir.join(&a.name);
+        let w = truecold_proof::write_bundle(&dest, &r, rows, &f.inputs_for(rows)).unwrap();
+        assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+    }
+    let v = arms::write_arms(dir, &plan).unwrap();
+    assert!(v.is_valid(), "{}", v.render(dir, 50));
+}
+
+fn plan() -> TunePlan {
+    TunePlan {
+        seed: 0x7e57,
+        guest: TuneGuest::Linux,
+        knobs: vec![
+            Knob::TscReliable,
+            Knob::RcuExpedited,
+            Knob::MitigationsOff,
+            Knob::Nokaslr,
+        ],
+        vcpus: 2,
+        mem_bytes: MEM,
+        backing: Backing::Thp,
+        rounds_screen: ROUNDS,
+        rounds_confirm: ROUNDS,
+        budget: Some(1000),
+        noise: Some(tune::Noise {
+            cv_ppm: 10_000,
+            source: "a pilot of the baseline".into(),
+        }),
+    }
+}
+
+/// The arms of a phase as the bench holds them while it runs (from its rows).
+fn tune_arms(dir: &Path, arms: &[ArmRef]) -> Vec<TuneArm> {
+    arms.iter()
+        .map(|a| {
+            let (_, s) = truecold_proof::read_bundle(&dir.join(&a.name)).unwrap();
+            TuneArm::new(a.name.clone(), a.knobs.clone(), &s)
+        })
+        .collect()
+}
+
+/// The bench's path: screen, winners, confirm, `write_tune`.
+fn write_tune(parent: &Path, name: &str) -> PathBuf {
+    let dir = parent.join(name);
+    fs::create_dir(&dir).unwrap();
+    let p = plan();
+    let screen_arms = tune::screen_arms(&p.knobs);
+    write_phase(
+        &dir.join(tune::SCREEN_DIR),
+        &screen_arms,
+        p.rounds_screen,
+        3,
+        &["nokaslr"],
+    );
+    let t = tune_arms(&dir.join(tune::SCREEN_DIR), &screen_arms);
+    let s = tune::screen(p.seed, &t[0], &t[1..]);
+    assert_eq!(s.winners, [Knob::RcuExpedited, Knob::MitigationsOff]);
+    let confirm_arms = tune::confirm_arms(&s.recommended);
+    write_phase(
+        &dir.join(tune::CONFIRM_DIR),
+        &confirm_arms,
+        p.rounds_confirm,
+        4,
+        &[],
+    );
+    let v = tune::write_tune(&dir, &p).unwrap();
+    assert!(v.is_valid(), "{}", v.render(&dir, 50));
+    dir
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    fs::read_to_string(dir.join(name)).unwrap()
+}
+
+fn invalid(dir: &Path) -> Verdict {
+    let v = verify_dir(dir);
+    assert_eq!(v.exit_code(), 1, "expected invalid:\n{}", v.render(dir, 50));
+    v
+}
+
+fn assert_reason(v: &Verdict, dir: &Path, c: Check, words: &str) {
+    assert!(
+        v.reasons
+            .iter()
+            .any(|r| r.check == c && r.detail.contains(words)),
+        "expected a {c:?} reason with `{words}`:\n{}",
+        v.render(dir, 50)
+    );
+}
+
+/// Rewrites a tune directory's top SHA256SUMS over every file of the tree.
+fn resum_tune(dir: &Path) {
+    fn walk(d: &Path, prefix: &str, out: &mut Vec<(String, String)>) {
+        for e in fs::read_dir(d).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                walk(&e.path(), &format!("{prefix}{name}/"), out);
+            } else if !(prefix.is_empty() && (name == "SHA256SUMS" || name == "SHA256SUMS.sig")) {
+                let f = fs::File::open(e.path()).unwrap();
+                out.push((
+                    format!("{prefix}{name}"),
+                    truecold_proof::sums::sha256_reader(f).unwrap().0,
+                ));
+            }
+        }
+    }
+    let mut entries = Vec::new();
+    walk(dir, "", &mut entries);
+    fs::write(
+        dir.join("SHA256SUMS"),
+        truecold_proof::sums::format_sums(&entries),
+    )
+    .unwrap();
+}
+
+fn edit_tune_json(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let p = dir.join(tune::TUNE_FILE);
+    let mut v: serde_json::Value = serde_json::from_str(&read(dir, tune::TUNE_FILE)).unwrap();
+    f(&mut v);
+    let mut b = serde_json::to_vec_pretty(&v).unwrap();
+    b.push(b'\n');
+    fs::write(p, b).unwrap();
+    resum_tune(dir);
+}
+
+#[test]
+fn a_tune_is_written_verified_and_says_what_it_found() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 50));
+    assert_eq!(v.rows, Some((5 + 4) * ROUNDS as usize));
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
+    assert_eq!(
+        j["screen"]["winners"],
+        serde_json::json!(["rcu-expedited", "mitigations-off"])
+    );
+    assert_eq!(
+        j["screen"]["ranking"],
+        serde_json::json!([
+            "rcu-expedited",
+            "mitigations-off",
+            "tsc-reliable",
+            "nokaslr"
+        ])
+    );
+    let verdicts: Vec<&str> = j["screen"]["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["slower", "faster", "faster", "breaks"]);
+    assert_eq!(j["confirm"]["final_ab"]["verdict"], "faster");
+    assert_eq!(j["confirm"]["leave_one_out"].as_array().unwrap().len(), 2);
+    assert_eq!(j["confirm"]["not_confirmed"], serde_json::json!([]));
+    let readme = read(&dir, "README.md");
+    for want in [
+        "- clock: virtual (QEMU icount: 1 ns per emulated instruction",
+        "- host kind: nested-emulated",
+        "| 1 | [rcu-expedited](screen/rcu-expedited/README.md) | cmdline |",
+        "- nokaslr: breaks strict-ready: deadline ×",
+        "Command line (appended to the base): `rcupdate.rcu_expedited=1 mitigations=off`",
+        "## Final A/B: recommended against baseline",
+        "## Leave-one-out",
+        "Every winner is confirmed in the combination.",
+        "- sized from cv 10000 ppm (a pilot of the baseline): n = 17",
+        "| tsc-reliable | cmdline | marks the TSC reliable",
+    ] {
+        assert!(readme.contains(want), "{want}:\n{readme}");
+    }
+    let sums = read(&dir, "SHA256SUMS");
+    assert!(sums.contains("  screen/baseline/samples.csv\n"), "{sums}");
+    assert!(sums.contains("  confirm/SHA256SUMS\n"), "{sums}");
+    assert!(sums.contains("  tune.json\n"), "{sums}");
+    let out = std::process::Command::new("sha256sum")
+        .args(["-c", "--strict", "--quiet", "SHA256SUMS"])
+        .current_dir(&dir)
+        .output()
+        .expect("sha256sum (coreutils) runs");
+    assert!(out.status.success(), "{out:?}");
+    // The CLI verifies it; `report` regenerates a hand-edited README to the same bytes.
+    let (code, out, _) = run_cli(&["verify".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{out}");
+    fs::write(dir.join("README.md"), "edited\n").unwrap();
+    resum_tune(&dir);
+    assert_reason(&invalid(&dir), &dir, Check::GeneratedStale, "README.md");
+    let (code, out, err) = run_cli(&["report".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(read(&dir, "README.md"), readme);
+    assert!(verify_dir(&dir).is_valid());
+}
+
+#[test]
+fn the_same_tune_writes_the_same_bytes() {
+    let t = tempfile::tempdir().unwrap();
+    let a = write_tune(t.path(), "a");
+    let b = write_tune(t.path(), "b");
+    for f in [tune::TUNE_FILE, "README.md", "SHA256SUMS"] {
+        assert_eq!(read(&a, f), read(&b, f), "{f}");
+    }
+}
+
+#[test]
+fn tune_json_edited() {
+    let t = tempfile::tempdir().unwrap();
+    // A winner that is not faster.
+    let dir = write_tune(t.path(), "w");
+    edit_tune_json(&dir, |j| {
+        j["screen"]["winners"]
+            .as_array_mut()
+            .unwrap()
+            .push("tsc-reliable".into())
+    });
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TuneResults,
+        "names `tsc-reliable` a winner; its screen verdict is slower",
+    );
+    // An effect's figure.
+    let dir = write_tune(t.path(), "e");
+    edit_tune_json(&dir, |j| {
+        j["screen"]["effects"][0]["delta_p50_ns"] = (-1).into()
+    });
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TuneResults,
+        "effect of `tsc-reliable`",
+    );
+    // The plan: an unknown knob, a seed, non-canonical bytes, not JSON.
+    let dir = write_tune(t.path(), "k");
+    edit_tune_json(&dir, |j| j["knobs"][0] = "turbo".into());
+    assert_reason(&invalid(&dir), &dir, Check::TunePlan, "does not parse");
+    let dir = write_tune(t.path(), "s");
+    edit_tune_json(&dir, |j| j["seed"] = 1.into());
+    assert_reason(&invalid(&dir), &dir, Check::TuneResults, "differs");
+    let dir = write_tune(t.path(), "c");
+    let text = read(&dir, tune::TUNE_FILE).replacen("{\n", "{ \n", 1);
+    fs::write(dir.join(tune::TUNE_FILE), text).unwrap();
+    resum_tune(&dir);
+    assert_reason(&invalid(&dir), &dir, Check::TunePlan, "canonical");
+    let dir = write_tune(t.path(), "j");
+    fs::write(dir.join(tune::TUNE_FILE), b"\x1b[2Jnot json").unwrap();
+    resum_tune(&dir);
+    let v = invalid(&dir);
+    assert_reason(&v, &dir, Check::TunePlan, "does not parse");
+    assert!(!v.render(&dir, 50).contains('\u{1b}'));
+    // Without the SHA256SUMS rewritten, the digest says so.
+    let dir = write_tune(t.path(), "d");
+    fs::write(dir.join(tune::TUNE_FILE), b"{}").unwrap();
+    assert!(invalid(&dir).has(Check::DigestMismatch));
+    // Over the budget.
+    let dir = write_tune(t.path(), "b");
+    edit_tune_json(&dir, |j| j["budget"] = 10.into());
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TunePlan,
+        "over the budget of 10",
+    );
+}
+
+/// Lowers one row's strict-ready by 30 ms (its guest_boot stage with it).
+fn faster_row(s: &mut [Sample]) {
+    let x = &mut s[3];
+    assert!(x.ok);
+    let g = x.stages.get(Stage::GuestBoot).unwrap();
+    x.stages.set(Stage::GuestBoot, Some(g - 30_000_000));
+    x.ready_ns = x.ready_ns.map(|r| r - 30_000_000);
+    x.latency_ns = x.latency_ns.map(|l| l - 30_000_000);
+}
+
+#[test]
+fn a_row_altered_is_caught_by_its_phase_and_the_results() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let screen = dir.join(tune::SCREEN_DIR);
+    for i in 0..12 {
+        forge(&screen.join("tsc-reliable"), |_, s| {
+            faster_row(&mut s[i..]);
+        });
+    }
+    resum_arms(&screen);
+    resum_tune(&dir);
+    let v = invalid(&dir);
+    assert_reason(&v, &dir, Check::Comparison, "screen: ");
+    assert_reason(&v, &dir, Check::TuneResults, "effect of `tsc-reliable`");
+}
+
+#[test]
+fn a_phase_missing_or_unasked_for() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    fs::remove_dir_all(dir.join(tune::CONFIRM_DIR)).unwrap();
+    assert!(invalid(&dir).has(Check::FileMissing));
+    resum_tune(&dir);
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TunePhase,
+        "the confirm phase `confirm/` is missing: the screen's winners are [rcu-expedited, \
+         mitigations-off]",
+    );
+    let dir = write_tune(t.path(), "s");
+    fs::remove_dir_all(dir.join(tune::SCREEN_DIR)).unwrap();
+    resum_tune(&dir);
+    assert_reason(&invalid(&dir), &dir, Check::TunePhase, "screen phase");
+    // A knob screened that the plan does not list.
+    let dir = write_tune(t.path(), "k");
+    edit_tune_json(&dir, |j| {
+        j["knobs"].as_array_mut().unwrap().pop();
+    });
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TunePhase,
+        "the plan's knobs make",
+    );
+    // A stray directory.
+    let dir = write_tune(t.path(), "x");
+    fs::create_dir(dir.join("extra")).unwrap();
+    assert_reason(&invalid(&dir), &dir, Check::NotAFile, "`extra`");
+}
+
+#[test]
+fn write_tune_refuses_phases_that_are_not_the_plan() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let mut p = plan();
+    p.knobs.pop();
+    let e = tune::write_tune(&dir, &p).unwrap_err();
+    assert!(e.to_string().contains("screen"), "{e}");
+    fs::remove_dir_all(dir.join(tune::CONFIRM_DIR)).unwrap();
+    let e = tune::write_tune(&dir, &plan()).unwrap_err();
+    assert!(e.to_string().contains("confirm"), "{e}");
+    let mut p = plan();
+    p.knobs = vec![Knob::Console, Knob::TscReliable];
+    assert!(matches!(
+        tune::write_tune(&dir, &p),
+        Err(tune::TuneError::Plan(_))
+    ));
+}
+
+#[test]
+fn effects_at_run_time_match_the_verified_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let p = plan();
+    let screen_arms = tune::screen_arms(&p.knobs);
+    let arms = tune_arms(&dir.join(tune::SCREEN_DIR), &screen_arms);
+    let s = tune::screen(p.seed, &arms[0], &arms[1..]);
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
+    assert_eq!(serde_json::to_value(&s).unwrap(), j["screen"]);
+    assert_eq!(s.effects[3].verdict, KnobVerdict::Breaks);
+}
+
+#[test]
+fn a_truncated_or_mangled_tune_json_is_a_reason_never_a_panic() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let good = fs::read(dir.join(tune::TUNE_FILE)).unwrap();
+    let mangled: Vec<Vec<u8>> = vec![
+        good[..good.len() / 3].to_vec(),
+        good[..good.len() - 2].to_vec(),
+        Vec::new(),
+        b"null".to_vec(),
+        b"[]".to_vec(),
+        String::from_utf8(good.clone())
+            .unwrap()
+            .replacen("\"schema\": 1", "\"schema\": 99", 1)
+            .into_bytes(),
+        String::from_utf8(good.clone())
+            .unwrap()
+            .replacen("\"seed\": ", "\"seed\": -", 1)
+            .into_bytes(),
+        String::from_utf8(good.clone())
+            .unwrap()
+            .replacen("\"guest\": \"linux\"", "\"guest\": \"probe\"", 1)
+            .into_bytes(),
+    ];
+    for (i, m) in mangled.into_iter().enumerate() {
+        fs::write(dir.join(tune::TUNE_FILE), &m).unwrap();
+        resum_tune(&dir);
+        let v = invalid(&dir);
+        assert!(v.has(Check::TunePlan), "case {i}:\n{}", v.render(&dir, 50));
+    }
+}
+
+#[test]
+fn tune_arms_run_alike_except_what_their_knobs_change() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let screen = dir.join(tune::SCREEN_DIR);
+    // A command-line knob's arm on another kernel, on another backing, observed on serial.
+    forge(&screen.join("rcu-expedited"), |r, _| {
+        r.artifacts.insert(
+            "vmlinux".into(),
+            truecold_proof::sums::sha256_hex(b"another vmlinux"),
+        );
+    });
+    forge(&screen.join("mitigations-off"), |r, _| {
+        r.configuration.backing = "anon".into();
+    });
+    forge_with(&screen.join("tsc-reliable"), false, |r, _| {
+        r.contract.observer = truecold_proof::schema::Observer::Serial;
+    });
+    resum_arms(&screen);
+    let v = invalid(&screen);
+    assert_reason(
+        &v,
+        &screen,
+        Check::ArmsMismatch,
+        "arm `rcu-expedited`: vmlinux digest",
+    );
+    assert_reason(
+        &v,
+        &screen,
+        Check::ArmsMismatch,
+        "arm `mitigations-off`: backing Some(Anon), the baseline's with its knobs applied is \
+         Some(Thp)",
+    );
+    assert_reason(
+        &v,
+        &screen,
+        Check::ArmsMismatch,
+        "every arm of a tune phase is observed at `vm-exit`",
+    );
+    // The tune directory reports them under its phase.
+    resum_tune(&dir);
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::ArmsMismatch,
+        "screen: arm `rcu-expedited`: vmlinux digest",
+    );
+}
