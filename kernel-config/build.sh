@@ -31,17 +31,31 @@ unset LOCALVERSION KCONFIG_CONFIG ARCH CROSS_COMPILE
 die() { echo "kernel-config/build.sh: error: $*" >&2; exit 1; }
 log() { echo "kernel-config/build.sh: $*" >&2; }
 
-[[ $# -eq 2 ]] || die "usage: $0 <base|debug|nested-host> <outdir>"
+USAGE="usage: $0 <base|debug|nested-host> <outdir> | $0 tune <outdir> <fragment>..."
+[[ $# -ge 2 ]] || die "$USAGE"
 VARIANT=$1
 OUTDIR=$2
+shift 2
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# FRAGMENTS: names (manifest, cache key); FRAG_FILES: their paths, in merge order.
 case "$VARIANT" in
   base) FRAGMENTS=(base.config) ;;
   debug) FRAGMENTS=(base.config debug.config) ;;
   nested-host) FRAGMENTS=(base.config nested-host.config) ;;
-  *) die "unknown variant '$VARIANT' (want base, debug or nested-host)" ;;
+  # `truecold tune`'s Kconfig knobs: base.config, then each knob's fragment
+  # (`tune-<knob>.config`, written by the bench from truecold_proto::tune), in the order given.
+  tune) [[ $# -ge 1 ]] || die "$USAGE"; FRAGMENTS=(base.config) ;;
+  *) die "unknown variant '$VARIANT' (want base, debug, nested-host or tune)" ;;
 esac
-for f in "${FRAGMENTS[@]}"; do [[ -f "$HERE/$f" ]] || die "missing fragment $HERE/$f"; done
+[[ $VARIANT == tune || $# -eq 0 ]] || die "$USAGE"
+FRAG_FILES=()
+for f in "${FRAGMENTS[@]}"; do FRAG_FILES+=("$HERE/$f"); done
+for f in "$@"; do
+  n=$(basename "$f")
+  [[ $n =~ ^tune-[a-z0-9-]+\.config$ ]] || die "a tune fragment is named tune-<knob>.config, not '$n'"
+  FRAGMENTS+=("$n"); FRAG_FILES+=("$f")
+done
+for f in "${FRAG_FILES[@]}"; do [[ -f "$f" ]] || die "missing fragment $f"; done
 
 # --- 1. packages -------------------------------------------------------------------------
 pkg_version() { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null |
@@ -76,8 +90,9 @@ SCRIPT_SHA=$(sha "$HERE/build.sh")
 TOOLCHAIN="gcc=$(dpkg-query -W -f='${Version}' gcc-12 2>/dev/null || gcc -dumpfullversion) binutils=$(dpkg-query -W -f='${Version}' binutils 2>/dev/null || ld --version | head -1) make=$(dpkg-query -W -f='${Version}' make 2>/dev/null || make --version | head -1)"
 KEY_INPUT="package=$PKG=$PKG_VERSION"$'\n'"script=$SCRIPT_SHA"$'\n'"toolchain=$TOOLCHAIN"$'\n'
 FRAG_JSON=""
-for f in "${FRAGMENTS[@]}"; do
-  h=$(sha "$HERE/$f")
+for i in "${!FRAGMENTS[@]}"; do
+  f=${FRAGMENTS[$i]}
+  h=$(sha "${FRAG_FILES[$i]}")
   KEY_INPUT+="fragment=$f=$h"$'\n'
   FRAG_JSON+="${FRAG_JSON:+,}"$'\n'"    {\"name\": \"$f\", \"sha256\": \"$h\"}"
 done
@@ -140,8 +155,7 @@ JOBS=${TRUECOLD_JOBS:-$(nproc)}
 MAKE=(make -C "$SRC" O="$BUILD" ARCH=x86_64 -j"$JOBS"
       KCFLAGS="-ffile-prefix-map=$SRC/= -ffile-prefix-map=$BUILD/=")
 "${MAKE[@]}" -s tinyconfig >"$WORK/configure.log" 2>&1 || die "make tinyconfig failed (see $WORK/configure.log)"
-FRAG_PATHS=()
-for f in "${FRAGMENTS[@]}"; do FRAG_PATHS+=("$HERE/$f"); done
+FRAG_PATHS=("${FRAG_FILES[@]}")
 ( cd "$BUILD" && "$SRC/scripts/kconfig/merge_config.sh" -m -O "$BUILD" "$BUILD/.config" "${FRAG_PATHS[@]}" ) \
   >>"$WORK/configure.log" 2>&1 || die "merge_config.sh failed (see $WORK/configure.log)"
 "${MAKE[@]}" -s olddefconfig >>"$WORK/configure.log" 2>&1 || die "make olddefconfig failed (see $WORK/configure.log)"

@@ -340,28 +340,7 @@ where
             }
         }
         let mut s = to_sample(attempt, observed.as_ref(), why.as_deref(), &ctx);
-        let line = ReportLine::new(
-            slot.index,
-            HarnessMarks {
-                intended: s.intended_request_ns,
-                request: attempt.request_ns,
-                reaped: Some(attempt.reaped_ns),
-            },
-            &attempt.stdout,
-            attempt.stdout_truncated,
-        );
-        let text = line.to_line().unwrap_or_else(|e| {
-            // Only numbers and strings remain, which always serialize: the line still says
-            // why the VMM's output is missing from it.
-            ReportLine {
-                vmm: None,
-                vmm_missing: Some(format!("the VMM's report did not re-serialize: {e}")),
-                ..line.clone()
-            }
-            .to_line()
-            .unwrap_or_default()
-        });
-        reports.push((slot.index, text));
+        reports.push((slot.index, report_line(slot.index, &s, attempt)));
         if was_expired {
             s.error_detail = expired_detail(attempt, wrapped.kill_grace_ns);
         }
@@ -422,6 +401,32 @@ where
         backings,
         expired,
         prepare_errors,
+    })
+}
+
+/// Row `index`'s `reports.jsonl` line (`s` is its row): the harness's marks and the VMM's
+/// whole output.
+pub fn report_line(index: u64, s: &Sample, attempt: &Attempt) -> String {
+    let line = ReportLine::new(
+        index,
+        HarnessMarks {
+            intended: s.intended_request_ns,
+            request: attempt.request_ns,
+            reaped: Some(attempt.reaped_ns),
+        },
+        &attempt.stdout,
+        attempt.stdout_truncated,
+    );
+    line.to_line().unwrap_or_else(|e| {
+        // Only numbers and strings remain, which always serialize: the line still says
+        // why the VMM's output is missing from it.
+        ReportLine {
+            vmm: None,
+            vmm_missing: Some(format!("the VMM's report did not re-serialize: {e}")),
+            ..line.clone()
+        }
+        .to_line()
+        .unwrap_or_default()
     })
 }
 

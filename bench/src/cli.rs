@@ -8,13 +8,13 @@ use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
 
 /// `--vcpus`: a count within the VMM's limits (`truecold_proto::limits`), else an argument
 /// error naming the limit.
-fn vcpus_arg(s: &str) -> Result<u32, String> {
+pub(crate) fn vcpus_arg(s: &str) -> Result<u32, String> {
     Vcpus::parse(s).map(|v| u32::from(v.get()))
 }
 
 /// `--mem-mib`: a size within the VMM's limits (`truecold_proto::limits`), else an argument
 /// error naming the limit.
-fn mem_mib_arg(s: &str) -> Result<u64, String> {
+pub(crate) fn mem_mib_arg(s: &str) -> Result<u64, String> {
     GuestMem::parse(s).map(GuestMem::mib)
 }
 
@@ -34,6 +34,32 @@ pub enum Cmd {
     /// Run a campaign (default: 1,000 sequential 2 vCPU / 16 GiB Linux boots; on a host whose
     /// /dev/kvm cannot boot Linux, the probe-guest campaign, labelled as such).
     Run(RunArgs),
+    /// Tune the boot path: a baseline and one arm per knob (kernel command line, Kconfig,
+    /// VMM), interleaved, each a complete bundle; the knobs' effects with bootstrap CIs and
+    /// Mann–Whitney p; the winners combined and confirmed (final A/B, leave one out); one
+    /// verifiable directory.
+    Tune(crate::tune::TuneArgs),
+    /// One phase of a tune from its plan file (what `truecold tune --nested` runs in L1).
+    #[command(hide = true)]
+    TunePhase(crate::tune::TunePhaseArgs),
+}
+
+impl Cli {
+    /// `truecold run …` from its words: a parse error, or an error when they name another
+    /// subcommand.
+    pub fn try_parse_run<I, T>(argv: I) -> Result<RunArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        match Cli::try_parse_from(argv)?.cmd {
+            Cmd::Run(a) => Ok(a),
+            Cmd::Tune(_) | Cmd::TunePhase(_) => Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidSubcommand,
+                "not `truecold run`",
+            )),
+        }
+    }
 }
 
 /// Campaign shapes (see `truecold_bench::schedule`).
@@ -345,9 +371,7 @@ mod tests {
     fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
         let mut v = vec!["truecold", "run"];
         v.extend_from_slice(extra);
-        Cli::try_parse_from(v).map(|c| match c.cmd {
-            Cmd::Run(a) => a,
-        })
+        Cli::try_parse_run(v)
     }
 
     #[test]

@@ -23,4 +23,5 @@ pub mod progress;
 pub mod run;
 pub mod sample;
 pub mod schedule;
+pub mod tune;
 pub mod vmm_report;

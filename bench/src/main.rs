@@ -13,12 +13,19 @@ use truecold_proto::measure::error_chain as chain;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Cmd::Run(args) = cli.cmd;
     let invocation = std::env::args()
         .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
         .join(" ");
-    match run(&args, &invocation) {
+    match cli.cmd {
+        Cmd::Run(args) => run_main(&args, &invocation),
+        Cmd::Tune(args) => tune_main(&args, &invocation),
+        Cmd::TunePhase(args) => tune_phase_main(&args, &invocation),
+    }
+}
+
+fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
+    match run(args, invocation) {
         Ok(out) => {
             for w in &out.warnings {
                 eprintln!("truecold: warning: {w}");
@@ -42,6 +49,58 @@ fn main() -> ExitCode {
             if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
                 ExitCode::from(2)
             } else if out.interrupted {
+                ExitCode::from(130)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("truecold: error: {}", chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `truecold tune`: 0 written and verified, 2 written but invalid, 1 nothing written.
+fn tune_main(args: &truecold_bench::tune::TuneArgs, invocation: &str) -> ExitCode {
+    if args.list_knobs {
+        print!("{}", truecold_bench::tune::catalogue_text());
+        return ExitCode::SUCCESS;
+    }
+    match truecold_bench::tune::tune(args, invocation) {
+        Ok(out) => {
+            for w in &out.warnings {
+                eprintln!("truecold: warning: {w}");
+            }
+            let v = &out.written.verdict;
+            print!("{}", v.render(&out.written.path, 5));
+            println!(
+                "tune: {}/README.md; verify: truecold-proof verify {}",
+                out.written.path.display(),
+                out.written.path.display()
+            );
+            if v.is_valid() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            }
+        }
+        Err(e) => {
+            eprintln!("truecold: error: {}", chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `truecold tune-phase`: 0 written and verified, 2 written but invalid, 130 interrupted,
+/// 1 nothing written.
+fn tune_phase_main(args: &truecold_bench::tune::TunePhaseArgs, invocation: &str) -> ExitCode {
+    match truecold_bench::tune::tune_phase(args, invocation) {
+        Ok((w, interrupted)) => {
+            print!("{}", w.verdict.render(&w.path, 5));
+            if !w.verdict.is_valid() {
+                ExitCode::from(2)
+            } else if interrupted {
                 ExitCode::from(130)
             } else {
                 ExitCode::SUCCESS

@@ -23,7 +23,7 @@ pub const WARNING: &str = "nested-emulated: L1 and the guest run under QEMU soft
 emulation; these timings are functional evidence only, never results";
 
 /// Where L1's bench writes its bundle (under `truecold_nested::OUT_DIR`).
-const L1_BUNDLE: &str = "bundle";
+pub(crate) const L1_BUNDLE: &str = "bundle";
 
 /// Why a nested campaign could not run.
 #[derive(Debug, thiserror::Error)]
@@ -152,7 +152,7 @@ pub fn run(
 
 /// Runs `argv` (an inner `truecold run`) in L1 with the truecold files and `extra`, receives
 /// what it wrote under `bundle/`, places it atomically at `dest` and verifies it.
-fn in_l1(
+pub(crate) fn in_l1(
     args: &RunArgs,
     argv: Vec<String>,
     extra: Vec<L1File>,
@@ -235,12 +235,10 @@ fn in_l1(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Cmd};
-    use clap::Parser;
+    use crate::cli::Cli;
 
     fn parse(argv: &[&str]) -> RunArgs {
-        let Cmd::Run(a) = Cli::parse_from(argv).cmd;
-        a
+        Cli::try_parse_run(argv).unwrap()
     }
 
     #[test]

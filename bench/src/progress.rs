@@ -49,6 +49,8 @@ pub struct Progress<W: Write> {
     /// Successes' latencies, ascending.
     sorted: Vec<u64>,
     plain_every: u64,
+    /// What the caller adds (a tune: the current arm and its running effect).
+    note: String,
     /// Drawn on stderr (live) or hidden (plain); its estimator gives the rate and ETA of both.
     bar: ProgressBar,
 }
@@ -76,10 +78,17 @@ impl<W: Write> Progress<W> {
             sorted: Vec::new(),
             // About twenty plain lines per campaign.
             plain_every: (total / 20).max(1),
+            note: String::new(),
             bar,
         };
         p.bar.set_message(p.figures());
         p
+    }
+
+    /// Sets the note shown after the figures (empty: none).
+    pub fn set_note(&mut self, note: String) {
+        self.note = note;
+        self.bar.set_message(self.figures());
     }
 
     /// Counts one finished sample.
@@ -121,12 +130,17 @@ impl<W: Write> Progress<W> {
     /// Rate, ETA (`indicatif`'s estimates) and [`Progress::stats`]: `4.9/s, ETA 3 minutes,
     /// p50 …`.
     pub fn figures(&self) -> String {
-        format!(
+        let mut s = format!(
             "{:.1}/s, ETA {:#}, {}",
             self.bar.per_sec(),
             HumanDuration(self.bar.eta()),
             self.stats()
-        )
+        );
+        if !self.note.is_empty() {
+            s.push_str(" · ");
+            s.push_str(&self.note);
+        }
+        s
     }
 
     /// The plain status line: `[label] done/total done, ` and [`Progress::figures`].

@@ -323,13 +323,33 @@ pub fn vmm_args(
     force: bool,
     host: HostKind,
 ) -> Vec<OsString> {
+    vmm_args_for(
+        spec,
+        guest.map(|g| (g.vmlinux.as_path(), g.initramfs.as_path())),
+        &args.cmdline_extra,
+        args.console,
+        force,
+        host,
+    )
+}
+
+/// [`vmm_args`] from its parts: `guest` is the kernel image and initramfs (`None`: the probe
+/// guest). One definition for campaigns and tune arms.
+pub fn vmm_args_for(
+    spec: &CampaignSpec,
+    guest: Option<(&Path, &Path)>,
+    cmdline_extra: &str,
+    console: bool,
+    force: bool,
+    host: HostKind,
+) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec!["boot".into()];
     match guest {
-        Some(g) => {
+        Some((kernel, initramfs)) => {
             v.push("--kernel".into());
-            v.push(g.vmlinux.clone().into());
+            v.push(kernel.into());
             v.push("--initramfs".into());
-            v.push(g.initramfs.clone().into());
+            v.push(initramfs.into());
         }
         None => v.push("--probe".into()),
     }
@@ -342,11 +362,11 @@ pub fn vmm_args(
         v.push(k.into());
         v.push(val.into());
     }
-    if !args.cmdline_extra.is_empty() {
+    if !cmdline_extra.is_empty() {
         v.push("--cmdline-extra".into());
-        v.push(args.cmdline_extra.clone().into());
+        v.push(cmdline_extra.into());
     }
-    if args.console {
+    if console {
         v.push("--console".into());
     }
     if force {
@@ -743,7 +763,7 @@ pub fn engine_version(binary: &Path) -> Result<String, RunError> {
 
 /// This host's KVM: `/dev/kvm` must exist; its kind (detected or forced) and, when forced,
 /// the warning that says so (printed, and kept for the bundle).
-fn kvm_host() -> Result<(HostKind, Vec<String>), RunError> {
+pub fn kvm_host() -> Result<(HostKind, Vec<String>), RunError> {
     if !Path::new("/dev/kvm").exists() {
         return Err(RunError::NoKvm);
     }
@@ -759,15 +779,13 @@ fn kvm_host() -> Result<(HostKind, Vec<String>), RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Cmd};
-    use clap::Parser;
+    use crate::cli::Cli;
     use truecold_proto::kinds::HostKind as V;
 
     fn parse(extra: &[&str]) -> RunArgs {
         let mut v = vec!["truecold", "run"];
         v.extend_from_slice(extra);
-        let Cmd::Run(a) = Cli::try_parse_from(v).unwrap().cmd;
-        a
+        Cli::try_parse_run(v).unwrap()
     }
 
     fn explicit(a: &RunArgs, contract: ContractKind) -> Vec<String> {
@@ -936,11 +954,8 @@ mod tests {
 
     #[test]
     fn every_sample_gets_the_campaign_host_kind() {
-        use clap::Parser;
-        let args = match crate::cli::Cli::try_parse_from(["truecold", "run", "--probe"]) {
-            Ok(crate::cli::Cli {
-                cmd: crate::cli::Cmd::Run(a),
-            }) => a,
+        let args = match crate::cli::Cli::try_parse_run(["truecold", "run", "--probe"]) {
+            Ok(a) => a,
             Err(e) => panic!("{e}"),
         };
         let spec = CampaignSpec {

@@ -5,6 +5,10 @@
 //! Prerequisites (the test fails, naming the command, when one is missing):
 //! `scripts/build-artifacts.sh` — out/guest, out/l1 and the static binaries.
 
+#[path = "../../bench/tests/common/mod.rs"]
+mod common;
+
+use common::copy_dir;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -301,15 +305,59 @@ fn nested_campaign(l: &Layout, dir: &std::path::Path, name: &str, args: &[&str])
     out
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
+/// Issue 10: a tune in the nested harness, on the virtual clock. Two kernel command-line /
+/// VMM knobs with a large expected effect — the serial console on (every byte of the kernel
+/// log a VM exit) and `rcupdate.rcu_expedited=1` — against the baseline, 5 interleaved rounds
+/// in one L1 boot per phase. The directory must pass `sha256sum -c --strict` and the verifier,
+/// every bundle must say it is on the virtual clock, and the console — the known-slower arm —
+/// must be reported slower (its effect is hundreds of milliseconds of emulated serial I/O;
+/// the verdict, not a time, is asserted).
+#[test]
+fn a_nested_tune_reports_the_serial_console_slower() {
+    let l = layout();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tune");
+    let status = std::process::Command::new(&l.bench)
+        .args([
+            "tune",
+            "--nested",
+            "--knobs",
+            "console,rcu-expedited",
+            "-n",
+            "5",
+            "--vcpus",
+            "2",
+            "--mem-mib",
+            "512",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--guest-dir")
+        .arg(&l.guest_dir)
+        .arg("--vmm")
+        .arg(&l.vmm)
+        .env("CI", "true")
+        .status()
+        .unwrap();
+    assert!(out.is_dir(), "nothing written ({status})");
+    common::sha256sum_check(&out);
+    let verdict = truecold_proof::verify::verify_dir(&out);
+    assert!(verdict.is_valid(), "{}", verdict.render(&out, 50));
+    assert_eq!(status.code(), Some(0));
+    for arm in ["baseline", "console", "rcu-expedited"] {
+        let (r, rows) = truecold_proof::read_bundle(&out.join("screen").join(arm)).unwrap();
+        assert_eq!(
+            r.contract.clock,
+            truecold_proto::kinds::Clock::Virtual,
+            "{arm}"
+        );
+        assert_eq!(rows.len(), 5, "{arm}");
     }
+    let tune: Value =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    let console = tune["screen"]["effects"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["arm"] == "console"))
+        .unwrap_or_else(|| panic!("no console effect in {tune:#}"));
+    assert_eq!(console["verdict"], "slower", "{tune:#}");
 }

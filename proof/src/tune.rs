@@ -76,8 +76,8 @@ use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{apply, check_set, conflicts, Change, Knob, TuneGuest, VmmChange};
 
 use crate::arms::{
-    knob_list, regenerate_arms, verify_arms_rows, ArmData, ArmRef, ArmsError,
-    BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES,
+    knob_list, regenerate_arms, verify_arms_rows, ArmData, ArmRef, ArmsError, BASELINE_ARM,
+    MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES,
 };
 use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::compare::{bootstrap_delta_ci, fmt_p, mann_whitney_p};
@@ -746,6 +746,28 @@ fn read_phase(dir: &Path) -> Phase {
             .map(|a| (a.arm.name.clone(), a))
             .collect(),
     }
+}
+
+/// The screen of a tune while it runs: `dir` is the screen's multi-arm directory the bench
+/// has just written; its verified arms go through [`screen`], the computation
+/// [`write_tune`] and the verifier make later. An arm without a readable bundle is an error.
+pub fn screen_of_dir(dir: &Path, seed: u64, knobs: &[Knob]) -> Result<Screen, TuneError> {
+    let p = read_phase(dir);
+    let arm = |name: &str| {
+        p.data
+            .get(name)
+            .map(TuneArm::from_data)
+            .ok_or_else(|| TuneError::Phase {
+                phase: SCREEN_DIR,
+                why: format!("arm `{name}` has no readable bundle"),
+            })
+    };
+    let base = arm(BASELINE_ARM)?;
+    let arms = knobs
+        .iter()
+        .map(|k| arm(k.as_str()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(screen(seed, &base, &arms))
 }
 
 /// Everything the results are computed from.

@@ -453,8 +453,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         warnings: vec![],
         invocation: "truecold run --engines truecold,firecracker,qemu-microvm -n 3",
         explicit: {
-            use clap::Parser;
-            let crate::cli::Cmd::Run(a) = crate::cli::Cli::try_parse_from([
+            let a = crate::cli::Cli::try_parse_run([
                 "truecold",
                 "run",
                 "--engines",
@@ -468,8 +467,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
                 "--seed",
                 "11",
             ])
-            .unwrap()
-            .cmd;
+            .unwrap();
             let bins: Vec<(Engine, PathBuf)> = arms.iter().map(|e| (*e, bin.clone())).collect();
             crate::run::explicit_args(
                 &a,
@@ -553,11 +551,9 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
 }
 
 fn parse(extra: &[&str]) -> RunArgs {
-    use clap::Parser;
     let mut v = vec!["truecold", "run"];
     v.extend_from_slice(extra);
-    let crate::cli::Cmd::Run(a) = crate::cli::Cli::try_parse_from(v).unwrap().cmd;
-    a
+    crate::cli::Cli::try_parse_run(v).unwrap()
 }
 
 #[test]

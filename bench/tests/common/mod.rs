@@ -43,3 +43,17 @@ pub fn require_kvm() {
         "/dev/kvm is missing: this test boots the probe guest on KVM and cannot run without it"
     );
 }
+
+/// Copies the directory tree `from` to `to` (to tamper with a copy of a bundle).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
