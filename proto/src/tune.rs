@@ -172,7 +172,11 @@ impl Knob {
             Knob::PreemptVoluntary => {
                 Kconfig("CONFIG_PREEMPT_VOLUNTARY=y\n# CONFIG_PREEMPT_NONE is not set\n")
             }
-            Knob::NoSmp => Kconfig("# CONFIG_SMP is not set\n"),
+            // Kconfig forces NR_CPUS=1 and (a dependency on SMP) no deferred struct-page
+            // init without SMP; the fragment states them so the build's check holds.
+            Knob::NoSmp => Kconfig(
+                "# CONFIG_SMP is not set\nCONFIG_NR_CPUS=1\n# CONFIG_DEFERRED_STRUCT_PAGE_INIT is not set\n",
+            ),
             Knob::BackingThp => Vmm(VmmChange::Backing(Backing::Thp)),
             Knob::BackingHugetlb => Vmm(VmmChange::Backing(Backing::Hugetlb)),
             Knob::Console => Vmm(VmmChange::Console),
@@ -216,7 +220,7 @@ impl Knob {
             Knob::NoPrintk => "compiles printk out (no kernel log at all)",
             Knob::X2apic => "builds x2APIC support (MSR-based APIC access when the vCPU offers it)",
             Knob::PreemptVoluntary => "voluntary kernel preemption instead of none",
-            Knob::NoSmp => "a uniprocessor kernel (one CPU whatever the VM has: breaks strict-ready with 2 vCPUs)",
+            Knob::NoSmp => "a uniprocessor kernel (NR_CPUS=1, and so no deferred struct-page init; one CPU whatever the VM has: breaks strict-ready with 2 vCPUs)",
             Knob::BackingThp => "guest memory on anonymous memory with MADV_HUGEPAGE (THP)",
             Knob::BackingHugetlb => "guest memory on 2 MiB hugetlbfs pages (MAP_HUGETLB)",
             Knob::Console => "the kernel console on the 8250 (console=ttyS0; every byte a VM exit)",
