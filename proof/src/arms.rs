@@ -1051,8 +1051,6 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
     out
 }
 
-
-
 /// Every arm measured alike: one host kind (so one clock), one configuration, one guest,
 /// one contract, running the engine its name says. An engines campaign: under the serial
 /// observer, Linux, every artifact and the backing the same. A tune phase: under the vm-exit

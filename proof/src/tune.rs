@@ -76,8 +76,8 @@ use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{apply, check_set, conflicts, Change, Knob, TuneGuest, VmmChange};
 
 use crate::arms::{
-    knob_list, regenerate_arms, verify_arms_rows, ArmData, ArmRef, ArmsError,
-    BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES,
+    knob_list, regenerate_arms, verify_arms_rows, ArmData, ArmRef, ArmsError, BASELINE_ARM,
+    MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES,
 };
 use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::compare::{bootstrap_delta_ci, fmt_p, mann_whitney_p};
