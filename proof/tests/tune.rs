@@ -15,12 +15,11 @@ use truecold_proto::tune::{Knob, TuneGuest};
 const ROUNDS: u64 = 20;
 const MEDIAN: f64 = 300e6;
 
-/// Marks an arm bundle as one arm of an interleaved directory, so the single-bundle
-/// sequential gap rule leaves its gaps to the directory's verifier. Until schema 5 carries
-/// `contract.interleaved`, the one field that does this for a vm-exit bundle is the
-/// drop-caches count; with schema 5 this line becomes `r.contract.interleaved = true`.
-fn mark_interleaved(r: &mut ResultJson) {
-    r.environment.harness.page_cache_dropped = Some(0);
+/// Marks an arm bundle as one arm of an interleaved directory (schema 5's
+/// `contract.interleaved`) applying `knobs` (`configuration.knobs`).
+fn mark_tune_arm(r: &mut ResultJson, knobs: &[Knob]) {
+    r.contract.interleaved = true;
+    r.configuration.knobs = knobs.to_vec();
 }
 
 /// The median of an arm's headline: the baseline's times each knob's injected factor.
@@ -84,7 +83,7 @@ fn write_phase(dir: &Path, arms: &[ArmRef], rounds: u64, seed: u64, breaks: &[&s
     for (a, (f, _, rows)) in arms.iter().zip(&state) {
         let mut r = f.result(rows);
         r.environment.harness.wall_ns = wall;
-        mark_interleaved(&mut r);
+        mark_tune_arm(&mut r, &a.knobs);
         let dest = dir.join(&a.name);
         let w = truecold_proof::write_bundle(&dest, &r, rows, &f.inputs_for(rows)).unwrap();
         assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
@@ -494,8 +493,18 @@ fn tune_arms_run_alike_except_what_their_knobs_change() {
     forge_with(&screen.join("tsc-reliable"), false, |r, _| {
         r.contract.observer = truecold_proof::schema::Observer::Serial;
     });
+    // A bundle that applied other knobs than its arm's.
+    forge(&screen.join("nokaslr"), |r, _| {
+        r.configuration.knobs = vec![Knob::TscReliable];
+    });
     resum_arms(&screen);
     let v = invalid(&screen);
+    assert_reason(
+        &v,
+        &screen,
+        Check::ArmsMismatch,
+        "arm `nokaslr`'s bundle applied knobs [tsc-reliable], the plan says [nokaslr]",
+    );
     assert_reason(
         &v,
         &screen,
