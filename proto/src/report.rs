@@ -205,7 +205,9 @@ pub struct Accounting {
     /// process existed, so its counters are zero by definition, and the VMM's last sample
     /// (`teardown_done`) stands for `reaped` (after it the process only prints its report).
     pub at: std::collections::BTreeMap<String, Counters>,
-    /// `VmHWM` (peak resident set) of the VMM process at `teardown_done`, bytes.
+    /// `VmHWM` (peak resident set) of the VMM process at `teardown_done`, bytes. Like
+    /// `VmRSS` it comes from the kernel's batched per-thread counters, so it can read a few
+    /// dozen pages below an earlier `VmRSS`.
     pub rss_peak_bytes: Option<u64>,
     /// `VmRSS` at `exit` (the run over, guest memory still mapped), bytes.
     pub rss_final_bytes: Option<u64>,
