@@ -168,7 +168,33 @@ pub enum Check {
     ArmOrder,
     /// Multi-arm directory: `comparison.json` differs from its recomputation.
     Comparison,
+    /// `attribution.csv` / `attribution.svg` differ from their recomputation from
+    /// `attribution.jsonl` and the measured rows, or are there without it (or it without them).
+    Attribution,
 }
+
+/// The attribution files ([`crate::attribution::check_bundle`]), each read capped at
+/// [`ATTRIBUTION_MAX_BYTES`].
+fn check_attribution(
+    v: &mut Verdict,
+    r: &ResultJson,
+    samples: &[Sample],
+    files: &BTreeMap<String, Entry>,
+) {
+    let read = |name: &str| {
+        let f = files.get(name)?;
+        crate::bundle::read_capped(&f.path, ATTRIBUTION_MAX_BYTES)
+            .ok()
+            .flatten()
+    };
+    let clock = r.environment.host_kind.clock().describe();
+    for why in crate::attribution::check_bundle(read, samples, clock) {
+        v.add(Check::Attribution, why);
+    }
+}
+
+/// The most bytes read of each attribution file.
+const ATTRIBUTION_MAX_BYTES: u64 = 64 << 20;
 
 /// One reason a bundle is invalid. `detail` holds bundle text verbatim; print it through
 /// [`escape_untrusted`] (as [`Verdict::render`] does).
@@ -571,6 +597,9 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
                 );
             }
         }
+    }
+    if let (Some(r), Some(s)) = (&result, &samples) {
+        check_attribution(&mut v, r, s, &files);
     }
     check_signature(
         &mut v,
