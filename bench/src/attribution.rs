@@ -102,49 +102,53 @@ pub fn lines(reports: &[u8], syms: &BTreeMap<u64, String>) -> Vec<u8> {
 /// read so far (the vmlinux is the host's own artifact; this only names addresses).
 pub fn function_symbols(elf: &[u8]) -> BTreeMap<u64, String> {
     let mut out = BTreeMap::new();
-    let u16_at = |o: usize| -> Option<u64> {
-        Some(u64::from(u16::from_le_bytes(
-            elf.get(o..o + 2)?.try_into().ok()?,
-        )))
+    // Every read is bounds-checked and every offset sum checked: a malformed file gives
+    // `None`, never a panic.
+    let at = |base: usize, d: usize, n: usize| -> Option<&[u8]> {
+        let o = base.checked_add(d)?;
+        elf.get(o..o.checked_add(n)?)
     };
-    let u32_at = |o: usize| -> Option<u64> {
-        Some(u64::from(u32::from_le_bytes(
-            elf.get(o..o + 4)?.try_into().ok()?,
-        )))
+    let u16_at = |b: usize, d: usize| -> Option<u64> {
+        Some(u64::from(u16::from_le_bytes(at(b, d, 2)?.try_into().ok()?)))
     };
-    let u64_at =
-        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(elf.get(o..o + 8)?.try_into().ok()?)) };
+    let u32_at = |b: usize, d: usize| -> Option<u64> {
+        Some(u64::from(u32::from_le_bytes(at(b, d, 4)?.try_into().ok()?)))
+    };
+    let u64_at = |b: usize, d: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(at(b, d, 8)?.try_into().ok()?))
+    };
     let sz = |v: u64| usize::try_from(v).ok();
     let mut run = || -> Option<()> {
         if elf.get(0..6)? != b"\x7fELF\x02\x01" {
             return None;
         }
-        let shoff = sz(u64_at(0x28)?)?;
-        let shentsize = sz(u16_at(0x3a)?)?;
-        let shnum = sz(u16_at(0x3c)?)?;
+        let shoff = sz(u64_at(0, 0x28)?)?;
+        let shentsize = sz(u16_at(0, 0x3a)?)?;
+        let shnum = sz(u16_at(0, 0x3c)?)?;
         let sh = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
         for i in 0..shnum {
             let s = sh(i)?;
-            if u32_at(s + 4)? != 2 {
+            if u32_at(s, 4)? != 2 {
                 continue; // not SHT_SYMTAB
             }
-            let (off, size) = (sz(u64_at(s + 0x18)?)?, sz(u64_at(s + 0x20)?)?);
-            let link = sz(u32_at(s + 0x28)?)?;
+            let (off, size) = (sz(u64_at(s, 0x18)?)?, sz(u64_at(s, 0x20)?)?);
+            let link = sz(u32_at(s, 0x28)?)?;
             let ls = sh(link)?;
-            let (stroff, strsize) = (sz(u64_at(ls + 0x18)?)?, sz(u64_at(ls + 0x20)?)?);
+            let (stroff, strsize) = (sz(u64_at(ls, 0x18)?)?, sz(u64_at(ls, 0x20)?)?);
             let strtab = elf.get(stroff..stroff.checked_add(strsize)?)?;
+            let end = off.checked_add(size)?;
             let mut e = off;
-            while e + 24 <= off.checked_add(size)? {
-                let name = sz(u32_at(e)?)?;
-                let info = *elf.get(e + 4)?;
-                let value = u64_at(e + 8)?;
+            while e.checked_add(24)? <= end {
+                let name = sz(u32_at(e, 0)?)?;
+                let info = *at(e, 4, 1)?.first()?;
+                let value = u64_at(e, 8)?;
                 e += 24;
                 if info & 0xf != 2 || name == 0 {
                     continue;
                 }
                 let rest = strtab.get(name..)?;
-                let end = rest.iter().position(|b| *b == 0)?;
-                if let Ok(n) = std::str::from_utf8(&rest[..end]) {
+                let stop = rest.iter().position(|b| *b == 0)?;
+                if let Ok(n) = std::str::from_utf8(&rest[..stop]) {
                     if truecold_proto::trace::valid_name(n) {
                         out.entry(value).or_insert_with(|| n.to_string());
                     }
