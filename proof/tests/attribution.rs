@@ -1,6 +1,5 @@
 //! Attribution: the clock join, the rows, csv/svg determinism, the reconciliation, and verify
 //! on a synthetic bundle with attribution files (KVM-free).
-#[allow(dead_code)]
 mod common;
 
 use common::*;
