@@ -17,7 +17,9 @@
 //!   a few µs, is the error).
 //! - Kernel log → guest clock: guest-init wrote one line to `/dev/kmsg` right after reading
 //!   its monotonic time (`ksync`), so `mono = printk_us × 1000 − (kmsg_us × 1000 − mono_ns)`
-//!   (µs resolution).
+//!   (µs resolution). Records logged before the kernel's printk clock ran carry time 0
+//!   ([`PRINTK_ZERO_NOTE`]); the guest lane starts at the host's `first_run`, so the phase
+//!   from it to the first kernel mark holds that early boot.
 //!
 //! # Representative launch and reconciliation
 //! The launch shown is the successful one whose request → strict-ready is the nearest-rank
@@ -51,6 +53,11 @@ pub const TOP_INITCALLS: usize = 25;
 pub const MAX_RUNS: usize = 1_000;
 /// Longest line of [`JSONL_FILE`] (a trace of every initcall is a few hundred KiB).
 pub const MAX_LINE: usize = 4 << 20;
+/// The note on a guest phase bounded by a record the kernel logged at printk time 0: it
+/// logged it before its printk clock ran, so the record sits at that clock's zero, not at
+/// when it was logged.
+pub const PRINTK_ZERO_NOTE: &str =
+    "printk time 0: logged before the kernel's printk clock ran; placed at that clock's zero";
 /// The CSV's header.
 pub const CSV_HEADER: [&str; 13] = [
     "lane", "name", "start_ns", "dur_ns", "io_in", "io_out", "mmio", "hlt", "shutdown", "other",
@@ -271,14 +278,19 @@ pub fn attribute(
         // host = mono + offset; offset = ready_doorbell − t_ready_ns.
         let offset = i128::from(ready) - i128::from(rec.t_ready_ns);
         let host = |mono: i128| clamp_i64(mono + offset - i128::from(origin));
-        let mut points: Vec<(String, i64)> = Vec::new();
+        // (name, host time, note): the guest lane's points, in time order.
+        let mut points: Vec<(String, i64, &str)> = Vec::new();
+        if let Some(f) = st.first_run {
+            points.push(("first_run".into(), signed(f, origin), ""));
+        }
         let mut calls = Vec::new();
         if let Some(tr) = &core.guest_trace {
             if let Some(sync) = tr.sync {
                 let k = i128::from(sync.kmsg_us) * 1000 - i128::from(sync.mono_ns);
                 let printk = |us: u64| host(i128::from(us) * 1000 - k);
                 for m in &tr.marks {
-                    points.push((format!("kernel:{}", m.name), printk(m.t_us)));
+                    let note = if m.t_us == 0 { PRINTK_ZERO_NOTE } else { "" };
+                    points.push((format!("kernel:{}", m.name), printk(m.t_us), note));
                 }
                 for c in &tr.initcalls {
                     calls.push((c, printk(c.start_us)));
@@ -295,8 +307,8 @@ pub fn attribute(
                 }
             }
         }
-        points.push(("init_start".into(), host(i128::from(rec.t_init_ns))));
-        points.push(("ready".into(), host(i128::from(rec.t_ready_ns))));
+        points.push(("init_start".into(), host(i128::from(rec.t_init_ns)), ""));
+        points.push(("ready".into(), host(i128::from(rec.t_ready_ns)), ""));
         points.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
         for w in points.windows(2) {
             rows.push(Row {
@@ -305,7 +317,12 @@ pub fn attribute(
                 start_ns: Some(w[0].1),
                 dur_ns: Some(w[1].1.abs_diff(w[0].1)),
                 counters: None,
-                note: String::new(),
+                note: [w[0].2, w[1].2]
+                    .iter()
+                    .copied()
+                    .find(|n| !n.is_empty())
+                    .unwrap_or("")
+                    .to_string(),
             });
         }
         calls.sort_by(|a, b| {

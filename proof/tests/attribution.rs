@@ -161,6 +161,16 @@ fn rows_join_the_clocks_and_reconcile() {
         .find(|r| r.name.starts_with("kernel:linux_version.."))
         .unwrap();
     assert_eq!(k.start_ns.unwrap(), ready_rel as i64 - t_ready as i64);
+    // The guest lane starts at the host's first KVM_RUN: early boot before the first mark.
+    let early = a
+        .rows
+        .iter()
+        .find(|r| r.name == "first_run..kernel:linux_version")
+        .unwrap();
+    assert_eq!(
+        early.start_ns.unwrap() + early.dur_ns.unwrap() as i64,
+        k.start_ns.unwrap()
+    );
     // Initcalls: longest first, symbolized, placed on the same clock.
     let calls: Vec<_> = a.rows.iter().filter(|r| r.lane == Lane::Initcall).collect();
     assert_eq!(calls[0].name, "big_init");
