@@ -516,3 +516,30 @@ pub fn check_bundle(
             .collect(),
     }
 }
+
+/// Whether `report` regenerates `name` (beside [`JSONL_FILE`]).
+pub fn is_generated(name: &str) -> bool {
+    matches!(name, CSV_FILE | SVG_FILE)
+}
+
+/// `report DIR`: the attribution files regenerated from the bundle's [`JSONL_FILE`] (whose
+/// digest the caller has checked) and its rows.
+pub fn regenerate(
+    dir: &std::path::Path,
+    result: &crate::schema::ResultJson,
+    measured: &[Sample],
+) -> Result<Result<Vec<(String, Vec<u8>)>, AttributionError>, crate::bundle::BundleError> {
+    let p = dir.join(JSONL_FILE);
+    let bytes = crate::bundle::read_capped(&p, JSONL_MAX_BYTES)
+        .map_err(|source| crate::bundle::BundleError::Io {
+            op: "read",
+            path: p.clone(),
+            source,
+        })?
+        .ok_or_else(|| crate::bundle::BundleError::TooLarge(p.clone()))?;
+    let clock = result.environment.host_kind.clock().describe();
+    Ok(generate(&bytes, measured, clock))
+}
+
+/// The most bytes of [`JSONL_FILE`] read (verify and report).
+pub const JSONL_MAX_BYTES: u64 = 64 << 20;

@@ -174,7 +174,7 @@ pub enum Check {
 }
 
 /// The attribution files ([`crate::attribution::check_bundle`]), each read capped at
-/// [`ATTRIBUTION_MAX_BYTES`].
+/// [`crate::attribution::JSONL_MAX_BYTES`].
 fn check_attribution(
     v: &mut Verdict,
     r: &ResultJson,
@@ -183,7 +183,7 @@ fn check_attribution(
 ) {
     let read = |name: &str| {
         let f = files.get(name)?;
-        crate::bundle::read_capped(&f.path, ATTRIBUTION_MAX_BYTES)
+        crate::bundle::read_capped(&f.path, crate::attribution::JSONL_MAX_BYTES)
             .ok()
             .flatten()
     };
@@ -192,9 +192,6 @@ fn check_attribution(
         v.add(Check::Attribution, why);
     }
 }
-
-/// The most bytes read of each attribution file.
-const ATTRIBUTION_MAX_BYTES: u64 = 64 << 20;
 
 /// One reason a bundle is invalid. `detail` holds bundle text verbatim; print it through
 /// [`escape_untrusted`] (as [`Verdict::render`] does).

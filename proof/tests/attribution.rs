@@ -355,3 +355,26 @@ impl Mkdir for std::path::PathBuf {
         self
     }
 }
+
+#[test]
+fn report_regenerates_the_attribution_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = bundle_with_attribution(tmp.path());
+    let good = fs::read(dir.join(SVG_FILE)).unwrap();
+    fs::write(dir.join(SVG_FILE), b"<svg/>").unwrap();
+    resum(&dir);
+    assert!(checks(&verify_dir(&dir)).contains(&Check::Attribution));
+    let written = truecold_proof::regenerate(&dir).unwrap();
+    assert!(written.iter().any(|n| n == SVG_FILE), "{written:?}");
+    assert_eq!(fs::read(dir.join(SVG_FILE)).unwrap(), good);
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    // The jsonl is not regenerated: a changed one is refused, not laundered.
+    let j = fs::read_to_string(dir.join(JSONL_FILE)).unwrap();
+    fs::write(
+        dir.join(JSONL_FILE),
+        j.replace("\"dur_us\":700", "\"dur_us\":900"),
+    )
+    .unwrap();
+    assert!(truecold_proof::regenerate(&dir).is_err());
+}
