@@ -475,11 +475,7 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
 }
 
 /// Both generated files from [`JSONL_FILE`]'s bytes.
-pub fn generate(
-    jsonl: &[u8],
-    measured: &[Sample],
-    clock: &str,
-) -> Result<Vec<(String, Vec<u8>)>, AttributionError> {
+pub fn generate(jsonl: &[u8], measured: &[Sample], clock: &str) -> Result<Files, AttributionError> {
     let a = attribute(&parse_lines(jsonl)?, measured)?;
     Ok(vec![
         (CSV_FILE.to_string(), csv_bytes(&a)),
@@ -517,6 +513,9 @@ pub fn check_bundle(
     }
 }
 
+/// Generated files: (name, bytes).
+pub type Files = Vec<(String, Vec<u8>)>;
+
 /// Whether `report` regenerates `name` (beside [`JSONL_FILE`]).
 pub fn is_generated(name: &str) -> bool {
     matches!(name, CSV_FILE | SVG_FILE)
@@ -528,7 +527,7 @@ pub fn regenerate(
     dir: &std::path::Path,
     result: &crate::schema::ResultJson,
     measured: &[Sample],
-) -> Result<Result<Vec<(String, Vec<u8>)>, AttributionError>, crate::bundle::BundleError> {
+) -> Result<Result<Files, AttributionError>, crate::bundle::BundleError> {
     let p = dir.join(JSONL_FILE);
     let bytes = crate::bundle::read_capped(&p, JSONL_MAX_BYTES)
         .map_err(|source| crate::bundle::BundleError::Io {
