@@ -161,6 +161,12 @@ pub struct RunArgs {
     /// The QEMU binary for the qemu-microvm arm (default qemu-system-x86_64 on PATH).
     #[arg(long)]
     pub qemu: Option<PathBuf>,
+    /// After the measured campaign, K more sequential launches with the attribution command
+    /// line (`initcall_debug`, a larger log buffer, `truecold.attribution=1`): never rows of
+    /// samples.csv; their lines go to attribution.jsonl, and attribution.csv / .svg (where
+    /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
+    #[arg(long, default_value_t = 0)]
+    pub attribution: u64,
 }
 
 /// The default `--seed` of an engines campaign ("truecold" in ASCII).
@@ -259,6 +265,9 @@ impl RunArgs {
         }
         if self.console {
             return Err(ArgError::NotForEngines("console"));
+        }
+        if self.attribution > 0 {
+            return Err(ArgError::NotForEngines("attribution"));
         }
         Ok(arms)
     }

@@ -11,6 +11,7 @@
 //! Ctrl-C ([`interrupt`]) stops launching and writes a partial bundle marked incomplete.
 
 pub mod artifacts;
+pub mod attribution;
 pub mod campaign;
 pub mod cli;
 pub mod clock;

@@ -189,7 +189,9 @@ pub(crate) fn in_l1(
         mem_mib: u32::try_from(args.mem_mib.saturating_add(1024)).unwrap_or(u32::MAX),
         cpus: args.vcpus.max(2),
         timeout: Duration::from_secs(300)
-            + Duration::from_millis(per_launch_ms.saturating_mul(planned)),
+            + Duration::from_millis(
+                per_launch_ms.saturating_mul(planned.saturating_add(args.attribution)),
+            ),
         workdir: work.clone(),
     };
     eprintln!(

@@ -151,6 +151,7 @@ pub fn explicit_args(
         firecracker: _,      // `paths.engines`
         cloud_hypervisor: _, // `paths.engines`
         qemu: _,             // `paths.engines`
+        attribution,
     } = args;
     let mut v: Vec<String> = vec![guest.to_string()];
     let mut kv = |k: &str, val: String| {
@@ -205,6 +206,10 @@ pub fn explicit_args(
     }
     if *drop_caches {
         v.push("--drop-caches".into());
+    }
+    if *attribution > 0 {
+        v.push("--attribution".into());
+        v.push(attribution.to_string());
     }
     let truecold_arm = paths.engines.is_empty()
         || paths
@@ -544,13 +549,36 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         &vmm_line,
         guest_cmdline.as_deref(),
     );
+    let mut extra_files = vec![(
+        truecold_proof::reports::REPORTS_FILE.to_string(),
+        ex.reports.clone(),
+    )];
+    if args.attribution > 0 && !ex.interrupted {
+        let mut aargs = args.clone();
+        aargs.cmdline_extra = crate::attribution::cmdline_extra(&args.cmdline_extra);
+        let acommand = VmmCommand {
+            program: vmm.clone(),
+            args: vmm_args(&spec, guest.as_ref(), &aargs, force, kind),
+        };
+        let jsonl = crate::attribution::run_for(
+            &spec,
+            &acommand,
+            args.attribution,
+            guest.as_ref().map(|g| g.vmlinux.as_path()),
+            stop,
+        )?;
+        let clock = result.environment.host_kind.clock().describe();
+        match truecold_proof::attribution::generate(&jsonl, &ex.samples, clock) {
+            Ok(files) => extra_files.extend(files),
+            // Kept as data: verify names why there is no attribution.
+            Err(e) => eprintln!("truecold: attribution: {e}"),
+        }
+        extra_files.push((truecold_proof::attribution::JSONL_FILE.to_string(), jsonl));
+    }
     let inputs = BundleInputs {
         kernel_config,
         cmdline,
-        extra_files: vec![(
-            truecold_proof::reports::REPORTS_FILE.to_string(),
-            ex.reports.clone(),
-        )],
+        extra_files,
     };
     let written = campaign::write(&dest, &result, &ex.samples, &inputs)?;
     Ok(RunOutcome {

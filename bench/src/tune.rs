@@ -600,6 +600,7 @@ fn arm_run_args(plan: &PhasePlan, p: &PreparedArm, vmm: &Path, out: &Path) -> Ve
         firecracker: None,
         cloud_hypervisor: None,
         qemu: None,
+        attribution: 0,
     };
     run::explicit_args(
         &ra,
@@ -1246,6 +1247,7 @@ fn nested_phase(
         firecracker: None,
         cloud_hypervisor: None,
         qemu: None,
+        attribution: 0,
     };
     let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
     let w = crate::nested::in_l1(

@@ -158,6 +158,8 @@ mod tests {
             protocol_error_count: 0,
             protocol_errors: vec![],
             guest_cmdline: None,
+            accounting: None,
+            guest_trace: None,
             outcome: Outcome {
                 ok: false,
                 failure_kind: Some(VMM_DEADLINE.into()),

@@ -259,3 +259,64 @@ fn bad_arguments_and_missing_artifacts_fail_clearly_before_launching() {
     assert_eq!(code, Some(1));
     assert!(err.contains("never overwritten"), "{err}");
 }
+
+/// `--attribution K` on the probe guest: K more launches after the measured rows, never rows
+/// of samples.csv; attribution.jsonl/csv/svg in the bundle, covered by SHA256SUMS, verified
+/// (recomputed) by the verifier; the host stages carry the VMM's exits and page faults.
+#[test]
+fn probe_attribution_files_verify() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("bundle");
+    let o = base_cmd(&out, "4")
+        .args(["--attribution", "3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "truecold failed: {stderr}");
+    sha256sum_check(&out);
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 10));
+    assert_eq!(v.rows, Some(4));
+    let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
+    for f in ["attribution.jsonl", "attribution.csv", "attribution.svg"] {
+        assert!(sums.contains(f), "{f}");
+    }
+    let jsonl = std::fs::read_to_string(out.join("attribution.jsonl")).unwrap();
+    assert_eq!(jsonl.lines().count(), 3);
+    let csv = std::fs::read_to_string(out.join("attribution.csv")).unwrap();
+    let guest_boot = csv
+        .lines()
+        .find(|l| l.starts_with("host,guest_boot,"))
+        .unwrap_or_else(|| panic!("{csv}"));
+    let f: Vec<&str> = guest_boot.split(',').collect();
+    // The probe rings its init doorbell: one io_out in guest_boot.
+    assert_eq!(f[5], "1", "{guest_boot}");
+    assert!(csv.contains("reconciliation,"), "{csv}");
+    // Tampering with the csv is caught even with SHA256SUMS re-made.
+    std::fs::write(
+        out.join("attribution.csv"),
+        csv.replace("host,spawn", "host,spawn2"),
+    )
+    .unwrap();
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(&out).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name != "SHA256SUMS" {
+            let bytes = std::fs::read(e.path()).unwrap();
+            entries.push((name, truecold_proof::sums::sha256_hex(&bytes)));
+        }
+    }
+    std::fs::write(
+        out.join("SHA256SUMS"),
+        truecold_proof::sums::format_sums(&entries),
+    )
+    .unwrap();
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(
+        v.has(truecold_proof::Check::Attribution),
+        "{}",
+        v.render(&out, 10)
+    );
+}

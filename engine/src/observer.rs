@@ -167,6 +167,9 @@ impl Observer {
                 ));
             }
             Message::Nonce(_) => self.error("the guest sent a nonce line".into()),
+            Message::Trace(_) => {
+                self.error("a trace line on the serial (attribution boots use the ports)".into())
+            }
             Message::Reply(r) => {
                 let Some(nonce) = self.nonce else {
                     return self.error("a reply before the nonce was sent".into());

@@ -7,6 +7,7 @@
 //! that touch the system live in the binaries (`main.rs`, `bin/platform-init.rs`); the panic
 //! hook ([`panic`]) takes its exit port and power-off from `main.rs`.
 
+pub mod kmsg;
 pub mod panic;
 pub mod platform;
 
@@ -259,6 +260,7 @@ pub fn nonce_from_line(line: &[u8]) -> Result<[u8; NONCE_LEN], NonceLineError> {
         Message::Ready { .. } => Err(NonceLineError::NotNonce("ready")),
         Message::Reply(_) => Err(NonceLineError::NotNonce("reply")),
         Message::Record(_) => Err(NonceLineError::NotNonce("record")),
+        Message::Trace(_) => Err(NonceLineError::NotNonce("trace")),
     }
 }
 

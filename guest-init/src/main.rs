@@ -27,6 +27,8 @@ use truecold_proto::{
 
 /// The transport, once the command line is read (the panic hook stops the VM by it).
 static TRANSPORT: OnceLock<Transport> = OnceLock::new();
+/// `truecold.attribution=1`: send the kernel-log trace after the record.
+static ATTRIBUTION: OnceLock<bool> = OnceLock::new();
 
 fn main() {
     let t_init_ns = sys::monotonic_ns();
@@ -154,6 +156,7 @@ fn read_config() -> Result<GuestConfig, InitError> {
         .as_ref()
         .map_or_else(|_| transport_hint(&text), |c| c.transport);
     let _ = TRANSPORT.set(transport);
+    let _ = ATTRIBUTION.set(parsed.as_ref().is_ok_and(|c| c.attribution));
     parsed.map_err(InitError::Cmdline)
 }
 
@@ -201,7 +204,16 @@ fn finish(p: Ports, tty: Option<Serial>, mut rec: GuestRecord) {
     let code = rec.code as u8;
     let line = Message::Record(rec);
     match TRANSPORT.get().copied().unwrap_or_default() {
-        Transport::Ports => p.send(line.encode().as_bytes()),
+        Transport::Ports => {
+            p.send(line.encode().as_bytes());
+            // An attribution boot (never a measured row): the trace goes after the record,
+            // outside every measured stage.
+            if ATTRIBUTION.get() == Some(&true) {
+                for l in kernel_trace() {
+                    p.send(Message::Trace(l).encode().as_bytes());
+                }
+            }
+        }
         Transport::Serial => {
             let sent = tty
                 .map_or_else(Serial::open, Ok)
@@ -212,6 +224,49 @@ fn finish(p: Ports, tty: Option<Serial>, mut rec: GuestRecord) {
         }
     }
     p.exit(code);
+}
+
+/// The attribution trace: writes the sync line to `/dev/kmsg` (its monotonic time, just
+/// read), then reads every record non-blocking from the start of the log, within the bounds
+/// of `truecold_proto::trace`. Nothing is sent when `/dev/kmsg` cannot be opened or the sync
+/// line is not found (the host then has no trace, which the attribution reports).
+fn kernel_trace() -> Vec<truecold_proto::trace::TraceLine> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut b = truecold_init::kmsg::TraceBuilder::default();
+    let sync = format!(
+        "{}{}\n",
+        truecold_proto::trace::SYNC_PREFIX,
+        sys::monotonic_ns()
+    );
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .and_then(|mut f| f.write_all(sync.as_bytes()));
+    if let Err(e) = written {
+        let _ = writeln!(std::io::stderr(), "truecold-init: /dev/kmsg write: {e}");
+        return Vec::new();
+    }
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+    else {
+        return Vec::new();
+    };
+    let mut buf = vec![0u8; 8192];
+    while !b.full() {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => b.feed(&buf[..n]),
+            // Records overwritten before they were read: the next read goes on.
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // EAGAIN: the end of the log.
+            Err(_) => break,
+        }
+    }
+    b.lines()
 }
 
 /// The error and its source chain on stderr (the console, when there is one).

@@ -70,6 +70,8 @@ pub enum BundleError {
     Tampered(String),
     #[error("{0} is larger than {MAX_PARSED_BYTES} bytes, the most read into memory")]
     TooLarge(PathBuf),
+    #[error("the attribution files cannot be regenerated")]
+    Attribution(#[source] crate::attribution::AttributionError),
 }
 
 /// Why `result.json` could not be read.
@@ -307,7 +309,13 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
         .map_err(io("read", &sp))?
         .ok_or_else(|| BundleError::TooLarge(sp.clone()))?;
     let listed = parse_sums(&sb).map_err(BundleError::Sums)?;
-    let is_generated = |n: &str| matches!(n, README_FILE | CDF_FILE | STAGES_FILE);
+    let attribution = listed
+        .iter()
+        .any(|(n, _)| n == crate::attribution::JSONL_FILE);
+    let is_generated = |n: &str| {
+        matches!(n, README_FILE | CDF_FILE | STAGES_FILE)
+            || (attribution && crate::attribution::is_generated(n))
+    };
     let mut sums = Vec::new();
     for (name, digest) in &listed {
         if is_generated(name) {
@@ -323,7 +331,13 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
         sums.push((name.clone(), digest.clone()));
     }
     let (result, samples) = read_bundle(dir)?;
-    let generated = generated_files(&result, &samples);
+    let mut generated = generated_files(&result, &samples);
+    if attribution {
+        generated.extend(
+            crate::attribution::regenerate(dir, &result, &samples)?
+                .map_err(BundleError::Attribution)?,
+        );
+    }
     let mut written = Vec::new();
     for (name, bytes) in &generated {
         replace_file(dir, name, bytes)?;

@@ -67,6 +67,7 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--cloud-hypervisor",
     "--qemu",
     "--seed",
+    "--attribution",
 ];
 /// `truecold run`'s flags that may be given more than once (each time adds a value).
 pub const RUN_REPEATABLE: &[&str] = &["--engine"];

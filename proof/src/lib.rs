@@ -45,6 +45,7 @@
 #![deny(unsafe_code)]
 
 pub mod arms;
+pub mod attribution;
 pub mod bundle;
 pub mod cmdline;
 pub mod compare;

@@ -192,6 +192,29 @@ pub enum Check {
     /// Tune directory: `tune.json`'s results differ from their recomputation (an effect, a
     /// winner that is not faster, the final A/B, the leave-one-out).
     TuneResults,
+    /// `attribution.csv` / `attribution.svg` differ from their recomputation from
+    /// `attribution.jsonl` and the measured rows, or are there without it (or it without them).
+    Attribution,
+}
+
+/// The attribution files ([`crate::attribution::check_bundle`]), each read capped at
+/// [`crate::attribution::JSONL_MAX_BYTES`].
+fn check_attribution(
+    v: &mut Verdict,
+    r: &ResultJson,
+    samples: &[Sample],
+    files: &BTreeMap<String, Entry>,
+) {
+    let read = |name: &str| {
+        let f = files.get(name)?;
+        crate::bundle::read_capped(&f.path, crate::attribution::JSONL_MAX_BYTES)
+            .ok()
+            .flatten()
+    };
+    let clock = r.environment.host_kind.clock().describe();
+    for why in crate::attribution::check_bundle(read, samples, clock) {
+        v.add(Check::Attribution, why);
+    }
 }
 
 /// One reason a bundle is invalid. `detail` holds bundle text verbatim; print it through
@@ -609,6 +632,9 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
                 );
             }
         }
+    }
+    if let (Some(r), Some(s)) = (&result, &samples) {
+        check_attribution(&mut v, r, s, &files);
     }
     check_signature(
         &mut v,

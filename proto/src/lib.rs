@@ -231,6 +231,10 @@ pub enum ProtoError {
     BadValue { key: &'static str, value: String },
     #[error("malformed kernel command line parameter `{0}`")]
     BadCmdline(String),
+    #[error("more than {max} `{what}` lines")]
+    TooMany { what: &'static str, max: usize },
+    #[error("a second `{0}` line")]
+    Repeated(&'static str),
 }
 
 /// A guest boot id: the 36-character UUID from `/proc/sys/kernel/random/boot_id`.
@@ -536,11 +540,16 @@ pub enum Message {
     Nonce([u8; NONCE_LEN]),
     Reply(Reply),
     Record(GuestRecord),
+    /// An attribution boot's kernel-log trace, after the record ([`trace`]).
+    Trace(trace::TraceLine),
 }
 
 const READY_KEYS: &[&str] = &["boot_id"];
 const NONCE_KEYS: &[&str] = &["value"];
 const REPLY_KEYS: &[&str] = &["boot_id", "binding"];
+const KSYNC_KEYS: &[&str] = &["kmsg_us", "mono_ns", "records", "truncated"];
+const INITCALL_KEYS: &[&str] = &["fn", "start_us", "dur_us", "ret"];
+const KMARK_KEYS: &[&str] = &["name", "t_us"];
 const RECORD_KEYS: &[&str] = &[
     "boot_id",
     "t_init_ns",
@@ -607,6 +616,20 @@ impl Message {
                 r.workload.encode(),
                 r.code.name(),
             ),
+            Message::Trace(trace::TraceLine::Sync(k)) => format!(
+                "{LINE_TAG} ksync kmsg_us={} mono_ns={} records={} truncated={}\n",
+                k.kmsg_us,
+                k.mono_ns,
+                k.records,
+                u8::from(k.truncated)
+            ),
+            Message::Trace(trace::TraceLine::Initcall(c)) => format!(
+                "{LINE_TAG} initcall fn={} start_us={} dur_us={} ret={}\n",
+                c.func, c.start_us, c.dur_us, c.ret
+            ),
+            Message::Trace(trace::TraceLine::Mark(m)) => {
+                format!("{LINE_TAG} kmark name={} t_us={}\n", m.name, m.t_us)
+            }
         }
     }
 
@@ -630,6 +653,9 @@ impl Message {
             "nonce" => NONCE_KEYS,
             "reply" => REPLY_KEYS,
             "record" => RECORD_KEYS,
+            "ksync" => KSYNC_KEYS,
+            "initcall" => INITCALL_KEYS,
+            "kmark" => KMARK_KEYS,
             other => return Err(ProtoError::UnknownKind(other.into())),
         };
         let mut vals: Vec<Option<&str>> = vec![None; keys.len()];
@@ -680,6 +706,46 @@ impl Message {
                 let m = get("binding")?;
                 let binding = unhex::<32>(m).ok_or_else(|| bad("binding", m))?;
                 Ok(Message::Reply(Reply { boot_id, binding }))
+            }
+            "ksync" => Ok(Message::Trace(trace::TraceLine::Sync(trace::KmsgSync {
+                kmsg_us: num("kmsg_us")?,
+                mono_ns: num("mono_ns")?,
+                records: num("records")?,
+                truncated: match get("truncated")? {
+                    "0" => false,
+                    "1" => true,
+                    v => return Err(bad("truncated", v)),
+                },
+            }))),
+            "initcall" => {
+                let f = get("fn")?;
+                if !trace::valid_name(f) {
+                    return Err(bad("fn", f));
+                }
+                let r = get("ret")?;
+                let digits = r.strip_prefix('-').unwrap_or(r);
+                if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+                    return Err(bad("ret", r));
+                }
+                let ret = r.parse::<i64>().map_err(|_| bad("ret", r))?;
+                Ok(Message::Trace(trace::TraceLine::Initcall(
+                    trace::Initcall {
+                        func: f.to_string(),
+                        start_us: num("start_us")?,
+                        dur_us: num("dur_us")?,
+                        ret,
+                    },
+                )))
+            }
+            "kmark" => {
+                let n = get("name")?;
+                if !trace::KERNEL_MARKS.iter().any(|(k, _)| *k == n) {
+                    return Err(bad("name", n));
+                }
+                Ok(Message::Trace(trace::TraceLine::Mark(trace::KernelMark {
+                    name: n.to_string(),
+                    t_us: num("t_us")?,
+                })))
             }
             _ => {
                 let b = get("boot_id")?;
@@ -818,6 +884,7 @@ pub fn memtotal_bounds_for(configured: u64) -> (u64, u64) {
 pub mod kinds;
 pub mod measure;
 pub mod report;
+pub mod trace;
 pub mod tune;
 
 /// Kernel command line keys the guest reads (`truecold.<key>=<value>`).
@@ -833,6 +900,16 @@ pub mod cmdline {
     /// The engine whose E820 layout the exact-RAM rule uses ([`crate::kinds::Engine`];
     /// default `truecold`).
     pub const ENGINE: &str = "truecold.engine";
+    /// `1`: an attribution boot (never a measured row): after the workload and its record,
+    /// the guest reads `/dev/kmsg` and sends its trace ([`crate::trace`]); `0` or absent: not.
+    pub const ATTRIBUTION: &str = "truecold.attribution";
+    /// What the bench adds to an attribution boot's command line: `initcall_debug` (one
+    /// `calling` / `returned` record per initcall), a log buffer large enough to keep every
+    /// record from boot until guest-init reads it (tinyconfig's is 128 KiB), and
+    /// [`ATTRIBUTION`]. The console stays as the base leaves it (off, `quiet loglevel=0`):
+    /// the records go to the log buffer only. `/dev/kmsg` gives every record its printk
+    /// time whatever `printk.time` says.
+    pub const ATTRIBUTION_CMDLINE: &str = "initcall_debug log_buf_len=4M truecold.attribution=1";
     /// Default probe size: 4 MiB.
     pub const DEFAULT_PROBE: u64 = 4 << 20;
 }
@@ -845,6 +922,8 @@ pub struct GuestConfig {
     pub net: Option<String>,
     pub transport: kinds::Transport,
     pub engine: kinds::Engine,
+    /// [`cmdline::ATTRIBUTION`].
+    pub attribution: bool,
 }
 
 impl GuestConfig {
@@ -855,6 +934,7 @@ impl GuestConfig {
         let mut net = None;
         let mut transport = None;
         let mut engine = None;
+        let mut attribution = None;
         for word in line.split_ascii_whitespace() {
             let Some(rest) = word.strip_prefix("truecold.") else {
                 continue;
@@ -883,6 +963,13 @@ impl GuestConfig {
                         kinds::Engine::parse(v).map_err(|_| ProtoError::BadCmdline(word.into()))?,
                     )
                     .is_some(),
+                "attribution" => attribution
+                    .replace(match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(ProtoError::BadCmdline(word.into())),
+                    })
+                    .is_some(),
                 _ => return Err(ProtoError::BadCmdline(word.into())),
             };
             if dup {
@@ -895,6 +982,7 @@ impl GuestConfig {
             net,
             transport: transport.unwrap_or_default(),
             engine: engine.unwrap_or(kinds::Engine::Truecold),
+            attribution: attribution.unwrap_or(false),
         })
     }
 }

@@ -250,17 +250,30 @@ impl Stamps {
     }
 
     /// The host and post stages (see the module's tiling rule); guest stages are left empty
-    /// (see [`StageTimes::set_guest`]).
+    /// (see [`StageTimes::set_guest`]). Each stage is the difference of the stamps of its
+    /// span ([`Stamps::spans`]).
     pub fn tile(&self) -> StageTimes {
         let mut st = StageTimes::default();
-        st.set(
-            Stage::Queue,
-            match (self.intended, self.request) {
-                (Some(i), Some(r)) => r.checked_sub(i),
-                _ => None,
-            },
-        );
-        let mut prev = self.request;
+        for (stage, span) in Stage::ALL.iter().zip(self.spans()) {
+            st.set(
+                *stage,
+                span.and_then(|(a, b)| self.get(b)?.checked_sub(self.get(a)?)),
+            );
+        }
+        st
+    }
+
+    /// The one tiling rule as marks: for each stage of [`Stage::ALL`], the (start, end) marks
+    /// it runs between, both present, or `None` when the stage is empty (its end mark, or
+    /// every earlier mark, missing; a post stage before strict-ready; a guest stage). Any
+    /// counter sampled at the marks (exit counts, page faults) is split into stages by the
+    /// same spans, so durations and counters always cover the same interval.
+    pub fn spans(&self) -> [Option<(Mark, Mark)>; STAGE_COUNT] {
+        let mut out = [None; STAGE_COUNT];
+        if self.intended.is_some() && self.request.is_some() {
+            out[Stage::Queue.index()] = Some((Mark::Intended, Mark::Request));
+        }
+        let mut prev = self.request.map(|_| Mark::Request);
         for row in Stage::TABLE {
             let Boundary::Host { end } = row.boundary else {
                 continue;
@@ -271,19 +284,15 @@ impl Stamps {
             if row.kind == StageKind::Post && self.strict_ready.is_none() {
                 break;
             }
-            let end_ns = self.get(end);
-            st.set(
-                row.stage,
-                match (prev, end_ns) {
-                    (Some(p), Some(e)) => e.checked_sub(p),
-                    _ => None,
-                },
-            );
-            if end_ns.is_some() {
-                prev = end_ns;
+            let present = self.get(end).is_some();
+            if let (Some(p), true) = (prev, present) {
+                out[row.stage.index()] = Some((p, end));
+            }
+            if present {
+                prev = Some(end);
             }
         }
-        st
+        out
     }
 }
 

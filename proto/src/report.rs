@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::kinds::Transport;
-use crate::measure::Stamps;
+use crate::measure::{Mark, Stage, Stamps};
 use crate::{BootId, GuestRecord};
 
 /// Version of the VMM's report JSON. 2: one [`Stamps`] object (was `timeline` +
@@ -119,6 +119,139 @@ pub struct ReportCore {
     /// The guest kernel command line (Linux guests).
     pub guest_cmdline: Option<String>,
     pub outcome: Outcome,
+    /// The VMM's own cost, sampled at each of its marks (split into stages by
+    /// [`Accounting::stages`]). Absent from reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounting: Option<Accounting>,
+    /// An attribution boot's kernel-log trace (`truecold.attribution=1` only; see
+    /// [`crate::trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_trace: Option<crate::trace::GuestTrace>,
+}
+
+/// KVM exits by reason, cumulative over the VMM process (all vCPUs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExitTally {
+    /// `KVM_EXIT_IO`, direction in.
+    pub io_in: u64,
+    /// `KVM_EXIT_IO`, direction out.
+    pub io_out: u64,
+    /// `KVM_EXIT_MMIO`, reads and writes.
+    pub mmio: u64,
+    /// `KVM_EXIT_HLT`.
+    pub hlt: u64,
+    /// `KVM_EXIT_SHUTDOWN` (a triple fault; ends the run).
+    pub shutdown: u64,
+    /// Every other exit reason the run loop handles (interrupt window, IOAPIC EOI, `INTR`,
+    /// system event). A `KVM_RUN` interrupted by the VMM's own kick is not an exit and is
+    /// not counted.
+    pub other: u64,
+}
+
+impl ExitTally {
+    /// All exits.
+    pub fn total(&self) -> u64 {
+        self.io_in
+            .saturating_add(self.io_out)
+            .saturating_add(self.mmio)
+            .saturating_add(self.hlt)
+            .saturating_add(self.shutdown)
+            .saturating_add(self.other)
+    }
+
+    /// `self − earlier`, field by field; `None` when some counter went backwards.
+    pub fn since(&self, earlier: &ExitTally) -> Option<ExitTally> {
+        Some(ExitTally {
+            io_in: self.io_in.checked_sub(earlier.io_in)?,
+            io_out: self.io_out.checked_sub(earlier.io_out)?,
+            mmio: self.mmio.checked_sub(earlier.mmio)?,
+            hlt: self.hlt.checked_sub(earlier.hlt)?,
+            shutdown: self.shutdown.checked_sub(earlier.shutdown)?,
+            other: self.other.checked_sub(earlier.other)?,
+        })
+    }
+}
+
+/// The VMM process's counters at one instant: its exits so far and its page faults
+/// (`getrusage(RUSAGE_SELF)`: every thread of the process, vCPU threads included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counters {
+    pub exits: ExitTally,
+    /// `ru_minflt`: page faults served without I/O.
+    pub minflt: u64,
+    /// `ru_majflt`: page faults that needed I/O.
+    pub majflt: u64,
+}
+
+impl Counters {
+    /// `self − earlier`; `None` when some counter went backwards.
+    pub fn since(&self, earlier: &Counters) -> Option<Counters> {
+        Some(Counters {
+            exits: self.exits.since(&earlier.exits)?,
+            minflt: self.minflt.checked_sub(earlier.minflt)?,
+            majflt: self.majflt.checked_sub(earlier.majflt)?,
+        })
+    }
+}
+
+/// The VMM's counters at each mark it took, and its memory high-water mark.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Accounting {
+    /// Mark name ([`Mark::name`]) → the counters read right after that stamp (so the read
+    /// never delays the stamp). Only the VMM's own marks appear: `request` is before the VMM
+    /// process existed, so its counters are zero by definition, and the VMM's last sample
+    /// (`teardown_done`) stands for `reaped` (after it the process only prints its report).
+    pub at: std::collections::BTreeMap<String, Counters>,
+    /// `VmHWM` (peak resident set) of the VMM process at `teardown_done`, bytes. Like
+    /// `VmRSS` it comes from the kernel's batched per-thread counters, so it can read a few
+    /// dozen pages below an earlier `VmRSS`.
+    pub rss_peak_bytes: Option<u64>,
+    /// `VmRSS` at `exit` (the run over, guest memory still mapped), bytes.
+    pub rss_final_bytes: Option<u64>,
+}
+
+/// One stage's share of the VMM's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageCounters {
+    pub stage: Stage,
+    pub counters: Counters,
+}
+
+impl Accounting {
+    /// Records the counters of mark `m`.
+    pub fn take(&mut self, m: Mark, c: Counters) {
+        self.at.insert(m.name().to_string(), c);
+    }
+
+    /// The counters at `m` as the stage split uses them (see [`Accounting::at`]).
+    pub fn at_mark(&self, m: Mark) -> Option<Counters> {
+        match m {
+            Mark::Request => Some(Counters::default()),
+            Mark::Reaped => self.at.get(Mark::TeardownDone.name()).copied(),
+            _ => self.at.get(m.name()).copied(),
+        }
+    }
+
+    /// The counters of every stage whose span ([`Stamps::spans`], the one tiling rule) has
+    /// counters at both ends, in [`Stage::ALL`] order. A counter that went backwards
+    /// (impossible for a real process) leaves its stage out.
+    pub fn stages(&self, stamps: &Stamps) -> Vec<StageCounters> {
+        Stage::ALL
+            .iter()
+            .zip(stamps.spans())
+            .filter_map(|(stage, span)| {
+                let (a, b) = span?;
+                let counters = self.at_mark(b)?.since(&self.at_mark(a)?)?;
+                Some(StageCounters {
+                    stage: *stage,
+                    counters,
+                })
+            })
+            .collect()
+    }
 }
 
 impl ReportCore {
@@ -297,6 +430,8 @@ mod tests {
             protocol_error_count: 0,
             protocol_errors: Vec::new(),
             guest_cmdline: None,
+            accounting: None,
+            guest_trace: None,
             outcome: Outcome {
                 ok: true,
                 failure_kind: None,

@@ -213,8 +213,28 @@ fn cmdline_parsing() {
             net: None,
             transport: kinds::Transport::Ports,
             engine: kinds::Engine::Truecold,
+            attribution: false,
         }
     );
+    let base = "truecold.mem=1 ";
+    assert!(
+        GuestConfig::from_cmdline(&format!("{base}{}", cmdline::ATTRIBUTION_CMDLINE))
+            .unwrap()
+            .attribution
+    );
+    for bad in [
+        "truecold.attribution=2",
+        "truecold.attribution=",
+        "truecold.attribution=1 truecold.attribution=0",
+    ] {
+        assert!(
+            matches!(
+                GuestConfig::from_cmdline(&format!("{base}{bad}")),
+                Err(ProtoError::BadCmdline(_))
+            ),
+            "{bad}"
+        );
+    }
     let c = GuestConfig::from_cmdline(
         "truecold.mem=1 truecold.transport=serial truecold.engine=cloud-hypervisor",
     )
@@ -359,4 +379,253 @@ fn engine_layouts_give_the_measured_ram() {
     // Measured in L1: truecold-vmm's mapping for 1 GiB is 1,075,838,976 bytes (1 GiB + 2 MiB).
     assert_eq!(Engine::Truecold.expected_mapping(1 << 30), 1_075_838_976);
     assert_eq!(Engine::Firecracker.expected_mapping(1 << 30), 1 << 30);
+}
+
+#[test]
+fn trace_lines_round_trip() {
+    use crate::trace::*;
+    let lines = [
+        TraceLine::Sync(KmsgSync {
+            kmsg_us: 123_456,
+            mono_ns: 120_000_001,
+            records: 700,
+            truncated: false,
+        }),
+        TraceLine::Initcall(Initcall {
+            func: "0xffffffff81f7a2e5".into(),
+            start_us: 5_000,
+            dur_us: 12,
+            ret: -19,
+        }),
+        TraceLine::Initcall(Initcall {
+            func: "pci_subsys_init".into(),
+            start_us: 5_100,
+            dur_us: 0,
+            ret: 0,
+        }),
+        TraceLine::Mark(KernelMark {
+            name: "run_init".into(),
+            t_us: 90_000,
+        }),
+    ];
+    for l in lines {
+        let m = Message::Trace(l);
+        let text = m.encode();
+        assert!(text.len() <= MAX_LINE);
+        assert_eq!(Message::decode(text.as_bytes()), Ok(m), "{text}");
+    }
+}
+
+#[test]
+fn hostile_trace_lines_are_typed_errors() {
+    use crate::trace::*;
+    let long_name = format!(
+        "TC1 initcall fn={} start_us=1 dur_us=1 ret=0",
+        "a".repeat(MAX_NAME + 1)
+    );
+    let cases: Vec<(String, ProtoError)> = vec![
+        (
+            "TC1 initcall fn=a start_us=1 dur_us=1".into(),
+            ProtoError::MissingKey("ret"),
+        ),
+        (
+            "TC1 initcall fn=a b start_us=1 dur_us=1 ret=0".into(),
+            ProtoError::MalformedField("b".into()),
+        ),
+        (
+            "TC1 initcall fn=a/b start_us=1 dur_us=1 ret=0".into(),
+            ProtoError::BadValue {
+                key: "fn",
+                value: "a/b".into(),
+            },
+        ),
+        (
+            "TC1 initcall fn= start_us=1 dur_us=1 ret=0".into(),
+            ProtoError::BadValue {
+                key: "fn",
+                value: "".into(),
+            },
+        ),
+        (
+            "TC1 initcall fn=a start_us=-1 dur_us=1 ret=0".into(),
+            ProtoError::BadValue {
+                key: "start_us",
+                value: "-1".into(),
+            },
+        ),
+        (
+            "TC1 initcall fn=a start_us=1 dur_us=99999999999999999999999 ret=0".into(),
+            ProtoError::BadValue {
+                key: "dur_us",
+                value: "99999999999999999999999".into(),
+            },
+        ),
+        (
+            "TC1 initcall fn=a start_us=1 dur_us=1 ret=-".into(),
+            ProtoError::BadValue {
+                key: "ret",
+                value: "-".into(),
+            },
+        ),
+        (
+            "TC1 initcall fn=a start_us=1 dur_us=1 ret=99999999999999999999".into(),
+            ProtoError::BadValue {
+                key: "ret",
+                value: "99999999999999999999".into(),
+            },
+        ),
+        (
+            "TC1 initcall fn=a start_us=1 dur_us=1 ret=0 ret=1".into(),
+            ProtoError::DuplicateKey("ret".into()),
+        ),
+        (
+            "TC1 kmark name=bogus t_us=1".into(),
+            ProtoError::BadValue {
+                key: "name",
+                value: "bogus".into(),
+            },
+        ),
+        (
+            "TC1 kmark name=memory t_us=1 x=2".into(),
+            ProtoError::UnknownKey("x".into()),
+        ),
+        (
+            "TC1 ksync kmsg_us=1 mono_ns=2 records=3 truncated=yes".into(),
+            ProtoError::BadValue {
+                key: "truncated",
+                value: "yes".into(),
+            },
+        ),
+        (
+            long_name,
+            ProtoError::BadValue {
+                key: "fn",
+                value: "a".repeat(MAX_NAME + 1),
+            },
+        ),
+    ];
+    for (line, want) in cases {
+        assert_eq!(Message::decode(line.as_bytes()), Err(want), "{line}");
+    }
+    assert_eq!(
+        Message::decode(format!("TC1 initcall fn={}", "a".repeat(MAX_LINE)).as_bytes()),
+        Err(ProtoError::LineTooLong)
+    );
+    // Bounds on the host's collection.
+    let mut t = GuestTrace::default();
+    let call = |i: u64| {
+        TraceLine::Initcall(Initcall {
+            func: "f".into(),
+            start_us: i,
+            dur_us: 1,
+            ret: 0,
+        })
+    };
+    for i in 0..MAX_INITCALLS as u64 {
+        t.push(call(i)).unwrap();
+    }
+    assert_eq!(
+        t.push(call(0)),
+        Err(ProtoError::TooMany {
+            what: "initcall",
+            max: MAX_INITCALLS
+        })
+    );
+    assert_eq!(t.initcalls.len(), MAX_INITCALLS);
+    let sync = TraceLine::Sync(KmsgSync {
+        kmsg_us: 1,
+        mono_ns: 1,
+        records: 1,
+        truncated: true,
+    });
+    t.push(sync.clone()).unwrap();
+    assert_eq!(t.push(sync), Err(ProtoError::Repeated("ksync")));
+    let mark = |n: &str| {
+        TraceLine::Mark(KernelMark {
+            name: n.into(),
+            t_us: 1,
+        })
+    };
+    t.push(mark("memory")).unwrap();
+    assert_eq!(t.push(mark("memory")), Err(ProtoError::Repeated("kmark")));
+    for (n, _) in KERNEL_MARKS.iter() {
+        if *n != "memory" {
+            t.push(mark(n)).unwrap();
+        }
+    }
+    assert_eq!(t.marks.len(), MAX_KMARKS);
+    assert_eq!(
+        t.push(mark("memory")),
+        Err(ProtoError::TooMany {
+            what: "kmark",
+            max: MAX_KMARKS
+        })
+    );
+}
+
+#[test]
+fn counters_split_by_the_tiling_spans() {
+    use crate::measure::{Mark, Stage, Stamps};
+    use crate::report::{Accounting, Counters, ExitTally};
+    let stamps = Stamps {
+        request: Some(100),
+        boot_start: Some(110),
+        kvm_open: Some(120),
+        vm_created: None,
+        memory_ready: Some(140),
+        kernel_loaded: Some(150),
+        first_run: Some(160),
+        init_doorbell: Some(200),
+        ready_doorbell: Some(220),
+        strict_ready: Some(230),
+        record: Some(300),
+        exit: Some(310),
+        teardown_done: Some(320),
+        reaped: Some(330),
+        ..Stamps::default()
+    };
+    let c = |io_out: u64, minflt: u64| Counters {
+        exits: ExitTally {
+            io_out,
+            ..ExitTally::default()
+        },
+        minflt,
+        majflt: 0,
+    };
+    let mut a = Accounting::default();
+    for (m, k) in [
+        (Mark::BootStart, c(0, 50)),
+        (Mark::KvmOpen, c(0, 55)),
+        (Mark::MemoryReady, c(0, 70)),
+        (Mark::KernelLoaded, c(0, 90)),
+        (Mark::FirstRun, c(0, 95)),
+        (Mark::InitDoorbell, c(40, 400)),
+        (Mark::ReadyDoorbell, c(45, 410)),
+        (Mark::StrictReady, c(47, 411)),
+        (Mark::Record, c(60, 420)),
+        (Mark::Exit, c(62, 421)),
+        (Mark::TeardownDone, c(62, 425)),
+    ] {
+        a.take(m, k);
+    }
+    let st = a.stages(&stamps);
+    let get = |s: Stage| st.iter().find(|x| x.stage == s).map(|x| x.counters);
+    assert_eq!(get(Stage::Spawn), Some(c(0, 50)));
+    // vm_created missing: memory absorbs vm_create, as the durations do.
+    assert_eq!(get(Stage::VmCreate), None);
+    assert_eq!(get(Stage::Memory), Some(c(0, 15)));
+    assert_eq!(get(Stage::GuestBoot), Some(c(40, 305)));
+    assert_eq!(get(Stage::Challenge), Some(c(2, 1)));
+    // teardown ends at reaped: the VMM's last sample (teardown_done) stands for it.
+    assert_eq!(get(Stage::Teardown), Some(c(2, 5)));
+    // Every host stage's duration has counters over the same span.
+    let times = stamps.tile();
+    for s in &st {
+        assert!(times.get(s.stage).is_some(), "{:?}", s.stage);
+    }
+    // A counter that went backwards leaves its stage out.
+    a.take(Mark::ReadyDoorbell, c(41, 1));
+    let st = a.stages(&stamps);
+    assert!(st.iter().all(|x| x.stage != Stage::GuestInit));
+    assert!(st.iter().any(|x| x.stage == Stage::Challenge));
 }

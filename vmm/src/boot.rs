@@ -20,7 +20,7 @@ use crate::timeline::process_start_ns;
 use crate::vm::{self, VmError};
 use truecold_proto::kinds::{Engine, Observer, Transport};
 use truecold_proto::measure::{now_ns, Mark, Stamps, Taker};
-use truecold_proto::report::{Liveness, MemoryFigures};
+use truecold_proto::report::{Accounting, ExitTally, Liveness, MemoryFigures};
 
 /// Invalid configuration.
 #[derive(Debug, thiserror::Error)]
@@ -141,18 +141,26 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
         boot_start: Some(boot_start),
         ..Stamps::default()
     };
+    // Each VMM mark's counters are read right after its stamp (before the vCPUs run there
+    // are no exits yet).
+    let mut acct = Accounting::default();
+    let no_exits = ExitTally::default();
+    acct.take(Mark::BootStart, host::counters(no_exits));
     let deadline_at = cfg.deadline.at_ns(boot_start);
 
     let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
     st.kvm_open = Some(now_ns());
+    acct.take(Mark::KvmOpen, host::counters(no_exits));
 
     let vm = vm::create(&kvm).map_err(Error::Vm)?;
     st.vm_created = Some(now_ns());
+    acct.take(Mark::VmCreated, host::counters(no_exits));
 
     let ram = memory::allocate(cfg.mem_mib, cfg.backing).map_err(Error::Memory)?;
     let rom_area = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
     memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
     st.memory_ready = Some(now_ns());
+    acct.take(Mark::MemoryReady, host::counters(no_exits));
 
     let cmdline = boot_params::cmdline(
         match (cfg.transport, cfg.console) {
@@ -173,6 +181,7 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
         )
         .map_err(Error::MpTable)?;
     st.kernel_loaded = Some(now_ns());
+    acct.take(Mark::KernelLoaded, host::counters(no_exits));
 
     let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
     let serial_out: Box<dyn std::io::Write + Send> = match (cfg.transport, cfg.console) {
@@ -195,9 +204,11 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     let out = out.map_err(Error::Run)?;
     st.first_run = out.first_run;
     st.exit = Some(out.exit);
+    // After the run: the vCPU threads are joined, guest memory is still mapped.
+    acct.rss_final_bytes = host::self_rss();
 
     let backing = memory::observe(&ram);
-    let bus = bus.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut bus = bus.into_inner().unwrap_or_else(|p| p.into_inner());
     // Under the serial transport strict_ready and record are the bench's (it reads them on
     // the serial); the bus never takes them then.
     let observer = match cfg.transport {
@@ -210,6 +221,11 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     {
         st.set(m, bus.stamps.get(m));
     }
+    for (k, v) in std::mem::take(&mut bus.accounting.at) {
+        acct.at.insert(k, v);
+    }
+    let trace = bus.trace.take();
+    let exit_tally = bus.exits.tally();
     let guest = GuestView::collect(bus, cfg, &loaded.e820);
     let memslots = ram.ranges.clone();
     // Teardown: vCPU fds closed in their threads; now VM, memory, /dev/kvm.
@@ -217,6 +233,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     drop(ram);
     drop(kvm);
     st.teardown_done = Some(now_ns());
+    acct.take(Mark::TeardownDone, host::counters(exit_tally));
+    acct.rss_peak_bytes = host::self_rss_peak();
     // Informational (never in a duration): read after the boot, outside its window.
     let process_start_boottime_ns = process_start_ns();
 
@@ -257,6 +275,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
             backing,
             kernel: loaded,
             vmm_rss_bytes: guest.rss_at_strict_ready,
+            accounting: acct,
+            guest_trace: trace,
             exits: guest.exits,
             liveness: guest.liveness,
             guest_record: guest.record,

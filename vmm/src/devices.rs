@@ -11,8 +11,10 @@ use std::sync::{Mutex, MutexGuard};
 use kvm_ioctls::VmFd;
 use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Transport;
+use truecold_proto::measure::Mark;
 use truecold_proto::measure::Stamps;
-use truecold_proto::report::{Liveness, LivenessKind, ReportCore};
+use truecold_proto::report::{Accounting, ExitTally, Liveness, LivenessKind, ReportCore};
+use truecold_proto::trace::GuestTrace;
 use truecold_proto::{
     ErrorCode, LineAssembler, Message, Phase, NONCE_LEN, PORT_CHALLENGE, PORT_DOORBELL, PORT_EXIT,
     PORT_RECORD,
@@ -158,6 +160,13 @@ pub struct ExitCounts {
     pub mmio_read: u64,
     pub mmio_write: u64,
     pub hlt: u64,
+    /// `KVM_EXIT_SHUTDOWN` (a triple fault, which ends the run).
+    #[serde(default)]
+    pub shutdown: u64,
+    /// `KVM_EXIT_SYSTEM_EVENT` (ends the run).
+    #[serde(default)]
+    pub system_event: u64,
+    /// `KVM_RUN` returned EINTR/EAGAIN (the VMM's own kick): not a VM exit.
     pub interrupted: u64,
     pub serial: u64,
     pub i8042: u64,
@@ -170,6 +179,20 @@ pub struct ExitCounts {
     pub unknown_ports: BTreeMap<String, u64>,
     /// Unclaimed MMIO addresses (page granular, at most 64 distinct), `"0xfed00000"` → count.
     pub unknown_mmio_pages: BTreeMap<String, u64>,
+}
+
+impl ExitCounts {
+    /// By reason, as the per-stage accounting counts them (`ExitTally`).
+    pub fn tally(&self) -> ExitTally {
+        ExitTally {
+            io_in: self.io_in,
+            io_out: self.io_out,
+            mmio: self.mmio_read.saturating_add(self.mmio_write),
+            hlt: self.hlt,
+            shutdown: self.shutdown,
+            other: self.other.saturating_add(self.system_event),
+        }
+    }
 }
 
 /// All devices, behind one lock held by the vCPU threads for the span of one exit.
@@ -188,6 +211,10 @@ pub struct Bus {
     /// VmRSS of this process read right after the strict-ready stamp.
     pub rss_at_strict_ready: Option<u64>,
     pub exits: ExitCounts,
+    /// The counters at each VM-exit mark (and `first_run`, `exit`), read right after the stamp.
+    pub accounting: Accounting,
+    /// An attribution boot's kernel-log trace lines (after the record).
+    pub trace: Option<GuestTrace>,
     pub liveness: Liveness,
     pub record: Option<truecold_proto::GuestRecord>,
     pub ap_checkins: Vec<probe::ApCheckin>,
@@ -225,6 +252,8 @@ impl Bus {
             stamps: Stamps::default(),
             rss_at_strict_ready: None,
             exits: ExitCounts::default(),
+            accounting: Accounting::default(),
+            trace: None,
             liveness: Liveness::new(if probe_guest {
                 LivenessKind::ProbeEcho
             } else {
@@ -289,6 +318,13 @@ impl Bus {
             .unknown_ports
             .entry(format!("{port:#x}"))
             .or_insert(0) += 1;
+    }
+
+    /// Samples the process's counters for mark `m` (after its stamp, so the read never
+    /// delays it).
+    pub fn sample(&mut self, m: Mark) {
+        let c = crate::host::counters(self.exits.tally());
+        self.accounting.take(m, c);
     }
 
     /// The probe's summary bytes so far.
@@ -358,6 +394,7 @@ impl Bus {
                     .extend_from_slice(&data[..data.len().min(room)]);
                 if self.summary.len() >= probe::SUMMARY_LEN && self.stamps.record.is_none() {
                     self.stamps.record = Some(t);
+                    self.sample(Mark::Record);
                 }
             }
             _ => self.unknown_port(port),
@@ -436,7 +473,10 @@ impl Bus {
         self.last_phase = Some(*b);
         match Phase::from_byte(*b) {
             Ok(Phase::InitStart) => {
-                self.stamps.init_doorbell.get_or_insert(t);
+                if self.stamps.init_doorbell.is_none() {
+                    self.stamps.init_doorbell = Some(t);
+                    self.sample(Mark::InitDoorbell);
+                }
             }
             Ok(Phase::Ready) => {
                 if self.stamps.ready_doorbell.is_some() {
@@ -444,6 +484,7 @@ impl Bus {
                     return Ok(Action::Continue);
                 }
                 self.stamps.ready_doorbell = Some(t);
+                self.sample(Mark::ReadyDoorbell);
                 if self.transport == Transport::Serial {
                     // The bench makes the nonce and sends it over the serial.
                     return Ok(Action::Continue);
@@ -494,6 +535,11 @@ impl Bus {
                         None => self.protocol_error("reply before the Ready doorbell".into()),
                     }
                 }
+                Message::Trace(l) => {
+                    if let Err(e) = self.trace.get_or_insert_with(GuestTrace::default).push(l) {
+                        self.protocol_error(format!("record port: {e}"));
+                    }
+                }
                 Message::Ready { .. } | Message::Nonce(_) => {
                     self.protocol_error("a serial-transport line on the record port".into());
                 }
@@ -501,6 +547,7 @@ impl Bus {
                     if self.record.is_none() {
                         self.record = Some(r);
                         self.stamps.record = Some(t);
+                        self.sample(Mark::Record);
                     } else {
                         self.protocol_error("second record".into());
                     }
@@ -514,6 +561,7 @@ impl Bus {
     fn strict_ready(&mut self, t: u64) {
         self.liveness.verified = true;
         self.stamps.strict_ready = Some(t);
+        self.sample(Mark::StrictReady);
         self.rss_at_strict_ready = crate::host::self_rss();
     }
 

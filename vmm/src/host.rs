@@ -87,6 +87,36 @@ pub fn self_rss() -> Option<u64> {
     kb_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmRSS")
 }
 
+/// VmHWM (peak resident set) of this process, bytes.
+pub fn self_rss_peak() -> Option<u64> {
+    kb_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmHWM")
+}
+
+/// This process's page faults so far, all threads (`getrusage(RUSAGE_SELF)`): (minor, major).
+pub fn self_faults() -> Option<(u64, u64)> {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for the call to fill.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (r == 0).then(|| {
+        (
+            u64::try_from(ru.ru_minflt).unwrap_or(0),
+            u64::try_from(ru.ru_majflt).unwrap_or(0),
+        )
+    })
+}
+
+/// The process's counters now, with `exits` so far (`Counters`); zero faults when getrusage
+/// fails (it cannot for RUSAGE_SELF with a valid buffer).
+pub fn counters(exits: truecold_proto::report::ExitTally) -> truecold_proto::report::Counters {
+    let (minflt, majflt) = self_faults().unwrap_or((0, 0));
+    truecold_proto::report::Counters {
+        exits,
+        minflt,
+        majflt,
+    }
+}
+
 /// What /proc/self/smaps says about one mapping.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MappingObservation {

@@ -145,6 +145,8 @@ pub struct Observed {
     pub backing: BackingReport,
     pub kernel: Loaded,
     pub vmm_rss_bytes: Option<u64>,
+    pub accounting: truecold_proto::report::Accounting,
+    pub guest_trace: Option<truecold_proto::trace::GuestTrace>,
     pub exits: ExitCounts,
     pub liveness: Liveness,
     pub guest_record: Option<GuestRecord>,
@@ -173,6 +175,8 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
             protocol_error_count: o.protocol_error_count,
             protocol_errors: o.protocol_errors,
             guest_cmdline,
+            accounting: Some(o.accounting),
+            guest_trace: o.guest_trace,
             outcome: Outcome {
                 ok: failure.is_none(),
                 failure_kind: failure.as_ref().map(|f| f.kind().to_string()),

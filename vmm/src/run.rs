@@ -118,8 +118,14 @@ fn handle(i: usize, exit: VcpuExit<'_>, bus: &Mutex<Bus>, t: u64) -> Result<Acti
             lock(bus).exits.hlt += 1;
             Ok(Action::Continue)
         }
-        VcpuExit::Shutdown => Ok(Action::Stop(StopReason::Shutdown(i))),
-        VcpuExit::SystemEvent(kind, _) => Ok(Action::Stop(StopReason::SystemEvent(kind))),
+        VcpuExit::Shutdown => {
+            lock(bus).exits.shutdown += 1;
+            Ok(Action::Stop(StopReason::Shutdown(i)))
+        }
+        VcpuExit::SystemEvent(kind, _) => {
+            lock(bus).exits.system_event += 1;
+            Ok(Action::Stop(StopReason::SystemEvent(kind)))
+        }
         VcpuExit::InternalError => Err(RunError::Internal { vcpu: i }),
         VcpuExit::FailEntry(reason, _) => Err(RunError::FailEntry { vcpu: i, reason }),
         VcpuExit::Intr | VcpuExit::IrqWindowOpen | VcpuExit::IoapicEoi(_) => {
@@ -149,6 +155,7 @@ fn vcpu_loop(
         }
         if i == 0 && sh.first_run.load(Ordering::Relaxed) == 0 {
             sh.first_run.store(now_ns(), Ordering::Relaxed);
+            lock(sh.bus).sample(truecold_proto::measure::Mark::FirstRun);
         }
         match vcpu.run() {
             Ok(exit) => {
@@ -238,6 +245,7 @@ pub fn run(
             Err(_) => RunEnd::Deadline,
         };
         let exit = now_ns();
+        lock(bus).sample(truecold_proto::measure::Mark::Exit);
         sh.stop.store(true, Ordering::SeqCst);
         kick_all(&sh);
         let mut errors = Vec::new();

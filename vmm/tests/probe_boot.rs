@@ -312,3 +312,69 @@ fn bad_inputs_are_typed_errors() {
     ));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every sample's report splits the VMM's exits and page faults into the stages by the one
+/// tiling rule: the stages tile request → reaped, so their exits sum to every exit the run
+/// counted and their faults to the process's last sample; the memory stage is where a
+/// populated guest faults its pages in (THP off: 4 KiB each).
+#[test]
+fn per_stage_exits_faults_and_rss() {
+    use truecold_proto::measure::{Mark, Stage};
+    common::require_kvm();
+    let mut cfg = BootConfig::probe(2, 128, Backing::Anon);
+    cfg.deadline = Deadline::AfterBootStartMs(300_000);
+    let req = now_ns();
+    cfg.request_ns = Some(req);
+    let mut r = truecold_vmm::boot(&cfg).expect("probe boot");
+    // The bench's reaped mark (after the VMM printed its report).
+    r.core.stamps.reaped = Some(now_ns());
+    let a = r
+        .core
+        .accounting
+        .as_ref()
+        .expect("accounting in every report");
+    for m in [
+        Mark::BootStart,
+        Mark::KvmOpen,
+        Mark::VmCreated,
+        Mark::MemoryReady,
+        Mark::KernelLoaded,
+        Mark::FirstRun,
+        Mark::StrictReady,
+        Mark::Record,
+        Mark::Exit,
+        Mark::TeardownDone,
+    ] {
+        assert!(a.at.contains_key(m.name()), "{}", m.name());
+    }
+    let stages = a.stages(&r.core.stamps);
+    let names: Vec<_> = stages.iter().map(|s| s.stage).collect();
+    assert!(names.contains(&Stage::Spawn) && names.contains(&Stage::Challenge));
+    let exits: u64 = stages.iter().map(|s| s.counters.exits.total()).sum();
+    let t = r.exits.tally();
+    assert_eq!(exits, t.total(), "{stages:?}");
+    assert!(t.io_out > 0 && t.io_in > 0);
+    // Host stages before the guest runs see no exits.
+    for s in &stages {
+        if matches!(
+            s.stage,
+            Stage::Spawn | Stage::KvmOpen | Stage::VmCreate | Stage::Memory | Stage::KernelLoad
+        ) {
+            assert_eq!(s.counters.exits.total(), 0, "{:?}", s.stage);
+        }
+    }
+    let faults: u64 = stages.iter().map(|s| s.counters.minflt).sum();
+    let last = a.at[Mark::TeardownDone.name()];
+    assert_eq!(faults, last.minflt);
+    assert!(last.minflt > 0);
+    let (peak, fin) = (a.rss_peak_bytes.unwrap(), a.rss_final_bytes.unwrap());
+    // Both are the kernel's approximate, per-thread batched counters (a few dozen pages of
+    // slack each), read at different instants: only their presence is checked.
+    assert!(peak > 0 && fin > 0, "peak {peak} final {fin}");
+    // The whole report round-trips through the core type the bench reads.
+    let json = serde_json::to_vec(&r).unwrap();
+    match truecold_proto::report::VmmOutput::parse(&json).unwrap() {
+        truecold_proto::report::VmmOutput::Boot(c) => assert_eq!(c.accounting.as_ref(), Some(a)),
+        other => panic!("{other:?}"),
+    }
+}

@@ -152,6 +152,8 @@ fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> 
         protocol_error_count: 0,
         protocol_errors: vec![],
         guest_cmdline: None,
+        accounting: None,
+        guest_trace: None,
         outcome: Outcome {
             ok: !failed,
             failure_kind: failed.then(|| "deadline".to_string()),

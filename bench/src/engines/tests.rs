@@ -118,6 +118,8 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
             protocol_error_count: 0,
             protocol_errors: vec![],
             guest_cmdline: Some("the one command line".into()),
+            accounting: None,
+            guest_trace: None,
             outcome: Outcome {
                 ok: !failed,
                 failure_kind: failed.then(|| "deadline".to_string()),

@@ -707,6 +707,8 @@ pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine
                 protocol_error_count: 0,
                 protocol_errors: vec![],
                 guest_cmdline: Some(GUEST_CMDLINE.into()),
+                accounting: None,
+                guest_trace: None,
                 outcome: outcome.clone(),
                 transport: truecold_proto::kinds::Transport::Serial,
             };
@@ -902,6 +904,8 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
             protocol_error_count: s.protocol_errors,
             protocol_errors: vec![],
             guest_cmdline: None,
+            accounting: None,
+            guest_trace: None,
             outcome: Outcome {
                 ok: s.ok,
                 failure_kind: (!s.ok).then(|| "deadline".into()),

@@ -1,0 +1,544 @@
+//! Attribution: where one boot's time goes, on one clock (pure).
+//!
+//! An attribution campaign (`truecold run … --attribution K`) boots K more times after the
+//! measured rows, with [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] added (never a
+//! measured row: `initcall_debug` and the larger log buffer change the boot). Each launch is
+//! one line of [`JSONL_FILE`] ([`AttributionLine`]: the launch's `reports.jsonl`-style line
+//! and the bench's symbol map). From those lines and the measured rows this module makes
+//! [`CSV_FILE`] and [`SVG_FILE`]; `verify` recomputes both byte for byte ([`check_bundle`]).
+//!
+//! # One timeline
+//! - Host stages: the representative launch's stamps through the one tiling rule, each with
+//!   the VMM's exits by reason and page faults over the same span
+//!   (`truecold_proto::report::Accounting::stages`). Times are ns after its request stamp.
+//! - Guest clock → host clock: the guest reads its CLOCK_MONOTONIC (`t_ready_ns` of its
+//!   record) right before it writes the ready doorbell, whose VM exit the VMM stamps
+//!   (`ready_doorbell`); `offset = ready_doorbell − t_ready_ns` (the doorbell's own exit cost,
+//!   a few µs, is the error).
+//! - Kernel log → guest clock: guest-init wrote one line to `/dev/kmsg` right after reading
+//!   its monotonic time (`ksync`), so `mono = printk_us × 1000 − (kmsg_us × 1000 − mono_ns)`
+//!   (µs resolution). Records logged before the kernel's printk clock ran carry time 0
+//!   ([`PRINTK_ZERO_NOTE`]); the guest lane starts at the host's `first_run`, so the phase
+//!   from it to the first kernel mark holds that early boot.
+//!
+//! # Representative launch and reconciliation
+//! The launch shown is the successful one whose request → strict-ready is the nearest-rank
+//! median of the successful launches (lowest index among equals). Its total is compared with
+//! the measured rows' p50: within [`RECONCILE_BOUND_PPM`] the CSV says
+//! `represents the measured boot`, else `does not represent the measured boot`.
+
+use std::collections::BTreeMap;
+
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+use truecold_proto::measure::{Stage, StageKind};
+use truecold_proto::report::{Counters, ReportCore};
+
+use crate::reports::ReportLine;
+use crate::schema::Sample;
+use crate::stats::percentile_sorted;
+
+/// The attribution launches' lines.
+pub const JSONL_FILE: &str = "attribution.jsonl";
+/// The rows.
+pub const CSV_FILE: &str = "attribution.csv";
+/// The timeline.
+pub const SVG_FILE: &str = "attribution.svg";
+/// The reconciliation bound: the attribution launch's total may differ from the measured
+/// p50 by at most 10 % (100,000 ppm) of that p50.
+pub const RECONCILE_BOUND_PPM: u64 = 100_000;
+/// Initcalls shown (the longest, by the kernel's own duration).
+pub const TOP_INITCALLS: usize = 25;
+/// Most lines read from [`JSONL_FILE`].
+pub const MAX_RUNS: usize = 1_000;
+/// Longest line of [`JSONL_FILE`] (a trace of every initcall is a few hundred KiB).
+pub const MAX_LINE: usize = 4 << 20;
+/// The note on a guest phase bounded by a record the kernel logged at printk time 0: it
+/// logged it before its printk clock ran, so the record sits at that clock's zero, not at
+/// when it was logged.
+pub const PRINTK_ZERO_NOTE: &str =
+    "printk time 0: logged before the kernel's printk clock ran; placed at that clock's zero";
+/// The CSV's header.
+pub const CSV_HEADER: [&str; 13] = [
+    "lane", "name", "start_ns", "dur_ns", "io_in", "io_out", "mmio", "hlt", "shutdown", "other",
+    "minflt", "majflt", "note",
+];
+
+/// What makes the attribution impossible.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AttributionError {
+    #[error("{JSONL_FILE} line {line}: {why}")]
+    BadLine { line: usize, why: String },
+    #[error("{JSONL_FILE} has more than {MAX_RUNS} lines")]
+    TooManyRuns,
+    #[error("{JSONL_FILE} has no launch that reached strict-ready with a VMM report")]
+    NoUsableRun,
+}
+
+/// One attribution launch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttributionLine {
+    /// The launch as `reports.jsonl` would hold it (its index counts attribution launches).
+    pub report: ReportLine,
+    /// The bench's names for the initcall addresses the guest sent (a kernel without
+    /// KALLSYMS prints `0x…`), read from the vmlinux symbol table; asserted by the bench.
+    #[serde(default)]
+    pub symbols: BTreeMap<String, String>,
+}
+
+/// Which part of the timeline a row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    Summary,
+    Reconciliation,
+    Host,
+    Guest,
+    Initcall,
+}
+
+impl Lane {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Summary => "summary",
+            Lane::Reconciliation => "reconciliation",
+            Lane::Host => "host",
+            Lane::Guest => "guest",
+            Lane::Initcall => "initcall",
+        }
+    }
+}
+
+/// One row of [`CSV_FILE`]. Times are ns after the launch's request stamp, on the host clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub lane: Lane,
+    pub name: String,
+    pub start_ns: Option<i64>,
+    pub dur_ns: Option<u64>,
+    pub counters: Option<Counters>,
+    pub note: String,
+}
+
+/// The attribution of one campaign.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attribution {
+    pub rows: Vec<Row>,
+    /// Whether the shown launch's total is within [`RECONCILE_BOUND_PPM`] of the measured p50.
+    pub represents: bool,
+}
+
+/// Parses [`JSONL_FILE`] (bounded).
+pub fn parse_lines(bytes: &[u8]) -> Result<Vec<AttributionLine>, AttributionError> {
+    let mut out = Vec::new();
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        if out.len() >= MAX_RUNS {
+            return Err(AttributionError::TooManyRuns);
+        }
+        let bad = |why: String| AttributionError::BadLine { line: i + 1, why };
+        if line.len() > MAX_LINE {
+            return Err(bad(format!("longer than {MAX_LINE} bytes")));
+        }
+        out.push(serde_json::from_slice(line).map_err(|e| bad(e.to_string()))?);
+    }
+    Ok(out)
+}
+
+/// The launch's core, when it reached strict-ready with a VMM report.
+fn usable(l: &AttributionLine) -> Option<(ReportCore, u64)> {
+    let mut core = l.report.core()?;
+    core.stamps.request = Some(l.report.harness.request);
+    core.stamps.intended = l.report.harness.intended;
+    core.stamps.reaped = l.report.harness.reaped;
+    let total = core.stamps.latency()?;
+    core.liveness.verified.then_some((core, total))
+}
+
+fn ppm_delta(a: u64, p50: u64) -> u64 {
+    if p50 == 0 {
+        return u64::MAX;
+    }
+    let d = u128::from(a.abs_diff(p50)) * 1_000_000 / u128::from(p50);
+    u64::try_from(d).unwrap_or(u64::MAX)
+}
+
+/// From the attribution launches and the measured rows, the rows of the attribution.
+pub fn attribute(
+    lines: &[AttributionLine],
+    measured: &[Sample],
+) -> Result<Attribution, AttributionError> {
+    let runs: Vec<(usize, ReportCore, u64)> = lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| usable(l).map(|(c, t)| (i, c, t)))
+        .collect();
+    let mut totals: Vec<u64> = runs.iter().map(|r| r.2).collect();
+    totals.sort_unstable();
+    let median = percentile_sorted(&totals, 50, 100).ok_or(AttributionError::NoUsableRun)?;
+    let (idx, core, total) = runs
+        .into_iter()
+        .find(|r| r.2 == median)
+        .ok_or(AttributionError::NoUsableRun)?;
+    let symbols = &lines[idx].symbols;
+    let mut measured_ok: Vec<u64> = measured
+        .iter()
+        .filter(|s| s.ok)
+        .filter_map(|s| s.latency_ns)
+        .collect();
+    measured_ok.sort_unstable();
+    let p50 = percentile_sorted(&measured_ok, 50, 100);
+    let delta = p50.map(|p| ppm_delta(total, p));
+    let represents = delta.is_some_and(|d| d <= RECONCILE_BOUND_PPM);
+
+    let mut rows = vec![
+        Row {
+            lane: Lane::Summary,
+            name: "attribution_total".into(),
+            start_ns: Some(0),
+            dur_ns: Some(total),
+            counters: None,
+            note: format!(
+                "request to strict-ready of attribution launch {idx} (the median of {} that \
+                 reached strict-ready, of {})",
+                totals.len(),
+                lines.len()
+            ),
+        },
+        Row {
+            lane: Lane::Summary,
+            name: "measured_p50".into(),
+            start_ns: None,
+            dur_ns: p50,
+            counters: None,
+            note: format!(
+                "request to strict-ready p50 of the {} successful measured rows",
+                measured_ok.len()
+            ),
+        },
+        Row {
+            lane: Lane::Reconciliation,
+            name: if represents {
+                "represents the measured boot".into()
+            } else {
+                "does not represent the measured boot".into()
+            },
+            start_ns: None,
+            dur_ns: None,
+            counters: None,
+            note: match delta {
+                Some(d) => {
+                    format!("|total - p50| = {d} ppm of p50; bound {RECONCILE_BOUND_PPM} ppm")
+                }
+                None => format!("no measured success to compare; bound {RECONCILE_BOUND_PPM} ppm"),
+            },
+        },
+    ];
+
+    // Host stages and their counters, over the same spans.
+    let st = &core.stamps;
+    let origin = st.origin().unwrap_or(0);
+    let times = st.tile();
+    let counters: BTreeMap<Stage, Counters> = core
+        .accounting
+        .as_ref()
+        .map(|a| {
+            a.stages(st)
+                .into_iter()
+                .map(|s| (s.stage, s.counters))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (stage, span) in Stage::ALL.iter().zip(st.spans()) {
+        if stage.kind() == StageKind::Guest {
+            continue;
+        }
+        let (Some((a, _)), Some(d)) = (span, times.get(*stage)) else {
+            continue;
+        };
+        let start = st.get(a).map(|t| signed(t, origin));
+        rows.push(Row {
+            lane: Lane::Host,
+            name: stage.name().into(),
+            start_ns: start,
+            dur_ns: Some(d),
+            counters: counters.get(stage).copied(),
+            note: if stage.kind() == StageKind::Post {
+                "after strict-ready".into()
+            } else {
+                String::new()
+            },
+        });
+    }
+
+    // Guest phases on the host clock.
+    if let (Some(rec), Some(ready)) = (&core.guest_record, st.ready_doorbell) {
+        // host = mono + offset; offset = ready_doorbell − t_ready_ns.
+        let offset = i128::from(ready) - i128::from(rec.t_ready_ns);
+        let host = |mono: i128| clamp_i64(mono + offset - i128::from(origin));
+        // (name, host time, note): the guest lane's points, in time order.
+        let mut points: Vec<(String, i64, &str)> = Vec::new();
+        if let Some(f) = st.first_run {
+            points.push(("first_run".into(), signed(f, origin), ""));
+        }
+        let mut calls = Vec::new();
+        if let Some(tr) = &core.guest_trace {
+            if let Some(sync) = tr.sync {
+                let k = i128::from(sync.kmsg_us) * 1000 - i128::from(sync.mono_ns);
+                let printk = |us: u64| host(i128::from(us) * 1000 - k);
+                for m in &tr.marks {
+                    let note = if m.t_us == 0 { PRINTK_ZERO_NOTE } else { "" };
+                    points.push((format!("kernel:{}", m.name), printk(m.t_us), note));
+                }
+                for c in &tr.initcalls {
+                    calls.push((c, printk(c.start_us)));
+                }
+                if sync.truncated {
+                    rows.push(Row {
+                        lane: Lane::Summary,
+                        name: "trace_truncated".into(),
+                        start_ns: None,
+                        dur_ns: None,
+                        counters: None,
+                        note: "the guest stopped reading /dev/kmsg at a bound".into(),
+                    });
+                }
+            }
+        }
+        points.push(("init_start".into(), host(i128::from(rec.t_init_ns)), ""));
+        points.push(("ready".into(), host(i128::from(rec.t_ready_ns)), ""));
+        points.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        for w in points.windows(2) {
+            rows.push(Row {
+                lane: Lane::Guest,
+                name: format!("{}..{}", w[0].0, w[1].0),
+                start_ns: Some(w[0].1),
+                dur_ns: Some(w[1].1.abs_diff(w[0].1)),
+                counters: None,
+                note: [w[0].2, w[1].2]
+                    .iter()
+                    .copied()
+                    .find(|n| !n.is_empty())
+                    .unwrap_or("")
+                    .to_string(),
+            });
+        }
+        calls.sort_by(|a, b| {
+            b.0.dur_us
+                .cmp(&a.0.dur_us)
+                .then(a.1.cmp(&b.1))
+                .then_with(|| a.0.func.cmp(&b.0.func))
+        });
+        for (c, start) in calls.into_iter().take(TOP_INITCALLS) {
+            let name = symbols
+                .get(&c.func)
+                .cloned()
+                .unwrap_or_else(|| c.func.clone());
+            rows.push(Row {
+                lane: Lane::Initcall,
+                name,
+                start_ns: Some(start),
+                dur_ns: Some(c.dur_us.saturating_mul(1000)),
+                counters: None,
+                note: format!("ret {}", c.ret),
+            });
+        }
+    }
+    Ok(Attribution { rows, represents })
+}
+
+fn signed(t: u64, origin: u64) -> i64 {
+    clamp_i64(i128::from(t) - i128::from(origin))
+}
+
+fn clamp_i64(v: i128) -> i64 {
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// [`CSV_FILE`]'s bytes (csv crate, `\n` line ends, every field as written).
+pub fn csv_bytes(a: &Attribution) -> Vec<u8> {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    // Writing to a Vec cannot fail; an error would only drop a record, which verify catches.
+    let _ = w.write_record(CSV_HEADER);
+    for r in &a.rows {
+        let c = r.counters;
+        let _ = w.write_record([
+            r.lane.as_str().to_string(),
+            r.name.clone(),
+            r.start_ns.map(|x| x.to_string()).unwrap_or_default(),
+            opt(r.dur_ns),
+            opt(c.map(|c| c.exits.io_in)),
+            opt(c.map(|c| c.exits.io_out)),
+            opt(c.map(|c| c.exits.mmio)),
+            opt(c.map(|c| c.exits.hlt)),
+            opt(c.map(|c| c.exits.shutdown)),
+            opt(c.map(|c| c.exits.other)),
+            opt(c.map(|c| c.minflt)),
+            opt(c.map(|c| c.majflt)),
+            r.note.clone(),
+        ]);
+    }
+    w.into_inner().unwrap_or_default()
+}
+
+const W: u32 = 1000;
+const ROW_H: u32 = 18;
+const TOP: u32 = 70;
+const LEFT: u32 = 300;
+const FONT: &str = "monospace";
+
+/// [`SVG_FILE`]: a bootgraph-like timeline, one bar per host stage, guest phase and top
+/// initcall, on the host clock from the request (0) to the end of the last bar, widths to
+/// scale. `clock` is the clock's description (`Clock::describe`).
+pub fn svg(a: &Attribution, clock: &str) -> String {
+    let bars: Vec<&Row> = a
+        .rows
+        .iter()
+        .filter(|r| matches!(r.lane, Lane::Host | Lane::Guest | Lane::Initcall))
+        .filter(|r| r.start_ns.is_some() && r.dur_ns.is_some())
+        .collect();
+    let end = bars
+        .iter()
+        .map(|r| i128::from(r.start_ns.unwrap_or(0)) + i128::from(r.dur_ns.unwrap_or(0)))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let h = TOP + ROW_H * (bars.len() as u32 + 2);
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (W, h)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let style = (FONT, 13).into_font().color(&BLACK);
+        let total = a
+            .rows
+            .iter()
+            .find(|r| r.name == "attribution_total")
+            .and_then(|r| r.dur_ns)
+            .unwrap_or(0);
+        let verdict = a
+            .rows
+            .iter()
+            .find(|r| r.lane == Lane::Reconciliation)
+            .map(|r| r.name.as_str())
+            .unwrap_or("");
+        let _ = root.draw(&Text::new(
+            format!(
+                "attribution: request -> strict-ready {} ns; {verdict}",
+                total
+            ),
+            (8, 8),
+            style.clone(),
+        ));
+        let _ = root.draw(&Text::new(
+            format!("clock: {clock}"),
+            (8, 28),
+            style.clone(),
+        ));
+        let _ = root.draw(&Text::new(
+            format!("0 .. {end} ns after the request (widths to scale)"),
+            (8, 48),
+            style.clone(),
+        ));
+        let span = (W - LEFT - 10) as i128;
+        let x = |t: i128| -> i32 {
+            let v = LEFT as i128 + (t.clamp(0, end) * span) / end;
+            i32::try_from(v).unwrap_or(i32::MAX)
+        };
+        for (i, r) in bars.iter().enumerate() {
+            let y = (TOP + ROW_H * i as u32) as i32;
+            let s = i128::from(r.start_ns.unwrap_or(0));
+            let e = s + i128::from(r.dur_ns.unwrap_or(0));
+            let color = match r.lane {
+                Lane::Host => RGBColor(0x2c, 0x3e, 0x50),
+                Lane::Guest => RGBColor(0x27, 0xae, 0x60),
+                _ => RGBColor(0xc0, 0x39, 0x2b),
+            };
+            let (x0, x1) = (x(s), x(e).max(x(s) + 1));
+            let _ = root.draw(&Rectangle::new(
+                [(x0, y + 2), (x1, y + ROW_H as i32 - 2)],
+                color.filled(),
+            ));
+            let label: String = format!("{} {}", r.lane.as_str(), r.name)
+                .chars()
+                .take(38)
+                .collect();
+            let _ = root.draw(&Text::new(label, (4, y + 2), (FONT, 11).into_font()));
+        }
+        let _ = root.present();
+    }
+    out
+}
+
+/// Both generated files from [`JSONL_FILE`]'s bytes.
+pub fn generate(jsonl: &[u8], measured: &[Sample], clock: &str) -> Result<Files, AttributionError> {
+    let a = attribute(&parse_lines(jsonl)?, measured)?;
+    Ok(vec![
+        (CSV_FILE.to_string(), csv_bytes(&a)),
+        (SVG_FILE.to_string(), svg(&a, clock).into_bytes()),
+    ])
+}
+
+/// `verify`: with [`JSONL_FILE`] in the bundle, [`CSV_FILE`] and [`SVG_FILE`] must be there
+/// and equal to their recomputation; without it, neither may be. `read` gives a file's
+/// bytes (`None` when absent). Every disagreement is one reason.
+pub fn check_bundle(
+    read: impl Fn(&str) -> Option<Vec<u8>>,
+    measured: &[Sample],
+    clock: &str,
+) -> Vec<String> {
+    let Some(jsonl) = read(JSONL_FILE) else {
+        return [CSV_FILE, SVG_FILE]
+            .into_iter()
+            .filter(|n| read(n).is_some())
+            .map(|n| format!("{n} without {JSONL_FILE}"))
+            .collect();
+    };
+    match generate(&jsonl, measured, clock) {
+        Err(e) => vec![e.to_string()],
+        Ok(files) => files
+            .into_iter()
+            .filter_map(|(name, want)| match read(&name) {
+                None => Some(format!("{name} missing beside {JSONL_FILE}")),
+                Some(got) if got != want => Some(format!(
+                    "{name} differs from its recomputation from {JSONL_FILE} and samples.csv"
+                )),
+                Some(_) => None,
+            })
+            .collect(),
+    }
+}
+
+/// Generated files: (name, bytes).
+pub type Files = Vec<(String, Vec<u8>)>;
+
+/// Whether `report` regenerates `name` (beside [`JSONL_FILE`]).
+pub fn is_generated(name: &str) -> bool {
+    matches!(name, CSV_FILE | SVG_FILE)
+}
+
+/// `report DIR`: the attribution files regenerated from the bundle's [`JSONL_FILE`] (whose
+/// digest the caller has checked) and its rows.
+pub fn regenerate(
+    dir: &std::path::Path,
+    result: &crate::schema::ResultJson,
+    measured: &[Sample],
+) -> Result<Result<Files, AttributionError>, crate::bundle::BundleError> {
+    let p = dir.join(JSONL_FILE);
+    let bytes = crate::bundle::read_capped(&p, JSONL_MAX_BYTES)
+        .map_err(|source| crate::bundle::BundleError::Io {
+            op: "read",
+            path: p.clone(),
+            source,
+        })?
+        .ok_or_else(|| crate::bundle::BundleError::TooLarge(p.clone()))?;
+    let clock = result.environment.host_kind.clock().describe();
+    Ok(generate(&bytes, measured, clock))
+}
+
+/// The most bytes of [`JSONL_FILE`] read (verify and report).
+pub const JSONL_MAX_BYTES: u64 = 64 << 20;

@@ -1,0 +1,380 @@
+//! Attribution: the clock join, the rows, csv/svg determinism, the reconciliation, and verify
+//! on a synthetic bundle with attribution files (KVM-free).
+mod common;
+
+use common::*;
+use std::fs;
+use truecold_proof::attribution::{
+    self, attribute, csv_bytes, parse_lines, svg, AttributionError, AttributionLine, Lane,
+    CSV_FILE, JSONL_FILE, RECONCILE_BOUND_PPM, SVG_FILE,
+};
+use truecold_proof::reports::ReportLine;
+use truecold_proof::schema::*;
+use truecold_proof::{verify_dir, write_bundle, Check};
+use truecold_proto::report::{Accounting, Counters, ExitTally};
+use truecold_proto::trace::{GuestTrace, Initcall, KernelMark, KmsgSync};
+
+const CLOCK: &str = "wall";
+
+/// Attribution lines from the fixture's own report lines, each with a trace and accounting.
+fn lines_for(samples: &[Sample]) -> Vec<AttributionLine> {
+    let jsonl = reports_jsonl(samples, 10_000_000_000);
+    jsonl
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let mut report: ReportLine = serde_json::from_slice(l).unwrap();
+            let vmm = report.vmm.as_mut().unwrap();
+            let ready = vmm["stamps"]["ready_doorbell"].as_u64();
+            let t_ready = vmm["guest_record"]["t_ready_ns"].as_u64();
+            if let (Some(_), Some(t_ready)) = (ready, t_ready) {
+                // The guest's log: its sync line 1 ms after ready, on a printk clock that
+                // runs 3 ms ahead of CLOCK_MONOTONIC (on a whole µs, the kmsg resolution).
+                let mono_sync = (t_ready + 1_000_000) / 1000 * 1000;
+                let trace = GuestTrace {
+                    sync: Some(KmsgSync {
+                        kmsg_us: (mono_sync + 3_000_000) / 1000,
+                        mono_ns: mono_sync,
+                        records: 40,
+                        truncated: false,
+                    }),
+                    initcalls: vec![
+                        Initcall {
+                            func: "0xffffffff81000010".into(),
+                            start_us: 3_500,
+                            dur_us: 700,
+                            ret: 0,
+                        },
+                        Initcall {
+                            func: "small_init".into(),
+                            start_us: 4_300,
+                            dur_us: 20,
+                            ret: -19,
+                        },
+                    ],
+                    marks: vec![KernelMark {
+                        name: "linux_version".into(),
+                        t_us: 3_000,
+                    }],
+                };
+                vmm["guest_trace"] = serde_json::to_value(trace).unwrap();
+            }
+            let mut acct = Accounting::default();
+            for (i, m) in truecold_proto::measure::Mark::ALL.iter().enumerate() {
+                if vmm["stamps"][m.name()].is_u64() {
+                    acct.take(
+                        *m,
+                        Counters {
+                            exits: ExitTally {
+                                io_out: 10 * i as u64,
+                                ..ExitTally::default()
+                            },
+                            minflt: 100 * i as u64,
+                            majflt: 0,
+                        },
+                    );
+                }
+            }
+            vmm["accounting"] = serde_json::to_value(acct).unwrap();
+            AttributionLine {
+                report,
+                symbols: [("0xffffffff81000010".to_string(), "big_init".to_string())]
+                    .into_iter()
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn jsonl(lines: &[AttributionLine]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for l in lines {
+        out.extend_from_slice(serde_json::to_string(l).unwrap().as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+#[test]
+fn rows_join_the_clocks_and_reconcile() {
+    let f = Fixture::linux(9);
+    let samples = f.samples();
+    let lines = lines_for(&samples);
+    let a = attribute(&lines, &samples).unwrap();
+    // The attribution launches are the measured rows themselves: the median equals p50.
+    assert!(a.represents);
+    let total = a
+        .rows
+        .iter()
+        .find(|r| r.name == "attribution_total")
+        .unwrap();
+    let p50 = a.rows.iter().find(|r| r.name == "measured_p50").unwrap();
+    assert_eq!(total.dur_ns, p50.dur_ns);
+    let rec = a
+        .rows
+        .iter()
+        .find(|r| r.lane == Lane::Reconciliation)
+        .unwrap();
+    assert_eq!(rec.name, "represents the measured boot");
+    // Host stages tile the total.
+    let host: u64 = a
+        .rows
+        .iter()
+        .filter(|r| r.lane == Lane::Host && r.note.is_empty())
+        .map(|r| r.dur_ns.unwrap())
+        .sum();
+    assert_eq!(Some(host), total.dur_ns);
+    // The guest's ready is the host's ready doorbell (the join), and its init start sits
+    // guest_init_to_ready before it.
+    let idx: usize = total.note.split(' ').nth(6).unwrap().parse().unwrap();
+    let s = &samples[idx];
+    let ready_rel = s.stages.get(Stage::Spawn).unwrap()
+        + [
+            Stage::KvmOpen,
+            Stage::VmCreate,
+            Stage::Memory,
+            Stage::KernelLoad,
+            Stage::Vcpus,
+            Stage::GuestBoot,
+            Stage::GuestInit,
+        ]
+        .iter()
+        .map(|st| s.stages.get(*st).unwrap_or(0))
+        .sum::<u64>();
+    let init_ready = a
+        .rows
+        .iter()
+        .find(|r| r.name == "init_start..ready")
+        .unwrap();
+    assert_eq!(
+        init_ready.start_ns.unwrap() + init_ready.dur_ns.unwrap() as i64,
+        ready_rel as i64
+    );
+    assert_eq!(init_ready.dur_ns, s.stages.get(Stage::GuestInitToReady));
+    // printk 3,000 µs is mono 0 (the printk clock runs 3 ms ahead): kernel start lands
+    // t_ready before the host's ready doorbell.
+    let t_ready = s.stages.get(Stage::GuestKernelToInit).unwrap()
+        + s.stages.get(Stage::GuestInitToReady).unwrap();
+    let k = a
+        .rows
+        .iter()
+        .find(|r| r.name.starts_with("kernel:linux_version.."))
+        .unwrap();
+    assert_eq!(k.start_ns.unwrap(), ready_rel as i64 - t_ready as i64);
+    // The guest lane starts at the host's first KVM_RUN: early boot before the first mark.
+    let early = a
+        .rows
+        .iter()
+        .find(|r| r.name == "first_run..kernel:linux_version")
+        .unwrap();
+    assert_eq!(
+        early.start_ns.unwrap() + early.dur_ns.unwrap() as i64,
+        k.start_ns.unwrap()
+    );
+    // Initcalls: longest first, symbolized, placed on the same clock.
+    let calls: Vec<_> = a.rows.iter().filter(|r| r.lane == Lane::Initcall).collect();
+    assert_eq!(calls[0].name, "big_init");
+    assert_eq!(calls[0].dur_ns, Some(700_000));
+    assert_eq!(calls[0].start_ns.unwrap(), k.start_ns.unwrap() + 500_000);
+    assert_eq!(
+        (calls[1].name.as_str(), calls[1].note.as_str()),
+        ("small_init", "ret -19")
+    );
+    // Counters per stage come out of the same spans.
+    let spawn = a.rows.iter().find(|r| r.name == "spawn").unwrap();
+    assert_eq!(spawn.counters.unwrap().minflt, 200);
+}
+
+#[test]
+fn reconciliation_outside_the_bound_says_so() {
+    let f = Fixture::linux(5);
+    let samples = f.samples();
+    let lines = lines_for(&samples);
+    let a = attribute(&lines, &samples).unwrap();
+    let total = a
+        .rows
+        .iter()
+        .find(|r| r.name == "attribution_total")
+        .unwrap()
+        .dur_ns
+        .unwrap();
+    // Measured rows 25 % faster than the attribution: outside 10 %.
+    let mut faster = samples.clone();
+    for s in &mut faster {
+        s.latency_ns = Some(total * 3 / 4);
+    }
+    let b = attribute(&lines, &faster).unwrap();
+    assert!(!b.represents);
+    let csv = String::from_utf8(csv_bytes(&b)).unwrap();
+    assert!(
+        csv.contains("does not represent the measured boot"),
+        "{csv}"
+    );
+    assert!(csv.contains(&format!("bound {RECONCILE_BOUND_PPM} ppm")));
+    // Just inside: 10 % exactly.
+    for s in &mut faster {
+        s.latency_ns = Some(total - total / 10);
+    }
+    let total_rounded = total - total / 10;
+    let d = (total - total_rounded) as u128 * 1_000_000 / total_rounded as u128;
+    assert_eq!(
+        attribute(&lines, &faster).unwrap().represents,
+        d <= u128::from(RECONCILE_BOUND_PPM)
+    );
+    // No measured success: not represented, and said so.
+    for s in &mut faster {
+        s.ok = false;
+    }
+    let c = attribute(&lines, &faster).unwrap();
+    assert!(!c.represents);
+}
+
+#[test]
+fn csv_and_svg_are_deterministic_and_to_scale() {
+    let f = Fixture::linux(4);
+    let samples = f.samples();
+    let lines = lines_for(&samples);
+    let a = attribute(&lines, &samples).unwrap();
+    let again = attribute(&parse_lines(&jsonl(&lines)).unwrap(), &samples).unwrap();
+    assert_eq!(csv_bytes(&a), csv_bytes(&again));
+    assert_eq!(svg(&a, CLOCK), svg(&again, CLOCK));
+    let csv = String::from_utf8(csv_bytes(&a)).unwrap();
+    assert!(csv.starts_with(
+        "lane,name,start_ns,dur_ns,io_in,io_out,mmio,hlt,shutdown,other,minflt,majflt,note\n"
+    ));
+    let s = svg(&a, CLOCK);
+    assert!(s.contains("<rect") && s.contains("clock: wall"));
+}
+
+#[test]
+fn hostile_jsonl_is_a_typed_error() {
+    assert!(matches!(
+        parse_lines(b"{not json}\n"),
+        Err(AttributionError::BadLine { line: 1, .. })
+    ));
+    assert!(matches!(
+        parse_lines(b"{\"report\":1}\n"),
+        Err(AttributionError::BadLine { .. })
+    ));
+    let many = "x\n".repeat(attribution::MAX_RUNS + 1);
+    assert!(matches!(
+        parse_lines(many.as_bytes()),
+        Err(AttributionError::BadLine { line: 1, .. }) | Err(AttributionError::TooManyRuns)
+    ));
+    let mut big = vec![b'{'; attribution::MAX_LINE + 1];
+    big.push(b'\n');
+    assert!(matches!(
+        parse_lines(&big),
+        Err(AttributionError::BadLine { .. })
+    ));
+    assert_eq!(
+        attribute(&[], &[]).unwrap_err(),
+        AttributionError::NoUsableRun
+    );
+}
+
+fn bundle_with_attribution(parent: &std::path::Path) -> std::path::PathBuf {
+    let f = Fixture::linux(6);
+    let samples = f.samples();
+    let result = f.result(&samples);
+    let mut inputs = f.inputs_for(&samples);
+    let j = jsonl(&lines_for(&samples));
+    let clock = result.environment.host_kind.clock().describe();
+    inputs.extra_files.push((JSONL_FILE.into(), j.clone()));
+    inputs
+        .extra_files
+        .extend(attribution::generate(&j, &samples, clock).unwrap());
+    let dest = parent.join("b");
+    let w = write_bundle(&dest, &result, &samples, &inputs).unwrap();
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+    dest
+}
+
+#[test]
+fn verify_recomputes_the_attribution_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = bundle_with_attribution(tmp.path());
+    let sums = fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
+    for n in [JSONL_FILE, CSV_FILE, SVG_FILE] {
+        assert!(sums.contains(n), "{n} not covered by SHA256SUMS");
+    }
+    // Tampered csv (re-summed so only the recomputation can catch it).
+    let csv = fs::read_to_string(dir.join(CSV_FILE)).unwrap();
+    fs::write(
+        dir.join(CSV_FILE),
+        csv.replace(
+            "represents the measured boot",
+            "represents the measured boot!",
+        ),
+    )
+    .unwrap();
+    resum(&dir);
+    let v = verify_dir(&dir);
+    assert!(
+        checks(&v).contains(&Check::Attribution),
+        "{}",
+        v.render(&dir, 20)
+    );
+
+    // A tampered trace line changes what the svg must be.
+    let dir2 = tmp.path().join("c");
+    copy_dir(
+        &bundle_with_attribution(&tmp.path().join("x").tap_mkdir()),
+        &dir2,
+    );
+    let j = fs::read_to_string(dir2.join(JSONL_FILE)).unwrap();
+    fs::write(
+        dir2.join(JSONL_FILE),
+        j.replace("\"dur_us\":700", "\"dur_us\":900"),
+    )
+    .unwrap();
+    resum(&dir2);
+    assert!(checks(&verify_dir(&dir2)).contains(&Check::Attribution));
+
+    // The svg removed; the csv without the jsonl.
+    let dir3 = tmp.path().join("d");
+    copy_dir(
+        &bundle_with_attribution(&tmp.path().join("y").tap_mkdir()),
+        &dir3,
+    );
+    fs::remove_file(dir3.join(SVG_FILE)).unwrap();
+    resum(&dir3);
+    assert!(checks(&verify_dir(&dir3)).contains(&Check::Attribution));
+    fs::remove_file(dir3.join(JSONL_FILE)).unwrap();
+    resum(&dir3);
+    assert!(checks(&verify_dir(&dir3)).contains(&Check::Attribution));
+}
+
+trait Mkdir {
+    fn tap_mkdir(self) -> Self;
+}
+
+impl Mkdir for std::path::PathBuf {
+    fn tap_mkdir(self) -> Self {
+        fs::create_dir_all(&self).unwrap();
+        self
+    }
+}
+
+#[test]
+fn report_regenerates_the_attribution_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = bundle_with_attribution(tmp.path());
+    let good = fs::read(dir.join(SVG_FILE)).unwrap();
+    fs::write(dir.join(SVG_FILE), b"<svg/>").unwrap();
+    resum(&dir);
+    assert!(checks(&verify_dir(&dir)).contains(&Check::Attribution));
+    let written = truecold_proof::regenerate(&dir).unwrap();
+    assert!(written.iter().any(|n| n == SVG_FILE), "{written:?}");
+    assert_eq!(fs::read(dir.join(SVG_FILE)).unwrap(), good);
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    // The jsonl is not regenerated: a changed one is refused, not laundered.
+    let j = fs::read_to_string(dir.join(JSONL_FILE)).unwrap();
+    fs::write(
+        dir.join(JSONL_FILE),
+        j.replace("\"dur_us\":700", "\"dur_us\":900"),
+    )
+    .unwrap();
+    assert!(truecold_proof::regenerate(&dir).is_err());
+}
