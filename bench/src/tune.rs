@@ -114,6 +114,12 @@ pub struct TuneArgs {
     /// exist.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Attribution launches for the last phase's `baseline` and `recommended` arms (the
+    /// screen's `baseline` when no knob won): `initcall_debug` on their command line, run
+    /// after the measured rounds, never rows; their attribution.csv / .svg go into those arms'
+    /// bundles and side by side into the README. 0: none.
+    #[arg(long, default_value_t = 2)]
+    pub attribution: u64,
     /// The truecold-vmm binary (default: next to this binary).
     #[arg(long)]
     pub vmm: Option<PathBuf>,
@@ -259,6 +265,10 @@ pub struct PhasePlan {
     pub deadline_ms: u64,
     pub kill_grace_ms: u64,
     pub arms: Vec<PhaseArm>,
+    /// Attribution launches (`initcall_debug`, after the measured rounds, never rows) for
+    /// each arm named in `attribute`.
+    pub attribution: u64,
+    pub attribute: Vec<String>,
 }
 
 impl PhasePlan {
@@ -732,7 +742,17 @@ pub fn run_phase(
     }
     std::fs::create_dir(&tmp).map_err(io("create directory", &tmp))?;
     let abs_dest = std::path::absolute(dest).unwrap_or_else(|_| dest.to_path_buf());
-    for (i, (p, r)) in prepared.iter().zip(rows).enumerate() {
+    // Attribution launches, after every measured round (never rows).
+    let mut attributions: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new(); k];
+    if plan.attribution > 0 && !interrupted {
+        for (i, p) in prepared.iter().enumerate() {
+            if !plan.attribute.contains(&p.arm.name) {
+                continue;
+            }
+            attributions[i] = attribute(plan, p, env, &rows[i].samples, stop)?;
+        }
+    }
+    for (i, ((p, r), files)) in prepared.iter().zip(rows).zip(attributions).enumerate() {
         let ex = Executed {
             planned: plan.rounds,
             interrupted,
@@ -816,7 +836,9 @@ pub fn run_phase(
                 &vmm_line,
                 guest_cmdline.as_deref(),
             ),
-            extra_files: vec![(REPORTS_FILE.to_string(), ex.reports.clone())],
+            extra_files: std::iter::once((REPORTS_FILE.to_string(), ex.reports.clone()))
+                .chain(files)
+                .collect(),
         };
         campaign::write(&tmp.join(&p.arm.name), &result, &ex.samples, &inputs).map_err(
             |source| TuneError::Bundle {
@@ -847,6 +869,46 @@ pub fn run_phase(
         },
         interrupted,
     ))
+}
+
+/// `p`'s attribution files: `plan.attribution` launches with the attribution command line,
+/// then attribution.jsonl (always) and attribution.csv / .svg (when they can be made; kept
+/// as data otherwise: the arm's verifier names why).
+fn attribute(
+    plan: &PhasePlan,
+    p: &PreparedArm,
+    env: &PhaseEnv<'_>,
+    measured: &[Sample],
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Vec<(String, Vec<u8>)>, TuneError> {
+    let command = VmmCommand {
+        program: env.vmm.clone(),
+        args: run::vmm_args_for(
+            &p.spec,
+            p.guest
+                .as_ref()
+                .map(|g| (g.vmlinux.as_path(), g.initramfs.as_path())),
+            &crate::attribution::cmdline_extra(&p.applied.cmdline_extra),
+            p.applied.console,
+            env.force && plan.contract == ContractKind::Linux,
+            env.host,
+        ),
+    };
+    let jsonl = crate::attribution::run_for(
+        &p.spec,
+        &command,
+        plan.attribution,
+        p.guest.as_ref().map(|g| g.vmlinux.as_path()),
+        stop,
+    )
+    .map_err(|e| TuneError::from(RunError::from(e)))?;
+    let mut files = Vec::new();
+    match truecold_proof::attribution::generate(&jsonl, measured, env.host.clock().describe()) {
+        Ok(f) => files.extend(f),
+        Err(e) => eprintln!("truecold: tune: attribution of {}: {e}", p.arm.name),
+    }
+    files.push((truecold_proof::attribution::JSONL_FILE.to_string(), jsonl));
+    Ok(files)
 }
 
 /// The progress note: the current arm and, once both have successes, its running Δp50
@@ -1059,7 +1121,9 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
             guest_dir,
         })
     };
-    let plan_of = |phase: &str, rounds: u64, arms: Vec<PhaseArm>| PhasePlan {
+    let plan_of = |phase: &str, rounds: u64, arms: Vec<PhaseArm>, attribute: &[&str]| PhasePlan {
+        attribution: args.attribution,
+        attribute: attribute.iter().map(|a| a.to_string()).collect(),
         phase: phase.to_string(),
         contract,
         seed: args.seed,
@@ -1075,7 +1139,10 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
     for k in &knobs {
         screen_arms.push(arm(k.as_str().to_string(), vec![*k])?);
     }
-    let screen = plan_of(SCREEN, rounds_screen, screen_arms);
+    // The screen attributes its baseline only when no knob can win: it cannot know yet, so it
+    // attributes it always (the confirm phase then attributes its own baseline and the
+    // recommended arm).
+    let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
     let parent = dest
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -1125,7 +1192,12 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
                 confirm_arms.push(arm(format!("{RECOMMENDED}-minus-{w}"), rest)?);
             }
         }
-        let confirm = plan_of(CONFIRM, rounds_confirm, confirm_arms);
+        let confirm = plan_of(
+            CONFIRM,
+            rounds_confirm,
+            confirm_arms,
+            &[BASELINE, RECOMMENDED],
+        );
         runner.run(&confirm, &tmp.join(CONFIRM))?;
     }
     let plan = truecold_proof::tune::TunePlan {

@@ -72,6 +72,18 @@ fn a_probe_tune_of_the_backing_knobs_gives_a_verifiable_directory() {
     }
     let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(readme.contains("backing-hugetlb"), "{readme}");
+    // The attribution launches (after the measured rounds, never rows) of the last phase's
+    // baseline: in its bundle and linked from the README.
+    let last = if out.join("confirm").is_dir() {
+        "confirm"
+    } else {
+        "screen"
+    };
+    assert!(
+        out.join(last).join("baseline/attribution.svg").is_file(),
+        "{readme}"
+    );
+    assert!(readme.contains("## Attribution"), "{readme}");
     // tune.json edited (one knob's screen row dropped): caught.
     let bad = d.path().join("edited");
     copy_dir(&out, &bad);

@@ -732,11 +732,32 @@ struct Phase {
     arms: Option<Vec<ArmRef>>,
     rounds: u64,
     data: BTreeMap<String, ArmData>,
+    /// The arms whose bundle carries an attribution (`attribution.svg`; the arm's own
+    /// verifier checks it).
+    attributed: BTreeSet<String>,
 }
 
 fn read_phase(dir: &Path) -> Phase {
     let r = verify_arms_rows(dir, &VerifyOptions::default());
+    let attributed = r
+        .plan
+        .as_ref()
+        .map(|p| {
+            p.arms
+                .iter()
+                .filter(|a| {
+                    is_valid_name(&a.name)
+                        && dir
+                            .join(&a.name)
+                            .join(crate::attribution::SVG_FILE)
+                            .is_file()
+                })
+                .map(|a| a.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
     Phase {
+        attributed,
         verdict: r.verdict,
         arms: r.plan.as_ref().map(|p| p.arms.clone()),
         rounds: r.plan.as_ref().map_or(0, |p| p.rounds),
@@ -1169,10 +1190,50 @@ fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
 /// `tune.json` and `README.md` for the results.
 fn generated(f: &TuneFile, m: &Measured) -> Vec<(String, Vec<u8>)> {
     let baseline = m.screen.data.get(BASELINE_ARM).map(|a| &a.result);
+    let mut text = readme(f, baseline);
+    text.push_str(&attribution_section(m));
     vec![
         (TUNE_FILE.to_string(), tune_bytes(f)),
-        (README_FILE.to_string(), readme(f, baseline).into_bytes()),
+        (README_FILE.to_string(), text.into_bytes()),
     ]
+}
+
+/// The README's attribution section: the attributed arms of the last phase (the confirm
+/// phase's `baseline` and `recommended` when it ran, else the screen's `baseline`), side by
+/// side; empty when no arm carries one.
+fn attribution_section(m: &Measured) -> String {
+    let (dir, phase) = match &m.confirm {
+        Some(c) => (CONFIRM_DIR, c),
+        None => (SCREEN_DIR, &m.screen),
+    };
+    let arms: Vec<&str> = [BASELINE_ARM, RECOMMENDED_ARM]
+        .into_iter()
+        .filter(|a| phase.attributed.contains(*a))
+        .collect();
+    if arms.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## Attribution: where the time goes\n\nEach from launches run after the phase's \
+         measured rounds with `initcall_debug` (never rows of samples.csv): host stages with \
+         the VMM's exits and page faults, guest phases and the longest initcalls on one \
+         clock; each `attribution.csv` says whether its total represents the arm's measured \
+         p50 (bound 10 %).\n\n",
+    );
+    let _ = writeln!(s, "| {} |", arms.join(" | "));
+    let _ = writeln!(s, "|{}", "---|".repeat(arms.len()));
+    let cells: Vec<String> = arms
+        .iter()
+        .map(|a| {
+            format!(
+                "![{a}]({dir}/{a}/{svg}) [csv]({dir}/{a}/{csv})",
+                svg = crate::attribution::SVG_FILE,
+                csv = crate::attribution::CSV_FILE
+            )
+        })
+        .collect();
+    let _ = writeln!(s, "| {} |", cells.join(" | "));
+    s
 }
 
 /// A `SHA256SUMS` name of a tune directory: `file`, `phase/file` or `phase/arm/file`.

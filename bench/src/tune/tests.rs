@@ -65,6 +65,8 @@ fn plan(arms: Vec<PhaseArm>) -> PhasePlan {
         deadline_ms: 2000,
         kill_grace_ms: 500,
         arms,
+        attribution: 0,
+        attribute: Vec::new(),
     }
 }
 
