@@ -498,15 +498,31 @@ pub const L1_CMDLINE: &str = "console=ttyS0 reboot=k panic=-1 rdinit=/init";
 /// zero exits, whenever the 2 host cores were busy). With `-icount` L1 gets the same work
 /// done between two ticks however busy the host is, so the harness is load-independent.
 /// `-icount` runs all of L1's vCPUs on one host thread.
-pub const QEMU_ACCEL: [&str; 4] = ["-accel", "tcg", "-icount", "shift=0,sleep=off"];
+///
+/// The remaining inputs that came from the host are pinned, so one L1 run is a function of
+/// its command line and initramfs alone (docs/virtual-clock.md): `-seed` makes the emulated
+/// CPU's RDRAND/RDSEED (and every other guest-visible random number QEMU makes) a seeded
+/// sequence, so L1's and the guest's RNG, and with them the nonces and boot ids, repeat; and
+/// `-rtc base=…,clock=vm` starts L1's CMOS clock at a fixed date and runs it on the virtual
+/// clock, not on the host's time of day.
+pub const QEMU_ACCEL: [&str; 8] = [
+    "-accel",
+    "tcg",
+    "-icount",
+    "shift=0,sleep=off",
+    "-seed",
+    "1",
+    "-rtc",
+    "base=2026-01-01T00:00:00,clock=vm",
+];
 
 /// The QEMU command line for an L1 run.
 pub fn qemu_command(r: &L1Run) -> Command {
     let mut c = Command::new(&r.qemu);
     let log = |name: &str| format!("file:{}", r.workdir.join(name).display());
     c.args(["-M", "q35", "-cpu", "EPYC,+svm,+npt"])
-        .args(QEMU_ACCEL)
         .args(["-smp", &r.cpus.to_string(), "-m", &r.mem_mib.to_string()])
+        .args(QEMU_ACCEL)
         .args([
             "-nodefaults",
             "-display",
@@ -696,6 +712,9 @@ mod tests {
         let joined = args.join(" ");
         assert!(joined.contains("-cpu EPYC,+svm,+npt"), "{joined}");
         assert!(joined.contains("-accel tcg -icount shift=0"), "{joined}");
+        // The host's randomness and time of day do not reach L1 (docs/virtual-clock.md).
+        assert!(joined.contains("-seed 1"), "{joined}");
+        assert!(joined.contains("clock=vm"), "{joined}");
         assert!(joined.contains("-no-reboot"), "{joined}");
         assert_eq!(args.iter().filter(|a| *a == "-serial").count(), 2);
         assert!(joined.contains("file:/w/stream.log"), "{joined}");
