@@ -193,9 +193,13 @@ pub(crate) fn in_l1(
                 per_launch_ms.saturating_mul(planned.saturating_add(args.attribution)),
             ),
         workdir: work.clone(),
+        // The campaign's seed: a nested campaign's randomness (nonces, boot ids) is a function
+        // of it (docs/virtual-clock.md), so two campaigns of one seed repeat them.
+        seed: args.seed,
     };
     eprintln!(
-        "truecold: nested: L1 under QEMU TCG, {planned} launches inside; L1 console: {}",
+        "truecold: nested: L1 under QEMU TCG (-seed {}), {planned} launches inside; L1 console: {}",
+        args.seed,
         work.join("console.log").display()
     );
     let got = run_l1(&l1)?;

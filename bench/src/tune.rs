@@ -1315,11 +1315,13 @@ fn nested_phase(
         drop_caches: false,
         engine: Vec::new(),
         engines: Vec::new(),
-        seed: plan.seed,
+        // L1's QEMU seed: the tune's, offset by the phase, so the phases' L1 runs draw
+        // different random numbers (nonces, boot ids) and each is reproducible.
+        seed: plan.seed.wrapping_add(u64::from(plan.phase != SCREEN)),
         firecracker: None,
         cloud_hypervisor: None,
         qemu: None,
-        attribution: 0,
+        attribution: plan.attribution.saturating_mul(plan.attribute.len() as u64),
     };
     let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
     let w = crate::nested::in_l1(

@@ -476,7 +476,15 @@ pub struct L1Run {
     pub timeout: Duration,
     /// Receives `console.log` and `stream.log`.
     pub workdir: PathBuf,
+    /// QEMU's `-seed`: every guest-visible random number of the run (RDRAND/RDSEED in L1 and
+    /// in the guest, so the nonces and boot ids) is a sequence drawn from it. Two runs with
+    /// one seed repeat them; a caller gives each run of one campaign or tune its own.
+    pub seed: u64,
 }
+
+/// L1's `-seed` when the caller has no seed of its own (the harness's tests, the engines
+/// tool).
+pub const DEFAULT_L1_SEED: u64 = 1;
 
 /// What came back from L1.
 #[derive(Debug)]
@@ -500,18 +508,16 @@ pub const L1_CMDLINE: &str = "console=ttyS0 reboot=k panic=-1 rdinit=/init";
 /// `-icount` runs all of L1's vCPUs on one host thread.
 ///
 /// The remaining inputs that came from the host are pinned, so one L1 run is a function of
-/// its command line and initramfs alone (docs/virtual-clock.md): `-seed` makes the emulated
-/// CPU's RDRAND/RDSEED (and every other guest-visible random number QEMU makes) a seeded
-/// sequence, so L1's and the guest's RNG, and with them the nonces and boot ids, repeat; and
-/// `-rtc base=…,clock=vm` starts L1's CMOS clock at a fixed date and runs it on the virtual
-/// clock, not on the host's time of day.
-pub const QEMU_ACCEL: [&str; 8] = [
+/// its command line, initramfs and [`L1Run::seed`] alone (docs/virtual-clock.md): `-seed`
+/// (added by [`qemu_command`]) makes the emulated CPU's RDRAND/RDSEED (and every other
+/// guest-visible random number QEMU makes) a seeded sequence; `-rtc base=…,clock=vm` starts
+/// L1's CMOS clock at a fixed date and runs it on the virtual clock, not on the host's time
+/// of day.
+pub const QEMU_ACCEL: [&str; 6] = [
     "-accel",
     "tcg",
     "-icount",
     "shift=0,sleep=off",
-    "-seed",
-    "1",
     "-rtc",
     "base=2026-01-01T00:00:00,clock=vm",
 ];
@@ -523,6 +529,7 @@ pub fn qemu_command(r: &L1Run) -> Command {
     c.args(["-M", "q35", "-cpu", "EPYC,+svm,+npt"])
         .args(["-smp", &r.cpus.to_string(), "-m", &r.mem_mib.to_string()])
         .args(QEMU_ACCEL)
+        .args(["-seed", &r.seed.to_string()])
         .args([
             "-nodefaults",
             "-display",
@@ -704,6 +711,7 @@ mod tests {
             cpus: 2,
             timeout: Duration::from_secs(1),
             workdir: "/w".into(),
+            seed: 7,
         };
         let args: Vec<String> = qemu_command(&r)
             .get_args()
@@ -713,7 +721,7 @@ mod tests {
         assert!(joined.contains("-cpu EPYC,+svm,+npt"), "{joined}");
         assert!(joined.contains("-accel tcg -icount shift=0"), "{joined}");
         // The host's randomness and time of day do not reach L1 (docs/virtual-clock.md).
-        assert!(joined.contains("-seed 1"), "{joined}");
+        assert!(joined.contains("-seed 7"), "{joined}");
         assert!(joined.contains("clock=vm"), "{joined}");
         assert!(joined.contains("-no-reboot"), "{joined}");
         assert_eq!(args.iter().filter(|a| *a == "-serial").count(), 2);
@@ -730,6 +738,7 @@ mod tests {
             cpus: 1,
             timeout: Duration::from_secs(1),
             workdir: std::env::temp_dir(),
+            seed: DEFAULT_L1_SEED,
         };
         let e = run_l1(&r).unwrap_err().to_string();
         assert!(e.contains("L1 kernel") && e.contains("xtask -- l1"), "{e}");

@@ -41,6 +41,7 @@ fn l1_run(
         cpus: 2,
         timeout: Duration::from_secs(timeout_s),
         workdir: work,
+        seed: truecold_nested::DEFAULT_L1_SEED,
     };
     run_l1(&run).unwrap_or_else(|e| panic!("L1 run `{name}` failed: {e}"))
 }

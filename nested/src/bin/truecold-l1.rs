@@ -108,6 +108,7 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
         cpus: cli.cpus,
         timeout: Duration::from_secs(cli.timeout_s),
         workdir: cli.out.clone(),
+        seed: truecold_nested::DEFAULT_L1_SEED,
     })?;
     std::fs::remove_file(&initramfs)?;
     for (name, data) in &outcome.files {
