@@ -539,6 +539,30 @@ pub fn default_dest(root: &Path, spec: &CampaignSpec) -> PathBuf {
     root.join(format!("{stamp}-{}", spec.slug()))
 }
 
+/// A fresh, empty staging directory beside `dest` (`.<name>.<tag>-<pid>`, a stale one of this
+/// process removed), for a directory that appears by one rename; its parent is created. On
+/// error: what was being done, to which path, and why.
+pub fn staging_dir(
+    dest: &Path,
+    tag: &str,
+) -> Result<PathBuf, (&'static str, PathBuf, std::io::Error)> {
+    let parent = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| ("create directory", parent.to_path_buf(), e))?;
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| tag.to_string());
+    let tmp = parent.join(format!(".{name}.{tag}-{}", std::process::id()));
+    if tmp.symlink_metadata().is_ok() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| ("remove stale", tmp.clone(), e))?;
+    }
+    std::fs::create_dir(&tmp).map_err(|e| ("create directory", tmp.clone(), e))?;
+    Ok(tmp)
+}
+
 /// Writes the bundle atomically (creating the parent directory) and returns the verdict.
 pub fn write(
     dest: &Path,

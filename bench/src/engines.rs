@@ -485,20 +485,8 @@ pub fn write_dir(
     bundles: &[ArmBundle<'_>],
     ran: &EnginesRun,
 ) -> Result<WrittenArms, EnginesError> {
-    let parent = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(io("create directory", parent))?;
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "engines".into());
-    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-    if tmp.symlink_metadata().is_ok() {
-        std::fs::remove_dir_all(&tmp).map_err(io("remove stale", &tmp))?;
-    }
-    std::fs::create_dir(&tmp).map_err(io("create directory", &tmp))?;
+    let tmp = campaign::staging_dir(dest, "tmp")
+        .map_err(|(op, path, source)| EnginesError::Io { op, path, source })?;
     let spec = shared.spec;
     let cspec = spec.campaign();
     let mut arms = Vec::new();

@@ -727,20 +727,11 @@ pub fn run_phase(
             }
         }
     }
-    let parent = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(io("create directory", parent))?;
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| plan.phase.clone());
-    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-    if tmp.symlink_metadata().is_ok() {
-        std::fs::remove_dir_all(&tmp).map_err(io("remove stale", &tmp))?;
-    }
-    std::fs::create_dir(&tmp).map_err(io("create directory", &tmp))?;
+    let tmp = campaign::staging_dir(dest, "tmp").map_err(|(op, path, source)| TuneError::Io {
+        op,
+        path,
+        source,
+    })?;
     let abs_dest = std::path::absolute(dest).unwrap_or_else(|_| dest.to_path_buf());
     // Attribution launches, after every measured round (never rows).
     let mut attributions: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new(); k];
@@ -1139,24 +1130,15 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
     for k in &knobs {
         screen_arms.push(arm(k.as_str().to_string(), vec![*k])?);
     }
-    // The screen attributes its baseline only when no knob can win: it cannot know yet, so it
-    // attributes it always (the confirm phase then attributes its own baseline and the
-    // recommended arm).
+    // The screen cannot know whether a knob will win, so it always attributes its baseline
+    // (the README shows it when no confirm phase runs); the confirm phase attributes its own
+    // baseline and the recommended arm.
     let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
-    let parent = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(io("create directory", parent))?;
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "tune".into());
-    let tmp = parent.join(format!(".{name}.tune-{}", std::process::id()));
-    if tmp.symlink_metadata().is_ok() {
-        std::fs::remove_dir_all(&tmp).map_err(io("remove stale", &tmp))?;
-    }
-    std::fs::create_dir(&tmp).map_err(io("create directory", &tmp))?;
+    let tmp = campaign::staging_dir(&dest, "tune").map_err(|(op, path, source)| TuneError::Io {
+        op,
+        path,
+        source,
+    })?;
     let screen_written = runner.run(&screen, &tmp.join(SCREEN))?;
     if !screen_written.verdict.is_valid() {
         return Err(TuneError::PhaseInvalid {
