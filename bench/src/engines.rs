@@ -15,10 +15,12 @@ use crate::cli::RunArgs;
 use crate::host::{HostFacts, RunFacts, Snapshot};
 use crate::launch::Attempt;
 use crate::progress::Progress;
-use crate::sample::{mark_repeated_boot_ids, to_sample, Observed, RowContext};
+use crate::sample::{
+    mark_repeated_across_arms, mark_repeated_boot_ids, to_sample, Observed, RowContext,
+};
 use crate::schedule::{LevelRun, Schedule, Slot};
 use crate::vmm_report;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -352,7 +354,12 @@ pub fn execute<W: Write>(
     for a in arms.iter_mut() {
         a.repeated_boot_ids = mark_repeated_boot_ids(&mut a.samples);
     }
-    let cross = mark_repeated_across_arms(&spec.arms, &mut arms);
+    let names: Vec<&str> = spec.arms.iter().map(|e| e.as_str()).collect();
+    let cross = {
+        let mut rows: Vec<&mut [Sample]> =
+            arms.iter_mut().map(|a| a.samples.as_mut_slice()).collect();
+        mark_repeated_across_arms(&names, &mut rows)
+    };
     for (a, n) in arms.iter_mut().zip(cross) {
         a.repeated_boot_ids += n;
     }
@@ -373,43 +380,6 @@ pub fn execute<W: Write>(
         before,
         after,
     }
-}
-
-/// Marks every successful row whose boot id an earlier launch of another arm already had
-/// (in launch order) as `repeated_boot_id`; returns how many per arm.
-fn mark_repeated_across_arms(engines: &[Engine], arms: &mut [ArmRun]) -> Vec<usize> {
-    let mut all: Vec<(u64, usize, usize)> = Vec::new();
-    for (ai, a) in arms.iter().enumerate() {
-        for (si, s) in a.samples.iter().enumerate() {
-            all.push((s.actual_request_ns, ai, si));
-        }
-    }
-    all.sort();
-    let mut seen: HashMap<truecold_proto::BootId, (usize, u64)> = HashMap::new();
-    let mut marked = vec![0; arms.len()];
-    for (_, ai, si) in all {
-        let s = &mut arms[ai].samples[si];
-        let Some(b) = s.boot_id else { continue };
-        match seen.get(&b) {
-            Some((first_arm, first)) if *first_arm != ai => {
-                if s.error_kind != ErrorKind::RepeatedBootId.as_string() {
-                    s.ok = false;
-                    s.error_kind = ErrorKind::RepeatedBootId.as_string();
-                    s.error_detail = format!(
-                        "contract violation: boot id {b} already seen in the {} arm's sample \
-                         {first} (not a fresh boot)",
-                        engines[*first_arm]
-                    );
-                    marked[ai] += 1;
-                }
-            }
-            Some(_) => {}
-            None => {
-                seen.insert(b, (ai, s.index));
-            }
-        }
-    }
-    marked
 }
 
 /// One arm, ready to be written as a bundle.

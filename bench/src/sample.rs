@@ -334,5 +334,44 @@ pub fn mark_repeated_boot_ids(samples: &mut [Sample]) -> usize {
     marked
 }
 
+/// Marks every successful row whose boot id an earlier launch of another arm already had
+/// (in request order) as `repeated_boot_id`: every arm of a multi-arm run (an engines
+/// campaign, a tune phase) boots the same guest, so a boot id is unique across all of them.
+/// `names[i]` is arm `i`'s name (for the detail). Returns how many were marked per arm.
+pub fn mark_repeated_across_arms(names: &[&str], arms: &mut [&mut [Sample]]) -> Vec<usize> {
+    let mut all: Vec<(u64, usize, usize)> = Vec::new();
+    for (ai, a) in arms.iter().enumerate() {
+        for (si, s) in a.iter().enumerate() {
+            all.push((s.actual_request_ns, ai, si));
+        }
+    }
+    all.sort();
+    let mut seen: HashMap<BootId, (usize, u64)> = HashMap::new();
+    let mut marked = vec![0; arms.len()];
+    for (_, ai, si) in all {
+        let s = &mut arms[ai][si];
+        let Some(b) = s.boot_id else { continue };
+        match seen.get(&b) {
+            Some((first_arm, first)) if *first_arm != ai => {
+                if s.error_kind != ErrorKind::RepeatedBootId.as_string() {
+                    s.ok = false;
+                    s.error_kind = ErrorKind::RepeatedBootId.as_string();
+                    s.error_detail = format!(
+                        "contract violation: boot id {b} already seen in the {} arm's sample \
+                         {first} (not a fresh boot)",
+                        names.get(*first_arm).copied().unwrap_or("?")
+                    );
+                    marked[ai] += 1;
+                }
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(b, (ai, s.index));
+            }
+        }
+    }
+    marked
+}
+
 #[cfg(test)]
 mod tests;

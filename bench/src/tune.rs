@@ -24,7 +24,7 @@ use crate::host::{HostFacts, RunFacts, Snapshot};
 use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::progress::{Progress, Style};
 use crate::run::{self, ArgPaths, RunError};
-use crate::sample::{mark_repeated_boot_ids, to_sample};
+use crate::sample::{mark_repeated_across_arms, mark_repeated_boot_ids, to_sample};
 use crate::schedule::{Launcher, LevelRun, Schedule, Slot};
 use crate::vmm_report;
 use clap::Args;
@@ -716,16 +716,20 @@ pub fn run_phase(
     }
     let after = Snapshot::take();
     progress.finish();
-    // Boot ids are unique across the whole phase (every arm boots the same guest).
-    let mut all_ids = BTreeSet::new();
-    let mut repeated = vec![0usize; k];
-    for (i, r) in rows.iter_mut().enumerate() {
-        repeated[i] = mark_repeated_boot_ids(&mut r.samples);
-        for s in &r.samples {
-            if let Some(b) = s.boot_id {
-                all_ids.insert(b);
-            }
-        }
+    // Boot ids are unique within each arm and across the whole phase (every arm boots the
+    // same guest).
+    let mut repeated: Vec<usize> = rows
+        .iter_mut()
+        .map(|r| mark_repeated_boot_ids(&mut r.samples))
+        .collect();
+    let names: Vec<&str> = prepared.iter().map(|p| p.arm.name.as_str()).collect();
+    let cross = {
+        let mut all: Vec<&mut [Sample]> =
+            rows.iter_mut().map(|r| r.samples.as_mut_slice()).collect();
+        mark_repeated_across_arms(&names, &mut all)
+    };
+    for (r, n) in repeated.iter_mut().zip(cross) {
+        *r += n;
     }
     let tmp = campaign::staging_dir(dest, "tmp").map_err(|(op, path, source)| TuneError::Io {
         op,
