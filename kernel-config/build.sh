@@ -2,14 +2,27 @@
 # Builds a truecold kernel variant reproducibly from Debian's linux-source-6.12.
 #
 #   kernel-config/build.sh <base|debug|nested-host> <outdir>
+#   kernel-config/build.sh tune <outdir> <dir>/tune-<knob>.config...
+#   kernel-config/build.sh config <outdir> <full .config>
 #
 # Writes <outdir>/{vmlinux,bzImage,config,manifest.json}. The extracted source is cached
 # once per package version in ${TRUECOLD_CACHE:-/var/cache/truecold}/src/, each build in
-# .../kernel/<key>/ where key = sha256(package version, fragments, this script, toolchain).
-# A finished build whose key matches is reused (its files are re-hashed first).
+# .../kernel/<key>/ where key = sha256(source, fragments or start config, this script,
+# toolchain). A finished build whose key matches is reused (its files are re-hashed first).
+#
+# Two ways `truecold bisect` uses it:
+# - TRUECOLD_KERNEL_TREE=<git work tree>: build that tree's checkout instead of the pinned
+#   package (the source in the key is the tree's HEAD commit, plus a hash of `git diff HEAD`
+#   when it has uncommitted changes to tracked files).
+# - `config`: start from a complete .config (resolved by olddefconfig) instead of tinyconfig
+#   plus fragments.
+# Both build incrementally: in one object directory per (source, kind of start) under
+# .../incremental/, so a bisect step recompiles only what its commit or symbols changed; the
+# artifacts are still cached per key. The released variants always build from scratch.
 #
 # Environment:
 #   TRUECOLD_CACHE              cache root (default /var/cache/truecold)
+#   TRUECOLD_KERNEL_TREE        a kernel git work tree to build instead of the package
 #   TRUECOLD_KERNEL_FRESH_DIR   build from scratch in this (empty or absent) directory and
 #                               never read or write the build cache (reproducibility check)
 #   TRUECOLD_JOBS               make -j (default: nproc)
@@ -31,7 +44,7 @@ unset LOCALVERSION KCONFIG_CONFIG ARCH CROSS_COMPILE
 die() { echo "kernel-config/build.sh: error: $*" >&2; exit 1; }
 log() { echo "kernel-config/build.sh: $*" >&2; }
 
-USAGE="usage: $0 <base|debug|nested-host> <outdir> | $0 tune <outdir> <fragment>..."
+USAGE="usage: $0 <base|debug|nested-host> <outdir> | $0 tune <outdir> <fragment>... | $0 config <outdir> <config>"
 [[ $# -ge 2 ]] || die "$USAGE"
 VARIANT=$1
 OUTDIR=$2
@@ -45,9 +58,25 @@ case "$VARIANT" in
   # `truecold tune`'s Kconfig knobs: base.config, then each knob's fragment
   # (`tune-<knob>.config`, written by the bench from truecold_proto::tune), in the order given.
   tune) [[ $# -ge 1 ]] || die "$USAGE"; FRAGMENTS=(base.config) ;;
-  *) die "unknown variant '$VARIANT' (want base, debug, nested-host or tune)" ;;
+  # `truecold bisect config`: a complete .config, resolved by olddefconfig, no fragments.
+  config) [[ $# -eq 1 ]] || die "$USAGE"; FRAGMENTS=() ;;
+  *) die "unknown variant '$VARIANT' (want base, debug, nested-host, tune or config)" ;;
 esac
-[[ $VARIANT == tune || $# -eq 0 ]] || die "$USAGE"
+[[ $VARIANT == tune || $VARIANT == config || $# -eq 0 ]] || die "$USAGE"
+START_CONFIG=""
+if [[ $VARIANT == config ]]; then
+  START_CONFIG=$1
+  [[ -f $START_CONFIG ]] || die "missing start config $START_CONFIG"
+  shift
+fi
+TREE=${TRUECOLD_KERNEL_TREE:-}
+if [[ -n $TREE ]]; then
+  [[ -d $TREE ]] || die "TRUECOLD_KERNEL_TREE=$TREE is not a directory"
+  TREE=$(cd "$TREE" && pwd)
+  git -C "$TREE" rev-parse --verify -q HEAD >/dev/null ||
+    die "TRUECOLD_KERNEL_TREE=$TREE is not a git work tree with a commit"
+  [[ -f $TREE/Makefile && -f $TREE/arch/x86/Kconfig ]] || die "$TREE is not a Linux source tree"
+fi
 FRAG_FILES=()
 for f in "${FRAGMENTS[@]}"; do FRAG_FILES+=("$HERE/$f"); done
 for f in "$@"; do
@@ -75,20 +104,31 @@ apt_install() {
 MISSING=()
 for p in "${TOOLS[@]}"; do [[ -n $(pkg_version "$p") ]] || MISSING+=("$p"); done
 [[ ${#MISSING[@]} -eq 0 ]] || apt_install "${MISSING[@]}"
-if [[ $(pkg_version "$PKG") != "$PKG_VERSION" ]]; then
+if [[ -z $TREE && $(pkg_version "$PKG") != "$PKG_VERSION" ]]; then
   apt_install "$PKG=$PKG_VERSION" ||
     die "cannot install the pinned $PKG=$PKG_VERSION (apt-cache policy $PKG shows what is offered)"
 fi
-HAVE=$(pkg_version "$PKG")
-[[ $HAVE == "$PKG_VERSION" ]] || die "$PKG is '$HAVE', pinned '$PKG_VERSION'"
-[[ -f $TARBALL ]] || die "$TARBALL missing although $PKG $PKG_VERSION is installed"
+if [[ -z $TREE ]]; then
+  HAVE=$(pkg_version "$PKG")
+  [[ $HAVE == "$PKG_VERSION" ]] || die "$PKG is '$HAVE', pinned '$PKG_VERSION'"
+  [[ -f $TARBALL ]] || die "$TARBALL missing although $PKG $PKG_VERSION is installed"
+fi
 
 # --- 2. cache key ------------------------------------------------------------------------
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 SCRIPT_SHA=$(sha "$HERE/build.sh")
 # The toolchain is an input too: a gcc or binutils update must not reuse a build it did not make.
 TOOLCHAIN="gcc=$(dpkg-query -W -f='${Version}' gcc-12 2>/dev/null || gcc -dumpfullversion) binutils=$(dpkg-query -W -f='${Version}' binutils 2>/dev/null || ld --version | head -1) make=$(dpkg-query -W -f='${Version}' make 2>/dev/null || make --version | head -1)"
-KEY_INPUT="package=$PKG=$PKG_VERSION"$'\n'"script=$SCRIPT_SHA"$'\n'"toolchain=$TOOLCHAIN"$'\n'
+if [[ -n $TREE ]]; then
+  SOURCE="tree=$(git -C "$TREE" rev-parse HEAD)"
+  if [[ -n $(git -C "$TREE" status --porcelain --untracked-files=no) ]]; then
+    SOURCE+="+diff=$(git -C "$TREE" diff HEAD | sha256sum | cut -d' ' -f1)"
+  fi
+else
+  SOURCE="package=$PKG=$PKG_VERSION"
+fi
+KEY_INPUT="$SOURCE"$'\n'"script=$SCRIPT_SHA"$'\n'"toolchain=$TOOLCHAIN"$'\n'
+[[ -z $START_CONFIG ]] || KEY_INPUT+="start-config=$(sha "$START_CONFIG")"$'\n'
 FRAG_JSON=""
 for i in "${!FRAGMENTS[@]}"; do
   f=${FRAGMENTS[$i]}
@@ -100,12 +140,13 @@ KEY=$(printf '%s' "$KEY_INPUT" | sha256sum | cut -d' ' -f1)
 CACHE=${TRUECOLD_CACHE:-/var/cache/truecold}
 mkdir -p "$CACHE/src" "$CACHE/kernel" || die "cannot create cache $CACHE"
 
-# --- 3. source, extracted once -----------------------------------------------------------
+# --- 3. source, extracted once (or the given tree) ---------------------------------------
 SRC_PARENT="$CACHE/src/$PKG_VERSION"
 SRC="$SRC_PARENT/linux-source-6.12"
+[[ -z $TREE ]] || SRC=$TREE
 exec 8>"$CACHE/src/.lock"
 flock 8
-if [[ ! -f "$SRC_PARENT/.extracted" ]]; then
+if [[ -z $TREE && ! -f "$SRC_PARENT/.extracted" ]]; then
   log "extracting $TARBALL into $SRC_PARENT"
   rm -rf "$SRC_PARENT" "$SRC_PARENT.tmp"
   mkdir -p "$SRC_PARENT.tmp"
@@ -147,6 +188,17 @@ else
 fi
 BUILD="$WORK/build"
 ART="$WORK/artifacts"
+if [[ -z ${TRUECOLD_KERNEL_FRESH_DIR:-} && ( -n $TREE || -n $START_CONFIG ) ]]; then
+  # Incremental: one object directory per source and kind of start, locked while in use.
+  INCR=$(printf 'src=%s\nstart=%s\nscript=%s\ntoolchain=%s\n' "$SRC" \
+         "$([[ -n $START_CONFIG ]] && echo config || echo fragments)" "$SCRIPT_SHA" "$TOOLCHAIN" |
+         sha256sum | cut -d' ' -f1)
+  mkdir -p "$CACHE/incremental/$INCR"
+  exec 7>"$CACHE/incremental/$INCR/.lock"
+  flock 7
+  BUILD="$CACHE/incremental/$INCR/build"
+  log "incremental build directory $BUILD"
+fi
 mkdir -p "$BUILD" "$ART"
 BUILD=$(cd "$BUILD" && pwd)
 
@@ -154,16 +206,21 @@ BUILD=$(cd "$BUILD" && pwd)
 JOBS=${TRUECOLD_JOBS:-$(nproc)}
 MAKE=(make -C "$SRC" O="$BUILD" ARCH=x86_64 -j"$JOBS"
       KCFLAGS="-ffile-prefix-map=$SRC/= -ffile-prefix-map=$BUILD/=")
-"${MAKE[@]}" -s tinyconfig >"$WORK/configure.log" 2>&1 || die "make tinyconfig failed (see $WORK/configure.log)"
 FRAG_PATHS=("${FRAG_FILES[@]}")
-( cd "$BUILD" && "$SRC/scripts/kconfig/merge_config.sh" -m -O "$BUILD" "$BUILD/.config" "${FRAG_PATHS[@]}" ) \
-  >>"$WORK/configure.log" 2>&1 || die "merge_config.sh failed (see $WORK/configure.log)"
+if [[ -n $START_CONFIG ]]; then
+  cp -f "$START_CONFIG" "$BUILD/.config.tmp" && mv -f "$BUILD/.config.tmp" "$BUILD/.config"
+  : >"$WORK/configure.log"
+else
+  "${MAKE[@]}" -s tinyconfig >"$WORK/configure.log" 2>&1 || die "make tinyconfig failed (see $WORK/configure.log)"
+  ( cd "$BUILD" && "$SRC/scripts/kconfig/merge_config.sh" -m -O "$BUILD" "$BUILD/.config" "${FRAG_PATHS[@]}" ) \
+    >>"$WORK/configure.log" 2>&1 || die "merge_config.sh failed (see $WORK/configure.log)"
+fi
 "${MAKE[@]}" -s olddefconfig >>"$WORK/configure.log" 2>&1 || die "make olddefconfig failed (see $WORK/configure.log)"
 
 # The last fragment that names a symbol wins, as in merge_config.sh.
 declare -A WANT=()
 declare -a ORDER=()
-for p in "${FRAG_PATHS[@]}"; do
+for p in ${FRAG_PATHS[@]+"${FRAG_PATHS[@]}"}; do
   while IFS= read -r line; do
     if [[ $line =~ ^(CONFIG_[A-Za-z0-9_]+)=(.*)$ ]]; then
       sym=${BASH_REMATCH[1]}; val=${BASH_REMATCH[2]}
@@ -205,8 +262,8 @@ cp -f "$BUILD/.config" "$ART/config"
 cat >"$ART/manifest.json" <<EOF
 {
   "variant": "$VARIANT",
-  "package": "$PKG",
-  "package_version": "$PKG_VERSION",
+  "source": "$SOURCE",
+  "start_config_sha256": "$([[ -n $START_CONFIG ]] && sha "$START_CONFIG")",
   "build_script_sha256": "$SCRIPT_SHA",
   "toolchain": "$TOOLCHAIN",
   "cache_key": "$KEY",

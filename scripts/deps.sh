@@ -9,6 +9,8 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
+# git: the bisect tests' fixture kernel tree (any git will do; many machines have their own).
+command -v git >/dev/null || missing+=(git)
 if ((${#missing[@]})); then
   echo "deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

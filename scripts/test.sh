@@ -7,6 +7,7 @@
 #  plus lint, a 20-sample probe campaign, a 3-sample nested Linux campaign and a nested
 #  engines campaign (truecold, Firecracker, Cloud Hypervisor, QEMU microvm; 3 interleaved
 #  rounds) whose bundles/directory pass `sha256sum -c --strict` and `truecold-proof verify`,
+#  `truecold bisect` of a fixture kernel tree and of two configs in the nested harness,
 #  and the byte-for-byte reproducibility check of vmlinux and initramfs.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -42,6 +42,10 @@ pub enum Cmd {
     /// One phase of a tune from its plan file (what `truecold tune --nested` runs in L1).
     #[command(hide = true)]
     TunePhase(crate::tune::TunePhaseArgs),
+    /// Find the commit of a kernel tree (`run`, or `step` under `git bisect run`) or the
+    /// symbols of a kernel config (`config`) that made a true-cold boot slower; every step a
+    /// bundle, judged by `truecold-proof compare`'s rule, in one verifiable directory.
+    Bisect(crate::bisect::BisectArgs),
 }
 
 impl Cli {
@@ -54,7 +58,7 @@ impl Cli {
     {
         match Cli::try_parse_from(argv)?.cmd {
             Cmd::Run(a) => Ok(a),
-            Cmd::Tune(_) | Cmd::TunePhase(_) => Err(clap::Error::raw(
+            Cmd::Tune(_) | Cmd::TunePhase(_) | Cmd::Bisect(_) => Err(clap::Error::raw(
                 clap::error::ErrorKind::InvalidSubcommand,
                 "not `truecold run`",
             )),

@@ -12,12 +12,14 @@
 
 pub mod artifacts;
 pub mod attribution;
+pub mod bisect;
 pub mod campaign;
 pub mod cli;
 pub mod clock;
 pub mod engines;
 pub mod host;
 pub mod interrupt;
+pub mod kernel;
 pub mod launch;
 pub mod nested;
 pub mod progress;

@@ -21,6 +21,54 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run_main(&args, &invocation),
         Cmd::Tune(args) => tune_main(&args, &invocation),
         Cmd::TunePhase(args) => tune_phase_main(&args, &invocation),
+        Cmd::Bisect(args) => bisect_main(&args, &invocation),
+    }
+}
+
+/// `truecold bisect`: `step` exits as `git bisect run` reads it (0 good, 1 bad, 125 skip,
+/// 200 cannot judge: stop); `run` and `config` exit 0 when the directory names a culprit and
+/// verifies, 2 when it does not verify, 1 when nothing was found or written.
+fn bisect_main(args: &truecold_bench::bisect::BisectArgs, invocation: &str) -> ExitCode {
+    use truecold_bench::bisect::{self, BisectCmd, EXIT_ABORT};
+    let done = |dir: std::path::PathBuf| {
+        let v = truecold_proof::verify_dir(&dir);
+        print!("{}", v.render(&dir, 5));
+        println!(
+            "bisect: {}/README.md; verify: truecold-proof verify {}",
+            dir.display(),
+            dir.display()
+        );
+        if v.is_valid() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(2)
+        }
+    };
+    match &args.cmd {
+        BisectCmd::Step(a) => match bisect::step(a, invocation) {
+            Ok(o) => {
+                println!("truecold bisect step: {}", o.as_str());
+                ExitCode::from(o.exit_code() as u8)
+            }
+            Err(e) => {
+                eprintln!("truecold: error: {}", chain(&e));
+                ExitCode::from(EXIT_ABORT)
+            }
+        },
+        BisectCmd::Run(a) => match bisect::run(a, invocation) {
+            Ok(dir) => done(dir),
+            Err(e) => {
+                eprintln!("truecold: error: {}", chain(&e));
+                ExitCode::FAILURE
+            }
+        },
+        BisectCmd::Config(a) => match bisect::config(a, invocation) {
+            Ok(dir) => done(dir),
+            Err(e) => {
+                eprintln!("truecold: error: {}", chain(&e));
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

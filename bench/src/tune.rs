@@ -174,16 +174,11 @@ pub enum TuneError {
     NoiseBundle { path: PathBuf, why: String },
     #[error("{0} already exists; a tune directory is never overwritten (choose another --out)")]
     OutExists(PathBuf),
-    #[error(
-        "the kernel build script {0} is missing (run from the repository root, or pass \
-         --kernel-build kernel-config/build.sh)"
-    )]
-    BuildScriptMissing(PathBuf),
-    #[error("building the kernel for {knobs} (`{command}`) failed: {status}")]
-    KernelBuild {
+    #[error("the kernel for {knobs}")]
+    Kernel {
         knobs: String,
-        command: String,
-        status: String,
+        #[source]
+        source: crate::kernel::KernelError,
     },
     #[error("the host")]
     Run(#[source] Box<RunError>),
@@ -285,12 +280,22 @@ impl PhasePlan {
         if self.rounds < MIN_ROUNDS {
             bad.push(format!("{} rounds, at least {MIN_ROUNDS}", self.rounds));
         }
-        if self
-            .arms
-            .first()
-            .is_none_or(|a| a.name != BASELINE || !a.knobs.is_empty())
+        let kernel_ab = self.arms.len() == 2
+            && self.arms[0].name == truecold_proof::bisect::GOOD_ARM
+            && self.arms[1].name == truecold_proof::bisect::CANDIDATE_ARM
+            && self
+                .arms
+                .iter()
+                .all(|a| a.knobs.is_empty() && a.guest_dir.is_some());
+        if !kernel_ab
+            && self
+                .arms
+                .first()
+                .is_none_or(|a| a.name != BASELINE || !a.knobs.is_empty())
         {
-            bad.push(format!("the first arm is not `{BASELINE}` without knobs"));
+            bad.push(format!(
+                "the first arm is not `{BASELINE}` without knobs (nor is the plan a kernel A/B)"
+            ));
         }
         let mut names = BTreeSet::new();
         for a in &self.arms {
@@ -443,38 +448,21 @@ pub fn ensure_kernel(
         if let (Change::Kconfig(text), Some(file)) = (k.change(), k.fragment_name()) {
             let p = frags.join(file);
             std::fs::write(&p, text).map_err(io("write", &p))?;
-            paths.push(p);
+            paths.push(p.into_os_string());
         }
     }
-    if !script.is_file() {
-        return Err(TuneError::BuildScriptMissing(script.to_path_buf()));
-    }
-    let mut cmd = std::process::Command::new("bash");
-    cmd.arg(script).arg("tune").arg(&dir).args(&paths);
-    let command = format!(
-        "bash {} tune {} {}",
-        script.display(),
-        dir.display(),
-        paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    eprintln!("truecold: tune: kernel for {name}: {command}");
-    let status = cmd.status().map_err(io("run", script))?;
-    if !status.success() {
-        return Err(TuneError::KernelBuild {
+    let build = crate::kernel::KernelBuild {
+        script,
+        variant: "tune",
+        args: paths,
+        tree: None,
+    };
+    build
+        .guest_dir(&dir, base)
+        .map_err(|source| TuneError::Kernel {
             knobs: name,
-            command,
-            status: status.to_string(),
-        });
-    }
-    for (src, file) in [(&base.initramfs, "initramfs.cpio"), (&base.init, "init")] {
-        let to = dir.join(file);
-        std::fs::copy(src, &to).map_err(io("copy into", &to))?;
-    }
-    Ok(dir)
+            source,
+        })
 }
 
 /// What one arm launches.
@@ -964,7 +952,7 @@ impl Runner<'_> {
             Runner::Nested {
                 args,
                 base_guest_dir,
-            } => nested_phase(plan, args, base_guest_dir, dest),
+            } => nested_phase(plan, args.vmm.as_deref(), base_guest_dir, dest),
         }
     }
 }
@@ -1217,7 +1205,7 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
 /// tune-phase` writes the phase directory, which is received, placed at `dest` and verified.
 fn nested_phase(
     plan: &PhasePlan,
-    args: &TuneArgs,
+    vmm: Option<&Path>,
     base_guest_dir: &Path,
     dest: &Path,
 ) -> Result<Written, TuneError> {
@@ -1225,6 +1213,9 @@ fn nested_phase(
     let mut inner = plan.clone();
     let mut extra: Vec<L1File> = Vec::new();
     let mut packed: BTreeSet<PathBuf> = BTreeSet::new();
+    // A guest directory's place in L1: by its Kconfig knobs (tune), else by the first arm
+    // that boots it (a kernel A/B).
+    let mut placed: BTreeMap<PathBuf, String> = BTreeMap::new();
     let file = |dest: String, src: PathBuf| L1File {
         dest,
         src,
@@ -1234,8 +1225,14 @@ fn nested_phase(
         let bz = knobs::apply(&a.knobs, plan.backing).bzimage;
         match &a.guest_dir {
             Some(d) => {
-                let name = variant_name(&kconfig_knobs(&a.knobs));
-                let l1 = format!("tune/{name}");
+                let name = match variant_name(&kconfig_knobs(&a.knobs)) {
+                    n if n.is_empty() => a.name.clone(),
+                    n => n,
+                };
+                let l1 = placed
+                    .entry(d.clone())
+                    .or_insert_with(|| format!("tune/{name}"))
+                    .clone();
                 if packed.insert(d.clone()) {
                     for f in ["vmlinux", "config", "initramfs.cpio", "init"] {
                         extra.push(file(format!("{l1}/{f}"), d.join(f)));
@@ -1294,7 +1291,7 @@ fn nested_phase(
         linux: false,
         nested: true,
         out: Some(dest.to_path_buf()),
-        vmm: args.vmm.clone(),
+        vmm: vmm.map(Path::to_path_buf),
         guest_dir: Some(base_guest_dir.to_path_buf()),
         cmdline_extra: String::new(),
         console: false,
@@ -1320,6 +1317,37 @@ fn nested_phase(
     )
     .map_err(|e| TuneError::Nested(Box::new(e)))?;
     let _ = std::fs::remove_dir_all(&work);
+    Ok(w)
+}
+
+/// Runs one phase outside a tune (a bisect's kernel A/B): in one L1 boot when `nested`,
+/// else on this host's /dev/kvm. `guest_dir` is the base guest directory.
+pub fn run_one_phase(
+    plan: &PhasePlan,
+    nested: bool,
+    vmm: Option<&Path>,
+    guest_dir: &Path,
+    dest: &Path,
+    invocation: &str,
+) -> Result<Written, TuneError> {
+    if nested {
+        return nested_phase(plan, vmm, guest_dir, dest);
+    }
+    let (host, warnings) = run::kvm_host()?;
+    let facts = HostFacts::read(host);
+    let env = PhaseEnv {
+        vmm: artifacts::find_vmm(vmm)?,
+        guest_dir: guest_dir.to_path_buf(),
+        host,
+        facts: &facts,
+        warnings,
+        invocation,
+        force: host == HostKind::Pvm,
+    };
+    let (w, interrupted) = run_phase(plan, &env, dest)?;
+    if interrupted {
+        return Err(TuneError::Interrupted("A/B"));
+    }
     Ok(w)
 }
 

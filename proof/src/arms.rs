@@ -146,6 +146,19 @@ pub fn tune_arm_knobs(name: &str, recommended: Option<&[Knob]>) -> Option<Vec<Kn
     Knob::parse(name).map(|k| vec![k])
 }
 
+/// Whether `plan` is a kernel A/B of `truecold bisect config`: exactly the arms
+/// [`crate::bisect::GOOD_ARM`] and [`crate::bisect::CANDIDATE_ARM`], both truecold, without
+/// knobs (each boots its own kernel; the arms' bundles record which).
+pub fn is_kernel_ab(plan: &ArmsPlan) -> bool {
+    plan.arms.len() == 2
+        && plan.arms[0].name == crate::bisect::GOOD_ARM
+        && plan.arms[1].name == crate::bisect::CANDIDATE_ARM
+        && plan
+            .arms
+            .iter()
+            .all(|a| a.engine == Engine::Truecold && a.knobs.is_empty())
+}
+
 /// Whether `plan` is a tune phase (an arm has knobs or is named `baseline`); otherwise it is
 /// an engines campaign.
 pub fn is_tune_phase(plan: &ArmsPlan) -> bool {
@@ -244,7 +257,8 @@ pub fn parse_arms(bytes: &[u8]) -> Result<ArmsPlan, String> {
 }
 
 /// Every way `plan` is not a plan (empty when it is one). An engines campaign: arms named
-/// by their engine, each engine once, no knobs. A tune phase ([`is_tune_phase`]): every arm
+/// by their engine, each engine once, no knobs. A kernel A/B ([`is_kernel_ab`]): its two arms.
+/// A tune phase ([`is_tune_phase`]): every arm
 /// runs truecold, names unique, one `baseline`, each arm's knobs what its name says
 /// ([`tune_arm_knobs`]), in catalogue order, a valid set
 /// ([`truecold_proto::tune::check_set`]). Both: `order` the rounds `0..rounds` in turn, each
@@ -254,7 +268,9 @@ pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
     if plan.arms.is_empty() {
         bad.push("no arms".into());
     }
-    if is_tune_phase(plan) {
+    if is_kernel_ab(plan) {
+        // Two kernels of one engine: nothing to check beyond the order.
+    } else if is_tune_phase(plan) {
         tune_plan_problems(plan, &mut bad);
     } else {
         let mut engines = BTreeSet::new();
@@ -1057,9 +1073,14 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
 /// observer, probe or Linux, and alike except what the arm's knobs change: the backing is
 /// the baseline's with the knobs applied ([`truecold_proto::tune::apply`]); the vmlinux
 /// digest is the same for arms with the same Kconfig knobs and `bzimage`, the config digest
-/// for arms with the same Kconfig knobs; the command line may differ.
+/// for arms with the same Kconfig knobs; the command line may differ. A kernel A/B
+/// ([`is_kernel_ab`]): under the vm-exit observer, Linux, alike in everything but vmlinux and
+/// config.
 fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
     let tune = is_tune_phase(plan);
+    // A kernel A/B: observed at the VM exit like a tune, alike in everything but the kernel
+    // (vmlinux and config are what it compares).
+    let kernel_ab = is_kernel_ab(plan);
     for (a, _) in arms {
         let r = &a.result;
         if r.configuration.engine.kind != a.arm.engine {
@@ -1071,7 +1092,7 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
                 ),
             );
         }
-        let observer = if tune {
+        let observer = if tune || kernel_ab {
             Observer::VmExit
         } else {
             Observer::Serial
@@ -1085,6 +1106,8 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
                     r.contract.observer.as_str(),
                     if tune {
                         "a tune phase"
+                    } else if kernel_ab {
+                        "a kernel A/B"
                     } else {
                         "an engines campaign"
                     },
@@ -1217,7 +1240,7 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
             f.contract.kind.as_str().into(),
             r.contract.kind.as_str().into(),
         );
-        let kernel_files: &[&str] = if tune {
+        let kernel_files: &[&str] = if tune || kernel_ab {
             &["initramfs", "guest_init"]
         } else {
             &["vmlinux", "initramfs", "guest_init", "config"]

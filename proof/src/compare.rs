@@ -373,7 +373,23 @@ pub fn compare_values(
             return m;
         }
     }
-    // 5. No change.
+    // 5. A change too few values cannot confirm: the interval excludes 0 on the side of a
+    // median shift of at least the threshold, yet p ≥ alpha (e.g. 5 vs 5 values, where the
+    // test cannot reach p < 0.01). Calling that "no change" would hide it.
+    if let Some((lo, hi)) = m.ci95_ns {
+        if p >= o.alpha && dp.abs() >= o.threshold_pct && (lo > 0 || hi < 0) {
+            m.why = format!(
+                "|Δmedian| {:.2}% ≥ {}% and the 95% interval excludes 0, but p {} ≥ {}: \
+                 too few values to confirm the change",
+                dp.abs(),
+                o.threshold_pct,
+                fmt_p(p),
+                o.alpha
+            );
+            return m;
+        }
+    }
+    // 6. No change.
     m.verdict = MetricVerdict::NoChange;
     m.why = if p >= o.alpha {
         format!("p {} ≥ {}", fmt_p(p), o.alpha)

@@ -46,6 +46,7 @@
 
 pub mod arms;
 pub mod attribution;
+pub mod bisect;
 pub mod bundle;
 pub mod cmdline;
 pub mod compare;

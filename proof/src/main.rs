@@ -46,7 +46,9 @@ Verdict per metric, first rule that applies:
                     p < --alpha AND |median difference| >= --threshold-pct of A's median
   4. inconclusive   the 95% interval is wider than --max-ci-width-pct of A's median
                     (a change cannot be ruled out)
-  5. no change      otherwise (not significant, or significant but below the threshold)
+  5. inconclusive   p >= --alpha, but |median difference| >= --threshold-pct and the
+                    95% interval excludes 0 (a change too few values cannot confirm)
+  6. no change      otherwise (not significant, or significant but below the threshold)
 
 Exit codes (from the two headline metrics; stage verdicts never gate):
   0    no regression: neither headline metric regressed or is inconclusive
@@ -124,14 +126,17 @@ enum Cmd {
     /// Regenerate README.md, the plots and SHA256SUMS from result.json and samples.csv (a
     /// multi-arm directory: each arm's, then comparison.json, README.md, cdf.svg and the
     /// top SHA256SUMS; a tune directory: each phase's, then tune.json's results, README.md
-    /// and the top SHA256SUMS).
+    /// and the top SHA256SUMS; a bisect directory: README.md and SHA256SUMS, refusing when any
+    /// other file changed).
     Report { dir: PathBuf },
 }
 
-/// `report DIR`: a bundle, a multi-arm directory (it holds `arms.json`) or a tune directory
-/// (it holds `tune.json`).
+/// `report DIR`: a bundle, a multi-arm directory (it holds `arms.json`), a tune directory
+/// (it holds `tune.json`) or a bisect directory (it holds `bisect.json`).
 fn report(dir: &std::path::Path) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    if dir.join(truecold_proof::tune::TUNE_FILE).exists() {
+    if dir.join(truecold_proof::bisect::BISECT_FILE).exists() {
+        Ok(truecold_proof::bisect::regenerate_bisect(dir)?)
+    } else if dir.join(truecold_proof::tune::TUNE_FILE).exists() {
         Ok(truecold_proof::tune::regenerate_tune(dir)?)
     } else if dir.join(truecold_proof::arms::ARMS_FILE).exists() {
         Ok(truecold_proof::arms::regenerate_arms(dir)?)

@@ -192,6 +192,11 @@ pub enum Check {
     /// Tune directory: `tune.json`'s results differ from their recomputation (an effect, a
     /// winner that is not faster, the final A/B, the leave-one-out).
     TuneResults,
+    /// Bisect directory: `bisect.json` malformed, not canonical, or another schema.
+    BisectRecord,
+    /// Bisect directory: a step's directory does not verify, or its recorded outcome differs
+    /// from the recomputed one, or the result names a step that does not show it.
+    BisectSteps,
     /// `attribution.csv` / `attribution.svg` differ from their recomputation from
     /// `attribution.jsonl` and the measured rows, or are there without it (or it without them).
     Attribution,
@@ -257,6 +262,9 @@ pub struct Verdict {
     /// A multi-arm directory: its arms' names, in the plan's order (`rows` then counts the
     /// rows of every arm).
     pub arms: Option<Vec<String>>,
+    /// What the directory is when it is neither a bundle nor a multi-arm directory (a bisect
+    /// directory), in words.
+    pub label: Option<String>,
 }
 
 /// `s` with every character that could act on a terminal written as an escape: C0 and C1
@@ -320,10 +328,13 @@ impl Verdict {
         let mut s = String::new();
         let dir = e(&dir.display().to_string());
         let label = match (&self.result, &self.arms) {
+            _ if self.label.is_some() => e(self.label.as_deref().unwrap_or_default()),
             (Some(r), _) => e(&r.contract.label),
             (None, Some(a)) => {
                 let kind = if a.iter().any(|n| n.contains('/')) {
                     "tune"
+                } else if *a == [crate::bisect::GOOD_ARM, crate::bisect::CANDIDATE_ARM] {
+                    "kernel A/B"
                 } else if a.iter().any(|n| n == crate::arms::BASELINE_ARM) {
                     "tune phase"
                 } else {
@@ -442,6 +453,13 @@ pub fn verify_dir(dir: &Path) -> Verdict {
 /// directory ([`crate::tune::verify_tune_dir`]), one holding `arms.json` a multi-arm
 /// directory ([`crate::arms::verify_arms_dir`]).
 pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    if dir
+        .join(crate::bisect::BISECT_FILE)
+        .symlink_metadata()
+        .is_ok()
+    {
+        return crate::bisect::verify_bisect_dir(dir, opts);
+    }
     if dir.join(crate::tune::TUNE_FILE).symlink_metadata().is_ok() {
         return crate::tune::verify_tune_dir(dir, opts);
     }

@@ -58,6 +58,27 @@ fn too_few_samples_is_inconclusive() {
 }
 
 #[test]
+fn a_clear_shift_that_too_few_values_cannot_confirm_is_inconclusive_not_no_change() {
+    // 5 against 5 fully separated values: the Mann–Whitney test cannot go below p ≈ 0.012,
+    // yet the interval excludes 0 by far. Before this rule that was "no change".
+    let o = CompareOptions {
+        min_samples: 5,
+        ..CompareOptions::default()
+    };
+    let a: Vec<u64> = (0..5).map(|i| 100_000_000 + i * 100_000).collect();
+    let b: Vec<u64> = (0..5).map(|i| 130_000_000 + i * 100_000).collect();
+    let m = compare_values("h", true, &a, &b, &o);
+    assert!(m.p_value.unwrap() >= 0.01, "{m:?}");
+    assert_eq!(m.verdict, MetricVerdict::Inconclusive, "{}", m.why);
+    assert!(m.why.contains("too few values to confirm"), "{}", m.why);
+    // At 6 against 6 the test confirms it.
+    let a6: Vec<u64> = (0..6).map(|i| 100_000_000 + i * 100_000).collect();
+    let b6: Vec<u64> = (0..6).map(|i| 130_000_000 + i * 100_000).collect();
+    let m = compare_values("h", true, &a6, &b6, &o);
+    assert_eq!(m.verdict, MetricVerdict::Regressed, "{}", m.why);
+}
+
+#[test]
 fn wide_interval_is_inconclusive() {
     let o = CompareOptions::default();
     let mut rng = Rng(8);

@@ -161,10 +161,28 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
     let failing = d.path().join("fail.sh");
     std::fs::write(&failing, "exit 3\n").unwrap();
     let e = ensure_kernel(&[Knob::NoSmp], &base, &root, &failing).unwrap_err();
-    assert!(matches!(e, TuneError::KernelBuild { .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            TuneError::Kernel {
+                source: crate::kernel::KernelError::Failed { .. },
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("no-smp"), "{e}");
     let e = ensure_kernel(&[Knob::NoSmp], &base, &root, &d.path().join("nope")).unwrap_err();
-    assert!(matches!(e, TuneError::BuildScriptMissing(_)), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            TuneError::Kernel {
+                source: crate::kernel::KernelError::ScriptMissing(_),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]

@@ -1,0 +1,1303 @@
+//! `truecold bisect`: which commit of a kernel tree, or which symbols of a kernel config,
+//! made a true-cold boot slower.
+//!
+//! - `step` is what `git bisect run` calls: build the tree's checkout (base fragments on its
+//!   tinyconfig, `kernel-config/build.sh` with `TRUECOLD_KERNEL_TREE`, incremental and cached
+//!   by commit), run an n-launch campaign with the baseline's contract, judge it against the
+//!   baseline ([`truecold_proof::bisect::judge`]: `compare`'s rule), and exit 0 (good), 1
+//!   (bad) or 125 (skip: the build failed, strict-ready broke, or still inconclusive after n
+//!   grew to its cap). A setup error (no baseline, another host kind) exits 200, which stops
+//!   `git bisect run`. Every step is appended to the bisect directory, which verifies after
+//!   each one.
+//! - `run` wraps a whole `git bisect` session: the good commit's baseline, a check that the
+//!   bad commit is bad, `git bisect start/run/log/reset` with `step` as the judge, and the
+//!   result (first bad commit, last good commit) written into the directory. The tree is left
+//!   on the commit it was on.
+//! - `config` searches the assignments that differ between two resolved configs for the
+//!   smallest set that explains the slowdown (delta debugging, ddmin): each candidate is the
+//!   good config with a subset of the bad one's assignments, resolved by olddefconfig, built
+//!   incrementally, and judged in an interleaved A/B against the good kernel (one L1 boot per
+//!   A/B in the nested harness); a candidate that does not build or breaks strict-ready is
+//!   unresolved.
+//!
+//! Every step uses the clock of the host it runs on (virtual in the nested harness, wall on
+//! hardware KVM); the baseline's clock is every step's, never mixed.
+
+use crate::artifacts::{self, LinuxGuest};
+use crate::cli::{mem_mib_arg, vcpus_arg, ModeArg, RunArgs, DEFAULT_SEED};
+use crate::kernel::{KernelBuild, KernelError};
+use crate::tune::{PhaseArm, PhasePlan, TuneError};
+use clap::{Args, Subcommand};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use truecold_proof::bisect::{
+    judge, read_bisect, write_bisect, BisectError, BisectFile, BisectKind, BisectResult,
+    JudgeOptions, Step, StepOutcome, BASELINE_DIR, BISECT_SCHEMA, CANDIDATE_ARM, GOOD_ARM,
+    LOG_FILE, STEPS_DIR,
+};
+use truecold_proof::schema::ContractKind;
+use truecold_proof::sums::sha256_hex;
+use truecold_proto::kinds::{Backing, HostKind};
+
+/// Exit status of a step that could not judge at all (stops `git bisect run`).
+pub const EXIT_ABORT: u8 = 200;
+/// Default launches per step: the fewest at which `compare`'s Mann–Whitney test can reach
+/// p < 0.01 (6 against 6 fully separated values: p ≈ 0.005; 5 against 5: never below 0.012).
+pub const DEFAULT_N: u64 = 6;
+
+/// `truecold bisect`.
+#[derive(Args, Debug, Clone)]
+pub struct BisectArgs {
+    #[command(subcommand)]
+    pub cmd: BisectCmd,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum BisectCmd {
+    /// One step, for `git bisect run`: build the tree's checkout, measure it, judge it
+    /// against the baseline; exit 0 good, 1 bad, 125 skip (200: cannot judge, stop).
+    Step(StepArgs),
+    /// A whole `git bisect` session between two commits of a kernel tree.
+    Run(RunBisectArgs),
+    /// The smallest set of symbols between two kernel configs that explains a slowdown.
+    Config(ConfigBisectArgs),
+}
+
+/// How every step is measured and judged.
+#[derive(Args, Debug, Clone)]
+pub struct JudgeArgs {
+    /// Launches per step (and of the baseline `run` measures).
+    #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
+    pub n: u64,
+    /// An inconclusive step is measured again with twice the launches, up to this many
+    /// (default 4 × -n); still inconclusive: skip (125).
+    #[arg(long)]
+    pub max_n: Option<u64>,
+    /// Smallest slowdown called bad, percent of the good median (`compare --threshold`).
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold_pct: f64,
+    /// Significance level of the Mann–Whitney test (`compare --alpha`).
+    #[arg(long, default_value_t = 0.01)]
+    pub alpha: f64,
+    /// The truecold-vmm binary (default: next to this binary).
+    #[arg(long)]
+    pub vmm: Option<PathBuf>,
+    /// The base guest directory: its initramfs and init go with every kernel (default
+    /// $TRUECOLD_GUEST_DIR, else out/guest).
+    #[arg(long)]
+    pub guest_dir: Option<PathBuf>,
+    /// Where the steps' kernels are built (default out/bisect-kernels).
+    #[arg(long)]
+    pub kernel_dir: Option<PathBuf>,
+    /// The kernel build script (default kernel-config/build.sh).
+    #[arg(long)]
+    pub kernel_build: Option<PathBuf>,
+}
+
+/// The campaign every step runs (`run` and `config`; `step` takes it from its baseline).
+#[derive(Args, Debug, Clone)]
+pub struct ContextArgs {
+    /// Run in the nested harness (virtual clock) instead of this host's /dev/kvm.
+    #[arg(long)]
+    pub nested: bool,
+    /// vCPUs per VM.
+    #[arg(long, default_value_t = 1, value_parser = vcpus_arg)]
+    pub vcpus: u32,
+    /// Guest memory per VM, MiB.
+    #[arg(long, default_value_t = 1024, value_parser = mem_mib_arg)]
+    pub mem_mib: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StepArgs {
+    /// The good side: a bundle, or a bisect directory (its baseline).
+    #[arg(long)]
+    pub baseline: PathBuf,
+    /// The kernel git work tree whose checkout is built.
+    #[arg(long, default_value = ".")]
+    pub kernel_tree: PathBuf,
+    /// The bisect directory the step is appended to (created with the baseline in it).
+    #[arg(long)]
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunBisectArgs {
+    /// The kernel git work tree (must be clean; left on the commit it was on).
+    #[arg(long)]
+    pub kernel_tree: PathBuf,
+    /// A commit that boots fast enough.
+    #[arg(long)]
+    pub good: String,
+    /// A later commit that boots slower.
+    #[arg(long)]
+    pub bad: String,
+    /// The bisect directory (default `results/<UTC>-bisect-commit-…`); must not exist.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub context: ContextArgs,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConfigBisectArgs {
+    /// The good kernel config (a complete .config).
+    #[arg(long)]
+    pub good: PathBuf,
+    /// The bad kernel config.
+    #[arg(long)]
+    pub bad: PathBuf,
+    /// Build this kernel git work tree's checkout (default: the pinned linux-source-6.12).
+    #[arg(long)]
+    pub kernel_tree: Option<PathBuf>,
+    /// The bisect directory (default `results/<UTC>-bisect-config-…`); must not exist.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub context: ContextArgs,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+}
+
+/// Why a bisect could not run (a step's own verdicts are not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum BisectRunError {
+    #[error("-n must be at least 3 and --max-n at least -n (got -n {n}, --max-n {max_n})")]
+    Sizes { n: u64, max_n: u64 },
+    #[error("{0} already exists; a bisect directory is never overwritten (choose another --out)")]
+    OutExists(PathBuf),
+    #[error("the baseline {}: {why}", path.display())]
+    Baseline { path: PathBuf, why: String },
+    #[error("{} holds another baseline than {}", dir.display(), baseline.display())]
+    OtherBaseline { dir: PathBuf, baseline: PathBuf },
+    #[error("`git {args}` in {}: {why}", tree.display())]
+    Git {
+        tree: PathBuf,
+        args: String,
+        why: String,
+    },
+    #[error("the kernel tree {} has uncommitted changes to tracked files; commit or stash them", .0.display())]
+    Dirty(PathBuf),
+    #[error("the {0} side's kernel")]
+    Kernel(&'static str, #[source] KernelError),
+    #[error("the campaign")]
+    Run(#[source] Box<crate::run::RunError>),
+    #[error("the A/B")]
+    Phase(#[source] Box<TuneError>),
+    #[error("the bisect directory")]
+    Record(#[source] BisectError),
+    #[error("judging {}", path.display())]
+    Judge {
+        path: PathBuf,
+        #[source]
+        source: truecold_proof::bisect::JudgeError,
+    },
+    #[error("the bad side is not slower than the good one ({0}): nothing to bisect")]
+    NotBad(String),
+    #[error("the two configs resolve to the same kernel config: nothing to bisect")]
+    SameConfig,
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the campaign wrote {} but it does not verify: {why}", path.display())]
+    Invalid { path: PathBuf, why: String },
+}
+
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectRunError {
+    let path = path.to_path_buf();
+    move |source| BisectRunError::Io { op, path, source }
+}
+
+impl JudgeArgs {
+    fn sizes(&self) -> Result<(u64, u64), BisectRunError> {
+        let max_n = self.max_n.unwrap_or(self.n.saturating_mul(4));
+        if self.n < 3 || max_n < self.n {
+            return Err(BisectRunError::Sizes { n: self.n, max_n });
+        }
+        Ok((self.n, max_n))
+    }
+
+    fn options(&self) -> JudgeOptions {
+        let mut o = JudgeOptions::with_min_samples(self.n as usize);
+        o.threshold_pct = self.threshold_pct;
+        o.alpha = self.alpha;
+        o
+    }
+
+    fn script(&self) -> PathBuf {
+        self.kernel_build
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("kernel-config/build.sh"))
+    }
+
+    fn kernel_root(&self) -> PathBuf {
+        self.kernel_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("out/bisect-kernels"))
+    }
+
+    fn base(&self) -> Result<(PathBuf, LinuxGuest), BisectRunError> {
+        let dir = artifacts::guest_dir(self.guest_dir.as_deref());
+        let g = artifacts::linux_guest(&dir).map_err(|e| BisectRunError::Baseline {
+            path: dir.clone(),
+            why: format!(
+                "{} (scripts/build-artifacts.sh builds the guest)",
+                truecold_proto::measure::error_chain(&e)
+            ),
+        })?;
+        Ok((dir, g))
+    }
+
+    /// The flags a `step` needs to judge like this (for `git bisect run … step`).
+    fn step_flags(&self) -> Vec<String> {
+        let mut v = vec![
+            "-n".to_string(),
+            self.n.to_string(),
+            "--threshold-pct".into(),
+            self.threshold_pct.to_string(),
+            "--alpha".into(),
+            self.alpha.to_string(),
+        ];
+        if let Some(m) = self.max_n {
+            v.extend(["--max-n".into(), m.to_string()]);
+        }
+        // Absolute: `git bisect run` runs the step in the kernel tree, not here.
+        if let Some(p) = &self.vmm {
+            v.extend(["--vmm".into(), abs(p)]);
+        }
+        v.extend([
+            "--guest-dir".into(),
+            abs(&artifacts::guest_dir(self.guest_dir.as_deref())),
+            "--kernel-dir".into(),
+            abs(&self.kernel_root()),
+            "--kernel-build".into(),
+            abs(&self.script()),
+        ]);
+        v
+    }
+}
+
+fn abs(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// `git -C tree args…`'s stdout, trimmed.
+fn git(tree: &Path, args: &[&str]) -> Result<String, BisectRunError> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(tree)
+        .args(args)
+        .output()
+        .map_err(|e| BisectRunError::Git {
+            tree: tree.to_path_buf(),
+            args: args.join(" "),
+            why: format!("cannot run git: {e}"),
+        })?;
+    if !out.status.success() {
+        return Err(BisectRunError::Git {
+            tree: tree.to_path_buf(),
+            args: args.join(" "),
+            why: format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn short(c: &str) -> &str {
+    &c[..c.len().min(12)]
+}
+
+/// The step campaign's arguments: the contract of the record, `n` launches, the kernel in
+/// `guest_dir`, the bundle at `out`.
+fn campaign_args(
+    f: &BisectFile,
+    backing: Backing,
+    deadline_ms: u64,
+    n: u64,
+    j: &JudgeArgs,
+    guest_dir: &Path,
+    out: &Path,
+) -> RunArgs {
+    let nested = f.host_kind == HostKind::NestedEmulated;
+    RunArgs {
+        mode: ModeArg::Sequential,
+        count: n,
+        vcpus: f.vcpus,
+        mem_mib: f.mem_bytes >> 20,
+        backing,
+        concurrency: None,
+        rate: None,
+        max_concurrency: None,
+        deadline_ms: Some(deadline_ms),
+        kill_grace_ms: 500,
+        probe: false,
+        linux: !nested,
+        nested,
+        out: Some(out.to_path_buf()),
+        vmm: j.vmm.clone(),
+        guest_dir: Some(guest_dir.to_path_buf()),
+        cmdline_extra: String::new(),
+        console: false,
+        drop_caches: false,
+        engine: Vec::new(),
+        engines: Vec::new(),
+        seed: DEFAULT_SEED,
+        firecracker: None,
+        cloud_hypervisor: None,
+        qemu: None,
+        attribution: 0,
+    }
+}
+
+/// Runs one campaign into `out` and checks it verifies.
+fn campaign(ra: &RunArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
+    let o = crate::run::run(ra, invocation).map_err(|e| BisectRunError::Run(Box::new(e)))?;
+    let w = o.written;
+    if !w.verdict.is_valid() {
+        return Err(BisectRunError::Invalid {
+            why: w.verdict.render(&w.path, 3).trim().replace('\n', "; "),
+            path: w.path,
+        });
+    }
+    Ok(w.path)
+}
+
+/// The baseline bundle's backing and deadline (ms), from its result.json.
+fn baseline_context(b: &Path) -> Result<(Backing, u64), BisectRunError> {
+    let (r, _) = truecold_proof::read_bundle(b).map_err(|e| BisectRunError::Baseline {
+        path: b.to_path_buf(),
+        why: truecold_proto::measure::error_chain(&e),
+    })?;
+    let word = r
+        .configuration
+        .backing
+        .split_whitespace()
+        .next()
+        .unwrap_or("");
+    let backing = Backing::parse(word).map_err(|why| BisectRunError::Baseline {
+        path: b.to_path_buf(),
+        why: format!("backing `{word}`: {why}"),
+    })?;
+    Ok((backing, r.contract.deadline_ns / 1_000_000))
+}
+
+/// A new record for a commit bisect whose baseline bundle is `baseline`.
+fn commit_record(
+    baseline: &Path,
+    tree: &Path,
+    good: &str,
+    bad: &str,
+    j: &JudgeArgs,
+) -> Result<BisectFile, BisectRunError> {
+    let v = truecold_proof::verify_dir(baseline);
+    let why = |w: String| BisectRunError::Baseline {
+        path: baseline.to_path_buf(),
+        why: w,
+    };
+    if !v.is_valid() {
+        return Err(why(v.render(baseline, 3)));
+    }
+    let r = v.result.ok_or_else(|| why("no result".into()))?;
+    if r.contract.kind != ContractKind::Linux {
+        return Err(why(
+            "a probe-guest bundle boots no kernel: bisect needs a Linux bundle".into(),
+        ));
+    }
+    let (n, max_n) = j.sizes()?;
+    Ok(BisectFile {
+        schema: BISECT_SCHEMA,
+        kind: BisectKind::Commit,
+        host_kind: r.environment.host_kind,
+        clock: r.contract.clock,
+        contract: r.contract.kind,
+        vcpus: r.configuration.vcpus,
+        mem_bytes: r.configuration.mem_bytes,
+        judge: j.options(),
+        n,
+        max_n,
+        source: abs(tree),
+        good: good.to_string(),
+        bad: bad.to_string(),
+        steps: Vec::new(),
+        result: None,
+        wall_seconds: None,
+        commands: Vec::new(),
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), BisectRunError> {
+    std::fs::create_dir_all(to).map_err(io("create", to))?;
+    for e in std::fs::read_dir(from).map_err(io("list", from))? {
+        let e = e.map_err(io("list", from))?;
+        let ft = e.file_type().map_err(io("stat", &e.path()))?;
+        let dest = to.join(e.file_name());
+        if ft.is_dir() {
+            copy_dir(&e.path(), &dest)?;
+        } else if ft.is_file() {
+            std::fs::copy(e.path(), &dest).map_err(io("copy", &dest))?;
+        }
+    }
+    Ok(())
+}
+
+fn save(dir: &Path, f: &BisectFile, log: &str) -> Result<(), BisectRunError> {
+    write_bisect(dir, f, log).map_err(BisectRunError::Record)?;
+    Ok(())
+}
+
+fn read_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join(LOG_FILE)).unwrap_or_default()
+}
+
+/// The next step directory's name: `steps/NN-<what>-n<n>`.
+fn step_dir(f: &BisectFile, what: &str, n: u64) -> String {
+    format!("{STEPS_DIR}/{:02}-{what}-n{n}", f.steps.len() + 1)
+}
+
+/// `truecold bisect step`: returns the exit code for `git bisect run`.
+pub fn step(a: &StepArgs, invocation: &str) -> Result<StepOutcome, BisectRunError> {
+    let t0 = Instant::now();
+    let baseline = if a
+        .baseline
+        .join(truecold_proof::bisect::BISECT_FILE)
+        .is_file()
+    {
+        a.baseline.join(BASELINE_DIR)
+    } else {
+        a.baseline.clone()
+    };
+    let tree = &a.kernel_tree;
+    let commit = git(tree, &["rev-parse", "HEAD"])?;
+    let subject = git(tree, &["log", "-1", "--format=%s"])?;
+    let mut f = if a.dir.join(truecold_proof::bisect::BISECT_FILE).is_file() {
+        let f = read_bisect(&a.dir).map_err(BisectRunError::Record)?;
+        let same = |p: &Path| std::fs::read(p.join("result.json")).ok();
+        if same(&baseline) != same(&a.dir.join(BASELINE_DIR)) {
+            return Err(BisectRunError::OtherBaseline {
+                dir: a.dir.clone(),
+                baseline,
+            });
+        }
+        f
+    } else {
+        let f = commit_record(&baseline, tree, "?", "?", &a.judge)?;
+        copy_dir(&baseline, &a.dir.join(BASELINE_DIR))?;
+        f
+    };
+    let mut log = read_log(&a.dir);
+    let st = measure_commit(
+        &mut f, &a.dir, tree, &commit, &subject, &a.judge, invocation,
+    )?;
+    log.push_str(&format!(
+        "step {} {}: {} — {} ({} s)\n",
+        f.steps.len(),
+        short(&commit),
+        st.as_str(),
+        f.steps.last().map(|s| s.why.as_str()).unwrap_or(""),
+        t0.elapsed().as_secs()
+    ));
+    save(&a.dir, &f, &log)?;
+    Ok(st)
+}
+
+/// Builds the checked-out commit and measures it (growing n while inconclusive), appending
+/// one step per campaign to `f` and saving the directory after each.
+fn measure_commit(
+    f: &mut BisectFile,
+    dir: &Path,
+    tree: &Path,
+    commit: &str,
+    subject: &str,
+    j: &JudgeArgs,
+    invocation: &str,
+) -> Result<StepOutcome, BisectRunError> {
+    let t0 = Instant::now();
+    let (base_dir, base) = j.base()?;
+    let _ = base_dir;
+    if !git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
+        return Err(BisectRunError::Dirty(tree.to_path_buf()));
+    }
+    let kdir = j.kernel_root().join(format!("commit-{commit}"));
+    let script = j.script();
+    let build = KernelBuild {
+        script: &script,
+        variant: "base",
+        args: Vec::new(),
+        tree: Some(tree),
+    };
+    let mk = |outcome, dir: Option<String>, planned, judgement, why: String, secs| Step {
+        dir,
+        commit: Some(commit.to_string()),
+        subject: Some(subject.to_string()),
+        symbols: Vec::new(),
+        config_sha256: None,
+        planned,
+        outcome,
+        judgement,
+        why,
+        wall_seconds: secs,
+    };
+    let guest = match build.guest_dir(&kdir, &base) {
+        Ok(d) => d,
+        Err(e @ KernelError::Failed { .. }) => {
+            let why = truecold_proto::measure::error_chain(&e);
+            let last = why.lines().last().unwrap_or("").to_string();
+            eprintln!(
+                "truecold bisect: {}: skip (build failed): {last}",
+                short(commit)
+            );
+            f.steps.push(mk(
+                StepOutcome::BuildFailed,
+                None,
+                0,
+                None,
+                format!("the kernel did not build: {last}"),
+                t0.elapsed().as_secs(),
+            ));
+            save(dir, f, &read_log(dir))?;
+            return Ok(StepOutcome::BuildFailed);
+        }
+        Err(e) => return Err(BisectRunError::Kernel("step", e)),
+    };
+    let (backing, deadline_ms) = baseline_context(&dir.join(BASELINE_DIR))?;
+    let mut n = f.n;
+    loop {
+        let t1 = Instant::now();
+        let rel = step_dir(f, short(commit), n);
+        let out = dir.join(&rel);
+        let ra = campaign_args(f, backing, deadline_ms, n, j, &guest, &out);
+        campaign(&ra, invocation)?;
+        let jd = judge(&dir.join(BASELINE_DIR), &out, &f.judge).map_err(|source| {
+            BisectRunError::Judge {
+                path: out.clone(),
+                source,
+            }
+        })?;
+        let outcome = jd.outcome;
+        let why = jd.why.clone();
+        eprintln!(
+            "truecold bisect: {} ({} launches): {} — {why}",
+            short(commit),
+            n,
+            outcome.as_str()
+        );
+        let secs = if f
+            .steps
+            .last()
+            .is_some_and(|s| s.commit.as_deref() == Some(commit))
+        {
+            t1.elapsed().as_secs()
+        } else {
+            t0.elapsed().as_secs()
+        };
+        f.steps.push(mk(outcome, Some(rel), n, Some(jd), why, secs));
+        save(dir, f, &read_log(dir))?;
+        if outcome == StepOutcome::Inconclusive && n.saturating_mul(2) <= f.max_n {
+            n = n.saturating_mul(2);
+            continue;
+        }
+        return Ok(outcome);
+    }
+}
+
+/// `results/<UTC>-bisect-<kind>-<host>-<v>vcpu-<m>mib`.
+fn default_out(kind: &str, c: &ContextArgs) -> PathBuf {
+    let (stamp, _) = crate::clock::utc_now();
+    PathBuf::from("results").join(format!(
+        "{stamp}-bisect-{kind}-{}-{}vcpu-{}mib",
+        if c.nested { "nested-linux" } else { "linux" },
+        c.vcpus,
+        c.mem_mib
+    ))
+}
+
+/// The host a bisect measures on and its deadline default.
+fn context_host(c: &ContextArgs) -> Result<(HostKind, u64), BisectRunError> {
+    if c.nested {
+        return Ok((
+            HostKind::NestedEmulated,
+            crate::cli::DEFAULT_NESTED_DEADLINE_MS,
+        ));
+    }
+    let (k, _) = crate::run::kvm_host().map_err(|e| BisectRunError::Run(Box::new(e)))?;
+    Ok((k, crate::cli::DEFAULT_DEADLINE_MS))
+}
+
+/// `truecold bisect run`: the whole session; returns the directory.
+pub fn run(a: &RunBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
+    let t0 = Instant::now();
+    let tree = std::path::absolute(&a.kernel_tree).map_err(io("resolve", &a.kernel_tree))?;
+    let (n, _) = a.judge.sizes()?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out("commit", &a.context));
+    if out.symlink_metadata().is_ok() {
+        return Err(BisectRunError::OutExists(out));
+    }
+    let out = std::path::absolute(&out).map_err(io("resolve", &out))?;
+    if !git(&tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
+        return Err(BisectRunError::Dirty(tree.clone()));
+    }
+    let good = git(
+        &tree,
+        &["rev-parse", "--verify", &format!("{}^{{commit}}", a.good)],
+    )?;
+    let bad = git(
+        &tree,
+        &["rev-parse", "--verify", &format!("{}^{{commit}}", a.bad)],
+    )?;
+    // Where the tree was: a branch name, else the commit.
+    let start = git(&tree, &["symbolic-ref", "-q", "--short", "HEAD"])
+        .or_else(|_| git(&tree, &["rev-parse", "HEAD"]))?;
+    let result = run_session(a, &tree, &good, &bad, &out, n, invocation, t0);
+    // Leave the tree as it was found, whatever happened.
+    let _ = git(&tree, &["bisect", "reset"]);
+    let _ = git(&tree, &["checkout", "--quiet", &start]);
+    result.map(|()| out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_session(
+    a: &RunBisectArgs,
+    tree: &Path,
+    good: &str,
+    bad: &str,
+    out: &Path,
+    n: u64,
+    invocation: &str,
+    t0: Instant,
+) -> Result<(), BisectRunError> {
+    let (base_dir, base) = a.judge.base()?;
+    let (host, deadline_ms) = context_host(&a.context)?;
+    let script = a.judge.script();
+    // 1. The baseline: the good commit, measured once.
+    git(tree, &["checkout", "--quiet", good])?;
+    let kdir = a.judge.kernel_root().join(format!("commit-{good}"));
+    let build = KernelBuild {
+        script: &script,
+        variant: "base",
+        args: Vec::new(),
+        tree: Some(tree),
+    };
+    let guest = build
+        .guest_dir(&kdir, &base)
+        .map_err(|e| BisectRunError::Kernel("good", e))?;
+    std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", out))?;
+    let mut f = BisectFile {
+        schema: BISECT_SCHEMA,
+        kind: BisectKind::Commit,
+        host_kind: host,
+        clock: host.clock(),
+        contract: ContractKind::Linux,
+        vcpus: a.context.vcpus,
+        mem_bytes: a.context.mem_mib << 20,
+        judge: a.judge.options(),
+        n,
+        max_n: a.judge.sizes()?.1,
+        source: tree.display().to_string(),
+        good: good.to_string(),
+        bad: bad.to_string(),
+        steps: Vec::new(),
+        result: None,
+        wall_seconds: None,
+        commands: Vec::new(),
+    };
+    eprintln!("truecold bisect: baseline: {} ({n} launches)", short(good));
+    let ra = campaign_args(
+        &f,
+        Backing::Anon,
+        deadline_ms,
+        n,
+        &a.judge,
+        &guest,
+        &out.join(BASELINE_DIR),
+    );
+    campaign(&ra, invocation)?;
+    let _ = base_dir;
+    let mut log = format!(
+        "truecold bisect run: good {good}, bad {bad}, tree {}\nbaseline: {} launches of {}\n",
+        tree.display(),
+        n,
+        short(good)
+    );
+    save(out, &f, &log)?;
+    // 2. The bad commit must be bad, or there is nothing to look for.
+    git(tree, &["checkout", "--quiet", bad])?;
+    let subject = git(tree, &["log", "-1", "--format=%s"])?;
+    let o = measure_commit(&mut f, out, tree, bad, &subject, &a.judge, invocation)?;
+    log.push_str(&format!(
+        "check of the bad side {}: {}\n",
+        short(bad),
+        o.as_str()
+    ));
+    if o != StepOutcome::Regression {
+        f.result = Some(BisectResult {
+            first_bad: None,
+            last_good: None,
+            culprits: Vec::new(),
+            bad_step: None,
+            good_step: None,
+            effects: Vec::new(),
+            summary: format!(
+                "Not bisected: the bad side {} measured {} against the good side.",
+                short(bad),
+                o.as_str()
+            ),
+        });
+        f.wall_seconds = Some(t0.elapsed().as_secs());
+        save(out, &f, &log)?;
+        return Err(BisectRunError::NotBad(o.as_str().to_string()));
+    }
+    save(out, &f, &log)?;
+    // 3. git bisect, with `truecold bisect step` as the judge.
+    git(tree, &["bisect", "start", bad, good])?;
+    let exe = std::env::current_exe().map_err(io("find", Path::new("the truecold binary")))?;
+    let mut step_cmd: Vec<String> = vec![
+        exe.display().to_string(),
+        "bisect".into(),
+        "step".into(),
+        "--baseline".into(),
+        out.join(BASELINE_DIR).display().to_string(),
+        "--kernel-tree".into(),
+        tree.display().to_string(),
+        "--dir".into(),
+        out.display().to_string(),
+    ];
+    step_cmd.extend(a.judge.step_flags());
+    eprintln!("truecold bisect: git bisect run {}", step_cmd.join(" "));
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(tree)
+        .args(["bisect", "run"])
+        .args(&step_cmd)
+        .status()
+        .map_err(io("run", Path::new("git bisect run")))?;
+    let git_log = git(tree, &["bisect", "log"]).unwrap_or_default();
+    let mut f = read_bisect(out).map_err(BisectRunError::Record)?;
+    let mut log = read_log(out);
+    log.push_str(&format!("\n# git bisect log\n{git_log}\n"));
+    // The first bad commit: what git bisect ended on (refs/bisect/bad), when it ended.
+    let first_bad = if status.success() {
+        git(tree, &["rev-parse", "refs/bisect/bad"]).ok()
+    } else {
+        None
+    };
+    let last_good = match &first_bad {
+        Some(c) => git(tree, &["rev-parse", &format!("{c}^")]).ok(),
+        None => None,
+    };
+    let find = |c: &Option<String>, exit: i32| {
+        f.steps
+            .iter()
+            .rposition(|s| s.commit == *c && c.is_some() && s.outcome.exit_code() == exit)
+    };
+    let bad_step = find(&first_bad, 1);
+    let good_step = find(&last_good, 0);
+    let subject_of = |c: &Option<String>| {
+        c.as_deref()
+            .and_then(|c| git(tree, &["log", "-1", "--format=%s", c]).ok())
+            .unwrap_or_default()
+    };
+    let summary = match (&first_bad, good_step) {
+        (Some(c), Some(_)) => format!(
+            "First bad commit: `{}` ({}). Its parent `{}` measured good.",
+            short(c),
+            subject_of(&first_bad),
+            last_good.as_deref().map(short).unwrap_or("?")
+        ),
+        (Some(c), None) => format!(
+            "First bad commit: `{}` ({}); its parent `{}` is the good side's baseline or was \
+             not measured as a step.",
+            short(c),
+            subject_of(&first_bad),
+            last_good.as_deref().map(short).unwrap_or("?")
+        ),
+        (None, _) => format!("git bisect run did not finish ({status}); see log.txt."),
+    };
+    f.result = Some(BisectResult {
+        first_bad: first_bad.clone(),
+        last_good,
+        culprits: Vec::new(),
+        bad_step,
+        good_step,
+        effects: Vec::new(),
+        summary,
+    });
+    f.wall_seconds = Some(t0.elapsed().as_secs());
+    f.commands = vec![
+        invocation.to_string(),
+        format!(
+            "# the same by hand: git -C {} bisect start {} {} && git -C {} bisect run {}",
+            tree.display(),
+            short(bad),
+            short(good),
+            tree.display(),
+            step_cmd.join(" ")
+        ),
+    ];
+    save(out, &f, &log)?;
+    if first_bad.is_none() {
+        return Err(BisectRunError::Git {
+            tree: tree.to_path_buf(),
+            args: "bisect run".into(),
+            why: format!("{status}: no first bad commit"),
+        });
+    }
+    Ok(())
+}
+
+// ---- config ------------------------------------------------------------------------------
+
+/// A resolved config's assignments: `CONFIG_X` → value (`n` for "is not set").
+pub fn parse_config(text: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# ") {
+            if let Some(sym) = rest.strip_suffix(" is not set") {
+                if sym.starts_with("CONFIG_") {
+                    m.insert(sym.to_string(), "n".to_string());
+                }
+            }
+        } else if let Some((k, v)) = line.split_once('=') {
+            if k.starts_with("CONFIG_") {
+                m.insert(k.to_string(), v.to_string());
+            }
+        }
+    }
+    m
+}
+
+/// The assignments of `bad` that differ from `good` (`CONFIG_X=v`, `v` = `n` for unset),
+/// sorted.
+pub fn config_diff(good: &str, bad: &str) -> Vec<String> {
+    let (g, b) = (parse_config(good), parse_config(bad));
+    let mut keys: Vec<&String> = g.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|k| {
+            let gv = g.get(k).map_or("n", String::as_str);
+            let bv = b.get(k).map_or("n", String::as_str);
+            (gv != bv).then(|| format!("{k}={bv}"))
+        })
+        .collect()
+}
+
+/// `good` with `assignments` (`CONFIG_X=v`) applied: each replaces the symbol's line, or is
+/// appended; `=n` becomes `# CONFIG_X is not set`.
+pub fn apply_assignments(good: &str, assignments: &[String]) -> String {
+    let mut want: BTreeMap<&str, &str> = BTreeMap::new();
+    for a in assignments {
+        if let Some((k, v)) = a.split_once('=') {
+            want.insert(k, v);
+        }
+    }
+    let line_of = |k: &str, v: &str| {
+        if v == "n" {
+            format!("# {k} is not set")
+        } else {
+            format!("{k}={v}")
+        }
+    };
+    let mut out = String::new();
+    let mut done: Vec<&str> = Vec::new();
+    for line in good.lines() {
+        let sym = line
+            .strip_prefix("# ")
+            .and_then(|r| r.strip_suffix(" is not set"))
+            .or_else(|| line.split_once('=').map(|(k, _)| k));
+        match sym.and_then(|s| want.get_key_value(s)) {
+            Some((k, v)) => {
+                out.push_str(&line_of(k, v));
+                done.push(k);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    for (k, v) in &want {
+        if !done.contains(k) {
+            out.push_str(&line_of(k, v));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// What a delta-debugging test says of a candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// The slowdown is there (the candidate is bad).
+    Fails,
+    /// It is not (good).
+    Passes,
+    /// Could not tell (did not build, broke strict-ready, inconclusive).
+    Unresolved,
+}
+
+/// Zeller's ddmin: a 1-minimal subset of `c` for which `test` fails, given that `c` fails.
+/// `test` is called on subsets and complements; unresolved counts as not failing.
+pub fn ddmin<T: Clone + PartialEq>(
+    c: Vec<T>,
+    test: &mut dyn FnMut(&[T]) -> Result<Probe, BisectRunError>,
+) -> Result<Vec<T>, BisectRunError> {
+    let mut c = c;
+    let mut n = 2usize;
+    while c.len() >= 2 {
+        let chunks: Vec<Vec<T>> = split(&c, n);
+        let mut reduced = false;
+        for s in &chunks {
+            if test(s)? == Probe::Fails {
+                c = s.clone();
+                n = 2;
+                reduced = true;
+                break;
+            }
+        }
+        if !reduced && n > 2 {
+            for s in &chunks {
+                let comp: Vec<T> = c.iter().filter(|x| !s.contains(x)).cloned().collect();
+                if test(&comp)? == Probe::Fails {
+                    c = comp;
+                    n = (n - 1).max(2);
+                    reduced = true;
+                    break;
+                }
+            }
+        }
+        if !reduced {
+            if n >= c.len() {
+                break;
+            }
+            n = (2 * n).min(c.len());
+        }
+    }
+    Ok(c)
+}
+
+/// `c` cut into `n` contiguous chunks of near-equal size.
+fn split<T: Clone>(c: &[T], n: usize) -> Vec<Vec<T>> {
+    let n = n.min(c.len()).max(1);
+    let mut out = Vec::with_capacity(n);
+    let mut start = 0;
+    for i in 0..n {
+        let end = start + (c.len() - start) / (n - i);
+        out.push(c[start..end].to_vec());
+        start = end;
+    }
+    out
+}
+
+/// `truecold bisect config`: returns the directory.
+pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
+    let t0 = Instant::now();
+    let (n, max_n) = a.judge.sizes()?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out("config", &a.context));
+    if out.symlink_metadata().is_ok() {
+        return Err(BisectRunError::OutExists(out));
+    }
+    let (base_dir, base) = a.judge.base()?;
+    let (host, deadline_ms) = context_host(&a.context)?;
+    let script = a.judge.script();
+    let root = a.judge.kernel_root();
+    let tree = a.kernel_tree.as_deref();
+    let build = |cfg: &Path, dir: &Path| -> Result<PathBuf, KernelError> {
+        KernelBuild {
+            script: &script,
+            variant: "config",
+            args: vec![cfg.as_os_str().to_owned()],
+            tree,
+        }
+        .guest_dir(dir, &base)
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).map_err(io("read", p));
+    let key = |text: &str| sha256_hex(text.as_bytes())[..16].to_string();
+    let good_in = read(&a.good)?;
+    let bad_in = read(&a.bad)?;
+    let good_dir = build(&a.good, &root.join(format!("config-{}", key(&good_in))))
+        .map_err(|e| BisectRunError::Kernel("good", e))?;
+    let bad_dir = build(&a.bad, &root.join(format!("config-{}", key(&bad_in))))
+        .map_err(|e| BisectRunError::Kernel("bad", e))?;
+    let good_cfg = read(&good_dir.join("config"))?;
+    let bad_cfg = read(&bad_dir.join("config"))?;
+    let diff = config_diff(&good_cfg, &bad_cfg);
+    if diff.is_empty() {
+        return Err(BisectRunError::SameConfig);
+    }
+    std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", &out))?;
+    let out = std::path::absolute(&out).map_err(io("resolve", &out))?;
+    let mut f = BisectFile {
+        schema: BISECT_SCHEMA,
+        kind: BisectKind::Config,
+        host_kind: host,
+        clock: host.clock(),
+        contract: ContractKind::Linux,
+        vcpus: a.context.vcpus,
+        mem_bytes: a.context.mem_mib << 20,
+        judge: a.judge.options(),
+        n,
+        max_n,
+        source: tree
+            .map(abs)
+            .unwrap_or_else(|| "the pinned linux-source-6.12 (kernel-config/build.sh)".to_string()),
+        good: format!(
+            "{} (resolved sha256 {})",
+            a.good.display(),
+            sha256_hex(good_cfg.as_bytes())
+        ),
+        bad: format!(
+            "{} (resolved sha256 {})",
+            a.bad.display(),
+            sha256_hex(bad_cfg.as_bytes())
+        ),
+        steps: Vec::new(),
+        result: None,
+        wall_seconds: None,
+        commands: vec![invocation.to_string()],
+    };
+    let mut log = format!(
+        "truecold bisect config: {} assignment(s) differ between the resolved configs:\n{}\n",
+        diff.len(),
+        diff.iter().map(|d| format!("  {d}\n")).collect::<String>()
+    );
+    save(&out, &f, &log)?;
+    let good_sha = sha256_hex(good_cfg.as_bytes());
+    let bad_sha = sha256_hex(bad_cfg.as_bytes());
+    // Results by resolved config: a candidate that resolves like an earlier one is not rerun.
+    let mut seen: BTreeMap<String, StepOutcome> = BTreeMap::new();
+    let mut measure = |set: &[String],
+                       f: &mut BisectFile,
+                       log: &mut String|
+     -> Result<StepOutcome, BisectRunError> {
+        let t1 = Instant::now();
+        let text = apply_assignments(&good_cfg, set);
+        let cdir = root.join(format!("config-{}", key(&text)));
+        std::fs::create_dir_all(&root).map_err(io("create", &root))?;
+        let cfile = root.join(format!("candidate-{}.config", key(&text)));
+        std::fs::write(&cfile, &text).map_err(io("write", &cfile))?;
+        let mk = |outcome, dir, planned, judgement, why: String, sha: Option<String>| Step {
+            dir,
+            commit: None,
+            subject: None,
+            symbols: set.to_vec(),
+            config_sha256: sha,
+            planned,
+            outcome,
+            judgement,
+            why,
+            wall_seconds: t1.elapsed().as_secs(),
+        };
+        let dir = match build(&cfile, &cdir) {
+            Ok(d) => d,
+            Err(e @ KernelError::Failed { .. }) => {
+                let why = truecold_proto::measure::error_chain(&e);
+                let last = why.lines().last().unwrap_or("").to_string();
+                f.steps.push(mk(
+                    StepOutcome::BuildFailed,
+                    None,
+                    0,
+                    None,
+                    format!("the kernel did not build: {last}"),
+                    None,
+                ));
+                log.push_str(&format!("[{}] build failed\n", set.join(" ")));
+                save(&out, f, log)?;
+                return Ok(StepOutcome::BuildFailed);
+            }
+            Err(e) => return Err(BisectRunError::Kernel("candidate", e)),
+        };
+        let resolved = read(&dir.join("config"))?;
+        let sha = sha256_hex(resolved.as_bytes());
+        let known = if sha == good_sha {
+            Some(StepOutcome::SameAsGood)
+        } else if sha == bad_sha && set.len() != diff.len() {
+            Some(StepOutcome::SameAsBad)
+        } else {
+            None
+        };
+        if let Some(o) = known {
+            f.steps.push(mk(
+                o,
+                None,
+                0,
+                None,
+                "olddefconfig resolves the candidate to that config; nothing to measure".into(),
+                Some(sha.clone()),
+            ));
+            log.push_str(&format!("[{}] {}\n", set.join(" "), o.as_str()));
+            save(&out, f, log)?;
+            return Ok(o);
+        }
+        if let Some(o) = seen.get(&sha) {
+            log.push_str(&format!(
+                "[{}] resolves like an earlier candidate: {}\n",
+                set.join(" "),
+                o.as_str()
+            ));
+            return Ok(*o);
+        }
+        let mut planned = f.n;
+        loop {
+            let rel = step_dir(f, &format!("cfg{}", f.steps.len() + 1), planned);
+            let plan = PhasePlan {
+                phase: "ab".into(),
+                contract: ContractKind::Linux,
+                seed: DEFAULT_SEED.wrapping_add(f.steps.len() as u64),
+                rounds: planned,
+                vcpus: f.vcpus,
+                mem_mib: f.mem_bytes >> 20,
+                backing: Backing::Anon,
+                deadline_ms,
+                kill_grace_ms: 500,
+                arms: vec![
+                    PhaseArm {
+                        name: GOOD_ARM.into(),
+                        knobs: Vec::new(),
+                        guest_dir: Some(good_dir.clone()),
+                    },
+                    PhaseArm {
+                        name: CANDIDATE_ARM.into(),
+                        knobs: Vec::new(),
+                        guest_dir: Some(dir.clone()),
+                    },
+                ],
+                attribution: 0,
+                attribute: Vec::new(),
+            };
+            let dest = out.join(&rel);
+            let w = crate::tune::run_one_phase(
+                &plan,
+                host == HostKind::NestedEmulated,
+                a.judge.vmm.as_deref(),
+                &base_dir,
+                &dest,
+                invocation,
+            )
+            .map_err(|e| BisectRunError::Phase(Box::new(e)))?;
+            if !w.verdict.is_valid() {
+                return Err(BisectRunError::Invalid {
+                    why: w.verdict.render(&w.path, 3).trim().replace('\n', "; "),
+                    path: w.path,
+                });
+            }
+            let (g, c) = truecold_proof::bisect::ab_sides(&dest);
+            let jd = judge(&g, &c, &f.judge).map_err(|source| BisectRunError::Judge {
+                path: dest.clone(),
+                source,
+            })?;
+            let o = jd.outcome;
+            let why = jd.why.clone();
+            eprintln!(
+                "truecold bisect config: [{}] ({planned} launches a side): {} — {why}",
+                set.join(" "),
+                o.as_str()
+            );
+            log.push_str(&format!(
+                "[{}] n={planned}: {} — {why}\n",
+                set.join(" "),
+                o.as_str()
+            ));
+            f.steps
+                .push(mk(o, Some(rel), planned, Some(jd), why, Some(sha.clone())));
+            save(&out, f, log)?;
+            if o == StepOutcome::Inconclusive && planned.saturating_mul(2) <= f.max_n {
+                planned = planned.saturating_mul(2);
+                continue;
+            }
+            seen.insert(sha.clone(), o);
+            return Ok(o);
+        }
+    };
+    // 1. The whole difference must be bad.
+    let whole = measure(&diff, &mut f, &mut log)?;
+    if whole != StepOutcome::Regression {
+        f.result = Some(BisectResult {
+            first_bad: None,
+            last_good: None,
+            culprits: Vec::new(),
+            bad_step: None,
+            good_step: None,
+            effects: Vec::new(),
+            summary: format!(
+                "Not bisected: the bad config measured {} against the good one.",
+                whole.as_str()
+            ),
+        });
+        f.wall_seconds = Some(t0.elapsed().as_secs());
+        save(&out, &f, &log)?;
+        return Err(BisectRunError::NotBad(whole.as_str().to_string()));
+    }
+    // 2. ddmin over the assignments.
+    let probe = |o: StepOutcome| match o.exit_code() {
+        1 => Probe::Fails,
+        0 => Probe::Passes,
+        _ => Probe::Unresolved,
+    };
+    let culprits = {
+        let mut test = |s: &[String]| -> Result<Probe, BisectRunError> {
+            Ok(probe(measure(s, &mut f, &mut log)?))
+        };
+        ddmin(diff.clone(), &mut test)?
+    };
+    // 3. Each culprit's effect alone (measured unless ddmin already did).
+    let mut effects = Vec::new();
+    for c in &culprits {
+        let one = vec![c.clone()];
+        let at = |f: &BisectFile| {
+            f.steps
+                .iter()
+                .rposition(|s| s.symbols == one && s.outcome.measured())
+        };
+        if at(&f).is_none() && culprits.len() > 1 {
+            measure(&one, &mut f, &mut log)?;
+        }
+        if let Some(i) = at(&f) {
+            effects.push((c.clone(), i));
+        }
+    }
+    let bad_step = f
+        .steps
+        .iter()
+        .rposition(|s| s.symbols == culprits && s.outcome.exit_code() == 1);
+    f.result = Some(BisectResult {
+        first_bad: None,
+        last_good: None,
+        summary: format!(
+            "Culprit{}: `{}` — the smallest set of the bad config's assignments found (ddmin) \
+             that, applied to the good config, makes the boot slower.",
+            if culprits.len() == 1 { "" } else { "s" },
+            culprits.join("`, `")
+        ),
+        culprits,
+        bad_step,
+        good_step: None,
+        effects,
+    });
+    f.wall_seconds = Some(t0.elapsed().as_secs());
+    save(&out, &f, &log)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,124 @@
+//! A kernel for a tune arm or a bisect step: `kernel-config/build.sh` (reproducible, cached
+//! by content) into a complete guest directory — the kernel files (vmlinux, bzImage, config,
+//! manifest.json) and, beside them, every other file of the base guest directory (its
+//! initramfs and init, and what the nested harness packs with them).
+
+use crate::artifacts::LinuxGuest;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// What the build script writes (never copied from the base guest).
+pub const KERNEL_FILES: [&str; 4] = ["vmlinux", "bzImage", "config", "manifest.json"];
+
+/// One invocation of the build script.
+#[derive(Clone, Debug)]
+pub struct KernelBuild<'a> {
+    /// `kernel-config/build.sh`.
+    pub script: &'a Path,
+    /// Its variant (`base`, `tune`, `config`).
+    pub variant: &'a str,
+    /// Its arguments after the output directory (tune fragments, the start config).
+    pub args: Vec<OsString>,
+    /// `TRUECOLD_KERNEL_TREE`: a kernel git work tree to build instead of the package.
+    pub tree: Option<&'a Path>,
+}
+
+/// Why a kernel is not there.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error(
+        "the kernel build script {0} is missing (run from the repository root, or pass \
+         --kernel-build kernel-config/build.sh)"
+    )]
+    ScriptMissing(PathBuf),
+    #[error("`{command}` failed ({status}); its last lines:\n{tail}")]
+    Failed {
+        command: String,
+        status: String,
+        tail: String,
+    },
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> KernelError {
+    let path = path.to_path_buf();
+    move |source| KernelError::Io { op, path, source }
+}
+
+impl KernelBuild<'_> {
+    /// The command line, as a user would type it.
+    pub fn command_line(&self, dir: &Path) -> String {
+        let mut s = String::new();
+        if let Some(t) = self.tree {
+            s.push_str(&format!("TRUECOLD_KERNEL_TREE={} ", t.display()));
+        }
+        s.push_str(&format!(
+            "bash {} {} {}",
+            self.script.display(),
+            self.variant,
+            dir.display()
+        ));
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(&a.to_string_lossy());
+        }
+        s
+    }
+
+    /// Builds (or finds cached) the kernel into `dir` and copies every other regular file of
+    /// the base guest's directory (the one holding `base.initramfs`) beside it. The script's
+    /// own output is passed through to stderr.
+    pub fn guest_dir(&self, dir: &Path, base: &LinuxGuest) -> Result<PathBuf, KernelError> {
+        if !self.script.is_file() {
+            return Err(KernelError::ScriptMissing(self.script.to_path_buf()));
+        }
+        let command = self.command_line(dir);
+        eprintln!("truecold: kernel: {command}");
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(self.script)
+            .arg(self.variant)
+            .arg(dir)
+            .args(&self.args);
+        match self.tree {
+            Some(t) => cmd.env("TRUECOLD_KERNEL_TREE", t),
+            None => cmd.env_remove("TRUECOLD_KERNEL_TREE"),
+        };
+        let out = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .map_err(io("run", self.script))?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprint!("{text}");
+        if !out.status.success() {
+            let lines: Vec<&str> = text.lines().collect();
+            return Err(KernelError::Failed {
+                command,
+                status: out.status.to_string(),
+                tail: lines[lines.len().saturating_sub(20)..].join("\n"),
+            });
+        }
+        let from = base.initramfs.parent().unwrap_or(Path::new("."));
+        for e in std::fs::read_dir(from).map_err(io("list", from))? {
+            let e = e.map_err(io("list", from))?;
+            let name = e.file_name();
+            let kernel_file = KERNEL_FILES.iter().any(|k| name == *k);
+            if kernel_file || !e.file_type().map_err(io("stat", &e.path()))?.is_file() {
+                continue;
+            }
+            let to = dir.join(&name);
+            std::fs::copy(e.path(), &to).map_err(io("copy into", &to))?;
+        }
+        Ok(dir.to_path_buf())
+    }
+}

@@ -1,0 +1,251 @@
+//! `truecold bisect` end to end in the nested harness (virtual clock): a kernel tree with a
+//! known regression (`scripts/bisect-fixture.sh`: `mdelay(30)` in a built-in initcall) and a
+//! config with a known costly symbol (`CONFIG_INIT_ON_FREE_DEFAULT_ON`: every page of guest
+//! memory zeroed as the boot frees it). Kernels are built by `kernel-config/build.sh`
+//! (incremental, cached by commit / config in ${TRUECOLD_CACHE}); see README "Bisect" for
+//! what this costs.
+//!
+//! Prerequisites (the test fails, naming the command, when one is missing):
+//! `scripts/build-artifacts.sh` — out/guest, out/l1 and the static binaries; the pinned kernel
+//! source extracted by it; git.
+
+#[path = "../../bench/tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use truecold_nested::Layout;
+use truecold_proof::bisect::{read_bisect, StepOutcome};
+
+fn layout() -> Layout {
+    let l = Layout::discover();
+    if let Err(e) = l.check() {
+        panic!("{e}");
+    }
+    l
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn cache() -> PathBuf {
+    PathBuf::from(std::env::var("TRUECOLD_CACHE").unwrap_or_else(|_| "/var/cache/truecold".into()))
+}
+
+/// The fixture tree (made once per version of the script, always at the same path so its
+/// incremental kernel build directory is reused) and its named commits.
+fn fixture() -> (PathBuf, BTreeMap<String, String>) {
+    let script = root().join("scripts/bisect-fixture.sh");
+    let dir = cache().join("bisect-fixture");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/bisect-fixture.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (dir.join("linux"), ids)
+}
+
+/// `truecold bisect …` with the harness's binaries and the repository's build script.
+fn bisect(l: &Layout, args: &[&str], kernels: &Path) -> (std::process::ExitStatus, String) {
+    let out = Command::new(&l.bench)
+        .arg("bisect")
+        .args(args)
+        .arg("--vmm")
+        .arg(&l.vmm)
+        .arg("--guest-dir")
+        .arg(&l.guest_dir)
+        .arg("--kernel-dir")
+        .arg(kernels)
+        .arg("--kernel-build")
+        .arg(root().join("kernel-config/build.sh"))
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status, text)
+}
+
+#[test]
+fn bisect_run_names_the_commit_that_adds_the_delay_and_step_skips_what_it_cannot_judge() {
+    let l = layout();
+    let (tree, ids) = fixture();
+    let head = |t: &Path| {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(t)
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let before = head(&tree);
+    let d = tempfile::tempdir().unwrap();
+    let kernels = d.path().join("kernels");
+    let out = d.path().join("bisect");
+    let (status, text) = bisect(
+        &l,
+        &[
+            "run",
+            "--nested",
+            "--kernel-tree",
+            tree.to_str().unwrap(),
+            "--good",
+            &ids["good"],
+            "--bad",
+            &ids["bad"],
+            "-n",
+            "5",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &kernels,
+    );
+    assert_eq!(status.code(), Some(0), "{text}");
+    assert_eq!(head(&tree), before, "the tree was not left as found");
+    common::sha256sum_check(&out);
+    let v = truecold_proof::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 30));
+    let f = read_bisect(&out).unwrap();
+    let r = f.result.as_ref().unwrap();
+    assert_eq!(
+        r.first_bad.as_deref(),
+        Some(ids["regression"].as_str()),
+        "{text}"
+    );
+    assert_eq!(f.clock, truecold_proto::kinds::Clock::Virtual);
+    // git bisect ran the step and read both answers from it.
+    let outcomes: Vec<StepOutcome> = f.steps.iter().map(|s| s.outcome).collect();
+    assert!(outcomes.contains(&StepOutcome::Regression), "{outcomes:?}");
+    assert!(
+        outcomes.contains(&StepOutcome::NoRegression),
+        "{outcomes:?}"
+    );
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(readme.contains("clock: virtual"), "{readme}");
+    assert!(readme.contains(&ids["regression"][..12]), "{readme}");
+
+    // The step's skips, against the same baseline: a commit that does not build (125, no
+    // campaign) and one that never reaches strict-ready (125, its failures are the evidence).
+    let baseline = out.join("baseline");
+    for (branch, why) in [
+        ("broken-build", "the kernel did not build"),
+        ("broken-boot", "breaks strict-ready"),
+    ] {
+        let st = Command::new("git")
+            .arg("-C")
+            .arg(&tree)
+            .args(["checkout", "-q", branch])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let dir = d.path().join(branch);
+        let (status, text) = bisect(
+            &l,
+            &[
+                "step",
+                "--baseline",
+                baseline.to_str().unwrap(),
+                "--kernel-tree",
+                tree.to_str().unwrap(),
+                "--dir",
+                dir.to_str().unwrap(),
+                "-n",
+                "3",
+            ],
+            &kernels,
+        );
+        Command::new("git")
+            .arg("-C")
+            .arg(&tree)
+            .args(["checkout", "-q", &before])
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(125), "{branch}: {text}");
+        let f = read_bisect(&dir).unwrap();
+        assert_eq!(f.steps.len(), 1, "{branch}");
+        assert!(f.steps[0].why.contains(why), "{branch}: {}", f.steps[0].why);
+        let v = truecold_proof::verify_dir(&dir);
+        assert!(v.is_valid(), "{branch}: {}", v.render(&dir, 30));
+    }
+    // A baseline that is not a bundle: the step cannot judge, and stops `git bisect run`.
+    let (status, text) = bisect(
+        &l,
+        &[
+            "step",
+            "--baseline",
+            d.path().to_str().unwrap(),
+            "--kernel-tree",
+            tree.to_str().unwrap(),
+            "--dir",
+            d.path().join("nothing").to_str().unwrap(),
+        ],
+        &kernels,
+    );
+    assert_eq!(status.code(), Some(200), "{text}");
+}
+
+#[test]
+fn bisect_config_names_the_costly_symbol() {
+    let l = layout();
+    let d = tempfile::tempdir().unwrap();
+    let good = l.guest_dir.join("config");
+    let bad = d.path().join("bad.config");
+    let mut text = std::fs::read_to_string(&good).unwrap();
+    for s in [
+        "CONFIG_IKCONFIG=y",
+        "CONFIG_FHANDLE=y",
+        "CONFIG_INIT_ON_FREE_DEFAULT_ON=y",
+        "CONFIG_MAGIC_SYSRQ=y",
+    ] {
+        text.push_str(s);
+        text.push('\n');
+    }
+    std::fs::write(&bad, text).unwrap();
+    let out = d.path().join("bisect");
+    let (status, text) = bisect(
+        &l,
+        &[
+            "config",
+            "--nested",
+            "--good",
+            good.to_str().unwrap(),
+            "--bad",
+            bad.to_str().unwrap(),
+            "-n",
+            "5",
+            "--mem-mib",
+            "512",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &d.path().join("kernels"),
+    );
+    assert_eq!(status.code(), Some(0), "{text}");
+    common::sha256sum_check(&out);
+    let v = truecold_proof::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 30));
+    let f = read_bisect(&out).unwrap();
+    let r = f.result.as_ref().unwrap();
+    assert_eq!(r.culprits, ["CONFIG_INIT_ON_FREE_DEFAULT_ON=y"], "{text}");
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(
+        readme.contains("culprit symbols: `CONFIG_INIT_ON_FREE_DEFAULT_ON=y`"),
+        "{readme}"
+    );
+}

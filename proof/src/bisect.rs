@@ -1,0 +1,920 @@
+//! `truecold bisect`: the verifiable bisect directory and the one rule every step is judged
+//! by (the bench calls [`judge`] while it bisects, the verifier to recompute every step).
+//!
+//! ```text
+//! <bisect>/bisect.json   what was bisected (commits of a kernel tree, or the symbols between
+//!                        two kernel configs), on which host, clock and contract, the judge's
+//!                        options, every step and the result
+//! <bisect>/README.md     host kind, clock, contract, the rule, the steps table, the result
+//! <bisect>/log.txt       `git bisect log` (commits) or the delta-debugging log (config)
+//! <bisect>/baseline/     commits: the good side's bundle every step is compared with
+//! <bisect>/steps/NN-…/   commits: one bundle per step; config: one interleaved A/B
+//!                        ([`crate::arms`]: arms `good` and `candidate`) per step
+//! <bisect>/SHA256SUMS    every file under <bisect>
+//! ```
+//!
+//! # A step's verdict ([`judge`])
+//! 1. **skip: contract broken** — the step's side has a failed row (error kinds counted):
+//!    a kernel that does not reach strict-ready is never called good or bad;
+//! 2. otherwise [`crate::compare::compare_bundles`] with the recorded options, the good side
+//!    as A: regressed → **bad** (exit 1), no regression → **good** (exit 0), inconclusive →
+//!    **skip** (exit 125; the bench first grows n up to its cap, each size its own step).
+//!
+//! Steps that did not run a campaign (the kernel did not build; in config mode a candidate
+//! whose resolved config is the good or the bad one) carry no directory and say why.
+//!
+//! # The verifier ([`verify_bisect_dir`]; [`crate::verify_dir`] recognises `bisect.json`)
+//! `bisect.json` parses and is in the writer's canonical bytes; the baseline (commits) and
+//! every step directory verify; each step's outcome and figures equal [`judge`]'s
+//! recomputation from the verified rows; the result names a bad step (commits: the first
+//! bad commit's; config: the culprit set's) and, when it names one, a good one; `README.md`
+//! is byte for byte what the record gives; `SHA256SUMS` covers every file.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use truecold_proto::kinds::Clock;
+
+use crate::bundle::{read_capped, MAX_PARSED_BYTES};
+use crate::compare::{compare_verified, fmt_p, CompareOptions, Outcome};
+use crate::report::{ms, README_FILE};
+use crate::schema::{ContractKind, HostKind, HEADLINE};
+use crate::sign::SIG_FILE;
+use crate::sums::{
+    format_sums, is_valid_name, parse_sums_with, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
+};
+use crate::verify::{check_signature, check_sums, verify_dir, Check, Verdict};
+use crate::VerifyOptions;
+
+/// The record; its presence makes a directory a bisect directory.
+pub const BISECT_FILE: &str = "bisect.json";
+/// The record's schema.
+pub const BISECT_SCHEMA: u32 = 1;
+/// The log of the search.
+pub const LOG_FILE: &str = "log.txt";
+/// Commits: the good side's bundle.
+pub const BASELINE_DIR: &str = "baseline";
+/// The steps' directories.
+pub const STEPS_DIR: &str = "steps";
+/// Config: the A/B's good arm.
+pub const GOOD_ARM: &str = "good";
+/// Config: the A/B's candidate arm.
+pub const CANDIDATE_ARM: &str = "candidate";
+
+/// What is bisected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BisectKind {
+    /// Commits of a kernel git tree (`truecold bisect run` / `step`).
+    Commit,
+    /// The symbols that differ between two kernel configs (`truecold bisect config`).
+    Config,
+}
+
+/// The options of [`crate::compare`] a bisect judges with (recorded, so verify recomputes
+/// with the same ones).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeOptions {
+    pub threshold_pct: f64,
+    pub alpha: f64,
+    pub min_samples: usize,
+    pub max_ci_width_pct: f64,
+    pub resamples: usize,
+    pub seed: u64,
+}
+
+impl JudgeOptions {
+    /// `compare`'s defaults but the minimum sample count, which a bisect sizes with `-n`.
+    pub fn with_min_samples(min_samples: usize) -> Self {
+        let d = CompareOptions::default();
+        JudgeOptions {
+            threshold_pct: d.threshold_pct,
+            alpha: d.alpha,
+            min_samples,
+            max_ci_width_pct: d.max_ci_width_pct,
+            resamples: d.resamples,
+            seed: d.seed,
+        }
+    }
+
+    pub fn compare_options(&self) -> CompareOptions {
+        CompareOptions {
+            threshold_pct: self.threshold_pct,
+            alpha: self.alpha,
+            min_samples: self.min_samples,
+            max_ci_width_pct: self.max_ci_width_pct,
+            resamples: self.resamples,
+            seed: self.seed,
+            allow_mismatch: false,
+        }
+    }
+
+    /// The rule in words (README).
+    pub fn describe(&self) -> String {
+        format!(
+            "`truecold-proof compare`'s rule on {HEADLINE}: bad when the step's median is at \
+             least {}% above the good side's with Mann–Whitney p < {} and a 95 % bootstrap \
+             interval ({} resamples, seed {}) no wider than {}% of the good median, with at \
+             least {} successes a side; good when it is not; otherwise inconclusive",
+            self.threshold_pct,
+            self.alpha,
+            self.resamples,
+            self.seed,
+            self.max_ci_width_pct,
+            self.min_samples
+        )
+    }
+}
+
+/// A step's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepOutcome {
+    Regression,
+    NoRegression,
+    Inconclusive,
+    ContractBroken,
+    BuildFailed,
+    /// Config: the candidate resolved to the good config (known good, nothing to run).
+    SameAsGood,
+    /// Config: the candidate resolved to the bad config (known bad, nothing to run).
+    SameAsBad,
+}
+
+impl StepOutcome {
+    /// `git bisect run`'s exit code: 0 good, 1 bad, 125 skip.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            StepOutcome::NoRegression | StepOutcome::SameAsGood => 0,
+            StepOutcome::Regression | StepOutcome::SameAsBad => 1,
+            StepOutcome::Inconclusive | StepOutcome::ContractBroken | StepOutcome::BuildFailed => {
+                125
+            }
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepOutcome::Regression => "bad (regressed)",
+            StepOutcome::NoRegression => "good (no regression)",
+            StepOutcome::Inconclusive => "skip (inconclusive)",
+            StepOutcome::ContractBroken => "skip (contract broken)",
+            StepOutcome::BuildFailed => "skip (build failed)",
+            StepOutcome::SameAsGood => "good (resolves to the good config)",
+            StepOutcome::SameAsBad => "bad (resolves to the bad config)",
+        }
+    }
+
+    /// Whether a campaign ran (the step has a directory).
+    pub fn measured(self) -> bool {
+        matches!(
+            self,
+            StepOutcome::Regression
+                | StepOutcome::NoRegression
+                | StepOutcome::Inconclusive
+                | StepOutcome::ContractBroken
+        )
+    }
+}
+
+/// What [`judge`] found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Judgement {
+    pub outcome: StepOutcome,
+    /// Successful rows of the step's side.
+    pub n: usize,
+    pub good_p50_ns: Option<u64>,
+    pub p50_ns: Option<u64>,
+    pub delta_pct: Option<f64>,
+    pub ci95_ns: Option<(i64, i64)>,
+    pub p_value: Option<f64>,
+    /// One line: why this outcome.
+    pub why: String,
+}
+
+/// Why two sides could not be judged at all.
+#[derive(Debug, thiserror::Error)]
+pub enum JudgeError {
+    #[error("the {side} side is not a valid bundle: {reasons}")]
+    Invalid { side: &'static str, reasons: String },
+    #[error("the sides cannot be compared")]
+    Compare(#[source] crate::compare::CompareError),
+}
+
+fn verified(side: &'static str, v: &Verdict, dir: &Path) -> Result<(), JudgeError> {
+    if v.is_valid() && v.result.is_some() && v.samples.is_some() {
+        return Ok(());
+    }
+    Err(JudgeError::Invalid {
+        side,
+        reasons: v.render(dir, 2).trim().replace('\n', "; "),
+    })
+}
+
+/// Judges the bundle `step` against the good side `good` (see the module doc).
+pub fn judge(good: &Path, step: &Path, o: &JudgeOptions) -> Result<Judgement, JudgeError> {
+    let (vg, vs) = (verify_dir(good), verify_dir(step));
+    verified("good", &vg, good)?;
+    verified("step", &vs, step)?;
+    let samples = vs.samples.as_deref().unwrap_or_default();
+    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+    for s in samples.iter().filter(|s| !s.ok) {
+        let k = match s.error_kind.as_str() {
+            "" => "unknown".to_string(),
+            k => k.to_string(),
+        };
+        *kinds.entry(k).or_default() += 1;
+    }
+    let c = compare_verified(&vg, &vs, &o.compare_options()).map_err(JudgeError::Compare)?;
+    let Some(m) = c.metrics.first() else {
+        return Err(JudgeError::Invalid {
+            side: "step",
+            reasons: "no headline to compare".into(),
+        });
+    };
+    let mut j = Judgement {
+        outcome: match c.outcome {
+            Outcome::Regression => StepOutcome::Regression,
+            Outcome::NoRegression => StepOutcome::NoRegression,
+            Outcome::Inconclusive => StepOutcome::Inconclusive,
+        },
+        n: m.b.n,
+        good_p50_ns: m.a.p50,
+        p50_ns: m.b.p50,
+        delta_pct: m.delta_pct,
+        ci95_ns: m.ci95_ns,
+        p_value: m.p_value,
+        why: m.why.clone(),
+    };
+    if !kinds.is_empty() {
+        j.outcome = StepOutcome::ContractBroken;
+        j.why = format!(
+            "breaks strict-ready: {}",
+            kinds
+                .iter()
+                .map(|(k, n)| format!("{k} ×{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(j)
+}
+
+/// Config mode: the good and candidate arms' bundles of an A/B directory.
+pub fn ab_sides(step: &Path) -> (PathBuf, PathBuf) {
+    (step.join(GOOD_ARM), step.join(CANDIDATE_ARM))
+}
+
+/// One step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// `steps/NN-…` (relative), when a campaign ran.
+    pub dir: Option<String>,
+    /// Commits: the commit built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// Commits: its subject line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Config: the bad config's assignments applied to the good config (`CONFIG_X=y`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub symbols: Vec<String>,
+    /// Config: sha256 of the resolved config built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
+    /// Launches planned for the step's side.
+    pub planned: u64,
+    pub outcome: StepOutcome,
+    /// The judgement of a measured step (recomputed by verify).
+    pub judgement: Option<Judgement>,
+    /// Why, in one line (for a step without a campaign: what happened).
+    pub why: String,
+    /// Wall time of the step (build, campaign, judgement), seconds.
+    pub wall_seconds: u64,
+}
+
+/// How the search ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BisectResult {
+    /// Commits: the first bad commit; config: none.
+    pub first_bad: Option<String>,
+    /// Commits: the parent of the first bad commit (the last good one).
+    pub last_good: Option<String>,
+    /// Config: the smallest set of assignments found to explain the slowdown.
+    pub culprits: Vec<String>,
+    /// Index (in `steps`) of the step that shows the first bad commit / the culprit set bad.
+    pub bad_step: Option<usize>,
+    /// Index of the step that shows the last good commit good (the good config's: none).
+    pub good_step: Option<usize>,
+    /// Config: for each culprit, the index of the step that measured it alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<(String, usize)>,
+    /// In words.
+    pub summary: String,
+}
+
+/// `bisect.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BisectFile {
+    pub schema: u32,
+    pub kind: BisectKind,
+    pub host_kind: HostKind,
+    pub clock: Clock,
+    pub contract: ContractKind,
+    pub vcpus: u32,
+    pub mem_bytes: u64,
+    pub judge: JudgeOptions,
+    /// Launches per step, and the most a step grows to when inconclusive.
+    pub n: u64,
+    pub max_n: u64,
+    /// Commits: the tree's path as given; config: the source (tree path or the pinned
+    /// package).
+    pub source: String,
+    /// The good and the bad side (commits or config digests).
+    pub good: String,
+    pub bad: String,
+    pub steps: Vec<Step>,
+    /// `None` while a `git bisect run` of single steps is under way.
+    pub result: Option<BisectResult>,
+    /// The whole search's wall time, seconds (`None` while under way).
+    pub wall_seconds: Option<u64>,
+    /// The commands that reproduce it.
+    pub commands: Vec<String>,
+}
+
+/// `bisect.json`'s canonical bytes.
+pub fn bisect_bytes(f: &BisectFile) -> Vec<u8> {
+    // Numbers, strings and enums only: serialisation cannot fail.
+    let mut b = serde_json::to_vec_pretty(f).unwrap_or_default();
+    b.push(b'\n');
+    b
+}
+
+/// Why a bisect directory could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum BisectError {
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} does not parse", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{} is larger than {MAX_PARSED_BYTES} bytes", path.display())]
+    TooLarge { path: PathBuf },
+    #[error("{SUMS_FILE}")]
+    Sums(#[source] SumsError),
+    #[error("`{0}` differs from its {SUMS_FILE} entry: refusing to regenerate over a change")]
+    Tampered(String),
+}
+
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectError {
+    let path = path.to_path_buf();
+    move |source| BisectError::Io { op, path, source }
+}
+
+/// Reads `dir/bisect.json` (capped).
+pub fn read_bisect(dir: &Path) -> Result<BisectFile, BisectError> {
+    let p = dir.join(BISECT_FILE);
+    let b = read_capped(&p, MAX_PARSED_BYTES)
+        .map_err(io("read", &p))?
+        .ok_or_else(|| BisectError::TooLarge { path: p.clone() })?;
+    serde_json::from_slice(&b).map_err(|source| BisectError::Json { path: p, source })
+}
+
+fn opt_ms(v: Option<u64>) -> String {
+    v.map(ms).unwrap_or_else(|| "–".into())
+}
+
+/// README.md of a bisect directory, from its record alone.
+pub fn readme(f: &BisectFile) -> String {
+    let mut s = String::new();
+    let what = match f.kind {
+        BisectKind::Commit => "commits of a kernel tree",
+        BisectKind::Config => "the symbols between two kernel configs",
+    };
+    let _ = writeln!(s, "# truecold bisect: {what}\n");
+    let _ = writeln!(s, "- host kind: `{}`", f.host_kind.as_str());
+    let _ = writeln!(s, "- clock: {}", f.clock.describe());
+    if f.clock == Clock::Virtual {
+        let _ = writeln!(
+            s,
+            "  (a reproducible cost model of the boot path, not a hardware latency)"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "- contract: {} ({} vCPU, {} MiB); every step on this clock, never mixed",
+        f.contract.label(),
+        f.vcpus,
+        f.mem_bytes >> 20
+    );
+    let _ = writeln!(s, "- source: `{}`", f.source);
+    let _ = writeln!(s, "- good: `{}`", f.good);
+    let _ = writeln!(s, "- bad: `{}`", f.bad);
+    let _ = writeln!(
+        s,
+        "- launches per step: {} (an inconclusive step grows to at most {})",
+        f.n, f.max_n
+    );
+    let _ = writeln!(s, "- rule: {}", f.judge.describe());
+    if let Some(w) = f.wall_seconds {
+        let _ = writeln!(s, "- wall time of the whole search: {w} s");
+    }
+    let _ = writeln!(s, "\n## Result\n");
+    match &f.result {
+        Some(r) => {
+            let _ = writeln!(s, "{}\n", r.summary);
+            if let Some(c) = &r.first_bad {
+                let _ = writeln!(s, "- first bad commit: `{c}`");
+            }
+            if let Some(c) = &r.last_good {
+                let _ = writeln!(s, "- last good commit: `{c}`");
+            }
+            if !r.culprits.is_empty() {
+                let _ = writeln!(s, "- culprit symbols: `{}`", r.culprits.join("`, `"));
+            }
+            for (sym, i) in &r.effects {
+                if let Some(j) = f.steps.get(*i).and_then(|st| st.judgement.as_ref()) {
+                    let _ = writeln!(
+                        s,
+                        "- effect of `{sym}` alone (step {}): {} → {} ms, {}, 95 % CI {}, p {}",
+                        i + 1,
+                        opt_ms(j.good_p50_ns),
+                        opt_ms(j.p50_ns),
+                        j.delta_pct
+                            .map(|d| format!("{d:+.2} %"))
+                            .unwrap_or_else(|| "–".into()),
+                        ci_text(j.ci95_ns),
+                        j.p_value.map(fmt_p).unwrap_or_else(|| "–".into())
+                    );
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "Under way: steps recorded so far (`git bisect log` in the tree says the rest)."
+            );
+        }
+    }
+    let _ = writeln!(s, "\n## Steps\n");
+    let _ = writeln!(
+        s,
+        "| # | {} | launches | good p50 ms | p50 ms | Δ | 95 % CI ms | p | verdict | why | wall s | bundle |",
+        match f.kind {
+            BisectKind::Commit => "commit",
+            BisectKind::Config => "candidate (bad config's assignments applied)",
+        }
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (i, st) in f.steps.iter().enumerate() {
+        let what = match f.kind {
+            BisectKind::Commit => format!(
+                "`{}` {}",
+                st.commit.as_deref().map_or("?", |c| &c[..c.len().min(12)]),
+                st.subject.as_deref().unwrap_or("").replace('|', "\\|")
+            ),
+            BisectKind::Config => {
+                if st.symbols.is_empty() {
+                    "(none)".into()
+                } else {
+                    format!("`{}`", st.symbols.join("`, `"))
+                }
+            }
+        };
+        let j = st.judgement.as_ref();
+        let _ = writeln!(
+            s,
+            "| {} | {what} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            i + 1,
+            st.planned,
+            opt_ms(j.and_then(|j| j.good_p50_ns)),
+            opt_ms(j.and_then(|j| j.p50_ns)),
+            j.and_then(|j| j.delta_pct)
+                .map(|d| format!("{d:+.2} %"))
+                .unwrap_or_else(|| "–".into()),
+            ci_text(j.and_then(|j| j.ci95_ns)),
+            j.and_then(|j| j.p_value)
+                .map(fmt_p)
+                .unwrap_or_else(|| "–".into()),
+            st.outcome.as_str(),
+            st.why.replace('|', "\\|").replace('\n', " "),
+            st.wall_seconds,
+            st.dir
+                .as_deref()
+                .map(|d| format!("[{d}]({d}/)"))
+                .unwrap_or_else(|| "–".into())
+        );
+    }
+    let _ = writeln!(s, "\n## Reproduce\n\n```sh");
+    for c in &f.commands {
+        let _ = writeln!(s, "{c}");
+    }
+    let _ = writeln!(s, "```\n\n`truecold-proof verify <this directory>` re-checks every bundle, recomputes every step's verdict and checks `{SUMS_FILE}`.");
+    s
+}
+
+fn ci_text(ci: Option<(i64, i64)>) -> String {
+    let f = |v: i64| {
+        let sign = if v < 0 { "-" } else { "+" };
+        format!("{sign}{}", ms(v.unsigned_abs()))
+    };
+    ci.map(|(l, h)| format!("[{}, {}]", f(l), f(h)))
+        .unwrap_or_else(|| "–".into())
+}
+
+/// A `SHA256SUMS` name of a bisect directory: up to four components.
+pub fn is_valid_bisect_path(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('/').collect();
+    (1..=4).contains(&parts.len()) && parts.iter().all(|p| is_valid_name(p))
+}
+
+fn parse_bisect_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
+    parse_sums_with(bytes, is_valid_bisect_path)
+}
+
+/// Digests of every regular file under `dir` (at most four levels), the top `SHA256SUMS`
+/// and `SHA256SUMS.sig` excluded; and what is not a regular file or too deep.
+fn digests_of(dir: &Path) -> Result<(BTreeMap<String, String>, Vec<String>), BisectError> {
+    fn walk(
+        d: &Path,
+        prefix: &str,
+        depth: usize,
+        out: &mut BTreeMap<String, String>,
+        odd: &mut Vec<String>,
+    ) -> Result<(), BisectError> {
+        for e in fs::read_dir(d).map_err(io("list", d))? {
+            let e = e.map_err(io("list", d))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let ft = e.file_type().map_err(io("stat", d))?;
+            let rel = format!("{prefix}{name}");
+            if ft.is_file() {
+                if prefix.is_empty() && (name == SUMS_FILE || name == SIG_FILE) {
+                    continue;
+                }
+                let p = e.path();
+                let (h, _) = fs::File::open(&p)
+                    .and_then(sha256_reader)
+                    .map_err(io("read", &p))?;
+                out.insert(rel, h);
+            } else if ft.is_dir() && depth < 3 {
+                walk(&e.path(), &format!("{rel}/"), depth + 1, out, odd)?;
+            } else {
+                odd.push(rel);
+            }
+        }
+        Ok(())
+    }
+    let mut out = BTreeMap::new();
+    let mut odd = Vec::new();
+    walk(dir, "", 0, &mut out, &mut odd)?;
+    Ok((out, odd))
+}
+
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BisectError> {
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let dest = dir.join(name);
+    let mut f = fs::File::create(&tmp).map_err(io("create", &tmp))?;
+    f.write_all(bytes).map_err(io("write", &tmp))?;
+    f.sync_all().map_err(io("fsync", &tmp))?;
+    fs::rename(&tmp, &dest).map_err(io("rename into place", &dest))
+}
+
+/// Writes `bisect.json`, `README.md`, `log.txt` and `SHA256SUMS` into `dir` (each
+/// atomically; the baseline and step directories are already there) and returns the
+/// verifier's verdict on the whole directory.
+pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, BisectError> {
+    write_atomic(dir, BISECT_FILE, &bisect_bytes(f))?;
+    write_atomic(dir, README_FILE, readme(f).as_bytes())?;
+    write_atomic(dir, LOG_FILE, log.as_bytes())?;
+    let (digests, _) = digests_of(dir)?;
+    let entries: Vec<(String, String)> = digests.into_iter().collect();
+    write_atomic(dir, SUMS_FILE, format_sums(&entries).as_bytes())?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync directory", dir))?;
+    Ok(verify_dir(dir))
+}
+
+/// `report DIR` on a bisect directory: every file but `README.md` must match its
+/// `SHA256SUMS` entry (the record and the bundles are evidence, never regenerated); then
+/// `README.md` is rewritten from `bisect.json` and `SHA256SUMS` anew. Returns the paths
+/// rewritten.
+pub fn regenerate_bisect(dir: &Path) -> Result<Vec<String>, BisectError> {
+    let sp = dir.join(SUMS_FILE);
+    let sb = read_capped(&sp, MAX_PARSED_BYTES)
+        .map_err(io("read", &sp))?
+        .ok_or_else(|| BisectError::TooLarge { path: sp.clone() })?;
+    let listed = parse_bisect_sums(&sb).map_err(BisectError::Sums)?;
+    for (name, digest) in listed.iter().filter(|(n, _)| n != README_FILE) {
+        let p = dir.join(name);
+        let (got, _) = fs::File::open(&p)
+            .and_then(sha256_reader)
+            .map_err(io("read", &p))?;
+        if got != *digest {
+            return Err(BisectError::Tampered(name.clone()));
+        }
+    }
+    let f = read_bisect(dir)?;
+    let log = fs::read_to_string(dir.join(LOG_FILE)).map_err(io("read", &dir.join(LOG_FILE)))?;
+    write_bisect(dir, &f, &log)?;
+    Ok(vec![README_FILE.to_string(), SUMS_FILE.to_string()])
+}
+
+/// The directory a step's judgement compares: (good side, step side).
+pub fn step_sides(dir: &Path, kind: BisectKind, step_dir: &str) -> (PathBuf, PathBuf) {
+    match kind {
+        BisectKind::Commit => (dir.join(BASELINE_DIR), dir.join(step_dir)),
+        BisectKind::Config => ab_sides(&dir.join(step_dir)),
+    }
+}
+
+/// Verifies a bisect directory (see the module doc).
+pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let mut v = Verdict::default();
+    let p = dir.join(BISECT_FILE);
+    let bytes = match read_capped(&p, MAX_PARSED_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            v.unreadable = Some(format!(
+                "{BISECT_FILE} is larger than {MAX_PARSED_BYTES} bytes"
+            ));
+            return v;
+        }
+        Err(e) => {
+            v.unreadable = Some(format!("cannot read {BISECT_FILE}: {e}"));
+            return v;
+        }
+    };
+    let file = match serde_json::from_slice::<BisectFile>(&bytes) {
+        Ok(f) if f.schema != BISECT_SCHEMA => {
+            v.add(
+                Check::BisectRecord,
+                format!(
+                    "{BISECT_FILE}: schema {}, this verifier reads {BISECT_SCHEMA}",
+                    f.schema
+                ),
+            );
+            None
+        }
+        Ok(f) => {
+            if bisect_bytes(&f) != bytes {
+                v.add(
+                    Check::BisectRecord,
+                    format!("{BISECT_FILE} is not in the writer's canonical form"),
+                );
+            }
+            Some(f)
+        }
+        Err(e) => {
+            v.add(
+                Check::BisectRecord,
+                format!("{BISECT_FILE} does not parse: {e}"),
+            );
+            None
+        }
+    };
+    for r in [BISECT_FILE, README_FILE, LOG_FILE, SUMS_FILE] {
+        if !dir.join(r).is_file() {
+            v.add(
+                Check::RequiredFileMissing,
+                format!("required file `{r}` is missing"),
+            );
+        }
+    }
+    let (digests, odd) = match digests_of(dir) {
+        Ok(d) => d,
+        Err(e) => {
+            v.unreadable = Some(crate::verify::chain(&e));
+            return v;
+        }
+    };
+    for o in odd {
+        v.add(
+            Check::NotAFile,
+            format!("`{o}` is neither a regular file nor a step's directory"),
+        );
+    }
+    let sums = match read_capped(&dir.join(SUMS_FILE), MAX_PARSED_BYTES) {
+        Ok(Some(b)) => Some(b),
+        Ok(None) => {
+            v.add(
+                Check::TooLarge,
+                format!("`{SUMS_FILE}` is larger than {MAX_PARSED_BYTES} bytes"),
+            );
+            None
+        }
+        Err(_) => None,
+    };
+    let mut all = digests.clone();
+    if let Some(b) = &sums {
+        all.insert(SUMS_FILE.to_string(), sha256_hex(b));
+    }
+    let sig = dir.join(SIG_FILE).is_file();
+    if sig {
+        all.insert(SIG_FILE.to_string(), String::new());
+    }
+    check_sums(&mut v, &all, sums.as_deref(), parse_bisect_sums);
+    if let Some(f) = &file {
+        v.label = Some(format!(
+            "bisect of {} ({} step(s), {} clock){}",
+            match f.kind {
+                BisectKind::Commit => "commits",
+                BisectKind::Config => "config symbols",
+            },
+            f.steps.len(),
+            f.clock.as_str(),
+            match &f.result {
+                Some(r) => match (&r.first_bad, r.culprits.is_empty()) {
+                    (Some(c), _) => format!(": first bad commit {c}"),
+                    (None, false) => format!(": culprits {}", r.culprits.join(", ")),
+                    (None, true) => ": no culprit".to_string(),
+                },
+                None => ": under way".to_string(),
+            }
+        ));
+        check_record(&mut v, dir, f);
+        if fs::read(dir.join(README_FILE)).ok().as_deref() != Some(readme(f).as_bytes()) {
+            v.add(
+                Check::GeneratedStale,
+                format!("{README_FILE} is not what {BISECT_FILE} gives"),
+            );
+        }
+    }
+    check_signature(&mut v, dir, opts, sig, sums.as_deref());
+    v
+}
+
+/// Every directory of the record verifies and every step's judgement is recomputed.
+fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
+    let o = f.judge.clone();
+    let mut rows = 0usize;
+    let mut sub = |v: &mut Verdict, rel: &str| -> bool {
+        if !is_valid_bisect_path(rel) || rel.split('/').next() != Some(STEPS_DIR) {
+            v.add(
+                Check::BisectSteps,
+                format!("step directory `{rel}` is not under `{STEPS_DIR}/`"),
+            );
+            return false;
+        }
+        let d = dir.join(rel);
+        let sv = verify_dir(&d);
+        rows += sv.rows.unwrap_or(0);
+        if let Some(u) = &sv.unreadable {
+            v.add(Check::BisectSteps, format!("{rel}: unreadable: {u}"));
+        }
+        for r in &sv.reasons {
+            v.add(r.check, format!("{rel}: {}", r.detail));
+        }
+        if let Some(r) = &sv.result {
+            if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
+                v.add(
+                    Check::BisectSteps,
+                    format!("{rel}: on another clock or host kind than {BISECT_FILE} says"),
+                );
+            }
+        }
+        sv.is_valid()
+    };
+    if f.kind == BisectKind::Commit {
+        let b = dir.join(BASELINE_DIR);
+        let bv = verify_dir(&b);
+        if !bv.is_valid() {
+            v.add(
+                Check::BisectSteps,
+                format!("{BASELINE_DIR}: {}", bv.render(&b, 2).trim()),
+            );
+        }
+        if let Some(r) = &bv.result {
+            if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
+                v.add(
+                    Check::BisectSteps,
+                    format!(
+                        "{BASELINE_DIR}: on another clock or host kind than {BISECT_FILE} says"
+                    ),
+                );
+            }
+            if r.configuration.vcpus != f.vcpus || r.configuration.mem_bytes != f.mem_bytes {
+                v.add(
+                    Check::BisectSteps,
+                    format!("{BASELINE_DIR}: not the recorded vCPUs / memory"),
+                );
+            }
+        }
+    }
+    for (i, st) in f.steps.iter().enumerate() {
+        match (&st.dir, st.outcome.measured()) {
+            (Some(d), true) => {
+                if !sub(v, d) {
+                    continue;
+                }
+                let (g, s) = step_sides(dir, f.kind, d);
+                match judge(&g, &s, &o) {
+                    Ok(j) => {
+                        if Some(&j) != st.judgement.as_ref() || j.outcome != st.outcome {
+                            v.add(
+                                Check::BisectSteps,
+                                format!(
+                                    "step {}: recorded {}, the rows give {} ({})",
+                                    i + 1,
+                                    st.outcome.as_str(),
+                                    j.outcome.as_str(),
+                                    j.why
+                                ),
+                            );
+                        }
+                    }
+                    Err(e) => v.add(
+                        Check::BisectSteps,
+                        format!("step {}: {}", i + 1, crate::verify::chain(&e)),
+                    ),
+                }
+            }
+            (None, false) => {
+                if st.judgement.is_some() {
+                    v.add(
+                        Check::BisectSteps,
+                        format!("step {}: a judgement without a campaign", i + 1),
+                    );
+                }
+            }
+            (Some(_), false) => v.add(
+                Check::BisectSteps,
+                format!(
+                    "step {}: {} with a campaign directory",
+                    i + 1,
+                    st.outcome.as_str()
+                ),
+            ),
+            (None, true) => v.add(
+                Check::BisectSteps,
+                format!(
+                    "step {}: {} without its campaign directory",
+                    i + 1,
+                    st.outcome.as_str()
+                ),
+            ),
+        }
+    }
+    v.rows = Some(rows);
+    let Some(r) = &f.result else { return };
+    let at = |i: Option<usize>| i.and_then(|i| f.steps.get(i));
+    match at(r.bad_step) {
+        Some(s) if s.outcome.exit_code() == 1 => {
+            if f.kind == BisectKind::Commit && s.commit != r.first_bad {
+                v.add(
+                    Check::BisectSteps,
+                    "the result's bad step is not the first bad commit's".to_string(),
+                );
+            }
+            if f.kind == BisectKind::Config && s.symbols != r.culprits {
+                v.add(
+                    Check::BisectSteps,
+                    "the result's bad step is not the culprit set's".to_string(),
+                );
+            }
+        }
+        Some(_) => v.add(
+            Check::BisectSteps,
+            "the result's bad step is not bad".to_string(),
+        ),
+        None if r.first_bad.is_some() || !r.culprits.is_empty() => v.add(
+            Check::BisectSteps,
+            "the result names a culprit without the step that shows it bad".to_string(),
+        ),
+        None => {}
+    }
+    if let Some(s) = at(r.good_step) {
+        if s.outcome.exit_code() != 0 || (f.kind == BisectKind::Commit && s.commit != r.last_good) {
+            v.add(
+                Check::BisectSteps,
+                "the result's good step is not a good step of the last good commit".to_string(),
+            );
+        }
+    }
+    for (sym, i) in &r.effects {
+        match f.steps.get(*i) {
+            Some(s) if s.symbols == [sym.clone()] && s.outcome.measured() => {}
+            _ => v.add(
+                Check::BisectSteps,
+                format!("the effect of `{sym}` does not point at a step measuring it alone"),
+            ),
+        }
+    }
+}
