@@ -81,19 +81,8 @@ pub struct JudgeArgs {
     /// Significance level of the Mann–Whitney test (`compare --alpha`).
     #[arg(long, default_value_t = 0.01)]
     pub alpha: f64,
-    /// The truecold-vmm binary (default: next to this binary).
-    #[arg(long)]
-    pub vmm: Option<PathBuf>,
-    /// The base guest directory: its initramfs and init go with every kernel (default
-    /// $TRUECOLD_GUEST_DIR, else out/guest).
-    #[arg(long)]
-    pub guest_dir: Option<PathBuf>,
-    /// Where the steps' kernels are built (default out/bisect-kernels).
-    #[arg(long)]
-    pub kernel_dir: Option<PathBuf>,
-    /// The kernel build script (default kernel-config/build.sh).
-    #[arg(long)]
-    pub kernel_build: Option<PathBuf>,
+    #[command(flatten)]
+    pub paths: crate::kernel::KernelPaths,
 }
 
 /// The campaign every step runs (`run` and `config`; `step` takes it from its baseline).
@@ -235,19 +224,15 @@ impl JudgeArgs {
     }
 
     fn script(&self) -> PathBuf {
-        self.kernel_build
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("kernel-config/build.sh"))
+        self.paths.script()
     }
 
     fn kernel_root(&self) -> PathBuf {
-        self.kernel_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("out/bisect-kernels"))
+        self.paths.kernel_root("out/bisect-kernels")
     }
 
     fn base(&self) -> Result<(PathBuf, LinuxGuest), BisectRunError> {
-        let dir = artifacts::guest_dir(self.guest_dir.as_deref());
+        let dir = self.paths.guest_dir();
         let g = artifacts::linux_guest(&dir).map_err(|e| BisectRunError::Baseline {
             path: dir.clone(),
             why: format!(
@@ -272,12 +257,12 @@ impl JudgeArgs {
             v.extend(["--max-n".into(), m.to_string()]);
         }
         // Absolute: `git bisect run` runs the step in the kernel tree, not here.
-        if let Some(p) = &self.vmm {
+        if let Some(p) = &self.paths.vmm {
             v.extend(["--vmm".into(), abs(p)]);
         }
         v.extend([
             "--guest-dir".into(),
-            abs(&artifacts::guest_dir(self.guest_dir.as_deref())),
+            abs(&self.paths.guest_dir()),
             "--kernel-dir".into(),
             abs(&self.kernel_root()),
             "--kernel-build".into(),
@@ -351,7 +336,7 @@ fn campaign_args(
         linux: !nested,
         nested,
         out: Some(out.to_path_buf()),
-        vmm: j.vmm.clone(),
+        vmm: j.paths.vmm.clone(),
         guest_dir: Some(guest_dir.to_path_buf()),
         cmdline_extra: String::new(),
         console: false,
@@ -1189,7 +1174,7 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
             let w = crate::tune::run_one_phase(
                 &plan,
                 host == HostKind::NestedEmulated,
-                a.judge.vmm.as_deref(),
+                a.judge.paths.vmm.as_deref(),
                 &base_dir,
                 &dest,
                 invocation,
@@ -1269,7 +1254,7 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
                 .iter()
                 .rposition(|s| s.symbols == one && s.outcome.measured())
         };
-        if at(&f).is_none() && culprits.len() > 1 {
+        if at(&f).is_none() {
             measure(&one, &mut f, &mut log)?;
         }
         if let Some(i) = at(&f) {

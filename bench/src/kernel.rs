@@ -7,6 +7,47 @@ use crate::artifacts::LinuxGuest;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+/// Where a command's kernels come from and go: the flags `truecold tune` and `truecold
+/// bisect` share.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct KernelPaths {
+    /// The truecold-vmm binary (default: next to this binary).
+    #[arg(long)]
+    pub vmm: Option<PathBuf>,
+    /// The base guest directory: its initramfs and init go with every kernel (default
+    /// $TRUECOLD_GUEST_DIR, else out/guest).
+    #[arg(long)]
+    pub guest_dir: Option<PathBuf>,
+    /// Where the kernels are built (default out/tune-kernels for tune, out/bisect-kernels for
+    /// bisect).
+    #[arg(long)]
+    pub kernel_dir: Option<PathBuf>,
+    /// The kernel build script (default kernel-config/build.sh).
+    #[arg(long)]
+    pub kernel_build: Option<PathBuf>,
+}
+
+impl KernelPaths {
+    /// The base guest directory in effect.
+    pub fn guest_dir(&self) -> PathBuf {
+        crate::artifacts::guest_dir(self.guest_dir.as_deref())
+    }
+
+    /// `--kernel-dir`, else `default`.
+    pub fn kernel_root(&self, default: &str) -> PathBuf {
+        self.kernel_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(default))
+    }
+
+    /// `--kernel-build`, else kernel-config/build.sh.
+    pub fn script(&self) -> PathBuf {
+        self.kernel_build
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("kernel-config/build.sh"))
+    }
+}
+
 /// What the build script writes (never copied from the base guest).
 pub const KERNEL_FILES: [&str; 4] = ["vmlinux", "bzImage", "config", "manifest.json"];
 

@@ -120,18 +120,10 @@ pub struct TuneArgs {
     /// bundles and side by side into the README. 0: none.
     #[arg(long, default_value_t = 2)]
     pub attribution: u64,
-    /// The truecold-vmm binary (default: next to this binary).
-    #[arg(long)]
-    pub vmm: Option<PathBuf>,
-    /// Guest artifacts (default $TRUECOLD_GUEST_DIR, else out/guest).
-    #[arg(long)]
-    pub guest_dir: Option<PathBuf>,
-    /// Where Kconfig knobs' guest directories are built (default out/tune-kernels).
-    #[arg(long)]
-    pub kernel_dir: Option<PathBuf>,
-    /// The kernel build script (default kernel-config/build.sh).
-    #[arg(long)]
-    pub kernel_build: Option<PathBuf>,
+    /// The VMM, the base guest, and where Kconfig knobs' kernels are built (default
+    /// out/tune-kernels).
+    #[command(flatten)]
+    pub paths: crate::kernel::KernelPaths,
 }
 
 /// `truecold tune-phase`: one phase from its plan (what `truecold tune --nested` runs in L1).
@@ -952,7 +944,7 @@ impl Runner<'_> {
             Runner::Nested {
                 args,
                 base_guest_dir,
-            } => nested_phase(plan, args.vmm.as_deref(), base_guest_dir, dest),
+            } => nested_phase(plan, args.paths.vmm.as_deref(), base_guest_dir, dest),
         }
     }
 }
@@ -1046,23 +1038,17 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
     if dest.symlink_metadata().is_ok() {
         return Err(TuneError::OutExists(dest));
     }
-    let base_guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
+    let base_guest_dir = args.paths.guest_dir();
     let base = match contract {
         ContractKind::Linux => Some(artifacts::linux_guest(&base_guest_dir)?),
         ContractKind::Probe => None,
     };
     let vmm = match args.nested {
-        true => args.vmm.clone().unwrap_or_default(),
-        false => artifacts::find_vmm(args.vmm.as_deref())?,
+        true => args.paths.vmm.clone().unwrap_or_default(),
+        false => artifacts::find_vmm(args.paths.vmm.as_deref())?,
     };
-    let kernel_root = args
-        .kernel_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("out/tune-kernels"));
-    let script = args
-        .kernel_build
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("kernel-config/build.sh"));
+    let kernel_root = args.paths.kernel_root("out/tune-kernels");
+    let script = args.paths.script();
     let facts = HostFacts::read(host);
     let runner = if args.nested {
         Runner::Nested {

@@ -44,7 +44,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -745,12 +744,11 @@ pub fn parse_arms_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError>
 }
 
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArmsError> {
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let dest = dir.join(name);
-    let mut f = fs::File::create(&tmp).map_err(io("create", &tmp))?;
-    f.write_all(bytes).map_err(io("write", &tmp))?;
-    f.sync_all().map_err(io("fsync", &tmp))?;
-    fs::rename(&tmp, &dest).map_err(io("rename into place", &dest))
+    crate::sums::write_atomic(dir, name, bytes).map_err(|e| ArmsError::Io {
+        op: e.op,
+        path: e.path,
+        source: e.source,
+    })
 }
 
 /// Digests of every regular file of the top directory and of each arm directory (arm files

@@ -33,7 +33,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -43,11 +42,10 @@ use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::compare::{compare_verified, fmt_p, CompareOptions, Outcome};
 use crate::report::{ms, README_FILE};
 use crate::schema::{ContractKind, HostKind, HEADLINE};
-use crate::sign::SIG_FILE;
 use crate::sums::{
-    format_sums, is_valid_name, parse_sums_with, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
+    format_sums, is_valid_name, parse_sums_with, sha256_reader, SumsError, SUMS_FILE,
 };
-use crate::verify::{check_signature, check_sums, verify_dir, Check, Verdict};
+use crate::verify::{check_signature, verify_dir, Check, Verdict};
 use crate::VerifyOptions;
 
 /// The record; its presence makes a directory a bisect directory.
@@ -383,6 +381,16 @@ pub enum BisectError {
     Tampered(String),
 }
 
+impl From<crate::sums::TreeIoError> for BisectError {
+    fn from(e: crate::sums::TreeIoError) -> Self {
+        BisectError::Io {
+            op: e.op,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectError {
     let path = path.to_path_buf();
     move |source| BisectError::Io { op, path, source }
@@ -552,48 +560,11 @@ fn parse_bisect_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
 /// Digests of every regular file under `dir` (at most four levels), the top `SHA256SUMS`
 /// and `SHA256SUMS.sig` excluded; and what is not a regular file or too deep.
 fn digests_of(dir: &Path) -> Result<(BTreeMap<String, String>, Vec<String>), BisectError> {
-    fn walk(
-        d: &Path,
-        prefix: &str,
-        depth: usize,
-        out: &mut BTreeMap<String, String>,
-        odd: &mut Vec<String>,
-    ) -> Result<(), BisectError> {
-        for e in fs::read_dir(d).map_err(io("list", d))? {
-            let e = e.map_err(io("list", d))?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            let ft = e.file_type().map_err(io("stat", d))?;
-            let rel = format!("{prefix}{name}");
-            if ft.is_file() {
-                if prefix.is_empty() && (name == SUMS_FILE || name == SIG_FILE) {
-                    continue;
-                }
-                let p = e.path();
-                let (h, _) = fs::File::open(&p)
-                    .and_then(sha256_reader)
-                    .map_err(io("read", &p))?;
-                out.insert(rel, h);
-            } else if ft.is_dir() && depth < 3 {
-                walk(&e.path(), &format!("{rel}/"), depth + 1, out, odd)?;
-            } else {
-                odd.push(rel);
-            }
-        }
-        Ok(())
-    }
-    let mut out = BTreeMap::new();
-    let mut odd = Vec::new();
-    walk(dir, "", 0, &mut out, &mut odd)?;
-    Ok((out, odd))
+    Ok(crate::sums::tree_digests(dir, 4)?)
 }
 
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BisectError> {
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let dest = dir.join(name);
-    let mut f = fs::File::create(&tmp).map_err(io("create", &tmp))?;
-    f.write_all(bytes).map_err(io("write", &tmp))?;
-    f.sync_all().map_err(io("fsync", &tmp))?;
-    fs::rename(&tmp, &dest).map_err(io("rename into place", &dest))
+    Ok(crate::sums::write_atomic(dir, name, bytes)?)
 }
 
 /// Writes `bisect.json`, `README.md`, `log.txt` and `SHA256SUMS` into `dir` (each
@@ -698,39 +669,11 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             );
         }
     }
-    let (digests, odd) = match digests_of(dir) {
-        Ok(d) => d,
-        Err(e) => {
-            v.unreadable = Some(crate::verify::chain(&e));
-            return v;
-        }
+    let Some((sums, sig)) =
+        crate::verify::check_tree_sums(&mut v, dir, 4, parse_bisect_sums, "a step's directory")
+    else {
+        return v;
     };
-    for o in odd {
-        v.add(
-            Check::NotAFile,
-            format!("`{o}` is neither a regular file nor a step's directory"),
-        );
-    }
-    let sums = match read_capped(&dir.join(SUMS_FILE), MAX_PARSED_BYTES) {
-        Ok(Some(b)) => Some(b),
-        Ok(None) => {
-            v.add(
-                Check::TooLarge,
-                format!("`{SUMS_FILE}` is larger than {MAX_PARSED_BYTES} bytes"),
-            );
-            None
-        }
-        Err(_) => None,
-    };
-    let mut all = digests.clone();
-    if let Some(b) = &sums {
-        all.insert(SUMS_FILE.to_string(), sha256_hex(b));
-    }
-    let sig = dir.join(SIG_FILE).is_file();
-    if sig {
-        all.insert(SIG_FILE.to_string(), String::new());
-    }
-    check_sums(&mut v, &all, sums.as_deref(), parse_bisect_sums);
     if let Some(f) = &file {
         v.label = Some(format!(
             "bisect of {} ({} step(s), {} clock){}",

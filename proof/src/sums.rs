@@ -119,3 +119,71 @@ pub fn parse_sums_with(
     }
     Ok(out)
 }
+
+/// An I/O failure of [`tree_digests`] or [`write_atomic`]: what was being done, to which path.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {op} {}", path.display())]
+pub struct TreeIoError {
+    pub op: &'static str,
+    pub path: std::path::PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn tree_io(op: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> TreeIoError {
+    let path = path.to_path_buf();
+    move |source| TreeIoError { op, path, source }
+}
+
+/// Digests of every regular file under `dir`, at most `levels` names deep (`a`, `a/b`, …),
+/// the top [`SUMS_FILE`] and its `.sig` excluded; and, in the second list, every entry that
+/// is neither a regular file nor a directory within that depth. Files are hashed as streams.
+pub fn tree_digests(
+    dir: &std::path::Path,
+    levels: usize,
+) -> Result<(std::collections::BTreeMap<String, String>, Vec<String>), TreeIoError> {
+    fn walk(
+        d: &std::path::Path,
+        prefix: &str,
+        left: usize,
+        out: &mut std::collections::BTreeMap<String, String>,
+        odd: &mut Vec<String>,
+    ) -> Result<(), TreeIoError> {
+        for e in std::fs::read_dir(d).map_err(tree_io("list", d))? {
+            let e = e.map_err(tree_io("list", d))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let ft = e.file_type().map_err(tree_io("stat", d))?;
+            let rel = format!("{prefix}{name}");
+            if ft.is_file() {
+                if prefix.is_empty() && (name == SUMS_FILE || name == crate::sign::SIG_FILE) {
+                    continue;
+                }
+                let p = e.path();
+                let (h, _) = std::fs::File::open(&p)
+                    .and_then(sha256_reader)
+                    .map_err(tree_io("read", &p))?;
+                out.insert(rel, h);
+            } else if ft.is_dir() && left > 1 {
+                walk(&e.path(), &format!("{rel}/"), left - 1, out, odd)?;
+            } else {
+                odd.push(rel);
+            }
+        }
+        Ok(())
+    }
+    let mut out = std::collections::BTreeMap::new();
+    let mut odd = Vec::new();
+    walk(dir, "", levels, &mut out, &mut odd)?;
+    Ok((out, odd))
+}
+
+/// Writes `dir/name` atomically: a temporary file beside it, fsynced, renamed into place.
+pub fn write_atomic(dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), TreeIoError> {
+    use std::io::Write as _;
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let dest = dir.join(name);
+    let mut f = std::fs::File::create(&tmp).map_err(tree_io("create", &tmp))?;
+    f.write_all(bytes).map_err(tree_io("write", &tmp))?;
+    f.sync_all().map_err(tree_io("fsync", &tmp))?;
+    std::fs::rename(&tmp, &dest).map_err(tree_io("rename into place", &dest))
+}

@@ -68,7 +68,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -83,13 +82,12 @@ use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::compare::{bootstrap_delta_ci, fmt_p, mann_whitney_p};
 use crate::report::{ms, README_FILE};
 use crate::schema::{Backing, ContractKind, HostKind, ResultJson, Sample, HEADLINE};
-use crate::sign::SIG_FILE;
 use crate::stats::percentile_sorted;
 use crate::summary::OK_WITHOUT_LATENCY;
 use crate::sums::{
-    format_sums, is_valid_name, parse_sums_with, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
+    format_sums, is_valid_name, parse_sums_with, sha256_reader, SumsError, SUMS_FILE,
 };
-use crate::verify::{check_signature, check_sums, Check, Verdict};
+use crate::verify::{check_signature, Check, Verdict};
 use crate::VerifyOptions;
 
 /// The tune's file; its presence makes a directory a tune directory.
@@ -726,6 +724,16 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Tu
     }
 }
 
+impl From<crate::sums::TreeIoError> for TuneError {
+    fn from(e: crate::sums::TreeIoError) -> Self {
+        TuneError::Io {
+            op: e.op,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 /// A phase as read: its verdict and its arms by name.
 struct Phase {
     verdict: Verdict,
@@ -1249,48 +1257,11 @@ fn parse_tune_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
 /// Digests of every regular file under `dir` (at most three levels), the top `SHA256SUMS`
 /// and `SHA256SUMS.sig` excluded; and what is not a regular file or too deep.
 fn digests_of(dir: &Path) -> Result<(BTreeMap<String, String>, Vec<String>), TuneError> {
-    fn walk(
-        d: &Path,
-        prefix: &str,
-        depth: usize,
-        out: &mut BTreeMap<String, String>,
-        odd: &mut Vec<String>,
-    ) -> Result<(), TuneError> {
-        for e in fs::read_dir(d).map_err(io("list", d))? {
-            let e = e.map_err(io("list", d))?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            let ft = e.file_type().map_err(io("stat", d))?;
-            let rel = format!("{prefix}{name}");
-            if ft.is_file() {
-                if prefix.is_empty() && (name == SUMS_FILE || name == SIG_FILE) {
-                    continue;
-                }
-                let p = e.path();
-                let (h, _) = fs::File::open(&p)
-                    .and_then(sha256_reader)
-                    .map_err(io("read", &p))?;
-                out.insert(rel, h);
-            } else if ft.is_dir() && depth < 2 {
-                walk(&e.path(), &format!("{rel}/"), depth + 1, out, odd)?;
-            } else {
-                odd.push(rel);
-            }
-        }
-        Ok(())
-    }
-    let mut out = BTreeMap::new();
-    let mut odd = Vec::new();
-    walk(dir, "", 0, &mut out, &mut odd)?;
-    Ok((out, odd))
+    Ok(crate::sums::tree_digests(dir, 3)?)
 }
 
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), TuneError> {
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let dest = dir.join(name);
-    let mut f = fs::File::create(&tmp).map_err(io("create", &tmp))?;
-    f.write_all(bytes).map_err(io("write", &tmp))?;
-    f.sync_all().map_err(io("fsync", &tmp))?;
-    fs::rename(&tmp, &dest).map_err(io("rename into place", &dest))
+    Ok(crate::sums::write_atomic(dir, name, bytes)?)
 }
 
 fn write_sums(dir: &Path) -> Result<(), TuneError> {
@@ -1502,39 +1473,15 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     // SHA256SUMS over every file of the tree.
-    let (digests, odd) = match digests_of(dir) {
-        Ok(d) => d,
-        Err(e) => {
-            v.unreadable = Some(crate::verify::chain(&e));
-            return v;
-        }
+    let Some((sums, sig)) = crate::verify::check_tree_sums(
+        &mut v,
+        dir,
+        3,
+        parse_tune_sums,
+        "a phase's or arm's directory",
+    ) else {
+        return v;
     };
-    for o in odd {
-        v.add(
-            Check::NotAFile,
-            format!("`{o}` is neither a regular file nor a phase's or arm's directory"),
-        );
-    }
-    let sums = match read_capped(&dir.join(SUMS_FILE), MAX_PARSED_BYTES) {
-        Ok(Some(b)) => Some(b),
-        Ok(None) => {
-            v.add(
-                Check::TooLarge,
-                format!("`{SUMS_FILE}` is larger than {MAX_PARSED_BYTES} bytes"),
-            );
-            None
-        }
-        Err(_) => None,
-    };
-    let mut all = digests.clone();
-    if let Some(b) = &sums {
-        all.insert(SUMS_FILE.to_string(), sha256_hex(b));
-    }
-    let sig = dir.join(SIG_FILE).is_file();
-    if sig {
-        all.insert(SIG_FILE.to_string(), String::new());
-    }
-    check_sums(&mut v, &all, sums.as_deref(), parse_tune_sums);
     // The phases.
     let phase = |name: &'static str, v: &mut Verdict| -> Option<Phase> {
         if !phases_present.contains(name) {
@@ -1660,10 +1607,7 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         .find(|(n, _)| n == README_FILE)
         .map(|(_, b)| b)
     {
-        if digests
-            .get(README_FILE)
-            .is_some_and(|d| *d != sha256_hex(&rb))
-        {
+        if fs::read(dir.join(README_FILE)).is_ok_and(|b| b != rb) {
             v.add(
                 Check::GeneratedStale,
                 format!(

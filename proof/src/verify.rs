@@ -759,6 +759,58 @@ fn check_cmdline(v: &mut Verdict, r: &ResultJson, bytes: &[u8]) {
 /// A `SHA256SUMS` parser: [`crate::sums::parse_sums`] or a multi-arm directory's.
 pub(crate) type ParseSums = fn(&[u8]) -> Result<Vec<(String, String)>, crate::sums::SumsError>;
 
+/// The top `SHA256SUMS` of a directory tree (a tune or bisect directory): every regular file
+/// at most `levels` names deep listed with its digest, nothing else ([`check_sums`]), and
+/// every other entry a [`Check::NotAFile`] reason (`dirs` says which directories belong).
+/// Returns the `SHA256SUMS` bytes (when readable) and whether a signature is present; `None`
+/// when the tree could not be read (`v.unreadable` says why).
+pub(crate) fn check_tree_sums(
+    v: &mut Verdict,
+    dir: &Path,
+    levels: usize,
+    parse: ParseSums,
+    dirs: &str,
+) -> Option<(Option<Vec<u8>>, bool)> {
+    let (digests, odd) = match crate::sums::tree_digests(dir, levels) {
+        Ok(d) => d,
+        Err(e) => {
+            v.unreadable = Some(chain(&e));
+            return None;
+        }
+    };
+    for o in odd {
+        v.add(
+            Check::NotAFile,
+            format!("`{o}` is neither a regular file nor {dirs}"),
+        );
+    }
+    let sums =
+        match crate::bundle::read_capped(&dir.join(SUMS_FILE), crate::bundle::MAX_PARSED_BYTES) {
+            Ok(Some(b)) => Some(b),
+            Ok(None) => {
+                v.add(
+                    Check::TooLarge,
+                    format!(
+                        "`{SUMS_FILE}` is larger than {} bytes",
+                        crate::bundle::MAX_PARSED_BYTES
+                    ),
+                );
+                None
+            }
+            Err(_) => None,
+        };
+    let mut all = digests;
+    if let Some(b) = &sums {
+        all.insert(SUMS_FILE.to_string(), sha256_hex(b));
+    }
+    let sig = dir.join(SIG_FILE).is_file();
+    if sig {
+        all.insert(SIG_FILE.to_string(), String::new());
+    }
+    check_sums(v, &all, sums.as_deref(), parse);
+    Some((sums, sig))
+}
+
 /// SHA256SUMS against the files' `digests`, its names read by `parse`.
 pub(crate) fn check_sums(
     v: &mut Verdict,
