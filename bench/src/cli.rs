@@ -152,6 +152,9 @@ pub struct RunArgs {
     #[arg(long, value_parser = Engine::parse, value_delimiter = ',')]
     pub engines: Vec<Engine>,
     /// Engines campaign: the seed of the per-round shuffled order (recorded in arms.json).
+    /// With --nested (an engines or a plain campaign), also L1's QEMU `-seed`: the nested
+    /// campaign's randomness (boot ids, nonces) is a function of it, so campaigns with
+    /// distinct seeds draw distinct ones and one seed repeats them.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
     /// The Firecracker binary (default $TRUECOLD_FIRECRACKER, else
@@ -173,7 +176,7 @@ pub struct RunArgs {
     pub attribution: u64,
 }
 
-/// The default `--seed` of an engines campaign ("truecold" in ASCII).
+/// The default `--seed` of an engines or nested campaign ("truecold" in ASCII).
 pub const DEFAULT_SEED: u64 = 0x7472_7565_636f_6c64;
 
 /// Argument errors.
@@ -203,6 +206,8 @@ pub enum ArgError {
     NotForEngines(&'static str),
     #[error("--{0} applies to an engines campaign only (--engine …)")]
     EnginesOnly(&'static str),
+    #[error("--seed applies to an engines campaign (--engine …) or a --nested one only")]
+    SeedNotUsed,
 }
 
 fn mode_name(m: ModeArg) -> &'static str {
@@ -253,11 +258,14 @@ impl RunArgs {
                 (self.firecracker.is_some(), "firecracker"),
                 (self.cloud_hypervisor.is_some(), "cloud-hypervisor"),
                 (self.qemu.is_some(), "qemu"),
-                (self.seed != DEFAULT_SEED, "seed"),
             ] {
                 if set {
                     return Err(ArgError::EnginesOnly(flag));
                 }
+            }
+            // With --nested the seed is L1's QEMU `-seed` (any campaign there).
+            if self.seed != DEFAULT_SEED && !self.nested {
+                return Err(ArgError::SeedNotUsed);
             }
             return Ok(arms);
         }
@@ -608,7 +616,8 @@ mod tests {
             e(&["--firecracker", "/x"]),
             ArgError::EnginesOnly("firecracker")
         );
-        assert_eq!(e(&["--seed", "3"]), ArgError::EnginesOnly("seed"));
+        assert_eq!(e(&["--seed", "3"]), ArgError::SeedNotUsed);
+        assert_eq!(e(&["--linux", "--seed", "3"]), ArgError::SeedNotUsed);
         let a = args(&[
             "--engine",
             "firecracker",
@@ -621,6 +630,24 @@ mod tests {
         .unwrap();
         assert_eq!(a.schedule().unwrap(), Schedule::Sequential { n: 3 });
         assert_eq!(a.seed, 3);
+    }
+
+    #[test]
+    fn a_plain_nested_campaign_takes_a_seed_for_l1() {
+        let a = args(&["--nested", "--seed", "3", "-n", "2"]).unwrap();
+        assert_eq!(a.schedule().unwrap(), Schedule::Sequential { n: 2 });
+        assert!(a.arms().unwrap().is_empty());
+        assert_eq!(a.seed, 3);
+        // The default seed stays accepted everywhere (it is not "given").
+        let a = args(&["--nested", "-n", "2"]).unwrap();
+        assert_eq!(a.seed, DEFAULT_SEED);
+        assert!(a.schedule().is_ok());
+        // The other engines-only flags stay engines-only with --nested.
+        let e = args(&["--nested", "--qemu", "/x"])
+            .unwrap()
+            .schedule()
+            .unwrap_err();
+        assert_eq!(e, ArgError::EnginesOnly("qemu"));
     }
 
     #[test]
@@ -641,6 +668,7 @@ mod tests {
             "../shared/peers/bin/firecracker",
             "qemu-system-x86_64 on PATH",
             "seeded shuffled order",
+            "L1's QEMU `-seed`",
         ] {
             assert!(
                 help.contains(flag),

@@ -150,6 +150,34 @@ pub fn run(
     )
 }
 
+/// L1's run for a campaign of `planned` launches (plus `--attribution`'s).
+fn l1_run(
+    args: &RunArgs,
+    kernel: PathBuf,
+    initramfs: PathBuf,
+    workdir: PathBuf,
+    planned: u64,
+) -> L1Run {
+    // L1 holds the guest's memory (touched pages only), its own kernel and the initramfs.
+    let per_launch_ms = args.deadline_ms().saturating_add(args.kill_grace_ms);
+    L1Run {
+        qemu: PathBuf::from("qemu-system-x86_64"),
+        kernel,
+        initramfs,
+        mem_mib: u32::try_from(args.mem_mib.saturating_add(1024)).unwrap_or(u32::MAX),
+        cpus: args.vcpus.max(2),
+        timeout: Duration::from_secs(300)
+            + Duration::from_millis(
+                per_launch_ms.saturating_mul(planned.saturating_add(args.attribution)),
+            ),
+        workdir,
+        // The campaign's `--seed` (engines or plain): a nested campaign's randomness (nonces,
+        // boot ids) is a function of it (docs/virtual-clock.md), so two campaigns of one seed
+        // repeat them and campaigns of distinct seeds do not.
+        seed: args.seed,
+    }
+}
+
 /// Runs `argv` (an inner `truecold run`) in L1 with the truecold files and `extra`, receives
 /// what it wrote under `bundle/`, places it atomically at `dest` and verifies it.
 pub(crate) fn in_l1(
@@ -180,23 +208,13 @@ pub(crate) fn in_l1(
     let mut files = layout.l1_files();
     files.extend(extra);
     write_initramfs(&initramfs, &layout.l1_init, &job, &files)?;
-    // L1 holds the guest's memory (touched pages only), its own kernel and the initramfs.
-    let per_launch_ms = args.deadline_ms().saturating_add(args.kill_grace_ms);
-    let l1 = L1Run {
-        qemu: PathBuf::from("qemu-system-x86_64"),
-        kernel: layout.l1_kernel.clone(),
+    let l1 = l1_run(
+        args,
+        layout.l1_kernel.clone(),
         initramfs,
-        mem_mib: u32::try_from(args.mem_mib.saturating_add(1024)).unwrap_or(u32::MAX),
-        cpus: args.vcpus.max(2),
-        timeout: Duration::from_secs(300)
-            + Duration::from_millis(
-                per_launch_ms.saturating_mul(planned.saturating_add(args.attribution)),
-            ),
-        workdir: work.clone(),
-        // The campaign's seed: a nested campaign's randomness (nonces, boot ids) is a function
-        // of it (docs/virtual-clock.md), so two campaigns of one seed repeat them.
-        seed: args.seed,
-    };
+        work.clone(),
+        planned,
+    );
     eprintln!(
         "truecold: nested: L1 under QEMU TCG (-seed {}), {planned} launches inside; L1 console: {}",
         args.seed,
@@ -290,6 +308,33 @@ mod tests {
                 && v.contains("--deadline-ms 9"),
             "{v}"
         );
+    }
+
+    #[test]
+    fn a_plain_campaigns_seed_is_l1s_qemu_seed_not_the_inner_runs() {
+        let a = parse(&["truecold", "run", "--nested", "-n", "2", "--seed", "41"]);
+        let schedule = a.schedule().unwrap();
+        let l1 = l1_run(
+            &a,
+            PathBuf::from("/k"),
+            PathBuf::from("/i"),
+            PathBuf::from("/w"),
+            2,
+        );
+        assert_eq!(l1.seed, 41);
+        let cmd = truecold_nested::qemu_command(&l1);
+        let argv: Vec<String> = cmd
+            .get_args()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert!(argv.join(" ").contains("-seed 41"), "{argv:?}");
+        // The inner run is a plain --linux campaign, where --seed has no use (and is refused).
+        let v = inner_args(&a, &schedule);
+        assert!(!v.iter().any(|w| w == "--seed"), "{v:?}");
+        // The default seed when none is given.
+        let a = parse(&["truecold", "run", "--nested", "-n", "2"]);
+        let l1 = l1_run(&a, "/k".into(), "/i".into(), "/w".into(), 2);
+        assert_eq!(l1.seed, crate::cli::DEFAULT_SEED);
     }
 
     #[test]

@@ -147,7 +147,7 @@ pub fn explicit_args(
         drop_caches,
         engine: _,           // `paths.engines`
         engines: _,          // `paths.engines`
-        seed,                // engines campaigns only
+        seed,                // engines campaigns (a plain nested one's is L1's, not here)
         firecracker: _,      // `paths.engines`
         cloud_hypervisor: _, // `paths.engines`
         qemu: _,             // `paths.engines`

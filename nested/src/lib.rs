@@ -34,6 +34,21 @@ pub const KVM_CHECK: &str = "@kvm-check";
 /// L1's second serial port: the data stream (the first is the console).
 pub const STREAM_TTY: &str = "/dev/ttyS1";
 
+/// L1's current clocksource (sysfs).
+pub const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+
+/// How long L1's init waits, in L1's (virtual) time, for [`clock_settled`] before it gives up
+/// on the job; the refined TSC calibration normally settles it about 1 s after boot.
+pub const CLOCK_SETTLE_LIMIT: Duration = Duration::from_secs(10);
+
+/// Whether L1's clock is final: its clocksource ([`CLOCKSOURCE`]'s text) is the TSC after the
+/// refined calibration, no longer `tsc-early`. L1's init runs the job only then: a guest
+/// booted across that switch ran 7x slower in virtual time, or hung, on a 2-CPU L1
+/// (docs/virtual-clock.md).
+pub fn clock_settled(current_clocksource: &str) -> bool {
+    current_clocksource.trim() == "tsc"
+}
+
 /// One command for L1's init to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Job {
@@ -678,6 +693,16 @@ mod tests {
             "{e}"
         );
         assert!(engine_files(&[Engine::Truecold], &bins).unwrap().is_empty());
+    }
+
+    #[test]
+    fn only_the_refined_tsc_is_a_settled_clock() {
+        assert!(clock_settled("tsc\n"));
+        assert!(clock_settled("tsc"));
+        assert!(!clock_settled("tsc-early\n"));
+        assert!(!clock_settled("hpet\n"));
+        assert!(!clock_settled("acpi_pm\n"));
+        assert!(!clock_settled(""));
     }
 
     #[test]

@@ -49,6 +49,7 @@ fn run() -> io::Result<i32> {
     // run on the same backing (seen in smaps: AnonHugePages 40-44 MiB against 0).
     fs::write(THP_ENABLED, "madvise").map_err(ctx(THP_ENABLED))?;
     fs::create_dir_all(OUT_DIR).map_err(ctx(OUT_DIR))?;
+    wait_for_settled_clock()?;
     let job = Job::decode(&fs::read_to_string(JOB_FILE).map_err(ctx(JOB_FILE))?)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let stdout = match &job.stdout {
@@ -72,6 +73,36 @@ fn run() -> io::Result<i32> {
     collect(Path::new(OUT_DIR), "", &mut files)?;
     send(&files, code)?;
     Ok(code)
+}
+
+/// Waits (bounded, in L1's time) until L1's clocksource is the TSC, so the job never runs
+/// while L1 is still on `tsc-early`, before the kernel's refined TSC calibration (about 1.5 s
+/// after boot) changes L1's TSC frequency and clocksource under a running guest. With a
+/// 2-CPU L1 a guest booted then took 1.1 s of virtual time to strict-ready instead of
+/// ~0.15 s, and for some `-seed`s both of its vCPUs spun for good in the guest's spinlock
+/// loop (docs/virtual-clock.md). A clock that does not settle is an error, not a slower run.
+fn wait_for_settled_clock() -> io::Result<()> {
+    use truecold_nested::{clock_settled, CLOCKSOURCE, CLOCK_SETTLE_LIMIT};
+    let step = std::time::Duration::from_millis(10);
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        let current = fs::read_to_string(CLOCKSOURCE).map_err(ctx(CLOCKSOURCE))?;
+        if clock_settled(&current) {
+            return Ok(());
+        }
+        if waited >= CLOCK_SETTLE_LIMIT {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "L1's clocksource is still `{}` {} s after the job was due (want `tsc`)",
+                    current.trim(),
+                    CLOCK_SETTLE_LIMIT.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(step);
+        waited += step;
+    }
 }
 
 /// Every regular file under `dir`, as (relative path, content), in a stable order.

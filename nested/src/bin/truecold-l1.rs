@@ -47,6 +47,9 @@ struct Cli {
     cpus: u32,
     #[arg(long, default_value_t = 3600)]
     timeout_s: u64,
+    /// L1's QEMU `-seed` (every guest-visible random number of the run is drawn from it).
+    #[arg(long, default_value_t = truecold_nested::DEFAULT_L1_SEED)]
+    seed: u64,
     /// Send the command's stdout to this file (under the output directory) instead of L1's
     /// console.
     #[arg(long)]
@@ -108,7 +111,7 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
         cpus: cli.cpus,
         timeout: Duration::from_secs(cli.timeout_s),
         workdir: cli.out.clone(),
-        seed: truecold_nested::DEFAULT_L1_SEED,
+        seed: cli.seed,
     })?;
     std::fs::remove_file(&initramfs)?;
     for (name, data) in &outcome.files {
