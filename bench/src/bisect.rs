@@ -514,8 +514,7 @@ fn measure_commit(
     invocation: &str,
 ) -> Result<StepOutcome, BisectRunError> {
     let t0 = Instant::now();
-    let (base_dir, base) = j.base()?;
-    let _ = base_dir;
+    let (_, base) = j.base()?;
     if !git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
         return Err(BisectRunError::Dirty(tree.to_path_buf()));
     }
@@ -670,7 +669,7 @@ fn run_session(
     invocation: &str,
     t0: Instant,
 ) -> Result<(), BisectRunError> {
-    let (base_dir, base) = a.judge.base()?;
+    let (_, base) = a.judge.base()?;
     let (host, deadline_ms) = context_host(&a.context)?;
     let script = a.judge.script();
     // 1. The baseline: the good commit, measured once.
@@ -716,7 +715,6 @@ fn run_session(
         &out.join(BASELINE_DIR),
     );
     campaign(&ra, invocation)?;
-    let _ = base_dir;
     let mut log = format!(
         "truecold bisect run: good {good}, bad {bad}, tree {}\nbaseline: {} launches of {}\n",
         tree.display(),

@@ -287,3 +287,27 @@ fn git_bisect_run_with_compare_as_the_judge_names_the_slower_commit() {
     );
     git(&["bisect", "reset", "-q"]);
 }
+
+/// A step's figures are floats (Δ %, p); `bisect.json` must read back to the same bits, or
+/// the verifier's canonical-form and recomputation checks fail on an honest directory. (They
+/// did, once in a nested run, before serde_json's `float_roundtrip` parser was enabled.)
+#[test]
+fn a_judgement_reads_back_to_the_same_bits() {
+    let mut rng = Rng(0xb15ec7);
+    for _ in 0..200_000 {
+        let x = f64::from_bits(rng.next() >> 2) * 1e-300 + rng.unit() * 1000.0;
+        let j = truecold_proof::bisect::Judgement {
+            outcome: StepOutcome::Regression,
+            n: 6,
+            good_p50_ns: Some(1),
+            p50_ns: Some(2),
+            delta_pct: Some(x),
+            ci95_ns: Some((-1, 1)),
+            p_value: Some(rng.unit()),
+            why: String::new(),
+        };
+        let text = serde_json::to_string(&j).unwrap();
+        let back: truecold_proof::bisect::Judgement = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, j, "{text}");
+    }
+}
