@@ -177,8 +177,17 @@ fn ctrl_c_writes_a_valid_partial_bundle_marked_incomplete() {
     let rc = unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert_eq!(rc, 0);
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    // stdout holds the verifier's verdict: the reason when the exit is 2 (bundle invalid).
+    let mut stdout = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut o, &mut stdout);
+    }
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "stderr: {seen:?} {rest:?}");
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "stdout: {stdout}\nstderr: {seen:?} {rest:?}"
+    );
     sha256sum_check(&out);
     let v = truecold_proof::verify::verify_dir(&out);
     assert!(v.is_valid(), "{}", v.render(&out, 10));
