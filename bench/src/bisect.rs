@@ -582,15 +582,8 @@ fn measure_commit(
             n,
             outcome.as_str()
         );
-        let secs = if f
-            .steps
-            .last()
-            .is_some_and(|s| s.commit.as_deref() == Some(commit))
-        {
-            t1.elapsed().as_secs()
-        } else {
-            t0.elapsed().as_secs()
-        };
+        // The first campaign's step carries the build; a grown one only its own campaign.
+        let secs = if n == f.n { t0 } else { t1 }.elapsed().as_secs();
         f.steps.push(mk(outcome, Some(rel), n, Some(jd), why, secs));
         save(dir, f, &read_log(dir))?;
         if outcome == StepOutcome::Inconclusive && n.saturating_mul(2) <= f.max_n {
@@ -732,19 +725,11 @@ fn run_session(
         o.as_str()
     ));
     if o != StepOutcome::Regression {
-        f.result = Some(BisectResult {
-            first_bad: None,
-            last_good: None,
-            culprits: Vec::new(),
-            bad_step: None,
-            good_step: None,
-            effects: Vec::new(),
-            summary: format!(
-                "Not bisected: the bad side {} measured {} against the good side.",
-                short(bad),
-                o.as_str()
-            ),
-        });
+        f.result = Some(BisectResult::not_bisected(format!(
+            "Not bisected: the bad side {} measured {} against the good side.",
+            short(bad),
+            o.as_str()
+        )));
         f.wall_seconds = Some(t0.elapsed().as_secs());
         save(out, &f, &log)?;
         return Err(BisectRunError::NotBad(o.as_str().to_string()));
@@ -1215,18 +1200,10 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
     // 1. The whole difference must be bad.
     let whole = measure(&diff, &mut f, &mut log)?;
     if whole != StepOutcome::Regression {
-        f.result = Some(BisectResult {
-            first_bad: None,
-            last_good: None,
-            culprits: Vec::new(),
-            bad_step: None,
-            good_step: None,
-            effects: Vec::new(),
-            summary: format!(
-                "Not bisected: the bad config measured {} against the good one.",
-                whole.as_str()
-            ),
-        });
+        f.result = Some(BisectResult::not_bisected(format!(
+            "Not bisected: the bad config measured {} against the good one.",
+            whole.as_str()
+        )));
         f.wall_seconds = Some(t0.elapsed().as_secs());
         save(&out, &f, &log)?;
         return Err(BisectRunError::NotBad(whole.as_str().to_string()));

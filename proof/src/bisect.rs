@@ -319,6 +319,21 @@ pub struct BisectResult {
     pub summary: String,
 }
 
+impl BisectResult {
+    /// A search that ended before it began: the bad side did not measure bad.
+    pub fn not_bisected(summary: String) -> Self {
+        BisectResult {
+            first_bad: None,
+            last_good: None,
+            culprits: Vec::new(),
+            bad_step: None,
+            good_step: None,
+            effects: Vec::new(),
+            summary,
+        }
+    }
+}
+
 /// `bisect.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
