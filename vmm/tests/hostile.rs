@@ -140,8 +140,21 @@ struct Ran {
     report: BootReport,
     report_bytes: usize,
     wall: Duration,
-    /// The VMM's peak RSS (wait4's `ru_maxrss`), KiB.
+    /// The VMM's peak RSS (wait4's `ru_maxrss`), KiB. It may include the test process's
+    /// own until the exec; the report's VmHWM is the VMM's alone.
     maxrss_kib: i64,
+}
+
+impl Ran {
+    /// The VMM's own VmHWM at teardown (the report's `accounting.rss_peak_bytes`).
+    fn vm_hwm(&self) -> u64 {
+        self.report
+            .core
+            .accounting
+            .as_ref()
+            .and_then(|a| a.rss_peak_bytes)
+            .expect("the VMM's peak RSS")
+    }
 }
 
 fn scratch(what: &str) -> PathBuf {
@@ -165,6 +178,8 @@ fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u
 }
 
 /// Boots `b` and checks what every case must hold (see the module docs).
+// The child is reaped by wait4(2), which also gives its rusage; std's `wait` cannot.
+#[allow(clippy::zombie_processes)]
 fn run(b: &Boot) -> Ran {
     common::require_kvm();
     let kernel = scratch("guest.elf");
@@ -361,6 +376,19 @@ fn early_exit_is_not_strict_ready() {
     assert_eq!(r.report.core.outcome.guest_exit_code, Some(41));
 }
 
+#[test]
+fn aps_that_never_start_fail_the_boot() {
+    // Two vCPUs; the guest never sends INIT/SIPI, yet its record claims both CPUs.
+    let mut b = Boot::new(Case::Honest);
+    b.vcpus = 2;
+    let r = expect(b, "vcpus_not_started", &[]);
+    assert_eq!(r.report.core.guest_record.as_ref().map(|g| g.cpus), Some(2));
+    assert_eq!(
+        r.report.failure,
+        Some(truecold_vmm::report::GuestFailure::VcpusNotStarted { vcpus: vec![1] })
+    );
+}
+
 // ---- unexpected addresses ----
 
 #[test]
@@ -403,12 +431,10 @@ fn wide_accesses_to_the_truecold_ports_are_protocol_errors() {
 
 // ---- floods: bounded by the deadline and in memory ----
 
-fn honest_rss_kib() -> i64 {
-    run(&Boot::new(Case::Honest)).maxrss_kib
-}
-
+/// Boots `b`, a flood that runs into the deadline, and holds the VMM's peak RSS (both
+/// measures) within [`FLOOD_RSS_SLACK_KIB`] of the honest boot's.
 fn flood(b: Boot) -> Ran {
-    let base = honest_rss_kib();
+    let base = run(&Boot::new(Case::Honest));
     let r = run(&b);
     assert_eq!(
         verdict(&r.report),
@@ -416,15 +442,30 @@ fn flood(b: Boot) -> Ran {
         "{:?}",
         r.report.core.outcome
     );
+    let slack = FLOOD_RSS_SLACK_KIB as u64 * 1024;
     assert!(
-        r.maxrss_kib <= base + FLOOD_RSS_SLACK_KIB,
-        "{:?}: peak RSS {} KiB, the honest boot's {base} KiB",
+        r.maxrss_kib <= base.maxrss_kib + FLOOD_RSS_SLACK_KIB,
+        "{:?}: peak RSS {} KiB, the honest boot's {} KiB",
         r.boot,
-        r.maxrss_kib
+        r.maxrss_kib,
+        base.maxrss_kib
+    );
+    assert!(
+        r.vm_hwm() <= base.vm_hwm() + slack,
+        "{:?}: VmHWM {} bytes, the honest boot's {}",
+        r.boot,
+        r.vm_hwm(),
+        base.vm_hwm()
     );
     eprintln!(
-        "{:?}: {:?}, peak RSS {} KiB (honest {base}), exits {:?}",
-        r.boot.case, r.wall, r.maxrss_kib, r.report.exits
+        "{:?}: {:?}, {} exits, ru_maxrss {} KiB / VmHWM {} KiB (honest: {} / {})",
+        r.boot.case,
+        r.wall,
+        r.report.exits.io_out,
+        r.maxrss_kib,
+        r.vm_hwm() / 1024,
+        base.maxrss_kib,
+        base.vm_hwm() / 1024
     );
     r
 }
