@@ -700,3 +700,26 @@ fn memory_figure_that_lies_is_caught() {
 fn record_without_the_workload_is_a_failure() {
     expect(Boot::new(Case::NotRun), "record_failed", &[]);
 }
+
+// ---- the serial transport: the port protocol is refused ----
+
+#[test]
+fn port_protocol_under_the_serial_transport_is_refused() {
+    // The honest port protocol is wrong here: no nonce is made, a challenge read and every
+    // record-port line are protocol errors, and the VMM fails the boot itself.
+    let mut b = Boot::new(Case::Honest);
+    b.serial = true;
+    let r = expect(
+        b,
+        "protocol",
+        &[
+            "challenge port read under the serial transport",
+            "a line on the record port under the serial transport",
+            "a line on the record port under the serial transport",
+        ],
+    );
+    assert_eq!(r.report.core.liveness.nonce, None);
+    let mut b = Boot::new(Case::ExitEarly);
+    b.serial = true;
+    expect(b, "exit_before_ready", &[]);
+}
