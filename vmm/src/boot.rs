@@ -226,7 +226,8 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     }
     let trace = bus.trace.take();
     let exit_tally = bus.exits.tally();
-    let guest = GuestView::collect(bus, cfg, &loaded.e820);
+    let mut guest = GuestView::collect(bus, cfg, &loaded.e820);
+    guest.vcpus_not_started = out.never_started.clone();
     let memslots = ram.ranges.clone();
     // Teardown: vCPU fds closed in their threads; now VM, memory, /dev/kvm.
     drop(vm);
@@ -311,6 +312,8 @@ struct GuestView {
     last_phase: Option<u8>,
     rss_at_strict_ready: Option<u64>,
     exit_after_ready: Option<bool>,
+    /// APs the guest never started (the run's `never_started`).
+    vcpus_not_started: Vec<usize>,
 }
 
 impl GuestView {
@@ -338,6 +341,7 @@ impl GuestView {
             last_phase: bus.last_phase,
             rss_at_strict_ready: bus.rss_at_strict_ready,
             exit_after_ready: bus.exit_after_ready,
+            vcpus_not_started: Vec::new(),
         }
     }
 }
@@ -381,6 +385,13 @@ fn judge(
         RunEnd::Stopped(StopReason::SystemEvent(event)) => {
             return Some(GuestFailure::SystemEvent { event: *event })
         }
+    }
+    // A guest that finished with vCPUs it never started did not boot the machine it was
+    // given, whatever it says (its record's CPU count is its own word).
+    if !g.vcpus_not_started.is_empty() {
+        return Some(GuestFailure::VcpusNotStarted {
+            vcpus: g.vcpus_not_started.clone(),
+        });
     }
     if transport == Transport::Serial {
         // The bench judges liveness, the record and the memory on the serial; the VMM
@@ -458,6 +469,7 @@ mod tests {
             last_phase: Some(2),
             rss_at_strict_ready: None,
             exit_after_ready: Some(true),
+            vcpus_not_started: vec![],
         }
     }
 
@@ -570,6 +582,21 @@ mod tests {
             ),
             Some(GuestFailure::MemoryDisagrees { .. })
         ));
+        // APs never started fail a boot that is otherwise clean, under either transport.
+        let mut aps = view(Some(good.clone()), true);
+        aps.vcpus_not_started = vec![1, 3];
+        for transport in [Transport::Ports, Transport::Serial] {
+            let f = judge(
+                DEADLINE_MS,
+                transport,
+                &ok_end,
+                &[],
+                &aps,
+                &mem(Some(128 << 20)),
+            );
+            assert_eq!(f, Some(GuestFailure::VcpusNotStarted { vcpus: vec![1, 3] }));
+            assert_eq!(f.map(|f| f.kind()), Some("vcpus_not_started"));
+        }
         assert_eq!(
             judge(
                 DEADLINE_MS,
