@@ -146,21 +146,25 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     let mut acct = Accounting::default();
     let no_exits = ExitTally::default();
     acct.take(Mark::BootStart, host::counters(no_exits));
+    crate::fault::at(Mark::BootStart);
     let deadline_at = cfg.deadline.at_ns(boot_start);
 
     let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
     st.kvm_open = Some(now_ns());
     acct.take(Mark::KvmOpen, host::counters(no_exits));
+    crate::fault::at(Mark::KvmOpen);
 
     let vm = vm::create(&kvm).map_err(Error::Vm)?;
     st.vm_created = Some(now_ns());
     acct.take(Mark::VmCreated, host::counters(no_exits));
+    crate::fault::at(Mark::VmCreated);
 
     let ram = memory::allocate(cfg.mem_mib, cfg.backing).map_err(Error::Memory)?;
     let rom_area = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
     memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
     st.memory_ready = Some(now_ns());
     acct.take(Mark::MemoryReady, host::counters(no_exits));
+    crate::fault::at(Mark::MemoryReady);
 
     let cmdline = boot_params::cmdline(
         match (cfg.transport, cfg.console) {
@@ -182,6 +186,7 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
         .map_err(Error::MpTable)?;
     st.kernel_loaded = Some(now_ns());
     acct.take(Mark::KernelLoaded, host::counters(no_exits));
+    crate::fault::at(Mark::KernelLoaded);
 
     let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
     let serial_out: Box<dyn std::io::Write + Send> = match (cfg.transport, cfg.console) {
@@ -204,6 +209,7 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     let out = out.map_err(Error::Run)?;
     st.first_run = out.first_run;
     st.exit = Some(out.exit);
+    crate::fault::at(Mark::Exit);
     // After the run: the vCPU threads are joined, guest memory is still mapped.
     acct.rss_final_bytes = host::self_rss();
 

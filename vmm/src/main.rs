@@ -132,11 +132,18 @@ struct BootArgs {
     /// detects, and TRUECOLD_HOST_KIND overrides what it finds.
     #[arg(long, value_parser = truecold_vmm::host::parse_host_kind)]
     host_kind: Option<HostKind>,
+    /// Reliability tests only: send this process SIGNAL right after MARK
+    /// (`sigkill@memory_ready`, see vmm/src/fault.rs). Never a measurement.
+    #[arg(long, hide = true, value_parser = truecold_vmm::fault::Fault::parse)]
+    inject_fault: Option<truecold_vmm::fault::Fault>,
 }
 
 impl BootArgs {
     /// The configuration, checked against the limits.
     fn config(self) -> Result<BootConfig, ConfigError> {
+        if let Some(f) = self.inject_fault {
+            truecold_vmm::fault::arm(f);
+        }
         let kernel = match (self.kernel, self.probe_silent, self.probe_linux64) {
             (Some(p), _, _) => KernelSource::File(p),
             (None, true, _) => KernelSource::ProbeSilent,

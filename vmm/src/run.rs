@@ -170,6 +170,7 @@ fn vcpu_loop(
         }
         if i == 0 && sh.first_run.load(Ordering::Relaxed) == 0 {
             sh.first_run.store(now_ns(), Ordering::Relaxed);
+            crate::fault::at(truecold_proto::measure::Mark::FirstRun);
             lock(sh.bus).sample(truecold_proto::measure::Mark::FirstRun);
         }
         match vcpu.run() {
