@@ -598,18 +598,18 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
                 || "bundle".to_string(),
                 |n| n.to_string_lossy().into_owned(),
             );
-            let saved = std::env::temp_dir().join(format!(
-                "truecold-unsaved-{}-{name}",
-                std::process::id()
-            ));
-            return Err(match campaign::write(&saved, &result, &ex.samples, &inputs) {
-                Ok(_) => RunError::SavedElsewhere {
-                    dest,
-                    saved,
-                    source,
+            let saved = std::env::temp_dir()
+                .join(format!("truecold-unsaved-{}-{name}", std::process::id()));
+            return Err(
+                match campaign::write(&saved, &result, &ex.samples, &inputs) {
+                    Ok(_) => RunError::SavedElsewhere {
+                        dest,
+                        saved,
+                        source,
+                    },
+                    Err(_) => RunError::Bundle(source),
                 },
-                Err(_) => RunError::Bundle(source),
-            });
+            );
         }
     };
     Ok(RunOutcome {

@@ -403,5 +403,8 @@ fn a_500_launch_soak_loses_no_row_and_leaks_nothing() {
     assert_eq!(r.summary.successes, 500, "{:?}", r.summary.errors);
     let res = r.environment.residue.unwrap();
     assert_eq!(res.before.harness_fds, res.after.harness_fds, "{res:?}");
-    assert_eq!(res.before.harness_threads, res.after.harness_threads, "{res:?}");
+    assert_eq!(
+        res.before.harness_threads, res.after.harness_threads,
+        "{res:?}"
+    );
 }

@@ -90,10 +90,17 @@ mod tests {
                 mark: Mark::MemoryReady
             })
         );
-        assert_eq!(Fault::parse("sigstop@first_run").unwrap().mark, Mark::FirstRun);
+        assert_eq!(
+            Fault::parse("sigstop@first_run").unwrap().mark,
+            Mark::FirstRun
+        );
         assert!(Fault::parse("sigkill").unwrap_err().contains("SIGNAL@MARK"));
-        assert!(Fault::parse("sigterm@exit").unwrap_err().contains("sigkill or sigstop"));
+        assert!(Fault::parse("sigterm@exit")
+            .unwrap_err()
+            .contains("sigkill or sigstop"));
         // A mark the VMM does not take itself.
-        assert!(Fault::parse("sigkill@reaped").unwrap_err().contains("one of"));
+        assert!(Fault::parse("sigkill@reaped")
+            .unwrap_err()
+            .contains("one of"));
     }
 }
