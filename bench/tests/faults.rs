@@ -386,6 +386,39 @@ fn burst_and_churn_past_the_core_count_lose_no_row() {
 }
 
 #[test]
+fn ctrl_c_during_a_burst_of_8_leaves_a_valid_partial_bundle() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let vmm = wrapper(d.path(), 3, "kill -INT $PPID", "");
+    let out = d.path().join("bundle");
+    let o = run(
+        &vmm,
+        &out,
+        64,
+        128,
+        &[
+            "--mode",
+            "burst",
+            "--concurrency",
+            "8",
+            "--deadline-ms",
+            "20000",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (r, s) = valid(&out, &o);
+    assert!(r.contract.incomplete);
+    assert!(s.len() >= 3 && s.len() < 64, "{}", s.len());
+    // The launches in flight at the interrupt finished as rows, each ok or typed.
+    assert!(s.iter().all(|s| s.ok || !s.error_kind.is_empty()));
+}
+
+#[test]
 fn a_500_launch_soak_loses_no_row_and_leaks_nothing() {
     require_kvm();
     let vmm = common::vmm_next_to(&truecold());
