@@ -30,8 +30,9 @@ fn wrapper(dir: &Path, on: u32, act: &str, extra: &str) -> PathBuf {
         "#!/bin/bash\n\
          # Not a boot (e.g. --version): pass through.\n\
          [ \"$1\" = boot ] || exec '{vmm}' \"$@\"\n\
-         n=$(( $(cat '{count}' 2>/dev/null || echo 0) + 1 ))\n\
-         echo $n > '{count}'\n\
+         # Launches run concurrently in burst and churn: count under a lock.\n\
+         n=$( ( flock 9; n=$(( $(cat '{count}' 2>/dev/null || echo 0) + 1 )); \
+         echo $n > '{count}'; echo $n ) 9>'{count}.lock' )\n\
          if [ $n -eq {on} ]; then\n\
          {act}\n\
          exec '{vmm}' \"$@\" {extra}\n\

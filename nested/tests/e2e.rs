@@ -178,14 +178,14 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
 
 /// Issue 13: guest faults with the real kernel. PID 1 panicking (`truecold.fault=panic`: its
 /// hook reports the `panic` code) and PID 1 exiting, which makes the kernel panic and, with
-/// the base's `panic=-1 reboot=k`, reset the VM (`truecold.fault=exit`): each launch is a
+/// the base's `panic=-1 reboot=k`, reset the VM (`truecold.fault=exit`, `vmm_reset`): each launch is a
 /// failure row with its own typed kind, never a success, and the bundle verifies. One L1
 /// boot per fault (a campaign is one L1 job).
 #[test]
 fn pid1_panic_and_kernel_panic_are_typed_failure_rows() {
     let l = layout();
     let dir = tempfile::tempdir().unwrap();
-    for (fault, want) in [("panic", "guest_panic"), ("exit", "guest_reset")] {
+    for (fault, want) in [("panic", "guest_panic"), ("exit", "vmm_reset")] {
         let out = nested_campaign(
             &l,
             dir.path(),
