@@ -506,8 +506,12 @@ fn backing_and_deadline_edited_in_result_json() {
 fn cmdline_txt_edited_to_disagree() {
     let t = tempfile::tempdir().unwrap();
     for (k, (from, to, says)) in [
-        // Memory in the explicit invocation.
-        ("--mem-mib 16384", "--mem-mib 8192", "memory (MiB)"),
+        // Memory in the explicit invocation (not the as-typed one, which is not evidence).
+        (
+            "--mem-mib 16384 --backing anon --deadline-ms",
+            "--mem-mib 8192 --backing anon --deadline-ms",
+            "memory (MiB)",
+        ),
         // Memory in the recorded VMM command.
         (
             "--mem-mib 16384 --backing anon --host-kind",
