@@ -212,7 +212,7 @@ impl Sink {
             None => Ok(Sink::Stdout),
             Some(p) => std::fs::File::create(p)
                 .map(|f| Sink::File(p.clone(), f))
-                .map_err(|e| format!("cannot open the report file {}: {e}", p.display())),
+                .map_err(|e| format!("cannot write the report to {}: {e}", p.display())),
         }
     }
 }
