@@ -119,13 +119,32 @@ pub struct Prelude {
     pub inherited_fds_closed: Vec<i32>,
 }
 
-/// The descriptors of this process above 2, from /proc/self/fd (without the one listing it).
+/// The descriptors of this process above 2, from /proc/self/fd, without the one listing it.
 fn open_fds_above_stderr() -> Option<Vec<i32>> {
-    let dir = std::fs::read_dir("/proc/self/fd").ok()?;
-    let mut fds: Vec<i32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2)
-        .collect();
+    // SAFETY: opendir on a NUL-terminated path; the stream is closed below.
+    let dir = unsafe { libc::opendir(c"/proc/self/fd".as_ptr()) };
+    if dir.is_null() {
+        return None;
+    }
+    // SAFETY: `dir` is a valid open stream.
+    let own = unsafe { libc::dirfd(dir) };
+    let mut fds = Vec::new();
+    loop {
+        // SAFETY: `dir` is a valid open stream; the entry is read before the next call.
+        let e = unsafe { libc::readdir(dir) };
+        if e.is_null() {
+            break;
+        }
+        // SAFETY: `d_name` of a returned entry is a NUL-terminated name.
+        let name = unsafe { std::ffi::CStr::from_ptr((*e).d_name.as_ptr()) };
+        if let Some(fd) = name.to_str().ok().and_then(|n| n.parse::<i32>().ok()) {
+            if fd > 2 && fd != own {
+                fds.push(fd);
+            }
+        }
+    }
+    // SAFETY: `dir` is a valid open stream, closed once.
+    unsafe { libc::closedir(dir) };
     fds.sort_unstable();
     Some(fds)
 }
@@ -137,14 +156,8 @@ pub fn at_start() -> Result<Prelude, SandboxError> {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(SandboxError::NoNewPrivs(last_os_error()));
     }
-    // The listing's own descriptor is in it while it is read, and closed before the close:
-    // what is found open afterwards was inherited. Unreadable /proc: close without a list.
-    let before = open_fds_above_stderr();
-    let after = open_fds_above_stderr();
-    let inherited: Vec<i32> = match (before, after) {
-        (Some(b), Some(a)) => b.into_iter().filter(|fd| a.contains(fd)).collect(),
-        _ => Vec::new(),
-    };
+    // Unreadable /proc: close without a list.
+    let inherited = open_fds_above_stderr().unwrap_or_default();
     // SAFETY: close_range on [3, ~0] closes this process's descriptors above 2; nothing in
     // this process holds one yet (it is the first thing main does).
     let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };

@@ -445,6 +445,36 @@ fn sandbox_seen_from_outside_the_running_vmm() {
     kill(child);
 }
 
+/// A descriptor the VMM inherits is named in its report (and closed: see above).
+#[test]
+fn inherited_descriptors_are_listed_in_the_report() {
+    common::require_kvm();
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors were just created and are owned here only.
+    let (_r, _w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let w = fds[1];
+    let mut cmd = Command::new(VMM);
+    cmd.args(["boot", "--probe"]);
+    // SAFETY: dup2 is async-signal-safe; the copy has no close-on-exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(w, INHERITED) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let r = report(&cmd.output().unwrap());
+    let s = r.sandbox.unwrap();
+    assert!(
+        s.prelude.inherited_fds_closed.contains(&INHERITED),
+        "{:?}",
+        s.prelude
+    );
+}
+
 /// Paths prepared before the fork for [`private_kvm`].
 struct KvmNode {
     dir: CString,
