@@ -162,6 +162,7 @@ pub fn run_confined(cfg: &BootConfig, c: &Confinement) -> Result<BootReport, Err
 fn confine_now(c: &Confinement) -> Result<SeccompReport, Error> {
     run::prepare().map_err(Error::Run)?;
     crate::host::hold_files();
+    sandbox::settle_allocator();
     let list = sandbox::allowlist();
     let installed = if c.seccomp {
         let f = sandbox::filters(&list).map_err(Error::Sandbox)?;

@@ -306,7 +306,13 @@ fn main() -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(Error::Sandbox(e), &mut sink),
     };
-    let user = match (args.uid, args.gid) {
+    let (uid, gid, seccomp, selftest) =
+        (args.uid, args.gid, !args.no_seccomp, args.sandbox_selftest);
+    let cfg = match args.config() {
+        Ok(cfg) => cfg,
+        Err(e) => return fail(Error::Config(e), &mut sink),
+    };
+    let user = match (uid, gid) {
         (Some(uid), Some(gid)) => {
             match sandbox::drop_privileges(uid, gid, std::path::Path::new("/dev/kvm")) {
                 Ok(u) => Some(u),
@@ -318,25 +324,17 @@ fn main() -> ExitCode {
     let confinement = truecold_vmm::boot::Confinement {
         prelude,
         user,
-        seccomp: !args.no_seccomp,
-        selftest: args.sandbox_selftest,
-    };
-    let cfg = match args.config() {
-        Ok(cfg) => cfg,
-        Err(e) => return fail(Error::Config(e), &mut sink),
+        seccomp,
+        selftest,
     };
     match truecold_vmm::boot::run_confined(&cfg, &confinement) {
         Ok(report) if emit_json(&report, &mut sink) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
-        Err(Error::Guest { failure, report }) => {
-            eprintln!(
-                "error: {}",
-                chain(&Error::Guest {
-                    failure,
-                    report: report.clone()
-                })
-            );
-            emit_json(&report, &mut sink);
+        Err(e @ Error::Guest { .. }) => {
+            eprintln!("error: {}", chain(&e));
+            if let Error::Guest { report, .. } = &e {
+                emit_json(report, &mut sink);
+            }
             ExitCode::FAILURE
         }
         Err(e) => fail(e, &mut sink),
