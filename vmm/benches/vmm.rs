@@ -134,7 +134,7 @@ fn probe_boot(c: &mut Criterion) {
 fn seccomp_filters(c: &mut Criterion) {
     use truecold_vmm::sandbox;
     c.bench_function("seccomp_filters_build", |b| {
-        b.iter(|| sandbox::filters(&sandbox::allowlist()).expect("filters"))
+        b.iter(|| sandbox::filters(&sandbox::allowlist(std::process::id())).expect("filters"))
     });
 }
 

@@ -163,7 +163,7 @@ fn confine_now(c: &Confinement) -> Result<SeccompReport, Error> {
     run::prepare().map_err(Error::Run)?;
     crate::host::hold_files();
     sandbox::settle_allocator();
-    let list = sandbox::allowlist();
+    let list = sandbox::allowlist(std::process::id());
     let installed = if c.seccomp {
         let f = sandbox::filters(&list).map_err(Error::Sandbox)?;
         sandbox::install_violation_handler(&list).map_err(Error::Sandbox)?;

@@ -95,7 +95,8 @@ impl SandboxError {
             | SandboxError::SetUid { .. }
             | SandboxError::NotDropped { .. }
             | SandboxError::RegainedRoot { .. } => "privilege-drop-failed",
-            SandboxError::KvmAccess { .. } | SandboxError::KvmStat { .. } => "kvm-access-denied",
+            SandboxError::KvmAccess { .. } => "kvm-access-denied",
+            SandboxError::KvmStat { .. } => "kvm-unavailable",
             SandboxError::Build(_) | SandboxError::Handler(_) | SandboxError::Install(_) => {
                 "seccomp-failed"
             }
@@ -438,8 +439,8 @@ pub fn kvm_ioctls() -> Vec<(&'static str, u32)> {
 /// kernel is loaded) to its exit, with the arguments it makes it with where they can be
 /// checked (docs/security.md has the table). `clone3` is not in it: it fails with ENOSYS
 /// ([`Filters::enosys`]) so that the C library falls back to `clone`, whose flags can be
-/// checked.
-pub fn allowlist() -> Vec<Allowed> {
+/// checked. `pid` is the process's own id (`tgkill` may signal its own threads only).
+pub fn allowlist(pid: u32) -> Vec<Allowed> {
     use libc::*;
     let prot_exec = Arg::Clear {
         index: 2,
@@ -483,7 +484,12 @@ pub fn allowlist() -> Vec<Allowed> {
             vec![vec![Arg::Eq { index: 0, value: GLIBC_SIGSETXID }]],
             "glibc's first pthread_create installs its internal SIGSETXID (33) handler; that signal only",
         ),
-        any("tgkill", SYS_tgkill, "the kick that ends KVM_RUN on the other vCPUs (pthread_kill)"),
+        only(
+            "tgkill",
+            SYS_tgkill,
+            vec![vec![Arg::Eq { index: 0, value: pid }]],
+            "the kick that ends KVM_RUN on the other vCPUs (pthread_kill); this process's threads only",
+        ),
         any("getpid", SYS_getpid, "pthread_kill's target process"),
         any("gettid", SYS_gettid, "the C library's thread and abort paths"),
         only(
@@ -860,7 +866,7 @@ mod tests {
 
     #[test]
     fn allowlist_is_distinct_and_compiles() {
-        let list = allowlist();
+        let list = allowlist(std::process::id());
         let mut nrs: Vec<i64> = list.iter().map(|a| a.nr).collect();
         nrs.sort_unstable();
         nrs.dedup();
