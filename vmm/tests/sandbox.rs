@@ -147,6 +147,48 @@ fn every_probe_variant_under_the_filter() {
     }
 }
 
+/// The serial transport's code under the filter (stdin duplicated, the input thread, its
+/// eventfds and polls, stdout): the probe image booted as a kernel file with `--transport
+/// serial` (the probe speaks the ports protocol, so the VMM judges it a protocol failure; what
+/// matters is that it gets there, filter in place, with the input thread's figures).
+#[test]
+fn serial_transport_paths_under_the_filter() {
+    common::require_kvm();
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let kernel = dir.join(format!("probe-as-kernel-{}.elf", std::process::id()));
+    std::fs::write(&kernel, truecold_vmm::probe::PROBE_ELF).unwrap();
+    let input = dir.join(format!("serial-input-{}", std::process::id()));
+    std::fs::write(&input, vec![b'x'; 20_000]).unwrap();
+    for (stdin, want_end) in [(Some(&input), "stopped"), (None, "eof")] {
+        let report = dir.join(format!("serial-report-{}.json", std::process::id()));
+        let o = Command::new(VMM)
+            .args(["boot", "--transport", "serial", "--force", "--kernel"])
+            .arg(&kernel)
+            .arg("--report-file")
+            .arg(&report)
+            .stdin(match stdin {
+                Some(p) => Stdio::from(std::fs::File::open(p).unwrap()),
+                None => Stdio::null(),
+            })
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&report);
+        assert_eq!(r["outcome"]["failure_kind"], "protocol", "{r}");
+        assert_eq!(r["sandbox"]["seccomp"]["mode_observed"], 2, "{r}");
+        let si = &r["serial_input"];
+        assert_eq!(si["end"], want_end, "{si}");
+        if stdin.is_some() {
+            assert!(si["read"].as_u64().unwrap() > 0 && si["delivered"].as_u64().unwrap() > 0);
+        }
+    }
+    let _ = std::fs::remove_file(&kernel);
+    let _ = std::fs::remove_file(&input);
+}
+
 /// `--no-seccomp` boots without the filter and the report says so; the library's boot
 /// confines nothing and says that too.
 #[test]
