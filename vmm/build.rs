@@ -1,6 +1,7 @@
 //! Builds the probe guest (vmm/probe/probe.S) with the system's GNU `as` and `ld` into
 //! `$OUT_DIR/probe.elf` (PVH), a variant that never rings, `$OUT_DIR/probe-silent.elf`, and
-//! one without the PVH note entered through the 64-bit boot protocol, `probe-linux64.elf`.
+//! one without the PVH note entered through the 64-bit boot protocol, `probe-linux64.elf`, and
+//! the hostile guest of `probe/hostile.S`, `probe-hostile.elf` (vmm/tests/hostile.rs).
 use std::path::Path;
 use std::process::Command;
 
@@ -15,7 +16,7 @@ fn build(out: &Path, name: &str, defsyms: &[&str], entry: &str) {
     let obj = out.join(format!("{name}.o"));
     let elf = out.join(format!("{name}.elf"));
     let mut asm = Command::new("as");
-    asm.arg("--64");
+    asm.arg("--64").args(["-I", "probe"]);
     for d in defsyms {
         asm.arg("--defsym").arg(d);
     }
@@ -37,9 +38,11 @@ fn build(out: &Path, name: &str, defsyms: &[&str], entry: &str) {
 fn main() {
     println!("cargo:rerun-if-changed=probe/probe.S");
     println!("cargo:rerun-if-changed=probe/probe.ld");
+    println!("cargo:rerun-if-changed=probe/hostile.S");
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
     let out = Path::new(&out);
     build(out, "probe", &[], "pvh_start32");
     build(out, "probe-silent", &["SILENT=1"], "pvh_start32");
     build(out, "probe-linux64", &["LINUX64=1"], "start64");
+    build(out, "probe-hostile", &["HOSTILE=1"], "pvh_start32");
 }

@@ -3,6 +3,7 @@
 //! anything unreadable is recorded as such, never guessed.
 
 use std::path::Path;
+use truecold_proof::residue::{proc_field, Reading, Residue};
 use truecold_proof::schema::{Environment, HarnessLoad, HostKind};
 use truecold_proto::measure::now_ns;
 
@@ -20,6 +21,8 @@ pub struct Snapshot {
     /// Busy and total CPU time of the whole host from `/proc/stat`, ns.
     pub host_busy_ns: u64,
     pub host_total_ns: u64,
+    /// What the harness holds and the host has free (see [`residue_reading`]).
+    pub residue: Reading,
 }
 
 impl Snapshot {
@@ -40,8 +43,71 @@ impl Snapshot {
             children_ns: cu + cs,
             host_busy_ns,
             host_total_ns,
+            residue: residue_reading(),
         }
     }
+}
+
+/// Reads what the harness holds (descriptors, threads, RSS, children and zombies) and what
+/// the host has free (MemAvailable, the hugetlb pool) now; unreadable values are `None`.
+pub fn residue_reading() -> Reading {
+    let status = read("/proc/self/status").unwrap_or_default();
+    let meminfo = read("/proc/meminfo").unwrap_or_default();
+    let fds = std::fs::read_dir("/proc/self/fd")
+        .ok()
+        // The directory handle being read is itself one entry; it is not the harness's.
+        .map(|rd| rd.count().saturating_sub(1) as u64);
+    let (children, zombies) = match children_of(std::process::id()) {
+        Some((c, z)) => (Some(c), Some(z)),
+        None => (None, None),
+    };
+    Reading {
+        harness_fds: fds,
+        harness_threads: proc_field(&status, "Threads", false),
+        harness_rss_bytes: proc_field(&status, "VmRSS", true),
+        children,
+        zombies,
+        mem_available_bytes: proc_field(&meminfo, "MemAvailable", true),
+        hugepages_total: proc_field(&meminfo, "HugePages_Total", false),
+        hugepages_free: proc_field(&meminfo, "HugePages_Free", false),
+    }
+}
+
+/// (children, zombies among them) of process `pid`, from every `/proc/N/stat`; `None` when
+/// `/proc` cannot be listed.
+fn children_of(pid: u32) -> Option<(u64, u64)> {
+    let mut n = 0;
+    let mut z = 0;
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // A process that exits while the directory is read is simply not counted.
+        let Some(stat) = read(&format!("/proc/{name}/stat")) else {
+            continue;
+        };
+        if let Some((ppid, state)) = stat_parent_and_state(&stat) {
+            if ppid == pid {
+                n += 1;
+                if state == 'Z' {
+                    z += 1;
+                }
+            }
+        }
+    }
+    Some((n, z))
+}
+
+/// (ppid, state) of a `/proc/N/stat` line: the fields after the command name's last `)`
+/// (the name may itself hold spaces and parentheses). Pure, for tests.
+pub fn stat_parent_and_state(stat: &str) -> Option<(u32, char)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut it = rest.split_whitespace();
+    let state = it.next()?.chars().next()?;
+    let ppid = it.next()?.parse().ok()?;
+    Some((ppid, state))
 }
 
 fn read(p: &str) -> Option<String> {
@@ -291,6 +357,8 @@ pub fn environment(
 ) -> Environment {
     let mut warn = warnings(facts, before, after, run);
     warn.extend(extra_warnings);
+    let residue = Residue::new(before.residue, after.residue);
+    warn.extend(residue.leaks.iter().cloned());
     Environment {
         host_kind: facts.kind,
         cpu_model: facts.cpu_model.clone(),
@@ -312,6 +380,7 @@ pub fn environment(
             page_cache_dropped: run.page_cache_dropped,
         },
         warnings: warn,
+        residue: Some(residue),
     }
 }
 

@@ -49,6 +49,16 @@ pub enum RunError {
     #[error("writing the bundle")]
     Bundle(#[from] BundleError),
     #[error(
+        "cannot write the bundle to {dest}; bundle saved instead at {saved} (it verifies: \
+         move it where it belongs)"
+    )]
+    SavedElsewhere {
+        dest: PathBuf,
+        saved: PathBuf,
+        #[source]
+        source: BundleError,
+    },
+    #[error(
         "--drop-caches needs root (writing /proc/sys/vm/drop_caches); this process runs as uid {0}"
     )]
     DropCachesNotRoot(u32),
@@ -580,7 +590,28 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
         cmdline,
         extra_files,
     };
-    let written = campaign::write(&dest, &result, &ex.samples, &inputs)?;
+    let written = match campaign::write(&dest, &result, &ex.samples, &inputs) {
+        Ok(w) => w,
+        Err(source) => {
+            // The rows are the campaign's only copy: keep them where the disk has room.
+            let name = dest.file_name().map_or_else(
+                || "bundle".to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            let saved = std::env::temp_dir()
+                .join(format!("truecold-unsaved-{}-{name}", std::process::id()));
+            return Err(
+                match campaign::write(&saved, &result, &ex.samples, &inputs) {
+                    Ok(_) => RunError::SavedElsewhere {
+                        dest,
+                        saved,
+                        source,
+                    },
+                    Err(_) => RunError::Bundle(source),
+                },
+            );
+        }
+    };
     Ok(RunOutcome {
         written,
         interrupted: ex.interrupted,

@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use truecold_init::{parse_cpu_count, transport_hint};
 use truecold_proto::kinds::Transport;
 use truecold_proto::{
-    BootId, ErrorCode, GuestConfig, GuestRecord, Message, Phase, Reply, Workload,
+    BootId, ErrorCode, GuestConfig, GuestFault, GuestRecord, Message, Phase, Reply, Workload,
 };
 
 /// The transport, once the command line is read (the panic hook stops the VM by it).
@@ -81,6 +81,12 @@ fn main() {
 fn boot(p: Ports, tty: &mut Option<Serial>, rec: &mut GuestRecord) -> Result<(), InitError> {
     mount_filesystems()?;
     let cfg = read_config()?;
+    match cfg.fault {
+        None => {}
+        Some(GuestFault::Panic) => panic!("truecold.fault=panic: the injected PID 1 panic"),
+        // PID 1 exiting is a kernel panic ("Attempted to kill init").
+        Some(GuestFault::Exit) => std::process::exit(3),
+    }
     rec.mem_configured = cfg.mem;
     let boot_id = read_boot_id()?;
     rec.boot_id = Some(boot_id);

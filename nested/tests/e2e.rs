@@ -176,6 +176,38 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
     assert!(csv.lines().skip(1).all(|l| l.contains("BENCH_OK")), "{csv}");
 }
 
+/// Issue 13: guest faults with the real kernel. PID 1 panicking (`truecold.fault=panic`: its
+/// hook reports the `panic` code) and PID 1 exiting, which makes the kernel panic and, with
+/// the base's `panic=-1 reboot=k`, reset the VM (`truecold.fault=exit`, `vmm_reset`): each launch is a
+/// failure row with its own typed kind, never a success, and the bundle verifies. One L1
+/// boot per fault (a campaign is one L1 job).
+#[test]
+fn pid1_panic_and_kernel_panic_are_typed_failure_rows() {
+    let l = layout();
+    let dir = tempfile::tempdir().unwrap();
+    for (fault, want) in [("panic", "guest_panic"), ("exit", "vmm_reset")] {
+        let out = nested_campaign(
+            &l,
+            dir.path(),
+            fault,
+            &[
+                "-n",
+                "1",
+                "--vcpus",
+                "1",
+                "--mem-mib",
+                "256",
+                "--cmdline-extra",
+                &format!("truecold.fault={fault}"),
+            ],
+        );
+        let (r, s) = truecold_proof::read_bundle(&out).unwrap();
+        assert_eq!(r.summary.attempts, 1);
+        assert_eq!(r.summary.successes, 0, "{fault}: {:?}", s[0]);
+        assert_eq!(s[0].error_kind, want, "{fault}: {:?}", s[0]);
+    }
+}
+
 /// Issue 9: the engines side by side. One `truecold run --nested --engines …` campaign boots the
 /// same vmlinux + initramfs under truecold-vmm, Firecracker v1.16.1 and Cloud Hypervisor v53.0
 /// (as released, seccomp on) and QEMU microvm, three rounds interleaved in a seeded shuffled

@@ -8,10 +8,10 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::csv::{read_samples, write_samples, CsvError};
+use crate::csv::{read_schema_samples_from, write_samples, CsvError};
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, README_FILE};
-use crate::schema::{ContractKind, ResultJson, Sample, SCHEMA_VERSION};
+use crate::schema::{ContractKind, ResultJson, Sample, READABLE_SCHEMAS, SCHEMA_VERSION};
 use crate::sums::{
     format_sums, is_valid_name, parse_sums, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
 };
@@ -81,9 +81,9 @@ pub enum JsonError {
     Syntax(#[source] serde_json::Error),
     #[error("no integer `schema_version`")]
     NoVersion,
-    #[error("unknown schema_version {found} (this verifier reads {SCHEMA_VERSION})")]
+    #[error("unknown schema_version {found} (this verifier reads 5 and {SCHEMA_VERSION})")]
     UnknownVersion { found: u64 },
-    #[error("does not match schema {SCHEMA_VERSION}")]
+    #[error("does not match its schema")]
     Schema(#[source] serde_json::Error),
 }
 
@@ -102,7 +102,7 @@ pub fn parse_result(bytes: &[u8]) -> Result<ResultJson, JsonError> {
         .get("schema_version")
         .and_then(|x| x.as_u64())
         .ok_or(JsonError::NoVersion)?;
-    if found != u64::from(SCHEMA_VERSION) {
+    if !READABLE_SCHEMAS.iter().any(|v| u64::from(*v) == found) {
         return Err(JsonError::UnknownVersion { found });
     }
     serde_json::from_value(v).map_err(JsonError::Schema)
@@ -295,7 +295,8 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
     let result = parse_result(&rb).map_err(BundleError::Json)?;
     let sp = dir.join(SAMPLES_FILE);
     let sb = fs::read(&sp).map_err(io("read", &sp))?;
-    let samples = read_samples(&sb).map_err(BundleError::Csv)?;
+    let samples =
+        read_schema_samples_from(sb.as_slice(), result.schema_version).map_err(BundleError::Csv)?;
     Ok((result, samples))
 }
 

@@ -1,7 +1,9 @@
 //! `samples.csv`: written and read with the `csv` crate, held to one canonical byte form.
 //!
 //! Format: UTF-8, `\n` line ends (every line, the last included), a header naming exactly
-//! [`columns`] in order, one row per sample. A field containing `,`, `"`, `\r` or `\n` is
+//! [`columns`] in order, one row per sample. A bundle of an earlier readable schema
+//! ([`crate::schema::READABLE_SCHEMAS`]) has the columns of [`columns_for`] its schema; it
+//! is read with [`SamplesReader::for_schema`] and held to the same canonical form. A field containing `,`, `"`, `\r` or `\n` is
 //! quoted (RFC 4180: `"` doubled); any other field is written bare (the `csv` crate's
 //! `QuoteStyle::Necessary`). Integers are decimal without sign or leading zeros; an empty
 //! field is "none".
@@ -29,7 +31,9 @@
 
 use std::io::{self, Read};
 
-use crate::schema::{ContractKind, Sample, Stage, StageTimes, STAGE_COUNT};
+use crate::schema::{
+    schema_stages, stage_in_schema, ContractKind, Sample, StageTimes, SCHEMA_VERSION,
+};
 use truecold_proto::{BootId, Clocksource, GuestPlatform};
 
 /// Cap on the whole of `samples.csv`, bytes.
@@ -96,8 +100,13 @@ pub enum CsvError {
     Write(#[source] csv::Error),
 }
 
-/// The header, in order.
+/// The header of the schema this crate writes, in order.
 pub fn columns() -> Vec<String> {
+    columns_for(SCHEMA_VERSION)
+}
+
+/// The header of a bundle of `schema`, in order.
+pub fn columns_for(schema: u32) -> Vec<String> {
     let mut c: Vec<String> = [
         "index",
         "contract",
@@ -110,7 +119,7 @@ pub fn columns() -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    c.extend(Stage::ALL.iter().map(|s| format!("{}_ns", s.name())));
+    c.extend(schema_stages(schema).map(|s| format!("{}_ns", s.name())));
     c.extend(
         [
             "boot_id",
@@ -146,8 +155,6 @@ pub fn columns() -> Vec<String> {
 const PLATFORM_FIELDS: usize = 8;
 /// Column of the first stage.
 const STAGE0: usize = 7;
-/// Column of `boot_id`.
-const BOOT_ID: usize = STAGE0 + STAGE_COUNT;
 
 fn writer_builder() -> csv::WriterBuilder {
     let mut b = csv::WriterBuilder::new();
@@ -168,8 +175,8 @@ fn bool_str(v: bool) -> &'static str {
     }
 }
 
-/// Fills `rec` with the fields of `s`, in [`columns`] order.
-fn fill_record(s: &Sample, rec: &mut csv::StringRecord) {
+/// Fills `rec` with the fields of `s`, in [`columns_for`] `schema` order.
+fn fill_record(s: &Sample, schema: u32, rec: &mut csv::StringRecord) {
     use std::fmt::Write as _;
     // One scratch buffer for every number (no allocation per field).
     let mut buf = String::with_capacity(24);
@@ -188,8 +195,8 @@ fn fill_record(s: &Sample, rec: &mut csv::StringRecord) {
     num(rec, Some(&s.actual_request_ns));
     num(rec, s.ready_ns.as_ref().map(|x| x as _));
     num(rec, s.latency_ns.as_ref().map(|x| x as _));
-    for v in &s.stages.0 {
-        num(rec, v.as_ref().map(|x| x as _));
+    for st in schema_stages(schema) {
+        num(rec, s.stages.get(st).as_ref().map(|x| x as _));
     }
     rec.push_field(s.boot_id.as_ref().map_or("", |b| b.as_str()));
     num(rec, Some(&s.host_mem_configured));
@@ -222,11 +229,22 @@ fn fill_record(s: &Sample, rec: &mut csv::StringRecord) {
 
 /// Writes the samples as CSV bytes to `w` (the one canonical form).
 pub fn write_samples_to<W: io::Write>(w: W, samples: &[Sample]) -> Result<(), CsvError> {
+    write_schema_samples_to(w, samples, SCHEMA_VERSION)
+}
+
+/// [`write_samples_to`] with the columns of a bundle of `schema` (what a bundle of an
+/// earlier readable schema holds; the bench writes only the current one).
+pub fn write_schema_samples_to<W: io::Write>(
+    w: W,
+    samples: &[Sample],
+    schema: u32,
+) -> Result<(), CsvError> {
     let mut wtr = writer_builder().from_writer(w);
-    wtr.write_record(columns()).map_err(CsvError::Write)?;
+    wtr.write_record(columns_for(schema))
+        .map_err(CsvError::Write)?;
     let mut rec = csv::StringRecord::new();
     for s in samples {
-        fill_record(s, &mut rec);
+        fill_record(s, schema, &mut rec);
         wtr.write_record(&rec).map_err(CsvError::Write)?;
     }
     wtr.flush().map_err(|e| CsvError::Write(e.into()))
@@ -308,6 +326,8 @@ impl<R: Read> Read for Recorder<R> {
 /// After an error it returns no more rows.
 pub struct SamplesReader<R: Read> {
     rdr: csv::Reader<Recorder<R>>,
+    /// The bundle's schema (its columns).
+    schema: u32,
     names: Vec<String>,
     record: csv::StringRecord,
     expect: csv::StringRecord,
@@ -326,6 +346,12 @@ impl<R: Read> SamplesReader<R> {
 
     /// Reads and checks the header, under `caps`.
     pub fn with_caps(inner: R, caps: Caps) -> Result<Self, CsvError> {
+        Self::for_schema(inner, SCHEMA_VERSION, caps)
+    }
+
+    /// Reads and checks the header of a bundle of `schema` (one of
+    /// [`crate::schema::READABLE_SCHEMAS`]; the caller has checked it), under `caps`.
+    pub fn for_schema(inner: R, schema: u32, caps: Caps) -> Result<Self, CsvError> {
         let rdr = csv::ReaderBuilder::new()
             .delimiter(b',')
             .quote(b'"')
@@ -346,7 +372,8 @@ impl<R: Read> SamplesReader<R> {
             });
         let mut me = SamplesReader {
             rdr,
-            names: columns(),
+            schema,
+            names: columns_for(schema),
             record: csv::StringRecord::new(),
             expect: csv::StringRecord::new(),
             wtr: writer_builder().from_writer(Vec::new()),
@@ -412,9 +439,10 @@ impl<R: Read> SamplesReader<R> {
             line,
             rec: &self.record,
             names: &self.names,
+            schema: self.schema,
         }
         .sample()?;
-        fill_record(&s, &mut self.expect);
+        fill_record(&s, self.schema, &mut self.expect);
         let expect = std::mem::take(&mut self.expect);
         let r = self.check_canonical(line, &expect);
         self.expect = expect;
@@ -569,7 +597,12 @@ fn why_not_canonical(got: &[u8], want: &[u8], at: usize) -> &'static str {
 
 /// Parses `samples.csv` strictly from a reader (streaming, under [`Caps::DEFAULT`]).
 pub fn read_samples_from<R: Read>(r: R) -> Result<Vec<Sample>, CsvError> {
-    let mut rdr = SamplesReader::new(r)?;
+    read_schema_samples_from(r, SCHEMA_VERSION)
+}
+
+/// [`read_samples_from`] for a bundle of `schema` (see [`SamplesReader::for_schema`]).
+pub fn read_schema_samples_from<R: Read>(r: R, schema: u32) -> Result<Vec<Sample>, CsvError> {
+    let mut rdr = SamplesReader::for_schema(r, schema, Caps::DEFAULT)?;
     let mut out = Vec::new();
     while let Some(s) = rdr.next_sample()? {
         out.push(s);
@@ -589,6 +622,7 @@ struct Row<'a> {
     line: u64,
     rec: &'a csv::StringRecord,
     names: &'a [String],
+    schema: u32,
 }
 
 impl Row<'_> {
@@ -667,10 +701,14 @@ impl Row<'_> {
 
     fn sample(&self) -> Result<Sample, CsvError> {
         let mut stages = StageTimes::default();
-        for (k, v) in stages.0.iter_mut().enumerate() {
-            *v = self.opt_u64(STAGE0 + k)?;
+        let mut m = STAGE0;
+        for (st, v) in crate::schema::Stage::ALL.iter().zip(stages.0.iter_mut()) {
+            if stage_in_schema(*st, self.schema) {
+                *v = self.opt_u64(m)?;
+                m += 1;
+            }
         }
-        let m = BOOT_ID;
+        // `m` is now the column of `boot_id`.
         let boot_id = match self.str(m) {
             "" => None,
             b => Some(

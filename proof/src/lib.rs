@@ -54,6 +54,7 @@ pub mod csv;
 pub mod plot;
 pub mod report;
 pub mod reports;
+pub mod residue;
 pub mod schema;
 pub mod sign;
 pub mod stats;

@@ -211,6 +211,42 @@ pub fn readme(r: &ResultJson) -> String {
             .map(|l| format!(", max start lag {} ms", ms(l)))
             .unwrap_or_default()
     );
+    if let Some(res) = &env.residue {
+        let n = |v: Option<u64>| v.map_or("unreadable".to_string(), |x| x.to_string());
+        let mib = |v: Option<u64>| {
+            v.map_or("unreadable".to_string(), |x| {
+                format!("{}.{:01} MiB", x >> 20, ((x & 0xfffff) * 10) >> 20)
+            })
+        };
+        let (b, a) = (&res.before, &res.after);
+        let _ = writeln!(
+            s,
+            "- residue (before → after the campaign): harness descriptors {} → {}, threads {} \
+             → {}, RSS {} → {}; children {} → {}, zombies {} → {}; host MemAvailable {} → {}, \
+             hugetlb pool free {} → {}, total {} → {}; leaks: {}",
+            n(b.harness_fds),
+            n(a.harness_fds),
+            n(b.harness_threads),
+            n(a.harness_threads),
+            mib(b.harness_rss_bytes),
+            mib(a.harness_rss_bytes),
+            n(b.children),
+            n(a.children),
+            n(b.zombies),
+            n(a.zombies),
+            mib(b.mem_available_bytes),
+            mib(a.mem_available_bytes),
+            n(b.hugepages_free),
+            n(a.hugepages_free),
+            n(b.hugepages_total),
+            n(a.hugepages_total),
+            if res.leaks.is_empty() {
+                "none".to_string()
+            } else {
+                format!("{} (see the warnings)", res.leaks.len())
+            }
+        );
+    }
     if env.warnings.is_empty() {
         let _ = writeln!(s, "- warnings: none");
     } else {

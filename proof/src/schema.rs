@@ -21,14 +21,34 @@ use crate::summary::Summaries;
 pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n sorted values \
      is the value at 1-based rank ceil(p*n/100); mean is floor(sum/n); integer nanoseconds";
 
-/// The schema this crate writes and the only one it reads. 3: the `protocol_errors` column,
+/// The schema this crate writes. 3: the `protocol_errors` column,
 /// `reports.jsonl` (the VMM's report per attempt), no per-stage with-failures summaries.
 /// 4: engines — the `serial_ready` stage, the contract's observer, the configuration's
 /// engine, engine observations in `reports.jsonl`.
 /// 5: the clock and tune arms — the contract's `clock` (the host kind's:
 /// [`HostKind::clock`]) and `interleaved` (one arm of an interleaved multi-arm directory),
 /// the configuration's `knobs` (a tune arm's knobs, in catalogue order; empty otherwise).
-pub const SCHEMA_VERSION: u32 = 5;
+/// 6: the VMM's sandbox — the `seccomp` stage (the `seccomp_ns` column, the `sandboxed`
+/// mark), and the campaign's residue in `environment.residue`.
+pub const SCHEMA_VERSION: u32 = 6;
+
+/// The schemas this crate reads: the one it writes, and 5, whose bundles (those committed
+/// under results/ among them) stay verifiable: a schema-5 `samples.csv` has no
+/// `seccomp_ns` column and its summary no `seccomp` stage ([`stage_in_schema`]).
+pub const READABLE_SCHEMAS: [u32; 2] = [5, SCHEMA_VERSION];
+
+/// Whether a stage has a column in a bundle of `schema` (every stage but `seccomp`, which
+/// schema 6 added, exists in schema 5).
+pub fn stage_in_schema(stage: Stage, schema: u32) -> bool {
+    schema >= 6 || stage != Stage::Seccomp
+}
+
+/// The stages with a column in a bundle of `schema`, in column order.
+pub fn schema_stages(schema: u32) -> impl Iterator<Item = Stage> {
+    Stage::ALL
+        .into_iter()
+        .filter(move |st| stage_in_schema(*st, schema))
+}
 
 /// Name of the headline metric: request (intended request time where there is one) →
 /// strict-ready.
@@ -517,8 +537,11 @@ pub struct Environment {
     pub loadavg_before: String,
     pub loadavg_after: String,
     pub harness: HarnessLoad,
-    /// Busy host, harness bottleneck, recorded downgrades …
+    /// Busy host, harness bottleneck, recorded downgrades, leaks …
     pub warnings: Vec<String>,
+    /// What the campaign left behind (schema 6+; absent in schema 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residue: Option<crate::residue::Residue>,
 }
 
 /// `result.json`.

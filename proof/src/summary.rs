@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::schema::{Contract, Sample, Stage};
+use crate::schema::{Contract, Sample};
 use crate::stats::{with_failures, Summary};
 
 /// A metric summarised twice: successes only, and with failures scored at the deadline.
@@ -57,7 +57,7 @@ pub struct Summaries {
     pub errors: BTreeMap<String, u64>,
     /// The headline metric ([`crate::schema::HEADLINE`]).
     pub headline: Pair,
-    /// Every stage of [`Stage::ALL`], in order.
+    /// Every stage of the bundle's schema ([`crate::schema::schema_stages`]), in order.
     pub stages: Vec<StageSummary>,
     /// Per concurrency level, ascending.
     pub by_concurrency: Vec<GroupSummary>,
@@ -154,6 +154,12 @@ fn group(concurrency: u32, samples: &[&Sample], deadline_ns: u64) -> GroupSummar
 impl Summaries {
     /// Computes every summary from `samples` under `contract`'s deadline.
     pub fn compute(contract: &Contract, samples: &[Sample]) -> Summaries {
+        Self::compute_for(contract, samples, crate::schema::SCHEMA_VERSION)
+    }
+
+    /// [`Summaries::compute`] as a bundle of `schema` states them (its stages:
+    /// [`crate::schema::schema_stages`]).
+    pub fn compute_for(contract: &Contract, samples: &[Sample], schema: u32) -> Summaries {
         let deadline = contract.deadline_ns;
         let all: Vec<&Sample> = samples.iter().collect();
         let (ok, failed) = headline_values(&all);
@@ -167,9 +173,8 @@ impl Summaries {
                 (false, _) => *errors.entry(s.error_kind.clone()).or_insert(0) += 1,
             }
         }
-        let stages = Stage::ALL
-            .iter()
-            .map(|&st| {
+        let stages = crate::schema::schema_stages(schema)
+            .map(|st| {
                 let vals: Vec<u64> = samples
                     .iter()
                     .filter(|s| s.ok && s.latency_ns.is_some())

@@ -59,14 +59,14 @@ use crate::bundle::{
     MAX_PARSED_BYTES, RESULT_FILE, SAMPLES_FILE,
 };
 use crate::cmdline::parse_cmdline_txt;
-use crate::csv::read_samples_from;
+use crate::csv::read_schema_samples_from;
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, ms, README_FILE};
 use crate::reports::REPORTS_FILE;
 use crate::schema::TimelineProblem;
 use crate::schema::{
     required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer, ResultJson,
-    Sample, Stage, StageKind, HEADLINE, PERCENTILE_DEFINITION,
+    Sample, Stage, StageKind, HEADLINE, PERCENTILE_DEFINITION, SCHEMA_VERSION,
 };
 use crate::sign::{SignError, SshKeygen, SIG_FILE};
 use crate::summary::Summaries;
@@ -166,6 +166,9 @@ pub enum Check {
     SequentialGap,
     /// The rows span more than the harness's wall time.
     WallTime,
+    /// Schema 6+: `environment.residue` missing, its leaks not those of [`crate::residue::leaks`]
+    /// on its readings, or a leak not among the warnings.
+    Residue,
     /// A success with a host stage missing or 0 ns.
     StageFloor,
     /// A failure typed `deadline` whose strict-ready is inside the deadline.
@@ -569,8 +572,12 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
             None
         }
     };
+    // The columns are those of the bundle's schema (the current one when result.json did
+    // not parse: its own error is reported above).
+    let schema = result.as_ref().map_or(SCHEMA_VERSION, |r| r.schema_version);
     let samples = match files.get(SAMPLES_FILE).map(|f| {
-        fs::File::open(&f.path).map(|file| read_samples_from(std::io::BufReader::new(file)))
+        fs::File::open(&f.path)
+            .map(|file| read_schema_samples_from(std::io::BufReader::new(file), schema))
     }) {
         None => None,
         Some(Ok(Ok(s))) => Some(s),
@@ -638,6 +645,7 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         check_rows(&mut v, r, s);
         check_timeline(&mut v, r, s);
         check_statistics(&mut v, r, s);
+        check_residue(&mut v, r);
         for (name, bytes) in generated_files(r, s) {
             if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
                 v.add(
@@ -1369,8 +1377,43 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
     }
 }
 
+/// `environment.residue` (schema 6+): present, its leaks recomputed exactly from its two
+/// readings, each leak also a warning.
+fn check_residue(v: &mut Verdict, r: &ResultJson) {
+    let env = &r.environment;
+    let Some(res) = &env.residue else {
+        if r.schema_version >= 6 {
+            v.add(
+                Check::Residue,
+                "environment.residue is missing (every schema-6 bundle records what the \
+                 campaign left behind)"
+                    .to_string(),
+            );
+        }
+        return;
+    };
+    let again = crate::residue::leaks(&res.before, &res.after);
+    if again != res.leaks {
+        v.add(
+            Check::Residue,
+            format!(
+                "environment.residue.leaks is {:?}; its readings give {again:?}",
+                res.leaks
+            ),
+        );
+    }
+    for l in &res.leaks {
+        if !env.warnings.contains(l) {
+            v.add(
+                Check::Residue,
+                format!("the leak `{l}` is not among environment.warnings"),
+            );
+        }
+    }
+}
+
 fn check_statistics(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
-    let again = Summaries::compute(&r.contract, samples);
+    let again = Summaries::compute_for(&r.contract, samples, r.schema_version);
     let (a, b) = match (
         serde_json::to_value(&again),
         serde_json::to_value(&r.summary),

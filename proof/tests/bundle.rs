@@ -18,17 +18,30 @@ fn csv_round_trip_with_awkward_text() {
     assert_eq!(read_samples(text.as_bytes()).unwrap(), s);
 }
 
-/// The committed 1,000-row bundle: its samples.csv parses with the `csv`-crate reader and
-/// is exactly what the writer produces from its rows (so old bundles stay canonical).
+/// The committed 1,000-row bundle (schema 5): its samples.csv parses with the `csv`-crate
+/// reader for its schema and is exactly what the writer produces from its rows with that
+/// schema's columns (so old bundles stay canonical); the current schema's reader refuses
+/// it (it lacks the `seccomp_ns` column).
 #[test]
 fn committed_bundle_samples_are_canonical() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../results/20261130T181436Z-probe-floor-sequential-2vcpu-16384mib");
     let bytes = fs::read(dir.join(SAMPLES_FILE)).unwrap();
-    let rows = read_samples(&bytes).unwrap();
+    let e = read_samples(&bytes).unwrap_err().to_string();
+    assert!(e.contains("seccomp_ns"), "{e}");
+    let rows = truecold_proof::csv::read_schema_samples_from(bytes.as_slice(), 5).unwrap();
     assert_eq!(rows.len(), 1000);
     assert!(rows.iter().enumerate().all(|(i, s)| s.index == i as u64));
-    assert_eq!(write_samples(&rows).as_bytes(), bytes.as_slice());
+    let mut again = Vec::new();
+    truecold_proof::csv::write_schema_samples_to(&mut again, &rows, 5).unwrap();
+    assert_eq!(again, bytes);
+    // Written with the current schema, the same rows have the new (empty) column.
+    assert!(write_samples(&rows)
+        .lines()
+        .next()
+        .unwrap()
+        .contains(",seccomp_ns,"));
+    let read_samples = |b: &[u8]| truecold_proof::csv::read_schema_samples_from(b, 5);
     // The same bytes with CRLF line ends, or one field quoted, are refused.
     let crlf = String::from_utf8(bytes.clone())
         .unwrap()
@@ -355,6 +368,7 @@ fn open_loop_bundle_built_from_stamps_verifies() {
             vm_created: Some(request + 2_500_000),
             memory_ready: Some(request + 15_000_000),
             kernel_loaded: Some(request + 15_100_000),
+            sandboxed: Some(request + 15_150_000),
             first_run: Some(request + 15_600_000),
             // The probe rings both doorbells; a success passes every host stage.
             init_doorbell: Some(request + 15_700_000),
@@ -501,7 +515,7 @@ fn the_readme_and_result_json_state_the_clock() {
     assert!(r.contains("**Virtual clock.**"), "{r}");
     for (d, want) in [(&wall, "wall"), (&virt, "virtual")] {
         let j: serde_json::Value = serde_json::from_str(&read(d, "result.json")).unwrap();
-        assert_eq!(j["schema_version"], 5);
+        assert_eq!(j["schema_version"], 6);
         assert_eq!(j["contract"]["clock"], want);
         assert_eq!(j["contract"]["interleaved"], false);
         assert_eq!(j["configuration"]["knobs"], serde_json::json!([]));

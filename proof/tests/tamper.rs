@@ -821,3 +821,49 @@ fn the_gap_rule_is_keyed_on_interleaved_not_on_the_observer() {
         r.contract.interleaved = false;
     });
 }
+
+#[test]
+fn residue_is_required_and_its_leaks_recomputed() {
+    use truecold_proof::residue::{leaks, Reading, Residue};
+    let t = tempfile::tempdir().unwrap();
+    let reading = |children| Reading {
+        children: Some(children),
+        ..Default::default()
+    };
+    // A leak the readings show but the bundle does not state.
+    let dir = fresh(t.path(), "hidden");
+    forge(&dir, |r, _| {
+        r.environment.residue = Some(Residue {
+            before: reading(0),
+            after: reading(1),
+            leaks: vec![],
+        })
+    });
+    resum(&dir);
+    let v = verdict(&dir);
+    assert_has(&v, &dir, Check::Residue);
+    // Stated, but not among the warnings.
+    let dir = fresh(t.path(), "unwarned");
+    forge(&dir, |r, _| {
+        r.environment.residue = Some(Residue::new(reading(0), reading(1)));
+    });
+    resum(&dir);
+    let v = verdict(&dir);
+    assert_eq!(checks(&v).into_iter().collect::<Vec<_>>(), [Check::Residue]);
+    // Stated and warned: valid.
+    let dir = fresh(t.path(), "warned");
+    forge(&dir, |r, _| {
+        r.environment.residue = Some(Residue::new(reading(0), reading(1)));
+        r.environment
+            .warnings
+            .extend(leaks(&reading(0), &reading(1)));
+    });
+    resum(&dir);
+    assert_eq!(verify_dir(&dir).exit_code(), 0);
+    // Removed from a schema-6 bundle.
+    let dir = fresh(t.path(), "removed");
+    forge(&dir, |r, _| r.environment.residue = None);
+    resum(&dir);
+    let v = verdict(&dir);
+    assert_eq!(checks(&v).into_iter().collect::<Vec<_>>(), [Check::Residue]);
+}

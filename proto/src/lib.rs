@@ -910,8 +910,33 @@ pub mod cmdline {
     /// the records go to the log buffer only. `/dev/kmsg` gives every record its printk
     /// time whatever `printk.time` says.
     pub const ATTRIBUTION_CMDLINE: &str = "initcall_debug log_buf_len=4M truecold.attribution=1";
+    /// Reliability tests only ([`crate::GuestFault`]): PID 1 fails on purpose right after
+    /// reading its configuration. Never on a measured boot's command line.
+    pub const FAULT: &str = "truecold.fault";
     /// Default probe size: 4 MiB.
     pub const DEFAULT_PROBE: u64 = 4 << 20;
+}
+
+/// A fault PID 1 injects into its own boot (`truecold.fault=<name>`), so the host's handling
+/// of a dying guest is tested end to end with the real kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuestFault {
+    /// `panic`: PID 1 panics (its hook reports the `panic` code, then stops the VM).
+    Panic,
+    /// `exit`: PID 1 exits without a word, so the kernel panics ("Attempted to kill init")
+    /// and, with the base's `panic=-1 reboot=k`, resets the VM.
+    Exit,
+}
+
+impl GuestFault {
+    /// Parses a `truecold.fault` value.
+    pub fn parse(v: &str) -> Option<GuestFault> {
+        match v {
+            "panic" => Some(GuestFault::Panic),
+            "exit" => Some(GuestFault::Exit),
+            _ => None,
+        }
+    }
 }
 
 /// What the guest takes from its kernel command line.
@@ -924,6 +949,8 @@ pub struct GuestConfig {
     pub engine: kinds::Engine,
     /// [`cmdline::ATTRIBUTION`].
     pub attribution: bool,
+    /// [`cmdline::FAULT`].
+    pub fault: Option<GuestFault>,
 }
 
 impl GuestConfig {
@@ -935,6 +962,7 @@ impl GuestConfig {
         let mut transport = None;
         let mut engine = None;
         let mut attribution = None;
+        let mut fault = None;
         for word in line.split_ascii_whitespace() {
             let Some(rest) = word.strip_prefix("truecold.") else {
                 continue;
@@ -970,6 +998,11 @@ impl GuestConfig {
                         _ => return Err(ProtoError::BadCmdline(word.into())),
                     })
                     .is_some(),
+                "fault" => fault
+                    .replace(
+                        GuestFault::parse(v).ok_or_else(|| ProtoError::BadCmdline(word.into()))?,
+                    )
+                    .is_some(),
                 _ => return Err(ProtoError::BadCmdline(word.into())),
             };
             if dup {
@@ -983,6 +1016,7 @@ impl GuestConfig {
             transport: transport.unwrap_or_default(),
             engine: engine.unwrap_or(kinds::Engine::Truecold),
             attribution: attribution.unwrap_or(false),
+            fault,
         })
     }
 }

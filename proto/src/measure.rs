@@ -74,6 +74,10 @@ pub enum Mark {
     MemoryReady,
     /// Kernel (or probe), initramfs, boot parameters, command line and MP table in memory.
     KernelLoaded,
+    /// The VMM's sandbox applied: its seccomp filter installed (the last step before the
+    /// vCPUs are created). Absent when the VMM ran without the filter, and in bundles of
+    /// schema 5 and earlier.
+    Sandboxed,
     /// Every vCPU created and set up, its thread started, the first `KVM_RUN` entered.
     FirstRun,
     /// VM exit of the guest's init-start doorbell (PID 1 running; Linux guests).
@@ -100,7 +104,7 @@ pub enum Mark {
 
 impl Mark {
     /// Every mark, in timeline order.
-    pub const ALL: [Mark; 16] = [
+    pub const ALL: [Mark; 17] = [
         Mark::Intended,
         Mark::Request,
         Mark::BootStart,
@@ -108,6 +112,7 @@ impl Mark {
         Mark::VmCreated,
         Mark::MemoryReady,
         Mark::KernelLoaded,
+        Mark::Sandboxed,
         Mark::FirstRun,
         Mark::InitDoorbell,
         Mark::ReadyDoorbell,
@@ -129,6 +134,7 @@ impl Mark {
             Mark::VmCreated => "vm_created",
             Mark::MemoryReady => "memory_ready",
             Mark::KernelLoaded => "kernel_loaded",
+            Mark::Sandboxed => "sandboxed",
             Mark::FirstRun => "first_run",
             Mark::InitDoorbell => "init_doorbell",
             Mark::ReadyDoorbell => "ready_doorbell",
@@ -175,6 +181,10 @@ pub struct Stamps {
     pub vm_created: Option<u64>,
     pub memory_ready: Option<u64>,
     pub kernel_loaded: Option<u64>,
+    /// Absent from reports written before the mark existed, and left out when `None`, so
+    /// those reports keep their canonical bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandboxed: Option<u64>,
     pub first_run: Option<u64>,
     pub init_doorbell: Option<u64>,
     pub ready_doorbell: Option<u64>,
@@ -206,6 +216,7 @@ impl Stamps {
             Mark::VmCreated => &self.vm_created,
             Mark::MemoryReady => &self.memory_ready,
             Mark::KernelLoaded => &self.kernel_loaded,
+            Mark::Sandboxed => &self.sandboxed,
             Mark::FirstRun => &self.first_run,
             Mark::InitDoorbell => &self.init_doorbell,
             Mark::ReadyDoorbell => &self.ready_doorbell,
@@ -227,6 +238,7 @@ impl Stamps {
             Mark::VmCreated => &mut self.vm_created,
             Mark::MemoryReady => &mut self.memory_ready,
             Mark::KernelLoaded => &mut self.kernel_loaded,
+            Mark::Sandboxed => &mut self.sandboxed,
             Mark::FirstRun => &mut self.first_run,
             Mark::InitDoorbell => &mut self.init_doorbell,
             Mark::ReadyDoorbell => &mut self.ready_doorbell,
@@ -341,6 +353,7 @@ pub enum Stage {
     VmCreate,
     Memory,
     KernelLoad,
+    Seccomp,
     Vcpus,
     GuestBoot,
     GuestInit,
@@ -353,7 +366,7 @@ pub enum Stage {
 }
 
 /// Number of stages.
-pub const STAGE_COUNT: usize = 15;
+pub const STAGE_COUNT: usize = 16;
 
 const fn host(stage: Stage, name: &'static str, end: Mark, covers: &'static str) -> StageDef {
     StageDef {
@@ -404,6 +417,13 @@ impl Stage {
             "kernel_load",
             Mark::KernelLoaded,
             "→ kernel, initramfs, boot parameters, command line and MP table in guest memory",
+        ),
+        host(
+            Stage::Seccomp,
+            "seccomp",
+            Mark::Sandboxed,
+            "→ the VMM's seccomp filter installed (empty when it ran without one; new in \
+             schema 6)",
         ),
         host(
             Stage::Vcpus,
@@ -481,6 +501,7 @@ impl Stage {
         Stage::VmCreate,
         Stage::Memory,
         Stage::KernelLoad,
+        Stage::Seccomp,
         Stage::Vcpus,
         Stage::GuestBoot,
         Stage::GuestInit,
@@ -524,7 +545,8 @@ impl Stage {
         engine: crate::kinds::Engine,
     ) -> bool {
         use crate::kinds::{Engine, Observer};
-        if self.kind() != StageKind::Host || self == Stage::Queue {
+        // `queue` is decided by the intended time; `seccomp` is empty without a filter.
+        if self.kind() != StageKind::Host || matches!(self, Stage::Queue | Stage::Seccomp) {
             return false;
         }
         match (observer, self) {
@@ -658,6 +680,7 @@ mod tests {
             vm_created: None, // absorbed by memory
             memory_ready: Some(2_600),
             kernel_loaded: Some(3_000),
+            sandboxed: Some(3_040),
             first_run: Some(3_100),
             init_doorbell: None, // probe guest: no init doorbell
             ready_doorbell: Some(9_000),
@@ -674,10 +697,21 @@ mod tests {
         assert_eq!(t.get(Stage::Spawn), Some(500));
         assert_eq!(t.get(Stage::VmCreate), None);
         assert_eq!(t.get(Stage::Memory), Some(500));
+        assert_eq!(t.get(Stage::Seccomp), Some(40));
+        assert_eq!(t.get(Stage::Vcpus), Some(60));
         assert_eq!(t.get(Stage::GuestBoot), None);
         assert_eq!(t.get(Stage::GuestInit), Some(5_900));
         assert_eq!(t.get(Stage::Workload), Some(500));
         assert_eq!(t.get(Stage::Teardown), Some(200));
+        assert_eq!(t.host_sum(), 8_300);
+        // Without the filter (or in a schema-5 report) vcpus absorbs the seccomp stage.
+        let bare = Stamps {
+            sandboxed: None,
+            ..st
+        };
+        let t = bare.tile();
+        assert_eq!(t.get(Stage::Seccomp), None);
+        assert_eq!(t.get(Stage::Vcpus), Some(100));
         assert_eq!(t.host_sum(), 8_300);
     }
 

@@ -214,9 +214,14 @@ fn cmdline_parsing() {
             transport: kinds::Transport::Ports,
             engine: kinds::Engine::Truecold,
             attribution: false,
+            fault: None,
         }
     );
     let base = "truecold.mem=1 ";
+    for (v, want) in [("panic", GuestFault::Panic), ("exit", GuestFault::Exit)] {
+        let c = GuestConfig::from_cmdline(&format!("{base}truecold.fault={v}")).unwrap();
+        assert_eq!(c.fault, Some(want));
+    }
     assert!(
         GuestConfig::from_cmdline(&format!("{base}{}", cmdline::ATTRIBUTION_CMDLINE))
             .unwrap()
@@ -226,6 +231,8 @@ fn cmdline_parsing() {
         "truecold.attribution=2",
         "truecold.attribution=",
         "truecold.attribution=1 truecold.attribution=0",
+        "truecold.fault=reboot",
+        "truecold.fault=panic truecold.fault=exit",
     ] {
         assert!(
             matches!(

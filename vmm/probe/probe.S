@@ -14,6 +14,8 @@
  *     PROBE_PORT_ECHO (rep outsb), sends its summary on PROBE_PORT_SUMMARY and writes 0 to
  *     PORT_EXIT.
  * Built with SILENT (via --defsym) it spins forever without ringing (deadline tests).
+ * Built with HOSTILE it is the hostile guest of vmm/probe/hostile.S (included below), which
+ * attacks the VMM through the Linux guest's protocol (vmm/tests/hostile.rs).
  * Built with LINUX64 it has no PVH note and is entered at start64 through the 64-bit Linux
  * boot protocol (%rsi = boot_params; the memory map is the zero page's E820 table).
  * The port numbers and the summary layout are mirrored in vmm/src/probe.rs.
@@ -127,7 +129,11 @@ long_entry:
 3:  cmp rcx, MAX_GIB
     jbe 4f
     mov ecx, MAX_GIB
-4:  mov dword ptr [map_gib], ecx
+4:
+.ifdef HOSTILE
+    mov ecx, MAX_GIB                   /* the hostile guest's MMIO sweep reaches far above RAM */
+.endif
+    mov dword ptr [map_gib], ecx
 
     /* identity map [0, map_gib GiB) with 2 MiB pages at PT_BASE, then switch to it */
     mov rdi, PT_BASE
@@ -155,6 +161,9 @@ long_entry:
     jb 6b
     mov rax, PT_BASE
     mov cr3, rax
+.ifdef HOSTILE
+    jmp hostile_main
+.endif
 
     mov dx, PORT_DOORBELL
     mov al, 1                          /* Phase::InitStart */
@@ -310,6 +319,10 @@ ap_tramp_start:
     jmp 50b
 ap_tramp_end:
     .code64
+
+.ifdef HOSTILE
+    .include "hostile.S"
+.endif
 
     .data
     .p2align 3

@@ -201,21 +201,25 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
     let mut acct = Accounting::default();
     let no_exits = ExitTally::default();
     acct.take(Mark::BootStart, host::counters(no_exits));
+    crate::fault::at(Mark::BootStart);
     let deadline_at = cfg.deadline.at_ns(boot_start);
 
     let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
     st.kvm_open = Some(now_ns());
     acct.take(Mark::KvmOpen, host::counters(no_exits));
+    crate::fault::at(Mark::KvmOpen);
 
     let vm = vm::create(&kvm).map_err(Error::Vm)?;
     st.vm_created = Some(now_ns());
     acct.take(Mark::VmCreated, host::counters(no_exits));
+    crate::fault::at(Mark::VmCreated);
 
     let ram = memory::allocate(cfg.mem_mib, cfg.backing).map_err(Error::Memory)?;
     let rom_area = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
     memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
     st.memory_ready = Some(now_ns());
     acct.take(Mark::MemoryReady, host::counters(no_exits));
+    crate::fault::at(Mark::MemoryReady);
 
     let cmdline = boot_params::cmdline(
         match (cfg.transport, cfg.console) {
@@ -237,11 +241,17 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
         .map_err(Error::MpTable)?;
     st.kernel_loaded = Some(now_ns());
     acct.take(Mark::KernelLoaded, host::counters(no_exits));
+    crate::fault::at(Mark::KernelLoaded);
 
     let mut seccomp = match confine {
         Some(c) => Some(confine_now(c)?),
         None => None,
     };
+    if seccomp.as_ref().is_some_and(|s| s.installed) {
+        // The seccomp stage: kernel_loaded → here (absent without a filter).
+        st.sandboxed = Some(now_ns());
+        acct.take(Mark::Sandboxed, host::counters(no_exits));
+    }
     if let Some(t) = confine.and_then(|c| c.selftest) {
         // Only returns without the filter (with it the process ends with a diagnosis).
         let r = t.call();
@@ -269,6 +279,7 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
     let out = out.map_err(Error::Run)?;
     st.first_run = out.first_run;
     st.exit = Some(out.exit);
+    crate::fault::at(Mark::Exit);
     // After the run: the vCPU threads are joined, guest memory is still mapped.
     acct.rss_final_bytes = host::self_rss();
 
@@ -291,7 +302,8 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
     }
     let trace = bus.trace.take();
     let exit_tally = bus.exits.tally();
-    let guest = GuestView::collect(bus, cfg, &loaded.e820);
+    let mut guest = GuestView::collect(bus, cfg, &loaded.e820);
+    guest.vcpus_not_started = out.never_started.clone();
     let memslots = ram.ranges.clone();
     // Teardown: vCPU fds closed in their threads; now VM, memory, /dev/kvm.
     drop(vm);
@@ -388,6 +400,8 @@ struct GuestView {
     last_phase: Option<u8>,
     rss_at_strict_ready: Option<u64>,
     exit_after_ready: Option<bool>,
+    /// APs the guest never started (the run's `never_started`).
+    vcpus_not_started: Vec<usize>,
 }
 
 impl GuestView {
@@ -415,6 +429,7 @@ impl GuestView {
             last_phase: bus.last_phase,
             rss_at_strict_ready: bus.rss_at_strict_ready,
             exit_after_ready: bus.exit_after_ready,
+            vcpus_not_started: Vec::new(),
         }
     }
 }
@@ -458,6 +473,13 @@ fn judge(
         RunEnd::Stopped(StopReason::SystemEvent(event)) => {
             return Some(GuestFailure::SystemEvent { event: *event })
         }
+    }
+    // A guest that finished with vCPUs it never started did not boot the machine it was
+    // given, whatever it says (its record's CPU count is its own word).
+    if !g.vcpus_not_started.is_empty() {
+        return Some(GuestFailure::VcpusNotStarted {
+            vcpus: g.vcpus_not_started.clone(),
+        });
     }
     if transport == Transport::Serial {
         // The bench judges liveness, the record and the memory on the serial; the VMM
@@ -535,6 +557,7 @@ mod tests {
             last_phase: Some(2),
             rss_at_strict_ready: None,
             exit_after_ready: Some(true),
+            vcpus_not_started: vec![],
         }
     }
 
@@ -647,6 +670,21 @@ mod tests {
             ),
             Some(GuestFailure::MemoryDisagrees { .. })
         ));
+        // APs never started fail a boot that is otherwise clean, under either transport.
+        let mut aps = view(Some(good.clone()), true);
+        aps.vcpus_not_started = vec![1, 3];
+        for transport in [Transport::Ports, Transport::Serial] {
+            let f = judge(
+                DEADLINE_MS,
+                transport,
+                &ok_end,
+                &[],
+                &aps,
+                &mem(Some(128 << 20)),
+            );
+            assert_eq!(f, Some(GuestFailure::VcpusNotStarted { vcpus: vec![1, 3] }));
+            assert_eq!(f.map(|f| f.kind()), Some("vcpus_not_started"));
+        }
         assert_eq!(
             judge(
                 DEADLINE_MS,

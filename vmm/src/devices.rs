@@ -175,13 +175,19 @@ pub struct ExitCounts {
     pub other: u64,
     pub unknown_io: u64,
     pub unknown_mmio: u64,
-    /// Unknown ports, `"0x80"` → count.
+    /// Unknown ports (at most [`ExitCounts::DISTINCT_KEPT`] distinct; `unknown_io` counts
+    /// them all), `"0x80"` → count.
     pub unknown_ports: BTreeMap<String, u64>,
-    /// Unclaimed MMIO addresses (page granular, at most 64 distinct), `"0xfed00000"` → count.
+    /// Unclaimed MMIO addresses (page granular, at most [`ExitCounts::DISTINCT_KEPT`]
+    /// distinct; `unknown_mmio` counts them all), `"0xfed00000"` → count.
     pub unknown_mmio_pages: BTreeMap<String, u64>,
 }
 
 impl ExitCounts {
+    /// Most distinct unknown ports, and unclaimed MMIO pages, the counts keep by name: a
+    /// guest sweeping every port or page must not grow the report without bound.
+    pub const DISTINCT_KEPT: usize = 64;
+
     /// By reason, as the per-stage accounting counts them (`ExitTally`).
     pub fn tally(&self) -> ExitTally {
         ExitTally {
@@ -313,11 +319,11 @@ impl Bus {
 
     fn unknown_port(&mut self, port: u16) {
         self.exits.unknown_io += 1;
-        *self
-            .exits
-            .unknown_ports
-            .entry(format!("{port:#x}"))
-            .or_insert(0) += 1;
+        let key = format!("{port:#x}");
+        let ports = &mut self.exits.unknown_ports;
+        if ports.len() < ExitCounts::DISTINCT_KEPT || ports.contains_key(&key) {
+            *ports.entry(key).or_insert(0) += 1;
+        }
     }
 
     /// Samples the process's counters for mark `m` (after its stamp, so the read never
@@ -453,7 +459,7 @@ impl Bus {
         self.exits.unknown_mmio += 1;
         let key = format!("{:#x}", addr & !0xfff);
         let pages = &mut self.exits.unknown_mmio_pages;
-        if pages.len() < 64 || pages.contains_key(&key) {
+        if pages.len() < ExitCounts::DISTINCT_KEPT || pages.contains_key(&key) {
             *pages.entry(key).or_insert(0) += 1;
         }
         match read {
@@ -473,7 +479,9 @@ impl Bus {
         self.last_phase = Some(*b);
         match Phase::from_byte(*b) {
             Ok(Phase::InitStart) => {
-                if self.stamps.init_doorbell.is_none() {
+                if self.stamps.ready_doorbell.is_some() {
+                    self.protocol_error("InitStart doorbell after the Ready doorbell".into());
+                } else if self.stamps.init_doorbell.is_none() {
                     self.stamps.init_doorbell = Some(t);
                     self.sample(Mark::InitDoorbell);
                 }
@@ -482,6 +490,11 @@ impl Bus {
                 if self.stamps.ready_doorbell.is_some() {
                     self.protocol_error("second Ready doorbell".into());
                     return Ok(Action::Continue);
+                }
+                if self.stamps.init_doorbell.is_none() {
+                    // Still answered (the guest's timeline just lacks its init mark), but a
+                    // guest that skips a step is not clean.
+                    self.protocol_error("Ready doorbell before the InitStart doorbell".into());
                 }
                 self.stamps.ready_doorbell = Some(t);
                 self.sample(Mark::ReadyDoorbell);
@@ -542,6 +555,12 @@ impl Bus {
                 }
                 Message::Ready { .. } | Message::Nonce(_) => {
                     self.protocol_error("a serial-transport line on the record port".into());
+                }
+                Message::Record(r) if r.code == ErrorCode::Ok && !self.liveness.verified => {
+                    // The workload runs after strict-ready: a record that claims success
+                    // before the verified reply is a lie, and is not kept. (A failing
+                    // guest's record may come first: it never reached ready.)
+                    self.protocol_error("a success record before the verified reply".into());
                 }
                 Message::Record(r) => {
                     if self.record.is_none() {

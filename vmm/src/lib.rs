@@ -11,6 +11,7 @@ pub mod config;
 pub mod cpu;
 pub mod cpuid;
 pub mod devices;
+pub mod fault;
 pub mod host;
 pub mod kvm;
 pub mod loader;

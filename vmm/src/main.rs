@@ -152,11 +152,18 @@ struct BootArgs {
     /// filter is installed.
     #[arg(long, hide = true, value_parser = Forbidden::parse)]
     sandbox_selftest: Option<Forbidden>,
+    /// Reliability tests only: send this process SIGNAL right after MARK
+    /// (`sigkill@memory_ready`, see vmm/src/fault.rs). Never a measurement.
+    #[arg(long, hide = true, value_parser = truecold_vmm::fault::Fault::parse)]
+    inject_fault: Option<truecold_vmm::fault::Fault>,
 }
 
 impl BootArgs {
     /// The configuration, checked against the limits.
     fn config(self) -> Result<BootConfig, ConfigError> {
+        if let Some(f) = self.inject_fault {
+            truecold_vmm::fault::arm(f);
+        }
         let kernel = match (self.kernel, self.probe_silent, self.probe_linux64) {
             (Some(p), _, _) => KernelSource::File(p),
             (None, true, _) => KernelSource::ProbeSilent,

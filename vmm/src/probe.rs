@@ -13,6 +13,15 @@ pub static PROBE_SILENT_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/p
 pub static PROBE_LINUX64_ELF: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/probe-linux64.elf"));
 
+/// The hostile guest (vmm/probe/hostile.S, the probe built with `HOSTILE`): it speaks and
+/// abuses the Linux guest's protocol. The tests (vmm/tests/hostile.rs) patch the case to run
+/// into its control block, found by [`HOSTILE_MAGIC`], and boot it as a kernel file.
+pub static PROBE_HOSTILE_ELF: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/probe-hostile.elf"));
+/// The 8 bytes that open the hostile guest's control block: then `case`, `arg`, `next`
+/// (little-endian u64 each) and 32 bytes of replayed binding.
+pub const HOSTILE_MAGIC: &[u8; 8] = b"TCHOSTL1";
+
 /// `outb`: an AP checks in with its APIC id.
 pub const PORT_AP: u16 = 0x0f18;
 /// `outsb`: the nonce echoed back.
@@ -234,5 +243,11 @@ mod tests {
         assert!(PROBE_LINUX64_ELF.starts_with(b"\x7fELF"));
         assert_ne!(PROBE_ELF, PROBE_SILENT_ELF);
         assert_ne!(PROBE_ELF, PROBE_LINUX64_ELF);
+        assert!(PROBE_HOSTILE_ELF.starts_with(b"\x7fELF"));
+        let magic = PROBE_HOSTILE_ELF
+            .windows(HOSTILE_MAGIC.len())
+            .filter(|w| w == HOSTILE_MAGIC)
+            .count();
+        assert_eq!(magic, 1, "the hostile guest's control block is found once");
     }
 }

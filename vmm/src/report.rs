@@ -84,6 +84,8 @@ pub enum GuestFailure {
     ExitBeforeReady,
     #[error("the guest made {count} protocol error(s) (serial transport), the first: {first}")]
     Protocol { count: u64, first: String },
+    #[error("vCPU(s) {vcpus:?} never started: the guest never sent them INIT/SIPI")]
+    VcpusNotStarted { vcpus: Vec<usize> },
 }
 
 impl GuestFailure {
@@ -103,6 +105,7 @@ impl GuestFailure {
             GuestFailure::Probe { .. } => "probe",
             GuestFailure::ExitBeforeReady => "exit_before_ready",
             GuestFailure::Protocol { .. } => "protocol",
+            GuestFailure::VcpusNotStarted { .. } => "vcpus_not_started",
         }
     }
 }

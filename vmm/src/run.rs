@@ -2,7 +2,7 @@
 //! (exit port, reset, triple fault, a vCPU failure) or the deadline ends the run: the
 //! other vCPUs are kicked out of KVM_RUN with a signal whose handler sets `immediate_exit`.
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -60,6 +60,10 @@ pub struct RunOutcome {
     pub errors: Vec<RunError>,
     /// Each vCPU's RIP when its thread stopped (0 if unreadable): where a stuck guest was.
     pub last_rip: Vec<u64>,
+    /// The vCPUs still waiting for their start (INIT/SIPI) when their threads stopped: an AP
+    /// the guest never started. Their `KVM_GET_MP_STATE` says so; one that cannot be read is
+    /// not listed.
+    pub never_started: Vec<usize>,
 }
 
 thread_local! {
@@ -105,6 +109,17 @@ struct Shared<'a> {
     first_run: AtomicU64,
     tids: Vec<AtomicU64>,
     last_rip: Vec<AtomicU64>,
+    /// Each vCPU's `KVM_GET_MP_STATE` when its thread stopped ([`MP_STATE_UNREAD`] if not read).
+    mp_state: Vec<AtomicU32>,
+}
+
+const MP_STATE_UNREAD: u32 = u32::MAX;
+
+/// True for the states of a vCPU that has not run since it was created: an AP waiting for
+/// INIT, or for its SIPI after one.
+fn waiting_for_start(mp_state: u32) -> bool {
+    mp_state == kvm_bindings::KVM_MP_STATE_UNINITIALIZED
+        || mp_state == kvm_bindings::KVM_MP_STATE_INIT_RECEIVED
 }
 
 fn handle(i: usize, exit: VcpuExit<'_>, bus: &Mutex<Bus>, t: u64) -> Result<Action, RunError> {
@@ -161,6 +176,7 @@ fn vcpu_loop(
         }
         if i == 0 && sh.first_run.load(Ordering::Relaxed) == 0 {
             sh.first_run.store(now_ns(), Ordering::Relaxed);
+            crate::fault::at(truecold_proto::measure::Mark::FirstRun);
             lock(sh.bus).sample(truecold_proto::measure::Mark::FirstRun);
         }
         match vcpu.run() {
@@ -192,6 +208,9 @@ fn vcpu_loop(
     if let Ok(regs) = vcpu.get_regs() {
         sh.last_rip[i].store(regs.rip, Ordering::Relaxed);
     }
+    if let Ok(mp) = vcpu.get_mp_state() {
+        sh.mp_state[i].store(mp.mp_state, Ordering::Relaxed);
+    }
     result
 }
 
@@ -213,6 +232,7 @@ pub fn run(
             exit: now,
             errors: Vec::new(),
             last_rip: vec![0; n],
+            never_started: Vec::new(),
         });
     }
     let sh = Shared {
@@ -221,6 +241,7 @@ pub fn run(
         first_run: AtomicU64::new(0),
         tids: (0..n).map(|_| AtomicU64::new(0)).collect(),
         last_rip: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        mp_state: (0..n).map(|_| AtomicU32::new(MP_STATE_UNREAD)).collect(),
     };
     let (tx, rx) = mpsc::channel();
     std::thread::scope(|s| {
@@ -272,6 +293,9 @@ pub fn run(
                 .last_rip
                 .iter()
                 .map(|r| r.load(Ordering::Relaxed))
+                .collect(),
+            never_started: (0..n)
+                .filter(|&i| waiting_for_start(sh.mp_state[i].load(Ordering::Relaxed)))
                 .collect(),
         })
     })

@@ -390,12 +390,13 @@ const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
 }
 
 /// The KVM ioctls the VMM issues once the filter is in place (vCPU creation and set-up, the
-/// serial's irqfd, the run loop, the last registers), by name and request number; nothing
+/// serial's irqfd, the run loop, the last registers and MP state), by name and request
+/// number; nothing
 /// else may be an ioctl. Everything before (KVM_CREATE_VM, memslots, irqchip, PIT, …) is done.
 pub fn kvm_ioctls() -> Vec<(&'static str, u32)> {
     use kvm_bindings::{
-        kvm_cpuid2, kvm_fpu, kvm_irqfd, kvm_lapic_state, kvm_msr_list, kvm_msrs, kvm_regs,
-        kvm_sregs,
+        kvm_cpuid2, kvm_fpu, kvm_irqfd, kvm_lapic_state, kvm_mp_state, kvm_msr_list, kvm_msrs,
+        kvm_regs, kvm_sregs,
     };
     use std::mem::size_of;
     vec![
@@ -431,6 +432,10 @@ pub fn kvm_ioctls() -> Vec<(&'static str, u32)> {
         (
             "KVM_SET_CPUID2",
             ioc(IOC_WRITE, 0x90, size_of::<kvm_cpuid2>()),
+        ),
+        (
+            "KVM_GET_MP_STATE",
+            ioc(IOC_READ, 0x98, size_of::<kvm_mp_state>()),
         ),
     ]
 }
@@ -857,6 +862,7 @@ mod tests {
             ("KVM_GET_LAPIC", 0x8400_ae8e),
             ("KVM_SET_LAPIC", 0x4400_ae8f),
             ("KVM_SET_CPUID2", 0x4008_ae90),
+            ("KVM_GET_MP_STATE", 0x8004_ae98),
         ]
         .into_iter()
         .collect();

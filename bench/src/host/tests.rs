@@ -29,6 +29,7 @@ fn snap(
         children_ns: children_ms * 1_000_000,
         host_busy_ns: busy_ms * 1_000_000,
         host_total_ns: total_ms * 1_000_000,
+        residue: Default::default(),
     }
 }
 
@@ -107,4 +108,58 @@ fn reads_this_host() {
     let s = Snapshot::take();
     assert!(s.t_ns > 0);
     assert!(s.host_total_ns >= s.host_busy_ns);
+}
+
+#[test]
+fn the_residue_reading_sees_a_new_child_a_zombie_and_a_descriptor() {
+    let before = residue_reading();
+    assert!(before.harness_fds.is_some_and(|n| n >= 3), "{before:?}");
+    assert!(before.harness_threads.is_some_and(|n| n >= 1), "{before:?}");
+    assert!(
+        before.harness_rss_bytes.is_some_and(|n| n > 0),
+        "{before:?}"
+    );
+    assert!(
+        before.mem_available_bytes.is_some_and(|n| n > 0),
+        "{before:?}"
+    );
+    assert!(before.hugepages_total.is_some(), "{before:?}");
+    // A child that exits and is not yet reaped, and a descriptor left open.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let file = std::fs::File::open("/proc/self/status").unwrap();
+    // Wait (without reaping) until the child has exited: a zombie.
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| stat_parent_and_state(&s))
+        .is_none_or(|(_, st)| st != 'Z')
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never exited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let after = residue_reading();
+    // Other tests of this binary run in parallel threads: judge only what this test made.
+    assert!(
+        after.children >= Some(before.children.unwrap_or(0) + 1),
+        "{after:?}"
+    );
+    assert!(after.zombies >= Some(1), "{after:?}");
+    let l = truecold_proof::residue::leaks(&before, &after);
+    assert!(l.iter().any(|x| x.contains("zombies")), "{l:?}");
+    child.wait().unwrap();
+    drop(file);
+}
+
+#[test]
+fn stat_lines_with_odd_command_names_parse() {
+    assert_eq!(
+        stat_parent_and_state("42 (a) b (c)) S 7 42 42 0 -1"),
+        Some((7, 'S'))
+    );
+    assert_eq!(stat_parent_and_state("42 (x) Z 1 0"), Some((1, 'Z')));
+    assert_eq!(stat_parent_and_state("garbage"), None);
 }

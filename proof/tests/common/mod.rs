@@ -407,6 +407,7 @@ impl Fixture {
                     page_cache_dropped: None,
                 },
                 warnings: vec![],
+                residue: Some(truecold_proof::residue::Residue::default()),
             },
             artifacts,
             samples,
@@ -600,17 +601,16 @@ pub fn forge_with(dir: &Path, evidence: bool, f: impl FnOnce(&mut ResultJson, &m
         )
         .unwrap();
     }
-    r.summary = truecold_proof::Summaries::compute(&r.contract, &s);
+    // Written in the bundle's own schema (the committed bundle is schema 5).
+    r.summary = truecold_proof::Summaries::compute_for(&r.contract, &s, r.schema_version);
     std::fs::write(
         dir.join("result.json"),
         truecold_proof::bundle::result_bytes(&r).unwrap(),
     )
     .unwrap();
-    std::fs::write(
-        dir.join("samples.csv"),
-        truecold_proof::csv::write_samples(&s),
-    )
-    .unwrap();
+    let mut csv = Vec::new();
+    truecold_proof::csv::write_schema_samples_to(&mut csv, &s, r.schema_version).unwrap();
+    std::fs::write(dir.join("samples.csv"), csv).unwrap();
     for (name, bytes) in truecold_proof::report::generated_files(&r, &s) {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
