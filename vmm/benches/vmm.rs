@@ -1,5 +1,6 @@
 //! Stage benchmarks on /dev/kvm: VM create, memory setup (128 MiB and 16 GiB per backing),
-//! kernel load, vCPU setup, and a full in-process probe boot.
+//! kernel load, vCPU setup, a full in-process probe boot, and compiling the seccomp filter
+//! (its installation is irreversible: the CLI's stage measures it).
 //! Run briefly with `cargo bench -p truecold-vmm -- --warm-up-time 1 --measurement-time 3`.
 //! hugetlb cases reserve the pool through /proc/sys/vm/nr_hugepages (root) and restore it.
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
@@ -130,8 +131,16 @@ fn probe_boot(c: &mut Criterion) {
     g.finish();
 }
 
+fn seccomp_filters(c: &mut Criterion) {
+    use truecold_vmm::sandbox;
+    c.bench_function("seccomp_filters_build", |b| {
+        b.iter(|| sandbox::filters(&sandbox::allowlist(std::process::id())).expect("filters"))
+    });
+}
+
 criterion_group!(
     benches,
+    seccomp_filters,
     vm_create,
     memory_setup,
     kernel_load,

@@ -16,6 +16,9 @@ use crate::mptable;
 use crate::probe::{ProbeReport, ProbeSummary};
 use crate::report::{self, BootReport, GuestFailure, HostReport, MemoryDetail};
 use crate::run::{self, RunEnd, RunError};
+use crate::sandbox::{
+    self, Forbidden, Prelude, SandboxError, SandboxReport, SeccompReport, UserDrop,
+};
 use crate::timeline::process_start_ns;
 use crate::vm::{self, VmError};
 use truecold_proto::kinds::{Engine, Observer, Transport};
@@ -61,6 +64,8 @@ pub enum Error {
     Devices(#[source] DeviceError),
     #[error("cannot run the vCPUs")]
     Run(#[source] RunError),
+    #[error("cannot confine the VMM process")]
+    Sandbox(#[source] SandboxError),
     #[error("the guest failed")]
     Guest {
         #[source]
@@ -88,6 +93,7 @@ impl Error {
             Error::Cpu(_) => "vcpu-setup-failed",
             Error::Devices(_) => "device-setup-failed",
             Error::Run(_) => "vcpu-run-failed",
+            Error::Sandbox(e) => e.kind(),
             Error::Guest { .. } => "guest-failed",
         }
     }
@@ -122,10 +128,59 @@ fn refuse_linux_on_pvm(cfg: &BootConfig, kind: HostKind) -> Result<(), Error> {
     Ok(())
 }
 
+/// How [`run_confined`] confines the process, and what was done before the boot.
+#[derive(Clone, Debug, Default)]
+pub struct Confinement {
+    /// What [`sandbox::at_start`] did.
+    pub prelude: Prelude,
+    /// The user the process dropped to before the boot (`--uid/--gid`).
+    pub user: Option<UserDrop>,
+    /// Install the seccomp filter (false: `--no-seccomp`).
+    pub seccomp: bool,
+    /// Test hook: make this forbidden syscall right after the filter's installation.
+    pub selftest: Option<Forbidden>,
+}
+
 /// Boots one VM per `cfg` and returns its report; a guest that ran but failed gives
 /// [`Error::Guest`], which carries the report. Each step is stamped under its
-/// [`Mark`] (the one stage table: `truecold_proto::measure`).
+/// [`Mark`] (the one stage table: `truecold_proto::measure`). Confines nothing: the report's
+/// `sandbox` is None (the CLI boots through [`run_confined`]).
 pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
+    run_inner(cfg, None)
+}
+
+/// [`run`], and once the kernel is loaded, before the vCPUs are created: the seccomp filter
+/// of [`sandbox::allowlist`] on every thread (per `c.seccomp`), which the vCPU threads then
+/// inherit. Installing a filter is irreversible: this is for a process that exits after the
+/// boot (the CLI), never for a process that goes on (a test harness).
+pub fn run_confined(cfg: &BootConfig, c: &Confinement) -> Result<BootReport, Error> {
+    run_inner(cfg, Some(c))
+}
+
+/// The sandbox point: what the filter forbids afterwards is done now (the kick handler, the
+/// files read after the run held open), then the filter is installed.
+fn confine_now(c: &Confinement) -> Result<SeccompReport, Error> {
+    run::prepare().map_err(Error::Run)?;
+    crate::host::hold_files();
+    sandbox::settle_allocator();
+    let list = sandbox::allowlist(std::process::id());
+    let installed = if c.seccomp {
+        let f = sandbox::filters(&list).map_err(Error::Sandbox)?;
+        sandbox::install_violation_handler(&list).map_err(Error::Sandbox)?;
+        sandbox::install(&f).map_err(Error::Sandbox)?;
+        true
+    } else {
+        false
+    };
+    Ok(SeccompReport {
+        installed,
+        allowed_syscalls: list.len(),
+        on_violation: "trap".into(),
+        mode_observed: None,
+    })
+}
+
+fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootReport, Error> {
     validate(cfg).map_err(Error::Config)?;
     if let KernelSource::File(path) = &cfg.kernel {
         loader::check_kernel(path).map_err(Error::Loader)?;
@@ -188,6 +243,21 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     acct.take(Mark::KernelLoaded, host::counters(no_exits));
     crate::fault::at(Mark::KernelLoaded);
 
+    let mut seccomp = match confine {
+        Some(c) => Some(confine_now(c)?),
+        None => None,
+    };
+    if seccomp.as_ref().is_some_and(|s| s.installed) {
+        // The seccomp stage: kernel_loaded → here (absent without a filter).
+        st.sandboxed = Some(now_ns());
+        acct.take(Mark::Sandboxed, host::counters(no_exits));
+    }
+    if let Some(t) = confine.and_then(|c| c.selftest) {
+        // Only returns without the filter (with it the process ends with a diagnosis).
+        let r = t.call();
+        eprintln!("truecold-vmm: --sandbox-selftest {t:?}: the call returned {r}");
+    }
+
     let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
     let serial_out: Box<dyn std::io::Write + Send> = match (cfg.transport, cfg.console) {
         (Transport::Serial, _) => Box::new(devices::LineOut::new(std::io::stdout())),
@@ -242,6 +312,17 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
     st.teardown_done = Some(now_ns());
     acct.take(Mark::TeardownDone, host::counters(exit_tally));
     acct.rss_peak_bytes = host::self_rss_peak();
+    if let Some(s) = seccomp.as_mut() {
+        // The kernel's view, outside the boot's window (a filter is never removed).
+        s.mode_observed = host::read_text(host::PROC_SELF_STATUS)
+            .as_deref()
+            .and_then(sandbox::seccomp_mode);
+    }
+    let sandbox = confine.zip(seccomp).map(|(c, seccomp)| SandboxReport {
+        prelude: c.prelude.clone(),
+        user: c.user.clone(),
+        seccomp,
+    });
     // Informational (never in a duration): read after the boot, outside its window.
     let process_start_boottime_ns = process_start_ns();
 
@@ -294,6 +375,7 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
             vcpu_errors: out.errors,
             vcpu_last_rip: out.last_rip,
             serial_input,
+            sandbox,
         },
         failure.clone(),
     );

@@ -1,4 +1,7 @@
 //! Facts about the host the VMM runs on: kind of KVM, kernel, RAM, and this process's memory.
+use std::os::unix::fs::FileExt;
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 
 pub use truecold_proto::kinds::{Detection, HostKind};
@@ -61,9 +64,76 @@ pub fn hypervisor_signature() -> String {
         .to_string()
 }
 
+/// `/proc/self/status` (VmRSS, VmHWM, Seccomp, NoNewPrivs).
+pub const PROC_SELF_STATUS: &str = "/proc/self/status";
+/// `/proc/self/smaps` (the guest memory mappings' backing).
+pub const PROC_SELF_SMAPS: &str = "/proc/self/smaps";
+/// `/proc/self/stat` (the process start).
+pub const PROC_SELF_STAT: &str = "/proc/self/stat";
+/// `/proc/sys/kernel/osrelease` (`uname -r`).
+pub const PROC_OSRELEASE: &str = "/proc/sys/kernel/osrelease";
+/// `/proc/meminfo` (MemTotal).
+pub const PROC_MEMINFO: &str = "/proc/meminfo";
+/// The THP mode.
+pub const SYS_THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// Every file the VMM reads once its seccomp filter, which forbids opening anything, is in
+/// place: [`hold_files`] opens them beforehand and [`read_text`] re-reads them from offset 0.
+pub const HELD_FILES: [&str; 6] = [
+    PROC_SELF_STATUS,
+    PROC_SELF_SMAPS,
+    PROC_SELF_STAT,
+    PROC_OSRELEASE,
+    PROC_MEMINFO,
+    SYS_THP_ENABLED,
+];
+
+static HELD: OnceLock<Vec<(&'static str, std::fs::File)>> = OnceLock::new();
+
+/// Opens [`HELD_FILES`] (read-only) and keeps them for [`read_text`]: after this, reading
+/// them opens nothing. A file that cannot be opened is skipped (its reads then open it, and
+/// read nothing under the filter, as an unreadable file reads nothing without one); returns
+/// how many are held. Idempotent.
+pub fn hold_files() -> usize {
+    HELD.get_or_init(|| {
+        HELD_FILES
+            .iter()
+            .filter_map(|&p| std::fs::File::open(p).ok().map(|f| (p, f)))
+            .collect()
+    })
+    .len()
+}
+
+/// The text of `path`: through its held descriptor when [`hold_files`] holds it (`pread`
+/// from offset 0: /proc and /sys files regenerate their text on each read from the start),
+/// else by opening it. None when unreadable.
+pub fn read_text(path: &str) -> Option<String> {
+    let held = HELD
+        .get()
+        .and_then(|h| h.iter().find(|(p, _)| *p == path).map(|(_, f)| f));
+    let Some(f) = held else {
+        return std::fs::read_to_string(path).ok();
+    };
+    let mut buf = vec![0u8; 16 << 10];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match f.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
+}
+
 /// `uname -r`.
 pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+    read_text(PROC_OSRELEASE)
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
@@ -79,17 +149,17 @@ pub fn kb_field(text: &str, key: &str) -> Option<u64> {
 
 /// MemTotal of the host, bytes.
 pub fn host_mem_total() -> Option<u64> {
-    kb_field(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemTotal")
+    kb_field(&read_text(PROC_MEMINFO)?, "MemTotal")
 }
 
 /// VmRSS of this process, bytes.
 pub fn self_rss() -> Option<u64> {
-    kb_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmRSS")
+    kb_field(&read_text(PROC_SELF_STATUS)?, "VmRSS")
 }
 
 /// VmHWM (peak resident set) of this process, bytes.
 pub fn self_rss_peak() -> Option<u64> {
-    kb_field(&std::fs::read_to_string("/proc/self/status").ok()?, "VmHWM")
+    kb_field(&read_text(PROC_SELF_STATUS)?, "VmHWM")
 }
 
 /// This process's page faults so far, all threads (`getrusage(RUSAGE_SELF)`): (minor, major).
@@ -169,7 +239,7 @@ pub fn parse_smaps(smaps: &str, start: u64) -> Option<MappingObservation> {
 
 /// Observes the mapping at `start` in this process.
 pub fn observe_mapping(start: u64) -> Option<MappingObservation> {
-    parse_smaps(&std::fs::read_to_string("/proc/self/smaps").ok()?, start)
+    parse_smaps(&read_text(PROC_SELF_SMAPS)?, start)
 }
 
 #[cfg(test)]

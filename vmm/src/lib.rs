@@ -3,7 +3,8 @@
 //!
 //! The recipe is [`boot::run`]; each stage lives in its own module:
 //! [`kvm`] → [`vm`] → [`memory`] → [`loader`] (+ [`boot_params`], [`mptable`]) → [`cpu`] → [`devices`] →
-//! [`run`]; [`report`] is the JSON the CLI prints.
+//! [`run`]; [`report`] is the JSON the CLI prints; [`sandbox`] confines the CLI's process
+//! (seccomp filter installed between the kernel load and the vCPUs).
 pub mod boot;
 pub mod boot_params;
 pub mod config;
@@ -19,6 +20,7 @@ pub mod mptable;
 pub mod probe;
 pub mod report;
 pub mod run;
+pub mod sandbox;
 pub mod timeline;
 pub mod vm;
 

@@ -3,7 +3,12 @@
 //! boot report when the guest ran, otherwise `{"schema":…,"error":{"kind":…,"message":…}}`
 //! (see vmm/README.md). Under `--transport serial` stdout carries the guest's serial output,
 //! so the report goes to `--report-file` (required then).
-use std::path::{Path, PathBuf};
+//!
+//! The process confines itself (vmm/src/sandbox.rs, docs/security.md): no-new-privileges and
+//! every inherited descriptor above 2 closed first; the report file opened; `--uid/--gid`
+//! dropped to; the seccomp filter installed by the boot between the kernel load and the vCPUs.
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -16,6 +21,7 @@ use truecold_vmm::host::HostKind;
 use truecold_vmm::loader::KernelSource;
 use truecold_vmm::memory::Backing;
 use truecold_vmm::report::{error_report, SCHEMA};
+use truecold_vmm::sandbox::{self, Forbidden};
 use truecold_vmm::{BootConfig, Error};
 
 #[derive(Parser)]
@@ -132,6 +138,20 @@ struct BootArgs {
     /// detects, and TRUECOLD_HOST_KIND overrides what it finds.
     #[arg(long, value_parser = truecold_vmm::host::parse_host_kind)]
     host_kind: Option<HostKind>,
+    /// Drop to this uid before /dev/kvm and the kernel files are opened (with --gid; no
+    /// supplementary groups are kept: /dev/kvm must be usable by this uid or the gid).
+    #[arg(long, requires = "gid")]
+    uid: Option<u32>,
+    /// Drop to this gid (with --uid).
+    #[arg(long, requires = "uid")]
+    gid: Option<u32>,
+    /// Do not install the seccomp filter (debugging; the report says so).
+    #[arg(long)]
+    no_seccomp: bool,
+    /// Test hook: make this forbidden syscall (socket, openat, execve, fork) right after the
+    /// filter is installed.
+    #[arg(long, hide = true, value_parser = Forbidden::parse)]
+    sandbox_selftest: Option<Forbidden>,
     /// Reliability tests only: send this process SIGNAL right after MARK
     /// (`sigkill@memory_ready`, see vmm/src/fault.rs). Never a measurement.
     #[arg(long, hide = true, value_parser = truecold_vmm::fault::Fault::parse)]
@@ -186,16 +206,40 @@ fn print_json<T: serde::Serialize>(r: &T) {
     }
 }
 
-/// Writes `r` as one JSON line into `file` when given, else on stdout; false when the file
-/// cannot be written (said on stderr).
-fn emit_json<T: serde::Serialize>(r: &T, file: Option<&Path>) -> bool {
-    let Some(path) = file else {
-        print_json(r);
-        return true;
+/// Where the report goes: stdout, or `--report-file`, opened (created, truncated) before the
+/// process drops its privileges and installs its filter, which allows no open.
+enum Sink {
+    Stdout,
+    File(PathBuf, std::fs::File),
+}
+
+impl Sink {
+    fn open(path: Option<&PathBuf>) -> Result<Sink, String> {
+        match path {
+            None => Ok(Sink::Stdout),
+            Some(p) => std::fs::File::create(p)
+                .map(|f| Sink::File(p.clone(), f))
+                .map_err(|e| format!("cannot write the report to {}: {e}", p.display())),
+        }
+    }
+}
+
+/// Writes `r` as one JSON line into the report file when given, else on stdout; false when the
+/// file cannot be written (said on stderr).
+fn emit_json<T: serde::Serialize>(r: &T, sink: &mut Sink) -> bool {
+    let (path, file) = match sink {
+        Sink::Stdout => {
+            print_json(r);
+            return true;
+        }
+        Sink::File(p, f) => (p, f),
     };
     let written = serde_json::to_string(r)
         .map_err(|e| e.to_string())
-        .and_then(|s| std::fs::write(path, s + "\n").map_err(|e| e.to_string()));
+        .and_then(|s| {
+            file.write_all((s + "\n").as_bytes())
+                .map_err(|e| e.to_string())
+        });
     match written {
         Ok(()) => true,
         Err(e) => {
@@ -251,27 +295,55 @@ fn main() -> ExitCode {
             }
         }
     };
-    let report_file = args.report_file.clone();
-    let report_file = report_file.as_deref();
-    let cfg = match args.config() {
-        Ok(cfg) => cfg,
+    // First, before anything is opened: no-new-privileges, inherited descriptors closed.
+    let prelude = sandbox::at_start();
+    let mut sink = match Sink::open(args.report_file.as_ref()) {
+        Ok(s) => s,
         Err(e) => {
-            let e = Error::Config(e);
-            eprintln!("error: {}", chain(&e));
-            emit_json(&error_report(&e), report_file);
+            eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match truecold_vmm::boot(&cfg) {
-        Ok(report) if emit_json(&report, report_file) => ExitCode::SUCCESS,
+    let fail = |e: Error, sink: &mut Sink| {
+        eprintln!("error: {}", chain(&e));
+        emit_json(&error_report(&e), sink);
+        ExitCode::FAILURE
+    };
+    let prelude = match prelude {
+        Ok(p) => p,
+        Err(e) => return fail(Error::Sandbox(e), &mut sink),
+    };
+    let (uid, gid, seccomp, selftest) =
+        (args.uid, args.gid, !args.no_seccomp, args.sandbox_selftest);
+    let cfg = match args.config() {
+        Ok(cfg) => cfg,
+        Err(e) => return fail(Error::Config(e), &mut sink),
+    };
+    let user = match (uid, gid) {
+        (Some(uid), Some(gid)) => {
+            match sandbox::drop_privileges(uid, gid, std::path::Path::new("/dev/kvm")) {
+                Ok(u) => Some(u),
+                Err(e) => return fail(Error::Sandbox(e), &mut sink),
+            }
+        }
+        _ => None,
+    };
+    let confinement = truecold_vmm::boot::Confinement {
+        prelude,
+        user,
+        seccomp,
+        selftest,
+    };
+    match truecold_vmm::boot::run_confined(&cfg, &confinement) {
+        Ok(report) if emit_json(&report, &mut sink) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
-        Err(e) => {
+        Err(e @ Error::Guest { .. }) => {
             eprintln!("error: {}", chain(&e));
-            match &e {
-                Error::Guest { report, .. } => emit_json(report, report_file),
-                _ => emit_json(&error_report(&e), report_file),
-            };
+            if let Error::Guest { report, .. } = &e {
+                emit_json(report, &mut sink);
+            }
             ExitCode::FAILURE
         }
+        Err(e) => fail(e, &mut sink),
     }
 }

@@ -162,8 +162,7 @@ fn free_hugepages() -> u64 {
 
 /// The THP mode in brackets in /sys/kernel/mm/transparent_hugepage/enabled.
 pub fn thp_mode() -> String {
-    let s =
-        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let s = crate::host::read_text(crate::host::SYS_THP_ENABLED).unwrap_or_default();
     s.split_once('[')
         .and_then(|(_, r)| r.split_once(']'))
         .map(|(m, _)| m.to_string())

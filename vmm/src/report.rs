@@ -136,6 +136,12 @@ pub struct BootReport {
     pub serial_input: Option<SerialInput>,
     /// The first failure, typed.
     pub failure: Option<GuestFailure>,
+    /// What confined the VMM process: no-new-privileges, inherited descriptors closed, the
+    /// user dropped to, the seccomp filter (installed or not, syscalls allowed). None for a
+    /// boot through the library's `boot::run`, which confines nothing (and in reports
+    /// written before the field existed).
+    #[serde(default)]
+    pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 /// What a boot that ran observed, handed to [`assemble`].
@@ -160,6 +166,7 @@ pub struct Observed {
     pub vcpu_errors: Vec<RunError>,
     pub vcpu_last_rip: Vec<u64>,
     pub serial_input: Option<SerialInput>,
+    pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 /// The report of a boot that ran, judged by `failure`.
@@ -211,6 +218,7 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
         },
         serial_input: o.serial_input,
         failure,
+        sandbox: o.sandbox,
     }
 }
 

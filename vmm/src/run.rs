@@ -92,6 +92,12 @@ fn install_kick_handler() -> Result<(), RunError> {
     r.map_err(|e| RunError::Signal(vmm_sys_util::errno::Error::new(e)))
 }
 
+/// Installs the vCPU kick's signal handler now (idempotent): the boot does it before its
+/// seccomp filter, which does not allow `rt_sigaction`.
+pub fn prepare() -> Result<(), RunError> {
+    install_kick_handler()
+}
+
 enum Event {
     Stop(StopReason),
     Failed(usize),

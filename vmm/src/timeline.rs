@@ -6,7 +6,7 @@ pub use truecold_proto::measure::now_ns;
 /// clock ticks, usually 10 ms; equal to CLOCK_MONOTONIC on a host that never suspended);
 /// `None` if unreadable.
 pub fn process_start_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let stat = crate::host::read_text(crate::host::PROC_SELF_STAT)?;
     let after_comm = &stat[stat.rfind(')')? + 2..];
     let ticks: u64 = after_comm.split(' ').nth(19)?.parse().ok()?;
     // SAFETY: sysconf has no memory-safety preconditions.

@@ -44,6 +44,13 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
                     assert_eq!(t.get(m), None, "{}", m.name());
                 }
             }
+            // Taken only when the CLI installed its seccomp filter (a library boot has none).
+            Taker::Vmm
+                if m == Mark::Sandboxed
+                    && !r.sandbox.as_ref().is_some_and(|s| s.seccomp.installed) =>
+            {
+                assert_eq!(t.get(m), None, "sandboxed without a filter");
+            }
             Taker::Vmm | Taker::VmExit => {
                 let v = t
                     .get(m)
@@ -68,6 +75,12 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     ] {
         assert!(tiles.get(st).is_some(), "stage {} missing", st.name());
     }
+    let filtered = r.sandbox.as_ref().is_some_and(|s| s.seccomp.installed);
+    assert_eq!(
+        tiles.get(Stage::Seccomp).is_some(),
+        filtered,
+        "the seccomp stage is there exactly when the filter was installed"
+    );
 
     // host
     assert_eq!(r.host.kind, truecold_vmm::host::detect(cfg.host_kind));
