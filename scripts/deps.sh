@@ -5,30 +5,77 @@ set -euo pipefail
 # linux-source-6.12 is installed, at its pinned version, by kernel-config/build.sh.
 pkgs=(qemu-system-x86 build-essential flex bison bc libelf-dev libssl-dev
       cpio xz-utils python3 file)
+export DEBIAN_FRONTEND=noninteractive
+updated=0
+apt_update() { ((updated)) || { apt-get update -q; updated=1; }; }
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+# Never remove or replace a user's packages. Installing a package can make apt remove an
+# installed one that the new package breaks or conflicts with (Debian 12's qemu-system-x86
+# beside a qemu-utils from bookworm-backports: apt removes qemu-utils, or gives up). So
+# every install is planned first (a dry run) and refused when the plan removes anything;
+# the real install has --no-remove as well.
+apt_plan_removes() { apt-get install -s -q --no-install-recommends "$@" 2>&1 | awk '$1 == "Remv" { print $2 } /^E: / { print "(apt: " $0 ")" }'; }
+apt_install() {
+  local removes
+  removes=$(apt_plan_removes "$@")
+  [[ -z $removes ]] || { echo "deps: installing $* would remove or break: $(echo $removes)" >&2; return 1; }
+  apt-get install -y -q --no-install-recommends --no-remove "$@"
+}
+# QEMU: Debian 12's qemu-system-x86 (7.2; the nested harness's virtual clock is measured
+# with it). Where it cannot be installed without removing a package (the case above), the
+# same Debian packages are unpacked into a private prefix instead, /opt/truecold/qemu-<ver>,
+# with their libraries installed from Debian and qemu-system-x86_64 linked from
+# /usr/local/bin: QEMU finds its firmware relative to its own binary, so nothing else changes.
+private_qemu() {
+  local ver dir tmp libs
+  ver=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ { print $2 }')
+  [[ -n $ver && $ver != "(none)" ]] || { echo "deps: apt has no qemu-system-x86 candidate" >&2; return 1; }
+  dir=/opt/truecold/qemu-${ver//[:+~]/_}
+  if [[ ! -x $dir/usr/bin/qemu-system-x86_64 ]]; then
+    mapfile -t libs < <(apt-cache depends --no-recommends --no-suggests qemu-system-x86 |
+      awk '$1 == "Depends:" && $2 ~ /^(lib|zlib)/ { print $2 }')
+    apt_install "${libs[@]}"
+    tmp=$(mktemp -d)
+    (cd "$tmp" && chmod 755 . && apt-get download -q "qemu-system-x86=$ver" "qemu-system-common=$ver" qemu-system-data seabios >/dev/null 2>&1) ||
+      { echo "deps: apt-get download qemu-system-x86 qemu-system-common qemu-system-data seabios failed" >&2; rm -rf "$tmp"; return 1; }
+    mkdir -p "$dir.partial"
+    for d in "$tmp"/*.deb; do dpkg-deb -x "$d" "$dir.partial"; done
+    rm -rf "$tmp" "$dir"
+    mv "$dir.partial" "$dir"
+  fi
+  local link=/usr/local/bin/qemu-system-x86_64
+  if [[ -e $link || -L $link ]] && [[ $(readlink "$link") != "$dir/usr/bin/qemu-system-x86_64" ]]; then
+    echo "deps: $link exists and is not truecold's ($dir); remove it or install qemu-system-x86" >&2
+    return 1
+  fi
+  ln -sfn "$dir/usr/bin/qemu-system-x86_64" "$link"
+  "$link" --version | head -1 | sed "s|^|deps: $link -> $dir: |"
+}
 missing=()
+private_qemu_ready() {
+  local t
+  t=$(readlink /usr/local/bin/qemu-system-x86_64 2>/dev/null) &&
+    [[ $t == /opt/truecold/qemu-*/usr/bin/qemu-system-x86_64 && -x $t ]]
+}
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  installed "$p" || { [[ $p == qemu-system-x86 ]] && private_qemu_ready; } || missing+=("$p")
 done
 # git: the bisect tests' fixture kernel tree (any git will do; many machines have their own).
 command -v git >/dev/null || missing+=(git)
 if ((${#missing[@]})); then
   echo "deps: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  # Never remove a user's packages. Installing a package can make apt remove an installed one
-  # that the new package breaks or conflicts with (an older qemu-utils beside the qemu-system-x86
-  # being installed was removed this way). So: a dry run first; whatever it would remove joins
-  # the install list, which makes apt upgrade that package instead of removing it; and
-  # --no-remove makes the real install abort, naming the package, rather than remove anything.
-  want=("${missing[@]}")
-  for _ in 1 2 3; do
-    plan=$(apt-get install -s -q --no-install-recommends "${want[@]}")
-    mapfile -t removed < <(awk '$1 == "Remv" { print $2 }' <<<"$plan")
-    ((${#removed[@]})) || break
-    echo "deps: that install would remove ${removed[*]}; upgrading them instead"
-    want+=("${removed[@]}")
-  done
-  apt-get install -y -q --no-install-recommends --no-remove "${want[@]}"
+  apt_update
+  rest=()
+  for p in "${missing[@]}"; do [[ $p == qemu-system-x86 ]] || rest+=("$p"); done
+  ((${#rest[@]} == 0)) || apt_install "${rest[@]}"
+  if [[ " ${missing[*]} " == *" qemu-system-x86 "* ]]; then
+    if [[ -z $(apt_plan_removes qemu-system-x86) ]]; then
+      apt_install qemu-system-x86
+    else
+      echo "deps: qemu-system-x86 cannot be installed beside this machine's packages ($(echo $(apt_plan_removes qemu-system-x86))); unpacking it privately"
+      private_qemu
+    fi
+  fi
 fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"

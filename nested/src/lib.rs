@@ -304,7 +304,10 @@ fn qemu_files(qemu: &Path) -> Result<Vec<L1File>, NestedError> {
             executable: true,
         });
     }
-    let share = qemu
+    // The firmware is found from the binary's real place (QEMU resolves its own path): a
+    // QEMU linked into PATH (scripts/deps.sh's private install) keeps it beside the target.
+    let real = fs::canonicalize(qemu).unwrap_or_else(|_| qemu.to_path_buf());
+    let share = real
         .parent()
         .and_then(Path::parent)
         .map(|p| p.join("share/qemu"))
