@@ -164,3 +164,31 @@ for p in files("attribution.jsonl")[:1]:
     put("proof_attribution", b"\n".join(read(p).split(b"\n")[:2]) + b"\n")
 for p in files("cmdline.txt")[:4]:
     put("proof_text", read(p))
+
+# --- the devices, as a guest drives them (the op encoding of vmm_bus.rs) ---
+DOORBELL, RECORD, EXIT, CHALLENGE, COM1, LSR, I8042D, I8042C, AP, ECHO, SUMMARY = range(11)
+
+
+def out(port, data):
+    out_ = b""
+    for i in range(0, max(len(data), 1), 255):
+        piece = data[i:i + 255]
+        out_ += bytes([port << 4, 1, len(piece)]) + piece
+    return out_
+
+
+def inp(port, n):
+    return bytes([(port << 4) | 2, 1, n - 1])
+
+
+linux = (out(DOORBELL, b"\x01") + out(DOORBELL, b"\x02") + inp(CHALLENGE, 16)
+         + out(RECORD, "".join(l for l in lines if l.startswith("TC1 reply")).encode()[:300])
+         + out(RECORD, "".join(l for l in lines if l.startswith("TC1 record")).encode()[:600])
+         + out(COM1, b"hello\n") + inp(LSR, 1) + out(EXIT, b"\x00"))
+put("vmm_bus", b"\x00" + linux)
+put("vmm_bus", b"\x02" + out(RECORD, b"TC1 ready boot_id=x\n") + out(I8042C, b"\xfe"))
+probe = (out(DOORBELL, b"\x01") + out(AP, b"\x01") + out(DOORBELL, b"\x02") + inp(CHALLENGE, 16)
+         + out(ECHO, bytes(16)) + out(SUMMARY, struct.pack("<7Q", MAGIC, 1 << 30, 512, 7, 0, 1, 1))
+         + bytes([(11 << 4) | 3, 1]) + struct.pack("<Q", 0xFED00000) + b"\x01\x04"
+         + out(EXIT, b"\x00"))
+put("vmm_bus", b"\x01" + probe)

@@ -9,8 +9,7 @@
 # crashes. Fails when any target crashed, hung (-timeout) or did not run. New corpus entries
 # and crash inputs go under fuzz/target/fuzz-work (FUZZ_WORK), never into the repository.
 #   scripts/fuzz.sh --minimize [TARGET...]
-# reduces fuzz/corpus/<target> (plus the last run's new inputs) to the inputs that add
-# coverage, in place: review and commit the result.
+# reduces fuzz/corpus/<target> to the inputs that add coverage, in place: review and commit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root/fuzz"
@@ -44,20 +43,24 @@ export CARGO_TARGET_DIR=$root/fuzz/target
 start=$(date +%s)
 bins=()
 for t in "${targets[@]}"; do bins+=(--bin "$t"); done
-cargo build -q --release --locked --target "$host" "${bins[@]}"
+# fuzz/ is its own workspace (fuzz/Cargo.toml), so it has its own Cargo.lock, made from the
+# root's (the same versions of every shared crate); cargo adds to it when a member crate gains
+# a dependency. The root's `cargo fmt --all` does not reach it: checked here.
+cargo fmt --check
+cargo build -q --release --target "$host" "${bins[@]}"
 echo "fuzz: built ${#targets[@]} targets in $(($(date +%s) - start)) s"
 
 work=${FUZZ_WORK:-$root/fuzz/target/fuzz-work}
 bindir=$CARGO_TARGET_DIR/$host/release
 if ((minimize)); then
-  # Keeps, per target, the smallest set of inputs of fuzz/corpus/<target> and of the last
-  # run's new inputs (fuzz/target/fuzz-work/<target>/new, when there) that reaches the same
-  # coverage (libFuzzer -merge=1).
+  # Keeps, per target, the smallest set of inputs of fuzz/corpus/<target> that reaches the
+  # same coverage (libFuzzer -merge=1). To grow a corpus, copy chosen inputs of a run
+  # (fuzz/target/fuzz-work/<target>/new) into it first.
   for t in "${targets[@]}"; do
     seeds=$root/fuzz/corpus/$t
     rm -rf "$work/$t/min"
-    mkdir -p "$work/$t/min" "$work/$t/new"
-    "$bindir/$t" -merge=1 "$work/$t/min" "$seeds" "$work/$t/new" >"$work/$t/merge.txt" 2>&1 ||
+    mkdir -p "$work/$t/min"
+    "$bindir/$t" -merge=1 "$work/$t/min" "$seeds" >"$work/$t/merge.txt" 2>&1 ||
       { echo "fuzz: merging $t failed: $work/$t/merge.txt" >&2; exit 1; }
     rm -f "$seeds"/*
     cp "$work/$t/min"/* "$seeds"/

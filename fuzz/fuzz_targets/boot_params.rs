@@ -148,8 +148,8 @@ fn check_zero_page(
     if initrd.is_some() {
         assert_eq!((u32_at(&z, 0x218), u32_at(&z, 0x21c)), (ra, rs));
     } else {
-        for o in 0x218..0x220 {
-            assert_eq!(z[o], hdr_at(o));
+        for (o, &b) in z.iter().enumerate().take(0x220).skip(0x218) {
+            assert_eq!(b, hdr_at(o));
         }
     }
     for (i, e) in map.iter().enumerate() {

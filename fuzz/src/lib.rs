@@ -55,6 +55,11 @@ impl<'a> Input<'a> {
         self.bytes(n)
     }
 
+    /// Bytes left.
+    pub fn rest_len(&self) -> usize {
+        self.data.len()
+    }
+
     /// Whatever is left.
     pub fn rest(&mut self) -> &'a [u8] {
         self.bytes(usize::MAX)
