@@ -3,6 +3,7 @@
 set -euo pipefail
 # The kernel source is pinned (kernel-config/build.sh checks the exact version).
 # linux-source-6.12 is installed, at its pinned version, by kernel-config/build.sh.
+# build-essential's g++ also builds libFuzzer for scripts/fuzz.sh (crate libfuzzer-sys).
 pkgs=(qemu-system-x86 build-essential flex bison bc libelf-dev libssl-dev
       cpio xz-utils python3 file)
 export DEBIAN_FRONTEND=noninteractive

@@ -16,3 +16,4 @@ scripts/build-artifacts.sh
 cargo fmt --all -- --check
 cargo clippy -q --workspace --all-targets -- -D warnings
 cargo test --workspace --no-fail-fast -- --include-ignored
+scripts/fuzz.sh 10  # coverage-guided fuzzing, 10 s per target (fuzz/README.md)

@@ -93,7 +93,9 @@ pub fn parse_sums_with(
         return Err(SumsError::NoFinalNewline);
     }
     let mut out: Vec<(String, String)> = Vec::new();
-    for (i, l) in text.lines().enumerate() {
+    // Lines end in `\n` alone (`lines()` would also take `\r\n`, accepting a spelling the
+    // writer never makes).
+    for (i, l) in text.split_terminator('\n').enumerate() {
         let line = i + 1;
         let malformed = || SumsError::Malformed {
             line,

@@ -5,7 +5,7 @@ mod common;
 use proptest::prelude::*;
 use truecold_proof::bundle::parse_result;
 use truecold_proof::csv::{read_samples, write_samples, Caps, SamplesReader};
-use truecold_proof::sums::parse_sums;
+use truecold_proof::sums::{format_sums, parse_sums};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
@@ -72,4 +72,19 @@ proptest! {
         s[2].workload = workload;
         prop_assert_eq!(read_samples(write_samples(&s).as_bytes()).unwrap(), s);
     }
+}
+
+/// Found by fuzzing (fuzz/fuzz_targets/proof_sums.rs): a `\r\n` line end was accepted, so a
+/// SHA256SUMS the writer never makes passed as canonical.
+#[test]
+fn sums_lines_end_in_a_newline_alone() {
+    let d = "ab".repeat(32);
+    let good = format!("{d}  README.md\n{d}  samples.csv\n");
+    let entries = parse_sums(good.as_bytes()).unwrap();
+    assert_eq!(format_sums(&entries), good);
+    assert!(parse_sums(good.replace('\n', "\r\n").as_bytes()).is_err());
+    assert!(parse_sums(format!("{d}  README.md\r\n").as_bytes()).is_err());
+    assert!(
+        truecold_proof::arms::parse_arms_sums(format!("{d}  arms.json\r\n").as_bytes()).is_err()
+    );
 }

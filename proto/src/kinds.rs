@@ -684,7 +684,8 @@ impl ErrorKind {
         }
     }
 
-    /// Parses [`ErrorKind::as_string`]; fixed names win over the `vmm_` prefix.
+    /// Parses [`ErrorKind::as_string`] (only that spelling: a VMM kind's `-` is `_` there);
+    /// fixed names win over the `vmm_` prefix.
     pub fn parse(s: &str) -> Option<Self> {
         if let Some((k, _)) = Self::FIXED.iter().find(|(_, n)| *n == s) {
             return Some(k.clone());
@@ -694,7 +695,9 @@ impl ErrorKind {
                 .filter(|c| *c != crate::ErrorCode::Ok)
                 .map(ErrorKind::Guest);
         }
-        s.strip_prefix("vmm_").and_then(Self::vmm)
+        s.strip_prefix("vmm_")
+            .filter(|k| !k.contains('-'))
+            .and_then(Self::vmm)
     }
 }
 
@@ -742,6 +745,11 @@ mod tests {
         assert_eq!(ErrorKind::parse("vmm_\u{1b}[32m"), None);
         assert_eq!(ErrorKind::parse(""), None);
         assert_eq!(ErrorKind::vmm("Kernel Missing"), None);
+        // Found by fuzzing (fuzz/fuzz_targets/proto_fields.rs): a column spelling with a `-`
+        // was accepted and read back as another spelling (`vmm_l3-` → `vmm_l3_`).
+        assert_eq!(ErrorKind::parse("vmm_l3-"), None);
+        assert_eq!(ErrorKind::parse("vmm_kernel-missing"), None);
+        assert!(serde_json::from_str::<ErrorKind>("\"vmm_kernel-missing\"").is_err());
     }
 
     #[test]
