@@ -67,8 +67,9 @@ impl<'a> Input<'a> {
 }
 
 /// The rows and declarations of a committed bundle (results/), for the readers that check
-/// a file against a bundle's rows. A bundle that no longer reads (its schema changed) stops
-/// the target at its first input, naming the file: point these paths at a current bundle.
+/// a file against a bundle's rows, read in the bundle's own schema. A bundle no longer
+/// readable (a schema verify dropped) stops the target at its first input, naming the file:
+/// point these paths at a current bundle.
 pub fn committed_bundle() -> &'static (
     Vec<truecold_proof::schema::Sample>,
     truecold_proof::reports::Expect,
@@ -79,14 +80,18 @@ pub fn committed_bundle() -> &'static (
         truecold_proof::reports::Expect,
     )> = OnceLock::new();
     B.get_or_init(|| {
-        let samples = truecold_proof::csv::read_samples(include_bytes!(
-            "../../results/20261130T231633Z-nested-linux-sequential-1vcpu-1024mib/samples.csv"
-        ))
-        .expect("results/20261130T231633Z-nested-linux-sequential-1vcpu-1024mib/samples.csv reads");
         let result = truecold_proof::bundle::parse_result(include_bytes!(
             "../../results/20261130T231633Z-nested-linux-sequential-1vcpu-1024mib/result.json"
         ))
         .expect("results/20261130T231633Z-nested-linux-sequential-1vcpu-1024mib/result.json reads");
+        // Read in the bundle's own schema (verify's rule), so a newer schema does not stop it.
+        let samples = truecold_proof::csv::read_schema_samples_from(
+            &include_bytes!(
+                "../../results/20261130T231633Z-nested-linux-sequential-1vcpu-1024mib/samples.csv"
+            )[..],
+            result.schema_version,
+        )
+        .expect("results/20261130T231633Z-nested-linux-sequential-1vcpu-1024mib/samples.csv reads");
         (samples, truecold_proof::reports::Expect::of(&result))
     })
 }
