@@ -4,6 +4,7 @@
 #  2. the probe guest booted by the real VMM on this machine's /dev/kvm;
 #  3. the real tuned Linux guest: under QEMU TCG directly, and in the nested harness
 #     (QEMU TCG + emulated SVM → L1 Linux with KVM → truecold-vmm → the guest, strict-ready);
+#  4.–6. tune, bisect, reliability and security (faults, hostile guest, seccomp, fuzzing);
 #  plus lint, a 20-sample probe campaign, a 3-sample nested Linux campaign and a nested
 #  engines campaign (truecold, Firecracker, Cloud Hypervisor, QEMU microvm; 3 interleaved
 #  rounds) whose bundles/directory pass `sha256sum -c --strict` and `truecold-proof verify`,
