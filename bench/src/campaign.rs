@@ -347,7 +347,7 @@ where
         progress.record(s.ok, s.latency_ns);
         samples.push(s);
     })?;
-    let after = Snapshot::take();
+    let after = Snapshot::take_after(&before);
     progress.finish();
     samples.sort_by_key(|s| s.index);
     reports.sort_by_key(|(i, _)| *i);

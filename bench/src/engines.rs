@@ -349,7 +349,7 @@ pub fn execute<W: Write>(
         arm.runs.push(run);
         order.push((round, engine));
     }
-    let after = Snapshot::take();
+    let after = Snapshot::take_after(&before);
     progress.finish();
     for a in arms.iter_mut() {
         a.repeated_boot_ids = mark_repeated_boot_ids(&mut a.samples);

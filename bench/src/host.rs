@@ -48,6 +48,26 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// The snapshot after a campaign: as [`Snapshot::take`], but a residue with more harness
+    /// threads than `before` is read again, every 2 ms for up to 100 ms, before it stands. A
+    /// thread just joined can still be listed for a moment (the kernel wakes the joiner from
+    /// its exit path, before the thread is released); a thread still running at the end of
+    /// that wait is counted, and is a leak.
+    pub fn take_after(before: &Snapshot) -> Snapshot {
+        let mut s = Snapshot::take();
+        for _ in 0..50 {
+            match (s.residue.harness_threads, before.residue.harness_threads) {
+                (Some(now), Some(then)) if now > then => {}
+                _ => break,
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            s.residue = residue_reading();
+        }
+        s
+    }
+}
+
 /// Reads what the harness holds (descriptors, threads, RSS, children and zombies) and what
 /// the host has free (MemAvailable, the hugetlb pool) now; unreadable values are `None`.
 pub fn residue_reading() -> Reading {

@@ -694,7 +694,7 @@ pub fn run_phase(
         order.push((round, p.arm.name.clone()));
         progress.set_note(running_note(&p.arm.name, &rows[0], &rows[i]));
     }
-    let after = Snapshot::take();
+    let after = Snapshot::take_after(&before);
     progress.finish();
     // Boot ids are unique within each arm and across the whole phase (every arm boots the
     // same guest).

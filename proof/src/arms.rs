@@ -23,7 +23,7 @@
 //! [`plan_problems`], `check_same`); the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
 //! rows for a prefix of the order only) and sequential along it as one bundle's rows are
 //! (request stamps strictly increasing, each after the previous launch's last stamp, no idle
-//! gap as long as half the shortest launch or 10 ms: an interleaved arm's bundle leaves its
+//! gap as long as the shortest launch or 10 ms: an interleaved arm's bundle leaves its
 //! gaps to this check, the other arms' launches fill them); and `comparison.json`,
 //! `README.md` and `cdf.svg` byte for byte what [`generated_files`] makes of the verified
 //! rows.
@@ -62,8 +62,8 @@ use crate::sums::{
     format_sums, is_valid_name, parse_sums_with, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
 };
 use crate::verify::{
-    check_signature, check_sums, fully_stamped, last_stamp, verify_bundle_with, Check, Verdict,
-    GAP_FLOOR_NS,
+    check_signature, check_sums, fully_stamped, gap_threshold, last_stamp, verify_bundle_with,
+    Check, Verdict,
 };
 use crate::VerifyOptions;
 use truecold_proto::tune::{apply, check_set, Change, Knob, TuneGuest, VmmChange};
@@ -1318,20 +1318,20 @@ fn kernel_key(knobs: &[Knob]) -> KernelKey {
 /// the campaign is sequential, as one bundle's rows are (the single-bundle timing rules of
 /// [`crate::verify`] applied to the launches in order): each request after the previous
 /// launch's request and last stamp, and, after a fully stamped launch, an idle gap shorter
-/// than half the shortest launch of any arm or 10 ms (not judged with `--drop-caches`).
+/// than the shortest launch of any arm or 10 ms ([`gap_threshold`]; not judged
+/// with `--drop-caches`).
 fn check_order(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
     if arms.len() != plan.arms.len() {
         return;
     }
     let rows: BTreeMap<&str, &Vec<Sample>> =
         arms.iter().map(|(a, s)| (a.arm.name.as_str(), s)).collect();
-    let half_shortest = arms
-        .iter()
-        .flat_map(|(_, s)| s.iter())
-        .filter(|s| fully_stamped(s))
-        .filter_map(|s| last_stamp(s).map(|e| e - s.actual_request_ns))
-        .min()
-        .map(|m| (m / 2).max(GAP_FLOOR_NS));
+    let threshold = gap_threshold(
+        arms.iter()
+            .flat_map(|(_, s)| s.iter())
+            .filter(|s| fully_stamped(s))
+            .filter_map(|s| last_stamp(s).map(|e| e - s.actual_request_ns)),
+    );
     let drops = arms
         .iter()
         .any(|(a, _)| a.result.environment.harness.page_cache_dropped.is_some());
@@ -1380,15 +1380,15 @@ fn check_order(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]
                         p.index
                     ),
                 );
-            } else if let Some(m) = half_shortest.filter(|_| fully_stamped(p) && !drops) {
+            } else if let Some(m) = threshold.filter(|_| fully_stamped(p) && !drops) {
                 let gap = t - end;
                 if gap >= m {
                     v.add(
                         Check::ArmOrder,
                         format!(
                             "{gap} ns pass between the end of `{pn}` row {} and the request of \
-                             launch {pos} (`{name}` row {idx}), at least half the shortest \
-                             launch or 10 ms ({m} ns): the trace of a dropped launch",
+                             launch {pos} (`{name}` row {idx}), at least the shortest launch \
+                             or 10 ms ({m} ns): the trace of a dropped launch",
                             p.index
                         ),
                     );
