@@ -50,7 +50,9 @@ fn twenty_probe_boots_make_a_bundle_that_verifies() {
     let out = d.path().join("bundle");
     let o = base_cmd(&out, "20").output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "truecold failed: {stderr}");
+    // The verdict of its own bundle is on stdout (exit 2 when invalid).
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "truecold failed: {stdout}\n{stderr}");
     sha256sum_check(&out);
     let v = truecold_proof::verify::verify_dir(&out);
     assert!(v.is_valid(), "{}", v.render(&out, 10));
@@ -124,7 +126,9 @@ fn drop_caches_arm_is_recorded_in_the_bundle() {
     let out = d.path().join("cold-host");
     let o = base_cmd(&out, "3").arg("--drop-caches").output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "truecold failed: {stderr}");
+    // The verdict of its own bundle is on stdout (exit 2 when invalid).
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "truecold failed: {stdout}\n{stderr}");
     sha256sum_check(&out);
     let v = truecold_proof::verify::verify_dir(&out);
     assert!(v.is_valid(), "{}", v.render(&out, 10));
@@ -282,7 +286,9 @@ fn probe_attribution_files_verify() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "truecold failed: {stderr}");
+    // The verdict of its own bundle is on stdout (exit 2 when invalid).
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "truecold failed: {stdout}\n{stderr}");
     sha256sum_check(&out);
     let v = truecold_proof::verify::verify_dir(&out);
     assert!(v.is_valid(), "{}", v.render(&out, 10));
