@@ -46,9 +46,7 @@ impl Snapshot {
             residue: residue_reading(),
         }
     }
-}
 
-impl Snapshot {
     /// The snapshot after a campaign: as [`Snapshot::take`], but a residue with more harness
     /// threads than `before` is read again, every 2 ms for up to 100 ms, before it stands. A
     /// thread just joined can still be listed for a moment (the kernel wakes the joiner from

@@ -136,30 +136,11 @@ fn the_vmm_killed_or_stopped_at_each_stage_is_one_typed_row() {
     eprintln!("faults survived: {table:?}");
 }
 
-/// The default-size hugetlb pool, restored on drop.
-struct Pool(String);
-
-impl Pool {
-    const PATH: &'static str = "/proc/sys/vm/nr_hugepages";
-    fn set(pages: u64) -> Pool {
-        let old = std::fs::read_to_string(Self::PATH)
-            .expect("/proc/sys/vm/nr_hugepages (hugetlb support in the host kernel)");
-        std::fs::write(Self::PATH, pages.to_string()).expect("root, to size the hugetlb pool");
-        let got: u64 = std::fs::read_to_string(Self::PATH)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(got >= pages, "the host gave {got} of {pages} hugetlb pages");
-        Pool(old.trim().to_string())
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let _ = std::fs::write(Self::PATH, &self.0);
-    }
-}
+/// The default-size hugetlb pool, set for a test and restored on drop (shared with the VMM's
+/// tests).
+#[path = "../../vmm/tests/support/hugepool.rs"]
+mod hugepool;
+use hugepool::{HugePool, NR_HUGEPAGES};
 
 #[test]
 fn the_hugetlb_pool_running_out_mid_campaign_is_a_typed_row() {
@@ -167,9 +148,9 @@ fn the_hugetlb_pool_running_out_mid_campaign_is_a_typed_row() {
     require_kvm();
     // 16 MiB guests need 9 pages of 2 MiB (8 + the VMM's own); the pool holds 12 until
     // launch 2 empties it.
-    let _pool = Pool::set(12);
+    let _pool = HugePool::set(12);
     let d = tempfile::tempdir().unwrap();
-    let vmm = wrapper(d.path(), 2, &format!("echo 0 > {}", Pool::PATH), "");
+    let vmm = wrapper(d.path(), 2, &format!("echo 0 > {NR_HUGEPAGES}"), "");
     let out = d.path().join("bundle");
     let o = run(&vmm, &out, 3, 16, &["--backing", "hugetlb"]);
     let (_, s) = valid(&out, &o);

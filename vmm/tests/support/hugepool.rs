@@ -7,7 +7,8 @@ pub struct HugePool {
     old: String,
 }
 
-const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
+/// The default-size (2 MiB) pool's size.
+pub const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
 impl HugePool {
     pub fn set(pages: u64) -> Self {
