@@ -54,6 +54,12 @@ pub enum InitError {
     },
     #[error("serial transport: the host's line is not a `TC1 nonce` line")]
     BadNonce(#[source] NonceLineError),
+    #[error("vsock transport: {step}")]
+    Vsock {
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
     #[error("bringing loopback up")]
     Loopback(#[source] io::Error),
     #[error("configuring network `{spec}`")]
@@ -91,6 +97,7 @@ impl InitError {
             InitError::ProbeMap { .. } | InitError::ProbeMismatch { .. } => ErrorCode::MemProbe,
             InitError::Serial { .. } => ErrorCode::Serial,
             InitError::BadNonce(_) => ErrorCode::BadNonce,
+            InitError::Vsock { .. } => ErrorCode::Vsock,
             InitError::Loopback(_) => ErrorCode::Loopback,
             InitError::Network { .. } => ErrorCode::Network,
             InitError::WorkloadDigest { .. } => ErrorCode::WorkloadDigest,

@@ -198,6 +198,12 @@ fn answer_challenge(
             let nonce = s.read_nonce()?;
             s.send(&Message::Reply(Reply::new(&nonce, boot_id)))?;
         }
+        Transport::Vsock => {
+            return Err(InitError::Vsock {
+                step: "connect",
+                source: std::io::ErrorKind::Unsupported.into(),
+            })
+        }
     }
     Ok(())
 }
@@ -210,7 +216,7 @@ fn finish(p: Ports, tty: Option<Serial>, mut rec: GuestRecord) {
     let code = rec.code as u8;
     let line = Message::Record(rec);
     match TRANSPORT.get().copied().unwrap_or_default() {
-        Transport::Ports => {
+        Transport::Ports | Transport::Vsock => {
             p.send(line.encode().as_bytes());
             // An attribution boot (never a measured row): the trace goes after the record,
             // outside every measured stage.

@@ -51,7 +51,7 @@ pub fn mount(fstype: &str, target: &str, flags: libc::c_ulong) -> io::Result<()>
 pub fn stop(transport: Option<Transport>) -> ! {
     match transport {
         Some(Transport::Serial) => reboot(),
-        Some(Transport::Ports) | None => power_off(),
+        Some(Transport::Ports | Transport::Vsock) | None => power_off(),
     }
 }
 

@@ -188,6 +188,10 @@ pub enum Transport {
     /// the i8042 reset ends every engine). The doorbells are still rung (ignored where no
     /// device listens), so truecold's VM-exit marks exist beside the serial ones.
     Serial,
+    /// The parity contract's agent channel: the same `TC1` lines on an AF_VSOCK stream from
+    /// the guest to the host ([`crate::parity`]); the doorbells and the exit port as under
+    /// `ports`. Only truecold-vmm has it so far (its hybrid vsock).
+    Vsock,
 }
 
 impl Transport {
@@ -196,12 +200,13 @@ impl Transport {
         match self {
             Transport::Ports => "ports",
             Transport::Serial => "serial",
+            Transport::Vsock => "vsock",
         }
     }
 
     /// Parses [`Transport::as_str`].
     pub fn parse(s: &str) -> Option<Self> {
-        [Transport::Ports, Transport::Serial]
+        [Transport::Ports, Transport::Serial, Transport::Vsock]
             .into_iter()
             .find(|t| t.as_str() == s)
     }

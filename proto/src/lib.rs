@@ -95,6 +95,8 @@ pub enum ErrorCode {
     MemProbe = 44,
     Loopback = 50,
     Network = 51,
+    /// Parity: the workspace disk could not be mounted, or its seed file is not the image's.
+    WorkspaceMount = 52,
     /// Port access (ioperm) or the challenge exchange failed.
     Challenge = 60,
     /// Serial transport: ttyS0 could not be opened, set raw, read or written (or hung up).
@@ -102,11 +104,17 @@ pub enum ErrorCode {
     /// Serial transport: the line read on ttyS0 after `ready` is not a valid `TC1 nonce` line
     /// (undecodable, another kind, or no `\n` within [`MAX_LINE`] bytes).
     BadNonce = 62,
+    /// Vsock transport: the agent connection to the host could not be made, read or written.
+    Vsock = 63,
+    /// Parity: the TCP listener could not be set up, or the host's round trip over it failed.
+    Tcp = 64,
     WorkloadWrite = 70,
     WorkloadRead = 71,
     WorkloadDigest = 72,
     WorkloadDelete = 73,
     WorkloadStillPresent = 74,
+    /// Parity: writing, reading back, hashing or deleting the file in the workspace failed.
+    Workspace = 75,
     Record = 80,
     /// PID 1 panicked; its panic hook wrote this code to [`PORT_EXIT`] before powering off.
     /// No record follows.
@@ -115,7 +123,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// All codes, for tables and exhaustive tests.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 27] = [
         ErrorCode::Ok,
         ErrorCode::MountProc,
         ErrorCode::MountSys,
@@ -129,14 +137,18 @@ impl ErrorCode {
         ErrorCode::MemProbe,
         ErrorCode::Loopback,
         ErrorCode::Network,
+        ErrorCode::WorkspaceMount,
         ErrorCode::Challenge,
         ErrorCode::Serial,
         ErrorCode::BadNonce,
+        ErrorCode::Vsock,
+        ErrorCode::Tcp,
         ErrorCode::WorkloadWrite,
         ErrorCode::WorkloadRead,
         ErrorCode::WorkloadDigest,
         ErrorCode::WorkloadDelete,
         ErrorCode::WorkloadStillPresent,
+        ErrorCode::Workspace,
         ErrorCode::Record,
         ErrorCode::Panic,
     ];
@@ -171,14 +183,18 @@ impl ErrorCode {
             ErrorCode::MemProbe => "mem_probe",
             ErrorCode::Loopback => "loopback",
             ErrorCode::Network => "network",
+            ErrorCode::WorkspaceMount => "workspace_mount",
             ErrorCode::Challenge => "challenge",
             ErrorCode::Serial => "serial",
             ErrorCode::BadNonce => "bad_nonce",
+            ErrorCode::Vsock => "vsock",
+            ErrorCode::Tcp => "tcp",
             ErrorCode::WorkloadWrite => "workload_write",
             ErrorCode::WorkloadRead => "workload_read",
             ErrorCode::WorkloadDigest => "workload_digest",
             ErrorCode::WorkloadDelete => "workload_delete",
             ErrorCode::WorkloadStillPresent => "workload_still_present",
+            ErrorCode::Workspace => "workspace",
             ErrorCode::Record => "record",
             ErrorCode::Panic => "panic",
         }
@@ -883,6 +899,7 @@ pub fn memtotal_bounds_for(configured: u64) -> (u64, u64) {
 
 pub mod kinds;
 pub mod measure;
+pub mod parity;
 pub mod report;
 pub mod trace;
 pub mod tune;
@@ -913,6 +930,10 @@ pub mod cmdline {
     /// Reliability tests only ([`crate::GuestFault`]): PID 1 fails on purpose right after
     /// reading its configuration. Never on a measured boot's command line.
     pub const FAULT: &str = "truecold.fault";
+    /// `1`: the parity contract's workspace: mount [`crate::parity::WORKSPACE_DEVICE`]
+    /// (ext4) at [`crate::parity::WORKSPACE_MOUNT`], check its seed file, and after the
+    /// workload write, read back, hash and delete a file there. `0` or absent: no workspace.
+    pub const WORKSPACE: &str = "truecold.workspace";
     /// Default probe size: 4 MiB.
     pub const DEFAULT_PROBE: u64 = 4 << 20;
 }
@@ -951,6 +972,8 @@ pub struct GuestConfig {
     pub attribution: bool,
     /// [`cmdline::FAULT`].
     pub fault: Option<GuestFault>,
+    /// [`cmdline::WORKSPACE`].
+    pub workspace: bool,
 }
 
 impl GuestConfig {
@@ -963,6 +986,7 @@ impl GuestConfig {
         let mut engine = None;
         let mut attribution = None;
         let mut fault = None;
+        let mut workspace = None;
         for word in line.split_ascii_whitespace() {
             let Some(rest) = word.strip_prefix("truecold.") else {
                 continue;
@@ -998,6 +1022,13 @@ impl GuestConfig {
                         _ => return Err(ProtoError::BadCmdline(word.into())),
                     })
                     .is_some(),
+                "workspace" => workspace
+                    .replace(match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(ProtoError::BadCmdline(word.into())),
+                    })
+                    .is_some(),
                 "fault" => fault
                     .replace(
                         GuestFault::parse(v).ok_or_else(|| ProtoError::BadCmdline(word.into()))?,
@@ -1017,6 +1048,7 @@ impl GuestConfig {
             engine: engine.unwrap_or(kinds::Engine::Truecold),
             attribution: attribution.unwrap_or(false),
             fault,
+            workspace: workspace.unwrap_or(false),
         })
     }
 }

@@ -215,9 +215,25 @@ fn cmdline_parsing() {
             engine: kinds::Engine::Truecold,
             attribution: false,
             fault: None,
+            workspace: false,
         }
     );
     let base = "truecold.mem=1 ";
+    let c = GuestConfig::from_cmdline(&format!(
+        "{base}truecold.workspace=1 truecold.transport=vsock"
+    ))
+    .unwrap();
+    assert!(c.workspace);
+    assert_eq!(c.transport, kinds::Transport::Vsock);
+    for bad in [
+        "truecold.workspace=2",
+        "truecold.workspace=1 truecold.workspace=0",
+    ] {
+        assert!(
+            GuestConfig::from_cmdline(&format!("{base}{bad}")).is_err(),
+            "{bad}"
+        );
+    }
     for (v, want) in [("panic", GuestFault::Panic), ("exit", GuestFault::Exit)] {
         let c = GuestConfig::from_cmdline(&format!("{base}truecold.fault={v}")).unwrap();
         assert_eq!(c.fault, Some(want));

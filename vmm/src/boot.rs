@@ -106,6 +106,11 @@ pub fn validate(cfg: &BootConfig) -> Result<(), ConfigError> {
     if cfg.deadline == Deadline::AfterBootStartMs(0) {
         return Err(ConfigError::Deadline);
     }
+    if cfg.transport == Transport::Vsock {
+        return Err(ConfigError::Transport(
+            "the vsock transport needs the virtio devices, which this VMM does not have yet",
+        ));
+    }
     if cfg.transport == Transport::Serial {
         if cfg.is_probe() {
             return Err(ConfigError::Transport(
@@ -224,8 +229,8 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
     let cmdline = boot_params::cmdline(
         match (cfg.transport, cfg.console) {
             (Transport::Serial, _) => boot_params::SerialUse::Transport(Engine::Truecold),
-            (Transport::Ports, true) => boot_params::SerialUse::Console,
-            (Transport::Ports, false) => boot_params::SerialUse::Off,
+            (Transport::Ports | Transport::Vsock, true) => boot_params::SerialUse::Console,
+            (Transport::Ports | Transport::Vsock, false) => boot_params::SerialUse::Off,
         },
         ram.total(),
         &cfg.cmdline_extra,
@@ -261,14 +266,14 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
     let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
     let serial_out: Box<dyn std::io::Write + Send> = match (cfg.transport, cfg.console) {
         (Transport::Serial, _) => Box::new(devices::LineOut::new(std::io::stdout())),
-        (Transport::Ports, true) => Box::new(std::io::stderr()),
-        (Transport::Ports, false) => Box::new(std::io::sink()),
+        (Transport::Ports | Transport::Vsock, true) => Box::new(std::io::stderr()),
+        (Transport::Ports | Transport::Vsock, false) => Box::new(std::io::sink()),
     };
     let bus = Mutex::new(
         Bus::new(&vm, cfg.is_probe(), cfg.transport, serial_out).map_err(Error::Devices)?,
     );
     let (out, serial_input) = match cfg.transport {
-        Transport::Ports => (run::run(vcpus, &bus, deadline_at), None),
+        Transport::Ports | Transport::Vsock => (run::run(vcpus, &bus, deadline_at), None),
         Transport::Serial => {
             let (out, input) =
                 devices::with_stdin_input(&bus, || run::run(vcpus, &bus, deadline_at))
@@ -288,7 +293,7 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
     // Under the serial transport strict_ready and record are the bench's (it reads them on
     // the serial); the bus never takes them then.
     let observer = match cfg.transport {
-        Transport::Ports => Observer::VmExit,
+        Transport::Ports | Transport::Vsock => Observer::VmExit,
         Transport::Serial => Observer::Serial,
     };
     for m in Mark::ALL
