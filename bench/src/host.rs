@@ -365,6 +365,18 @@ pub fn warnings(
     w
 }
 
+/// The nested harness's facts, as L1's initramfs holds them ([`truecold_nested::HARNESS_FILE`]);
+/// None when the file is absent or malformed (the bundle then fails verify's
+/// `NestedHarness` check, which names what is missing).
+fn nested_harness() -> Option<truecold_proof::schema::NestedHarness> {
+    let text = std::fs::read_to_string(truecold_nested::HARNESS_FILE).ok()?;
+    let f = truecold_nested::HarnessFacts::decode(&text).ok()?;
+    Some(truecold_proof::schema::NestedHarness {
+        l1_seed: f.l1_seed,
+        l0_qemu: f.l0_qemu,
+    })
+}
+
 /// Builds the bundle's environment record.
 pub fn environment(
     facts: &HostFacts,
@@ -399,6 +411,9 @@ pub fn environment(
         },
         warnings: warn,
         residue: Some(residue),
+        nested: (facts.kind == HostKind::NestedEmulated)
+            .then(nested_harness)
+            .flatten(),
     }
 }
 

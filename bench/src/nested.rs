@@ -18,6 +18,9 @@ use truecold_proof::schema::ContractKind;
 use truecold_proof::verify::verify_dir;
 use truecold_proto::kinds::Engine;
 
+/// The QEMU that emulates L1 (found on PATH; scripts/deps.sh installs it).
+const L0_QEMU: &str = "qemu-system-x86_64";
+
 /// Printed with every nested campaign.
 pub const WARNING: &str = "nested-emulated: L1 and the guest run under QEMU software \
 emulation; these timings are functional evidence only, never results";
@@ -161,7 +164,7 @@ fn l1_run(
     // L1 holds the guest's memory (touched pages only), its own kernel and the initramfs.
     let per_launch_ms = args.deadline_ms().saturating_add(args.kill_grace_ms);
     L1Run {
-        qemu: PathBuf::from("qemu-system-x86_64"),
+        qemu: PathBuf::from(L0_QEMU),
         kernel,
         initramfs,
         mem_mib: u32::try_from(args.mem_mib.saturating_add(1024)).unwrap_or(u32::MAX),
@@ -207,7 +210,9 @@ pub(crate) fn in_l1(
     let job = Job { argv, stdout: None };
     let mut files = layout.l1_files();
     files.extend(extra);
-    write_initramfs(&initramfs, &layout.l1_init, &job, &files)?;
+    let facts = truecold_nested::HarnessFacts::probe(Path::new(L0_QEMU), args.seed)
+        .map_err(truecold_nested::NestedError::Facts)?;
+    write_initramfs(&initramfs, &layout.l1_init, &job, &facts, &files)?;
     let l1 = l1_run(
         args,
         layout.l1_kernel.clone(),

@@ -107,6 +107,92 @@ impl Job {
     }
 }
 
+/// Where L1's initramfs holds [`HarnessFacts`] (read by the bench inside L1).
+pub const HARNESS_FILE: &str = "/l1/harness";
+
+/// What a nested bundle records about the harness that made it, beyond what the bench in L1
+/// can see: L1's QEMU `-seed` and the QEMU (L0) that emulates L1. Written into L1's
+/// initramfs by [`write_initramfs`]; the inner bench copies it into the bundle's
+/// `environment.nested`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HarnessFacts {
+    /// [`L1Run::seed`].
+    pub l1_seed: u64,
+    /// The first line of `qemu-system-x86_64 --version` on L0.
+    pub l0_qemu: String,
+}
+
+/// Why [`HarnessFacts`] could not be read or made.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HarnessFactsError {
+    #[error("{HARNESS_FILE}: expected `l1_seed <u64>` then `l0_qemu <text>`, got {0:?}")]
+    Malformed(String),
+    #[error("`{qemu} --version` gave no version line ({why}); install QEMU with scripts/deps.sh")]
+    QemuVersion { qemu: String, why: String },
+}
+
+impl HarnessFacts {
+    /// Most bytes of the QEMU version line kept.
+    pub const MAX_VERSION: usize = 200;
+
+    /// The facts of an L1 run of `qemu` under `seed`: asks that QEMU its version.
+    pub fn probe(qemu: &Path, seed: u64) -> Result<Self, HarnessFactsError> {
+        let err = |why: String| HarnessFactsError::QemuVersion {
+            qemu: qemu.display().to_string(),
+            why,
+        };
+        let out = Command::new(qemu)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| err(e.to_string()))?;
+        if !out.status.success() {
+            return Err(err(format!("exit {}", out.status)));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().next().map(str::trim).unwrap_or_default();
+        if line.is_empty() {
+            return Err(err("empty output".into()));
+        }
+        Ok(HarnessFacts {
+            l1_seed: seed,
+            l0_qemu: line
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(Self::MAX_VERSION)
+                .collect(),
+        })
+    }
+
+    /// The file's text: two lines.
+    pub fn encode(&self) -> String {
+        format!("l1_seed {}\nl0_qemu {}\n", self.l1_seed, self.l0_qemu)
+    }
+
+    /// Parses [`HarnessFacts::encode`].
+    pub fn decode(text: &str) -> Result<Self, HarnessFactsError> {
+        let bad = || HarnessFactsError::Malformed(text.chars().take(300).collect());
+        let mut lines = text.lines();
+        let seed = lines
+            .next()
+            .and_then(|l| l.strip_prefix("l1_seed "))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(bad)?;
+        let qemu = lines
+            .next()
+            .and_then(|l| l.strip_prefix("l0_qemu "))
+            .filter(|v| !v.is_empty() && v.len() <= Self::MAX_VERSION * 4)
+            .ok_or_else(bad)?;
+        if lines.next().is_some() {
+            return Err(bad());
+        }
+        Ok(HarnessFacts {
+            l1_seed: seed,
+            l0_qemu: qemu.to_string(),
+        })
+    }
+}
+
 /// A file to put into L1's initramfs.
 #[derive(Clone, Debug)]
 pub struct L1File {
@@ -116,12 +202,14 @@ pub struct L1File {
     pub executable: bool,
 }
 
-/// Writes L1's initramfs: `init` (the static `truecold-l1-init`), the job file, and `files`
-/// (with their parent directories). Deterministic, like the guest's.
+/// Writes L1's initramfs: `init` (the static `truecold-l1-init`), the job file, the
+/// harness facts ([`HARNESS_FILE`]) and `files` (with their parent directories).
+/// Deterministic, like the guest's.
 pub fn write_initramfs(
     out: &Path,
     l1_init: &Path,
     job: &Job,
+    facts: &HarnessFacts,
     files: &[L1File],
 ) -> Result<(), NestedError> {
     use xtask::cpio::{self, Entry, Kind};
@@ -155,6 +243,11 @@ pub fn write_initramfs(
         name: JOB_FILE.trim_start_matches('/').into(),
         perm: 0o644,
         kind: Kind::File(job.encode()?.into_bytes()),
+    });
+    entries.push(Entry {
+        name: HARNESS_FILE.trim_start_matches('/').into(),
+        perm: 0o644,
+        kind: Kind::File(facts.encode().into_bytes()),
     });
     for f in files {
         entries.push(Entry {
@@ -465,6 +558,8 @@ pub enum NestedError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the harness facts")]
+    Facts(#[source] HarnessFactsError),
     #[error("writing L1's initramfs: {0}")]
     Initramfs(String),
     #[error("bad job")]
@@ -666,6 +761,27 @@ fn tail(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn harness_facts_read_back_and_bad_files_are_refused() {
+        let f = HarnessFacts {
+            l1_seed: 8390898134065048676,
+            l0_qemu: "QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18+b3)".into(),
+        };
+        assert_eq!(HarnessFacts::decode(&f.encode()), Ok(f.clone()));
+        for bad in [
+            "",
+            "l1_seed x\nl0_qemu q\n",
+            "l1_seed 1\n",
+            "l1_seed 1\nl0_qemu \n",
+            "l0_qemu q\nl1_seed 1\n",
+            "l1_seed 1\nl0_qemu q\nmore\n",
+        ] {
+            assert!(HarnessFacts::decode(bad).is_err(), "{bad:?}");
+        }
+        let e = HarnessFacts::probe(Path::new("/nonexistent/qemu"), 1).unwrap_err();
+        assert!(e.to_string().contains("scripts/deps.sh"), "{e}");
+    }
 
     #[test]
     fn ldd_output_gives_every_library_and_the_loader() {

@@ -32,9 +32,12 @@ fn l1_run(
     let work = std::env::temp_dir().join(format!("truecold-e2e-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     let initramfs = work.join("l1.cpio");
-    write_initramfs(&initramfs, &l.l1_init, job, files).unwrap();
+    let qemu = PathBuf::from("qemu-system-x86_64");
+    let facts =
+        truecold_nested::HarnessFacts::probe(&qemu, truecold_nested::DEFAULT_L1_SEED).unwrap();
+    write_initramfs(&initramfs, &l.l1_init, job, &facts, files).unwrap();
     let run = L1Run {
-        qemu: PathBuf::from("qemu-system-x86_64"),
+        qemu,
         kernel: l.l1_kernel.clone(),
         initramfs,
         mem_mib: 2048,

@@ -211,6 +211,13 @@ pub fn readme(r: &ResultJson) -> String {
             .map(|l| format!(", max start lag {} ms", ms(l)))
             .unwrap_or_default()
     );
+    if let Some(h) = &env.nested {
+        let _ = writeln!(
+            s,
+            "- nested harness: L1 QEMU `-seed {}`; L0 QEMU `{}`",
+            h.l1_seed, h.l0_qemu
+        );
+    }
     if let Some(res) = &env.residue {
         let n = |v: Option<u64>| v.map_or("unreadable".to_string(), |x| x.to_string());
         let mib = |v: Option<u64>| {

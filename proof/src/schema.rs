@@ -30,12 +30,15 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 /// the configuration's `knobs` (a tune arm's knobs, in catalogue order; empty otherwise).
 /// 6: the VMM's sandbox — the `seccomp` stage (the `seccomp_ns` column, the `sandboxed`
 /// mark), and the campaign's residue in `environment.residue`.
-pub const SCHEMA_VERSION: u32 = 6;
+/// 7: the nested harness's own inputs — `environment.nested` (L1's QEMU `-seed` and the L0
+/// QEMU's version) in every `nested-emulated` bundle.
+pub const SCHEMA_VERSION: u32 = 7;
 
-/// The schemas this crate reads: the one it writes, and 5, whose bundles (those committed
-/// under results/ among them) stay verifiable: a schema-5 `samples.csv` has no
-/// `seccomp_ns` column and its summary no `seccomp` stage ([`stage_in_schema`]).
-pub const READABLE_SCHEMAS: [u32; 2] = [5, SCHEMA_VERSION];
+/// The schemas this crate reads: the one it writes, and 5 and 6, whose bundles (those
+/// committed under results/ among them) stay verifiable: a schema-5 `samples.csv` has no
+/// `seccomp_ns` column and its summary no `seccomp` stage ([`stage_in_schema`]); schemas 5
+/// and 6 have no `environment.nested`.
+pub const READABLE_SCHEMAS: [u32; 3] = [5, 6, SCHEMA_VERSION];
 
 /// Whether a stage has a column in a bundle of `schema` (every stage but `seccomp`, which
 /// schema 6 added, exists in schema 5).
@@ -542,6 +545,21 @@ pub struct Environment {
     /// What the campaign left behind (schema 6+; absent in schema 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub residue: Option<crate::residue::Residue>,
+    /// The nested harness's inputs (schema 7+: present exactly when the host kind is
+    /// `nested-emulated`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested: Option<NestedHarness>,
+}
+
+/// What made a `nested-emulated` bundle's L1, beyond what L1 itself can see: with the
+/// committed L1 kernel and initramfs these make the run reproducible (docs/virtual-clock.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NestedHarness {
+    /// L1's QEMU `-seed`: every guest-visible random number of the run.
+    pub l1_seed: u64,
+    /// The first line of the L0 QEMU's `--version`.
+    pub l0_qemu: String,
 }
 
 /// `result.json`.

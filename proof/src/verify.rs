@@ -169,6 +169,9 @@ pub enum Check {
     /// Schema 6+: `environment.residue` missing, its leaks not those of [`crate::residue::leaks`]
     /// on its readings, or a leak not among the warnings.
     Residue,
+    /// Schema 7+: `environment.nested` absent from a `nested-emulated` bundle, or present in
+    /// another.
+    NestedHarness,
     /// A success with a host stage missing or 0 ns.
     StageFloor,
     /// A failure typed `deadline` whose strict-ready is inside the deadline.
@@ -646,6 +649,7 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         check_timeline(&mut v, r, s);
         check_statistics(&mut v, r, s);
         check_residue(&mut v, r);
+        check_nested(&mut v, r);
         for (name, bytes) in generated_files(r, s) {
             if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
                 v.add(
@@ -1386,6 +1390,35 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                 );
             }
         }
+    }
+}
+
+/// `environment.nested` (schema 7+): present exactly in a `nested-emulated` bundle; absent
+/// before schema 7.
+fn check_nested(v: &mut Verdict, r: &ResultJson) {
+    let nested_host = r.environment.host_kind == HostKind::NestedEmulated;
+    match (&r.environment.nested, r.schema_version >= 7, nested_host) {
+        (None, true, true) => v.add(
+            Check::NestedHarness,
+            "environment.nested is missing (every schema-7 nested-emulated bundle names L1's \
+             seed and the L0 QEMU)"
+                .to_string(),
+        ),
+        (Some(_), true, false) => v.add(
+            Check::NestedHarness,
+            format!(
+                "environment.nested is present in a bundle whose host kind is {}",
+                r.environment.host_kind.as_str()
+            ),
+        ),
+        (Some(_), false, _) => v.add(
+            Check::NestedHarness,
+            format!(
+                "environment.nested is present in a schema-{} bundle (schema 7 added it)",
+                r.schema_version
+            ),
+        ),
+        _ => {}
     }
 }
 

@@ -513,10 +513,18 @@ fn the_readme_and_result_json_state_the_clock() {
         "{r}"
     );
     assert!(r.contains("**Virtual clock.**"), "{r}");
+    assert!(
+        r.contains(
+            "- nested harness: L1 QEMU `-seed 7`; L0 QEMU `QEMU emulator version 7.2.19 (test)`"
+        ),
+        "{r}"
+    );
     for (d, want) in [(&wall, "wall"), (&virt, "virtual")] {
         let j: serde_json::Value = serde_json::from_str(&read(d, "result.json")).unwrap();
-        assert_eq!(j["schema_version"], 6);
+        assert_eq!(j["schema_version"], 7);
         assert_eq!(j["contract"]["clock"], want);
+        // The nested harness's inputs exactly in the virtual-clock bundle.
+        assert_eq!(j["environment"].get("nested").is_some(), want == "virtual");
         assert_eq!(j["contract"]["interleaved"], false);
         assert_eq!(j["configuration"]["knobs"], serde_json::json!([]));
     }

@@ -717,6 +717,10 @@ fn a_clock_that_is_not_the_host_kinds() {
     // The host relabelled nested-emulated, the clock left on wall.
     forged_fixture(Fixture::linux(40), &[Check::Clock], |r, _| {
         r.environment.host_kind = HostKind::NestedEmulated;
+        r.environment.nested = Some(truecold_proof::schema::NestedHarness {
+            l1_seed: 1,
+            l0_qemu: "QEMU".into(),
+        });
     });
     // Both relabelled together agree with each other: no clock reason.
     let t = tempfile::tempdir().unwrap();
@@ -870,4 +874,32 @@ fn residue_is_required_and_its_leaks_recomputed() {
     resum(&dir);
     let v = verdict(&dir);
     assert_eq!(checks(&v).into_iter().collect::<Vec<_>>(), [Check::Residue]);
+}
+
+#[test]
+fn the_nested_harness_inputs_are_in_exactly_the_nested_bundles() {
+    use truecold_proof::schema::{HostKind, NestedHarness};
+    let facts = NestedHarness {
+        l1_seed: 1,
+        l0_qemu: "QEMU emulator version 7.2.19".into(),
+    };
+    // A nested-emulated bundle without them.
+    let nested = Fixture {
+        host: HostKind::NestedEmulated,
+        ..Fixture::linux(10)
+    };
+    forged_fixture(nested, &[Check::NestedHarness], |r, _| {
+        r.environment.nested = None
+    });
+    // A wall-clock bundle with them.
+    forged_fixture(Fixture::linux(10), &[Check::NestedHarness], |r, _| {
+        r.environment.nested = Some(facts.clone())
+    });
+    // A schema-6 bundle with them (schema 7 added them).
+    forged_fixture(Fixture::linux(10), &[Check::NestedHarness], |r, _| {
+        r.schema_version = 6;
+        r.environment.host_kind = HostKind::NestedEmulated;
+        r.contract.clock = truecold_proof::schema::Clock::Virtual;
+        r.environment.nested = Some(facts.clone())
+    });
 }

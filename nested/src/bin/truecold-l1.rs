@@ -17,7 +17,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
 use truecold_nested::{
-    engine_files, run_l1, write_initramfs, Engine, EngineBinaries, Job, L1File, L1Run, Layout,
+    engine_files, run_l1, write_initramfs, Engine, EngineBinaries, HarnessFacts, Job, L1File,
+    L1Run, Layout, NestedError,
 };
 
 #[derive(Parser)]
@@ -102,9 +103,11 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
             .as_ref()
             .map(|f| format!("{}/{f}", truecold_nested::OUT_DIR)),
     };
-    write_initramfs(&initramfs, &layout.l1_init, &job, &files)?;
+    let qemu = PathBuf::from("qemu-system-x86_64");
+    let facts = HarnessFacts::probe(&qemu, cli.seed).map_err(NestedError::Facts)?;
+    write_initramfs(&initramfs, &layout.l1_init, &job, &facts, &files)?;
     let outcome = run_l1(&L1Run {
-        qemu: PathBuf::from("qemu-system-x86_64"),
+        qemu,
         kernel: layout.l1_kernel.clone(),
         initramfs: initramfs.clone(),
         mem_mib: cli.mem_mib,

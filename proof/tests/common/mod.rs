@@ -408,6 +408,12 @@ impl Fixture {
                 },
                 warnings: vec![],
                 residue: Some(truecold_proof::residue::Residue::default()),
+                nested: (self.host == HostKind::NestedEmulated).then(|| {
+                    truecold_proof::schema::NestedHarness {
+                        l1_seed: 7,
+                        l0_qemu: "QEMU emulator version 7.2.19 (test)".into(),
+                    }
+                }),
             },
             artifacts,
             samples,
