@@ -51,6 +51,7 @@ pub fn launch(program: &Path, g: &Guest) -> Result<Launch, EngineError> {
         files: Vec::new(),
         report_file: None,
         per_sample_stamps: false,
+        agent: None,
     })
 }
 

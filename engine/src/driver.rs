@@ -9,6 +9,7 @@ use crate::observer::{Action, Observer};
 use crate::{ending, exit_is_clean, guest_exit_code, smaps, stdin_is_tty, Ending, Launch};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use truecold_proto::kinds::Engine;
@@ -83,6 +84,7 @@ impl Launched {
                     failure: None,
                     guest_exit_code: None,
                 },
+                network: None,
             },
             end: ProcessEnd::SpawnFailed(String::new()),
             request_ns,
@@ -114,6 +116,16 @@ pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: 
                 prep.get_or_insert(format!("removing {}: {e}", r.display()));
             }
             _ => {}
+        }
+    }
+    // The agent channel's socket exists before the spawn (the VMM connects the guest to it).
+    let mut agent_listener: Option<UnixListener> = None;
+    if let Some(a) = &l.agent {
+        match bind_agent(&a.listen) {
+            Ok(x) => agent_listener = Some(x),
+            Err(e) => {
+                prep.get_or_insert(format!("listening on {}: {e}", a.listen.display()));
+            }
         }
     }
     let mut cmd = Command::new(&l.program);
@@ -164,15 +176,98 @@ pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: 
     let kill_at = deadline_at.saturating_add(kill_grace_ns);
     // The engine holds the terminal's other end now; ours is only for writing.
     drop(cmd);
-    let obs = watch(child, tty_master, l, mem_bytes, kill_at, &mut out);
+    let obs = watch(
+        child,
+        tty_master,
+        agent_listener,
+        l,
+        mem_bytes,
+        kill_at,
+        &mut out,
+    );
+    if let Some(a) = &l.agent {
+        let _ = std::fs::remove_file(&a.listen);
+    }
     let report = l.report_file.as_ref().map(|p| read_report(p));
     finish(&mut out, obs, report);
     out
 }
 
+/// A fresh non-blocking listener at `path` (a stale socket file from an earlier launch is
+/// removed first).
+fn bind_agent(path: &std::path::Path) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let l = UnixListener::bind(path)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// What one chunk from the observed stream asks of the driver (the serial line or the agent
+/// channel alike). `reply_to` is where the nonce goes.
+#[allow(clippy::too_many_arguments)]
+fn act(
+    actions: Vec<Action>,
+    t: u64,
+    reply_to: &mut Option<Box<dyn Write>>,
+    obs: &Observer,
+    l: &Launch,
+    pid: u32,
+    mem_bytes: u64,
+    kill_at: u64,
+    out: &mut Launched,
+    stderr: &mut Vec<u8>,
+) -> bool {
+    let mut kill_now = false;
+    for a in actions {
+        match a {
+            Action::SerialReady => out.run.stamps.serial_ready = Some(t),
+            Action::WriteNonce(line) => {
+                if let Some(w) = reply_to.as_mut() {
+                    if let Err(e) = w.write_all(&line).and_then(|()| w.flush()) {
+                        keep_tail(
+                            stderr,
+                            format!("\n[bench] writing the nonce: {e}\n").as_bytes(),
+                        );
+                    }
+                }
+            }
+            Action::StrictReady => {
+                // The parity contract: strict-ready once the network proof verified too.
+                let ready = match (&l.agent, obs.ready_boot_id) {
+                    (Some(a), Some(id)) => {
+                        let p = crate::network::prove(a.tcp, id, rand::random(), kill_at);
+                        let ok = p.liveness.verified;
+                        out.run.network = Some(p);
+                        ok
+                    }
+                    _ => true,
+                };
+                if ready {
+                    out.run.stamps.strict_ready = Some(now_ns());
+                    match smaps::read_guest_mapping(pid, l.engine.expected_mapping(mem_bytes)) {
+                        Ok(m) => out.run.host_memory = Some(m),
+                        Err(e) => out.mapping_error = Some(e.to_string()),
+                    }
+                }
+            }
+            Action::Record => {
+                out.run.stamps.record = Some(t);
+                if ending(l.engine) == Ending::KillAfterRecord {
+                    kill_now = true;
+                }
+            }
+        }
+    }
+    kill_now
+}
+
 fn watch(
     mut child: Child,
     tty_master: Option<std::fs::File>,
+    mut listener: Option<UnixListener>,
     l: &Launch,
     mem_bytes: u64,
     kill_at: u64,
@@ -190,6 +285,9 @@ fn watch(
     let mut buf = vec![0u8; 64 << 10];
     let mut killed_after_record = false;
     let mut end: Option<ProcessEnd> = None;
+    // The agent channel: the accepted connection (the nonce is written back on it).
+    let mut agent: Option<UnixStream> = None;
+    let agent_mode = l.agent.is_some();
     while so.is_some() || se.is_some() {
         let now = now_ns();
         if now >= kill_at {
@@ -197,9 +295,15 @@ fn watch(
             break;
         }
         let wait_ms = ((kill_at - now) / 1_000_000).saturating_add(1);
+        let third = match (&listener, &agent) {
+            (_, Some(a)) => Some(a.as_raw_fd()),
+            (Some(ls), None) => Some(ls.as_raw_fd()),
+            (None, None) => None,
+        };
         let mut fds: Vec<libc::pollfd> = [
             so.as_ref().map(|s| s.as_raw_fd()),
             se.as_ref().map(|s| s.as_raw_fd()),
+            third,
         ]
         .into_iter()
         .map(|fd| libc::pollfd {
@@ -208,7 +312,7 @@ fn watch(
             revents: 0,
         })
         .collect();
-        // SAFETY: `fds` is a valid array of two pollfds (a negative fd is ignored by poll).
+        // SAFETY: `fds` is a valid array of three pollfds (a negative fd is ignored by poll).
         let rc = unsafe {
             libc::poll(
                 fds.as_mut_ptr(),
@@ -229,48 +333,60 @@ fn watch(
         }
         let ready =
             |p: &libc::pollfd| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+        if ready(&fds[2]) {
+            if let Err(e) = agent_step(
+                &mut listener,
+                &mut agent,
+                &mut obs,
+                &mut buf,
+                &mut |obs, actions, t, agent| {
+                    let mut w: Option<Box<dyn Write>> = agent
+                        .as_ref()
+                        .and_then(|a| a.try_clone().ok())
+                        .map(|a| Box::new(a) as Box<dyn Write>);
+                    act(
+                        actions,
+                        t,
+                        &mut w,
+                        obs,
+                        l,
+                        pid,
+                        mem_bytes,
+                        kill_at,
+                        out,
+                        &mut stderr,
+                    )
+                },
+            ) {
+                end = Some(kill_and_reap(&mut child, ProcessEnd::HarnessIo(e)));
+                break;
+            }
+        }
         if ready(&fds[0]) {
             if let Some(s) = so.as_mut() {
                 match s.read(&mut buf) {
                     Ok(0) => so = None,
+                    // Under the agent channel the engine's stdout is its console: kept as
+                    // noise, never observed.
+                    Ok(n) if agent_mode => keep_tail(&mut stderr, &buf[..n]),
                     Ok(n) => {
                         let t = now_ns();
                         let actions = obs.feed(&buf[..n], &mut rand::random::<[u8; 16]>);
-                        for a in actions {
-                            match a {
-                                Action::SerialReady => out.run.stamps.serial_ready = Some(t),
-                                Action::WriteNonce(line) => {
-                                    if let Some(w) = stdin.as_mut() {
-                                        if let Err(e) = w.write_all(&line).and_then(|()| w.flush())
-                                        {
-                                            keep_tail(
-                                                &mut stderr,
-                                                format!("\n[bench] writing the nonce: {e}\n")
-                                                    .as_bytes(),
-                                            );
-                                        }
-                                    }
-                                }
-                                Action::StrictReady => {
-                                    out.run.stamps.strict_ready = Some(t);
-                                    match smaps::read_guest_mapping(
-                                        pid,
-                                        l.engine.expected_mapping(mem_bytes),
-                                    ) {
-                                        Ok(m) => out.run.host_memory = Some(m),
-                                        Err(e) => out.mapping_error = Some(e.to_string()),
-                                    }
-                                }
-                                Action::Record => {
-                                    out.run.stamps.record = Some(t);
-                                    if ending(l.engine) == Ending::KillAfterRecord
-                                        && !killed_after_record
-                                    {
-                                        kill_group(&child);
-                                        killed_after_record = true;
-                                    }
-                                }
-                            }
+                        if act(
+                            actions,
+                            t,
+                            &mut stdin,
+                            &obs,
+                            l,
+                            pid,
+                            mem_bytes,
+                            kill_at,
+                            out,
+                            &mut stderr,
+                        ) && !killed_after_record
+                        {
+                            kill_group(&child);
+                            killed_after_record = true;
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -301,6 +417,27 @@ fn watch(
             }
         }
     }
+    // The VMM has closed its pipes: what its hybrid vsock passed on before it ended is read
+    // to the end of the connection (bounded by the kill instant).
+    if end.is_none() {
+        if let Some(a) = agent.take() {
+            drain_agent(a, &mut obs, &mut buf, kill_at, &mut |obs, actions, t| {
+                let mut none: Option<Box<dyn Write>> = None;
+                act(
+                    actions,
+                    t,
+                    &mut none,
+                    obs,
+                    l,
+                    pid,
+                    mem_bytes,
+                    kill_at,
+                    out,
+                    &mut stderr,
+                );
+            });
+        }
+    }
     let end = match end {
         Some(e) => e,
         None if killed_after_record => match child.wait() {
@@ -315,6 +452,97 @@ fn watch(
     obs.finish();
     out.stderr_tail = String::from_utf8_lossy(&stderr).into_owned();
     obs
+}
+
+/// What the driver does with the actions of a chunk read on the agent connection (the
+/// connection given for writing the nonce back).
+type OnAgentActions<'a> = dyn FnMut(&Observer, Vec<Action>, u64, &Option<UnixStream>) -> bool + 'a;
+
+/// One readiness of the agent channel: accept the VMM's connection (one only; the listener is
+/// closed then), or read what arrived and hand it to the observer.
+fn agent_step(
+    listener: &mut Option<UnixListener>,
+    agent: &mut Option<UnixStream>,
+    obs: &mut Observer,
+    buf: &mut [u8],
+    on: &mut OnAgentActions<'_>,
+) -> Result<(), String> {
+    if agent.is_none() {
+        let Some(ls) = listener.as_ref() else {
+            return Ok(());
+        };
+        return match ls.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(true)
+                    .map_err(|e| format!("agent socket: {e}"))?;
+                *agent = Some(s);
+                *listener = None;
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(format!("accepting the agent: {e}")),
+        };
+    }
+    let Some(a) = agent.as_mut() else {
+        return Ok(());
+    };
+    match a.read(buf) {
+        Ok(0) => {
+            obs.finish();
+            *agent = None;
+            Ok(())
+        }
+        Ok(n) => {
+            let t = now_ns();
+            let actions = obs.feed(&buf[..n], &mut rand::random::<[u8; 16]>);
+            let _ = on(obs, actions, t, agent);
+            Ok(())
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(())
+        }
+        // The guest side reset the connection: the observer judges what it got.
+        Err(_) => {
+            obs.finish();
+            *agent = None;
+            Ok(())
+        }
+    }
+}
+
+/// Reads the agent connection to its end (or `kill_at`), feeding the observer.
+fn drain_agent(
+    mut a: UnixStream,
+    obs: &mut Observer,
+    buf: &mut [u8],
+    kill_at: u64,
+    on: &mut dyn FnMut(&Observer, Vec<Action>, u64),
+) {
+    if a.set_nonblocking(false).is_err() {
+        return;
+    }
+    loop {
+        let now = now_ns();
+        if now >= kill_at {
+            break;
+        }
+        let _ = a.set_read_timeout(Some(std::time::Duration::from_nanos(kill_at - now)));
+        match a.read(buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let t = now_ns();
+                let actions = obs.feed(&buf[..n], &mut rand::random::<[u8; 16]>);
+                on(obs, actions, t);
+            }
+        }
+    }
+    obs.finish();
 }
 
 /// A pseudo-terminal pair whose subordinate side is raw (no echo, no line editing, no
@@ -482,6 +710,24 @@ fn finish(out: &mut Launched, obs: Observer, report: Option<Result<serde_json::V
         ProcessEnd::HarnessIo(m) => Some(("harness_io", m.clone())),
         ProcessEnd::KilledAtDeadline => Some(("deadline", "killed at deadline + grace".into())),
         _ if !obs.strict_ready() => Some(("no_strict_ready", "no verified reply".into())),
+        _ if out
+            .run
+            .network
+            .as_ref()
+            .is_some_and(|p| !p.liveness.verified) =>
+        {
+            Some((
+                "network_not_ready",
+                out.run
+                    .network
+                    .as_ref()
+                    .and_then(|p| p.error.clone())
+                    .unwrap_or_default(),
+            ))
+        }
+        _ if out.run.stamps.strict_ready.is_none() => {
+            Some(("no_strict_ready", "no strict-ready stamp".into()))
+        }
         _ if obs.record.is_none() => Some(("no_record", "no record line".into())),
         _ if !clean => Some(("vmm_exit", format!("{:?}", out.end))),
         _ => None,

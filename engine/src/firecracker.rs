@@ -87,6 +87,7 @@ pub fn launch(program: &Path, g: &Guest, work: &Path) -> Result<Launch, EngineEr
         files: vec![(cfg, content.into_bytes()), (log, Vec::new())],
         report_file: None,
         per_sample_stamps: false,
+        agent: None,
     })
 }
 

@@ -13,6 +13,7 @@ pub mod cloud_hypervisor;
 pub mod driver;
 pub mod firecracker;
 pub mod locate;
+pub mod network;
 pub mod observer;
 pub mod qemu_microvm;
 pub mod smaps;
@@ -136,6 +137,21 @@ pub struct Launch {
     pub report_file: Option<PathBuf>,
     /// truecold: `--request-ns <request> --deadline-at-ns <deadline>` appended per sample.
     pub per_sample_stamps: bool,
+    /// The parity contract's agent channel (truecold-vmm under `--transport vsock`): the
+    /// `TC1` lines arrive on a Unix socket, not on the engine's stdout.
+    pub agent: Option<Agent>,
+}
+
+/// Where the bench meets the guest's agent and proves its network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Agent {
+    /// The socket the bench listens on before the spawn: the VMM's hybrid vsock connects the
+    /// guest's connection to `truecold_proto::parity::AGENT_PORT` there
+    /// (`uds_port_path(<--vsock-uds>, AGENT_PORT)`). Removed after the launch.
+    pub listen: PathBuf,
+    /// The guest's listener for the network proof (its network-pair address and
+    /// `truecold_proto::parity::TCP_PORT`).
+    pub tcp: std::net::SocketAddrV4,
 }
 
 /// The per-sample flag carrying the request stamp (CLOCK_MONOTONIC ns).

@@ -46,6 +46,7 @@ pub fn launch(
         files: Vec::new(),
         report_file: Some(report),
         per_sample_stamps: true,
+        agent: None,
     })
 }
 

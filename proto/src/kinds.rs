@@ -619,6 +619,9 @@ pub enum ErrorKind {
     NoStrictReady,
     /// No guest record (Linux).
     NoRecord,
+    /// Parity contract: the agent answered, but the host's TCP round trip to the guest's
+    /// listener did not verify (`truecold_proto::report::NetworkProof`).
+    NetworkNotReady,
     /// The post-ready workload did not report `BENCH_OK`.
     Workload,
     /// The VMM exited non-zero with nothing else wrong.
@@ -647,7 +650,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    const FIXED: [(ErrorKind, &'static str); 18] = [
+    const FIXED: [(ErrorKind, &'static str); 19] = [
         (ErrorKind::SpawnFailed, "spawn_failed"),
         (ErrorKind::HarnessIo, "harness_io"),
         (ErrorKind::Deadline, "deadline"),
@@ -656,6 +659,7 @@ impl ErrorKind {
         (ErrorKind::BadReport, "bad_report"),
         (ErrorKind::NoStrictReady, "no_strict_ready"),
         (ErrorKind::NoRecord, "no_record"),
+        (ErrorKind::NetworkNotReady, "network_not_ready"),
         (ErrorKind::Workload, "workload"),
         (ErrorKind::VmmExit, "vmm_exit"),
         (ErrorKind::IncompleteTimeline, "incomplete_timeline"),

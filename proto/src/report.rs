@@ -313,6 +313,24 @@ pub struct EngineRun {
     /// the report to a file).
     pub vmm: Option<serde_json::Value>,
     pub outcome: Outcome,
+    /// The parity contract's network proof (the agent channel's launches only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkProof>,
+}
+
+/// The parity contract's network proof: once the agent's reply verified, the host connects to
+/// guest-init's listener on the guest's address over the tap, writes a fresh `TC1 nonce` line
+/// and reads one `TC1 reply` line, which must verify against that nonce with the agent's boot
+/// id. One attempt, bounded by the launch's kill instant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkProof {
+    /// `<guest ipv4>:<port>`.
+    pub target: String,
+    /// The second challenge (kind `binding`): its nonce, the answer, verified.
+    pub liveness: Liveness,
+    /// Why it did not verify (connect, write, read, decode, another boot id), if it did not.
+    pub error: Option<String>,
 }
 
 /// What a VMM that failed before its guest ran prints: `{"schema":…,"error":{…}}`.

@@ -161,6 +161,7 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
                 failure: None,
                 guest_exit_code: None,
             },
+            network: None,
         },
         end,
         request_ns: r,

@@ -67,6 +67,7 @@ fn fake(engine: Engine, mode: &str, dir: &std::path::Path) -> Launch {
         files: vec![(script, body.into_bytes())],
         report_file: None,
         per_sample_stamps: false,
+        agent: None,
     }
 }
 
@@ -189,6 +190,7 @@ fn a_missing_binary_is_a_spawn_failure() {
         files: vec![],
         report_file: None,
         per_sample_stamps: false,
+        agent: None,
     };
     let r = launch_once(&l, 1 << 28, S, S);
     assert!(matches!(r.end, ProcessEnd::SpawnFailed(ref m) if m.contains("/nonexistent")));
@@ -227,5 +229,124 @@ fn truecold_marks_are_merged_from_its_report_file() {
             .is_some_and(|e| e.contains("before its guest ran")),
         "{:?}",
         r.report_error
+    );
+}
+
+/// A guest behind a hybrid vsock, played by python3 (scripts/deps.sh installs it): listens on
+/// TCP first, connects to the agent socket, speaks the TC1 lines there, answers the network
+/// proof, sends the record on the agent channel, exits.
+const AGENT_GUEST: &str = r#"
+import hashlib, socket, sys
+uds, port, boot, record, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+def bind(h, nonce, b=boot):
+    return hashlib.sha256(b"truecold-liveness-v1\x00" + bytes.fromhex(nonce) + b.encode()).hexdigest()
+def line(f):
+    return f.readline().decode().strip()
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port)); srv.listen(1)
+a = socket.socket(socket.AF_UNIX); a.connect(uds); af = a.makefile("rb")
+print("console noise")
+a.sendall(("TC1 ready boot_id=%s\n" % boot).encode())
+n = line(af).split("value=")[1]
+a.sendall(("TC1 reply boot_id=%s binding=%s\n" % (boot, bind(boot, n))).encode())
+if mode != "no-listener":
+    c, _ = srv.accept(); cf = c.makefile("rb")
+    n2 = line(cf).split("value=")[1]
+    if mode == "bad-tcp":
+        n2 = "00" * 16
+    c.sendall(("TC1 reply boot_id=%s binding=%s\n" % (boot, bind(boot, n2))).encode())
+    c.close()
+a.sendall((record + "\n").encode())
+a.close()
+"#;
+
+fn agent_fake(mode: &str, dir: &std::path::Path) -> Launch {
+    let script = dir.join("guest.py");
+    let listen = dir.join("v.sock_1024");
+    // A free port: bind, note, release (the guest binds it right after).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut args = vec![
+        script.to_string_lossy().into_owned(),
+        listen.to_string_lossy().into_owned(),
+        port.to_string(),
+        ID.into(),
+        record(),
+        mode.into(),
+    ];
+    if mode == "no-listener" {
+        // The guest listens on another port than the one the bench proves.
+        args[2] = "0".into();
+    }
+    Launch {
+        engine: Engine::Truecold,
+        program: PathBuf::from("python3"),
+        args,
+        files: vec![(script, AGENT_GUEST.as_bytes().to_vec())],
+        report_file: None,
+        per_sample_stamps: false,
+        agent: Some(crate::Agent {
+            listen,
+            tcp: std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port),
+        }),
+    }
+}
+
+#[test]
+fn the_agent_channel_and_the_network_proof_make_strict_ready() {
+    let d = tempfile::tempdir().unwrap();
+    let r = launch_once(&agent_fake("ok", d.path()), 1 << 28, 60 * S, S);
+    assert_eq!(r.end, ProcessEnd::Exited(0), "{}", r.stderr_tail);
+    assert!(r.run.outcome.ok, "{:?} {}", r.run.outcome, r.stderr_tail);
+    let s = r.run.stamps;
+    let (req, sr, st, rec) = (
+        s.request.unwrap(),
+        s.serial_ready.unwrap(),
+        s.strict_ready.unwrap(),
+        s.record.unwrap(),
+    );
+    assert!(req < sr && sr <= st && st <= rec, "{s:?}");
+    assert!(r.run.liveness.verified);
+    let p = r.run.network.as_ref().unwrap();
+    assert!(p.liveness.verified && p.error.is_none(), "{p:?}");
+    // Two challenges, two nonces.
+    assert_ne!(p.liveness.nonce, r.run.liveness.nonce);
+    // The engine's stdout is console noise under the agent channel, never observed.
+    assert!(r.stderr_tail.contains("console noise"), "{}", r.stderr_tail);
+    assert_eq!(r.run.protocol_error_count, 0);
+    // The listening socket is gone after the launch.
+    assert!(!d.path().join("v.sock_1024").exists());
+}
+
+#[test]
+fn a_network_proof_that_fails_is_network_not_ready_never_strict_ready() {
+    for mode in ["bad-tcp", "no-listener"] {
+        let d = tempfile::tempdir().unwrap();
+        let r = launch_once(&agent_fake(mode, d.path()), 1 << 28, 60 * S, S);
+        assert!(r.run.liveness.verified, "{mode}: the agent answered");
+        assert!(r.run.stamps.strict_ready.is_none(), "{mode}");
+        assert_eq!(
+            r.run.outcome.failure_kind.as_deref(),
+            Some("network_not_ready"),
+            "{mode}: {:?}",
+            r.run.outcome
+        );
+        assert!(r.run.network.as_ref().is_some_and(|p| p.error.is_some()));
+    }
+}
+
+#[test]
+fn an_agent_socket_that_cannot_be_made_is_a_spawn_failure() {
+    let d = tempfile::tempdir().unwrap();
+    let mut l = agent_fake("ok", d.path());
+    l.agent.as_mut().unwrap().listen = d.path().join("no-such-dir/v.sock_1024");
+    let r = launch_once(&l, 1 << 28, 60 * S, S);
+    assert!(
+        matches!(r.end, ProcessEnd::SpawnFailed(ref m) if m.contains("listening on")),
+        "{:?}",
+        r.end
     );
 }

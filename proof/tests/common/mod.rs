@@ -747,6 +747,7 @@ pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine
             exit: None,
             vmm,
             outcome,
+            network: None,
         };
         let line = ReportLine {
             index: s.index,
