@@ -23,6 +23,9 @@ pub struct Snapshot {
     pub host_total_ns: u64,
     /// What the harness holds and the host has free (see [`residue_reading`]).
     pub residue: Reading,
+    /// Lines of the harness's `/proc/self/maps` ([`maps_count`]; not in the bundle's
+    /// residue: the per-launch cleanup judges it).
+    pub harness_maps: Option<u64>,
 }
 
 impl Snapshot {
@@ -44,6 +47,7 @@ impl Snapshot {
             host_busy_ns,
             host_total_ns,
             residue: residue_reading(),
+            harness_maps: maps_count(),
         }
     }
 
@@ -88,6 +92,24 @@ pub fn residue_reading() -> Reading {
         mem_available_bytes: proc_field(&meminfo, "MemAvailable", true),
         hugepages_total: proc_field(&meminfo, "HugePages_Total", false),
         hugepages_free: proc_field(&meminfo, "HugePages_Free", false),
+    }
+}
+
+/// The harness's memory mappings: lines of `/proc/self/maps`, counted through one buffer
+/// allocated before the file is opened (so that reading adds no mapping of its own);
+/// `None` when unreadable.
+pub fn maps_count() -> Option<u64> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 16 << 10];
+    let mut f = std::fs::File::open("/proc/self/maps").ok()?;
+    let mut lines = 0u64;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Some(lines),
+            Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
     }
 }
 

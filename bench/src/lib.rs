@@ -22,6 +22,7 @@ pub mod interrupt;
 pub mod kernel;
 pub mod launch;
 pub mod nested;
+pub mod parity;
 pub mod progress;
 pub mod run;
 pub mod sample;

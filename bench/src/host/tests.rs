@@ -30,6 +30,7 @@ fn snap(
         host_busy_ns: busy_ms * 1_000_000,
         host_total_ns: total_ms * 1_000_000,
         residue: Default::default(),
+        harness_maps: None,
     }
 }
 
