@@ -348,6 +348,7 @@ fn campaign_args(
         cloud_hypervisor: None,
         qemu: None,
         attribution: 0,
+        parity: false,
     }
 }
 

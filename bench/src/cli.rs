@@ -141,6 +141,13 @@ pub struct RunArgs {
     /// cold-host arm. Root only; --mode sequential only.
     #[arg(long)]
     pub drop_caches: bool,
+    /// The parity contract (docs/parity.md): truecold-vmm with virtio-vsock, virtio-net on a
+    /// per-launch tap and a per-launch workspace disk; strict-ready when the guest agent
+    /// answered on vsock and a TCP round trip to the guest verified; each launch's state
+    /// persisted (SQLite) and its cleanup verified. A Linux campaign, sequential only; needs
+    /// root (taps) and the parity guest (`<guest-dir>/workspace.img`, the parity kernel).
+    #[arg(long)]
+    pub parity: bool,
     /// An engine arm (repeatable): truecold, firecracker, cloud-hypervisor, qemu-microvm.
     /// With any, the campaign is an engines campaign: the same Linux guest under every
     /// engine, strict-ready observed on each engine's serial port, -n rounds each running
@@ -208,6 +215,8 @@ pub enum ArgError {
     EnginesOnly(&'static str),
     #[error("--seed applies to an engines campaign (--engine …) or a --nested one only")]
     SeedNotUsed,
+    #[error("--parity: {0}")]
+    Parity(&'static str),
 }
 
 fn mode_name(m: ModeArg) -> &'static str {
@@ -286,7 +295,32 @@ impl RunArgs {
 
     /// The schedule these arguments describe, checked.
     pub fn schedule(&self) -> Result<Schedule, ArgError> {
-        self.arms()?;
+        let arms = self.arms()?;
+        if self.parity {
+            for (bad, why) in [
+                (
+                    !arms.is_empty(),
+                    "the parity contract is truecold-vmm's (no --engine)",
+                ),
+                (self.probe, "the parity contract boots Linux (no --probe)"),
+                (
+                    self.mode != ModeArg::Sequential,
+                    "sequential only (one tap at a time)",
+                ),
+                (
+                    self.console,
+                    "the serial console is not part of the contract (no --console)",
+                ),
+                (
+                    self.attribution > 0,
+                    "attribution launches are not parity launches",
+                ),
+            ] {
+                if bad {
+                    return Err(ArgError::Parity(why));
+                }
+            }
+        }
         let mode = mode_name(self.mode);
         let not_for = |flag, applies_to| ArgError::NotForMode {
             flag,

@@ -111,6 +111,9 @@ pub struct EnginesSpec {
     pub backing: Backing,
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
+    /// Who stamps strict-ready: `serial` (an engines campaign) or `agent` (the parity
+    /// contract: one arm, not interleaved).
+    pub observer: Observer,
 }
 
 impl EnginesSpec {
@@ -125,8 +128,8 @@ impl EnginesSpec {
             backing: self.backing,
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
-            observer: Observer::Serial,
-            interleaved: true,
+            observer: self.observer,
+            interleaved: self.observer == Observer::Serial,
         }
     }
 
@@ -458,59 +461,8 @@ pub fn write_dir(
     let tmp = campaign::staging_dir(dest, "tmp")
         .map_err(|(op, path, source)| EnginesError::Io { op, path, source })?;
     let spec = shared.spec;
-    let cspec = spec.campaign();
     let mut arms = Vec::new();
     for (i, b) in bundles.iter().enumerate() {
-        let arm = &ran.arms[i];
-        let mut samples = arm.samples.clone();
-        samples.sort_by_key(|s| s.index);
-        let ex = Executed {
-            samples,
-            reports: reports_jsonl(arm),
-            planned: spec.rounds,
-            interrupted: ran.interrupted,
-            levels: vec![LevelRun {
-                level: 1,
-                planned: spec.rounds,
-                launched: arm.samples.len() as u64,
-                t_start_ns: arm.t_start_ns.unwrap_or(ran.before.t_ns),
-                t_end_ns: arm.t_end_ns.max(arm.t_start_ns.unwrap_or(ran.before.t_ns)),
-            }],
-            before: ran.before.clone(),
-            after: ran.after.clone(),
-            run_facts: RunFacts {
-                max_start_lag_ns: None,
-                interval_ns: None,
-                lanes: 1,
-                in_window: Some((arm.cpu_ns, arm.wall_ns)),
-                page_cache_dropped: arm.dropped,
-            },
-            repeated_boot_ids: arm.repeated_boot_ids,
-            cmdlines: arm.cmdlines.clone(),
-            backings: arm.backings.clone(),
-            expired: 0,
-            prepare_errors: arm.prepare_errors.clone(),
-        };
-        let configuration = Configuration {
-            vcpus: spec.vcpus,
-            mem_bytes: spec.mem_bytes,
-            backing: campaign::backing_description(spec.backing, &ex.backings),
-            cmdline: b.guest_cmdline.clone(),
-            vmm_path: b.binary.display().to_string(),
-            kernel_path: Some(absolute(&shared.guest.vmlinux)),
-            initramfs_path: Some(absolute(&shared.guest.initramfs)),
-            engine: EngineInfo {
-                kind: b.engine,
-                version: b.version.clone(),
-            },
-            knobs: vec![],
-        };
-        let digests =
-            artifacts::digests(&b.binary, Some(shared.guest)).map_err(|e| EnginesError::Io {
-                op: "hash the artifacts of",
-                path: b.binary.clone(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
         let mut warnings = shared.warnings.clone();
         warnings.push(format!(
             "one arm of an engines campaign ({}): interleaved launch by launch with the other \
@@ -523,39 +475,20 @@ pub fn write_dir(
                 .join(", "),
             spec.seed
         ));
-        let result =
-            campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
-        let mut extra_files = vec![(REPORTS_FILE.to_string(), ex.reports.clone())];
-        if b.engine == Engine::Firecracker {
-            if let Some((_, cfg)) = b.launch.files.iter().find(|(p, _)| {
-                p.file_name()
-                    .is_some_and(|n| n == truecold_engine::firecracker::CONFIG_FILE)
-            }) {
-                extra_files.push((ENGINE_CONFIG_FILE.to_string(), cfg.clone()));
-            }
-        }
-        let inputs = BundleInputs {
-            kernel_config: Some(shared.kernel_config.clone()),
-            cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
-                ContractKind::Linux.label(),
-                shared.invocation,
-                &crate::run::explicit_line(&shared.explicit),
-                b.engine,
-                &b.launch.display(spec.deadline_ns),
-                Some(&b.guest_cmdline),
-            ),
-            extra_files,
-        };
-        let w = campaign::write(&tmp.join(b.engine.as_str()), &result, &ex.samples, &inputs)
-            .map_err(|source| EnginesError::Bundle {
-                engine: b.engine,
-                source,
-            })?;
+        let verdict = write_arm_bundle(
+            &tmp.join(b.engine.as_str()),
+            shared,
+            b,
+            &ran.arms[i],
+            ran,
+            warnings,
+            Vec::new(),
+        )?;
         arms.push((
             b.engine,
             Written {
                 path: dest.join(b.engine.as_str()),
-                verdict: w.verdict,
+                verdict,
             },
         ));
     }
@@ -581,6 +514,100 @@ pub fn write_dir(
         arms,
         record,
     })
+}
+
+/// Writes one arm's complete bundle at `dir` (its rows, `reports.jsonl`, any `extra` files,
+/// and what the arm's engine adds) and returns the verdict on it.
+pub fn write_arm_bundle(
+    dir: &Path,
+    shared: &Shared<'_>,
+    b: &ArmBundle<'_>,
+    arm: &ArmRun,
+    ran: &EnginesRun,
+    warnings: Vec<String>,
+    extra: Vec<(String, Vec<u8>)>,
+) -> Result<truecold_proof::verify::Verdict, EnginesError> {
+    let spec = shared.spec;
+    let cspec = spec.campaign();
+    let mut samples = arm.samples.clone();
+    samples.sort_by_key(|s| s.index);
+    let ex = Executed {
+        samples,
+        reports: reports_jsonl(arm),
+        planned: spec.rounds,
+        interrupted: ran.interrupted,
+        levels: vec![LevelRun {
+            level: 1,
+            planned: spec.rounds,
+            launched: arm.samples.len() as u64,
+            t_start_ns: arm.t_start_ns.unwrap_or(ran.before.t_ns),
+            t_end_ns: arm.t_end_ns.max(arm.t_start_ns.unwrap_or(ran.before.t_ns)),
+        }],
+        before: ran.before.clone(),
+        after: ran.after.clone(),
+        run_facts: RunFacts {
+            max_start_lag_ns: None,
+            interval_ns: None,
+            lanes: 1,
+            in_window: Some((arm.cpu_ns, arm.wall_ns)),
+            page_cache_dropped: arm.dropped,
+        },
+        repeated_boot_ids: arm.repeated_boot_ids,
+        cmdlines: arm.cmdlines.clone(),
+        backings: arm.backings.clone(),
+        expired: 0,
+        prepare_errors: arm.prepare_errors.clone(),
+    };
+    let configuration = Configuration {
+        vcpus: spec.vcpus,
+        mem_bytes: spec.mem_bytes,
+        backing: campaign::backing_description(spec.backing, &ex.backings),
+        cmdline: b.guest_cmdline.clone(),
+        vmm_path: b.binary.display().to_string(),
+        kernel_path: Some(absolute(&shared.guest.vmlinux)),
+        initramfs_path: Some(absolute(&shared.guest.initramfs)),
+        engine: EngineInfo {
+            kind: b.engine,
+            version: b.version.clone(),
+        },
+        knobs: vec![],
+    };
+    let digests =
+        artifacts::digests(&b.binary, Some(shared.guest)).map_err(|e| EnginesError::Io {
+            op: "hash the artifacts of",
+            path: b.binary.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    let result = campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
+    let mut extra_files = vec![(REPORTS_FILE.to_string(), ex.reports.clone())];
+    extra_files.extend(extra);
+    if b.engine == Engine::Firecracker {
+        if let Some((_, cfg)) = b.launch.files.iter().find(|(p, _)| {
+            p.file_name()
+                .is_some_and(|n| n == truecold_engine::firecracker::CONFIG_FILE)
+        }) {
+            extra_files.push((ENGINE_CONFIG_FILE.to_string(), cfg.clone()));
+        }
+    }
+    let inputs = BundleInputs {
+        kernel_config: Some(shared.kernel_config.clone()),
+        cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
+            ContractKind::Linux.label(),
+            shared.invocation,
+            &crate::run::explicit_line(&shared.explicit),
+            b.engine,
+            &b.launch.display(spec.deadline_ns),
+            Some(&b.guest_cmdline),
+        ),
+        extra_files,
+    };
+    let w = campaign::write(dir, &result, &ex.samples, &inputs).map_err(|source| {
+        EnginesError::Bundle {
+            engine: b.engine,
+            source,
+        }
+    })?;
+    Ok(w.verdict)
 }
 
 fn absolute(p: &Path) -> String {

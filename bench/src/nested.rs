@@ -126,6 +126,47 @@ pub fn run_engines(
     })
 }
 
+/// A parity campaign in L1 (`--parity --nested`): the inner run is the same campaign on L1's
+/// KVM, with the workspace image packed beside the guest; L1's kernel has TUN, so the VMM
+/// there creates its taps.
+pub fn run_parity(
+    args: &RunArgs,
+    rounds: u64,
+    guest_dir: &Path,
+) -> Result<crate::run::RunOutcome, NestedError> {
+    let schedule = Schedule::Sequential { n: rounds };
+    let dest = match &args.out {
+        Some(p) => p.clone(),
+        None => {
+            let (stamp, _) = crate::clock::utc_now();
+            PathBuf::from("results").join(format!(
+                "{stamp}-nested-parity-{}vcpu-{}mib",
+                args.vcpus, args.mem_mib
+            ))
+        }
+    };
+    let image = guest_dir.join(crate::run::WORKSPACE_IMAGE);
+    let extra = vec![L1File {
+        dest: format!("guest/{}", crate::run::WORKSPACE_IMAGE),
+        src: image,
+        executable: false,
+    }];
+    let written = in_l1(
+        args,
+        inner_args(args, &schedule),
+        extra,
+        rounds,
+        guest_dir,
+        dest,
+    )?;
+    Ok(crate::run::RunOutcome {
+        written,
+        interrupted: false,
+        warnings: vec![WARNING.to_string()],
+        arms: Vec::new(),
+    })
+}
+
 /// Runs the campaign in L1 and returns the received, verified bundle.
 pub fn run(
     args: &RunArgs,

@@ -71,6 +71,8 @@ pub enum RunError {
     DropCaches(#[source] std::io::Error),
     #[error("the engines campaign")]
     Engines(#[from] crate::engines::EnginesError),
+    #[error("the parity campaign: {0}")]
+    Parity(String),
 }
 
 /// The kernel's page-cache knob.
@@ -162,8 +164,12 @@ pub fn explicit_args(
         cloud_hypervisor: _, // `paths.engines`
         qemu: _,             // `paths.engines`
         attribution,
+        parity,
     } = args;
     let mut v: Vec<String> = vec![guest.to_string()];
+    if *parity {
+        v.push("--parity".into());
+    }
     let mut kv = |k: &str, val: String| {
         v.push(k.to_string());
         v.push(val);
@@ -402,6 +408,9 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
     let euid = unsafe { libc::geteuid() };
     check_drop_caches(args, &schedule, (!args.nested).then_some(euid))?;
     let arms = args.arms()?;
+    if args.parity {
+        return run_parity(args, invocation, &schedule);
+    }
     if !arms.is_empty() {
         return run_engines(args, invocation, &arms, &schedule);
     }
@@ -676,6 +685,7 @@ fn run_engines(
         backing: args.backing,
         deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
         kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
+        observer: truecold_proof::schema::Observer::Serial,
     };
     let facts = HostFacts::read(kind);
     let stop = interrupt::install()?;
@@ -768,6 +778,210 @@ fn run_engines(
         interrupted: ran.interrupted,
         warnings,
         arms: w.arms,
+    })
+}
+
+/// The name of the parity guest's workspace image in the guest directory.
+pub const WORKSPACE_IMAGE: &str = "workspace.img";
+
+/// A parity campaign (`--parity`): truecold-vmm under the agent channel, one sequential arm
+/// ([`crate::parity::launch::ParityLauncher`]), written as one bundle whose rows carry the
+/// network proof and the cleanup, with the lifecycle table as `state.csv`.
+fn run_parity(
+    args: &RunArgs,
+    invocation: &str,
+    schedule: &Schedule,
+) -> Result<RunOutcome, RunError> {
+    use crate::engines::{self, ArmBundle, ArmRun, EnginesRun, EnginesSpec, Shared};
+    use crate::parity::{launch::ParityLauncher, state::StateDb};
+    use truecold_proto::kinds::Engine;
+    let rounds = schedule.validate()?;
+    let guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
+    if args.nested {
+        return Ok(nested::run_parity(args, rounds, &guest_dir)?);
+    }
+    let resolved = engines::resolve(&[Engine::Truecold], args)?;
+    let lg = artifacts::linux_guest(&guest_dir)?;
+    let base_image = guest_dir.join(WORKSPACE_IMAGE);
+    if !base_image.is_file() {
+        return Err(RunError::Parity(format!(
+            "{} is missing (build the parity guest: cargo run -p xtask -- guest)",
+            base_image.display()
+        )));
+    }
+    let (kind, warnings) = kvm_host()?;
+    let guest = engines::guest_of(args, &lg);
+    let dest = args.out.clone().unwrap_or_else(|| {
+        Path::new("results").join(format!(
+            "{}-parity-{}vcpu-{}mib",
+            crate::clock::utc_now().0,
+            args.vcpus,
+            args.mem_mib
+        ))
+    });
+    if dest.symlink_metadata().is_ok() {
+        return Err(RunError::OutExists(dest));
+    }
+    let work = std::env::temp_dir().join(format!("truecold-parity-{}", std::process::id()));
+    let prepared = engines::prepare(&resolved, &guest, &work, kind)?;
+    let Some(p) = prepared.into_iter().next() else {
+        return Err(RunError::Parity("no truecold arm".into()));
+    };
+    let kernel_config = std::fs::read(&lg.config).map_err(|source| RunError::Config {
+        path: lg.config.clone(),
+        source,
+    })?;
+    let spec = EnginesSpec {
+        arms: vec![Engine::Truecold],
+        rounds,
+        seed: args.seed,
+        vcpus: args.vcpus,
+        mem_bytes: args.mem_mib << 20,
+        backing: args.backing,
+        deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
+        kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
+        observer: truecold_proof::schema::Observer::Agent,
+    };
+    let state = StateDb::open(&work.join("state.sqlite"))
+        .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
+    let launcher = ParityLauncher {
+        base: p.launch.clone(),
+        base_image,
+        run_root: work.join("launches"),
+        pair: truecold_proto::parity::NetPair::for_slot(0)
+            .map_err(|e| RunError::Parity(e.to_string()))?,
+        state: std::cell::RefCell::new(state),
+        mem_bytes: spec.mem_bytes,
+        deadline_ns: spec.deadline_ns,
+        kill_grace_ns: spec.kill_grace_ns,
+    };
+    let facts = HostFacts::read(kind);
+    let stop = interrupt::install()?;
+    eprintln!(
+        "truecold: parity campaign — {rounds} sequential launch(es), {} vCPU, {} MiB, backing {}, \
+         deadline {} ms, agent over vsock + TCP over tap {} → {}",
+        spec.vcpus,
+        spec.mem_bytes >> 20,
+        spec.backing,
+        args.deadline_ms(),
+        launcher.pair,
+        dest.display()
+    );
+    let ctx = spec.row_context(Engine::Truecold);
+    let mut progress = Progress::new(std::io::stderr(), Style::detect(), "parity", rounds);
+    let mut arm = ArmRun::default();
+    let mut interrupted = false;
+    let mut guest_cmdline: Option<String> = None;
+    let before = crate::host::Snapshot::take();
+    for round in 0..rounds {
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        let (c0, t0) = (campaign::self_cpu_ns(), truecold_proto::measure::now_ns());
+        let pl = launcher.launch(round);
+        let (c1, t1) = (campaign::self_cpu_ns(), truecold_proto::measure::now_ns());
+        arm.cpu_ns = arm.cpu_ns.saturating_add(c1.saturating_sub(c0));
+        arm.wall_ns = arm.wall_ns.saturating_add(t1.saturating_sub(t0));
+        let l = &pl.launched;
+        arm.t_start_ns.get_or_insert(l.request_ns);
+        arm.t_end_ns = l.reaped_ns;
+        let (mut s, mut run) = engines::row(l, round, &ctx, spec.deadline_ns, &p.cmdline);
+        let o = engines::observed(l, &p.cmdline);
+        if guest_cmdline.is_none() {
+            guest_cmdline = o.cmdline.clone();
+        }
+        arm.cmdlines.extend(o.cmdline);
+        if let Some(b) = o.backing {
+            *arm.backings.entry(b).or_insert(0) += 1;
+        }
+        if let Some((kind, why)) = pl.harness_failure {
+            if s.ok || kind != truecold_proto::kinds::ErrorKind::CleanupFailed {
+                s.ok = false;
+                s.error_kind = kind.as_string();
+                s.error_detail = why;
+            }
+        }
+        run.outcome.ok = s.ok;
+        run.outcome.failure_kind = (!s.ok).then(|| s.error_kind.clone());
+        run.outcome.failure = (!s.ok).then(|| s.error_detail.clone());
+        progress.record(s.ok, s.latency_ns);
+        arm.samples.push(s);
+        arm.runs.push(run);
+    }
+    let after = crate::host::Snapshot::take_after(&before);
+    progress.finish();
+    arm.repeated_boot_ids = crate::sample::mark_repeated_boot_ids(&mut arm.samples);
+    let export = launcher
+        .state
+        .borrow()
+        .export(&work)
+        .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
+    let state_csv = std::fs::read(&export.path)
+        .map_err(|e| RunError::Parity(format!("reading {}: {e}", export.path.display())))?;
+    let ran = EnginesRun {
+        arms: vec![arm],
+        order: (0..rounds).map(|r| (r, Engine::Truecold)).collect(),
+        interrupted,
+        before,
+        after,
+    };
+    let explicit = explicit_args(
+        args,
+        schedule,
+        guest_flag(ContractKind::Linux),
+        ArgPaths {
+            vmm: &p.binary,
+            guest_dir: Some(&absolute(&guest_dir)),
+            out: &std::path::absolute(&dest).unwrap_or_else(|_| dest.clone()),
+            engines: &[],
+        },
+    );
+    let bundle = ArmBundle {
+        engine: Engine::Truecold,
+        binary: p.binary.clone(),
+        version: p.version.clone(),
+        launch: &p.launch,
+        guest_cmdline: guest_cmdline.unwrap_or_else(|| p.cmdline.clone()),
+    };
+    let shared = Shared {
+        spec: &spec,
+        guest: &lg,
+        kernel_config,
+        facts: &facts,
+        warnings: warnings.clone(),
+        invocation,
+        explicit,
+    };
+    let mut w = warnings.clone();
+    w.push(format!(
+        "the parity contract: each launch's lifecycle (state.csv, SHA-256 {}) committed to an \
+         embedded SQLite table (WAL, synchronous=FULL); RUNNING is committed after the spawn, \
+         inside the measured window",
+        export.sha256
+    ));
+    let tmp = campaign::staging_dir(&dest, "tmp").map_err(|(op, path, source)| {
+        RunError::Parity(format!("{op} {}: {source}", path.display()))
+    })?;
+    let verdict = engines::write_arm_bundle(
+        &tmp,
+        &shared,
+        &bundle,
+        &ran.arms[0],
+        &ran,
+        w,
+        vec![(crate::parity::lifecycle::STATE_CSV.to_string(), state_csv)],
+    )?;
+    truecold_proof::bundle::rename_noreplace(&tmp, &dest)?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(RunOutcome {
+        written: Written {
+            path: dest,
+            verdict,
+        },
+        interrupted,
+        warnings,
+        arms: Vec::new(),
     })
 }
 

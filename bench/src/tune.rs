@@ -591,6 +591,7 @@ fn arm_run_args(plan: &PhasePlan, p: &PreparedArm, vmm: &Path, out: &Path) -> Ve
         cloud_hypervisor: None,
         qemu: None,
         attribution: 0,
+        parity: false,
     };
     run::explicit_args(
         &ra,
@@ -1291,6 +1292,7 @@ fn nested_phase(
         cloud_hypervisor: None,
         qemu: None,
         attribution: plan.attribution.saturating_mul(plan.attribute.len() as u64),
+        parity: false,
     };
     let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
     let w = crate::nested::in_l1(

@@ -60,6 +60,16 @@ pub struct Launched {
 }
 
 impl Launched {
+    /// A launch that never started: `why` (the harness could not prepare it), stamped now.
+    pub fn not_launched(engine: Engine, why: String, argv: Vec<String>) -> Self {
+        let t = now_ns();
+        let mut out = Launched::new(engine, t, t, argv);
+        out.end = ProcessEnd::SpawnFailed(why);
+        out.reaped_ns = t;
+        finish(&mut out, Observer::new(), None);
+        out
+    }
+
     fn new(engine: Engine, request_ns: u64, deadline_at_ns: u64, argv: Vec<String>) -> Self {
         Launched {
             run: EngineRun {
@@ -85,6 +95,7 @@ impl Launched {
                     guest_exit_code: None,
                 },
                 network: None,
+                cleanup: None,
             },
             end: ProcessEnd::SpawnFailed(String::new()),
             request_ns,
@@ -103,6 +114,20 @@ impl Launched {
 /// Runs `l` once for a guest of `mem_bytes`, judged against `deadline_ns` from the request,
 /// killed at `deadline_ns + kill_grace_ns`.
 pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: u64) -> Launched {
+    launch_once_with(l, mem_bytes, deadline_ns, kill_grace_ns, &mut |_| Ok(()))
+}
+
+/// [`launch_once`], calling `after_spawn` with the engine's pid right after the spawn (inside
+/// the measured window: the parity contract commits the launch's RUNNING state there, before
+/// strict-ready can be declared). An error from it kills the engine: the launch ends as a
+/// harness failure naming it.
+pub fn launch_once_with(
+    l: &Launch,
+    mem_bytes: u64,
+    deadline_ns: u64,
+    kill_grace_ns: u64,
+    after_spawn: &mut dyn FnMut(u32) -> Result<(), String>,
+) -> Launched {
     // Outside the window: the files the engine reads, no stale report.
     let mut prep: Option<String> = None;
     for (p, data) in &l.files {
@@ -173,6 +198,19 @@ pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: 
             return out;
         }
     };
+    let mut child = child;
+    if let Err(e) = after_spawn(child.id()) {
+        out.end = kill_and_reap(
+            &mut child,
+            ProcessEnd::HarnessIo(format!("after the spawn: {e}")),
+        );
+        out.reaped_ns = now_ns();
+        if let Some(a) = &l.agent {
+            let _ = std::fs::remove_file(&a.listen);
+        }
+        finish(&mut out, Observer::new(), None);
+        return out;
+    }
     let kill_at = deadline_at.saturating_add(kill_grace_ns);
     // The engine holds the terminal's other end now; ours is only for writing.
     drop(cmd);

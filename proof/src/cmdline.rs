@@ -30,7 +30,7 @@
 //! run line `--deadline-ms`): nothing is read from a default, so no default is copied here.
 //! The mode and count are not compared: the rows themselves are checked against the mode.
 
-use crate::schema::{ContractKind, Engine, Observer, ResultJson};
+use crate::schema::{ContractKind, Engine, ResultJson};
 
 /// The as-typed section's heading.
 pub const TYPED_HEADING: &str = "# truecold invocation, as typed";
@@ -648,7 +648,7 @@ impl Recorded {
                     .collect::<Vec<_>>()
             ));
         }
-        if r.contract.observer != Observer::Serial {
+        if !r.contract.observer.bench_reads_lines() {
             if let Some(e) = self.engine {
                 bad.push(format!(
                     "an `{ENGINE_HEADING}{e}` section in a vm-exit bundle: only engines \

@@ -51,6 +51,7 @@ pub mod bundle;
 pub mod cmdline;
 pub mod compare;
 pub mod csv;
+pub mod lifecycle;
 pub mod plot;
 pub mod report;
 pub mod reports;

@@ -10,6 +10,7 @@
 //! report is inside it, and its marks must be the ones merged into the run's stamps.
 
 use serde::{Deserialize, Serialize};
+use truecold_proto::kinds::ErrorKind;
 use truecold_proto::measure::{Mark, Stamps, Taker};
 use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 
@@ -182,7 +183,10 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
     }
     let deadline_ns = expect.deadline_ns;
     match (expect.observer, &l.engine) {
-        (Observer::Serial, Some(run)) => {
+        (o @ (Observer::Serial | Observer::Agent), Some(run)) => {
+            if o == Observer::Agent {
+                check_parity_row(run, s, &mut bad);
+            }
             if l.vmm.is_some() {
                 bad.push(
                     "the serial observer's line carries a VMM stdout beside the engine run \
@@ -193,8 +197,8 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
             check_engine_row(l, run, s, expect, &mut bad);
             return bad;
         }
-        (Observer::Serial, None) => {
-            bad.push("the serial observer's line has no engine run".into());
+        (Observer::Serial | Observer::Agent, None) => {
+            bad.push("the serial or agent observer's line has no engine run".into());
             return bad;
         }
         (Observer::VmExit, Some(_)) => {
@@ -282,6 +286,42 @@ fn deadline_at(vmm: &serde_json::Value) -> Option<u64> {
 }
 
 /// The serial observer's half of [`check_row`]: `s` against the engine run `run`.
+/// The parity contract's evidence of one row: a success has a verified network proof (with the
+/// agent's boot id) and a clean cleanup; a row whose proof failed is `network_not_ready`,
+/// one whose cleanup failed `cleanup_failed`.
+fn check_parity_row(run: &EngineRun, s: &Sample, bad: &mut Vec<String>) {
+    let net_ok = run.network.as_ref().is_some_and(|p| {
+        p.liveness.verified && p.error.is_none() && p.liveness.reply_boot_id == s.boot_id
+    });
+    if s.ok && !net_ok {
+        bad.push("a parity success without a verified network proof bound to its boot id".into());
+    }
+    let cleaned = run
+        .cleanup
+        .as_ref()
+        .is_some_and(|c| c.ok && c.failures.is_empty());
+    if s.ok && !cleaned {
+        bad.push("a parity success whose cleanup is missing or not verified".into());
+    }
+    if run
+        .cleanup
+        .as_ref()
+        .is_some_and(|c| c.ok != c.failures.is_empty())
+    {
+        bad.push("the cleanup says ok and names failures (or neither)".into());
+    }
+    if run.network.as_ref().is_some_and(|p| !p.liveness.verified)
+        && run.liveness.verified
+        && !s.ok
+        && s.error_kind != ErrorKind::NetworkNotReady.as_string()
+    {
+        bad.push(format!(
+            "the network proof failed after the agent verified, but the row says `{}`",
+            s.error_kind
+        ));
+    }
+}
+
 fn check_engine_row(
     l: &ReportLine,
     run: &EngineRun,
@@ -357,7 +397,7 @@ fn check_engine_row(
             }
             for m in Mark::ALL
                 .into_iter()
-                .filter(|m| m.taker_under(Observer::Serial) != Taker::Bench)
+                .filter(|m| m.taker_under(expect.observer) != Taker::Bench)
             {
                 if core.stamps.get(m) != stamps.get(m) {
                     bad.push(format!(
@@ -383,7 +423,7 @@ fn check_engine_row(
             // No VMM of ours: nobody takes its marks, nobody counts memslots or E820.
             for m in Mark::ALL
                 .into_iter()
-                .filter(|m| m.taker_under(Observer::Serial) != Taker::Bench)
+                .filter(|m| m.taker_under(expect.observer) != Taker::Bench)
             {
                 if stamps.get(m).is_some() {
                     bad.push(format!(

@@ -172,6 +172,10 @@ pub enum Check {
     /// Schema 7+: `environment.nested` absent from a `nested-emulated` bundle, or present in
     /// another.
     NestedHarness,
+    /// The parity contract (agent observer): `state.csv` missing, unreadable, breaking the
+    /// lifecycle rule (`crate::lifecycle::check_lifecycle`), or a success whose launch did not
+    /// end `ok` there.
+    Lifecycle,
     /// A success with a host stage missing or 0 ns.
     StageFloor,
     /// A failure typed `deadline` whose strict-ready is inside the deadline.
@@ -645,6 +649,14 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     if let (Some(r), Some(s)) = (&result, &samples) {
+        if r.contract.observer == Observer::Agent {
+            let csv = files
+                .get(crate::lifecycle::STATE_CSV)
+                .map(|f| fs::read(&f.path));
+            check_lifecycle_file(&mut v, s, csv);
+        }
+    }
+    if let (Some(r), Some(s)) = (&result, &samples) {
         check_rows(&mut v, r, s);
         check_timeline(&mut v, r, s);
         check_statistics(&mut v, r, s);
@@ -1028,6 +1040,12 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
             "the serial observer reads a Linux guest's TC1 lines: a probe bundle cannot use it",
         ),
         (Observer::Serial, _) => {}
+        (Observer::Agent, Engine::Truecold) if c.kind == ContractKind::Linux => {}
+        (Observer::Agent, _) => v.add(
+            Check::RowContract,
+            "the agent observer (the parity contract) is truecold-vmm's vsock channel to a \
+             Linux guest",
+        ),
     }
     if c.kind == ContractKind::Linux && r.environment.host_kind == HostKind::Pvm {
         let ok = samples.iter().filter(|s| s.ok).count();
@@ -1389,6 +1407,45 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                     ),
                 );
             }
+        }
+    }
+}
+
+/// The parity contract's `state.csv`: read, every launch's lifecycle complete by the one rule,
+/// and every successful row's launch ended `ok`.
+fn check_lifecycle_file(
+    v: &mut Verdict,
+    samples: &[Sample],
+    csv: Option<std::io::Result<Vec<u8>>>,
+) {
+    use crate::lifecycle::{check_lifecycle, read_csv, OUTCOME_OK, STATE_CSV};
+    let bytes = match csv {
+        None => {
+            return v.add(
+                Check::Lifecycle,
+                format!("`{STATE_CSV}` is missing (every parity bundle carries its lifecycle)"),
+            )
+        }
+        Some(Err(e)) => return v.add(Check::Lifecycle, format!("`{STATE_CSV}`: {e}")),
+        Some(Ok(b)) => b,
+    };
+    let rows = match read_csv(&bytes) {
+        Ok(r) => r,
+        Err(e) => return v.add(Check::Lifecycle, format!("`{STATE_CSV}`: {e}")),
+    };
+    for f in check_lifecycle(&rows, samples.len() as u64) {
+        v.add(Check::Lifecycle, format!("`{STATE_CSV}`: {f}"));
+    }
+    for s in samples.iter().filter(|s| s.ok) {
+        let ended = rows.iter().find(|r| r.idx == s.index);
+        if ended.and_then(|r| r.outcome.as_deref()) != Some(OUTCOME_OK) {
+            v.add(
+                Check::Lifecycle,
+                format!(
+                    "row {} is a success, but its launch's lifecycle did not end `{OUTCOME_OK}`",
+                    s.index
+                ),
+            );
         }
     }
 }

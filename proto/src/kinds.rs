@@ -221,6 +221,10 @@ pub enum Observer {
     VmExit,
     /// The bench stamps them when it reads the verified line on the engine's serial output.
     Serial,
+    /// The parity contract: the bench stamps them on the guest agent's channel (virtio-vsock,
+    /// [`crate::parity`]): strict-ready when the agent's reply verified and the network proof
+    /// (a TCP round trip to the guest over its tap) verified too.
+    Agent,
 }
 
 impl Observer {
@@ -229,7 +233,14 @@ impl Observer {
         match self {
             Observer::VmExit => "vm-exit",
             Observer::Serial => "serial",
+            Observer::Agent => "agent",
         }
+    }
+
+    /// Whether the bench (not the VM exit) stamps strict-ready and the record: it reads the
+    /// guest's `TC1` lines on a stream (the serial line or the agent channel).
+    pub fn bench_reads_lines(self) -> bool {
+        matches!(self, Observer::Serial | Observer::Agent)
     }
 }
 
@@ -622,6 +633,13 @@ pub enum ErrorKind {
     /// Parity contract: the agent answered, but the host's TCP round trip to the guest's
     /// listener did not verify (`truecold_proto::report::NetworkProof`).
     NetworkNotReady,
+    /// Parity contract: the per-launch workspace image could not be cloned.
+    WorkspaceClone,
+    /// Parity contract: the per-launch lifecycle row could not be committed.
+    StateFailed,
+    /// Parity contract: something of the launch was left after it (the VMM, its tap, the
+    /// image, a socket, a descriptor, a thread or a mapping of the harness).
+    CleanupFailed,
     /// The post-ready workload did not report `BENCH_OK`.
     Workload,
     /// The VMM exited non-zero with nothing else wrong.
@@ -650,7 +668,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    const FIXED: [(ErrorKind, &'static str); 19] = [
+    const FIXED: [(ErrorKind, &'static str); 22] = [
         (ErrorKind::SpawnFailed, "spawn_failed"),
         (ErrorKind::HarnessIo, "harness_io"),
         (ErrorKind::Deadline, "deadline"),
@@ -660,6 +678,9 @@ impl ErrorKind {
         (ErrorKind::NoStrictReady, "no_strict_ready"),
         (ErrorKind::NoRecord, "no_record"),
         (ErrorKind::NetworkNotReady, "network_not_ready"),
+        (ErrorKind::WorkspaceClone, "workspace_clone"),
+        (ErrorKind::StateFailed, "state_failed"),
+        (ErrorKind::CleanupFailed, "cleanup_failed"),
         (ErrorKind::Workload, "workload"),
         (ErrorKind::VmmExit, "vmm_exit"),
         (ErrorKind::IncompleteTimeline, "incomplete_timeline"),

@@ -162,7 +162,7 @@ impl Mark {
     /// Who takes it when strict-ready is observed by `observer`.
     pub fn taker_under(self, observer: crate::kinds::Observer) -> Taker {
         match (observer, self) {
-            (crate::kinds::Observer::Serial, Mark::StrictReady | Mark::Record) => Taker::Bench,
+            (o, Mark::StrictReady | Mark::Record) if o.bench_reads_lines() => Taker::Bench,
             _ => self.taker(),
         }
     }
@@ -552,8 +552,8 @@ impl Stage {
         match (observer, self) {
             (Observer::VmExit, Stage::SerialReady) => false,
             (Observer::VmExit, _) => true,
-            (Observer::Serial, Stage::SerialReady | Stage::Challenge) => true,
-            (Observer::Serial, _) => engine == Engine::Truecold,
+            (Observer::Serial | Observer::Agent, Stage::SerialReady | Stage::Challenge) => true,
+            (Observer::Serial | Observer::Agent, _) => engine == Engine::Truecold,
         }
     }
 

@@ -316,6 +316,31 @@ pub struct EngineRun {
     /// The parity contract's network proof (the agent channel's launches only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkProof>,
+    /// The parity contract's per-launch lifecycle and cleanup (the agent channel's launches
+    /// only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<CleanupReport>,
+}
+
+/// After a parity launch: the lifecycle row destroyed, the per-launch workspace clone and run
+/// directory removed, and the check that nothing is left: the VMM reaped, its tap gone, the
+/// image and sockets gone, no descriptor, thread or mapping of the harness leaked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CleanupReport {
+    /// Every check passed.
+    pub ok: bool,
+    /// From the reap to the end of the check (removal included), ns.
+    pub ns: u64,
+    /// What was left or could not be done, each named.
+    pub failures: Vec<String>,
+    /// The per-launch tap's name.
+    pub tap: String,
+    /// How the workspace was cloned (`reflink`, `sparse-copy`) and in how many ns.
+    pub clone_mode: String,
+    pub clone_ns: u64,
+    /// The lifecycle commits' durations (CREATED, RUNNING, DESTROYED), ns.
+    pub state_commit_ns: Vec<u64>,
 }
 
 /// The parity contract's network proof: once the agent's reply verified, the host connects to

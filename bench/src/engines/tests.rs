@@ -22,6 +22,7 @@ fn spec(arms: &[Engine], rounds: u64) -> EnginesSpec {
         backing: Backing::Anon,
         deadline_ns: DEADLINE,
         kill_grace_ns: 100_000_000,
+        observer: truecold_proof::schema::Observer::Serial,
     }
 }
 
@@ -162,6 +163,7 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
                 guest_exit_code: None,
             },
             network: None,
+            cleanup: None,
         },
         end,
         request_ns: r,

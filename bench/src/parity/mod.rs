@@ -19,6 +19,8 @@
 //! `cleanup_ok`, `cleanup_ns`).
 
 pub mod cleanup;
-pub mod lifecycle;
+pub mod launch;
+/// The lifecycle rows and rule, shared with the verifier (`truecold_proof::lifecycle`).
+pub use truecold_proof::lifecycle;
 pub mod state;
 pub mod workspace;

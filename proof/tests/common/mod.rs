@@ -632,7 +632,7 @@ pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> 
 pub fn reports_jsonl_for(samples: &[Sample], r: &ResultJson) -> Vec<u8> {
     match r.contract.observer {
         Observer::VmExit => reports_jsonl(samples, r.contract.deadline_ns),
-        Observer::Serial => {
+        Observer::Serial | Observer::Agent => {
             engine_reports_jsonl(samples, r.contract.deadline_ns, r.configuration.engine.kind)
         }
     }
@@ -748,6 +748,7 @@ pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine
             vmm,
             outcome,
             network: None,
+            cleanup: None,
         };
         let line = ReportLine {
             index: s.index,
