@@ -937,11 +937,20 @@ fn run_parity(
             engines: &[],
         },
     );
+    // The command as recorded: the parity flags with their per-launch values named.
+    let shown = truecold_engine::Launch {
+        args: launcher.args_for(
+            Path::new("<run-dir>"),
+            "<tap>",
+            Path::new("<run-dir>/workspace.img"),
+        ),
+        ..p.launch.clone()
+    };
     let bundle = ArmBundle {
         engine: Engine::Truecold,
         binary: p.binary.clone(),
         version: p.version.clone(),
-        launch: &p.launch,
+        launch: &shown,
         guest_cmdline: guest_cmdline.unwrap_or_else(|| p.cmdline.clone()),
     };
     let shared = Shared {

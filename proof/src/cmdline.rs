@@ -78,6 +78,7 @@ pub const RUN_SWITCHES: &[&str] = &[
     "--nested",
     "--console",
     "--drop-caches",
+    "--parity",
 ];
 /// `truecold-vmm boot`'s flags that take a value (any other flag is read as a switch).
 pub const VMM_VALUE_FLAGS: &[&str] = &[
