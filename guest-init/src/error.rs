@@ -1,6 +1,8 @@
 //! The one error type of the guest's steps; each variant maps to its wire [`ErrorCode`].
 
 use std::io;
+use truecold_init::exchange::TcpProofError;
+use truecold_init::roundtrip::RoundTripError;
 use truecold_init::{NonceLineError, ParseError, RamMismatch};
 use truecold_proto::{ErrorCode, ProtoError};
 
@@ -52,7 +54,7 @@ pub enum InitError {
         #[source]
         source: io::Error,
     },
-    #[error("serial transport: the host's line is not a `TC1 nonce` line")]
+    #[error("agent channel: the host's line is not a `TC1 nonce` line")]
     BadNonce(#[source] NonceLineError),
     #[error("vsock transport: {step}")]
     Vsock {
@@ -79,6 +81,18 @@ pub enum InitError {
     WorkloadDigest { got: usize },
     #[error("workload file still present after delete")]
     WorkloadStillPresent,
+    #[error("workspace: {step}")]
+    WorkspaceMount {
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("workspace: the seed file's {got} bytes are not the image's seed")]
+    WorkspaceSeed { got: usize },
+    #[error("the TCP proof")]
+    Tcp(#[source] TcpProofError),
+    #[error("workspace workload")]
+    Workspace(#[source] RoundTripError),
 }
 
 impl InitError {
@@ -102,6 +116,11 @@ impl InitError {
             InitError::Network { .. } => ErrorCode::Network,
             InitError::WorkloadDigest { .. } => ErrorCode::WorkloadDigest,
             InitError::WorkloadStillPresent => ErrorCode::WorkloadStillPresent,
+            InitError::WorkspaceMount { .. } | InitError::WorkspaceSeed { .. } => {
+                ErrorCode::WorkspaceMount
+            }
+            InitError::Tcp(_) => ErrorCode::Tcp,
+            InitError::Workspace(_) => ErrorCode::Workspace,
         }
     }
 }
