@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use truecold_init::exchange::{answer_nonce, send_line, ExchangeError};
+use truecold_init::exchange::{answer_nonce, send_line};
 use truecold_proto::{BootId, Message, NONCE_LEN};
 
 const TTY: &str = "/dev/ttyS0";
@@ -51,23 +51,15 @@ impl Serial {
 
     /// Writes one message line and waits until the UART has sent it.
     pub fn send(&mut self, msg: &Message) -> Result<(), InitError> {
-        send_line(self, msg).map_err(exchange_error)
+        send_line(self, msg)
+            .map_err(|e| InitError::agent(e, |step, source| InitError::Serial { step, source }))
     }
 
     /// Reads the host's one line (bounded), which must be the nonce, and sends the reply
     /// bound to it and `boot_id` (drained).
     pub fn answer(&mut self, boot_id: BootId) -> Result<[u8; NONCE_LEN], InitError> {
-        answer_nonce(self, boot_id).map_err(exchange_error)
-    }
-}
-
-/// The serial transport's codes: the host's line not a nonce is `bad_nonce`; I/O, or ttyS0
-/// hung up before the line, `serial`.
-fn exchange_error(e: ExchangeError) -> InitError {
-    match e {
-        ExchangeError::Io { step, source } => io_step(step)(source),
-        ExchangeError::Eof => io_step("read")(io::ErrorKind::UnexpectedEof.into()),
-        ExchangeError::BadNonce(n) => InitError::BadNonce(n),
+        answer_nonce(self, boot_id)
+            .map_err(|e| InitError::agent(e, |step, source| InitError::Serial { step, source }))
     }
 }
 

@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
-use truecold_init::exchange::{answer_nonce, send_line, ExchangeError};
+use truecold_init::exchange::{answer_nonce, send_line};
 use truecold_proto::parity::{AGENT_PORT, HOST_CID};
 use truecold_proto::{BootId, Message, NONCE_LEN};
 
@@ -20,16 +20,6 @@ pub struct Vsock(File);
 
 fn io_step(step: &'static str) -> impl FnOnce(io::Error) -> InitError {
     move |source| InitError::Vsock { step, source }
-}
-
-/// The vsock transport's codes: the host's line not a nonce is `bad_nonce`; any I/O
-/// failure, or the stream ending before the line, `vsock`.
-fn exchange_error(e: ExchangeError) -> InitError {
-    match e {
-        ExchangeError::Io { step, source } => io_step(step)(source),
-        ExchangeError::Eof => io_step("read")(io::ErrorKind::UnexpectedEof.into()),
-        ExchangeError::BadNonce(n) => InitError::BadNonce(n),
-    }
 }
 
 impl Vsock {
@@ -69,13 +59,15 @@ impl Vsock {
 
     /// Writes one message line.
     pub fn send(&mut self, msg: &Message) -> Result<(), InitError> {
-        send_line(&mut self.0, msg).map_err(exchange_error)
+        send_line(&mut self.0, msg)
+            .map_err(|e| InitError::agent(e, |step, source| InitError::Vsock { step, source }))
     }
 
     /// Reads the host's one line (bounded), which must be the nonce, and sends the reply
     /// bound to it and `boot_id`.
     pub fn answer(&mut self, boot_id: BootId) -> Result<[u8; NONCE_LEN], InitError> {
-        answer_nonce(&mut self.0, boot_id).map_err(exchange_error)
+        answer_nonce(&mut self.0, boot_id)
+            .map_err(|e| InitError::agent(e, |step, source| InitError::Vsock { step, source }))
     }
 
     /// After the record: `shutdown(SHUT_WR)` (queued behind the record on the device's TX
