@@ -1,11 +1,13 @@
-//! Pure parts of `truecold-init`, the guest's PID 1: parsers of what the kernel shows the
-//! guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net` spec), the
-//! exact-RAM rule per engine, the memory bounds, the serial transport's bounded line reader
-//! and nonce line, the probe pattern and the workload payload. No I/O here (the line reader
-//! takes any [`Read`]), so everything is unit-tested on the host — except [`platform::read`],
-//! which both binaries share. The steps
-//! that touch the system live in the binaries (`main.rs`, `bin/platform-init.rs`); the panic
-//! hook ([`panic`]) takes its exit port and power-off from `main.rs`.
+//! Host-testable parts of `truecold-init`, the guest's PID 1: parsers of what the kernel
+//! shows the guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net`
+//! spec), the exact-RAM rule per engine, the memory bounds, the agent channel's bounded line
+//! reader and nonce line, the probe pattern and the workload payload, all pure (the line
+//! reader takes any [`Read`]); and the few pieces that do I/O on what a host test can give
+//! them too: the exchanges over any stream and the TCP proof on a listener ([`exchange`]),
+//! the file round trip of both workloads ([`roundtrip`]) and [`platform::read`], which both
+//! binaries share. The steps that touch the guest system live in the binaries (`main.rs`,
+//! `bin/platform-init.rs`); the panic hook ([`panic`]) takes its exit port and power-off from
+//! `main.rs`.
 
 pub mod exchange;
 pub mod kmsg;
