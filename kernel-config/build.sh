@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a truecold kernel variant reproducibly from Debian's linux-source-6.12.
 #
-#   kernel-config/build.sh <base|debug|nested-host> <outdir>
+#   kernel-config/build.sh <base|debug|nested-host|parity> <outdir>
 #   kernel-config/build.sh tune <outdir> <dir>/tune-<knob>.config...
 #   kernel-config/build.sh config <outdir> <full .config>
 #
@@ -44,7 +44,7 @@ unset LOCALVERSION KCONFIG_CONFIG ARCH CROSS_COMPILE
 die() { echo "kernel-config/build.sh: error: $*" >&2; exit 1; }
 log() { echo "kernel-config/build.sh: $*" >&2; }
 
-USAGE="usage: $0 <base|debug|nested-host> <outdir> | $0 tune <outdir> <fragment>... | $0 config <outdir> <config>"
+USAGE="usage: $0 <base|debug|nested-host|parity> <outdir> | $0 tune <outdir> <fragment>... | $0 config <outdir> <config>"
 [[ $# -ge 2 ]] || die "$USAGE"
 VARIANT=$1
 OUTDIR=$2
@@ -55,12 +55,13 @@ case "$VARIANT" in
   base) FRAGMENTS=(base.config) ;;
   debug) FRAGMENTS=(base.config debug.config) ;;
   nested-host) FRAGMENTS=(base.config nested-host.config) ;;
+  parity) FRAGMENTS=(base.config parity.config) ;;
   # `truecold tune`'s Kconfig knobs: base.config, then each knob's fragment
   # (`tune-<knob>.config`, written by the bench from truecold_proto::tune), in the order given.
   tune) [[ $# -ge 1 ]] || die "$USAGE"; FRAGMENTS=(base.config) ;;
   # `truecold bisect config`: a complete .config, resolved by olddefconfig, no fragments.
   config) [[ $# -eq 1 ]] || die "$USAGE"; FRAGMENTS=() ;;
-  *) die "unknown variant '$VARIANT' (want base, debug, nested-host, tune or config)" ;;
+  *) die "unknown variant '$VARIANT' (want base, debug, nested-host, parity, tune or config)" ;;
 esac
 [[ $VARIANT == tune || $VARIANT == config || $# -eq 0 ]] || die "$USAGE"
 START_CONFIG=""

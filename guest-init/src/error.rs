@@ -1,6 +1,8 @@
 //! The one error type of the guest's steps; each variant maps to its wire [`ErrorCode`].
 
 use std::io;
+use truecold_init::exchange::{ExchangeError, TcpProofError};
+use truecold_init::roundtrip::RoundTripError;
 use truecold_init::{NonceLineError, ParseError, RamMismatch};
 use truecold_proto::{ErrorCode, ProtoError};
 
@@ -52,7 +54,7 @@ pub enum InitError {
         #[source]
         source: io::Error,
     },
-    #[error("serial transport: the host's line is not a `TC1 nonce` line")]
+    #[error("agent channel: the host's line is not a `TC1 nonce` line")]
     BadNonce(#[source] NonceLineError),
     #[error("vsock transport: {step}")]
     Vsock {
@@ -79,9 +81,32 @@ pub enum InitError {
     WorkloadDigest { got: usize },
     #[error("workload file still present after delete")]
     WorkloadStillPresent,
+    #[error("workspace: {step}")]
+    WorkspaceMount {
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("workspace: the seed file's {got} bytes are not the image's seed")]
+    WorkspaceSeed { got: usize },
+    #[error("the TCP proof")]
+    Tcp(#[source] TcpProofError),
+    #[error("workspace workload")]
+    Workspace(#[source] RoundTripError),
 }
 
 impl InitError {
+    /// A failed exchange on an agent channel (serial or vsock): the host's line not being the
+    /// nonce is `bad_nonce`; an I/O failure, or the stream ending before the line, is the
+    /// channel's own error (`io`: `serial` / `vsock`).
+    pub fn agent(e: ExchangeError, io: impl FnOnce(&'static str, io::Error) -> InitError) -> Self {
+        match e {
+            ExchangeError::Io { step, source } => io(step, source),
+            ExchangeError::Eof => io("read", io::ErrorKind::UnexpectedEof.into()),
+            ExchangeError::BadNonce(n) => InitError::BadNonce(n),
+        }
+    }
+
     /// The code the host sees for this failure.
     pub fn code(&self) -> ErrorCode {
         match self {
@@ -102,6 +127,84 @@ impl InitError {
             InitError::Network { .. } => ErrorCode::Network,
             InitError::WorkloadDigest { .. } => ErrorCode::WorkloadDigest,
             InitError::WorkloadStillPresent => ErrorCode::WorkloadStillPresent,
+            InitError::WorkspaceMount { .. } | InitError::WorkspaceSeed { .. } => {
+                ErrorCode::WorkspaceMount
+            }
+            InitError::Tcp(_) => ErrorCode::Tcp,
+            InitError::Workspace(_) => ErrorCode::Workspace,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn io() -> io::Error {
+        io::ErrorKind::Other.into()
+    }
+
+    /// Each parity failure reaches the host as its own code.
+    #[test]
+    fn parity_failures_have_their_own_codes() {
+        for (e, want) in [
+            (
+                InitError::WorkspaceMount {
+                    step: "mount",
+                    source: io(),
+                },
+                ErrorCode::WorkspaceMount,
+            ),
+            (
+                InitError::WorkspaceSeed { got: 3 },
+                ErrorCode::WorkspaceMount,
+            ),
+            (
+                InitError::Vsock {
+                    step: "connect",
+                    source: io(),
+                },
+                ErrorCode::Vsock,
+            ),
+            (
+                InitError::Tcp(TcpProofError::NoConnection(Duration::from_secs(10))),
+                ErrorCode::Tcp,
+            ),
+            (
+                InitError::Tcp(TcpProofError::Exchange(ExchangeError::Eof)),
+                ErrorCode::Tcp,
+            ),
+            (
+                InitError::Workspace(RoundTripError::Digest { got: 1 }),
+                ErrorCode::Workspace,
+            ),
+            (
+                InitError::BadNonce(NonceLineError::TooLong),
+                ErrorCode::BadNonce,
+            ),
+        ] {
+            assert_eq!(e.code(), want, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn agent_channel_failures_map_to_the_channel_or_bad_nonce() {
+        let vsock = |step, source| InitError::Vsock { step, source };
+        let serial = |step, source| InitError::Serial { step, source };
+        let eof = InitError::agent(ExchangeError::Eof, vsock);
+        assert_eq!(eof.code(), ErrorCode::Vsock);
+        let eof = InitError::agent(ExchangeError::Eof, serial);
+        assert_eq!(eof.code(), ErrorCode::Serial);
+        let bad = InitError::agent(ExchangeError::BadNonce(NonceLineError::TooLong), vsock);
+        assert_eq!(bad.code(), ErrorCode::BadNonce);
+        let w = ExchangeError::Io {
+            step: "write",
+            source: io(),
+        };
+        assert!(matches!(
+            InitError::agent(w, vsock),
+            InitError::Vsock { step: "write", .. }
+        ));
     }
 }

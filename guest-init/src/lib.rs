@@ -1,20 +1,25 @@
-//! Pure parts of `truecold-init`, the guest's PID 1: parsers of what the kernel shows the
-//! guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net` spec), the
-//! exact-RAM rule per engine, the memory bounds, the serial transport's bounded line reader
-//! and nonce line, the probe pattern and the workload payload. No I/O here (the line reader
-//! takes any [`Read`]), so everything is unit-tested on the host — except [`platform::read`],
-//! which both binaries share. The steps
-//! that touch the system live in the binaries (`main.rs`, `bin/platform-init.rs`); the panic
-//! hook ([`panic`]) takes its exit port and power-off from `main.rs`.
+//! Host-testable parts of `truecold-init`, the guest's PID 1: parsers of what the kernel
+//! shows the guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net`
+//! spec), the exact-RAM rule per engine, the memory bounds, the agent channel's bounded line
+//! reader and nonce line, the probe pattern and the workload payload, all pure (the line
+//! reader takes any [`Read`]); and the few pieces that do I/O on what a host test can give
+//! them too: the exchanges over any stream and the TCP proof on a listener ([`exchange`]),
+//! the file round trip of both workloads ([`roundtrip`]) and [`platform::read`], which both
+//! binaries share. The steps that touch the guest system live in the binaries (`main.rs`,
+//! `bin/platform-init.rs`); the panic hook ([`panic`]) takes its exit port and power-off from
+//! `main.rs`.
 
+pub mod exchange;
 pub mod kmsg;
 pub mod panic;
 pub mod platform;
+pub mod roundtrip;
 
 use sha2::{Digest, Sha256};
 use std::io::{self, Read};
 use truecold_proto::kinds::{Engine, RamHole, Transport};
-use truecold_proto::{GuestPlatform, Message, ProtoError, MAX_LINE, NONCE_LEN};
+use truecold_proto::parity::{WORKSPACE_MOUNT, WORKSPACE_SEED};
+use truecold_proto::{BootId, GuestPlatform, Message, ProtoError, MAX_LINE, NONCE_LEN};
 
 /// Everything a parser here can reject.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -439,6 +444,18 @@ pub fn payload() -> Vec<u8> {
 /// SHA-256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
+}
+
+/// Whether the workspace's seed file held exactly [`WORKSPACE_SEED`] (the caller reads at most
+/// one byte more than the seed, so a longer file is told apart).
+pub fn seed_matches(got: &[u8]) -> bool {
+    got == WORKSPACE_SEED
+}
+
+/// The workspace workload's file: `<WORKSPACE_MOUNT>/truecold/probe-<boot id>` (next to the
+/// seed, in the directory the image ships).
+pub fn workspace_probe_path(boot_id: BootId) -> String {
+    format!("{WORKSPACE_MOUNT}/truecold/probe-{boot_id}")
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! `truecold-init`: the guest's PID 1. Rings `InitStart`, mounts, reads the command line and
-//! the boot id, verifies memory under the engine's layout, brings networking up, rings
-//! `Ready`, answers the host's liveness challenge (strict-ready) on the transport the command
-//! line names (truecold's ports, or `TC1` lines on ttyS0), runs the workload, sends one
+//! the boot id, verifies memory under the engine's layout, mounts the workspace disk
+//! (`truecold.workspace=1`), brings networking up (and listens for the TCP proof when
+//! `truecold.net` is given), rings `Ready`, answers the host's liveness challenge
+//! (strict-ready) on the transport the command line names (truecold's ports, or `TC1` lines
+//! on ttyS0 or on an AF_VSOCK stream), answers the TCP proof, runs the workloads, sends one
 //! record on that transport, writes the exit code and stops the VM. Every step is one
 //! function; every failure has its own [`ErrorCode`]; on any failure the record is still
 //! sent, so the host never waits on a silent guest.
@@ -12,18 +14,22 @@ mod net;
 mod ports;
 mod serial;
 mod sys;
+mod vsock;
 mod workload;
+mod workspace;
 
 use error::InitError;
 use ports::Ports;
 use serial::Serial;
 use std::io::Write;
 use std::sync::OnceLock;
+use truecold_init::exchange::{tcp_listen, tcp_proof, TCP_WAIT};
 use truecold_init::{parse_cpu_count, transport_hint};
 use truecold_proto::kinds::Transport;
 use truecold_proto::{
     BootId, ErrorCode, GuestConfig, GuestFault, GuestRecord, Message, Phase, Reply, Workload,
 };
+use vsock::Vsock;
 
 /// The transport, once the command line is read (the panic hook stops the VM by it).
 static TRANSPORT: OnceLock<Transport> = OnceLock::new();
@@ -60,15 +66,15 @@ fn main() {
     };
     match ports {
         Ok(p) => {
-            let mut tty = None;
-            if let Err(e) = boot(p, &mut tty, &mut rec) {
+            let mut agent = None;
+            if let Err(e) = boot(p, &mut agent, &mut rec) {
                 report(&e);
                 rec.code = e.code();
             }
             // After the workload, outside the measured window; informational for the guest,
             // checked by the host against the configured topology.
             rec.platform = truecold_init::platform::read();
-            finish(p, tty, rec);
+            finish(p, agent, rec);
         }
         // Without the ports nothing can reach the host; the console may still show it.
         Err(e) => report(&e),
@@ -76,9 +82,50 @@ fn main() {
     sys::stop(TRANSPORT.get().copied());
 }
 
-/// The steps up to and including the workload. Fills `rec` as it goes; `tty` is ttyS0 once
-/// the serial transport opened it.
-fn boot(p: Ports, tty: &mut Option<Serial>, rec: &mut GuestRecord) -> Result<(), InitError> {
+/// The agent channel once open: ttyS0 (serial transport) or the AF_VSOCK stream (vsock).
+enum Agent {
+    Serial(Serial),
+    Vsock(Vsock),
+}
+
+impl Agent {
+    /// Opens the channel of `t`; `None` under the ports transport (nothing to open).
+    fn open(t: Transport) -> Option<Result<Agent, InitError>> {
+        match t {
+            Transport::Ports => None,
+            Transport::Serial => Some(Serial::open().map(Agent::Serial)),
+            Transport::Vsock => Some(Vsock::connect().map(Agent::Vsock)),
+        }
+    }
+
+    fn send(&mut self, msg: &Message) -> Result<(), InitError> {
+        match self {
+            Agent::Serial(s) => s.send(msg),
+            Agent::Vsock(v) => v.send(msg),
+        }
+    }
+
+    /// One bounded line that must be the nonce; the reply bound to it and `boot_id`.
+    fn answer(&mut self, boot_id: BootId) -> Result<(), InitError> {
+        match self {
+            Agent::Serial(s) => s.answer(boot_id).map(drop),
+            Agent::Vsock(v) => v.answer(boot_id).map(drop),
+        }
+    }
+
+    /// After the record: ttyS0 is drained already; the vsock stream is shut down and
+    /// drained ([`Vsock::drain`]).
+    fn close(self) {
+        match self {
+            Agent::Serial(_) => {}
+            Agent::Vsock(v) => v.drain(),
+        }
+    }
+}
+
+/// The steps up to and including the workloads. Fills `rec` as it goes; `agent` is the
+/// agent channel once the serial or vsock transport opened it.
+fn boot(p: Ports, agent: &mut Option<Agent>, rec: &mut GuestRecord) -> Result<(), InitError> {
     mount_filesystems()?;
     let cfg = read_config()?;
     match cfg.fault {
@@ -97,12 +144,26 @@ fn boot(p: Ports, tty: &mut Option<Serial>, rec: &mut GuestRecord) -> Result<(),
     rec.mem_total = figures.mem_total;
     rec.mem_probe = figures.probe;
     checked?;
-    net::bring_up(cfg.net.as_deref())?;
+    if cfg.workspace {
+        workspace::mount()?;
+    }
+    // The TCP proof runs whenever `truecold.net` gives an address, under every transport:
+    // bound before Ready, answered after the agent channel's reply.
+    let listener = net::bring_up(cfg.net.as_deref())?
+        .map(|addr| tcp_listen(addr).map_err(InitError::Tcp))
+        .transpose()?;
     rec.t_ready_ns = sys::monotonic_ns();
     p.doorbell(Phase::Ready);
-    answer_challenge(p, cfg.transport, tty, boot_id)?;
+    answer_challenge(p, cfg.transport, agent, boot_id)?;
     rec.t_reply_ns = sys::monotonic_ns();
-    match workload::run() {
+    if let Some(l) = listener {
+        tcp_proof(&l, boot_id, TCP_WAIT).map_err(InitError::Tcp)?;
+    }
+    let mut ran = workload::run();
+    if ran.is_ok() && cfg.workspace {
+        ran = workload::run_workspace(boot_id);
+    }
+    match ran {
         Ok(()) => rec.workload = Workload::BenchOk,
         Err(e) => {
             rec.workload = Workload::Failed(e.code());
@@ -175,16 +236,17 @@ fn count_cpus() -> u32 {
 }
 
 /// After the `Ready` doorbell: gets the host's nonce and sends the reply line. Ports: the
-/// nonce by `rep insb`, the reply by `rep outsb`. Serial: open ttyS0 raw, the `ready` line,
-/// one bounded line that must be the `nonce`, the `reply` line.
+/// nonce by `rep insb`, the reply by `rep outsb`. Serial / vsock: open the agent channel
+/// (ttyS0 raw / connect AF_VSOCK to the host), the `ready` line, one bounded line that must
+/// be the `nonce`, the `reply` line.
 fn answer_challenge(
     p: Ports,
     transport: Transport,
-    tty: &mut Option<Serial>,
+    agent: &mut Option<Agent>,
     boot_id: BootId,
 ) -> Result<(), InitError> {
-    match transport {
-        Transport::Ports => {
+    match Agent::open(transport) {
+        None => {
             let nonce = p.nonce();
             p.send(
                 Message::Reply(Reply::new(&nonce, boot_id))
@@ -192,31 +254,25 @@ fn answer_challenge(
                     .as_bytes(),
             );
         }
-        Transport::Serial => {
-            let s = tty.insert(Serial::open()?);
-            s.send(&Message::Ready { boot_id })?;
-            let nonce = s.read_nonce()?;
-            s.send(&Message::Reply(Reply::new(&nonce, boot_id)))?;
-        }
-        Transport::Vsock => {
-            return Err(InitError::Vsock {
-                step: "connect",
-                source: std::io::ErrorKind::Unsupported.into(),
-            })
+        Some(opened) => {
+            let a = agent.insert(opened?);
+            a.send(&Message::Ready { boot_id })?;
+            a.answer(boot_id)?;
         }
     }
     Ok(())
 }
 
 /// Sends the record on the transport (ports when it is not known) and writes the exit code.
-/// Under the serial transport ttyS0 is opened here if the boot failed before it was; if it
-/// cannot be, the exit code is all the host gets.
-fn finish(p: Ports, tty: Option<Serial>, mut rec: GuestRecord) {
+/// Under the serial and vsock transports the agent channel is opened here if the boot failed
+/// before it was; if it cannot be, the exit code is all the host gets.
+fn finish(p: Ports, agent: Option<Agent>, mut rec: GuestRecord) {
     rec.t_record_ns = sys::monotonic_ns();
     let code = rec.code as u8;
     let line = Message::Record(rec);
-    match TRANSPORT.get().copied().unwrap_or_default() {
-        Transport::Ports | Transport::Vsock => {
+    let transport = TRANSPORT.get().copied().unwrap_or_default();
+    match agent.map(Ok).or_else(|| Agent::open(transport)) {
+        None => {
             p.send(line.encode().as_bytes());
             // An attribution boot (never a measured row): the trace goes after the record,
             // outside every measured stage.
@@ -226,14 +282,13 @@ fn finish(p: Ports, tty: Option<Serial>, mut rec: GuestRecord) {
                 }
             }
         }
-        Transport::Serial => {
-            let sent = tty
-                .map_or_else(Serial::open, Ok)
-                .and_then(|mut s| s.send(&line));
-            if let Err(e) = sent {
+        Some(Ok(mut a)) => {
+            if let Err(e) = a.send(&line) {
                 report(&e);
             }
+            a.close();
         }
+        Some(Err(e)) => report(&e),
     }
     p.exit(code);
 }

@@ -2,6 +2,7 @@
 
 use crate::error::InitError;
 use std::io;
+use std::net::Ipv4Addr;
 use truecold_init::NetSpec;
 
 fn ifreq(name: &str) -> libc::ifreq {
@@ -73,8 +74,9 @@ fn configure(s: &Sock, n: &NetSpec) -> io::Result<()> {
     set_up(s, &n.dev)
 }
 
-/// Brings `lo` up and configures `net` (`<dev>,<ip>/<prefix>`) when given.
-pub fn bring_up(net: Option<&str>) -> Result<(), InitError> {
+/// Brings `lo` up and configures `net` (`<dev>,<ip>/<prefix>`) when given; returns that
+/// address (where the TCP proof listens).
+pub fn bring_up(net: Option<&str>) -> Result<Option<Ipv4Addr>, InitError> {
     let s = socket().map_err(InitError::Loopback)?;
     set_up(&s, "lo").map_err(InitError::Loopback)?;
     if let Some(spec) = net {
@@ -86,6 +88,7 @@ pub fn bring_up(net: Option<&str>) -> Result<(), InitError> {
             spec: spec.into(),
             source,
         })?;
+        return Ok(Some(Ipv4Addr::from(n.addr)));
     }
-    Ok(())
+    Ok(None)
 }

@@ -5,11 +5,11 @@
 
 use crate::error::InitError;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use truecold_init::{nonce_from_line, read_line_bounded, LineRead, NonceLineError};
-use truecold_proto::{Message, NONCE_LEN};
+use truecold_init::exchange::{answer_nonce, send_line};
+use truecold_proto::{BootId, Message, NONCE_LEN};
 
 const TTY: &str = "/dev/ttyS0";
 
@@ -51,9 +51,31 @@ impl Serial {
 
     /// Writes one message line and waits until the UART has sent it.
     pub fn send(&mut self, msg: &Message) -> Result<(), InitError> {
-        self.0
-            .write_all(msg.encode().as_bytes())
-            .map_err(io_step("write"))?;
+        send_line(self, msg)
+            .map_err(|e| InitError::agent(e, |step, source| InitError::Serial { step, source }))
+    }
+
+    /// Reads the host's one line (bounded), which must be the nonce, and sends the reply
+    /// bound to it and `boot_id` (drained).
+    pub fn answer(&mut self, boot_id: BootId) -> Result<[u8; NONCE_LEN], InitError> {
+        answer_nonce(self, boot_id)
+            .map_err(|e| InitError::agent(e, |step, source| InitError::Serial { step, source }))
+    }
+}
+
+impl Read for Serial {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+/// `flush` is `tcdrain`: it returns once the UART has sent everything written.
+impl Write for Serial {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
         loop {
             // SAFETY: the fd is an open tty owned by `self`.
             if unsafe { libc::tcdrain(self.0.as_raw_fd()) } == 0 {
@@ -61,17 +83,8 @@ impl Serial {
             }
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {
-                return Err(io_step("tcdrain")(e));
+                return Err(e);
             }
-        }
-    }
-
-    /// Reads the host's one line (bounded) and decodes it as the nonce.
-    pub fn read_nonce(&mut self) -> Result<[u8; NONCE_LEN], InitError> {
-        match read_line_bounded(&mut self.0).map_err(io_step("read"))? {
-            LineRead::Line(line) => nonce_from_line(&line).map_err(InitError::BadNonce),
-            LineRead::TooLong => Err(InitError::BadNonce(NonceLineError::TooLong)),
-            LineRead::Eof => Err(io_step("read")(io::ErrorKind::UnexpectedEof.into())),
         }
     }
 }

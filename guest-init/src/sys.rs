@@ -22,19 +22,30 @@ pub fn monotonic_ns() -> u64 {
 
 /// `mount(fstype, target, fstype, flags, NULL)`, creating `target` if missing.
 pub fn mount(fstype: &str, target: &str, flags: libc::c_ulong) -> io::Result<()> {
+    mount_source(fstype, fstype, target, flags)
+}
+
+/// `mount(source, target, fstype, flags, NULL)`, creating `target` if missing.
+pub fn mount_source(
+    source: &str,
+    fstype: &str,
+    target: &str,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
     match std::fs::create_dir(target) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let src = CString::new(fstype).map_err(io::Error::other)?;
+    let src = CString::new(source).map_err(io::Error::other)?;
+    let fs = CString::new(fstype).map_err(io::Error::other)?;
     let dst = CString::new(target).map_err(io::Error::other)?;
     // SAFETY: all pointers are valid NUL-terminated strings living across the call; data is NULL.
     let r = unsafe {
         libc::mount(
             src.as_ptr(),
             dst.as_ptr(),
-            src.as_ptr(),
+            fs.as_ptr(),
             flags,
             std::ptr::null(),
         )

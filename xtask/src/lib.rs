@@ -1,9 +1,11 @@
 //! Builders of truecold's guest artifacts, behind the `xtask` binary:
 //! the kernel (via `kernel-config/build.sh`), the static `truecold-init`, the initramfs
-//! (our own deterministic [`cpio`] writer), the `out/guest` bundle of all three, the L1
+//! (our own deterministic [`cpio`] writer), the parity contract's workspace disk
+//! ([`workspace`]: ext4 via e2fsprogs), the `out/guest` bundle of all of them, the L1
 //! kernel for the nested harness, and a reproducibility check.
 
 pub mod cpio;
+pub mod workspace;
 
 use sha2::{Digest, Sha256};
 use std::io;
@@ -46,6 +48,8 @@ pub enum XtaskError {
     Cpio(#[from] cpio::CpioError),
     #[error("not reproducible: {0:?} differ between the two builds")]
     NotReproducible(Vec<String>),
+    #[error("building the workspace image")]
+    Workspace(#[from] workspace::WorkspaceError),
 }
 
 /// The workspace root (the parent of this crate).
@@ -54,12 +58,12 @@ pub fn workspace_root() -> PathBuf {
     here.parent().unwrap_or(here).to_path_buf()
 }
 
-fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> XtaskError {
+pub(crate) fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> XtaskError {
     let path = path.to_path_buf();
     move |source| XtaskError::Io { what, path, source }
 }
 
-fn run(cmd: &mut Command) -> Result<(), XtaskError> {
+pub(crate) fn run(cmd: &mut Command) -> Result<(), XtaskError> {
     let text = format!("{cmd:?}");
     let status = cmd.status().map_err(|source| XtaskError::Spawn {
         cmd: text.clone(),
@@ -143,7 +147,7 @@ pub fn initramfs(init: &Path, out: &Path) -> Result<String, XtaskError> {
     Ok(hex(&Sha256::digest(&buf)))
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), XtaskError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), XtaskError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
     }
@@ -152,10 +156,15 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), XtaskError> {
     std::fs::rename(&tmp, path).map_err(io_err("renaming into", path))
 }
 
-/// Everything the guest needs, in `out`: vmlinux, bzImage, config, init, initramfs.cpio and
-/// manifest.json (the kernel's manifest with `files.init` and `files."initramfs.cpio"` added).
+/// Everything the guest needs, in `out`: vmlinux, bzImage, config, init, initramfs.cpio,
+/// the parity contract's kernel in `parity/` (kernel-config `parity` variant, same init) and
+/// its workspace disk `workspace.img`, and manifest.json (the base kernel's manifest with
+/// `files.init`, `files."initramfs.cpio"`, `files."parity/vmlinux"`, `files."parity/bzImage"`,
+/// `files."workspace.img"` and the image's inputs under `workspace` added).
 pub fn guest(out: &Path) -> Result<(), XtaskError> {
     kernel("base", out, None)?;
+    kernel("parity", &out.join("parity"), None)?;
+    let ws = workspace::build(&out.join(workspace::IMAGE))?;
     let built = init(&default_target_dir())?;
     let init_out = out.join("init");
     let bytes = std::fs::read(&built).map_err(io_err("reading", &built))?;
@@ -183,6 +192,14 @@ pub fn guest(out: &Path) -> Result<(), XtaskError> {
     files.insert("initramfs.cpio".into(), cpio_sha.into());
     files.insert("platform-init".into(), sha256_file(&platform_out)?.into());
     files.insert("platform-initramfs.cpio".into(), platform_cpio_sha.into());
+    for f in ["vmlinux", "bzImage"] {
+        let sha = sha256_file(&out.join("parity").join(f))?;
+        files.insert(format!("parity/{f}"), sha.into());
+    }
+    files.insert(workspace::IMAGE.into(), ws.sha256.clone().into());
+    if let Some(obj) = m.as_object_mut() {
+        obj.insert("workspace".into(), ws.manifest());
+    }
     let text = serde_json::to_string_pretty(&m).map_err(|source| XtaskError::Manifest {
         path: mpath.clone(),
         source,
@@ -214,8 +231,8 @@ fn same(a: &Path, b: &Path, name: &str, diffs: &mut Vec<String>) -> Result<(), X
 
 /// Builds everything twice from the same inputs and compares bytes: the kernel (the cached
 /// build against a fresh, uncached build in a temporary directory — minutes) unless
-/// `skip_kernel`, and init + initramfs (two fresh target dirs, so a running cargo's lock on
-/// the default one never blocks this).
+/// `skip_kernel`, init + initramfs (two fresh target dirs, so a running cargo's lock on
+/// the default one never blocks this), and the workspace image.
 pub fn repro_check(skip_kernel: bool) -> Result<(), XtaskError> {
     let base = std::env::temp_dir().join(format!("truecold-repro-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
@@ -239,6 +256,12 @@ pub fn repro_check(skip_kernel: bool) -> Result<(), XtaskError> {
     }
     same(&a, &b, "init", &mut diffs)?;
     same(&a, &b, "initramfs.cpio", &mut diffs)?;
+    // The workspace image, twice (the second build at a later wall-clock time: nothing of
+    // the build's time may reach the bytes).
+    workspace::build(&a.join(workspace::IMAGE))?;
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    workspace::build(&b.join(workspace::IMAGE))?;
+    same(&a, &b, workspace::IMAGE, &mut diffs)?;
     if diffs.is_empty() {
         let _ = std::fs::remove_dir_all(&base);
         println!("repro-check: all identical");

@@ -16,6 +16,7 @@ enum Variant {
     Base,
     Debug,
     NestedHost,
+    Parity,
 }
 
 impl Variant {
@@ -24,6 +25,7 @@ impl Variant {
             Variant::Base => "base",
             Variant::Debug => "debug",
             Variant::NestedHost => "nested-host",
+            Variant::Parity => "parity",
         }
     }
 }
@@ -49,7 +51,13 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Kernel + init + initramfs + manifest into one directory.
+    /// The parity contract's workspace disk (ext4, reproducible; needs e2fsprogs).
+    Workspace {
+        #[arg(long, default_value = "out/guest/workspace.img")]
+        out: PathBuf,
+    },
+    /// Kernel + init + initramfs + the parity kernel (parity/) + workspace.img + manifest
+    /// into one directory.
     Guest {
         #[arg(long, default_value = "out/guest")]
         out: PathBuf,
@@ -87,6 +95,14 @@ fn main() -> ExitCode {
         Cmd::Initramfs { init, out } => {
             xtask::initramfs(&init, &out).map(|sha| println!("{sha}  {}", out.display()))
         }
+        Cmd::Workspace { out } => xtask::workspace::build(&out).map(|img| {
+            println!(
+                "{}  {} (e2fsprogs {})",
+                img.sha256,
+                out.display(),
+                img.e2fsprogs
+            )
+        }),
         Cmd::Guest { out } => xtask::guest(&out),
         Cmd::L1 { out } => xtask::l1(&out),
         Cmd::ReproCheck { skip_kernel } => xtask::repro_check(skip_kernel),

@@ -1,5 +1,6 @@
 //! Reproducibility: two builds of vmlinux (the cached build against a fresh, uncached one
-//! in a temporary directory) and of init + initramfs (two target dirs) are byte-identical.
+//! in a temporary directory), of init + initramfs (two target dirs) and of the workspace image
+//! (two e2fsprogs runs, a second apart) are byte-identical.
 //! Slow (a full kernel build, ~3–6 min on 2 cores), so `#[ignore]`d: run it explicitly with
 //! `cargo test -p xtask --test repro -- --ignored` (the first test is `cargo run -p xtask --
 //! repro-check`; the second, init + initramfs only, is `repro-check --skip-kernel`).
@@ -17,7 +18,14 @@ fn kernel_and_initramfs_build_byte_identical() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "repro-check failed:\n{text}");
-    for f in ["vmlinux", "bzImage", "config", "init", "initramfs.cpio"] {
+    for f in [
+        "vmlinux",
+        "bzImage",
+        "config",
+        "init",
+        "initramfs.cpio",
+        "workspace.img",
+    ] {
         assert!(
             text.contains(&format!("repro-check: {f}: ")),
             "{f} not compared:\n{text}"
@@ -43,4 +51,6 @@ fn initramfs_is_byte_identical_across_builds() {
         "repro-check --skip-kernel failed:\n{text}"
     );
     assert!(text.contains("repro-check: initramfs.cpio: "), "{text}");
+    assert!(text.contains("repro-check: workspace.img: "), "{text}");
+    assert!(text.contains("repro-check: all identical"), "{text}");
 }

@@ -26,13 +26,15 @@
 //! and `apt-get install qemu-system-x86`.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use truecold_proto::kinds::Engine;
 use truecold_proto::{
-    ErrorCode, GuestRecord, LineAssembler, Message, ProtoError, Reply, Workload, NONCE_LEN,
+    BootId, ErrorCode, GuestRecord, LineAssembler, Message, ProtoError, Reply, Workload, NONCE_LEN,
 };
 use truecold_vmm::boot_params::{cmdline, SerialUse};
 
@@ -298,7 +300,8 @@ fn malformed_truecold_parameter_is_cmdline_error() {
 /// The nested-host (L1) kernel in `out/l1` (or `$TRUECOLD_L1_DIR`) boots as the nested
 /// harness boots it (`-M q35 -cpu EPYC,+svm,+npt`, TCG) and brings up KVM with nested SVM
 /// and nested paging. PID 1 is truecold-init with an impossible `truecold.mem`, so it stops
-/// the VM through the exit port with the memory-mismatch code.
+/// the VM through the exit port with the memory-mismatch code. The TUN driver registers (the
+/// parity contract's taps).
 #[test]
 fn l1_kernel_brings_up_nested_kvm_amd() {
     let dir = std::env::var_os("TRUECOLD_L1_DIR")
@@ -353,6 +356,8 @@ fn l1_kernel_brings_up_nested_kvm_amd() {
     for want in [
         "kvm_amd: Nested Virtualization enabled",
         "kvm_amd: Nested Paging enabled",
+        // CONFIG_TUN: the parity contract's VMM creates its taps in L1.
+        "tun: Universal TUN/TAP device driver",
         "Run /init",
     ] {
         assert!(
@@ -400,19 +405,42 @@ impl SerialBoot {
 /// When the `TC1 ready` line arrives, writes `answer(&ready)` to the guest's serial input.
 /// Returns when QEMU has exited (or was killed past [`HANG_GUARD`]).
 fn serial_boot(mib: u64, engine: Engine, answer: impl FnOnce(&Message) -> Vec<u8>) -> SerialBoot {
+    serial_boot_with(mib, engine, &Extra::default(), answer)
+}
+
+/// What a boot adds to [`serial_boot`]'s: machine options after `microvm`, another kernel
+/// (`None`: the base `vmlinux`), words for the guest's command line, arguments for QEMU.
+#[derive(Default)]
+struct Extra {
+    machine: &'static str,
+    kernel: Option<PathBuf>,
+    cmdline: String,
+    qemu: Vec<String>,
+}
+
+/// [`serial_boot`] with [`Extra`].
+fn serial_boot_with(
+    mib: u64,
+    engine: Engine,
+    extra: &Extra,
+    answer: impl FnOnce(&Message) -> Vec<u8>,
+) -> SerialBoot {
     let dir = guest_dir();
     let tmp = tempfile::tempdir().unwrap();
     let p = |n: &str| tmp.path().join(n);
-    let append = cmdline(SerialUse::Transport(engine), mib * MIB, "").unwrap();
+    let append = cmdline(SerialUse::Transport(engine), mib * MIB, &extra.cmdline).unwrap();
+    let kernel = extra.kernel.clone().unwrap_or_else(|| dir.join("vmlinux"));
+    let machine = format!("microvm{}", extra.machine);
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-M", "microvm", "-accel", "tcg", "-nodefaults"])
+        .args(["-M", &machine, "-accel", "tcg", "-nodefaults"])
         .args(["-display", "none", "-no-reboot"])
         .args(["-m", &mib.to_string(), "-smp", "1"])
         .arg("-kernel")
-        .arg(dir.join("vmlinux"))
+        .arg(kernel)
         .arg("-initrd")
         .arg(dir.join("initramfs.cpio"))
         .args(["-append", &append, "-serial", "stdio"])
+        .args(&extra.qemu)
         .arg("-chardev")
         .arg(format!("file,id=db,path={}", p("doorbell").display()))
         .args(["-device", "isa-debugcon,iobase=0xf10,chardev=db"])
@@ -632,5 +660,259 @@ fn serial_transport_garbage_instead_of_the_nonce_is_bad_nonce() {
     assert!(
         b.noise.iter().any(|l| l.contains("bad_nonce")),
         "the error chain on stderr = ttyS0\n{ctx}"
+    );
+}
+
+// --- The parity contract's guest side (kernel-config `parity`, `truecold.workspace=1`,
+// `truecold.net`), under the serial transport: QEMU 7.2 has no vsock here (no vhost-vsock),
+// so the agent channel is ttyS0, and everything else is the parity path itself
+// (guest-init/README.md, "Parity"). QEMU's microvm (`acpi=off`) adds the
+// `virtio_mmio.device=` words for its virtio-mmio devices to the command line; its user
+// network gives the guest 10.0.2.15/24 and forwards a host port to the guest's TCP_PORT.
+
+/// The guest's address on QEMU's user network.
+const SLIRP_GUEST: &str = "eth0,10.0.2.15/24";
+
+/// The parity kernel (`out/guest/parity/vmlinux`) and a private copy of the workspace image
+/// (`out/guest/workspace.img`) in `tmp`, patched by `patch`.
+fn parity_inputs(tmp: &Path, patch: impl FnOnce(&mut Vec<u8>)) -> (PathBuf, PathBuf) {
+    let dir = guest_dir();
+    let kernel = dir.join("parity/vmlinux");
+    let image = dir.join(xtask::workspace::IMAGE);
+    for f in [&kernel, &image] {
+        assert!(
+            f.is_file(),
+            "{} missing: build the guest with `cargo run -p xtask -- guest --out out/guest`",
+            f.display()
+        );
+    }
+    let mut bytes = std::fs::read(&image).unwrap();
+    patch(&mut bytes);
+    let copy = tmp.join("workspace.img");
+    std::fs::write(&copy, &bytes).unwrap();
+    (kernel, copy)
+}
+
+/// QEMU arguments: the image as a virtio-blk-device, a virtio-net-device on user networking
+/// forwarding 127.0.0.1:`port` to the guest's TCP_PORT.
+fn parity_qemu(image: &Path, port: u16) -> Vec<String> {
+    vec![
+        "-drive".into(),
+        format!("file={},if=none,id=ws,format=raw", image.display()),
+        "-device".into(),
+        "virtio-blk-device,drive=ws".into(),
+        "-netdev".into(),
+        format!(
+            "user,id=n,hostfwd=tcp:127.0.0.1:{port}-:{}",
+            truecold_proto::parity::TCP_PORT
+        ),
+        "-device".into(),
+        "virtio-net-device,netdev=n".into(),
+    ]
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The host's side of the TCP proof, on a thread: connect, write the nonce line, read
+/// everything the guest sends until it closes.
+fn tcp_host(
+    port: u16,
+    nonce: [u8; NONCE_LEN],
+) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
+    std::thread::spawn(move || {
+        let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
+        s.set_read_timeout(Some(HANG_GUARD))?;
+        s.write_all(Message::Nonce(nonce).encode().as_bytes())?;
+        let mut back = Vec::new();
+        s.read_to_end(&mut back)?;
+        Ok(back)
+    })
+}
+
+type TcpResult = Arc<Mutex<Option<std::thread::JoinHandle<std::io::Result<Vec<u8>>>>>>;
+
+/// Boots the parity guest; on `ready`, answers the serial nonce and (when `tcp_nonce`)
+/// starts the host's TCP round trip. Returns the boot and what the guest sent over TCP.
+fn parity_boot(
+    image: &Path,
+    kernel: PathBuf,
+    serial_nonce: [u8; NONCE_LEN],
+    tcp_nonce: Option<[u8; NONCE_LEN]>,
+) -> (SerialBoot, Option<Vec<u8>>) {
+    let port = free_port();
+    let extra = Extra {
+        // With ACPI, QEMU 7.2 puts the virtio-mmio IRQs on a second IOAPIC that the MP table
+        // does not describe and leaves `virtio_mmio.device=` off the command line; without
+        // it, the devices sit on IRQs 5.. of the first and are on the command line.
+        machine: ",acpi=off",
+        kernel: Some(kernel),
+        cmdline: format!(
+            "{}=1 {}={SLIRP_GUEST}",
+            truecold_proto::cmdline::WORKSPACE,
+            truecold_proto::cmdline::NET
+        ),
+        qemu: parity_qemu(image, port),
+    };
+    let tcp: TcpResult = Arc::default();
+    let tcp2 = Arc::clone(&tcp);
+    let b = serial_boot_with(256, Engine::QemuMicrovm, &extra, move |_| {
+        if let Some(n) = tcp_nonce {
+            *tcp2.lock().unwrap() = Some(tcp_host(port, n));
+        }
+        Message::Nonce(serial_nonce).encode().into_bytes()
+    });
+    let handle = tcp.lock().unwrap().take();
+    let back = handle.map(|h| {
+        h.join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("host TCP side: {e}\n{}", b.context()))
+    });
+    (b, back)
+}
+
+fn ready_id(b: &SerialBoot) -> BootId {
+    match b.lines.first() {
+        Some(Message::Ready { boot_id }) => *boot_id,
+        _ => panic!("no ready line first\n{}", b.context()),
+    }
+}
+
+/// The parity guest under TCG: the workspace mounts and its seed verifies, eth0 gets
+/// 10.0.2.15/24, the host's TCP nonce comes back bound to the serial ready's boot id through
+/// QEMU's port forward, both workloads run (the workspace one on the virtio-blk disk), and
+/// the record says so.
+#[test]
+fn parity_workspace_eth0_and_tcp_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kernel, image) = parity_inputs(tmp.path(), |_| {});
+    let before = std::fs::read(&image).unwrap();
+    let (serial_nonce, tcp_nonce): ([u8; NONCE_LEN], [u8; NONCE_LEN]) =
+        (rand::random(), rand::random());
+    let (b, back) = parity_boot(&image, kernel, serial_nonce, Some(tcp_nonce));
+    let ctx = b.context();
+    assert_eq!(b.status, exit_status(ErrorCode::Ok), "{ctx}");
+    assert_eq!(b.doorbell, [1, 2], "{ctx}");
+    assert!(b.noise.is_empty(), "only TC1 lines on ttyS0\n{ctx}");
+    let boot_id = ready_id(&b);
+    let [Message::Ready { .. }, Message::Reply(reply), Message::Record(r)] = &b.lines[..] else {
+        panic!("want exactly ready, reply, record on ttyS0\n{ctx}");
+    };
+    assert!(
+        reply.verifies(&serial_nonce) && reply.boot_id == boot_id,
+        "{ctx}"
+    );
+    let back = back.expect("the host's TCP side ran");
+    let tcp_reply = match Message::decode(&back) {
+        Ok(Message::Reply(r)) => r,
+        other => panic!(
+            "the guest's TCP answer {:?} is not a reply ({other:?})\n{ctx}",
+            String::from_utf8_lossy(&back)
+        ),
+    };
+    assert_eq!(
+        back.iter().filter(|&&c| c == b'\n').count(),
+        1,
+        "one line over TCP"
+    );
+    assert!(
+        tcp_reply.verifies(&tcp_nonce),
+        "TCP reply bound to the TCP nonce\n{ctx}"
+    );
+    assert!(!tcp_reply.verifies(&serial_nonce), "{ctx}");
+    assert_eq!(
+        tcp_reply.boot_id, boot_id,
+        "same boot id on both channels\n{ctx}"
+    );
+    assert_eq!(r.code, ErrorCode::Ok, "{ctx}");
+    assert_eq!(r.workload, Workload::BenchOk, "{ctx}");
+    assert_eq!(r.boot_id, Some(boot_id), "{ctx}");
+    assert!(
+        r.t_ready_ns <= r.t_reply_ns && r.t_reply_ns <= r.t_record_ns,
+        "{ctx}"
+    );
+    // The guest wrote its probe file to the disk and deleted it: the image changed (journal,
+    // inode and block bitmaps), and the seed is still there.
+    let after = std::fs::read(&image).unwrap();
+    assert_ne!(
+        after, before,
+        "the workspace workload wrote to the disk\n{ctx}"
+    );
+    assert!(
+        after
+            .windows(truecold_proto::parity::WORKSPACE_SEED.len())
+            .any(|w| w == truecold_proto::parity::WORKSPACE_SEED),
+        "{ctx}"
+    );
+}
+
+/// A workspace whose seed file holds other bytes is `workspace_mount`: no Ready, no reply.
+#[test]
+fn parity_wrong_seed_is_workspace_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = truecold_proto::parity::WORKSPACE_SEED;
+    let (kernel, image) = parity_inputs(tmp.path(), |bytes| {
+        let at = bytes
+            .windows(seed.len())
+            .position(|w| w == seed)
+            .expect("the seed's bytes are in the image");
+        // File data has no checksum in ext4: the filesystem stays valid, the seed does not.
+        bytes[at] ^= 0x20;
+    });
+    let (b, back) = parity_boot(&image, kernel, rand::random(), None);
+    let ctx = b.context();
+    assert!(back.is_none());
+    assert_eq!(b.status, exit_status(ErrorCode::WorkspaceMount), "{ctx}");
+    assert_eq!(b.doorbell, [1], "no Ready after a failed workspace\n{ctx}");
+    let [Message::Record(r)] = &b.lines[..] else {
+        panic!("want only the record\n{ctx}");
+    };
+    assert_eq!(r.code, ErrorCode::WorkspaceMount, "{ctx}");
+    assert_eq!(r.workload, Workload::NotRun, "{ctx}");
+    assert!(
+        b.noise
+            .iter()
+            .any(|l| l.contains("workspace_mount") && l.contains("seed")),
+        "{ctx}"
+    );
+}
+
+/// A host that never connects over TCP: after the serial reply the guest waits its bounded
+/// 10 s (`truecold_init::exchange::TCP_WAIT`) and reports `tcp`.
+#[test]
+fn parity_no_tcp_connection_is_tcp_after_the_bounded_wait() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kernel, image) = parity_inputs(tmp.path(), |_| {});
+    let serial_nonce: [u8; NONCE_LEN] = rand::random();
+    let t0 = Instant::now();
+    let (b, _) = parity_boot(&image, kernel, serial_nonce, None);
+    let ctx = b.context();
+    assert_eq!(b.status, exit_status(ErrorCode::Tcp), "{ctx}");
+    assert_eq!(b.doorbell, [1, 2], "{ctx}");
+    let [Message::Ready { boot_id }, Message::Reply(reply), Message::Record(r)] = &b.lines[..]
+    else {
+        panic!("want ready, reply, record\n{ctx}");
+    };
+    assert!(
+        reply.verifies(&serial_nonce) && reply.boot_id == *boot_id,
+        "{ctx}"
+    );
+    assert_eq!(r.code, ErrorCode::Tcp, "{ctx}");
+    assert_eq!(r.workload, Workload::NotRun, "{ctx}");
+    assert!(
+        t0.elapsed() >= truecold_init::exchange::TCP_WAIT,
+        "the guest waited its bound\n{ctx}"
+    );
+    assert!(
+        b.noise
+            .iter()
+            .any(|l| l.contains(&format!("{} failed", ErrorCode::Tcp))
+                && l.contains("no connection")),
+        "{ctx}"
     );
 }
