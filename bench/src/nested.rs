@@ -145,12 +145,19 @@ pub fn run_parity(
             ))
         }
     };
-    let image = guest_dir.join(crate::run::WORKSPACE_IMAGE);
-    let extra = vec![L1File {
-        dest: format!("guest/{}", crate::run::WORKSPACE_IMAGE),
-        src: image,
+    let parity = crate::run::PARITY_KERNEL_DIR;
+    let extra = [
+        crate::run::WORKSPACE_IMAGE.to_string(),
+        format!("{parity}/vmlinux"),
+        format!("{parity}/config"),
+    ]
+    .into_iter()
+    .map(|f| L1File {
+        dest: format!("guest/{f}"),
+        src: guest_dir.join(&f),
         executable: false,
-    }];
+    })
+    .collect();
     let written = in_l1(
         args,
         inner_args(args, &schedule),

@@ -783,6 +783,8 @@ fn run_engines(
 
 /// The name of the parity guest's workspace image in the guest directory.
 pub const WORKSPACE_IMAGE: &str = "workspace.img";
+/// Where the parity kernel (vmlinux, config) is in the guest directory.
+pub const PARITY_KERNEL_DIR: &str = "parity";
 
 /// A parity campaign (`--parity`): truecold-vmm under the agent channel, one sequential arm
 /// ([`crate::parity::launch::ParityLauncher`]), written as one bundle whose rows carry the
@@ -801,9 +803,21 @@ fn run_parity(
         return Ok(nested::run_parity(args, rounds, &guest_dir)?);
     }
     let resolved = engines::resolve(&[Engine::Truecold], args)?;
-    let lg = artifacts::linux_guest(&guest_dir)?;
+    // The parity guest: the same init and initramfs, the parity kernel (base + parity
+    // fragment: virtio-mmio, -blk, -net, vsock, ext4) from `<guest-dir>/parity/`.
+    let mut lg = artifacts::linux_guest(&guest_dir)?;
+    for (slot, name) in [(&mut lg.vmlinux, "vmlinux"), (&mut lg.config, "config")] {
+        let p = guest_dir.join(PARITY_KERNEL_DIR).join(name);
+        if !p.is_file() {
+            return Err(RunError::Parity(format!(
+                "{} is missing (build the parity guest: cargo run -p xtask -- guest)",
+                p.display()
+            )));
+        }
+        *slot = p;
+    }
     let base_image = guest_dir.join(WORKSPACE_IMAGE);
-    if !base_image.is_file() {
+    if base_image.symlink_metadata().is_err() {
         return Err(RunError::Parity(format!(
             "{} is missing (build the parity guest: cargo run -p xtask -- guest)",
             base_image.display()
@@ -969,11 +983,9 @@ fn run_parity(
          inside the measured window",
         export.sha256
     ));
-    let tmp = campaign::staging_dir(&dest, "tmp").map_err(|(op, path, source)| {
-        RunError::Parity(format!("{op} {}: {source}", path.display()))
-    })?;
+    // The bundle appears atomically (written beside `dest`, then renamed).
     let verdict = engines::write_arm_bundle(
-        &tmp,
+        &dest,
         &shared,
         &bundle,
         &ran.arms[0],
@@ -981,7 +993,6 @@ fn run_parity(
         w,
         vec![(crate::parity::lifecycle::STATE_CSV.to_string(), state_csv)],
     )?;
-    truecold_proof::bundle::rename_noreplace(&tmp, &dest)?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(RunOutcome {
         written: Written {

@@ -179,6 +179,43 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
     assert!(csv.lines().skip(1).all(|l| l.contains("BENCH_OK")), "{csv}");
 }
 
+/// Issue 12: the parity contract in L1. `truecold run --nested --parity -n 3`: every launch's
+/// agent answers over virtio-vsock, the host's TCP round trip over the per-launch tap verifies,
+/// the per-launch workspace is mounted, written and cleaned, the lifecycle table is complete and
+/// every launch's cleanup is verified; the bundle passes `sha256sum -c` and the verifier.
+#[test]
+fn three_parity_launches_in_l1_give_a_verifiable_bundle() {
+    let l = layout();
+    let dir = tempfile::tempdir().unwrap();
+    let out = nested_campaign(
+        &l,
+        dir.path(),
+        "parity",
+        &["--parity", "-n", "3", "--vcpus", "2", "--mem-mib", "1024"],
+    );
+    let (r, s) = truecold_proof::read_bundle(&out).unwrap();
+    assert_eq!(r.contract.observer.as_str(), "agent");
+    assert_eq!(r.summary.attempts, 3);
+    assert_eq!(r.summary.successes, 3, "{s:?}");
+    let reports = std::fs::read_to_string(out.join("reports.jsonl")).unwrap();
+    for line in reports.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let run = &v["engine"];
+        assert_eq!(run["network"]["liveness"]["verified"], true, "{line}");
+        assert_eq!(run["cleanup"]["ok"], true, "{line}");
+        assert_eq!(run["cleanup"]["failures"], serde_json::json!([]), "{line}");
+        assert_eq!(run["guest_record"]["workload"], "BENCH_OK", "{line}");
+    }
+    let state = std::fs::read(out.join("state.csv")).unwrap();
+    let rows = truecold_proof::lifecycle::read_csv(&state).unwrap();
+    assert_eq!(rows.len(), 3);
+    assert!(truecold_proof::lifecycle::check_lifecycle(&rows, 3).is_empty());
+    assert!(
+        rows.iter().all(|r| r.outcome.as_deref() == Some("ok")),
+        "{rows:?}"
+    );
+}
+
 /// Issue 13: guest faults with the real kernel. PID 1 panicking (`truecold.fault=panic`: its
 /// hook reports the `panic` code) and PID 1 exiting, which makes the kernel panic and, with
 /// the base's `panic=-1 reboot=k`, reset the VM (`truecold.fault=exit`, `vmm_reset`): each launch is a

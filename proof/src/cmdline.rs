@@ -669,7 +669,18 @@ impl Recorded {
             )),
             Some(_) => {}
         }
-        if !self.invocation.has("--engine") && !self.invocation.has("--engines") {
+        let parity = r.contract.observer == crate::schema::Observer::Agent;
+        match (parity, self.invocation.has("--parity")) {
+            (true, false) => bad.push(
+                "the recorded `truecold run` command of a parity bundle has no `--parity`".into(),
+            ),
+            (false, true) => bad.push(format!(
+                "the recorded `truecold run` command has `--parity`, but the observer is `{}`",
+                r.contract.observer.as_str()
+            )),
+            _ => {}
+        }
+        if !parity && !self.invocation.has("--engine") && !self.invocation.has("--engines") {
             bad.push(
                 "engine: the recorded `truecold run` command of an engines campaign names no \
                  `--engine`"

@@ -173,12 +173,12 @@ impl ParityLauncher {
         };
         // After the reap: DESTROYED, then everything per-launch removed and checked.
         let t0 = launched.reaped_ns.max(now_ns());
-        let outcome = launched
-            .run
-            .outcome
-            .failure_kind
-            .clone()
-            .or_else(|| harness_failure.as_ref().map(|(k, _)| k.as_string()))
+        // The harness's own failure names the launch's end first (it is why the driver saw
+        // none, or a killed one), then the driver's.
+        let outcome = harness_failure
+            .as_ref()
+            .map(|(k, _)| k.as_string())
+            .or_else(|| launched.run.outcome.failure_kind.clone())
             .unwrap_or_else(|| super::lifecycle::OUTCOME_OK.to_string());
         let mut failures: Vec<String> = Vec::new();
         match self.state.borrow_mut().destroyed(idx, &outcome) {
