@@ -481,8 +481,10 @@ pub fn write_dir(
             b,
             &ran.arms[i],
             ran,
-            warnings,
-            Vec::new(),
+            ArmExtras {
+                warnings,
+                ..ArmExtras::default()
+            },
         )?;
         arms.push((
             b.engine,
@@ -516,6 +518,17 @@ pub fn write_dir(
     })
 }
 
+/// What one arm's bundle adds to what its rows and the shared facts give.
+#[derive(Default)]
+pub struct ArmExtras {
+    /// The bundle's warnings (the campaign's and the arm's own).
+    pub warnings: Vec<String>,
+    /// Files beside `reports.jsonl` (name, bytes), under SHA256SUMS.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The parity contract's facts (`environment.parity`).
+    pub parity: Option<truecold_proof::schema::ParityFacts>,
+}
+
 /// Writes one arm's complete bundle at `dir` (its rows, `reports.jsonl`, any `extra` files,
 /// and what the arm's engine adds) and returns the verdict on it.
 pub fn write_arm_bundle(
@@ -524,9 +537,13 @@ pub fn write_arm_bundle(
     b: &ArmBundle<'_>,
     arm: &ArmRun,
     ran: &EnginesRun,
-    warnings: Vec<String>,
-    extra: Vec<(String, Vec<u8>)>,
+    more: ArmExtras,
 ) -> Result<truecold_proof::verify::Verdict, EnginesError> {
+    let ArmExtras {
+        warnings,
+        files: extra,
+        parity,
+    } = more;
     let spec = shared.spec;
     let cspec = spec.campaign();
     let mut samples = arm.samples.clone();
@@ -578,7 +595,9 @@ pub fn write_arm_bundle(
             path: b.binary.clone(),
             source: std::io::Error::other(e.to_string()),
         })?;
-    let result = campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
+    let mut result =
+        campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
+    result.environment.parity = parity;
     let mut extra_files = vec![(REPORTS_FILE.to_string(), ex.reports.clone())];
     extra_files.extend(extra);
     if b.engine == Engine::Firecracker {

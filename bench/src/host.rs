@@ -436,6 +436,7 @@ pub fn environment(
         nested: (facts.kind == HostKind::NestedEmulated)
             .then(nested_harness)
             .flatten(),
+        parity: None,
     }
 }
 

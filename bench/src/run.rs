@@ -858,6 +858,20 @@ fn run_parity(
     };
     let state = StateDb::open(&work.join("state.sqlite"))
         .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
+    let journal = state
+        .pragmas()
+        .map(|p| {
+            format!(
+                "journal_mode={} synchronous={}",
+                p.journal_mode, p.synchronous
+            )
+        })
+        .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
+    // The base image's digest (a directory or unreadable file has none: every clone of it
+    // fails, typed, per launch).
+    let workspace_sha256 = std::fs::read(&base_image)
+        .map(|b| truecold_proof::lifecycle::sha256_hex(&b))
+        .unwrap_or_else(|e| format!("unreadable: {e}"));
     let launcher = ParityLauncher {
         base: p.launch.clone(),
         base_image,
@@ -916,6 +930,8 @@ fn run_parity(
                 s.error_detail = why;
             }
         }
+        s.cleanup_ok = run.cleanup.as_ref().map(|c| c.ok);
+        s.cleanup_ns = run.cleanup.as_ref().map(|c| c.ns);
         run.outcome.ok = s.ok;
         run.outcome.failure_kind = (!s.ok).then(|| s.error_kind.clone());
         run.outcome.failure = (!s.ok).then(|| s.error_detail.clone());
@@ -977,12 +993,12 @@ fn run_parity(
         explicit,
     };
     let mut w = warnings.clone();
-    w.push(format!(
-        "the parity contract: each launch's lifecycle (state.csv, SHA-256 {}) committed to an \
-         embedded SQLite table (WAL, synchronous=FULL); RUNNING is committed after the spawn, \
-         inside the measured window",
-        export.sha256
-    ));
+    w.push(
+        "the parity contract: each launch's lifecycle (state.csv; its digest in \
+         environment.parity) committed to an embedded SQLite table (WAL, synchronous=FULL); \
+         RUNNING is committed after the spawn, inside the measured window"
+            .to_string(),
+    );
     // The bundle appears atomically (written beside `dest`, then renamed).
     let verdict = engines::write_arm_bundle(
         &dest,
@@ -990,8 +1006,16 @@ fn run_parity(
         &bundle,
         &ran.arms[0],
         &ran,
-        w,
-        vec![(crate::parity::lifecycle::STATE_CSV.to_string(), state_csv)],
+        engines::ArmExtras {
+            warnings: w,
+            files: vec![(crate::parity::lifecycle::STATE_CSV.to_string(), state_csv)],
+            parity: Some(truecold_proof::schema::ParityFacts {
+                state_sha256: export.sha256.clone(),
+                net_pair: launcher.pair.to_string(),
+                workspace_sha256,
+                journal,
+            }),
+        },
     )?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(RunOutcome {

@@ -148,6 +148,9 @@ pub fn columns_for(schema: u32) -> Vec<String> {
         .iter()
         .map(|s| s.to_string()),
     );
+    if schema >= 8 {
+        c.extend(["cleanup_ok".to_string(), "cleanup_ns".to_string()]);
+    }
     c
 }
 
@@ -225,6 +228,10 @@ fn fill_record(s: &Sample, schema: u32, rec: &mut csv::StringRecord) {
     rec.push_field(bool_str(s.ok));
     rec.push_field(&s.error_kind);
     rec.push_field(&s.error_detail);
+    if schema >= 8 {
+        rec.push_field(s.cleanup_ok.map_or("", bool_str));
+        num(rec, s.cleanup_ns.as_ref().map(|x| x as _));
+    }
 }
 
 /// Writes the samples as CSV bytes to `w` (the one canonical form).
@@ -743,6 +750,19 @@ impl Row<'_> {
             ok: self.bool(m + 11 + p)?,
             error_kind: self.str(m + 12 + p).to_string(),
             error_detail: self.str(m + 13 + p).to_string(),
+            cleanup_ok: if self.schema >= 8 {
+                match self.str(m + 14 + p) {
+                    "" => None,
+                    _ => Some(self.bool(m + 14 + p)?),
+                }
+            } else {
+                None
+            },
+            cleanup_ns: if self.schema >= 8 {
+                self.opt_u64(m + 15 + p)?
+            } else {
+                None
+            },
         })
     }
 }
@@ -841,7 +861,8 @@ mod tests {
     #[test]
     fn invalid_utf8_is_typed_with_line_and_column() {
         let mut b = text(3).into_bytes();
-        // The last field (error_detail, empty) of the row on line 3 gets a stray byte.
+        // The last field (cleanup_ns since schema 8, empty) of the row on line 3 gets a stray
+        // byte.
         let nl: Vec<usize> = b
             .iter()
             .enumerate()
@@ -851,7 +872,7 @@ mod tests {
         b.insert(nl[2], 0xff);
         match read_samples(&b) {
             Err(CsvError::NotUtf8 { line, column }) => {
-                assert_eq!((line, column.as_str()), (3, "error_detail"))
+                assert_eq!((line, column.as_str()), (3, "cleanup_ns"))
             }
             other => panic!("{other:?}"),
         }

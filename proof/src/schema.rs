@@ -32,13 +32,16 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 /// mark), and the campaign's residue in `environment.residue`.
 /// 7: the nested harness's own inputs — `environment.nested` (L1's QEMU `-seed` and the L0
 /// QEMU's version) in every `nested-emulated` bundle.
-pub const SCHEMA_VERSION: u32 = 7;
+/// 8: the parity contract — the `agent` observer, the `cleanup_ok` and `cleanup_ns` columns
+/// (after `error_detail`; empty unless the observer is `agent`) and `environment.parity`
+/// (the lifecycle table's digest, the network pair, the workspace image).
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// The schemas this crate reads: the one it writes, and 5 and 6, whose bundles (those
 /// committed under results/ among them) stay verifiable: a schema-5 `samples.csv` has no
 /// `seccomp_ns` column and its summary no `seccomp` stage ([`stage_in_schema`]); schemas 5
 /// and 6 have no `environment.nested`.
-pub const READABLE_SCHEMAS: [u32; 3] = [5, 6, SCHEMA_VERSION];
+pub const READABLE_SCHEMAS: [u32; 4] = [5, 6, 7, SCHEMA_VERSION];
 
 /// Whether a stage has a column in a bundle of `schema` (every stage but `seccomp`, which
 /// schema 6 added, exists in schema 5).
@@ -112,6 +115,12 @@ pub struct Sample {
     pub error_kind: String,
     /// Free-text error detail (may contain any printable text; CSV-quoted as needed).
     pub error_detail: String,
+    /// Parity contract (schema 8+): every check after the launch passed (the VMM reaped, its
+    /// tap, the workspace clone, sockets and run directory gone, nothing of the harness
+    /// leaked). Empty under the other observers.
+    pub cleanup_ok: Option<bool>,
+    /// Parity contract: from the reap to the end of that check (removal included), ns.
+    pub cleanup_ns: Option<u64>,
 }
 
 impl Sample {
@@ -305,6 +314,8 @@ impl Sample {
             ok: false,
             error_kind: String::new(),
             error_detail: String::new(),
+            cleanup_ok: None,
+            cleanup_ns: None,
         }
     }
 
@@ -549,6 +560,25 @@ pub struct Environment {
     /// `nested-emulated`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested: Option<NestedHarness>,
+    /// The parity contract's campaign facts (schema 8+: present exactly when the observer is
+    /// `agent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parity: Option<ParityFacts>,
+}
+
+/// What a parity campaign's bundle states about its per-launch resources.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParityFacts {
+    /// SHA-256 of `state.csv` (the final lifecycle table, canonical CSV).
+    pub state_sha256: String,
+    /// The network pair every launch's tap and eth0 had (`<host>,<guest>`, a /30).
+    pub net_pair: String,
+    /// SHA-256 of the base workspace image each launch got a clone of.
+    pub workspace_sha256: String,
+    /// The journal settings the lifecycle table was committed under, as SQLite read them
+    /// back (`wal`, `2` = FULL).
+    pub journal: String,
 }
 
 /// What made a `nested-emulated` bundle's L1, beyond what L1 itself can see: with the

@@ -653,7 +653,22 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
             let csv = files
                 .get(crate::lifecycle::STATE_CSV)
                 .map(|f| fs::read(&f.path));
-            check_lifecycle_file(&mut v, s, csv);
+            check_lifecycle_file(&mut v, r, s, csv);
+        } else {
+            if s.iter()
+                .any(|x| x.cleanup_ok.is_some() || x.cleanup_ns.is_some())
+            {
+                v.add(
+                    Check::Lifecycle,
+                    "cleanup columns filled in a bundle whose observer is not `agent`".to_string(),
+                );
+            }
+            if r.environment.parity.is_some() {
+                v.add(
+                    Check::Lifecycle,
+                    "environment.parity in a bundle whose observer is not `agent`".to_string(),
+                );
+            }
         }
     }
     if let (Some(r), Some(s)) = (&result, &samples) {
@@ -1415,6 +1430,7 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
 /// and every successful row's launch ended `ok`.
 fn check_lifecycle_file(
     v: &mut Verdict,
+    r: &ResultJson,
     samples: &[Sample],
     csv: Option<std::io::Result<Vec<u8>>>,
 ) {
@@ -1429,6 +1445,22 @@ fn check_lifecycle_file(
         Some(Err(e)) => return v.add(Check::Lifecycle, format!("`{STATE_CSV}`: {e}")),
         Some(Ok(b)) => b,
     };
+    match &r.environment.parity {
+        None => v.add(
+            Check::Lifecycle,
+            "environment.parity is missing (every parity bundle states its lifecycle digest)"
+                .to_string(),
+        ),
+        Some(p) if p.state_sha256 != sha256_hex(&bytes) => v.add(
+            Check::Lifecycle,
+            format!(
+                "environment.parity.state_sha256 is {}, `{STATE_CSV}` hashes to {}",
+                p.state_sha256,
+                sha256_hex(&bytes)
+            ),
+        ),
+        Some(_) => {}
+    }
     let rows = match read_csv(&bytes) {
         Ok(r) => r,
         Err(e) => return v.add(Check::Lifecycle, format!("`{STATE_CSV}`: {e}")),

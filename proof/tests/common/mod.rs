@@ -209,6 +209,8 @@ impl Fixture {
             ok: true,
             error_kind: String::new(),
             error_detail: String::new(),
+            cleanup_ok: None,
+            cleanup_ns: None,
         };
         if fails {
             s.ok = false;
@@ -298,6 +300,8 @@ impl Fixture {
             ok: true,
             error_kind: String::new(),
             error_detail: String::new(),
+            cleanup_ok: None,
+            cleanup_ns: None,
         };
         if self.fail_every.is_some_and(|k| i % k == k - 1) {
             s.ok = false;
@@ -414,6 +418,7 @@ impl Fixture {
                         l0_qemu: "QEMU emulator version 7.2.19 (test)".into(),
                     }
                 }),
+                parity: None,
             },
             artifacts,
             samples,
