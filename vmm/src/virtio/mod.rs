@@ -27,6 +27,7 @@ use vmm_sys_util::eventfd::EventFd;
 pub mod blk;
 pub mod mmio;
 pub mod net;
+pub mod setup;
 pub mod thread;
 pub mod vsock;
 
