@@ -25,6 +25,8 @@ use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::EventFd;
 
 pub mod blk;
+#[cfg(test)]
+mod hostile;
 pub mod mmio;
 pub mod net;
 pub mod setup;
