@@ -38,7 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Boot one VM to strict-ready and print the report as one JSON object.
-    Boot(BootArgs),
+    Boot(Box<BootArgs>),
     /// Print the CPUID the guest's vCPUs get (or, with --supported, what this host's KVM
     /// supports), one entry per line in the format of vmm/tests/data/cpuid/.
     Cpuid(CpuidArgs),
@@ -312,7 +312,7 @@ fn main() -> ExitCode {
         }
     };
     let args = match cli.cmd {
-        Cmd::Boot(args) => args,
+        Cmd::Boot(args) => *args,
         Cmd::Cpuid(args) => {
             return match cpuid(&args) {
                 Ok(text) => {

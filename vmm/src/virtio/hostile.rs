@@ -48,10 +48,12 @@ fn used_idx(m: &GuestMemoryMmap, base: u64) -> u16 {
 }
 
 type Desc = (u64, u32, u16, u16);
+/// (name, descriptors, avail ring, avail idx, the refusal kind expected).
+type Scenario = (&'static str, Vec<Desc>, Vec<u16>, u16, Option<&'static str>);
 
 /// The scenarios: (name, descriptors, avail ring, avail idx, refusal kind expected from
 /// every device when the chain is popped, or None when it need not be).
-fn scenarios() -> Vec<(&'static str, Vec<Desc>, Vec<u16>, u16, Option<&'static str>)> {
+fn scenarios() -> Vec<Scenario> {
     vec![
         (
             "address outside guest memory",

@@ -375,10 +375,7 @@ impl<'a> Ctx<'a> {
     pub fn pop(&mut self, q: usize, max_len: u64) -> Option<Chain> {
         loop {
             let queue = self.queues.get_mut(q)?;
-            let chain = match queue.pop_descriptor_chain(self.mem) {
-                Some(c) => c,
-                None => return None,
-            };
+            let chain = queue.pop_descriptor_chain(self.mem)?;
             match Chain::parse(chain, self.mem, max_len) {
                 Ok(c) => return Some(c),
                 Err((head, e)) => {

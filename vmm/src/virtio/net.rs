@@ -100,10 +100,10 @@ pub struct Tap {
     name: String,
 }
 
-fn ioctl_ptr(fd: RawFd, req: u64, arg: *mut libc::c_void) -> io::Result<()> {
+fn ioctl_ptr(fd: RawFd, req: libc::Ioctl, arg: *mut libc::c_void) -> io::Result<()> {
     // SAFETY: `arg` points at a live structure of the size the request expects (an ifreq
     // or an int), owned by the caller for the duration of the call.
-    let r = unsafe { libc::ioctl(fd, req as _, arg) };
+    let r = unsafe { libc::ioctl(fd, req, arg) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -131,12 +131,12 @@ impl Tap {
         let fd = file.as_raw_fd();
         let mut req = IfReq::new(name);
         req.set_flags((libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as i16);
-        ioctl_ptr(fd, libc::TUNSETIFF as u64, (&mut req as *mut IfReq).cast())
+        ioctl_ptr(fd, libc::TUNSETIFF, (&mut req as *mut IfReq).cast())
             .map_err(err("TUNSETIFF"))?;
         let mut hdr: libc::c_int = VNET_HDR_LEN as libc::c_int;
         ioctl_ptr(
             fd,
-            libc::TUNSETVNETHDRSZ as u64,
+            libc::TUNSETVNETHDRSZ,
             (&mut hdr as *mut libc::c_int).cast(),
         )
         .map_err(err("TUNSETVNETHDRSZ"))?;
@@ -158,7 +158,7 @@ impl Tap {
         let sfd = sock.as_raw_fd();
         let mut r = IfReq::new(name);
         r.set_inet(host);
-        ioctl_ptr(sfd, libc::SIOCSIFADDR as u64, (&mut r as *mut IfReq).cast())
+        ioctl_ptr(sfd, libc::SIOCSIFADDR, (&mut r as *mut IfReq).cast())
             .map_err(err("SIOCSIFADDR"))?;
         let mask = if prefix == 0 {
             0
@@ -167,27 +167,15 @@ impl Tap {
         };
         let mut r = IfReq::new(name);
         r.set_inet(Ipv4Addr::from(mask));
-        ioctl_ptr(
-            sfd,
-            libc::SIOCSIFNETMASK as u64,
-            (&mut r as *mut IfReq).cast(),
-        )
-        .map_err(err("SIOCSIFNETMASK"))?;
+        ioctl_ptr(sfd, libc::SIOCSIFNETMASK, (&mut r as *mut IfReq).cast())
+            .map_err(err("SIOCSIFNETMASK"))?;
         let mut r = IfReq::new(name);
-        ioctl_ptr(
-            sfd,
-            libc::SIOCGIFFLAGS as u64,
-            (&mut r as *mut IfReq).cast(),
-        )
-        .map_err(err("SIOCGIFFLAGS"))?;
+        ioctl_ptr(sfd, libc::SIOCGIFFLAGS, (&mut r as *mut IfReq).cast())
+            .map_err(err("SIOCGIFFLAGS"))?;
         let f = r.flags() | libc::IFF_UP as i16;
         r.set_flags(f);
-        ioctl_ptr(
-            sfd,
-            libc::SIOCSIFFLAGS as u64,
-            (&mut r as *mut IfReq).cast(),
-        )
-        .map_err(err("SIOCSIFFLAGS"))?;
+        ioctl_ptr(sfd, libc::SIOCSIFFLAGS, (&mut r as *mut IfReq).cast())
+            .map_err(err("SIOCSIFFLAGS"))?;
         Ok(tap)
     }
 
