@@ -12,7 +12,7 @@
 //! reset), at most [`MAX_PENDING_RST`] queued resets, data through one bounce buffer.
 //! Queues: 0 rx, 1 tx, 2 event (never used: no events are sent).
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
@@ -152,6 +152,30 @@ pub fn connect_unix(path: &Path) -> io::Result<UnixStream> {
     Ok(UnixStream::from(owned))
 }
 
+/// read(2) on the socket (std's `UnixStream::read` is `recvfrom`, which the seccomp
+/// allowlist does not need to grow by).
+fn sock_read(s: &UnixStream, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes; the descriptor is open (owned by `s`).
+    let r = unsafe { libc::read(s.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// write(2) on the socket (std's `UnixStream::write` is `sendto`; SIGPIPE is ignored in
+/// a Rust process, so a closed peer is EPIPE).
+fn sock_write(s: &UnixStream, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes; the descriptor is open (owned by `s`).
+    let r = unsafe { libc::write(s.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
 struct Conn {
     stream: UnixStream,
     token: u32,
@@ -195,7 +219,7 @@ impl Conn {
     fn flush(&mut self) -> io::Result<()> {
         while !self.pending.is_empty() {
             let (a, _) = self.pending.as_slices();
-            match self.stream.write(a) {
+            match sock_write(&self.stream, a) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.pending.drain(..n);
@@ -471,7 +495,7 @@ impl Vsock {
                 if n == 0 {
                     continue;
                 }
-                match conn.stream.read(&mut self.bounce[..n]) {
+                match sock_read(&conn.stream, &mut self.bounce[..n]) {
                     Ok(0) => {
                         conn.host_eof = true;
                         h.op = OP_SHUTDOWN;
@@ -609,6 +633,7 @@ mod tests {
     use super::*;
     use crate::virtio::testutil::{desc, mem, used, F_WRITE, Q};
     use crate::virtio::Faults;
+    use std::io::{Read, Write};
     use std::os::unix::net::UnixListener;
     use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
     use vmm_sys_util::epoll::{Epoll, EpollEvent};
