@@ -886,6 +886,40 @@ mod tests {
     }
 
     #[test]
+    fn vsock_transport_is_judged_like_serial() {
+        let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
+        let mut g = view(None, false);
+        // No challenge, no record: the bench reads them on the agent channel.
+        assert_eq!(
+            judge(10_000, Transport::Vsock, &ok_end, &[], &g, &mem(None)),
+            None
+        );
+        g.exit_after_ready = Some(false);
+        assert_eq!(
+            judge(10_000, Transport::Vsock, &ok_end, &[], &g, &mem(None)),
+            Some(GuestFailure::ExitBeforeReady)
+        );
+        // Under the ports the same view fails (no verified challenge).
+        g.exit_after_ready = Some(true);
+        assert!(matches!(
+            judge(10_000, Transport::Ports, &ok_end, &[], &g, &mem(None)),
+            Some(GuestFailure::NotStrictReady { .. })
+        ));
+        let mut cfg = BootConfig::probe(1, 128, memory::Backing::Anon);
+        cfg.kernel = KernelSource::File("/vmlinux".into());
+        cfg.transport = Transport::Vsock;
+        let e = Error::Config(validate(&cfg).unwrap_err());
+        assert_eq!(e.kind(), "invalid-transport");
+        cfg.virtio.vsock_uds = Some("/run/x/v.sock".into());
+        assert!(validate(&cfg).is_ok());
+        cfg.virtio.vsock_uds = Some("/run/x/".into());
+        assert_eq!(
+            Error::Config(validate(&cfg).unwrap_err()).kind(),
+            "vsock-uds-invalid"
+        );
+    }
+
+    #[test]
     fn serial_transport_conflicts_are_config_errors() {
         let mut cfg = BootConfig::probe(1, 128, memory::Backing::Anon);
         cfg.transport = Transport::Serial;
