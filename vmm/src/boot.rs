@@ -20,9 +20,11 @@ use crate::sandbox::{
     self, Forbidden, Prelude, SandboxError, SandboxReport, SeccompReport, UserDrop,
 };
 use crate::timeline::process_start_ns;
+use crate::virtio::setup::{self as virtio_setup, Backends, VirtioError};
 use crate::vm::{self, VmError};
 use truecold_proto::kinds::{Engine, Observer, Transport};
 use truecold_proto::measure::{now_ns, Mark, Stamps, Taker};
+use truecold_proto::parity::{check_ifname, ParityError};
 use truecold_proto::report::{Accounting, ExitTally, Liveness, MemoryFigures};
 
 /// Invalid configuration.
@@ -34,6 +36,28 @@ pub enum ConfigError {
     Deadline,
     #[error("--transport serial: {0}")]
     Transport(&'static str),
+    #[error("--transport vsock: {0}")]
+    Vsock(&'static str),
+    #[error("--vsock-uds {path}: {why}")]
+    VsockUds { path: String, why: &'static str },
+    #[error("--tap/--net-pair")]
+    Net(#[source] ParityError),
+    #[error("--tap and --net-pair go together")]
+    NetIncomplete,
+}
+
+impl ConfigError {
+    /// Stable kebab-case kind (the CLI's JSON error report).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ConfigError::Limit(e) => e.kind(),
+            ConfigError::Deadline => "invalid-deadline",
+            ConfigError::Transport(_) | ConfigError::Vsock(_) => "invalid-transport",
+            ConfigError::VsockUds { .. } => "vsock-uds-invalid",
+            ConfigError::Net(ParityError::IfName(_)) | ConfigError::NetIncomplete => "invalid-tap",
+            ConfigError::Net(_) => "invalid-net-pair",
+        }
+    }
 }
 
 /// Why a boot failed. Every variant but `Guest` happens before the guest runs.
@@ -62,6 +86,8 @@ pub enum Error {
     Cpu(#[source] CpuError),
     #[error("cannot set up the devices")]
     Devices(#[source] DeviceError),
+    #[error("cannot set up the virtio devices")]
+    Virtio(#[source] VirtioError),
     #[error("cannot run the vCPUs")]
     Run(#[source] RunError),
     #[error("cannot confine the VMM process")]
@@ -80,9 +106,7 @@ impl Error {
     /// (`{"schema":1,"error":{"kind":…,"message":…}}`, see vmm/README.md).
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Config(ConfigError::Limit(e)) => e.kind(),
-            Error::Config(ConfigError::Deadline) => "invalid-deadline",
-            Error::Config(ConfigError::Transport(_)) => "invalid-transport",
+            Error::Config(e) => e.kind(),
             Error::HostCannotBootLinux => "host-cannot-boot-linux",
             Error::Kvm(e) => e.kind(),
             Error::Vm(_) => "vm-create-failed",
@@ -92,6 +116,7 @@ impl Error {
             Error::Cpu(CpuError::Count(e)) => e.kind(),
             Error::Cpu(_) => "vcpu-setup-failed",
             Error::Devices(_) => "device-setup-failed",
+            Error::Virtio(e) => e.kind(),
             Error::Run(_) => "vcpu-run-failed",
             Error::Sandbox(e) => e.kind(),
             Error::Guest { .. } => "guest-failed",
@@ -106,11 +131,7 @@ pub fn validate(cfg: &BootConfig) -> Result<(), ConfigError> {
     if cfg.deadline == Deadline::AfterBootStartMs(0) {
         return Err(ConfigError::Deadline);
     }
-    if cfg.transport == Transport::Vsock {
-        return Err(ConfigError::Transport(
-            "the vsock transport needs the virtio devices, which this VMM does not have yet",
-        ));
-    }
+    validate_virtio(cfg)?;
     if cfg.transport == Transport::Serial {
         if cfg.is_probe() {
             return Err(ConfigError::Transport(
@@ -122,6 +143,62 @@ pub fn validate(cfg: &BootConfig) -> Result<(), ConfigError> {
                 "the serial carries the transport, not a console (drop --console)",
             ));
         }
+    }
+    Ok(())
+}
+
+/// The longest `--vsock-uds`: `<uds>_<port>` must fit a `sun_path` (107 bytes) for any
+/// port (10 digits).
+pub const VSOCK_UDS_MAX: usize = crate::virtio::vsock::SUN_PATH_MAX - 11;
+
+fn validate_virtio(cfg: &BootConfig) -> Result<(), ConfigError> {
+    let v = &cfg.virtio;
+    match (cfg.transport, &v.vsock_uds) {
+        (Transport::Vsock, None) => {
+            return Err(ConfigError::Vsock("--vsock-uds PATH is required"));
+        }
+        (Transport::Vsock, Some(_)) if cfg.is_probe() => {
+            return Err(ConfigError::Vsock(
+                "the probe guests have no vsock transport (boot a Linux kernel)",
+            ));
+        }
+        (Transport::Ports | Transport::Serial, Some(_)) => {
+            return Err(ConfigError::VsockUds {
+                path: v
+                    .vsock_uds
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                why: "only with --transport vsock",
+            });
+        }
+        _ => {}
+    }
+    if let Some(uds) = &v.vsock_uds {
+        use std::os::unix::ffi::OsStrExt;
+        let b = uds.as_os_str().as_bytes();
+        let why = if b.is_empty() {
+            Some("empty")
+        } else if b.len() > VSOCK_UDS_MAX {
+            Some("too long: <path>_<port> must fit a Unix socket address (96 bytes at most)")
+        } else if b.contains(&0) {
+            Some("contains a NUL byte")
+        } else if b.ends_with(b"/") {
+            Some("names a directory")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(ConfigError::VsockUds {
+                path: uds.display().to_string(),
+                why,
+            });
+        }
+    }
+    match (&v.tap, v.net_pair) {
+        (Some(name), Some(_)) => check_ifname(name).map_err(ConfigError::Net)?,
+        (None, None) => {}
+        _ => return Err(ConfigError::NetIncomplete),
     }
     Ok(())
 }
@@ -151,7 +228,7 @@ pub struct Confinement {
 /// [`Mark`] (the one stage table: `truecold_proto::measure`). Confines nothing: the report's
 /// `sandbox` is None (the CLI boots through [`run_confined`]).
 pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
-    run_inner(cfg, None)
+    run_inner(cfg, None, None)
 }
 
 /// [`run`], and once the kernel is loaded, before the vCPUs are created: the seccomp filter
@@ -159,16 +236,26 @@ pub fn run(cfg: &BootConfig) -> Result<BootReport, Error> {
 /// inherit. Installing a filter is irreversible: this is for a process that exits after the
 /// boot (the CLI), never for a process that goes on (a test harness).
 pub fn run_confined(cfg: &BootConfig, c: &Confinement) -> Result<BootReport, Error> {
-    run_inner(cfg, Some(c))
+    run_inner(cfg, Some(c), None)
+}
+
+/// [`run_confined`] with the virtio backends already open (the CLI opens them before it
+/// drops its privileges with `--uid/--gid`: a tap needs CAP_NET_ADMIN).
+pub fn run_confined_with(
+    cfg: &BootConfig,
+    c: &Confinement,
+    backends: Backends,
+) -> Result<BootReport, Error> {
+    run_inner(cfg, Some(c), Some(backends))
 }
 
 /// The sandbox point: what the filter forbids afterwards is done now (the kick handler, the
 /// files read after the run held open), then the filter is installed.
-fn confine_now(c: &Confinement) -> Result<SeccompReport, Error> {
+fn confine_now(c: &Confinement, needs: sandbox::DeviceNeeds) -> Result<SeccompReport, Error> {
     run::prepare().map_err(Error::Run)?;
     crate::host::hold_files();
     sandbox::settle_allocator();
-    let list = sandbox::allowlist(std::process::id());
+    let list = sandbox::allowlist_for(std::process::id(), needs);
     let installed = if c.seccomp {
         let f = sandbox::filters(&list).map_err(Error::Sandbox)?;
         sandbox::install_violation_handler(&list).map_err(Error::Sandbox)?;
@@ -185,7 +272,11 @@ fn confine_now(c: &Confinement) -> Result<SeccompReport, Error> {
     })
 }
 
-fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootReport, Error> {
+fn run_inner(
+    cfg: &BootConfig,
+    confine: Option<&Confinement>,
+    backends: Option<Backends>,
+) -> Result<BootReport, Error> {
     validate(cfg).map_err(Error::Config)?;
     if let KernelSource::File(path) = &cfg.kernel {
         loader::check_kernel(path).map_err(Error::Loader)?;
@@ -226,6 +317,11 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
     acct.take(Mark::MemoryReady, host::counters(no_exits));
     crate::fault::at(Mark::MemoryReady);
 
+    let extra = format!(
+        "{} {}",
+        boot_params::virtio_args(&cfg.virtio, cfg.transport),
+        cfg.cmdline_extra
+    );
     let cmdline = boot_params::cmdline(
         match (cfg.transport, cfg.console) {
             (Transport::Serial, _) => boot_params::SerialUse::Transport(Engine::Truecold),
@@ -233,7 +329,7 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
             (Transport::Ports | Transport::Vsock, false) => boot_params::SerialUse::Off,
         },
         ram.total(),
-        &cfg.cmdline_extra,
+        &extra,
     )
     .map_err(|e| Error::Loader(LoaderError::Params(e)))?;
     let loaded = loader::load(&ram, &cfg.kernel, cfg.initramfs.as_deref(), &cmdline)
@@ -244,12 +340,21 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
             GuestAddress(mptable::MPTABLE_ADDR),
         )
         .map_err(Error::MpTable)?;
+    // The parity contract's virtio devices (none by default): backends opened (unless the
+    // CLI opened them before its privilege drop), irqfds and ioeventfds registered — all
+    // before the seccomp filter. Part of the kernel_loaded stage.
+    let backends = match backends {
+        Some(b) => b,
+        None => Backends::open(&cfg.virtio).map_err(Error::Virtio)?,
+    };
+    let virtio = virtio_setup::attach(&vm, &ram.mem, backends).map_err(Error::Virtio)?;
+    let needs = sandbox::DeviceNeeds::of(&cfg.virtio);
     st.kernel_loaded = Some(now_ns());
     acct.take(Mark::KernelLoaded, host::counters(no_exits));
     crate::fault::at(Mark::KernelLoaded);
 
     let mut seccomp = match confine {
-        Some(c) => Some(confine_now(c)?),
+        Some(c) => Some(confine_now(c, needs)?),
         None => None,
     };
     if seccomp.as_ref().is_some_and(|s| s.installed) {
@@ -269,9 +374,20 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
         (Transport::Ports | Transport::Vsock, true) => Box::new(std::io::stderr()),
         (Transport::Ports | Transport::Vsock, false) => Box::new(std::io::sink()),
     };
-    let bus = Mutex::new(
-        Bus::new(&vm, cfg.is_probe(), cfg.transport, serial_out).map_err(Error::Devices)?,
-    );
+    let mut bus =
+        Bus::new(&vm, cfg.is_probe(), cfg.transport, serial_out).map_err(Error::Devices)?;
+    // The device thread starts before the vCPUs and is stopped after the run.
+    let device_thread = match virtio {
+        Some(v) => {
+            bus.set_virtio(v.windows());
+            Some(
+                v.start()
+                    .map_err(|e| Error::Virtio(VirtioError::Thread(e)))?,
+            )
+        }
+        None => None,
+    };
+    let bus = Mutex::new(bus);
     let (out, serial_input) = match cfg.transport {
         Transport::Ports | Transport::Vsock => (run::run(vcpus, &bus, deadline_at), None),
         Transport::Serial => {
@@ -281,6 +397,11 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
             (out, Some(input))
         }
     };
+    if let Some(t) = device_thread {
+        if !t.stop() {
+            eprintln!("truecold-vmm: the virtio device thread panicked");
+        }
+    }
     let out = out.map_err(Error::Run)?;
     st.first_run = out.first_run;
     st.exit = Some(out.exit);
@@ -293,8 +414,9 @@ fn run_inner(cfg: &BootConfig, confine: Option<&Confinement>) -> Result<BootRepo
     // Under the serial transport strict_ready and record are the bench's (it reads them on
     // the serial); the bus never takes them then.
     let observer = match cfg.transport {
-        Transport::Ports | Transport::Vsock => Observer::VmExit,
-        Transport::Serial => Observer::Serial,
+        Transport::Ports => Observer::VmExit,
+        // Under vsock the bench reads the agent channel: strict_ready and record are its.
+        Transport::Serial | Transport::Vsock => Observer::Serial,
     };
     for m in Mark::ALL
         .into_iter()
@@ -486,7 +608,7 @@ fn judge(
             vcpus: g.vcpus_not_started.clone(),
         });
     }
-    if transport == Transport::Serial {
+    if matches!(transport, Transport::Serial | Transport::Vsock) {
         // The bench judges liveness, the record and the memory on the serial; the VMM
         // judges what it sees: the exit after the Ready doorbell, and no protocol error.
         if g.exit_after_ready != Some(true) {
@@ -761,6 +883,40 @@ mod tests {
             ),
             Some(GuestFailure::ExitCode { code: 41, .. })
         ));
+    }
+
+    #[test]
+    fn vsock_transport_is_judged_like_serial() {
+        let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
+        let mut g = view(None, false);
+        // No challenge, no record: the bench reads them on the agent channel.
+        assert_eq!(
+            judge(10_000, Transport::Vsock, &ok_end, &[], &g, &mem(None)),
+            None
+        );
+        g.exit_after_ready = Some(false);
+        assert_eq!(
+            judge(10_000, Transport::Vsock, &ok_end, &[], &g, &mem(None)),
+            Some(GuestFailure::ExitBeforeReady)
+        );
+        // Under the ports the same view fails (no verified challenge).
+        g.exit_after_ready = Some(true);
+        assert!(matches!(
+            judge(10_000, Transport::Ports, &ok_end, &[], &g, &mem(None)),
+            Some(GuestFailure::NotStrictReady { .. })
+        ));
+        let mut cfg = BootConfig::probe(1, 128, memory::Backing::Anon);
+        cfg.kernel = KernelSource::File("/vmlinux".into());
+        cfg.transport = Transport::Vsock;
+        let e = Error::Config(validate(&cfg).unwrap_err());
+        assert_eq!(e.kind(), "invalid-transport");
+        cfg.virtio.vsock_uds = Some("/run/x/v.sock".into());
+        assert!(validate(&cfg).is_ok());
+        cfg.virtio.vsock_uds = Some("/run/x/".into());
+        assert_eq!(
+            Error::Config(validate(&cfg).unwrap_err()).kind(),
+            "vsock-uds-invalid"
+        );
     }
 
     #[test]

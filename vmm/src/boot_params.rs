@@ -176,6 +176,34 @@ pub fn cmdline(serial: SerialUse, mem_bytes: u64, extra: &str) -> Result<String,
     Ok(s)
 }
 
+/// The parity contract's command line additions (pure): one
+/// `virtio_mmio.device=4K@0x<base>:<irq>` per device in [`VirtioConfig::device_names`]
+/// order, then `truecold.net=eth0,<guest>/30` with a network pair, `truecold.workspace=1`
+/// with a workspace, `truecold.transport=vsock` under that transport. Empty without them.
+pub fn virtio_args(
+    cfg: &crate::config::VirtioConfig,
+    transport: truecold_proto::kinds::Transport,
+) -> String {
+    use truecold_proto::cmdline;
+    let mut v: Vec<String> = (0..cfg.device_names().len())
+        .map(crate::virtio::cmdline_entry)
+        .collect();
+    if let (Some(_), Some(p)) = (&cfg.tap, cfg.net_pair) {
+        v.push(format!("{}={}", cmdline::NET, p.guest_net_value()));
+    }
+    if cfg.workspace.is_some() {
+        v.push(format!("{}=1", cmdline::WORKSPACE));
+    }
+    if transport == truecold_proto::kinds::Transport::Vsock {
+        v.push(format!(
+            "{}={}",
+            cmdline::TRANSPORT,
+            truecold_proto::kinds::Transport::Vsock.as_str()
+        ));
+    }
+    v.join(" ")
+}
+
 /// `hvm_start_info` v1 (56 bytes, pure).
 pub fn pvh_start_info(
     cmdline_addr: u64,
@@ -589,5 +617,41 @@ mod tests {
         assert_eq!(pt[2].0, PD_ADDR);
         assert_eq!(pt[2].1.len(), 4096);
         assert_eq!(u64_at(&pt[2].1, 8 * 511), (511 << 21) | 0x83);
+    }
+
+    #[test]
+    fn virtio_args_per_device() {
+        use crate::config::VirtioConfig;
+        use truecold_proto::kinds::Transport;
+        use truecold_proto::parity::NetPair;
+        assert_eq!(virtio_args(&VirtioConfig::default(), Transport::Ports), "");
+        let all = VirtioConfig {
+            workspace: Some("/w.img".into()),
+            tap: Some("tc0".into()),
+            net_pair: Some(NetPair::for_slot(0).unwrap()),
+            vsock_uds: Some("/run/v.sock".into()),
+        };
+        assert_eq!(
+            virtio_args(&all, Transport::Vsock),
+            "virtio_mmio.device=4K@0xd0000000:5 virtio_mmio.device=4K@0xd0001000:6 \
+             virtio_mmio.device=4K@0xd0002000:7 truecold.net=eth0,10.200.0.2/30 \
+             truecold.workspace=1 truecold.transport=vsock"
+        );
+        let vsock_only = VirtioConfig {
+            vsock_uds: Some("/run/v.sock".into()),
+            ..VirtioConfig::default()
+        };
+        assert_eq!(
+            virtio_args(&vsock_only, Transport::Vsock),
+            "virtio_mmio.device=4K@0xd0000000:5 truecold.transport=vsock"
+        );
+        // The whole line stays valid with everything on it.
+        let line = cmdline(
+            SerialUse::Off,
+            128 << 20,
+            &virtio_args(&all, Transport::Vsock),
+        )
+        .unwrap();
+        assert!(line.ends_with("truecold.transport=vsock"), "{line}");
     }
 }

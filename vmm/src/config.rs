@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Transport;
+use truecold_proto::parity::NetPair;
 
 use crate::host::HostKind;
 use crate::loader::KernelSource;
@@ -31,6 +32,69 @@ pub struct BootConfig {
     /// The host kind, given by the caller (the bench passes the kind it detected once per
     /// campaign): the VMM then does not detect it.
     pub host_kind: Option<HostKind>,
+    /// The parity contract's virtio devices (none by default; left out of the JSON when
+    /// none, so reports without them keep their bytes).
+    #[serde(default, skip_serializing_if = "VirtioConfig::is_empty")]
+    pub virtio: VirtioConfig,
+}
+
+/// The virtio devices asked for (`--workspace`, `--tap`/`--net-pair`, `--vsock-uds`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VirtioConfig {
+    /// virtio-blk over this image, opened read-write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// virtio-net over a new tap of this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tap: Option<String>,
+    /// The tap's host address and the guest's (`<host>,<guest>`, one /30).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "net_pair_text"
+    )]
+    pub net_pair: Option<NetPair>,
+    /// virtio-vsock, hybrid: a guest connection to port P goes to `<vsock_uds>_<P>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vsock_uds: Option<PathBuf>,
+}
+
+impl VirtioConfig {
+    pub fn is_empty(&self) -> bool {
+        self == &VirtioConfig::default()
+    }
+
+    /// The devices, in MMIO-window order: blk (the workspace: the guest's first disk),
+    /// net, vsock — each only when asked for.
+    pub fn device_names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.workspace.is_some() {
+            v.push("blk");
+        }
+        if self.tap.is_some() {
+            v.push("net");
+        }
+        if self.vsock_uds.is_some() {
+            v.push("vsock");
+        }
+        v
+    }
+}
+
+/// `Option<NetPair>` as its text `<host>,<guest>`.
+mod net_pair_text {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use truecold_proto::parity::NetPair;
+
+    pub fn serialize<S: Serializer>(v: &Option<NetPair>, s: S) -> Result<S::Ok, S::Error> {
+        v.map(|p| p.to_string()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NetPair>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|t| NetPair::parse(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 /// When the VMM gives up on a guest that has not finished: its run ends as `deadline`.
@@ -83,6 +147,7 @@ impl BootConfig {
             request_ns: None,
             force: false,
             host_kind: None,
+            virtio: VirtioConfig::default(),
         }
     }
 
@@ -118,5 +183,26 @@ mod tests {
         let json = serde_json::to_string(&a).unwrap();
         assert_eq!(json, r#"{"at-ns":2500000001}"#);
         assert_eq!(serde_json::from_str::<Deadline>(&json).unwrap(), a);
+    }
+
+    #[test]
+    fn virtio_config_round_trips_and_is_absent_when_empty() {
+        let mut cfg = BootConfig::probe(1, 128, Backing::Anon);
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert!(!json.contains("virtio"), "{json}");
+        cfg.virtio = VirtioConfig {
+            workspace: Some("/w.img".into()),
+            tap: Some("tc0".into()),
+            net_pair: Some(NetPair::for_slot(1).unwrap()),
+            vsock_uds: Some("/run/v.sock".into()),
+        };
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert!(
+            json.contains(r#""net_pair":"10.200.0.5,10.200.0.6""#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<BootConfig>(&json).unwrap(), cfg);
+        let bad = json.replace("10.200.0.6", "10.200.0.9");
+        assert!(serde_json::from_str::<BootConfig>(&bad).is_err());
     }
 }

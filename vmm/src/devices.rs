@@ -230,6 +230,8 @@ pub struct Bus {
     pub last_phase: Option<u8>,
     /// Whether the Ready doorbell had rung when the guest first wrote the exit port.
     pub exit_after_ready: Option<bool>,
+    /// The virtio devices' MMIO windows (none without the parity devices).
+    virtio: crate::virtio::thread::MmioWindows,
 }
 
 impl Bus {
@@ -271,12 +273,25 @@ impl Bus {
             protocol_errors: Vec::new(),
             last_phase: None,
             exit_after_ready: None,
+            virtio: Default::default(),
         })
     }
 
     /// The transport the guest uses.
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+
+    /// Routes the virtio devices' MMIO windows to their transports.
+    pub fn set_virtio(&mut self, w: crate::virtio::thread::MmioWindows) {
+        self.virtio = w;
+    }
+
+    /// Whether the bench, not the VMM, makes the challenge and reads the record (the
+    /// serial and vsock transports): then the challenge and record ports are protocol
+    /// errors.
+    fn bench_observes(&self) -> bool {
+        matches!(self.transport, Transport::Serial | Transport::Vsock)
     }
 
     /// Puts host bytes into the serial's receive FIFO (raising its interrupt); returns how
@@ -412,10 +427,13 @@ impl Bus {
     pub fn io_in(&mut self, _vcpu: usize, port: u16, data: &mut [u8]) -> Action {
         self.exits.io_in += 1;
         match port {
-            PORT_CHALLENGE if self.transport == Transport::Serial => {
+            PORT_CHALLENGE if self.bench_observes() => {
                 self.exits.truecold += 1;
                 data.fill(0);
-                self.protocol_error("challenge port read under the serial transport".into());
+                self.protocol_error(format!(
+                    "challenge port read under the {} transport",
+                    self.transport.as_str()
+                ));
             }
             PORT_CHALLENGE => {
                 self.exits.truecold += 1;
@@ -452,6 +470,24 @@ impl Bus {
             }
         }
         Action::Continue
+    }
+
+    /// An MMIO read: a virtio window's register, else unclaimed (see [`Bus::mmio`]).
+    pub fn mmio_read(&mut self, addr: u64, data: &mut [u8]) {
+        if self.virtio.read(addr, data) {
+            self.exits.mmio_read += 1;
+        } else {
+            self.mmio(addr, Some(data));
+        }
+    }
+
+    /// An MMIO write: a virtio window's register, else unclaimed (see [`Bus::mmio`]).
+    pub fn mmio_write(&mut self, addr: u64, data: &[u8]) {
+        if self.virtio.write(addr, data) {
+            self.exits.mmio_write += 1;
+        } else {
+            self.mmio(addr, None);
+        }
     }
 
     /// An MMIO exit nothing claims: counted, reads return all-ones.
@@ -498,8 +534,8 @@ impl Bus {
                 }
                 self.stamps.ready_doorbell = Some(t);
                 self.sample(Mark::ReadyDoorbell);
-                if self.transport == Transport::Serial {
-                    // The bench makes the nonce and sends it over the serial.
+                if self.bench_observes() {
+                    // The bench makes the nonce and sends it (serial, vsock).
                     return Ok(Action::Continue);
                 }
                 let n = fresh_nonce()?;
@@ -513,10 +549,13 @@ impl Bus {
     }
 
     fn record_bytes(&mut self, data: &[u8], t: u64) {
-        if self.transport == Transport::Serial {
+        if self.bench_observes() {
             // Each line (or overlong fragment) on the record port is one error.
             for _ in self.assembler.push(data) {
-                self.protocol_error("a line on the record port under the serial transport".into());
+                self.protocol_error(format!(
+                    "a line on the record port under the {} transport",
+                    self.transport.as_str()
+                ));
             }
             return;
         }

@@ -22,6 +22,7 @@ pub mod report;
 pub mod run;
 pub mod sandbox;
 pub mod timeline;
+pub mod virtio;
 pub mod vm;
 
 pub use boot::{run as boot, Error};

@@ -38,7 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Boot one VM to strict-ready and print the report as one JSON object.
-    Boot(BootArgs),
+    Boot(Box<BootArgs>),
     /// Print the CPUID the guest's vCPUs get (or, with --supported, what this host's KVM
     /// supports), one entry per line in the format of vmm/tests/data/cpuid/.
     Cpuid(CpuidArgs),
@@ -119,10 +119,29 @@ struct BootArgs {
     #[arg(long)]
     console: bool,
     /// How the guest talks to the VMM: `ports` (truecold's I/O ports, the VMM makes the
-    /// challenge) or `serial` (TC1 lines on the 8250, which is then this process's stdin and
-    /// stdout; a Linux guest only).
+    /// challenge), `serial` (TC1 lines on the 8250, which is then this process's stdin and
+    /// stdout; a Linux guest only) or `vsock` (TC1 lines on a virtio-vsock stream to
+    /// `<--vsock-uds>_1024`, where the bench listens; a Linux guest only).
     #[arg(long, default_value = "ports", value_parser = parse_transport)]
     transport: Transport,
+    /// virtio-vsock, hybrid (Firecracker's convention): a guest connection to host port P
+    /// becomes a Unix-socket connection to `<PATH>_<P>` (RST to the guest when nothing
+    /// listens). Required with --transport vsock, refused otherwise.
+    #[arg(long, value_name = "PATH")]
+    vsock_uds: Option<PathBuf>,
+    /// virtio-net over a new tap NAME (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR), given the host
+    /// address of --net-pair /30 and brought up; gone when the VMM exits. Needs
+    /// CAP_NET_ADMIN. With --net-pair.
+    #[arg(long, value_name = "NAME")]
+    tap: Option<String>,
+    /// The tap's network pair `<host ipv4>,<guest ipv4>` (one /30); the guest gets
+    /// `truecold.net=eth0,<guest>/30`. With --tap.
+    #[arg(long, value_name = "HOST,GUEST")]
+    net_pair: Option<String>,
+    /// virtio-blk over IMAGE, opened read-write (the guest's /dev/vda; the guest gets
+    /// `truecold.workspace=1`).
+    #[arg(long, value_name = "IMAGE")]
+    workspace: Option<PathBuf>,
     /// Write the JSON report (or error report) to this file instead of stdout. Required with
     /// --transport serial, whose stdout is the guest's serial output.
     #[arg(long, required_if_eq("transport", "serial"))]
@@ -175,6 +194,12 @@ impl BootArgs {
             (Some(at), _) => Deadline::AtNs(at),
             (None, ms) => Deadline::AfterBootStartMs(ms.unwrap_or(10_000)),
         };
+        let net_pair = self
+            .net_pair
+            .as_deref()
+            .map(truecold_proto::parity::NetPair::parse)
+            .transpose()
+            .map_err(ConfigError::Net)?;
         let cfg = BootConfig {
             kernel,
             initramfs: self.initramfs,
@@ -188,6 +213,12 @@ impl BootArgs {
             request_ns: self.request_ns,
             force: self.force,
             host_kind: self.host_kind,
+            virtio: truecold_vmm::config::VirtioConfig {
+                workspace: self.workspace,
+                tap: self.tap,
+                net_pair,
+                vsock_uds: self.vsock_uds,
+            },
         };
         validate(&cfg)?;
         Ok(cfg)
@@ -195,7 +226,7 @@ impl BootArgs {
 }
 
 fn parse_transport(s: &str) -> Result<Transport, String> {
-    Transport::parse(s).ok_or_else(|| format!("`{s}` is not a transport (ports, serial)"))
+    Transport::parse(s).ok_or_else(|| format!("`{s}` is not a transport (ports, serial, vsock)"))
 }
 
 /// Prints `r` as one JSON line on stdout.
@@ -281,7 +312,7 @@ fn main() -> ExitCode {
         }
     };
     let args = match cli.cmd {
-        Cmd::Boot(args) => args,
+        Cmd::Boot(args) => *args,
         Cmd::Cpuid(args) => {
             return match cpuid(&args) {
                 Ok(text) => {
@@ -319,6 +350,17 @@ fn main() -> ExitCode {
         Ok(cfg) => cfg,
         Err(e) => return fail(Error::Config(e), &mut sink),
     };
+    // Before a privilege drop, the virtio backends that need one (a tap: CAP_NET_ADMIN)
+    // or a path the dropped user may not reach (the workspace image) are opened now;
+    // without a drop the boot opens them itself, inside its kernel_loaded stage.
+    let backends = if uid.is_some() {
+        match truecold_vmm::virtio::setup::Backends::open(&cfg.virtio) {
+            Ok(b) => Some(b),
+            Err(e) => return fail(Error::Virtio(e), &mut sink),
+        }
+    } else {
+        None
+    };
     let user = match (uid, gid) {
         (Some(uid), Some(gid)) => {
             match sandbox::drop_privileges(uid, gid, std::path::Path::new("/dev/kvm")) {
@@ -334,7 +376,11 @@ fn main() -> ExitCode {
         seccomp,
         selftest,
     };
-    match truecold_vmm::boot::run_confined(&cfg, &confinement) {
+    let result = match backends {
+        Some(b) => truecold_vmm::boot::run_confined_with(&cfg, &confinement, b),
+        None => truecold_vmm::boot::run_confined(&cfg, &confinement),
+    };
+    match result {
         Ok(report) if emit_json(&report, &mut sink) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(e @ Error::Guest { .. }) => {

@@ -128,11 +128,11 @@ fn handle(i: usize, exit: VcpuExit<'_>, bus: &Mutex<Bus>, t: u64) -> Result<Acti
         VcpuExit::IoOut(port, data) => lock(bus).io_out(i, port, data, t).map_err(dev),
         VcpuExit::IoIn(port, data) => Ok(lock(bus).io_in(i, port, data)),
         VcpuExit::MmioRead(addr, data) => {
-            lock(bus).mmio(addr, Some(data));
+            lock(bus).mmio_read(addr, data);
             Ok(Action::Continue)
         }
-        VcpuExit::MmioWrite(addr, _) => {
-            lock(bus).mmio(addr, None);
+        VcpuExit::MmioWrite(addr, data) => {
+            lock(bus).mmio_write(addr, data);
             Ok(Action::Continue)
         }
         VcpuExit::Hlt => {

@@ -440,6 +440,92 @@ pub fn kvm_ioctls() -> Vec<(&'static str, u32)> {
     ]
 }
 
+/// What the virtio devices' thread needs beyond the base allowlist (nothing without them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceNeeds {
+    /// A device thread runs (any virtio device): epoll.
+    pub thread: bool,
+    /// virtio-blk: pwrite64 and fdatasync on the workspace image.
+    pub blk: bool,
+    /// virtio-vsock: AF_UNIX socket + connect to `<uds>_<port>`, shutdown.
+    pub vsock: bool,
+}
+
+impl DeviceNeeds {
+    /// The needs of the devices `cfg` asks for.
+    pub fn of(cfg: &crate::config::VirtioConfig) -> Self {
+        DeviceNeeds {
+            thread: !cfg.is_empty(),
+            blk: cfg.workspace.is_some(),
+            vsock: cfg.vsock_uds.is_some(),
+        }
+    }
+
+    /// Every device.
+    pub fn all() -> Self {
+        DeviceNeeds {
+            thread: true,
+            blk: true,
+            vsock: true,
+        }
+    }
+}
+
+/// [`allowlist`] plus what the virtio device thread makes at run time (`needs`). The tap,
+/// the image and the KVM registrations are all done before the filter; the net device only
+/// reads and writes its tap (already allowed).
+pub fn allowlist_for(pid: u32, needs: DeviceNeeds) -> Vec<Allowed> {
+    use libc::*;
+    let mut list = allowlist(pid);
+    if needs.thread {
+        list.push(any(
+            "epoll_wait",
+            SYS_epoll_wait,
+            "the virtio device thread waiting on its queues and backends",
+        ));
+        list.push(any(
+            "epoll_pwait",
+            SYS_epoll_pwait,
+            "epoll_wait, where the C library implements it with epoll_pwait",
+        ));
+        list.push(any(
+            "epoll_ctl",
+            SYS_epoll_ctl,
+            "the vsock device adding and removing a connection's socket",
+        ));
+    }
+    if needs.blk {
+        list.push(any(
+            "pwrite64",
+            SYS_pwrite64,
+            "virtio-blk writes to the workspace image",
+        ));
+        list.push(any("fdatasync", SYS_fdatasync, "virtio-blk FLUSH"));
+    }
+    if needs.vsock {
+        list.push(only(
+            "socket",
+            SYS_socket,
+            vec![vec![Arg::Eq {
+                index: 0,
+                value: AF_UNIX as u32,
+            }]],
+            "virtio-vsock connecting a guest connection to <uds>_<port>; AF_UNIX only",
+        ));
+        list.push(any(
+            "connect",
+            SYS_connect,
+            "virtio-vsock connecting its AF_UNIX socket to <uds>_<port>",
+        ));
+        list.push(any(
+            "shutdown",
+            SYS_shutdown,
+            "virtio-vsock passing the guest's SHUTDOWN to the Unix socket",
+        ));
+    }
+    list
+}
+
 /// The allowlist: every syscall the VMM makes from the filter's installation (after the
 /// kernel is loaded) to its exit, with the arguments it makes it with where they can be
 /// checked (docs/security.md has the table). `clone3` is not in it: it fails with ENOSYS
@@ -904,6 +990,46 @@ mod tests {
         assert!(!f.allow.is_empty() && !f.enosys.is_empty());
         // Deterministic: the same list, the same program.
         assert_eq!(filters(&list).unwrap(), f);
+        assert_eq!(allowlist_for(0, DeviceNeeds::default()), allowlist(0));
+    }
+
+    #[test]
+    fn device_allowlist_grows_by_the_device_thread_only() {
+        let list = allowlist_for(std::process::id(), DeviceNeeds::all());
+        let mut nrs: Vec<i64> = list.iter().map(|a| a.nr).collect();
+        nrs.sort_unstable();
+        nrs.dedup();
+        assert_eq!(nrs.len(), list.len(), "a syscall listed twice");
+        let f = filters(&list).unwrap();
+        assert_eq!(f.allowed, 43);
+        for forbidden in [
+            libc::SYS_open,
+            libc::SYS_openat,
+            libc::SYS_execve,
+            libc::SYS_fork,
+            libc::SYS_ptrace,
+            libc::SYS_bind,
+            libc::SYS_listen,
+            libc::SYS_accept4,
+        ] {
+            assert!(!nrs.contains(&forbidden), "{forbidden} allowed");
+        }
+        // socket: AF_UNIX only.
+        let socket = list.iter().find(|a| a.name == "socket").unwrap();
+        assert_eq!(
+            socket.rules,
+            vec![vec![Arg::Eq {
+                index: 0,
+                value: libc::AF_UNIX as u32
+            }]]
+        );
+        // Only blk: 35 + epoll (3) + blk (2).
+        let blk = DeviceNeeds {
+            thread: true,
+            blk: true,
+            vsock: false,
+        };
+        assert_eq!(allowlist_for(0, blk).len(), 40);
     }
 
     #[test]

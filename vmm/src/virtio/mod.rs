@@ -1,0 +1,542 @@
+//! virtio over MMIO (virtio 1.x, the "version 2" register file): the transport
+//! ([`mmio::MmioTransport`]), three devices ([`blk`], [`net`], [`vsock`]) and the one
+//! device thread ([`thread`]) that serves their queues and backends.
+//!
+//! Layout (the parity contract, docs in vmm/README.md): device `i` gets the 4 KiB window
+//! [`window_base`]`(i)` = `0xd000_0000 + i * 0x1000` and the ISA IRQ [`DEVICE_IRQS`]`[i]`
+//! (5, 6, 7: edge-triggered IOAPIC pins, driven through an irqfd); each queue's notify
+//! register (`base + 0x50`) is an ioeventfd with datamatch = the queue index.
+//!
+//! Everything the guest puts in a queue is untrusted: a descriptor chain is walked at most
+//! queue-size descriptors deep (virtio-queue's TTL), every buffer is range-checked against
+//! guest memory before use ([`Chain::parse`]), and no length the guest gives sizes an
+//! allocation (the devices copy through fixed bounce buffers). A malformed chain is returned
+//! to the guest (used length 0 or an error status) and counted in [`Faults`]; it never
+//! panics the VMM.
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::{Deserialize, Serialize};
+use virtio_queue::{DescriptorChain, Queue, QueueOwnedT, QueueT};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryMmap, Permissions};
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+use vmm_sys_util::eventfd::EventFd;
+
+pub mod blk;
+#[cfg(test)]
+mod hostile;
+pub mod mmio;
+pub mod net;
+pub mod setup;
+pub mod thread;
+pub mod vsock;
+
+/// Base of the first device's MMIO window.
+pub const MMIO_BASE: u64 = 0xd000_0000;
+/// Size of one device's MMIO window.
+pub const MMIO_SIZE: u64 = 0x1000;
+/// The IRQs of devices 0, 1, 2 (ISA IRQs routed identity to IOAPIC pins by the MP table).
+pub const DEVICE_IRQS: [u32; 3] = [5, 6, 7];
+/// Offset of the QueueNotify register in a window.
+pub const QUEUE_NOTIFY: u64 = 0x50;
+
+/// Device `i`'s MMIO window base.
+pub const fn window_base(i: usize) -> u64 {
+    MMIO_BASE + (i as u64) * MMIO_SIZE
+}
+
+/// The guest command line entry for device `i`: `virtio_mmio.device=4K@0x<base>:<irq>`
+/// (pure; the format of Linux's `drivers/virtio/virtio_mmio.c` and linux-loader).
+pub fn cmdline_entry(i: usize) -> String {
+    format!(
+        "virtio_mmio.device=4K@{:#x}:{}",
+        window_base(i),
+        DEVICE_IRQS[i % DEVICE_IRQS.len()]
+    )
+}
+
+/// Interrupt status bit: a used buffer was added.
+pub const INT_VRING: u32 = 1;
+/// Interrupt status bit: the configuration changed.
+pub const INT_CONFIG: u32 = 2;
+
+/// A device's interrupt line: the InterruptStatus bits and the irqfd that raises the IRQ.
+#[derive(Debug)]
+pub struct Interrupt {
+    status: AtomicU32,
+    evt: EventFd,
+}
+
+impl Interrupt {
+    pub fn new(evt: EventFd) -> Self {
+        Interrupt {
+            status: AtomicU32::new(0),
+            evt,
+        }
+    }
+
+    /// Sets `bits` in InterruptStatus and raises the line.
+    pub fn raise(&self, bits: u32) -> io::Result<()> {
+        self.status.fetch_or(bits, Ordering::SeqCst);
+        self.evt.write(1)
+    }
+
+    /// The InterruptStatus register.
+    pub fn status(&self) -> u32 {
+        self.status.load(Ordering::SeqCst)
+    }
+
+    /// InterruptACK: clears `bits`.
+    pub fn ack(&self, bits: u32) {
+        self.status.fetch_and(!bits, Ordering::SeqCst);
+    }
+
+    /// The eventfd (registered as an irqfd by the boot; read by tests).
+    pub fn eventfd(&self) -> &EventFd {
+        &self.evt
+    }
+}
+
+/// What the device thread delivers to a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The guest notified queue `n`.
+    Queue(u16),
+    /// A backend descriptor the device registered under `token` is ready (`events`: epoll bits).
+    Backend { token: u32, events: u32 },
+}
+
+/// Backend tokens start here (below: queue indexes).
+pub const BACKEND_TOKEN_BASE: u32 = 0x100;
+
+/// Registration of a device's backend descriptors in the device thread's epoll.
+pub struct Poll<'a> {
+    epoll: &'a Epoll,
+    dev: u32,
+}
+
+impl<'a> Poll<'a> {
+    pub fn new(epoll: &'a Epoll, dev: u32) -> Self {
+        Poll { epoll, dev }
+    }
+
+    /// The epoll data word for (`dev`, `sub`).
+    pub fn token(dev: u32, sub: u32) -> u64 {
+        (u64::from(dev) << 32) | u64::from(sub)
+    }
+
+    /// Splits an epoll data word into (`dev`, `sub`).
+    pub fn split(data: u64) -> (u32, u32) {
+        ((data >> 32) as u32, data as u32)
+    }
+
+    pub fn add(&self, fd: RawFd, sub: u32, events: EventSet) -> io::Result<()> {
+        self.epoll.ctl(
+            ControlOperation::Add,
+            fd,
+            EpollEvent::new(events, Self::token(self.dev, sub)),
+        )
+    }
+
+    pub fn modify(&self, fd: RawFd, sub: u32, events: EventSet) -> io::Result<()> {
+        self.epoll.ctl(
+            ControlOperation::Modify,
+            fd,
+            EpollEvent::new(events, Self::token(self.dev, sub)),
+        )
+    }
+
+    pub fn remove(&self, fd: RawFd) -> io::Result<()> {
+        self.epoll
+            .ctl(ControlOperation::Delete, fd, EpollEvent::default())
+    }
+}
+
+/// Why a descriptor chain was refused (each counted in [`Faults`] by its kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    #[error("a descriptor's buffer is outside guest memory")]
+    OutOfRange,
+    #[error("the chain's buffers add up to more than the device accepts")]
+    TooLong,
+    #[error("a device-readable descriptor follows a device-writable one")]
+    WrongOrder,
+    #[error("the request header is short")]
+    ShortHeader,
+    #[error("no device-writable byte for the status")]
+    NoStatus,
+    #[error("a buffer has the wrong direction for the request")]
+    WrongDirection,
+    #[error("the used ring cannot be written")]
+    UsedRing,
+    #[error("the chain's head index is out of the queue")]
+    BadHead,
+    #[error("the request is not understood")]
+    Unsupported,
+}
+
+impl ChainError {
+    /// Stable kebab-case kind (the counters' keys).
+    pub fn kind(self) -> &'static str {
+        match self {
+            ChainError::OutOfRange => "out-of-range",
+            ChainError::TooLong => "too-long",
+            ChainError::WrongOrder => "wrong-order",
+            ChainError::ShortHeader => "short-header",
+            ChainError::NoStatus => "no-status",
+            ChainError::WrongDirection => "wrong-direction",
+            ChainError::UsedRing => "used-ring",
+            ChainError::BadHead => "bad-head",
+            ChainError::Unsupported => "unsupported",
+        }
+    }
+}
+
+/// Refused chains and backend errors, by kind (bounded: the keys are a fixed set).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Faults {
+    pub chains_ok: u64,
+    pub refused: BTreeMap<String, u64>,
+}
+
+impl Faults {
+    pub fn refuse(&mut self, e: ChainError) {
+        *self.refused.entry(e.kind().to_string()).or_insert(0) += 1;
+    }
+
+    pub fn count(&self, kind: &str) -> u64 {
+        self.refused.get(kind).copied().unwrap_or(0)
+    }
+
+    pub fn total_refused(&self) -> u64 {
+        self.refused.values().sum()
+    }
+}
+
+/// One descriptor, checked against guest memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Buf {
+    pub addr: GuestAddress,
+    pub len: u32,
+}
+
+/// A descriptor chain, walked once and checked: its device-readable buffers (first) and
+/// its device-writable buffers (after), every one inside guest memory.
+#[derive(Clone, Debug, Default)]
+pub struct Chain {
+    pub head: u16,
+    pub readable: Vec<Buf>,
+    pub writable: Vec<Buf>,
+}
+
+impl Chain {
+    /// Walks `chain` (at most queue-size descriptors: virtio-queue's TTL ends a loop),
+    /// checking each buffer against `mem` and the order (readable before writable); the
+    /// readable and writable totals are each at most `max_len` bytes.
+    pub fn parse<M: GuestMemory>(
+        chain: DescriptorChain<&M>,
+        mem: &M,
+        max_len: u64,
+    ) -> Result<Chain, (u16, ChainError)> {
+        let head = chain.head_index();
+        let mut c = Chain {
+            head,
+            ..Chain::default()
+        };
+        let (mut rlen, mut wlen) = (0u64, 0u64);
+        for d in chain {
+            let buf = Buf {
+                addr: d.addr(),
+                len: d.len(),
+            };
+            let perm = if d.is_write_only() {
+                Permissions::Write
+            } else {
+                Permissions::Read
+            };
+            if buf.len > 0 && !mem.check_range(buf.addr, buf.len as usize, perm) {
+                return Err((head, ChainError::OutOfRange));
+            }
+            if d.is_write_only() {
+                wlen += u64::from(buf.len);
+                if wlen > max_len {
+                    return Err((head, ChainError::TooLong));
+                }
+                c.writable.push(buf);
+            } else {
+                if !c.writable.is_empty() {
+                    return Err((head, ChainError::WrongOrder));
+                }
+                rlen += u64::from(buf.len);
+                if rlen > max_len {
+                    return Err((head, ChainError::TooLong));
+                }
+                c.readable.push(buf);
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn readable_len(&self) -> u64 {
+        self.readable.iter().map(|b| u64::from(b.len)).sum()
+    }
+
+    pub fn writable_len(&self) -> u64 {
+        self.writable.iter().map(|b| u64::from(b.len)).sum()
+    }
+}
+
+/// Copies from a list of guest buffers, starting at byte `offset` of their concatenation,
+/// into `out`; returns the bytes copied (fewer at the end of the buffers).
+pub fn gather<M: GuestMemory>(
+    mem: &M,
+    bufs: &[Buf],
+    mut offset: u64,
+    out: &mut [u8],
+) -> Result<usize, ChainError> {
+    let mut done = 0;
+    for b in bufs {
+        if done == out.len() {
+            break;
+        }
+        let len = u64::from(b.len);
+        if offset >= len {
+            offset -= len;
+            continue;
+        }
+        let n = ((len - offset) as usize).min(out.len() - done);
+        let addr = b.addr.checked_add(offset).ok_or(ChainError::OutOfRange)?;
+        mem.read_slice(&mut out[done..done + n], addr)
+            .map_err(|_| ChainError::OutOfRange)?;
+        done += n;
+        offset = 0;
+    }
+    Ok(done)
+}
+
+/// Copies `data` into a list of guest buffers at byte `offset` of their concatenation;
+/// returns the bytes copied (fewer at the end of the buffers).
+pub fn scatter<M: GuestMemory>(
+    mem: &M,
+    bufs: &[Buf],
+    mut offset: u64,
+    data: &[u8],
+) -> Result<usize, ChainError> {
+    let mut done = 0;
+    for b in bufs {
+        if done == data.len() {
+            break;
+        }
+        let len = u64::from(b.len);
+        if offset >= len {
+            offset -= len;
+            continue;
+        }
+        let n = ((len - offset) as usize).min(data.len() - done);
+        let addr = b.addr.checked_add(offset).ok_or(ChainError::OutOfRange)?;
+        mem.write_slice(&data[done..done + n], addr)
+            .map_err(|_| ChainError::OutOfRange)?;
+        done += n;
+        offset = 0;
+    }
+    Ok(done)
+}
+
+/// What a device gets for one event: guest memory, its queues, the epoll registration, and
+/// whether a used buffer was added (the transport then raises the interrupt).
+pub struct Ctx<'a> {
+    pub mem: &'a GuestMemoryMmap,
+    pub queues: &'a mut [Queue],
+    pub poll: &'a Poll<'a>,
+    pub faults: &'a mut Faults,
+    notify: bool,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        mem: &'a GuestMemoryMmap,
+        queues: &'a mut [Queue],
+        poll: &'a Poll<'a>,
+        faults: &'a mut Faults,
+    ) -> Self {
+        Ctx {
+            mem,
+            queues,
+            poll,
+            faults,
+            notify: false,
+        }
+    }
+
+    /// The next available chain of queue `q`, parsed; a malformed one is returned to the
+    /// guest (used length 0), counted, and the next one tried.
+    pub fn pop(&mut self, q: usize, max_len: u64) -> Option<Chain> {
+        loop {
+            let queue = self.queues.get_mut(q)?;
+            let chain = queue.pop_descriptor_chain(self.mem)?;
+            match Chain::parse(chain, self.mem, max_len) {
+                Ok(c) => return Some(c),
+                Err((head, e)) => {
+                    self.faults.refuse(e);
+                    self.used(q, head, 0);
+                }
+            }
+        }
+    }
+
+    /// Gives back the chain last popped from queue `q` (nothing was written to it).
+    pub fn unpop(&mut self, q: usize) {
+        if let Some(queue) = self.queues.get_mut(q) {
+            queue.go_to_previous_position();
+        }
+    }
+
+    /// Puts chain `head` of queue `q` in the used ring with `len` bytes written.
+    pub fn used(&mut self, q: usize, head: u16, len: u32) {
+        let Some(queue) = self.queues.get_mut(q) else {
+            return;
+        };
+        match queue.add_used(self.mem, head, len) {
+            Ok(()) => {
+                if queue.needs_notification(self.mem).unwrap_or(true) {
+                    self.notify = true;
+                }
+            }
+            Err(virtio_queue::Error::InvalidDescriptorIndex) => {
+                self.faults.refuse(ChainError::BadHead)
+            }
+            Err(_) => self.faults.refuse(ChainError::UsedRing),
+        }
+    }
+
+    /// Whether a used buffer asks for an interrupt.
+    pub fn needs_interrupt(&self) -> bool {
+        self.notify
+    }
+}
+
+/// A virtio device behind an [`mmio::MmioTransport`].
+pub trait VirtioDevice: Send {
+    /// The virtio device ID (net 1, blk 2, vsock 19).
+    fn device_type(&self) -> u32;
+    /// The features offered (VIRTIO_F_VERSION_1 always among them).
+    fn features(&self) -> u64;
+    /// Each queue's maximum size.
+    fn queue_max_sizes(&self) -> &'static [u16];
+    /// Reads device configuration at `offset` (from 0x100); bytes out of the config read 0.
+    fn read_config(&self, offset: u64, data: &mut [u8]);
+    /// The driver writes device configuration (ignored by default: read-only configs).
+    fn write_config(&mut self, _offset: u64, _data: &[u8]) {}
+    /// The backend descriptors to watch from the start, as (fd, token ≥ BACKEND_TOKEN_BASE,
+    /// events).
+    fn backend_fds(&self) -> Vec<(RawFd, u32, EventSet)> {
+        Vec::new()
+    }
+    /// The driver set DRIVER_OK with these acked features.
+    fn activate(&mut self, _acked: u64) {}
+    /// The driver reset the device: drop every in-flight state.
+    fn reset(&mut self, _poll: &Poll<'_>) {}
+    /// Serves one event (only while activated).
+    fn handle(&mut self, cx: &mut Ctx<'_>, ev: Event);
+}
+
+/// Features every device offers: VIRTIO_F_VERSION_1 (Linux refuses a version-2 device
+/// without it).
+pub const F_VERSION_1: u64 = 1 << virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::*;
+    use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
+    use virtio_queue::mock::MockSplitQueue;
+
+    pub const F_NEXT: u16 = virtio_bindings::virtio_ring::VRING_DESC_F_NEXT as u16;
+    pub const F_WRITE: u16 = virtio_bindings::virtio_ring::VRING_DESC_F_WRITE as u16;
+
+    pub fn mem() -> GuestMemoryMmap {
+        GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x40_0000)]).unwrap()
+    }
+
+    pub fn desc(addr: u64, len: u32, flags: u16) -> RawDescriptor {
+        RawDescriptor::from(SplitDescriptor::new(addr, len, flags, 0))
+    }
+
+    /// A driver-side queue kept across rounds: chains are appended to the descriptor
+    /// table and the available ring; the device side is [`Q::queue`], made once.
+    pub struct Q<'a> {
+        mq: MockSplitQueue<'a, GuestMemoryMmap>,
+        next_desc: u16,
+        pub used_addr: GuestAddress,
+    }
+
+    impl<'a> Q<'a> {
+        pub fn new(mem: &'a GuestMemoryMmap, start: u64, size: u16) -> Self {
+            let mq = MockSplitQueue::create(mem, GuestAddress(start), size);
+            let used_addr = mq.used_addr();
+            Q {
+                mq,
+                next_desc: 0,
+                used_addr,
+            }
+        }
+
+        pub fn queue(&self) -> Queue {
+            self.mq.create_queue().unwrap()
+        }
+
+        /// Appends one chain (NEXT set by position).
+        pub fn push(&mut self, c: &[RawDescriptor]) {
+            let base = self.next_desc;
+            let mut all = Vec::new();
+            for (i, d) in c.iter().enumerate() {
+                let d = SplitDescriptor::from(*d);
+                let last = i + 1 == c.len();
+                let flags = if last {
+                    d.flags() & !F_NEXT
+                } else {
+                    d.flags() | F_NEXT
+                };
+                let next = if last { 0 } else { base + i as u16 + 1 };
+                all.push(RawDescriptor::from(SplitDescriptor::new(
+                    d.addr().0,
+                    d.len(),
+                    flags,
+                    next,
+                )));
+            }
+            self.mq.add_desc_chains(&all, base).unwrap();
+            self.next_desc += c.len() as u16;
+        }
+    }
+
+    /// A mock queue at `start` with `chains`, and its used ring's address.
+    pub fn queue_with(
+        mem: &GuestMemoryMmap,
+        start: u64,
+        size: u16,
+        chains: &[Vec<RawDescriptor>],
+    ) -> (Queue, GuestAddress) {
+        let mut q = Q::new(mem, start, size);
+        for c in chains {
+            q.push(c);
+        }
+        (q.queue(), q.used_addr)
+    }
+
+    /// The used ring's (idx, [(id, len)]).
+    pub fn used(mem: &GuestMemoryMmap, used: GuestAddress, n: usize) -> (u16, Vec<(u32, u32)>) {
+        let idx: u16 = mem.read_obj(used.unchecked_add(2)).unwrap();
+        let elems = (0..n)
+            .map(|i| {
+                let a = used.unchecked_add(4 + 8 * i as u64);
+                (
+                    mem.read_obj::<u32>(a).unwrap(),
+                    mem.read_obj::<u32>(a.unchecked_add(4)).unwrap(),
+                )
+            })
+            .collect();
+        (idx, elems)
+    }
+}

@@ -1,0 +1,507 @@
+//! virtio-net (device ID 1) over a [`Frames`] backend: a [`Tap`] in the VMM (created with
+//! IFF_TAP|IFF_NO_PI|IFF_VNET_HDR, vnet header 12 bytes, no offloads, the host address /30
+//! and IFF_UP; it disappears when its descriptor closes), a socketpair in tests. Features:
+//! VIRTIO_F_VERSION_1 and VIRTIO_NET_F_MAC only (no offloads, no mergeable buffers): each
+//! frame is one 12-byte `virtio_net_hdr_v1` + one Ethernet frame, passed through unchanged.
+//! Queues: 0 rx, 1 tx. Frames are bounded by [`MAX_FRAME`] in two fixed buffers.
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+use vmm_sys_util::epoll::EventSet;
+
+use super::{
+    gather, scatter, ChainError, Ctx, Event, Poll, VirtioDevice, BACKEND_TOKEN_BASE, F_VERSION_1,
+};
+
+pub const DEVICE_ID: u32 = virtio_bindings::virtio_ids::VIRTIO_ID_NET;
+pub const QUEUE_SIZE: u16 = 256;
+pub const RX: usize = 0;
+pub const TX: usize = 1;
+/// The `virtio_net_hdr_v1` length (VERSION_1: num_buffers always present).
+pub const VNET_HDR_LEN: usize = 12;
+/// Largest frame (header included) carried either way.
+pub const MAX_FRAME: usize = VNET_HDR_LEN + 65550;
+const TAP_TOKEN: u32 = BACKEND_TOKEN_BASE;
+
+/// A frame backend: one frame per call (a tap, a SOCK_SEQPACKET/DGRAM socket).
+pub trait Frames: Send {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize>;
+    fn fd(&self) -> RawFd;
+}
+
+impl Frames for std::os::unix::net::UnixDatagram {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        std::os::unix::net::UnixDatagram::recv(self, buf)
+    }
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        std::os::unix::net::UnixDatagram::send(self, buf)
+    }
+    fn fd(&self) -> RawFd {
+        self.as_raw_fd()
+    }
+}
+
+/// Why the tap could not be created (kind `tap-create-failed`).
+#[derive(Debug, thiserror::Error)]
+pub enum TapError {
+    #[error("the interface {0} already exists (a tap must be new: it disappears with the VMM)")]
+    Exists(String),
+    #[error("cannot open /dev/net/tun")]
+    Open(#[source] io::Error),
+    #[error("{op} on tap {name} failed (creating a tap needs CAP_NET_ADMIN)")]
+    Ioctl {
+        op: &'static str,
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The ifreq layout: name, then a 24-byte union (flags, or a sockaddr_in).
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: [u8; 24],
+}
+
+impl IfReq {
+    fn new(name: &str) -> Self {
+        let mut r = IfReq {
+            name: [0; 16],
+            data: [0; 24],
+        };
+        let n = name.len().min(15);
+        r.name[..n].copy_from_slice(&name.as_bytes()[..n]);
+        r
+    }
+
+    fn set_flags(&mut self, flags: i16) {
+        self.data[..2].copy_from_slice(&flags.to_ne_bytes());
+    }
+
+    fn flags(&self) -> i16 {
+        i16::from_ne_bytes([self.data[0], self.data[1]])
+    }
+
+    fn set_inet(&mut self, a: Ipv4Addr) {
+        self.data = [0; 24];
+        self.data[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+        self.data[4..8].copy_from_slice(&a.octets());
+    }
+}
+
+/// A tap device, gone when dropped (no TUNSETPERSIST).
+pub struct Tap {
+    file: File,
+    name: String,
+}
+
+fn ioctl_ptr(fd: RawFd, req: libc::Ioctl, arg: *mut libc::c_void) -> io::Result<()> {
+    // SAFETY: `arg` points at a live structure of the size the request expects (an ifreq
+    // or an int), owned by the caller for the duration of the call.
+    let r = unsafe { libc::ioctl(fd, req, arg) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+impl Tap {
+    /// Creates tap `name` with address `host`/`prefix`, up. Needs CAP_NET_ADMIN (before
+    /// the privilege drop and the seccomp filter).
+    pub fn create(name: &str, host: Ipv4Addr, prefix: u8) -> Result<Tap, TapError> {
+        if std::path::Path::new("/sys/class/net").join(name).exists() {
+            return Err(TapError::Exists(name.into()));
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open("/dev/net/tun")
+            .map_err(TapError::Open)?;
+        let err = |op: &'static str| {
+            let name = name.to_string();
+            move |source| TapError::Ioctl { op, name, source }
+        };
+        let fd = file.as_raw_fd();
+        let mut req = IfReq::new(name);
+        req.set_flags((libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as i16);
+        ioctl_ptr(fd, libc::TUNSETIFF, (&mut req as *mut IfReq).cast())
+            .map_err(err("TUNSETIFF"))?;
+        let mut hdr: libc::c_int = VNET_HDR_LEN as libc::c_int;
+        ioctl_ptr(
+            fd,
+            libc::TUNSETVNETHDRSZ,
+            (&mut hdr as *mut libc::c_int).cast(),
+        )
+        .map_err(err("TUNSETVNETHDRSZ"))?;
+        // SAFETY: TUNSETOFFLOAD takes its argument by value (0: no offloads).
+        if unsafe { libc::ioctl(fd, libc::TUNSETOFFLOAD as _, 0 as libc::c_ulong) } < 0 {
+            return Err(err("TUNSETOFFLOAD")(io::Error::last_os_error()));
+        }
+        let tap = Tap {
+            file,
+            name: name.to_string(),
+        };
+        // SAFETY: socket(2) with constant arguments; the descriptor is owned below.
+        let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if s < 0 {
+            return Err(err("socket(AF_INET)")(io::Error::last_os_error()));
+        }
+        // SAFETY: `s` is a new descriptor nothing else owns.
+        let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(s) };
+        let sfd = sock.as_raw_fd();
+        let mut r = IfReq::new(name);
+        r.set_inet(host);
+        ioctl_ptr(sfd, libc::SIOCSIFADDR, (&mut r as *mut IfReq).cast())
+            .map_err(err("SIOCSIFADDR"))?;
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(prefix.min(32)))
+        };
+        let mut r = IfReq::new(name);
+        r.set_inet(Ipv4Addr::from(mask));
+        ioctl_ptr(sfd, libc::SIOCSIFNETMASK, (&mut r as *mut IfReq).cast())
+            .map_err(err("SIOCSIFNETMASK"))?;
+        let mut r = IfReq::new(name);
+        ioctl_ptr(sfd, libc::SIOCGIFFLAGS, (&mut r as *mut IfReq).cast())
+            .map_err(err("SIOCGIFFLAGS"))?;
+        let f = r.flags() | libc::IFF_UP as i16;
+        r.set_flags(f);
+        ioctl_ptr(sfd, libc::SIOCSIFFLAGS, (&mut r as *mut IfReq).cast())
+            .map_err(err("SIOCSIFFLAGS"))?;
+        Ok(tap)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Frames for Tap {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.file.read(buf)
+    }
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+/// The guest's MAC for a launch: locally administered `02:74:` + the guest's IPv4 address
+/// (deterministic, distinct per network pair).
+pub fn guest_mac(guest: Ipv4Addr) -> [u8; 6] {
+    let o = guest.octets();
+    [0x02, 0x74, o[0], o[1], o[2], o[3]]
+}
+
+/// The virtio-net device.
+pub struct Net {
+    frames: Box<dyn Frames>,
+    mac: [u8; 6],
+    rx_buf: Vec<u8>,
+    tx_buf: Vec<u8>,
+    /// A frame read from the backend that waits for an rx buffer (its length).
+    pending: Option<usize>,
+    /// The backend may have frames (edge-triggered: cleared on EAGAIN).
+    readable: bool,
+    pub tx_frames: u64,
+    pub rx_frames: u64,
+    /// Frames dropped: tx the backend refused, rx larger than the guest's buffer.
+    pub dropped: u64,
+}
+
+impl Net {
+    pub fn new(frames: Box<dyn Frames>, mac: [u8; 6]) -> Self {
+        Net {
+            frames,
+            mac,
+            rx_buf: vec![0; MAX_FRAME],
+            tx_buf: vec![0; MAX_FRAME],
+            pending: None,
+            readable: true,
+            tx_frames: 0,
+            rx_frames: 0,
+            dropped: 0,
+        }
+    }
+
+    fn tx(&mut self, cx: &mut Ctx<'_>) {
+        while let Some(c) = cx.pop(TX, MAX_FRAME as u64) {
+            if !c.writable.is_empty() {
+                cx.faults.refuse(ChainError::WrongDirection);
+                cx.used(TX, c.head, 0);
+                continue;
+            }
+            let n = c.readable_len() as usize;
+            match gather(cx.mem, &c.readable, 0, &mut self.tx_buf[..n]) {
+                Ok(got) if got == n && n > VNET_HDR_LEN => {
+                    cx.faults.chains_ok += 1;
+                    match self.frames.send(&self.tx_buf[..n]) {
+                        Ok(_) => self.tx_frames += 1,
+                        Err(_) => self.dropped += 1,
+                    }
+                }
+                Ok(_) => cx.faults.refuse(ChainError::ShortHeader),
+                Err(e) => cx.faults.refuse(e),
+            }
+            cx.used(TX, c.head, 0);
+        }
+    }
+
+    fn rx(&mut self, cx: &mut Ctx<'_>) {
+        loop {
+            let n = match self.pending {
+                Some(n) => n,
+                None => {
+                    if !self.readable {
+                        return;
+                    }
+                    match self.frames.recv(&mut self.rx_buf) {
+                        Ok(0) => {
+                            self.readable = false;
+                            return;
+                        }
+                        Ok(n) => {
+                            self.pending = Some(n);
+                            n
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(_) => {
+                            // EAGAIN (drained) or a backend error: wait for the next edge.
+                            self.readable = false;
+                            return;
+                        }
+                    }
+                }
+            };
+            let Some(c) = cx.pop(RX, MAX_FRAME as u64) else {
+                return; // no rx buffer: the frame waits for the guest's next rx notify
+            };
+            self.pending = None;
+            if !c.readable.is_empty() {
+                cx.faults.refuse(ChainError::WrongDirection);
+                cx.used(RX, c.head, 0);
+                self.dropped += 1;
+                continue;
+            }
+            if (c.writable_len() as usize) < n {
+                self.dropped += 1;
+                cx.faults.refuse(ChainError::TooLong);
+                cx.used(RX, c.head, 0);
+                continue;
+            }
+            if n >= VNET_HDR_LEN {
+                // num_buffers = 1 (no mergeable buffers).
+                self.rx_buf[10..12].copy_from_slice(&1u16.to_le_bytes());
+            }
+            match scatter(cx.mem, &c.writable, 0, &self.rx_buf[..n]) {
+                Ok(_) => {
+                    cx.faults.chains_ok += 1;
+                    self.rx_frames += 1;
+                    cx.used(RX, c.head, n as u32);
+                }
+                Err(e) => {
+                    cx.faults.refuse(e);
+                    cx.used(RX, c.head, 0);
+                }
+            }
+        }
+    }
+}
+
+impl VirtioDevice for Net {
+    fn device_type(&self) -> u32 {
+        DEVICE_ID
+    }
+
+    fn features(&self) -> u64 {
+        F_VERSION_1 | (1 << virtio_bindings::virtio_net::VIRTIO_NET_F_MAC)
+    }
+
+    fn queue_max_sizes(&self) -> &'static [u16] {
+        &[QUEUE_SIZE, QUEUE_SIZE]
+    }
+
+    fn read_config(&self, offset: u64, data: &mut [u8]) {
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = usize::try_from(offset)
+                .ok()
+                .and_then(|o| o.checked_add(i))
+                .and_then(|o| self.mac.get(o))
+                .copied()
+                .unwrap_or(0);
+        }
+    }
+
+    fn backend_fds(&self) -> Vec<(RawFd, u32, EventSet)> {
+        vec![(
+            self.frames.fd(),
+            TAP_TOKEN,
+            EventSet::IN | EventSet::EDGE_TRIGGERED,
+        )]
+    }
+
+    fn reset(&mut self, _poll: &Poll<'_>) {
+        self.pending = None;
+        self.readable = true;
+    }
+
+    fn handle(&mut self, cx: &mut Ctx<'_>, ev: Event) {
+        match ev {
+            Event::Queue(1) => self.tx(cx),
+            Event::Queue(0) => self.rx(cx),
+            Event::Backend {
+                token: TAP_TOKEN, ..
+            } => {
+                self.readable = true;
+                self.rx(cx);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::virtio::testutil::{desc, mem, queue_with, used, F_WRITE};
+    use crate::virtio::Faults;
+    use std::os::unix::net::UnixDatagram;
+    use vm_memory::{Bytes, GuestAddress};
+    use vmm_sys_util::epoll::Epoll;
+
+    #[test]
+    fn tx_and_rx_through_a_socketpair() {
+        let m = mem();
+        let (a, host) = UnixDatagram::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        host.set_nonblocking(true).unwrap();
+        let mut net = Net::new(Box::new(a), guest_mac(Ipv4Addr::new(10, 200, 0, 2)));
+        let mut mac = [0u8; 6];
+        net.read_config(0, &mut mac);
+        assert_eq!(mac, [2, 0x74, 10, 200, 0, 2]);
+        // TX: header + 60-byte frame in two descriptors.
+        let frame: Vec<u8> = (0..72u8).collect();
+        m.write_slice(&frame, GuestAddress(0x10_0000)).unwrap();
+        let (txq, tx_used) = queue_with(
+            &m,
+            0x8000,
+            16,
+            &[vec![desc(0x10_0000, 12, 0), desc(0x10_000c, 60, 0)]],
+        );
+        // RX: two 2 KiB buffers.
+        let (rxq, rx_used) = queue_with(
+            &m,
+            0,
+            16,
+            &[
+                vec![desc(0x20_0000, 2048, F_WRITE)],
+                vec![desc(0x21_0000, 2048, F_WRITE)],
+            ],
+        );
+        let mut queues = vec![rxq, txq];
+        let ep = Epoll::new().unwrap();
+        let poll = Poll::new(&ep, 0);
+        let mut faults = Faults::default();
+        let mut cx = Ctx::new(&m, &mut queues, &poll, &mut faults);
+        net.handle(&mut cx, Event::Queue(1));
+        let mut got = [0u8; 200];
+        let n = host.recv(&mut got).unwrap();
+        assert_eq!(&got[..n], &frame[..]);
+        assert_eq!(used(&m, tx_used, 1), (1, vec![(0, 0)]));
+        // RX: the host sends one frame; the backend event delivers it.
+        let mut inbound = vec![0u8; 12];
+        inbound.extend_from_slice(b"hello guest, this is an ethernet frame");
+        host.send(&inbound).unwrap();
+        net.handle(
+            &mut cx,
+            Event::Backend {
+                token: TAP_TOKEN,
+                events: 1,
+            },
+        );
+        assert!(cx.needs_interrupt());
+        assert_eq!(used(&m, rx_used, 1), (1, vec![(0, inbound.len() as u32)]));
+        let mut back = vec![0u8; inbound.len()];
+        m.read_slice(&mut back, GuestAddress(0x20_0000)).unwrap();
+        assert_eq!(&back[12..], &inbound[12..]);
+        assert_eq!(&back[10..12], &[1, 0], "num_buffers");
+        // No buffer left after the second frame: it waits, then lands when one is posted.
+        host.send(&inbound).unwrap();
+        host.send(&inbound).unwrap();
+        net.handle(
+            &mut cx,
+            Event::Backend {
+                token: TAP_TOKEN,
+                events: 1,
+            },
+        );
+        assert_eq!(used(&m, rx_used, 2).0, 2);
+        assert!(net.pending.is_some());
+        assert_eq!(net.rx_frames, 2);
+        assert_eq!(faults.chains_ok, 3);
+    }
+
+    #[test]
+    fn oversized_rx_frame_is_dropped_and_wrong_direction_refused() {
+        let m = mem();
+        let (a, host) = UnixDatagram::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let mut net = Net::new(Box::new(a), [0; 6]);
+        let (rxq, rx_used) = queue_with(&m, 0, 16, &[vec![desc(0x20_0000, 16, F_WRITE)]]);
+        let (txq, tx_used) = queue_with(
+            &m,
+            0x8000,
+            16,
+            &[vec![desc(0x10_0000, 40, 0), desc(0x11_0000, 40, F_WRITE)]],
+        );
+        let mut queues = vec![rxq, txq];
+        let ep = Epoll::new().unwrap();
+        let poll = Poll::new(&ep, 0);
+        let mut faults = Faults::default();
+        let mut cx = Ctx::new(&m, &mut queues, &poll, &mut faults);
+        host.send(&[0u8; 100]).unwrap();
+        net.handle(&mut cx, Event::Queue(0));
+        assert_eq!(used(&m, rx_used, 1), (1, vec![(0, 0)]));
+        net.handle(&mut cx, Event::Queue(1));
+        assert_eq!(used(&m, tx_used, 1), (1, vec![(0, 0)]));
+        assert_eq!(net.dropped, 1);
+        assert_eq!(faults.count("too-long"), 1);
+        assert_eq!(faults.count("wrong-direction"), 1);
+    }
+
+    /// Needs root and /dev/net/tun (skipped without them): the tap exists while its
+    /// descriptor is open and is gone after the drop.
+    #[test]
+    fn real_tap_lives_with_its_descriptor() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/net/tun").exists() {
+            eprintln!("skipped: needs root and /dev/net/tun");
+            return;
+        }
+        let name = format!("tct{}", std::process::id() % 1_000_000);
+        let sys = std::path::Path::new("/sys/class/net").join(&name);
+        let tap = Tap::create(&name, Ipv4Addr::new(10, 200, 255, 1), 30).unwrap();
+        assert_eq!(tap.name(), name);
+        assert!(sys.exists());
+        let flags = std::fs::read_to_string(sys.join("flags")).unwrap();
+        let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(flags & 1, 1, "IFF_UP");
+        // A second tap of the same name is refused while the first lives.
+        assert!(matches!(
+            Tap::create(&name, Ipv4Addr::new(10, 200, 255, 1), 30),
+            Err(TapError::Exists(_))
+        ));
+        drop(tap);
+        assert!(!sys.exists(), "tap {name} left behind");
+    }
+}
