@@ -117,6 +117,21 @@ pub struct EnginesSpec {
 }
 
 impl EnginesSpec {
+    /// The campaign `args` describe, of `rounds` rounds of `arms`, observed by `observer`.
+    pub fn of_args(args: &RunArgs, arms: Vec<Engine>, rounds: u64, observer: Observer) -> Self {
+        EnginesSpec {
+            arms,
+            rounds,
+            seed: args.seed,
+            vcpus: args.vcpus,
+            mem_bytes: args.mem_mib << 20,
+            backing: args.backing,
+            deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
+            kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
+            observer,
+        }
+    }
+
     /// The per-arm campaign (a sequential Linux campaign of `rounds` launches, serial
     /// observer), for `result.json`.
     pub fn campaign(&self) -> CampaignSpec {

@@ -676,17 +676,12 @@ fn run_engines(
         path: lg.config.clone(),
         source,
     })?;
-    let spec = EnginesSpec {
-        arms: arms.to_vec(),
+    let spec = EnginesSpec::of_args(
+        args,
+        arms.to_vec(),
         rounds,
-        seed: args.seed,
-        vcpus: args.vcpus,
-        mem_bytes: args.mem_mib << 20,
-        backing: args.backing,
-        deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
-        kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
-        observer: truecold_proof::schema::Observer::Serial,
-    };
+        truecold_proof::schema::Observer::Serial,
+    );
     let facts = HostFacts::read(kind);
     let stop = interrupt::install()?;
     eprintln!(
@@ -845,17 +840,12 @@ fn run_parity(
         path: lg.config.clone(),
         source,
     })?;
-    let spec = EnginesSpec {
-        arms: vec![Engine::Truecold],
+    let spec = EnginesSpec::of_args(
+        args,
+        vec![Engine::Truecold],
         rounds,
-        seed: args.seed,
-        vcpus: args.vcpus,
-        mem_bytes: args.mem_mib << 20,
-        backing: args.backing,
-        deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
-        kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
-        observer: truecold_proof::schema::Observer::Agent,
-    };
+        truecold_proof::schema::Observer::Agent,
+    );
     let state = StateDb::open(&work.join("state.sqlite"))
         .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
     let journal = state

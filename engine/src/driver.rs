@@ -243,21 +243,32 @@ fn bind_agent(path: &std::path::Path) -> std::io::Result<UnixListener> {
     Ok(l)
 }
 
+/// What the driver knows of the launch it watches.
+#[derive(Clone, Copy)]
+struct Watched<'a> {
+    l: &'a Launch,
+    pid: u32,
+    mem_bytes: u64,
+    kill_at: u64,
+}
+
 /// What one chunk from the observed stream asks of the driver (the serial line or the agent
 /// channel alike). `reply_to` is where the nonce goes.
-#[allow(clippy::too_many_arguments)]
 fn act(
     actions: Vec<Action>,
     t: u64,
     reply_to: &mut Option<Box<dyn Write>>,
     obs: &Observer,
-    l: &Launch,
-    pid: u32,
-    mem_bytes: u64,
-    kill_at: u64,
+    w: Watched<'_>,
     out: &mut Launched,
     stderr: &mut Vec<u8>,
 ) -> bool {
+    let Watched {
+        l,
+        pid,
+        mem_bytes,
+        kill_at,
+    } = w;
     let mut kill_now = false;
     for a in actions {
         match a {
@@ -312,6 +323,12 @@ fn watch(
     out: &mut Launched,
 ) -> Observer {
     let pid = child.id();
+    let watched = Watched {
+        l,
+        pid,
+        mem_bytes,
+        kill_at,
+    };
     let mut stdin: Option<Box<dyn Write>> = match tty_master {
         Some(m) => Some(Box::new(m)),
         None => child.stdin.take().map(|s| Box::new(s) as Box<dyn Write>),
@@ -382,18 +399,7 @@ fn watch(
                         .as_ref()
                         .and_then(|a| a.try_clone().ok())
                         .map(|a| Box::new(a) as Box<dyn Write>);
-                    act(
-                        actions,
-                        t,
-                        &mut w,
-                        obs,
-                        l,
-                        pid,
-                        mem_bytes,
-                        kill_at,
-                        out,
-                        &mut stderr,
-                    )
+                    act(actions, t, &mut w, obs, watched, out, &mut stderr)
                 },
             ) {
                 end = Some(kill_and_reap(&mut child, ProcessEnd::HarnessIo(e)));
@@ -410,18 +416,8 @@ fn watch(
                     Ok(n) => {
                         let t = now_ns();
                         let actions = obs.feed(&buf[..n], &mut rand::random::<[u8; 16]>);
-                        if act(
-                            actions,
-                            t,
-                            &mut stdin,
-                            &obs,
-                            l,
-                            pid,
-                            mem_bytes,
-                            kill_at,
-                            out,
-                            &mut stderr,
-                        ) && !killed_after_record
+                        if act(actions, t, &mut stdin, &obs, watched, out, &mut stderr)
+                            && !killed_after_record
                         {
                             kill_group(&child);
                             killed_after_record = true;
@@ -461,18 +457,7 @@ fn watch(
         if let Some(a) = agent.take() {
             drain_agent(a, &mut obs, &mut buf, kill_at, &mut |obs, actions, t| {
                 let mut none: Option<Box<dyn Write>> = None;
-                act(
-                    actions,
-                    t,
-                    &mut none,
-                    obs,
-                    l,
-                    pid,
-                    mem_bytes,
-                    kill_at,
-                    out,
-                    &mut stderr,
-                );
+                act(actions, t, &mut none, obs, watched, out, &mut stderr);
             });
         }
     }
