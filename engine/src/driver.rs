@@ -284,18 +284,19 @@ fn act(
                 }
             }
             Action::StrictReady => {
-                // The parity contract: strict-ready once the network proof verified too.
-                let ready = match (&l.agent, obs.ready_boot_id) {
+                // The verified reply was read at `t`; under the parity contract strict-ready
+                // is once the network proof verified too (after `t`, when it is done).
+                let ready_at = match (&l.agent, obs.ready_boot_id) {
                     (Some(a), Some(id)) => {
                         let p = crate::network::prove(a.tcp, id, rand::random(), kill_at);
                         let ok = p.liveness.verified;
                         out.run.network = Some(p);
-                        ok
+                        ok.then(now_ns)
                     }
-                    _ => true,
+                    _ => Some(t),
                 };
-                if ready {
-                    out.run.stamps.strict_ready = Some(now_ns());
+                if let Some(at) = ready_at {
+                    out.run.stamps.strict_ready = Some(at);
                     match smaps::read_guest_mapping(pid, l.engine.expected_mapping(mem_bytes)) {
                         Ok(m) => out.run.host_memory = Some(m),
                         Err(e) => out.mapping_error = Some(e.to_string()),
