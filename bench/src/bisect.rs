@@ -349,6 +349,7 @@ fn campaign_args(
         qemu: None,
         attribution: 0,
         parity: false,
+        inject_tap_name: None,
     }
 }
 

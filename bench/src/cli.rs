@@ -148,6 +148,11 @@ pub struct RunArgs {
     /// root (taps) and the parity guest (`<guest-dir>/workspace.img`, the parity kernel).
     #[arg(long)]
     pub parity: bool,
+    /// Reliability tests only: every parity launch's tap gets this name instead of its own
+    /// (an existing interface's name makes the VMM's tap creation fail, typed). Never on a
+    /// measured campaign.
+    #[arg(long, hide = true)]
+    pub inject_tap_name: Option<String>,
     /// An engine arm (repeatable): truecold, firecracker, cloud-hypervisor, qemu-microvm.
     /// With any, the campaign is an engines campaign: the same Linux guest under every
     /// engine, strict-ready observed on each engine's serial port, -n rounds each running
@@ -296,6 +301,11 @@ impl RunArgs {
     /// The schedule these arguments describe, checked.
     pub fn schedule(&self) -> Result<Schedule, ArgError> {
         let arms = self.arms()?;
+        if self.inject_tap_name.is_some() && !self.parity {
+            return Err(ArgError::Parity(
+                "--inject-tap-name applies to --parity only",
+            ));
+        }
         if self.parity {
             for (bad, why) in [
                 (

@@ -225,6 +225,14 @@ pub fn observed(l: &Launched, guest_cmdline: &str) -> Observed {
     o.protocol_errors = run.protocol_error_count;
     o.host_mapping = run.host_memory.clone();
     o.mapping_error = l.mapping_error.clone();
+    // The parity contract: an agent that answered but a network proof that did not verify.
+    if let Some(p) = run.network.as_ref().filter(|p| !p.liveness.verified) {
+        o.strict_ready_verified = false;
+        o.error.get_or_insert((
+            ErrorKind::NetworkNotReady,
+            p.error.clone().unwrap_or_default(),
+        ));
+    }
     if let (Some(reply), Some(record)) = (o.boot_id, o.guest.as_ref().and_then(|g| g.boot_id)) {
         if reply != record {
             o.error.get_or_insert((

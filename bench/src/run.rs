@@ -165,10 +165,15 @@ pub fn explicit_args(
         qemu: _,             // `paths.engines`
         attribution,
         parity,
+        inject_tap_name,
     } = args;
     let mut v: Vec<String> = vec![guest.to_string()];
     if *parity {
         v.push("--parity".into());
+    }
+    if let Some(t) = inject_tap_name {
+        v.push("--inject-tap-name".into());
+        v.push(t.clone());
     }
     let mut kv = |k: &str, val: String| {
         v.push(k.to_string());
@@ -776,10 +781,10 @@ fn run_engines(
     })
 }
 
-/// The name of the parity guest's workspace image in the guest directory.
-pub const WORKSPACE_IMAGE: &str = "workspace.img";
-/// Where the parity kernel (vmlinux, config) is in the guest directory.
-pub const PARITY_KERNEL_DIR: &str = "parity";
+/// The name of the parity guest's workspace image in the guest directory (xtask's).
+pub const WORKSPACE_IMAGE: &str = xtask::workspace::IMAGE;
+/// Where the parity kernel (vmlinux, config) is in the guest directory (xtask's).
+pub const PARITY_KERNEL_DIR: &str = xtask::PARITY_DIR;
 
 /// A parity campaign (`--parity`): truecold-vmm under the agent channel, one sequential arm
 /// ([`crate::parity::launch::ParityLauncher`]), written as one bundle whose rows carry the
@@ -832,6 +837,8 @@ fn run_parity(
         return Err(RunError::OutExists(dest));
     }
     let work = std::env::temp_dir().join(format!("truecold-parity-{}", std::process::id()));
+    // A stale directory of an earlier process with this pid would hold its lifecycle rows.
+    let _ = std::fs::remove_dir_all(&work);
     let prepared = engines::prepare(&resolved, &guest, &work, kind)?;
     let Some(p) = prepared.into_iter().next() else {
         return Err(RunError::Parity("no truecold arm".into()));
@@ -850,12 +857,7 @@ fn run_parity(
         .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
     let journal = state
         .pragmas()
-        .map(|p| {
-            format!(
-                "journal_mode={} synchronous={}",
-                p.journal_mode, p.synchronous
-            )
-        })
+        .map(|p| truecold_proof::lifecycle::journal(&p.journal_mode, p.synchronous))
         .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
     // The base image's digest (a directory or unreadable file has none: every clone of it
     // fails, typed, per launch).
@@ -869,6 +871,7 @@ fn run_parity(
         pair: truecold_proto::parity::NetPair::for_slot(0)
             .map_err(|e| RunError::Parity(e.to_string()))?,
         state: std::cell::RefCell::new(state),
+        tap_override: args.inject_tap_name.clone(),
         mem_bytes: spec.mem_bytes,
         deadline_ns: spec.deadline_ns,
         kill_grace_ns: spec.kill_grace_ns,
@@ -897,7 +900,10 @@ fn run_parity(
             break;
         }
         let (c0, t0) = (campaign::self_cpu_ns(), truecold_proto::measure::now_ns());
-        let pl = launcher.launch(round);
+        let pl = launcher.launch(round, &|l| {
+            let (s, _) = engines::row(l, round, &ctx, spec.deadline_ns, &p.cmdline);
+            (!s.ok).then_some(s.error_kind)
+        });
         let (c1, t1) = (campaign::self_cpu_ns(), truecold_proto::measure::now_ns());
         arm.cpu_ns = arm.cpu_ns.saturating_add(c1.saturating_sub(c0));
         arm.wall_ns = arm.wall_ns.saturating_add(t1.saturating_sub(t0));
@@ -932,6 +938,12 @@ fn run_parity(
     let after = crate::host::Snapshot::take_after(&before);
     progress.finish();
     arm.repeated_boot_ids = crate::sample::mark_repeated_boot_ids(&mut arm.samples);
+    // A row's evidence says what the row says (a repeated boot id fails a row after the loop).
+    for (s, r) in arm.samples.iter().zip(arm.runs.iter_mut()) {
+        r.outcome.ok = s.ok;
+        r.outcome.failure_kind = (!s.ok).then(|| s.error_kind.clone());
+        r.outcome.failure = (!s.ok).then(|| s.error_detail.clone());
+    }
     let export = launcher
         .state
         .borrow()

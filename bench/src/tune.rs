@@ -592,6 +592,7 @@ fn arm_run_args(plan: &PhasePlan, p: &PreparedArm, vmm: &Path, out: &Path) -> Ve
         qemu: None,
         attribution: 0,
         parity: false,
+        inject_tap_name: None,
     };
     run::explicit_args(
         &ra,
@@ -1293,6 +1294,7 @@ fn nested_phase(
         qemu: None,
         attribution: plan.attribution.saturating_mul(plan.attribute.len() as u64),
         parity: false,
+        inject_tap_name: None,
     };
     let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
     let w = crate::nested::in_l1(

@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
-use truecold_proto::kinds::Engine;
+use truecold_proto::kinds::{Engine, ErrorKind};
 use truecold_proto::measure::{now_ns, Stamps};
 use truecold_proto::report::{EngineRun, Outcome, ProcessExit, ReportCore, VmmOutput};
 
@@ -183,33 +183,32 @@ pub fn launch_once_with(
     let mut argv = vec![l.program.to_string_lossy().into_owned()];
     argv.extend(args);
     let mut out = Launched::new(l.engine, request_ns, deadline_at, argv);
-    if let Some(why) = prep {
-        out.end = ProcessEnd::SpawnFailed(why);
-        out.reaped_ns = now_ns();
-        finish(&mut out, Observer::new(), None);
-        return out;
-    }
-    let child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            out.end = ProcessEnd::SpawnFailed(format!("spawning {}: {e}", l.program.display()));
-            out.reaped_ns = now_ns();
-            finish(&mut out, Observer::new(), None);
-            return out;
-        }
-    };
-    let mut child = child;
-    if let Err(e) = after_spawn(child.id()) {
-        out.end = kill_and_reap(
-            &mut child,
-            ProcessEnd::HarnessIo(format!("after the spawn: {e}")),
-        );
+    // A launch that ends before it is watched: its end, and no agent socket left behind.
+    let ended = |mut out: Launched, end: ProcessEnd| {
+        out.end = end;
         out.reaped_ns = now_ns();
         if let Some(a) = &l.agent {
             let _ = std::fs::remove_file(&a.listen);
         }
         finish(&mut out, Observer::new(), None);
-        return out;
+        out
+    };
+    if let Some(why) = prep {
+        return ended(out, ProcessEnd::SpawnFailed(why));
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!("spawning {}: {e}", l.program.display());
+            return ended(out, ProcessEnd::SpawnFailed(why));
+        }
+    };
+    if let Err(e) = after_spawn(child.id()) {
+        let end = kill_and_reap(
+            &mut child,
+            ProcessEnd::HarnessIo(format!("after the spawn: {e}")),
+        );
+        return ended(out, end);
     }
     let kill_at = deadline_at.saturating_add(kill_grace_ns);
     // The engine holds the terminal's other end now; ours is only for writing.
@@ -396,10 +395,19 @@ fn watch(
                 &mut obs,
                 &mut buf,
                 &mut |obs, actions, t, agent| {
-                    let mut w: Option<Box<dyn Write>> = agent
-                        .as_ref()
-                        .and_then(|a| a.try_clone().ok())
-                        .map(|a| Box::new(a) as Box<dyn Write>);
+                    let mut w: Option<Box<dyn Write>> = match agent.as_ref().map(|a| a.try_clone())
+                    {
+                        Some(Ok(a)) => Some(Box::new(a)),
+                        Some(Err(e)) => {
+                            keep_tail(
+                                &mut stderr,
+                                format!("\n[bench] the agent socket, for the nonce: {e}\n")
+                                    .as_bytes(),
+                            );
+                            None
+                        }
+                        None => None,
+                    };
                     act(actions, t, &mut w, obs, watched, out, &mut stderr)
                 },
             ) {
@@ -455,6 +463,13 @@ fn watch(
     // The VMM has closed its pipes: what its hybrid vsock passed on before it ended is read
     // to the end of the connection (bounded by the kill instant).
     if end.is_none() {
+        // A guest that connected but was not accepted before the VMM ended (it failed
+        // early and sent only its record): its connection is read too.
+        if agent.is_none() {
+            if let Some(ls) = listener.take() {
+                agent = ls.accept().ok().map(|(s, _)| s);
+            }
+        }
         if let Some(a) = agent.take() {
             drain_agent(a, &mut obs, &mut buf, kill_at, &mut |obs, actions, t| {
                 let mut none: Option<Box<dyn Write>> = None;
@@ -737,11 +752,13 @@ fn finish(out: &mut Launched, obs: Observer, report: Option<Result<serde_json::V
         ProcessEnd::KilledAfterRecord => true,
         _ => false,
     };
-    let failure: Option<(&str, String)> = match &out.end {
-        ProcessEnd::SpawnFailed(m) => Some(("spawn_failed", m.clone())),
-        ProcessEnd::HarnessIo(m) => Some(("harness_io", m.clone())),
-        ProcessEnd::KilledAtDeadline => Some(("deadline", "killed at deadline + grace".into())),
-        _ if !obs.strict_ready() => Some(("no_strict_ready", "no verified reply".into())),
+    let failure: Option<(ErrorKind, String)> = match &out.end {
+        ProcessEnd::SpawnFailed(m) => Some((ErrorKind::SpawnFailed, m.clone())),
+        ProcessEnd::HarnessIo(m) => Some((ErrorKind::HarnessIo, m.clone())),
+        ProcessEnd::KilledAtDeadline => {
+            Some((ErrorKind::Deadline, "killed at deadline + grace".into()))
+        }
+        _ if !obs.strict_ready() => Some((ErrorKind::NoStrictReady, "no verified reply".into())),
         _ if out
             .run
             .network
@@ -749,7 +766,7 @@ fn finish(out: &mut Launched, obs: Observer, report: Option<Result<serde_json::V
             .is_some_and(|p| !p.liveness.verified) =>
         {
             Some((
-                "network_not_ready",
+                ErrorKind::NetworkNotReady,
                 out.run
                     .network
                     .as_ref()
@@ -758,14 +775,14 @@ fn finish(out: &mut Launched, obs: Observer, report: Option<Result<serde_json::V
             ))
         }
         _ if out.run.stamps.strict_ready.is_none() => {
-            Some(("no_strict_ready", "no strict-ready stamp".into()))
+            Some((ErrorKind::NoStrictReady, "no strict-ready stamp".into()))
         }
-        _ if obs.record.is_none() => Some(("no_record", "no record line".into())),
-        _ if !clean => Some(("vmm_exit", format!("{:?}", out.end))),
+        _ if obs.record.is_none() => Some((ErrorKind::NoRecord, "no record line".into())),
+        _ if !clean => Some((ErrorKind::VmmExit, format!("{:?}", out.end))),
         _ => None,
     };
     out.run.outcome.ok = failure.is_none();
-    out.run.outcome.failure_kind = failure.as_ref().map(|f| f.0.to_string());
+    out.run.outcome.failure_kind = failure.as_ref().map(|f| f.0.as_string());
     out.run.outcome.failure = failure.map(|f| f.1);
 }
 

@@ -216,6 +216,41 @@ fn three_parity_launches_in_l1_give_a_verifiable_bundle() {
     );
 }
 
+/// Issue 12's harness fault in L1: a tap that cannot be created (`--inject-tap-name lo`, a
+/// name L1 already has): the launch is a typed row (`vmm_tap_create_failed`), its lifecycle is
+/// complete (CREATED → RUNNING → DESTROYED with that outcome), its cleanup is verified (nothing
+/// of the launch left, `lo` untouched and not counted as the launch's), the bundle verifies.
+#[test]
+fn a_tap_that_cannot_be_created_is_a_typed_row_and_nothing_leaks() {
+    let l = layout();
+    let dir = tempfile::tempdir().unwrap();
+    let out = nested_campaign(
+        &l,
+        dir.path(),
+        "parity-no-tap",
+        &[
+            "--parity",
+            "-n",
+            "1",
+            "--vcpus",
+            "1",
+            "--mem-mib",
+            "256",
+            "--inject-tap-name",
+            "lo",
+        ],
+    );
+    let (r, s) = truecold_proof::read_bundle(&out).unwrap();
+    assert_eq!(r.summary.successes, 0);
+    assert_eq!(s[0].error_kind, "vmm_tap_create_failed", "{:?}", s[0]);
+    assert_eq!(s[0].cleanup_ok, Some(true), "{:?}", s[0]);
+    let rows = truecold_proof::lifecycle::read_csv(&std::fs::read(out.join("state.csv")).unwrap())
+        .unwrap();
+    assert!(truecold_proof::lifecycle::check_lifecycle(&rows, 1).is_empty());
+    assert_eq!(rows[0].outcome.as_deref(), Some("vmm_tap_create_failed"));
+    assert!(r.environment.residue.unwrap().leaks.is_empty());
+}
+
 /// Issue 13: guest faults with the real kernel. PID 1 panicking (`truecold.fault=panic`: its
 /// hook reports the `panic` code) and PID 1 exiting, which makes the kernel panic and, with
 /// the base's `panic=-1 reboot=k`, reset the VM (`truecold.fault=exit`, `vmm_reset`): each launch is a

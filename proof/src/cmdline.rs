@@ -68,6 +68,7 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--qemu",
     "--seed",
     "--attribution",
+    "--inject-tap-name",
 ];
 /// `truecold run`'s flags that may be given more than once (each time adds a value).
 pub const RUN_REPEATABLE: &[&str] = &["--engine"];

@@ -20,6 +20,15 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// The journal settings the contract requires, as `environment.parity.journal` spells them
+/// (SQLite's `journal_mode` and `synchronous` read back: WAL, FULL).
+pub const JOURNAL: &str = "journal_mode=wal synchronous=2";
+
+/// How `environment.parity.journal` spells SQLite's journal settings as read back.
+pub fn journal(journal_mode: &str, synchronous: i64) -> String {
+    format!("journal_mode={journal_mode} synchronous={synchronous}")
+}
+
 /// The outcome of a launch that succeeded.
 pub const OUTCOME_OK: &str = "ok";
 /// The file name of the exported lifecycle in a bundle.

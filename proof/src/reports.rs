@@ -10,7 +10,6 @@
 //! report is inside it, and its marks must be the ones merged into the run's stamps.
 
 use serde::{Deserialize, Serialize};
-use truecold_proto::kinds::ErrorKind;
 use truecold_proto::measure::{Mark, Stamps, Taker};
 use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 
@@ -89,7 +88,7 @@ impl ReportLine {
 }
 
 /// What a bundle's rows are checked against beside their own line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Expect {
     /// The contract's deadline (ns after each row's latency origin).
     pub deadline_ns: u64,
@@ -98,6 +97,9 @@ pub struct Expect {
     pub observer: Observer,
     /// The engine every row ran (serial observer).
     pub engine: Engine,
+    /// The parity contract: where every network proof must have connected
+    /// (`<net_pair guest>:<TCP_PORT>`), from `environment.parity`.
+    pub net_target: Option<String>,
 }
 
 impl Expect {
@@ -107,6 +109,11 @@ impl Expect {
             deadline_ns: r.contract.deadline_ns,
             observer: r.contract.observer,
             engine: r.configuration.engine.kind,
+            net_target: r.environment.parity.as_ref().map(|p| {
+                let guest = truecold_proto::parity::NetPair::parse(&p.net_pair)
+                    .map_or_else(|_| p.net_pair.clone(), |n| n.guest().to_string());
+                format!("{guest}:{}", truecold_proto::parity::TCP_PORT)
+            }),
         }
     }
 }
@@ -185,7 +192,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
     match (expect.observer, &l.engine) {
         (o @ (Observer::Serial | Observer::Agent), Some(run)) => {
             if o == Observer::Agent {
-                check_parity_row(run, s, &mut bad);
+                check_parity_row(run, s, expect, &mut bad);
             }
             if l.vmm.is_some() {
                 bad.push(
@@ -289,12 +296,35 @@ fn deadline_at(vmm: &serde_json::Value) -> Option<u64> {
 /// The parity contract's evidence of one row: a success has a verified network proof (with the
 /// agent's boot id) and a clean cleanup; a row whose proof failed is `network_not_ready`,
 /// one whose cleanup failed `cleanup_failed`.
-fn check_parity_row(run: &EngineRun, s: &Sample, bad: &mut Vec<String>) {
-    let net_ok = run.network.as_ref().is_some_and(|p| {
-        p.liveness.verified && p.error.is_none() && p.liveness.reply_boot_id == s.boot_id
+fn check_parity_row(run: &EngineRun, s: &Sample, expect: &Expect, bad: &mut Vec<String>) {
+    // The proof's own evidence: the binding of its nonce and the agent's boot id, recomputed.
+    let bound = run.network.as_ref().is_some_and(|p| {
+        let l = &p.liveness;
+        match (
+            l.nonce
+                .as_deref()
+                .and_then(truecold_proto::unhex::<{ truecold_proto::NONCE_LEN }>),
+            l.reply_boot_id,
+            l.answer.as_deref(),
+        ) {
+            (Some(n), Some(id), Some(a)) => {
+                truecold_proto::hex(&truecold_proto::liveness_binding(&n, &id)) == a
+            }
+            _ => false,
+        }
     });
+    let net_ok = run.network.as_ref().is_some_and(|p| {
+        p.liveness.verified
+            && p.error.is_none()
+            && p.liveness.reply_boot_id == s.boot_id
+            && expect.net_target.as_deref() == Some(p.target.as_str())
+    }) && bound;
     if s.ok && !net_ok {
-        bad.push("a parity success without a verified network proof bound to its boot id".into());
+        bad.push(
+            "a parity success without a network proof to the bundle's guest address whose \
+             binding recomputes, bound to its boot id"
+                .into(),
+        );
     }
     let cleaned = run
         .cleanup
@@ -303,22 +333,17 @@ fn check_parity_row(run: &EngineRun, s: &Sample, bad: &mut Vec<String>) {
     if s.ok && !cleaned {
         bad.push("a parity success whose cleanup is missing or not verified".into());
     }
+    if s.cleanup_ok != run.cleanup.as_ref().map(|c| c.ok)
+        || s.cleanup_ns != run.cleanup.as_ref().map(|c| c.ns)
+    {
+        bad.push("the cleanup columns differ from the engine run's cleanup".into());
+    }
     if run
         .cleanup
         .as_ref()
         .is_some_and(|c| c.ok != c.failures.is_empty())
     {
         bad.push("the cleanup says ok and names failures (or neither)".into());
-    }
-    if run.network.as_ref().is_some_and(|p| !p.liveness.verified)
-        && run.liveness.verified
-        && !s.ok
-        && s.error_kind != ErrorKind::NetworkNotReady.as_string()
-    {
-        bad.push(format!(
-            "the network proof failed after the agent verified, but the row says `{}`",
-            s.error_kind
-        ));
     }
 }
 
@@ -559,6 +584,7 @@ mod tests {
             deadline_ns: 1,
             observer: Observer::VmExit,
             engine: Engine::Truecold,
+            net_target: None,
         };
         let c = |b: &[u8]| check(b, one, &e, 10).expect("reads");
         assert!(c(b"")[0].contains("0 lines for 1 rows"));

@@ -650,9 +650,11 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     }
     if let (Some(r), Some(s)) = (&result, &samples) {
         if r.contract.observer == Observer::Agent {
-            let csv = files
-                .get(crate::lifecycle::STATE_CSV)
-                .map(|f| fs::read(&f.path));
+            let csv = files.get(crate::lifecycle::STATE_CSV).map(|f| {
+                crate::bundle::read_capped(&f.path, MAX_PARSED_BYTES)?.ok_or_else(|| {
+                    std::io::Error::other(format!("larger than {MAX_PARSED_BYTES} bytes"))
+                })
+            });
             check_lifecycle_file(&mut v, r, s, csv);
         } else {
             if s.iter()
@@ -1451,6 +1453,14 @@ fn check_lifecycle_file(
             "environment.parity is missing (every parity bundle states its lifecycle digest)"
                 .to_string(),
         ),
+        Some(p) if p.journal != crate::lifecycle::JOURNAL => v.add(
+            Check::Lifecycle,
+            format!(
+                "environment.parity.journal is `{}`, not the contract's `{}`",
+                p.journal,
+                crate::lifecycle::JOURNAL
+            ),
+        ),
         Some(p) if p.state_sha256 != sha256_hex(&bytes) => v.add(
             Check::Lifecycle,
             format!(
@@ -1467,6 +1477,28 @@ fn check_lifecycle_file(
     };
     for f in check_lifecycle(&rows, samples.len() as u64) {
         v.add(Check::Lifecycle, format!("`{STATE_CSV}`: {f}"));
+    }
+    // Each launch's lifecycle against its row: CREATED before the request, RUNNING after it
+    // and before strict-ready (the contract: persisted before it is declared).
+    for s in samples {
+        let Some(row) = rows.iter().find(|r| r.idx == s.index) else {
+            continue;
+        };
+        let req = s.actual_request_ns;
+        let early = row.created_ns.is_some_and(|c| c > req)
+            || row.running_ns.is_some_and(|r| r < req)
+            || matches!((row.running_ns, s.ready_ns), (Some(r), Some(ready)) if r > ready)
+            || (s.ready_ns.is_some() && row.running_ns.is_none());
+        if early {
+            v.add(
+                Check::Lifecycle,
+                format!(
+                    "row {}: its lifecycle (created {:?}, running {:?}) is not CREATED before \
+                     the request and RUNNING between the request and strict-ready ({:?})",
+                    s.index, row.created_ns, row.running_ns, s.ready_ns
+                ),
+            );
+        }
     }
     for s in samples.iter().filter(|s| s.ok) {
         let ended = rows.iter().find(|r| r.idx == s.index);

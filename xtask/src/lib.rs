@@ -7,6 +7,9 @@
 pub mod cpio;
 pub mod workspace;
 
+/// Where the parity kernel (vmlinux, bzImage, config) goes in the guest directory.
+pub const PARITY_DIR: &str = "parity";
+
 use sha2::{Digest, Sha256};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -163,7 +166,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), XtaskError> 
 /// `files."workspace.img"` and the image's inputs under `workspace` added).
 pub fn guest(out: &Path) -> Result<(), XtaskError> {
     kernel("base", out, None)?;
-    kernel("parity", &out.join("parity"), None)?;
+    kernel("parity", &out.join(PARITY_DIR), None)?;
     let ws = workspace::build(&out.join(workspace::IMAGE))?;
     let built = init(&default_target_dir())?;
     let init_out = out.join("init");
@@ -193,7 +196,7 @@ pub fn guest(out: &Path) -> Result<(), XtaskError> {
     files.insert("platform-init".into(), sha256_file(&platform_out)?.into());
     files.insert("platform-initramfs.cpio".into(), platform_cpio_sha.into());
     for f in ["vmlinux", "bzImage"] {
-        let sha = sha256_file(&out.join("parity").join(f))?;
+        let sha = sha256_file(&out.join(PARITY_DIR).join(f))?;
         files.insert(format!("parity/{f}"), sha.into());
     }
     files.insert(workspace::IMAGE.into(), ws.sha256.clone().into());

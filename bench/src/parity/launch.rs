@@ -20,7 +20,8 @@ use truecold_engine::{Agent, Launch};
 use truecold_proto::kinds::ErrorKind;
 use truecold_proto::measure::now_ns;
 use truecold_proto::parity::{check_ifname, uds_port_path, NetPair, AGENT_PORT, TCP_PORT};
-use truecold_proto::report::CleanupReport;
+use truecold_proto::report::{CleanupReport, VmmOutput};
+use truecold_vmm::virtio::setup::TAP_CREATE_FAILED;
 
 /// The name of the hybrid vsock's socket in a launch's run directory (the agent listens on
 /// `<it>_<AGENT_PORT>`).
@@ -40,6 +41,8 @@ pub struct ParityLauncher {
     /// The network pair (sequential launches share slot 0: one tap at a time).
     pub pair: NetPair,
     pub state: RefCell<StateDb>,
+    /// Reliability tests: every launch's tap name (`--inject-tap-name`).
+    pub tap_override: Option<String>,
     pub mem_bytes: u64,
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
@@ -79,11 +82,18 @@ impl ParityLauncher {
     }
 
     /// Runs launch `idx`: see the module's order. Never panics; every failure is typed.
-    pub fn launch(&self, idx: u64) -> ParityLaunched {
+    /// `row_kind` classifies the reaped launch as its row will (`None`: a success): the
+    /// lifecycle's DESTROYED outcome (committed before the cleanup check, which can still
+    /// fail the row).
+    pub fn launch(
+        &self,
+        idx: u64,
+        row_kind: &dyn Fn(&Launched) -> Option<String>,
+    ) -> ParityLaunched {
         let before = Snapshot::take();
         let run_dir = self.run_root.join(idx.to_string());
         let image = run_dir.join(WORKSPACE_CLONE);
-        let tap = tap_name(idx);
+        let tap = self.tap_override.clone().unwrap_or_else(|| tap_name(idx));
         let launch_id = format!("{}-{idx}", std::process::id());
         let engine = self.base.engine;
         let mut commits: Vec<u64> = Vec::new();
@@ -172,13 +182,13 @@ impl ParityLauncher {
             }
         };
         // After the reap: DESTROYED, then everything per-launch removed and checked.
-        let t0 = launched.reaped_ns.max(now_ns());
+        let t0 = launched.reaped_ns;
         // The harness's own failure names the launch's end first (it is why the driver saw
         // none, or a killed one), then the driver's.
         let outcome = harness_failure
             .as_ref()
             .map(|(k, _)| k.as_string())
-            .or_else(|| launched.run.outcome.failure_kind.clone())
+            .or_else(|| row_kind(&launched))
             .unwrap_or_else(|| super::lifecycle::OUTCOME_OK.to_string());
         let mut failures: Vec<String> = Vec::new();
         match self.state.borrow_mut().destroyed(idx, &outcome) {
@@ -201,10 +211,18 @@ impl ParityLauncher {
                 failures.push(format!("removing the run directory: {e}"));
             }
         }
+        // A tap the VMM could not create is not its own (the name may be another
+        // interface's): there is no tap of this launch to be gone.
+        let made_no_tap = launched
+            .run
+            .vmm
+            .as_ref()
+            .and_then(|v| VmmOutput::parse(v.to_string().as_bytes()).ok())
+            .is_some_and(|o| matches!(o, VmmOutput::Error(e) if e.error.kind == TAP_CREATE_FAILED));
         let checked = verify_cleanup(
             &CleanupPlan {
                 vmm_pid,
-                tap: Some(tap.clone()),
+                tap: (!made_no_tap).then(|| tap.clone()),
                 image: Some(image),
                 run_dir: Some(run_dir),
                 sockets,

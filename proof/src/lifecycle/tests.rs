@@ -237,3 +237,9 @@ fn read_csv_refuses_a_foreign_header_and_bad_fields() {
     let r = read_csv(format!("{head}\n0,l0\n").as_bytes());
     assert!(matches!(r, Err(CsvError::Read(_))), "{r:?}");
 }
+
+#[test]
+fn the_required_journal_is_wal_and_full_as_spelled() {
+    assert_eq!(journal("wal", 2), JOURNAL);
+    assert_ne!(journal("delete", 2), JOURNAL);
+}

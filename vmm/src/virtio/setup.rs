@@ -43,12 +43,16 @@ pub enum VirtioError {
     Thread(#[source] io::Error),
 }
 
+/// The kind of a VMM that could not create its tap (the bench then knows the interface of
+/// that name, if any, is not the launch's).
+pub const TAP_CREATE_FAILED: &str = "tap-create-failed";
+
 impl VirtioError {
     /// Stable kebab-case kind (the CLI's JSON error report).
     pub fn kind(&self) -> &'static str {
         match self {
             VirtioError::WorkspaceOpen { .. } => "workspace-open-failed",
-            VirtioError::Tap(_) | VirtioError::NoNetPair => "tap-create-failed",
+            VirtioError::Tap(_) | VirtioError::NoNetPair => TAP_CREATE_FAILED,
             VirtioError::Setup(_)
             | VirtioError::Irqfd { .. }
             | VirtioError::TooMany(_)
