@@ -247,15 +247,7 @@ impl VirtioDevice for Blk {
 
     fn read_config(&self, offset: u64, data: &mut [u8]) {
         // struct virtio_blk_config: le64 capacity first; the rest reads 0 (not offered).
-        let cfg = self.sectors.to_le_bytes();
-        for (i, b) in data.iter_mut().enumerate() {
-            *b = usize::try_from(offset)
-                .ok()
-                .and_then(|o| o.checked_add(i))
-                .and_then(|o| cfg.get(o))
-                .copied()
-                .unwrap_or(0);
-        }
+        super::read_config_bytes(&self.sectors.to_le_bytes(), offset, data);
     }
 
     fn handle(&mut self, cx: &mut Ctx<'_>, ev: Event) {

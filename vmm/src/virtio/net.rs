@@ -332,14 +332,8 @@ impl VirtioDevice for Net {
     }
 
     fn read_config(&self, offset: u64, data: &mut [u8]) {
-        for (i, b) in data.iter_mut().enumerate() {
-            *b = usize::try_from(offset)
-                .ok()
-                .and_then(|o| o.checked_add(i))
-                .and_then(|o| self.mac.get(o))
-                .copied()
-                .unwrap_or(0);
-        }
+        // struct virtio_net_config: the MAC first; the rest reads 0 (not offered).
+        super::read_config_bytes(&self.mac, offset, data);
     }
 
     fn backend_fds(&self) -> Vec<(RawFd, u32, EventSet)> {

@@ -598,15 +598,7 @@ impl VirtioDevice for Vsock {
 
     fn read_config(&self, offset: u64, data: &mut [u8]) {
         // struct virtio_vsock_config { le64 guest_cid; }
-        let cfg = GUEST_CID.to_le_bytes();
-        for (i, b) in data.iter_mut().enumerate() {
-            *b = usize::try_from(offset)
-                .ok()
-                .and_then(|o| o.checked_add(i))
-                .and_then(|o| cfg.get(o))
-                .copied()
-                .unwrap_or(0);
-        }
+        super::read_config_bytes(&GUEST_CID.to_le_bytes(), offset, data);
     }
 
     fn reset(&mut self, poll: &Poll<'_>) {
