@@ -293,11 +293,15 @@ mod tests {
         let l = loopback();
         let t0 = Instant::now();
         let e = tcp_proof(&l, boot_id(), Duration::from_millis(200)).unwrap_err();
-        assert!(matches!(e, TcpProofError::NoConnection(_)), "{e:?}");
-        let took = t0.elapsed();
         assert!(
-            took >= Duration::from_millis(200) && took < Duration::from_secs(5),
-            "{took:?}"
+            matches!(e, TcpProofError::NoConnection(d) if d == Duration::from_millis(200)),
+            "{e:?}"
+        );
+        // It waited the whole bound before giving up (never early).
+        assert!(
+            t0.elapsed() >= Duration::from_millis(200),
+            "{:?}",
+            t0.elapsed()
         );
     }
 
@@ -310,16 +314,22 @@ mod tests {
             std::thread::sleep(Duration::from_secs(2));
             drop(s);
         });
-        let t0 = Instant::now();
         let e = tcp_proof(&l, boot_id(), Duration::from_millis(300)).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                TcpProofError::Exchange(ExchangeError::Io { step: "read", .. })
+        // The read gave up at the bound (a timeout), not at the host's close 2 s later,
+        // which would have been the end of the stream (`Eof`).
+        match e {
+            TcpProofError::Exchange(ExchangeError::Io {
+                step: "read",
+                source,
+            }) => assert!(
+                matches!(
+                    source.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                "{source:?}"
             ),
-            "{e:?}"
-        );
-        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+            other => panic!("{other:?}"),
+        }
         h.join().unwrap();
     }
 
