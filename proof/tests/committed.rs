@@ -18,5 +18,8 @@ fn every_committed_results_directory_verifies() {
         assert!(v.is_valid(), "{}", v.render(&dir, 20));
         n += 1;
     }
-    assert!(n >= 10, "only {n} committed directories with a SHA256SUMS under {results:?}");
+    assert!(
+        n >= 10,
+        "only {n} committed directories with a SHA256SUMS under {results:?}"
+    );
 }
