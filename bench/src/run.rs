@@ -901,8 +901,7 @@ fn run_parity(
         }
         let (c0, t0) = (campaign::self_cpu_ns(), truecold_proto::measure::now_ns());
         let pl = launcher.launch(round, &|l| {
-            let (s, _) = engines::row(l, round, &ctx, spec.deadline_ns, &p.cmdline);
-            (!s.ok).then_some(s.error_kind)
+            engines::row(l, round, &ctx, spec.deadline_ns, &p.cmdline)
         });
         let (c1, t1) = (campaign::self_cpu_ns(), truecold_proto::measure::now_ns());
         arm.cpu_ns = arm.cpu_ns.saturating_add(c1.saturating_sub(c0));
@@ -910,7 +909,7 @@ fn run_parity(
         let l = &pl.launched;
         arm.t_start_ns.get_or_insert(l.request_ns);
         arm.t_end_ns = l.reaped_ns;
-        let (mut s, mut run) = engines::row(l, round, &ctx, spec.deadline_ns, &p.cmdline);
+        let (mut s, mut run) = pl.row;
         let o = engines::observed(l, &p.cmdline);
         if guest_cmdline.is_none() {
             guest_cmdline = o.cmdline.clone();

@@ -17,10 +17,11 @@ use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use truecold_engine::driver::{launch_once_with, Launched};
 use truecold_engine::{Agent, Launch};
+use truecold_proof::schema::Sample;
 use truecold_proto::kinds::ErrorKind;
 use truecold_proto::measure::now_ns;
 use truecold_proto::parity::{check_ifname, uds_port_path, NetPair, AGENT_PORT, TCP_PORT};
-use truecold_proto::report::{CleanupReport, VmmOutput};
+use truecold_proto::report::{CleanupReport, EngineRun, VmmOutput};
 use truecold_vmm::virtio::setup::TAP_CREATE_FAILED;
 
 /// The name of the hybrid vsock's socket in a launch's run directory (the agent listens on
@@ -52,6 +53,9 @@ pub struct ParityLauncher {
 /// (typed; it wins over the row's classification).
 pub struct ParityLaunched {
     pub launched: Launched,
+    /// The launch's row and its evidence as `row` classified them (the evidence with the
+    /// cleanup); the harness's own failure is not applied yet.
+    pub row: (Sample, EngineRun),
     pub harness_failure: Option<(ErrorKind, String)>,
 }
 
@@ -82,13 +86,12 @@ impl ParityLauncher {
     }
 
     /// Runs launch `idx`: see the module's order. Never panics; every failure is typed.
-    /// `row_kind` classifies the reaped launch as its row will (`None`: a success): the
-    /// lifecycle's DESTROYED outcome (committed before the cleanup check, which can still
-    /// fail the row).
+    /// `row` makes the reaped launch's row (and its evidence): its kind is the lifecycle's
+    /// DESTROYED outcome (committed before the cleanup check, which can still fail the row).
     pub fn launch(
         &self,
         idx: u64,
-        row_kind: &dyn Fn(&Launched) -> Option<String>,
+        row: &dyn Fn(&Launched) -> (Sample, EngineRun),
     ) -> ParityLaunched {
         let before = Snapshot::take();
         let run_dir = self.run_root.join(idx.to_string());
@@ -115,6 +118,7 @@ impl ParityLauncher {
                 let launched =
                     Launched::not_launched(engine, format!("lifecycle CREATED: {e}"), Vec::new());
                 return ParityLaunched {
+                    row: row(&launched),
                     launched,
                     harness_failure: Some(state_err(&e)),
                 };
@@ -185,10 +189,11 @@ impl ParityLauncher {
         let t0 = launched.reaped_ns;
         // The harness's own failure names the launch's end first (it is why the driver saw
         // none, or a killed one), then the driver's.
+        let mut made = row(&launched);
         let outcome = harness_failure
             .as_ref()
             .map(|(k, _)| k.as_string())
-            .or_else(|| row_kind(&launched))
+            .or_else(|| (!made.0.ok).then(|| made.0.error_kind.clone()))
             .unwrap_or_else(|| super::lifecycle::OUTCOME_OK.to_string());
         let mut failures: Vec<String> = Vec::new();
         match self.state.borrow_mut().destroyed(idx, &outcome) {
@@ -248,8 +253,10 @@ impl ParityLauncher {
             clone_ns,
             state_commit_ns: commits,
         });
+        made.1.cleanup = launched.run.cleanup.clone();
         ParityLaunched {
             launched,
+            row: made,
             harness_failure,
         }
     }
