@@ -141,11 +141,13 @@ pub struct RunArgs {
     /// cold-host arm. Root only; --mode sequential only.
     #[arg(long)]
     pub drop_caches: bool,
-    /// The parity contract (docs/parity.md): truecold-vmm with virtio-vsock, virtio-net on a
+    /// The parity contract (docs/parity.md): the engine with virtio-vsock, virtio-net on a
     /// per-launch tap and a per-launch workspace disk; strict-ready when the guest agent
     /// answered on vsock and a TCP round trip to the guest verified; each launch's state
     /// persisted (SQLite) and its cleanup verified. A Linux campaign, sequential only; needs
     /// root (taps) and the parity guest (`<guest-dir>/workspace.img`, the parity kernel).
+    /// truecold-vmm alone (one bundle), or with --engine/--engines (truecold, firecracker,
+    /// cloud-hypervisor) every arm under the parity contract, interleaved (one directory).
     #[arg(long)]
     pub parity: bool,
     /// Reliability tests only: every parity launch's tap gets this name instead of its own
@@ -309,8 +311,9 @@ impl RunArgs {
         if self.parity {
             for (bad, why) in [
                 (
-                    !arms.is_empty(),
-                    "the parity contract is truecold-vmm's (no --engine)",
+                    arms.contains(&Engine::QemuMicrovm),
+                    "QEMU's microvm has no parity launch: its vsock device is vhost-vsock \
+                     only (the host's /dev/vhost-vsock), which truecold does not drive",
                 ),
                 (self.probe, "the parity contract boots Linux (no --probe)"),
                 (

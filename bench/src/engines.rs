@@ -112,7 +112,7 @@ pub struct EnginesSpec {
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
     /// Who stamps strict-ready: `serial` (an engines campaign) or `agent` (the parity
-    /// contract: one arm, not interleaved).
+    /// contract: truecold-vmm alone, or engine arms interleaved like an engines campaign).
     pub observer: Observer,
 }
 
@@ -132,8 +132,8 @@ impl EnginesSpec {
         }
     }
 
-    /// The per-arm campaign (a sequential Linux campaign of `rounds` launches, serial
-    /// observer), for `result.json`.
+    /// The per-arm campaign (a sequential Linux campaign of `rounds` launches), for
+    /// `result.json`.
     pub fn campaign(&self) -> CampaignSpec {
         CampaignSpec {
             schedule: Schedule::Sequential { n: self.rounds },
@@ -144,7 +144,9 @@ impl EnginesSpec {
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
             observer: self.observer,
-            interleaved: self.observer == Observer::Serial,
+            // Arms take turns launch by launch; truecold-vmm alone under the parity contract
+            // is one plain sequential arm.
+            interleaved: self.observer == Observer::Serial || self.arms.len() > 1,
         }
     }
 
@@ -165,9 +167,14 @@ impl EnginesSpec {
     }
 }
 
-/// One launch of arm `arm` (index into the spec's arms) in `round`.
+/// A row maker: one reaped launch → its row and evidence ([`row`] with the arm's context).
+pub type RowOf<'a> = dyn Fn(&Launched) -> (Sample, EngineRun) + 'a;
+
+/// One launch of arm `arm` (index into the spec's arms) in `round`, and its row: `row`
+/// classifies the reaped launch; a launcher may add what it did itself (the parity
+/// contract's lifecycle, tap and cleanup).
 pub trait ArmLauncher {
-    fn launch(&self, arm: usize, round: u64) -> Launched;
+    fn launch(&self, arm: usize, round: u64, row: &RowOf<'_>) -> (Launched, Sample, EngineRun);
 }
 
 /// The real launcher: one [`truecold_engine::driver::launch_once`] per call.
@@ -179,13 +186,15 @@ pub struct DriverLauncher<'a> {
 }
 
 impl ArmLauncher for DriverLauncher<'_> {
-    fn launch(&self, arm: usize, _round: u64) -> Launched {
-        truecold_engine::driver::launch_once(
+    fn launch(&self, arm: usize, _round: u64, row: &RowOf<'_>) -> (Launched, Sample, EngineRun) {
+        let l = truecold_engine::driver::launch_once(
             &self.launches[arm],
             self.mem_bytes,
             self.deadline_ns,
             self.kill_grace_ns,
-        )
+        );
+        let (s, run) = row(&l);
+        (l, s, run)
     }
 }
 
@@ -350,21 +359,17 @@ pub fn execute<W: Write>(
                 Err(_) => {}
             }
         }
+        let cmdline = guest_cmdlines.get(i).map(String::as_str).unwrap_or("");
+        let ctx = spec.row_context(engine);
         let (c0, t0) = (cpu_ns(), now_ns());
-        let l = launcher.launch(i, round);
+        let (l, s, run) = launcher.launch(i, round, &|l| {
+            row(l, round, &ctx, spec.deadline_ns, cmdline)
+        });
         let (c1, t1) = (cpu_ns(), now_ns());
         arm.cpu_ns = arm.cpu_ns.saturating_add(c1.saturating_sub(c0));
         arm.wall_ns = arm.wall_ns.saturating_add(t1.saturating_sub(t0));
         arm.t_start_ns.get_or_insert(l.request_ns);
         arm.t_end_ns = l.reaped_ns;
-        let cmdline = guest_cmdlines.get(i).map(String::as_str).unwrap_or("");
-        let (s, run) = row(
-            &l,
-            round,
-            &spec.row_context(engine),
-            spec.deadline_ns,
-            cmdline,
-        );
         let o = observed(&l, cmdline);
         arm.cmdlines.extend(o.cmdline);
         if let Some(b) = o.backing {
@@ -480,13 +485,16 @@ pub fn write_dir(
     shared: &Shared<'_>,
     bundles: &[ArmBundle<'_>],
     ran: &EnginesRun,
+    mut extras: Vec<ArmExtras>,
 ) -> Result<WrittenArms, EnginesError> {
     let tmp = campaign::staging_dir(dest, "tmp")
         .map_err(|(op, path, source)| EnginesError::Io { op, path, source })?;
     let spec = shared.spec;
     let mut arms = Vec::new();
-    for (i, b) in bundles.iter().enumerate() {
+    extras.resize_with(bundles.len(), ArmExtras::default);
+    for ((i, b), extra) in bundles.iter().enumerate().zip(extras) {
         let mut warnings = shared.warnings.clone();
+        warnings.extend(extra.warnings);
         warnings.push(format!(
             "one arm of an engines campaign ({}): interleaved launch by launch with the other \
              arm(s) in seeded shuffled rounds (seed {}), so this arm's rows have the others' \
@@ -504,10 +512,7 @@ pub fn write_dir(
             b,
             &ran.arms[i],
             ran,
-            ArmExtras {
-                warnings,
-                ..ArmExtras::default()
-            },
+            ArmExtras { warnings, ..extra },
         )?;
         arms.push((
             b.engine,

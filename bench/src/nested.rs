@@ -131,6 +131,7 @@ pub fn run_engines(
 /// there creates its taps.
 pub fn run_parity(
     args: &RunArgs,
+    arms: Option<&[Engine]>,
     rounds: u64,
     guest_dir: &Path,
 ) -> Result<crate::run::RunOutcome, NestedError> {
@@ -139,14 +140,20 @@ pub fn run_parity(
         Some(p) => p.clone(),
         None => {
             let (stamp, _) = crate::clock::utc_now();
+            let label = arms
+                .map(|a| {
+                    let names: Vec<&str> = a.iter().map(|e| e.as_str()).collect();
+                    format!("-engines-{}", names.join("-"))
+                })
+                .unwrap_or_default();
             PathBuf::from("results").join(format!(
-                "{stamp}-nested-parity-{}vcpu-{}mib",
+                "{stamp}-nested-parity{label}-{}vcpu-{}mib",
                 args.vcpus, args.mem_mib
             ))
         }
     };
     let parity = crate::run::PARITY_KERNEL_DIR;
-    let extra = [
+    let mut extra: Vec<L1File> = [
         crate::run::WORKSPACE_IMAGE.to_string(),
         format!("{parity}/vmlinux"),
         format!("{parity}/config"),
@@ -158,19 +165,44 @@ pub fn run_parity(
         executable: false,
     })
     .collect();
+    // Engine arms: the peers packed like an engines campaign's, named at their L1 paths.
+    let inner = match arms {
+        Some(arms) => {
+            let bins = truecold_nested::EngineBinaries::locate(
+                arms,
+                args.firecracker.as_deref(),
+                args.cloud_hypervisor.as_deref(),
+                args.qemu.as_deref(),
+            )
+            .map_err(crate::engines::EnginesError::BinaryMissing)?;
+            extra.extend(truecold_nested::engine_files(arms, &bins)?);
+            inner_engine_args(args, &schedule, arms)
+        }
+        None => inner_args(args, &schedule),
+    };
+    let n_arms = arms.map_or(1, <[Engine]>::len) as u64;
     let written = in_l1(
         args,
-        inner_args(args, &schedule),
+        inner,
         extra,
-        rounds,
+        rounds.saturating_mul(n_arms),
         guest_dir,
         dest,
     )?;
+    let arm_verdicts = arms
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let path = written.path.join(e.as_str());
+            let verdict = verify_dir(&path);
+            (*e, Written { path, verdict })
+        })
+        .collect();
     Ok(crate::run::RunOutcome {
         written,
         interrupted: false,
         warnings: vec![WARNING.to_string()],
-        arms: Vec::new(),
+        arms: arm_verdicts,
     })
 }
 

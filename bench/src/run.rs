@@ -771,7 +771,7 @@ fn run_engines(
         invocation,
         explicit,
     };
-    let w = engines::write_dir(&dest, &shared, &bundles, &ran)?;
+    let w = engines::write_dir(&dest, &shared, &bundles, &ran, Vec::new())?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(RunOutcome {
         written: w.written,
@@ -786,25 +786,43 @@ pub const WORKSPACE_IMAGE: &str = xtask::workspace::IMAGE;
 /// Where the parity kernel (vmlinux, config) is in the guest directory (xtask's).
 pub const PARITY_KERNEL_DIR: &str = xtask::PARITY_DIR;
 
-/// A parity campaign (`--parity`): truecold-vmm under the agent channel, one sequential arm
-/// ([`crate::parity::launch::ParityLauncher`]), written as one bundle whose rows carry the
-/// network proof and the cleanup, with the lifecycle table as `state.csv`.
+/// A parity campaign (`--parity`): each arm's engine under the agent channel
+/// ([`crate::parity::launch::ParityLauncher`]); truecold-vmm alone is one bundle, engine arms
+/// (`--engine`/`--engines`) run interleaved like an engines campaign into one directory.
+/// Every bundle's rows carry the network proof and the cleanup, with its arm's lifecycle
+/// table as `state.csv`.
 fn run_parity(
     args: &RunArgs,
     invocation: &str,
     schedule: &Schedule,
 ) -> Result<RunOutcome, RunError> {
-    use crate::engines::{self, ArmBundle, ArmRun, EnginesRun, EnginesSpec, Shared};
+    use crate::engines::{self, ArmBundle, ArmExtras, EnginesSpec, Shared};
     use crate::parity::{launch::ParityLauncher, state::StateDb};
     use truecold_proto::kinds::Engine;
     let rounds = schedule.validate()?;
     let guest_dir = artifacts::guest_dir(args.guest_dir.as_deref());
-    if args.nested {
-        return Ok(nested::run_parity(args, rounds, &guest_dir)?);
+    let named = args.arms()?;
+    // No engine named: truecold-vmm alone, one bundle (as before engine arms existed).
+    let single = named.is_empty();
+    let arms = if single {
+        vec![Engine::Truecold]
+    } else {
+        named
+    };
+    for e in &arms {
+        truecold_engine::parity::supported(*e).map_err(|e| RunError::Parity(e.to_string()))?;
     }
-    let resolved = engines::resolve(&[Engine::Truecold], args)?;
+    if args.nested {
+        return Ok(nested::run_parity(
+            args,
+            (!single).then_some(arms.as_slice()),
+            rounds,
+            &guest_dir,
+        )?);
+    }
+    let resolved = engines::resolve(&arms, args)?;
     // The parity guest: the same init and initramfs, the parity kernel (base + parity
-    // fragment: virtio-mmio, -blk, -net, vsock, ext4) from `<guest-dir>/parity/`.
+    // fragment: virtio-mmio, -pci, -blk, -net, vsock, ext4) from `<guest-dir>/parity/`.
     let mut lg = artifacts::linux_guest(&guest_dir)?;
     for (slot, name) in [(&mut lg.vmlinux, "vmlinux"), (&mut lg.config, "config")] {
         let p = guest_dir.join(PARITY_KERNEL_DIR).join(name);
@@ -826,11 +844,16 @@ fn run_parity(
     let (kind, warnings) = kvm_host()?;
     let guest = engines::guest_of(args, &lg);
     let dest = args.out.clone().unwrap_or_else(|| {
+        let (stamp, _) = crate::clock::utc_now();
+        let label = if single {
+            String::new()
+        } else {
+            let names: Vec<&str> = arms.iter().map(|e| e.as_str()).collect();
+            format!("-engines-{}", names.join("-"))
+        };
         Path::new("results").join(format!(
-            "{}-parity-{}vcpu-{}mib",
-            crate::clock::utc_now().0,
-            args.vcpus,
-            args.mem_mib
+            "{stamp}-parity{label}-{}vcpu-{}mib",
+            args.vcpus, args.mem_mib
         ))
     });
     if dest.symlink_metadata().is_ok() {
@@ -840,150 +863,156 @@ fn run_parity(
     // A stale directory of an earlier process with this pid would hold its lifecycle rows.
     let _ = std::fs::remove_dir_all(&work);
     let prepared = engines::prepare(&resolved, &guest, &work, kind)?;
-    let Some(p) = prepared.into_iter().next() else {
-        return Err(RunError::Parity("no truecold arm".into()));
-    };
     let kernel_config = std::fs::read(&lg.config).map_err(|source| RunError::Config {
         path: lg.config.clone(),
         source,
     })?;
     let spec = EnginesSpec::of_args(
         args,
-        vec![Engine::Truecold],
+        arms.clone(),
         rounds,
         truecold_proof::schema::Observer::Agent,
     );
-    let state = StateDb::open(&work.join("state.sqlite"))
-        .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
-    let journal = state
-        .pragmas()
-        .map(|p| truecold_proof::lifecycle::journal(&p.journal_mode, p.synchronous))
-        .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
+    let parity_err =
+        |e: &dyn std::error::Error| RunError::Parity(truecold_proto::measure::error_chain(e));
+    let pair = truecold_proto::parity::NetPair::for_slot(0)
+        .map_err(|e| RunError::Parity(e.to_string()))?;
     // The base image's digest (a directory or unreadable file has none: every clone of it
     // fails, typed, per launch).
     let workspace_sha256 = std::fs::read(&base_image)
         .map(|b| truecold_proof::lifecycle::sha256_hex(&b))
         .unwrap_or_else(|e| format!("unreadable: {e}"));
-    let launcher = ParityLauncher {
-        base: p.launch.clone(),
-        base_image,
-        run_root: work.join("launches"),
-        pair: truecold_proto::parity::NetPair::for_slot(0)
-            .map_err(|e| RunError::Parity(e.to_string()))?,
-        state: std::cell::RefCell::new(state),
-        tap_override: args.inject_tap_name.clone(),
-        mem_bytes: spec.mem_bytes,
-        deadline_ns: spec.deadline_ns,
-        kill_grace_ns: spec.kill_grace_ns,
-    };
+    let mut launchers = Vec::new();
+    let mut journals = Vec::new();
+    // What each arm's guest is given: truecold-vmm builds its own (the observed one is
+    // recorded), a peer gets the agent command line.
+    let mut cmdlines = Vec::new();
+    for p in &prepared {
+        let dir = work.join(p.engine.as_str());
+        let state = StateDb::open(&dir.join("state.sqlite")).map_err(|e| parity_err(&e))?;
+        journals.push(
+            state
+                .pragmas()
+                .map(|j| truecold_proof::lifecycle::journal(&j.journal_mode, j.synchronous))
+                .map_err(|e| parity_err(&e))?,
+        );
+        cmdlines.push(match p.engine {
+            Engine::Truecold => p.cmdline.clone(),
+            e => truecold_engine::parity::cmdline(e, &guest, pair).map_err(|e| parity_err(&e))?,
+        });
+        launchers.push(ParityLauncher {
+            base: p.launch.clone(),
+            guest: guest.clone(),
+            base_image: base_image.clone(),
+            run_root: dir.join("launches"),
+            pair,
+            state: std::cell::RefCell::new(state),
+            tap_override: args.inject_tap_name.clone(),
+            mem_bytes: spec.mem_bytes,
+            deadline_ns: spec.deadline_ns,
+            kill_grace_ns: spec.kill_grace_ns,
+        });
+    }
     let facts = HostFacts::read(kind);
     let stop = interrupt::install()?;
     eprintln!(
-        "truecold: parity campaign — {rounds} sequential launch(es), {} vCPU, {} MiB, backing {}, \
-         deadline {} ms, agent over vsock + TCP over tap {} → {}",
+        "truecold: parity campaign — {rounds} round(s) of {} arm(s){}, {} vCPU, {} MiB, \
+         backing {}, deadline {} ms, agent over vsock + TCP over tap {} → {}",
+        arms.len(),
+        if single {
+            String::new()
+        } else {
+            format!(" in seeded shuffled order (seed {})", args.seed)
+        },
         spec.vcpus,
         spec.mem_bytes >> 20,
         spec.backing,
         args.deadline_ms(),
-        launcher.pair,
+        pair,
         dest.display()
     );
-    let ctx = spec.row_context(Engine::Truecold);
-    let mut progress = Progress::new(std::io::stderr(), Style::detect(), "parity", rounds);
-    let mut arm = ArmRun::default();
-    let mut interrupted = false;
-    let mut guest_cmdline: Option<String> = None;
-    let before = crate::host::Snapshot::take();
-    for round in 0..rounds {
-        if stop.load(std::sync::atomic::Ordering::SeqCst) {
-            interrupted = true;
-            break;
-        }
-        let (c0, t0) = (campaign::self_cpu_ns(), truecold_proto::measure::now_ns());
-        let pl = launcher.launch(round, &|l| {
-            engines::row(l, round, &ctx, spec.deadline_ns, &p.cmdline)
-        });
-        let (c1, t1) = (campaign::self_cpu_ns(), truecold_proto::measure::now_ns());
-        arm.cpu_ns = arm.cpu_ns.saturating_add(c1.saturating_sub(c0));
-        arm.wall_ns = arm.wall_ns.saturating_add(t1.saturating_sub(t0));
-        let l = &pl.launched;
-        arm.t_start_ns.get_or_insert(l.request_ns);
-        arm.t_end_ns = l.reaped_ns;
-        let (mut s, mut run) = pl.row;
-        let o = engines::observed(l, &p.cmdline);
-        if guest_cmdline.is_none() {
-            guest_cmdline = o.cmdline.clone();
-        }
-        arm.cmdlines.extend(o.cmdline);
-        if let Some(b) = o.backing {
-            *arm.backings.entry(b).or_insert(0) += 1;
-        }
-        if let Some((kind, why)) = pl.harness_failure {
-            if s.ok || kind != truecold_proto::kinds::ErrorKind::CleanupFailed {
-                s.ok = false;
-                s.error_kind = kind.as_string();
-                s.error_detail = why;
-            }
-        }
-        s.cleanup_ok = run.cleanup.as_ref().map(|c| c.ok);
-        s.cleanup_ns = run.cleanup.as_ref().map(|c| c.ns);
-        run.outcome.ok = s.ok;
-        run.outcome.failure_kind = (!s.ok).then(|| s.error_kind.clone());
-        run.outcome.failure = (!s.ok).then(|| s.error_detail.clone());
-        progress.record(s.ok, s.latency_ns);
-        arm.samples.push(s);
-        arm.runs.push(run);
-    }
-    let after = crate::host::Snapshot::take_after(&before);
-    progress.finish();
-    arm.repeated_boot_ids = crate::sample::mark_repeated_boot_ids(&mut arm.samples);
-    // A row's evidence says what the row says (a repeated boot id fails a row after the loop).
-    for (s, r) in arm.samples.iter().zip(arm.runs.iter_mut()) {
-        r.outcome.ok = s.ok;
-        r.outcome.failure_kind = (!s.ok).then(|| s.error_kind.clone());
-        r.outcome.failure = (!s.ok).then(|| s.error_detail.clone());
-    }
-    let export = launcher
-        .state
-        .borrow()
-        .export(&work)
-        .map_err(|e| RunError::Parity(truecold_proto::measure::error_chain(&e)))?;
-    let state_csv = std::fs::read(&export.path)
-        .map_err(|e| RunError::Parity(format!("reading {}: {e}", export.path.display())))?;
-    let ran = EnginesRun {
-        arms: vec![arm],
-        order: (0..rounds).map(|r| (r, Engine::Truecold)).collect(),
-        interrupted,
-        before,
-        after,
-    };
+    let total = rounds.saturating_mul(arms.len() as u64);
+    let mut progress = Progress::new(std::io::stderr(), Style::detect(), "parity", total);
+    let ran = engines::execute(
+        &spec,
+        &cmdlines,
+        &ParityArms(&launchers),
+        stop,
+        &mut progress,
+        None,
+        &campaign::self_cpu_ns,
+    );
+    let bins: Vec<(Engine, PathBuf)> = prepared
+        .iter()
+        .map(|p| (p.engine, p.binary.clone()))
+        .collect();
+    let vmm = bins
+        .iter()
+        .find(|(e, _)| *e == Engine::Truecold)
+        .map(|(_, b)| b.clone())
+        .unwrap_or_default();
     let explicit = explicit_args(
         args,
         schedule,
         guest_flag(ContractKind::Linux),
         ArgPaths {
-            vmm: &p.binary,
+            vmm: &vmm,
             guest_dir: Some(&absolute(&guest_dir)),
             out: &std::path::absolute(&dest).unwrap_or_else(|_| dest.clone()),
-            engines: &[],
+            engines: if single { &[] } else { &bins },
         },
     );
-    // The command as recorded: the parity flags with their per-launch values named.
-    let shown = truecold_engine::Launch {
-        args: launcher.args_for(
-            Path::new("<run-dir>"),
-            "<tap>",
-            Path::new("<run-dir>/workspace.img"),
-        ),
-        ..p.launch.clone()
-    };
-    let bundle = ArmBundle {
-        engine: Engine::Truecold,
-        binary: p.binary.clone(),
-        version: p.version.clone(),
-        launch: &shown,
-        guest_cmdline: guest_cmdline.unwrap_or_else(|| p.cmdline.clone()),
-    };
+    // Each arm's command as recorded: its parity form with the per-launch values named.
+    let mut shown = Vec::new();
+    for l in &launchers {
+        shown.push(
+            l.launch_for(Path::new("<run-dir>"), "<tap>")
+                .map_err(|e| parity_err(&e))?,
+        );
+    }
+    let bundles: Vec<ArmBundle<'_>> = prepared
+        .iter()
+        .zip(&shown)
+        .zip(ran.arms.iter().zip(&cmdlines))
+        .map(|((p, launch), (arm, given))| ArmBundle {
+            engine: p.engine,
+            binary: p.binary.clone(),
+            version: p.version.clone(),
+            launch,
+            // truecold-vmm's as it reported it (its virtio-mmio entries included).
+            guest_cmdline: match p.engine {
+                Engine::Truecold => arm.cmdlines.iter().next().cloned(),
+                _ => None,
+            }
+            .unwrap_or_else(|| given.clone()),
+        })
+        .collect();
+    let mut extras = Vec::new();
+    for (l, journal) in launchers.iter().zip(journals) {
+        let export = l
+            .state
+            .borrow()
+            .export(&l.run_root)
+            .map_err(|e| parity_err(&e))?;
+        let state_csv = std::fs::read(&export.path)
+            .map_err(|e| RunError::Parity(format!("reading {}: {e}", export.path.display())))?;
+        extras.push(ArmExtras {
+            warnings: vec![
+                "the parity contract: each launch's lifecycle (state.csv; its digest in \
+                 environment.parity) committed to an embedded SQLite table (WAL, \
+                 synchronous=FULL); RUNNING is committed after the spawn, inside the measured \
+                 window"
+                    .to_string(),
+            ],
+            files: vec![(crate::parity::lifecycle::STATE_CSV.to_string(), state_csv)],
+            parity: Some(truecold_proof::schema::ParityFacts {
+                state_sha256: export.sha256.clone(),
+                net_pair: pair.to_string(),
+                workspace_sha256: workspace_sha256.clone(),
+                journal,
+            }),
+        });
+    }
     let shared = Shared {
         spec: &spec,
         guest: &lg,
@@ -993,41 +1022,54 @@ fn run_parity(
         invocation,
         explicit,
     };
-    let mut w = warnings.clone();
-    w.push(
-        "the parity contract: each launch's lifecycle (state.csv; its digest in \
-         environment.parity) committed to an embedded SQLite table (WAL, synchronous=FULL); \
-         RUNNING is committed after the spawn, inside the measured window"
-            .to_string(),
-    );
-    // The bundle appears atomically (written beside `dest`, then renamed).
-    let verdict = engines::write_arm_bundle(
-        &dest,
-        &shared,
-        &bundle,
-        &ran.arms[0],
-        &ran,
-        engines::ArmExtras {
-            warnings: w,
-            files: vec![(crate::parity::lifecycle::STATE_CSV.to_string(), state_csv)],
-            parity: Some(truecold_proof::schema::ParityFacts {
-                state_sha256: export.sha256.clone(),
-                net_pair: launcher.pair.to_string(),
-                workspace_sha256,
-                journal,
-            }),
-        },
-    )?;
+    let outcome = if single {
+        // The bundle appears atomically (written beside `dest`, then renamed).
+        let (Some(b), Some(arm)) = (bundles.first(), ran.arms.first()) else {
+            return Err(RunError::Parity("no truecold arm".into()));
+        };
+        let mut e = extras.into_iter().next().unwrap_or_default();
+        e.warnings.splice(0..0, warnings.iter().cloned());
+        let verdict = engines::write_arm_bundle(&dest, &shared, b, arm, &ran, e)?;
+        RunOutcome {
+            written: Written {
+                path: dest,
+                verdict,
+            },
+            interrupted: ran.interrupted,
+            warnings,
+            arms: Vec::new(),
+        }
+    } else {
+        let w = engines::write_dir(&dest, &shared, &bundles, &ran, extras)?;
+        RunOutcome {
+            written: w.written,
+            interrupted: ran.interrupted,
+            warnings,
+            arms: w.arms,
+        }
+    };
     let _ = std::fs::remove_dir_all(&work);
-    Ok(RunOutcome {
-        written: Written {
-            path: dest,
-            verdict,
-        },
-        interrupted,
-        warnings,
-        arms: Vec::new(),
-    })
+    Ok(outcome)
+}
+
+/// Every arm's parity launcher, as the engines campaign's launcher.
+struct ParityArms<'a>(&'a [crate::parity::launch::ParityLauncher]);
+
+impl crate::engines::ArmLauncher for ParityArms<'_> {
+    fn launch(
+        &self,
+        arm: usize,
+        round: u64,
+        row: &crate::engines::RowOf<'_>,
+    ) -> (
+        truecold_engine::driver::Launched,
+        truecold_proof::schema::Sample,
+        truecold_proto::report::EngineRun,
+    ) {
+        let pl = self.0[arm].launch(round, row);
+        let (s, run) = pl.row;
+        (pl.launched, s, run)
+    }
 }
 
 /// One line per concurrency level (burst, churn, sweep): latency and sustained throughput,

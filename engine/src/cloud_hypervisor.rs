@@ -23,6 +23,11 @@ pub fn memory(g: &Guest) -> String {
 
 /// The argv after the program.
 pub fn args(g: &Guest) -> Result<Vec<String>, EngineError> {
+    args_with(g, &g.cmdline(Engine::CloudHypervisor)?)
+}
+
+/// The argv after the program with `cmdline` as the guest's command line.
+pub fn args_with(g: &Guest, cmdline: &str) -> Result<Vec<String>, EngineError> {
     let e = Engine::CloudHypervisor;
     Ok(vec![
         "--kernel".into(),
@@ -30,7 +35,7 @@ pub fn args(g: &Guest) -> Result<Vec<String>, EngineError> {
         "--initramfs".into(),
         utf8(e, "the initramfs path", &g.initramfs)?,
         "--cmdline".into(),
-        g.cmdline(e)?,
+        cmdline.to_string(),
         "--cpus".into(),
         format!("boot={}", g.vcpus),
         "--memory".into(),
@@ -40,6 +45,27 @@ pub fn args(g: &Guest) -> Result<Vec<String>, EngineError> {
         "--console".into(),
         "off".into(),
     ])
+}
+
+/// The parity devices of one launch (`crate::parity`): the hybrid vsock at `uds` (guest CID
+/// 3), virtio-net on the launch's tap (Cloud Hypervisor creates it, addresses the host side
+/// and brings it up; it is gone with the process) with the pair's guest MAC, and the
+/// workspace clone `image` as a raw disk.
+pub fn parity_args(uds: &str, p: &crate::parity::PerLaunch<'_>, image: &str) -> Vec<String> {
+    vec![
+        "--vsock".into(),
+        format!("cid={},socket={uds}", truecold_proto::parity::GUEST_CID),
+        "--net".into(),
+        format!(
+            "tap={},ip={},mask={},mac={}",
+            p.tap,
+            p.pair.host(),
+            p.pair.netmask(),
+            p.pair.guest_mac_text()
+        ),
+        "--disk".into(),
+        format!("path={image},image_type=raw"),
+    ]
 }
 
 /// The arm's launch.

@@ -114,18 +114,28 @@ impl Launched {
 /// Runs `l` once for a guest of `mem_bytes`, judged against `deadline_ns` from the request,
 /// killed at `deadline_ns + kill_grace_ns`.
 pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: u64) -> Launched {
-    launch_once_with(l, mem_bytes, deadline_ns, kill_grace_ns, &mut |_| Ok(()))
+    launch_once_with(
+        l,
+        mem_bytes,
+        deadline_ns,
+        kill_grace_ns,
+        &mut || Ok(()),
+        &mut |_| Ok(()),
+    )
 }
 
-/// [`launch_once`], calling `after_spawn` with the engine's pid right after the spawn (inside
-/// the measured window: the parity contract commits the launch's RUNNING state there, before
-/// strict-ready can be declared). An error from it kills the engine: the launch ends as a
-/// harness failure naming it.
+/// [`launch_once`], calling `before_spawn` right after the request stamp and `after_spawn`
+/// with the engine's pid right after the spawn, both inside the measured window (the parity
+/// contract makes a Firecracker launch's tap before the spawn, and commits the launch's
+/// RUNNING state after it, before strict-ready can be declared). An error from
+/// `before_spawn` ends the launch unspawned, one from `after_spawn` kills the engine: either
+/// way the launch ends as a harness failure naming it.
 pub fn launch_once_with(
     l: &Launch,
     mem_bytes: u64,
     deadline_ns: u64,
     kill_grace_ns: u64,
+    before_spawn: &mut dyn FnMut() -> Result<(), String>,
     after_spawn: &mut dyn FnMut(u32) -> Result<(), String>,
 ) -> Launched {
     // Outside the window: the files the engine reads, no stale report.
@@ -195,6 +205,9 @@ pub fn launch_once_with(
     };
     if let Some(why) = prep {
         return ended(out, ProcessEnd::SpawnFailed(why));
+    }
+    if let Err(e) = before_spawn() {
+        return ended(out, ProcessEnd::HarnessIo(format!("before the spawn: {e}")));
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -389,7 +402,7 @@ fn watch(
         let ready =
             |p: &libc::pollfd| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
         if ready(&fds[2]) {
-            if let Err(e) = agent_step(
+            match agent_step(
                 &mut listener,
                 &mut agent,
                 &mut obs,
@@ -411,8 +424,17 @@ fn watch(
                     act(actions, t, &mut w, obs, watched, out, &mut stderr)
                 },
             ) {
-                end = Some(kill_and_reap(&mut child, ProcessEnd::HarnessIo(e)));
-                break;
+                Err(e) => {
+                    end = Some(kill_and_reap(&mut child, ProcessEnd::HarnessIo(e)));
+                    break;
+                }
+                // The record came on the agent channel of an engine that reboots the guest
+                // instead of exiting (Cloud Hypervisor): killed now, as on serial.
+                Ok(true) if !killed_after_record => {
+                    kill_group(&child);
+                    killed_after_record = true;
+                }
+                Ok(_) => {}
             }
         }
         if ready(&fds[0]) {
@@ -498,17 +520,18 @@ fn watch(
 type OnAgentActions<'a> = dyn FnMut(&Observer, Vec<Action>, u64, &Option<UnixStream>) -> bool + 'a;
 
 /// One readiness of the agent channel: accept the VMM's connection (one only; the listener is
-/// closed then), or read what arrived and hand it to the observer.
+/// closed then), or read what arrived and hand it to the observer. `true`: the actions ask
+/// for the engine to be killed (the record of an engine that does not end by itself).
 fn agent_step(
     listener: &mut Option<UnixListener>,
     agent: &mut Option<UnixStream>,
     obs: &mut Observer,
     buf: &mut [u8],
     on: &mut OnAgentActions<'_>,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     if agent.is_none() {
         let Some(ls) = listener.as_ref() else {
-            return Ok(());
+            return Ok(false);
         };
         return match ls.accept() {
             Ok((s, _)) => {
@@ -516,26 +539,26 @@ fn agent_step(
                     .map_err(|e| format!("agent socket: {e}"))?;
                 *agent = Some(s);
                 *listener = None;
-                Ok(())
+                Ok(false)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
             Err(e) => Err(format!("accepting the agent: {e}")),
         };
     }
     let Some(a) = agent.as_mut() else {
-        return Ok(());
+        return Ok(false);
     };
     match a.read(buf) {
         Ok(0) => {
             obs.finish();
             *agent = None;
-            Ok(())
+            Ok(false)
         }
         Ok(n) => {
             let t = now_ns();
             let actions = obs.feed(&buf[..n], &mut rand::random::<[u8; 16]>);
-            let _ = on(obs, actions, t, agent);
+            let kill = on(obs, actions, t, agent);
             // The record is the channel's last line: the bench closes its end, so the guest
             // (which waits for the close before it writes its exit code) stops at once.
             if obs.record.is_some() {
@@ -544,7 +567,7 @@ fn agent_step(
                 }
                 obs.finish();
             }
-            Ok(())
+            Ok(kill)
         }
         Err(e)
             if matches!(
@@ -552,13 +575,13 @@ fn agent_step(
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
             ) =>
         {
-            Ok(())
+            Ok(false)
         }
         // The guest side reset the connection: the observer judges what it got.
         Err(_) => {
             obs.finish();
             *agent = None;
-            Ok(())
+            Ok(false)
         }
     }
 }

@@ -55,6 +55,39 @@ pub fn config_for(g: &Guest, boot_args: &str) -> Result<String, EngineError> {
     Ok(s)
 }
 
+/// `--config-file`'s content for one parity launch (`crate::parity`): the strict config with
+/// `boot_args` (the agent command line), the hybrid vsock at `uds`, the launch's tap (made by
+/// the bench: Firecracker opens it by name) with the pair's guest MAC, and the workspace
+/// clone `image` as a non-root drive.
+pub fn parity_config(
+    g: &Guest,
+    boot_args: &str,
+    uds: &str,
+    p: &crate::parity::PerLaunch<'_>,
+    image: &str,
+) -> Result<String, EngineError> {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&config_for(g, boot_args)?).map_err(EngineError::Config)?;
+    v["vsock"] = serde_json::json!({
+        "guest_cid": truecold_proto::parity::GUEST_CID,
+        "uds_path": uds,
+    });
+    v["network-interfaces"] = serde_json::json!([{
+        "iface_id": "eth0",
+        "host_dev_name": p.tap,
+        "guest_mac": p.pair.guest_mac_text(),
+    }]);
+    v["drives"] = serde_json::json!([{
+        "drive_id": "workspace",
+        "path_on_host": image,
+        "is_root_device": false,
+        "is_read_only": false,
+    }]);
+    let mut s = serde_json::to_string_pretty(&v).map_err(EngineError::Config)?;
+    s.push('\n');
+    Ok(s)
+}
+
 /// The argv after the program.
 pub fn args(config_path: &str, log_path: &str) -> Vec<String> {
     [

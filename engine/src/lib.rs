@@ -15,6 +15,7 @@ pub mod firecracker;
 pub mod locate;
 pub mod network;
 pub mod observer;
+pub mod parity;
 pub mod qemu_microvm;
 pub mod smaps;
 pub mod truecold;
@@ -76,6 +77,10 @@ pub enum EngineError {
     },
     #[error("serializing Firecracker's configuration")]
     Config(#[source] serde_json::Error),
+    #[error("the parity contract")]
+    Parity(#[source] parity::ParityUnsupported),
+    #[error("{0}: the arm's launch has no config file to give the parity devices")]
+    NoConfigFile(Engine),
 }
 
 /// How an engine's process ends after the guest's record.

@@ -56,13 +56,15 @@ pub fn mount_source(
     Ok(())
 }
 
-/// Stops the guest once its code is on the exit port: under the serial transport a reset
-/// ([`reboot`]); under the ports transport, or before the transport is known, [`power_off`]
-/// as always.
+/// Stops the guest once its code is on the exit port: under the serial and vsock
+/// transports, whose engines may have no exit port (every engine of an engines or parity
+/// campaign but truecold-vmm, which the exit port has stopped already), a reset
+/// ([`reboot`]: without ACPI a power-off only halts, and Firecracker would run on); under
+/// the ports transport, or before the transport is known, [`power_off`] as always.
 pub fn stop(transport: Option<Transport>) -> ! {
     match transport {
-        Some(Transport::Serial) => reboot(),
-        Some(Transport::Ports | Transport::Vsock) | None => power_off(),
+        Some(Transport::Serial | Transport::Vsock) => reboot(),
+        Some(Transport::Ports) | None => power_off(),
     }
 }
 

@@ -216,12 +216,84 @@ fn three_parity_launches_in_l1_give_a_verifiable_bundle() {
     );
 }
 
+/// Issue 12: the peer engines as parity arms. `truecold run --nested --parity --engines
+/// truecold,firecracker,cloud-hypervisor -n 1`: every arm boots the parity kernel under the
+/// parity contract in one L1 — Firecracker on a tap the bench makes and removes, Cloud
+/// Hypervisor with its virtio-PCI devices and its own tap — and every launch is strict-ready
+/// with the agent answering over vsock, the network proof verified over its tap, the
+/// workspace written and cleaned, the lifecycle complete, the cleanup verified and the exact
+/// RAM of the engine's E820 layout. The directory passes `sha256sum -c` and the verifier.
+#[test]
+fn the_peer_engines_run_the_parity_contract_in_l1() {
+    use truecold_proof::schema::Sample;
+    let l = layout();
+    let dir = tempfile::tempdir().unwrap();
+    let mem_mib: u64 = 1024;
+    let arms = [
+        Engine::Truecold,
+        Engine::Firecracker,
+        Engine::CloudHypervisor,
+    ];
+    let out = nested_campaign(
+        &l,
+        dir.path(),
+        "parity-engines",
+        &[
+            "--parity",
+            "--engines",
+            "truecold,firecracker,cloud-hypervisor",
+            "-n",
+            "1",
+            "--vcpus",
+            "2",
+            "--mem-mib",
+            &mem_mib.to_string(),
+        ],
+    );
+    let plan: Value =
+        serde_json::from_slice(&std::fs::read(out.join("arms.json")).unwrap()).unwrap();
+    assert_eq!(plan["order"].as_array().unwrap().len(), 3, "{plan}");
+    for e in arms {
+        let arm = out.join(e.as_str());
+        let (r, rows): (_, Vec<Sample>) = truecold_proof::read_bundle(&arm).unwrap();
+        let ctx = format!("{e}: {rows:#?}");
+        assert_eq!(r.contract.observer.as_str(), "agent", "{ctx}");
+        assert_eq!(r.configuration.engine.kind, e, "{ctx}");
+        assert_eq!(r.summary.successes, 1, "{ctx}");
+        assert_eq!(
+            rows[0].guest_mem_firmware,
+            Some(e.expected_firmware_ram(mem_mib << 20)),
+            "{ctx}"
+        );
+        assert_eq!(rows[0].cleanup_ok, Some(true), "{ctx}");
+        let reports = std::fs::read_to_string(arm.join("reports.jsonl")).unwrap();
+        let v: Value = serde_json::from_str(reports.lines().next().unwrap()).unwrap();
+        let run = &v["engine"];
+        assert_eq!(run["network"]["liveness"]["verified"], true, "{e}: {v}");
+        assert_eq!(
+            run["cleanup"]["failures"],
+            serde_json::json!([]),
+            "{e}: {v}"
+        );
+        assert_eq!(run["guest_record"]["workload"], "BENCH_OK", "{e}: {v}");
+        let rows =
+            truecold_proof::lifecycle::read_csv(&std::fs::read(arm.join("state.csv")).unwrap())
+                .unwrap();
+        assert!(truecold_proof::lifecycle::check_lifecycle(&rows, 1).is_empty());
+        assert_eq!(rows[0].outcome.as_deref(), Some("ok"), "{e}: {rows:?}");
+    }
+}
+
 /// Issue 12's harness fault in L1: a tap that cannot be created (`--inject-tap-name lo`, a
-/// name L1 already has): the launch is a typed row (`vmm_tap_create_failed`), its lifecycle is
-/// complete (CREATED → RUNNING → DESTROYED with that outcome), its cleanup is verified (nothing
-/// of the launch left, `lo` untouched and not counted as the launch's), the bundle verifies.
+/// name L1 already has), under each engine that runs the parity contract. truecold-vmm's own
+/// creation fails (`vmm_tap_create_failed`); the bench's, for Firecracker, fails before the
+/// spawn (`tap_create`); Cloud Hypervisor's fails in it (a failure row, never a success).
+/// Each launch's lifecycle is complete (CREATED → RUNNING where it was spawned → DESTROYED
+/// with the row's outcome), its cleanup is verified (nothing of the launch left, `lo`
+/// untouched and not counted as the launch's), and the directory verifies.
 #[test]
 fn a_tap_that_cannot_be_created_is_a_typed_row_and_nothing_leaks() {
+    use truecold_proof::schema::Sample;
     let l = layout();
     let dir = tempfile::tempdir().unwrap();
     let out = nested_campaign(
@@ -230,6 +302,8 @@ fn a_tap_that_cannot_be_created_is_a_typed_row_and_nothing_leaks() {
         "parity-no-tap",
         &[
             "--parity",
+            "--engines",
+            "truecold,firecracker,cloud-hypervisor",
             "-n",
             "1",
             "--vcpus",
@@ -240,15 +314,27 @@ fn a_tap_that_cannot_be_created_is_a_typed_row_and_nothing_leaks() {
             "lo",
         ],
     );
-    let (r, s) = truecold_proof::read_bundle(&out).unwrap();
-    assert_eq!(r.summary.successes, 0);
-    assert_eq!(s[0].error_kind, "vmm_tap_create_failed", "{:?}", s[0]);
-    assert_eq!(s[0].cleanup_ok, Some(true), "{:?}", s[0]);
-    let rows = truecold_proof::lifecycle::read_csv(&std::fs::read(out.join("state.csv")).unwrap())
-        .unwrap();
-    assert!(truecold_proof::lifecycle::check_lifecycle(&rows, 1).is_empty());
-    assert_eq!(rows[0].outcome.as_deref(), Some("vmm_tap_create_failed"));
-    assert!(r.environment.residue.unwrap().leaks.is_empty());
+    for e in [
+        Engine::Truecold,
+        Engine::Firecracker,
+        Engine::CloudHypervisor,
+    ] {
+        let arm = out.join(e.as_str());
+        let (r, s): (_, Vec<Sample>) = truecold_proof::read_bundle(&arm).unwrap();
+        assert_eq!(r.summary.successes, 0, "{e}: {s:?}");
+        match e {
+            Engine::Truecold => assert_eq!(s[0].error_kind, "vmm_tap_create_failed", "{:?}", s[0]),
+            Engine::Firecracker => assert_eq!(s[0].error_kind, "tap_create", "{:?}", s[0]),
+            _ => assert!(!s[0].error_kind.is_empty(), "{:?}", s[0]),
+        }
+        assert_eq!(s[0].cleanup_ok, Some(true), "{e}: {:?}", s[0]);
+        let rows =
+            truecold_proof::lifecycle::read_csv(&std::fs::read(arm.join("state.csv")).unwrap())
+                .unwrap();
+        assert!(truecold_proof::lifecycle::check_lifecycle(&rows, 1).is_empty());
+        assert_eq!(rows[0].outcome.as_deref(), Some(s[0].error_kind.as_str()));
+        assert!(r.environment.residue.unwrap().leaks.is_empty(), "{e}");
+    }
 }
 
 /// Issue 13: guest faults with the real kernel. PID 1 panicking (`truecold.fault=panic`: its

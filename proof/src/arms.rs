@@ -628,14 +628,26 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
         let host = r.environment.host_kind;
         let _ = writeln!(s, "- host kind: {}", host.as_str());
         let _ = writeln!(s, "- clock: {}", host.clock().describe());
-        let _ = writeln!(
-            s,
-            "- contract: every sample is request → strict-ready observed on serial: the \
-             bench stamps the request before it spawns the engine, writes a fresh nonce on \
-             the engine's serial input after the guest's ready line, and stamps strict-ready \
-             when the verified answer arrives on the engine's serial output; the same guest \
-             (kernel, initramfs, guest-init) for every arm"
-        );
+        if r.contract.observer == Observer::Agent {
+            let _ = writeln!(
+                s,
+                "- contract: parity (docs/parity.md): every sample is request → strict-ready \
+                 when both the guest agent's verified answer on vsock and a verified TCP \
+                 round trip to the guest over the launch's tap are in; each launch has its \
+                 own workspace clone (virtio-blk), its lifecycle committed to SQLite \
+                 (state.csv) and its cleanup verified; the same guest (parity kernel, \
+                 initramfs, guest-init) for every arm"
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "- contract: every sample is request → strict-ready observed on serial: the \
+                 bench stamps the request before it spawns the engine, writes a fresh nonce \
+                 on the engine's serial input after the guest's ready line, and stamps \
+                 strict-ready when the verified answer arrives on the engine's serial output; \
+                 the same guest (kernel, initramfs, guest-init) for every arm"
+            );
+        }
         let cfg = &r.configuration;
         let _ = writeln!(
             s,
@@ -1090,8 +1102,12 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
                 ),
             );
         }
+        // An engines campaign measures one contract in every arm: the strict one (serial)
+        // or the parity one (agent), as its first arm says.
         let observer = if tune || kernel_ab {
             Observer::VmExit
+        } else if arms.first().map(|(f, _)| f.result.contract.observer) == Some(Observer::Agent) {
+            Observer::Agent
         } else {
             Observer::Serial
         };
@@ -1238,6 +1254,20 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
             f.contract.kind.as_str().into(),
             r.contract.kind.as_str().into(),
         );
+        // Parity arms: one workspace image, one network pair, one journal setting.
+        if let (Some(x), Some(y)) = (&f.environment.parity, &r.environment.parity) {
+            same(
+                "workspace image digest",
+                x.workspace_sha256.clone(),
+                y.workspace_sha256.clone(),
+            );
+            same("network pair", x.net_pair.clone(), y.net_pair.clone());
+            same(
+                "journal",
+                format!("{:?}", x.journal),
+                format!("{:?}", y.journal),
+            );
+        }
         let kernel_files: &[&str] = if tune || kernel_ab {
             &["initramfs", "guest_init"]
         } else {

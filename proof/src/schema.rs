@@ -198,8 +198,8 @@ impl Sample {
     /// (Linux) the guest's MemTotal within the guest's own bound
     /// ([`truecold_proto::memtotal_bounds_for`]).
     ///
-    /// Under the serial observer (an engines campaign, `engine` booted the guest): the
-    /// guest's firmware RAM is `engine.expected_firmware_ram(configured)` (the configured size
+    /// Under the serial and agent observers (an engines or parity campaign, `engine` booted
+    /// the guest, the bench read its lines): the guest's firmware RAM is `engine.expected_firmware_ram(configured)` (the configured size
     /// less the engine's documented hole below 1 MiB), the engine process's guest-memory
     /// mapping is exactly the configured size with the page size `backing` gives
     /// ([`Backing::page_size`]), the guest's MemTotal is within [`memtotal_bounds_engine`],
@@ -213,7 +213,8 @@ impl Sample {
     ) -> Vec<String> {
         let m = self.host_mem_configured;
         let mut bad = Vec::new();
-        let serial = observer == Observer::Serial;
+        // The bench read the guest's lines from `engine` (serial or agent): its layout rules.
+        let serial = observer.bench_reads_lines();
         if !serial || engine == Engine::Truecold {
             if self.host_memslots != Some(m) {
                 bad.push(format!("memslots {:?}", self.host_memslots));

@@ -1057,11 +1057,15 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
             "the serial observer reads a Linux guest's TC1 lines: a probe bundle cannot use it",
         ),
         (Observer::Serial, _) => {}
-        (Observer::Agent, Engine::Truecold) if c.kind == ContractKind::Linux => {}
+        (Observer::Agent, Engine::QemuMicrovm) => v.add(
+            Check::Configuration,
+            "engine `qemu-microvm` under the agent observer: truecold has no parity launch \
+             for QEMU (its vsock device is vhost-vsock only)",
+        ),
+        (Observer::Agent, _) if c.kind == ContractKind::Linux => {}
         (Observer::Agent, _) => v.add(
             Check::RowContract,
-            "the agent observer (the parity contract) is truecold-vmm's vsock channel to a \
-             Linux guest",
+            "the agent observer (the parity contract) is a vsock channel to a Linux guest",
         ),
     }
     if c.kind == ContractKind::Linux && r.environment.host_kind == HostKind::Pvm {

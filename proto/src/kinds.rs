@@ -118,6 +118,14 @@ impl Engine {
             })
     }
 
+    /// Whether the engine's virtio devices are PCI functions only (Cloud Hypervisor v53.0:
+    /// its virtio-MMIO transport was removed in v0.11), so a guest with virtio devices needs
+    /// its PCI bus probed (no `pci=off`). truecold-vmm and Firecracker declare virtio-MMIO
+    /// devices on the command line; QEMU's microvm offers both.
+    pub fn virtio_pci_only(self) -> bool {
+        self == Engine::CloudHypervisor
+    }
+
     /// The engine's documented low-memory hole: the part of the configured size its E820 map
     /// does not give the guest as RAM. The guest's exact-RAM rule is
     /// `System RAM == configured − hole` with no RAM inside the hole (guest-init/README.md).
@@ -637,6 +645,10 @@ pub enum ErrorKind {
     WorkspaceClone,
     /// Parity contract: the per-launch lifecycle row could not be committed.
     StateFailed,
+    /// Parity contract: the harness could not make the launch's tap (an engine that opens
+    /// an existing tap, Firecracker: the bench creates it; truecold-vmm's own failure is
+    /// `vmm_tap_create_failed`).
+    TapCreate,
     /// Parity contract: something of the launch was left after it (the VMM, its tap, the
     /// image, a socket, a descriptor, a thread or a mapping of the harness).
     CleanupFailed,
@@ -668,7 +680,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    const FIXED: [(ErrorKind, &'static str); 22] = [
+    const FIXED: [(ErrorKind, &'static str); 23] = [
         (ErrorKind::SpawnFailed, "spawn_failed"),
         (ErrorKind::HarnessIo, "harness_io"),
         (ErrorKind::Deadline, "deadline"),
@@ -680,6 +692,7 @@ impl ErrorKind {
         (ErrorKind::NetworkNotReady, "network_not_ready"),
         (ErrorKind::WorkspaceClone, "workspace_clone"),
         (ErrorKind::StateFailed, "state_failed"),
+        (ErrorKind::TapCreate, "tap_create"),
         (ErrorKind::CleanupFailed, "cleanup_failed"),
         (ErrorKind::Workload, "workload"),
         (ErrorKind::VmmExit, "vmm_exit"),

@@ -99,6 +99,27 @@ impl NetPair {
         self.guest
     }
 
+    /// The guest's MAC: locally administered `02:74:` + the guest's IPv4 address
+    /// (deterministic, distinct per pair). Every engine's virtio-net gives it.
+    pub fn guest_mac(&self) -> [u8; 6] {
+        let o = self.guest.octets();
+        [0x02, 0x74, o[0], o[1], o[2], o[3]]
+    }
+
+    /// [`NetPair::guest_mac`] as the engines' configurations spell it: `02:74:0a:c8:00:02`.
+    pub fn guest_mac_text(&self) -> String {
+        self.guest_mac()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    /// The netmask of [`NetPair::PREFIX`]: `255.255.255.252`.
+    pub fn netmask(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::MAX << (32 - u32::from(Self::PREFIX)))
+    }
+
     /// The guest's `truecold.net` value: `eth0,<guest>/30`.
     pub fn guest_net_value(&self) -> String {
         format!("{GUEST_NET_DEV},{}/{}", self.guest, Self::PREFIX)

@@ -184,14 +184,32 @@ pub fn virtio_args(
     cfg: &crate::config::VirtioConfig,
     transport: truecold_proto::kinds::Transport,
 ) -> String {
-    use truecold_proto::cmdline;
     let mut v: Vec<String> = (0..cfg.device_names().len())
         .map(crate::virtio::cmdline_entry)
         .collect();
-    if let (Some(_), Some(p)) = (&cfg.tap, cfg.net_pair) {
+    v.extend(parity_keys(
+        cfg.tap.as_ref().and(cfg.net_pair),
+        cfg.workspace.is_some(),
+        transport,
+    ));
+    v.join(" ")
+}
+
+/// The parity contract's guest keys (pure), in this order: `truecold.net=eth0,<guest>/30`
+/// with a network pair, `truecold.workspace=1` with a workspace, `truecold.transport=vsock`
+/// under that transport. Every engine's parity guest gets them ([`virtio_args`],
+/// [`agent_cmdline`]).
+pub fn parity_keys(
+    net: Option<truecold_proto::parity::NetPair>,
+    workspace: bool,
+    transport: truecold_proto::kinds::Transport,
+) -> Vec<String> {
+    use truecold_proto::cmdline;
+    let mut v = Vec::new();
+    if let Some(p) = net {
         v.push(format!("{}={}", cmdline::NET, p.guest_net_value()));
     }
-    if cfg.workspace.is_some() {
+    if workspace {
         v.push(format!("{}=1", cmdline::WORKSPACE));
     }
     if transport == truecold_proto::kinds::Transport::Vsock {
@@ -201,7 +219,35 @@ pub fn virtio_args(
             truecold_proto::kinds::Transport::Vsock.as_str()
         ));
     }
-    v.join(" ")
+    v
+}
+
+/// A peer engine's guest command line under the parity contract (pure): no serial port
+/// ([`SerialUse::Off`]: the agent channel is vsock), the parity keys ([`parity_keys`]: the
+/// network pair, the workspace, `truecold.transport=vsock`), `truecold.engine=<engine>` (its
+/// E820 rule), then `extra`. Firecracker appends its own `virtio_mmio.device=` entries to
+/// it; an engine whose virtio devices are PCI functions only
+/// ([`truecold_proto::kinds::Engine::virtio_pci_only`]: Cloud Hypervisor) gets its PCI bus
+/// probed (the base's `pci=off` dropped). truecold-vmm builds its own ([`virtio_args`]).
+pub fn agent_cmdline(
+    engine: truecold_proto::kinds::Engine,
+    mem_bytes: u64,
+    pair: truecold_proto::parity::NetPair,
+    extra: &str,
+) -> Result<String, BootParamsError> {
+    let mut keys = parity_keys(Some(pair), true, truecold_proto::kinds::Transport::Vsock);
+    keys.push(format!(
+        "{}={}",
+        truecold_proto::cmdline::ENGINE,
+        engine.as_str()
+    ));
+    keys.push(extra.trim().to_string());
+    let s = cmdline(SerialUse::Off, mem_bytes, &keys.join(" "))?;
+    Ok(if engine.virtio_pci_only() {
+        s.replacen(" pci=off", "", 1)
+    } else {
+        s
+    })
 }
 
 /// `hvm_start_info` v1 (56 bytes, pure).
@@ -653,5 +699,37 @@ mod tests {
         )
         .unwrap();
         assert!(line.ends_with("truecold.transport=vsock"), "{line}");
+    }
+
+    #[test]
+    fn a_peer_engines_agent_command_line() {
+        use truecold_proto::kinds::{Engine, Transport};
+        use truecold_proto::parity::NetPair;
+        let pair = NetPair::for_slot(0).unwrap();
+        let fc = agent_cmdline(Engine::Firecracker, 1 << 30, pair, " x=1 ").unwrap();
+        assert!(fc.starts_with("8250.nr_uarts=0 quiet "), "{fc}");
+        assert!(fc.contains(" acpi=off pci=off "), "{fc}");
+        assert!(
+            fc.ends_with(
+                " truecold.mem=1073741824 truecold.net=eth0,10.200.0.2/30 truecold.workspace=1 \
+                 truecold.transport=vsock truecold.engine=firecracker x=1"
+            ),
+            "{fc}"
+        );
+        let g = truecold_proto::GuestConfig::from_cmdline(&fc).unwrap();
+        assert_eq!(g.transport, Transport::Vsock);
+        assert_eq!(g.engine, Engine::Firecracker);
+        assert!(g.workspace);
+        assert_eq!(g.net.as_deref(), Some("eth0,10.200.0.2/30"));
+        // Cloud Hypervisor's virtio is PCI only: its bus is probed, nothing else changes.
+        let ch = agent_cmdline(Engine::CloudHypervisor, 1 << 30, pair, "").unwrap();
+        assert!(!ch.contains("pci=off"), "{ch}");
+        assert_eq!(
+            ch.replace(" acpi=off ", " acpi=off pci=off "),
+            agent_cmdline(Engine::Firecracker, 1 << 30, pair, "")
+                .unwrap()
+                .replace("=firecracker", "=cloud-hypervisor")
+        );
+        assert!(!ch.ends_with(' '), "{ch:?}");
     }
 }

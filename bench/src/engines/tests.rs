@@ -190,7 +190,7 @@ struct Fake {
 }
 
 impl ArmLauncher for Fake {
-    fn launch(&self, arm: usize, round: u64) -> Launched {
+    fn launch(&self, arm: usize, round: u64, row: &RowOf<'_>) -> (Launched, Sample, EngineRun) {
         self.log.borrow_mut().push((round, arm));
         let k = self.n.get();
         self.n.set(k + 1);
@@ -198,7 +198,9 @@ impl ArmLauncher for Fake {
         // At least as long as the stamps, so rows never overlap.
         std::thread::sleep(std::time::Duration::from_micros(1_200));
         let id = if self.dup == Some((arm, round)) { 0 } else { k };
-        launched(self.arms[arm], r, id, self.failing.contains(&(arm, round)))
+        let l = launched(self.arms[arm], r, id, self.failing.contains(&(arm, round)));
+        let (s, run) = row(&l);
+        (l, s, run)
     }
 }
 
@@ -488,7 +490,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         },
     };
     let dest = d.path().join("results").join("campaign");
-    let w = write_dir(&dest, &shared, &bundles, &ran).unwrap();
+    let w = write_dir(&dest, &shared, &bundles, &ran, Vec::new()).unwrap();
     assert_eq!(w.written.path, dest);
     assert_eq!(w.record.rounds, 3);
     assert_eq!(w.record.seed, 11);
@@ -533,7 +535,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("campaign")]);
     assert!(matches!(
-        write_dir(&dest, &shared, &bundles, &ran),
+        write_dir(&dest, &shared, &bundles, &ran, Vec::new()),
         Err(EnginesError::Place(_))
     ));
     // Every arm bundle is valid on its own, and the directory as a whole (the order against

@@ -1,40 +1,38 @@
 //! One parity launch, in the contract's order: the lifecycle row CREATED, the per-launch
-//! workspace clone, the per-launch run directory (agent socket) and tap name, the spawn of
-//! truecold-vmm under `--transport vsock` with its RUNNING row committed right after the
-//! spawn (inside the window, before strict-ready can be declared), the agent channel and the
+//! workspace clone, the per-launch run directory (agent socket) and tap name, the engine's
+//! parity launch ([`truecold_engine::parity::launch`]) — after the request stamp the tap
+//! where the bench makes it (Firecracker), the spawn, the RUNNING row committed right after
+//! it (inside the window, before strict-ready can be declared) — the agent channel and the
 //! network proof ([`truecold_engine::driver`]), then DESTROYED, the removal of everything
 //! per-launch and the check that nothing is left ([`super::cleanup::verify_cleanup`]).
 //!
 //! Anything the harness fails at is typed on the row: `workspace_clone` (no image, so no
-//! launch), `state_failed` (a lifecycle commit), `cleanup_failed` (something left).
+//! launch), `tap_create` (a tap the bench makes), `state_failed` (a lifecycle commit),
+//! `cleanup_failed` (something left).
 
 use super::cleanup::{remove_run_dir, verify_cleanup, CleanupPlan};
 use super::state::StateDb;
 use super::workspace::{clone_image, remove_image};
 use crate::host::Snapshot;
 use std::cell::RefCell;
-use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use truecold_engine::driver::{launch_once_with, Launched};
-use truecold_engine::{Agent, Launch};
+use truecold_engine::parity::{tap_by_harness, PerLaunch};
+use truecold_engine::{Guest, Launch};
 use truecold_proof::schema::Sample;
-use truecold_proto::kinds::ErrorKind;
+use truecold_proto::kinds::{Engine, ErrorKind};
 use truecold_proto::measure::now_ns;
-use truecold_proto::parity::{check_ifname, uds_port_path, NetPair, AGENT_PORT, TCP_PORT};
-use truecold_proto::report::{CleanupReport, EngineRun, VmmOutput};
-use truecold_vmm::virtio::setup::TAP_CREATE_FAILED;
+use truecold_proto::parity::{check_ifname, NetPair};
+use truecold_proto::report::{CleanupReport, EngineRun};
+use truecold_vmm::virtio::net::Tap;
 
-/// The name of the hybrid vsock's socket in a launch's run directory (the agent listens on
-/// `<it>_<AGENT_PORT>`).
-pub const VSOCK_UDS: &str = "v.sock";
-/// The per-launch workspace clone's name in the run directory.
-pub const WORKSPACE_CLONE: &str = "workspace.img";
-
-/// What every parity launch of a campaign shares.
+/// What every parity launch of one arm shares.
 pub struct ParityLauncher {
-    /// truecold-vmm's launch (`truecold_engine::truecold::launch`): its `--transport` is set
-    /// to `vsock` and the per-launch flags appended.
+    /// The arm's strict launch (`truecold_engine::launch`); each launch is its parity form
+    /// ([`truecold_engine::parity::launch`]).
     pub base: Launch,
+    /// The parity guest (the parity kernel).
+    pub guest: Guest,
     /// The workspace image each launch gets a clone of.
     pub base_image: PathBuf,
     /// Where the run directories are made (`<root>/<idx>/`).
@@ -49,40 +47,41 @@ pub struct ParityLauncher {
     pub kill_grace_ns: u64,
 }
 
-/// One parity launch as it ran: the driver's view, and the harness's own failure if any
-/// (typed; it wins over the row's classification).
+/// One parity launch as it ran: the driver's view, and its row and evidence, final (the
+/// harness's own failure applied, the cleanup in both).
 pub struct ParityLaunched {
     pub launched: Launched,
-    /// The launch's row and its evidence as `row` classified them (the evidence with the
-    /// cleanup); the harness's own failure is not applied yet.
     pub row: (Sample, EngineRun),
-    pub harness_failure: Option<(ErrorKind, String)>,
 }
 
-/// The per-launch tap name: `tc<pid mod 10^5>x<idx>` (at most 15 bytes for idx < 10^7).
-pub fn tap_name(idx: u64) -> String {
-    format!("tc{}x{}", std::process::id() % 100_000, idx % 10_000_000)
+/// The per-launch tap name: `tc<pid mod 10^4><engine's initial><idx>` (at most 14 bytes for
+/// idx < 10^7), so the arms of one campaign never share a name.
+pub fn tap_name(engine: Engine, idx: u64) -> String {
+    let tag = engine.as_str().chars().next().unwrap_or('x');
+    format!("tc{}{tag}{}", std::process::id() % 10_000, idx % 10_000_000)
+}
+
+/// Whether an interface named `name` exists.
+fn interface_exists(name: &str) -> bool {
+    Path::new("/sys/class/net").join(name).exists()
 }
 
 impl ParityLauncher {
-    /// The VMM's arguments for one launch.
-    pub fn args_for(&self, run_dir: &Path, tap: &str, image: &Path) -> Vec<String> {
-        let mut args = self.base.args.clone();
-        if let Some(i) = args.iter().position(|a| a == "--transport") {
-            if let Some(v) = args.get_mut(i + 1) {
-                *v = "vsock".into();
-            }
-        }
-        for (k, v) in [
-            ("--vsock-uds", run_dir.join(VSOCK_UDS).display().to_string()),
-            ("--tap", tap.to_string()),
-            ("--net-pair", self.pair.to_string()),
-            ("--workspace", image.display().to_string()),
-        ] {
-            args.push(k.into());
-            args.push(v);
-        }
-        args
+    /// The launch's parity form, for `run_dir` and `tap`.
+    pub fn launch_for(
+        &self,
+        run_dir: &Path,
+        tap: &str,
+    ) -> Result<Launch, truecold_engine::EngineError> {
+        truecold_engine::parity::launch(
+            &self.base,
+            &self.guest,
+            &PerLaunch {
+                run_dir,
+                tap,
+                pair: self.pair,
+            },
+        )
     }
 
     /// Runs launch `idx`: see the module's order. Never panics; every failure is typed.
@@ -94,13 +93,24 @@ impl ParityLauncher {
         row: &dyn Fn(&Launched) -> (Sample, EngineRun),
     ) -> ParityLaunched {
         let before = Snapshot::take();
-        let run_dir = self.run_root.join(idx.to_string());
-        let image = run_dir.join(WORKSPACE_CLONE);
-        let tap = self.tap_override.clone().unwrap_or_else(|| tap_name(idx));
-        let launch_id = format!("{}-{idx}", std::process::id());
         let engine = self.base.engine;
+        let run_dir = self.run_root.join(idx.to_string());
+        let per = PerLaunch {
+            run_dir: &run_dir,
+            tap: "",
+            pair: self.pair,
+        };
+        let image = per.image();
+        let sockets = per.sockets();
+        let tap = self
+            .tap_override
+            .clone()
+            .unwrap_or_else(|| tap_name(engine, idx));
+        // An interface of that name before the launch is not the launch's: there is no tap
+        // of this launch to be gone after it (`--inject-tap-name lo`).
+        let tap_preexisting = interface_exists(&tap);
+        let launch_id = format!("{}-{}-{idx}", std::process::id(), engine.as_str());
         let mut commits: Vec<u64> = Vec::new();
-        let mut harness_failure: Option<(ErrorKind, String)> = None;
         let state_err = |e: &dyn std::error::Error| {
             (
                 ErrorKind::StateFailed,
@@ -108,62 +118,77 @@ impl ParityLauncher {
             )
         };
         // CREATED (committed) before anything of the launch exists.
-        match self
+        if let Err(e) = self
             .state
             .borrow_mut()
             .created(idx, &launch_id, &tap, &image.display().to_string())
+            .map(|t| commits.push(t.total_ns))
         {
-            Ok(t) => commits.push(t.total_ns),
-            Err(e) => {
-                let launched =
-                    Launched::not_launched(engine, format!("lifecycle CREATED: {e}"), Vec::new());
-                return ParityLaunched {
-                    row: row(&launched),
-                    launched,
-                    harness_failure: Some(state_err(&e)),
-                };
-            }
+            let launched =
+                Launched::not_launched(engine, format!("lifecycle CREATED: {e}"), Vec::new());
+            return ParityLaunched {
+                row: failed_row(row(&launched), state_err(&e)),
+                launched,
+            };
         }
         let prepared = std::fs::create_dir_all(&run_dir)
             .map_err(|e| format!("run directory {}: {e}", run_dir.display()))
             .and_then(|()| check_ifname(&tap).map_err(|e| e.to_string()));
-        let cloned = prepared
+        let ready = prepared
             .clone()
             .map_err(|e| (ErrorKind::HarnessIo, e))
             .and_then(|()| {
-                clone_image(&self.base_image, &image).map_err(|e| {
+                self.launch_for(&run_dir, &tap).map_err(|e| {
                     (
-                        ErrorKind::WorkspaceClone,
-                        format!("workspace clone ({}): {e}", e.name()),
+                        ErrorKind::HarnessIo,
+                        truecold_proto::measure::error_chain(&e),
                     )
                 })
+            })
+            .and_then(|l| {
+                clone_image(&self.base_image, &image)
+                    .map(|c| (l, c))
+                    .map_err(|e| {
+                        (
+                            ErrorKind::WorkspaceClone,
+                            format!("workspace clone ({}): {e}", e.name()),
+                        )
+                    })
             });
         let mut vmm_pid: Option<u32> = None;
-        let (mut launched, clone_mode, clone_ns) = match cloned {
-            Err((kind, why)) => {
-                harness_failure = Some((kind, why.clone()));
-                (
-                    Launched::not_launched(engine, why, Vec::new()),
-                    String::new(),
-                    0,
-                )
-            }
-            Ok(c) => {
-                let l = Launch {
-                    args: self.args_for(&run_dir, &tap, &image),
-                    agent: Some(Agent {
-                        listen: uds_port_path(&run_dir.join(VSOCK_UDS), AGENT_PORT),
-                        tcp: SocketAddrV4::new(self.pair.guest(), TCP_PORT),
-                    }),
-                    ..self.base.clone()
-                };
+        let mut harness_tap = false;
+        let (launched, clone_mode, clone_ns, mut harness_failure) = match ready {
+            Err((kind, why)) => (
+                Launched::not_launched(engine, why.clone(), Vec::new()),
+                String::new(),
+                0,
+                Some((kind, why)),
+            ),
+            Ok((l, c)) => {
                 let state = &self.state;
+                let mut before_err: Option<(ErrorKind, String)> = None;
                 let mut running_err: Option<String> = None;
                 let launched = launch_once_with(
                     &l,
                     self.mem_bytes,
                     self.deadline_ns,
                     self.kill_grace_ns,
+                    &mut || {
+                        if !tap_by_harness(engine) {
+                            return Ok(());
+                        }
+                        match Tap::create_persistent(&tap, self.pair.host(), NetPair::PREFIX) {
+                            Ok(()) => {
+                                harness_tap = true;
+                                Ok(())
+                            }
+                            Err(e) => {
+                                let m = truecold_proto::measure::error_chain(&e);
+                                before_err = Some((ErrorKind::TapCreate, m.clone()));
+                                Err(format!("the launch's tap: {m}"))
+                            }
+                        }
+                    },
                     &mut |pid| {
                         vmm_pid = Some(pid);
                         match state.borrow_mut().running(idx) {
@@ -179,17 +204,16 @@ impl ParityLauncher {
                         }
                     },
                 );
-                if let Some(m) = running_err {
-                    harness_failure = Some((ErrorKind::StateFailed, format!("lifecycle: {m}")));
-                }
-                (launched, c.mode.as_str().to_string(), c.ns)
+                let failure = before_err
+                    .or(running_err.map(|m| (ErrorKind::StateFailed, format!("lifecycle: {m}"))));
+                (launched, c.mode.as_str().to_string(), c.ns, failure)
             }
         };
         // After the reap: DESTROYED, then everything per-launch removed and checked.
         let t0 = launched.reaped_ns;
         // The harness's own failure names the launch's end first (it is why the driver saw
         // none, or a killed one), then the driver's.
-        let mut made = row(&launched);
+        let made = row(&launched);
         let outcome = harness_failure
             .as_ref()
             .map(|(k, _)| k.as_string())
@@ -204,30 +228,26 @@ impl ParityLauncher {
                 harness_failure.get_or_insert(f);
             }
         }
+        if harness_tap {
+            if let Err(e) = Tap::remove_persistent(&tap) {
+                failures.push(format!(
+                    "removing the launch's tap: {}",
+                    truecold_proto::measure::error_chain(&e)
+                ));
+            }
+        }
         if let Err(e) = remove_image(&image) {
             failures.push(format!("removing the workspace clone: {e}"));
         }
-        let sockets = vec![
-            uds_port_path(&run_dir.join(VSOCK_UDS), AGENT_PORT),
-            run_dir.join(VSOCK_UDS),
-        ];
         if prepared.is_ok() {
             if let Err(e) = remove_run_dir(&run_dir, &sockets) {
                 failures.push(format!("removing the run directory: {e}"));
             }
         }
-        // A tap the VMM could not create is not its own (the name may be another
-        // interface's): there is no tap of this launch to be gone.
-        let made_no_tap = launched
-            .run
-            .vmm
-            .as_ref()
-            .and_then(|v| VmmOutput::parse(v.to_string().as_bytes()).ok())
-            .is_some_and(|o| matches!(o, VmmOutput::Error(e) if e.error.kind == TAP_CREATE_FAILED));
         let checked = verify_cleanup(
             &CleanupPlan {
                 vmm_pid,
-                tap: (!made_no_tap).then(|| tap.clone()),
+                tap: (!tap_preexisting).then(|| tap.clone()),
                 image: Some(image),
                 run_dir: Some(run_dir),
                 sockets,
@@ -244,7 +264,7 @@ impl ParityLauncher {
         if !ok {
             harness_failure.get_or_insert((ErrorKind::CleanupFailed, failures.join("; ")));
         }
-        launched.run.cleanup = Some(CleanupReport {
+        let cleanup = CleanupReport {
             ok,
             ns: now_ns().saturating_sub(t0),
             failures,
@@ -252,14 +272,38 @@ impl ParityLauncher {
             clone_mode,
             clone_ns,
             state_commit_ns: commits,
-        });
-        made.1.cleanup = launched.run.cleanup.clone();
+        };
+        let (mut s, mut run) = made;
+        s.cleanup_ok = Some(cleanup.ok);
+        s.cleanup_ns = Some(cleanup.ns);
+        run.cleanup = Some(cleanup);
+        let mut launched = launched;
+        launched.run.cleanup = run.cleanup.clone();
         ParityLaunched {
+            row: match harness_failure {
+                Some(f) => failed_row((s, run), f),
+                None => (s, run),
+            },
             launched,
-            row: made,
-            harness_failure,
         }
     }
+}
+
+/// A row failed by the harness's own `failure`: it wins over the row's classification, but a
+/// failed cleanup does not hide why a failed launch failed.
+fn failed_row(
+    (mut s, mut run): (Sample, EngineRun),
+    (kind, why): (ErrorKind, String),
+) -> (Sample, EngineRun) {
+    if s.ok || kind != ErrorKind::CleanupFailed {
+        s.ok = false;
+        s.error_kind = kind.as_string();
+        s.error_detail = why;
+    }
+    run.outcome.ok = s.ok;
+    run.outcome.failure_kind = (!s.ok).then(|| s.error_kind.clone());
+    run.outcome.failure = (!s.ok).then(|| s.error_detail.clone());
+    (s, run)
 }
 
 #[cfg(test)]
@@ -268,9 +312,15 @@ mod tests {
 
     #[test]
     fn tap_names_are_interface_names() {
-        for idx in [0, 9, 123_456, 9_999_999, u64::MAX] {
-            let t = tap_name(idx);
-            assert!(check_ifname(&t).is_ok(), "{t}");
+        for e in Engine::ALL {
+            for idx in [0, 9, 123_456, 9_999_999, u64::MAX] {
+                let t = tap_name(e, idx);
+                assert!(check_ifname(&t).is_ok(), "{t}");
+            }
         }
+        assert_ne!(
+            tap_name(Engine::Truecold, 3),
+            tap_name(Engine::Firecracker, 3)
+        );
     }
 }

@@ -182,6 +182,62 @@ impl Tap {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Creates tap `name` as [`Tap::create`] does and leaves it behind this process's
+    /// descriptor (`TUNSETPERSIST`), addressed and up: for an engine that opens an existing
+    /// tap by name (Firecracker). [`Tap::remove_persistent`] removes it.
+    pub fn create_persistent(name: &str, host: Ipv4Addr, prefix: u8) -> Result<(), TapError> {
+        let tap = Tap::create(name, host, prefix)?;
+        set_persist(&tap, true)
+    }
+
+    /// Removes the persistent tap `name` ([`Tap::create_persistent`]): attaches to it,
+    /// clears `TUNSETPERSIST` and closes, so the kernel deletes it.
+    pub fn remove_persistent(name: &str) -> Result<(), TapError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open("/dev/net/tun")
+            .map_err(TapError::Open)?;
+        let mut req = IfReq::new(name);
+        req.set_flags((libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as i16);
+        ioctl_ptr(
+            file.as_raw_fd(),
+            libc::TUNSETIFF,
+            (&mut req as *mut IfReq).cast(),
+        )
+        .map_err(|source| TapError::Ioctl {
+            op: "TUNSETIFF",
+            name: name.to_string(),
+            source,
+        })?;
+        let tap = Tap {
+            file,
+            name: name.to_string(),
+        };
+        set_persist(&tap, false)
+    }
+}
+
+/// `TUNSETPERSIST` on `tap`'s descriptor.
+fn set_persist(tap: &Tap, on: bool) -> Result<(), TapError> {
+    // SAFETY: TUNSETPERSIST takes its argument by value (0 or 1) on a tun descriptor.
+    let r = unsafe {
+        libc::ioctl(
+            tap.file.as_raw_fd(),
+            libc::TUNSETPERSIST as _,
+            libc::c_ulong::from(on),
+        )
+    };
+    if r < 0 {
+        return Err(TapError::Ioctl {
+            op: "TUNSETPERSIST",
+            name: tap.name.clone(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(())
 }
 
 impl Frames for Tap {
@@ -194,13 +250,6 @@ impl Frames for Tap {
     fn fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }
-}
-
-/// The guest's MAC for a launch: locally administered `02:74:` + the guest's IPv4 address
-/// (deterministic, distinct per network pair).
-pub fn guest_mac(guest: Ipv4Addr) -> [u8; 6] {
-    let o = guest.octets();
-    [0x02, 0x74, o[0], o[1], o[2], o[3]]
 }
 
 /// The virtio-net device.
@@ -379,7 +428,12 @@ mod tests {
         let (a, host) = UnixDatagram::pair().unwrap();
         a.set_nonblocking(true).unwrap();
         host.set_nonblocking(true).unwrap();
-        let mut net = Net::new(Box::new(a), guest_mac(Ipv4Addr::new(10, 200, 0, 2)));
+        let mut net = Net::new(
+            Box::new(a),
+            truecold_proto::parity::NetPair::for_slot(0)
+                .unwrap()
+                .guest_mac(),
+        );
         let mut mac = [0u8; 6];
         net.read_config(0, &mut mac);
         assert_eq!(mac, [2, 0x74, 10, 200, 0, 2]);
@@ -497,5 +551,33 @@ mod tests {
         ));
         drop(tap);
         assert!(!sys.exists(), "tap {name} left behind");
+    }
+
+    /// A persistent tap outlives its creator's descriptor, addressed and up, and is gone
+    /// after its removal.
+    #[test]
+    fn persistent_tap_outlives_its_descriptor_until_removed() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/net/tun").exists() {
+            eprintln!("skipped: needs root and /dev/net/tun");
+            return;
+        }
+        let name = format!("tcp{}", std::process::id() % 1_000_000);
+        let sys = std::path::Path::new("/sys/class/net").join(&name);
+        Tap::create_persistent(&name, Ipv4Addr::new(10, 200, 255, 5), 30).unwrap();
+        let left = sys.exists();
+        let flags = std::fs::read_to_string(sys.join("flags")).unwrap_or_default();
+        let removed = Tap::remove_persistent(&name);
+        assert!(
+            left,
+            "the persistent tap {name} did not outlive its descriptor"
+        );
+        let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(flags & 1, 1, "IFF_UP");
+        removed.unwrap();
+        assert!(!sys.exists(), "tap {name} left behind");
+        // Removing it again (a cleanup that runs twice) leaves nothing either.
+        Tap::remove_persistent(&name).unwrap();
+        assert!(!sys.exists(), "tap {name} made by a second removal");
     }
 }

@@ -10,7 +10,7 @@ use vm_memory::GuestMemoryMmap;
 use vmm_sys_util::eventfd::EventFd;
 
 use super::blk::{Blk, FileDisk};
-use super::net::{guest_mac, Net, Tap, TapError};
+use super::net::{Net, Tap, TapError};
 use super::thread::VirtioDevices;
 use super::vsock::Vsock;
 use super::{window_base, VirtioDevice, DEVICE_IRQS, QUEUE_NOTIFY};
@@ -110,10 +110,7 @@ impl Backends {
             v.push(("blk", Box::new(Blk::new(Box::new(d)))));
         }
         if let Some((tap, pair)) = self.tap {
-            v.push((
-                "net",
-                Box::new(Net::new(Box::new(tap), guest_mac(pair.guest()))),
-            ));
+            v.push(("net", Box::new(Net::new(Box::new(tap), pair.guest_mac()))));
         }
         if let Some(uds) = self.vsock_uds {
             v.push(("vsock", Box::new(Vsock::new(uds))));
