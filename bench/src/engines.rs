@@ -114,6 +114,10 @@ pub struct EnginesSpec {
     /// Who stamps strict-ready: `serial` (an engines campaign) or `agent` (the parity
     /// contract: truecold-vmm alone, or engine arms interleaved like an engines campaign).
     pub observer: Observer,
+    /// Engine arms were named (`--engine`/`--engines`): the campaign is a multi-arm
+    /// directory whose arms take turns launch by launch (even one arm). Not for truecold-vmm
+    /// alone under the parity contract: one plain sequential bundle.
+    pub interleaved: bool,
 }
 
 impl EnginesSpec {
@@ -129,6 +133,7 @@ impl EnginesSpec {
             deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
             kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
             observer,
+            interleaved: !args.engine.is_empty() || !args.engines.is_empty(),
         }
     }
 
@@ -144,9 +149,7 @@ impl EnginesSpec {
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
             observer: self.observer,
-            // Arms take turns launch by launch; truecold-vmm alone under the parity contract
-            // is one plain sequential arm.
-            interleaved: self.observer == Observer::Serial || self.arms.len() > 1,
+            interleaved: self.interleaved,
         }
     }
 

@@ -138,7 +138,13 @@ fn engine_arms_under_the_parity_contract_fail_alike_and_leave_nothing() {
     assert!(left.is_empty(), "{left:?}");
     // No parity launch for QEMU: refused before anything runs.
     let o = Command::new(truecold())
-        .args(["run", "--linux", "--parity", "--engines", "truecold,qemu-microvm"])
+        .args([
+            "run",
+            "--linux",
+            "--parity",
+            "--engines",
+            "truecold,qemu-microvm",
+        ])
         .arg("--out")
         .arg(t.path().join("qemu"))
         .output()

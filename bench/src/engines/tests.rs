@@ -23,6 +23,7 @@ fn spec(arms: &[Engine], rounds: u64) -> EnginesSpec {
         deadline_ns: DEADLINE,
         kill_grace_ns: 100_000_000,
         observer: truecold_proof::schema::Observer::Serial,
+        interleaved: true,
     }
 }
 
