@@ -878,9 +878,8 @@ fn run_parity(
     let pair = truecold_proto::parity::NetPair::for_slot(0)
         .map_err(|e| RunError::Parity(e.to_string()))?;
     // The base image's digest (a directory or unreadable file has none: every clone of it
-    // fails, typed, per launch).
-    let workspace_sha256 = std::fs::read(&base_image)
-        .map(|b| truecold_proof::lifecycle::sha256_hex(&b))
+    // fails, typed, per launch), its pages dropped after so the clones stay sparse.
+    let workspace_sha256 = crate::parity::workspace::image_digest(&base_image)
         .unwrap_or_else(|e| format!("unreadable: {e}"));
     let mut launchers = Vec::new();
     let mut journals = Vec::new();

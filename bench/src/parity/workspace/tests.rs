@@ -33,6 +33,40 @@ fn extents(p: &Path) -> Vec<(u64, u64)> {
     out
 }
 
+/// Hashing the base (which reads all of it, unwritten extents included) leaves the sparse
+/// clone as sparse as before: the digest is the file's, and the same bytes are copied.
+#[test]
+fn hashing_the_base_does_not_make_its_clones_copy_more() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let base = sparse_base(t.path());
+    // An allocated-but-unwritten extent (the journal of an ext4 image is one).
+    let f = OpenOptions::new().write(true).open(&base).expect("open");
+    // SAFETY: fallocate on a descriptor `f` owns, mode 0 (allocate), within the file.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 2 * MIB as i64, MIB as i64) };
+    assert_eq!(r, 0, "fallocate: {}", io::Error::last_os_error());
+    f.sync_all().expect("sync");
+    drop(f);
+    let before =
+        clone_image_with(&base, &t.path().join("a.img"), ClonePolicy::SparseOnly).expect("clone");
+    let digest = image_digest(&base).expect("digest");
+    assert_eq!(
+        digest,
+        truecold_proof::lifecycle::sha256_hex(&std::fs::read(&base).expect("read"))
+    );
+    // (Reading it again, above, filled the cache: the digest's drop is what is measured.)
+    image_digest(&base).expect("digest");
+    let after =
+        clone_image_with(&base, &t.path().join("b.img"), ClonePolicy::SparseOnly).expect("clone");
+    assert_eq!(
+        after.copied_bytes, before.copied_bytes,
+        "{before:?} {after:?}"
+    );
+    assert_eq!(
+        std::fs::read(t.path().join("b.img")).expect("read"),
+        std::fs::read(&base).expect("read")
+    );
+}
+
 #[test]
 fn sparse_copy_preserves_content_and_holes() {
     let dir = tempfile::tempdir().expect("tempdir");
