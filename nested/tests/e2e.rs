@@ -205,6 +205,27 @@ fn three_parity_launches_in_l1_give_a_verifiable_bundle() {
         assert_eq!(run["cleanup"]["ok"], true, "{line}");
         assert_eq!(run["cleanup"]["failures"], serde_json::json!([]), "{line}");
         assert_eq!(run["guest_record"]["workload"], "BENCH_OK", "{line}");
+        // The VMM's device report: every device served the guest and refused nothing.
+        let devices = run["vmm"]["devices"].as_array().unwrap();
+        let names: Vec<&str> = devices
+            .iter()
+            .map(|d| d["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names.len(), 3, "{line}");
+        for d in devices {
+            assert!(d["chains_ok"].as_u64().unwrap() > 0, "{d}");
+            assert_eq!(d["refused"], serde_json::json!({}), "{d}");
+        }
+        let counter = |name: &str, key: &str| {
+            devices.iter().find(|d| d["name"] == name).unwrap()["counters"][key]
+                .as_u64()
+                .unwrap()
+        };
+        assert!(counter("blk", "requests_ok") > 0, "{line}");
+        assert_eq!(counter("blk", "requests_ioerr"), 0, "{line}");
+        assert!(counter("net", "rx_frames") > 0, "{line}");
+        assert!(counter("net", "tx_frames") > 0, "{line}");
+        assert_eq!(counter("vsock", "connections"), 1, "{line}");
     }
     let state = std::fs::read(out.join("state.csv")).unwrap();
     let rows = truecold_proof::lifecycle::read_csv(&state).unwrap();

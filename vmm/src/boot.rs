@@ -377,15 +377,19 @@ fn run_inner(
     let mut bus =
         Bus::new(&vm, cfg.is_probe(), cfg.transport, serial_out).map_err(Error::Devices)?;
     // The device thread starts before the vCPUs and is stopped after the run.
-    let device_thread = match virtio {
+    let (device_thread, device_reporter) = match virtio {
         Some(v) => {
             bus.set_virtio(v.windows());
-            Some(
-                v.start()
-                    .map_err(|e| Error::Virtio(VirtioError::Thread(e)))?,
+            let reporter = v.reporter();
+            (
+                Some(
+                    v.start()
+                        .map_err(|e| Error::Virtio(VirtioError::Thread(e)))?,
+                ),
+                Some(reporter),
             )
         }
-        None => None,
+        None => (None, None),
     };
     let bus = Mutex::new(bus);
     let (out, serial_input) = match cfg.transport {
@@ -402,6 +406,8 @@ fn run_inner(
             eprintln!("truecold-vmm: the virtio device thread panicked");
         }
     }
+    // What each virtio device did (after its thread stopped: the counters are final).
+    let devices = device_reporter.map(|r| r.reports()).unwrap_or_default();
     let out = out.map_err(Error::Run)?;
     st.first_run = out.first_run;
     st.exit = Some(out.exit);
@@ -503,6 +509,7 @@ fn run_inner(
             vcpu_last_rip: out.last_rip,
             serial_input,
             sandbox,
+            devices,
         },
         failure.clone(),
     );

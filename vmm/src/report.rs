@@ -142,6 +142,10 @@ pub struct BootReport {
     /// written before the field existed).
     #[serde(default)]
     pub sandbox: Option<crate::sandbox::SandboxReport>,
+    /// The parity contract's virtio devices, each as it ended the boot (chains served and
+    /// refused, the device's own counters); empty without devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<crate::virtio::DeviceReport>,
 }
 
 /// What a boot that ran observed, handed to [`assemble`].
@@ -167,6 +171,7 @@ pub struct Observed {
     pub vcpu_last_rip: Vec<u64>,
     pub serial_input: Option<SerialInput>,
     pub sandbox: Option<crate::sandbox::SandboxReport>,
+    pub devices: Vec<crate::virtio::DeviceReport>,
 }
 
 /// The report of a boot that ran, judged by `failure`.
@@ -219,6 +224,7 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
         serial_input: o.serial_input,
         failure,
         sandbox: o.sandbox,
+        devices: o.devices,
     }
 }
 

@@ -233,6 +233,14 @@ impl Blk {
 }
 
 impl VirtioDevice for Blk {
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("requests_ok", self.ok),
+            ("requests_ioerr", self.ioerr),
+            ("requests_unsupported", self.unsupp),
+        ]
+    }
+
     fn device_type(&self) -> u32 {
         DEVICE_ID
     }

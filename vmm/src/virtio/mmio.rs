@@ -71,6 +71,22 @@ pub struct MmioTransport {
 }
 
 impl MmioTransport {
+    /// What the device did so far, as `name` ([`super::DeviceReport`]).
+    pub fn report(&self, name: &str) -> super::DeviceReport {
+        super::DeviceReport {
+            name: name.to_string(),
+            chains_ok: self.faults.chains_ok,
+            refused: self.faults.refused.clone(),
+            ignored_accesses: self.ignored_accesses,
+            counters: self
+                .device
+                .counters()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        }
+    }
+
     /// `device` as device number `index` of the device thread's `epoll`, its interrupt on
     /// `interrupt`. Creates one eventfd per queue (the boot registers them as ioeventfds).
     pub fn new(

@@ -440,6 +440,22 @@ pub trait VirtioDevice: Send {
     fn reset(&mut self, _poll: &Poll<'_>) {}
     /// Serves one event (only while activated).
     fn handle(&mut self, cx: &mut Ctx<'_>, ev: Event);
+    /// What the device did, for the VMM's report (name, count).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}
+
+/// What one device did in a boot (the VMM report's `devices`): the chains it served, the
+/// chains and register misuses it refused by kind, the register accesses its transport
+/// ignored, and the device's own counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    pub name: String,
+    pub chains_ok: u64,
+    pub refused: BTreeMap<String, u64>,
+    pub ignored_accesses: u64,
+    pub counters: BTreeMap<String, u64>,
 }
 
 /// Features every device offers: VIRTIO_F_VERSION_1 (Linux refuses a version-2 device

@@ -368,6 +368,14 @@ impl Net {
 }
 
 impl VirtioDevice for Net {
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("tx_frames", self.tx_frames),
+            ("rx_frames", self.rx_frames),
+            ("dropped_frames", self.dropped),
+        ]
+    }
+
     fn device_type(&self) -> u32 {
         DEVICE_ID
     }

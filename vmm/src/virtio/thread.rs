@@ -110,6 +110,14 @@ impl VirtioDevices {
             .collect()
     }
 
+    /// A reader of every device's report, usable after the thread stopped.
+    pub fn reporter(&self) -> DeviceReporter {
+        DeviceReporter {
+            transports: self.transports.clone(),
+            names: self.names.clone(),
+        }
+    }
+
     /// Starts the device thread.
     pub fn start(self) -> io::Result<DeviceThread> {
         let stop = self.stop.try_clone()?;
@@ -198,6 +206,23 @@ impl MmioWindows {
     }
 }
 
+/// Reads what each device did ([`VirtioDevices::reporter`]).
+pub struct DeviceReporter {
+    transports: Vec<Arc<Mutex<MmioTransport>>>,
+    names: Vec<&'static str>,
+}
+
+impl DeviceReporter {
+    /// Each device's report, in window order.
+    pub fn reports(&self) -> Vec<super::DeviceReport> {
+        self.transports
+            .iter()
+            .zip(&self.names)
+            .map(|(t, n)| lock(t).report(n))
+            .collect()
+    }
+}
+
 /// The running device thread; [`DeviceThread::stop`] ends and joins it.
 pub struct DeviceThread {
     stop: EventFd,
@@ -246,6 +271,7 @@ mod tests {
             VirtioDevices::new(&m, vec![("blk", Box::new(Blk::new(Box::new(disk))), irq)]).unwrap();
         assert_eq!(devs.layout(), vec![("blk", 0xd000_0000)]);
         let win = devs.windows();
+        let reporter = devs.reporter();
         let thread = devs.start().unwrap();
         let base = 0xd000_0000u64;
         let w = |off: u64, v: u32| assert!(win.write(base + off, &v.to_le_bytes()));
@@ -299,5 +325,13 @@ mod tests {
         m.read_slice(&mut data, GuestAddress(0x11_0000)).unwrap();
         assert_eq!(data, [0x5a; 512]);
         assert!(thread.stop());
+        // The report after the thread stopped: one chain served, one request ok.
+        let reports = reporter.reports();
+        assert_eq!(reports.len(), 1);
+        assert_eq!(reports[0].name, "blk");
+        assert_eq!(reports[0].chains_ok, 1);
+        assert_eq!(reports[0].counters["requests_ok"], 1);
+        assert_eq!(reports[0].counters["requests_ioerr"], 0);
+        assert!(reports[0].refused.is_empty());
     }
 }

@@ -584,6 +584,14 @@ impl Vsock {
 }
 
 impl VirtioDevice for Vsock {
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("connections", self.connected),
+            ("connections_refused", self.refused),
+            ("resets_sent", self.rst_sent),
+        ]
+    }
+
     fn device_type(&self) -> u32 {
         DEVICE_ID
     }
