@@ -309,11 +309,13 @@ impl RunArgs {
             ));
         }
         if self.parity {
+            if let Some(why) = arms.iter().find_map(|e| e.no_parity_launch()) {
+                return Err(ArgError::Parity(why));
+            }
             for (bad, why) in [
                 (
-                    arms.contains(&Engine::QemuMicrovm),
-                    "QEMU's microvm has no parity launch: its vsock device is vhost-vsock \
-                     only (the host's /dev/vhost-vsock), which truecold does not drive",
+                    self.drop_caches,
+                    "the page cache is not dropped between parity launches (no --drop-caches)",
                 ),
                 (self.probe, "the parity contract boots Linux (no --probe)"),
                 (

@@ -141,10 +141,7 @@ pub fn run_parity(
         None => {
             let (stamp, _) = crate::clock::utc_now();
             let label = arms
-                .map(|a| {
-                    let names: Vec<&str> = a.iter().map(|e| e.as_str()).collect();
-                    format!("-engines-{}", names.join("-"))
-                })
+                .map(|a| format!("-{}", crate::run::engines_label(a)))
                 .unwrap_or_default();
             PathBuf::from("results").join(format!(
                 "{stamp}-nested-parity{label}-{}vcpu-{}mib",

@@ -637,13 +637,18 @@ pub fn run(args: &RunArgs, invocation: &str) -> Result<RunOutcome, RunError> {
 /// `results/<UTC timestamp>-engines-<arms>-linux-<v>vcpu-<m>mib`.
 pub fn engines_dest(args: &RunArgs, arms: &[truecold_proto::kinds::Engine]) -> PathBuf {
     let (stamp, _) = crate::clock::utc_now();
-    let names: Vec<&str> = arms.iter().map(|e| e.as_str()).collect();
     PathBuf::from("results").join(format!(
-        "{stamp}-engines-{}-linux-{}vcpu-{}mib",
-        names.join("-"),
+        "{stamp}-{}-linux-{}vcpu-{}mib",
+        engines_label(arms),
         args.vcpus,
         args.mem_mib
     ))
+}
+
+/// `engines-<arm>-<arm>…`: the arms in a default output directory's name.
+pub fn engines_label(arms: &[truecold_proto::kinds::Engine]) -> String {
+    let names: Vec<&str> = arms.iter().map(|e| e.as_str()).collect();
+    format!("engines-{}", names.join("-"))
 }
 
 /// An engines campaign (`--engine …`): see [`crate::engines`].
@@ -848,8 +853,7 @@ fn run_parity(
         let label = if single {
             String::new()
         } else {
-            let names: Vec<&str> = arms.iter().map(|e| e.as_str()).collect();
-            format!("-engines-{}", names.join("-"))
+            format!("-{}", engines_label(&arms))
         };
         Path::new("results").join(format!(
             "{stamp}-parity{label}-{}vcpu-{}mib",

@@ -23,11 +23,6 @@ pub fn memory(g: &Guest) -> String {
 
 /// The argv after the program.
 pub fn args(g: &Guest) -> Result<Vec<String>, EngineError> {
-    args_with(g, &g.cmdline(Engine::CloudHypervisor)?)
-}
-
-/// The argv after the program with `cmdline` as the guest's command line.
-pub fn args_with(g: &Guest, cmdline: &str) -> Result<Vec<String>, EngineError> {
     let e = Engine::CloudHypervisor;
     Ok(vec![
         "--kernel".into(),
@@ -35,7 +30,7 @@ pub fn args_with(g: &Guest, cmdline: &str) -> Result<Vec<String>, EngineError> {
         "--initramfs".into(),
         utf8(e, "the initramfs path", &g.initramfs)?,
         "--cmdline".into(),
-        cmdline.to_string(),
+        g.cmdline(e)?,
         "--cpus".into(),
         format!("boot={}", g.vcpus),
         "--memory".into(),

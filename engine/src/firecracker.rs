@@ -1,7 +1,8 @@
 //! Firecracker v1.16.1 as released: `--no-api --config-file F --log-path L --level Error`,
-//! seccomp on (its default). The config has no drives, no network: the boot source (vmlinux,
-//! initramfs, the one command line) and the machine (vCPUs, memory, no SMT, huge pages for
-//! `--backing hugetlb`). Its logs go to `L` (created empty before each launch: Firecracker
+//! seccomp on (its default). The strict config has no drives, no network: the boot source
+//! (vmlinux, initramfs, the one command line) and the machine (vCPUs, memory, no SMT, huge
+//! pages for `--backing hugetlb`); a parity launch adds vsock, a network interface and the
+//! workspace drive ([`parity_config`]). Its logs go to `L` (created empty before each launch: Firecracker
 //! opens the path without creating it, and aborts when it is missing), never onto the serial
 //! stream. It ends by itself when the guest resets through the i8042 (`reboot=k`).
 

@@ -81,6 +81,8 @@ pub enum EngineError {
     Parity(#[source] parity::ParityUnsupported),
     #[error("{0}: the arm's launch has no config file to give the parity devices")]
     NoConfigFile(Engine),
+    #[error("{engine}: the arm's launch has no `{flag}` for the parity contract to set")]
+    NoFlag { engine: Engine, flag: &'static str },
 }
 
 /// How an engine's process ends after the guest's record.
@@ -142,8 +144,8 @@ pub struct Launch {
     pub report_file: Option<PathBuf>,
     /// truecold: `--request-ns <request> --deadline-at-ns <deadline>` appended per sample.
     pub per_sample_stamps: bool,
-    /// The parity contract's agent channel (truecold-vmm under `--transport vsock`): the
-    /// `TC1` lines arrive on a Unix socket, not on the engine's stdout.
+    /// The parity contract's agent channel (`crate::parity`: every engine's hybrid vsock):
+    /// the `TC1` lines arrive on a Unix socket, not on the engine's stdout.
     pub agent: Option<Agent>,
 }
 

@@ -62,19 +62,19 @@ impl PerLaunch<'_> {
     }
 }
 
-/// QEMU's microvm has no parity launch here.
+/// An engine without a parity launch ([`Engine::no_parity_launch`]: QEMU's microvm).
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "{0} has no parity launch: its vsock device is vhost-vsock only (the host's \
-     /dev/vhost-vsock), which truecold does not drive"
-)]
-pub struct ParityUnsupported(pub Engine);
+#[error("{why}")]
+pub struct ParityUnsupported {
+    pub engine: Engine,
+    pub why: &'static str,
+}
 
 /// Whether `engine` can run the parity contract.
 pub fn supported(engine: Engine) -> Result<(), ParityUnsupported> {
-    match engine {
-        Engine::QemuMicrovm => Err(ParityUnsupported(engine)),
-        Engine::Truecold | Engine::Firecracker | Engine::CloudHypervisor => Ok(()),
+    match engine.no_parity_launch() {
+        Some(why) => Err(ParityUnsupported { engine, why }),
+        None => Ok(()),
     }
 }
 
@@ -106,11 +106,7 @@ pub fn launch(base: &Launch, g: &Guest, p: &PerLaunch<'_>) -> Result<Launch, Eng
     };
     match e {
         Engine::Truecold => {
-            if let Some(i) = l.args.iter().position(|a| a == "--transport") {
-                if let Some(v) = l.args.get_mut(i + 1) {
-                    *v = "vsock".into();
-                }
-            }
+            set_flag(&mut l.args, e, "--transport", "vsock")?;
             for (k, v) in [
                 ("--vsock-uds", uds),
                 ("--tap", p.tap.to_string()),
@@ -133,15 +129,31 @@ pub fn launch(base: &Launch, g: &Guest, p: &PerLaunch<'_>) -> Result<Launch, Eng
             }
         }
         Engine::CloudHypervisor => {
-            l.args = cloud_hypervisor::args_with(g, &cmdline(e, g, p.pair)?)?;
+            set_flag(&mut l.args, e, "--cmdline", &cmdline(e, g, p.pair)?)?;
             l.args
                 .extend(cloud_hypervisor::parity_args(&uds, p, &image));
         }
         Engine::QemuMicrovm => {
-            return Err(EngineError::Parity(ParityUnsupported(e)));
+            supported(e).map_err(EngineError::Parity)?;
         }
     }
     Ok(l)
+}
+
+/// Sets the value after `flag` in the arm's argv (which must have it).
+fn set_flag(
+    args: &mut [String],
+    e: Engine,
+    flag: &'static str,
+    value: &str,
+) -> Result<(), EngineError> {
+    match args.iter().position(|a| a == flag).map(|i| i + 1) {
+        Some(i) if i < args.len() => {
+            args[i] = value.to_string();
+            Ok(())
+        }
+        _ => Err(EngineError::NoFlag { engine: e, flag }),
+    }
 }
 
 #[cfg(test)]

@@ -681,12 +681,27 @@ impl Recorded {
             )),
             _ => {}
         }
-        if !parity && !self.invocation.has("--engine") && !self.invocation.has("--engines") {
-            bad.push(
-                "engine: the recorded `truecold run` command of an engines campaign names no \
-                 `--engine`"
-                    .into(),
-            );
+        // Every engine but truecold-vmm alone under the parity contract is an arm the
+        // command names (a parity run without `--engine` runs truecold-vmm only).
+        let named_any = self.invocation.has("--engine") || self.invocation.has("--engines");
+        if !named_any && (!parity || configured != Engine::Truecold) {
+            bad.push(format!(
+                "engine: the recorded `truecold run` command names no `--engine`, but the \
+                 bundle's engine is `{configured}` under the `{}` observer",
+                r.contract.observer.as_str()
+            ));
+        }
+        if named_any != r.contract.interleaved {
+            bad.push(format!(
+                "the recorded `truecold run` command {} engine arms, but the bundle {} \
+                 interleaved",
+                if named_any { "names" } else { "names no" },
+                if r.contract.interleaved {
+                    "is"
+                } else {
+                    "is not"
+                }
+            ));
         }
         if self.program != cfg.vmm_path {
             bad.push(format!(

@@ -1057,10 +1057,12 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
             "the serial observer reads a Linux guest's TC1 lines: a probe bundle cannot use it",
         ),
         (Observer::Serial, _) => {}
-        (Observer::Agent, Engine::QemuMicrovm) => v.add(
+        (Observer::Agent, e) if e.no_parity_launch().is_some() => v.add(
             Check::Configuration,
-            "engine `qemu-microvm` under the agent observer: truecold has no parity launch \
-             for QEMU (its vsock device is vhost-vsock only)",
+            format!(
+                "engine `{e}` under the agent observer: {}",
+                e.no_parity_launch().unwrap_or_default()
+            ),
         ),
         (Observer::Agent, _) if c.kind == ContractKind::Linux => {}
         (Observer::Agent, _) => v.add(

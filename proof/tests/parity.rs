@@ -91,3 +91,44 @@ fn state_csv_removed_is_caught() {
     resum(&dir);
     caught(&dir, Check::Lifecycle);
 }
+
+/// The peer engines as parity arms (nested, virtual clock): the committed directory verifies
+/// as it is, every arm under the agent observer.
+const ENGINES_DIR: &str =
+    "20261201T135023Z-nested-parity-engines-truecold-firecracker-cloud-hypervisor-2vcpu-1024mib";
+
+#[test]
+fn the_committed_parity_engines_directory_verifies() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results")
+        .join(ENGINES_DIR);
+    let v = verify_dir(&src);
+    assert!(v.is_valid(), "{}", v.render(&src, 50));
+    for e in ["truecold", "firecracker", "cloud-hypervisor"] {
+        let (r, s) = truecold_proof::read_bundle(&src.join(e)).unwrap();
+        assert_eq!(r.contract.observer.as_str(), "agent", "{e}");
+        assert_eq!(r.configuration.engine.kind.as_str(), e);
+        assert!(r.contract.interleaved, "{e}");
+        assert!(s.iter().all(|x| x.cleanup_ok == Some(true)), "{e}");
+    }
+}
+
+/// A peer engine's parity bundle whose recorded command names no engine arm (such a command
+/// runs truecold-vmm only) is caught.
+#[test]
+fn a_peer_parity_bundle_without_its_engine_arm_is_caught() {
+    let t = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results")
+        .join(ENGINES_DIR)
+        .join("firecracker");
+    let dir = t.path().join("fc");
+    copy_dir(&src, &dir);
+    let p = dir.join("cmdline.txt");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let edited = text.replace(" --engines truecold,firecracker,cloud-hypervisor", "");
+    assert_ne!(edited, text);
+    std::fs::write(&p, edited).unwrap();
+    resum(&dir);
+    caught(&dir, Check::Cmdline);
+}

@@ -819,15 +819,23 @@ fn the_gap_rule_is_keyed_on_interleaved_not_on_the_observer() {
     });
     let v = verify_dir(&dir);
     assert!(v.is_valid(), "{}", v.render(&dir, 50));
-    // An engines-campaign arm (serial observer) that is not interleaved: judged alone.
+    // An engines-campaign arm (serial observer) that is not interleaved: judged alone (and
+    // its recorded command, which names engine arms, contradicts it).
     let arm = Fixture {
         fail_every: None,
         ..Fixture::engine(truecold_proof::schema::Engine::Firecracker, 40)
     };
-    forged_fixture(arm, &[Check::SequentialGap], |r, s| {
+    let v = forged_fixture(arm, &[Check::SequentialGap, Check::Cmdline], |r, s| {
         drop_row(r, s, 20);
         r.contract.interleaved = false;
     });
+    assert!(
+        v.reasons.iter().any(|x| x
+            .detail
+            .contains("names engine arms, but the bundle is not interleaved")),
+        "{:?}",
+        v.reasons
+    );
 }
 
 #[test]

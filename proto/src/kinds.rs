@@ -118,6 +118,19 @@ impl Engine {
             })
     }
 
+    /// Why the engine cannot run the parity contract here (`None`: it can). QEMU's microvm:
+    /// its only vsock device is vhost-vsock, which needs the host's `/dev/vhost-vsock` and
+    /// which truecold does not drive.
+    pub fn no_parity_launch(self) -> Option<&'static str> {
+        match self {
+            Engine::QemuMicrovm => Some(
+                "QEMU's microvm has no parity launch: its vsock device is vhost-vsock only \
+                 (the host's /dev/vhost-vsock), which truecold does not drive",
+            ),
+            Engine::Truecold | Engine::Firecracker | Engine::CloudHypervisor => None,
+        }
+    }
+
     /// Whether the engine's virtio devices are PCI functions only (Cloud Hypervisor v53.0:
     /// its virtio-MMIO transport was removed in v0.11), so a guest with virtio devices needs
     /// its PCI bus probed (no `pci=off`). truecold-vmm and Firecracker declare virtio-MMIO

@@ -54,11 +54,15 @@ pub struct ParityLaunched {
     pub row: (Sample, EngineRun),
 }
 
-/// The per-launch tap name: `tc<pid mod 10^4><engine's initial><idx>` (at most 14 bytes for
+/// The per-launch tap name: `tc<pid mod 10^5><engine's initial><idx>` (at most 15 bytes for
 /// idx < 10^7), so the arms of one campaign never share a name.
 pub fn tap_name(engine: Engine, idx: u64) -> String {
     let tag = engine.as_str().chars().next().unwrap_or('x');
-    format!("tc{}{tag}{}", std::process::id() % 10_000, idx % 10_000_000)
+    format!(
+        "tc{}{tag}{}",
+        std::process::id() % 100_000,
+        idx % 10_000_000
+    )
 }
 
 /// Whether an interface named `name` exists.
@@ -137,6 +141,18 @@ impl ParityLauncher {
         let ready = prepared
             .clone()
             .map_err(|e| (ErrorKind::HarnessIo, e))
+            .and_then(|()| {
+                // The launch's own name taken (a tap some earlier process left): no launch
+                // (an engine could attach to it; it would not be the launch's). Only the
+                // reliability tests name an existing interface on purpose.
+                if tap_preexisting && self.tap_override.is_none() {
+                    return Err((
+                        ErrorKind::TapCreate,
+                        format!("the interface {tap} exists before the launch"),
+                    ));
+                }
+                Ok(())
+            })
             .and_then(|()| {
                 self.launch_for(&run_dir, &tap).map_err(|e| {
                     (

@@ -130,9 +130,18 @@ impl Tap {
         };
         let fd = file.as_raw_fd();
         let mut req = IfReq::new(name);
-        req.set_flags((libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as i16);
-        ioctl_ptr(fd, libc::TUNSETIFF, (&mut req as *mut IfReq).cast())
-            .map_err(err("TUNSETIFF"))?;
+        // IFF_TUN_EXCL: a tap of that name made since the check above is refused (EBUSY),
+        // never attached to: a tap this returns is always new.
+        req.set_flags(
+            (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR | libc::IFF_TUN_EXCL) as i16,
+        );
+        ioctl_ptr(fd, libc::TUNSETIFF, (&mut req as *mut IfReq).cast()).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                TapError::Exists(name.into())
+            } else {
+                err("TUNSETIFF")(e)
+            }
+        })?;
         let mut hdr: libc::c_int = VNET_HDR_LEN as libc::c_int;
         ioctl_ptr(
             fd,
