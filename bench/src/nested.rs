@@ -79,6 +79,20 @@ pub fn inner_engine_args(args: &RunArgs, schedule: &Schedule, arms: &[Engine]) -
     v
 }
 
+/// The peer engines' files for L1. L1's truecold-vmm is the layout's static build; the
+/// peers are located like a native campaign's and packed with what they need to run (QEMU's
+/// libraries and firmware).
+fn engine_files(args: &RunArgs, arms: &[Engine]) -> Result<Vec<L1File>, NestedError> {
+    let bins = truecold_nested::EngineBinaries::locate(
+        arms,
+        args.firecracker.as_deref(),
+        args.cloud_hypervisor.as_deref(),
+        args.qemu.as_deref(),
+    )
+    .map_err(crate::engines::EnginesError::BinaryMissing)?;
+    Ok(truecold_nested::engine_files(arms, &bins)?)
+}
+
 /// An engines campaign in L1: the whole multi-arm directory is made there, received,
 /// placed atomically and verified here; each arm is verified on its own too.
 pub fn run_engines(
@@ -88,16 +102,7 @@ pub fn run_engines(
     guest_dir: &Path,
 ) -> Result<crate::run::RunOutcome, NestedError> {
     let schedule = Schedule::Sequential { n: rounds };
-    // L1's truecold-vmm is the layout's static build; the peers are located like a native
-    // campaign's and packed with what they need to run (QEMU's libraries and firmware).
-    let bins = truecold_nested::EngineBinaries::locate(
-        arms,
-        args.firecracker.as_deref(),
-        args.cloud_hypervisor.as_deref(),
-        args.qemu.as_deref(),
-    )
-    .map_err(crate::engines::EnginesError::BinaryMissing)?;
-    let extra = truecold_nested::engine_files(arms, &bins)?;
+    let extra = engine_files(args, arms)?;
     let dest = match &args.out {
         Some(p) => p.clone(),
         None => crate::run::engines_dest(args, arms),
@@ -165,14 +170,7 @@ pub fn run_parity(
     // Engine arms: the peers packed like an engines campaign's, named at their L1 paths.
     let inner = match arms {
         Some(arms) => {
-            let bins = truecold_nested::EngineBinaries::locate(
-                arms,
-                args.firecracker.as_deref(),
-                args.cloud_hypervisor.as_deref(),
-                args.qemu.as_deref(),
-            )
-            .map_err(crate::engines::EnginesError::BinaryMissing)?;
-            extra.extend(truecold_nested::engine_files(arms, &bins)?);
+            extra.extend(engine_files(args, arms)?);
             inner_engine_args(args, &schedule, arms)
         }
         None => inner_args(args, &schedule),

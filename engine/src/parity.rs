@@ -172,6 +172,18 @@ mod tests {
         }
     }
 
+    /// The arm's strict launch of `e` (work directory `/w`).
+    fn base_launch(e: Engine, g: &Guest) -> Launch {
+        crate::launch(
+            e,
+            Path::new("/bin/x"),
+            g,
+            Path::new("/w"),
+            HostKind::NestedEmulated,
+        )
+        .unwrap()
+    }
+
     fn per_launch(dir: &Path) -> PerLaunch<'_> {
         PerLaunch {
             run_dir: dir,
@@ -183,11 +195,9 @@ mod tests {
     #[test]
     fn every_engine_but_qemu_has_a_parity_launch_with_one_agent_socket() {
         let g = guest();
-        let work = Path::new("/w");
         let dir = Path::new("/w/launches/0");
         for e in Engine::ALL {
-            let base =
-                crate::launch(e, Path::new("/bin/x"), &g, work, HostKind::NestedEmulated).unwrap();
+            let base = base_launch(e, &g);
             let l = launch(&base, &g, &per_launch(dir));
             if e == Engine::QemuMicrovm {
                 assert!(supported(e).is_err());
@@ -211,14 +221,7 @@ mod tests {
     #[test]
     fn truecold_gets_its_flags() {
         let g = guest();
-        let base = crate::launch(
-            Engine::Truecold,
-            Path::new("/bin/truecold-vmm"),
-            &g,
-            Path::new("/w"),
-            HostKind::NestedEmulated,
-        )
-        .unwrap();
+        let base = base_launch(Engine::Truecold, &g);
         let l = launch(&base, &g, &per_launch(Path::new("/r"))).unwrap();
         let s = l.args.join(" ");
         assert!(s.contains("--transport vsock"), "{s}");
@@ -232,14 +235,7 @@ mod tests {
     #[test]
     fn firecracker_config_has_the_devices_and_the_agent_command_line() {
         let g = guest();
-        let base = crate::launch(
-            Engine::Firecracker,
-            Path::new("/bin/firecracker"),
-            &g,
-            Path::new("/w"),
-            HostKind::NestedEmulated,
-        )
-        .unwrap();
+        let base = base_launch(Engine::Firecracker, &g);
         let l = launch(&base, &g, &per_launch(Path::new("/r"))).unwrap();
         assert_eq!(l.args, base.args);
         let (path, data) = &l.files[0];
@@ -265,14 +261,7 @@ mod tests {
     #[test]
     fn cloud_hypervisor_gets_its_devices_and_a_probed_pci_bus() {
         let g = guest();
-        let base = crate::launch(
-            Engine::CloudHypervisor,
-            Path::new("/bin/cloud-hypervisor"),
-            &g,
-            Path::new("/w"),
-            HostKind::NestedEmulated,
-        )
-        .unwrap();
+        let base = base_launch(Engine::CloudHypervisor, &g);
         let l = launch(&base, &g, &per_launch(Path::new("/r"))).unwrap();
         let s = l.args.join(" ");
         assert!(
