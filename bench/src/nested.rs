@@ -115,20 +115,7 @@ pub fn run_engines(
         guest_dir,
         dest,
     )?;
-    let arm_verdicts = arms
-        .iter()
-        .map(|e| {
-            let path = written.path.join(e.as_str());
-            let verdict = verify_dir(&path);
-            (*e, Written { path, verdict })
-        })
-        .collect();
-    Ok(crate::run::RunOutcome {
-        written,
-        interrupted: false,
-        warnings: vec![WARNING.to_string()],
-        arms: arm_verdicts,
-    })
+    Ok(received(written, arms))
 }
 
 /// A parity campaign in L1 (`--parity --nested`): the inner run is the same campaign on L1's
@@ -184,8 +171,13 @@ pub fn run_parity(
         guest_dir,
         dest,
     )?;
-    let arm_verdicts = arms
-        .unwrap_or_default()
+    Ok(received(written, arms.unwrap_or_default()))
+}
+
+/// The outcome of a campaign received from L1: the whole directory and each of `arms`'
+/// bundles in it, each verified on its own.
+fn received(written: Written, arms: &[Engine]) -> crate::run::RunOutcome {
+    let arms = arms
         .iter()
         .map(|e| {
             let path = written.path.join(e.as_str());
@@ -193,12 +185,12 @@ pub fn run_parity(
             (*e, Written { path, verdict })
         })
         .collect();
-    Ok(crate::run::RunOutcome {
+    crate::run::RunOutcome {
         written,
         interrupted: false,
         warnings: vec![WARNING.to_string()],
-        arms: arm_verdicts,
-    })
+        arms,
+    }
 }
 
 /// Runs the campaign in L1 and returns the received, verified bundle.
