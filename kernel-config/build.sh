@@ -16,9 +16,10 @@
 #   when it has uncommitted changes to tracked files).
 # - `config`: start from a complete .config (resolved by olddefconfig) instead of tinyconfig
 #   plus fragments.
-# Both build incrementally: in one object directory per (source, kind of start) under
-# .../incremental/, so a bisect step recompiles only what its commit or symbols changed; the
-# artifacts are still cached per key. The released variants always build from scratch.
+# Both build incrementally: in the one object directory per source under .../incremental/,
+# so a bisect step recompiles only what its commit or symbols changed; the artifacts are
+# still cached per key. The released variants and tune knobs always build from scratch (in
+# that directory, emptied first: the next incremental build of the source starts from them).
 #
 # Environment:
 #   TRUECOLD_CACHE              cache root (default /var/cache/truecold)
@@ -189,16 +190,25 @@ else
 fi
 BUILD="$WORK/build"
 ART="$WORK/artifacts"
-if [[ -z ${TRUECOLD_KERNEL_FRESH_DIR:-} && ( -n $TREE || -n $START_CONFIG ) ]]; then
-  # Incremental: one object directory per source and kind of start, locked while in use.
-  INCR=$(printf 'src=%s\nstart=%s\nscript=%s\ntoolchain=%s\n' "$SRC" \
-         "$([[ -n $START_CONFIG ]] && echo config || echo fragments)" "$SCRIPT_SHA" "$TOOLCHAIN" |
+if [[ -z ${TRUECOLD_KERNEL_FRESH_DIR:-} ]]; then
+  # One object directory per source tree, locked while in use. A bisect build (a tree's
+  # commit, or a complete .config) starts from whatever the directory last built, so it
+  # recompiles only what its commit or symbols changed. A released variant or a tune knob
+  # builds from scratch: the directory is emptied first, and what it leaves there is where
+  # the next incremental build of the same source starts (scripts/build-artifacts.sh builds
+  # the base variant last, so `bisect config` from the base config recompiles only the
+  # symbols it changes; the reproducibility check builds in a directory of its own).
+  INCR=$(printf 'src=%s\nscript=%s\ntoolchain=%s\n' "$SRC" "$SCRIPT_SHA" "$TOOLCHAIN" |
          sha256sum | cut -d' ' -f1)
   mkdir -p "$CACHE/incremental/$INCR"
   exec 7>"$CACHE/incremental/$INCR/.lock"
   flock 7
   BUILD="$CACHE/incremental/$INCR/build"
-  log "incremental build directory $BUILD"
+  if [[ -n $TREE || -n $START_CONFIG ]]; then
+    log "incremental build directory $BUILD"
+  else
+    rm -rf "$BUILD"
+  fi
 fi
 mkdir -p "$BUILD" "$ART"
 BUILD=$(cd "$BUILD" && pwd)

@@ -4,8 +4,9 @@ set -euo pipefail
 # The kernel source is pinned (kernel-config/build.sh checks the exact version).
 # linux-source-6.12 is installed, at its pinned version, by kernel-config/build.sh.
 # build-essential's g++ also builds libFuzzer for scripts/fuzz.sh (crate libfuzzer-sys).
+# time: GNU time, which scripts/test.sh runs itself under (its duration and peak RSS).
 pkgs=(qemu-system-x86 build-essential flex bison bc libelf-dev libssl-dev
-      cpio xz-utils python3 file)
+      cpio xz-utils python3 file time)
 export DEBIAN_FRONTEND=noninteractive
 updated=0
 apt_update() { ((updated)) || { apt-get update -q; updated=1; }; }

@@ -1,7 +1,7 @@
 //! Builds the probe guest (vmm/probe/probe.S) with the system's GNU `as` and `ld` into
 //! `$OUT_DIR/probe.elf` (PVH), a variant that never rings, `$OUT_DIR/probe-silent.elf`, and
-//! one without the PVH note entered through the 64-bit boot protocol, `probe-linux64.elf`, and
-//! the hostile guest of `probe/hostile.S`, `probe-hostile.elf` (vmm/tests/hostile.rs).
+//! one without the PVH note entered through the 64-bit boot protocol, `probe-linux64.elf`, one
+//! that touches a byte per GiB instead of per 2 MiB, `probe-sparse.elf`, and the hostile guest of `probe/hostile.S`, `probe-hostile.elf` (vmm/tests/hostile.rs).
 use std::path::Path;
 use std::process::Command;
 
@@ -44,5 +44,6 @@ fn main() {
     build(out, "probe", &[], "pvh_start32");
     build(out, "probe-silent", &["SILENT=1"], "pvh_start32");
     build(out, "probe-linux64", &["LINUX64=1"], "start64");
+    build(out, "probe-sparse", &["SPARSE=1"], "pvh_start32");
     build(out, "probe-hostile", &["HOSTILE=1"], "pvh_start32");
 }

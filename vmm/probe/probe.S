@@ -14,6 +14,9 @@
  *     PROBE_PORT_ECHO (rep outsb), sends its summary on PROBE_PORT_SUMMARY and writes 0 to
  *     PORT_EXIT.
  * Built with SILENT (via --defsym) it spins forever without ringing (deadline tests).
+ * Built with SPARSE it touches one byte per GiB instead of per 2 MiB: the large-memory backing
+ * tests prove exact memory and the backing on a few touched regions without faulting in a
+ * whole THP-backed guest (vmm/tests/probe_boot.rs).
  * Built with HOSTILE it is the hostile guest of vmm/probe/hostile.S (included below), which
  * attacks the VMM through the Linux guest's protocol (vmm/tests/hostile.rs).
  * Built with LINUX64 it has no PVH note and is entered at start64 through the 64-bit Linux
@@ -209,7 +212,11 @@ long_entry:
     inc r13
 13: mov byte ptr [rsi], r14b
     inc r11
-    add rsi, 0x200000
+.ifdef SPARSE
+    add rsi, 0x40000000                /* TOUCH_STRIDE_SPARSE */
+.else
+    add rsi, 0x200000                  /* TOUCH_STRIDE */
+.endif
     jmp 11b
 14: mov eax, dword ptr [mm_stride]
     add r8, rax

@@ -545,6 +545,9 @@ impl GuestView {
                 ProbeSummary::parse(bus.probe_summary_bytes()),
                 e820,
                 cfg.vcpus,
+                cfg.kernel
+                    .touch_stride()
+                    .unwrap_or(crate::probe::TOUCH_STRIDE),
                 bus.ap_checkins.clone(),
             )
         });

@@ -36,6 +36,21 @@ pub enum KernelSource {
     ProbeSilent,
     /// The embedded probe guest without a PVH note (64-bit boot protocol).
     ProbeLinux64,
+    /// The embedded probe guest touching one byte per GiB instead of per 2 MiB.
+    ProbeSparse,
+}
+
+impl KernelSource {
+    /// Bytes between the probe's memory touches (`None` for a kernel file).
+    pub fn touch_stride(&self) -> Option<u64> {
+        match self {
+            KernelSource::File(_) => None,
+            KernelSource::ProbeSparse => Some(crate::probe::TOUCH_STRIDE_SPARSE),
+            KernelSource::Probe | KernelSource::ProbeSilent | KernelSource::ProbeLinux64 => {
+                Some(crate::probe::TOUCH_STRIDE)
+            }
+        }
+    }
 }
 
 /// How the guest is entered.
@@ -134,6 +149,7 @@ pub fn probe_image(source: &KernelSource) -> Option<&'static [u8]> {
         KernelSource::Probe => Some(crate::probe::PROBE_ELF),
         KernelSource::ProbeSilent => Some(crate::probe::PROBE_SILENT_ELF),
         KernelSource::ProbeLinux64 => Some(crate::probe::PROBE_LINUX64_ELF),
+        KernelSource::ProbeSparse => Some(crate::probe::PROBE_SPARSE_ELF),
     }
 }
 

@@ -13,6 +13,11 @@ pub static PROBE_SILENT_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/p
 pub static PROBE_LINUX64_ELF: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/probe-linux64.elf"));
 
+/// The probe that touches one byte per GiB ([`TOUCH_STRIDE_SPARSE`]) instead of per 2 MiB: the
+/// large-memory backing tests check exact memory and the backing without faulting in a whole
+/// THP-backed guest.
+pub static PROBE_SPARSE_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/probe-sparse.elf"));
+
 /// The hostile guest (vmm/probe/hostile.S, the probe built with `HOSTILE`): it speaks and
 /// abuses the Linux guest's protocol. The tests (vmm/tests/hostile.rs) patch the case to run
 /// into its control block, found by [`HOSTILE_MAGIC`], and boot it as a kernel file.
@@ -32,14 +37,18 @@ pub const PORT_SUMMARY: u16 = 0x0f1a;
 pub const SUMMARY_LEN: usize = 56;
 /// First quad of the summary: "%TCPROB1".
 pub const SUMMARY_MAGIC: u64 = 0x3142_4f52_5043_5425;
-const TOUCH_STRIDE: u64 = 2 << 20;
+/// Bytes between the probe's touches (probe.S).
+pub const TOUCH_STRIDE: u64 = 2 << 20;
+/// Bytes between the sparse probe's touches (probe.S built with `SPARSE`).
+pub const TOUCH_STRIDE_SPARSE: u64 = 1 << 30;
 
 /// What the probe saw.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeSummary {
     /// Sum of RAM entries in the memory map it was handed.
     pub ram_bytes: u64,
-    /// Bytes touched (one per 2 MiB of every RAM entry).
+    /// Bytes touched (one per stride — 2 MiB, or 1 GiB for the sparse probe — of every RAM
+    /// entry).
     pub touched: u64,
     /// Checksum over every memory-map entry (see [`checksum`]).
     pub checksum: u64,
@@ -95,11 +104,11 @@ pub fn checksum(map: &[E820Entry]) -> u64 {
     })
 }
 
-/// Touches the probe must make: ceil(size / 2 MiB) per RAM entry (pure).
-pub fn expected_touches(map: &[E820Entry]) -> u64 {
+/// Touches the probe must make: ceil(size / stride) per RAM entry (pure).
+pub fn expected_touches(map: &[E820Entry], stride: u64) -> u64 {
     map.iter()
         .filter(|e| e.kind == 1)
-        .map(|e| e.size.div_ceil(TOUCH_STRIDE))
+        .map(|e| e.size.div_ceil(stride))
         .sum()
 }
 
@@ -128,15 +137,17 @@ pub struct ProbeReport {
 }
 
 impl ProbeReport {
-    /// Compares `summary` with the map handed to the guest and `vcpus`.
+    /// Compares `summary` with the map handed to the guest, `vcpus` and the probe's touch
+    /// `stride`.
     pub fn judge(
         summary: Result<ProbeSummary, SummaryError>,
         map: &[E820Entry],
         vcpus: u8,
+        stride: u64,
         ap_checkins: Vec<ApCheckin>,
     ) -> Self {
         let expected_checksum = checksum(map);
-        let expected_touched = expected_touches(map);
+        let expected_touched = expected_touches(map, stride);
         let expected_aps = u64::from(vcpus.saturating_sub(1));
         let ram: u64 = crate::boot_params::e820_ram(map);
         let mut ids: Vec<u8> = ap_checkins.iter().map(|c| c.apic_id).collect();
@@ -208,7 +219,17 @@ mod tests {
     #[test]
     fn judge_checks_everything() {
         let map = crate::boot_params::e820(&crate::memory::layout(128).unwrap());
-        assert_eq!(expected_touches(&map), 1 + 64);
+        assert_eq!(expected_touches(&map, TOUCH_STRIDE), 1 + 64);
+        assert_eq!(expected_touches(&map, TOUCH_STRIDE_SPARSE), 1 + 1);
+        let big = crate::boot_params::e820(&crate::memory::layout(16384).unwrap());
+        assert_eq!(
+            expected_touches(&big, TOUCH_STRIDE_SPARSE),
+            big.iter()
+                .filter(|e| e.kind == 1)
+                .map(|e| e.size.div_ceil(1 << 30))
+                .sum::<u64>()
+        );
+        assert!(expected_touches(&big, TOUCH_STRIDE_SPARSE) <= 16 + 3);
         let good = ProbeSummary {
             ram_bytes: 128 << 20,
             touched: 65,
@@ -221,19 +242,30 @@ mod tests {
             vcpu: 1,
             apic_id: 1,
         }];
-        assert!(ProbeReport::judge(Ok(good.clone()), &map, 2, ap.clone()).ok());
+        assert!(ProbeReport::judge(Ok(good.clone()), &map, 2, TOUCH_STRIDE, ap.clone()).ok());
         let wrong_ap = vec![ApCheckin {
             vcpu: 0,
             apic_id: 1,
         }];
-        assert!(!ProbeReport::judge(Ok(good.clone()), &map, 2, wrong_ap).ok());
-        assert!(!ProbeReport::judge(Ok(good.clone()), &map, 2, vec![]).ok());
+        assert!(!ProbeReport::judge(Ok(good.clone()), &map, 2, TOUCH_STRIDE, wrong_ap).ok());
+        assert!(!ProbeReport::judge(Ok(good.clone()), &map, 2, TOUCH_STRIDE, vec![]).ok());
         let bad = ProbeSummary {
             checksum: 7,
             ..good
         };
-        assert!(!ProbeReport::judge(Ok(bad), &map, 2, ap).ok());
-        assert!(!ProbeReport::judge(Err(SummaryError::Length(0)), &map, 1, vec![]).ok());
+        assert!(!ProbeReport::judge(Ok(bad), &map, 2, TOUCH_STRIDE, ap.clone()).ok());
+        assert!(
+            !ProbeReport::judge(Err(SummaryError::Length(0)), &map, 1, TOUCH_STRIDE, vec![]).ok()
+        );
+        // The sparse probe's 2 touches are right for its stride and wrong for the dense one.
+        let sparse = ProbeSummary {
+            touched: 2,
+            ..good.clone()
+        };
+        assert!(
+            ProbeReport::judge(Ok(sparse.clone()), &map, 2, TOUCH_STRIDE_SPARSE, ap.clone()).ok()
+        );
+        assert!(!ProbeReport::judge(Ok(sparse), &map, 2, TOUCH_STRIDE, ap).ok());
     }
 
     #[test]

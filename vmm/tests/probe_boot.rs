@@ -123,10 +123,38 @@ fn one_big_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     BIG.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// 16 GiB under THP with the sparse probe (one touch per GiB): exact memory and the backing
+/// are proven on the touched regions, each a whole 2 MiB huge page, without faulting in the
+/// whole guest (the dense probe's touch per 2 MiB made this one test's process 16 GiB
+/// resident).
 #[test]
 fn thp_16g_2cpu() {
     let _big = one_big_at_a_time();
-    boot_ok(16384, 2, Backing::Thp);
+    common::require_kvm();
+    let mut cfg = BootConfig::probe(2, 16384, Backing::Thp);
+    cfg.kernel = KernelSource::ProbeSparse;
+    cfg.deadline = Deadline::AfterBootStartMs(300_000);
+    cfg.request_ns = Some(now_ns());
+    let r = truecold_vmm::boot(&cfg)
+        .unwrap_or_else(|e| panic!("{}", truecold_proto::measure::error_chain(&e)));
+    common::check_probe_report(&r, &cfg);
+    let p = r.probe.as_ref().expect("the probe's report");
+    let touched = p.summary.as_ref().expect("the probe's summary").touched;
+    assert_eq!(touched, p.expected_touched);
+    assert!((16..=19).contains(&touched), "{touched} touches");
+    let b = &r.backing;
+    // Each touched GiB faulted in (at least) its 2 MiB huge page (the touches at 0 and at
+    // 1 MiB share the first one), and not much more was.
+    assert!(
+        b.anon_huge_bytes >= 16 * (2 << 20),
+        "{} bytes of huge pages for {touched} touches: {b:?}",
+        b.anon_huge_bytes
+    );
+    assert!(
+        b.rss_bytes < 1 << 30,
+        "guest RSS {} bytes: {b:?}",
+        b.rss_bytes
+    );
 }
 
 #[path = "support/hugepool.rs"]
@@ -160,7 +188,9 @@ fn hugetlb_pool_empty_then_boots() {
     {
         let _big = one_big_at_a_time();
         let _pool = HugePool::set(8200);
-        boot_ok(16384, 2, Backing::Hugetlb);
+        // The pool holds the whole guest (mapped without MAP_NORESERVE); the sparse probe
+        // faults in (and the kernel zeroes) a huge page per GiB, not all 8,192.
+        boot_source(KernelSource::ProbeSparse, 16384, 2, Backing::Hugetlb);
     }
 }
 

@@ -49,6 +49,8 @@ pub enum XtaskError {
     ManifestShape(PathBuf),
     #[error("writing the initramfs")]
     Cpio(#[from] cpio::CpioError),
+    #[error("no cached build `{0}` to compare with (run: cargo run --release -p xtask -- guest --out out/guest, or scripts/build-artifacts.sh)")]
+    MissingBuild(PathBuf),
     #[error("not reproducible: {0:?} differ between the two builds")]
     NotReproducible(Vec<String>),
     #[error("building the workspace image")]
@@ -165,8 +167,10 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), XtaskError> 
 /// `files.init`, `files."initramfs.cpio"`, `files."parity/vmlinux"`, `files."parity/bzImage"`,
 /// `files."workspace.img"` and the image's inputs under `workspace` added).
 pub fn guest(out: &Path) -> Result<(), XtaskError> {
-    kernel("base", out, None)?;
+    // The base variant last: the source's object directory is left holding it, where
+    // `truecold bisect config` from the base config starts (kernel-config/build.sh).
     kernel("parity", &out.join(PARITY_DIR), None)?;
+    kernel("base", out, None)?;
     let ws = workspace::build(&out.join(workspace::IMAGE))?;
     let built = init(&default_target_dir())?;
     let init_out = out.join("init");
@@ -232,10 +236,12 @@ fn same(a: &Path, b: &Path, name: &str, diffs: &mut Vec<String>) -> Result<(), X
     Ok(())
 }
 
-/// Builds everything twice from the same inputs and compares bytes: the kernel (the cached
-/// build against a fresh, uncached build in a temporary directory — minutes) unless
-/// `skip_kernel`, init + initramfs (two fresh target dirs, so a running cargo's lock on
-/// the default one never blocks this), and the workspace image.
+/// Builds everything a second time from the same inputs and compares bytes with the first
+/// build: the kernel (the cached build against a fresh, uncached build in a temporary
+/// directory — minutes) unless `skip_kernel`; init + initramfs (the init `xtask guest` built
+/// in the default target dir, read as it is, against a fresh build in a temporary target dir,
+/// so a running cargo's lock on the default one never blocks this); and the workspace image
+/// (built twice).
 pub fn repro_check(skip_kernel: bool) -> Result<(), XtaskError> {
     let base = std::env::temp_dir().join(format!("truecold-repro-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
@@ -250,8 +256,13 @@ pub fn repro_check(skip_kernel: bool) -> Result<(), XtaskError> {
         }
     }
     let (a, b) = (base.join("init-a"), base.join("init-b"));
-    for (dir, target) in [(&a, base.join("target-a")), (&b, base.join("target-b"))] {
-        let built = init(&target)?;
+    let cached = default_target_dir()
+        .join(INIT_TARGET)
+        .join("release/truecold-init");
+    if !cached.is_file() {
+        return Err(XtaskError::MissingBuild(cached));
+    }
+    for (dir, built) in [(&a, cached), (&b, init(&base.join("target-fresh"))?)] {
         std::fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
         let bytes = std::fs::read(&built).map_err(io_err("reading", &built))?;
         write_atomic(&dir.join("init"), &bytes)?;
