@@ -12,8 +12,8 @@ scripts/deps.sh
 # L1's kernel first and the guest's base kernel last (`xtask guest` builds parity, then base):
 # the kernel source's one object directory is left holding the base build, where an
 # incremental build from the base config (`truecold bisect config`) starts.
-cargo run -q --release -p xtask -- l1 --out out/l1
-cargo run -q --release -p xtask -- guest --out out/guest
+cargo run -q -p xtask -- l1 --out out/l1
+cargo run -q -p xtask -- guest --out out/guest
 # Static host binaries (the nested harness copies them into L1's initramfs; the device script
 # carries them to machines without a toolchain). --target keeps RUSTFLAGS off build scripts.
 RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \

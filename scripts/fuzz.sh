@@ -4,7 +4,8 @@
 # (the SanitizerCoverage pass that rustc's LLVM has, no nightly flag).
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 # Builds every target (or those named), runs each for SECONDS_PER_TARGET (default 60) from
-# its committed corpus fuzz/corpus/<target>, and prints per target: executions, coverage
+# its committed corpus fuzz/corpus/<target>, FUZZ_JOBS targets at a time (default: one per
+# core), and prints per target: executions, coverage
 # (libFuzzer's `cov`: instrumented edges reached; `ft`: its finer features), corpus size,
 # crashes. Fails when any target crashed, hung (-timeout) or did not run. New corpus entries
 # and crash inputs go under fuzz/target/fuzz-work (FUZZ_WORK), never into the repository.
@@ -68,21 +69,19 @@ if ((minimize)); then
   done
   exit 0
 fi
-failed=()
-printf '%-18s %12s %8s %8s %8s %8s %s\n' target executions exec/s cov ft corpus crashes
-for t in "${targets[@]}"; do
-  seeds=$root/fuzz/corpus/$t
-  [[ -d $seeds ]] || { echo "fuzz: no corpus directory $seeds" >&2; exit 1; }
-  rm -rf "$work/$t"
-  mkdir -p "$work/$t/new" "$work/$t/crashes"
+# One target per core at a time (FUZZ_JOBS, default nproc): each libFuzzer run is one
+# process on one core, so the targets' seconds are the same and the wall time is divided.
+jobs=${FUZZ_JOBS:-$(nproc)}
+[[ $jobs =~ ^[0-9]+$ && $jobs -gt 0 ]] || { echo "fuzz: FUZZ_JOBS must be a positive whole number, not '$jobs'" >&2; exit 2; }
+fuzz_one() { # $1 = target; leaves $work/$1/row (the table row) and $work/$1/rc
+  local t=$1 seeds=$root/fuzz/corpus/$1 log rc=0 execs rate last cov ft corp crashes
   log=$work/$t/log.txt
-  opts=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-        -artifact_prefix="$work/$t/crashes/")
+  local opts=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+              -artifact_prefix="$work/$t/crashes/")
   case $t in
     # Lines longer than the 4096-byte limit must be reachable.
     proto_lines) opts+=(-max_len=16384) ;;
   esac
-  rc=0
   # New inputs go to the first directory; the committed corpus is only read.
   "$bindir/$t" "${opts[@]}" "$work/$t/new" "$seeds" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -92,14 +91,39 @@ for t in "${targets[@]}"; do
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$last")
   crashes=$(find "$work/$t/crashes" -type f | wc -l)
-  printf '%-18s %12s %8s %8s %8s %8s %s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$crashes"
+  printf '%-18s %12s %8s %8s %8s %8s %s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$crashes" >"$work/$t/row"
   if ((rc != 0 || crashes > 0)) || [[ -z $execs ]]; then
+    echo "$rc" >"$work/$t/rc"
+  else
+    echo 0 >"$work/$t/rc"
+  fi
+}
+for t in "${targets[@]}"; do
+  [[ -d $root/fuzz/corpus/$t ]] || { echo "fuzz: no corpus directory $root/fuzz/corpus/$t" >&2; exit 1; }
+  rm -rf "$work/$t"
+  mkdir -p "$work/$t/new" "$work/$t/crashes"
+done
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+failed=()
+printf '%-18s %12s %8s %8s %8s %8s %s\n' target executions exec/s cov ft corpus crashes
+for t in "${targets[@]}"; do
+  cat "$work/$t/row" 2>/dev/null || printf '%-18s %12s\n' "$t" "(no result)"
+  if [[ $(cat "$work/$t/rc" 2>/dev/null) != 0 ]]; then
     failed+=("$t")
-    echo "fuzz: $t failed (exit $rc); its log: $log; crash inputs: $work/$t/crashes" >&2
-    grep -E -m1 -A12 "panicked at|ERROR: libFuzzer" "$log" >&2 || tail -20 "$log" >&2
+    echo "fuzz: $t failed (exit $(cat "$work/$t/rc" 2>/dev/null || echo '?')); its log: $work/$t/log.txt; crash inputs: $work/$t/crashes" >&2
+    grep -E -m1 -A12 "panicked at|ERROR: libFuzzer" "$work/$t/log.txt" >&2 || tail -20 "$work/$t/log.txt" >&2
   fi
 done
-echo "fuzz: ${#targets[@]} targets, $secs s each, $(($(date +%s) - start)) s in all (build included)"
+echo "fuzz: ${#targets[@]} targets, $secs s each, $jobs at a time, $(($(date +%s) - start)) s in all (build included)"
 if ((${#failed[@]})); then
   echo "fuzz: FAILED: ${failed[*]}" >&2
   exit 1

@@ -6,7 +6,7 @@
 #     (QEMU TCG + emulated SVM → L1 Linux with KVM → truecold-vmm → the guest, strict-ready);
 #  4.–6. tune, bisect, reliability and security (faults, hostile guest, seccomp, fuzzing);
 #  plus lint, a 20-sample probe campaign, a 3-sample nested Linux campaign and a nested
-#  engines campaign (truecold, Firecracker, Cloud Hypervisor, QEMU microvm; 3 interleaved
+#  engines campaign (truecold, Firecracker, Cloud Hypervisor, QEMU microvm; 2 interleaved
 #  rounds) whose bundles/directory pass `sha256sum -c --strict` and `truecold-proof verify`,
 #  `truecold bisect` of a fixture kernel tree and of two configs in the nested harness,
 #  and the byte-for-byte reproducibility check of vmlinux and initramfs.
@@ -28,7 +28,11 @@ if [[ -z ${TRUECOLD_TEST_INNER:-} ]]; then
   start=$(date +%s)
   rc=0
   TRUECOLD_TEST_INNER=1 /usr/bin/time -o "$stats" -f '%M %e' "$0" "$@" || rc=$?
-  read -r rss_kib wall_s <"$stats" || { rss_kib=0; wall_s=$(($(date +%s) - start)); }
+  # GNU time writes "Command exited with non-zero status N" first when the run failed: the
+  # figures are its last line.
+  read -r rss_kib wall_s < <(tail -n 1 "$stats") || true
+  [[ ${rss_kib:-} =~ ^[0-9]+$ ]] || rss_kib=0
+  [[ ${wall_s:-} =~ ^[0-9]+(\.[0-9]+)?$ ]] || wall_s=$(($(date +%s) - start))
   rm -f "$stats"
   secs=${wall_s%.*}
   rss_mib=$((rss_kib / 1024))

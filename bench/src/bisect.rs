@@ -1054,8 +1054,10 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
     save(&out, &f, &log)?;
     let good_sha = sha256_hex(good_cfg.as_bytes());
     let bad_sha = sha256_hex(bad_cfg.as_bytes());
-    // Results by resolved config: a candidate that resolves like an earlier one is not rerun.
-    let mut seen: BTreeMap<String, StepOutcome> = BTreeMap::new();
+    // Results by resolved config: a candidate that resolves like an earlier one is not rerun;
+    // its step points at the earlier step's campaign (the same resolved config, so the same
+    // kernel), so every candidate ddmin judged, a culprit above all, has its step.
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut measure = |set: &[String],
                        f: &mut BisectFile,
                        log: &mut String|
@@ -1119,13 +1121,28 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
             save(&out, f, log)?;
             return Ok(o);
         }
-        if let Some(o) = seen.get(&sha) {
+        if let Some(&k) = seen.get(&sha) {
+            let earlier = f.steps[k].clone();
+            let o = earlier.outcome;
+            f.steps.push(Step {
+                symbols: set.to_vec(),
+                why: format!(
+                    "olddefconfig resolves it like [{}] (step {}), whose campaign measured it: {}",
+                    earlier.symbols.join(" "),
+                    k + 1,
+                    earlier.why
+                ),
+                wall_seconds: t1.elapsed().as_secs(),
+                ..earlier
+            });
             log.push_str(&format!(
-                "[{}] resolves like an earlier candidate: {}\n",
+                "[{}] resolves like an earlier candidate (step {}): {}\n",
                 set.join(" "),
+                k + 1,
                 o.as_str()
             ));
-            return Ok(*o);
+            save(&out, f, log)?;
+            return Ok(o);
         }
         let mut planned = f.n;
         loop {
@@ -1195,7 +1212,7 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
                 planned = planned.saturating_mul(2);
                 continue;
             }
-            seen.insert(sha.clone(), o);
+            seen.insert(sha.clone(), f.steps.len() - 1);
             return Ok(o);
         }
     };

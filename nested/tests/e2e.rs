@@ -162,7 +162,9 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
         &l,
         dir.path(),
         "nested-bundle",
-        &["-n", "3", "--vcpus", "2", "--mem-mib", "1024"],
+        // One vCPU: on the 1-CPU L1 two vCPU threads time-share it (a launch takes ~3x the
+        // wall time); 2 vCPUs are covered by the VMM boot, the engines and the peers' parity.
+        &["-n", "3", "--vcpus", "1", "--mem-mib", "1024"],
     );
     let result: Value =
         serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
@@ -191,7 +193,7 @@ fn three_parity_launches_in_l1_give_a_verifiable_bundle() {
         &l,
         dir.path(),
         "parity",
-        &["--parity", "-n", "3", "--vcpus", "2", "--mem-mib", "1024"],
+        &["--parity", "-n", "3", "--vcpus", "1", "--mem-mib", "1024"],
     );
     let (r, s) = truecold_proof::read_bundle(&out).unwrap();
     assert_eq!(r.contract.observer.as_str(), "agent");
@@ -398,7 +400,7 @@ fn pid1_panic_and_kernel_panic_are_typed_failure_rows() {
 
 /// Issue 9: the engines side by side. One `truecold run --nested --engines …` campaign boots the
 /// same vmlinux + initramfs under truecold-vmm, Firecracker v1.16.1 and Cloud Hypervisor v53.0
-/// (as released, seccomp on) and QEMU microvm, three rounds interleaved in a seeded shuffled
+/// (as released, seccomp on) and QEMU microvm, two rounds interleaved in a seeded shuffled
 /// order, strict-ready observed on each engine's serial port. The directory (one bundle per
 /// arm, the comparison, one SHA256SUMS) must pass `sha256sum -c --strict` and the verifier;
 /// every launch is strict-ready with its own boot id and memory agreeing host (smaps) and guest
@@ -420,8 +422,10 @@ fn four_engines_interleaved_in_one_l1_give_a_verifiable_directory() {
         &[
             "--engines",
             "truecold,firecracker,cloud-hypervisor,qemu-microvm",
+            // Two rounds: interleaved and shuffled all the same; QEMU's launches in L1 are
+            // the slowest of the suite.
             "-n",
-            "3",
+            "2",
             "--vcpus",
             "2",
             "--mem-mib",
@@ -431,7 +435,7 @@ fn four_engines_interleaved_in_one_l1_give_a_verifiable_directory() {
     let arms: Value =
         serde_json::from_slice(&std::fs::read(out.join("arms.json")).unwrap()).unwrap();
     let order = arms["order"].as_array().unwrap();
-    assert_eq!(order.len(), 12, "{arms}");
+    assert_eq!(order.len(), 8, "{arms}");
     let bytes = mem_mib << 20;
     let mut boot_ids = std::collections::BTreeSet::new();
     let mut platforms = std::collections::BTreeMap::new();
@@ -441,7 +445,7 @@ fn four_engines_interleaved_in_one_l1_give_a_verifiable_directory() {
         let ctx = format!("{e}: {rows:#?}");
         assert_eq!(r.environment.host_kind.as_str(), "nested-emulated", "{ctx}");
         assert_eq!(r.configuration.engine.kind, e, "{ctx}");
-        assert_eq!(rows.len(), 3, "{ctx}");
+        assert_eq!(rows.len(), 2, "{ctx}");
         for s in &rows {
             assert!(s.ok, "{ctx}");
             assert!(
@@ -521,7 +525,7 @@ fn host_stages_do_not_move_with_host_load() {
     const SHORT_NS: u64 = 500_000;
     let l = layout();
     let dir = tempfile::tempdir().unwrap();
-    let args = ["-n", "3", "--vcpus", "2", "--mem-mib", "1024"];
+    let args = ["-n", "3", "--vcpus", "1", "--mem-mib", "1024"];
     let idle = nested_campaign(&l, dir.path(), "idle", &args);
     let stop = Arc::new(AtomicBool::new(false));
     let spins = Arc::new(AtomicU64::new(0));
@@ -647,7 +651,7 @@ fn a_nested_tune_reports_the_serial_console_slower() {
             "-n",
             "5",
             "--vcpus",
-            "2",
+            "1",
             "--mem-mib",
             "512",
             "--out",

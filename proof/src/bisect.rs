@@ -776,9 +776,37 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
             }
         }
     }
+    // A step may point at an earlier step's campaign (a config candidate that resolves like
+    // an earlier one): only with the same resolved config, and it is verified once.
+    let mut first_use: BTreeMap<&str, (usize, Option<&str>)> = BTreeMap::new();
     for (i, st) in f.steps.iter().enumerate() {
         match (&st.dir, st.outcome.measured()) {
             (Some(d), true) => {
+                if let Some(&(k, sha)) = first_use.get(d.as_str()) {
+                    if f.kind != BisectKind::Config || sha != st.config_sha256.as_deref() {
+                        v.add(
+                            Check::BisectSteps,
+                            format!(
+                                "step {}: reuses step {}'s campaign `{d}` without its resolved config",
+                                i + 1,
+                                k + 1
+                            ),
+                        );
+                        continue;
+                    }
+                    if f.steps[k].judgement != st.judgement || f.steps[k].outcome != st.outcome {
+                        v.add(
+                            Check::BisectSteps,
+                            format!(
+                                "step {}: reuses step {}'s campaign with another judgement",
+                                i + 1,
+                                k + 1
+                            ),
+                        );
+                    }
+                    continue;
+                }
+                first_use.insert(d.as_str(), (i, st.config_sha256.as_deref()));
                 if !sub(v, d) {
                     continue;
                 }

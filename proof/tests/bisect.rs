@@ -225,6 +225,11 @@ fn every_change_to_a_bisect_directory_is_caught() {
     let dir = bisect_dir(&d.path().join("i"));
     std::fs::remove_file(dir.join("log.txt")).unwrap();
     assert!(reasons(&dir).contains("log.txt"));
+    // A step pointing at another step's campaign: only a config candidate that resolves
+    // like the earlier one may (bench: `bisect config`), never a commit.
+    let dir = bisect_dir(&d.path().join("k"));
+    edit_record(&dir, |f| f.steps[1].dir = f.steps[0].dir.clone());
+    assert!(reasons(&dir).contains("reuses step 1's campaign"));
     let dir = bisect_dir(&d.path().join("j"));
     let b = std::fs::read_to_string(dir.join(BISECT_FILE)).unwrap();
     std::fs::write(dir.join(BISECT_FILE), b.replace("\n  ", "\n ")).unwrap();
