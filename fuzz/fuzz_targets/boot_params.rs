@@ -23,7 +23,7 @@ use truecold_vmm::boot_params::{
     ZERO_PAGE_E820_MAX,
 };
 use truecold_vmm::memory::{layout, ABOVE_4G, HIGH_RAM_START, HOLE_START, LOW_RAM_END};
-use truecold_vmm::probe::{checksum, expected_touches};
+use truecold_vmm::probe::{checksum, expected_touches, TOUCH_STRIDE, TOUCH_STRIDE_SPARSE};
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
     let mut a = [0u8; 4];
@@ -59,8 +59,12 @@ fn check_layout(mib: u64) -> Option<Vec<truecold_vmm::memory::RamRange>> {
         "{map:?}"
     );
     assert_eq!(
-        expected_touches(&map),
+        expected_touches(&map, TOUCH_STRIDE),
         map.iter().map(|e| e.size.div_ceil(2 << 20)).sum::<u64>()
+    );
+    assert_eq!(
+        expected_touches(&map, TOUCH_STRIDE_SPARSE),
+        map.iter().map(|e| e.size.div_ceil(1 << 30)).sum::<u64>()
     );
     Some(ranges)
 }
@@ -269,5 +273,5 @@ fuzz_target!(|data: &[u8]| {
         (cmd_addr, kernel_end, n as u32)
     );
     let _ = checksum(&map);
-    let _ = expected_touches(&map);
+    let _ = expected_touches(&map, TOUCH_STRIDE);
 });
