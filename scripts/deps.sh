@@ -23,8 +23,8 @@ apt_install() {
   [[ -z $removes ]] || { echo "deps: installing $* would remove or break: $(echo $removes)" >&2; return 1; }
   apt-get install -y -q --no-install-recommends --no-remove "$@"
 }
-# QEMU: Debian 12's qemu-system-x86 (7.2; the nested harness's virtual clock is measured
-# with it). Where it cannot be installed without removing a package (the case above), the
+# QEMU: Debian 12's qemu-system-x86 (7.2): the qemu-microvm engine and the TCG tests (the
+# nested harness runs its own L0 QEMU, below). Where it cannot be installed without removing a package (the case above), the
 # same Debian packages are unpacked into a private prefix instead, /opt/truecold/qemu-<ver>,
 # with their libraries installed from Debian and qemu-system-x86_64 linked from
 # /usr/local/bin: QEMU finds its firmware relative to its own binary, so nothing else changes.
@@ -53,6 +53,59 @@ private_qemu() {
   ln -sfn "$dir/usr/bin/qemu-system-x86_64" "$link"
   "$link" --version | head -1 | sed "s|^|deps: $link -> $dir: |"
 }
+# The nested harness's L0 QEMU, which with the L1 kernel is the virtual clock
+# (docs/virtual-clock.md): QEMU 10.0.2 from Debian's bookworm-backports suite, pinned here,
+# unpacked into /opt/truecold/qemu-<version> and linked as /usr/local/bin/truecold-l0-qemu
+# (truecold_nested::L0_QEMU). It is installed beside whatever QEMU the machine has, never in
+# its place: apt reads the suite through a source list of truecold's own under
+# /opt/truecold/apt, so the machine's sources, preferences and packages stay as they are
+# (QEMU's libraries come from the machine's own Debian 12 suites; none is newer than
+# bookworm's). The firmware (SeaBIOS 1.16.3 from the same suite) stays inside the prefix and
+# the harness hands it to QEMU with -L (Debian's QEMU 10 looks only in /usr/share).
+L0_SUITE=bookworm-backports
+L0_QEMU_VERSION=1:10.0.2+ds-2+deb13u1~bpo12+1
+L0_SEABIOS_VERSION=1.16.3-2~bpo12+1
+L0_MIRROR=${TRUECOLD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+l0_qemu() {
+  local dir=/opt/truecold/qemu-${L0_QEMU_VERSION//[:+~]/_} link=/usr/local/bin/truecold-l0-qemu
+  local apt=/opt/truecold/apt tmp libs have
+  if [[ ! -x $dir/usr/bin/qemu-system-x86_64 ]]; then
+    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $L0_MIRROR $L0_SUITE main" >"$apt/sources.list"
+    local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+             -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
+             -o Dir::Etc::Preferences=/nonexistent -o Dir::Etc::PreferencesParts=/nonexistent)
+    apt-get "${o[@]}" update -q >/dev/null ||
+      { echo "deps: apt-get update of $L0_MIRROR $L0_SUITE failed" >&2; return 1; }
+    have=$(apt-cache "${o[@]}" policy qemu-system-x86 | awk '/Candidate:/ { print $2 }')
+    if [[ $have != "$L0_QEMU_VERSION" ]]; then
+      echo "deps: $L0_SUITE offers qemu-system-x86 ${have:-nothing}, not the pinned $L0_QEMU_VERSION: the virtual clock is defined by its L0 QEMU, so change L0_QEMU_VERSION here only with a re-measurement (docs/virtual-clock.md)" >&2
+      return 1
+    fi
+    mapfile -t libs < <(apt-cache "${o[@]}" depends --no-recommends --no-suggests "qemu-system-x86=$L0_QEMU_VERSION" |
+      awk '$1 == "Depends:" && $2 ~ /^(lib|zlib)/ { print $2 }')
+    apt_update
+    apt_install "${libs[@]}"
+    tmp=$(mktemp -d)
+    (cd "$tmp" && chmod 755 . && apt-get "${o[@]}" download -q "qemu-system-x86=$L0_QEMU_VERSION" \
+      "qemu-system-common=$L0_QEMU_VERSION" "qemu-system-data=$L0_QEMU_VERSION" "seabios=$L0_SEABIOS_VERSION" >/dev/null 2>&1) ||
+      { echo "deps: apt-get download of QEMU $L0_QEMU_VERSION and SeaBIOS $L0_SEABIOS_VERSION from $L0_SUITE failed" >&2; rm -rf "$tmp"; return 1; }
+    rm -rf "$dir.partial"
+    mkdir -p "$dir.partial"
+    for d in "$tmp"/*.deb; do dpkg-deb -x "$d" "$dir.partial"; done
+    rm -rf "$tmp" "$dir"
+    mv "$dir.partial" "$dir"
+  fi
+  if [[ -e $link || -L $link ]] && [[ $(readlink "$link") != /opt/truecold/qemu-*/usr/bin/qemu-system-x86_64 ]]; then
+    echo "deps: $link exists and is not truecold's; remove it" >&2
+    return 1
+  fi
+  ln -sfn "$dir/usr/bin/qemu-system-x86_64" "$link"
+  have=$("$link" --version | head -1)
+  [[ $have == "QEMU emulator version 10.0.2 (Debian $L0_QEMU_VERSION)" ]] ||
+    { echo "deps: $link runs but says \"$have\"" >&2; return 1; }
+  echo "deps: the nested harness's L0: $link -> $dir: $have"
+}
 missing=()
 private_qemu_ready() {
   local t
@@ -79,6 +132,7 @@ if ((${#missing[@]})); then
     fi
   fi
 fi
+l0_qemu
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
 done

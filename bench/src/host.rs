@@ -396,6 +396,7 @@ fn nested_harness() -> Option<truecold_proof::schema::NestedHarness> {
     Some(truecold_proof::schema::NestedHarness {
         l1_seed: f.l1_seed,
         l0_qemu: f.l0_qemu,
+        l1_kernel_sha256: Some(f.l1_kernel_sha256),
     })
 }
 

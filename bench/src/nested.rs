@@ -18,9 +18,6 @@ use truecold_proof::schema::ContractKind;
 use truecold_proof::verify::verify_dir;
 use truecold_proto::kinds::Engine;
 
-/// The QEMU that emulates L1 (found on PATH; scripts/deps.sh installs it).
-const L0_QEMU: &str = "qemu-system-x86_64";
-
 /// Printed with every nested campaign.
 pub const WARNING: &str = "nested-emulated: L1 and the guest run under QEMU software \
 emulation; these timings are functional evidence only, never results";
@@ -223,6 +220,7 @@ pub fn run(
 /// L1's run for a campaign of `planned` launches (plus `--attribution`'s).
 fn l1_run(
     args: &RunArgs,
+    l0: truecold_nested::L0Qemu,
     kernel: PathBuf,
     initramfs: PathBuf,
     workdir: PathBuf,
@@ -231,7 +229,7 @@ fn l1_run(
     // L1 holds the guest's memory (touched pages only), its own kernel and the initramfs.
     let per_launch_ms = args.deadline_ms().saturating_add(args.kill_grace_ms);
     L1Run {
-        qemu: PathBuf::from(L0_QEMU),
+        l0,
         kernel,
         initramfs,
         mem_mib: u32::try_from(args.mem_mib.saturating_add(1024)).unwrap_or(u32::MAX),
@@ -277,11 +275,13 @@ pub(crate) fn in_l1(
     let job = Job { argv, stdout: None };
     let mut files = layout.l1_files();
     files.extend(extra);
-    let facts = truecold_nested::HarnessFacts::probe(Path::new(L0_QEMU), args.seed)
+    let l0 = truecold_nested::L0Qemu::locate()?;
+    let facts = truecold_nested::HarnessFacts::probe(&l0, &layout.l1_kernel, args.seed)
         .map_err(truecold_nested::NestedError::Facts)?;
     write_initramfs(&initramfs, &layout.l1_init, &job, &facts, &files)?;
     let l1 = l1_run(
         args,
+        l0,
         layout.l1_kernel.clone(),
         initramfs,
         work.clone(),
@@ -386,8 +386,13 @@ mod tests {
     fn a_plain_campaigns_seed_is_l1s_qemu_seed_not_the_inner_runs() {
         let a = parse(&["truecold", "run", "--nested", "-n", "2", "--seed", "41"]);
         let schedule = a.schedule().unwrap();
+        let l0 = truecold_nested::L0Qemu {
+            bin: PathBuf::from("/q"),
+            firmware: vec![],
+        };
         let l1 = l1_run(
             &a,
+            l0.clone(),
             PathBuf::from("/k"),
             PathBuf::from("/i"),
             PathBuf::from("/w"),
@@ -405,7 +410,7 @@ mod tests {
         assert!(!v.iter().any(|w| w == "--seed"), "{v:?}");
         // The default seed when none is given.
         let a = parse(&["truecold", "run", "--nested", "-n", "2"]);
-        let l1 = l1_run(&a, "/k".into(), "/i".into(), "/w".into(), 2);
+        let l1 = l1_run(&a, l0, "/k".into(), "/i".into(), "/w".into(), 2);
         assert_eq!(l1.seed, crate::cli::DEFAULT_SEED);
     }
 

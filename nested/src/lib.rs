@@ -107,41 +107,109 @@ impl Job {
     }
 }
 
+/// The L0 QEMU's name on `PATH`: the emulator that runs L1, and with the L1 kernel the
+/// definition of the virtual clock. `scripts/deps.sh` installs QEMU 10.0.2 from Debian's
+/// `bookworm-backports` into a prefix of its own (`/opt/truecold/qemu-<version>`) and links it
+/// under this name, beside whatever `qemu-system-x86_64` the machine has (the qemu-microvm
+/// engine's QEMU is that one, never this).
+pub const L0_QEMU: &str = "truecold-l0-qemu";
+/// The QEMU release of the harness's L0 (scripts/deps.sh pins its Debian package): the
+/// release every committed virtual-clock figure since 2026-12-02 ran under.
+pub const L0_QEMU_RELEASE: &str = "10.0.2";
+/// Names another L0 QEMU binary than [`L0_QEMU`] on `PATH` (its version line and the L1
+/// kernel's digest go into every bundle, so a bundle says which clock it is on).
+pub const L0_QEMU_ENV: &str = "TRUECOLD_L0_QEMU";
+
+/// The L0 QEMU, located and resolved once per campaign ([`L0Qemu::locate`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct L0Qemu {
+    /// The binary, links resolved.
+    pub bin: PathBuf,
+    /// The firmware directories of the binary's own install (`<prefix>/share/qemu`,
+    /// `<prefix>/share/seabios` beside `<prefix>/bin`), given to QEMU as `-L` ahead of the ones
+    /// compiled into it: Debian's QEMU looks in `/usr/share/qemu` and `/usr/share/seabios` only,
+    /// so a private install would otherwise boot L1 on whichever SeaBIOS the machine has (or
+    /// none), and L1's firmware is part of the clock.
+    pub firmware: Vec<PathBuf>,
+}
+
+impl L0Qemu {
+    /// [`L0_QEMU_ENV`] if set, else [`L0_QEMU`] on `PATH`; never another QEMU in its place.
+    pub fn locate() -> Result<Self, NestedError> {
+        let path = match std::env::var_os(L0_QEMU_ENV) {
+            Some(p) => PathBuf::from(p),
+            None => std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths)
+                .map(|d| d.join(L0_QEMU))
+                .find(|p| p.is_file())
+                .ok_or(NestedError::NoL0Qemu)?,
+        };
+        Self::at(&path)
+    }
+
+    /// The QEMU at `path` and its install's firmware directories.
+    pub fn at(path: &Path) -> Result<Self, NestedError> {
+        let bin = fs::canonicalize(path).map_err(|source| NestedError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let share = bin.parent().and_then(Path::parent).map(|p| p.join("share"));
+        let firmware = share
+            .iter()
+            .flat_map(|s| [s.join("qemu"), s.join("seabios")])
+            .filter(|d| d.is_dir())
+            .collect();
+        Ok(L0Qemu { bin, firmware })
+    }
+}
+
 /// Where L1's initramfs holds [`HarnessFacts`] (read by the bench inside L1).
 pub const HARNESS_FILE: &str = "/l1/harness";
 
 /// What a nested bundle records about the harness that made it, beyond what the bench in L1
-/// can see: L1's QEMU `-seed` and the QEMU (L0) that emulates L1. Written into L1's
-/// initramfs by [`write_initramfs`]; the inner bench copies it into the bundle's
-/// `environment.nested`.
+/// can see: L1's QEMU `-seed`, the QEMU (L0) that emulates L1 and the L1 kernel's digest.
+/// Written into L1's initramfs by [`write_initramfs`]; the inner bench copies it into the
+/// bundle's `environment.nested`. L0, the L1 kernel and L1's CPU count (which the bench in
+/// L1 counts itself) are the virtual clock's identity: bundles whose identities differ are
+/// never set side by side (`truecold_proof::schema::NestedHarness::clock_differs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HarnessFacts {
     /// [`L1Run::seed`].
     pub l1_seed: u64,
     /// The first line of `qemu-system-x86_64 --version` on L0.
     pub l0_qemu: String,
+    /// SHA-256 (lowercase hex) of the L1 kernel QEMU boots.
+    pub l1_kernel_sha256: String,
 }
 
 /// Why [`HarnessFacts`] could not be read or made.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum HarnessFactsError {
-    #[error("{HARNESS_FILE}: expected `l1_seed <u64>` then `l0_qemu <text>`, got {0:?}")]
+    #[error("{HARNESS_FILE}: expected `l1_seed <u64>`, `l0_qemu <text>`, `l1_kernel <sha256>`, got {0:?}")]
     Malformed(String),
     #[error("`{qemu} --version` gave no version line ({why}); install QEMU with scripts/deps.sh")]
     QemuVersion { qemu: String, why: String },
+    #[error("reading the L1 kernel {}", path.display())]
+    Kernel {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl HarnessFacts {
     /// Most bytes of the QEMU version line kept.
     pub const MAX_VERSION: usize = 200;
 
-    /// The facts of an L1 run of `qemu` under `seed`: asks that QEMU its version.
-    pub fn probe(qemu: &Path, seed: u64) -> Result<Self, HarnessFactsError> {
+    /// The facts of an L1 run of `kernel` under `qemu` and `seed`: asks that QEMU its
+    /// version and digests the kernel.
+    pub fn probe(qemu: &L0Qemu, kernel: &Path, seed: u64) -> Result<Self, HarnessFactsError> {
         let err = |why: String| HarnessFactsError::QemuVersion {
-            qemu: qemu.display().to_string(),
+            qemu: qemu.bin.display().to_string(),
             why,
         };
-        let out = Command::new(qemu)
+        let out = Command::new(&qemu.bin)
             .arg("--version")
             .stdin(Stdio::null())
             .output()
@@ -154,6 +222,13 @@ impl HarnessFacts {
         if line.is_empty() {
             return Err(err("empty output".into()));
         }
+        let kernel_err = |source| HarnessFactsError::Kernel {
+            path: kernel.to_path_buf(),
+            source,
+        };
+        let mut h = <sha2::Sha256 as sha2::Digest>::new();
+        std::io::copy(&mut fs::File::open(kernel).map_err(kernel_err)?, &mut h)
+            .map_err(kernel_err)?;
         Ok(HarnessFacts {
             l1_seed: seed,
             l0_qemu: line
@@ -161,12 +236,16 @@ impl HarnessFacts {
                 .filter(|c| !c.is_control())
                 .take(Self::MAX_VERSION)
                 .collect(),
+            l1_kernel_sha256: truecold_proto::hex(&sha2::Digest::finalize(h)),
         })
     }
 
-    /// The file's text: two lines.
+    /// The file's text: three lines.
     pub fn encode(&self) -> String {
-        format!("l1_seed {}\nl0_qemu {}\n", self.l1_seed, self.l0_qemu)
+        format!(
+            "l1_seed {}\nl0_qemu {}\nl1_kernel {}\n",
+            self.l1_seed, self.l0_qemu, self.l1_kernel_sha256
+        )
     }
 
     /// Parses [`HarnessFacts::encode`].
@@ -183,12 +262,18 @@ impl HarnessFacts {
             .and_then(|l| l.strip_prefix("l0_qemu "))
             .filter(|v| !v.is_empty() && v.len() <= Self::MAX_VERSION * 4)
             .ok_or_else(bad)?;
+        let kernel = lines
+            .next()
+            .and_then(|l| l.strip_prefix("l1_kernel "))
+            .filter(|v| v.len() == 64 && v.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .ok_or_else(bad)?;
         if lines.next().is_some() {
             return Err(bad());
         }
         Ok(HarnessFacts {
             l1_seed: seed,
             l0_qemu: qemu.to_string(),
+            l1_kernel_sha256: kernel.to_string(),
         })
     }
 }
@@ -546,6 +631,11 @@ pub enum NestedError {
         path: PathBuf,
         hint: &'static str,
     },
+    #[error(
+        "no L0 QEMU: `{L0_QEMU}` is not on PATH and {L0_QEMU_ENV} is not set (scripts/deps.sh \
+         installs QEMU 10.0.2 from Debian's bookworm-backports as {L0_QEMU})"
+    )]
+    NoL0Qemu,
     #[error("could not start {qemu}")]
     Spawn {
         qemu: PathBuf,
@@ -579,7 +669,8 @@ pub enum NestedError {
 /// One L1 run under QEMU TCG.
 #[derive(Clone, Debug)]
 pub struct L1Run {
-    pub qemu: PathBuf,
+    /// The QEMU that emulates L1 ([`L0Qemu::locate`]).
+    pub l0: L0Qemu,
     /// The `nested-host` bzImage.
     pub kernel: PathBuf,
     /// From [`write_initramfs`].
@@ -637,8 +728,11 @@ pub const QEMU_ACCEL: [&str; 6] = [
 
 /// The QEMU command line for an L1 run.
 pub fn qemu_command(r: &L1Run) -> Command {
-    let mut c = Command::new(&r.qemu);
+    let mut c = Command::new(&r.l0.bin);
     let log = |name: &str| format!("file:{}", r.workdir.join(name).display());
+    for dir in &r.l0.firmware {
+        c.arg("-L").arg(dir);
+    }
     c.args(["-M", "q35", "-cpu", "EPYC,+svm,+npt"])
         .args(["-smp", &r.cpus.to_string(), "-m", &r.mem_mib.to_string()])
         .args(QEMU_ACCEL)
@@ -697,7 +791,7 @@ pub fn run_l1(r: &L1Run) -> Result<L1Outcome, NestedError> {
     let mut child = qemu_command(r)
         .spawn()
         .map_err(|source| NestedError::Spawn {
-            qemu: r.qemu.clone(),
+            qemu: r.l0.bin.clone(),
             source,
         })?;
     let status = wait_bounded(&mut child, r.timeout);
@@ -766,21 +860,96 @@ mod tests {
     fn harness_facts_read_back_and_bad_files_are_refused() {
         let f = HarnessFacts {
             l1_seed: 8390898134065048676,
-            l0_qemu: "QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18+b3)".into(),
+            l0_qemu: "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)".into(),
+            l1_kernel_sha256: "ab".repeat(32),
         };
-        assert_eq!(HarnessFacts::decode(&f.encode()), Ok(f.clone()));
+        assert_eq!(HarnessFacts::decode(&f.encode()).unwrap(), f);
+        let k = "ab".repeat(32);
         for bad in [
-            "",
-            "l1_seed x\nl0_qemu q\n",
-            "l1_seed 1\n",
-            "l1_seed 1\nl0_qemu \n",
-            "l0_qemu q\nl1_seed 1\n",
-            "l1_seed 1\nl0_qemu q\nmore\n",
+            String::new(),
+            format!("l1_seed x\nl0_qemu q\nl1_kernel {k}\n"),
+            "l1_seed 1\n".into(),
+            "l1_seed 1\nl0_qemu q\n".into(),
+            format!("l1_seed 1\nl0_qemu \nl1_kernel {k}\n"),
+            format!("l0_qemu q\nl1_seed 1\nl1_kernel {k}\n"),
+            "l1_seed 1\nl0_qemu q\nl1_kernel AB\n".into(),
+            format!("l1_seed 1\nl0_qemu q\nl1_kernel {}\n", "AB".repeat(32)),
+            format!("l1_seed 1\nl0_qemu q\nl1_kernel {k}\nmore\n"),
         ] {
-            assert!(HarnessFacts::decode(bad).is_err(), "{bad:?}");
+            assert!(HarnessFacts::decode(&bad).is_err(), "{bad:?}");
         }
-        let e = HarnessFacts::probe(Path::new("/nonexistent/qemu"), 1).unwrap_err();
+        let nowhere = L0Qemu {
+            bin: "/nonexistent/qemu".into(),
+            firmware: vec![],
+        };
+        let e = HarnessFacts::probe(&nowhere, Path::new("/nonexistent/k"), 1).unwrap_err();
         assert!(e.to_string().contains("scripts/deps.sh"), "{e}");
+    }
+
+    #[test]
+    fn deps_pins_the_l0_qemu_release_the_harness_names() {
+        let deps = include_str!("../../scripts/deps.sh");
+        let pin = deps
+            .lines()
+            .find_map(|l| l.strip_prefix("L0_QEMU_VERSION="))
+            .expect("scripts/deps.sh pins L0_QEMU_VERSION");
+        assert!(
+            pin.starts_with(&format!("1:{L0_QEMU_RELEASE}+")),
+            "deps pins {pin}, the harness names {L0_QEMU_RELEASE}"
+        );
+        assert!(deps.contains("L0_SUITE=bookworm-backports"));
+        assert!(deps.contains(&format!("/usr/local/bin/{L0_QEMU}")));
+    }
+
+    #[test]
+    fn the_l0_qemu_is_found_by_its_own_name_and_its_firmware_beside_it() {
+        let t = tempfile::tempdir().unwrap();
+        let prefix = t.path().join("qemu-10/usr");
+        for d in ["bin", "share/qemu", "share/seabios"] {
+            fs::create_dir_all(prefix.join(d)).unwrap();
+        }
+        let bin = prefix.join("bin/qemu-system-x86_64");
+        fs::write(
+            &bin,
+            "#!/bin/sh\necho 'QEMU emulator version 10.0.2 (test)'\n",
+        )
+        .unwrap();
+        fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let link = t.path().join(L0_QEMU);
+        std::os::unix::fs::symlink(&bin, &link).unwrap();
+        let l0 = L0Qemu::at(&link).unwrap();
+        let real = fs::canonicalize(&prefix).unwrap();
+        assert_eq!(l0.bin, real.join("bin/qemu-system-x86_64"));
+        assert_eq!(
+            l0.firmware,
+            [real.join("share/qemu"), real.join("share/seabios")]
+        );
+        // The firmware goes to QEMU as -L, ahead of its compiled-in directories.
+        let r = L1Run { l0, ..sample_run() };
+        let args: Vec<String> = qemu_command(&r)
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let l = format!(
+            "-L {} -L {}",
+            real.join("share/qemu").display(),
+            real.join("share/seabios").display()
+        );
+        assert!(args.join(" ").starts_with(&l), "{args:?}");
+        // The facts: its version line and the L1 kernel's digest, of the kernel's bytes.
+        let kernel = t.path().join("bzImage");
+        fs::write(&kernel, b"abc").unwrap();
+        let f = HarnessFacts::probe(&r.l0, &kernel, 3).unwrap();
+        assert_eq!(f.l0_qemu, "QEMU emulator version 10.0.2 (test)");
+        assert_eq!(
+            f.l1_kernel_sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let e = HarnessFacts::probe(&r.l0, &t.path().join("none"), 3).unwrap_err();
+        assert!(matches!(e, HarnessFactsError::Kernel { .. }), "{e:?}");
+        // No L0 QEMU is no fallback to another QEMU: it is an error naming deps.
+        let e = NestedError::NoL0Qemu.to_string();
+        assert!(e.contains("scripts/deps.sh") && e.contains(L0_QEMU), "{e}");
     }
 
     #[test]
@@ -845,10 +1014,12 @@ mod tests {
         assert_eq!(bad.encode(), Err(JobError::Newline));
     }
 
-    #[test]
-    fn qemu_command_has_the_nested_cpu_and_two_serial_ports() {
-        let r = L1Run {
-            qemu: "qemu-system-x86_64".into(),
+    fn sample_run() -> L1Run {
+        L1Run {
+            l0: L0Qemu {
+                bin: "qemu-system-x86_64".into(),
+                firmware: vec![],
+            },
             kernel: "k".into(),
             initramfs: "i".into(),
             mem_mib: 2048,
@@ -856,7 +1027,12 @@ mod tests {
             timeout: Duration::from_secs(1),
             workdir: "/w".into(),
             seed: 7,
-        };
+        }
+    }
+
+    #[test]
+    fn qemu_command_has_the_nested_cpu_and_two_serial_ports() {
+        let r = sample_run();
         let args: Vec<String> = qemu_command(&r)
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -875,14 +1051,10 @@ mod tests {
     #[test]
     fn missing_kernel_is_a_clear_error() {
         let r = L1Run {
-            qemu: "qemu-system-x86_64".into(),
             kernel: "/nonexistent/bzImage".into(),
             initramfs: "/nonexistent/i".into(),
-            mem_mib: 512,
-            cpus: 1,
-            timeout: Duration::from_secs(1),
             workdir: std::env::temp_dir(),
-            seed: DEFAULT_L1_SEED,
+            ..sample_run()
         };
         let e = run_l1(&r).unwrap_err().to_string();
         assert!(e.contains("L1 kernel") && e.contains("xtask -- l1"), "{e}");

@@ -32,12 +32,22 @@ fn l1_run(
     let work = std::env::temp_dir().join(format!("truecold-e2e-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     let initramfs = work.join("l1.cpio");
-    let qemu = PathBuf::from("qemu-system-x86_64");
+    let l0 = truecold_nested::L0Qemu::locate().unwrap_or_else(|e| panic!("{e}"));
     let facts =
-        truecold_nested::HarnessFacts::probe(&qemu, truecold_nested::DEFAULT_L1_SEED).unwrap();
+        truecold_nested::HarnessFacts::probe(&l0, &l.l1_kernel, truecold_nested::DEFAULT_L1_SEED)
+            .unwrap();
+    // The harness's L0 is the pinned release (scripts/deps.sh), never another QEMU.
+    assert!(
+        facts.l0_qemu.starts_with(&format!(
+            "QEMU emulator version {} ",
+            truecold_nested::L0_QEMU_RELEASE
+        )),
+        "L0 is {:?}",
+        facts.l0_qemu
+    );
     write_initramfs(&initramfs, &l.l1_init, job, &facts, files).unwrap();
     let run = L1Run {
-        qemu,
+        l0,
         kernel: l.l1_kernel.clone(),
         initramfs,
         mem_mib: 2048,

@@ -1223,6 +1223,11 @@ fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)])
             r.contract.clock.as_str().into(),
         );
         same(
+            "virtual clock",
+            crate::schema::virtual_clock_name(&f.environment),
+            crate::schema::virtual_clock_name(&r.environment),
+        );
+        same(
             "vCPUs",
             f.configuration.vcpus.to_string(),
             r.configuration.vcpus.to_string(),

@@ -723,6 +723,24 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
 fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
     let o = f.judge.clone();
     let mut rows = 0usize;
+    // Every campaign of the record on one virtual clock (the same L0 QEMU, L1 kernel and L1
+    // CPUs): the first one's environment, and where each later one differs.
+    let clock0: std::cell::RefCell<Option<(String, crate::schema::Environment)>> =
+        std::cell::RefCell::new(None);
+    let one_clock = |v: &mut Verdict, rel: &str, env: &crate::schema::Environment| {
+        let mut c = clock0.borrow_mut();
+        match &*c {
+            None => *c = Some((rel.to_string(), env.clone())),
+            Some((r0, e0)) => {
+                if let Some(d) = crate::schema::virtual_clock_differs(e0, env) {
+                    v.add(
+                        Check::BisectSteps,
+                        format!("{rel}: on another virtual clock than {r0} ({d})"),
+                    );
+                }
+            }
+        }
+    };
     let mut sub = |v: &mut Verdict, rel: &str| -> bool {
         if !is_valid_bisect_path(rel) || rel.split('/').next() != Some(STEPS_DIR) {
             v.add(
@@ -747,6 +765,7 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
                     format!("{rel}: on another clock or host kind than {BISECT_FILE} says"),
                 );
             }
+            one_clock(v, rel, &r.environment);
         }
         sv.is_valid()
     };
@@ -760,6 +779,7 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
             );
         }
         if let Some(r) = &bv.result {
+            one_clock(v, BASELINE_DIR, &r.environment);
             if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
                 v.add(
                     Check::BisectSteps,

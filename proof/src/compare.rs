@@ -32,7 +32,10 @@
 //!
 //! **Clocks.** Both bundles must be on the same clock (`contract.clock`: wall, or the nested
 //! harness's virtual clock); durations on different clocks are never compared, not even with
-//! `--allow-mismatch` ([`CompareError::Clock`]). Every output names the clock.
+//! `--allow-mismatch` ([`CompareError::Clock`]). Two virtual clocks are one clock only when
+//! the same L0 QEMU emulated the same L1 kernel on as many L1 CPUs
+//! ([`crate::schema::NestedHarness::clock_differs`]; [`CompareError::VirtualClock`]). Every
+//! output names the clock.
 
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -87,6 +90,11 @@ pub enum CompareError {
          clocks are never compared)"
     )]
     Clock { a: Clock, b: Clock },
+    #[error(
+        "cannot compare: A and B are on different virtual clocks ({0}); a virtual clock is its \
+         L0 QEMU, L1 kernel and L1 CPUs, and durations on two of them are never compared"
+    )]
+    VirtualClock(String),
     #[error("bundle {side} is not valid (`truecold-proof verify` lists why); only verified bundles are compared")]
     Invalid { side: &'static str },
     #[error("bad option: {0}")]
@@ -509,6 +517,9 @@ pub fn compare_bundles(
     let (clock, cb) = (a.0.contract.clock, b.0.contract.clock);
     if clock != cb {
         return Err(CompareError::Clock { a: clock, b: cb });
+    }
+    if let Some(d) = crate::schema::virtual_clock_differs(&a.0.environment, &b.0.environment) {
+        return Err(CompareError::VirtualClock(d));
     }
     let mm = mismatches(a.0, b.0);
     if !mm.is_empty() && !o.allow_mismatch {

@@ -212,9 +212,14 @@ pub fn readme(r: &ResultJson) -> String {
             .unwrap_or_default()
     );
     if let Some(h) = &env.nested {
+        // Schema 9 names the whole virtual clock (L0, L1 kernel, L1 CPUs); a bundle of an
+        // older schema keeps the line it was written with.
+        let clock = h.l1_kernel_sha256.as_ref().map_or_else(String::new, |k| {
+            format!("; L1 kernel sha256 `{k}`; L1 CPUs {}", env.cores)
+        });
         let _ = writeln!(
             s,
-            "- nested harness: L1 QEMU `-seed {}`; L0 QEMU `{}`",
+            "- nested harness: L1 QEMU `-seed {}`; L0 QEMU `{}`{clock}",
             h.l1_seed, h.l0_qemu
         );
     }

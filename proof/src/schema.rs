@@ -35,13 +35,16 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 /// 8: the parity contract — the `agent` observer, the `cleanup_ok` and `cleanup_ns` columns
 /// (after `error_detail`; empty unless the observer is `agent`) and `environment.parity`
 /// (the lifecycle table's digest, the network pair, the workspace image).
-pub const SCHEMA_VERSION: u32 = 8;
+/// 9: the virtual clock's identity — `environment.nested.l1_kernel_sha256` (the L1 kernel
+/// the harness booted): with the L0 QEMU's version and L1's CPU count (`environment.cores`)
+/// it names the clock ([`NestedHarness::clock_differs`]).
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// The schemas this crate reads: the one it writes, and 5 and 6, whose bundles (those
 /// committed under results/ among them) stay verifiable: a schema-5 `samples.csv` has no
 /// `seccomp_ns` column and its summary no `seccomp` stage ([`stage_in_schema`]); schemas 5
 /// and 6 have no `environment.nested`.
-pub const READABLE_SCHEMAS: [u32; 4] = [5, 6, 7, SCHEMA_VERSION];
+pub const READABLE_SCHEMAS: [u32; 5] = [5, 6, 7, 8, SCHEMA_VERSION];
 
 /// Whether a stage has a column in a bundle of `schema` (every stage but `seccomp`, which
 /// schema 6 added, exists in schema 5).
@@ -591,6 +594,61 @@ pub struct NestedHarness {
     pub l1_seed: u64,
     /// The first line of the L0 QEMU's `--version`.
     pub l0_qemu: String,
+    /// SHA-256 of the L1 kernel (the `nested-host` bzImage QEMU booted); schema 9+.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l1_kernel_sha256: Option<String>,
+}
+
+impl NestedHarness {
+    /// Where two virtual-clock bundles' clocks differ, in words naming both sides; None when
+    /// they are the same clock. A virtual clock is defined by the L0 QEMU that emulates L1,
+    /// the L1 kernel, and the CPUs L1 brought up (`cores`, which the bench in L1 counts): a
+    /// change of any of them moves every duration (docs/virtual-clock.md), so durations on
+    /// two of them are never set side by side. L1's seed is not part of the clock (a
+    /// campaign's own randomness). A bundle older than schema 9 has no L1 kernel digest:
+    /// two such bundles are taken as one clock (what they record agrees), one beside a
+    /// schema-9 bundle is a difference (the clock cannot be shown to be the same).
+    pub fn clock_differs(a: (&Self, u32), b: (&Self, u32)) -> Option<String> {
+        let ((ha, ca), (hb, cb)) = (a, b);
+        let mut d = Vec::new();
+        if ha.l0_qemu != hb.l0_qemu {
+            d.push(format!("L0 QEMU `{}` vs `{}`", ha.l0_qemu, hb.l0_qemu));
+        }
+        let k = |h: &Self| {
+            h.l1_kernel_sha256
+                .clone()
+                .unwrap_or_else(|| "not recorded (before schema 9)".into())
+        };
+        if ha.l1_kernel_sha256 != hb.l1_kernel_sha256 {
+            d.push(format!("L1 kernel {} vs {}", k(ha), k(hb)));
+        }
+        if ca != cb {
+            d.push(format!("L1 CPUs {ca} vs {cb}"));
+        }
+        (!d.is_empty()).then(|| d.join("; "))
+    }
+}
+
+/// A virtual clock in words (`L0 …, L1 kernel …, L1 CPUs …`; [`NestedHarness::clock_differs`]
+/// says what makes one), empty where the environment is not nested.
+pub fn virtual_clock_name(e: &Environment) -> String {
+    e.nested.as_ref().map_or_else(String::new, |h| {
+        format!(
+            "L0 `{}`, L1 kernel {}, L1 CPUs {}",
+            h.l0_qemu,
+            h.l1_kernel_sha256.as_deref().unwrap_or("not recorded"),
+            e.cores
+        )
+    })
+}
+
+/// [`NestedHarness::clock_differs`] of two environments: None when either is not nested
+/// (the clock kinds themselves are compared by `contract.clock`).
+pub fn virtual_clock_differs(a: &Environment, b: &Environment) -> Option<String> {
+    match (&a.nested, &b.nested) {
+        (Some(x), Some(y)) => NestedHarness::clock_differs((x, a.cores), (y, b.cores)),
+        _ => None,
+    }
 }
 
 /// `result.json`.

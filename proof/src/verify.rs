@@ -1545,6 +1545,27 @@ fn check_nested(v: &mut Verdict, r: &ResultJson) {
                 r.schema_version
             ),
         ),
+        (Some(h), true, true) => match (&h.l1_kernel_sha256, r.schema_version >= 9) {
+            (None, true) => v.add(
+                Check::NestedHarness,
+                "environment.nested.l1_kernel_sha256 is missing (every schema-9 nested bundle \
+                 names the L1 kernel its virtual clock ran on)"
+                    .to_string(),
+            ),
+            (Some(d), true) if !is_sha256_hex(d) => v.add(
+                Check::NestedHarness,
+                format!("environment.nested.l1_kernel_sha256 {d:?} is not 64 lowercase hex digits"),
+            ),
+            (Some(_), false) => v.add(
+                Check::NestedHarness,
+                format!(
+                    "environment.nested.l1_kernel_sha256 is present in a schema-{} bundle \
+                     (schema 9 added it)",
+                    r.schema_version
+                ),
+            ),
+            _ => {}
+        },
         _ => {}
     }
 }

@@ -515,13 +515,15 @@ fn the_readme_and_result_json_state_the_clock() {
     assert!(r.contains("**Virtual clock.**"), "{r}");
     assert!(
         r.contains(
-            "- nested harness: L1 QEMU `-seed 7`; L0 QEMU `QEMU emulator version 7.2.19 (test)`"
+            "- nested harness: L1 QEMU `-seed 7`; L0 QEMU `QEMU emulator version 10.0.2 (test)`; \
+             L1 kernel sha256 `1111111111111111111111111111111111111111111111111111111111111111`; \
+             L1 CPUs 2"
         ),
         "{r}"
     );
     for (d, want) in [(&wall, "wall"), (&virt, "virtual")] {
         let j: serde_json::Value = serde_json::from_str(&read(d, "result.json")).unwrap();
-        assert_eq!(j["schema_version"], 8);
+        assert_eq!(j["schema_version"], 9);
         assert_eq!(j["contract"]["clock"], want);
         // The nested harness's inputs exactly in the virtual-clock bundle.
         assert_eq!(j["environment"].get("nested").is_some(), want == "virtual");

@@ -250,6 +250,55 @@ fn bundles_on_different_clocks_are_never_compared() {
 }
 
 #[test]
+fn virtual_clocks_of_another_l0_qemu_l1_kernel_or_l1_cpu_count_are_never_compared() {
+    let nested = |seed| {
+        let mut f = Fixture::linux(200);
+        f.host = HostKind::NestedEmulated;
+        f.seed = seed;
+        let s = f.samples();
+        let r = f.result(&s);
+        (r, s)
+    };
+    let allowed = CompareOptions {
+        allow_mismatch: true,
+        ..CompareOptions::default()
+    };
+    let (ra, sa) = nested(1);
+    // Another L1 seed is the same clock (a campaign's own randomness).
+    let (mut rb, sb) = nested(2);
+    rb.environment.nested.as_mut().unwrap().l1_seed = 99;
+    assert!(compare_bundles((&ra, &sa), (&rb, &sb), &CompareOptions::default()).is_ok());
+    type Forge = fn(&mut truecold_proof::schema::ResultJson);
+    let cases: [(&str, Forge); 4] = [
+        (
+            "L0 QEMU `QEMU emulator version 10.0.2 (test)` vs `QEMU emulator version 7.2.19`",
+            |r| {
+                r.environment.nested.as_mut().unwrap().l0_qemu =
+                    "QEMU emulator version 7.2.19".into()
+            },
+        ),
+        ("L1 kernel 1111", |r| {
+            r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = Some("2".repeat(64))
+        }),
+        ("vs not recorded (before schema 9)", |r| {
+            r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = None
+        }),
+        ("L1 CPUs 2 vs 1", |r| r.environment.cores = 1),
+    ];
+    for (want, forge) in cases {
+        let mut rc = rb.clone();
+        forge(&mut rc);
+        for o in [CompareOptions::default(), allowed.clone()] {
+            let err = compare_bundles((&ra, &sa), (&rc, &sb), &o).unwrap_err();
+            assert!(matches!(err, CompareError::VirtualClock(_)), "{err:?}");
+            let text = err.to_string();
+            assert!(text.contains(want), "{want}: {text}");
+            assert!(text.contains("different virtual clocks"), "{text}");
+        }
+    }
+}
+
+#[test]
 fn more_failures_is_a_regression_even_if_successes_are_as_fast() {
     let mut fa = Fixture::linux(210);
     fa.fail_every = None;

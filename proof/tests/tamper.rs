@@ -720,6 +720,7 @@ fn a_clock_that_is_not_the_host_kinds() {
         r.environment.nested = Some(truecold_proof::schema::NestedHarness {
             l1_seed: 1,
             l0_qemu: "QEMU".into(),
+            l1_kernel_sha256: Some("0".repeat(64)),
         });
     });
     // Both relabelled together agree with each other: no clock reason.
@@ -889,7 +890,8 @@ fn the_nested_harness_inputs_are_in_exactly_the_nested_bundles() {
     use truecold_proof::schema::{HostKind, NestedHarness};
     let facts = NestedHarness {
         l1_seed: 1,
-        l0_qemu: "QEMU emulator version 7.2.19".into(),
+        l0_qemu: "QEMU emulator version 10.0.2".into(),
+        l1_kernel_sha256: Some("0".repeat(64)),
     };
     // A nested-emulated bundle without them.
     let nested = Fixture {
@@ -910,4 +912,36 @@ fn the_nested_harness_inputs_are_in_exactly_the_nested_bundles() {
         r.contract.clock = truecold_proof::schema::Clock::Virtual;
         r.environment.nested = Some(facts.clone())
     });
+    // Schema 9: the L1 kernel's digest, present and a digest; absent before schema 9.
+    let nested = || Fixture {
+        host: HostKind::NestedEmulated,
+        ..Fixture::linux(10)
+    };
+    for (digest, want) in [
+        (None, "l1_kernel_sha256 is missing"),
+        (Some("0".repeat(63)), "is not 64 lowercase hex digits"),
+        (Some("A".repeat(64)), "is not 64 lowercase hex digits"),
+    ] {
+        let v = forged_fixture(nested(), &[Check::NestedHarness], |r, _| {
+            r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = digest.clone()
+        });
+        assert!(v.reasons[0].detail.contains(want), "{:?}", v.reasons);
+    }
+    let v = forged_fixture(nested(), &[Check::NestedHarness], |r, _| {
+        r.schema_version = 8
+    });
+    assert!(
+        v.reasons[0].detail.contains("schema 9 added it"),
+        "{:?}",
+        v.reasons
+    );
+    // A schema-8 nested bundle without it is valid as it is (committed bundles).
+    let t = tempfile::tempdir().unwrap();
+    let dir = nested().write(t.path(), "s8");
+    forge(&dir, |r, _| {
+        r.schema_version = 8;
+        r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = None;
+    });
+    let v = verify_dir(&dir);
+    assert!(!v.has(Check::NestedHarness), "{}", v.render(&dir, 50));
 }

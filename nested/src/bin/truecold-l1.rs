@@ -17,8 +17,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
 use truecold_nested::{
-    engine_files, run_l1, write_initramfs, Engine, EngineBinaries, HarnessFacts, Job, L1File,
-    L1Run, Layout, NestedError,
+    engine_files, run_l1, write_initramfs, Engine, EngineBinaries, HarnessFacts, Job, L0Qemu,
+    L1File, L1Run, Layout, NestedError,
 };
 
 #[derive(Parser)]
@@ -103,11 +103,12 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
             .as_ref()
             .map(|f| format!("{}/{f}", truecold_nested::OUT_DIR)),
     };
-    let qemu = PathBuf::from("qemu-system-x86_64");
-    let facts = HarnessFacts::probe(&qemu, cli.seed).map_err(NestedError::Facts)?;
+    let l0 = L0Qemu::locate()?;
+    let facts =
+        HarnessFacts::probe(&l0, &layout.l1_kernel, cli.seed).map_err(NestedError::Facts)?;
     write_initramfs(&initramfs, &layout.l1_init, &job, &facts, &files)?;
     let outcome = run_l1(&L1Run {
-        qemu,
+        l0,
         kernel: layout.l1_kernel.clone(),
         initramfs: initramfs.clone(),
         mem_mib: cli.mem_mib,

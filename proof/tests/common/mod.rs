@@ -415,7 +415,8 @@ impl Fixture {
                 nested: (self.host == HostKind::NestedEmulated).then(|| {
                     truecold_proof::schema::NestedHarness {
                         l1_seed: 7,
-                        l0_qemu: "QEMU emulator version 7.2.19 (test)".into(),
+                        l0_qemu: "QEMU emulator version 10.0.2 (test)".into(),
+                        l1_kernel_sha256: Some("1".repeat(64)),
                     }
                 }),
                 parity: None,
