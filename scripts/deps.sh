@@ -54,46 +54,101 @@ private_qemu() {
   "$link" --version | head -1 | sed "s|^|deps: $link -> $dir: |"
 }
 # The nested harness's L0 QEMU, which with the L1 kernel is the virtual clock
-# (docs/virtual-clock.md): QEMU 10.0.2 from Debian's bookworm-backports suite, pinned here,
-# unpacked into /opt/truecold/qemu-<version> and linked as /usr/local/bin/truecold-l0-qemu
-# (truecold_nested::L0_QEMU). It is installed beside whatever QEMU the machine has, never in
-# its place: apt reads the suite through a source list of truecold's own under
-# /opt/truecold/apt, so the machine's sources, preferences and packages stay as they are
-# (QEMU's libraries come from the machine's own Debian 12 suites; none is newer than
-# bookworm's). The firmware (SeaBIOS 1.16.3 from the same suite) stays inside the prefix and
-# the harness hands it to QEMU with -L (Debian's QEMU 10 looks only in /usr/share).
+# (docs/virtual-clock.md): QEMU 10.0.2, built here from the source of Debian's
+# bookworm-backports package, with one fix of truecold's to its SVM emulation, and run on the
+# firmware of that package (SeaBIOS from the same suite). The fix (finding 6): helper_vmrun
+# delivers an interrupt injected through the VMCB's EVENTINJ directly but leaves the CPU's
+# pending exception set to its vector, so the next exit request of TCG's CPU loop (under
+# -icount, the end of every instruction budget) delivers the same vector again, with the
+# guest's IF clear: an interrupt handler entered twice, the second time inside itself, which
+# deadlocks the guest on whatever lock the first one holds. The build is pinned by the source
+# tarball's digest, the fix, the configuration and Debian's toolchain; it goes into
+# /opt/truecold/qemu-<release>-<build> and is linked as /usr/local/bin/truecold-l0-qemu
+# (truecold_nested::L0_QEMU), beside whatever QEMU the machine has, never in its place. apt
+# reads the suite through a source list of truecold's own under /opt/truecold/apt, so the
+# machine's sources, preferences and packages stay as they are. meson and pycotap (QEMU's
+# build tools, newer than Debian 12's) come from PyPI, pinned by digest. A new machine
+# spends about 4 minutes of 2 cores here, once.
 L0_SUITE=bookworm-backports
 L0_QEMU_VERSION=1:10.0.2+ds-2+deb13u1~bpo12+1
+L0_QEMU_ORIG=qemu_10.0.2+ds.orig.tar.xz
+L0_QEMU_ORIG_SHA256=0901da33844a331bf8b3602b9c1fbd178e60b737c8e3ade678255bd090c9b9f1
 L0_SEABIOS_VERSION=1.16.3-2~bpo12+1
+L0_BUILD=truecold-1  # change with the fix or the configuration: it names another clock
+L0_PKGVERSION="$L0_BUILD: Debian $L0_QEMU_VERSION source, SVM EVENTINJ fix"
+L0_PYPI=("meson==1.5.0 --hash=sha256:52b34f4903b882df52ad0d533146d4b992c018ea77399f825579737672ae7b20"
+         "pycotap==1.3.1 --hash=sha256:1c3a25b3ff89e48f4e00f1f71dbbc1642b4f65c65d416524d07e73492fff25ea")
 L0_MIRROR=${TRUECOLD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+l0_qemu_build() {  # $1: the prefix to fill (…/usr)
+  local prefix=$1 apt=/opt/truecold/apt tmp have d
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+  printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\ndeb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n' \
+    "$L0_MIRROR" "$L0_SUITE" "$L0_MIRROR" "$L0_SUITE" >"$apt/sources.list"
+  local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+           -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
+           -o Dir::Etc::Preferences=/nonexistent -o Dir::Etc::PreferencesParts=/nonexistent)
+  apt-get "${o[@]}" update -q >/dev/null ||
+    { echo "deps: apt-get update of $L0_MIRROR $L0_SUITE failed" >&2; return 1; }
+  have=$(apt-cache "${o[@]}" policy qemu-system-x86 | awk '/Candidate:/ { print $2 }')
+  if [[ $have != "$L0_QEMU_VERSION" ]]; then
+    echo "deps: $L0_SUITE offers qemu-system-x86 ${have:-nothing}, not the pinned $L0_QEMU_VERSION: the virtual clock is defined by its L0 QEMU, so change L0_QEMU_VERSION here only with a re-measurement (docs/virtual-clock.md)" >&2
+    return 1
+  fi
+  apt_update
+  apt_install ninja-build pkg-config libglib2.0-dev python3-venv
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp"
+  # The firmware, and the source (apt may fail on the Debian packaging tarball, which the
+  # build does not use: the source tarball is checked by its digest instead).
+  (cd "$tmp" && apt-get "${o[@]}" download -q "qemu-system-data=$L0_QEMU_VERSION" "seabios=$L0_SEABIOS_VERSION" >/dev/null 2>&1) ||
+    { echo "deps: apt-get download of qemu-system-data $L0_QEMU_VERSION and seabios $L0_SEABIOS_VERSION failed" >&2; rm -rf "$tmp"; return 1; }
+  (cd "$tmp" && apt-get "${o[@]}" source -q --download-only "qemu=$L0_QEMU_VERSION" >/dev/null 2>&1) || true
+  echo "$L0_QEMU_ORIG_SHA256  $tmp/$L0_QEMU_ORIG" | sha256sum -c --strict --quiet ||
+    { echo "deps: $L0_QEMU_ORIG from $L0_SUITE is missing or not the pinned source" >&2; rm -rf "$tmp"; return 1; }
+  for d in "$tmp"/*.deb; do dpkg-deb -x "$d" "$tmp/root"; done
+  mkdir -p "$prefix/bin" "$prefix/share"
+  cp -a "$tmp/root/usr/share/qemu" "$tmp/root/usr/share/seabios" "$prefix/share/"
+  python3 -m venv "$tmp/venv"
+  printf '%s\n' "${L0_PYPI[@]}" >"$tmp/requirements.txt"
+  "$tmp/venv/bin/pip" install -q --require-hashes --no-deps -r "$tmp/requirements.txt" ||
+    { echo "deps: pip could not install QEMU's build tools from PyPI" >&2; rm -rf "$tmp"; return 1; }
+  tar -xJf "$tmp/$L0_QEMU_ORIG" -C "$tmp"
+  local src=$tmp/qemu-10.0.2
+  # The fix, and the build without the firmware blobs the +ds source leaves out (each edit
+  # must match exactly once, so a different source fails here instead of building unfixed).
+  python3 - "$src" <<'PY' || { rm -rf "$tmp"; return 1; }
+import sys
+src = sys.argv[1]
+def edit(path, anchor, after):
+    p = f"{src}/{path}"
+    text = open(p).read()
+    if text.count(anchor) != 1:
+        sys.exit(f"deps: {path}: expected one `{anchor.strip()}`, found {text.count(anchor)}")
+    open(p, "w").write(text.replace(anchor, after))
+edit("target/i386/tcg/system/svm_helper.c",
+     "            do_interrupt_x86_hardirq(env, vector, 1);\n            break;\n",
+     "            do_interrupt_x86_hardirq(env, vector, 1);\n"
+     "            /* truecold: delivered here, so nothing is pending any more */\n"
+     "            cs->exception_index = -1;\n            break;\n")
+edit("meson.build", "    unpack_edk2_blobs = bzip2.found()\n", "    unpack_edk2_blobs = false\n")
+PY
+  mkdir -p "$src/build"
+  (cd "$src/build" && PATH=$tmp/venv/bin:$PATH ../configure --python="$tmp/venv/bin/python3" \
+      --target-list=x86_64-softmmu --without-default-features --enable-tcg --disable-kvm \
+      --disable-xen --disable-docs --disable-werror --disable-download --disable-install-blobs \
+      --with-pkgversion="$L0_PKGVERSION" --prefix=/usr >"$tmp/configure.log" 2>&1 &&
+    ninja -j"$(nproc)" qemu-system-x86_64 >"$tmp/build.log" 2>&1) ||
+    { echo "deps: building QEMU failed; its logs: $tmp/configure.log $tmp/build.log" >&2; return 1; }
+  install -m 755 "$src/build/qemu-system-x86_64" "$prefix/bin/qemu-system-x86_64"
+  rm -rf "$tmp"
+}
 l0_qemu() {
-  local dir=/opt/truecold/qemu-${L0_QEMU_VERSION//[:+~]/_} link=/usr/local/bin/truecold-l0-qemu
-  local apt=/opt/truecold/apt tmp libs have
+  local dir=/opt/truecold/qemu-10.0.2-$L0_BUILD link=/usr/local/bin/truecold-l0-qemu have
   if [[ ! -x $dir/usr/bin/qemu-system-x86_64 ]]; then
-    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $L0_MIRROR $L0_SUITE main" >"$apt/sources.list"
-    local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/nonexistent
-             -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
-             -o Dir::Etc::Preferences=/nonexistent -o Dir::Etc::PreferencesParts=/nonexistent)
-    apt-get "${o[@]}" update -q >/dev/null ||
-      { echo "deps: apt-get update of $L0_MIRROR $L0_SUITE failed" >&2; return 1; }
-    have=$(apt-cache "${o[@]}" policy qemu-system-x86 | awk '/Candidate:/ { print $2 }')
-    if [[ $have != "$L0_QEMU_VERSION" ]]; then
-      echo "deps: $L0_SUITE offers qemu-system-x86 ${have:-nothing}, not the pinned $L0_QEMU_VERSION: the virtual clock is defined by its L0 QEMU, so change L0_QEMU_VERSION here only with a re-measurement (docs/virtual-clock.md)" >&2
-      return 1
-    fi
-    mapfile -t libs < <(apt-cache "${o[@]}" depends --no-recommends --no-suggests "qemu-system-x86=$L0_QEMU_VERSION" |
-      awk '$1 == "Depends:" && $2 ~ /^(lib|zlib)/ { print $2 }')
-    apt_update
-    apt_install "${libs[@]}"
-    tmp=$(mktemp -d)
-    (cd "$tmp" && chmod 755 . && apt-get "${o[@]}" download -q "qemu-system-x86=$L0_QEMU_VERSION" \
-      "qemu-system-common=$L0_QEMU_VERSION" "qemu-system-data=$L0_QEMU_VERSION" "seabios=$L0_SEABIOS_VERSION" >/dev/null 2>&1) ||
-      { echo "deps: apt-get download of QEMU $L0_QEMU_VERSION and SeaBIOS $L0_SEABIOS_VERSION from $L0_SUITE failed" >&2; rm -rf "$tmp"; return 1; }
+    echo "deps: building the nested harness's L0 QEMU ($L0_PKGVERSION) into $dir"
     rm -rf "$dir.partial"
-    mkdir -p "$dir.partial"
-    for d in "$tmp"/*.deb; do dpkg-deb -x "$d" "$dir.partial"; done
-    rm -rf "$tmp" "$dir"
+    l0_qemu_build "$dir.partial/usr" || { rm -rf "$dir.partial"; return 1; }
+    rm -rf "$dir"
     mv "$dir.partial" "$dir"
   fi
   if [[ -e $link || -L $link ]] && [[ $(readlink "$link") != /opt/truecold/qemu-*/usr/bin/qemu-system-x86_64 ]]; then
@@ -102,7 +157,7 @@ l0_qemu() {
   fi
   ln -sfn "$dir/usr/bin/qemu-system-x86_64" "$link"
   have=$("$link" --version | head -1)
-  [[ $have == "QEMU emulator version 10.0.2 (Debian $L0_QEMU_VERSION)" ]] ||
+  [[ $have == "QEMU emulator version 10.0.2 ($L0_PKGVERSION)" ]] ||
     { echo "deps: $link runs but says \"$have\"" >&2; return 1; }
   echo "deps: the nested harness's L0: $link -> $dir: $have"
 }

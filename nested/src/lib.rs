@@ -108,13 +108,16 @@ impl Job {
 }
 
 /// The L0 QEMU's name on `PATH`: the emulator that runs L1, and with the L1 kernel the
-/// definition of the virtual clock. `scripts/deps.sh` installs QEMU 10.0.2 from Debian's
-/// `bookworm-backports` into a prefix of its own (`/opt/truecold/qemu-<version>`) and links it
-/// under this name, beside whatever `qemu-system-x86_64` the machine has (the qemu-microvm
-/// engine's QEMU is that one, never this).
+/// definition of the virtual clock. `scripts/deps.sh` builds QEMU 10.0.2 from the source of
+/// Debian's `bookworm-backports` package with one fix of truecold's to its SVM emulation (an
+/// interrupt injected through EVENTINJ was delivered a second time with the guest's IF clear:
+/// docs/virtual-clock.md, finding 6), installs it with that package's firmware into a prefix
+/// of its own (`/opt/truecold/qemu-10.0.2-<build>`) and links it under this name, beside
+/// whatever `qemu-system-x86_64` the machine has (the qemu-microvm engine's QEMU is that one,
+/// never this).
 pub const L0_QEMU: &str = "truecold-l0-qemu";
-/// The QEMU release of the harness's L0 (scripts/deps.sh pins its Debian package): the
-/// release every committed virtual-clock figure since 2026-12-02 ran under.
+/// The QEMU release of the harness's L0 (scripts/deps.sh pins its Debian source package and
+/// names its build in the version line, e.g. `QEMU emulator version 10.0.2 (truecold-1: …)`).
 pub const L0_QEMU_RELEASE: &str = "10.0.2";
 /// Names another L0 QEMU binary than [`L0_QEMU`] on `PATH` (its version line and the L1
 /// kernel's digest go into every bundle, so a bundle says which clock it is on).
