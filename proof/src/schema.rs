@@ -40,10 +40,10 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 /// it names the clock ([`NestedHarness::clock_differs`]).
 pub const SCHEMA_VERSION: u32 = 9;
 
-/// The schemas this crate reads: the one it writes, and 5 and 6, whose bundles (those
+/// The schemas this crate reads: the one it writes, and 5 to 8, whose bundles (those
 /// committed under results/ among them) stay verifiable: a schema-5 `samples.csv` has no
 /// `seccomp_ns` column and its summary no `seccomp` stage ([`stage_in_schema`]); schemas 5
-/// and 6 have no `environment.nested`.
+/// and 6 have no `environment.nested`, schemas 7 and 8 no L1 kernel digest in it.
 pub const READABLE_SCHEMAS: [u32; 5] = [5, 6, 7, 8, SCHEMA_VERSION];
 
 /// Whether a stage has a column in a bundle of `schema` (every stage but `seccomp`, which
