@@ -629,19 +629,6 @@ impl NestedHarness {
     }
 }
 
-/// A virtual clock in words (`L0 …, L1 kernel …, L1 CPUs …`; [`NestedHarness::clock_differs`]
-/// says what makes one), empty where the environment is not nested.
-pub fn virtual_clock_name(e: &Environment) -> String {
-    e.nested.as_ref().map_or_else(String::new, |h| {
-        format!(
-            "L0 `{}`, L1 kernel {}, L1 CPUs {}",
-            h.l0_qemu,
-            h.l1_kernel_sha256.as_deref().unwrap_or("not recorded"),
-            e.cores
-        )
-    })
-}
-
 /// [`NestedHarness::clock_differs`] of two environments: None when either is not nested
 /// (the clock kinds themselves are compared by `contract.clock`).
 pub fn virtual_clock_differs(a: &Environment, b: &Environment) -> Option<String> {
