@@ -16,7 +16,7 @@
 #   when it has uncommitted changes to tracked files).
 # - `config`: start from a complete .config (resolved by olddefconfig) instead of tinyconfig
 #   plus fragments.
-# Both build incrementally: in the one object directory per source under .../incremental/,
+# Both build incrementally: in the one object directory per source, <source>/.truecold-build,
 # so a bisect step recompiles only what its commit or symbols changed; the artifacts are
 # still cached per key. The released variants and tune knobs always build from scratch (in
 # that directory, emptied first: the next incremental build of the source starts from them).
@@ -191,32 +191,65 @@ fi
 BUILD="$WORK/build"
 ART="$WORK/artifacts"
 if [[ -z ${TRUECOLD_KERNEL_FRESH_DIR:-} ]]; then
-  # One object directory per source tree, locked while in use. A bisect build (a tree's
-  # commit, or a complete .config) starts from whatever the directory last built, so it
-  # recompiles only what its commit or symbols changed. A released variant or a tune knob
-  # builds from scratch: the directory is emptied first, and what it leaves there is where
-  # the next incremental build of the same source starts (scripts/build-artifacts.sh builds
-  # the base variant last, so `bisect config` from the base config recompiles only the
-  # symbols it changes; the reproducibility check builds in a directory of its own).
-  INCR=$(printf 'src=%s\nscript=%s\ntoolchain=%s\n' "$SRC" "$SCRIPT_SHA" "$TOOLCHAIN" |
-         sha256sum | cut -d' ' -f1)
-  mkdir -p "$CACHE/incremental/$INCR"
-  exec 7>"$CACHE/incremental/$INCR/.lock"
+  # One object directory per source tree, inside it: <source>/.truecold-build (kbuild writes
+  # a .gitignore there that ignores it). A direct subdirectory of the source is where kbuild
+  # names the source `..`, so no command line, dependency file or object holds an absolute
+  # path, and a copy of a built tree (`cp -a`, which keeps the times) is a built tree: the
+  # bisect fixture, a copy of the pinned source, starts from the build that source holds.
+  # Locked while in use (the lock is outside the tree: the package source's directory, or the
+  # tree's .git). A bisect build (a tree's commit, or a complete .config) starts from whatever
+  # the directory last built, so it recompiles only what its commit or symbols changed. A
+  # released variant or a tune knob builds from scratch: the directory is emptied first, and
+  # what it leaves there is where the next incremental build of the same source starts
+  # (scripts/build-artifacts.sh builds the base variant last, so `bisect config` from the base
+  # config recompiles only the symbols it changes; the reproducibility check builds in a
+  # directory of its own). A directory another version of this script or toolchain built is
+  # emptied first too (its stamp).
+  if [[ -n $TREE ]]; then
+    LOCK=$(git -C "$TREE" rev-parse --absolute-git-dir)/truecold-build.lock
+  else
+    LOCK=$SRC_PARENT/.build.lock
+  fi
+  exec 7>"$LOCK"
   flock 7
-  BUILD="$CACHE/incremental/$INCR/build"
-  if [[ -n $TREE || -n $START_CONFIG ]]; then
+  BUILD="$SRC/.truecold-build"
+  STAMP=$(printf 'script=%s\ntoolchain=%s\n' "$SCRIPT_SHA" "$TOOLCHAIN")
+  if [[ ( -n $TREE || -n $START_CONFIG ) && -f $BUILD/.truecold-stamp &&
+        $(cat "$BUILD/.truecold-stamp") == "$STAMP" ]]; then
     log "incremental build directory $BUILD"
   else
     rm -rf "$BUILD"
   fi
+  mkdir -p "$BUILD"
+  printf '%s\n' "$STAMP" >"$BUILD/.truecold-stamp"
+  # A copy of a built tree: kbuild names the source relatively, but the tools it builds with
+  # their own make (objtool and its libsubcmd, under tools/) record the absolute paths of
+  # their sources and objects in their .cmd files. Those are rewritten to this tree, their
+  # times kept, or objtool would be rebuilt and every object it checks would be out of date.
+  if [[ -f $BUILD/.truecold-source ]]; then
+    FROM=$(cat "$BUILD/.truecold-source")
+    if [[ $FROM != "$SRC" && -d $BUILD/tools ]]; then
+      log "object directory copied from $FROM: its tools' .cmd files renamed to $SRC"
+      while IFS= read -r -d '' f; do
+        touch -r "$f" "$BUILD/.truecold-mtime"
+        FROM=$FROM TO=$SRC perl -pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/g' "$f"
+        touch -r "$BUILD/.truecold-mtime" "$f"
+      done < <(grep -rlFZ --include='.*.cmd' -e "$FROM" "$BUILD/tools" || true)
+      rm -f "$BUILD/.truecold-mtime"
+    fi
+  fi
+  printf '%s\n' "$SRC" >"$BUILD/.truecold-source"
 fi
 mkdir -p "$BUILD" "$ART"
 BUILD=$(cd "$BUILD" && pwd)
 
 # --- 5. configure: tinyconfig + fragments + olddefconfig, then verify --------------------
 JOBS=${TRUECOLD_JOBS:-$(nproc)}
-MAKE=(make -C "$SRC" O="$BUILD" ARCH=x86_64 -j"$JOBS"
-      KCFLAGS="-ffile-prefix-map=$SRC/= -ffile-prefix-map=$BUILD/=")
+# No absolute path on the command line: kbuild maps the source's own prefix out of every
+# __FILE__ (-fmacro-prefix-map), the configs build no debug information, and the
+# reproducibility check (an object directory outside the source, so kbuild names the source
+# by its absolute path) compares the result byte for byte with a build in .truecold-build.
+MAKE=(make -C "$SRC" O="$BUILD" ARCH=x86_64 -j"$JOBS")
 FRAG_PATHS=("${FRAG_FILES[@]}")
 if [[ -n $START_CONFIG ]]; then
   cp -f "$START_CONFIG" "$BUILD/.config.tmp" && mv -f "$BUILD/.config.tmp" "$BUILD/.config"

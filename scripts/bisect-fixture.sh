@@ -15,8 +15,8 @@
 #   broken-boot   ksysfs_init panics: the kernel never reaches strict-ready
 # Author, committer and dates are fixed, so the commit ids are the same on every machine and
 # every run (and the kernel build cache, keyed by commit, stays valid). An existing <dir> made
-# by this version of the script is reused (keep <dir> fixed: the incremental kernel build
-# directory is per tree path); the tree is reset to its last commit.
+# by this version of the script is reused, with the kernel build it holds
+# (<dir>/linux/.truecold-build); the tree is reset to its last commit.
 set -euo pipefail
 die() { echo "scripts/bisect-fixture.sh: error: $*" >&2; exit 1; }
 [[ $# -eq 1 ]] || die "usage: $0 <dir>"
@@ -52,12 +52,21 @@ if [[ -f $DIR/.done && $(cat "$DIR/.done") == "$SELF" ]]; then
 else
   rm -rf "$W" "$W.tmp"
   echo "scripts/bisect-fixture.sh: copying $SRC into $W (once)" >&2
+  # The source's object directory (kernel-config/build.sh: <source>/.truecold-build, where
+  # nothing names the source by an absolute path) comes along, its times kept, so the tree's
+  # first build starts from the pinned source's last build (after scripts/build-artifacts.sh,
+  # the base kernel) instead of from nothing. Copied under build.sh's lock on it.
+  exec 8>"${SRC%/linux-source-6.12}/.build.lock"
+  flock 8
   cp -a "$SRC" "$W.tmp"
+  flock -u 8
   mv "$W.tmp" "$W"
   git -C "$W" init -q -b main
   git -C "$W" config core.compression 1
   git -C "$W" config gc.auto 0
-  git -C "$W" add -A -f   # Debian's packaged tree ignores everything (.gitignore: /*)
+  # Debian's packaged tree ignores everything (.gitignore: /*), hence -f; the object
+  # directory stays out.
+  git -C "$W" add -A -f -- . ':(exclude).truecold-build'
   commit "Linux $PKG_VERSION (Debian linux-source-6.12), as packaged"
   printf 'This tree is the truecold bisect fixture (scripts/bisect-fixture.sh).\n' \
     >"$W/Documentation/truecold-fixture.txt"
