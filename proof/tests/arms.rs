@@ -286,6 +286,36 @@ fn mixed_host_kinds() {
     }
 }
 
+/// A virtual clock is its L0 QEMU, its L1 kernel and L1's CPU count: arms measured on two of
+/// them are not one campaign, whichever of the three differs, and the reason names it.
+#[test]
+fn an_arm_on_another_virtual_clock() {
+    type Edit = fn(&mut truecold_proof::ResultJson);
+    let cases: [(&str, Edit); 3] = [
+        ("L1 kernel", |r| {
+            r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = Some("2".repeat(64))
+        }),
+        ("L0 QEMU", |r| {
+            r.environment.nested.as_mut().unwrap().l0_qemu = "QEMU emulator version 7.2.22".into()
+        }),
+        ("L1 CPUs", |r| r.environment.cores += 1),
+    ];
+    for (what, edit) in cases {
+        let t = tempfile::tempdir().unwrap();
+        let dir = campaign(t.path(), "c");
+        forge(&dir.join("qemu-microvm"), |r, _| edit(r));
+        resum_arms(&dir);
+        let v = invalid(&dir);
+        assert!(
+            v.reasons.iter().any(|r| r.check == Check::ArmsMismatch
+                && r.detail.contains("virtual clock")
+                && r.detail.contains(what)),
+            "{what}: {}",
+            v.render(&dir, 50)
+        );
+    }
+}
+
 #[test]
 fn an_arm_that_does_not_say_it_is_interleaved() {
     let t = tempfile::tempdir().unwrap();

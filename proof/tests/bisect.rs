@@ -80,11 +80,20 @@ fn step(dir: &Path, rel: &str, commit: &str, o: &JudgeOptions) -> Step {
 
 /// A finished commit bisect: baseline, a good step, a bad step, a build failure.
 fn bisect_dir(root: &Path) -> std::path::PathBuf {
+    bisect_dir_on(root, HostKind::Hardware)
+}
+
+/// [`bisect_dir`] on `host` (hardware: the wall clock; nested-emulated: the virtual clock).
+fn bisect_dir_on(root: &Path, host: HostKind) -> std::path::PathBuf {
     let dir = root.join("bisect");
     std::fs::create_dir_all(dir.join("steps")).unwrap();
-    fixture(30e6, 1, None).write(&dir, BASELINE_DIR);
-    fixture(30e6, 2, None).write(&dir.join("steps"), "01-aaaa-n20");
-    fixture(36e6, 3, None).write(&dir.join("steps"), "02-bbbb-n20");
+    let on = |mut f: Fixture| {
+        f.host = host;
+        f
+    };
+    on(fixture(30e6, 1, None)).write(&dir, BASELINE_DIR);
+    on(fixture(30e6, 2, None)).write(&dir.join("steps"), "01-aaaa-n20");
+    on(fixture(36e6, 3, None)).write(&dir.join("steps"), "02-bbbb-n20");
     let o = opts();
     let steps = vec![
         step(&dir, "steps/01-aaaa-n20", "aaaa", &o),
@@ -107,8 +116,12 @@ fn bisect_dir(root: &Path) -> std::path::PathBuf {
     let f = BisectFile {
         schema: BISECT_SCHEMA,
         kind: BisectKind::Commit,
-        host_kind: HostKind::Hardware,
-        clock: Clock::Wall,
+        host_kind: host,
+        clock: if host == HostKind::NestedEmulated {
+            Clock::Virtual
+        } else {
+            Clock::Wall
+        },
         contract: ContractKind::Linux,
         vcpus: 2,
         mem_bytes: 16384 << 20,
@@ -234,6 +247,34 @@ fn every_change_to_a_bisect_directory_is_caught() {
     let b = std::fs::read_to_string(dir.join(BISECT_FILE)).unwrap();
     std::fs::write(dir.join(BISECT_FILE), b.replace("\n  ", "\n ")).unwrap();
     assert!(reasons(&dir).contains("canonical"));
+}
+
+/// A bisect on the virtual clock: every campaign of the record on one clock (its L0 QEMU, L1
+/// kernel and L1 CPUs). A step measured on another L1 kernel, or with another L1 CPU count,
+/// is caught, and the reason names the step, the baseline and what differs.
+#[test]
+fn a_step_on_another_virtual_clock_is_caught() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = bisect_dir_on(&d.path().join("ok"), HostKind::NestedEmulated);
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    type Edit = fn(&mut truecold_proof::ResultJson);
+    let cases: [(&str, Edit); 2] = [
+        ("L1 kernel", |r| {
+            r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = Some("2".repeat(64))
+        }),
+        ("L1 CPUs", |r| r.environment.cores += 1),
+    ];
+    for (i, (what, edit)) in cases.into_iter().enumerate() {
+        let dir = bisect_dir_on(&d.path().join(i.to_string()), HostKind::NestedEmulated);
+        forge(&dir.join("steps/02-bbbb-n20"), |r, _| edit(r));
+        edit_record(&dir, |_| {});
+        let r = reasons(&dir);
+        assert!(
+            r.contains("steps/02-bbbb-n20: on another virtual clock than") && r.contains(what),
+            "{what}: {r}"
+        );
+    }
 }
 
 /// The VMM recipe (`scripts/bisect-vmm-step.sh`, README "Bisect"): `git bisect run` over a
