@@ -174,17 +174,10 @@ fn vmm_boots_the_real_guest_to_strict_ready_in_l1() {
 /// and brings back a bundle that passes `sha256sum -c --strict` and the verifier.
 #[test]
 fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
-    let l = layout();
-    let dir = tempfile::tempdir().unwrap();
-    let out = nested_campaign(
-        &l,
-        dir.path(),
+    let (_dir, out, result, ctx) = linux_campaign(
         "nested-bundle",
         &["-n", "3", "--vcpus", "2", "--mem-mib", "1024"],
     );
-    let result: Value =
-        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
-    let ctx = serde_json::to_string_pretty(&result).unwrap();
     assert_eq!(result["contract"]["kind"], "linux", "{ctx}");
     assert_eq!(
         result["environment"]["host_kind"], "nested-emulated",
@@ -204,17 +197,10 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
 /// not its 16 GiB), inside the test command's 8 GiB per process.
 #[test]
 fn two_vcpus_and_16_gib_reach_strict_ready_in_the_2_cpu_l1() {
-    let l = layout();
-    let dir = tempfile::tempdir().unwrap();
-    let out = nested_campaign(
-        &l,
-        dir.path(),
+    let (_dir, out, result, ctx) = linux_campaign(
         "nested-16gib",
         &["-n", "1", "--vcpus", "2", "--mem-mib", "16384"],
     );
-    let result: Value =
-        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
-    let ctx = serde_json::to_string_pretty(&result).unwrap();
     assert_eq!(result["summary"]["successes"], 1, "{ctx}");
     assert_eq!(result["environment"]["cores"], 2, "L1's CPUs: {ctx}");
     let rows: Vec<std::collections::HashMap<String, String>> =
@@ -650,6 +636,18 @@ fn host_stages_do_not_move_with_host_load() {
             assert!(agree(*a, *b), "{ctx}");
         }
     }
+}
+
+/// [`nested_campaign`] in a new temporary directory (kept alive by the first element), with
+/// the bundle's result.json parsed and pretty-printed for assertion messages.
+fn linux_campaign(name: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf, Value, String) {
+    let l = layout();
+    let dir = tempfile::tempdir().unwrap();
+    let out = nested_campaign(&l, dir.path(), name, args);
+    let result: Value =
+        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
+    let ctx = serde_json::to_string_pretty(&result).unwrap();
+    (dir, out, result, ctx)
 }
 
 /// Runs `truecold run --nested <args> --out <dir>/<name>` with the layout's guest and VMM,
