@@ -119,13 +119,17 @@ impl KernelBuild<'_> {
         if !self.script.is_file() {
             return Err(KernelError::ScriptMissing(self.script.to_path_buf()));
         }
-        let command = self.command_line(dir);
+        // The script merges its fragments from inside its object directory, where a relative
+        // path names nothing: every path argument goes to it absolute.
+        let args = absolute_args(&self.args).map_err(io("resolve", dir))?;
+        let command = KernelBuild {
+            args: args.clone(),
+            ..self.clone()
+        }
+        .command_line(dir);
         eprintln!("truecold: kernel: {command}");
         let mut cmd = std::process::Command::new("bash");
-        cmd.arg(self.script)
-            .arg(self.variant)
-            .arg(dir)
-            .args(&self.args);
+        cmd.arg(self.script).arg(self.variant).arg(dir).args(&args);
         match self.tree {
             Some(t) => cmd.env("TRUECOLD_KERNEL_TREE", t),
             None => cmd.env_remove("TRUECOLD_KERNEL_TREE"),
@@ -161,5 +165,33 @@ impl KernelBuild<'_> {
             std::fs::copy(e.path(), &to).map_err(io("copy into", &to))?;
         }
         Ok(dir.to_path_buf())
+    }
+}
+
+/// The build script's arguments after its output directory (fragment files, a start config),
+/// each made absolute against the current directory (not resolved through links: the script
+/// hashes and reads the file it is given).
+fn absolute_args(args: &[OsString]) -> std::io::Result<Vec<OsString>> {
+    args.iter()
+        .map(|a| std::path::absolute(a).map(PathBuf::into_os_string))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_fragments_reach_the_script_absolute_and_naming_the_same_file() {
+        // The test runs in the crate's directory: src/kernel.rs is this file.
+        let args = absolute_args(&[OsString::from("src/kernel.rs")]).unwrap();
+        let p = Path::new(&args[0]);
+        assert!(p.is_absolute(), "{p:?}");
+        assert_eq!(
+            std::fs::read(p).unwrap(),
+            std::fs::read("src/kernel.rs").unwrap()
+        );
+        let already = absolute_args(&[OsString::from("/etc/hostname")]).unwrap();
+        assert_eq!(already, [OsString::from("/etc/hostname")]);
     }
 }
