@@ -93,8 +93,8 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> KernelErr
 }
 
 impl KernelBuild<'_> {
-    /// The command line, as a user would type it.
-    pub fn command_line(&self, dir: &Path) -> String {
+    /// The command line with these arguments after `dir`, as a user would type it.
+    fn command_line(&self, dir: &Path, args: &[OsString]) -> String {
         let mut s = String::new();
         if let Some(t) = self.tree {
             s.push_str(&format!("TRUECOLD_KERNEL_TREE={} ", t.display()));
@@ -105,7 +105,7 @@ impl KernelBuild<'_> {
             self.variant,
             dir.display()
         ));
-        for a in &self.args {
+        for a in args {
             s.push(' ');
             s.push_str(&a.to_string_lossy());
         }
@@ -122,11 +122,7 @@ impl KernelBuild<'_> {
         // The script merges its fragments from inside its object directory, where a relative
         // path names nothing: every path argument goes to it absolute.
         let args = absolute_args(&self.args).map_err(io("resolve", dir))?;
-        let command = KernelBuild {
-            args: args.clone(),
-            ..self.clone()
-        }
-        .command_line(dir);
+        let command = self.command_line(dir, &args);
         eprintln!("truecold: kernel: {command}");
         let mut cmd = std::process::Command::new("bash");
         cmd.arg(self.script).arg(self.variant).arg(dir).args(&args);
