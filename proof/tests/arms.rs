@@ -290,17 +290,7 @@ fn mixed_host_kinds() {
 /// them are not one campaign, whichever of the three differs, and the reason names it.
 #[test]
 fn an_arm_on_another_virtual_clock() {
-    type Edit = fn(&mut truecold_proof::ResultJson);
-    let cases: [(&str, Edit); 3] = [
-        ("L1 kernel", |r| {
-            r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = Some("2".repeat(64))
-        }),
-        ("L0 QEMU", |r| {
-            r.environment.nested.as_mut().unwrap().l0_qemu = "QEMU emulator version 7.2.22".into()
-        }),
-        ("L1 CPUs", |r| r.environment.cores += 1),
-    ];
-    for (what, edit) in cases {
+    for (what, edit) in other_virtual_clocks() {
         let t = tempfile::tempdir().unwrap();
         let dir = campaign(t.path(), "c");
         forge(&dir.join("qemu-microvm"), |r, _| edit(r));

@@ -250,22 +250,16 @@ fn every_change_to_a_bisect_directory_is_caught() {
 }
 
 /// A bisect on the virtual clock: every campaign of the record on one clock (its L0 QEMU, L1
-/// kernel and L1 CPUs). A step measured on another L1 kernel, or with another L1 CPU count,
-/// is caught, and the reason names the step, the baseline and what differs.
+/// kernel and L1 CPUs). A step measured on another L0 QEMU, another L1 kernel or with another
+/// L1 CPU count is caught, and the reason names the step, the campaign it differs from and
+/// what differs.
 #[test]
 fn a_step_on_another_virtual_clock_is_caught() {
     let d = tempfile::tempdir().unwrap();
     let dir = bisect_dir_on(&d.path().join("ok"), HostKind::NestedEmulated);
     let v = verify_dir(&dir);
     assert!(v.is_valid(), "{}", v.render(&dir, 20));
-    type Edit = fn(&mut truecold_proof::ResultJson);
-    let cases: [(&str, Edit); 2] = [
-        ("L1 kernel", |r| {
-            r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = Some("2".repeat(64))
-        }),
-        ("L1 CPUs", |r| r.environment.cores += 1),
-    ];
-    for (i, (what, edit)) in cases.into_iter().enumerate() {
+    for (i, (what, edit)) in other_virtual_clocks().into_iter().enumerate() {
         let dir = bisect_dir_on(&d.path().join(i.to_string()), HostKind::NestedEmulated);
         forge(&dir.join("steps/02-bbbb-n20"), |r, _| edit(r));
         edit_record(&dir, |_| {});

@@ -993,3 +993,21 @@ pub fn resum_arms(dir: &Path) {
     )
     .unwrap();
 }
+
+/// An edit of a bundle's result.json.
+pub type ClockEdit = fn(&mut ResultJson);
+
+/// One edit per thing that makes a virtual clock (docs/virtual-clock.md: the L0 QEMU, the L1
+/// kernel, the CPUs L1 brought up), each named as the verifier's reason names it: applied to
+/// one bundle of a nested fixture, that bundle is on another clock than the rest.
+pub fn other_virtual_clocks() -> [(&'static str, ClockEdit); 3] {
+    [
+        ("L0 QEMU", |r| {
+            r.environment.nested.as_mut().unwrap().l0_qemu = "QEMU emulator version 7.2.22".into()
+        }),
+        ("L1 kernel", |r| {
+            r.environment.nested.as_mut().unwrap().l1_kernel_sha256 = Some("2".repeat(64))
+        }),
+        ("L1 CPUs", |r| r.environment.cores += 1),
+    ]
+}
