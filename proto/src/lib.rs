@@ -22,6 +22,7 @@
 #![deny(unsafe_code)]
 
 pub mod limits;
+pub mod path_io;
 
 use core::fmt;
 use sha2::{Digest, Sha256};

@@ -30,6 +30,8 @@ pub enum LimitError {
     MemTooSmall { got: u64 },
     #[error("--mem-mib {got}: guest memory above the maximum of {MAX_MEM_MIB} MiB")]
     MemTooLarge { got: u64 },
+    #[error("guest memory of {bytes} bytes is not a whole number of MiB")]
+    MemNotWholeMib { bytes: u64 },
 }
 
 impl LimitError {
@@ -39,6 +41,7 @@ impl LimitError {
             LimitError::Vcpus { .. } => "invalid-vcpus",
             LimitError::MemTooSmall { .. } => "memory-too-small",
             LimitError::MemTooLarge { .. } => "memory-too-large",
+            LimitError::MemNotWholeMib { .. } => "memory-not-whole-mib",
         }
     }
 }
@@ -79,9 +82,15 @@ impl fmt::Display for Vcpus {
     }
 }
 
-/// A guest memory size in whole MiB within [`MIN_MEM_MIB`]`..=`[`MAX_MEM_MIB`].
+/// A guest memory size: whole MiB within [`MIN_MEM_MIB`]`..=`[`MAX_MEM_MIB`], held as bytes.
+/// The one memory quantity of every crate: MiB appear only at the command line
+/// ([`GuestMem::parse`]) and in human text ([`fmt::Display`]); everything else asks for
+/// [`GuestMem::bytes`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GuestMem(u64);
+
+/// Bytes in one MiB.
+const MIB: u64 = 1 << 20;
 
 impl GuestMem {
     /// `mib` MiB, or the error that names the limit.
@@ -91,8 +100,18 @@ impl GuestMem {
         } else if mib > MAX_MEM_MIB {
             Err(LimitError::MemTooLarge { got: mib })
         } else {
-            Ok(GuestMem(mib))
+            // At most MAX_MEM_MIB (2^20) MiB: 2^40 bytes, no overflow.
+            Ok(GuestMem(mib * MIB))
         }
+    }
+
+    /// `bytes`, a whole number of MiB within the limits (a value read back from a VMM
+    /// argument, a report or a bundle), or the error that names the limit.
+    pub fn from_bytes(bytes: u64) -> Result<Self, LimitError> {
+        if bytes % MIB != 0 {
+            return Err(LimitError::MemNotWholeMib { bytes });
+        }
+        GuestMem::from_mib(bytes / MIB)
     }
 
     /// Parses a decimal MiB count and checks it (a command-line value parser).
@@ -104,20 +123,20 @@ impl GuestMem {
         GuestMem::from_mib(n).map_err(|e| e.to_string())
     }
 
-    /// MiB.
+    /// Whole MiB (for the command line and human text only).
     pub fn mib(self) -> u64 {
-        self.0
+        self.0 / MIB
     }
 
-    /// Bytes (never overflows: at most [`MAX_MEM_MIB`] MiB).
+    /// Bytes.
     pub fn bytes(self) -> u64 {
-        self.0 << 20
+        self.0
     }
 }
 
 impl fmt::Display for GuestMem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} MiB", self.0)
+        write!(f, "{} MiB", self.mib())
     }
 }
 
@@ -183,5 +202,20 @@ mod tests {
             LimitError::MemTooLarge { got: 0 }.kind(),
             "memory-too-large"
         );
+        // Bytes round-trip; a byte count off the MiB grid or outside the limits is refused.
+        let m = GuestMem::from_mib(16384).unwrap();
+        assert_eq!(GuestMem::from_bytes(m.bytes()), Ok(m));
+        assert_eq!(m.to_string(), "16384 MiB");
+        assert_eq!(
+            GuestMem::from_bytes((16 << 20) + 1),
+            Err(LimitError::MemNotWholeMib {
+                bytes: (16 << 20) + 1
+            })
+        );
+        assert_eq!(
+            GuestMem::from_bytes(2 << 20),
+            Err(LimitError::MemTooSmall { got: 2 })
+        );
+        assert!(GuestMem::from_bytes(u64::MAX & !((1 << 20) - 1)).is_err());
     }
 }
