@@ -1,7 +1,7 @@
 //! The engines of a side-by-side campaign (`truecold run --engine …`): truecold-vmm,
 //! Firecracker, Cloud Hypervisor and QEMU's microvm, each booting the same guest (vmlinux,
 //! initramfs, vCPUs, memory, backing) with the one kernel command line
-//! `truecold_vmm::boot_params::cmdline(SerialUse::Transport(engine), …)`.
+//! `truecold_proto::boot_cmdline::cmdline(SerialUse::Transport(engine), …)`.
 //!
 //! One small module per engine says, purely, how to launch it ([`Launch`]: its argv and any
 //! file it reads), how to read its `--version` line ([`version`]) and how it ends ([`Ending`]).
@@ -24,9 +24,10 @@ pub mod version;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::path::{Path, PathBuf};
+use truecold_proto::boot_cmdline::{cmdline, CmdlineError, SerialUse};
 pub use truecold_proto::kinds::Engine;
 use truecold_proto::kinds::{Backing, HostKind};
-use truecold_vmm::boot_params::{cmdline, BootParamsError, SerialUse};
+use truecold_proto::limits::{GuestMem, LimitError};
 
 /// One guest, identical for every engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,11 +48,16 @@ impl Guest {
         self.mem_mib << 20
     }
 
+    /// Configured guest memory.
+    pub fn mem(&self) -> Result<GuestMem, EngineError> {
+        GuestMem::from_mib(self.mem_mib).map_err(EngineError::Memory)
+    }
+
     /// The kernel command line this guest gets under `engine`: the one definition.
     pub fn cmdline(&self, engine: Engine) -> Result<String, EngineError> {
         cmdline(
             SerialUse::Transport(engine),
-            self.mem_bytes(),
+            self.mem()?,
             &self.cmdline_extra,
         )
         .map_err(EngineError::Cmdline)
@@ -62,7 +68,9 @@ impl Guest {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("the guest command line")]
-    Cmdline(#[source] BootParamsError),
+    Cmdline(#[source] CmdlineError),
+    #[error("the guest's memory")]
+    Memory(#[source] LimitError),
     #[error("{engine} cannot give the guest `--backing {backing}`: {why}")]
     Unsupported {
         engine: Engine,

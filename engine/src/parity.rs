@@ -12,7 +12,7 @@
 //! - Cloud Hypervisor v53.0: `--vsock cid=3,socket=<run>/v.sock --net
 //!   tap=<tap>,ip=<host>,mask=<mask>,mac=<mac> --disk path=<image>,image_type=raw`; it
 //!   creates, addresses and brings up the tap itself; its devices are PCI functions, so its
-//!   guest's PCI bus is probed ([`truecold_vmm::boot_params::agent_cmdline`]).
+//!   guest's PCI bus is probed ([`truecold_proto::boot_cmdline::agent_cmdline`]).
 //! - QEMU's microvm: no parity launch ([`ParityUnsupported`]): its vsock device is
 //!   vhost-vsock only, which needs the host's `/dev/vhost-vsock`.
 //!
@@ -88,7 +88,7 @@ pub fn tap_by_harness(engine: Engine) -> bool {
 /// The guest kernel command line of a peer engine's parity launch (truecold-vmm builds its
 /// own from its flags).
 pub fn cmdline(engine: Engine, g: &Guest, pair: NetPair) -> Result<String, EngineError> {
-    truecold_vmm::boot_params::agent_cmdline(engine, g.mem_bytes(), pair, &g.cmdline_extra)
+    truecold_proto::boot_cmdline::agent_cmdline(engine, g.mem()?, pair, &g.cmdline_extra)
         .map_err(EngineError::Cmdline)
 }
 

@@ -31,9 +31,9 @@ fn every_engine_gets_the_one_command_line() {
         let c = g.cmdline(e).unwrap();
         assert_eq!(
             c,
-            truecold_vmm::boot_params::cmdline(
-                truecold_vmm::boot_params::SerialUse::Transport(e),
-                1 << 30,
+            truecold_proto::boot_cmdline::cmdline(
+                truecold_proto::boot_cmdline::SerialUse::Transport(e),
+                truecold_proto::limits::GuestMem::from_mib(1024).unwrap(),
                 ""
             )
             .unwrap()

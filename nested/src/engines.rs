@@ -39,16 +39,15 @@ pub struct Guest {
 impl Guest {
     /// The complete kernel command line, the one definition both engines get.
     pub fn cmdline(&self) -> Result<String, String> {
-        truecold_vmm::loader::cmdline(
-            if self.console {
-                truecold_vmm::boot_params::SerialUse::Console
-            } else {
-                truecold_vmm::boot_params::SerialUse::Off
-            },
-            u64::from(self.mem_mib) << 20,
-            &self.cmdline_extra,
-        )
-        .map_err(|e| e.to_string())
+        use truecold_proto::boot_cmdline::{cmdline, SerialUse};
+        let mem = truecold_proto::limits::GuestMem::from_mib(u64::from(self.mem_mib))
+            .map_err(|e| e.to_string())?;
+        let serial = if self.console {
+            SerialUse::Console
+        } else {
+            SerialUse::Off
+        };
+        cmdline(serial, mem, &self.cmdline_extra).map_err(|e| e.to_string())
     }
 }
 

@@ -300,7 +300,7 @@ pub fn write_initramfs(
     facts: &HarnessFacts,
     files: &[L1File],
 ) -> Result<(), NestedError> {
-    use xtask::cpio::{self, Entry, Kind};
+    use truecold_proto::cpio::{self, Entry, Kind};
     let read = |p: &Path| {
         fs::read(p).map_err(|source| NestedError::Io {
             path: p.to_path_buf(),

@@ -21,6 +21,8 @@
 //! Unknown keys are rejected, duplicate keys are rejected, missing keys are rejected.
 #![deny(unsafe_code)]
 
+pub mod boot_cmdline;
+pub mod cpio;
 pub mod limits;
 pub mod path_io;
 

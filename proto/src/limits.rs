@@ -134,6 +134,23 @@ impl GuestMem {
     }
 }
 
+/// `#[serde(with = "truecold_proto::limits::serde_mib")]`: a [`GuestMem`] as a JSON field of
+/// whole MiB (the VMM report's `config.mem_mib`, whose bytes every bundle keeps), checked
+/// against the limits when read back.
+pub mod serde_mib {
+    use super::GuestMem;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &GuestMem, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(m.mib())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<GuestMem, D::Error> {
+        let mib = u64::deserialize(d)?;
+        GuestMem::from_mib(mib).map_err(serde::de::Error::custom)
+    }
+}
+
 impl fmt::Display for GuestMem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} MiB", self.mib())
@@ -216,6 +233,23 @@ mod tests {
             GuestMem::from_bytes(2 << 20),
             Err(LimitError::MemTooSmall { got: 2 })
         );
-        assert!(GuestMem::from_bytes(u64::MAX & !((1 << 20) - 1)).is_err());
+        assert!(GuestMem::from_bytes(!((1u64 << 20) - 1)).is_err());
+    }
+
+    #[test]
+    fn memory_as_a_json_field_of_mib() {
+        #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+        struct C {
+            #[serde(rename = "mem_mib", with = "serde_mib")]
+            mem: GuestMem,
+        }
+        let c = C {
+            mem: GuestMem::from_mib(16384).unwrap(),
+        };
+        let j = serde_json::to_string(&c).unwrap();
+        assert_eq!(j, r#"{"mem_mib":16384}"#);
+        assert_eq!(serde_json::from_str::<C>(&j).unwrap(), c);
+        let e = serde_json::from_str::<C>(r#"{"mem_mib":2}"#).unwrap_err();
+        assert!(e.to_string().contains("below the minimum"), "{e}");
     }
 }

@@ -57,96 +57,105 @@ pub enum Taker {
     VmExit,
 }
 
-/// A point of one launch, in timeline order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Mark {
+/// The one table of marks: each variant of [`Mark`] (its doc, in timeline order) and its field
+/// of [`Stamps`] (the snake_case JSON name, with any serde attributes). [`Mark::ALL`],
+/// [`Mark::name`] and the field of each mark are generated from it, so a new mark is one line.
+macro_rules! marks {
+    ($(
+        $(#[doc = $doc:literal])*
+        $mark:ident => $(#[$field_attr:meta])* $field:ident;
+    )+) => {
+        /// A point of one launch, in timeline order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Mark {
+            $($(#[doc = $doc])* $mark,)+
+        }
+
+        /// How many marks there are.
+        pub const MARK_COUNT: usize = [$(stringify!($mark)),+].len();
+
+        impl Mark {
+            /// Every mark, in timeline order.
+            pub const ALL: [Mark; MARK_COUNT] = [$(Mark::$mark),+];
+
+            /// The snake_case name: the field of [`Stamps`] in JSON.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Mark::$mark => stringify!($field),)+
+                }
+            }
+        }
+
+        /// One CLOCK_MONOTONIC stamp (ns) per [`Mark`]; `None` = not reached. The VMM fills its
+        /// marks (and echoes `request`, which the bench hands it); the bench adds `intended`,
+        /// `request` and `reaped`.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct Stamps {
+            $($(#[$field_attr])* pub $field: Option<u64>,)+
+        }
+
+        impl Stamps {
+            fn slot(&self, m: Mark) -> &Option<u64> {
+                match m {
+                    $(Mark::$mark => &self.$field,)+
+                }
+            }
+
+            fn slot_mut(&mut self, m: Mark) -> &mut Option<u64> {
+                match m {
+                    $(Mark::$mark => &mut self.$field,)+
+                }
+            }
+        }
+    };
+}
+
+marks! {
     /// When the launch was due (burst, open loop); the latency origin when present.
-    Intended,
+    Intended => intended;
     /// Taken by the bench just before it spawns the VMM process.
-    Request,
+    Request => request;
     /// The VMM's `boot::run` entered, after argument parsing and validation.
-    BootStart,
+    BootStart => boot_start;
     /// `/dev/kvm` opened, its API version and capabilities checked.
-    KvmOpen,
+    KvmOpen => kvm_open;
     /// VM created (irqchip, PIT, TSS / identity map).
-    VmCreated,
+    VmCreated => vm_created;
     /// Guest memory mapped, every memslot registered.
-    MemoryReady,
+    MemoryReady => memory_ready;
     /// Kernel (or probe), initramfs, boot parameters, command line and MP table in memory.
-    KernelLoaded,
+    KernelLoaded => kernel_loaded;
     /// The VMM's sandbox applied: its seccomp filter installed (the last step before the
     /// vCPUs are created). Absent when the VMM ran without the filter, and in bundles of
     /// schema 5 and earlier.
-    Sandboxed,
+    /// (Left out of the JSON when `None`, so those reports keep their canonical bytes.)
+    Sandboxed => #[serde(default, skip_serializing_if = "Option::is_none")] sandboxed;
     /// Every vCPU created and set up, its thread started, the first `KVM_RUN` entered.
-    FirstRun,
+    FirstRun => first_run;
     /// VM exit of the guest's init-start doorbell (PID 1 running; Linux guests).
-    InitDoorbell,
+    InitDoorbell => init_doorbell;
     /// VM exit of the guest's ready doorbell (its checks passed).
-    ReadyDoorbell,
+    ReadyDoorbell => ready_doorbell;
     /// Serial observer: the bench read the guest's `TC1 ready` line on the engine's serial
     /// output (and wrote the nonce right after).
-    SerialReady,
+    SerialReady => serial_ready;
     /// The answer to the fresh nonce completed and verified: strict-ready. Taken at the VM
     /// exit ([`crate::kinds::Observer::VmExit`]) or by the bench reading the answer on the
     /// engine's serial output ([`crate::kinds::Observer::Serial`]).
-    StrictReady,
+    StrictReady => strict_ready;
     /// The guest's record (Linux) or summary (probe) completed: at the VM exit, or read on
     /// serial by the bench (serial observer).
-    Record,
+    Record => record;
     /// The guest stopped (exit port, reset, shutdown) or the deadline fired.
-    Exit,
+    Exit => exit;
     /// vCPU threads joined, fds closed, memory unmapped: the VMM's teardown done.
-    TeardownDone,
+    TeardownDone => teardown_done;
     /// The bench reaped the VMM process.
-    Reaped,
+    Reaped => reaped;
 }
 
 impl Mark {
-    /// Every mark, in timeline order.
-    pub const ALL: [Mark; 17] = [
-        Mark::Intended,
-        Mark::Request,
-        Mark::BootStart,
-        Mark::KvmOpen,
-        Mark::VmCreated,
-        Mark::MemoryReady,
-        Mark::KernelLoaded,
-        Mark::Sandboxed,
-        Mark::FirstRun,
-        Mark::InitDoorbell,
-        Mark::ReadyDoorbell,
-        Mark::SerialReady,
-        Mark::StrictReady,
-        Mark::Record,
-        Mark::Exit,
-        Mark::TeardownDone,
-        Mark::Reaped,
-    ];
-
-    /// The snake_case name: the field of [`Stamps`] in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mark::Intended => "intended",
-            Mark::Request => "request",
-            Mark::BootStart => "boot_start",
-            Mark::KvmOpen => "kvm_open",
-            Mark::VmCreated => "vm_created",
-            Mark::MemoryReady => "memory_ready",
-            Mark::KernelLoaded => "kernel_loaded",
-            Mark::Sandboxed => "sandboxed",
-            Mark::FirstRun => "first_run",
-            Mark::InitDoorbell => "init_doorbell",
-            Mark::ReadyDoorbell => "ready_doorbell",
-            Mark::SerialReady => "serial_ready",
-            Mark::StrictReady => "strict_ready",
-            Mark::Record => "record",
-            Mark::Exit => "exit",
-            Mark::TeardownDone => "teardown_done",
-            Mark::Reaped => "reaped",
-        }
-    }
-
     /// Who takes it under the VM-exit observer (under the serial observer the bench takes
     /// `serial_ready`, `strict_ready` and `record` from the serial output: [`Mark::taker_under`]).
     pub fn taker(self) -> Taker {
@@ -168,34 +177,6 @@ impl Mark {
     }
 }
 
-/// One CLOCK_MONOTONIC stamp (ns) per [`Mark`]; `None` = not reached. The VMM fills its
-/// marks (and echoes `request`, which the bench hands it); the bench adds `intended`,
-/// `request` and `reaped`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Stamps {
-    pub intended: Option<u64>,
-    pub request: Option<u64>,
-    pub boot_start: Option<u64>,
-    pub kvm_open: Option<u64>,
-    pub vm_created: Option<u64>,
-    pub memory_ready: Option<u64>,
-    pub kernel_loaded: Option<u64>,
-    /// Absent from reports written before the mark existed, and left out when `None`, so
-    /// those reports keep their canonical bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandboxed: Option<u64>,
-    pub first_run: Option<u64>,
-    pub init_doorbell: Option<u64>,
-    pub ready_doorbell: Option<u64>,
-    pub serial_ready: Option<u64>,
-    pub strict_ready: Option<u64>,
-    pub record: Option<u64>,
-    pub exit: Option<u64>,
-    pub teardown_done: Option<u64>,
-    pub reaped: Option<u64>,
-}
-
 impl Stamps {
     /// The stamp of `m`.
     pub fn get(&self, m: Mark) -> Option<u64> {
@@ -205,50 +186,6 @@ impl Stamps {
     /// Sets the stamp of `m`.
     pub fn set(&mut self, m: Mark, ns: Option<u64>) {
         *self.slot_mut(m) = ns;
-    }
-
-    fn slot(&self, m: Mark) -> &Option<u64> {
-        match m {
-            Mark::Intended => &self.intended,
-            Mark::Request => &self.request,
-            Mark::BootStart => &self.boot_start,
-            Mark::KvmOpen => &self.kvm_open,
-            Mark::VmCreated => &self.vm_created,
-            Mark::MemoryReady => &self.memory_ready,
-            Mark::KernelLoaded => &self.kernel_loaded,
-            Mark::Sandboxed => &self.sandboxed,
-            Mark::FirstRun => &self.first_run,
-            Mark::InitDoorbell => &self.init_doorbell,
-            Mark::ReadyDoorbell => &self.ready_doorbell,
-            Mark::SerialReady => &self.serial_ready,
-            Mark::StrictReady => &self.strict_ready,
-            Mark::Record => &self.record,
-            Mark::Exit => &self.exit,
-            Mark::TeardownDone => &self.teardown_done,
-            Mark::Reaped => &self.reaped,
-        }
-    }
-
-    fn slot_mut(&mut self, m: Mark) -> &mut Option<u64> {
-        match m {
-            Mark::Intended => &mut self.intended,
-            Mark::Request => &mut self.request,
-            Mark::BootStart => &mut self.boot_start,
-            Mark::KvmOpen => &mut self.kvm_open,
-            Mark::VmCreated => &mut self.vm_created,
-            Mark::MemoryReady => &mut self.memory_ready,
-            Mark::KernelLoaded => &mut self.kernel_loaded,
-            Mark::Sandboxed => &mut self.sandboxed,
-            Mark::FirstRun => &mut self.first_run,
-            Mark::InitDoorbell => &mut self.init_doorbell,
-            Mark::ReadyDoorbell => &mut self.ready_doorbell,
-            Mark::SerialReady => &mut self.serial_ready,
-            Mark::StrictReady => &mut self.strict_ready,
-            Mark::Record => &mut self.record,
-            Mark::Exit => &mut self.exit,
-            Mark::TeardownDone => &mut self.teardown_done,
-            Mark::Reaped => &mut self.reaped,
-        }
     }
 
     /// The latency origin: the intended time where there is one, else the request.
@@ -664,10 +601,22 @@ mod tests {
         for (i, m) in Mark::ALL.iter().enumerate() {
             assert_eq!(s.get(*m), Some(i as u64 + 1), "{}", m.name());
         }
-        let json = serde_json::to_value(s).expect("stamps serialize");
-        for m in Mark::ALL {
-            assert!(json.get(m.name()).is_some(), "{}", m.name());
-        }
+        // The canonical bytes: one field per mark, named by Mark::name, in timeline order.
+        let want: Vec<String> = Mark::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, m)| format!("\"{}\":{}", m.name(), i + 1))
+            .collect();
+        let json = serde_json::to_string(&s).expect("stamps serialize");
+        assert_eq!(json, format!("{{{}}}", want.join(",")));
+        // An absent sandboxed mark is left out (reports of schema 5 and earlier keep their bytes).
+        s.set(Mark::Sandboxed, None);
+        let json = serde_json::to_string(&s).expect("stamps serialize");
+        assert!(
+            !json.contains("sandboxed") && json.contains("\"first_run\""),
+            "{json}"
+        );
+        assert_eq!(MARK_COUNT, 17);
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub const GUEST_CID: u64 = 3;
 pub const AGENT_PORT: u32 = 1024;
 /// The TCP port guest-init listens on (on its network-pair address) for the network proof.
 pub const TCP_PORT: u16 = 7070;
+/// Where the parity kernel (vmlinux, bzImage, config) goes in the guest directory (`xtask guest`).
+pub const PARITY_KERNEL_DIR: &str = "parity";
+/// The workspace image's file name in the guest directory.
+pub const WORKSPACE_IMAGE: &str = "workspace.img";
 /// The guest device of the workspace disk (the first virtio-blk device).
 pub const WORKSPACE_DEVICE: &str = "/dev/vda";
 /// Where guest-init mounts the workspace.

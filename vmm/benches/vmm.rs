@@ -4,6 +4,7 @@
 //! Run briefly with `cargo bench -p truecold-vmm -- --warm-up-time 1 --measurement-time 3`.
 //! hugetlb cases reserve the pool through /proc/sys/vm/nr_hugepages (root) and restore it.
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use truecold_proto::limits::GuestMem;
 use truecold_vmm::loader::{self, KernelSource};
 use truecold_vmm::memory::{self, Backing};
 use truecold_vmm::{cpu, kvm, vm, BootConfig};
@@ -48,7 +49,8 @@ fn memory_setup(c: &mut Criterion) {
                 b.iter_batched(
                     || vm::create(&k).expect("create"),
                     |v| {
-                        let ram = memory::allocate(mib, backing).expect("allocate");
+                        let ram = memory::allocate(GuestMem::from_mib(mib).expect("size"), backing)
+                            .expect("allocate");
                         memory::register(&v, &ram, true).expect("register");
                         (v, ram)
                     },
@@ -64,10 +66,11 @@ fn memory_setup(c: &mut Criterion) {
 }
 
 fn kernel_load(c: &mut Criterion) {
-    let ram = memory::allocate(128, Backing::Anon).expect("allocate");
+    let ram =
+        memory::allocate(GuestMem::from_mib(128).expect("size"), Backing::Anon).expect("allocate");
     let cmdline = truecold_vmm::boot_params::cmdline(
         truecold_vmm::boot_params::SerialUse::Off,
-        ram.total(),
+        GuestMem::from_mib(128).expect("size"),
         "",
     )
     .expect("cmdline");
@@ -97,11 +100,13 @@ fn vcpu_setup(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let v = vm::create(&k).expect("create");
-                    let ram = memory::allocate(128, Backing::Anon).expect("allocate");
+                    let ram =
+                        memory::allocate(GuestMem::from_mib(128).expect("size"), Backing::Anon)
+                            .expect("allocate");
                     memory::register(&v, &ram, true).expect("register");
                     let cl = truecold_vmm::boot_params::cmdline(
                         truecold_vmm::boot_params::SerialUse::Off,
-                        ram.total(),
+                        GuestMem::from_mib(128).expect("size"),
                         "",
                     )
                     .expect("cmdline");
@@ -123,7 +128,7 @@ fn probe_boot(c: &mut Criterion) {
     let mut g = c.benchmark_group("probe_boot");
     g.sample_size(10);
     for (mib, n) in [(128u64, 1u8), (16384, 2)] {
-        let cfg = BootConfig::probe(n, mib, Backing::Anon);
+        let cfg = BootConfig::probe(n, GuestMem::from_mib(mib).expect("size"), Backing::Anon);
         g.bench_function(format!("{mib}M_{n}cpu"), |b| {
             b.iter_with_large_drop(|| truecold_vmm::boot(&cfg).expect("probe boot"))
         });

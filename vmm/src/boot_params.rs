@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::memory::{RamRange, HIGH_RAM_START};
 
+// The guest's command line is built in proto, once for every engine.
+pub use truecold_proto::boot_cmdline::{
+    agent_cmdline, base_cmdline, cmdline, parity_keys, CmdlineError, SerialUse, CMDLINE_MAX,
+};
+
 /// GDT used by the 64-bit protocol entry (and loaded for PVH too).
 pub const GDT_ADDR: u64 = 0x500;
 /// `hvm_start_info`.
@@ -25,8 +30,6 @@ pub const PDPT_ADDR: u64 = 0xa000;
 pub const PD_ADDR: u64 = 0xb000;
 /// The command line.
 pub const CMDLINE_ADDR: u64 = 0x2_0000;
-/// Longest command line, NUL excluded (x86 COMMAND_LINE_SIZE is 2048 with the NUL).
-pub const CMDLINE_MAX: usize = 2047;
 /// The initramfs ends at or below this (the 64-bit protocol's default initrd_addr_max).
 pub const INITRD_MAX_END: u64 = 0x8000_0000;
 /// E820 type of usable RAM.
@@ -56,10 +59,8 @@ pub enum BootParamsError {
         kernel_end: u64,
         limit: u64,
     },
-    #[error("command line of {0} bytes is longer than {CMDLINE_MAX}")]
-    CmdlineTooLong(usize),
-    #[error("command line contains a NUL or non-ASCII byte")]
-    CmdlineInvalid,
+    #[error(transparent)]
+    Cmdline(#[from] CmdlineError),
     #[error("memory map has {0} entries, more than the boot protocol carries")]
     TooManyE820(usize),
 }
@@ -69,9 +70,7 @@ impl BootParamsError {
     pub fn kind(&self) -> &'static str {
         match self {
             BootParamsError::InitramfsTooLarge { .. } => "initramfs-too-large",
-            BootParamsError::CmdlineTooLong(_) | BootParamsError::CmdlineInvalid => {
-                "cmdline-invalid"
-            }
+            BootParamsError::Cmdline(e) => e.kind(),
             BootParamsError::TooManyE820(_) => "memory-map-too-large",
         }
     }
@@ -105,77 +104,6 @@ pub fn e820_ram(map: &[E820Entry]) -> u64 {
         .sum()
 }
 
-/// What the guest's 8250 (ttyS0) is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SerialUse {
-    /// No serial port at all (`8250.nr_uarts=0`): the fastest boot; truecold's ports carry
-    /// everything.
-    Off,
-    /// The kernel console and the guest's messages (diagnostics; each byte is a VM exit).
-    Console,
-    /// The guest's transport to `engine` (`truecold.transport=serial`): one port, no
-    /// console, only the guest's short `TC1` lines cross it.
-    Transport(truecold_proto::kinds::Engine),
-}
-
-/// The tuned base command line (see docs/architecture.md and notes/anchors.md): console off
-/// unless asked (each 8250 byte is a VM exit), no ACPI/PCI probing, reboot through the
-/// keyboard controller (our stop signal), no crypto self-tests, no I/O-port delays, no legacy
-/// PTYs (measured: `pty.legacy_count=0` is −9.3 % of a 2-vCPU nested boot's p50,
-/// results/20261201T1050Z-tune-nested-linux-2vcpu-1024mib-no-legacy-ptys; kernel-config/README.md).
-pub fn base_cmdline(serial: SerialUse) -> &'static str {
-    match serial {
-        SerialUse::Console => {
-            "console=ttyS0 8250.nr_uarts=1 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
-             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
-             io_delay=none no_timer_check pty.legacy_count=0"
-        }
-        SerialUse::Transport(_) => {
-            "8250.nr_uarts=1 quiet loglevel=0 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
-             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
-             io_delay=none no_timer_check pty.legacy_count=0"
-        }
-        SerialUse::Off => {
-            "8250.nr_uarts=0 quiet loglevel=0 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
-             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
-             io_delay=none no_timer_check pty.legacy_count=0"
-        }
-    }
-}
-
-/// The full command line (pure): base + `truecold.mem=<bytes>` (+ `truecold.transport=serial
-/// truecold.engine=<engine>` for the serial transport) + extra. The one definition every
-/// engine's guest gets.
-pub fn cmdline(serial: SerialUse, mem_bytes: u64, extra: &str) -> Result<String, BootParamsError> {
-    let mut s = format!(
-        "{} {}={}",
-        base_cmdline(serial),
-        truecold_proto::cmdline::MEM,
-        mem_bytes
-    );
-    if let SerialUse::Transport(engine) = serial {
-        s.push_str(&format!(
-            " {}={} {}={}",
-            truecold_proto::cmdline::TRANSPORT,
-            truecold_proto::kinds::Transport::Serial.as_str(),
-            truecold_proto::cmdline::ENGINE,
-            engine.as_str()
-        ));
-    }
-    let extra = extra.trim();
-    if !extra.is_empty() {
-        s.push(' ');
-        s.push_str(extra);
-    }
-    if !s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        return Err(BootParamsError::CmdlineInvalid);
-    }
-    if s.len() > CMDLINE_MAX {
-        return Err(BootParamsError::CmdlineTooLong(s.len()));
-    }
-    Ok(s)
-}
-
 /// The parity contract's command line additions (pure): one
 /// `virtio_mmio.device=4K@0x<base>:<irq>` per device in [`VirtioConfig::device_names`]
 /// order, then `truecold.net=eth0,<guest>/30` with a network pair, `truecold.workspace=1`
@@ -193,61 +121,6 @@ pub fn virtio_args(
         transport,
     ));
     v.join(" ")
-}
-
-/// The parity contract's guest keys (pure), in this order: `truecold.net=eth0,<guest>/30`
-/// with a network pair, `truecold.workspace=1` with a workspace, `truecold.transport=vsock`
-/// under that transport. Every engine's parity guest gets them ([`virtio_args`],
-/// [`agent_cmdline`]).
-pub fn parity_keys(
-    net: Option<truecold_proto::parity::NetPair>,
-    workspace: bool,
-    transport: truecold_proto::kinds::Transport,
-) -> Vec<String> {
-    use truecold_proto::cmdline;
-    let mut v = Vec::new();
-    if let Some(p) = net {
-        v.push(format!("{}={}", cmdline::NET, p.guest_net_value()));
-    }
-    if workspace {
-        v.push(format!("{}=1", cmdline::WORKSPACE));
-    }
-    if transport == truecold_proto::kinds::Transport::Vsock {
-        v.push(format!(
-            "{}={}",
-            cmdline::TRANSPORT,
-            truecold_proto::kinds::Transport::Vsock.as_str()
-        ));
-    }
-    v
-}
-
-/// A peer engine's guest command line under the parity contract (pure): no serial port
-/// ([`SerialUse::Off`]: the agent channel is vsock), the parity keys ([`parity_keys`]: the
-/// network pair, the workspace, `truecold.transport=vsock`), `truecold.engine=<engine>` (its
-/// E820 rule), then `extra`. Firecracker appends its own `virtio_mmio.device=` entries to
-/// it; an engine whose virtio devices are PCI functions only
-/// ([`truecold_proto::kinds::Engine::virtio_pci_only`]: Cloud Hypervisor) gets its PCI bus
-/// probed (the base's `pci=off` dropped). truecold-vmm builds its own ([`virtio_args`]).
-pub fn agent_cmdline(
-    engine: truecold_proto::kinds::Engine,
-    mem_bytes: u64,
-    pair: truecold_proto::parity::NetPair,
-    extra: &str,
-) -> Result<String, BootParamsError> {
-    let mut keys = parity_keys(Some(pair), true, truecold_proto::kinds::Transport::Vsock);
-    keys.push(format!(
-        "{}={}",
-        truecold_proto::cmdline::ENGINE,
-        engine.as_str()
-    ));
-    keys.push(extra.trim().to_string());
-    let s = cmdline(SerialUse::Off, mem_bytes, &keys.join(" "))?;
-    Ok(if engine.virtio_pci_only() {
-        s.replacen(" pci=off", "", 1)
-    } else {
-        s
-    })
 }
 
 /// `hvm_start_info` v1 (56 bytes, pure).
@@ -386,6 +259,10 @@ pub fn place_initramfs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gm(n: u64) -> truecold_proto::limits::GuestMem {
+        truecold_proto::limits::GuestMem::from_mib(n).expect("a size within the limits")
+    }
     use crate::memory::{layout, ABOVE_4G, HOLE_START, LOW_RAM_END};
 
     fn u16_at(b: &[u8], o: usize) -> u16 {
@@ -458,7 +335,7 @@ mod tests {
             ),
         ];
         for (mib, want) in cases {
-            let r = layout(mib).unwrap();
+            let r = layout(gm(mib));
             let m = e820(&r);
             assert_eq!(m, want, "{mib} MiB");
             assert_eq!(
@@ -502,7 +379,7 @@ mod tests {
         let none = pvh_start_info(0x20000, 0x6100, 3, 0x6040, 0);
         assert_eq!(u64_at(&none, 16), 0, "no modules: no list");
 
-        let map = e820(&layout(16384).unwrap());
+        let map = e820(&layout(gm(16384)));
         let mm = pvh_memmap(&map);
         assert_eq!(mm.len(), 24 * 3);
         for (i, e) in map.iter().enumerate() {
@@ -525,7 +402,7 @@ mod tests {
 
     #[test]
     fn zero_page_fields() {
-        let map = e820(&layout(16384).unwrap());
+        let map = e820(&layout(gm(16384)));
         let z = zero_page(None, CMDLINE_ADDR, 10, Some((0x100_0000, 0x2000)), &map).unwrap();
         assert_eq!(z.len(), 4096);
         assert_eq!(z[0x1e8], 3, "e820_entries");
@@ -580,62 +457,8 @@ mod tests {
     }
 
     #[test]
-    fn cmdline_rules_and_length_limit() {
-        let c = cmdline(SerialUse::Off, 128 << 20, " foo=1 ").unwrap();
-        assert!(c.contains("truecold.mem=134217728"));
-        assert!(c.ends_with(" foo=1"));
-        assert!(c.contains("8250.nr_uarts=0"));
-        assert!(!c.contains("console=ttyS0"));
-        assert!(cmdline(SerialUse::Console, 1, "")
-            .unwrap()
-            .contains("console=ttyS0"));
-        let t = cmdline(
-            SerialUse::Transport(truecold_proto::kinds::Engine::Firecracker),
-            1,
-            "x=1",
-        )
-        .unwrap();
-        assert!(
-            t.starts_with("8250.nr_uarts=1 quiet ")
-                && t.ends_with(
-                    " truecold.mem=1 truecold.transport=serial truecold.engine=firecracker x=1"
-                )
-                && !t.contains("console="),
-            "{t}"
-        );
-        let g = truecold_proto::GuestConfig::from_cmdline(&t).unwrap();
-        assert_eq!(g.transport, truecold_proto::kinds::Transport::Serial);
-        assert_eq!(g.engine, truecold_proto::kinds::Engine::Firecracker);
-        let parsed = truecold_proto::GuestConfig::from_cmdline(&c).unwrap();
-        assert_eq!(parsed.mem, 128 << 20);
-
-        // Exactly CMDLINE_MAX bytes (2048 with the NUL) is accepted, one more is not.
-        let base = cmdline(SerialUse::Off, 1, "").unwrap().len();
-        let fill = |n: usize| format!("x={}", "y".repeat(n - 2));
-        let at_max = cmdline(SerialUse::Off, 1, &fill(CMDLINE_MAX - base - 1)).unwrap();
-        assert_eq!(at_max.len(), CMDLINE_MAX);
-        assert_eq!(
-            cmdline(SerialUse::Off, 1, &fill(CMDLINE_MAX - base)),
-            Err(BootParamsError::CmdlineTooLong(CMDLINE_MAX + 1))
-        );
-        assert_eq!(
-            cmdline(SerialUse::Off, 1, "a\u{e9}"),
-            Err(BootParamsError::CmdlineInvalid)
-        );
-        assert_eq!(
-            cmdline(SerialUse::Off, 1, "a\0b"),
-            Err(BootParamsError::CmdlineInvalid)
-        );
-        assert_eq!(
-            cmdline(SerialUse::Off, 1, "a\tb"),
-            Err(BootParamsError::CmdlineInvalid)
-        );
-        assert_eq!(BootParamsError::CmdlineInvalid.kind(), "cmdline-invalid");
-    }
-
-    #[test]
     fn initramfs_placement() {
-        let r = layout(128).unwrap();
+        let r = layout(gm(128));
         let a = place_initramfs(&r, 0x20_0000, 5000).unwrap();
         assert_eq!(a % 4096, 0);
         assert!(a + 5000 <= r[1].end() && a >= 0x20_0000);
@@ -645,7 +468,7 @@ mod tests {
             Err(BootParamsError::InitramfsTooLarge { .. })
         ));
         // Above the 3 GiB hole, the initramfs stays below INITRD_MAX_END.
-        let big = layout(16384).unwrap();
+        let big = layout(gm(16384));
         let a = place_initramfs(&big, 0x20_0000, 1 << 20).unwrap();
         assert_eq!(a, INITRD_MAX_END - (1 << 20));
         // It never overlaps the kernel.
@@ -694,42 +517,10 @@ mod tests {
         // The whole line stays valid with everything on it.
         let line = cmdline(
             SerialUse::Off,
-            128 << 20,
+            gm(128),
             &virtio_args(&all, Transport::Vsock),
         )
         .unwrap();
         assert!(line.ends_with("truecold.transport=vsock"), "{line}");
-    }
-
-    #[test]
-    fn a_peer_engines_agent_command_line() {
-        use truecold_proto::kinds::{Engine, Transport};
-        use truecold_proto::parity::NetPair;
-        let pair = NetPair::for_slot(0).unwrap();
-        let fc = agent_cmdline(Engine::Firecracker, 1 << 30, pair, " x=1 ").unwrap();
-        assert!(fc.starts_with("8250.nr_uarts=0 quiet "), "{fc}");
-        assert!(fc.contains(" acpi=off pci=off "), "{fc}");
-        assert!(
-            fc.ends_with(
-                " truecold.mem=1073741824 truecold.net=eth0,10.200.0.2/30 truecold.workspace=1 \
-                 truecold.transport=vsock truecold.engine=firecracker x=1"
-            ),
-            "{fc}"
-        );
-        let g = truecold_proto::GuestConfig::from_cmdline(&fc).unwrap();
-        assert_eq!(g.transport, Transport::Vsock);
-        assert_eq!(g.engine, Engine::Firecracker);
-        assert!(g.workspace);
-        assert_eq!(g.net.as_deref(), Some("eth0,10.200.0.2/30"));
-        // Cloud Hypervisor's virtio is PCI only: its bus is probed, nothing else changes.
-        let ch = agent_cmdline(Engine::CloudHypervisor, 1 << 30, pair, "").unwrap();
-        assert!(!ch.contains("pci=off"), "{ch}");
-        assert_eq!(
-            ch.replace(" acpi=off ", " acpi=off pci=off "),
-            agent_cmdline(Engine::Firecracker, 1 << 30, pair, "")
-                .unwrap()
-                .replace("=firecracker", "=cloud-hypervisor")
-        );
-        assert!(!ch.ends_with(' '), "{ch:?}");
     }
 }

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Transport;
+use truecold_proto::limits::GuestMem;
 use truecold_proto::parity::NetPair;
 
 use crate::host::HostKind;
@@ -15,7 +16,9 @@ pub struct BootConfig {
     pub kernel: KernelSource,
     pub initramfs: Option<PathBuf>,
     pub vcpus: u8,
-    pub mem_mib: u64,
+    /// Guest memory (`mem_mib` in the report's JSON, whole MiB).
+    #[serde(rename = "mem_mib", with = "truecold_proto::limits::serde_mib")]
+    pub mem: GuestMem,
     pub backing: Backing,
     pub cmdline_extra: String,
     /// When the VMM gives up on a guest that has not finished.
@@ -132,13 +135,13 @@ impl Deadline {
 }
 
 impl BootConfig {
-    /// The probe guest at `mem_mib` MiB with `vcpus` vCPUs, defaults elsewhere.
-    pub fn probe(vcpus: u8, mem_mib: u64, backing: Backing) -> Self {
+    /// The probe guest with `mem` of memory and `vcpus` vCPUs, defaults elsewhere.
+    pub fn probe(vcpus: u8, mem: GuestMem, backing: Backing) -> Self {
         BootConfig {
             kernel: KernelSource::Probe,
             initramfs: None,
             vcpus,
-            mem_mib,
+            mem,
             backing,
             cmdline_extra: String::new(),
             deadline: Deadline::AfterBootStartMs(10_000),
@@ -187,7 +190,11 @@ mod tests {
 
     #[test]
     fn virtio_config_round_trips_and_is_absent_when_empty() {
-        let mut cfg = BootConfig::probe(1, 128, Backing::Anon);
+        let mut cfg = BootConfig::probe(
+            1,
+            truecold_proto::limits::GuestMem::from_mib(128).unwrap(),
+            Backing::Anon,
+        );
         let json = serde_json::to_string(&cfg).unwrap();
         assert!(!json.contains("virtio"), "{json}");
         cfg.virtio = VirtioConfig {

@@ -20,49 +20,18 @@ pub fn for_boot(given: Option<HostKind>) -> Detection {
     }
 }
 
-/// Observes this host (CPUID, /proc/cpuinfo, /sys/module/kvm_pvm; the order is
-/// [`HostKind`]'s) and says whether an override (`forced`, else `TRUECOLD_HOST_KIND`)
-/// replaced what detection found.
+/// Observes this host: [`Detection::observe`], the one detection (in proto, where the bench
+/// calls it too).
 pub fn detection(forced: Option<HostKind>) -> Detection {
-    let env = std::env::var("TRUECOLD_HOST_KIND")
-        .ok()
-        .and_then(|v| HostKind::from_name(&v));
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    Detection::new(
-        forced.or(env),
-        HostKind::decide(
-            None,
-            &hypervisor_signature(),
-            std::path::Path::new("/sys/module/kvm_pvm").exists(),
-            &cpuinfo,
-        ),
-    )
+    Detection::observe(forced)
 }
 
-/// `--host-kind` values: [`HostKind::as_str`].
+/// `--host-kind` values: [`HostKind::parse`].
 pub fn parse_host_kind(s: &str) -> Result<HostKind, String> {
-    HostKind::from_name(s).ok_or_else(|| {
-        let names: Vec<&str> = HostKind::ALL.iter().map(|k| k.as_str()).collect();
-        format!("`{s}` is not one of {}", names.join(", "))
-    })
+    HostKind::parse(s)
 }
 
-/// The 12-byte hypervisor vendor signature at CPUID 0x4000_0000 ("" when none).
-pub fn hypervisor_signature() -> String {
-    let leaf1 = core::arch::x86_64::__cpuid(1);
-    if leaf1.ecx & (1 << 31) == 0 {
-        return String::new();
-    }
-    // Hypervisor leaves are defined when the hypervisor bit is set.
-    let r = core::arch::x86_64::__cpuid(0x4000_0000);
-    let mut b = Vec::with_capacity(12);
-    for w in [r.ebx, r.ecx, r.edx] {
-        b.extend_from_slice(&w.to_le_bytes());
-    }
-    String::from_utf8_lossy(&b)
-        .trim_end_matches('\0')
-        .to_string()
-}
+pub use truecold_proto::kinds::hypervisor_signature;
 
 /// `/proc/self/status` (VmRSS, VmHWM, Seccomp, NoNewPrivs).
 pub const PROC_SELF_STATUS: &str = "/proc/self/status";

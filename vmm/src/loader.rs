@@ -352,7 +352,9 @@ mod tests {
     fn error_kinds() {
         let missing = check_kernel(Path::new("/nonexistent/vmlinux")).unwrap_err();
         assert_eq!(missing.kind(), "kernel-missing");
-        let p = LoaderError::Params(BootParamsError::CmdlineTooLong(3000));
+        let p = LoaderError::Params(BootParamsError::Cmdline(
+            crate::boot_params::CmdlineError::TooLong(3000),
+        ));
         assert_eq!(p.kind(), "cmdline-invalid");
         assert_eq!(
             LoaderError::UnknownFormat("x".into()).kind(),

@@ -190,6 +190,9 @@ impl BootArgs {
             (None, false, false) => KernelSource::Probe,
         };
         let vcpus = truecold_proto::limits::Vcpus::new(self.vcpus).map_err(ConfigError::Limit)?;
+        // The one check of the memory size in this process: from here on it is a GuestMem.
+        let mem =
+            truecold_proto::limits::GuestMem::from_mib(self.mem_mib).map_err(ConfigError::Limit)?;
         let deadline = match (self.deadline_at_ns, self.deadline_ms) {
             (Some(at), _) => Deadline::AtNs(at),
             (None, ms) => Deadline::AfterBootStartMs(ms.unwrap_or(10_000)),
@@ -204,7 +207,7 @@ impl BootArgs {
             kernel,
             initramfs: self.initramfs,
             vcpus: vcpus.get(),
-            mem_mib: self.mem_mib,
+            mem,
             backing: self.backing,
             cmdline_extra: self.cmdline_extra,
             deadline,

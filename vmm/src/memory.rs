@@ -5,7 +5,7 @@
 use kvm_bindings::kvm_userspace_memory_region;
 use kvm_ioctls::VmFd;
 use serde::{Deserialize, Serialize};
-use truecold_proto::limits::{GuestMem, LimitError};
+use truecold_proto::limits::GuestMem;
 use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
 pub const MIB: u64 = 1 << 20;
@@ -24,8 +24,6 @@ pub use truecold_proto::kinds::{Backing, ObtainedBacking};
 /// Why guest memory could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
-    #[error("guest memory out of bounds")]
-    Limit(#[source] LimitError),
     #[error("guest memory of {requested_mib} MiB exceeds the host's RAM ({host_mib} MiB)")]
     ExceedsHost { requested_mib: u64, host_mib: u64 },
     #[error("cannot read the host's MemTotal from /proc/meminfo")]
@@ -65,7 +63,6 @@ impl MemoryError {
     /// Stable kebab-case kind (the CLI's JSON error report).
     pub fn kind(&self) -> &'static str {
         match self {
-            MemoryError::Limit(e) => e.kind(),
             MemoryError::ExceedsHost { .. } => "memory-too-large",
             MemoryError::HostMemUnknown => "host-meminfo-unreadable",
             MemoryError::ThpUnavailable(_) => "thp-unavailable",
@@ -93,11 +90,9 @@ impl RamRange {
     }
 }
 
-/// The RAM ranges for `mem_mib` MiB (pure). Their sizes sum to exactly `mem_mib` MiB.
-pub fn layout(mem_mib: u64) -> Result<Vec<RamRange>, MemoryError> {
-    let total = GuestMem::from_mib(mem_mib)
-        .map_err(MemoryError::Limit)?
-        .bytes();
+/// The RAM ranges for `mem` (pure). Their sizes sum to exactly `mem`.
+pub fn layout(mem: GuestMem) -> Vec<RamRange> {
+    let total = mem.bytes();
     let mut ranges = vec![RamRange {
         start: 0,
         size: LOW_RAM_END,
@@ -114,7 +109,7 @@ pub fn layout(mem_mib: u64) -> Result<Vec<RamRange>, MemoryError> {
             size: rest - below_hole,
         });
     }
-    Ok(ranges)
+    ranges
 }
 
 fn round_up(v: u64, to: u64) -> u64 {
@@ -262,12 +257,12 @@ impl GuestRam {
     }
 }
 
-/// Checks `mem_mib` against the host and the backing's preconditions.
-pub fn check_host(mem_mib: u64, backing: Backing) -> Result<(), MemoryError> {
+/// Checks `mem` against the host and the backing's preconditions.
+pub fn check_host(mem: GuestMem, backing: Backing) -> Result<(), MemoryError> {
     let host = crate::host::host_mem_total().ok_or(MemoryError::HostMemUnknown)?;
-    if mem_mib.saturating_mul(MIB) > host {
+    if mem.bytes() > host {
         return Err(MemoryError::ExceedsHost {
-            requested_mib: mem_mib,
+            requested_mib: mem.mib(),
             host_mib: host / MIB,
         });
     }
@@ -281,9 +276,9 @@ pub fn check_host(mem_mib: u64, backing: Backing) -> Result<(), MemoryError> {
 }
 
 /// Maps guest RAM with `backing` (no KVM involved).
-pub fn allocate(mem_mib: u64, backing: Backing) -> Result<GuestRam, MemoryError> {
-    let ranges = layout(mem_mib)?;
-    check_host(mem_mib, backing)?;
+pub fn allocate(mem: GuestMem, backing: Backing) -> Result<GuestRam, MemoryError> {
+    let ranges = layout(mem);
+    check_host(mem, backing)?;
     // Low mapping covers guest [0, end of range 1): slot 0 and slot 1 share it, so guest
     // physical and host virtual addresses stay 2 MiB co-aligned.
     let low_len = round_up(ranges[1].end(), HUGE_2M);
@@ -439,11 +434,16 @@ pub fn observe(ram: &GuestRam) -> BackingReport {
 mod tests {
     use super::*;
 
+    fn mib(n: u64) -> GuestMem {
+        GuestMem::from_mib(n).expect("a size within the limits")
+    }
+
     #[test]
     fn layout_sums_exactly() {
-        for mib in [4, 128, 2048, 3071, 3072, 3073, 16384] {
-            let r = layout(mib).unwrap();
-            assert_eq!(r.iter().map(|r| r.size).sum::<u64>(), mib * MIB, "{mib}");
+        use truecold_proto::limits::{MAX_MEM_MIB, MIN_MEM_MIB};
+        for n in [MIN_MEM_MIB, 128, 2048, 3071, 3072, 3073, 16384, MAX_MEM_MIB] {
+            let r = layout(mib(n));
+            assert_eq!(r.iter().map(|r| r.size).sum::<u64>(), n * MIB, "{n}");
             assert_eq!(
                 r[0],
                 RamRange {
@@ -454,66 +454,25 @@ mod tests {
             assert_eq!(r[1].start, HIGH_RAM_START);
             assert!(r[1].end() <= HOLE_START);
         }
-        let r = layout(16384).unwrap();
+        let r = layout(mib(16384));
         assert_eq!(r.len(), 3);
         assert_eq!(r[1].end(), HOLE_START);
         assert_eq!(r[2].start, ABOVE_4G);
-        assert_eq!(layout(128).unwrap().len(), 2);
-    }
-
-    #[test]
-    fn layout_rejects_bad_sizes() {
-        use truecold_proto::limits::{MAX_MEM_MIB, MIN_MEM_MIB};
-        assert!(matches!(
-            layout(0),
-            Err(MemoryError::Limit(LimitError::MemTooSmall { got: 0 }))
-        ));
-        assert!(matches!(
-            layout(MIN_MEM_MIB - 1),
-            Err(MemoryError::Limit(LimitError::MemTooSmall { got: 3 }))
-        ));
-        assert_eq!(
-            layout(MIN_MEM_MIB)
-                .unwrap()
-                .iter()
-                .map(|r| r.size)
-                .sum::<u64>(),
-            MIN_MEM_MIB * MIB
-        );
-        assert_eq!(
-            layout(MAX_MEM_MIB)
-                .unwrap()
-                .iter()
-                .map(|r| r.size)
-                .sum::<u64>(),
-            MAX_MEM_MIB * MIB
-        );
-        assert!(matches!(
-            layout(MAX_MEM_MIB + 1),
-            Err(MemoryError::Limit(LimitError::MemTooLarge { .. }))
-        ));
-        assert!(matches!(
-            layout(u64::MAX),
-            Err(MemoryError::Limit(LimitError::MemTooLarge { .. }))
-        ));
-        assert_eq!(
-            MemoryError::Limit(LimitError::MemTooSmall { got: 0 }).kind(),
-            "memory-too-small"
-        );
+        assert_eq!(layout(mib(128)).len(), 2);
     }
 
     #[test]
     fn allocate_rejects_more_than_host() {
         let host = crate::host::host_mem_total().unwrap() / MIB;
         assert!(matches!(
-            allocate(host * 2, Backing::Anon),
+            allocate(mib(host * 2), Backing::Anon),
             Err(MemoryError::ExceedsHost { .. })
         ));
     }
 
     #[test]
     fn allocate_is_aligned() {
-        let ram = allocate(128, Backing::Anon).unwrap();
+        let ram = allocate(mib(128), Backing::Anon).unwrap();
         assert_eq!(ram.total(), 128 * MIB);
         assert_eq!(ram.mappings[0].addr() % HUGE_2M, 0);
     }
@@ -523,12 +482,12 @@ mod tests {
     #[test]
     fn the_mapping_is_what_the_engines_rule_expects() {
         use truecold_proto::kinds::Engine;
-        for mib in [4u64, 127, 128, 1024, 3071, 3072, 3073, 5000] {
-            let ram = allocate(mib, Backing::Anon).unwrap();
+        for n in [4u64, 127, 128, 1024, 3071, 3072, 3073, 5000] {
+            let ram = allocate(mib(n), Backing::Anon).unwrap();
             assert_eq!(
                 ram.mapped(),
-                Engine::Truecold.expected_mapping(mib * MIB),
-                "{mib} MiB"
+                Engine::Truecold.expected_mapping(n * MIB),
+                "{n} MiB"
             );
         }
     }

@@ -218,10 +218,18 @@ mod tests {
 
     #[test]
     fn judge_checks_everything() {
-        let map = crate::boot_params::e820(&crate::memory::layout(128).unwrap());
+        let map = crate::boot_params::e820(
+            &truecold_proto::limits::GuestMem::from_mib(128)
+                .map(crate::memory::layout)
+                .unwrap(),
+        );
         assert_eq!(expected_touches(&map, TOUCH_STRIDE), 1 + 64);
         assert_eq!(expected_touches(&map, TOUCH_STRIDE_SPARSE), 1 + 1);
-        let big = crate::boot_params::e820(&crate::memory::layout(16384).unwrap());
+        let big = crate::boot_params::e820(
+            &truecold_proto::limits::GuestMem::from_mib(16384)
+                .map(crate::memory::layout)
+                .unwrap(),
+        );
         assert_eq!(
             expected_touches(&big, TOUCH_STRIDE_SPARSE),
             big.iter()

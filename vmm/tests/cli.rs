@@ -30,7 +30,7 @@ fn probe_boot_prints_one_json_report() {
     assert_eq!(stdout.lines().count(), 1);
     let r: BootReport = serde_json::from_str(&stdout).unwrap();
     common::check_probe_report(&r, &r.config.clone());
-    assert_eq!(r.config.mem_mib, 16384);
+    assert_eq!(r.config.mem.mib(), 16384);
     assert_eq!(r.core.stamps.request, Some(1));
     assert!(r
         .core

@@ -2,7 +2,7 @@
 //! hugetlb pool. These tests fail (never skip) without a usable /dev/kvm.
 mod common;
 
-use truecold_proto::limits::LimitError;
+use truecold_proto::limits::{GuestMem, LimitError};
 use truecold_vmm::boot::ConfigError;
 use truecold_vmm::config::Deadline;
 use truecold_vmm::loader::KernelSource;
@@ -17,7 +17,7 @@ fn boot_ok(mem_mib: u64, vcpus: u8, backing: Backing) {
 
 fn boot_source(kernel: KernelSource, mem_mib: u64, vcpus: u8, backing: Backing) {
     common::require_kvm();
-    let mut cfg = BootConfig::probe(vcpus, mem_mib, backing);
+    let mut cfg = BootConfig::probe(vcpus, mib(mem_mib), backing);
     cfg.kernel = kernel;
     // Generous: a functional check, not a timing one (16 GiB THP on a loaded PVM host is slow).
     cfg.deadline = Deadline::AfterBootStartMs(300_000);
@@ -79,7 +79,7 @@ fn linux64_protocol_32cpu() {
 fn given_host_kind_skips_detection() {
     common::require_kvm();
     let detected = truecold_vmm::host::detection(None);
-    let mut cfg = BootConfig::probe(1, 128, Backing::Anon);
+    let mut cfg = BootConfig::probe(1, mib(128), Backing::Anon);
     cfg.host_kind = Some(detected.kind);
     cfg.deadline = Deadline::AfterBootStartMs(300_000);
     let r = truecold_vmm::boot(&cfg)
@@ -131,7 +131,7 @@ fn one_big_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 fn thp_16g_2cpu() {
     let _big = one_big_at_a_time();
     common::require_kvm();
-    let mut cfg = BootConfig::probe(2, 16384, Backing::Thp);
+    let mut cfg = BootConfig::probe(2, mib(16384), Backing::Thp);
     cfg.kernel = KernelSource::ProbeSparse;
     cfg.deadline = Deadline::AfterBootStartMs(300_000);
     cfg.request_ns = Some(now_ns());
@@ -167,7 +167,7 @@ fn hugetlb_pool_empty_then_boots() {
     common::require_kvm();
     {
         let _pool = HugePool::set(0);
-        let cfg = BootConfig::probe(1, 128, Backing::Hugetlb);
+        let cfg = BootConfig::probe(1, mib(128), Backing::Hugetlb);
         match truecold_vmm::boot(&cfg) {
             Err(Error::Memory(MemoryError::HugetlbPool { needed, free, .. })) => {
                 assert_eq!(needed, 65);
@@ -198,7 +198,7 @@ fn hugetlb_pool_empty_then_boots() {
 fn silent_guest_hits_the_deadline() {
     common::require_kvm();
     for vcpus in [1, 2] {
-        let mut cfg = BootConfig::probe(vcpus, 128, Backing::Anon);
+        let mut cfg = BootConfig::probe(vcpus, mib(128), Backing::Anon);
         cfg.kernel = KernelSource::ProbeSilent;
         cfg.deadline = Deadline::AfterBootStartMs(300);
         match truecold_vmm::boot(&cfg) {
@@ -232,7 +232,7 @@ fn silent_guest_hits_the_deadline() {
 fn past_absolute_deadline_is_a_prompt_deadline_error() {
     common::require_kvm();
     for (vcpus, mem_mib) in [(1, 128), (2, 16384)] {
-        let mut cfg = BootConfig::probe(vcpus, mem_mib, Backing::Anon);
+        let mut cfg = BootConfig::probe(vcpus, mib(mem_mib), Backing::Anon);
         let request = now_ns();
         cfg.request_ns = Some(request);
         cfg.deadline = Deadline::AtNs(request - 1);
@@ -264,7 +264,7 @@ fn past_absolute_deadline_is_a_prompt_deadline_error() {
 #[test]
 fn silent_guest_ends_at_the_absolute_deadline() {
     common::require_kvm();
-    let mut cfg = BootConfig::probe(1, 128, Backing::Anon);
+    let mut cfg = BootConfig::probe(1, mib(128), Backing::Anon);
     cfg.kernel = KernelSource::ProbeSilent;
     let request = now_ns();
     let at = request + 400_000_000;
@@ -291,14 +291,7 @@ fn silent_guest_ends_at_the_absolute_deadline() {
 #[test]
 fn bad_inputs_are_typed_errors() {
     common::require_kvm();
-    let cfg = BootConfig::probe(1, 0, Backing::Anon);
-    assert!(matches!(
-        truecold_vmm::boot(&cfg),
-        Err(Error::Config(ConfigError::Limit(LimitError::MemTooSmall {
-            got: 0
-        })))
-    ));
-    let cfg = BootConfig::probe(33, 128, Backing::Anon);
+    let cfg = BootConfig::probe(33, mib(128), Backing::Anon);
     assert!(matches!(
         truecold_vmm::boot(&cfg),
         Err(Error::Config(ConfigError::Limit(LimitError::Vcpus {
@@ -306,12 +299,12 @@ fn bad_inputs_are_typed_errors() {
         })))
     ));
     let host_mib = truecold_vmm::host::host_mem_total().unwrap() >> 20;
-    let cfg = BootConfig::probe(1, host_mib + 1024, Backing::Anon);
+    let cfg = BootConfig::probe(1, mib(host_mib + 1024), Backing::Anon);
     assert!(matches!(
         truecold_vmm::boot(&cfg),
         Err(Error::Memory(MemoryError::ExceedsHost { .. }))
     ));
-    let mut cfg = BootConfig::probe(1, 128, Backing::Anon);
+    let mut cfg = BootConfig::probe(1, mib(128), Backing::Anon);
     cfg.kernel = KernelSource::File("/nonexistent/vmlinux".into());
     assert!(matches!(
         truecold_vmm::boot(&cfg),
@@ -351,7 +344,7 @@ fn bad_inputs_are_typed_errors() {
 fn per_stage_exits_faults_and_rss() {
     use truecold_proto::measure::{Mark, Stage};
     common::require_kvm();
-    let mut cfg = BootConfig::probe(2, 128, Backing::Anon);
+    let mut cfg = BootConfig::probe(2, mib(128), Backing::Anon);
     cfg.deadline = Deadline::AfterBootStartMs(300_000);
     let req = now_ns();
     cfg.request_ns = Some(req);
@@ -407,4 +400,8 @@ fn per_stage_exits_faults_and_rss() {
         truecold_proto::report::VmmOutput::Boot(c) => assert_eq!(c.accounting.as_ref(), Some(a)),
         other => panic!("{other:?}"),
     }
+}
+
+fn mib(n: u64) -> GuestMem {
+    GuestMem::from_mib(n).expect("a size within the limits")
 }

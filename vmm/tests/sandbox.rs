@@ -204,7 +204,7 @@ fn no_seccomp_is_recorded() {
     let mut json: serde_json::Value = serde_json::to_value(
         truecold_vmm::boot(&truecold_vmm::BootConfig::probe(
             1,
-            64,
+            truecold_proto::limits::GuestMem::from_mib(64).unwrap(),
             truecold_vmm::memory::Backing::Anon,
         ))
         .unwrap(),

@@ -4,11 +4,12 @@
 //! ([`workspace`]: ext4 via e2fsprogs), the `out/guest` bundle of all of them, the L1
 //! kernel for the nested harness, and a reproducibility check.
 
-pub mod cpio;
 pub mod workspace;
 
-/// Where the parity kernel (vmlinux, bzImage, config) goes in the guest directory.
-pub const PARITY_DIR: &str = "parity";
+// The cpio writer and the guest directory's names live in proto, where the nested harness
+// (which builds L1's initramfs at run time) and the bench use them without this crate.
+pub use truecold_proto::cpio;
+pub use truecold_proto::parity::PARITY_KERNEL_DIR as PARITY_DIR;
 
 use sha2::{Digest, Sha256};
 use std::io;

@@ -27,8 +27,7 @@ use std::process::Command;
 use truecold_proto::hex;
 use truecold_proto::parity::{WORKSPACE_MOUNT, WORKSPACE_SEED, WORKSPACE_SEED_FILE};
 
-/// The image's file name in the guest bundle.
-pub const IMAGE: &str = "workspace.img";
+pub use truecold_proto::parity::WORKSPACE_IMAGE as IMAGE;
 /// Image size: 8 MiB (2048 blocks of 4 KiB; mke2fs gives it a 4 MiB journal).
 pub const SIZE: u64 = 8 << 20;
 /// Filesystem UUID (`-U`); also seeds metadata_csum.

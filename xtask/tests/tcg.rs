@@ -16,7 +16,7 @@
 //!
 //! The serial-transport boots (`serial_*`) drive the guest the way the bench drives every
 //! engine: QEMU's 8250 is `-serial stdio` on pipes, the command line is
-//! `truecold_vmm::boot_params::cmdline(SerialUse::Transport(engine), M, "")` with
+//! `truecold_proto::boot_cmdline::cmdline(SerialUse::Transport(engine), M, "")` with
 //! `truecold.mem` = the `-m` size, and the host reads `TC1 ready`, writes a fresh nonce,
 //! reads the reply and the record; the doorbell and exit stand-ins stay as above. Told
 //! `qemu-microvm`, the guest must find exactly `Engine::QemuMicrovm.expected_firmware_ram(M)`
@@ -32,11 +32,12 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use truecold_proto::boot_cmdline::{cmdline, SerialUse};
 use truecold_proto::kinds::Engine;
+use truecold_proto::limits::GuestMem;
 use truecold_proto::{
     BootId, ErrorCode, GuestRecord, LineAssembler, Message, ProtoError, Reply, Workload, NONCE_LEN,
 };
-use truecold_vmm::boot_params::{cmdline, SerialUse};
 
 const MIB: u64 = 1 << 20;
 /// Hang guard only (TCG boots take about a second here); not a timing assertion.
@@ -428,7 +429,8 @@ fn serial_boot_with(
     let dir = guest_dir();
     let tmp = tempfile::tempdir().unwrap();
     let p = |n: &str| tmp.path().join(n);
-    let append = cmdline(SerialUse::Transport(engine), mib * MIB, &extra.cmdline).unwrap();
+    let mem = GuestMem::from_mib(mib).expect("a size within the limits");
+    let append = cmdline(SerialUse::Transport(engine), mem, &extra.cmdline).unwrap();
     let kernel = extra.kernel.clone().unwrap_or_else(|| dir.join("vmlinux"));
     let machine = format!("microvm{}", extra.machine);
     let mut child = Command::new("qemu-system-x86_64")

@@ -93,7 +93,7 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     // memory: configured == memslots == E820 == guest
     let m = &r.memory;
     let f = &c.memory_figures;
-    let want = cfg.mem_mib << 20;
+    let want = cfg.mem.bytes();
     assert_eq!(f.configured, want);
     assert_eq!(f.memslots, want);
     assert_eq!(f.e820_ram, want);
@@ -103,7 +103,7 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     for (s, e) in m.memslots.iter().zip(&m.e820) {
         assert_eq!((s.start, s.size, 1), (e.addr, e.size, e.kind));
     }
-    assert_eq!(m.memslots.len(), if cfg.mem_mib > 3071 { 3 } else { 2 });
+    assert_eq!(m.memslots.len(), if cfg.mem.mib() > 3071 { 3 } else { 2 });
 
     // backing: obtained is what was requested
     let b = &r.backing;

@@ -1,0 +1,220 @@
+//! The guest kernel's command line, built once for every engine (pure): truecold-vmm builds
+//! it for its own guests, and the bench hands the same string to Firecracker, Cloud
+//! Hypervisor and QEMU. Its memory key takes the one memory quantity ([`GuestMem`]), so the
+//! size the guest checks is the size the host configured, in bytes, with no conversion here.
+
+use crate::cmdline as keys;
+use crate::kinds::{Engine, Transport};
+use crate::limits::GuestMem;
+use crate::parity::NetPair;
+
+/// Longest command line, bytes, without the final NUL (the boot protocol's 2048 with it).
+pub const CMDLINE_MAX: usize = 2047;
+
+/// A command line that cannot be given to a kernel.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CmdlineError {
+    #[error("command line of {0} bytes is longer than {CMDLINE_MAX}")]
+    TooLong(usize),
+    #[error("command line contains a NUL or non-ASCII byte")]
+    Invalid,
+}
+
+impl CmdlineError {
+    /// Stable kebab-case kind (the VMM's JSON error report).
+    pub fn kind(&self) -> &'static str {
+        "cmdline-invalid"
+    }
+}
+
+/// What the guest's 8250 (ttyS0) is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SerialUse {
+    /// No serial port at all (`8250.nr_uarts=0`): the fastest boot; truecold's ports carry
+    /// everything.
+    Off,
+    /// The kernel console and the guest's messages (diagnostics; each byte is a VM exit).
+    Console,
+    /// The guest's transport to `engine` (`truecold.transport=serial`): one port, no
+    /// console, only the guest's short `TC1` lines cross it.
+    Transport(Engine),
+}
+
+/// The tuned base command line (see docs/architecture.md and notes/anchors.md): console off
+/// unless asked (each 8250 byte is a VM exit), no ACPI/PCI probing, reboot through the
+/// keyboard controller (our stop signal), no crypto self-tests, no I/O-port delays, no legacy
+/// PTYs (measured: `pty.legacy_count=0` is −9.3 % of a 2-vCPU nested boot's p50,
+/// results/20261201T1050Z-tune-nested-linux-2vcpu-1024mib-no-legacy-ptys; kernel-config/README.md).
+pub fn base_cmdline(serial: SerialUse) -> &'static str {
+    match serial {
+        SerialUse::Console => {
+            "console=ttyS0 8250.nr_uarts=1 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
+             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
+             io_delay=none no_timer_check pty.legacy_count=0"
+        }
+        SerialUse::Transport(_) => {
+            "8250.nr_uarts=1 quiet loglevel=0 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
+             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
+             io_delay=none no_timer_check pty.legacy_count=0"
+        }
+        SerialUse::Off => {
+            "8250.nr_uarts=0 quiet loglevel=0 reboot=k panic=-1 acpi=off pci=off i8042.noaux \
+             i8042.nomux i8042.nopnp i8042.dumbkbd cryptomgr.notests swiotlb=noforce \
+             io_delay=none no_timer_check pty.legacy_count=0"
+        }
+    }
+}
+
+/// The full command line (pure): base + `truecold.mem=<bytes>` (+ `truecold.transport=serial
+/// truecold.engine=<engine>` for the serial transport) + extra. The one definition every
+/// engine's guest gets.
+pub fn cmdline(serial: SerialUse, mem: GuestMem, extra: &str) -> Result<String, CmdlineError> {
+    let mut s = format!("{} {}={}", base_cmdline(serial), keys::MEM, mem.bytes());
+    if let SerialUse::Transport(engine) = serial {
+        s.push_str(&format!(
+            " {}={} {}={}",
+            keys::TRANSPORT,
+            Transport::Serial.as_str(),
+            keys::ENGINE,
+            engine.as_str()
+        ));
+    }
+    let extra = extra.trim();
+    if !extra.is_empty() {
+        s.push(' ');
+        s.push_str(extra);
+    }
+    if !s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Err(CmdlineError::Invalid);
+    }
+    if s.len() > CMDLINE_MAX {
+        return Err(CmdlineError::TooLong(s.len()));
+    }
+    Ok(s)
+}
+
+/// The parity contract's guest keys (pure), in this order: `truecold.net=eth0,<guest>/30`
+/// with a network pair, `truecold.workspace=1` with a workspace, `truecold.transport=vsock`
+/// under that transport. Every engine's parity guest gets them (truecold-vmm's
+/// `boot_params::virtio_args`, [`agent_cmdline`]).
+pub fn parity_keys(net: Option<NetPair>, workspace: bool, transport: Transport) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(p) = net {
+        v.push(format!("{}={}", keys::NET, p.guest_net_value()));
+    }
+    if workspace {
+        v.push(format!("{}=1", keys::WORKSPACE));
+    }
+    if transport == Transport::Vsock {
+        v.push(format!("{}={}", keys::TRANSPORT, Transport::Vsock.as_str()));
+    }
+    v
+}
+
+/// A peer engine's guest command line under the parity contract (pure): no serial port
+/// ([`SerialUse::Off`]: the agent channel is vsock), the parity keys ([`parity_keys`]: the
+/// network pair, the workspace, `truecold.transport=vsock`), `truecold.engine=<engine>` (its
+/// E820 rule), then `extra`. Firecracker appends its own `virtio_mmio.device=` entries to
+/// it; an engine whose virtio devices are PCI functions only ([`Engine::virtio_pci_only`]:
+/// Cloud Hypervisor) gets its PCI bus probed (the base's `pci=off` dropped). truecold-vmm
+/// builds its own (`boot_params::virtio_args`).
+pub fn agent_cmdline(
+    engine: Engine,
+    mem: GuestMem,
+    pair: NetPair,
+    extra: &str,
+) -> Result<String, CmdlineError> {
+    let mut v = parity_keys(Some(pair), true, Transport::Vsock);
+    v.push(format!("{}={}", keys::ENGINE, engine.as_str()));
+    v.push(extra.trim().to_string());
+    let s = cmdline(SerialUse::Off, mem, &v.join(" "))?;
+    Ok(if engine.virtio_pci_only() {
+        s.replacen(" pci=off", "", 1)
+    } else {
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mib(n: u64) -> GuestMem {
+        GuestMem::from_mib(n).expect("a size within the limits")
+    }
+
+    #[test]
+    fn cmdline_rules_and_length_limit() {
+        let c = cmdline(SerialUse::Off, mib(128), " foo=1 ").unwrap();
+        assert!(c.contains("truecold.mem=134217728"));
+        assert!(c.ends_with(" foo=1"));
+        assert!(c.contains("8250.nr_uarts=0"));
+        assert!(!c.contains("console=ttyS0"));
+        assert!(cmdline(SerialUse::Console, mib(4), "")
+            .unwrap()
+            .contains("console=ttyS0"));
+        let t = cmdline(SerialUse::Transport(Engine::Firecracker), mib(4), "x=1").unwrap();
+        assert!(
+            t.starts_with("8250.nr_uarts=1 quiet ")
+                && t.ends_with(
+                    " truecold.mem=4194304 truecold.transport=serial truecold.engine=firecracker x=1"
+                )
+                && !t.contains("console="),
+            "{t}"
+        );
+        let g = crate::GuestConfig::from_cmdline(&t).unwrap();
+        assert_eq!(g.transport, Transport::Serial);
+        assert_eq!(g.engine, Engine::Firecracker);
+        let parsed = crate::GuestConfig::from_cmdline(&c).unwrap();
+        assert_eq!(parsed.mem, 128 << 20);
+
+        // Exactly CMDLINE_MAX bytes (2048 with the NUL) is accepted, one more is not.
+        let base = cmdline(SerialUse::Off, mib(4), "").unwrap().len();
+        let fill = |n: usize| format!("x={}", "y".repeat(n - 2));
+        let at_max = cmdline(SerialUse::Off, mib(4), &fill(CMDLINE_MAX - base - 1)).unwrap();
+        assert_eq!(at_max.len(), CMDLINE_MAX);
+        assert_eq!(
+            cmdline(SerialUse::Off, mib(4), &fill(CMDLINE_MAX - base)),
+            Err(CmdlineError::TooLong(CMDLINE_MAX + 1))
+        );
+        for bad in ["a\u{e9}", "a\0b", "a\tb"] {
+            assert_eq!(
+                cmdline(SerialUse::Off, mib(4), bad),
+                Err(CmdlineError::Invalid),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(CmdlineError::Invalid.kind(), "cmdline-invalid");
+        assert_eq!(CmdlineError::TooLong(3000).kind(), "cmdline-invalid");
+    }
+
+    #[test]
+    fn a_peer_engines_agent_command_line() {
+        let pair = NetPair::for_slot(0).unwrap();
+        let fc = agent_cmdline(Engine::Firecracker, mib(1024), pair, " x=1 ").unwrap();
+        assert!(fc.starts_with("8250.nr_uarts=0 quiet "), "{fc}");
+        assert!(fc.contains(" acpi=off pci=off "), "{fc}");
+        assert!(
+            fc.ends_with(
+                " truecold.mem=1073741824 truecold.net=eth0,10.200.0.2/30 truecold.workspace=1 \
+                 truecold.transport=vsock truecold.engine=firecracker x=1"
+            ),
+            "{fc}"
+        );
+        let g = crate::GuestConfig::from_cmdline(&fc).unwrap();
+        assert_eq!(g.transport, Transport::Vsock);
+        assert_eq!(g.engine, Engine::Firecracker);
+        assert!(g.workspace);
+        assert_eq!(g.net.as_deref(), Some("eth0,10.200.0.2/30"));
+        // Cloud Hypervisor's virtio is PCI only: its bus is probed, nothing else changes.
+        let ch = agent_cmdline(Engine::CloudHypervisor, mib(1024), pair, "").unwrap();
+        assert!(!ch.contains("pci=off"), "{ch}");
+        assert_eq!(
+            ch.replace(" acpi=off ", " acpi=off pci=off "),
+            agent_cmdline(Engine::Firecracker, mib(1024), pair, "")
+                .unwrap()
+                .replace("=firecracker", "=cloud-hypervisor")
+        );
+        assert!(!ch.ends_with(' '), "{ch:?}");
+    }
+}
