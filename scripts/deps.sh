@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Installs what truecold needs on a fresh Debian 12 machine (idempotent; needs root for apt).
 set -euo pipefail
+# One run at a time on a machine: two at once (a test run beside a build, two clones) would
+# unpack and replace the same /opt/truecold prefix under each other.
+if [[ -z ${TRUECOLD_DEPS_LOCKED:-} ]]; then
+  exec 9>"${TRUECOLD_DEPS_LOCK:-/run/lock/truecold-deps.lock}"
+  flock 9
+  export TRUECOLD_DEPS_LOCKED=1
+fi
 # The kernel source is pinned (kernel-config/build.sh checks the exact version).
 # linux-source-6.12 is installed, at its pinned version, by kernel-config/build.sh.
 # build-essential's g++ also builds libFuzzer for scripts/fuzz.sh (crate libfuzzer-sys).

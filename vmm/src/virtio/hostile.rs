@@ -124,7 +124,22 @@ fn scenarios() -> Vec<Scenario> {
             vec![(0xffff_0000_0000, 17, INDIRECT, 0)],
             vec![0],
             1,
-            None,
+            Some("indirect"),
+        ),
+        (
+            // A well-formed table of 4,096 descriptors inside memory: never followed.
+            "indirect without the feature, a large valid table",
+            vec![(0x20_0000, 16 * 4096, INDIRECT, 0)],
+            vec![0],
+            1,
+            Some("indirect"),
+        ),
+        (
+            "indirect second in the chain",
+            vec![(0x10_0000, 64, NEXT, 1), (0x20_0000, 64, INDIRECT, 0)],
+            vec![0],
+            1,
+            Some("indirect"),
         ),
     ]
 }

@@ -175,6 +175,10 @@ pub enum ChainError {
     BadHead,
     #[error("the request is not understood")]
     Unsupported,
+    #[error("a descriptor refers to an indirect table, a feature the device does not offer")]
+    Indirect,
+    #[error("the frame's virtio-net header asks for an offload that was not negotiated")]
+    OffloadHeader,
 }
 
 impl ChainError {
@@ -190,6 +194,8 @@ impl ChainError {
             ChainError::UsedRing => "used-ring",
             ChainError::BadHead => "bad-head",
             ChainError::Unsupported => "unsupported",
+            ChainError::Indirect => "indirect",
+            ChainError::OffloadHeader => "offload-header",
         }
     }
 }
@@ -288,6 +294,37 @@ impl Chain {
     }
 }
 
+/// Whether the chain at `head` of the descriptor table at `table` (`size` entries) has a
+/// descriptor with VIRTQ_DESC_F_INDIRECT, walking at most `size` descriptors as virtio-queue
+/// does (an unreadable descriptor ends the walk: virtio-queue's chain ends there too).
+pub fn names_indirect_table<M: GuestMemory>(mem: &M, table: u64, size: u16, head: u16) -> bool {
+    const F_NEXT: u16 = 1;
+    const F_INDIRECT: u16 = 4;
+    let mut i = head;
+    for _ in 0..size {
+        if i >= size {
+            return false;
+        }
+        // struct virtq_desc: addr u64, len u32, flags u16, next u16 (16 bytes, little endian).
+        let Some(at) = table.checked_add(u64::from(i) * 16 + 12) else {
+            return false;
+        };
+        let mut fl = [0u8; 4];
+        if mem.read_slice(&mut fl, GuestAddress(at)).is_err() {
+            return false;
+        }
+        let flags = u16::from_le_bytes([fl[0], fl[1]]);
+        if flags & F_INDIRECT != 0 {
+            return true;
+        }
+        if flags & F_NEXT == 0 {
+            return false;
+        }
+        i = u16::from_le_bytes([fl[2], fl[3]]);
+    }
+    false
+}
+
 /// Copies from a list of guest buffers, starting at byte `offset` of their concatenation,
 /// into `out`; returns the bytes copied (fewer at the end of the buffers).
 pub fn gather<M: GuestMemory>(
@@ -375,8 +412,17 @@ impl<'a> Ctx<'a> {
     pub fn pop(&mut self, q: usize, max_len: u64) -> Option<Chain> {
         loop {
             let queue = self.queues.get_mut(q)?;
+            let (table, size) = (queue.desc_table(), queue.size());
             let chain = queue.pop_descriptor_chain(self.mem)?;
-            match Chain::parse(chain, self.mem, max_len) {
+            // No device offers VIRTIO_RING_F_INDIRECT_DESC: a chain that names an indirect
+            // table is refused before virtio-queue would follow it (a table of up to 65,535
+            // descriptors, read while the transport's lock is held).
+            let parsed = if names_indirect_table(self.mem, table, size, chain.head_index()) {
+                Err((chain.head_index(), ChainError::Indirect))
+            } else {
+                Chain::parse(chain, self.mem, max_len)
+            };
+            match parsed {
                 Ok(c) => return Some(c),
                 Err((head, e)) => {
                     self.faults.refuse(e);

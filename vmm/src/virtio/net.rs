@@ -96,6 +96,16 @@ impl Net {
             let n = c.readable_len() as usize;
             match gather(cx.mem, &c.readable, 0, &mut self.tx_buf[..n]) {
                 Ok(got) if got == n && n > VNET_HDR_LEN => {
+                    // No offload was negotiated: a header with flags or a GSO type is refused,
+                    // and the tap gets a header this VMM wrote (all zero), never the guest's
+                    // hdr_len, gso_size or checksum offsets for the host kernel to parse.
+                    if self.tx_buf[0] != 0 || self.tx_buf[1] != 0 {
+                        cx.faults.refuse(ChainError::OffloadHeader);
+                        self.dropped += 1;
+                        cx.used(TX, c.head, 0);
+                        continue;
+                    }
+                    self.tx_buf[..VNET_HDR_LEN].fill(0);
                     cx.faults.chains_ok += 1;
                     match self.frames.send(&self.tx_buf[..n]) {
                         Ok(_) => self.tx_frames += 1,
@@ -248,8 +258,11 @@ mod tests {
         let mut mac = [0u8; 6];
         net.read_config(0, &mut mac);
         assert_eq!(mac, [2, 0x74, 10, 200, 0, 2]);
-        // TX: header + 60-byte frame in two descriptors.
-        let frame: Vec<u8> = (0..72u8).collect();
+        // TX: header + 60-byte frame in two descriptors. The header asks for no offload
+        // (flags 0, GSO none) but carries guest-chosen hdr_len, gso_size and checksum
+        // offsets: the tap gets the frame behind a header of zeros.
+        let mut frame: Vec<u8> = (0..72u8).collect();
+        frame[1] = 0;
         m.write_slice(&frame, GuestAddress(0x10_0000)).unwrap();
         let (txq, tx_used) = queue_with(
             &m,
@@ -275,7 +288,9 @@ mod tests {
         net.handle(&mut cx, Event::Queue(1));
         let mut got = [0u8; 200];
         let n = host.recv(&mut got).unwrap();
-        assert_eq!(&got[..n], &frame[..]);
+        assert_eq!(n, frame.len());
+        assert_eq!(&got[..VNET_HDR_LEN], &[0u8; VNET_HDR_LEN]);
+        assert_eq!(&got[VNET_HDR_LEN..n], &frame[VNET_HDR_LEN..]);
         assert_eq!(used(&m, tx_used, 1), (1, vec![(0, 0)]));
         // RX: the host sends one frame; the backend event delivers it.
         let mut inbound = vec![0u8; 12];
@@ -336,5 +351,36 @@ mod tests {
         assert_eq!(net.dropped, 1);
         assert_eq!(faults.count("too-long"), 1);
         assert_eq!(faults.count("wrong-direction"), 1);
+    }
+
+    /// A frame whose header asks for a checksum or GSO offload (none was negotiated) is
+    /// refused, counted and dropped: nothing reaches the tap.
+    #[test]
+    fn an_offload_header_never_reaches_the_tap() {
+        for (flags, gso_type) in [(1u8, 0u8), (0, 1), (0, 4), (0x80, 0x80)] {
+            let m = mem();
+            let (a, host) = UnixDatagram::pair().unwrap();
+            a.set_nonblocking(true).unwrap();
+            host.set_nonblocking(true).unwrap();
+            let mut net = Net::new(Box::new(a), [0; 6]);
+            let mut frame = vec![0u8; 72];
+            frame[0] = flags;
+            frame[1] = gso_type;
+            m.write_slice(&frame, GuestAddress(0x10_0000)).unwrap();
+            let (txq, tx_used) = queue_with(&m, 0x8000, 16, &[vec![desc(0x10_0000, 72, 0)]]);
+            let (rxq, _) = queue_with(&m, 0, 16, &[]);
+            let mut queues = vec![rxq, txq];
+            let ep = Epoll::new().unwrap();
+            let poll = Poll::new(&ep, 0);
+            let mut faults = Faults::default();
+            let mut cx = Ctx::new(&m, &mut queues, &poll, &mut faults);
+            net.handle(&mut cx, Event::Queue(1));
+            assert_eq!(used(&m, tx_used, 1), (1, vec![(0, 0)]));
+            assert_eq!(faults.count("offload-header"), 1, "{flags} {gso_type}");
+            assert_eq!(net.dropped, 1);
+            assert_eq!(net.tx_frames, 0);
+            let mut got = [0u8; 100];
+            assert!(host.recv(&mut got).is_err(), "a frame reached the tap");
+        }
     }
 }
