@@ -96,6 +96,14 @@ pub enum LoaderError {
         #[source]
         source: std::io::Error,
     },
+    #[error("kernel {name}'s entry point {entry:#x} is outside guest RAM")]
+    EntryOutsideRam { name: String, entry: u64 },
+    #[error("kernel {name}'s memory image ends at {end:#x}, beyond guest RAM's end {ram_end:#x}")]
+    ImageBeyondRam {
+        name: String,
+        end: u64,
+        ram_end: u64,
+    },
     #[error("invalid boot parameters")]
     Params(#[source] BootParamsError),
     #[error("writing boot data at {addr:#x} failed")]
@@ -113,9 +121,11 @@ impl LoaderError {
         match self {
             LoaderError::OpenKernel { source, .. } if missing(source) => "kernel-missing",
             LoaderError::OpenKernel { .. } | LoaderError::ReadKernel { .. } => "kernel-unreadable",
-            LoaderError::UnknownFormat(_) | LoaderError::Elf(..) | LoaderError::BzImage(..) => {
-                "kernel-corrupt"
-            }
+            LoaderError::UnknownFormat(_)
+            | LoaderError::Elf(..)
+            | LoaderError::BzImage(..)
+            | LoaderError::EntryOutsideRam { .. }
+            | LoaderError::ImageBeyondRam { .. } => "kernel-corrupt",
             LoaderError::Initramfs { source, .. } if missing(source) => "initramfs-missing",
             LoaderError::Initramfs { .. } => "initramfs-unreadable",
             LoaderError::Params(e) => e.kind(),
@@ -268,6 +278,32 @@ pub fn load(
             load_image(ram, "embedded probe", &mut std::io::Cursor::new(img))?
         }
     };
+    // An image whose entry point is not in guest RAM, or whose memory image (its BSS
+    // included) runs past it, is corrupt: refused here, never a vCPU started at an unmapped
+    // address or a kernel whose BSS is not there (both found by the vmm_loader fuzz target:
+    // the loader takes an ELF's e_entry and p_memsz as they are).
+    let name = || match kernel {
+        KernelSource::File(p) => p.display().to_string(),
+        _ => "embedded probe".into(),
+    };
+    if !ram
+        .ranges
+        .iter()
+        .any(|r| (r.start..r.end()).contains(&image.entry))
+    {
+        return Err(LoaderError::EntryOutsideRam {
+            name: name(),
+            entry: image.entry,
+        });
+    }
+    let ram_end = ram.ranges.iter().map(|r| r.end()).max().unwrap_or(0);
+    if image.kernel_end > ram_end {
+        return Err(LoaderError::ImageBeyondRam {
+            name: name(),
+            end: image.kernel_end,
+            ram_end,
+        });
+    }
 
     let initramfs = match initramfs {
         None => None,
@@ -333,6 +369,66 @@ pub fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A minimal 64-bit ELF: one PT_LOAD of 16 bytes at 1 MiB, entry point `entry`.
+    fn elf(entry: u64) -> Vec<u8> {
+        let mut b = b"\x7fELF\x02\x01\x01".to_vec();
+        b.resize(16, 0);
+        for (v, n) in [
+            (2u64, 2),
+            (0x3e, 2),
+            (1, 4),
+            (entry, 8),
+            (64, 8),
+            (0, 8),
+            (0, 4),
+        ] {
+            b.extend_from_slice(&v.to_le_bytes()[..n]);
+        }
+        for (v, n) in [(64u64, 2), (56, 2), (1, 2), (0, 2), (0, 2), (0, 2)] {
+            b.extend_from_slice(&v.to_le_bytes()[..n]);
+        }
+        for (v, n) in [(1u64, 4), (5, 4), (120, 8), (0x10_0000, 8), (0x10_0000, 8)] {
+            b.extend_from_slice(&v.to_le_bytes()[..n]);
+        }
+        for v in [16u64, 16, 0x1000] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&[0x90; 16]);
+        b
+    }
+
+    #[test]
+    fn an_entry_point_outside_guest_ram_is_a_corrupt_kernel() {
+        let mem = truecold_proto::limits::GuestMem::from_mib(4).unwrap();
+        let ram = crate::memory::allocate(mem, crate::memory::Backing::Anon).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vmlinux");
+        std::fs::write(&path, elf(0x10_0000)).unwrap();
+        let src = KernelSource::File(path.clone());
+        let ok = load(&ram, &src, None, "").unwrap();
+        assert_eq!((ok.format, ok.entry), (KernelFormat::Elf, 0x10_0000));
+        std::fs::write(&path, elf(0x90_0000)).unwrap();
+        let e = load(&ram, &src, None, "").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LoaderError::EntryOutsideRam {
+                    entry: 0x90_0000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(e.kind(), "kernel-corrupt");
+        // A BSS (p_memsz) that runs past the end of RAM.
+        let mut big = elf(0x10_0000);
+        big[64 + 40..64 + 48].copy_from_slice(&(64u64 << 20).to_le_bytes());
+        std::fs::write(&path, big).unwrap();
+        let e = load(&ram, &src, None, "").unwrap_err();
+        assert!(matches!(e, LoaderError::ImageBeyondRam { .. }), "{e}");
+        assert_eq!(e.kind(), "kernel-corrupt");
+    }
 
     #[test]
     fn format_sniffing() {
