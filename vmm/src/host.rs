@@ -20,18 +20,13 @@ pub fn for_boot(given: Option<HostKind>) -> Detection {
     }
 }
 
-/// Observes this host: [`Detection::observe`], the one detection (in proto, where the bench
-/// calls it too).
-pub fn detection(forced: Option<HostKind>) -> Detection {
-    Detection::observe(forced)
-}
+// The one detection, shared with the bench.
+pub use truecold_host::kind::{detection, hypervisor_signature};
 
 /// `--host-kind` values: [`HostKind::parse`].
 pub fn parse_host_kind(s: &str) -> Result<HostKind, String> {
     HostKind::parse(s)
 }
-
-pub use truecold_proto::kinds::hypervisor_signature;
 
 /// `/proc/self/status` (VmRSS, VmHWM, Seccomp, NoNewPrivs).
 pub const PROC_SELF_STATUS: &str = "/proc/self/status";

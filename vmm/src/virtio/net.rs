@@ -19,7 +19,7 @@ pub const RX: usize = 0;
 pub const TX: usize = 1;
 // The tap itself (created, addressed, up; persistent for an engine that opens one by name)
 // lives in its own crate, which the bench uses for Firecracker's tap without this one.
-pub use truecold_tap::{Tap, TapError, VNET_HDR_LEN};
+pub use truecold_host::{Tap, TapError, VNET_HDR_LEN};
 /// Largest frame (header included) carried either way.
 pub const MAX_FRAME: usize = VNET_HDR_LEN + 65550;
 const TAP_TOKEN: u32 = BACKEND_TOKEN_BASE;

@@ -239,7 +239,7 @@ mod tests {
         assert!(
             root && std::path::Path::new("/dev/net/tun").exists(),
             "the tap tests need root and /dev/net/tun: run them as root (`sudo -E cargo test \
-             -p truecold-tap`) on a kernel with the tun module (`modprobe tun`)"
+             -p truecold-host`) on a kernel with the tun module (`modprobe tun`)"
         );
     }
 
