@@ -16,19 +16,15 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use truecold_proto::hex;
+use truecold_proto::path_io::PathIoError;
 
 /// The target the guest init is built for (static via `+crt-static`).
 pub const INIT_TARGET: &str = "x86_64-unknown-linux-gnu";
 
 #[derive(Debug, thiserror::Error)]
 pub enum XtaskError {
-    #[error("{what} `{path}`")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("running `{cmd}`")]
     Spawn {
         cmd: String,
@@ -64,9 +60,9 @@ pub fn workspace_root() -> PathBuf {
     here.parent().unwrap_or(here).to_path_buf()
 }
 
-pub(crate) fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> XtaskError {
-    let path = path.to_path_buf();
-    move |source| XtaskError::Io { what, path, source }
+pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> XtaskError {
+    let e = PathIoError::at(op, path);
+    move |source| XtaskError::Io(e(source))
 }
 
 pub(crate) fn run(cmd: &mut Command) -> Result<(), XtaskError> {
@@ -83,7 +79,7 @@ pub(crate) fn run(cmd: &mut Command) -> Result<(), XtaskError> {
 
 /// Lowercase hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String, XtaskError> {
-    let bytes = std::fs::read(path).map_err(io_err("reading", path))?;
+    let bytes = std::fs::read(path).map_err(io_err("read", path))?;
     Ok(hex(&Sha256::digest(&bytes)))
 }
 
@@ -146,7 +142,7 @@ pub fn default_target_dir() -> PathBuf {
 
 /// Writes the initramfs for the init binary at `init` to `out`; returns its sha256.
 pub fn initramfs(init: &Path, out: &Path) -> Result<String, XtaskError> {
-    let bytes = std::fs::read(init).map_err(io_err("reading init", init))?;
+    let bytes = std::fs::read(init).map_err(io_err("read the init", init))?;
     let mut buf = Vec::new();
     cpio::write_newc(&cpio::initramfs_entries(bytes), &mut buf)?;
     write_atomic(out, &buf)?;
@@ -155,11 +151,11 @@ pub fn initramfs(init: &Path, out: &Path) -> Result<String, XtaskError> {
 
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), XtaskError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
     }
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(io_err("writing", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_err("renaming into", path))
+    std::fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err("rename into place", path))
 }
 
 /// Everything the guest needs, in `out`: vmlinux, bzImage, config, init, initramfs.cpio,
@@ -175,18 +171,18 @@ pub fn guest(out: &Path) -> Result<(), XtaskError> {
     let ws = workspace::build(&out.join(workspace::IMAGE))?;
     let built = init(&default_target_dir())?;
     let init_out = out.join("init");
-    let bytes = std::fs::read(&built).map_err(io_err("reading", &built))?;
+    let bytes = std::fs::read(&built).map_err(io_err("read", &built))?;
     write_atomic(&init_out, &bytes)?;
     set_executable(&init_out)?;
     let cpio_sha = initramfs(&init_out, &out.join("initramfs.cpio"))?;
     let platform_built = platform_init_path(&built);
     let platform_out = out.join("platform-init");
-    let bytes = std::fs::read(&platform_built).map_err(io_err("reading", &platform_built))?;
+    let bytes = std::fs::read(&platform_built).map_err(io_err("read", &platform_built))?;
     write_atomic(&platform_out, &bytes)?;
     set_executable(&platform_out)?;
     let platform_cpio_sha = initramfs(&platform_out, &out.join("platform-initramfs.cpio"))?;
     let mpath = out.join("manifest.json");
-    let text = std::fs::read_to_string(&mpath).map_err(io_err("reading", &mpath))?;
+    let text = std::fs::read_to_string(&mpath).map_err(io_err("read", &mpath))?;
     let mut m: serde_json::Value =
         serde_json::from_str(&text).map_err(|source| XtaskError::Manifest {
             path: mpath.clone(),
@@ -217,7 +213,8 @@ pub fn guest(out: &Path) -> Result<(), XtaskError> {
 
 fn set_executable(p: &Path) -> Result<(), XtaskError> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).map_err(io_err("chmod", p))
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err("make executable", p))
 }
 
 /// The nested-host (L1) kernel in `out`.
@@ -246,7 +243,7 @@ fn same(a: &Path, b: &Path, name: &str, diffs: &mut Vec<String>) -> Result<(), X
 pub fn repro_check(skip_kernel: bool) -> Result<(), XtaskError> {
     let base = std::env::temp_dir().join(format!("truecold-repro-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(&base).map_err(io_err("creating", &base))?;
+    std::fs::create_dir_all(&base).map_err(io_err("create", &base))?;
     let mut diffs = Vec::new();
     if !skip_kernel {
         let (a, b) = (base.join("kernel-a"), base.join("kernel-b"));
@@ -264,8 +261,8 @@ pub fn repro_check(skip_kernel: bool) -> Result<(), XtaskError> {
         return Err(XtaskError::MissingBuild(cached));
     }
     for (dir, built) in [(&a, cached), (&b, init(&base.join("target-fresh"))?)] {
-        std::fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
-        let bytes = std::fs::read(&built).map_err(io_err("reading", &built))?;
+        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+        let bytes = std::fs::read(&built).map_err(io_err("read", &built))?;
         write_atomic(&dir.join("init"), &bytes)?;
         initramfs(&dir.join("init"), &dir.join("initramfs.cpio"))?;
     }

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use truecold_proto::path_io::PathIoError;
 
 #[derive(Parser)]
 #[command(about = "Builds truecold's guest artifacts")]
@@ -81,10 +82,8 @@ fn main() -> ExitCode {
         Cmd::Kernel { variant, out } => xtask::kernel(variant.name(), &out, None),
         Cmd::Init { out } => xtask::init(&xtask::default_target_dir()).and_then(|p| {
             if let Some(o) = out {
-                std::fs::copy(&p, &o).map_err(|source| xtask::XtaskError::Io {
-                    what: "copying init to",
-                    path: o.clone(),
-                    source,
+                std::fs::copy(&p, &o).map_err(|e| {
+                    xtask::XtaskError::Io(PathIoError::at("copy the init to", &o)(e))
                 })?;
                 println!("{}", o.display());
             } else {

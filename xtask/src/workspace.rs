@@ -67,13 +67,6 @@ pub enum WorkspaceError {
     SeedMismatch { got: String },
     #[error("the image's UUID is not {UUID}:\n{0}")]
     UuidMismatch(String),
-    #[error("{what} `{path}`")]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// What was built.
@@ -158,10 +151,10 @@ pub fn build(out: &Path) -> Result<Image, XtaskError> {
     let e2fsprogs = parse_version(&version).ok_or(WorkspaceError::NoVersion("mke2fs"))?;
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
     let dir = dir.unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
     let scratch = dir.join(format!(".workspace-build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).map_err(io_err("creating", &scratch))?;
+    std::fs::create_dir_all(&scratch).map_err(io_err("create", &scratch))?;
     let r = build_in(&scratch, out, &mke2fs, &debugfs, &dumpe2fs);
     let _ = std::fs::remove_dir_all(&scratch);
     let sha256 = r?;
@@ -180,8 +173,8 @@ fn build_in(
     let seed = scratch.join("seed");
     write_atomic(&seed, WORKSPACE_SEED)?;
     let img = scratch.join(IMAGE);
-    let f = std::fs::File::create(&img).map_err(io_err("creating", &img))?;
-    f.set_len(SIZE).map_err(io_err("sizing", &img))?;
+    let f = std::fs::File::create(&img).map_err(io_err("create", &img))?;
+    f.set_len(SIZE).map_err(io_err("size", &img))?;
     drop(f);
     let fake_time = FAKE_TIME.to_string();
     let env = |c: &mut Command| {
@@ -242,7 +235,7 @@ fn build_in(
     {
         return Err(WorkspaceError::UuidMismatch(head).into());
     }
-    let bytes = std::fs::read(&img).map_err(io_err("reading", &img))?;
+    let bytes = std::fs::read(&img).map_err(io_err("read", &img))?;
     write_atomic(out, &bytes)?;
     Ok(hex(&Sha256::digest(&bytes)))
 }
