@@ -24,10 +24,14 @@
 //! hardware KVM); the baseline's clock is every step's, never mixed.
 
 use crate::artifacts::{self, LinuxGuest};
-use crate::cli::{mem_mib_arg, vcpus_arg, ModeArg, RunArgs, DEFAULT_SEED};
+use crate::cli::DEFAULT_SEED;
+pub use crate::cli::{
+    BisectArgs, BisectCmd, ConfigBisectArgs, ContextArgs, JudgeArgs, RunBisectArgs, StepArgs,
+    DEFAULT_N,
+};
 use crate::kernel::{KernelBuild, KernelError};
-use crate::tune::{PhaseArm, PhasePlan, TuneError};
-use clap::{Args, Subcommand};
+use crate::phase::{PhaseArm, PhaseError, PhasePlan};
+use crate::plan::{CampaignPlan, GuestSpec, Target};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,119 +44,11 @@ use truecold_proof::bisect::{
 use truecold_proof::schema::ContractKind;
 use truecold_proof::sums::sha256_hex;
 use truecold_proto::kinds::{Backing, HostKind};
+use truecold_proto::limits::{GuestMem, Vcpus};
+use truecold_proto::path_io::PathIoError;
 
 /// Exit status of a step that could not judge at all (stops `git bisect run`).
 pub const EXIT_ABORT: u8 = 200;
-/// Default launches per step: the fewest at which `compare`'s Mann–Whitney test can reach
-/// p < 0.01 (6 against 6 fully separated values: p ≈ 0.005; 5 against 5: never below 0.012).
-pub const DEFAULT_N: u64 = 6;
-
-/// `truecold bisect`.
-#[derive(Args, Debug, Clone)]
-pub struct BisectArgs {
-    #[command(subcommand)]
-    pub cmd: BisectCmd,
-}
-
-#[derive(Subcommand, Debug, Clone)]
-pub enum BisectCmd {
-    /// One step, for `git bisect run`: build the tree's checkout, measure it, judge it
-    /// against the baseline; exit 0 good, 1 bad, 125 skip (200: cannot judge, stop).
-    Step(StepArgs),
-    /// A whole `git bisect` session between two commits of a kernel tree.
-    Run(RunBisectArgs),
-    /// The smallest set of symbols between two kernel configs that explains a slowdown.
-    Config(ConfigBisectArgs),
-}
-
-/// How every step is measured and judged.
-#[derive(Args, Debug, Clone)]
-pub struct JudgeArgs {
-    /// Launches per step (and of the baseline `run` measures).
-    #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
-    pub n: u64,
-    /// An inconclusive step is measured again with twice the launches, up to this many
-    /// (default 4 × -n); still inconclusive: skip (125).
-    #[arg(long)]
-    pub max_n: Option<u64>,
-    /// Smallest slowdown called bad, percent of the good median (`compare --threshold`).
-    #[arg(long, default_value_t = 2.0)]
-    pub threshold_pct: f64,
-    /// Significance level of the Mann–Whitney test (`compare --alpha`).
-    #[arg(long, default_value_t = 0.01)]
-    pub alpha: f64,
-    #[command(flatten)]
-    pub paths: crate::kernel::KernelPaths,
-}
-
-/// The campaign every step runs (`run` and `config`; `step` takes it from its baseline).
-#[derive(Args, Debug, Clone)]
-pub struct ContextArgs {
-    /// Run in the nested harness (virtual clock) instead of this host's /dev/kvm.
-    #[arg(long)]
-    pub nested: bool,
-    /// vCPUs per VM.
-    #[arg(long, default_value_t = 1, value_parser = vcpus_arg)]
-    pub vcpus: u32,
-    /// Guest memory per VM, MiB.
-    #[arg(long, default_value_t = 1024, value_parser = mem_mib_arg)]
-    pub mem_mib: u64,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct StepArgs {
-    /// The good side: a bundle, or a bisect directory (its baseline).
-    #[arg(long)]
-    pub baseline: PathBuf,
-    /// The kernel git work tree whose checkout is built.
-    #[arg(long, default_value = ".")]
-    pub kernel_tree: PathBuf,
-    /// The bisect directory the step is appended to (created with the baseline in it).
-    #[arg(long)]
-    pub dir: PathBuf,
-    #[command(flatten)]
-    pub judge: JudgeArgs,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct RunBisectArgs {
-    /// The kernel git work tree (must be clean; left on the commit it was on).
-    #[arg(long)]
-    pub kernel_tree: PathBuf,
-    /// A commit that boots fast enough.
-    #[arg(long)]
-    pub good: String,
-    /// A later commit that boots slower.
-    #[arg(long)]
-    pub bad: String,
-    /// The bisect directory (default `results/<UTC>-bisect-commit-…`); must not exist.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    #[command(flatten)]
-    pub context: ContextArgs,
-    #[command(flatten)]
-    pub judge: JudgeArgs,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ConfigBisectArgs {
-    /// The good kernel config (a complete .config).
-    #[arg(long)]
-    pub good: PathBuf,
-    /// The bad kernel config.
-    #[arg(long)]
-    pub bad: PathBuf,
-    /// Build this kernel git work tree's checkout (default: the pinned linux-source-6.12).
-    #[arg(long)]
-    pub kernel_tree: Option<PathBuf>,
-    /// The bisect directory (default `results/<UTC>-bisect-config-…`); must not exist.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    #[command(flatten)]
-    pub context: ContextArgs,
-    #[command(flatten)]
-    pub judge: JudgeArgs,
-}
 
 /// Why a bisect could not run (a step's own verdicts are not errors).
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +74,7 @@ pub enum BisectRunError {
     #[error("the campaign")]
     Run(#[source] Box<crate::run::RunError>),
     #[error("the A/B")]
-    Phase(#[source] Box<TuneError>),
+    Phase(#[source] Box<PhaseError>),
     #[error("the bisect directory")]
     Record(#[source] BisectError),
     #[error("judging {}", path.display())]
@@ -191,20 +87,15 @@ pub enum BisectRunError {
     NotBad(String),
     #[error("the two configs resolve to the same kernel config: nothing to bisect")]
     SameConfig,
-    #[error("cannot {op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("the campaign wrote {} but it does not verify: {why}", path.display())]
     Invalid { path: PathBuf, why: String },
 }
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectRunError {
-    let path = path.to_path_buf();
-    move |source| BisectRunError::Io { op, path, source }
+    let at = PathIoError::at(op, path);
+    move |source| BisectRunError::Io(at(source))
 }
 
 impl JudgeArgs {
@@ -309,9 +200,9 @@ fn short(c: &str) -> &str {
     &c[..c.len().min(12)]
 }
 
-/// The step campaign's arguments: the contract of the record, `n` launches, the kernel in
+/// The step campaign's plan: the contract of the record, `n` launches, the kernel in
 /// `guest_dir`, the bundle at `out`.
-fn campaign_args(
+fn campaign_plan(
     f: &BisectFile,
     backing: Backing,
     deadline_ms: u64,
@@ -319,42 +210,37 @@ fn campaign_args(
     j: &JudgeArgs,
     guest_dir: &Path,
     out: &Path,
-) -> RunArgs {
+) -> Result<CampaignPlan, BisectRunError> {
+    let (vcpus, mem) = record_guest(f)?;
     let nested = f.host_kind == HostKind::NestedEmulated;
-    RunArgs {
-        mode: ModeArg::Sequential,
-        count: n,
-        vcpus: f.vcpus,
-        mem_mib: f.mem_bytes >> 20,
-        backing,
-        concurrency: None,
-        rate: None,
-        max_concurrency: None,
-        deadline_ms: Some(deadline_ms),
-        kill_grace_ms: 500,
-        probe: false,
-        linux: !nested,
-        nested,
-        out: Some(out.to_path_buf()),
-        vmm: j.paths.vmm.clone(),
-        guest_dir: Some(guest_dir.to_path_buf()),
-        cmdline_extra: String::new(),
-        console: false,
-        drop_caches: false,
-        engine: Vec::new(),
-        engines: Vec::new(),
-        seed: DEFAULT_SEED,
-        firecracker: None,
-        cloud_hypervisor: None,
-        qemu: None,
-        attribution: 0,
-        parity: false,
-        inject_tap_name: None,
-    }
+    let plan = CampaignPlan::sequential(
+        Target::linux(nested),
+        GuestSpec::plain(vcpus, mem, backing),
+        n,
+        deadline_ms,
+        500,
+    )
+    .map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
+    Ok(plan.at(
+        j.paths.vmm.clone(),
+        Some(guest_dir.to_path_buf()),
+        Some(out.to_path_buf()),
+    ))
+}
+
+/// The record's guest, checked (a record read back from a directory is a boundary).
+fn record_guest(f: &BisectFile) -> Result<(Vcpus, GuestMem), BisectRunError> {
+    let bad = |e: truecold_proto::limits::LimitError| {
+        BisectRunError::Run(Box::new(crate::plan::ArgError::from(e).into()))
+    };
+    Ok((
+        Vcpus::new(u64::from(f.vcpus)).map_err(bad)?,
+        GuestMem::from_bytes(f.mem_bytes).map_err(bad)?,
+    ))
 }
 
 /// Runs one campaign into `out` and checks it verifies.
-fn campaign(ra: &RunArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
+fn campaign(ra: &CampaignPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
     let o = crate::run::run(ra, invocation).map_err(|e| BisectRunError::Run(Box::new(e)))?;
     let w = o.written;
     if !w.verdict.is_valid() {
@@ -568,7 +454,7 @@ fn measure_commit(
         let t1 = Instant::now();
         let rel = step_dir(f, short(commit), n);
         let out = dir.join(&rel);
-        let ra = campaign_args(f, backing, deadline_ms, n, j, &guest, &out);
+        let ra = campaign_plan(f, backing, deadline_ms, n, j, &guest, &out)?;
         campaign(&ra, invocation)?;
         let jd = judge(&dir.join(BASELINE_DIR), &out, &f.judge).map_err(|source| {
             BisectRunError::Judge {
@@ -602,8 +488,8 @@ fn default_out(kind: &str, c: &ContextArgs) -> PathBuf {
     PathBuf::from("results").join(format!(
         "{stamp}-bisect-{kind}-{}-{}vcpu-{}mib",
         if c.nested { "nested-linux" } else { "linux" },
-        c.vcpus,
-        c.mem_mib
+        c.guest.vcpus,
+        c.guest.mem.mib()
     ))
 }
 
@@ -612,11 +498,11 @@ fn context_host(c: &ContextArgs) -> Result<(HostKind, u64), BisectRunError> {
     if c.nested {
         return Ok((
             HostKind::NestedEmulated,
-            crate::cli::DEFAULT_NESTED_DEADLINE_MS,
+            crate::plan::DEFAULT_NESTED_DEADLINE_MS,
         ));
     }
-    let (k, _) = crate::run::kvm_host().map_err(|e| BisectRunError::Run(Box::new(e)))?;
-    Ok((k, crate::cli::DEFAULT_DEADLINE_MS))
+    let (k, _) = crate::host::kvm_host().map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
+    Ok((k, crate::plan::DEFAULT_DEADLINE_MS))
 }
 
 /// `truecold bisect run`: the whole session; returns the directory.
@@ -686,8 +572,8 @@ fn run_session(
         host_kind: host,
         clock: host.clock(),
         contract: ContractKind::Linux,
-        vcpus: a.context.vcpus,
-        mem_bytes: a.context.mem_mib << 20,
+        vcpus: u32::from(a.context.guest.vcpus.get()),
+        mem_bytes: a.context.guest.mem.bytes(),
         judge: a.judge.options(),
         n,
         max_n: a.judge.sizes()?.1,
@@ -700,7 +586,7 @@ fn run_session(
         commands: Vec::new(),
     };
     eprintln!("truecold bisect: baseline: {} ({n} launches)", short(good));
-    let ra = campaign_args(
+    let ra = campaign_plan(
         &f,
         Backing::Anon,
         deadline_ms,
@@ -708,7 +594,7 @@ fn run_session(
         &a.judge,
         &guest,
         &out.join(BASELINE_DIR),
-    );
+    )?;
     campaign(&ra, invocation)?;
     let mut log = format!(
         "truecold bisect run: good {good}, bad {bad}, tree {}\nbaseline: {} launches of {}\n",
@@ -976,116 +862,74 @@ fn split<T: Clone>(c: &[T], n: usize) -> Vec<Vec<T>> {
     out
 }
 
-/// `truecold bisect config`: returns the directory.
-pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
-    let t0 = Instant::now();
-    let (n, max_n) = a.judge.sizes()?;
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out("config", &a.context));
-    if out.symlink_metadata().is_ok() {
-        return Err(BisectRunError::OutExists(out));
-    }
-    let (base_dir, base) = a.judge.base()?;
-    let (host, deadline_ms) = context_host(&a.context)?;
-    let script = a.judge.script();
-    let root = a.judge.kernel_root();
-    let tree = a.kernel_tree.as_deref();
-    let build = |cfg: &Path, dir: &Path| -> Result<PathBuf, KernelError> {
+/// A config bisect under way: the two sides' kernels, where candidates are built, and the
+/// candidates already measured by resolved config.
+struct ConfigSearch<'a> {
+    a: &'a ConfigBisectArgs,
+    invocation: &'a str,
+    out: PathBuf,
+    base_dir: PathBuf,
+    base: LinuxGuest,
+    host: HostKind,
+    deadline_ms: u64,
+    script: PathBuf,
+    root: PathBuf,
+    good_dir: PathBuf,
+    good_cfg: String,
+    good_sha: String,
+    bad_sha: String,
+    /// Every assignment that differs (the whole bad side).
+    diff: Vec<String>,
+    /// Results by resolved config: a candidate that resolves like an earlier one is not
+    /// rerun; its step points at the earlier step's campaign (the same resolved config, so
+    /// the same kernel), so every candidate ddmin judged, a culprit above all, has its step.
+    seen: BTreeMap<String, usize>,
+}
+
+/// 16 hex digits of a config's digest: its kernel directory's and candidate file's key.
+fn config_key(text: &str) -> String {
+    sha256_hex(text.as_bytes())[..16].to_string()
+}
+
+fn read_text(p: &Path) -> Result<String, BisectRunError> {
+    std::fs::read_to_string(p).map_err(io("read", p))
+}
+
+impl ConfigSearch<'_> {
+    fn build(&self, cfg: &Path, dir: &Path) -> Result<PathBuf, KernelError> {
         KernelBuild {
-            script: &script,
+            script: &self.script,
             variant: "config",
             args: vec![cfg.as_os_str().to_owned()],
-            tree,
+            tree: self.a.kernel_tree.as_deref(),
         }
-        .guest_dir(dir, &base)
-    };
-    let read = |p: &Path| std::fs::read_to_string(p).map_err(io("read", p));
-    let key = |text: &str| sha256_hex(text.as_bytes())[..16].to_string();
-    let good_in = read(&a.good)?;
-    let bad_in = read(&a.bad)?;
-    let good_dir = build(&a.good, &root.join(format!("config-{}", key(&good_in))))
-        .map_err(|e| BisectRunError::Kernel("good", e))?;
-    let bad_dir = build(&a.bad, &root.join(format!("config-{}", key(&bad_in))))
-        .map_err(|e| BisectRunError::Kernel("bad", e))?;
-    let good_cfg = read(&good_dir.join("config"))?;
-    let bad_cfg = read(&bad_dir.join("config"))?;
-    let diff = config_diff(&good_cfg, &bad_cfg);
-    if diff.is_empty() {
-        return Err(BisectRunError::SameConfig);
+        .guest_dir(dir, &self.base)
     }
-    std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", &out))?;
-    let out = std::path::absolute(&out).map_err(io("resolve", &out))?;
-    let mut f = BisectFile {
-        schema: BISECT_SCHEMA,
-        kind: BisectKind::Config,
-        host_kind: host,
-        clock: host.clock(),
-        contract: ContractKind::Linux,
-        vcpus: a.context.vcpus,
-        mem_bytes: a.context.mem_mib << 20,
-        judge: a.judge.options(),
-        n,
-        max_n,
-        source: tree
-            .map(abs)
-            .unwrap_or_else(|| "the pinned linux-source-6.12 (kernel-config/build.sh)".to_string()),
-        good: format!(
-            "{} (resolved sha256 {})",
-            a.good.display(),
-            sha256_hex(good_cfg.as_bytes())
-        ),
-        bad: format!(
-            "{} (resolved sha256 {})",
-            a.bad.display(),
-            sha256_hex(bad_cfg.as_bytes())
-        ),
-        steps: Vec::new(),
-        result: None,
-        wall_seconds: None,
-        commands: vec![invocation.to_string()],
-    };
-    let mut log = format!(
-        "truecold bisect config: {} assignment(s) differ between the resolved configs:\n{}\n",
-        diff.len(),
-        diff.iter().map(|d| format!("  {d}\n")).collect::<String>()
-    );
-    save(&out, &f, &log)?;
-    let good_sha = sha256_hex(good_cfg.as_bytes());
-    let bad_sha = sha256_hex(bad_cfg.as_bytes());
-    // Results by resolved config: a candidate that resolves like an earlier one is not rerun;
-    // its step points at the earlier step's campaign (the same resolved config, so the same
-    // kernel), so every candidate ddmin judged, a culprit above all, has its step.
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    let mut measure = |set: &[String],
-                       f: &mut BisectFile,
-                       log: &mut String|
-     -> Result<StepOutcome, BisectRunError> {
+
+    /// Builds, resolves and measures one candidate (the good config with `set` applied),
+    /// appending its step(s) to `f`.
+    fn measure(
+        &mut self,
+        set: &[String],
+        f: &mut BisectFile,
+        log: &mut String,
+    ) -> Result<StepOutcome, BisectRunError> {
         let t1 = Instant::now();
-        let text = apply_assignments(&good_cfg, set);
-        let cdir = root.join(format!("config-{}", key(&text)));
-        std::fs::create_dir_all(&root).map_err(io("create", &root))?;
-        let cfile = root.join(format!("candidate-{}.config", key(&text)));
+        let text = apply_assignments(&self.good_cfg, set);
+        let cdir = self.root.join(format!("config-{}", config_key(&text)));
+        std::fs::create_dir_all(&self.root).map_err(io("create", &self.root))?;
+        let cfile = self
+            .root
+            .join(format!("candidate-{}.config", config_key(&text)));
         std::fs::write(&cfile, &text).map_err(io("write", &cfile))?;
-        let mk = |outcome, dir, planned, judgement, why: String, sha: Option<String>| Step {
-            dir,
-            commit: None,
-            subject: None,
-            symbols: set.to_vec(),
-            config_sha256: sha,
-            planned,
-            outcome,
-            judgement,
-            why,
-            wall_seconds: t1.elapsed().as_secs(),
-        };
-        let dir = match build(&cfile, &cdir) {
+        let dir = match self.build(&cfile, &cdir) {
             Ok(d) => d,
             Err(e @ KernelError::Failed { .. }) => {
                 let why = truecold_proto::measure::error_chain(&e);
                 let last = why.lines().last().unwrap_or("").to_string();
-                f.steps.push(mk(
+                f.steps.push(config_step(
+                    set,
+                    t1,
                     StepOutcome::BuildFailed,
                     None,
                     0,
@@ -1094,56 +938,91 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
                     None,
                 ));
                 log.push_str(&format!("[{}] build failed\n", set.join(" ")));
-                save(&out, f, log)?;
+                save(&self.out, f, log)?;
                 return Ok(StepOutcome::BuildFailed);
             }
             Err(e) => return Err(BisectRunError::Kernel("candidate", e)),
         };
-        let resolved = read(&dir.join("config"))?;
+        let resolved = read_text(&dir.join("config"))?;
         let sha = sha256_hex(resolved.as_bytes());
-        let known = if sha == good_sha {
+        if let Some(o) = self.known(set, &sha, t1, f, log)? {
+            return Ok(o);
+        }
+        self.ab(set, &dir, &sha, t1, f, log)
+    }
+
+    /// A candidate that needs no campaign: it resolves to one side's config, or like an
+    /// earlier candidate (whose step it repeats).
+    fn known(
+        &self,
+        set: &[String],
+        sha: &str,
+        t1: Instant,
+        f: &mut BisectFile,
+        log: &mut String,
+    ) -> Result<Option<StepOutcome>, BisectRunError> {
+        let side = if sha == self.good_sha {
             Some(StepOutcome::SameAsGood)
-        } else if sha == bad_sha && set.len() != diff.len() {
+        } else if sha == self.bad_sha && set.len() != self.diff.len() {
             Some(StepOutcome::SameAsBad)
         } else {
             None
         };
-        if let Some(o) = known {
-            f.steps.push(mk(
+        if let Some(o) = side {
+            f.steps.push(config_step(
+                set,
+                t1,
                 o,
                 None,
                 0,
                 None,
                 "olddefconfig resolves the candidate to that config; nothing to measure".into(),
-                Some(sha.clone()),
+                Some(sha.to_string()),
             ));
             log.push_str(&format!("[{}] {}\n", set.join(" "), o.as_str()));
-            save(&out, f, log)?;
-            return Ok(o);
+            save(&self.out, f, log)?;
+            return Ok(Some(o));
         }
-        if let Some(&k) = seen.get(&sha) {
-            let earlier = f.steps[k].clone();
-            let o = earlier.outcome;
-            f.steps.push(Step {
-                symbols: set.to_vec(),
-                why: format!(
-                    "olddefconfig resolves it like [{}] (step {}), whose campaign measured it: {}",
-                    earlier.symbols.join(" "),
-                    k + 1,
-                    earlier.why
-                ),
-                wall_seconds: t1.elapsed().as_secs(),
-                ..earlier
-            });
-            log.push_str(&format!(
-                "[{}] resolves like an earlier candidate (step {}): {}\n",
-                set.join(" "),
+        let Some(&k) = self.seen.get(sha) else {
+            return Ok(None);
+        };
+        let earlier = f.steps[k].clone();
+        let o = earlier.outcome;
+        f.steps.push(Step {
+            symbols: set.to_vec(),
+            why: format!(
+                "olddefconfig resolves it like [{}] (step {}), whose campaign measured it: {}",
+                earlier.symbols.join(" "),
                 k + 1,
-                o.as_str()
-            ));
-            save(&out, f, log)?;
-            return Ok(o);
-        }
+                earlier.why
+            ),
+            wall_seconds: t1.elapsed().as_secs(),
+            ..earlier
+        });
+        log.push_str(&format!(
+            "[{}] resolves like an earlier candidate (step {}): {}\n",
+            set.join(" "),
+            k + 1,
+            o.as_str()
+        ));
+        save(&self.out, f, log)?;
+        Ok(Some(o))
+    }
+
+    /// The interleaved A/B of the candidate kernel in `dir` against the good one, its
+    /// launches doubled while inconclusive (up to the record's cap); `t1`: when the
+    /// candidate's build began.
+    #[allow(clippy::too_many_arguments)]
+    fn ab(
+        &mut self,
+        set: &[String],
+        dir: &Path,
+        sha: &str,
+        t1: Instant,
+        f: &mut BisectFile,
+        log: &mut String,
+    ) -> Result<StepOutcome, BisectRunError> {
+        let (vcpus, mem) = record_guest(f)?;
         let mut planned = f.n;
         loop {
             let rel = step_dir(f, &format!("cfg{}", f.steps.len() + 1), planned);
@@ -1152,34 +1031,34 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
                 contract: ContractKind::Linux,
                 seed: DEFAULT_SEED.wrapping_add(f.steps.len() as u64),
                 rounds: planned,
-                vcpus: f.vcpus,
-                mem_mib: f.mem_bytes >> 20,
+                vcpus,
+                mem,
                 backing: Backing::Anon,
-                deadline_ms,
+                deadline_ms: self.deadline_ms,
                 kill_grace_ms: 500,
                 arms: vec![
                     PhaseArm {
                         name: GOOD_ARM.into(),
                         knobs: Vec::new(),
-                        guest_dir: Some(good_dir.clone()),
+                        guest_dir: Some(self.good_dir.clone()),
                     },
                     PhaseArm {
                         name: CANDIDATE_ARM.into(),
                         knobs: Vec::new(),
-                        guest_dir: Some(dir.clone()),
+                        guest_dir: Some(dir.to_path_buf()),
                     },
                 ],
                 attribution: 0,
                 attribute: Vec::new(),
             };
-            let dest = out.join(&rel);
-            let w = crate::tune::run_one_phase(
+            let dest = self.out.join(&rel);
+            let w = crate::phase::run_one_phase(
                 &plan,
-                host == HostKind::NestedEmulated,
-                a.judge.paths.vmm.as_deref(),
-                &base_dir,
+                self.host == HostKind::NestedEmulated,
+                self.a.judge.paths.vmm.as_deref(),
+                &self.base_dir,
                 &dest,
-                invocation,
+                self.invocation,
             )
             .map_err(|e| BisectRunError::Phase(Box::new(e)))?;
             if !w.verdict.is_valid() {
@@ -1205,26 +1084,165 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
                 set.join(" "),
                 o.as_str()
             ));
-            f.steps
-                .push(mk(o, Some(rel), planned, Some(jd), why, Some(sha.clone())));
-            save(&out, f, log)?;
+            f.steps.push(config_step(
+                set,
+                t1,
+                o,
+                Some(rel),
+                planned,
+                Some(jd),
+                why,
+                Some(sha.to_string()),
+            ));
+            save(&self.out, f, log)?;
             if o == StepOutcome::Inconclusive && planned.saturating_mul(2) <= f.max_n {
                 planned = planned.saturating_mul(2);
                 continue;
             }
-            seen.insert(sha.clone(), f.steps.len() - 1);
+            self.seen.insert(sha.to_string(), f.steps.len() - 1);
             return Ok(o);
         }
+    }
+}
+
+/// A config bisect's step for the candidate `set`, begun at `t1`.
+#[allow(clippy::too_many_arguments)]
+fn config_step(
+    set: &[String],
+    t1: Instant,
+    outcome: StepOutcome,
+    dir: Option<String>,
+    planned: u64,
+    judgement: Option<truecold_proof::bisect::Judgement>,
+    why: String,
+    sha: Option<String>,
+) -> Step {
+    Step {
+        dir,
+        commit: None,
+        subject: None,
+        symbols: set.to_vec(),
+        config_sha256: sha,
+        planned,
+        outcome,
+        judgement,
+        why,
+        wall_seconds: t1.elapsed().as_secs(),
+    }
+}
+
+/// The new record of a config bisect between the resolved configs.
+fn config_record(
+    s: &ConfigSearch<'_>,
+    bad_cfg: &str,
+    (n, max_n): (u64, u64),
+    invocation: &str,
+) -> BisectFile {
+    let a = s.a;
+    BisectFile {
+        schema: BISECT_SCHEMA,
+        kind: BisectKind::Config,
+        host_kind: s.host,
+        clock: s.host.clock(),
+        contract: ContractKind::Linux,
+        vcpus: u32::from(a.context.guest.vcpus.get()),
+        mem_bytes: a.context.guest.mem.bytes(),
+        judge: a.judge.options(),
+        n,
+        max_n,
+        source: a
+            .kernel_tree
+            .as_deref()
+            .map(abs)
+            .unwrap_or_else(|| "the pinned linux-source-6.12 (kernel-config/build.sh)".to_string()),
+        good: format!("{} (resolved sha256 {})", a.good.display(), s.good_sha),
+        bad: format!(
+            "{} (resolved sha256 {})",
+            a.bad.display(),
+            sha256_hex(bad_cfg.as_bytes())
+        ),
+        steps: Vec::new(),
+        result: None,
+        wall_seconds: None,
+        commands: vec![invocation.to_string()],
+    }
+}
+
+/// `truecold bisect config`: returns the directory.
+pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
+    let t0 = Instant::now();
+    let sizes = a.judge.sizes()?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out("config", &a.context));
+    if out.symlink_metadata().is_ok() {
+        return Err(BisectRunError::OutExists(out));
+    }
+    let (base_dir, base) = a.judge.base()?;
+    let (host, deadline_ms) = context_host(&a.context)?;
+    let mut s = ConfigSearch {
+        a,
+        invocation,
+        out: out.clone(),
+        base_dir,
+        base,
+        host,
+        deadline_ms,
+        script: a.judge.script(),
+        root: a.judge.kernel_root(),
+        good_dir: PathBuf::new(),
+        good_cfg: String::new(),
+        good_sha: String::new(),
+        bad_sha: String::new(),
+        diff: Vec::new(),
+        seen: BTreeMap::new(),
     };
+    let good_in = read_text(&a.good)?;
+    let bad_in = read_text(&a.bad)?;
+    let good_dir = s
+        .build(
+            &a.good,
+            &s.root.join(format!("config-{}", config_key(&good_in))),
+        )
+        .map_err(|e| BisectRunError::Kernel("good", e))?;
+    let bad_dir = s
+        .build(
+            &a.bad,
+            &s.root.join(format!("config-{}", config_key(&bad_in))),
+        )
+        .map_err(|e| BisectRunError::Kernel("bad", e))?;
+    let good_cfg = read_text(&good_dir.join("config"))?;
+    let bad_cfg = read_text(&bad_dir.join("config"))?;
+    s.diff = config_diff(&good_cfg, &bad_cfg);
+    if s.diff.is_empty() {
+        return Err(BisectRunError::SameConfig);
+    }
+    std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", &out))?;
+    s.out = std::path::absolute(&out).map_err(io("resolve", &out))?;
+    s.good_sha = sha256_hex(good_cfg.as_bytes());
+    s.bad_sha = sha256_hex(bad_cfg.as_bytes());
+    s.good_dir = good_dir;
+    s.good_cfg = good_cfg;
+    let mut f = config_record(&s, &bad_cfg, sizes, invocation);
+    let mut log = format!(
+        "truecold bisect config: {} assignment(s) differ between the resolved configs:\n{}\n",
+        s.diff.len(),
+        s.diff
+            .iter()
+            .map(|d| format!("  {d}\n"))
+            .collect::<String>()
+    );
+    save(&s.out, &f, &log)?;
     // 1. The whole difference must be bad.
-    let whole = measure(&diff, &mut f, &mut log)?;
+    let whole = s.measure(&s.diff.clone(), &mut f, &mut log)?;
     if whole != StepOutcome::Regression {
         f.result = Some(BisectResult::not_bisected(format!(
             "Not bisected: the bad config measured {} against the good one.",
             whole.as_str()
         )));
         f.wall_seconds = Some(t0.elapsed().as_secs());
-        save(&out, &f, &log)?;
+        save(&s.out, &f, &log)?;
         return Err(BisectRunError::NotBad(whole.as_str().to_string()));
     }
     // 2. ddmin over the assignments.
@@ -1233,11 +1251,12 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
         0 => Probe::Passes,
         _ => Probe::Unresolved,
     };
+    let diff = s.diff.clone();
     let culprits = {
-        let mut test = |s: &[String]| -> Result<Probe, BisectRunError> {
-            Ok(probe(measure(s, &mut f, &mut log)?))
+        let mut test = |set: &[String]| -> Result<Probe, BisectRunError> {
+            Ok(probe(s.measure(set, &mut f, &mut log)?))
         };
-        ddmin(diff.clone(), &mut test)?
+        ddmin(diff, &mut test)?
     };
     // 3. Each culprit's effect alone (measured unless ddmin already did).
     let mut effects = Vec::new();
@@ -1246,20 +1265,33 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
         let at = |f: &BisectFile| {
             f.steps
                 .iter()
-                .rposition(|s| s.symbols == one && s.outcome.measured())
+                .rposition(|st| st.symbols == one && st.outcome.measured())
         };
         if at(&f).is_none() {
-            measure(&one, &mut f, &mut log)?;
+            s.measure(&one, &mut f, &mut log)?;
         }
         if let Some(i) = at(&f) {
             effects.push((c.clone(), i));
         }
     }
+    f.result = Some(config_result(&f, culprits, effects));
+    f.wall_seconds = Some(t0.elapsed().as_secs());
+    save(&s.out, &f, &log)?;
+    Ok(s.out)
+}
+
+/// The result of a finished config bisect: the culprits, the step that measured them
+/// together, each one's own effect.
+fn config_result(
+    f: &BisectFile,
+    culprits: Vec<String>,
+    effects: Vec<(String, usize)>,
+) -> BisectResult {
     let bad_step = f
         .steps
         .iter()
         .rposition(|s| s.symbols == culprits && s.outcome.exit_code() == 1);
-    f.result = Some(BisectResult {
+    BisectResult {
         first_bad: None,
         last_good: None,
         summary: format!(
@@ -1272,10 +1304,7 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
         bad_step,
         good_step: None,
         effects,
-    });
-    f.wall_seconds = Some(t0.elapsed().as_secs());
-    save(&out, &f, &log)?;
-    Ok(out)
+    }
 }
 
 #[cfg(test)]

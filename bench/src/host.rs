@@ -5,7 +5,74 @@
 use std::path::Path;
 use truecold_proof::residue::{proc_field, Reading, Residue};
 use truecold_proof::schema::{Environment, HarnessLoad, HostKind};
+use truecold_proto::kinds::Detection;
 use truecold_proto::measure::now_ns;
+
+/// Why this host's KVM cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("/dev/kvm does not exist: this host offers no KVM (load kvm_intel/kvm_amd, or run on a host with KVM)")]
+    NoKvm,
+    #[error(
+        "cannot tell what /dev/kvm is here (no vmx/svm CPU flag, no kvm_pvm module, not QEMU TCG); \
+         set TRUECOLD_HOST_KIND=hardware|pvm|nested-emulated to say so"
+    )]
+    UnknownHost,
+}
+
+/// The host kind in effect (the VMM library's detection, one definition) and, when
+/// `TRUECOLD_HOST_KIND` forced it, the warning that says so.
+fn host_kind() -> Result<(HostKind, Option<String>), HostError> {
+    let d = truecold_vmm::host::detection(None);
+    if d.kind == HostKind::Unknown {
+        return Err(HostError::UnknownHost);
+    }
+    Ok((d.kind, forced_warning(&d)))
+}
+
+/// `host kind forced to X (detected Y)` when an override set the kind.
+pub fn forced_warning(d: &Detection) -> Option<String> {
+    d.forced.then(|| {
+        format!(
+            "host kind forced to {} (detected {}) by TRUECOLD_HOST_KIND",
+            d.kind.as_str(),
+            d.detected.map_or("nothing", HostKind::as_str)
+        )
+    })
+}
+
+/// This host's KVM: `/dev/kvm` must exist; its kind (detected or forced) and, when forced,
+/// the warning that says so (printed, and kept for the bundle).
+pub fn kvm_host() -> Result<(HostKind, Vec<String>), HostError> {
+    if !Path::new("/dev/kvm").exists() {
+        return Err(HostError::NoKvm);
+    }
+    let (kind, forced) = host_kind()?;
+    let mut warnings = Vec::new();
+    if let Some(w) = forced {
+        eprintln!("truecold: warning: {w}");
+        warnings.push(w);
+    }
+    Ok((kind, warnings))
+}
+
+/// Why this host's Linux campaign became a probe campaign (printed and recorded).
+pub const PVM_EXPLANATION: &str = "this host's /dev/kvm is kvm_pvm, a software virtualization \
+backend on which an unmodified Linux kernel cannot boot (its instruction emulator fails on \
+xrstor, int3, popcnt, clac during early boot); running the probe-guest campaign instead: \
+VMM floor (probe guest), not a Linux boot. For a Linux boot use --nested (slow, emulated) or \
+a host with hardware KVM.";
+
+/// The kernel's page-cache knob.
+pub const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+
+/// `sync`, then drop the host page cache, dentries and inodes, so the next sample reads the
+/// VMM, kernel and initramfs from disk (`--drop-caches`).
+pub fn drop_page_cache() -> std::io::Result<()> {
+    // SAFETY: sync(2) takes no arguments, touches no memory of ours and cannot fail.
+    unsafe { libc::sync() };
+    std::fs::write(DROP_CACHES, b"3")
+}
 
 /// A point-in-time reading taken before and after the campaign.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -26,6 +26,7 @@ use rand::SeedableRng;
 use std::path::{Path, PathBuf};
 pub use truecold_proto::kinds::Engine;
 use truecold_proto::kinds::{Backing, HostKind};
+pub use truecold_proto::limits::GuestMem;
 use truecold_vmm::boot_params::{cmdline, BootParamsError, SerialUse};
 
 /// One guest, identical for every engine.
@@ -35,23 +36,18 @@ pub struct Guest {
     pub kernel: PathBuf,
     pub initramfs: PathBuf,
     pub vcpus: u32,
-    pub mem_mib: u64,
+    pub mem: GuestMem,
     pub backing: Backing,
     /// Appended to the one command line (`truecold run --cmdline-extra`).
     pub cmdline_extra: String,
 }
 
 impl Guest {
-    /// Configured guest memory, bytes.
-    pub fn mem_bytes(&self) -> u64 {
-        self.mem_mib << 20
-    }
-
     /// The kernel command line this guest gets under `engine`: the one definition.
     pub fn cmdline(&self, engine: Engine) -> Result<String, EngineError> {
         cmdline(
             SerialUse::Transport(engine),
-            self.mem_bytes(),
+            self.mem.bytes(),
             &self.cmdline_extra,
         )
         .map_err(EngineError::Cmdline)

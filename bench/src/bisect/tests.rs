@@ -147,7 +147,10 @@ fn the_cli_takes_the_three_subcommands_and_checks_sizes() {
         panic!("not run")
     };
     assert!(r.context.nested);
-    assert_eq!((r.context.vcpus, r.context.mem_mib), (1, 1024));
+    assert_eq!(
+        (r.context.guest.vcpus.get(), r.context.guest.mem.mib()),
+        (1, 1024)
+    );
     assert!(matches!(
         r.judge.sizes(),
         Err(BisectRunError::Sizes { n: 6, max_n: 3 })

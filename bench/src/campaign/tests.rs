@@ -177,8 +177,8 @@ fn spec(schedule: Schedule) -> CampaignSpec {
         interleaved: false,
         schedule,
         contract: ContractKind::Probe,
-        vcpus: 1,
-        mem_bytes: 64 * MIB,
+        vcpus: Vcpus::new(1).unwrap(),
+        mem: GuestMem::from_mib(64).unwrap(),
         backing: truecold_proto::kinds::Backing::Anon,
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
@@ -222,8 +222,8 @@ fn run_with(
     let mut progress = Progress::new(Vec::new(), Style::Plain, "t", 0);
     let ex = execute(sp, fake, observe, stop, &mut progress, harness).unwrap();
     let cfg = Configuration {
-        vcpus: sp.vcpus,
-        mem_bytes: sp.mem_bytes,
+        vcpus: u32::from(sp.vcpus.get()),
+        mem_bytes: sp.mem.bytes(),
         backing: sp.backing.to_string(),
         cmdline: FAKE_VMM_LINE.into(),
         vmm_path: "/fake/truecold-vmm".into(),
@@ -262,7 +262,7 @@ fn fake_cmdline_txt(sp: &CampaignSpec) -> String {
         "truecold run --{} --vcpus {} --mem-mib {} --backing {} --deadline-ms {}",
         sp.contract.as_str(),
         sp.vcpus,
-        sp.mem_bytes >> 20,
+        sp.mem.mib(),
         sp.backing,
         sp.deadline_ns / 1_000_000
     );
@@ -455,8 +455,8 @@ fn rate_and_slug() {
     let mut sp = spec(Schedule::Sequential { n: 1 });
     assert_eq!(sp.slug(), "probe-floor-sequential-1vcpu-64mib");
     sp.contract = ContractKind::Linux;
-    sp.vcpus = 2;
-    sp.mem_bytes = 16384 * MIB;
+    sp.vcpus = Vcpus::new(2).unwrap();
+    sp.mem = GuestMem::from_mib(16384).unwrap();
     assert_eq!(sp.slug(), "linux-sequential-2vcpu-16384mib");
 }
 
