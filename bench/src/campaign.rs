@@ -1,7 +1,7 @@
 //! One campaign end to end: run the schedule, turn attempts into rows, gather the host
 //! conditions, build `result.json` and write the bundle through `truecold-proof`.
 
-use crate::host::{self, HostFacts, RunFacts, Snapshot};
+use crate::host::{self, RunFacts, Snapshot};
 use crate::launch::{Attempt, End};
 use crate::progress::Progress;
 use crate::sample::{mark_repeated_boot_ids, to_sample, Observed, RowContext};
@@ -13,7 +13,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use truecold_proof::bundle::{write_bundle, BundleError, BundleInputs, Written};
 use truecold_proof::reports::{HarnessMarks, ReportLine};
-use truecold_proof::schema::{Configuration, Contract, ContractKind, Mode, ResultJson, Sample};
+use truecold_proof::schema::{
+    Configuration, Contract, ContractKind, Environment, Mode, ResultJson, Sample,
+};
 use truecold_proto::kinds::{Backing, ObtainedBacking};
 use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::measure::now_ns;
@@ -449,7 +451,7 @@ pub fn result_json(
     ex: &Executed,
     configuration: Configuration,
     artifacts: BTreeMap<String, String>,
-    facts: &HostFacts,
+    facts: &Environment,
     mut warnings: Vec<String>,
 ) -> ResultJson {
     if ex.repeated_boot_ids > 0 {

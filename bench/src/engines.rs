@@ -11,7 +11,7 @@
 
 use crate::artifacts::{self, LinuxGuest};
 use crate::campaign::{self, BeforeEach, CampaignSpec, Executed};
-use crate::host::{HostFacts, RunFacts, Snapshot};
+use crate::host::{RunFacts, Snapshot};
 use crate::launch::Attempt;
 use crate::plan::CampaignPlan;
 use crate::progress::Progress;
@@ -29,7 +29,9 @@ use truecold_engine::{Guest, Launch};
 use truecold_proof::arms::{ArmRef, ArmsPlan};
 use truecold_proof::bundle::{rename_noreplace, BundleError, BundleInputs, Written};
 use truecold_proof::reports::{HarnessMarks, ReportLine, REPORTS_FILE};
-use truecold_proof::schema::{Configuration, ContractKind, EngineInfo, Observer, Sample};
+use truecold_proof::schema::{
+    Configuration, ContractKind, EngineInfo, Environment, Observer, Sample,
+};
 use truecold_proto::kinds::{Backing, Engine, ErrorKind, HostKind, ObtainedBacking};
 use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::measure::now_ns;
@@ -438,7 +440,7 @@ pub struct Shared<'a> {
     pub spec: &'a EnginesSpec,
     pub guest: &'a LinuxGuest,
     pub kernel_config: Vec<u8>,
-    pub facts: &'a HostFacts,
+    pub facts: &'a Environment,
     pub warnings: Vec<String>,
     pub invocation: &'a str,
     /// The campaign with every argument explicit (after `truecold run`).

@@ -10,7 +10,7 @@ use crate::engines::{
     self, ArmBundle, ArmExtras, DriverLauncher, EnginesRun, EnginesSpec, PreparedArm, Shared,
 };
 use crate::error::RunError;
-use crate::host::{drop_page_cache, kvm_host, HostFacts};
+use crate::host::{drop_page_cache, kvm_host};
 use crate::interrupt;
 use crate::nested;
 use crate::parity::{launch::ParityLauncher, state::StateDb};
@@ -20,7 +20,7 @@ use crate::progress::{Progress, Style};
 use std::path::{Path, PathBuf};
 use truecold_engine::Guest;
 use truecold_proof::bundle::Written;
-use truecold_proof::schema::{ContractKind, HostKind, Observer};
+use truecold_proof::schema::{ContractKind, Environment, HostKind, Observer};
 use truecold_proto::kinds::Engine;
 
 /// What both kinds of campaign have once every arm is prepared.
@@ -103,7 +103,7 @@ impl Setup {
     /// What every bundle of the campaign shares.
     fn shared<'a>(
         &'a self,
-        facts: &'a HostFacts,
+        facts: &'a Environment,
         invocation: &'a str,
         explicit: Vec<String>,
     ) -> Shared<'a> {
@@ -150,7 +150,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         work,
         Observer::Serial,
     )?;
-    let facts = HostFacts::read(s.kind);
+    let facts = crate::host::read_facts(s.kind);
     let stop = interrupt::install()?;
     eprintln!(
         "truecold: engines campaign — {} — {rounds} round(s) of {} arm(s) in seeded shuffled \
@@ -352,7 +352,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
     let workspace_sha256 = crate::parity::workspace::image_digest(&base_image)
         .unwrap_or_else(|e| format!("unreadable: {e}"));
     let pl = parity_launchers(plan, &s, &base_image, pair)?;
-    let facts = HostFacts::read(s.kind);
+    let facts = crate::host::read_facts(s.kind);
     let stop = interrupt::install()?;
     eprintln!(
         "truecold: parity campaign — {rounds} round(s) of {} arm(s){}, {} vCPU, {}, \

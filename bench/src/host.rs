@@ -257,17 +257,26 @@ pub fn cpu_times(stat: &str) -> Option<(u64, u64)> {
     Some((ns(total - idle), ns(total)))
 }
 
-/// The static facts about the host.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostFacts {
-    pub kind: HostKind,
-    pub cpu_model: String,
-    pub cores: u32,
-    pub host_kernel: String,
-    pub thp_enabled: String,
-    pub thp_defrag: String,
-    pub hugepages: String,
-    pub governor: Option<String>,
+/// A bundle's environment that states only the host kind: every other field empty, for
+/// [`read_facts`] and [`environment`] to fill.
+pub fn empty_environment(kind: HostKind) -> Environment {
+    Environment {
+        host_kind: kind,
+        cpu_model: String::new(),
+        cores: 0,
+        host_kernel: String::new(),
+        thp_enabled: String::new(),
+        thp_defrag: String::new(),
+        hugepages: String::new(),
+        governor: None,
+        loadavg_before: String::new(),
+        loadavg_after: String::new(),
+        harness: HarnessLoad::default(),
+        warnings: Vec::new(),
+        residue: None,
+        nested: None,
+        parity: None,
+    }
 }
 
 /// `model name` of the first CPU in `/proc/cpuinfo` (pure, for tests).
@@ -314,32 +323,34 @@ fn hugepage_pools(dir: &Path) -> String {
         .join(" ")
 }
 
-impl HostFacts {
-    /// Reads the facts; `kind` comes from the VMM library's detection (one definition).
-    pub fn read(kind: HostKind) -> HostFacts {
-        let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
-        let online = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(0);
-        let verbatim = |p: &str| {
-            read(p)
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|| "unreadable".into())
-        };
-        HostFacts {
-            kind,
-            cpu_model: cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".into()),
-            cores: match cpu_count(&cpuinfo) {
-                0 => online,
-                n => n,
-            },
-            host_kernel: verbatim("/proc/sys/kernel/osrelease"),
-            thp_enabled: verbatim("/sys/kernel/mm/transparent_hugepage/enabled"),
-            thp_defrag: verbatim("/sys/kernel/mm/transparent_hugepage/defrag"),
-            hugepages: hugepage_pools(Path::new("/sys/kernel/mm/hugepages")),
-            governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-                .map(|s| s.trim().to_string()),
-        }
+/// The host's part of a bundle's environment (`truecold_proof::schema::Environment`), read
+/// once before a campaign: what the machine is. `kind` comes from the VMM library's
+/// detection (one definition). The fields only a campaign knows (load, harness, warnings,
+/// residue) stay empty until [`environment`] fills them.
+pub fn read_facts(kind: HostKind) -> Environment {
+    let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
+    let online = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(0);
+    let verbatim = |p: &str| {
+        read(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| "unreadable".into())
+    };
+    Environment {
+        host_kind: kind,
+        cpu_model: cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".into()),
+        cores: match cpu_count(&cpuinfo) {
+            0 => online,
+            n => n,
+        },
+        host_kernel: verbatim("/proc/sys/kernel/osrelease"),
+        thp_enabled: verbatim("/sys/kernel/mm/transparent_hugepage/enabled"),
+        thp_defrag: verbatim("/sys/kernel/mm/transparent_hugepage/defrag"),
+        hugepages: hugepage_pools(Path::new("/sys/kernel/mm/hugepages")),
+        governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+            .map(|s| s.trim().to_string()),
+        ..empty_environment(kind)
     }
 }
 
@@ -368,13 +379,13 @@ pub struct RunFacts {
 
 /// The warnings about the host and the harness (pure, for tests).
 pub fn warnings(
-    facts: &HostFacts,
+    facts: &Environment,
     before: &Snapshot,
     after: &Snapshot,
     run: &RunFacts,
 ) -> Vec<String> {
     let mut w = Vec::new();
-    match facts.kind {
+    match facts.host_kind {
         HostKind::Pvm => w.push(
             "host /dev/kvm is kvm_pvm, a software virtualization backend: these numbers do not \
              represent hardware KVM"
@@ -467,9 +478,11 @@ fn nested_harness() -> Option<truecold_proof::schema::NestedHarness> {
     })
 }
 
-/// Builds the bundle's environment record.
+/// Builds the bundle's environment record: the host's `facts` ([`read_facts`]) with what
+/// the campaign adds — the load before and after, the harness's own load, the warnings, the
+/// residue and (nested) the harness's inputs.
 pub fn environment(
-    facts: &HostFacts,
+    facts: &Environment,
     before: &Snapshot,
     after: &Snapshot,
     run: &RunFacts,
@@ -480,14 +493,6 @@ pub fn environment(
     let residue = Residue::new(before.residue, after.residue);
     warn.extend(residue.leaks.iter().cloned());
     Environment {
-        host_kind: facts.kind,
-        cpu_model: facts.cpu_model.clone(),
-        cores: facts.cores,
-        host_kernel: facts.host_kernel.clone(),
-        thp_enabled: facts.thp_enabled.clone(),
-        thp_defrag: facts.thp_defrag.clone(),
-        hugepages: facts.hugepages.clone(),
-        governor: facts.governor.clone(),
         loadavg_before: before.loadavg.clone(),
         loadavg_after: after.loadavg.clone(),
         harness: HarnessLoad {
@@ -501,10 +506,11 @@ pub fn environment(
         },
         warnings: warn,
         residue: Some(residue),
-        nested: (facts.kind == HostKind::NestedEmulated)
+        nested: (facts.host_kind == HostKind::NestedEmulated)
             .then(nested_harness)
             .flatten(),
         parity: None,
+        ..facts.clone()
     }
 }
 

@@ -8,7 +8,7 @@ use crate::artifacts::{self, ArtifactError, LinuxGuest};
 use crate::campaign::{self, CampaignSpec, Executed};
 use crate::cli::TunePhaseArgs;
 use crate::error::RunError;
-use crate::host::{kvm_host, HostError, HostFacts, RunFacts, Snapshot};
+use crate::host::{kvm_host, HostError, RunFacts, Snapshot};
 use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::plain;
 use crate::plan::{explicit_args, guest_flag, ArgPaths, CampaignPlan, GuestSpec, Target};
@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use truecold_proof::arms::{ArmRef, ArmsPlan};
 use truecold_proof::bundle::{rename_noreplace, BundleError, BundleInputs, Written};
 use truecold_proof::reports::REPORTS_FILE;
-use truecold_proof::schema::{Configuration, ContractKind, EngineInfo, Observer, Sample};
+use truecold_proof::schema::{
+    Configuration, ContractKind, EngineInfo, Environment, Observer, Sample,
+};
 use truecold_proto::kinds::{Backing, Engine, HostKind, ObtainedBacking};
 use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::measure::now_ns;
@@ -249,7 +251,7 @@ pub struct PhaseEnv<'a> {
     /// The base guest directory (Linux).
     pub guest_dir: PathBuf,
     pub host: HostKind,
-    pub facts: &'a HostFacts,
+    pub facts: &'a Environment,
     pub warnings: Vec<String>,
     pub invocation: &'a str,
     /// `--force` for the VMM (Linux on a kvm_pvm host).
@@ -877,7 +879,7 @@ pub fn run_one_phase(
         return nested_phase(plan, vmm, guest_dir, dest);
     }
     let (host, warnings) = kvm_host()?;
-    let facts = HostFacts::read(host);
+    let facts = crate::host::read_facts(host);
     let env = PhaseEnv {
         vmm: artifacts::find_vmm(vmm)?,
         guest_dir: guest_dir.to_path_buf(),
@@ -902,7 +904,7 @@ pub fn run_file(args: &TunePhaseArgs, invocation: &str) -> Result<(Written, bool
         source,
     })?;
     let (host, warnings) = kvm_host()?;
-    let facts = HostFacts::read(host);
+    let facts = crate::host::read_facts(host);
     let env = PhaseEnv {
         vmm: artifacts::find_vmm(args.vmm.as_deref())?,
         guest_dir: artifacts::guest_dir(args.guest_dir.as_deref()),

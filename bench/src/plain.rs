@@ -4,7 +4,7 @@
 use crate::artifacts::{self, LinuxGuest};
 use crate::campaign::{self, CampaignSpec, Executed, Harness, RunOutcome};
 use crate::error::RunError;
-use crate::host::{drop_page_cache, kvm_host, HostFacts, PVM_EXPLANATION};
+use crate::host::{drop_page_cache, kvm_host, PVM_EXPLANATION};
 use crate::interrupt;
 use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::plan::{explicit_args, explicit_line, guest_flag, ArgPaths, CampaignPlan, Target};
@@ -251,7 +251,7 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         from_intended: p.spec.mode().has_intended_time(),
     };
     let vmm_line = vmm_command_line(&p.command, &p.spec);
-    let facts = HostFacts::read(p.kind);
+    let facts = crate::host::read_facts(p.kind);
     let stop = interrupt::install()?;
     let planned = p.spec.schedule.validate()?;
     announce(plan, &p, planned)?;

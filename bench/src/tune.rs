@@ -22,7 +22,7 @@ use crate::campaign;
 use crate::cli::TuneArgs;
 pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
 use crate::error::RunError;
-use crate::host::{kvm_host, HostError, HostFacts, PVM_EXPLANATION};
+use crate::host::{kvm_host, HostError, PVM_EXPLANATION};
 use crate::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
 };
@@ -424,7 +424,7 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
         true => args.paths.vmm.clone().unwrap_or_default(),
         false => artifacts::find_vmm(args.paths.vmm.as_deref())?,
     };
-    let facts = HostFacts::read(host);
+    let facts = crate::host::read_facts(host);
     let runner = if args.nested {
         Runner::Nested {
             vmm: args.paths.vmm.clone(),

@@ -185,13 +185,13 @@ fn spec(schedule: Schedule) -> CampaignSpec {
     }
 }
 
-fn facts(contract: ContractKind) -> HostFacts {
-    HostFacts {
-        // A Linux campaign on a kvm_pvm host is a contradiction the verifier reports.
-        kind: match contract {
-            ContractKind::Linux => HostKind::Hardware,
-            ContractKind::Probe => HostKind::Pvm,
-        },
+fn facts(contract: ContractKind) -> Environment {
+    // A Linux campaign on a kvm_pvm host is a contradiction the verifier reports.
+    let kind = match contract {
+        ContractKind::Linux => HostKind::Hardware,
+        ContractKind::Probe => HostKind::Pvm,
+    };
+    Environment {
         cpu_model: "test".into(),
         cores: 2,
         host_kernel: "test".into(),
@@ -199,6 +199,7 @@ fn facts(contract: ContractKind) -> HostFacts {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
+        ..crate::host::empty_environment(kind)
     }
 }
 
@@ -705,15 +706,15 @@ fn the_contract_is_on_the_host_kinds_clock_and_says_whether_it_is_interleaved() 
     let cfg = r.configuration.clone();
     // The clock follows the host kind, one per kind.
     for kind in HostKind::ALL {
-        let facts = HostFacts {
-            kind,
+        let facts = Environment {
+            host_kind: kind,
             ..facts(ContractKind::Probe)
         };
         let got = result_json(&sp, &ex, cfg.clone(), BTreeMap::new(), &facts, vec![]);
         assert_eq!(got.contract.clock, kind.clock(), "{kind}");
     }
-    let nested = HostFacts {
-        kind: HostKind::NestedEmulated,
+    let nested = Environment {
+        host_kind: HostKind::NestedEmulated,
         ..facts(ContractKind::Probe)
     };
     let got = result_json(&sp, &ex, cfg.clone(), BTreeMap::new(), &nested, vec![]);

@@ -443,8 +443,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
             guest_cmdline: g.cmdline(*e).unwrap(),
         })
         .collect();
-    let facts = HostFacts {
-        kind: HostKind::Hardware,
+    let facts = Environment {
         cpu_model: "test".into(),
         cores: 2,
         host_kernel: "test".into(),
@@ -452,6 +451,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
+        ..crate::host::empty_environment(HostKind::Hardware)
     };
     let shared = Shared {
         spec: &sp,
