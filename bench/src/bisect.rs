@@ -532,81 +532,38 @@ pub fn run(a: &RunBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunErro
     // Where the tree was: a branch name, else the commit.
     let start = git(&tree, &["symbolic-ref", "-q", "--short", "HEAD"])
         .or_else(|_| git(&tree, &["rev-parse", "HEAD"]))?;
-    let result = run_session(a, &tree, &good, &bad, &out, n, invocation, t0);
+    let session = Session {
+        a,
+        tree: &tree,
+        good: &good,
+        bad: &bad,
+        out: &out,
+        invocation,
+    };
+    let result = run_session(&session, n, t0);
     // Leave the tree as it was found, whatever happened.
     let _ = git(&tree, &["bisect", "reset"]);
     let _ = git(&tree, &["checkout", "--quiet", &start]);
     result.map(|()| out)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_session(
-    a: &RunBisectArgs,
-    tree: &Path,
-    good: &str,
-    bad: &str,
-    out: &Path,
-    n: u64,
-    invocation: &str,
-    t0: Instant,
-) -> Result<(), BisectRunError> {
-    let (_, base) = a.judge.base()?;
-    let (host, deadline_ms) = context_host(&a.context)?;
-    let script = a.judge.script();
-    // 1. The baseline: the good commit, measured once.
-    git(tree, &["checkout", "--quiet", good])?;
-    let kdir = a.judge.kernel_root().join(format!("commit-{good}"));
-    let build = KernelBuild {
-        script: &script,
-        variant: "base",
-        args: Vec::new(),
-        tree: Some(tree),
-    };
-    let guest = build
-        .guest_dir(&kdir, &base)
-        .map_err(|e| BisectRunError::Kernel("good", e))?;
-    std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", out))?;
-    let mut f = BisectFile {
-        schema: BISECT_SCHEMA,
-        kind: BisectKind::Commit,
-        host_kind: host,
-        clock: host.clock(),
-        contract: ContractKind::Linux,
-        vcpus: u32::from(a.context.guest.vcpus.get()),
-        mem_bytes: a.context.guest.mem.bytes(),
-        judge: a.judge.options(),
-        n,
-        max_n: a.judge.sizes()?.1,
-        source: tree.display().to_string(),
-        good: good.to_string(),
-        bad: bad.to_string(),
-        steps: Vec::new(),
-        result: None,
-        wall_seconds: None,
-        commands: Vec::new(),
-    };
-    eprintln!("truecold bisect: baseline: {} ({n} launches)", short(good));
-    let ra = campaign_plan(
-        &f,
-        Backing::Anon,
-        deadline_ms,
-        n,
-        &a.judge,
-        &guest,
-        &out.join(BASELINE_DIR),
-    )?;
-    campaign(&ra, invocation)?;
-    let mut log = format!(
-        "truecold bisect run: good {good}, bad {bad}, tree {}\nbaseline: {} launches of {}\n",
-        tree.display(),
-        n,
-        short(good)
-    );
-    save(out, &f, &log)?;
+/// One `git bisect` session: its tree, its two sides and its directory.
+struct Session<'a> {
+    a: &'a RunBisectArgs,
+    tree: &'a Path,
+    good: &'a str,
+    bad: &'a str,
+    out: &'a Path,
+    invocation: &'a str,
+}
+
+fn run_session(s: &Session<'_>, n: u64, t0: Instant) -> Result<(), BisectRunError> {
+    let (mut f, mut log) = s.baseline(n)?;
     // 2. The bad commit must be bad, or there is nothing to look for.
+    let (tree, bad, out) = (s.tree, s.bad, s.out);
     git(tree, &["checkout", "--quiet", bad])?;
     let subject = git(tree, &["log", "-1", "--format=%s"])?;
-    let o = measure_commit(&mut f, out, tree, bad, &subject, &a.judge, invocation)?;
+    let o = measure_commit(&mut f, out, tree, bad, &subject, &s.a.judge, s.invocation)?;
     log.push_str(&format!(
         "check of the bad side {}: {}\n",
         short(bad),
@@ -624,28 +581,7 @@ fn run_session(
     }
     save(out, &f, &log)?;
     // 3. git bisect, with `truecold bisect step` as the judge.
-    git(tree, &["bisect", "start", bad, good])?;
-    let exe = std::env::current_exe().map_err(io("find", Path::new("the truecold binary")))?;
-    let mut step_cmd: Vec<String> = vec![
-        exe.display().to_string(),
-        "bisect".into(),
-        "step".into(),
-        "--baseline".into(),
-        out.join(BASELINE_DIR).display().to_string(),
-        "--kernel-tree".into(),
-        tree.display().to_string(),
-        "--dir".into(),
-        out.display().to_string(),
-    ];
-    step_cmd.extend(a.judge.step_flags());
-    eprintln!("truecold bisect: git bisect run {}", step_cmd.join(" "));
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(tree)
-        .args(["bisect", "run"])
-        .args(&step_cmd)
-        .status()
-        .map_err(io("run", Path::new("git bisect run")))?;
+    let (status, step_cmd) = s.git_bisect_run()?;
     let git_log = git(tree, &["bisect", "log"]).unwrap_or_default();
     let mut f = read_bisect(out).map_err(BisectRunError::Record)?;
     let mut log = read_log(out);
@@ -656,55 +592,15 @@ fn run_session(
     } else {
         None
     };
-    let last_good = match &first_bad {
-        Some(c) => git(tree, &["rev-parse", &format!("{c}^")]).ok(),
-        None => None,
-    };
-    let find = |c: &Option<String>, exit: i32| {
-        f.steps
-            .iter()
-            .rposition(|s| s.commit == *c && c.is_some() && s.outcome.exit_code() == exit)
-    };
-    let bad_step = find(&first_bad, 1);
-    let good_step = find(&last_good, 0);
-    let subject_of = |c: &Option<String>| {
-        c.as_deref()
-            .and_then(|c| git(tree, &["log", "-1", "--format=%s", c]).ok())
-            .unwrap_or_default()
-    };
-    let summary = match (&first_bad, good_step) {
-        (Some(c), Some(_)) => format!(
-            "First bad commit: `{}` ({}). Its parent `{}` measured good.",
-            short(c),
-            subject_of(&first_bad),
-            last_good.as_deref().map(short).unwrap_or("?")
-        ),
-        (Some(c), None) => format!(
-            "First bad commit: `{}` ({}); its parent `{}` is the good side's baseline or was \
-             not measured as a step.",
-            short(c),
-            subject_of(&first_bad),
-            last_good.as_deref().map(short).unwrap_or("?")
-        ),
-        (None, _) => format!("git bisect run did not finish ({status}); see log.txt."),
-    };
-    f.result = Some(BisectResult {
-        first_bad: first_bad.clone(),
-        last_good,
-        culprits: Vec::new(),
-        bad_step,
-        good_step,
-        effects: Vec::new(),
-        summary,
-    });
+    f.result = Some(s.result(&f, first_bad.clone(), status));
     f.wall_seconds = Some(t0.elapsed().as_secs());
     f.commands = vec![
-        invocation.to_string(),
+        s.invocation.to_string(),
         format!(
             "# the same by hand: git -C {} bisect start {} {} && git -C {} bisect run {}",
             tree.display(),
             short(bad),
-            short(good),
+            short(s.good),
             tree.display(),
             step_cmd.join(" ")
         ),
@@ -718,6 +614,148 @@ fn run_session(
         });
     }
     Ok(())
+}
+
+impl Session<'_> {
+    /// 1. The baseline: the good commit, measured once, into a new record.
+    fn baseline(&self, n: u64) -> Result<(BisectFile, String), BisectRunError> {
+        let (a, tree, good, out) = (self.a, self.tree, self.good, self.out);
+        let (_, base) = a.judge.base()?;
+        let (host, deadline_ms) = context_host(&a.context)?;
+        let script = a.judge.script();
+        git(tree, &["checkout", "--quiet", good])?;
+        let kdir = a.judge.kernel_root().join(format!("commit-{good}"));
+        let build = KernelBuild {
+            script: &script,
+            variant: "base",
+            args: Vec::new(),
+            tree: Some(tree),
+        };
+        let guest = build
+            .guest_dir(&kdir, &base)
+            .map_err(|e| BisectRunError::Kernel("good", e))?;
+        std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", out))?;
+        let f = BisectFile {
+            schema: BISECT_SCHEMA,
+            kind: BisectKind::Commit,
+            host_kind: host,
+            clock: host.clock(),
+            contract: ContractKind::Linux,
+            vcpus: u32::from(a.context.guest.vcpus.get()),
+            mem_bytes: a.context.guest.mem.bytes(),
+            judge: a.judge.options(),
+            n,
+            max_n: a.judge.sizes()?.1,
+            source: tree.display().to_string(),
+            good: good.to_string(),
+            bad: self.bad.to_string(),
+            steps: Vec::new(),
+            result: None,
+            wall_seconds: None,
+            commands: Vec::new(),
+        };
+        eprintln!("truecold bisect: baseline: {} ({n} launches)", short(good));
+        let ra = campaign_plan(
+            &f,
+            Backing::Anon,
+            deadline_ms,
+            n,
+            &a.judge,
+            &guest,
+            &out.join(BASELINE_DIR),
+        )?;
+        campaign(&ra, self.invocation)?;
+        let log = format!(
+            "truecold bisect run: good {good}, bad {}, tree {}\nbaseline: {} launches of {}\n",
+            self.bad,
+            tree.display(),
+            n,
+            short(good)
+        );
+        save(out, &f, &log)?;
+        Ok((f, log))
+    }
+
+    /// `git bisect start` and `git bisect run` with `truecold bisect step` as the judge: the
+    /// run's exit status and the step command it ran.
+    fn git_bisect_run(&self) -> Result<(std::process::ExitStatus, Vec<String>), BisectRunError> {
+        let (tree, out) = (self.tree, self.out);
+        git(tree, &["bisect", "start", self.bad, self.good])?;
+        let exe = std::env::current_exe().map_err(io("find", Path::new("the truecold binary")))?;
+        let mut step_cmd: Vec<String> = vec![
+            exe.display().to_string(),
+            "bisect".into(),
+            "step".into(),
+            "--baseline".into(),
+            out.join(BASELINE_DIR).display().to_string(),
+            "--kernel-tree".into(),
+            tree.display().to_string(),
+            "--dir".into(),
+            out.display().to_string(),
+        ];
+        step_cmd.extend(self.a.judge.step_flags());
+        eprintln!("truecold bisect: git bisect run {}", step_cmd.join(" "));
+        let status = Command::new("git")
+            .arg("-C")
+            .arg(tree)
+            .args(["bisect", "run"])
+            .args(&step_cmd)
+            .status()
+            .map_err(io("run", Path::new("git bisect run")))?;
+        Ok((status, step_cmd))
+    }
+
+    /// The session's result: the first bad commit (when git bisect ended), its parent, the
+    /// steps that measured them.
+    fn result(
+        &self,
+        f: &BisectFile,
+        first_bad: Option<String>,
+        status: std::process::ExitStatus,
+    ) -> BisectResult {
+        let tree = self.tree;
+        let last_good = match &first_bad {
+            Some(c) => git(tree, &["rev-parse", &format!("{c}^")]).ok(),
+            None => None,
+        };
+        let find = |c: &Option<String>, exit: i32| {
+            f.steps
+                .iter()
+                .rposition(|s| s.commit == *c && c.is_some() && s.outcome.exit_code() == exit)
+        };
+        let bad_step = find(&first_bad, 1);
+        let good_step = find(&last_good, 0);
+        let subject_of = |c: &Option<String>| {
+            c.as_deref()
+                .and_then(|c| git(tree, &["log", "-1", "--format=%s", c]).ok())
+                .unwrap_or_default()
+        };
+        let summary = match (&first_bad, good_step) {
+            (Some(c), Some(_)) => format!(
+                "First bad commit: `{}` ({}). Its parent `{}` measured good.",
+                short(c),
+                subject_of(&first_bad),
+                last_good.as_deref().map(short).unwrap_or("?")
+            ),
+            (Some(c), None) => format!(
+                "First bad commit: `{}` ({}); its parent `{}` is the good side's baseline or \
+                 was not measured as a step.",
+                short(c),
+                subject_of(&first_bad),
+                last_good.as_deref().map(short).unwrap_or("?")
+            ),
+            (None, _) => format!("git bisect run did not finish ({status}); see log.txt."),
+        };
+        BisectResult {
+            first_bad,
+            last_good,
+            culprits: Vec::new(),
+            bad_step,
+            good_step,
+            effects: Vec::new(),
+            summary,
+        }
+    }
 }
 
 // ---- config ------------------------------------------------------------------------------

@@ -390,24 +390,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
                 .map_err(|e| parity_err(&e))?,
         );
     }
-    let bundles: Vec<ArmBundle<'_>> = s
-        .prepared
-        .iter()
-        .zip(&shown)
-        .zip(ran.arms.iter().zip(&pl.cmdlines))
-        .map(|((p, launch), (arm, given))| ArmBundle {
-            engine: p.engine,
-            binary: p.binary.clone(),
-            version: p.version.clone(),
-            launch,
-            // truecold-vmm's as it reported it (its virtio-mmio entries included).
-            guest_cmdline: match p.engine {
-                Engine::Truecold => arm.cmdlines.iter().next().cloned(),
-                _ => None,
-            }
-            .unwrap_or_else(|| given.clone()),
-        })
-        .collect();
+    let bundles = parity_bundles(&s, &shown, &ran, &pl.cmdlines);
     let extras = parity_extras(&pl, pair, &workspace_sha256)?;
     let shared = s.shared(&facts, invocation, explicit);
     let outcome = if single {
@@ -423,6 +406,33 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
     };
     let _ = std::fs::remove_dir_all(&s.work);
     Ok(outcome)
+}
+
+/// Each arm's bundle under the parity contract: its parity launch as `shown`, and the
+/// guest command line truecold-vmm reported (its virtio-mmio entries included) or the one a
+/// peer was `given`.
+fn parity_bundles<'a>(
+    s: &Setup,
+    shown: &'a [truecold_engine::Launch],
+    ran: &EnginesRun,
+    given: &[String],
+) -> Vec<ArmBundle<'a>> {
+    s.prepared
+        .iter()
+        .zip(shown)
+        .zip(ran.arms.iter().zip(given))
+        .map(|((p, launch), (arm, given))| ArmBundle {
+            engine: p.engine,
+            binary: p.binary.clone(),
+            version: p.version.clone(),
+            launch,
+            guest_cmdline: match p.engine {
+                Engine::Truecold => arm.cmdlines.iter().next().cloned(),
+                _ => None,
+            }
+            .unwrap_or_else(|| given.clone()),
+        })
+        .collect()
 }
 
 /// Each arm's parity files and facts: its lifecycle table (`state.csv`) and its digest,

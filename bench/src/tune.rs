@@ -397,6 +397,35 @@ fn confirm_arms(arms: &mut Arms<'_>, winners: &[Knob]) -> Result<Vec<PhaseArm>, 
     Ok(v)
 }
 
+/// The winners of a screen phase written at `screen`, which must verify: by the same
+/// function the verifier runs (`truecold_proof::tune::screen_of_dir`).
+fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, TuneError> {
+    if !screen.verdict.is_valid() {
+        return Err(TuneError::PhaseInvalid {
+            path: screen.path.clone(),
+            reasons: screen
+                .verdict
+                .reasons
+                .iter()
+                .map(|r| r.detail.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    let winners = truecold_proof::tune::screen_of_dir(&screen.path, seed, knobs)
+        .map_err(TuneError::Tune)?
+        .recommended;
+    eprintln!(
+        "truecold: tune: winners of the screen phase: {}",
+        if winners.is_empty() {
+            "none".to_string()
+        } else {
+            variant_name(&winners)
+        }
+    );
+    Ok(winners)
+}
+
 /// Runs the whole tune `args` describe (see the module doc) and writes its directory.
 pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let mut warnings: Vec<String> = Vec::new();
@@ -470,30 +499,7 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
     // baseline and the recommended arm.
     let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
     let tmp = campaign::staging_dir(&dest, "tune")?;
-    let screen_written = runner.run(&screen, &tmp.join(SCREEN))?;
-    if !screen_written.verdict.is_valid() {
-        return Err(TuneError::PhaseInvalid {
-            path: screen_written.path.clone(),
-            reasons: screen_written
-                .verdict
-                .reasons
-                .iter()
-                .map(|r| r.detail.clone())
-                .collect::<Vec<_>>()
-                .join("; "),
-        });
-    }
-    let winners = truecold_proof::tune::screen_of_dir(&tmp.join(SCREEN), args.seed, &knobs)
-        .map_err(TuneError::Tune)?
-        .recommended;
-    eprintln!(
-        "truecold: tune: winners of the screen phase: {}",
-        if winners.is_empty() {
-            "none".to_string()
-        } else {
-            variant_name(&winners)
-        }
-    );
+    let winners = winners_of(&runner.run(&screen, &tmp.join(SCREEN))?, args.seed, &knobs)?;
     if !winners.is_empty() {
         let confirm = plan_of(
             CONFIRM,
