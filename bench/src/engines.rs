@@ -202,7 +202,7 @@ impl ArmLauncher for DriverLauncher<'_> {
     fn launch(&self, arm: usize, _round: u64, row: &RowOf<'_>) -> (Launched, Sample, EngineRun) {
         let l = truecold_engine::driver::launch_once(
             &self.launches[arm],
-            self.mem.bytes(),
+            self.mem,
             self.deadline_ns,
             self.kill_grace_ns,
         );

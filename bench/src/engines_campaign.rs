@@ -289,7 +289,7 @@ fn parity_launchers(
             pair,
             state: std::cell::RefCell::new(state),
             tap_override: plan.inject_tap_name.clone(),
-            mem_bytes: s.spec.mem.bytes(),
+            mem: s.spec.mem,
             deadline_ns: s.spec.deadline_ns,
             kill_grace_ns: s.spec.kill_grace_ns,
         });

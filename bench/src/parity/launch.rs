@@ -42,7 +42,7 @@ pub struct ParityLauncher {
     pub state: RefCell<StateDb>,
     /// Reliability tests: every launch's tap name (`--inject-tap-name`).
     pub tap_override: Option<String>,
-    pub mem_bytes: u64,
+    pub mem: truecold_proto::limits::GuestMem,
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
 }
@@ -186,7 +186,7 @@ impl ParityLauncher {
                 let mut running_err: Option<String> = None;
                 let launched = launch_once_with(
                     &l,
-                    self.mem_bytes,
+                    self.mem,
                     self.deadline_ns,
                     self.kill_grace_ns,
                     &mut || {
