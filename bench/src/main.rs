@@ -148,7 +148,18 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
 /// `truecold tune-phase`: 0 written and verified, 2 written but invalid, 130 interrupted,
 /// 1 nothing written.
 fn tune_phase_main(args: &truecold_bench::cli::TunePhaseArgs, invocation: &str) -> ExitCode {
-    match truecold_bench::phase::run_file(args, invocation) {
+    use truecold_bench::phase::{run_here, PhasePlan};
+    let guest_dir = truecold_bench::artifacts::guest_dir(args.guest_dir.as_deref());
+    let ran = PhasePlan::read(&args.plan).and_then(|plan| {
+        run_here(
+            &plan,
+            args.vmm.as_deref(),
+            &guest_dir,
+            &args.out,
+            invocation,
+        )
+    });
+    match ran {
         Ok((w, interrupted)) => {
             print!("{}", w.verdict.render(&w.path, 5));
             if !w.verdict.is_valid() {

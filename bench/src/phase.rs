@@ -6,7 +6,6 @@
 
 use crate::artifacts::{self, ArtifactError, LinuxGuest};
 use crate::campaign::{self, CampaignSpec, Executed};
-use crate::cli::TunePhaseArgs;
 use crate::error::RunError;
 use crate::host::{kvm_host, HostError, RunFacts, Snapshot};
 use crate::launch::{ProcessLauncher, VmmCommand};
@@ -878,6 +877,22 @@ pub fn run_one_phase(
     if nested {
         return nested_phase(plan, vmm, guest_dir, dest);
     }
+    let (w, interrupted) = run_here(plan, vmm, guest_dir, dest, invocation)?;
+    if interrupted {
+        return Err(PhaseError::Interrupted("A/B"));
+    }
+    Ok(w)
+}
+
+/// Runs `plan` on this host's /dev/kvm (what `truecold tune-phase` does in L1): the written
+/// phase directory and whether Ctrl-C cut it short.
+pub fn run_here(
+    plan: &PhasePlan,
+    vmm: Option<&Path>,
+    guest_dir: &Path,
+    dest: &Path,
+    invocation: &str,
+) -> Result<(Written, bool), PhaseError> {
     let (host, warnings) = kvm_host()?;
     let facts = crate::host::read_facts(host);
     let env = PhaseEnv {
@@ -889,32 +904,18 @@ pub fn run_one_phase(
         invocation,
         force: host == HostKind::Pvm,
     };
-    let (w, interrupted) = run_phase(plan, &env, dest)?;
-    if interrupted {
-        return Err(PhaseError::Interrupted("A/B"));
-    }
-    Ok(w)
+    run_phase(plan, &env, dest)
 }
 
-/// `truecold tune-phase`: reads the plan, runs the phase on this host's KVM, writes it.
-pub fn run_file(args: &TunePhaseArgs, invocation: &str) -> Result<(Written, bool), PhaseError> {
-    let bytes = std::fs::read(&args.plan).map_err(PathIoError::at("read", &args.plan))?;
-    let plan: PhasePlan = serde_json::from_slice(&bytes).map_err(|source| PhaseError::Plan {
-        path: args.plan.clone(),
-        source,
-    })?;
-    let (host, warnings) = kvm_host()?;
-    let facts = crate::host::read_facts(host);
-    let env = PhaseEnv {
-        vmm: artifacts::find_vmm(args.vmm.as_deref())?,
-        guest_dir: artifacts::guest_dir(args.guest_dir.as_deref()),
-        host,
-        facts: &facts,
-        warnings,
-        invocation,
-        force: host == HostKind::Pvm,
-    };
-    run_phase(&plan, &env, &args.out)
+impl PhasePlan {
+    /// The plan file `path` (written by `truecold tune`), its guest checked as it is read.
+    pub fn read(path: &Path) -> Result<PhasePlan, PhaseError> {
+        let bytes = std::fs::read(path).map_err(PathIoError::at("read", path))?;
+        serde_json::from_slice(&bytes).map_err(|source| PhaseError::Plan {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
 }
 
 #[cfg(test)]
