@@ -15,6 +15,7 @@
 pub mod artifacts;
 pub mod attribution;
 pub mod bisect;
+pub mod bisect_config;
 pub mod campaign;
 pub mod cli;
 pub mod clock;

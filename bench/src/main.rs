@@ -64,7 +64,7 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
                 ExitCode::FAILURE
             }
         },
-        BisectCmd::Config(a) => match bisect::config(a, invocation) {
+        BisectCmd::Config(a) => match truecold_bench::bisect_config::config(a, invocation) {
             Ok(dir) => done(dir),
             Err(e) => {
                 eprintln!("truecold: error: {}", chain(&e));
