@@ -833,8 +833,32 @@ pub fn nested_phase(
     .iter()
     .map(|s| s.to_string())
     .collect();
+    let ra = l1_plan(plan, vmm, base_guest_dir, dest)?;
+    let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
+    let w = crate::nested::in_l1(
+        &ra,
+        argv,
+        extra,
+        planned,
+        base_guest_dir,
+        dest.to_path_buf(),
+    )
+    .map_err(|e| PhaseError::Nested(Box::new(e)))?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(w)
+}
+
+/// The campaign of a phase's L1 boot, as the nested harness sizes and seeds it: every
+/// arm's launches (the rounds here; `planned` counts the arms), the attribution launches of
+/// every attributed arm, L1's QEMU seed.
+fn l1_plan(
+    plan: &PhasePlan,
+    vmm: Option<&Path>,
+    base_guest_dir: &Path,
+    dest: &Path,
+) -> Result<CampaignPlan, PhaseError> {
     let guest = GuestSpec::plain(plan.vcpus, plan.mem, plan.backing);
-    let ra = CampaignPlan::sequential(
+    Ok(CampaignPlan::sequential(
         Target::Nested,
         guest,
         plan.rounds,
@@ -849,19 +873,7 @@ pub fn nested_phase(
     // L1's QEMU seed: the tune's, offset by the phase, so the phases' L1 runs draw
     // different random numbers (nonces, boot ids) and each is reproducible.
     .seeded(plan.seed.wrapping_add(u64::from(plan.phase != SCREEN)))
-    .attributed(plan.attribution.saturating_mul(plan.attribute.len() as u64));
-    let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
-    let w = crate::nested::in_l1(
-        &ra,
-        argv,
-        extra,
-        planned,
-        base_guest_dir,
-        dest.to_path_buf(),
-    )
-    .map_err(|e| PhaseError::Nested(Box::new(e)))?;
-    let _ = std::fs::remove_dir_all(&work);
-    Ok(w)
+    .attributed(plan.attribution.saturating_mul(plan.attribute.len() as u64)))
 }
 
 /// Runs one phase outside a tune (a bisect's kernel A/B): in one L1 boot when `nested`,

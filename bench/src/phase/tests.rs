@@ -122,3 +122,30 @@ fn an_arms_run_is_a_plain_sequential_plan() {
         "{line}"
     );
 }
+
+/// A phase's L1 boot: a nested campaign with the phase's guest, deadline and paths; the
+/// confirm phase's L1 seed differs from the screen's; every attributed arm's launches count.
+#[test]
+fn a_phase_in_l1_is_a_nested_campaign_seeded_by_the_phase() {
+    let mut p = plan(vec![arm(BASELINE, &[]), arm("console", &[Knob::Console])]);
+    p.attribution = 2;
+    p.attribute = vec![BASELINE.into(), "console".into()];
+    let l1 = l1_plan(&p, Some(Path::new("/v")), Path::new("/g"), Path::new("/d")).unwrap();
+    assert_eq!(l1.target, Target::Nested);
+    assert_eq!(l1.schedule, Schedule::Sequential { n: p.rounds });
+    assert_eq!((l1.guest.vcpus, l1.guest.mem), (p.vcpus, p.mem));
+    assert_eq!((l1.deadline_ms, l1.kill_grace_ms), (2000, 500));
+    assert_eq!(l1.seed, p.seed);
+    assert_eq!(l1.attribution, 4);
+    assert_eq!(l1.vmm.as_deref(), Some(Path::new("/v")));
+    assert_eq!(l1.guest_dir.as_deref(), Some(Path::new("/g")));
+    assert_eq!(l1.out.as_deref(), Some(Path::new("/d")));
+    p.phase = CONFIRM.into();
+    let l1 = l1_plan(&p, None, Path::new("/g"), Path::new("/d")).unwrap();
+    assert_eq!(l1.seed, p.seed + 1);
+    p.deadline_ms = 0;
+    assert!(matches!(
+        l1_plan(&p, None, Path::new("/g"), Path::new("/d")),
+        Err(PhaseError::Args(crate::plan::ArgError::DeadlineZero))
+    ));
+}
