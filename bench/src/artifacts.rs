@@ -8,11 +8,16 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use truecold_proto::path_io::PathIoError;
 
 /// The VMM binary's file name.
 pub const VMM_NAME: &str = "truecold-vmm";
 /// Default guest artifact directory, relative to the working directory.
 pub const DEFAULT_GUEST_DIR: &str = "out/guest";
+/// The name of the parity guest's workspace image in the guest directory (xtask's).
+pub const WORKSPACE_IMAGE: &str = truecold_proto::parity::WORKSPACE_IMAGE;
+/// Where the parity kernel (vmlinux, config) is in the guest directory (xtask's).
+pub const PARITY_KERNEL_DIR: &str = truecold_proto::parity::PARITY_KERNEL_DIR;
 
 /// Missing or unreadable artifacts.
 #[derive(Debug, thiserror::Error)]
@@ -35,12 +40,8 @@ pub enum ArtifactError {
         path: PathBuf,
         dir: PathBuf,
     },
-    #[error("reading {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("cannot locate the running truecold binary")]
     CurrentExe(#[source] std::io::Error),
 }
@@ -124,10 +125,7 @@ pub fn linux_guest(dir: &Path) -> Result<LinuxGuest, ArtifactError> {
 
 /// Lowercase hex sha256 of a file, streamed.
 pub fn sha256_file(path: &Path) -> Result<String, ArtifactError> {
-    let err = |source| ArtifactError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
+    let err = |source| ArtifactError::Io(PathIoError::at("read", path)(source));
     let mut f = std::fs::File::open(path).map_err(err)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -174,7 +172,7 @@ mod tests {
         );
         assert!(matches!(
             sha256_file(&d.path().join("nope")),
-            Err(ArtifactError::Read { .. })
+            Err(ArtifactError::Io(_))
         ));
     }
 

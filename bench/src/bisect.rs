@@ -18,141 +18,33 @@
 //!   good config with a subset of the bad one's assignments, resolved by olddefconfig, built
 //!   incrementally, and judged in an interleaved A/B against the good kernel (one L1 boot per
 //!   A/B in the nested harness); a candidate that does not build or breaks strict-ready is
-//!   unresolved.
+//!   unresolved ([`crate::bisect_config`]).
 //!
 //! Every step uses the clock of the host it runs on (virtual in the nested harness, wall on
 //! hardware KVM); the baseline's clock is every step's, never mixed.
 
 use crate::artifacts::{self, LinuxGuest};
-use crate::cli::{mem_mib_arg, vcpus_arg, ModeArg, RunArgs, DEFAULT_SEED};
+pub use crate::cli::{
+    BisectArgs, BisectCmd, ConfigBisectArgs, ContextArgs, JudgeArgs, RunBisectArgs, StepArgs,
+    DEFAULT_N,
+};
 use crate::kernel::{KernelBuild, KernelError};
-use crate::tune::{PhaseArm, PhasePlan, TuneError};
-use clap::{Args, Subcommand};
-use std::collections::BTreeMap;
+use crate::phase::PhaseError;
+use crate::plan::{CampaignPlan, GuestSpec, Target};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use truecold_proof::bisect::{
     judge, read_bisect, write_bisect, BisectError, BisectFile, BisectKind, BisectResult,
-    JudgeOptions, Step, StepOutcome, BASELINE_DIR, BISECT_SCHEMA, CANDIDATE_ARM, GOOD_ARM,
-    LOG_FILE, STEPS_DIR,
+    JudgeOptions, Step, StepOutcome, BASELINE_DIR, BISECT_SCHEMA, LOG_FILE, STEPS_DIR,
 };
 use truecold_proof::schema::ContractKind;
-use truecold_proof::sums::sha256_hex;
 use truecold_proto::kinds::{Backing, HostKind};
+use truecold_proto::limits::{GuestMem, Vcpus};
+use truecold_proto::path_io::PathIoError;
 
 /// Exit status of a step that could not judge at all (stops `git bisect run`).
 pub const EXIT_ABORT: u8 = 200;
-/// Default launches per step: the fewest at which `compare`'s Mann–Whitney test can reach
-/// p < 0.01 (6 against 6 fully separated values: p ≈ 0.005; 5 against 5: never below 0.012).
-pub const DEFAULT_N: u64 = 6;
-
-/// `truecold bisect`.
-#[derive(Args, Debug, Clone)]
-pub struct BisectArgs {
-    #[command(subcommand)]
-    pub cmd: BisectCmd,
-}
-
-#[derive(Subcommand, Debug, Clone)]
-pub enum BisectCmd {
-    /// One step, for `git bisect run`: build the tree's checkout, measure it, judge it
-    /// against the baseline; exit 0 good, 1 bad, 125 skip (200: cannot judge, stop).
-    Step(StepArgs),
-    /// A whole `git bisect` session between two commits of a kernel tree.
-    Run(RunBisectArgs),
-    /// The smallest set of symbols between two kernel configs that explains a slowdown.
-    Config(ConfigBisectArgs),
-}
-
-/// How every step is measured and judged.
-#[derive(Args, Debug, Clone)]
-pub struct JudgeArgs {
-    /// Launches per step (and of the baseline `run` measures).
-    #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
-    pub n: u64,
-    /// An inconclusive step is measured again with twice the launches, up to this many
-    /// (default 4 × -n); still inconclusive: skip (125).
-    #[arg(long)]
-    pub max_n: Option<u64>,
-    /// Smallest slowdown called bad, percent of the good median (`compare --threshold`).
-    #[arg(long, default_value_t = 2.0)]
-    pub threshold_pct: f64,
-    /// Significance level of the Mann–Whitney test (`compare --alpha`).
-    #[arg(long, default_value_t = 0.01)]
-    pub alpha: f64,
-    #[command(flatten)]
-    pub paths: crate::kernel::KernelPaths,
-}
-
-/// The campaign every step runs (`run` and `config`; `step` takes it from its baseline).
-#[derive(Args, Debug, Clone)]
-pub struct ContextArgs {
-    /// Run in the nested harness (virtual clock) instead of this host's /dev/kvm.
-    #[arg(long)]
-    pub nested: bool,
-    /// vCPUs per VM.
-    #[arg(long, default_value_t = 1, value_parser = vcpus_arg)]
-    pub vcpus: u32,
-    /// Guest memory per VM, MiB.
-    #[arg(long, default_value_t = 1024, value_parser = mem_mib_arg)]
-    pub mem_mib: u64,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct StepArgs {
-    /// The good side: a bundle, or a bisect directory (its baseline).
-    #[arg(long)]
-    pub baseline: PathBuf,
-    /// The kernel git work tree whose checkout is built.
-    #[arg(long, default_value = ".")]
-    pub kernel_tree: PathBuf,
-    /// The bisect directory the step is appended to (created with the baseline in it).
-    #[arg(long)]
-    pub dir: PathBuf,
-    #[command(flatten)]
-    pub judge: JudgeArgs,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct RunBisectArgs {
-    /// The kernel git work tree (must be clean; left on the commit it was on).
-    #[arg(long)]
-    pub kernel_tree: PathBuf,
-    /// A commit that boots fast enough.
-    #[arg(long)]
-    pub good: String,
-    /// A later commit that boots slower.
-    #[arg(long)]
-    pub bad: String,
-    /// The bisect directory (default `results/<UTC>-bisect-commit-…`); must not exist.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    #[command(flatten)]
-    pub context: ContextArgs,
-    #[command(flatten)]
-    pub judge: JudgeArgs,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ConfigBisectArgs {
-    /// The good kernel config (a complete .config).
-    #[arg(long)]
-    pub good: PathBuf,
-    /// The bad kernel config.
-    #[arg(long)]
-    pub bad: PathBuf,
-    /// Build this kernel git work tree's checkout (default: the pinned linux-source-6.12).
-    #[arg(long)]
-    pub kernel_tree: Option<PathBuf>,
-    /// The bisect directory (default `results/<UTC>-bisect-config-…`); must not exist.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    #[command(flatten)]
-    pub context: ContextArgs,
-    #[command(flatten)]
-    pub judge: JudgeArgs,
-}
 
 /// Why a bisect could not run (a step's own verdicts are not errors).
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +70,7 @@ pub enum BisectRunError {
     #[error("the campaign")]
     Run(#[source] Box<crate::run::RunError>),
     #[error("the A/B")]
-    Phase(#[source] Box<TuneError>),
+    Phase(#[source] Box<PhaseError>),
     #[error("the bisect directory")]
     Record(#[source] BisectError),
     #[error("judging {}", path.display())]
@@ -191,24 +83,19 @@ pub enum BisectRunError {
     NotBad(String),
     #[error("the two configs resolve to the same kernel config: nothing to bisect")]
     SameConfig,
-    #[error("cannot {op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("the campaign wrote {} but it does not verify: {why}", path.display())]
     Invalid { path: PathBuf, why: String },
 }
 
-fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectRunError {
-    let path = path.to_path_buf();
-    move |source| BisectRunError::Io { op, path, source }
+pub(crate) fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectRunError {
+    let at = PathIoError::at(op, path);
+    move |source| BisectRunError::Io(at(source))
 }
 
 impl JudgeArgs {
-    fn sizes(&self) -> Result<(u64, u64), BisectRunError> {
+    pub(crate) fn sizes(&self) -> Result<(u64, u64), BisectRunError> {
         let max_n = self.max_n.unwrap_or(self.n.saturating_mul(4));
         if self.n < 3 || max_n < self.n {
             return Err(BisectRunError::Sizes { n: self.n, max_n });
@@ -216,22 +103,22 @@ impl JudgeArgs {
         Ok((self.n, max_n))
     }
 
-    fn options(&self) -> JudgeOptions {
+    pub(crate) fn options(&self) -> JudgeOptions {
         let mut o = JudgeOptions::with_min_samples(self.n as usize);
         o.threshold_pct = self.threshold_pct;
         o.alpha = self.alpha;
         o
     }
 
-    fn script(&self) -> PathBuf {
+    pub(crate) fn script(&self) -> PathBuf {
         self.paths.script()
     }
 
-    fn kernel_root(&self) -> PathBuf {
+    pub(crate) fn kernel_root(&self) -> PathBuf {
         self.paths.kernel_root("out/bisect-kernels")
     }
 
-    fn base(&self) -> Result<(PathBuf, LinuxGuest), BisectRunError> {
+    pub(crate) fn base(&self) -> Result<(PathBuf, LinuxGuest), BisectRunError> {
         let dir = self.paths.guest_dir();
         let g = artifacts::linux_guest(&dir).map_err(|e| BisectRunError::Baseline {
             path: dir.clone(),
@@ -272,7 +159,7 @@ impl JudgeArgs {
     }
 }
 
-fn abs(p: &Path) -> String {
+pub(crate) fn abs(p: &Path) -> String {
     std::path::absolute(p)
         .unwrap_or_else(|_| p.to_path_buf())
         .display()
@@ -309,9 +196,9 @@ fn short(c: &str) -> &str {
     &c[..c.len().min(12)]
 }
 
-/// The step campaign's arguments: the contract of the record, `n` launches, the kernel in
+/// The step campaign's plan: the contract of the record, `n` launches, the kernel in
 /// `guest_dir`, the bundle at `out`.
-fn campaign_args(
+fn campaign_plan(
     f: &BisectFile,
     backing: Backing,
     deadline_ms: u64,
@@ -319,42 +206,37 @@ fn campaign_args(
     j: &JudgeArgs,
     guest_dir: &Path,
     out: &Path,
-) -> RunArgs {
+) -> Result<CampaignPlan, BisectRunError> {
+    let (vcpus, mem) = record_guest(f)?;
     let nested = f.host_kind == HostKind::NestedEmulated;
-    RunArgs {
-        mode: ModeArg::Sequential,
-        count: n,
-        vcpus: f.vcpus,
-        mem_mib: f.mem_bytes >> 20,
-        backing,
-        concurrency: None,
-        rate: None,
-        max_concurrency: None,
-        deadline_ms: Some(deadline_ms),
-        kill_grace_ms: 500,
-        probe: false,
-        linux: !nested,
-        nested,
-        out: Some(out.to_path_buf()),
-        vmm: j.paths.vmm.clone(),
-        guest_dir: Some(guest_dir.to_path_buf()),
-        cmdline_extra: String::new(),
-        console: false,
-        drop_caches: false,
-        engine: Vec::new(),
-        engines: Vec::new(),
-        seed: DEFAULT_SEED,
-        firecracker: None,
-        cloud_hypervisor: None,
-        qemu: None,
-        attribution: 0,
-        parity: false,
-        inject_tap_name: None,
-    }
+    let plan = CampaignPlan::sequential(
+        Target::linux(nested),
+        GuestSpec::plain(vcpus, mem, backing),
+        n,
+        deadline_ms,
+        500,
+    )
+    .map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
+    Ok(plan.at(
+        j.paths.vmm.clone(),
+        Some(guest_dir.to_path_buf()),
+        Some(out.to_path_buf()),
+    ))
+}
+
+/// The record's guest, checked (a record read back from a directory is a boundary).
+pub(crate) fn record_guest(f: &BisectFile) -> Result<(Vcpus, GuestMem), BisectRunError> {
+    let bad = |e: truecold_proto::limits::LimitError| {
+        BisectRunError::Run(Box::new(crate::plan::ArgError::from(e).into()))
+    };
+    Ok((
+        Vcpus::new(u64::from(f.vcpus)).map_err(bad)?,
+        GuestMem::from_bytes(f.mem_bytes).map_err(bad)?,
+    ))
 }
 
 /// Runs one campaign into `out` and checks it verifies.
-fn campaign(ra: &RunArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
+fn campaign(ra: &CampaignPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
     let o = crate::run::run(ra, invocation).map_err(|e| BisectRunError::Run(Box::new(e)))?;
     let w = o.written;
     if !w.verdict.is_valid() {
@@ -444,7 +326,7 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), BisectRunError> {
     Ok(())
 }
 
-fn save(dir: &Path, f: &BisectFile, log: &str) -> Result<(), BisectRunError> {
+pub(crate) fn save(dir: &Path, f: &BisectFile, log: &str) -> Result<(), BisectRunError> {
     write_bisect(dir, f, log).map_err(BisectRunError::Record)?;
     Ok(())
 }
@@ -454,7 +336,7 @@ fn read_log(dir: &Path) -> String {
 }
 
 /// The next step directory's name: `steps/NN-<what>-n<n>`.
-fn step_dir(f: &BisectFile, what: &str, n: u64) -> String {
+pub(crate) fn step_dir(f: &BisectFile, what: &str, n: u64) -> String {
     format!("{STEPS_DIR}/{:02}-{what}-n{n}", f.steps.len() + 1)
 }
 
@@ -568,7 +450,7 @@ fn measure_commit(
         let t1 = Instant::now();
         let rel = step_dir(f, short(commit), n);
         let out = dir.join(&rel);
-        let ra = campaign_args(f, backing, deadline_ms, n, j, &guest, &out);
+        let ra = campaign_plan(f, backing, deadline_ms, n, j, &guest, &out)?;
         campaign(&ra, invocation)?;
         let jd = judge(&dir.join(BASELINE_DIR), &out, &f.judge).map_err(|source| {
             BisectRunError::Judge {
@@ -597,26 +479,26 @@ fn measure_commit(
 }
 
 /// `results/<UTC>-bisect-<kind>-<host>-<v>vcpu-<m>mib`.
-fn default_out(kind: &str, c: &ContextArgs) -> PathBuf {
+pub(crate) fn default_out(kind: &str, c: &ContextArgs) -> PathBuf {
     let (stamp, _) = crate::clock::utc_now();
     PathBuf::from("results").join(format!(
         "{stamp}-bisect-{kind}-{}-{}vcpu-{}mib",
         if c.nested { "nested-linux" } else { "linux" },
-        c.vcpus,
-        c.mem_mib
+        c.guest.vcpus,
+        c.guest.mem.mib()
     ))
 }
 
 /// The host a bisect measures on and its deadline default.
-fn context_host(c: &ContextArgs) -> Result<(HostKind, u64), BisectRunError> {
+pub(crate) fn context_host(c: &ContextArgs) -> Result<(HostKind, u64), BisectRunError> {
     if c.nested {
         return Ok((
             HostKind::NestedEmulated,
-            crate::cli::DEFAULT_NESTED_DEADLINE_MS,
+            crate::plan::DEFAULT_NESTED_DEADLINE_MS,
         ));
     }
-    let (k, _) = crate::run::kvm_host().map_err(|e| BisectRunError::Run(Box::new(e)))?;
-    Ok((k, crate::cli::DEFAULT_DEADLINE_MS))
+    let (k, _) = crate::host::kvm_host().map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
+    Ok((k, crate::plan::DEFAULT_DEADLINE_MS))
 }
 
 /// `truecold bisect run`: the whole session; returns the directory.
@@ -646,81 +528,38 @@ pub fn run(a: &RunBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunErro
     // Where the tree was: a branch name, else the commit.
     let start = git(&tree, &["symbolic-ref", "-q", "--short", "HEAD"])
         .or_else(|_| git(&tree, &["rev-parse", "HEAD"]))?;
-    let result = run_session(a, &tree, &good, &bad, &out, n, invocation, t0);
+    let session = Session {
+        a,
+        tree: &tree,
+        good: &good,
+        bad: &bad,
+        out: &out,
+        invocation,
+    };
+    let result = run_session(&session, n, t0);
     // Leave the tree as it was found, whatever happened.
     let _ = git(&tree, &["bisect", "reset"]);
     let _ = git(&tree, &["checkout", "--quiet", &start]);
     result.map(|()| out)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_session(
-    a: &RunBisectArgs,
-    tree: &Path,
-    good: &str,
-    bad: &str,
-    out: &Path,
-    n: u64,
-    invocation: &str,
-    t0: Instant,
-) -> Result<(), BisectRunError> {
-    let (_, base) = a.judge.base()?;
-    let (host, deadline_ms) = context_host(&a.context)?;
-    let script = a.judge.script();
-    // 1. The baseline: the good commit, measured once.
-    git(tree, &["checkout", "--quiet", good])?;
-    let kdir = a.judge.kernel_root().join(format!("commit-{good}"));
-    let build = KernelBuild {
-        script: &script,
-        variant: "base",
-        args: Vec::new(),
-        tree: Some(tree),
-    };
-    let guest = build
-        .guest_dir(&kdir, &base)
-        .map_err(|e| BisectRunError::Kernel("good", e))?;
-    std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", out))?;
-    let mut f = BisectFile {
-        schema: BISECT_SCHEMA,
-        kind: BisectKind::Commit,
-        host_kind: host,
-        clock: host.clock(),
-        contract: ContractKind::Linux,
-        vcpus: a.context.vcpus,
-        mem_bytes: a.context.mem_mib << 20,
-        judge: a.judge.options(),
-        n,
-        max_n: a.judge.sizes()?.1,
-        source: tree.display().to_string(),
-        good: good.to_string(),
-        bad: bad.to_string(),
-        steps: Vec::new(),
-        result: None,
-        wall_seconds: None,
-        commands: Vec::new(),
-    };
-    eprintln!("truecold bisect: baseline: {} ({n} launches)", short(good));
-    let ra = campaign_args(
-        &f,
-        Backing::Anon,
-        deadline_ms,
-        n,
-        &a.judge,
-        &guest,
-        &out.join(BASELINE_DIR),
-    );
-    campaign(&ra, invocation)?;
-    let mut log = format!(
-        "truecold bisect run: good {good}, bad {bad}, tree {}\nbaseline: {} launches of {}\n",
-        tree.display(),
-        n,
-        short(good)
-    );
-    save(out, &f, &log)?;
+/// One `git bisect` session: its tree, its two sides and its directory.
+struct Session<'a> {
+    a: &'a RunBisectArgs,
+    tree: &'a Path,
+    good: &'a str,
+    bad: &'a str,
+    out: &'a Path,
+    invocation: &'a str,
+}
+
+fn run_session(s: &Session<'_>, n: u64, t0: Instant) -> Result<(), BisectRunError> {
+    let (mut f, mut log) = s.baseline(n)?;
     // 2. The bad commit must be bad, or there is nothing to look for.
+    let (tree, bad, out) = (s.tree, s.bad, s.out);
     git(tree, &["checkout", "--quiet", bad])?;
     let subject = git(tree, &["log", "-1", "--format=%s"])?;
-    let o = measure_commit(&mut f, out, tree, bad, &subject, &a.judge, invocation)?;
+    let o = measure_commit(&mut f, out, tree, bad, &subject, &s.a.judge, s.invocation)?;
     log.push_str(&format!(
         "check of the bad side {}: {}\n",
         short(bad),
@@ -738,28 +577,7 @@ fn run_session(
     }
     save(out, &f, &log)?;
     // 3. git bisect, with `truecold bisect step` as the judge.
-    git(tree, &["bisect", "start", bad, good])?;
-    let exe = std::env::current_exe().map_err(io("find", Path::new("the truecold binary")))?;
-    let mut step_cmd: Vec<String> = vec![
-        exe.display().to_string(),
-        "bisect".into(),
-        "step".into(),
-        "--baseline".into(),
-        out.join(BASELINE_DIR).display().to_string(),
-        "--kernel-tree".into(),
-        tree.display().to_string(),
-        "--dir".into(),
-        out.display().to_string(),
-    ];
-    step_cmd.extend(a.judge.step_flags());
-    eprintln!("truecold bisect: git bisect run {}", step_cmd.join(" "));
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(tree)
-        .args(["bisect", "run"])
-        .args(&step_cmd)
-        .status()
-        .map_err(io("run", Path::new("git bisect run")))?;
+    let (status, step_cmd) = s.git_bisect_run()?;
     let git_log = git(tree, &["bisect", "log"]).unwrap_or_default();
     let mut f = read_bisect(out).map_err(BisectRunError::Record)?;
     let mut log = read_log(out);
@@ -770,55 +588,15 @@ fn run_session(
     } else {
         None
     };
-    let last_good = match &first_bad {
-        Some(c) => git(tree, &["rev-parse", &format!("{c}^")]).ok(),
-        None => None,
-    };
-    let find = |c: &Option<String>, exit: i32| {
-        f.steps
-            .iter()
-            .rposition(|s| s.commit == *c && c.is_some() && s.outcome.exit_code() == exit)
-    };
-    let bad_step = find(&first_bad, 1);
-    let good_step = find(&last_good, 0);
-    let subject_of = |c: &Option<String>| {
-        c.as_deref()
-            .and_then(|c| git(tree, &["log", "-1", "--format=%s", c]).ok())
-            .unwrap_or_default()
-    };
-    let summary = match (&first_bad, good_step) {
-        (Some(c), Some(_)) => format!(
-            "First bad commit: `{}` ({}). Its parent `{}` measured good.",
-            short(c),
-            subject_of(&first_bad),
-            last_good.as_deref().map(short).unwrap_or("?")
-        ),
-        (Some(c), None) => format!(
-            "First bad commit: `{}` ({}); its parent `{}` is the good side's baseline or was \
-             not measured as a step.",
-            short(c),
-            subject_of(&first_bad),
-            last_good.as_deref().map(short).unwrap_or("?")
-        ),
-        (None, _) => format!("git bisect run did not finish ({status}); see log.txt."),
-    };
-    f.result = Some(BisectResult {
-        first_bad: first_bad.clone(),
-        last_good,
-        culprits: Vec::new(),
-        bad_step,
-        good_step,
-        effects: Vec::new(),
-        summary,
-    });
+    f.result = Some(s.result(&f, first_bad.clone(), status));
     f.wall_seconds = Some(t0.elapsed().as_secs());
     f.commands = vec![
-        invocation.to_string(),
+        s.invocation.to_string(),
         format!(
             "# the same by hand: git -C {} bisect start {} {} && git -C {} bisect run {}",
             tree.display(),
             short(bad),
-            short(good),
+            short(s.good),
             tree.display(),
             step_cmd.join(" ")
         ),
@@ -834,448 +612,146 @@ fn run_session(
     Ok(())
 }
 
-// ---- config ------------------------------------------------------------------------------
-
-/// A resolved config's assignments: `CONFIG_X` → value (`n` for "is not set").
-pub fn parse_config(text: &str) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# ") {
-            if let Some(sym) = rest.strip_suffix(" is not set") {
-                if sym.starts_with("CONFIG_") {
-                    m.insert(sym.to_string(), "n".to_string());
-                }
-            }
-        } else if let Some((k, v)) = line.split_once('=') {
-            if k.starts_with("CONFIG_") {
-                m.insert(k.to_string(), v.to_string());
-            }
-        }
-    }
-    m
-}
-
-/// The assignments of `bad` that differ from `good` (`CONFIG_X=v`, `v` = `n` for unset),
-/// sorted.
-pub fn config_diff(good: &str, bad: &str) -> Vec<String> {
-    let (g, b) = (parse_config(good), parse_config(bad));
-    let mut keys: Vec<&String> = g.keys().chain(b.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter_map(|k| {
-            let gv = g.get(k).map_or("n", String::as_str);
-            let bv = b.get(k).map_or("n", String::as_str);
-            (gv != bv).then(|| format!("{k}={bv}"))
-        })
-        .collect()
-}
-
-/// `good` with `assignments` (`CONFIG_X=v`) applied: each replaces the symbol's line, or is
-/// appended; `=n` becomes `# CONFIG_X is not set`.
-pub fn apply_assignments(good: &str, assignments: &[String]) -> String {
-    let mut want: BTreeMap<&str, &str> = BTreeMap::new();
-    for a in assignments {
-        if let Some((k, v)) = a.split_once('=') {
-            want.insert(k, v);
-        }
-    }
-    let line_of = |k: &str, v: &str| {
-        if v == "n" {
-            format!("# {k} is not set")
-        } else {
-            format!("{k}={v}")
-        }
-    };
-    let mut out = String::new();
-    let mut done: Vec<&str> = Vec::new();
-    for line in good.lines() {
-        let sym = line
-            .strip_prefix("# ")
-            .and_then(|r| r.strip_suffix(" is not set"))
-            .or_else(|| line.split_once('=').map(|(k, _)| k));
-        match sym.and_then(|s| want.get_key_value(s)) {
-            Some((k, v)) => {
-                out.push_str(&line_of(k, v));
-                done.push(k);
-            }
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    for (k, v) in &want {
-        if !done.contains(k) {
-            out.push_str(&line_of(k, v));
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// What a delta-debugging test says of a candidate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Probe {
-    /// The slowdown is there (the candidate is bad).
-    Fails,
-    /// It is not (good).
-    Passes,
-    /// Could not tell (did not build, broke strict-ready, inconclusive).
-    Unresolved,
-}
-
-/// Zeller's ddmin: a 1-minimal subset of `c` for which `test` fails, given that `c` fails.
-/// `test` is called on subsets and complements; unresolved counts as not failing.
-pub fn ddmin<T: Clone + PartialEq>(
-    c: Vec<T>,
-    test: &mut dyn FnMut(&[T]) -> Result<Probe, BisectRunError>,
-) -> Result<Vec<T>, BisectRunError> {
-    let mut c = c;
-    let mut n = 2usize;
-    while c.len() >= 2 {
-        let chunks: Vec<Vec<T>> = split(&c, n);
-        let mut reduced = false;
-        for s in &chunks {
-            if test(s)? == Probe::Fails {
-                c = s.clone();
-                n = 2;
-                reduced = true;
-                break;
-            }
-        }
-        if !reduced && n > 2 {
-            for s in &chunks {
-                let comp: Vec<T> = c.iter().filter(|x| !s.contains(x)).cloned().collect();
-                if test(&comp)? == Probe::Fails {
-                    c = comp;
-                    n = (n - 1).max(2);
-                    reduced = true;
-                    break;
-                }
-            }
-        }
-        if !reduced {
-            if n >= c.len() {
-                break;
-            }
-            n = (2 * n).min(c.len());
-        }
-    }
-    Ok(c)
-}
-
-/// `c` cut into `n` contiguous chunks of near-equal size.
-fn split<T: Clone>(c: &[T], n: usize) -> Vec<Vec<T>> {
-    let n = n.min(c.len()).max(1);
-    let mut out = Vec::with_capacity(n);
-    let mut start = 0;
-    for i in 0..n {
-        let end = start + (c.len() - start) / (n - i);
-        out.push(c[start..end].to_vec());
-        start = end;
-    }
-    out
-}
-
-/// `truecold bisect config`: returns the directory.
-pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
-    let t0 = Instant::now();
-    let (n, max_n) = a.judge.sizes()?;
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out("config", &a.context));
-    if out.symlink_metadata().is_ok() {
-        return Err(BisectRunError::OutExists(out));
-    }
-    let (base_dir, base) = a.judge.base()?;
-    let (host, deadline_ms) = context_host(&a.context)?;
-    let script = a.judge.script();
-    let root = a.judge.kernel_root();
-    let tree = a.kernel_tree.as_deref();
-    let build = |cfg: &Path, dir: &Path| -> Result<PathBuf, KernelError> {
-        KernelBuild {
+impl Session<'_> {
+    /// 1. The baseline: the good commit, measured once, into a new record.
+    fn baseline(&self, n: u64) -> Result<(BisectFile, String), BisectRunError> {
+        let (a, tree, good, out) = (self.a, self.tree, self.good, self.out);
+        let (_, base) = a.judge.base()?;
+        let (host, deadline_ms) = context_host(&a.context)?;
+        let script = a.judge.script();
+        git(tree, &["checkout", "--quiet", good])?;
+        let kdir = a.judge.kernel_root().join(format!("commit-{good}"));
+        let build = KernelBuild {
             script: &script,
-            variant: "config",
-            args: vec![cfg.as_os_str().to_owned()],
-            tree,
-        }
-        .guest_dir(dir, &base)
-    };
-    let read = |p: &Path| std::fs::read_to_string(p).map_err(io("read", p));
-    let key = |text: &str| sha256_hex(text.as_bytes())[..16].to_string();
-    let good_in = read(&a.good)?;
-    let bad_in = read(&a.bad)?;
-    let good_dir = build(&a.good, &root.join(format!("config-{}", key(&good_in))))
-        .map_err(|e| BisectRunError::Kernel("good", e))?;
-    let bad_dir = build(&a.bad, &root.join(format!("config-{}", key(&bad_in))))
-        .map_err(|e| BisectRunError::Kernel("bad", e))?;
-    let good_cfg = read(&good_dir.join("config"))?;
-    let bad_cfg = read(&bad_dir.join("config"))?;
-    let diff = config_diff(&good_cfg, &bad_cfg);
-    if diff.is_empty() {
-        return Err(BisectRunError::SameConfig);
+            variant: "base",
+            args: Vec::new(),
+            tree: Some(tree),
+        };
+        let guest = build
+            .guest_dir(&kdir, &base)
+            .map_err(|e| BisectRunError::Kernel("good", e))?;
+        std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", out))?;
+        let f = BisectFile {
+            schema: BISECT_SCHEMA,
+            kind: BisectKind::Commit,
+            host_kind: host,
+            clock: host.clock(),
+            contract: ContractKind::Linux,
+            vcpus: u32::from(a.context.guest.vcpus.get()),
+            mem_bytes: a.context.guest.mem.bytes(),
+            judge: a.judge.options(),
+            n,
+            max_n: a.judge.sizes()?.1,
+            source: tree.display().to_string(),
+            good: good.to_string(),
+            bad: self.bad.to_string(),
+            steps: Vec::new(),
+            result: None,
+            wall_seconds: None,
+            commands: Vec::new(),
+        };
+        eprintln!("truecold bisect: baseline: {} ({n} launches)", short(good));
+        let ra = campaign_plan(
+            &f,
+            Backing::Anon,
+            deadline_ms,
+            n,
+            &a.judge,
+            &guest,
+            &out.join(BASELINE_DIR),
+        )?;
+        campaign(&ra, self.invocation)?;
+        let log = format!(
+            "truecold bisect run: good {good}, bad {}, tree {}\nbaseline: {} launches of {}\n",
+            self.bad,
+            tree.display(),
+            n,
+            short(good)
+        );
+        save(out, &f, &log)?;
+        Ok((f, log))
     }
-    std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", &out))?;
-    let out = std::path::absolute(&out).map_err(io("resolve", &out))?;
-    let mut f = BisectFile {
-        schema: BISECT_SCHEMA,
-        kind: BisectKind::Config,
-        host_kind: host,
-        clock: host.clock(),
-        contract: ContractKind::Linux,
-        vcpus: a.context.vcpus,
-        mem_bytes: a.context.mem_mib << 20,
-        judge: a.judge.options(),
-        n,
-        max_n,
-        source: tree
-            .map(abs)
-            .unwrap_or_else(|| "the pinned linux-source-6.12 (kernel-config/build.sh)".to_string()),
-        good: format!(
-            "{} (resolved sha256 {})",
-            a.good.display(),
-            sha256_hex(good_cfg.as_bytes())
-        ),
-        bad: format!(
-            "{} (resolved sha256 {})",
-            a.bad.display(),
-            sha256_hex(bad_cfg.as_bytes())
-        ),
-        steps: Vec::new(),
-        result: None,
-        wall_seconds: None,
-        commands: vec![invocation.to_string()],
-    };
-    let mut log = format!(
-        "truecold bisect config: {} assignment(s) differ between the resolved configs:\n{}\n",
-        diff.len(),
-        diff.iter().map(|d| format!("  {d}\n")).collect::<String>()
-    );
-    save(&out, &f, &log)?;
-    let good_sha = sha256_hex(good_cfg.as_bytes());
-    let bad_sha = sha256_hex(bad_cfg.as_bytes());
-    // Results by resolved config: a candidate that resolves like an earlier one is not rerun;
-    // its step points at the earlier step's campaign (the same resolved config, so the same
-    // kernel), so every candidate ddmin judged, a culprit above all, has its step.
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    let mut measure = |set: &[String],
-                       f: &mut BisectFile,
-                       log: &mut String|
-     -> Result<StepOutcome, BisectRunError> {
-        let t1 = Instant::now();
-        let text = apply_assignments(&good_cfg, set);
-        let cdir = root.join(format!("config-{}", key(&text)));
-        std::fs::create_dir_all(&root).map_err(io("create", &root))?;
-        let cfile = root.join(format!("candidate-{}.config", key(&text)));
-        std::fs::write(&cfile, &text).map_err(io("write", &cfile))?;
-        let mk = |outcome, dir, planned, judgement, why: String, sha: Option<String>| Step {
-            dir,
-            commit: None,
-            subject: None,
-            symbols: set.to_vec(),
-            config_sha256: sha,
-            planned,
-            outcome,
-            judgement,
-            why,
-            wall_seconds: t1.elapsed().as_secs(),
-        };
-        let dir = match build(&cfile, &cdir) {
-            Ok(d) => d,
-            Err(e @ KernelError::Failed { .. }) => {
-                let why = truecold_proto::measure::error_chain(&e);
-                let last = why.lines().last().unwrap_or("").to_string();
-                f.steps.push(mk(
-                    StepOutcome::BuildFailed,
-                    None,
-                    0,
-                    None,
-                    format!("the kernel did not build: {last}"),
-                    None,
-                ));
-                log.push_str(&format!("[{}] build failed\n", set.join(" ")));
-                save(&out, f, log)?;
-                return Ok(StepOutcome::BuildFailed);
-            }
-            Err(e) => return Err(BisectRunError::Kernel("candidate", e)),
-        };
-        let resolved = read(&dir.join("config"))?;
-        let sha = sha256_hex(resolved.as_bytes());
-        let known = if sha == good_sha {
-            Some(StepOutcome::SameAsGood)
-        } else if sha == bad_sha && set.len() != diff.len() {
-            Some(StepOutcome::SameAsBad)
-        } else {
-            None
-        };
-        if let Some(o) = known {
-            f.steps.push(mk(
-                o,
-                None,
-                0,
-                None,
-                "olddefconfig resolves the candidate to that config; nothing to measure".into(),
-                Some(sha.clone()),
-            ));
-            log.push_str(&format!("[{}] {}\n", set.join(" "), o.as_str()));
-            save(&out, f, log)?;
-            return Ok(o);
-        }
-        if let Some(&k) = seen.get(&sha) {
-            let earlier = f.steps[k].clone();
-            let o = earlier.outcome;
-            f.steps.push(Step {
-                symbols: set.to_vec(),
-                why: format!(
-                    "olddefconfig resolves it like [{}] (step {}), whose campaign measured it: {}",
-                    earlier.symbols.join(" "),
-                    k + 1,
-                    earlier.why
-                ),
-                wall_seconds: t1.elapsed().as_secs(),
-                ..earlier
-            });
-            log.push_str(&format!(
-                "[{}] resolves like an earlier candidate (step {}): {}\n",
-                set.join(" "),
-                k + 1,
-                o.as_str()
-            ));
-            save(&out, f, log)?;
-            return Ok(o);
-        }
-        let mut planned = f.n;
-        loop {
-            let rel = step_dir(f, &format!("cfg{}", f.steps.len() + 1), planned);
-            let plan = PhasePlan {
-                phase: "ab".into(),
-                contract: ContractKind::Linux,
-                seed: DEFAULT_SEED.wrapping_add(f.steps.len() as u64),
-                rounds: planned,
-                vcpus: f.vcpus,
-                mem_mib: f.mem_bytes >> 20,
-                backing: Backing::Anon,
-                deadline_ms,
-                kill_grace_ms: 500,
-                arms: vec![
-                    PhaseArm {
-                        name: GOOD_ARM.into(),
-                        knobs: Vec::new(),
-                        guest_dir: Some(good_dir.clone()),
-                    },
-                    PhaseArm {
-                        name: CANDIDATE_ARM.into(),
-                        knobs: Vec::new(),
-                        guest_dir: Some(dir.clone()),
-                    },
-                ],
-                attribution: 0,
-                attribute: Vec::new(),
-            };
-            let dest = out.join(&rel);
-            let w = crate::tune::run_one_phase(
-                &plan,
-                host == HostKind::NestedEmulated,
-                a.judge.paths.vmm.as_deref(),
-                &base_dir,
-                &dest,
-                invocation,
-            )
-            .map_err(|e| BisectRunError::Phase(Box::new(e)))?;
-            if !w.verdict.is_valid() {
-                return Err(BisectRunError::Invalid {
-                    why: w.verdict.render(&w.path, 3).trim().replace('\n', "; "),
-                    path: w.path,
-                });
-            }
-            let (g, c) = truecold_proof::bisect::ab_sides(&dest);
-            let jd = judge(&g, &c, &f.judge).map_err(|source| BisectRunError::Judge {
-                path: dest.clone(),
-                source,
-            })?;
-            let o = jd.outcome;
-            let why = jd.why.clone();
-            eprintln!(
-                "truecold bisect config: [{}] ({planned} launches a side): {} — {why}",
-                set.join(" "),
-                o.as_str()
-            );
-            log.push_str(&format!(
-                "[{}] n={planned}: {} — {why}\n",
-                set.join(" "),
-                o.as_str()
-            ));
-            f.steps
-                .push(mk(o, Some(rel), planned, Some(jd), why, Some(sha.clone())));
-            save(&out, f, log)?;
-            if o == StepOutcome::Inconclusive && planned.saturating_mul(2) <= f.max_n {
-                planned = planned.saturating_mul(2);
-                continue;
-            }
-            seen.insert(sha.clone(), f.steps.len() - 1);
-            return Ok(o);
-        }
-    };
-    // 1. The whole difference must be bad.
-    let whole = measure(&diff, &mut f, &mut log)?;
-    if whole != StepOutcome::Regression {
-        f.result = Some(BisectResult::not_bisected(format!(
-            "Not bisected: the bad config measured {} against the good one.",
-            whole.as_str()
-        )));
-        f.wall_seconds = Some(t0.elapsed().as_secs());
-        save(&out, &f, &log)?;
-        return Err(BisectRunError::NotBad(whole.as_str().to_string()));
+
+    /// `git bisect start` and `git bisect run` with `truecold bisect step` as the judge: the
+    /// run's exit status and the step command it ran.
+    fn git_bisect_run(&self) -> Result<(std::process::ExitStatus, Vec<String>), BisectRunError> {
+        let (tree, out) = (self.tree, self.out);
+        git(tree, &["bisect", "start", self.bad, self.good])?;
+        let exe = std::env::current_exe().map_err(io("find", Path::new("the truecold binary")))?;
+        let mut step_cmd: Vec<String> = vec![
+            exe.display().to_string(),
+            "bisect".into(),
+            "step".into(),
+            "--baseline".into(),
+            out.join(BASELINE_DIR).display().to_string(),
+            "--kernel-tree".into(),
+            tree.display().to_string(),
+            "--dir".into(),
+            out.display().to_string(),
+        ];
+        step_cmd.extend(self.a.judge.step_flags());
+        eprintln!("truecold bisect: git bisect run {}", step_cmd.join(" "));
+        let status = Command::new("git")
+            .arg("-C")
+            .arg(tree)
+            .args(["bisect", "run"])
+            .args(&step_cmd)
+            .status()
+            .map_err(io("run", Path::new("git bisect run")))?;
+        Ok((status, step_cmd))
     }
-    // 2. ddmin over the assignments.
-    let probe = |o: StepOutcome| match o.exit_code() {
-        1 => Probe::Fails,
-        0 => Probe::Passes,
-        _ => Probe::Unresolved,
-    };
-    let culprits = {
-        let mut test = |s: &[String]| -> Result<Probe, BisectRunError> {
-            Ok(probe(measure(s, &mut f, &mut log)?))
+
+    /// The session's result: the first bad commit (when git bisect ended), its parent, the
+    /// steps that measured them.
+    fn result(
+        &self,
+        f: &BisectFile,
+        first_bad: Option<String>,
+        status: std::process::ExitStatus,
+    ) -> BisectResult {
+        let tree = self.tree;
+        let last_good = match &first_bad {
+            Some(c) => git(tree, &["rev-parse", &format!("{c}^")]).ok(),
+            None => None,
         };
-        ddmin(diff.clone(), &mut test)?
-    };
-    // 3. Each culprit's effect alone (measured unless ddmin already did).
-    let mut effects = Vec::new();
-    for c in &culprits {
-        let one = vec![c.clone()];
-        let at = |f: &BisectFile| {
+        let find = |c: &Option<String>, exit: i32| {
             f.steps
                 .iter()
-                .rposition(|s| s.symbols == one && s.outcome.measured())
+                .rposition(|s| s.commit == *c && c.is_some() && s.outcome.exit_code() == exit)
         };
-        if at(&f).is_none() {
-            measure(&one, &mut f, &mut log)?;
-        }
-        if let Some(i) = at(&f) {
-            effects.push((c.clone(), i));
+        let bad_step = find(&first_bad, 1);
+        let good_step = find(&last_good, 0);
+        let subject_of = |c: &Option<String>| {
+            c.as_deref()
+                .and_then(|c| git(tree, &["log", "-1", "--format=%s", c]).ok())
+                .unwrap_or_default()
+        };
+        let summary = match (&first_bad, good_step) {
+            (Some(c), Some(_)) => format!(
+                "First bad commit: `{}` ({}). Its parent `{}` measured good.",
+                short(c),
+                subject_of(&first_bad),
+                last_good.as_deref().map(short).unwrap_or("?")
+            ),
+            (Some(c), None) => format!(
+                "First bad commit: `{}` ({}); its parent `{}` is the good side's baseline or \
+                 was not measured as a step.",
+                short(c),
+                subject_of(&first_bad),
+                last_good.as_deref().map(short).unwrap_or("?")
+            ),
+            (None, _) => format!("git bisect run did not finish ({status}); see log.txt."),
+        };
+        BisectResult {
+            first_bad,
+            last_good,
+            culprits: Vec::new(),
+            bad_step,
+            good_step,
+            effects: Vec::new(),
+            summary,
         }
     }
-    let bad_step = f
-        .steps
-        .iter()
-        .rposition(|s| s.symbols == culprits && s.outcome.exit_code() == 1);
-    f.result = Some(BisectResult {
-        first_bad: None,
-        last_good: None,
-        summary: format!(
-            "Culprit{}: `{}` — the smallest set of the bad config's assignments found (ddmin) \
-             that, applied to the good config, makes the boot slower.",
-            if culprits.len() == 1 { "" } else { "s" },
-            culprits.join("`, `")
-        ),
-        culprits,
-        bad_step,
-        good_step: None,
-        effects,
-    });
-    f.wall_seconds = Some(t0.elapsed().as_secs());
-    save(&out, &f, &log)?;
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! One campaign end to end: run the schedule, turn attempts into rows, gather the host
 //! conditions, build `result.json` and write the bundle through `truecold-proof`.
 
-use crate::host::{self, HostFacts, RunFacts, Snapshot};
+use crate::host::{self, RunFacts, Snapshot};
 use crate::launch::{Attempt, End};
 use crate::progress::Progress;
 use crate::sample::{mark_repeated_boot_ids, to_sample, Observed, RowContext};
@@ -13,17 +13,21 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use truecold_proof::bundle::{write_bundle, BundleError, BundleInputs, Written};
 use truecold_proof::reports::{HarnessMarks, ReportLine};
-use truecold_proof::schema::{Configuration, Contract, ContractKind, Mode, ResultJson, Sample};
+use truecold_proof::schema::{
+    Configuration, Contract, ContractKind, Environment, Mode, ResultJson, Sample,
+};
 use truecold_proto::kinds::{Backing, ObtainedBacking};
+use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::measure::now_ns;
+use truecold_proto::path_io::PathIoError;
 
 /// What a campaign is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CampaignSpec {
     pub schedule: Schedule,
     pub contract: ContractKind,
-    pub vcpus: u32,
-    pub mem_bytes: u64,
+    pub vcpus: Vcpus,
+    pub mem: GuestMem,
     /// Requested backing.
     pub backing: Backing,
     /// Per-sample deadline from the latency origin.
@@ -73,8 +77,8 @@ impl CampaignSpec {
             contract: self.contract,
             intended: self.mode().has_intended_time(),
             concurrency_override: matches!(self.schedule, Schedule::OpenLoop { .. }).then_some(0),
-            mem_bytes: self.mem_bytes,
-            vcpus: self.vcpus,
+            mem_bytes: self.mem.bytes(),
+            vcpus: u32::from(self.vcpus.get()),
             observer: self.observer,
             engine: truecold_proto::kinds::Engine::Truecold,
             backing: self.backing,
@@ -91,9 +95,20 @@ impl CampaignSpec {
             },
             self.schedule.mode_name(),
             self.vcpus,
-            self.mem_bytes >> 20
+            self.mem.mib()
         )
     }
+}
+
+/// A finished `truecold run`.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The bundle, or (engines campaign) the multi-arm directory.
+    pub written: Written,
+    pub interrupted: bool,
+    pub warnings: Vec<String>,
+    /// Engines campaign: each arm's bundle and its own verdict.
+    pub arms: Vec<(truecold_proto::kinds::Engine, Written)>,
 }
 
 /// Arrivals per 1,000 s for an interval (exact integer arithmetic, rounded to nearest).
@@ -436,7 +451,7 @@ pub fn result_json(
     ex: &Executed,
     configuration: Configuration,
     artifacts: BTreeMap<String, String>,
-    facts: &HostFacts,
+    facts: &Environment,
     mut warnings: Vec<String>,
 ) -> ResultJson {
     if ex.repeated_boot_ids > 0 {
@@ -542,24 +557,21 @@ pub fn default_dest(root: &Path, spec: &CampaignSpec) -> PathBuf {
 /// A fresh, empty staging directory beside `dest` (`.<name>.<tag>-<pid>`, a stale one of this
 /// process removed), for a directory that appears by one rename; its parent is created. On
 /// error: what was being done, to which path, and why.
-pub fn staging_dir(
-    dest: &Path,
-    tag: &str,
-) -> Result<PathBuf, (&'static str, PathBuf, std::io::Error)> {
+pub fn staging_dir(dest: &Path, tag: &str) -> Result<PathBuf, PathIoError> {
     let parent = dest
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| ("create directory", parent.to_path_buf(), e))?;
+    std::fs::create_dir_all(parent).map_err(PathIoError::at("create directory", parent))?;
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| tag.to_string());
     let tmp = parent.join(format!(".{name}.{tag}-{}", std::process::id()));
     if tmp.symlink_metadata().is_ok() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| ("remove stale", tmp.clone(), e))?;
+        std::fs::remove_dir_all(&tmp).map_err(PathIoError::at("remove stale", &tmp))?;
     }
-    std::fs::create_dir(&tmp).map_err(|e| ("create directory", tmp.clone(), e))?;
+    std::fs::create_dir(&tmp).map_err(PathIoError::at("create directory", &tmp))?;
     Ok(tmp)
 }
 

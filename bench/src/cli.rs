@@ -1,22 +1,11 @@
-//! `truecold run …`: arguments, their checks, and the campaign they describe.
+//! The command line: clap's types and nothing else. Every check and every default that
+//! depends on more than one flag is `crate::plan`'s, which turns these into a checked plan
+//! once; no other module reads a struct of this file.
 
-use crate::schedule::{Schedule, ScheduleError};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use truecold_proto::kinds::{Backing, Engine};
-use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
-
-/// `--vcpus`: a count within the VMM's limits (`truecold_proto::limits`), else an argument
-/// error naming the limit.
-pub(crate) fn vcpus_arg(s: &str) -> Result<u32, String> {
-    Vcpus::parse(s).map(|v| u32::from(v.get()))
-}
-
-/// `--mem-mib`: a size within the VMM's limits (`truecold_proto::limits`), else an argument
-/// error naming the limit.
-pub(crate) fn mem_mib_arg(s: &str) -> Result<u64, String> {
-    GuestMem::parse(s).map(GuestMem::mib)
-}
+use truecold_proto::limits::{GuestMem, Vcpus};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,14 +27,14 @@ pub enum Cmd {
     /// VMM), interleaved, each a complete bundle; the knobs' effects with bootstrap CIs and
     /// Mann–Whitney p; the winners combined and confirmed (final A/B, leave one out); one
     /// verifiable directory.
-    Tune(crate::tune::TuneArgs),
+    Tune(TuneArgs),
     /// One phase of a tune from its plan file (what `truecold tune --nested` runs in L1).
     #[command(hide = true)]
-    TunePhase(crate::tune::TunePhaseArgs),
+    TunePhase(TunePhaseArgs),
     /// Find the commit of a kernel tree (`run`, or `step` under `git bisect run`) or the
     /// symbols of a kernel config (`config`) that made a true-cold boot slower; every step a
     /// bundle, judged by `truecold-proof compare`'s rule, in one verifiable directory.
-    Bisect(crate::bisect::BisectArgs),
+    Bisect(BisectArgs),
 }
 
 impl Cli {
@@ -76,6 +65,24 @@ pub enum ModeArg {
     Churn,
 }
 
+/// The guest every launch boots, as `run`, `tune` and `bisect` all take it (their defaults
+/// and help differ: `tune` and `bisect` set theirs on top of these).
+#[derive(Args, Debug, Clone, Copy)]
+pub struct GuestArgs {
+    /// vCPUs per VM (1..=32, the VMM's limit).
+    #[arg(long, default_value = "2", value_parser = Vcpus::parse)]
+    pub vcpus: Vcpus,
+    /// Guest memory per VM, MiB (4..=1048576, the VMM's limit; the VMM also refuses more
+    /// than the host's RAM).
+    #[arg(
+        long = "mem-mib",
+        value_name = "MEM_MIB",
+        default_value = "16384",
+        value_parser = GuestMem::parse
+    )]
+    pub mem: GuestMem,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// How launches are scheduled.
@@ -84,13 +91,8 @@ pub struct RunArgs {
     /// Launches (sweep: launches per concurrency level).
     #[arg(short = 'n', long = "count", default_value_t = 1000)]
     pub count: u64,
-    /// vCPUs per VM (1..=32, the VMM's limit).
-    #[arg(long, default_value_t = 2, value_parser = vcpus_arg)]
-    pub vcpus: u32,
-    /// Guest memory per VM, MiB (4..=1048576, the VMM's limit; the VMM also refuses more
-    /// than the host's RAM).
-    #[arg(long, default_value_t = 16384, value_parser = mem_mib_arg)]
-    pub mem_mib: u64,
+    #[command(flatten)]
+    pub guest: GuestArgs,
     #[arg(long, default_value_t = Backing::Anon, value_parser = Backing::parse)]
     pub backing: Backing,
     /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;
@@ -193,206 +195,225 @@ pub struct RunArgs {
 /// The default `--seed` of an engines or nested campaign ("truecold" in ASCII).
 pub const DEFAULT_SEED: u64 = 0x7472_7565_636f_6c64;
 
-/// Argument errors.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ArgError {
-    #[error("--{flag} applies to --mode {applies_to} only (this campaign is --mode {mode})")]
-    NotForMode {
-        flag: &'static str,
-        applies_to: &'static str,
-        mode: &'static str,
-    },
-    #[error("--mode open-loop needs --rate (arrivals per second)")]
-    RateMissing,
-    #[error(transparent)]
-    Limit(#[from] LimitError),
-    #[error("--deadline-ms must be at least 1")]
-    DeadlineZero,
-    #[error("--rate {0}/s rounds to 0 arrivals per 1,000 s")]
-    RateTooLow(f64),
-    #[error("invalid campaign")]
-    Schedule(#[from] ScheduleError),
-    #[error("--engine {0} is given twice: each engine is one arm")]
-    DuplicateEngine(Engine),
-    #[error("an engines campaign runs --mode sequential only (rounds of every arm, one launch at a time)")]
-    EnginesMode,
-    #[error("--{0} does not apply to an engines campaign (the guest is Linux; its serial port is the transport)")]
-    NotForEngines(&'static str),
-    #[error("--{0} applies to an engines campaign only (--engine …)")]
-    EnginesOnly(&'static str),
-    #[error("--seed applies to an engines campaign (--engine …) or a --nested one only")]
-    SeedNotUsed,
-    #[error("--parity: {0}")]
-    Parity(&'static str),
+/// Default guest memory of a tune, MiB.
+pub const DEFAULT_TUNE_MEM_MIB: u64 = 1024;
+const DEFAULT_TUNE_MEM_MIB_ARG: &str = "1024";
+/// Default launches per bisect step: the fewest at which `compare`'s Mann–Whitney test can
+/// reach p < 0.01 (6 against 6 fully separated values: p ≈ 0.005; 5 against 5: never below
+/// 0.012).
+pub const DEFAULT_N: u64 = 6;
+
+/// `truecold tune`.
+#[derive(Args, Debug, Clone)]
+#[command(mut_arg("mem", |a| a
+    .default_value(DEFAULT_TUNE_MEM_MIB_ARG)
+    .help("Guest memory per VM, MiB: context, not a knob")))]
+#[command(mut_arg("vcpus", |a| a.help("vCPUs per VM: context, not a knob")))]
+pub struct TuneArgs {
+    /// Knobs to try, comma-separated (default: every catalogue knob that applies to the
+    /// guest). `--list-knobs` prints the catalogue.
+    #[arg(long)]
+    pub knobs: Option<String>,
+    /// Print the knob catalogue (name, class, what it changes, the source of its expected
+    /// effect) and exit.
+    #[arg(long)]
+    pub list_knobs: bool,
+    /// Tune the VMM floor on the embedded probe guest (only memory-backing knobs apply).
+    #[arg(long, group = "guest")]
+    pub probe: bool,
+    /// Tune a Linux boot on this host's /dev/kvm.
+    #[arg(long, group = "guest")]
+    pub linux: bool,
+    /// Tune a Linux boot in the nested harness (virtual clock; each phase one L1 boot).
+    #[arg(long, group = "guest")]
+    pub nested: bool,
+    /// Rounds of the screen phase; each round launches every arm once, in a shuffled order
+    /// (default: sized from --noise-from, else 10).
+    #[arg(short = 'n', long = "rounds")]
+    pub rounds: Option<u64>,
+    /// Size the rounds from the measured noise: the coefficient of variation of this
+    /// bundle's successful headlines (the same guest, host and clock), through
+    /// `truecold_proof::tune::rounds_for` (enough rounds to see a 1 % change of the p50 at
+    /// p < 0.05 with 80 % power). Recorded in tune.json and the README.
+    #[arg(long)]
+    pub noise_from: Option<PathBuf>,
+    /// Rounds of the confirm phase (default: --rounds).
+    #[arg(long)]
+    pub confirm_rounds: Option<u64>,
+    /// At most this many launches in all: both phases' rounds shrink alike to fit the worst
+    /// case (every knob a winner); fewer than the minimum rounds is an error.
+    #[arg(long)]
+    pub budget: Option<u64>,
+    /// The seed of every phase's shuffled order (recorded).
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub guest: GuestArgs,
+    /// The baseline's memory backing (backing knobs change it).
+    #[arg(long, default_value_t = Backing::Anon, value_parser = Backing::parse)]
+    pub backing: Backing,
+    /// Per-launch deadline (default 2000 ms; 300000 ms with --nested).
+    #[arg(long)]
+    pub deadline_ms: Option<u64>,
+    /// Past the deadline, how long the VMM may take to print its report before it is killed.
+    #[arg(long, default_value_t = 500)]
+    pub kill_grace_ms: u64,
+    /// The tune directory (default `results/<UTC>-tune-<guest>-<v>vcpu-<m>mib`); must not
+    /// exist.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Attribution launches for the last phase's `baseline` and `recommended` arms (the
+    /// screen's `baseline` when no knob won): `initcall_debug` on their command line, run
+    /// after the measured rounds, never rows; their attribution.csv / .svg go into those arms'
+    /// bundles and side by side into the README. 0: none.
+    #[arg(long, default_value_t = 2)]
+    pub attribution: u64,
+    /// The VMM, the base guest, and where Kconfig knobs' kernels are built (default
+    /// out/tune-kernels).
+    #[command(flatten)]
+    pub paths: KernelPaths,
 }
 
-fn mode_name(m: ModeArg) -> &'static str {
-    match m {
-        ModeArg::Sequential => "sequential",
-        ModeArg::Burst => "burst",
-        ModeArg::OpenLoop => "open-loop",
-        ModeArg::Sweep => "sweep",
-        ModeArg::Churn => "churn",
-    }
+/// `truecold tune-phase`: one phase from its plan (what `truecold tune --nested` runs in L1).
+#[derive(Args, Debug, Clone)]
+pub struct TunePhaseArgs {
+    /// The phase plan (JSON, written by `truecold tune`).
+    #[arg(long)]
+    pub plan: PathBuf,
+    /// The phase directory to write; must not exist.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The truecold-vmm binary (default: next to this binary).
+    #[arg(long)]
+    pub vmm: Option<PathBuf>,
+    /// The base guest directory (default $TRUECOLD_GUEST_DIR, else out/guest).
+    #[arg(long)]
+    pub guest_dir: Option<PathBuf>,
 }
 
-/// Default concurrency of burst and churn.
-pub const DEFAULT_CONCURRENCY: u32 = 2;
-/// Default in-flight cap of the open loop.
-pub const DEFAULT_OPEN_LOOP_IN_FLIGHT: u32 = 64;
-/// Default top level of the sweep.
-pub const DEFAULT_SWEEP_MAX: u32 = 4;
+/// `truecold bisect`.
+#[derive(Args, Debug, Clone)]
+pub struct BisectArgs {
+    #[command(subcommand)]
+    pub cmd: BisectCmd,
+}
 
-/// Default deadline of a campaign on a real host.
-pub const DEFAULT_DEADLINE_MS: u64 = 2_000;
-/// Default deadline inside the nested harness, where L1 and L2 both run under emulation.
-pub const DEFAULT_NESTED_DEADLINE_MS: u64 = 300_000;
+#[derive(Subcommand, Debug, Clone)]
+pub enum BisectCmd {
+    /// One step, for `git bisect run`: build the tree's checkout, measure it, judge it
+    /// against the baseline; exit 0 good, 1 bad, 125 skip (200: cannot judge, stop).
+    Step(StepArgs),
+    /// A whole `git bisect` session between two commits of a kernel tree.
+    Run(RunBisectArgs),
+    /// The smallest set of symbols between two kernel configs that explains a slowdown.
+    Config(ConfigBisectArgs),
+}
 
-impl RunArgs {
-    /// `--deadline-ms`, or the default for this kind of campaign.
-    pub fn deadline_ms(&self) -> u64 {
-        self.deadline_ms.unwrap_or(if self.nested {
-            DEFAULT_NESTED_DEADLINE_MS
-        } else {
-            DEFAULT_DEADLINE_MS
-        })
-    }
+/// How every step is measured and judged.
+#[derive(Args, Debug, Clone)]
+pub struct JudgeArgs {
+    /// Launches per step (and of the baseline `run` measures).
+    #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
+    pub n: u64,
+    /// An inconclusive step is measured again with twice the launches, up to this many
+    /// (default 4 × -n); still inconclusive: skip (125).
+    #[arg(long)]
+    pub max_n: Option<u64>,
+    /// Smallest slowdown called bad, percent of the good median (`compare --threshold`).
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold_pct: f64,
+    /// Significance level of the Mann–Whitney test (`compare --alpha`).
+    #[arg(long, default_value_t = 0.01)]
+    pub alpha: f64,
+    #[command(flatten)]
+    pub paths: KernelPaths,
+}
 
-    /// The engine arms, in the order given (`--engine` then `--engines`); empty for a
-    /// truecold-only campaign. Checked: no engine twice, and the flags of the other kind of
-    /// campaign absent.
-    pub fn arms(&self) -> Result<Vec<Engine>, ArgError> {
-        let mut arms: Vec<Engine> = Vec::new();
-        for e in self.engine.iter().chain(&self.engines) {
-            if arms.contains(e) {
-                return Err(ArgError::DuplicateEngine(*e));
-            }
-            arms.push(*e);
-        }
-        if arms.is_empty() {
-            for (set, flag) in [
-                (self.firecracker.is_some(), "firecracker"),
-                (self.cloud_hypervisor.is_some(), "cloud-hypervisor"),
-                (self.qemu.is_some(), "qemu"),
-            ] {
-                if set {
-                    return Err(ArgError::EnginesOnly(flag));
-                }
-            }
-            // With --nested the seed is L1's QEMU `-seed` (any campaign there).
-            if self.seed != DEFAULT_SEED && !self.nested {
-                return Err(ArgError::SeedNotUsed);
-            }
-            return Ok(arms);
-        }
-        if self.mode != ModeArg::Sequential {
-            return Err(ArgError::EnginesMode);
-        }
-        if self.probe {
-            return Err(ArgError::NotForEngines("probe"));
-        }
-        if self.console {
-            return Err(ArgError::NotForEngines("console"));
-        }
-        if self.attribution > 0 {
-            return Err(ArgError::NotForEngines("attribution"));
-        }
-        Ok(arms)
-    }
+/// The campaign every step runs (`run` and `config`; `step` takes it from its baseline).
+#[derive(Args, Debug, Clone)]
+#[command(mut_arg("vcpus", |a| a.default_value("1").help("vCPUs per VM")))]
+#[command(mut_arg("mem", |a| a.default_value("1024").help("Guest memory per VM, MiB")))]
+pub struct ContextArgs {
+    /// Run in the nested harness (virtual clock) instead of this host's /dev/kvm.
+    #[arg(long)]
+    pub nested: bool,
+    #[command(flatten)]
+    pub guest: GuestArgs,
+}
 
-    /// The schedule these arguments describe, checked.
-    pub fn schedule(&self) -> Result<Schedule, ArgError> {
-        let arms = self.arms()?;
-        if self.inject_tap_name.is_some() && !self.parity {
-            return Err(ArgError::Parity(
-                "--inject-tap-name applies to --parity only",
-            ));
-        }
-        if self.parity {
-            if let Some(why) = arms.iter().find_map(|e| e.no_parity_launch()) {
-                return Err(ArgError::Parity(why));
-            }
-            for (bad, why) in [
-                (
-                    self.drop_caches,
-                    "the page cache is not dropped between parity launches (no --drop-caches)",
-                ),
-                (self.probe, "the parity contract boots Linux (no --probe)"),
-                (
-                    self.mode != ModeArg::Sequential,
-                    "sequential only (one tap at a time)",
-                ),
-                (
-                    self.console,
-                    "the serial console is not part of the contract (no --console)",
-                ),
-                (
-                    self.attribution > 0,
-                    "attribution launches are not parity launches",
-                ),
-            ] {
-                if bad {
-                    return Err(ArgError::Parity(why));
-                }
-            }
-        }
-        let mode = mode_name(self.mode);
-        let not_for = |flag, applies_to| ArgError::NotForMode {
-            flag,
-            applies_to,
-            mode,
-        };
-        if self.rate.is_some() && self.mode != ModeArg::OpenLoop {
-            return Err(not_for("rate", "open-loop"));
-        }
-        if self.max_concurrency.is_some() && self.mode != ModeArg::Sweep {
-            return Err(not_for("max-concurrency", "sweep"));
-        }
-        if self.concurrency.is_some() && matches!(self.mode, ModeArg::Sequential | ModeArg::Sweep) {
-            return Err(not_for("concurrency", "burst, churn or open-loop"));
-        }
-        // Clap's value parsers check these too; arguments built in code are checked here.
-        Vcpus::new(u64::from(self.vcpus))?;
-        GuestMem::from_mib(self.mem_mib)?;
-        if self.deadline_ms() == 0 {
-            return Err(ArgError::DeadlineZero);
-        }
-        let n = self.count;
-        let s = match self.mode {
-            ModeArg::Sequential => Schedule::Sequential { n },
-            ModeArg::Burst => Schedule::Burst {
-                n,
-                concurrency: self.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
-            },
-            ModeArg::Churn => Schedule::Churn {
-                n,
-                concurrency: self.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
-            },
-            ModeArg::Sweep => Schedule::Sweep {
-                n_per_level: n,
-                max_concurrency: self.max_concurrency.unwrap_or(DEFAULT_SWEEP_MAX),
-            },
-            ModeArg::OpenLoop => {
-                let rate = self.rate.ok_or(ArgError::RateMissing)?;
-                if !rate.is_finite() || rate <= 0.0 {
-                    return Err(ScheduleError::BadRate(rate).into());
-                }
-                // The schema records integer arrivals per 1,000 s; the interval follows it.
-                let per_ks = (rate * 1000.0).round();
-                if per_ks < 1.0 {
-                    return Err(ArgError::RateTooLow(rate));
-                }
-                let interval_ns = crate::schedule::interval_for_rate(per_ks / 1000.0)?;
-                Schedule::OpenLoop {
-                    n,
-                    interval_ns,
-                    max_in_flight: self.concurrency.unwrap_or(DEFAULT_OPEN_LOOP_IN_FLIGHT),
-                }
-            }
-        };
-        s.validate()?;
-        Ok(s)
-    }
+#[derive(Args, Debug, Clone)]
+pub struct StepArgs {
+    /// The good side: a bundle, or a bisect directory (its baseline).
+    #[arg(long)]
+    pub baseline: PathBuf,
+    /// The kernel git work tree whose checkout is built.
+    #[arg(long, default_value = ".")]
+    pub kernel_tree: PathBuf,
+    /// The bisect directory the step is appended to (created with the baseline in it).
+    #[arg(long)]
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunBisectArgs {
+    /// The kernel git work tree (must be clean; left on the commit it was on).
+    #[arg(long)]
+    pub kernel_tree: PathBuf,
+    /// A commit that boots fast enough.
+    #[arg(long)]
+    pub good: String,
+    /// A later commit that boots slower.
+    #[arg(long)]
+    pub bad: String,
+    /// The bisect directory (default `results/<UTC>-bisect-commit-…`); must not exist.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub context: ContextArgs,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConfigBisectArgs {
+    /// The good kernel config (a complete .config).
+    #[arg(long)]
+    pub good: PathBuf,
+    /// The bad kernel config.
+    #[arg(long)]
+    pub bad: PathBuf,
+    /// Build this kernel git work tree's checkout (default: the pinned linux-source-6.12).
+    #[arg(long)]
+    pub kernel_tree: Option<PathBuf>,
+    /// The bisect directory (default `results/<UTC>-bisect-config-…`); must not exist.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub context: ContextArgs,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+}
+
+/// Where a command's kernels come from and go: the flags `truecold tune` and `truecold
+/// bisect` share.
+#[derive(Args, Debug, Clone, Default)]
+pub struct KernelPaths {
+    /// The truecold-vmm binary (default: next to this binary).
+    #[arg(long)]
+    pub vmm: Option<PathBuf>,
+    /// The base guest directory: its initramfs and init go with every kernel (default
+    /// $TRUECOLD_GUEST_DIR, else out/guest).
+    #[arg(long)]
+    pub guest_dir: Option<PathBuf>,
+    /// Where the kernels are built (default out/tune-kernels for tune, out/bisect-kernels for
+    /// bisect).
+    #[arg(long)]
+    pub kernel_dir: Option<PathBuf>,
+    /// The kernel build script (default kernel-config/build.sh).
+    #[arg(long)]
+    pub kernel_build: Option<PathBuf>,
 }
 
 #[cfg(test)]
@@ -438,97 +459,60 @@ mod tests {
         assert_eq!(switches, sorted(RUN_SWITCHES));
     }
 
-    fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+    fn run(extra: &[&str]) -> Result<RunArgs, clap::Error> {
         let mut v = vec!["truecold", "run"];
         v.extend_from_slice(extra);
         Cli::try_parse_run(v)
     }
 
+    /// One `GuestArgs` in three commands, each with its own defaults and help.
     #[test]
-    fn defaults_are_the_headline_campaign() {
-        let a = args(&[]).unwrap();
-        assert_eq!(a.schedule().unwrap(), Schedule::Sequential { n: 1000 });
-        assert_eq!((a.vcpus, a.mem_mib), (2, 16384));
-        assert!(!a.probe && !a.linux && !a.nested);
-    }
-
-    #[test]
-    fn modes_and_their_flags() {
-        let a = args(&["--mode", "burst", "-n", "50", "--concurrency", "8"]).unwrap();
+    fn the_shared_guest_flags_keep_each_commands_defaults() {
+        let a = run(&[]).unwrap();
+        assert_eq!((a.guest.vcpus.get(), a.guest.mem.mib()), (2, 16384));
+        let Cmd::Tune(t) = Cli::try_parse_from(["truecold", "tune"]).unwrap().cmd else {
+            panic!("not a tune")
+        };
         assert_eq!(
-            a.schedule().unwrap(),
-            Schedule::Burst {
-                n: 50,
-                concurrency: 8
+            (t.guest.vcpus.get(), t.guest.mem.mib()),
+            (2, DEFAULT_TUNE_MEM_MIB)
+        );
+        let Cmd::Bisect(b) =
+            Cli::try_parse_from(["truecold", "bisect", "config", "--good", "a", "--bad", "b"])
+                .unwrap()
+                .cmd
+        else {
+            panic!("not a bisect")
+        };
+        let BisectCmd::Config(c) = b.cmd else {
+            panic!("not bisect config")
+        };
+        assert_eq!(
+            (c.context.guest.vcpus.get(), c.context.guest.mem.mib()),
+            (1, 1024)
+        );
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        let help = |cmd: &mut clap::Command, path: &[&str]| {
+            let mut c = cmd.clone();
+            let mut at = &mut c;
+            for p in path {
+                at = at.find_subcommand_mut(p).expect("a subcommand");
             }
+            at.render_long_help().to_string()
+        };
+        let t = help(&mut cmd, &["tune"]);
+        assert!(
+            t.contains("Guest memory per VM, MiB: context, not a knob"),
+            "{t}"
         );
-        let a = args(&["--mode", "open-loop", "-n", "10", "--rate", "2.5"]).unwrap();
-        assert_eq!(
-            a.schedule().unwrap(),
-            Schedule::OpenLoop {
-                n: 10,
-                interval_ns: 400_000_000,
-                max_in_flight: DEFAULT_OPEN_LOOP_IN_FLIGHT
-            }
-        );
-        let a = args(&["--mode", "sweep", "-n", "5", "--max-concurrency", "3"]).unwrap();
-        assert_eq!(
-            a.schedule().unwrap(),
-            Schedule::Sweep {
-                n_per_level: 5,
-                max_concurrency: 3
-            }
-        );
-        let a = args(&["--mode", "churn", "-n", "9"]).unwrap();
-        assert_eq!(
-            a.schedule().unwrap(),
-            Schedule::Churn {
-                n: 9,
-                concurrency: 2
-            }
-        );
-    }
-
-    #[test]
-    fn bad_arguments_are_clear_errors() {
-        let e = |x: &[&str]| args(x).unwrap().schedule().unwrap_err();
-        assert_eq!(e(&["--mode", "open-loop"]), ArgError::RateMissing);
-        assert_eq!(
-            e(&["--rate", "3"]),
-            ArgError::NotForMode {
-                flag: "rate",
-                applies_to: "open-loop",
-                mode: "sequential"
-            }
-        );
-        assert!(matches!(
-            e(&["--concurrency", "3"]),
-            ArgError::NotForMode { .. }
-        ));
-        assert!(matches!(
-            e(&["--mode", "burst", "--max-concurrency", "3"]),
-            ArgError::NotForMode { .. }
-        ));
-        assert_eq!(e(&["--deadline-ms", "0"]), ArgError::DeadlineZero);
-        assert_eq!(
-            e(&["-n", "0"]),
-            ArgError::Schedule(ScheduleError::NoSamples)
-        );
-        assert_eq!(
-            e(&["--mode", "burst", "--concurrency", "0"]),
-            ArgError::Schedule(ScheduleError::ZeroConcurrency)
-        );
-        assert_eq!(
-            e(&["--mode", "open-loop", "--rate", "0.0001"]),
-            ArgError::RateTooLow(0.0001)
-        );
-        assert!(matches!(
-            e(&["--mode", "open-loop", "--rate=-1"]),
-            ArgError::Schedule(ScheduleError::BadRate(_))
-        ));
-        // Mutually exclusive guest kinds, unknown modes: clap's own errors.
-        assert!(args(&["--probe", "--linux"]).is_err());
-        assert!(args(&["--mode", "zigzag"]).is_err());
+        assert!(t.contains("vCPUs per VM: context, not a knob"), "{t}");
+        let r = help(&mut cmd, &["run"]);
+        assert!(r.contains("--mem-mib <MEM_MIB>"), "{r}");
+        assert!(r.contains("the host's RAM)"), "{r}");
+        let b = help(&mut cmd, &["bisect", "run"]);
+        assert!(b.contains("vCPUs per VM\n"), "{b}");
+        assert!(b.contains("Guest memory per VM, MiB\n"), "{b}");
     }
 
     /// Every edge of the VMM's limits, rejected by clap before anything launches, with a
@@ -536,15 +520,15 @@ mod tests {
     #[test]
     fn vcpu_and_memory_limits_at_every_edge() {
         use truecold_proto::limits::{MAX_MEM_MIB, MAX_VCPUS, MIN_MEM_MIB, MIN_VCPUS};
-        let ok = |x: &[&str]| args(x).unwrap_or_else(|e| panic!("{x:?}: {e}"));
+        let ok = |x: &[&str]| run(x).unwrap_or_else(|e| panic!("{x:?}: {e}"));
         let bad = |x: &[&str]| {
-            let e = args(x).expect_err("must be rejected");
+            let e = run(x).expect_err("must be rejected");
             assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{x:?}");
             e.to_string()
         };
         let n = |v: u64| v.to_string();
-        assert_eq!(ok(&["--vcpus", &n(MIN_VCPUS.into())]).vcpus, 1);
-        assert_eq!(ok(&["--vcpus", &n(MAX_VCPUS.into())]).vcpus, 32);
+        assert_eq!(ok(&["--vcpus", &n(MIN_VCPUS.into())]).guest.vcpus.get(), 1);
+        assert_eq!(ok(&["--vcpus", &n(MAX_VCPUS.into())]).guest.vcpus.get(), 32);
         let e = bad(&["--vcpus", "0"]);
         assert!(e.contains("--vcpus 0: 1 to 32 vCPUs are supported"), "{e}");
         let e = bad(&["--vcpus", &n(u64::from(MAX_VCPUS) + 1)]);
@@ -554,8 +538,11 @@ mod tests {
         bad(&["--vcpus=-1"]);
         bad(&["--vcpus", "two"]);
 
-        assert_eq!(ok(&["--mem-mib", &n(MIN_MEM_MIB)]).mem_mib, 4);
-        assert_eq!(ok(&["--mem-mib", &n(MAX_MEM_MIB)]).mem_mib, MAX_MEM_MIB);
+        assert_eq!(ok(&["--mem-mib", &n(MIN_MEM_MIB)]).guest.mem.mib(), 4);
+        assert_eq!(
+            ok(&["--mem-mib", &n(MAX_MEM_MIB)]).guest.mem.mib(),
+            MAX_MEM_MIB
+        );
         let e = bad(&["--mem-mib", "0"]);
         assert!(
             e.contains("--mem-mib 0: guest memory below the minimum of 4 MiB"),
@@ -573,130 +560,9 @@ mod tests {
         );
         bad(&["--mem-mib", "18446744073709551615"]);
         bad(&["--mem-mib", "16G"]);
-
-        // Arguments built in code (not through clap) meet the same limits.
-        let mut a = ok(&[]);
-        a.vcpus = 33;
-        assert_eq!(
-            a.schedule().unwrap_err(),
-            ArgError::Limit(LimitError::Vcpus { got: 33 })
-        );
-        a.vcpus = 0;
-        assert_eq!(
-            a.schedule().unwrap_err(),
-            ArgError::Limit(LimitError::Vcpus { got: 0 })
-        );
-        a.vcpus = 32;
-        a.mem_mib = 3;
-        assert_eq!(
-            a.schedule().unwrap_err(),
-            ArgError::Limit(LimitError::MemTooSmall { got: 3 })
-        );
-        a.mem_mib = MAX_MEM_MIB + 1;
-        assert_eq!(
-            a.schedule().unwrap_err(),
-            ArgError::Limit(LimitError::MemTooLarge {
-                got: MAX_MEM_MIB + 1
-            })
-        );
-        a.mem_mib = MAX_MEM_MIB;
-        assert!(a.schedule().is_ok());
-    }
-
-    #[test]
-    fn engine_arms_repeatable_or_listed_never_twice() {
-        let a = args(&["--engine", "truecold", "--engine", "firecracker"]).unwrap();
-        assert_eq!(
-            a.arms().unwrap(),
-            vec![Engine::Truecold, Engine::Firecracker]
-        );
-        assert_eq!(a.seed, DEFAULT_SEED);
-        let a = args(&[
-            "--engines",
-            "qemu-microvm,cloud-hypervisor",
-            "--engine",
-            "truecold",
-        ])
-        .unwrap();
-        assert_eq!(
-            a.arms().unwrap(),
-            vec![
-                Engine::Truecold,
-                Engine::QemuMicrovm,
-                Engine::CloudHypervisor
-            ]
-        );
-        assert!(a.schedule().is_ok());
-        let a = args(&["--engines", "firecracker,firecracker"]).unwrap();
-        assert_eq!(
-            a.schedule().unwrap_err(),
-            ArgError::DuplicateEngine(Engine::Firecracker)
-        );
-        let a = args(&["--engine", "truecold", "--engines", "truecold"]).unwrap();
-        assert_eq!(
-            a.arms().unwrap_err(),
-            ArgError::DuplicateEngine(Engine::Truecold)
-        );
-        // Unknown engines are clap's errors, naming the choices.
-        let e = args(&["--engine", "xen"]).unwrap_err().to_string();
-        assert!(
-            e.contains("truecold, firecracker, cloud-hypervisor, qemu-microvm"),
-            "{e}"
-        );
-        assert!(args(&["--engines", "truecold,"]).is_err());
-    }
-
-    #[test]
-    fn engines_campaigns_are_sequential_linux_without_console() {
-        let e = |x: &[&str]| args(x).unwrap().schedule().unwrap_err();
-        assert_eq!(
-            e(&["--engine", "truecold", "--mode", "burst"]),
-            ArgError::EnginesMode
-        );
-        assert_eq!(
-            e(&["--engine", "truecold", "--probe"]),
-            ArgError::NotForEngines("probe")
-        );
-        assert_eq!(
-            e(&["--engine", "firecracker", "--console"]),
-            ArgError::NotForEngines("console")
-        );
-        assert_eq!(
-            e(&["--firecracker", "/x"]),
-            ArgError::EnginesOnly("firecracker")
-        );
-        assert_eq!(e(&["--seed", "3"]), ArgError::SeedNotUsed);
-        assert_eq!(e(&["--linux", "--seed", "3"]), ArgError::SeedNotUsed);
-        let a = args(&[
-            "--engine",
-            "firecracker",
-            "--nested",
-            "--seed",
-            "3",
-            "-n",
-            "3",
-        ])
-        .unwrap();
-        assert_eq!(a.schedule().unwrap(), Schedule::Sequential { n: 3 });
-        assert_eq!(a.seed, 3);
-    }
-
-    #[test]
-    fn a_plain_nested_campaign_takes_a_seed_for_l1() {
-        let a = args(&["--nested", "--seed", "3", "-n", "2"]).unwrap();
-        assert_eq!(a.schedule().unwrap(), Schedule::Sequential { n: 2 });
-        assert!(a.arms().unwrap().is_empty());
-        assert_eq!(a.seed, 3);
-        // The default seed stays accepted everywhere (it is not "given").
-        let a = args(&["--nested", "-n", "2"]).unwrap();
-        assert_eq!(a.seed, DEFAULT_SEED);
-        assert!(a.schedule().is_ok());
-        // The other engines-only flags stay engines-only with --nested.
-        let e = args(&["--nested", "--qemu", "/x"])
-            .unwrap()
-            .schedule()
-            .unwrap_err();
-        assert_eq!(e, ArgError::EnginesOnly("qemu"));
+        // Mutually exclusive guest kinds, unknown modes: clap's own errors.
+        assert!(run(&["--probe", "--linux"]).is_err());
+        assert!(run(&["--mode", "zigzag"]).is_err());
     }
 
     #[test]

@@ -11,9 +11,9 @@
 
 use crate::artifacts::{self, LinuxGuest};
 use crate::campaign::{self, BeforeEach, CampaignSpec, Executed};
-use crate::cli::RunArgs;
-use crate::host::{HostFacts, RunFacts, Snapshot};
+use crate::host::{RunFacts, Snapshot};
 use crate::launch::Attempt;
+use crate::plan::CampaignPlan;
 use crate::progress::Progress;
 use crate::sample::{
     mark_repeated_across_arms, mark_repeated_boot_ids, to_sample, Observed, RowContext,
@@ -29,9 +29,13 @@ use truecold_engine::{Guest, Launch};
 use truecold_proof::arms::{ArmRef, ArmsPlan};
 use truecold_proof::bundle::{rename_noreplace, BundleError, BundleInputs, Written};
 use truecold_proof::reports::{HarnessMarks, ReportLine, REPORTS_FILE};
-use truecold_proof::schema::{Configuration, ContractKind, EngineInfo, Observer, Sample};
+use truecold_proof::schema::{
+    Configuration, ContractKind, EngineInfo, Environment, Observer, Sample,
+};
 use truecold_proto::kinds::{Backing, Engine, ErrorKind, HostKind, ObtainedBacking};
+use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::measure::now_ns;
+use truecold_proto::path_io::PathIoError;
 use truecold_proto::report::{EngineRun, Outcome, VmmOutput};
 
 /// Where the peer engines' static builds live, relative to the directory beside the clone
@@ -56,12 +60,13 @@ pub enum EnginesError {
         #[source]
         source: truecold_engine::EngineError,
     },
-    #[error("{op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
+    #[error(transparent)]
+    Io(#[from] PathIoError),
+    #[error("hashing the artifacts of {}", binary.display())]
+    Digests {
+        binary: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: artifacts::ArtifactError,
     },
     #[error("writing the {engine} arm's bundle")]
     Bundle {
@@ -76,16 +81,16 @@ pub enum EnginesError {
 }
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EnginesError {
-    let path = path.to_path_buf();
-    move |source| EnginesError::Io { op, path, source }
+    let at = PathIoError::at(op, path);
+    move |source| EnginesError::Io(at(source))
 }
 
 /// The binary of `engine`: the flag, else the variable, else the defaults (see the flags'
 /// help); a missing one names how to get it.
-pub fn find_binary(engine: Engine, args: &RunArgs) -> Result<PathBuf, EnginesError> {
+pub fn find_binary(engine: Engine, plan: &CampaignPlan) -> Result<PathBuf, EnginesError> {
     let flag = match engine {
         Engine::Truecold => {
-            return artifacts::find_vmm(args.vmm.as_deref()).map_err(|e| {
+            return artifacts::find_vmm(plan.vmm.as_deref()).map_err(|e| {
                 EnginesError::BinaryMissing(truecold_engine::locate::Missing {
                     engine,
                     looked: e.to_string(),
@@ -93,9 +98,9 @@ pub fn find_binary(engine: Engine, args: &RunArgs) -> Result<PathBuf, EnginesErr
                 })
             })
         }
-        Engine::Firecracker => args.firecracker.as_deref(),
-        Engine::CloudHypervisor => args.cloud_hypervisor.as_deref(),
-        Engine::QemuMicrovm => args.qemu.as_deref(),
+        Engine::Firecracker => plan.engine_bins.firecracker.as_deref(),
+        Engine::CloudHypervisor => plan.engine_bins.cloud_hypervisor.as_deref(),
+        Engine::QemuMicrovm => plan.engine_bins.qemu.as_deref(),
     };
     truecold_engine::locate::peer_binary(engine, flag).map_err(EnginesError::BinaryMissing)
 }
@@ -106,8 +111,8 @@ pub struct EnginesSpec {
     pub arms: Vec<Engine>,
     pub rounds: u64,
     pub seed: u64,
-    pub vcpus: u32,
-    pub mem_bytes: u64,
+    pub vcpus: Vcpus,
+    pub mem: GuestMem,
     pub backing: Backing,
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
@@ -121,19 +126,24 @@ pub struct EnginesSpec {
 }
 
 impl EnginesSpec {
-    /// The campaign `args` describe, of `rounds` rounds of `arms`, observed by `observer`.
-    pub fn of_args(args: &RunArgs, arms: Vec<Engine>, rounds: u64, observer: Observer) -> Self {
+    /// The campaign `plan` describes, of `rounds` rounds of `arms`, observed by `observer`.
+    pub fn of_plan(
+        plan: &CampaignPlan,
+        arms: Vec<Engine>,
+        rounds: u64,
+        observer: Observer,
+    ) -> Self {
         EnginesSpec {
             arms,
             rounds,
-            seed: args.seed,
-            vcpus: args.vcpus,
-            mem_bytes: args.mem_mib << 20,
-            backing: args.backing,
-            deadline_ns: args.deadline_ms().saturating_mul(1_000_000),
-            kill_grace_ns: args.kill_grace_ms.saturating_mul(1_000_000),
+            seed: plan.seed,
+            vcpus: plan.guest.vcpus,
+            mem: plan.guest.mem,
+            backing: plan.guest.backing,
+            deadline_ns: plan.deadline_ns(),
+            kill_grace_ns: plan.kill_grace_ns(),
             observer,
-            interleaved: !args.engine.is_empty() || !args.engines.is_empty(),
+            interleaved: !plan.engines.is_empty(),
         }
     }
 
@@ -144,7 +154,7 @@ impl EnginesSpec {
             schedule: Schedule::Sequential { n: self.rounds },
             contract: ContractKind::Linux,
             vcpus: self.vcpus,
-            mem_bytes: self.mem_bytes,
+            mem: self.mem,
             backing: self.backing,
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
@@ -183,7 +193,7 @@ pub trait ArmLauncher {
 /// The real launcher: one [`truecold_engine::driver::launch_once`] per call.
 pub struct DriverLauncher<'a> {
     pub launches: &'a [Launch],
-    pub mem_bytes: u64,
+    pub mem: GuestMem,
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
 }
@@ -192,7 +202,7 @@ impl ArmLauncher for DriverLauncher<'_> {
     fn launch(&self, arm: usize, _round: u64, row: &RowOf<'_>) -> (Launched, Sample, EngineRun) {
         let l = truecold_engine::driver::launch_once(
             &self.launches[arm],
-            self.mem_bytes,
+            self.mem,
             self.deadline_ns,
             self.kill_grace_ns,
         );
@@ -430,7 +440,7 @@ pub struct Shared<'a> {
     pub spec: &'a EnginesSpec,
     pub guest: &'a LinuxGuest,
     pub kernel_config: Vec<u8>,
-    pub facts: &'a HostFacts,
+    pub facts: &'a Environment,
     pub warnings: Vec<String>,
     pub invocation: &'a str,
     /// The campaign with every argument explicit (after `truecold run`).
@@ -490,8 +500,7 @@ pub fn write_dir(
     ran: &EnginesRun,
     mut extras: Vec<ArmExtras>,
 ) -> Result<WrittenArms, EnginesError> {
-    let tmp = campaign::staging_dir(dest, "tmp")
-        .map_err(|(op, path, source)| EnginesError::Io { op, path, source })?;
+    let tmp = campaign::staging_dir(dest, "tmp")?;
     let spec = shared.spec;
     let mut arms = Vec::new();
     extras.resize_with(bundles.len(), ArmExtras::default);
@@ -607,8 +616,8 @@ pub fn write_arm_bundle(
         prepare_errors: arm.prepare_errors.clone(),
     };
     let configuration = Configuration {
-        vcpus: spec.vcpus,
-        mem_bytes: spec.mem_bytes,
+        vcpus: u32::from(spec.vcpus.get()),
+        mem_bytes: spec.mem.bytes(),
         backing: campaign::backing_description(spec.backing, &ex.backings),
         cmdline: b.guest_cmdline.clone(),
         vmm_path: b.binary.display().to_string(),
@@ -620,12 +629,12 @@ pub fn write_arm_bundle(
         },
         knobs: vec![],
     };
-    let digests =
-        artifacts::digests(&b.binary, Some(shared.guest)).map_err(|e| EnginesError::Io {
-            op: "hash the artifacts of",
-            path: b.binary.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+    let digests = artifacts::digests(&b.binary, Some(shared.guest)).map_err(|source| {
+        EnginesError::Digests {
+            binary: b.binary.clone(),
+            source,
+        }
+    })?;
     let mut result =
         campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
     result.environment.parity = parity;
@@ -644,7 +653,7 @@ pub fn write_arm_bundle(
         cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
             ContractKind::Linux.label(),
             shared.invocation,
-            &crate::run::explicit_line(&shared.explicit),
+            &crate::plan::explicit_line(&shared.explicit),
             b.engine,
             &b.launch.display(spec.deadline_ns),
             Some(&b.guest_cmdline),
@@ -667,15 +676,15 @@ fn absolute(p: &Path) -> String {
         .to_string()
 }
 
-/// The guest every arm boots, from the campaign's arguments.
-pub fn guest_of(args: &RunArgs, g: &LinuxGuest) -> Guest {
+/// The guest every arm boots, from the campaign's plan.
+pub fn guest_of(plan: &CampaignPlan, g: &LinuxGuest) -> Guest {
     Guest {
         kernel: PathBuf::from(absolute(&g.vmlinux)),
         initramfs: PathBuf::from(absolute(&g.initramfs)),
-        vcpus: args.vcpus,
-        mem_mib: args.mem_mib,
-        backing: args.backing,
-        cmdline_extra: args.cmdline_extra.clone(),
+        vcpus: u32::from(plan.guest.vcpus.get()),
+        mem: plan.guest.mem,
+        backing: plan.guest.backing,
+        cmdline_extra: plan.guest.cmdline_extra.clone(),
     }
 }
 
@@ -702,10 +711,10 @@ pub struct Resolved {
 
 /// Every arm's binary and version, checked before anything else: a missing binary, or one
 /// that is not that engine, is an error naming how to get the right one.
-pub fn resolve(arms: &[Engine], args: &RunArgs) -> Result<Vec<Resolved>, EnginesError> {
+pub fn resolve(arms: &[Engine], plan: &CampaignPlan) -> Result<Vec<Resolved>, EnginesError> {
     arms.iter()
         .map(|&e| {
-            let binary = find_binary(e, args)?;
+            let binary = find_binary(e, plan)?;
             let version = truecold_engine::version::query(e, &binary)
                 .map_err(|source| EnginesError::Version { engine: e, source })?;
             Ok(Resolved {

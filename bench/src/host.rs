@@ -5,7 +5,74 @@
 use std::path::Path;
 use truecold_proof::residue::{proc_field, Reading, Residue};
 use truecold_proof::schema::{Environment, HarnessLoad, HostKind};
+use truecold_proto::kinds::Detection;
 use truecold_proto::measure::now_ns;
+
+/// Why this host's KVM cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("/dev/kvm does not exist: this host offers no KVM (load kvm_intel/kvm_amd, or run on a host with KVM)")]
+    NoKvm,
+    #[error(
+        "cannot tell what /dev/kvm is here (no vmx/svm CPU flag, no kvm_pvm module, not QEMU TCG); \
+         set TRUECOLD_HOST_KIND=hardware|pvm|nested-emulated to say so"
+    )]
+    UnknownHost,
+}
+
+/// The host kind in effect (the VMM library's detection, one definition) and, when
+/// `TRUECOLD_HOST_KIND` forced it, the warning that says so.
+fn host_kind() -> Result<(HostKind, Option<String>), HostError> {
+    let d = truecold_host::kind::detection(None);
+    if d.kind == HostKind::Unknown {
+        return Err(HostError::UnknownHost);
+    }
+    Ok((d.kind, forced_warning(&d)))
+}
+
+/// `host kind forced to X (detected Y)` when an override set the kind.
+pub fn forced_warning(d: &Detection) -> Option<String> {
+    d.forced.then(|| {
+        format!(
+            "host kind forced to {} (detected {}) by TRUECOLD_HOST_KIND",
+            d.kind.as_str(),
+            d.detected.map_or("nothing", HostKind::as_str)
+        )
+    })
+}
+
+/// This host's KVM: `/dev/kvm` must exist; its kind (detected or forced) and, when forced,
+/// the warning that says so (printed, and kept for the bundle).
+pub fn kvm_host() -> Result<(HostKind, Vec<String>), HostError> {
+    if !Path::new("/dev/kvm").exists() {
+        return Err(HostError::NoKvm);
+    }
+    let (kind, forced) = host_kind()?;
+    let mut warnings = Vec::new();
+    if let Some(w) = forced {
+        eprintln!("truecold: warning: {w}");
+        warnings.push(w);
+    }
+    Ok((kind, warnings))
+}
+
+/// Why this host's Linux campaign became a probe campaign (printed and recorded).
+pub const PVM_EXPLANATION: &str = "this host's /dev/kvm is kvm_pvm, a software virtualization \
+backend on which an unmodified Linux kernel cannot boot (its instruction emulator fails on \
+xrstor, int3, popcnt, clac during early boot); running the probe-guest campaign instead: \
+VMM floor (probe guest), not a Linux boot. For a Linux boot use --nested (slow, emulated) or \
+a host with hardware KVM.";
+
+/// The kernel's page-cache knob.
+pub const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+
+/// `sync`, then drop the host page cache, dentries and inodes, so the next sample reads the
+/// VMM, kernel and initramfs from disk (`--drop-caches`).
+pub fn drop_page_cache() -> std::io::Result<()> {
+    // SAFETY: sync(2) takes no arguments, touches no memory of ours and cannot fail.
+    unsafe { libc::sync() };
+    std::fs::write(DROP_CACHES, b"3")
+}
 
 /// A point-in-time reading taken before and after the campaign.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -190,17 +257,26 @@ pub fn cpu_times(stat: &str) -> Option<(u64, u64)> {
     Some((ns(total - idle), ns(total)))
 }
 
-/// The static facts about the host.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostFacts {
-    pub kind: HostKind,
-    pub cpu_model: String,
-    pub cores: u32,
-    pub host_kernel: String,
-    pub thp_enabled: String,
-    pub thp_defrag: String,
-    pub hugepages: String,
-    pub governor: Option<String>,
+/// A bundle's environment that states only the host kind: every other field empty, for
+/// [`read_facts`] and [`environment`] to fill.
+pub fn empty_environment(kind: HostKind) -> Environment {
+    Environment {
+        host_kind: kind,
+        cpu_model: String::new(),
+        cores: 0,
+        host_kernel: String::new(),
+        thp_enabled: String::new(),
+        thp_defrag: String::new(),
+        hugepages: String::new(),
+        governor: None,
+        loadavg_before: String::new(),
+        loadavg_after: String::new(),
+        harness: HarnessLoad::default(),
+        warnings: Vec::new(),
+        residue: None,
+        nested: None,
+        parity: None,
+    }
 }
 
 /// `model name` of the first CPU in `/proc/cpuinfo` (pure, for tests).
@@ -247,32 +323,34 @@ fn hugepage_pools(dir: &Path) -> String {
         .join(" ")
 }
 
-impl HostFacts {
-    /// Reads the facts; `kind` comes from the VMM library's detection (one definition).
-    pub fn read(kind: HostKind) -> HostFacts {
-        let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
-        let online = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(0);
-        let verbatim = |p: &str| {
-            read(p)
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|| "unreadable".into())
-        };
-        HostFacts {
-            kind,
-            cpu_model: cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".into()),
-            cores: match cpu_count(&cpuinfo) {
-                0 => online,
-                n => n,
-            },
-            host_kernel: verbatim("/proc/sys/kernel/osrelease"),
-            thp_enabled: verbatim("/sys/kernel/mm/transparent_hugepage/enabled"),
-            thp_defrag: verbatim("/sys/kernel/mm/transparent_hugepage/defrag"),
-            hugepages: hugepage_pools(Path::new("/sys/kernel/mm/hugepages")),
-            governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-                .map(|s| s.trim().to_string()),
-        }
+/// The host's part of a bundle's environment (`truecold_proof::schema::Environment`), read
+/// once before a campaign: what the machine is. `kind` comes from the VMM library's
+/// detection (one definition). The fields only a campaign knows (load, harness, warnings,
+/// residue) stay empty until [`environment`] fills them.
+pub fn read_facts(kind: HostKind) -> Environment {
+    let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
+    let online = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(0);
+    let verbatim = |p: &str| {
+        read(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| "unreadable".into())
+    };
+    Environment {
+        host_kind: kind,
+        cpu_model: cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".into()),
+        cores: match cpu_count(&cpuinfo) {
+            0 => online,
+            n => n,
+        },
+        host_kernel: verbatim("/proc/sys/kernel/osrelease"),
+        thp_enabled: verbatim("/sys/kernel/mm/transparent_hugepage/enabled"),
+        thp_defrag: verbatim("/sys/kernel/mm/transparent_hugepage/defrag"),
+        hugepages: hugepage_pools(Path::new("/sys/kernel/mm/hugepages")),
+        governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+            .map(|s| s.trim().to_string()),
+        ..empty_environment(kind)
     }
 }
 
@@ -301,13 +379,13 @@ pub struct RunFacts {
 
 /// The warnings about the host and the harness (pure, for tests).
 pub fn warnings(
-    facts: &HostFacts,
+    facts: &Environment,
     before: &Snapshot,
     after: &Snapshot,
     run: &RunFacts,
 ) -> Vec<String> {
     let mut w = Vec::new();
-    match facts.kind {
+    match facts.host_kind {
         HostKind::Pvm => w.push(
             "host /dev/kvm is kvm_pvm, a software virtualization backend: these numbers do not \
              represent hardware KVM"
@@ -400,9 +478,11 @@ fn nested_harness() -> Option<truecold_proof::schema::NestedHarness> {
     })
 }
 
-/// Builds the bundle's environment record.
+/// Builds the bundle's environment record: the host's `facts` ([`read_facts`]) with what
+/// the campaign adds — the load before and after, the harness's own load, the warnings, the
+/// residue and (nested) the harness's inputs.
 pub fn environment(
-    facts: &HostFacts,
+    facts: &Environment,
     before: &Snapshot,
     after: &Snapshot,
     run: &RunFacts,
@@ -413,14 +493,6 @@ pub fn environment(
     let residue = Residue::new(before.residue, after.residue);
     warn.extend(residue.leaks.iter().cloned());
     Environment {
-        host_kind: facts.kind,
-        cpu_model: facts.cpu_model.clone(),
-        cores: facts.cores,
-        host_kernel: facts.host_kernel.clone(),
-        thp_enabled: facts.thp_enabled.clone(),
-        thp_defrag: facts.thp_defrag.clone(),
-        hugepages: facts.hugepages.clone(),
-        governor: facts.governor.clone(),
         loadavg_before: before.loadavg.clone(),
         loadavg_after: after.loadavg.clone(),
         harness: HarnessLoad {
@@ -434,10 +506,11 @@ pub fn environment(
         },
         warnings: warn,
         residue: Some(residue),
-        nested: (facts.kind == HostKind::NestedEmulated)
+        nested: (facts.host_kind == HostKind::NestedEmulated)
             .then(nested_harness)
             .flatten(),
         parity: None,
+        ..facts.clone()
     }
 }
 

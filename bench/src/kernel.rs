@@ -4,28 +4,10 @@
 //! initramfs and init, and what the nested harness packs with them).
 
 use crate::artifacts::LinuxGuest;
+use crate::cli::KernelPaths;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-/// Where a command's kernels come from and go: the flags `truecold tune` and `truecold
-/// bisect` share.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct KernelPaths {
-    /// The truecold-vmm binary (default: next to this binary).
-    #[arg(long)]
-    pub vmm: Option<PathBuf>,
-    /// The base guest directory: its initramfs and init go with every kernel (default
-    /// $TRUECOLD_GUEST_DIR, else out/guest).
-    #[arg(long)]
-    pub guest_dir: Option<PathBuf>,
-    /// Where the kernels are built (default out/tune-kernels for tune, out/bisect-kernels for
-    /// bisect).
-    #[arg(long)]
-    pub kernel_dir: Option<PathBuf>,
-    /// The kernel build script (default kernel-config/build.sh).
-    #[arg(long)]
-    pub kernel_build: Option<PathBuf>,
-}
+use truecold_proto::path_io::PathIoError;
 
 impl KernelPaths {
     /// The base guest directory in effect.
@@ -78,18 +60,13 @@ pub enum KernelError {
         status: String,
         tail: String,
     },
-    #[error("cannot {op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
 }
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> KernelError {
-    let path = path.to_path_buf();
-    move |source| KernelError::Io { op, path, source }
+    let at = PathIoError::at(op, path);
+    move |source| KernelError::Io(at(source))
 }
 
 impl KernelBuild<'_> {

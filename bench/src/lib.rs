@@ -2,7 +2,9 @@
 //! a fresh KVM VM, a fresh kernel boot per sample) and writes each campaign as a proof bundle
 //! through `truecold-proof`.
 //!
-//! Flow of `truecold run` ([`run::run`]): arguments ([`cli`]) → host kind and artifacts
+//! Flow of `truecold run` ([`run::run`]): arguments ([`cli`]) → a checked plan, built once
+//! ([`plan`]) → the kind of campaign ([`plain`], [`engines_campaign`], [`nested`]; tune and
+//! bisect arms run as a [`phase`]) → host kind and artifacts
 //! ([`host`], [`artifacts`]) → one [`launch::ProcessLauncher`] (a fresh `truecold-vmm` per
 //! sample, request stamp right before the spawn, killed at its deadline) driven by
 //! [`schedule`] (sequential, burst, open loop, sweep, churn) → each attempt becomes a row
@@ -13,16 +15,22 @@
 pub mod artifacts;
 pub mod attribution;
 pub mod bisect;
+pub mod bisect_config;
 pub mod campaign;
 pub mod cli;
 pub mod clock;
 pub mod engines;
+pub mod engines_campaign;
+pub mod error;
 pub mod host;
 pub mod interrupt;
 pub mod kernel;
 pub mod launch;
 pub mod nested;
 pub mod parity;
+pub mod phase;
+pub mod plain;
+pub mod plan;
 pub mod progress;
 pub mod run;
 pub mod sample;

@@ -8,7 +8,8 @@ use clap::Parser;
 use std::process::ExitCode;
 use truecold_bench::cli::{Cli, Cmd};
 use truecold_bench::launch::shell_quote;
-use truecold_bench::run::{level_lines, run};
+use truecold_bench::plan::CampaignPlan;
+use truecold_bench::run::{level_lines, run, RunError};
 use truecold_proto::measure::error_chain as chain;
 
 fn main() -> ExitCode {
@@ -28,8 +29,9 @@ fn main() -> ExitCode {
 /// `truecold bisect`: `step` exits as `git bisect run` reads it (0 good, 1 bad, 125 skip,
 /// 200 cannot judge: stop); `run` and `config` exit 0 when the directory names a culprit and
 /// verifies, 2 when it does not verify, 1 when nothing was found or written.
-fn bisect_main(args: &truecold_bench::bisect::BisectArgs, invocation: &str) -> ExitCode {
-    use truecold_bench::bisect::{self, BisectCmd, EXIT_ABORT};
+fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> ExitCode {
+    use truecold_bench::bisect::{self, EXIT_ABORT};
+    use truecold_bench::cli::BisectCmd;
     let done = |dir: std::path::PathBuf| {
         let v = truecold_proof::verify_dir(&dir);
         print!("{}", v.render(&dir, 5));
@@ -62,7 +64,7 @@ fn bisect_main(args: &truecold_bench::bisect::BisectArgs, invocation: &str) -> E
                 ExitCode::FAILURE
             }
         },
-        BisectCmd::Config(a) => match bisect::config(a, invocation) {
+        BisectCmd::Config(a) => match truecold_bench::bisect_config::config(a, invocation) {
             Ok(dir) => done(dir),
             Err(e) => {
                 eprintln!("truecold: error: {}", chain(&e));
@@ -73,7 +75,10 @@ fn bisect_main(args: &truecold_bench::bisect::BisectArgs, invocation: &str) -> E
 }
 
 fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
-    match run(args, invocation) {
+    let outcome = CampaignPlan::from_cli(args)
+        .map_err(RunError::from)
+        .and_then(|plan| run(&plan, invocation));
+    match outcome {
         Ok(out) => {
             for w in &out.warnings {
                 eprintln!("truecold: warning: {w}");
@@ -110,7 +115,7 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
 }
 
 /// `truecold tune`: 0 written and verified, 2 written but invalid, 1 nothing written.
-fn tune_main(args: &truecold_bench::tune::TuneArgs, invocation: &str) -> ExitCode {
+fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode {
     if args.list_knobs {
         print!("{}", truecold_bench::tune::catalogue_text());
         return ExitCode::SUCCESS;
@@ -142,8 +147,19 @@ fn tune_main(args: &truecold_bench::tune::TuneArgs, invocation: &str) -> ExitCod
 
 /// `truecold tune-phase`: 0 written and verified, 2 written but invalid, 130 interrupted,
 /// 1 nothing written.
-fn tune_phase_main(args: &truecold_bench::tune::TunePhaseArgs, invocation: &str) -> ExitCode {
-    match truecold_bench::tune::tune_phase(args, invocation) {
+fn tune_phase_main(args: &truecold_bench::cli::TunePhaseArgs, invocation: &str) -> ExitCode {
+    use truecold_bench::phase::{run_here, PhasePlan};
+    let guest_dir = truecold_bench::artifacts::guest_dir(args.guest_dir.as_deref());
+    let ran = PhasePlan::read(&args.plan).and_then(|plan| {
+        run_here(
+            &plan,
+            args.vmm.as_deref(),
+            &guest_dir,
+            &args.out,
+            invocation,
+        )
+    });
+    match ran {
         Ok((w, interrupted)) => {
             print!("{}", w.verdict.render(&w.path, 5));
             if !w.verdict.is_valid() {

@@ -7,9 +7,8 @@
 //! atomically under `--out`, and verified here. Its SHA256SUMS were made in L1, so the transfer
 //! cannot alter a byte unnoticed.
 
-use crate::cli::RunArgs;
-use crate::run::{explicit_args, guest_flag, ArgPaths};
-use crate::schedule::Schedule;
+use crate::campaign::RunOutcome;
+use crate::plan::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths, CampaignPlan};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use truecold_nested::{run_l1, write_initramfs, Job, L1File, L1Run, Layout};
@@ -17,6 +16,7 @@ use truecold_proof::bundle::Written;
 use truecold_proof::schema::ContractKind;
 use truecold_proof::verify::verify_dir;
 use truecold_proto::kinds::Engine;
+use truecold_proto::path_io::PathIoError;
 
 /// Printed with every nested campaign.
 pub const WARNING: &str = "nested-emulated: L1 and the guest run under QEMU software \
@@ -39,23 +39,19 @@ pub enum NestedError {
     OutExists(PathBuf),
     #[error("the engines campaign")]
     Engines(#[from] crate::engines::EnginesError),
-    #[error("writing the received bundle to {path}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("writing the received bundle")]
+    Io(#[source] PathIoError),
 }
 
 /// The inner `truecold run` arguments: the same campaign, every argument explicit
-/// ([`crate::run::explicit_args`]), as a Linux campaign on L1's KVM with L1's paths.
-pub fn inner_args(args: &RunArgs, schedule: &Schedule) -> Vec<String> {
-    inner_engine_args(args, schedule, &[])
+/// ([`crate::plan::explicit_args`]), as a Linux campaign on L1's KVM with L1's paths.
+pub fn inner_args(plan: &CampaignPlan) -> Vec<String> {
+    inner_engine_args(plan, &[])
 }
 
 /// The inner `truecold run` of an engines campaign (none: a truecold campaign): the same
 /// campaign, every argument explicit, each engine at its L1 path.
-pub fn inner_engine_args(args: &RunArgs, schedule: &Schedule, arms: &[Engine]) -> Vec<String> {
+pub fn inner_engine_args(plan: &CampaignPlan, arms: &[Engine]) -> Vec<String> {
     let out = format!("{}/{L1_BUNDLE}", truecold_nested::OUT_DIR);
     let bins: Vec<(Engine, PathBuf)> = arms
         .iter()
@@ -63,8 +59,7 @@ pub fn inner_engine_args(args: &RunArgs, schedule: &Schedule, arms: &[Engine]) -
         .collect();
     let mut v: Vec<String> = vec!["/bin/truecold".into(), "run".into()];
     v.extend(explicit_args(
-        args,
-        schedule,
+        plan,
         guest_flag(ContractKind::Linux),
         ArgPaths {
             vmm: Path::new(truecold_nested::engine_l1_path(Engine::Truecold)),
@@ -79,12 +74,13 @@ pub fn inner_engine_args(args: &RunArgs, schedule: &Schedule, arms: &[Engine]) -
 /// The peer engines' files for L1. L1's truecold-vmm is the layout's static build; the
 /// peers are located like a native campaign's and packed with what they need to run (QEMU's
 /// libraries and firmware).
-fn engine_files(args: &RunArgs, arms: &[Engine]) -> Result<Vec<L1File>, NestedError> {
+fn engine_files(plan: &CampaignPlan, arms: &[Engine]) -> Result<Vec<L1File>, NestedError> {
+    let b = &plan.engine_bins;
     let bins = truecold_nested::EngineBinaries::locate(
         arms,
-        args.firecracker.as_deref(),
-        args.cloud_hypervisor.as_deref(),
-        args.qemu.as_deref(),
+        b.firecracker.as_deref(),
+        b.cloud_hypervisor.as_deref(),
+        b.qemu.as_deref(),
     )
     .map_err(crate::engines::EnginesError::BinaryMissing)?;
     Ok(truecold_nested::engine_files(arms, &bins)?)
@@ -93,20 +89,16 @@ fn engine_files(args: &RunArgs, arms: &[Engine]) -> Result<Vec<L1File>, NestedEr
 /// An engines campaign in L1: the whole multi-arm directory is made there, received,
 /// placed atomically and verified here; each arm is verified on its own too.
 pub fn run_engines(
-    args: &RunArgs,
+    plan: &CampaignPlan,
     arms: &[Engine],
     rounds: u64,
     guest_dir: &Path,
-) -> Result<crate::run::RunOutcome, NestedError> {
-    let schedule = Schedule::Sequential { n: rounds };
-    let extra = engine_files(args, arms)?;
-    let dest = match &args.out {
-        Some(p) => p.clone(),
-        None => crate::run::engines_dest(args, arms),
-    };
+) -> Result<RunOutcome, NestedError> {
+    let extra = engine_files(plan, arms)?;
+    let dest = engines_dest(plan, arms);
     let written = in_l1(
-        args,
-        inner_engine_args(args, &schedule, arms),
+        plan,
+        inner_engine_args(plan, arms),
         extra,
         rounds.saturating_mul(arms.len() as u64),
         guest_dir,
@@ -119,28 +111,18 @@ pub fn run_engines(
 /// KVM, with the workspace image packed beside the guest; L1's kernel has TUN, so the VMM
 /// there creates its taps.
 pub fn run_parity(
-    args: &RunArgs,
+    plan: &CampaignPlan,
     arms: Option<&[Engine]>,
     rounds: u64,
     guest_dir: &Path,
-) -> Result<crate::run::RunOutcome, NestedError> {
-    let schedule = Schedule::Sequential { n: rounds };
-    let dest = match &args.out {
-        Some(p) => p.clone(),
-        None => {
-            let (stamp, _) = crate::clock::utc_now();
-            let label = arms
-                .map(|a| format!("-{}", crate::run::engines_label(a)))
-                .unwrap_or_default();
-            PathBuf::from("results").join(format!(
-                "{stamp}-nested-parity{label}-{}vcpu-{}mib",
-                args.vcpus, args.mem_mib
-            ))
-        }
-    };
-    let parity = crate::run::PARITY_KERNEL_DIR;
+) -> Result<RunOutcome, NestedError> {
+    let label = arms
+        .map(|a| format!("-{}", crate::plan::engines_label(a)))
+        .unwrap_or_default();
+    let dest = dest_or(plan, &format!("nested-parity{label}"));
+    let parity = crate::artifacts::PARITY_KERNEL_DIR;
     let mut extra: Vec<L1File> = [
-        crate::run::WORKSPACE_IMAGE.to_string(),
+        crate::artifacts::WORKSPACE_IMAGE.to_string(),
         format!("{parity}/vmlinux"),
         format!("{parity}/config"),
     ]
@@ -154,14 +136,14 @@ pub fn run_parity(
     // Engine arms: the peers packed like an engines campaign's, named at their L1 paths.
     let inner = match arms {
         Some(arms) => {
-            extra.extend(engine_files(args, arms)?);
-            inner_engine_args(args, &schedule, arms)
+            extra.extend(engine_files(plan, arms)?);
+            inner_engine_args(plan, arms)
         }
-        None => inner_args(args, &schedule),
+        None => inner_args(plan),
     };
     let n_arms = arms.map_or(1, <[Engine]>::len) as u64;
     let written = in_l1(
-        args,
+        plan,
         inner,
         extra,
         rounds.saturating_mul(n_arms),
@@ -173,7 +155,7 @@ pub fn run_parity(
 
 /// The outcome of a campaign received from L1: the whole directory and each of `arms`'
 /// bundles in it, each verified on its own.
-fn received(written: Written, arms: &[Engine]) -> crate::run::RunOutcome {
+fn received(written: Written, arms: &[Engine]) -> RunOutcome {
     let arms = arms
         .iter()
         .map(|e| {
@@ -182,7 +164,7 @@ fn received(written: Written, arms: &[Engine]) -> crate::run::RunOutcome {
             (*e, Written { path, verdict })
         })
         .collect();
-    crate::run::RunOutcome {
+    RunOutcome {
         written,
         interrupted: false,
         warnings: vec![WARNING.to_string()],
@@ -191,35 +173,14 @@ fn received(written: Written, arms: &[Engine]) -> crate::run::RunOutcome {
 }
 
 /// Runs the campaign in L1 and returns the received, verified bundle.
-pub fn run(
-    args: &RunArgs,
-    schedule: &Schedule,
-    planned: u64,
-    guest_dir: &Path,
-) -> Result<Written, NestedError> {
-    let dest = match &args.out {
-        Some(p) => p.clone(),
-        None => {
-            let (stamp, _) = crate::clock::utc_now();
-            PathBuf::from("results").join(format!(
-                "{stamp}-nested-linux-{}vcpu-{}mib",
-                args.vcpus, args.mem_mib
-            ))
-        }
-    };
-    in_l1(
-        args,
-        inner_args(args, schedule),
-        Vec::new(),
-        planned,
-        guest_dir,
-        dest,
-    )
+pub fn run(plan: &CampaignPlan, planned: u64, guest_dir: &Path) -> Result<Written, NestedError> {
+    let dest = dest_or(plan, "nested-linux");
+    in_l1(plan, inner_args(plan), Vec::new(), planned, guest_dir, dest)
 }
 
 /// L1's run for a campaign of `planned` launches (plus `--attribution`'s).
 fn l1_run(
-    args: &RunArgs,
+    plan: &CampaignPlan,
     l0: truecold_nested::L0Qemu,
     kernel: PathBuf,
     initramfs: PathBuf,
@@ -227,29 +188,29 @@ fn l1_run(
     planned: u64,
 ) -> L1Run {
     // L1 holds the guest's memory (touched pages only), its own kernel and the initramfs.
-    let per_launch_ms = args.deadline_ms().saturating_add(args.kill_grace_ms);
+    let per_launch_ms = plan.deadline_ms.saturating_add(plan.kill_grace_ms);
     L1Run {
         l0,
         kernel,
         initramfs,
-        mem_mib: u32::try_from(args.mem_mib.saturating_add(1024)).unwrap_or(u32::MAX),
-        cpus: args.vcpus.max(2),
+        mem_mib: u32::try_from(plan.guest.mem.mib().saturating_add(1024)).unwrap_or(u32::MAX),
+        cpus: u32::from(plan.guest.vcpus.get()).max(2),
         timeout: Duration::from_secs(300)
             + Duration::from_millis(
-                per_launch_ms.saturating_mul(planned.saturating_add(args.attribution)),
+                per_launch_ms.saturating_mul(planned.saturating_add(plan.attribution)),
             ),
         workdir,
         // The campaign's `--seed` (engines or plain): a nested campaign's randomness (nonces,
         // boot ids) is a function of it (docs/virtual-clock.md), so two campaigns of one seed
         // repeat them and campaigns of distinct seeds do not.
-        seed: args.seed,
+        seed: plan.seed,
     }
 }
 
 /// Runs `argv` (an inner `truecold run`) in L1 with the truecold files and `extra`, receives
 /// what it wrote under `bundle/`, places it atomically at `dest` and verifies it.
 pub(crate) fn in_l1(
-    args: &RunArgs,
+    plan: &CampaignPlan,
     argv: Vec<String>,
     extra: Vec<L1File>,
     planned: u64,
@@ -258,7 +219,7 @@ pub(crate) fn in_l1(
 ) -> Result<Written, NestedError> {
     let mut layout = Layout::discover();
     layout.guest_dir = guest_dir.to_path_buf();
-    if let Some(vmm) = &args.vmm {
+    if let Some(vmm) = &plan.vmm {
         layout.vmm = vmm.clone();
     }
     layout.check()?;
@@ -266,21 +227,21 @@ pub(crate) fn in_l1(
         return Err(NestedError::OutExists(dest));
     }
     let work = std::env::temp_dir().join(format!("truecold-nested-{}", std::process::id()));
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| NestedError::Io { path, source }
+    let io = |op, path: &Path| {
+        let at = PathIoError::at(op, path);
+        move |source| NestedError::Io(at(source))
     };
-    std::fs::create_dir_all(&work).map_err(io(&work))?;
+    std::fs::create_dir_all(&work).map_err(io("create", &work))?;
     let initramfs = work.join("l1.cpio");
     let job = Job { argv, stdout: None };
     let mut files = layout.l1_files();
     files.extend(extra);
     let l0 = truecold_nested::L0Qemu::locate()?;
-    let facts = truecold_nested::HarnessFacts::probe(&l0, &layout.l1_kernel, args.seed)
+    let facts = truecold_nested::HarnessFacts::probe(&l0, &layout.l1_kernel, plan.seed)
         .map_err(truecold_nested::NestedError::Facts)?;
     write_initramfs(&initramfs, &layout.l1_init, &job, &facts, &files)?;
     let l1 = l1_run(
-        args,
+        plan,
         l0,
         layout.l1_kernel.clone(),
         initramfs,
@@ -289,7 +250,7 @@ pub(crate) fn in_l1(
     );
     eprintln!(
         "truecold: nested: L1 under QEMU TCG (-seed {}), {planned} launches inside; L1 console: {}",
-        args.seed,
+        plan.seed,
         work.join("console.log").display()
     );
     let got = run_l1(&l1)?;
@@ -310,17 +271,17 @@ pub(crate) fn in_l1(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(io(parent))?;
+    std::fs::create_dir_all(parent).map_err(io("create", parent))?;
     let tmp = parent.join(format!(".truecold-nested-{}.tmp", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     for (name, data) in files {
         let path = tmp.join(name);
         if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(io(d))?;
+            std::fs::create_dir_all(d).map_err(io("create", d))?;
         }
-        std::fs::write(&path, data).map_err(io(&path))?;
+        std::fs::write(&path, data).map_err(io("write", &path))?;
     }
-    std::fs::rename(&tmp, &dest).map_err(io(&dest))?;
+    std::fs::rename(&tmp, &dest).map_err(io("rename into place", &dest))?;
     let verdict = verify_dir(&dest);
     Ok(Written {
         path: dest,
@@ -333,8 +294,8 @@ mod tests {
     use super::*;
     use crate::cli::Cli;
 
-    fn parse(argv: &[&str]) -> RunArgs {
-        Cli::try_parse_run(argv).unwrap()
+    fn parse(argv: &[&str]) -> CampaignPlan {
+        CampaignPlan::from_cli(&Cli::try_parse_run(argv).unwrap()).unwrap()
     }
 
     #[test]
@@ -350,7 +311,7 @@ mod tests {
             "--mem-mib",
             "1024",
         ]);
-        let v = inner_args(&a, &a.schedule().unwrap()).join(" ");
+        let v = inner_args(&a).join(" ");
         assert!(
             v.starts_with(
                 "/bin/truecold run --linux --mode sequential --count 3 --vcpus 2 --mem-mib 1024"
@@ -373,7 +334,7 @@ mod tests {
             "--deadline-ms",
             "9",
         ]);
-        let v = inner_args(&a, &a.schedule().unwrap()).join(" ");
+        let v = inner_args(&a).join(" ");
         assert!(
             v.contains("--mode open-loop")
                 && v.contains("--rate 2.500 --concurrency 64")
@@ -385,7 +346,6 @@ mod tests {
     #[test]
     fn a_plain_campaigns_seed_is_l1s_qemu_seed_not_the_inner_runs() {
         let a = parse(&["truecold", "run", "--nested", "-n", "2", "--seed", "41"]);
-        let schedule = a.schedule().unwrap();
         let l0 = truecold_nested::L0Qemu {
             bin: PathBuf::from("/q"),
             firmware: vec![],
@@ -406,7 +366,7 @@ mod tests {
             .collect();
         assert!(argv.join(" ").contains("-seed 41"), "{argv:?}");
         // The inner run is a plain --linux campaign, where --seed has no use (and is refused).
-        let v = inner_args(&a, &schedule);
+        let v = inner_args(&a);
         assert!(!v.iter().any(|w| w == "--seed"), "{v:?}");
         // The default seed when none is given.
         let a = parse(&["truecold", "run", "--nested", "-n", "2"]);
@@ -427,8 +387,8 @@ mod tests {
             "--mem-mib",
             "1024",
         ]);
-        let arms = a.arms().unwrap();
-        let v = inner_engine_args(&a, &a.schedule().unwrap(), &arms).join(" ");
+        let arms = a.engines.clone();
+        let v = inner_engine_args(&a, &arms).join(" ");
         assert!(
             v.starts_with(
                 "/bin/truecold run --linux --mode sequential --count 3 --vcpus 2 --mem-mib 1024"

@@ -18,7 +18,7 @@ pub fn memory(g: &Guest) -> String {
         Backing::Thp => "thp=on",
         Backing::Hugetlb => "hugepages=on,hugepage_size=2M",
     };
-    format!("size={}M,{extra}", g.mem_mib)
+    format!("size={}M,{extra}", g.mem.mib())
 }
 
 /// The argv after the program.

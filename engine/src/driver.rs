@@ -6,6 +6,7 @@
 //! never blocking past the kill instant.
 
 use crate::observer::{Action, Observer};
+use crate::GuestMem;
 use crate::{ending, exit_is_clean, guest_exit_code, smaps, stdin_is_tty, Ending, Launch};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -111,12 +112,12 @@ impl Launched {
     }
 }
 
-/// Runs `l` once for a guest of `mem_bytes`, judged against `deadline_ns` from the request,
+/// Runs `l` once for a guest of `mem`, judged against `deadline_ns` from the request,
 /// killed at `deadline_ns + kill_grace_ns`.
-pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: u64) -> Launched {
+pub fn launch_once(l: &Launch, mem: GuestMem, deadline_ns: u64, kill_grace_ns: u64) -> Launched {
     launch_once_with(
         l,
-        mem_bytes,
+        mem,
         deadline_ns,
         kill_grace_ns,
         &mut || Ok(()),
@@ -132,12 +133,13 @@ pub fn launch_once(l: &Launch, mem_bytes: u64, deadline_ns: u64, kill_grace_ns: 
 /// way the launch ends as a harness failure naming it.
 pub fn launch_once_with(
     l: &Launch,
-    mem_bytes: u64,
+    mem: GuestMem,
     deadline_ns: u64,
     kill_grace_ns: u64,
     before_spawn: &mut dyn FnMut() -> Result<(), String>,
     after_spawn: &mut dyn FnMut(u32) -> Result<(), String>,
 ) -> Launched {
+    let mem_bytes = mem.bytes();
     // Outside the window: the files the engine reads, no stale report.
     let mut prep: Option<String> = None;
     for (p, data) in &l.files {

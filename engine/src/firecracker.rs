@@ -46,7 +46,7 @@ pub fn config_for(g: &Guest, boot_args: &str) -> Result<String, EngineError> {
         "drives": [],
         "machine-config": {
             "vcpu_count": g.vcpus,
-            "mem_size_mib": g.mem_mib,
+            "mem_size_mib": g.mem.mib(),
             "smt": false,
             "huge_pages": huge_pages,
         },

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use truecold_proto::boot_cmdline::{cmdline, CmdlineError, SerialUse};
 pub use truecold_proto::kinds::Engine;
 use truecold_proto::kinds::{Backing, HostKind};
-use truecold_proto::limits::{GuestMem, LimitError};
+pub use truecold_proto::limits::GuestMem;
 
 /// One guest, identical for every engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,31 +36,17 @@ pub struct Guest {
     pub kernel: PathBuf,
     pub initramfs: PathBuf,
     pub vcpus: u32,
-    pub mem_mib: u64,
+    pub mem: GuestMem,
     pub backing: Backing,
     /// Appended to the one command line (`truecold run --cmdline-extra`).
     pub cmdline_extra: String,
 }
 
 impl Guest {
-    /// Configured guest memory, bytes.
-    pub fn mem_bytes(&self) -> u64 {
-        self.mem_mib << 20
-    }
-
-    /// Configured guest memory.
-    pub fn mem(&self) -> Result<GuestMem, EngineError> {
-        GuestMem::from_mib(self.mem_mib).map_err(EngineError::Memory)
-    }
-
     /// The kernel command line this guest gets under `engine`: the one definition.
     pub fn cmdline(&self, engine: Engine) -> Result<String, EngineError> {
-        cmdline(
-            SerialUse::Transport(engine),
-            self.mem()?,
-            &self.cmdline_extra,
-        )
-        .map_err(EngineError::Cmdline)
+        cmdline(SerialUse::Transport(engine), self.mem, &self.cmdline_extra)
+            .map_err(EngineError::Cmdline)
     }
 }
 
@@ -69,8 +55,6 @@ impl Guest {
 pub enum EngineError {
     #[error("the guest command line")]
     Cmdline(#[source] CmdlineError),
-    #[error("the guest's memory")]
-    Memory(#[source] LimitError),
     #[error("{engine} cannot give the guest `--backing {backing}`: {why}")]
     Unsupported {
         engine: Engine,

@@ -88,7 +88,7 @@ pub fn tap_by_harness(engine: Engine) -> bool {
 /// The guest kernel command line of a peer engine's parity launch (truecold-vmm builds its
 /// own from its flags).
 pub fn cmdline(engine: Engine, g: &Guest, pair: NetPair) -> Result<String, EngineError> {
-    truecold_proto::boot_cmdline::agent_cmdline(engine, g.mem()?, pair, &g.cmdline_extra)
+    truecold_proto::boot_cmdline::agent_cmdline(engine, g.mem, pair, &g.cmdline_extra)
         .map_err(EngineError::Cmdline)
 }
 
@@ -159,6 +159,7 @@ fn set_flag(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::GuestMem;
     use truecold_proto::kinds::{Backing, HostKind};
 
     fn guest() -> Guest {
@@ -166,7 +167,7 @@ mod tests {
             kernel: "/g/parity/vmlinux".into(),
             initramfs: "/g/initramfs.cpio".into(),
             vcpus: 2,
-            mem_mib: 1024,
+            mem: GuestMem::from_mib(1024).unwrap(),
             backing: Backing::Anon,
             cmdline_extra: String::new(),
         }

@@ -36,7 +36,7 @@ pub fn args(g: &Guest) -> Result<Vec<String>, EngineError> {
             v.push("-object".into());
             v.push(format!(
                 "memory-backend-memfd,id=ram,size={}M,hugetlb=on,hugetlbsize=2M",
-                g.mem_mib
+                g.mem.mib()
             ));
         }
         Backing::Thp => {
@@ -57,7 +57,7 @@ pub fn args(g: &Guest) -> Result<Vec<String>, EngineError> {
         "-smp".into(),
         g.vcpus.to_string(),
         "-m".into(),
-        format!("{}M", g.mem_mib),
+        format!("{}M", g.mem.mib()),
     ];
     head.extend(v);
     head.extend([

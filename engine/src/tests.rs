@@ -7,7 +7,7 @@ fn guest(backing: Backing) -> Guest {
         kernel: "/guest/vmlinux".into(),
         initramfs: "/guest/initramfs.cpio".into(),
         vcpus: 2,
-        mem_mib: 1024,
+        mem: GuestMem::from_mib(1024).unwrap(),
         backing,
         cmdline_extra: String::new(),
     }

@@ -26,7 +26,7 @@ pub fn launch(
         ("--kernel", utf8(e, "the kernel path", &g.kernel)?),
         ("--initramfs", utf8(e, "the initramfs path", &g.initramfs)?),
         ("--vcpus", g.vcpus.to_string()),
-        ("--mem-mib", g.mem_mib.to_string()),
+        ("--mem-mib", g.mem.mib().to_string()),
         ("--backing", g.backing.as_str().to_string()),
         ("--host-kind", host.as_str().to_string()),
         ("--transport", "serial".to_string()),

@@ -13,6 +13,7 @@
 use std::path::Path;
 pub use truecold_engine::order;
 pub use truecold_proto::kinds::Engine;
+use truecold_proto::limits::GuestMem;
 use truecold_proto::GuestPlatform;
 
 /// The engines this check runs.
@@ -29,7 +30,7 @@ pub struct Guest {
     pub kernel: String,
     pub initramfs: String,
     pub vcpus: u8,
-    pub mem_mib: u32,
+    pub mem: GuestMem,
     /// Console on ttyS0 (kernel log and the guest's record on the engine's output).
     pub console: bool,
     /// Appended to truecold's tuned base command line.
@@ -40,14 +41,12 @@ impl Guest {
     /// The complete kernel command line, the one definition both engines get.
     pub fn cmdline(&self) -> Result<String, String> {
         use truecold_proto::boot_cmdline::{cmdline, SerialUse};
-        let mem = truecold_proto::limits::GuestMem::from_mib(u64::from(self.mem_mib))
-            .map_err(|e| e.to_string())?;
         let serial = if self.console {
             SerialUse::Console
         } else {
             SerialUse::Off
         };
-        cmdline(serial, mem, &self.cmdline_extra).map_err(|e| e.to_string())
+        cmdline(serial, self.mem, &self.cmdline_extra).map_err(|e| e.to_string())
     }
 }
 
@@ -63,7 +62,7 @@ pub fn truecold_args(g: &Guest, deadline_ms: u64) -> Vec<String> {
         "--vcpus",
         &g.vcpus.to_string(),
         "--mem-mib",
-        &g.mem_mib.to_string(),
+        &g.mem.mib().to_string(),
         "--deadline-ms",
         &deadline_ms.to_string(),
         "--host-kind",
@@ -88,7 +87,7 @@ fn engine_guest(g: &Guest) -> truecold_engine::Guest {
         kernel: g.kernel.clone().into(),
         initramfs: g.initramfs.clone().into(),
         vcpus: u32::from(g.vcpus),
-        mem_mib: u64::from(g.mem_mib),
+        mem: g.mem,
         backing: truecold_proto::kinds::Backing::Anon,
         cmdline_extra: g.cmdline_extra.clone(),
     }
@@ -255,7 +254,7 @@ mod tests {
             kernel: "/guest/vmlinux".into(),
             initramfs: "/guest/platform-initramfs.cpio".into(),
             vcpus: 2,
-            mem_mib: 256,
+            mem: GuestMem::from_mib(256).unwrap(),
             console: true,
             cmdline_extra: "printk.time=1".into(),
         }

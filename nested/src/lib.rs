@@ -24,6 +24,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+use truecold_proto::path_io::PathIoError;
 
 /// Where the host puts the job description inside L1's initramfs.
 pub const JOB_FILE: &str = "/l1/job";
@@ -153,10 +154,7 @@ impl L0Qemu {
 
     /// The QEMU at `path` and its install's firmware directories.
     pub fn at(path: &Path) -> Result<Self, NestedError> {
-        let bin = fs::canonicalize(path).map_err(|source| NestedError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bin = fs::canonicalize(path).map_err(PathIoError::at("resolve", path))?;
         let share = bin.parent().and_then(Path::parent).map(|p| p.join("share"));
         let firmware = share
             .iter()
@@ -301,12 +299,7 @@ pub fn write_initramfs(
     files: &[L1File],
 ) -> Result<(), NestedError> {
     use truecold_proto::cpio::{self, Entry, Kind};
-    let read = |p: &Path| {
-        fs::read(p).map_err(|source| NestedError::Io {
-            path: p.to_path_buf(),
-            source,
-        })
-    };
+    let read = |p: &Path| fs::read(p).map_err(|e| NestedError::Io(PathIoError::at("read", p)(e)));
     let mut entries = cpio::initramfs_entries(read(l1_init)?);
     let mut dirs: Vec<String> = vec!["out".into(), "l1".into()];
     for f in files {
@@ -346,10 +339,7 @@ pub fn write_initramfs(
     }
     let mut buf = Vec::new();
     cpio::write_newc(&entries, &mut buf).map_err(|e| NestedError::Initramfs(e.to_string()))?;
-    fs::write(out, buf).map_err(|source| NestedError::Io {
-        path: out.to_path_buf(),
-        source,
-    })
+    fs::write(out, buf).map_err(|e| NestedError::Io(PathIoError::at("write", out)(e)))
 }
 
 /// Where the harness finds what it packs into L1: the static binaries, the guest artifacts and
@@ -645,12 +635,8 @@ pub enum NestedError {
         #[source]
         source: std::io::Error,
     },
-    #[error("I/O on {path}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("the harness facts")]
     Facts(#[source] HarnessFactsError),
     #[error("writing L1's initramfs: {0}")]
@@ -786,10 +772,7 @@ pub fn run_l1(r: &L1Run) -> Result<L1Outcome, NestedError> {
             });
         }
     }
-    fs::create_dir_all(&r.workdir).map_err(|source| NestedError::Io {
-        path: r.workdir.clone(),
-        source,
-    })?;
+    fs::create_dir_all(&r.workdir).map_err(PathIoError::at("create", &r.workdir))?;
     let start = Instant::now();
     let mut child = qemu_command(r)
         .spawn()
@@ -804,10 +787,7 @@ pub fn run_l1(r: &L1Run) -> Result<L1Outcome, NestedError> {
         return Err(NestedError::Timeout(r.timeout, console));
     };
     let stream_log = r.workdir.join("stream.log");
-    let text = fs::read(&stream_log).map_err(|source| NestedError::Io {
-        path: stream_log.clone(),
-        source,
-    })?;
+    let text = fs::read(&stream_log).map_err(PathIoError::at("read", &stream_log))?;
     let received =
         stream::decode(&String::from_utf8_lossy(&text)).map_err(|source| NestedError::Stream {
             console: console.clone(),

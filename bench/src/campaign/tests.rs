@@ -177,21 +177,21 @@ fn spec(schedule: Schedule) -> CampaignSpec {
         interleaved: false,
         schedule,
         contract: ContractKind::Probe,
-        vcpus: 1,
-        mem_bytes: 64 * MIB,
+        vcpus: Vcpus::new(1).unwrap(),
+        mem: GuestMem::from_mib(64).unwrap(),
         backing: truecold_proto::kinds::Backing::Anon,
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     }
 }
 
-fn facts(contract: ContractKind) -> HostFacts {
-    HostFacts {
-        // A Linux campaign on a kvm_pvm host is a contradiction the verifier reports.
-        kind: match contract {
-            ContractKind::Linux => HostKind::Hardware,
-            ContractKind::Probe => HostKind::Pvm,
-        },
+fn facts(contract: ContractKind) -> Environment {
+    // A Linux campaign on a kvm_pvm host is a contradiction the verifier reports.
+    let kind = match contract {
+        ContractKind::Linux => HostKind::Hardware,
+        ContractKind::Probe => HostKind::Pvm,
+    };
+    Environment {
         cpu_model: "test".into(),
         cores: 2,
         host_kernel: "test".into(),
@@ -199,6 +199,7 @@ fn facts(contract: ContractKind) -> HostFacts {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
+        ..crate::host::empty_environment(kind)
     }
 }
 
@@ -222,8 +223,8 @@ fn run_with(
     let mut progress = Progress::new(Vec::new(), Style::Plain, "t", 0);
     let ex = execute(sp, fake, observe, stop, &mut progress, harness).unwrap();
     let cfg = Configuration {
-        vcpus: sp.vcpus,
-        mem_bytes: sp.mem_bytes,
+        vcpus: u32::from(sp.vcpus.get()),
+        mem_bytes: sp.mem.bytes(),
         backing: sp.backing.to_string(),
         cmdline: FAKE_VMM_LINE.into(),
         vmm_path: "/fake/truecold-vmm".into(),
@@ -262,7 +263,7 @@ fn fake_cmdline_txt(sp: &CampaignSpec) -> String {
         "truecold run --{} --vcpus {} --mem-mib {} --backing {} --deadline-ms {}",
         sp.contract.as_str(),
         sp.vcpus,
-        sp.mem_bytes >> 20,
+        sp.mem.mib(),
         sp.backing,
         sp.deadline_ns / 1_000_000
     );
@@ -455,8 +456,8 @@ fn rate_and_slug() {
     let mut sp = spec(Schedule::Sequential { n: 1 });
     assert_eq!(sp.slug(), "probe-floor-sequential-1vcpu-64mib");
     sp.contract = ContractKind::Linux;
-    sp.vcpus = 2;
-    sp.mem_bytes = 16384 * MIB;
+    sp.vcpus = Vcpus::new(2).unwrap();
+    sp.mem = GuestMem::from_mib(16384).unwrap();
     assert_eq!(sp.slug(), "linux-sequential-2vcpu-16384mib");
 }
 
@@ -705,15 +706,15 @@ fn the_contract_is_on_the_host_kinds_clock_and_says_whether_it_is_interleaved() 
     let cfg = r.configuration.clone();
     // The clock follows the host kind, one per kind.
     for kind in HostKind::ALL {
-        let facts = HostFacts {
-            kind,
+        let facts = Environment {
+            host_kind: kind,
             ..facts(ContractKind::Probe)
         };
         let got = result_json(&sp, &ex, cfg.clone(), BTreeMap::new(), &facts, vec![]);
         assert_eq!(got.contract.clock, kind.clock(), "{kind}");
     }
-    let nested = HostFacts {
-        kind: HostKind::NestedEmulated,
+    let nested = Environment {
+        host_kind: HostKind::NestedEmulated,
         ..facts(ContractKind::Probe)
     };
     let got = result_json(&sp, &ex, cfg.clone(), BTreeMap::new(), &nested, vec![]);

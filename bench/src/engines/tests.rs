@@ -17,8 +17,8 @@ fn spec(arms: &[Engine], rounds: u64) -> EnginesSpec {
         arms: arms.to_vec(),
         rounds,
         seed: 11,
-        vcpus: 2,
-        mem_bytes: MEM,
+        vcpus: Vcpus::new(2).unwrap(),
+        mem: GuestMem::from_bytes(MEM).unwrap(),
         backing: Backing::Anon,
         deadline_ns: DEADLINE,
         kill_grace_ns: 100_000_000,
@@ -424,7 +424,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         kernel: guest.vmlinux.clone(),
         initramfs: guest.initramfs.clone(),
         vcpus: 2,
-        mem_mib: MEM >> 20,
+        mem: GuestMem::from_bytes(MEM).unwrap(),
         backing: Backing::Anon,
         cmdline_extra: String::new(),
     };
@@ -443,8 +443,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
             guest_cmdline: g.cmdline(*e).unwrap(),
         })
         .collect();
-    let facts = HostFacts {
-        kind: HostKind::Hardware,
+    let facts = Environment {
         cpu_model: "test".into(),
         cores: 2,
         host_kernel: "test".into(),
@@ -452,6 +451,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
+        ..crate::host::empty_environment(HostKind::Hardware)
     };
     let shared = Shared {
         spec: &sp,
@@ -477,11 +477,10 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
             ])
             .unwrap();
             let bins: Vec<(Engine, PathBuf)> = arms.iter().map(|e| (*e, bin.clone())).collect();
-            crate::run::explicit_args(
-                &a,
-                &a.schedule().unwrap(),
+            crate::plan::explicit_args(
+                &CampaignPlan::from_cli(&a).unwrap(),
                 "--linux",
-                crate::run::ArgPaths {
+                crate::plan::ArgPaths {
                     vmm: &bin,
                     guest_dir: Some(d.path()),
                     out: &d.path().join("results").join("campaign"),
@@ -558,15 +557,15 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
     }
 }
 
-fn parse(extra: &[&str]) -> RunArgs {
+fn parse(extra: &[&str]) -> CampaignPlan {
     let mut v = vec!["truecold", "run"];
     v.extend_from_slice(extra);
-    crate::cli::Cli::try_parse_run(v).unwrap()
+    CampaignPlan::from_cli(&crate::cli::Cli::try_parse_run(v).unwrap()).unwrap()
 }
 
 #[test]
 fn a_missing_engine_binary_names_how_to_get_it() {
-    let msg = |e: Engine, a: &RunArgs| find_binary(e, a).unwrap_err().to_string();
+    let msg = |e: Engine, a: &CampaignPlan| find_binary(e, a).unwrap_err().to_string();
     let a = parse(&[
         "--engines",
         "firecracker,cloud-hypervisor,qemu-microvm",
@@ -625,13 +624,13 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
         (Engine::Firecracker, PathBuf::from("/p/firecracker")),
         (Engine::Truecold, PathBuf::from("/p/truecold-vmm")),
     ];
-    let paths = crate::run::ArgPaths {
+    let paths = crate::plan::ArgPaths {
         vmm: Path::new("/p/truecold-vmm"),
         guest_dir: Some(Path::new("/g")),
         out: Path::new("/r/x"),
         engines: &bins,
     };
-    let e = crate::run::explicit_args(&a, &a.schedule().unwrap(), "--linux", paths);
+    let e = crate::plan::explicit_args(&a, "--linux", paths);
     let line = e.join(" ");
     assert!(
         line.contains("--engines firecracker,truecold --seed 9 --firecracker /p/firecracker --vmm /p/truecold-vmm"),
@@ -639,23 +638,19 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
     );
     let words: Vec<&str> = e.iter().map(String::as_str).collect();
     let b = parse(&words);
-    assert_eq!(b.arms().unwrap(), a.arms().unwrap());
+    assert_eq!(b.engines, a.engines);
     assert_eq!(b.seed, 9);
-    assert_eq!(
-        crate::run::explicit_args(&b, &b.schedule().unwrap(), "--linux", paths),
-        e
-    );
+    assert_eq!(crate::plan::explicit_args(&b, "--linux", paths), e);
     // Without truecold among the arms there is no VMM to name.
     let a = parse(&["--engine", "qemu-microvm"]);
     let bins = vec![(
         Engine::QemuMicrovm,
         PathBuf::from("/usr/bin/qemu-system-x86_64"),
     )];
-    let e = crate::run::explicit_args(
+    let e = crate::plan::explicit_args(
         &a,
-        &a.schedule().unwrap(),
         "--linux",
-        crate::run::ArgPaths {
+        crate::plan::ArgPaths {
             engines: &bins,
             ..paths
         },

@@ -1,8 +1,7 @@
 use super::*;
 
-fn facts(kind: HostKind, cores: u32) -> HostFacts {
-    HostFacts {
-        kind,
+fn facts(kind: HostKind, cores: u32) -> Environment {
+    Environment {
         cpu_model: "X".into(),
         cores,
         host_kernel: "6.1".into(),
@@ -10,6 +9,7 @@ fn facts(kind: HostKind, cores: u32) -> HostFacts {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
+        ..empty_environment(kind)
     }
 }
 
@@ -103,9 +103,12 @@ fn busy_host_bottleneck_harness_and_pvm_are_flagged() {
 
 #[test]
 fn reads_this_host() {
-    let f = HostFacts::read(HostKind::Hardware);
+    let f = read_facts(HostKind::Hardware);
     assert!(f.cores >= 1);
     assert!(!f.host_kernel.is_empty());
+    // Only the host's part: the campaign's fields are `environment`'s to fill.
+    assert_eq!(f.host_kind, HostKind::Hardware);
+    assert!(f.loadavg_before.is_empty() && f.warnings.is_empty() && f.residue.is_none());
     let s = Snapshot::take();
     assert!(s.t_ns > 0);
     assert!(s.host_total_ns >= s.host_busy_ns);

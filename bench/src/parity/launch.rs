@@ -19,12 +19,12 @@ use std::path::{Path, PathBuf};
 use truecold_engine::driver::{launch_once_with, Launched};
 use truecold_engine::parity::{tap_by_harness, PerLaunch};
 use truecold_engine::{Guest, Launch};
+use truecold_host::Tap;
 use truecold_proof::schema::Sample;
 use truecold_proto::kinds::{Engine, ErrorKind};
 use truecold_proto::measure::now_ns;
 use truecold_proto::parity::{check_ifname, NetPair};
 use truecold_proto::report::{CleanupReport, EngineRun};
-use truecold_vmm::virtio::net::Tap;
 
 /// What every parity launch of one arm shares.
 pub struct ParityLauncher {
@@ -42,7 +42,7 @@ pub struct ParityLauncher {
     pub state: RefCell<StateDb>,
     /// Reliability tests: every launch's tap name (`--inject-tap-name`).
     pub tap_override: Option<String>,
-    pub mem_bytes: u64,
+    pub mem: truecold_proto::limits::GuestMem,
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
 }
@@ -186,7 +186,7 @@ impl ParityLauncher {
                 let mut running_err: Option<String> = None;
                 let launched = launch_once_with(
                     &l,
-                    self.mem_bytes,
+                    self.mem,
                     self.deadline_ns,
                     self.kill_grace_ns,
                     &mut || {

@@ -20,6 +20,7 @@ use super::lifecycle::{self, CsvError, LaunchRow, LaunchState, STATE_CSV};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use truecold_proto::measure::now_ns;
+use truecold_proto::path_io::PathIoError;
 
 /// The table (the brief's columns; stamps are CLOCK_MONOTONIC ns).
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS launches(
@@ -95,12 +96,8 @@ pub enum StateError {
     },
     #[error("exporting the lifecycle")]
     Csv(#[source] CsvError),
-    #[error("writing {}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
 }
 
 /// One committed transition and what it cost.
@@ -439,10 +436,7 @@ impl StateDb {
         let rows = self.rows()?;
         let bytes = lifecycle::csv_bytes(&rows).map_err(StateError::Csv)?;
         let path = dir.join(STATE_CSV);
-        write_atomic(&path, &bytes).map_err(|source| StateError::Write {
-            path: path.clone(),
-            source,
-        })?;
+        write_atomic(&path, &bytes).map_err(PathIoError::at("write", &path))?;
         Ok(Export {
             sha256: lifecycle::sha256_hex(&bytes),
             path,

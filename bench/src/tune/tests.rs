@@ -1,5 +1,6 @@
 use super::*;
 use crate::cli::{Cli, Cmd};
+use crate::phase::kconfig_knobs;
 use clap::Parser;
 
 fn parse(extra: &[&str]) -> TuneArgs {
@@ -51,65 +52,6 @@ fn the_budget_shrinks_both_phases_to_the_worst_case() {
         phase_rounds(2, 3, 10, None),
         Err(TuneError::TooFewRounds(3))
     ));
-}
-
-fn plan(arms: Vec<PhaseArm>) -> PhasePlan {
-    PhasePlan {
-        phase: SCREEN.into(),
-        contract: ContractKind::Linux,
-        seed: 1,
-        rounds: MIN_ROUNDS,
-        vcpus: 2,
-        mem_mib: 1024,
-        backing: Backing::Anon,
-        deadline_ms: 2000,
-        kill_grace_ms: 500,
-        arms,
-        attribution: 0,
-        attribute: Vec::new(),
-    }
-}
-
-fn arm(name: &str, knobs: &[Knob]) -> PhaseArm {
-    PhaseArm {
-        name: name.into(),
-        knobs: knobs.to_vec(),
-        guest_dir: None,
-    }
-}
-
-#[test]
-fn a_phase_plan_is_checked_before_anything_runs() {
-    let good = plan(vec![
-        arm(BASELINE, &[]),
-        arm("console", &[Knob::Console]),
-        arm("both", &[Knob::RcuExpedited, Knob::Console]),
-    ]);
-    assert!(good.problems().is_empty(), "{:?}", good.problems());
-    let json = serde_json::to_vec(&good).unwrap();
-    assert_eq!(serde_json::from_slice::<PhasePlan>(&json).unwrap(), good);
-    let bad = plan(vec![
-        arm("console", &[Knob::Console]),
-        arm("console", &[Knob::Console]),
-        arm("x", &[Knob::Console, Knob::RcuExpedited]),
-        arm("y", &[Knob::BackingThp, Knob::BackingHugetlb]),
-    ]);
-    let p = bad.problems().join("\n");
-    for want in [
-        "first arm",
-        "twice",
-        "catalogue order",
-        "change the same thing",
-    ] {
-        assert!(p.contains(want), "{want}: {p}");
-    }
-    let mut few = good.clone();
-    few.rounds = 2;
-    assert!(few.problems().join(" ").contains("2 rounds"));
-    let mut probe = good;
-    probe.contract = ContractKind::Probe;
-    assert!(probe.problems().join(" ").contains("does not apply"));
-    assert!(serde_json::from_slice::<PhasePlan>(br#"{"phase":"screen","extra":1}"#).is_err());
 }
 
 #[test]
@@ -197,10 +139,10 @@ fn the_cli_takes_a_tune() {
         "2048",
     ]);
     assert!(a.probe && !a.nested);
-    assert_eq!((a.rounds, a.mem_mib), (Some(4), 2048));
+    assert_eq!((a.rounds, a.guest.mem.mib()), (Some(4), 2048));
     assert_eq!(a.knobs.as_deref(), Some("backing-thp"));
     assert!(Cli::try_parse_from(["truecold", "tune", "--probe", "--nested"]).is_err());
     let a = parse(&["--nested", "--budget", "100"]);
     assert_eq!(a.budget, Some(100));
-    assert_eq!(a.mem_mib, DEFAULT_TUNE_MEM_MIB);
+    assert_eq!(a.guest.mem.mib(), DEFAULT_TUNE_MEM_MIB);
 }

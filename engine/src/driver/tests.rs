@@ -3,6 +3,11 @@
 //! an engine's 8250 would.
 
 use super::*;
+
+/// The guest memory every fake launch is for: 256 MiB.
+fn mem() -> GuestMem {
+    GuestMem::from_mib(256).unwrap()
+}
 use crate::Launch;
 use std::path::PathBuf;
 use truecold_proto::{BootId, ErrorCode, GuestPlatform, GuestRecord, Message, Workload};
@@ -76,12 +81,7 @@ const S: u64 = 1_000_000_000;
 #[test]
 fn a_clean_run_is_observed_in_order() {
     let d = tempfile::tempdir().unwrap();
-    let r = launch_once(
-        &fake(Engine::Firecracker, "ok", d.path()),
-        1 << 28,
-        60 * S,
-        S,
-    );
+    let r = launch_once(&fake(Engine::Firecracker, "ok", d.path()), mem(), 60 * S, S);
     assert_eq!(r.end, ProcessEnd::Exited(0), "{}", r.stderr_tail);
     let s = r.run.stamps;
     let (req, sr, st, rec, reaped) = (
@@ -127,7 +127,7 @@ fn an_engine_that_reboots_is_killed_after_the_record() {
     let d = tempfile::tempdir().unwrap();
     let r = launch_once(
         &fake(Engine::CloudHypervisor, "reboot", d.path()),
-        1 << 28,
+        mem(),
         60 * S,
         S,
     );
@@ -145,7 +145,7 @@ fn a_hung_guest_is_killed_at_the_deadline_never_waited_for() {
     let d = tempfile::tempdir().unwrap();
     let r = launch_once(
         &fake(Engine::QemuMicrovm, "hang", d.path()),
-        1 << 28,
+        mem(),
         S / 5,
         S / 10,
     );
@@ -161,7 +161,7 @@ fn a_bad_reply_and_an_early_exit() {
     let d = tempfile::tempdir().unwrap();
     let r = launch_once(
         &fake(Engine::Firecracker, "bad-reply", d.path()),
-        1 << 28,
+        mem(),
         60 * S,
         S,
     );
@@ -173,7 +173,7 @@ fn a_bad_reply_and_an_early_exit() {
     );
     let r = launch_once(
         &fake(Engine::Firecracker, "exit-early", d.path()),
-        1 << 28,
+        mem(),
         60 * S,
         S,
     );
@@ -192,7 +192,7 @@ fn a_missing_binary_is_a_spawn_failure() {
         per_sample_stamps: false,
         agent: None,
     };
-    let r = launch_once(&l, 1 << 28, S, S);
+    let r = launch_once(&l, mem(), S, S);
     assert!(matches!(r.end, ProcessEnd::SpawnFailed(ref m) if m.contains("/nonexistent")));
     assert_eq!(r.run.exit, None);
     assert_eq!(r.run.outcome.failure_kind.as_deref(), Some("spawn_failed"));
@@ -217,7 +217,7 @@ fn truecold_marks_are_merged_from_its_report_file() {
     l.files = vec![(script, body.into_bytes())];
     l.report_file = Some(report);
     l.per_sample_stamps = true;
-    let r = launch_once(&l, 1 << 28, 60 * S, S);
+    let r = launch_once(&l, mem(), 60 * S, S);
     assert_eq!(r.argv[3], crate::REQUEST_FLAG);
     assert_eq!(r.argv[4], r.request_ns.to_string());
     assert_eq!(r.argv[6], r.deadline_at_ns.to_string());
@@ -298,7 +298,7 @@ fn agent_fake(mode: &str, dir: &std::path::Path) -> Launch {
 #[test]
 fn the_agent_channel_and_the_network_proof_make_strict_ready() {
     let d = tempfile::tempdir().unwrap();
-    let r = launch_once(&agent_fake("ok", d.path()), 1 << 28, 60 * S, S);
+    let r = launch_once(&agent_fake("ok", d.path()), mem(), 60 * S, S);
     assert_eq!(r.end, ProcessEnd::Exited(0), "{}", r.stderr_tail);
     assert!(r.run.outcome.ok, "{:?} {}", r.run.outcome, r.stderr_tail);
     let s = r.run.stamps;
@@ -325,7 +325,7 @@ fn the_agent_channel_and_the_network_proof_make_strict_ready() {
 fn a_network_proof_that_fails_is_network_not_ready_never_strict_ready() {
     for mode in ["bad-tcp", "no-listener"] {
         let d = tempfile::tempdir().unwrap();
-        let r = launch_once(&agent_fake(mode, d.path()), 1 << 28, 60 * S, S);
+        let r = launch_once(&agent_fake(mode, d.path()), mem(), 60 * S, S);
         assert!(r.run.liveness.verified, "{mode}: the agent answered");
         assert!(r.run.stamps.strict_ready.is_none(), "{mode}");
         assert_eq!(
@@ -343,7 +343,7 @@ fn an_agent_socket_that_cannot_be_made_is_a_spawn_failure() {
     let d = tempfile::tempdir().unwrap();
     let mut l = agent_fake("ok", d.path());
     l.agent.as_mut().unwrap().listen = d.path().join("no-such-dir/v.sock_1024");
-    let r = launch_once(&l, 1 << 28, 60 * S, S);
+    let r = launch_once(&l, mem(), 60 * S, S);
     assert!(
         matches!(r.end, ProcessEnd::SpawnFailed(ref m) if m.contains("listening on")),
         "{:?}",

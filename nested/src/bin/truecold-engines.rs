@@ -33,8 +33,13 @@ struct Cli {
     initramfs: String,
     #[arg(long, default_value_t = 1)]
     vcpus: u8,
-    #[arg(long, default_value_t = 256)]
-    mem_mib: u32,
+    #[arg(
+        long = "mem-mib",
+        value_name = "MEM_MIB",
+        default_value = "256",
+        value_parser = truecold_proto::limits::GuestMem::parse
+    )]
+    mem: truecold_proto::limits::GuestMem,
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     cmdline_extra: String,
     #[arg(long)]
@@ -75,7 +80,7 @@ fn run(cli: Cli) -> Result<(), String> {
         kernel: cli.kernel.clone(),
         initramfs: cli.initramfs.clone(),
         vcpus: cli.vcpus,
-        mem_mib: cli.mem_mib,
+        mem: cli.mem,
         console: cli.console,
         cmdline_extra: cli.cmdline_extra.clone(),
     };

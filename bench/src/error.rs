@@ -1,0 +1,63 @@
+//! The campaign layer's error: why `truecold run` (and the campaigns tune and bisect run
+//! through it) could not run or write a bundle.
+
+use crate::artifacts::ArtifactError;
+use crate::engines::EnginesError;
+use crate::host::{HostError, DROP_CACHES};
+use crate::interrupt::InstallError;
+use crate::nested::NestedError;
+use crate::plan::ArgError;
+use crate::schedule::ScheduleError;
+use std::path::PathBuf;
+use truecold_proof::bundle::BundleError;
+use truecold_proto::path_io::PathIoError;
+
+/// Why a campaign could not run or be written.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("bad arguments")]
+    Args(#[from] ArgError),
+    #[error("the engine's version")]
+    EngineVersion(#[source] truecold_engine::version::VersionError),
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error("missing artifact")]
+    Artifact(#[from] ArtifactError),
+    #[error("--nested")]
+    Nested(#[from] NestedError),
+    #[error("{0} already exists; a bundle is never overwritten (choose another --out)")]
+    OutExists(PathBuf),
+    #[error("Ctrl-C handling")]
+    Interrupt(#[from] InstallError),
+    #[error("scheduling")]
+    Schedule(#[from] ScheduleError),
+    #[error("the guest kernel config")]
+    Config(#[source] PathIoError),
+    #[error("writing the bundle")]
+    Bundle(#[from] BundleError),
+    #[error(
+        "cannot write the bundle to {dest}; bundle saved instead at {saved} (it verifies: \
+         move it where it belongs)"
+    )]
+    SavedElsewhere {
+        dest: PathBuf,
+        saved: PathBuf,
+        #[source]
+        source: BundleError,
+    },
+    #[error(
+        "--drop-caches needs root (writing /proc/sys/vm/drop_caches); this process runs as uid {0}"
+    )]
+    DropCachesNotRoot(u32),
+    #[error(
+        "--drop-caches applies to --mode sequential only: with samples in flight together, \
+         dropping the page cache before one lands inside another's measured window"
+    )]
+    DropCachesMode,
+    #[error("dropping the host page cache (sync; 3 > {DROP_CACHES})")]
+    DropCaches(#[source] std::io::Error),
+    #[error("the engines campaign")]
+    Engines(#[from] EnginesError),
+    #[error("the parity campaign: {0}")]
+    Parity(String),
+}

@@ -1,0 +1,624 @@
+//! The checked plan of one campaign, built once: from `truecold run`'s arguments
+//! ([`CampaignPlan::from_cli`], every cross-flag check and default here) or, for a tune arm
+//! or a bisect step, from code ([`CampaignPlan::sequential`]). Everything downstream (the
+//! plain campaign, the engines and parity campaigns, the nested harness) reads a plan, never
+//! the command line; [`explicit_args`] spells a plan back as the `truecold run` arguments that
+//! run it again.
+
+use crate::cli::{ModeArg, RunArgs, DEFAULT_SEED};
+use crate::launch::shell_quote;
+use crate::schedule::{Schedule, ScheduleError};
+use std::path::{Path, PathBuf};
+use truecold_proof::schema::ContractKind;
+use truecold_proto::kinds::{Backing, Engine};
+use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
+
+/// Argument errors.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ArgError {
+    #[error("--{flag} applies to --mode {applies_to} only (this campaign is --mode {mode})")]
+    NotForMode {
+        flag: &'static str,
+        applies_to: &'static str,
+        mode: &'static str,
+    },
+    #[error("--mode open-loop needs --rate (arrivals per second)")]
+    RateMissing,
+    #[error(transparent)]
+    Limit(#[from] LimitError),
+    #[error("--deadline-ms must be at least 1")]
+    DeadlineZero,
+    #[error("--rate {0}/s rounds to 0 arrivals per 1,000 s")]
+    RateTooLow(f64),
+    #[error("invalid campaign")]
+    Schedule(#[from] ScheduleError),
+    #[error("--engine {0} is given twice: each engine is one arm")]
+    DuplicateEngine(Engine),
+    #[error("an engines campaign runs --mode sequential only (rounds of every arm, one launch at a time)")]
+    EnginesMode,
+    #[error("--{0} does not apply to an engines campaign (the guest is Linux; its serial port is the transport)")]
+    NotForEngines(&'static str),
+    #[error("--{0} applies to an engines campaign only (--engine …)")]
+    EnginesOnly(&'static str),
+    #[error("--seed applies to an engines campaign (--engine …) or a --nested one only")]
+    SeedNotUsed,
+    #[error("--parity: {0}")]
+    Parity(&'static str),
+}
+
+fn mode_name(m: ModeArg) -> &'static str {
+    match m {
+        ModeArg::Sequential => "sequential",
+        ModeArg::Burst => "burst",
+        ModeArg::OpenLoop => "open-loop",
+        ModeArg::Sweep => "sweep",
+        ModeArg::Churn => "churn",
+    }
+}
+
+/// Default concurrency of burst and churn.
+pub const DEFAULT_CONCURRENCY: u32 = 2;
+/// Default in-flight cap of the open loop.
+pub const DEFAULT_OPEN_LOOP_IN_FLIGHT: u32 = 64;
+/// Default top level of the sweep.
+pub const DEFAULT_SWEEP_MAX: u32 = 4;
+
+/// Default deadline of a campaign on a real host.
+pub const DEFAULT_DEADLINE_MS: u64 = 2_000;
+/// Default deadline inside the nested harness, where L1 and L2 both run under emulation.
+pub const DEFAULT_NESTED_DEADLINE_MS: u64 = 300_000;
+
+/// The per-launch deadline in effect: the one given, else the default where it runs.
+pub fn deadline_ms(given: Option<u64>, nested: bool) -> u64 {
+    given.unwrap_or(if nested {
+        DEFAULT_NESTED_DEADLINE_MS
+    } else {
+        DEFAULT_DEADLINE_MS
+    })
+}
+
+/// Where the campaign runs and what it boots, as asked (`--probe`, `--linux`, `--nested`,
+/// or none of them: Linux where this host's /dev/kvm can boot it, else the probe).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Auto,
+    Probe,
+    Linux,
+    /// Linux in the nested harness's L1.
+    Nested,
+}
+
+impl Target {
+    /// A Linux campaign on this host (`false`), or in the nested harness (`true`).
+    pub fn linux(nested: bool) -> Target {
+        if nested {
+            Target::Nested
+        } else {
+            Target::Linux
+        }
+    }
+
+    /// The guest of `contract`, on this host.
+    pub fn of_contract(contract: ContractKind) -> Target {
+        match contract {
+            ContractKind::Probe => Target::Probe,
+            ContractKind::Linux => Target::Linux,
+        }
+    }
+
+    pub fn is_nested(self) -> bool {
+        self == Target::Nested
+    }
+}
+
+/// The guest every launch boots and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestSpec {
+    pub vcpus: Vcpus,
+    pub mem: GuestMem,
+    pub backing: Backing,
+    /// Appended to the guest kernel command line.
+    pub cmdline_extra: String,
+    /// The guest's serial console to the VMM's stderr.
+    pub console: bool,
+}
+
+impl GuestSpec {
+    /// `vcpus` and `mem` on `backing`, with the kernel command line as built and no console.
+    pub fn plain(vcpus: Vcpus, mem: GuestMem, backing: Backing) -> GuestSpec {
+        GuestSpec {
+            vcpus,
+            mem,
+            backing,
+            cmdline_extra: String::new(),
+            console: false,
+        }
+    }
+}
+
+/// The peer engines' binaries as given (each located by `crate::engines::find_binary`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineBins {
+    pub firecracker: Option<PathBuf>,
+    pub cloud_hypervisor: Option<PathBuf>,
+    pub qemu: Option<PathBuf>,
+}
+
+/// One campaign, checked: what `truecold run` runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CampaignPlan {
+    pub target: Target,
+    pub guest: GuestSpec,
+    pub schedule: Schedule,
+    /// The per-launch deadline in effect, ms.
+    pub deadline_ms: u64,
+    /// Past the deadline, how long the VMM may take to print its report, ms.
+    pub kill_grace_ms: u64,
+    pub drop_caches: bool,
+    /// Attribution launches after the measured campaign (0: none).
+    pub attribution: u64,
+    /// The parity contract.
+    pub parity: bool,
+    /// Reliability tests only: every parity launch's tap name.
+    pub inject_tap_name: Option<String>,
+    /// Engine arms, in the order given; empty for a truecold-only campaign.
+    pub engines: Vec<Engine>,
+    /// The engines campaign's order seed; with `Target::Nested`, L1's QEMU `-seed` too.
+    pub seed: u64,
+    pub engine_bins: EngineBins,
+    /// The bundle directory (`None`: the default under `results/`).
+    pub out: Option<PathBuf>,
+    /// The truecold-vmm binary (`None`: next to this binary).
+    pub vmm: Option<PathBuf>,
+    /// The guest artifacts (`None`: $TRUECOLD_GUEST_DIR, else out/guest).
+    pub guest_dir: Option<PathBuf>,
+}
+
+impl CampaignPlan {
+    /// The plan `truecold run`'s arguments describe, every check made.
+    pub fn from_cli(a: &RunArgs) -> Result<CampaignPlan, ArgError> {
+        let engines = arms(a)?;
+        check_parity(a, &engines)?;
+        let schedule = schedule(a)?;
+        let target = match (a.probe, a.linux, a.nested) {
+            (true, _, _) => Target::Probe,
+            (_, true, _) => Target::Linux,
+            (_, _, true) => Target::Nested,
+            _ => Target::Auto,
+        };
+        Ok(CampaignPlan {
+            target,
+            guest: GuestSpec {
+                vcpus: a.guest.vcpus,
+                mem: a.guest.mem,
+                backing: a.backing,
+                cmdline_extra: a.cmdline_extra.clone(),
+                console: a.console,
+            },
+            schedule,
+            deadline_ms: deadline_ms(a.deadline_ms, a.nested),
+            kill_grace_ms: a.kill_grace_ms,
+            drop_caches: a.drop_caches,
+            attribution: a.attribution,
+            parity: a.parity,
+            inject_tap_name: a.inject_tap_name.clone(),
+            engines,
+            seed: a.seed,
+            engine_bins: EngineBins {
+                firecracker: a.firecracker.clone(),
+                cloud_hypervisor: a.cloud_hypervisor.clone(),
+                qemu: a.qemu.clone(),
+            },
+            out: a.out.clone(),
+            vmm: a.vmm.clone(),
+            guest_dir: a.guest_dir.clone(),
+        })
+    }
+
+    /// `n` sequential launches of `guest` (a tune arm, a bisect step, a phase in L1): no
+    /// engine arms, no parity, no attribution, the default seed and paths until set.
+    pub fn sequential(
+        target: Target,
+        guest: GuestSpec,
+        n: u64,
+        deadline_ms: u64,
+        kill_grace_ms: u64,
+    ) -> Result<CampaignPlan, ArgError> {
+        if deadline_ms == 0 {
+            return Err(ArgError::DeadlineZero);
+        }
+        let schedule = Schedule::Sequential { n };
+        schedule.validate()?;
+        Ok(CampaignPlan {
+            target,
+            guest,
+            schedule,
+            deadline_ms,
+            kill_grace_ms,
+            drop_caches: false,
+            attribution: 0,
+            parity: false,
+            inject_tap_name: None,
+            engines: Vec::new(),
+            seed: DEFAULT_SEED,
+            engine_bins: EngineBins::default(),
+            out: None,
+            vmm: None,
+            guest_dir: None,
+        })
+    }
+
+    /// The same plan with these paths.
+    pub fn at(
+        mut self,
+        vmm: Option<PathBuf>,
+        guest_dir: Option<PathBuf>,
+        out: Option<PathBuf>,
+    ) -> CampaignPlan {
+        self.vmm = vmm;
+        self.guest_dir = guest_dir;
+        self.out = out;
+        self
+    }
+
+    /// The same plan with `seed` (L1's QEMU seed in the nested harness).
+    pub fn seeded(mut self, seed: u64) -> CampaignPlan {
+        self.seed = seed;
+        self
+    }
+
+    /// The same plan with `k` attribution launches.
+    pub fn attributed(mut self, k: u64) -> CampaignPlan {
+        self.attribution = k;
+        self
+    }
+
+    pub fn nested(&self) -> bool {
+        self.target.is_nested()
+    }
+
+    /// The per-launch deadline, ns.
+    pub fn deadline_ns(&self) -> u64 {
+        self.deadline_ms.saturating_mul(1_000_000)
+    }
+
+    /// The kill grace, ns.
+    pub fn kill_grace_ns(&self) -> u64 {
+        self.kill_grace_ms.saturating_mul(1_000_000)
+    }
+
+    /// The launches the schedule makes.
+    pub fn planned(&self) -> Result<u64, ScheduleError> {
+        self.schedule.validate()
+    }
+}
+
+/// The engine arms, in the order given (`--engine` then `--engines`). Checked: no engine
+/// twice, and the flags of the other kind of campaign absent.
+fn arms(a: &RunArgs) -> Result<Vec<Engine>, ArgError> {
+    let mut arms: Vec<Engine> = Vec::new();
+    for e in a.engine.iter().chain(&a.engines) {
+        if arms.contains(e) {
+            return Err(ArgError::DuplicateEngine(*e));
+        }
+        arms.push(*e);
+    }
+    if arms.is_empty() {
+        for (set, flag) in [
+            (a.firecracker.is_some(), "firecracker"),
+            (a.cloud_hypervisor.is_some(), "cloud-hypervisor"),
+            (a.qemu.is_some(), "qemu"),
+        ] {
+            if set {
+                return Err(ArgError::EnginesOnly(flag));
+            }
+        }
+        // With --nested the seed is L1's QEMU `-seed` (any campaign there).
+        if a.seed != DEFAULT_SEED && !a.nested {
+            return Err(ArgError::SeedNotUsed);
+        }
+        return Ok(arms);
+    }
+    if a.mode != ModeArg::Sequential {
+        return Err(ArgError::EnginesMode);
+    }
+    if a.probe {
+        return Err(ArgError::NotForEngines("probe"));
+    }
+    if a.console {
+        return Err(ArgError::NotForEngines("console"));
+    }
+    if a.attribution > 0 {
+        return Err(ArgError::NotForEngines("attribution"));
+    }
+    Ok(arms)
+}
+
+/// `--parity` and `--inject-tap-name` against the rest.
+fn check_parity(a: &RunArgs, arms: &[Engine]) -> Result<(), ArgError> {
+    if a.inject_tap_name.is_some() && !a.parity {
+        return Err(ArgError::Parity(
+            "--inject-tap-name applies to --parity only",
+        ));
+    }
+    if !a.parity {
+        return Ok(());
+    }
+    if let Some(why) = arms.iter().find_map(|e| e.no_parity_launch()) {
+        return Err(ArgError::Parity(why));
+    }
+    for (bad, why) in [
+        (
+            a.drop_caches,
+            "the page cache is not dropped between parity launches (no --drop-caches)",
+        ),
+        (a.probe, "the parity contract boots Linux (no --probe)"),
+        (
+            a.mode != ModeArg::Sequential,
+            "sequential only (one tap at a time)",
+        ),
+        (
+            a.console,
+            "the serial console is not part of the contract (no --console)",
+        ),
+        (
+            a.attribution > 0,
+            "attribution launches are not parity launches",
+        ),
+    ] {
+        if bad {
+            return Err(ArgError::Parity(why));
+        }
+    }
+    Ok(())
+}
+
+/// The schedule the arguments describe, checked (with the deadline).
+fn schedule(a: &RunArgs) -> Result<Schedule, ArgError> {
+    let mode = mode_name(a.mode);
+    let not_for = |flag, applies_to| ArgError::NotForMode {
+        flag,
+        applies_to,
+        mode,
+    };
+    if a.rate.is_some() && a.mode != ModeArg::OpenLoop {
+        return Err(not_for("rate", "open-loop"));
+    }
+    if a.max_concurrency.is_some() && a.mode != ModeArg::Sweep {
+        return Err(not_for("max-concurrency", "sweep"));
+    }
+    if a.concurrency.is_some() && matches!(a.mode, ModeArg::Sequential | ModeArg::Sweep) {
+        return Err(not_for("concurrency", "burst, churn or open-loop"));
+    }
+    if deadline_ms(a.deadline_ms, a.nested) == 0 {
+        return Err(ArgError::DeadlineZero);
+    }
+    let n = a.count;
+    let s = match a.mode {
+        ModeArg::Sequential => Schedule::Sequential { n },
+        ModeArg::Burst => Schedule::Burst {
+            n,
+            concurrency: a.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+        },
+        ModeArg::Churn => Schedule::Churn {
+            n,
+            concurrency: a.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+        },
+        ModeArg::Sweep => Schedule::Sweep {
+            n_per_level: n,
+            max_concurrency: a.max_concurrency.unwrap_or(DEFAULT_SWEEP_MAX),
+        },
+        ModeArg::OpenLoop => {
+            let rate = a.rate.ok_or(ArgError::RateMissing)?;
+            if !rate.is_finite() || rate <= 0.0 {
+                return Err(ScheduleError::BadRate(rate).into());
+            }
+            // The schema records integer arrivals per 1,000 s; the interval follows it.
+            let per_ks = (rate * 1000.0).round();
+            if per_ks < 1.0 {
+                return Err(ArgError::RateTooLow(rate));
+            }
+            let interval_ns = crate::schedule::interval_for_rate(per_ks / 1000.0)?;
+            Schedule::OpenLoop {
+                n,
+                interval_ns,
+                max_in_flight: a.concurrency.unwrap_or(DEFAULT_OPEN_LOOP_IN_FLIGHT),
+            }
+        }
+    };
+    s.validate()?;
+    Ok(s)
+}
+
+/// Where the explicit argument list points: the resolved paths of a campaign.
+#[derive(Clone, Copy, Debug)]
+pub struct ArgPaths<'a> {
+    pub vmm: &'a Path,
+    /// Linux campaigns only (the probe needs no guest artifacts).
+    pub guest_dir: Option<&'a Path>,
+    pub out: &'a Path,
+    /// Engines campaign: the arms, in order, each with its binary (truecold's is `vmm`).
+    pub engines: &'a [(Engine, PathBuf)],
+}
+
+/// The `truecold run` flag of a contract: the guest the campaign actually booted.
+pub fn guest_flag(contract: ContractKind) -> &'static str {
+    match contract {
+        ContractKind::Linux => "--linux",
+        ContractKind::Probe => "--probe",
+    }
+}
+
+/// The rate of an open loop as `truecold run --rate` takes it: arrivals per second with
+/// the three decimals the schema keeps, which gives the same interval.
+fn rate_arg(interval_ns: u64) -> String {
+    let per_ks = crate::campaign::rate_per_ks(interval_ns);
+    format!("{}.{:03}", per_ks / 1000, per_ks % 1000)
+}
+
+/// `--mode`, `--count` and the schedule's own flags.
+fn schedule_args(schedule: &Schedule) -> (&'static str, u64, Vec<(&'static str, String)>) {
+    match *schedule {
+        Schedule::Sequential { n } => ("sequential", n, vec![]),
+        Schedule::Burst { n, concurrency } => {
+            ("burst", n, vec![("--concurrency", concurrency.to_string())])
+        }
+        Schedule::Churn { n, concurrency } => {
+            ("churn", n, vec![("--concurrency", concurrency.to_string())])
+        }
+        Schedule::OpenLoop {
+            n,
+            interval_ns,
+            max_in_flight,
+        } => (
+            "open-loop",
+            n,
+            vec![
+                ("--rate", rate_arg(interval_ns)),
+                ("--concurrency", max_in_flight.to_string()),
+            ],
+        ),
+        Schedule::Sweep {
+            n_per_level,
+            max_concurrency,
+        } => (
+            "sweep",
+            n_per_level,
+            vec![("--max-concurrency", max_concurrency.to_string())],
+        ),
+    }
+}
+
+/// Every argument of a `truecold run` campaign after `run`, defaults filled in and paths
+/// resolved, so that running `truecold run` with them runs the same campaign (with another
+/// `--out`: a bundle is never overwritten). `guest` is [`guest_flag`] of what ran.
+pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> Vec<String> {
+    // Exhaustive on purpose: a new field must be placed here (or knowingly left out).
+    let CampaignPlan {
+        target: _, // `guest`
+        guest:
+            GuestSpec {
+                vcpus,
+                mem,
+                backing,
+                cmdline_extra,
+                console,
+            },
+        schedule,
+        deadline_ms,
+        kill_grace_ms,
+        drop_caches,
+        attribution,
+        parity,
+        inject_tap_name,
+        engines: _,     // `paths.engines`
+        seed,           // engines campaigns (a plain nested one's is L1's, not here)
+        engine_bins: _, // `paths.engines`
+        out: _,         // `paths`
+        vmm: _,         // `paths`
+        guest_dir: _,   // `paths`
+    } = plan;
+    let mut v: Vec<String> = vec![guest.to_string()];
+    if *parity {
+        v.push("--parity".into());
+    }
+    if let Some(t) = inject_tap_name {
+        v.push("--inject-tap-name".into());
+        v.push(t.clone());
+    }
+    let mut kv = |k: &str, val: String| {
+        v.push(k.to_string());
+        v.push(val);
+    };
+    let (mode, count, extra) = schedule_args(schedule);
+    kv("--mode", mode.to_string());
+    kv("--count", count.to_string());
+    kv("--vcpus", vcpus.to_string());
+    kv("--mem-mib", mem.mib().to_string());
+    kv("--backing", backing.as_str().to_string());
+    for (k, val) in extra {
+        kv(k, val);
+    }
+    kv("--deadline-ms", deadline_ms.to_string());
+    kv("--kill-grace-ms", kill_grace_ms.to_string());
+    kv("--cmdline-extra", cmdline_extra.clone());
+    if *console {
+        v.push("--console".into());
+    }
+    if *drop_caches {
+        v.push("--drop-caches".into());
+    }
+    if *attribution > 0 {
+        v.push("--attribution".into());
+        v.push(attribution.to_string());
+    }
+    v.extend(engine_and_path_args(*seed, paths));
+    v
+}
+
+/// The engine arms with their binaries, then `--vmm`, `--guest-dir` and `--out`.
+fn engine_and_path_args(seed: u64, paths: ArgPaths<'_>) -> Vec<String> {
+    let mut v = Vec::new();
+    let truecold_arm =
+        paths.engines.is_empty() || paths.engines.iter().any(|(e, _)| *e == Engine::Truecold);
+    if !paths.engines.is_empty() {
+        let names: Vec<&str> = paths.engines.iter().map(|(e, _)| e.as_str()).collect();
+        v.push("--engines".into());
+        v.push(names.join(","));
+        v.push("--seed".into());
+        v.push(seed.to_string());
+        for (e, bin) in paths.engines {
+            let flag = match e {
+                Engine::Truecold => continue,
+                Engine::Firecracker => "--firecracker",
+                Engine::CloudHypervisor => "--cloud-hypervisor",
+                Engine::QemuMicrovm => "--qemu",
+            };
+            v.push(flag.into());
+            v.push(bin.display().to_string());
+        }
+    }
+    if truecold_arm {
+        v.push("--vmm".into());
+        v.push(paths.vmm.display().to_string());
+    }
+    if let Some(g) = paths.guest_dir {
+        v.push("--guest-dir".into());
+        v.push(g.display().to_string());
+    }
+    v.push("--out".into());
+    v.push(paths.out.display().to_string());
+    v
+}
+
+/// The explicit `truecold run …` line of `cmdline.txt` (every argument shell-quoted).
+pub fn explicit_line(explicit: &[String]) -> String {
+    let explicit: Vec<String> = explicit.iter().map(|a| shell_quote(a)).collect();
+    format!("truecold run {}", explicit.join(" "))
+}
+
+/// `engines-<arm>-<arm>…`: the arms in a default output directory's name.
+pub fn engines_label(arms: &[Engine]) -> String {
+    let names: Vec<&str> = arms.iter().map(|e| e.as_str()).collect();
+    format!("engines-{}", names.join("-"))
+}
+
+/// `results/<UTC timestamp>-<what>-<v>vcpu-<m>mib`, unless the plan names its `--out`.
+pub fn dest_or(plan: &CampaignPlan, what: &str) -> PathBuf {
+    plan.out.clone().unwrap_or_else(|| {
+        let (stamp, _) = crate::clock::utc_now();
+        PathBuf::from("results").join(format!(
+            "{stamp}-{what}-{}vcpu-{}mib",
+            plan.guest.vcpus,
+            plan.guest.mem.mib()
+        ))
+    })
+}
+
+/// `results/<UTC timestamp>-engines-<arms>-linux-<v>vcpu-<m>mib`.
+pub fn engines_dest(plan: &CampaignPlan, arms: &[Engine]) -> PathBuf {
+    dest_or(plan, &format!("{}-linux", engines_label(arms)))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,311 @@
+use super::*;
+use crate::cli::Cli;
+
+fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+    let mut v = vec!["truecold", "run"];
+    v.extend_from_slice(extra);
+    Cli::try_parse_run(v)
+}
+
+/// The plan of `truecold run <extra>`.
+fn plan(extra: &[&str]) -> Result<CampaignPlan, ArgError> {
+    CampaignPlan::from_cli(&args(extra).unwrap())
+}
+
+#[test]
+fn defaults_are_the_headline_campaign() {
+    let a = plan(&[]).unwrap();
+    assert_eq!(a.schedule, Schedule::Sequential { n: 1000 });
+    assert_eq!((a.guest.vcpus.get(), a.guest.mem.mib()), (2, 16384));
+    assert_eq!(a.target, Target::Auto);
+    assert_eq!(a.deadline_ms, DEFAULT_DEADLINE_MS);
+}
+
+#[test]
+fn modes_and_their_flags() {
+    let a = plan(&["--mode", "burst", "-n", "50", "--concurrency", "8"]).unwrap();
+    assert_eq!(
+        a.schedule,
+        Schedule::Burst {
+            n: 50,
+            concurrency: 8
+        }
+    );
+    let a = plan(&["--mode", "open-loop", "-n", "10", "--rate", "2.5"]).unwrap();
+    assert_eq!(
+        a.schedule,
+        Schedule::OpenLoop {
+            n: 10,
+            interval_ns: 400_000_000,
+            max_in_flight: DEFAULT_OPEN_LOOP_IN_FLIGHT
+        }
+    );
+    let a = plan(&["--mode", "sweep", "-n", "5", "--max-concurrency", "3"]).unwrap();
+    assert_eq!(
+        a.schedule,
+        Schedule::Sweep {
+            n_per_level: 5,
+            max_concurrency: 3
+        }
+    );
+    let a = plan(&["--mode", "churn", "-n", "9"]).unwrap();
+    assert_eq!(
+        a.schedule,
+        Schedule::Churn {
+            n: 9,
+            concurrency: 2
+        }
+    );
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let e = |x: &[&str]| plan(x).unwrap_err();
+    assert_eq!(e(&["--mode", "open-loop"]), ArgError::RateMissing);
+    assert_eq!(
+        e(&["--rate", "3"]),
+        ArgError::NotForMode {
+            flag: "rate",
+            applies_to: "open-loop",
+            mode: "sequential"
+        }
+    );
+    assert!(matches!(
+        e(&["--concurrency", "3"]),
+        ArgError::NotForMode { .. }
+    ));
+    assert!(matches!(
+        e(&["--mode", "burst", "--max-concurrency", "3"]),
+        ArgError::NotForMode { .. }
+    ));
+    assert_eq!(e(&["--deadline-ms", "0"]), ArgError::DeadlineZero);
+    assert_eq!(
+        e(&["-n", "0"]),
+        ArgError::Schedule(ScheduleError::NoSamples)
+    );
+    assert_eq!(
+        e(&["--mode", "burst", "--concurrency", "0"]),
+        ArgError::Schedule(ScheduleError::ZeroConcurrency)
+    );
+    assert_eq!(
+        e(&["--mode", "open-loop", "--rate", "0.0001"]),
+        ArgError::RateTooLow(0.0001)
+    );
+    assert!(matches!(
+        e(&["--mode", "open-loop", "--rate=-1"]),
+        ArgError::Schedule(ScheduleError::BadRate(_))
+    ));
+    // Mutually exclusive guest kinds, unknown modes: clap's own errors.
+    assert!(args(&["--probe", "--linux"]).is_err());
+    assert!(args(&["--mode", "zigzag"]).is_err());
+}
+
+#[test]
+fn engine_arms_repeatable_or_listed_never_twice() {
+    let a = plan(&["--engine", "truecold", "--engine", "firecracker"]).unwrap();
+    assert_eq!(a.engines, vec![Engine::Truecold, Engine::Firecracker]);
+    assert_eq!(a.seed, DEFAULT_SEED);
+    let a = plan(&[
+        "--engines",
+        "qemu-microvm,cloud-hypervisor",
+        "--engine",
+        "truecold",
+    ])
+    .unwrap();
+    assert_eq!(
+        a.engines,
+        vec![
+            Engine::Truecold,
+            Engine::QemuMicrovm,
+            Engine::CloudHypervisor
+        ]
+    );
+    assert_eq!(
+        plan(&["--engines", "firecracker,firecracker"]).unwrap_err(),
+        ArgError::DuplicateEngine(Engine::Firecracker)
+    );
+    assert_eq!(
+        plan(&["--engine", "truecold", "--engines", "truecold"]).unwrap_err(),
+        ArgError::DuplicateEngine(Engine::Truecold)
+    );
+    // Unknown engines are clap's errors, naming the choices.
+    let e = args(&["--engine", "xen"]).unwrap_err().to_string();
+    assert!(
+        e.contains("truecold, firecracker, cloud-hypervisor, qemu-microvm"),
+        "{e}"
+    );
+    assert!(args(&["--engines", "truecold,"]).is_err());
+}
+
+#[test]
+fn engines_campaigns_are_sequential_linux_without_console() {
+    let e = |x: &[&str]| plan(x).unwrap_err();
+    assert_eq!(
+        e(&["--engine", "truecold", "--mode", "burst"]),
+        ArgError::EnginesMode
+    );
+    assert_eq!(
+        e(&["--engine", "truecold", "--probe"]),
+        ArgError::NotForEngines("probe")
+    );
+    assert_eq!(
+        e(&["--engine", "firecracker", "--console"]),
+        ArgError::NotForEngines("console")
+    );
+    assert_eq!(
+        e(&["--firecracker", "/x"]),
+        ArgError::EnginesOnly("firecracker")
+    );
+    assert_eq!(e(&["--seed", "3"]), ArgError::SeedNotUsed);
+    assert_eq!(e(&["--linux", "--seed", "3"]), ArgError::SeedNotUsed);
+    let a = plan(&[
+        "--engine",
+        "firecracker",
+        "--nested",
+        "--seed",
+        "3",
+        "-n",
+        "3",
+    ])
+    .unwrap();
+    assert_eq!(a.schedule, Schedule::Sequential { n: 3 });
+    assert_eq!(a.seed, 3);
+}
+
+#[test]
+fn a_plain_nested_campaign_takes_a_seed_for_l1() {
+    let a = plan(&["--nested", "--seed", "3", "-n", "2"]).unwrap();
+    assert_eq!(a.schedule, Schedule::Sequential { n: 2 });
+    assert!(a.engines.is_empty());
+    assert_eq!(a.seed, 3);
+    // The default seed stays accepted everywhere (it is not "given").
+    let a = plan(&["--nested", "-n", "2"]).unwrap();
+    assert_eq!(a.seed, DEFAULT_SEED);
+    assert_eq!(a.target, Target::Nested);
+    assert_eq!(a.deadline_ms, DEFAULT_NESTED_DEADLINE_MS);
+    // The other engines-only flags stay engines-only with --nested.
+    assert_eq!(
+        plan(&["--nested", "--qemu", "/x"]).unwrap_err(),
+        ArgError::EnginesOnly("qemu")
+    );
+}
+
+fn explicit(a: &CampaignPlan, contract: ContractKind) -> Vec<String> {
+    let guest_dir = Path::new("/g");
+    explicit_args(
+        a,
+        guest_flag(contract),
+        ArgPaths {
+            vmm: Path::new("/bin/truecold-vmm"),
+            guest_dir: (contract == ContractKind::Linux).then_some(guest_dir),
+            out: Path::new("/r/b"),
+            engines: &[],
+        },
+    )
+}
+
+#[test]
+fn explicit_arguments_fill_in_every_default() {
+    let a = plan_of(&["--probe"]);
+    assert_eq!(
+        explicit(&a, ContractKind::Probe).join(" "),
+        "--probe --mode sequential --count 1000 --vcpus 2 --mem-mib 16384 --backing anon \
+         --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --vmm /bin/truecold-vmm \
+         --out /r/b"
+    );
+    let a = plan_of(&["--mode", "burst", "--deadline-ms", "750", "--drop-caches"]);
+    assert_eq!(
+        explicit(&a, ContractKind::Linux).join(" "),
+        "--linux --mode burst --count 1000 --vcpus 2 --mem-mib 16384 --backing anon \
+         --concurrency 2 --deadline-ms 750 --kill-grace-ms 500 --cmdline-extra  \
+         --drop-caches --vmm /bin/truecold-vmm --guest-dir /g --out /r/b"
+    );
+}
+
+/// Parsing the explicit arguments gives the same campaign, whose explicit arguments are
+/// the same again.
+#[test]
+fn explicit_arguments_rerun_the_same_campaign() {
+    for (argv, contract) in [
+        (vec![], ContractKind::Linux),
+        (
+            vec!["--probe", "-n", "7", "--vcpus", "1"],
+            ContractKind::Probe,
+        ),
+        (
+            vec!["--mode", "open-loop", "--rate", "2.5", "--backing", "thp"],
+            ContractKind::Probe,
+        ),
+        (
+            vec![
+                "--mode",
+                "open-loop",
+                "--rate",
+                "0.333",
+                "--concurrency",
+                "3",
+            ],
+            ContractKind::Linux,
+        ),
+        (
+            vec!["--mode", "sweep", "--max-concurrency", "3"],
+            ContractKind::Linux,
+        ),
+        (
+            vec!["--mode", "churn", "--console", "--kill-grace-ms", "9"],
+            ContractKind::Linux,
+        ),
+        (
+            vec!["--cmdline-extra", "quiet loglevel='0' -x", "--nested"],
+            ContractKind::Linux,
+        ),
+    ] {
+        let a = plan_of(&argv);
+        let e = explicit(&a, contract);
+        let words: Vec<&str> = e.iter().map(String::as_str).collect();
+        let b = plan_of(&words);
+        assert_eq!(b.schedule, a.schedule, "{argv:?}");
+        assert_eq!(b.deadline_ms, a.deadline_ms, "{argv:?}");
+        assert_eq!(b.guest, a.guest, "{argv:?}");
+        assert_eq!(explicit(&b, contract), e, "{argv:?}");
+    }
+}
+
+fn plan_of(extra: &[&str]) -> CampaignPlan {
+    plan(extra).unwrap()
+}
+
+/// A plan built in code (a tune arm, a bisect step) spells back as the same `truecold run`
+/// the command line would give, and parses back to the same plan.
+#[test]
+fn a_sequential_plan_built_in_code_is_a_plain_run() {
+    let guest = GuestSpec::plain(
+        Vcpus::new(1).unwrap(),
+        GuestMem::from_mib(1024).unwrap(),
+        Backing::Anon,
+    );
+    let p = CampaignPlan::sequential(Target::Linux, guest, 6, 2000, 500)
+        .unwrap()
+        .at(Some("/v".into()), Some("/g".into()), Some("/o".into()));
+    let e = explicit(&p, ContractKind::Linux);
+    assert_eq!(
+        e.join(" "),
+        "--linux --mode sequential --count 6 --vcpus 1 --mem-mib 1024 --backing anon \
+         --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --vmm /bin/truecold-vmm \
+         --guest-dir /g --out /r/b"
+    );
+    let words: Vec<&str> = e.iter().map(String::as_str).collect();
+    let back = plan_of(&words);
+    assert_eq!((back.schedule, back.guest), (p.schedule, p.guest.clone()));
+    assert_eq!(back.target, Target::Linux);
+    // Checked like the command line: no launches, no deadline.
+    let g = p.guest.clone();
+    assert_eq!(
+        CampaignPlan::sequential(Target::Linux, g.clone(), 0, 2000, 500).unwrap_err(),
+        ArgError::Schedule(ScheduleError::NoSamples)
+    );
+    assert_eq!(
+        CampaignPlan::sequential(Target::Nested, g, 3, 0, 500).unwrap_err(),
+        ArgError::DeadlineZero
+    );
+}
