@@ -49,6 +49,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{read_bundle, read_capped, regenerate, BundleError, MAX_PARSED_BYTES};
+use crate::bundle_verify::{
+    check_signature, check_sums, fully_stamped, gap_threshold, last_stamp, verify_bundle_with,
+};
 use crate::compare::{compare_values, fmt_p, mann_whitney_p, CompareOptions, SplitMix64};
 use crate::plot::{arms_cdf_svg, CDF_FILE, STAGES_FILE};
 use crate::report::{clock_caption, ms, README_FILE};
@@ -56,16 +59,10 @@ use crate::schema::{
     Clock, ContractKind, Engine, HostKind, Observer, ResultJson, Sample, HEADLINE,
     PERCENTILE_DEFINITION,
 };
-use crate::sign::SIG_FILE;
 use crate::stats::percentile_sorted;
-use crate::sums::{
-    format_sums, is_valid_name, parse_sums_with, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
-};
-use crate::verify::{
-    check_signature, check_sums, fully_stamped, gap_threshold, last_stamp, verify_bundle_with,
-    Check, Verdict,
-};
-use crate::VerifyOptions;
+use crate::sums::SIG_FILE;
+use crate::sums::{format_sums, parse_sums_with, sha256_hex, SumsError, SUMS_FILE};
+use crate::verdict::{Check, Verdict, VerifyOptions};
 use truecold_proto::tune::{apply, check_set, Change, Knob, TuneGuest, VmmChange};
 
 /// The plan's file; its presence makes a directory a multi-arm directory.
@@ -118,12 +115,7 @@ impl ArmRef {
     }
 }
 
-/// A tune phase's arm without knobs.
-pub const BASELINE_ARM: &str = "baseline";
-/// A confirm phase's arm with every winner.
-pub const RECOMMENDED_ARM: &str = "recommended";
-/// A confirm phase's arm with every winner but one: `recommended-minus-<knob>`.
-pub const MINUS_PREFIX: &str = "recommended-minus-";
+pub use crate::names::{BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM};
 
 /// What a tune arm's name says its knobs are, given the `recommended` arm's knobs (`None`:
 /// the name is not a tune arm's). `baseline`: none; a knob's name: that knob;
@@ -146,12 +138,12 @@ pub fn tune_arm_knobs(name: &str, recommended: Option<&[Knob]>) -> Option<Vec<Kn
 }
 
 /// Whether `plan` is a kernel A/B of `truecold bisect config`: exactly the arms
-/// [`crate::bisect::GOOD_ARM`] and [`crate::bisect::CANDIDATE_ARM`], both truecold, without
+/// [`crate::names::GOOD_ARM`] and [`crate::names::CANDIDATE_ARM`], both truecold, without
 /// knobs (each boots its own kernel; the arms' bundles record which).
 pub fn is_kernel_ab(plan: &ArmsPlan) -> bool {
     plan.arms.len() == 2
-        && plan.arms[0].name == crate::bisect::GOOD_ARM
-        && plan.arms[1].name == crate::bisect::CANDIDATE_ARM
+        && plan.arms[0].name == crate::names::GOOD_ARM
+        && plan.arms[1].name == crate::names::CANDIDATE_ARM
         && plan
             .arms
             .iter()
@@ -213,6 +205,8 @@ pub enum ArmsError {
     Tampered(String),
     #[error("{path} is larger than the {MAX_PARSED_BYTES} bytes read")]
     TooLarge { path: PathBuf },
+    #[error(transparent)]
+    File(#[from] crate::fsio::FileError),
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ArmsError + 'a {
@@ -285,6 +279,7 @@ pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
             }
         }
     }
+    let arm_names: BTreeSet<&str> = plan.arms.iter().map(|a| a.name.as_str()).collect();
     let k = plan.arms.len() as u64;
     if plan.order.len() as u128 != u128::from(plan.rounds) * u128::from(k) {
         bad.push(format!(
@@ -302,7 +297,7 @@ pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
             ));
             break;
         }
-        if !plan.arms.iter().any(|a| a.name == *name) {
+        if !arm_names.contains(name.as_str()) {
             bad.push(format!("launch {pos} names `{name}`, not an arm"));
         }
     }
@@ -744,10 +739,7 @@ pub fn generated_files(plan: &ArmsPlan, arms: &[ArmData]) -> Vec<(String, Vec<u8
 
 /// A `SHA256SUMS` name of a multi-arm directory: a top file, or `<arm>/<file>`.
 pub fn is_valid_arms_path(name: &str) -> bool {
-    match name.split_once('/') {
-        None => is_valid_name(name),
-        Some((a, f)) => is_valid_name(a) && is_valid_name(f),
-    }
+    crate::names::is_valid_path(name, 2)
 }
 
 /// Parses a multi-arm `SHA256SUMS`.
@@ -778,10 +770,7 @@ fn digests_of(dir: &Path, arms: &[ArmRef]) -> Result<BTreeMap<String, String>, A
             if prefix.is_empty() && (name == SUMS_FILE || name == SIG_FILE) {
                 continue;
             }
-            let p = e.path();
-            let (d, _) = fs::File::open(&p)
-                .and_then(sha256_reader)
-                .map_err(io("read", &p))?;
+            let (d, _) = crate::fsio::hash_file(&e.path())?;
             out.insert(format!("{prefix}{name}"), d);
         }
         Ok(())
@@ -821,7 +810,7 @@ pub fn write_arms(dir: &Path, plan: &ArmsPlan) -> Result<Verdict, ArmsError> {
         write_atomic(dir, &name, &bytes)?;
     }
     write_sums(dir, plan)?;
-    Ok(crate::verify::verify_dir(dir))
+    Ok(verify_arms_dir(dir, &VerifyOptions::default()))
 }
 
 fn write_sums(dir: &Path, plan: &ArmsPlan) -> Result<(), ArmsError> {
@@ -848,10 +837,7 @@ pub fn regenerate_arms(dir: &Path) -> Result<Vec<String>, ArmsError> {
         Some((_, f)) => ARM_GENERATED.contains(&f),
     };
     for (name, digest) in listed.iter().filter(|(n, _)| !regenerated(n)) {
-        let p = dir.join(name);
-        let (got, _) = fs::File::open(&p)
-            .and_then(sha256_reader)
-            .map_err(io("read", &p))?;
+        let (got, _) = crate::fsio::hash_file(&dir.join(name))?;
         if got != *digest {
             return Err(ArmsError::Tampered(name.clone()));
         }
@@ -881,6 +867,18 @@ pub fn regenerate_arms(dir: &Path) -> Result<Vec<String>, ArmsError> {
     write_sums(dir, &plan)?;
     written.push(SUMS_FILE.to_string());
     Ok(written)
+}
+
+/// Verifies `dir` as a multi-arm directory when it holds [`ARMS_FILE`] (anything by that
+/// name, even a link: [`verify_arms_dir`] says what is wrong with it), else as one bundle:
+/// what a directory that holds bundles or A/B directories (a bisect's steps) verifies each
+/// one with.
+pub fn verify_arms_or_bundle(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    if crate::fsio::exists_here(&dir.join(ARMS_FILE)) {
+        verify_arms_dir(dir, opts)
+    } else {
+        verify_bundle_with(dir, opts)
+    }
 }
 
 /// Verifies a multi-arm directory (see the module doc); [`crate::verify_dir`] calls this
@@ -999,17 +997,19 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
             );
         }
     }
-    // SHA256SUMS over every file.
+    // SHA256SUMS over every file. An arm named twice in the plan (a reason above) is
+    // hashed and verified once: a plan repeating one arm costs no more than naming it once.
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
     let present: Vec<ArmRef> = plan
         .arms
         .iter()
-        .filter(|a| present_arms.contains(&a.name))
+        .filter(|a| present_arms.contains(&a.name) && seen.insert(a.name.as_str()))
         .cloned()
         .collect();
     let digests = match digests_of(dir, &present) {
         Ok(d) => d,
         Err(e) => {
-            v.unreadable = Some(crate::verify::chain(&e));
+            v.unreadable = Some(crate::verdict::chain(&e));
             return out;
         }
     };

@@ -5,17 +5,14 @@
 //! `latency-cdf.svg`, `stages.svg`, optional extra files, and `SHA256SUMS` over all others.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::csv::{read_schema_samples_from, write_samples, CsvError};
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, README_FILE};
 use crate::schema::{ContractKind, ResultJson, Sample, READABLE_SCHEMAS, SCHEMA_VERSION};
-use crate::sums::{
-    format_sums, is_valid_name, parse_sums, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
-};
-use crate::verify::{verify_dir, Verdict};
+use crate::sums::{format_sums, is_valid_name, parse_sums, sha256_hex, SumsError, SUMS_FILE};
+use crate::verdict::{Verdict, VerifyOptions};
 
 /// `result.json`.
 pub const RESULT_FILE: &str = "result.json";
@@ -26,19 +23,7 @@ pub const CMDLINE_FILE: &str = "cmdline.txt";
 /// The guest kernel's `.config` (Linux bundles).
 pub const CONFIG_FILE: &str = "config";
 
-/// The most bytes read into memory from `result.json`, `cmdline.txt`, `SHA256SUMS` or
-/// `SHA256SUMS.sig` of a bundle (each is far smaller); every other file is hashed as a
-/// stream ([`crate::sums::sha256_reader`]).
-pub const MAX_PARSED_BYTES: u64 = 16 << 20;
-
-/// Reads `path` whole if it has at most `cap` bytes; `Ok(None)` when it is larger (never
-/// more than `cap + 1` bytes are read).
-pub fn read_capped(path: &Path, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    let mut b = Vec::new();
-    fs::File::open(path)?.take(cap + 1).read_to_end(&mut b)?;
-    Ok((b.len() as u64 <= cap).then_some(b))
-}
+pub use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 
 /// Errors of this layer.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +57,10 @@ pub enum BundleError {
     TooLarge(PathBuf),
     #[error("the attribution files cannot be regenerated")]
     Attribution(#[source] crate::attribution::AttributionError),
+    #[error(transparent)]
+    Path(#[from] truecold_proto::path_io::PathIoError),
+    #[error(transparent)]
+    File(#[from] crate::fsio::FileError),
 }
 
 /// Why `result.json` could not be read.
@@ -167,15 +156,11 @@ pub fn bundle_files(
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
-    let mut f = fs::File::create(path).map_err(io("create", path))?;
-    f.write_all(bytes).map_err(io("write", path))?;
-    f.sync_all().map_err(io("fsync", path))
+    Ok(crate::fsio::write_new_file(path, bytes)?)
 }
 
 fn sync_dir(path: &Path) -> Result<(), BundleError> {
-    fs::File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", path))
+    Ok(crate::fsio::sync_dir(path)?)
 }
 
 /// A bundle written to disk, and what the verifier says about it. A bundle whose data
@@ -228,7 +213,7 @@ pub fn write_bundle(
         }
         write_synced(&tmp.join(SUMS_FILE), format_sums(&sums).as_bytes())?;
         sync_dir(&tmp)?;
-        let verdict = verify_dir(&tmp);
+        let verdict = crate::bundle_verify::verify_bundle_with(&tmp, &VerifyOptions::default());
         rename_noreplace(&tmp, dest)?;
         sync_dir(parent)?;
         Ok(verdict)
@@ -294,9 +279,9 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
         .ok_or_else(|| BundleError::TooLarge(rp.clone()))?;
     let result = parse_result(&rb).map_err(BundleError::Json)?;
     let sp = dir.join(SAMPLES_FILE);
-    let sb = fs::read(&sp).map_err(io("read", &sp))?;
-    let samples =
-        read_schema_samples_from(sb.as_slice(), result.schema_version).map_err(BundleError::Csv)?;
+    let sf = crate::fsio::open_regular(&sp)?;
+    let samples = read_schema_samples_from(std::io::BufReader::new(sf), result.schema_version)
+        .map_err(BundleError::Csv)?;
     Ok((result, samples))
 }
 
@@ -322,10 +307,7 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
         if is_generated(name) {
             continue;
         }
-        let p = dir.join(name);
-        let (got, _) = fs::File::open(&p)
-            .and_then(sha256_reader)
-            .map_err(io("read", &p))?;
+        let (got, _) = crate::fsio::hash_file(&dir.join(name))?;
         if got != *digest {
             return Err(BundleError::Tampered(name.clone()));
         }
@@ -352,10 +334,7 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
 }
 
 fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BundleError> {
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    write_synced(&tmp, bytes)?;
-    let dst = dir.join(name);
-    fs::rename(&tmp, &dst).map_err(io("rename into place", &dst))
+    Ok(crate::fsio::write_new(dir, name, bytes)?)
 }
 
 #[cfg(test)]

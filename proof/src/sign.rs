@@ -1,223 +1,14 @@
-//! SSH signatures over `SHA256SUMS`: `truecold-proof sign` and `verify --signature`.
-//!
-//! A checksum file proves the bundle's files are the ones it lists, nothing more: anyone
-//! who edits a bundle can regenerate it. A signature binds `SHA256SUMS` (and so, through
-//! the digests, every listed file) to the holder of a private key. The format is OpenSSH's
-//! `SSHSIG` in the namespace [`NAMESPACE`], made and checked by the system's `ssh-keygen`
-//! (`-Y sign`, `-Y find-principals`, `-Y verify`; OpenSSH 8.2 or later), so anyone can
-//! check a bundle by hand:
-//!
-//! ```sh
-//! ssh-keygen -Y verify -f allowed_signers -I <identity> -n truecold-bundle \
-//!     -s SHA256SUMS.sig < SHA256SUMS
-//! ```
-//!
-//! The signature lives next to the checksums in [`SIG_FILE`]; it is not listed in
-//! `SHA256SUMS` (it signs that file).
+//! `truecold-proof sign`: a directory that verifies, whatever its kind, gets an SSH
+//! signature over its `SHA256SUMS` ([`sign_bundle`]). The signature itself (making one,
+//! checking one, [`SIG_FILE`]) lives in [`crate::signature`], below every verifier; this
+//! module sits above them (it verifies before it signs), and re-exports those names.
 
-use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::sums::SUMS_FILE;
 
-/// The signature file in a bundle.
-pub const SIG_FILE: &str = "SHA256SUMS.sig";
-/// The SSHSIG namespace: a signature made for another purpose never verifies as a bundle's.
-pub const NAMESPACE: &str = "truecold-bundle";
-
-/// Errors of signing and of checking a signature.
-#[derive(Debug, thiserror::Error)]
-pub enum SignError {
-    #[error(
-        "`{}` not found: SSH signatures need ssh-keygen from OpenSSH 8.2 or later \
-         (Debian/Ubuntu package `openssh-client`)",
-        program.display()
-    )]
-    NoSshKeygen {
-        program: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("running `{}`", program.display())]
-    Run {
-        program: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{} is larger than {MAX_PARSED_BYTES} bytes", path.display())]
-    TooLarge { path: PathBuf },
-    #[error("refusing to sign {}: it does not verify\n{report}", dir.display())]
-    InvalidBundle { dir: PathBuf, report: String },
-    #[error("ssh-keygen -Y sign failed (exit {code:?}): {stderr}")]
-    SignFailed { code: Option<i32>, stderr: String },
-    #[error(
-        "the bundle has no {SIG_FILE} (sign it with `truecold-proof sign --key <key> <bundle>`)"
-    )]
-    Unsigned,
-    #[error("no principal in {} holds the key that made {SIG_FILE}: signed by someone not allowed", allowed.display())]
-    UnknownSigner { allowed: PathBuf },
-    #[error("{SIG_FILE} does not verify for `{identity}` over SHA256SUMS in namespace {NAMESPACE}: {stderr}")]
-    BadSignature { identity: String, stderr: String },
-}
-
-impl SignError {
-    /// Whether this is a finding about the bundle (its signature is missing, from someone
-    /// not allowed, or wrong) rather than a failure to check it.
-    pub fn is_finding(&self) -> bool {
-        matches!(
-            self,
-            SignError::Unsigned | SignError::UnknownSigner { .. } | SignError::BadSignature { .. }
-        )
-    }
-}
-
-/// The `ssh-keygen` to run.
-#[derive(Clone, Debug)]
-pub struct SshKeygen {
-    pub program: PathBuf,
-}
-
-impl Default for SshKeygen {
-    /// `ssh-keygen` from `PATH`.
-    fn default() -> Self {
-        SshKeygen {
-            program: PathBuf::from("ssh-keygen"),
-        }
-    }
-}
-
-/// What `ssh-keygen` printed and how it ended.
-struct Ran {
-    ok: bool,
-    code: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-impl SshKeygen {
-    fn run(&self, args: &[OsString], stdin: &[u8]) -> Result<Ran, SignError> {
-        let mut child = Command::new(&self.program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| match source.kind() {
-                std::io::ErrorKind::NotFound => SignError::NoSshKeygen {
-                    program: self.program.clone(),
-                    source,
-                },
-                _ => SignError::Run {
-                    program: self.program.clone(),
-                    source,
-                },
-            })?;
-        let run_err = |source| SignError::Run {
-            program: self.program.clone(),
-            source,
-        };
-        // The input is small (SHA256SUMS): written whole before reading the outputs.
-        if let Some(mut i) = child.stdin.take() {
-            i.write_all(stdin).map_err(run_err)?;
-        }
-        let out = child.wait_with_output().map_err(run_err)?;
-        Ok(Ran {
-            ok: out.status.success(),
-            code: out.status.code(),
-            stdout: out.stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
-
-    /// Signs `data` with the private key `key`; returns the armoured signature.
-    pub fn sign(&self, key: &Path, data: &[u8]) -> Result<Vec<u8>, SignError> {
-        let args: Vec<OsString> = vec![
-            "-Y".into(),
-            "sign".into(),
-            "-n".into(),
-            NAMESPACE.into(),
-            "-f".into(),
-            key.into(),
-        ];
-        let r = self.run(&args, data)?;
-        if !r.ok || r.stdout.is_empty() {
-            return Err(SignError::SignFailed {
-                code: r.code,
-                stderr: r.stderr,
-            });
-        }
-        Ok(r.stdout)
-    }
-
-    /// Checks the signature in the file `sig` over `data`, made by `identity` (or, without
-    /// one, by any principal of `allowed` whose key made it). Returns the principal.
-    pub fn verify(
-        &self,
-        allowed: &Path,
-        identity: Option<&str>,
-        sig: &Path,
-        data: &[u8],
-    ) -> Result<String, SignError> {
-        let identity = match identity {
-            Some(i) => i.to_string(),
-            None => {
-                let args: Vec<OsString> = vec![
-                    "-Y".into(),
-                    "find-principals".into(),
-                    "-s".into(),
-                    sig.into(),
-                    "-f".into(),
-                    allowed.into(),
-                ];
-                let r = self.run(&args, b"")?;
-                let found = String::from_utf8_lossy(&r.stdout)
-                    .lines()
-                    .map(str::trim)
-                    .find(|l| !l.is_empty())
-                    .map(str::to_string);
-                match found {
-                    Some(p) if r.ok => p,
-                    _ => {
-                        return Err(SignError::UnknownSigner {
-                            allowed: allowed.to_path_buf(),
-                        })
-                    }
-                }
-            }
-        };
-        let args: Vec<OsString> = vec![
-            "-Y".into(),
-            "verify".into(),
-            "-f".into(),
-            allowed.into(),
-            "-I".into(),
-            identity.clone().into(),
-            "-n".into(),
-            NAMESPACE.into(),
-            "-s".into(),
-            sig.into(),
-        ];
-        let r = self.run(&args, data)?;
-        if r.ok {
-            Ok(identity)
-        } else {
-            Err(SignError::BadSignature {
-                identity,
-                stderr: r.stderr,
-            })
-        }
-    }
-}
+pub use crate::signature::*;
 
 /// `sign --key KEY DIR`: checks that the bundle verifies, signs its `SHA256SUMS` with the
 /// SSH private key `key` and writes [`SIG_FILE`] (replacing one that is there, atomically).
@@ -240,23 +31,12 @@ pub fn sign_bundle(dir: &Path, key: &Path, ssh: &SshKeygen) -> Result<PathBuf, S
         .ok_or(SignError::TooLarge { path: sp.clone() })?;
     let sig = ssh.sign(key, &sums)?;
     let dest = dir.join(SIG_FILE);
-    let tmp = dir.join(format!(".{SIG_FILE}.tmp-{}", std::process::id()));
-    let io = |op, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| SignError::Io { op, path, source }
+    let io = |e: truecold_proto::path_io::PathIoError| SignError::Io {
+        op: e.op,
+        path: e.path,
+        source: e.source,
     };
-    let write = || -> Result<(), SignError> {
-        let mut f = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
-        f.write_all(&sig).map_err(io("write", &tmp))?;
-        f.sync_all().map_err(io("fsync", &tmp))?;
-        std::fs::rename(&tmp, &dest).map_err(io("rename into place", &dest))?;
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("fsync directory", dir))
-    };
-    write().inspect_err(|_| {
-        // Best effort: leave no temporary file behind.
-        let _ = std::fs::remove_file(&tmp);
-    })?;
+    crate::fsio::write_new(dir, SIG_FILE, &sig).map_err(io)?;
+    crate::fsio::sync_dir(dir).map_err(io)?;
     Ok(dest)
 }

@@ -79,16 +79,14 @@ use crate::arms::{
     MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES,
 };
 use crate::bundle::{read_capped, MAX_PARSED_BYTES};
+use crate::bundle_verify::check_signature;
 use crate::compare::{bootstrap_delta_ci, fmt_p, mann_whitney_p};
 use crate::report::{ms, README_FILE};
 use crate::schema::{Backing, ContractKind, HostKind, ResultJson, Sample, HEADLINE};
 use crate::stats::percentile_sorted;
 use crate::summary::OK_WITHOUT_LATENCY;
-use crate::sums::{
-    format_sums, is_valid_name, parse_sums_with, sha256_reader, SumsError, SUMS_FILE,
-};
-use crate::verify::{check_signature, Check, Verdict};
-use crate::VerifyOptions;
+use crate::sums::{format_sums, is_valid_name, parse_sums_with, SumsError, SUMS_FILE};
+use crate::verdict::{Check, Verdict, VerifyOptions};
 
 /// The tune's file; its presence makes a directory a tune directory.
 pub const TUNE_FILE: &str = "tune.json";
@@ -714,6 +712,8 @@ pub enum TuneError {
     Tampered(String),
     #[error("{path} is larger than the {MAX_PARSED_BYTES} bytes read")]
     TooLarge { path: PathBuf },
+    #[error(transparent)]
+    File(#[from] crate::fsio::FileError),
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> TuneError + 'a {
@@ -755,10 +755,9 @@ fn read_phase(dir: &Path) -> Phase {
                 .iter()
                 .filter(|a| {
                     is_valid_name(&a.name)
-                        && dir
-                            .join(&a.name)
-                            .join(crate::attribution::SVG_FILE)
-                            .is_file()
+                        && crate::fsio::is_real_file(
+                            &dir.join(&a.name).join(crate::attribution::SVG_FILE),
+                        )
                 })
                 .map(|a| a.name.clone())
                 .collect()
@@ -1246,8 +1245,7 @@ fn attribution_section(m: &Measured) -> String {
 
 /// A `SHA256SUMS` name of a tune directory: `file`, `phase/file` or `phase/arm/file`.
 pub fn is_valid_tune_path(name: &str) -> bool {
-    let parts: Vec<&str> = name.split('/').collect();
-    (1..=3).contains(&parts.len()) && parts.iter().all(|p| is_valid_name(p))
+    crate::names::is_valid_path(name, 3)
 }
 
 fn parse_tune_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
@@ -1294,7 +1292,7 @@ fn measure(dir: &Path, plan: &TunePlan) -> Result<(Measured, TuneFile), TuneErro
         });
     }
     let cdir = dir.join(CONFIRM_DIR);
-    let confirm = cdir.is_dir().then(|| read_phase(&cdir));
+    let confirm = crate::fsio::is_real_dir(&cdir).then(|| read_phase(&cdir));
     let m = Measured { screen, confirm };
     let f = results(plan, &m).map_err(|e| TuneError::Phase {
         phase: e.phase(),
@@ -1326,7 +1324,7 @@ pub fn write_tune(dir: &Path, plan: &TunePlan) -> Result<Verdict, TuneError> {
         write_atomic(dir, &name, &bytes)?;
     }
     write_sums(dir)?;
-    Ok(crate::verify::verify_dir(dir))
+    Ok(verify_tune_dir(dir, &VerifyOptions::default()))
 }
 
 /// `report DIR` on a tune directory: regenerates each phase ([`regenerate_arms`]), then
@@ -1361,10 +1359,7 @@ pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
         }
     };
     for (name, digest) in listed.iter().filter(|(n, _)| !regenerated(n)) {
-        let p = dir.join(name);
-        let (got, _) = fs::File::open(&p)
-            .and_then(sha256_reader)
-            .map_err(io("read", &p))?;
+        let (got, _) = crate::fsio::hash_file(&dir.join(name))?;
         if got != *digest {
             return Err(TuneError::Tampered(name.clone()));
         }
@@ -1377,7 +1372,7 @@ pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
     let mut written = Vec::new();
     for phase in [SCREEN_DIR, CONFIRM_DIR] {
         let pd = dir.join(phase);
-        if pd.is_dir() {
+        if crate::fsio::is_real_dir(&pd) {
             let names = regenerate_arms(&pd).map_err(|source| TuneError::Arms { phase, source })?;
             written.extend(names.into_iter().map(|n| format!("{phase}/{n}")));
         }
@@ -1465,7 +1460,7 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     for r in [TUNE_FILE, README_FILE, SUMS_FILE] {
-        if !dir.join(r).is_file() {
+        if !crate::fsio::is_real_file(&dir.join(r)) {
             v.add(
                 Check::RequiredFileMissing,
                 format!("required file `{r}` is missing"),
@@ -1473,7 +1468,7 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     // SHA256SUMS over every file of the tree.
-    let Some((sums, sig)) = crate::verify::check_tree_sums(
+    let Some((sums, sig)) = crate::bundle_verify::check_tree_sums(
         &mut v,
         dir,
         3,
@@ -1607,7 +1602,11 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         .find(|(n, _)| n == README_FILE)
         .map(|(_, b)| b)
     {
-        if fs::read(dir.join(README_FILE)).is_ok_and(|b| b != rb) {
+        // Read capped, never followed through a link: a README larger than the cap is
+        // not what the rows give either.
+        if read_capped(&dir.join(README_FILE), MAX_PARSED_BYTES)
+            .is_ok_and(|b| b.as_deref() != Some(rb.as_slice()))
+        {
             v.add(
                 Check::GeneratedStale,
                 format!(
