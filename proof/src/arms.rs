@@ -646,9 +646,9 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
         let cfg = &r.configuration;
         let _ = writeln!(
             s,
-            "- each arm: {} vCPU, {} MiB, backing {}, {}, deadline {} ms",
+            "- each arm: {} vCPU, {}, backing {}, {}, deadline {} ms",
             cfg.vcpus,
-            cfg.mem_bytes >> 20,
+            crate::report::mem_text(cfg.mem_bytes),
             cfg.backing_kind().map_or("?", |b| b.as_str()),
             r.contract.mode.describe(),
             ms(r.contract.deadline_ns)

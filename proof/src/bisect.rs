@@ -446,10 +446,10 @@ pub fn readme(f: &BisectFile) -> String {
     }
     let _ = writeln!(
         s,
-        "- contract: {} ({} vCPU, {} MiB); every step on this clock, never mixed",
+        "- contract: {} ({} vCPU, {}); every step on this clock, never mixed",
         f.contract.label(),
         f.vcpus,
-        f.mem_bytes >> 20
+        crate::report::mem_text(f.mem_bytes)
     );
     let _ = writeln!(s, "- source: `{}`", f.source);
     let _ = writeln!(s, "- good: `{}`", f.good);

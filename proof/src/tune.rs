@@ -964,9 +964,9 @@ fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
     }
     let _ = writeln!(
         s,
-        "- context (not knobs): {} vCPU, {} MiB, backing {}",
+        "- context (not knobs): {} vCPU, {}, backing {}",
         f.context.vcpus,
-        f.context.mem_bytes >> 20,
+        crate::report::mem_text(f.context.mem_bytes),
         f.context.backing.as_str()
     );
     let _ = writeln!(

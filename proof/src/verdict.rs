@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::report::ms;
+use crate::report::{mem_text, ms};
 use crate::schema::{ResultJson, Sample, HEADLINE};
 use crate::signature::SshKeygen;
 use crate::sums::SIG_FILE;
@@ -290,13 +290,13 @@ impl Verdict {
             let sm = &r.summary;
             let _ = writeln!(
                 s,
-                "  contract: {} ({}), host: {} ({} clock), {} vCPU, {} MiB{}",
+                "  contract: {} ({}), host: {} ({} clock), {} vCPU, {}{}",
                 r.contract.kind.as_str(),
                 r.contract.mode.describe(),
                 r.environment.host_kind.as_str(),
                 r.contract.clock.as_str(),
                 r.configuration.vcpus,
-                r.configuration.mem_bytes >> 20,
+                mem_text(r.configuration.mem_bytes),
                 if r.contract.incomplete {
                     ", INCOMPLETE"
                 } else {
