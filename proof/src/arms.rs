@@ -44,7 +44,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -59,10 +59,12 @@ use crate::schema::{
     Clock, ContractKind, Engine, HostKind, Observer, ResultJson, Sample, HEADLINE,
     PERCENTILE_DEFINITION,
 };
+use crate::skeleton::{self, DirError};
 use crate::stats::percentile_sorted;
 use crate::sums::SIG_FILE;
-use crate::sums::{format_sums, parse_sums_with, sha256_hex, SumsError, SUMS_FILE};
+use crate::sums::{parse_sums_with, sha256_hex, SumsError, SUMS_FILE};
 use crate::verdict::{Check, Verdict, VerifyOptions};
+use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{apply, check_set, Change, Knob, TuneGuest, VmmChange};
 
 /// The plan's file; its presence makes a directory a multi-arm directory.
@@ -190,31 +192,12 @@ pub enum ArmsError {
         #[source]
         source: BundleError,
     },
-    #[error("cannot {op} {path}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("{ARMS_FILE} does not parse")]
     Json(#[source] serde_json::Error),
-    #[error("{SUMS_FILE}")]
-    Sums(#[source] SumsError),
-    #[error("`{0}` differs from its {SUMS_FILE} entry: refusing to regenerate over a change")]
-    Tampered(String),
-    #[error("{path} is larger than the {MAX_PARSED_BYTES} bytes read")]
-    TooLarge { path: PathBuf },
     #[error(transparent)]
-    File(#[from] crate::fsio::FileError),
-}
-
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ArmsError + 'a {
-    move |source| ArmsError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
+    Io(#[from] PathIoError),
+    #[error(transparent)]
+    Dir(#[from] DirError),
 }
 
 /// `arms.json`'s bytes for `plan` (the one spelling the verifier accepts).
@@ -748,11 +731,7 @@ pub fn parse_arms_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError>
 }
 
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArmsError> {
-    crate::sums::write_atomic(dir, name, bytes).map_err(|e| ArmsError::Io {
-        op: e.op,
-        path: e.path,
-        source: e.source,
-    })
+    Ok(skeleton::write(dir, name, bytes)?)
 }
 
 /// Digests of every regular file of the top directory and of each arm directory (arm files
@@ -760,8 +739,8 @@ fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArmsError> {
 fn digests_of(dir: &Path, arms: &[ArmRef]) -> Result<BTreeMap<String, String>, ArmsError> {
     let mut out = BTreeMap::new();
     let mut hash_dir = |d: &Path, prefix: &str| -> Result<(), ArmsError> {
-        for e in fs::read_dir(d).map_err(io("list", d))? {
-            let e = e.map_err(io("list", d))?;
+        for e in fs::read_dir(d).map_err(PathIoError::at("list", d))? {
+            let e = e.map_err(PathIoError::at("list", d))?;
             let name = e.file_name().to_string_lossy().into_owned();
             let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
             if !is_file {
@@ -770,7 +749,7 @@ fn digests_of(dir: &Path, arms: &[ArmRef]) -> Result<BTreeMap<String, String>, A
             if prefix.is_empty() && (name == SUMS_FILE || name == SIG_FILE) {
                 continue;
             }
-            let (d, _) = crate::fsio::hash_file(&e.path())?;
+            let (d, _) = crate::fsio::hash_file(&e.path()).map_err(DirError::from)?;
             out.insert(format!("{prefix}{name}"), d);
         }
         Ok(())
@@ -816,10 +795,7 @@ pub fn write_arms(dir: &Path, plan: &ArmsPlan) -> Result<Verdict, ArmsError> {
 fn write_sums(dir: &Path, plan: &ArmsPlan) -> Result<(), ArmsError> {
     let digests = digests_of(dir, &plan.arms)?;
     let entries: Vec<(String, String)> = digests.into_iter().collect();
-    write_atomic(dir, SUMS_FILE, format_sums(&entries).as_bytes())?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", dir))
+    Ok(skeleton::write_sums(dir, &entries)?)
 }
 
 /// `report DIR` on a multi-arm directory: regenerates each arm's README and plots
@@ -827,25 +803,13 @@ fn write_sums(dir: &Path, plan: &ArmsPlan) -> Result<(), ArmsError> {
 /// and `SHA256SUMS`. Refuses when a file that is not regenerated differs from its top
 /// `SHA256SUMS` entry. Returns the paths rewritten.
 pub fn regenerate_arms(dir: &Path) -> Result<Vec<String>, ArmsError> {
-    let sp = dir.join(SUMS_FILE);
-    let sb = read_capped(&sp, MAX_PARSED_BYTES)
-        .map_err(io("read", &sp))?
-        .ok_or_else(|| ArmsError::TooLarge { path: sp.clone() })?;
-    let listed = parse_arms_sums(&sb).map_err(ArmsError::Sums)?;
+    let listed = skeleton::read_listing(dir, parse_arms_sums)?;
     let regenerated = |n: &str| match n.split_once('/') {
         None => GENERATED.contains(&n),
         Some((_, f)) => ARM_GENERATED.contains(&f),
     };
-    for (name, digest) in listed.iter().filter(|(n, _)| !regenerated(n)) {
-        let (got, _) = crate::fsio::hash_file(&dir.join(name))?;
-        if got != *digest {
-            return Err(ArmsError::Tampered(name.clone()));
-        }
-    }
-    let ap = dir.join(ARMS_FILE);
-    let ab = read_capped(&ap, MAX_PARSED_BYTES)
-        .map_err(io("read", &ap))?
-        .ok_or_else(|| ArmsError::TooLarge { path: ap.clone() })?;
+    skeleton::check_unchanged(dir, &listed, regenerated)?;
+    let ab = skeleton::read_record(&dir.join(ARMS_FILE))?;
     let plan = parse_arms(&ab).map_err(|e| ArmsError::Plan(e.to_string()))?;
     let problems = plan_problems(&plan);
     if !problems.is_empty() {

@@ -32,7 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -44,7 +44,7 @@ use crate::bundle_verify::check_signature;
 use crate::compare::{compare_verified, fmt_p, CompareOptions, Outcome};
 use crate::report::{ms, README_FILE};
 use crate::schema::{ContractKind, HostKind, HEADLINE};
-use crate::sums::{format_sums, parse_sums_with, SumsError, SUMS_FILE};
+use crate::sums::{parse_sums_with, SumsError, SUMS_FILE};
 use crate::verdict::{Check, Verdict, VerifyOptions};
 
 /// A bundle or an A/B directory of the record (the baseline, a step, a judged side),
@@ -377,50 +377,28 @@ pub fn bisect_bytes(f: &BisectFile) -> Vec<u8> {
 /// Why a bisect directory could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum BisectError {
-    #[error("cannot {op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("{} does not parse", path.display())]
     Json {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
     },
-    #[error("{} is larger than {MAX_PARSED_BYTES} bytes", path.display())]
-    TooLarge { path: PathBuf },
-    #[error("{SUMS_FILE}")]
-    Sums(#[source] SumsError),
-    #[error("`{0}` differs from its {SUMS_FILE} entry: refusing to regenerate over a change")]
-    Tampered(String),
+    #[error("{} is not UTF-8", path.display())]
+    NotUtf8 {
+        path: PathBuf,
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
     #[error(transparent)]
-    File(#[from] crate::fsio::FileError),
-}
-
-impl From<crate::sums::TreeIoError> for BisectError {
-    fn from(e: crate::sums::TreeIoError) -> Self {
-        BisectError::Io {
-            op: e.op,
-            path: e.path,
-            source: e.source,
-        }
-    }
-}
-
-fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectError {
-    let path = path.to_path_buf();
-    move |source| BisectError::Io { op, path, source }
+    Io(#[from] truecold_proto::path_io::PathIoError),
+    #[error(transparent)]
+    Dir(#[from] crate::skeleton::DirError),
 }
 
 /// Reads `dir/bisect.json` (capped).
 pub fn read_bisect(dir: &Path) -> Result<BisectFile, BisectError> {
     let p = dir.join(BISECT_FILE);
-    let b = read_capped(&p, MAX_PARSED_BYTES)
-        .map_err(io("read", &p))?
-        .ok_or_else(|| BisectError::TooLarge { path: p.clone() })?;
+    let b = crate::skeleton::read_record(&p)?;
     serde_json::from_slice(&b).map_err(|source| BisectError::Json { path: p, source })
 }
 
@@ -577,12 +555,8 @@ fn parse_bisect_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
 
 /// Digests of every regular file under `dir` (at most four levels), the top `SHA256SUMS`
 /// and `SHA256SUMS.sig` excluded; and what is not a regular file or too deep.
-fn digests_of(dir: &Path) -> Result<(BTreeMap<String, String>, Vec<String>), BisectError> {
-    Ok(crate::sums::tree_digests(dir, 4)?)
-}
-
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BisectError> {
-    Ok(crate::sums::write_atomic(dir, name, bytes)?)
+    Ok(crate::skeleton::write(dir, name, bytes)?)
 }
 
 /// Writes `bisect.json`, `README.md`, `log.txt` and `SHA256SUMS` into `dir` (each
@@ -592,12 +566,7 @@ pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, Bi
     write_atomic(dir, BISECT_FILE, &bisect_bytes(f))?;
     write_atomic(dir, README_FILE, readme(f).as_bytes())?;
     write_atomic(dir, LOG_FILE, log.as_bytes())?;
-    let (digests, _) = digests_of(dir)?;
-    let entries: Vec<(String, String)> = digests.into_iter().collect();
-    write_atomic(dir, SUMS_FILE, format_sums(&entries).as_bytes())?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", dir))?;
+    crate::skeleton::write_tree_sums(dir, 4)?;
     Ok(verify_bisect_dir(dir, &VerifyOptions::default()))
 }
 
@@ -606,26 +575,12 @@ pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, Bi
 /// `README.md` is rewritten from `bisect.json` and `SHA256SUMS` anew. Returns the paths
 /// rewritten.
 pub fn regenerate_bisect(dir: &Path) -> Result<Vec<String>, BisectError> {
-    let sp = dir.join(SUMS_FILE);
-    let sb = read_capped(&sp, MAX_PARSED_BYTES)
-        .map_err(io("read", &sp))?
-        .ok_or_else(|| BisectError::TooLarge { path: sp.clone() })?;
-    let listed = parse_bisect_sums(&sb).map_err(BisectError::Sums)?;
-    for (name, digest) in listed.iter().filter(|(n, _)| n != README_FILE) {
-        let (got, _) = crate::fsio::hash_file(&dir.join(name))?;
-        if got != *digest {
-            return Err(BisectError::Tampered(name.clone()));
-        }
-    }
+    let listed = crate::skeleton::read_listing(dir, parse_bisect_sums)?;
+    crate::skeleton::check_unchanged(dir, &listed, |n| n == README_FILE)?;
     let f = read_bisect(dir)?;
     let lp = dir.join(LOG_FILE);
-    let log = String::from_utf8(crate::fsio::read_file(&lp, MAX_PARSED_BYTES)?).map_err(|e| {
-        BisectError::Io {
-            op: "read",
-            path: lp.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        }
-    })?;
+    let log = String::from_utf8(crate::skeleton::read_record(&lp)?)
+        .map_err(|source| BisectError::NotUtf8 { path: lp, source })?;
     write_bisect(dir, &f, &log)?;
     Ok(vec![README_FILE.to_string(), SUMS_FILE.to_string()])
 }

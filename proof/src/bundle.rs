@@ -11,8 +11,10 @@ use crate::csv::{read_schema_samples_from, write_samples, CsvError};
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, README_FILE};
 use crate::schema::{ContractKind, ResultJson, Sample, READABLE_SCHEMAS, SCHEMA_VERSION};
-use crate::sums::{format_sums, is_valid_name, parse_sums, sha256_hex, SumsError, SUMS_FILE};
+use crate::skeleton::{self, DirError};
+use crate::sums::{format_sums, is_valid_name, parse_sums, sha256_hex, SUMS_FILE};
 use crate::verdict::{Verdict, VerifyOptions};
+use truecold_proto::path_io::PathIoError;
 
 /// `result.json`.
 pub const RESULT_FILE: &str = "result.json";
@@ -28,7 +30,9 @@ pub use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 /// Errors of this layer.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
-    #[error("{op} {path}")]
+    /// Kept for the callers that build it (`bench::campaign`); this crate's own I/O
+    /// errors are [`BundleError::Path`].
+    #[error("cannot {op} {}", path.display())]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -47,20 +51,16 @@ pub enum BundleError {
     Json(#[source] JsonError),
     #[error("samples.csv")]
     Csv(#[source] CsvError),
-    #[error("SHA256SUMS")]
-    Sums(#[source] SumsError),
     #[error("cannot serialise result.json")]
     Serialize(#[source] serde_json::Error),
-    #[error("refusing to regenerate: {0} does not match its SHA256SUMS entry (regenerating would hide a change)")]
-    Tampered(String),
-    #[error("{0} is larger than {MAX_PARSED_BYTES} bytes, the most read into memory")]
-    TooLarge(PathBuf),
     #[error("the attribution files cannot be regenerated")]
     Attribution(#[source] crate::attribution::AttributionError),
     #[error(transparent)]
-    Path(#[from] truecold_proto::path_io::PathIoError),
+    Path(#[from] PathIoError),
     #[error(transparent)]
     File(#[from] crate::fsio::FileError),
+    #[error(transparent)]
+    Dir(#[from] DirError),
 }
 
 /// Why `result.json` could not be read.
@@ -74,14 +74,6 @@ pub enum JsonError {
     UnknownVersion { found: u64 },
     #[error("does not match its schema")]
     Schema(#[source] serde_json::Error),
-}
-
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BundleError + 'a {
-    move |source| BundleError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Parses `result.json`, checking the schema version first.
@@ -204,7 +196,7 @@ pub fn write_bundle(
         name.to_string_lossy(),
         std::process::id()
     ));
-    fs::create_dir(&tmp).map_err(io("create directory", &tmp))?;
+    fs::create_dir(&tmp).map_err(PathIoError::at("create directory", &tmp))?;
     let res = (|| {
         let mut sums = Vec::new();
         for (n, bytes) in &files {
@@ -263,20 +255,18 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> Result<(), BundleError> {
     let e = std::io::Error::last_os_error();
     match e.raw_os_error() {
         Some(libc::EEXIST) | Some(libc::ENOTEMPTY) => Err(BundleError::Exists(to.to_path_buf())),
-        _ => Err(BundleError::Io {
+        _ => Err(BundleError::Path(PathIoError {
             op: "rename into place (renameat2 RENAME_NOREPLACE)",
             path: to.to_path_buf(),
             source: e,
-        }),
+        })),
     }
 }
 
 /// Reads and parses `result.json` and `samples.csv` of `dir`.
 pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError> {
     let rp = dir.join(RESULT_FILE);
-    let rb = read_capped(&rp, MAX_PARSED_BYTES)
-        .map_err(io("read", &rp))?
-        .ok_or_else(|| BundleError::TooLarge(rp.clone()))?;
+    let rb = skeleton::read_record(&rp)?;
     let result = parse_result(&rb).map_err(BundleError::Json)?;
     let sp = dir.join(SAMPLES_FILE);
     let sf = crate::fsio::open_regular(&sp)?;
@@ -290,11 +280,7 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
 /// from its SHA256SUMS entry (that would launder a change). Each file is replaced
 /// atomically (write + fsync + rename). Returns the names rewritten.
 pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
-    let sp = dir.join(SUMS_FILE);
-    let sb = read_capped(&sp, MAX_PARSED_BYTES)
-        .map_err(io("read", &sp))?
-        .ok_or_else(|| BundleError::TooLarge(sp.clone()))?;
-    let listed = parse_sums(&sb).map_err(BundleError::Sums)?;
+    let listed = skeleton::read_listing(dir, parse_sums)?;
     let attribution = listed
         .iter()
         .any(|(n, _)| n == crate::attribution::JSONL_FILE);
@@ -302,17 +288,7 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
         matches!(n, README_FILE | CDF_FILE | STAGES_FILE)
             || (attribution && crate::attribution::is_generated(n))
     };
-    let mut sums = Vec::new();
-    for (name, digest) in &listed {
-        if is_generated(name) {
-            continue;
-        }
-        let (got, _) = crate::fsio::hash_file(&dir.join(name))?;
-        if got != *digest {
-            return Err(BundleError::Tampered(name.clone()));
-        }
-        sums.push((name.clone(), digest.clone()));
-    }
+    let mut sums = skeleton::check_unchanged(dir, &listed, is_generated)?;
     let (result, samples) = read_bundle(dir)?;
     let mut generated = generated_files(&result, &samples);
     if attribution {
@@ -327,9 +303,8 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
         sums.push((name.clone(), sha256_hex(bytes)));
         written.push(name.clone());
     }
-    replace_file(dir, SUMS_FILE, format_sums(&sums).as_bytes())?;
+    skeleton::write_sums(dir, &sums)?;
     written.push(SUMS_FILE.to_string());
-    sync_dir(dir)?;
     Ok(written)
 }
 

@@ -457,8 +457,7 @@ fn check_cmdline(v: &mut Verdict, r: &ResultJson, bytes: &[u8]) {
     }
 }
 
-/// A `SHA256SUMS` parser: [`crate::sums::parse_sums`] or a multi-arm directory's.
-pub(crate) type ParseSums = fn(&[u8]) -> Result<Vec<(String, String)>, crate::sums::SumsError>;
+pub(crate) use crate::skeleton::ParseSums;
 
 /// The top `SHA256SUMS` of a directory tree (a tune or bisect directory): every regular file
 /// at most `levels` names deep listed with its digest, nothing else ([`check_sums`]), and

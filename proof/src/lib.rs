@@ -62,6 +62,7 @@ pub mod residue;
 pub mod schema;
 pub mod sign;
 pub mod signature;
+pub mod skeleton;
 pub mod stats;
 pub mod summary;
 pub mod sums;

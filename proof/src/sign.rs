@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::sums::SUMS_FILE;
 
 pub use crate::signature::*;
@@ -21,22 +20,10 @@ pub fn sign_bundle(dir: &Path, key: &Path, ssh: &SshKeygen) -> Result<PathBuf, S
             report: v.render(dir, 5),
         });
     }
-    let sp = dir.join(SUMS_FILE);
-    let sums = read_capped(&sp, MAX_PARSED_BYTES)
-        .map_err(|source| SignError::Io {
-            op: "read",
-            path: sp.clone(),
-            source,
-        })?
-        .ok_or(SignError::TooLarge { path: sp.clone() })?;
+    let sums = crate::skeleton::read_record(&dir.join(SUMS_FILE))?;
     let sig = ssh.sign(key, &sums)?;
     let dest = dir.join(SIG_FILE);
-    let io = |e: truecold_proto::path_io::PathIoError| SignError::Io {
-        op: e.op,
-        path: e.path,
-        source: e.source,
-    };
-    crate::fsio::write_new(dir, SIG_FILE, &sig).map_err(io)?;
-    crate::fsio::sync_dir(dir).map_err(io)?;
+    crate::fsio::write_new(dir, SIG_FILE, &sig)?;
+    crate::fsio::sync_dir(dir)?;
     Ok(dest)
 }

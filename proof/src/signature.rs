@@ -21,8 +21,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::fsio::MAX_PARSED_BYTES;
-
 pub use crate::sums::SIG_FILE;
 /// The SSHSIG namespace: a signature made for another purpose never verifies as a bundle's.
 pub const NAMESPACE: &str = "truecold-bundle";
@@ -46,15 +44,10 @@ pub enum SignError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{} is larger than {MAX_PARSED_BYTES} bytes", path.display())]
-    TooLarge { path: PathBuf },
+    #[error(transparent)]
+    Io(#[from] truecold_proto::path_io::PathIoError),
+    #[error(transparent)]
+    Dir(#[from] crate::skeleton::DirError),
     #[error("refusing to sign {}: it does not verify\n{report}", dir.display())]
     InvalidBundle { dir: PathBuf, report: String },
     #[error("ssh-keygen -Y sign failed (exit {code:?}): {stderr}")]

@@ -68,7 +68,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
@@ -85,7 +85,7 @@ use crate::report::{ms, README_FILE};
 use crate::schema::{Backing, ContractKind, HostKind, ResultJson, Sample, HEADLINE};
 use crate::stats::percentile_sorted;
 use crate::summary::OK_WITHOUT_LATENCY;
-use crate::sums::{format_sums, is_valid_name, parse_sums_with, SumsError, SUMS_FILE};
+use crate::sums::{is_valid_name, parse_sums_with, SumsError, SUMS_FILE};
 use crate::verdict::{Check, Verdict, VerifyOptions};
 
 /// The tune's file; its presence makes a directory a tune directory.
@@ -697,41 +697,12 @@ pub enum TuneError {
         #[source]
         source: ArmsError,
     },
-    #[error("cannot {op} {path}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("{TUNE_FILE} does not parse")]
     Json(#[source] serde_json::Error),
-    #[error("{SUMS_FILE}")]
-    Sums(#[source] SumsError),
-    #[error("`{0}` differs from its {SUMS_FILE} entry: refusing to regenerate over a change")]
-    Tampered(String),
-    #[error("{path} is larger than the {MAX_PARSED_BYTES} bytes read")]
-    TooLarge { path: PathBuf },
     #[error(transparent)]
-    File(#[from] crate::fsio::FileError),
-}
-
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> TuneError + 'a {
-    move |source| TuneError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-impl From<crate::sums::TreeIoError> for TuneError {
-    fn from(e: crate::sums::TreeIoError) -> Self {
-        TuneError::Io {
-            op: e.op,
-            path: e.path,
-            source: e.source,
-        }
-    }
+    Io(#[from] truecold_proto::path_io::PathIoError),
+    #[error(transparent)]
+    Dir(#[from] crate::skeleton::DirError),
 }
 
 /// A phase as read: its verdict and its arms by name.
@@ -1252,23 +1223,12 @@ fn parse_tune_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
     parse_sums_with(bytes, is_valid_tune_path)
 }
 
-/// Digests of every regular file under `dir` (at most three levels), the top `SHA256SUMS`
-/// and `SHA256SUMS.sig` excluded; and what is not a regular file or too deep.
-fn digests_of(dir: &Path) -> Result<(BTreeMap<String, String>, Vec<String>), TuneError> {
-    Ok(crate::sums::tree_digests(dir, 3)?)
-}
-
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), TuneError> {
-    Ok(crate::sums::write_atomic(dir, name, bytes)?)
+    Ok(crate::skeleton::write(dir, name, bytes)?)
 }
 
 fn write_sums(dir: &Path) -> Result<(), TuneError> {
-    let (digests, _) = digests_of(dir)?;
-    let entries: Vec<(String, String)> = digests.into_iter().collect();
-    write_atomic(dir, SUMS_FILE, format_sums(&entries).as_bytes())?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", dir))
+    Ok(crate::skeleton::write_tree_sums(dir, 3)?)
 }
 
 /// Reads both phases of `dir` for `plan`, checking their arms are the plan's.
@@ -1332,11 +1292,7 @@ pub fn write_tune(dir: &Path, plan: &TunePlan) -> Result<Verdict, TuneError> {
 /// regenerated (`tune.json` included: its plan is not) differs from its `SHA256SUMS` entry.
 /// Returns the paths rewritten.
 pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
-    let sp = dir.join(SUMS_FILE);
-    let sb = read_capped(&sp, MAX_PARSED_BYTES)
-        .map_err(io("read", &sp))?
-        .ok_or_else(|| TuneError::TooLarge { path: sp.clone() })?;
-    let listed = parse_tune_sums(&sb).map_err(TuneError::Sums)?;
+    let listed = crate::skeleton::read_listing(dir, parse_tune_sums)?;
     let regenerated = |n: &str| {
         let parts: Vec<&str> = n.split('/').collect();
         match parts.as_slice() {
@@ -1358,16 +1314,8 @@ pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
             _ => false,
         }
     };
-    for (name, digest) in listed.iter().filter(|(n, _)| !regenerated(n)) {
-        let (got, _) = crate::fsio::hash_file(&dir.join(name))?;
-        if got != *digest {
-            return Err(TuneError::Tampered(name.clone()));
-        }
-    }
-    let tp = dir.join(TUNE_FILE);
-    let tb = read_capped(&tp, MAX_PARSED_BYTES)
-        .map_err(io("read", &tp))?
-        .ok_or_else(|| TuneError::TooLarge { path: tp.clone() })?;
+    crate::skeleton::check_unchanged(dir, &listed, regenerated)?;
+    let tb = crate::skeleton::read_record(&dir.join(TUNE_FILE))?;
     let file: TuneFile = serde_json::from_slice(&tb).map_err(TuneError::Json)?;
     let mut written = Vec::new();
     for phase in [SCREEN_DIR, CONFIRM_DIR] {
