@@ -62,6 +62,17 @@ pub(super) fn vmm_flag(k: Knob) -> Option<String> {
 /// The tune directory's `README.md`.
 pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
     let mut s = String::new();
+    readme_head(&mut s, f, baseline);
+    readme_screen(&mut s, f);
+    readme_breaks(&mut s, f);
+    readme_recommended(&mut s, f);
+    readme_confirm(&mut s, f);
+    readme_method(&mut s, f);
+    s
+}
+
+/// The title, the plan and the context.
+fn readme_head(s: &mut String, f: &TuneFile, baseline: Option<&ResultJson>) {
     let _ = writeln!(
         s,
         "# truecold tune: {} knob(s), {} guest\n",
@@ -117,6 +128,10 @@ pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
         MIN_EFFECT_PPM / 10_000,
         (MIN_EFFECT_PPM / 100) % 100
     );
+}
+
+/// The screen: the baseline and every knob's effect, ranked.
+fn readme_screen(s: &mut String, f: &TuneFile) {
     let b = &f.screen.baseline;
     let _ = writeln!(
         s,
@@ -142,6 +157,11 @@ pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
             );
         }
     }
+}
+
+/// The knobs that break strict-ready, and the baseline's failures.
+fn readme_breaks(s: &mut String, f: &TuneFile) {
+    let b = &f.screen.baseline;
     let _ = writeln!(s, "\n## Breaks strict-ready\n");
     let breaks: Vec<&Effect> = f
         .screen
@@ -166,6 +186,10 @@ pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
                 .join(", ")
         );
     }
+}
+
+/// The recommended configuration.
+fn readme_recommended(s: &mut String, f: &TuneFile) {
     let _ = writeln!(s, "\n## Recommended configuration\n");
     if f.screen.winners.is_empty() {
         let _ = writeln!(
@@ -220,6 +244,10 @@ pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
             }
         );
     }
+}
+
+/// The confirm phase: the final A/B and the leave-one-out checks.
+fn readme_confirm(s: &mut String, f: &TuneFile) {
     if let Some(c) = &f.confirm {
         let _ = writeln!(
             s,
@@ -256,6 +284,11 @@ pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
             );
         }
     }
+}
+
+/// How n was sized, the noise bundle, and how to check it all.
+fn readme_method(s: &mut String, f: &TuneFile) {
+    let b = &f.screen.baseline;
     let _ = writeln!(
         s,
         "\n## How n was sized\n\nRounds per arm to detect a change of {}.{:02} % of the \
@@ -311,7 +344,6 @@ pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
          `truecold-proof verify <tune>` checks them all and recomputes every figure here; \
          `sha256sum -c --strict {SUMS_FILE}` checks every file."
     );
-    s
 }
 
 /// `tune.json` and `README.md` for the results.
