@@ -270,6 +270,13 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
 /// ([`is_kernel_ab`]): under the vm-exit observer, Linux, alike in everything but vmlinux and
 /// config.
 pub(super) fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
+    check_each_arm(v, plan, arms);
+    check_arms_alike(v, plan, arms);
+}
+
+/// Each arm on its own: the engine its name says, the observer and contract kind the plan
+/// needs, marked interleaved, its knobs and attempts as planned.
+fn check_each_arm(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
     let tune = is_tune_phase(plan);
     // A kernel A/B: observed at the VM exit like a tune, alike in everything but the kernel
     // (vmlinux and config are what it compares).
@@ -362,6 +369,15 @@ pub(super) fn check_same(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec
             );
         }
     }
+}
+
+/// Every arm alike the first: one host kind, configuration, guest and contract; a tune's
+/// kernels and configs alike where their knobs are.
+fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
+    let tune = is_tune_phase(plan);
+    // A kernel A/B: observed at the VM exit like a tune, alike in everything but the kernel
+    // (vmlinux and config are what it compares).
+    let kernel_ab = is_kernel_ab(plan);
     let reference = arms
         .iter()
         .find(|(a, _)| tune && a.arm.name == BASELINE_ARM)
