@@ -527,15 +527,8 @@ pub fn regenerate(
     dir: &std::path::Path,
     result: &crate::schema::ResultJson,
     measured: &[Sample],
-) -> Result<Result<Files, AttributionError>, crate::bundle::BundleError> {
-    let p = dir.join(JSONL_FILE);
-    let bytes = crate::bundle::read_capped(&p, JSONL_MAX_BYTES)
-        .map_err(|source| crate::bundle::BundleError::Io {
-            op: "read",
-            path: p.clone(),
-            source,
-        })?
-        .ok_or_else(|| crate::bundle::BundleError::TooLarge(p.clone()))?;
+) -> Result<Result<Files, AttributionError>, crate::fsio::FileError> {
+    let bytes = crate::fsio::read_file(&dir.join(JSONL_FILE), JSONL_MAX_BYTES)?;
     let clock = result.environment.host_kind.clock().describe();
     Ok(generate(&bytes, measured, clock))
 }

@@ -32,21 +32,26 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
 
+use crate::arms::verify_arms_or_bundle;
 use crate::bundle::{read_capped, MAX_PARSED_BYTES};
+use crate::bundle_verify::check_signature;
 use crate::compare::{compare_verified, fmt_p, CompareOptions, Outcome};
 use crate::report::{ms, README_FILE};
 use crate::schema::{ContractKind, HostKind, HEADLINE};
-use crate::sums::{
-    format_sums, is_valid_name, parse_sums_with, sha256_reader, SumsError, SUMS_FILE,
-};
-use crate::verify::{check_signature, verify_dir, Check, Verdict};
-use crate::VerifyOptions;
+use crate::sums::{parse_sums_with, SumsError, SUMS_FILE};
+use crate::verdict::{Check, Verdict, VerifyOptions};
+
+/// A bundle or an A/B directory of the record (the baseline, a step, a judged side),
+/// verified as [`verify_arms_or_bundle`] does.
+fn verify_dir(dir: &Path) -> Verdict {
+    verify_arms_or_bundle(dir, &VerifyOptions::default())
+}
 
 /// The record; its presence makes a directory a bisect directory.
 pub const BISECT_FILE: &str = "bisect.json";
@@ -58,10 +63,7 @@ pub const LOG_FILE: &str = "log.txt";
 pub const BASELINE_DIR: &str = "baseline";
 /// The steps' directories.
 pub const STEPS_DIR: &str = "steps";
-/// Config: the A/B's good arm.
-pub const GOOD_ARM: &str = "good";
-/// Config: the A/B's candidate arm.
-pub const CANDIDATE_ARM: &str = "candidate";
+pub use crate::names::{CANDIDATE_ARM, GOOD_ARM};
 
 /// What is bisected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -375,48 +377,28 @@ pub fn bisect_bytes(f: &BisectFile) -> Vec<u8> {
 /// Why a bisect directory could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum BisectError {
-    #[error("cannot {op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("{} does not parse", path.display())]
     Json {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
     },
-    #[error("{} is larger than {MAX_PARSED_BYTES} bytes", path.display())]
-    TooLarge { path: PathBuf },
-    #[error("{SUMS_FILE}")]
-    Sums(#[source] SumsError),
-    #[error("`{0}` differs from its {SUMS_FILE} entry: refusing to regenerate over a change")]
-    Tampered(String),
-}
-
-impl From<crate::sums::TreeIoError> for BisectError {
-    fn from(e: crate::sums::TreeIoError) -> Self {
-        BisectError::Io {
-            op: e.op,
-            path: e.path,
-            source: e.source,
-        }
-    }
-}
-
-fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectError {
-    let path = path.to_path_buf();
-    move |source| BisectError::Io { op, path, source }
+    #[error("{} is not UTF-8", path.display())]
+    NotUtf8 {
+        path: PathBuf,
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
+    #[error(transparent)]
+    Io(#[from] truecold_proto::path_io::PathIoError),
+    #[error(transparent)]
+    Dir(#[from] crate::skeleton::DirError),
 }
 
 /// Reads `dir/bisect.json` (capped).
 pub fn read_bisect(dir: &Path) -> Result<BisectFile, BisectError> {
     let p = dir.join(BISECT_FILE);
-    let b = read_capped(&p, MAX_PARSED_BYTES)
-        .map_err(io("read", &p))?
-        .ok_or_else(|| BisectError::TooLarge { path: p.clone() })?;
+    let b = crate::skeleton::read_record(&p)?;
     serde_json::from_slice(&b).map_err(|source| BisectError::Json { path: p, source })
 }
 
@@ -442,10 +424,10 @@ pub fn readme(f: &BisectFile) -> String {
     }
     let _ = writeln!(
         s,
-        "- contract: {} ({} vCPU, {} MiB); every step on this clock, never mixed",
+        "- contract: {} ({} vCPU, {}); every step on this clock, never mixed",
         f.contract.label(),
         f.vcpus,
-        f.mem_bytes >> 20
+        crate::report::mem_text(f.mem_bytes)
     );
     let _ = writeln!(s, "- source: `{}`", f.source);
     let _ = writeln!(s, "- good: `{}`", f.good);
@@ -564,8 +546,7 @@ fn ci_text(ci: Option<(i64, i64)>) -> String {
 
 /// A `SHA256SUMS` name of a bisect directory: up to four components.
 pub fn is_valid_bisect_path(name: &str) -> bool {
-    let parts: Vec<&str> = name.split('/').collect();
-    (1..=4).contains(&parts.len()) && parts.iter().all(|p| is_valid_name(p))
+    crate::names::is_valid_path(name, 4)
 }
 
 fn parse_bisect_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
@@ -574,12 +555,8 @@ fn parse_bisect_sums(bytes: &[u8]) -> Result<Vec<(String, String)>, SumsError> {
 
 /// Digests of every regular file under `dir` (at most four levels), the top `SHA256SUMS`
 /// and `SHA256SUMS.sig` excluded; and what is not a regular file or too deep.
-fn digests_of(dir: &Path) -> Result<(BTreeMap<String, String>, Vec<String>), BisectError> {
-    Ok(crate::sums::tree_digests(dir, 4)?)
-}
-
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BisectError> {
-    Ok(crate::sums::write_atomic(dir, name, bytes)?)
+    Ok(crate::skeleton::write(dir, name, bytes)?)
 }
 
 /// Writes `bisect.json`, `README.md`, `log.txt` and `SHA256SUMS` into `dir` (each
@@ -589,13 +566,8 @@ pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, Bi
     write_atomic(dir, BISECT_FILE, &bisect_bytes(f))?;
     write_atomic(dir, README_FILE, readme(f).as_bytes())?;
     write_atomic(dir, LOG_FILE, log.as_bytes())?;
-    let (digests, _) = digests_of(dir)?;
-    let entries: Vec<(String, String)> = digests.into_iter().collect();
-    write_atomic(dir, SUMS_FILE, format_sums(&entries).as_bytes())?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", dir))?;
-    Ok(verify_dir(dir))
+    crate::skeleton::write_tree_sums(dir, 4)?;
+    Ok(verify_bisect_dir(dir, &VerifyOptions::default()))
 }
 
 /// `report DIR` on a bisect directory: every file but `README.md` must match its
@@ -603,22 +575,12 @@ pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, Bi
 /// `README.md` is rewritten from `bisect.json` and `SHA256SUMS` anew. Returns the paths
 /// rewritten.
 pub fn regenerate_bisect(dir: &Path) -> Result<Vec<String>, BisectError> {
-    let sp = dir.join(SUMS_FILE);
-    let sb = read_capped(&sp, MAX_PARSED_BYTES)
-        .map_err(io("read", &sp))?
-        .ok_or_else(|| BisectError::TooLarge { path: sp.clone() })?;
-    let listed = parse_bisect_sums(&sb).map_err(BisectError::Sums)?;
-    for (name, digest) in listed.iter().filter(|(n, _)| n != README_FILE) {
-        let p = dir.join(name);
-        let (got, _) = fs::File::open(&p)
-            .and_then(sha256_reader)
-            .map_err(io("read", &p))?;
-        if got != *digest {
-            return Err(BisectError::Tampered(name.clone()));
-        }
-    }
+    let listed = crate::skeleton::read_listing(dir, parse_bisect_sums)?;
+    crate::skeleton::check_unchanged(dir, &listed, |n| n == README_FILE)?;
     let f = read_bisect(dir)?;
-    let log = fs::read_to_string(dir.join(LOG_FILE)).map_err(io("read", &dir.join(LOG_FILE)))?;
+    let lp = dir.join(LOG_FILE);
+    let log = String::from_utf8(crate::skeleton::read_record(&lp)?)
+        .map_err(|source| BisectError::NotUtf8 { path: lp, source })?;
     write_bisect(dir, &f, &log)?;
     Ok(vec![README_FILE.to_string(), SUMS_FILE.to_string()])
 }
@@ -677,16 +639,20 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     };
     for r in [BISECT_FILE, README_FILE, LOG_FILE, SUMS_FILE] {
-        if !dir.join(r).is_file() {
+        if !crate::fsio::is_real_file(&dir.join(r)) {
             v.add(
                 Check::RequiredFileMissing,
                 format!("required file `{r}` is missing"),
             );
         }
     }
-    let Some((sums, sig)) =
-        crate::verify::check_tree_sums(&mut v, dir, 4, parse_bisect_sums, "a step's directory")
-    else {
+    let Some((sums, sig)) = crate::bundle_verify::check_tree_sums(
+        &mut v,
+        dir,
+        4,
+        parse_bisect_sums,
+        "a step's directory",
+    ) else {
         return v;
     };
     if let Some(f) = &file {
@@ -708,7 +674,10 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             }
         ));
         check_record(&mut v, dir, f);
-        if fs::read(dir.join(README_FILE)).ok().as_deref() != Some(readme(f).as_bytes()) {
+        let readme_bytes = read_capped(&dir.join(README_FILE), MAX_PARSED_BYTES)
+            .ok()
+            .flatten();
+        if readme_bytes.as_deref() != Some(readme(f).as_bytes()) {
             v.add(
                 Check::GeneratedStale,
                 format!("{README_FILE} is not what {BISECT_FILE} gives"),
@@ -750,6 +719,13 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
             return false;
         }
         let d = dir.join(rel);
+        if crate::fsio::exists_here(&d) && !crate::fsio::is_real_dir(&d) {
+            v.add(
+                Check::BisectSteps,
+                format!("step directory `{rel}` is not a directory (a link is never followed)"),
+            );
+            return false;
+        }
         let sv = verify_dir(&d);
         rows += sv.rows.unwrap_or(0);
         if let Some(u) = &sv.unreadable {
@@ -771,7 +747,16 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
     };
     if f.kind == BisectKind::Commit {
         let b = dir.join(BASELINE_DIR);
-        let bv = verify_dir(&b);
+        let bv = if !crate::fsio::exists_here(&b) || crate::fsio::is_real_dir(&b) {
+            verify_dir(&b)
+        } else {
+            Verdict {
+                unreadable: Some(format!(
+                    "`{BASELINE_DIR}` is not a directory (a link is never followed)"
+                )),
+                ..Verdict::default()
+            }
+        };
         if !bv.is_valid() {
             v.add(
                 Check::BisectSteps,
@@ -848,7 +833,7 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
                     }
                     Err(e) => v.add(
                         Check::BisectSteps,
-                        format!("step {}: {}", i + 1, crate::verify::chain(&e)),
+                        format!("step {}: {}", i + 1, crate::verdict::chain(&e)),
                     ),
                 }
             }

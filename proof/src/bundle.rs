@@ -5,17 +5,16 @@
 //! `latency-cdf.svg`, `stages.svg`, optional extra files, and `SHA256SUMS` over all others.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::csv::{read_schema_samples_from, write_samples, CsvError};
 use crate::plot::{CDF_FILE, STAGES_FILE};
 use crate::report::{generated_files, README_FILE};
 use crate::schema::{ContractKind, ResultJson, Sample, READABLE_SCHEMAS, SCHEMA_VERSION};
-use crate::sums::{
-    format_sums, is_valid_name, parse_sums, sha256_hex, sha256_reader, SumsError, SUMS_FILE,
-};
-use crate::verify::{verify_dir, Verdict};
+use crate::skeleton::{self, DirError};
+use crate::sums::{format_sums, is_valid_name, parse_sums, sha256_hex, SUMS_FILE};
+use crate::verdict::{Verdict, VerifyOptions};
+use truecold_proto::path_io::PathIoError;
 
 /// `result.json`.
 pub const RESULT_FILE: &str = "result.json";
@@ -26,24 +25,14 @@ pub const CMDLINE_FILE: &str = "cmdline.txt";
 /// The guest kernel's `.config` (Linux bundles).
 pub const CONFIG_FILE: &str = "config";
 
-/// The most bytes read into memory from `result.json`, `cmdline.txt`, `SHA256SUMS` or
-/// `SHA256SUMS.sig` of a bundle (each is far smaller); every other file is hashed as a
-/// stream ([`crate::sums::sha256_reader`]).
-pub const MAX_PARSED_BYTES: u64 = 16 << 20;
-
-/// Reads `path` whole if it has at most `cap` bytes; `Ok(None)` when it is larger (never
-/// more than `cap + 1` bytes are read).
-pub fn read_capped(path: &Path, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    let mut b = Vec::new();
-    fs::File::open(path)?.take(cap + 1).read_to_end(&mut b)?;
-    Ok((b.len() as u64 <= cap).then_some(b))
-}
+pub use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 
 /// Errors of this layer.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
-    #[error("{op} {path}")]
+    /// Kept for the callers that build it (`bench::campaign`); this crate's own I/O
+    /// errors are [`BundleError::Path`].
+    #[error("cannot {op} {}", path.display())]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -62,16 +51,16 @@ pub enum BundleError {
     Json(#[source] JsonError),
     #[error("samples.csv")]
     Csv(#[source] CsvError),
-    #[error("SHA256SUMS")]
-    Sums(#[source] SumsError),
     #[error("cannot serialise result.json")]
     Serialize(#[source] serde_json::Error),
-    #[error("refusing to regenerate: {0} does not match its SHA256SUMS entry (regenerating would hide a change)")]
-    Tampered(String),
-    #[error("{0} is larger than {MAX_PARSED_BYTES} bytes, the most read into memory")]
-    TooLarge(PathBuf),
     #[error("the attribution files cannot be regenerated")]
     Attribution(#[source] crate::attribution::AttributionError),
+    #[error(transparent)]
+    Path(#[from] PathIoError),
+    #[error(transparent)]
+    File(#[from] crate::fsio::FileError),
+    #[error(transparent)]
+    Dir(#[from] DirError),
 }
 
 /// Why `result.json` could not be read.
@@ -85,14 +74,6 @@ pub enum JsonError {
     UnknownVersion { found: u64 },
     #[error("does not match its schema")]
     Schema(#[source] serde_json::Error),
-}
-
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BundleError + 'a {
-    move |source| BundleError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Parses `result.json`, checking the schema version first.
@@ -167,15 +148,11 @@ pub fn bundle_files(
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
-    let mut f = fs::File::create(path).map_err(io("create", path))?;
-    f.write_all(bytes).map_err(io("write", path))?;
-    f.sync_all().map_err(io("fsync", path))
+    Ok(crate::fsio::write_new_file(path, bytes)?)
 }
 
 fn sync_dir(path: &Path) -> Result<(), BundleError> {
-    fs::File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", path))
+    Ok(crate::fsio::sync_dir(path)?)
 }
 
 /// A bundle written to disk, and what the verifier says about it. A bundle whose data
@@ -219,7 +196,7 @@ pub fn write_bundle(
         name.to_string_lossy(),
         std::process::id()
     ));
-    fs::create_dir(&tmp).map_err(io("create directory", &tmp))?;
+    fs::create_dir(&tmp).map_err(PathIoError::at("create directory", &tmp))?;
     let res = (|| {
         let mut sums = Vec::new();
         for (n, bytes) in &files {
@@ -228,7 +205,7 @@ pub fn write_bundle(
         }
         write_synced(&tmp.join(SUMS_FILE), format_sums(&sums).as_bytes())?;
         sync_dir(&tmp)?;
-        let verdict = verify_dir(&tmp);
+        let verdict = crate::bundle_verify::verify_bundle_with(&tmp, &VerifyOptions::default());
         rename_noreplace(&tmp, dest)?;
         sync_dir(parent)?;
         Ok(verdict)
@@ -278,25 +255,23 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> Result<(), BundleError> {
     let e = std::io::Error::last_os_error();
     match e.raw_os_error() {
         Some(libc::EEXIST) | Some(libc::ENOTEMPTY) => Err(BundleError::Exists(to.to_path_buf())),
-        _ => Err(BundleError::Io {
+        _ => Err(BundleError::Path(PathIoError {
             op: "rename into place (renameat2 RENAME_NOREPLACE)",
             path: to.to_path_buf(),
             source: e,
-        }),
+        })),
     }
 }
 
 /// Reads and parses `result.json` and `samples.csv` of `dir`.
 pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError> {
     let rp = dir.join(RESULT_FILE);
-    let rb = read_capped(&rp, MAX_PARSED_BYTES)
-        .map_err(io("read", &rp))?
-        .ok_or_else(|| BundleError::TooLarge(rp.clone()))?;
+    let rb = skeleton::read_record(&rp)?;
     let result = parse_result(&rb).map_err(BundleError::Json)?;
     let sp = dir.join(SAMPLES_FILE);
-    let sb = fs::read(&sp).map_err(io("read", &sp))?;
-    let samples =
-        read_schema_samples_from(sb.as_slice(), result.schema_version).map_err(BundleError::Csv)?;
+    let sf = crate::fsio::open_regular(&sp)?;
+    let samples = read_schema_samples_from(std::io::BufReader::new(sf), result.schema_version)
+        .map_err(BundleError::Csv)?;
     Ok((result, samples))
 }
 
@@ -305,11 +280,7 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
 /// from its SHA256SUMS entry (that would launder a change). Each file is replaced
 /// atomically (write + fsync + rename). Returns the names rewritten.
 pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
-    let sp = dir.join(SUMS_FILE);
-    let sb = read_capped(&sp, MAX_PARSED_BYTES)
-        .map_err(io("read", &sp))?
-        .ok_or_else(|| BundleError::TooLarge(sp.clone()))?;
-    let listed = parse_sums(&sb).map_err(BundleError::Sums)?;
+    let listed = skeleton::read_listing(dir, parse_sums)?;
     let attribution = listed
         .iter()
         .any(|(n, _)| n == crate::attribution::JSONL_FILE);
@@ -317,20 +288,7 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
         matches!(n, README_FILE | CDF_FILE | STAGES_FILE)
             || (attribution && crate::attribution::is_generated(n))
     };
-    let mut sums = Vec::new();
-    for (name, digest) in &listed {
-        if is_generated(name) {
-            continue;
-        }
-        let p = dir.join(name);
-        let (got, _) = fs::File::open(&p)
-            .and_then(sha256_reader)
-            .map_err(io("read", &p))?;
-        if got != *digest {
-            return Err(BundleError::Tampered(name.clone()));
-        }
-        sums.push((name.clone(), digest.clone()));
-    }
+    let mut sums = skeleton::check_unchanged(dir, &listed, is_generated)?;
     let (result, samples) = read_bundle(dir)?;
     let mut generated = generated_files(&result, &samples);
     if attribution {
@@ -345,17 +303,13 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
         sums.push((name.clone(), sha256_hex(bytes)));
         written.push(name.clone());
     }
-    replace_file(dir, SUMS_FILE, format_sums(&sums).as_bytes())?;
+    skeleton::write_sums(dir, &sums)?;
     written.push(SUMS_FILE.to_string());
-    sync_dir(dir)?;
     Ok(written)
 }
 
 fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BundleError> {
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    write_synced(&tmp, bytes)?;
-    let dst = dir.join(name);
-    fs::rename(&tmp, &dst).map_err(io("rename into place", &dst))
+    Ok(crate::fsio::write_new(dir, name, bytes)?)
 }
 
 #[cfg(test)]

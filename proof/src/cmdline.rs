@@ -722,10 +722,9 @@ impl Recorded {
 }
 
 fn mib(bytes: u64) -> String {
-    if bytes % (1 << 20) == 0 {
-        (bytes >> 20).to_string()
-    } else {
-        format!("{bytes} bytes (not whole MiB)")
+    match truecold_proto::limits::GuestMem::from_bytes(bytes) {
+        Ok(m) => m.mib().to_string(),
+        Err(e) => format!("{bytes} bytes ({e})"),
     }
 }
 

@@ -45,7 +45,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 use crate::report::{ms, VIRTUAL_CLOCK_MEANS};
 use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
 use crate::stats::{percentile_sorted, with_failures};
-use crate::verify::Verdict;
+use crate::verdict::Verdict;
 
 /// Knobs; [`Default`] gives the documented defaults.
 #[derive(Clone, Debug, Serialize)]

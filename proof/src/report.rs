@@ -8,6 +8,17 @@ use crate::schema::{Clock, ContractKind, ResultJson, Sample};
 use crate::stats::Summary;
 use crate::summary::Pair;
 use crate::sums::SUMS_FILE;
+use truecold_proto::limits::GuestMem;
+
+/// A guest memory size given in bytes, as human text: [`GuestMem`]'s `N MiB` when it is one
+/// a guest can have, else the bytes and why not (a bundle is untrusted: its size may be
+/// anything).
+pub fn mem_text(bytes: u64) -> String {
+    match GuestMem::from_bytes(bytes) {
+        Ok(m) => m.to_string(),
+        Err(e) => format!("{bytes} bytes ({e})"),
+    }
+}
 
 /// README file name.
 pub const README_FILE: &str = "README.md";
@@ -149,9 +160,9 @@ pub fn readme(r: &ResultJson) -> String {
     let _ = writeln!(s, "- vCPUs: {}", cfg.vcpus);
     let _ = writeln!(
         s,
-        "- memory: {} bytes ({} MiB)",
+        "- memory: {} bytes ({})",
         cfg.mem_bytes,
-        cfg.mem_bytes >> 20
+        mem_text(cfg.mem_bytes)
     );
     let _ = writeln!(s, "- backing: {}", cfg.backing);
     if !cfg.knobs.is_empty() {

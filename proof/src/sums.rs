@@ -8,6 +8,8 @@ use truecold_proto::hex;
 
 /// The name of the checksum file.
 pub const SUMS_FILE: &str = "SHA256SUMS";
+/// The detached SSH signature over [`SUMS_FILE`] ([`crate::sign`]).
+pub const SIG_FILE: &str = "SHA256SUMS.sig";
 
 /// Why a `SHA256SUMS` line is not well formed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +95,9 @@ pub fn parse_sums_with(
         return Err(SumsError::NoFinalNewline);
     }
     let mut out: Vec<(String, String)> = Vec::new();
+    // Names seen so far: a repeat is found in constant time per line, whatever the length
+    // of the file (a list scanned per line would be quadratic in a hostile file).
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     // Lines end in `\n` alone (`lines()` would also take `\r\n`, accepting a spelling the
     // writer never makes).
     for (i, l) in text.split_terminator('\n').enumerate() {
@@ -111,7 +116,7 @@ pub fn parse_sums_with(
                 name: name.chars().take(120).collect(),
             });
         }
-        if out.iter().any(|(n, _)| n == name) {
+        if !seen.insert(name) {
             return Err(SumsError::Duplicate(name.to_string()));
         }
         if out.last().is_some_and(|(n, _)| n.as_str() > name) {
@@ -122,20 +127,9 @@ pub fn parse_sums_with(
     Ok(out)
 }
 
-/// An I/O failure of [`tree_digests`] or [`write_atomic`]: what was being done, to which path.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot {op} {}", path.display())]
-pub struct TreeIoError {
-    pub op: &'static str,
-    pub path: std::path::PathBuf,
-    #[source]
-    pub source: std::io::Error,
-}
-
-fn tree_io(op: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> TreeIoError {
-    let path = path.to_path_buf();
-    move |source| TreeIoError { op, path, source }
-}
+/// An I/O failure of [`tree_digests`] or [`write_atomic`]: what was being done, to which
+/// path (the one path-I/O error of the project).
+pub use truecold_proto::path_io::PathIoError as TreeIoError;
 
 /// Digests of every regular file under `dir`, at most `levels` names deep (`a`, `a/b`, …),
 /// the top [`SUMS_FILE`] and its `.sig` excluded; and, in the second list, every entry that
@@ -151,19 +145,26 @@ pub fn tree_digests(
         out: &mut std::collections::BTreeMap<String, String>,
         odd: &mut Vec<String>,
     ) -> Result<(), TreeIoError> {
-        for e in std::fs::read_dir(d).map_err(tree_io("list", d))? {
-            let e = e.map_err(tree_io("list", d))?;
+        for e in std::fs::read_dir(d).map_err(TreeIoError::at("list", d))? {
+            let e = e.map_err(TreeIoError::at("list", d))?;
             let name = e.file_name().to_string_lossy().into_owned();
-            let ft = e.file_type().map_err(tree_io("stat", d))?;
+            let ft = e.file_type().map_err(TreeIoError::at("stat", d))?;
             let rel = format!("{prefix}{name}");
             if ft.is_file() {
-                if prefix.is_empty() && (name == SUMS_FILE || name == crate::sign::SIG_FILE) {
+                if prefix.is_empty() && (name == SUMS_FILE || name == SIG_FILE) {
                     continue;
                 }
                 let p = e.path();
-                let (h, _) = std::fs::File::open(&p)
-                    .and_then(sha256_reader)
-                    .map_err(tree_io("read", &p))?;
+                // Listed as a regular file, opened without following a link: one swapped
+                // in since the listing is refused, never followed.
+                let (h, _) = crate::fsio::hash_file(&p).map_err(|e| match e {
+                    crate::fsio::FileError::Io(e) => e,
+                    other => TreeIoError {
+                        op: "read",
+                        path: p.clone(),
+                        source: other.into_io(),
+                    },
+                })?;
                 out.insert(rel, h);
             } else if ft.is_dir() && left > 1 {
                 walk(&e.path(), &format!("{rel}/"), left - 1, out, odd)?;
@@ -179,13 +180,8 @@ pub fn tree_digests(
     Ok((out, odd))
 }
 
-/// Writes `dir/name` atomically: a temporary file beside it, fsynced, renamed into place.
+/// Writes `dir/name` atomically: a new temporary file beside it (never one that is there
+/// already, nor through a link), fsynced, renamed into place ([`crate::fsio::write_new`]).
 pub fn write_atomic(dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), TreeIoError> {
-    use std::io::Write as _;
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let dest = dir.join(name);
-    let mut f = std::fs::File::create(&tmp).map_err(tree_io("create", &tmp))?;
-    f.write_all(bytes).map_err(tree_io("write", &tmp))?;
-    f.sync_all().map_err(tree_io("fsync", &tmp))?;
-    std::fs::rename(&tmp, &dest).map_err(tree_io("rename into place", &dest))
+    crate::fsio::write_new(dir, name, bytes)
 }

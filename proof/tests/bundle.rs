@@ -223,7 +223,9 @@ fn report_refuses_to_launder_changed_data() {
     b[last] = if b[last] == b'x' { b'y' } else { b'x' };
     fs::write(&p, b).unwrap();
     match regenerate(&dir) {
-        Err(BundleError::Tampered(n)) => assert_eq!(n, SAMPLES_FILE),
+        Err(BundleError::Dir(truecold_proof::skeleton::DirError::Tampered(n))) => {
+            assert_eq!(n, SAMPLES_FILE)
+        }
         other => panic!("expected Tampered, got {other:?}"),
     }
 }

@@ -1,0 +1,153 @@
+//! A multi-arm directory's generated files: `README.md`, `comparison.json` and `cdf.svg`.
+
+use std::fmt::Write as _;
+
+use crate::plot::arms_cdf_svg;
+use crate::report::{clock_caption, ms, README_FILE};
+use crate::schema::{Observer, HEADLINE};
+use crate::sums::SUMS_FILE;
+
+/// The plan's file; its presence makes a directory a multi-arm directory.
+use super::model::*;
+use super::stats::*;
+
+pub(super) fn ratio_text(r: Option<u64>, ci: Option<[u64; 2]>) -> String {
+    let x = |p: u64| format!("{}.{:03}", p / 1_000_000, (p / 1_000) % 1_000);
+    match (r, ci) {
+        (Some(r), Some([lo, hi])) => format!("{} [{}, {}]", x(r), x(lo), x(hi)),
+        (Some(r), None) => x(r),
+        _ => "–".into(),
+    }
+}
+
+pub(super) fn opt_ms(v: Option<u64>) -> String {
+    v.map_or("–".into(), ms)
+}
+
+/// The directory's `README.md`.
+pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# truecold engines campaign: {} arm(s), {} round(s)\n",
+        plan.arms.len(),
+        plan.rounds
+    );
+    let first = arms.first().map(|a| &a.result);
+    if let Some(r) = first {
+        let host = r.environment.host_kind;
+        let _ = writeln!(s, "- host kind: {}", host.as_str());
+        let _ = writeln!(s, "- clock: {}", host.clock().describe());
+        if r.contract.observer == Observer::Agent {
+            let _ = writeln!(
+                s,
+                "- contract: parity (docs/parity.md): every sample is request → strict-ready \
+                 when both the guest agent's verified answer on vsock and a verified TCP \
+                 round trip to the guest over the launch's tap are in; each launch has its \
+                 own workspace clone (virtio-blk), its lifecycle committed to SQLite \
+                 (state.csv) and its cleanup verified; the same guest (parity kernel, \
+                 initramfs, guest-init) for every arm"
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "- contract: every sample is request → strict-ready observed on serial: the \
+                 bench stamps the request before it spawns the engine, writes a fresh nonce \
+                 on the engine's serial input after the guest's ready line, and stamps \
+                 strict-ready when the verified answer arrives on the engine's serial output; \
+                 the same guest (kernel, initramfs, guest-init) for every arm"
+            );
+        }
+        let cfg = &r.configuration;
+        let _ = writeln!(
+            s,
+            "- each arm: {} vCPU, {}, backing {}, {}, deadline {} ms",
+            cfg.vcpus,
+            crate::report::mem_text(cfg.mem_bytes),
+            cfg.backing_kind().map_or("?", |b| b.as_str()),
+            r.contract.mode.describe(),
+            ms(r.contract.deadline_ns)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "- interleaving: each round launches every arm once, in an order shuffled from seed \
+         {} ({ARMS_FILE})\n",
+        plan.seed
+    );
+    let _ = writeln!(s, "## Arms\n");
+    let _ = writeln!(
+        s,
+        "| arm | engine version | attempts | ok | p50 ms | p99 ms |\n|---|---|---|---|---|---|"
+    );
+    for a in &c.arms {
+        let _ = writeln!(
+            s,
+            "| [{n}]({n}/README.md) | `{}` | {} | {} | {} | {} |",
+            a.version.replace('|', "\\|").replace('`', "'"),
+            a.attempts,
+            a.n,
+            opt_ms(a.p50_ns),
+            opt_ms(a.p99_ns),
+            n = a.name,
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## Comparison ({HEADLINE}, successes)\n\nRatios are b / a with a bootstrap 95 % \
+         interval; the verdict is `truecold-proof compare`'s rule applied to b against a \
+         (`improved`: b is faster than a, `regressed`: b is slower). Exact figures in {COMPARISON_FILE}.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| a | b | n a | n b | p50 a ms | p50 b ms | p50 b/a [95 % CI] | p99 b/a [95 % CI] | \
+         Mann–Whitney p | verdict |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for p in &c.pairs {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            p.a,
+            p.b,
+            p.n_a,
+            p.n_b,
+            opt_ms(p.p50_a_ns),
+            opt_ms(p.p50_b_ns),
+            ratio_text(p.ratio_p50_ppm, p.ratio_p50_ci95_ppm),
+            ratio_text(p.ratio_p99_ppm, p.ratio_p99_ci95_ppm),
+            p.mann_whitney_p.as_deref().unwrap_or("–"),
+            p.verdict
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n![every arm's CDF]({ARMS_CDF_FILE})\n\nEach arm's directory is a complete bundle \
+         (`truecold-proof verify <dir>/<arm>`); `truecold-proof verify <dir>` checks them all, \
+         the order against their request stamps and this comparison; `sha256sum -c --strict \
+         {SUMS_FILE}` checks every file."
+    );
+    s
+}
+
+/// `comparison.json`, `README.md` and `cdf.svg` for `plan` and its arms' data.
+pub fn generated_files(plan: &ArmsPlan, arms: &[ArmData]) -> Vec<(String, Vec<u8>)> {
+    let c = compare_arms(plan.seed, arms);
+    // Integers, strings and options only: serialisation cannot fail.
+    let mut json = serde_json::to_vec_pretty(&c).unwrap_or_default();
+    json.push(b'\n');
+    let clock = c.clock.map_or("no arm", clock_caption);
+    let curves: Vec<(String, Vec<u64>)> = arms
+        .iter()
+        .map(|a| (a.arm.name.clone(), a.ok.clone()))
+        .collect();
+    let svg = arms_cdf_svg(
+        &format!("{HEADLINE}: {} arm(s), successes", arms.len()),
+        clock,
+        &curves,
+    );
+    vec![
+        (COMPARISON_FILE.to_string(), json),
+        (README_FILE.to_string(), readme(plan, arms, &c).into_bytes()),
+        (ARMS_CDF_FILE.to_string(), svg.into_bytes()),
+    ]
+}

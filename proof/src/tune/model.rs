@@ -1,0 +1,228 @@
+//! A tune's model: its names, its plan ([`TunePlan`]) and the arms of each phase, the
+//! record `tune.json` holds ([`TuneFile`]) and the errors of writing one.
+
+use serde::{Deserialize, Serialize};
+use truecold_proto::kinds::Clock;
+use truecold_proto::tune::{Knob, TuneGuest};
+
+use crate::arms::{ArmRef, ArmsError, BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES};
+use crate::schema::{Backing, ContractKind, HostKind, HEADLINE};
+
+use super::stats::*;
+
+/// The tune's file; its presence makes a directory a tune directory.
+pub const TUNE_FILE: &str = "tune.json";
+/// Version of `tune.json`.
+pub const TUNE_SCHEMA: u32 = 1;
+/// The screen phase's directory.
+pub const SCREEN_DIR: &str = "screen";
+/// The confirm phase's directory.
+pub const CONFIRM_DIR: &str = "confirm";
+/// The screen phase's arms: `baseline`, then one per knob (named by it).
+pub fn screen_arms(knobs: &[Knob]) -> Vec<ArmRef> {
+    std::iter::once(ArmRef::tune(BASELINE_ARM, Vec::new()))
+        .chain(knobs.iter().map(|k| ArmRef::tune(k.as_str(), vec![*k])))
+        .collect()
+}
+
+/// The confirm phase's arms for `recommended` (every winner, catalogue order): `baseline`,
+/// `recommended`, and with two or more winners `recommended-minus-<k>` per winner.
+pub fn confirm_arms(recommended: &[Knob]) -> Vec<ArmRef> {
+    let mut v = vec![
+        ArmRef::tune(BASELINE_ARM, Vec::new()),
+        ArmRef::tune(RECOMMENDED_ARM, recommended.to_vec()),
+    ];
+    if recommended.len() >= 2 {
+        for k in recommended {
+            v.push(ArmRef::tune(
+                format!("{MINUS_PREFIX}{k}"),
+                recommended.iter().copied().filter(|x| x != k).collect(),
+            ));
+        }
+    }
+    v
+}
+
+/// What the measured noise said of n.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Noise {
+    /// The headline's coefficient of variation the bench sized n from, ppm.
+    pub cv_ppm: u64,
+    /// Where that figure was measured (a bundle, a pilot run).
+    pub source: String,
+}
+
+/// A tune's plan: what the bench ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TunePlan {
+    /// The bootstrap seeds' base (module doc).
+    pub seed: u64,
+    pub guest: TuneGuest,
+    /// The knobs screened, catalogue order.
+    pub knobs: Vec<Knob>,
+    /// Context, not knobs.
+    pub vcpus: u32,
+    pub mem_bytes: u64,
+    pub backing: Backing,
+    pub rounds_screen: u64,
+    pub rounds_confirm: u64,
+    /// The most launches the tune may make (`--budget`).
+    pub budget: Option<u64>,
+    /// The noise n was sized from; `None`: n was given.
+    pub noise: Option<Noise>,
+}
+
+/// Every way `plan` is not a tune plan (empty when it is one).
+pub fn tune_plan_problems(plan: &TunePlan) -> Vec<String> {
+    let mut bad = Vec::new();
+    if plan.knobs.is_empty() {
+        bad.push("no knobs".into());
+    }
+    if plan.knobs.windows(2).any(|w| w[0] >= w[1]) {
+        bad.push("knobs not in catalogue order, each once".into());
+    }
+    for k in &plan.knobs {
+        if !k.applies_to(plan.guest) {
+            bad.push(format!("knob `{k}` does not apply to this guest"));
+        }
+    }
+    if plan.rounds_screen == 0 || plan.rounds_confirm == 0 {
+        bad.push("a phase of 0 rounds".into());
+    }
+    bad
+}
+
+/// `tune.json`'s context.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Context {
+    pub(super) vcpus: u32,
+    pub(super) mem_bytes: u64,
+    pub(super) backing: Backing,
+}
+
+/// `tune.json`'s rounds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Rounds {
+    pub(super) screen: u64,
+    pub(super) confirm: u64,
+}
+
+/// `tune.json`'s statement of the rules (fixed text and constants).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Rule {
+    pub(super) metric: String,
+    pub(super) alpha: String,
+    pub(super) min_effect_ppm: u64,
+    pub(super) min_rounds: u64,
+    pub(super) resamples: u64,
+    pub(super) bootstrap: String,
+    pub(super) verdict: String,
+    pub(super) ranking: String,
+    pub(super) sizing: String,
+}
+
+pub(super) fn rule() -> Rule {
+    Rule {
+        metric: format!("{HEADLINE}, each arm's successful rows"),
+        alpha: ALPHA_TEXT.into(),
+        min_effect_ppm: MIN_EFFECT_PPM,
+        min_rounds: MIN_ROUNDS,
+        resamples: RESAMPLES as u64,
+        bootstrap: "percentile bootstrap of p50(arm) - p50(base), 95 %, SplitMix64; screen \
+                    effect k (plan's knob order) seed + k, the final A/B seed + K (K knobs), \
+                    leave-one-out i seed + K + 1 + i"
+            .into(),
+        verdict: format!(
+            "breaks strict-ready if the arm has a failed row; inconclusive with fewer than \
+             {MIN_ROUNDS} successes a side; faster/slower if the 95 % interval excludes 0, \
+             Mann-Whitney p < {ALPHA_TEXT} and |delta p50| >= {MIN_EFFECT_PPM} ppm of the \
+             base's p50; no effect if the interval lies strictly inside +-that; else \
+             inconclusive"
+        ),
+        ranking: "delta p50 ascending, breaks last, ties in catalogue order; winners: faster \
+                  knobs in rank order, one conflicting with a better-ranked winner dropped"
+            .into(),
+        sizing: format!(
+            "rounds per arm = max({MIN_ROUNDS}, ceil({SIZING_K_MILLI}/1000 * (cv / e)^2)): \
+             2 (z_0.975 + z_0.80)^2 (cv/e)^2 times pi/3 (Mann-Whitney vs t efficiency), \
+             alpha {ALPHA_TEXT} two-sided, power {POWER_PCT} %"
+        ),
+    }
+}
+
+/// `tune.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TuneFile {
+    pub(super) schema: u32,
+    pub(super) seed: u64,
+    pub(super) guest: ContractKind,
+    pub(super) knobs: Vec<Knob>,
+    pub(super) context: Context,
+    pub(super) rounds: Rounds,
+    pub(super) budget: Option<u64>,
+    pub(super) noise: Option<Noise>,
+    pub(super) rule: Rule,
+    pub(super) host_kind: Option<HostKind>,
+    pub(super) clock: Option<Clock>,
+    /// Rows of every arm of both phases.
+    pub(super) launches: u64,
+    pub(super) screen: Screen,
+    pub(super) confirm: Option<Confirm>,
+}
+
+pub(super) fn guest_kind(g: TuneGuest) -> ContractKind {
+    match g {
+        TuneGuest::Probe => ContractKind::Probe,
+        TuneGuest::Linux => ContractKind::Linux,
+    }
+}
+
+impl TuneFile {
+    pub(super) fn plan(&self) -> TunePlan {
+        TunePlan {
+            seed: self.seed,
+            guest: self.guest.tune_guest(),
+            knobs: self.knobs.clone(),
+            vcpus: self.context.vcpus,
+            mem_bytes: self.context.mem_bytes,
+            backing: self.context.backing,
+            rounds_screen: self.rounds.screen,
+            rounds_confirm: self.rounds.confirm,
+            budget: self.budget,
+            noise: self.noise.clone(),
+        }
+    }
+}
+
+pub(super) fn tune_bytes(f: &TuneFile) -> Vec<u8> {
+    // Integers, strings, enums and options only: serialisation cannot fail.
+    let mut b = serde_json::to_vec_pretty(f).unwrap_or_default();
+    b.push(b'\n');
+    b
+}
+
+/// Why a tune directory's files could not be written or regenerated.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    #[error("the tune plan is not consistent: {0}")]
+    Plan(String),
+    #[error("phase `{phase}`: {why}")]
+    Phase { phase: &'static str, why: String },
+    #[error("phase `{phase}`")]
+    Arms {
+        phase: &'static str,
+        #[source]
+        source: ArmsError,
+    },
+    #[error("{TUNE_FILE} does not parse")]
+    Json(#[source] serde_json::Error),
+    #[error(transparent)]
+    Io(#[from] truecold_proto::path_io::PathIoError),
+    #[error(transparent)]
+    Dir(#[from] crate::skeleton::DirError),
+}

@@ -1,0 +1,396 @@
+//! A tune directory's `README.md`, rendered from its record and the verified rows.
+
+use std::fmt::Write as _;
+
+use truecold_proto::kinds::Clock;
+use truecold_proto::tune::{apply, Change, Knob, VmmChange};
+
+use crate::arms::{knob_list, BASELINE_ARM, RECOMMENDED_ARM, RESAMPLES};
+use crate::report::{ms, README_FILE};
+use crate::schema::{ResultJson, HEADLINE};
+use crate::sums::SUMS_FILE;
+
+use super::measure::*;
+use super::model::*;
+use super::stats::*;
+
+pub(super) fn signed_ms(v: i64) -> String {
+    let sign = if v < 0 { "-" } else { "+" };
+    format!("{sign}{}", ms(v.unsigned_abs()))
+}
+
+/// ppm as a percentage with two decimals, truncated: `-5.23 %`.
+pub(super) fn pct(ppm: i64) -> String {
+    let sign = if ppm < 0 { "-" } else { "+" };
+    let a = ppm.unsigned_abs();
+    format!("{sign}{}.{:02} %", a / 10_000, (a / 100) % 100)
+}
+
+pub(super) fn opt_ms(v: Option<u64>) -> String {
+    v.map_or("–".into(), ms)
+}
+
+pub(super) fn effect_cells(e: &Effect) -> String {
+    format!(
+        "{} | {} | {} | {} | {} | {} | {}",
+        e.n,
+        opt_ms(e.p50_ns),
+        e.delta_p50_ns.map_or("–".into(), signed_ms),
+        e.delta_ppm.map_or("–".into(), pct),
+        e.ci95_ns.map_or("–".into(), |[l, h]| format!(
+            "[{}, {}]",
+            signed_ms(l),
+            signed_ms(h)
+        )),
+        e.mann_whitney_p.as_deref().unwrap_or("–"),
+        e.verdict_text()
+    )
+}
+
+/// The VMM flag a VMM knob sets, in words.
+pub(super) fn vmm_flag(k: Knob) -> Option<String> {
+    match k.change() {
+        Change::Vmm(VmmChange::Backing(b)) => Some(format!("`--backing {}`", b.as_str())),
+        Change::Vmm(VmmChange::Console) => Some("`--console`".into()),
+        Change::Vmm(VmmChange::BzImage) => {
+            Some("boot the bzImage (64-bit boot protocol) instead of vmlinux's PVH entry".into())
+        }
+        _ => None,
+    }
+}
+
+/// The tune directory's `README.md`.
+pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
+    let mut s = String::new();
+    readme_head(&mut s, f, baseline);
+    readme_screen(&mut s, f);
+    readme_breaks(&mut s, f);
+    readme_recommended(&mut s, f);
+    readme_confirm(&mut s, f);
+    readme_method(&mut s, f);
+    s
+}
+
+/// The title, the plan and the context.
+fn readme_head(s: &mut String, f: &TuneFile, baseline: Option<&ResultJson>) {
+    let _ = writeln!(
+        s,
+        "# truecold tune: {} knob(s), {} guest\n",
+        f.knobs.len(),
+        f.guest.as_str()
+    );
+    if let Some(h) = f.host_kind {
+        let _ = writeln!(s, "- host kind: {}", h.as_str());
+        let _ = writeln!(s, "- clock: {}", Clock::describe(h.clock()));
+    }
+    if let Some(r) = baseline {
+        let _ = writeln!(
+            s,
+            "- contract: {} ({}), observed at the VM exit; deadline {} ms; every arm a \
+             complete bundle, failures kept as rows",
+            r.contract.label,
+            r.contract.mode.describe(),
+            ms(r.contract.deadline_ns)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "- context (not knobs): {} vCPU, {}, backing {}",
+        f.context.vcpus,
+        crate::report::mem_text(f.context.mem_bytes),
+        f.context.backing.as_str()
+    );
+    let _ = writeln!(
+        s,
+        "- phases: screen ({} rounds: baseline + one arm per knob), confirm ({} rounds: \
+         baseline, recommended, recommended-minus-<knob>); each round launches every arm of \
+         its phase once, in a shuffled order (`<phase>/arms.json`)",
+        f.rounds.screen, f.rounds.confirm
+    );
+    let _ = writeln!(
+        s,
+        "- launches: {}{}; bootstrap seed {}\n",
+        f.launches,
+        f.budget
+            .map_or(", no budget".into(), |b| format!(" of a budget of {b}")),
+        f.seed
+    );
+    let _ = writeln!(
+        s,
+        "## Verdict rule\n\nEach arm against its base over the successful rows ({HEADLINE}): \
+         Δp50 = p50(arm) − p50(base), a percentile-bootstrap 95 % interval of Δp50 ({} \
+         resamples), the two-sided Mann–Whitney p. **breaks strict-ready**: the arm has a \
+         failed row (never faster); **inconclusive**: fewer than {MIN_ROUNDS} successes a \
+         side; **faster** / **slower**: the interval excludes 0, p < {ALPHA_TEXT} and \
+         |Δp50| ≥ {}.{:02} % of the base's p50; **no effect**: the interval lies strictly \
+         inside ± that; **inconclusive** otherwise. Exact figures in {TUNE_FILE}.\n",
+        RESAMPLES,
+        MIN_EFFECT_PPM / 10_000,
+        (MIN_EFFECT_PPM / 100) % 100
+    );
+}
+
+/// The screen: the baseline and every knob's effect, ranked.
+fn readme_screen(s: &mut String, f: &TuneFile) {
+    let b = &f.screen.baseline;
+    let _ = writeln!(
+        s,
+        "## Screen: each knob against the baseline\n\nbaseline: {} of {} launches \
+         successful, p50 {} ms.\n",
+        b.n,
+        b.attempts,
+        opt_ms(b.p50_ns)
+    );
+    let _ = writeln!(
+        s,
+        "| rank | knob | class | n | p50 ms | Δp50 ms | Δp50 | 95 % CI ms | p | verdict |\n\
+         |---|---|---|---|---|---|---|---|---|---|"
+    );
+    for (i, k) in f.screen.ranking.iter().enumerate() {
+        if let Some(e) = f.screen.effects.iter().find(|e| e.knobs == [*k]) {
+            let _ = writeln!(
+                s,
+                "| {} | [{k}]({SCREEN_DIR}/{k}/README.md) | {} | {} |",
+                i + 1,
+                k.class().as_str(),
+                effect_cells(e)
+            );
+        }
+    }
+}
+
+/// The knobs that break strict-ready, and the baseline's failures.
+fn readme_breaks(s: &mut String, f: &TuneFile) {
+    let b = &f.screen.baseline;
+    let _ = writeln!(s, "\n## Breaks strict-ready\n");
+    let breaks: Vec<&Effect> = f
+        .screen
+        .effects
+        .iter()
+        .filter(|e| e.verdict == KnobVerdict::Breaks)
+        .collect();
+    if breaks.is_empty() {
+        let _ = writeln!(s, "No knob's arm had a failed launch.");
+    }
+    for e in breaks {
+        let _ = writeln!(s, "- {}: {}", knob_list(&e.knobs), e.verdict_text());
+    }
+    if !b.failures.is_empty() {
+        let _ = writeln!(
+            s,
+            "- the baseline itself: {}",
+            b.failures
+                .iter()
+                .map(|(k, n)| format!("{k} ×{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}
+
+/// The recommended configuration.
+fn readme_recommended(s: &mut String, f: &TuneFile) {
+    let _ = writeln!(s, "\n## Recommended configuration\n");
+    if f.screen.winners.is_empty() {
+        let _ = writeln!(
+            s,
+            "No knob is faster by the rule: nothing to recommend, no confirm phase."
+        );
+    } else {
+        let _ = writeln!(s, "Winners (rank order): {}.", knob_list(&f.screen.winners));
+        for d in &f.screen.dropped {
+            let _ = writeln!(
+                s,
+                "\n`{}` is faster too but conflicts with the better-ranked `{}`: dropped.",
+                d.knob, d.conflicts_with
+            );
+        }
+        let applied = apply(&f.screen.recommended, f.context.backing);
+        let _ = writeln!(
+            s,
+            "\nKernel fragment (merged after `kernel-config/base.config`):\n"
+        );
+        if applied.fragments.is_empty() {
+            let _ = writeln!(s, "none");
+        } else {
+            let _ = writeln!(s, "```");
+            for (name, text) in &applied.fragments {
+                let _ = write!(s, "# {name}\n{text}");
+            }
+            let _ = writeln!(s, "```");
+        }
+        let _ = writeln!(
+            s,
+            "\nCommand line (appended to the base): {}",
+            if applied.cmdline_extra.is_empty() {
+                "none".into()
+            } else {
+                format!("`{}`", applied.cmdline_extra)
+            }
+        );
+        let flags: Vec<String> = f
+            .screen
+            .recommended
+            .iter()
+            .filter_map(|k| vmm_flag(*k))
+            .collect();
+        let _ = writeln!(
+            s,
+            "\nVMM flags: {}",
+            if flags.is_empty() {
+                "none".into()
+            } else {
+                flags.join(", ")
+            }
+        );
+    }
+}
+
+/// The confirm phase: the final A/B and the leave-one-out checks.
+fn readme_confirm(s: &mut String, f: &TuneFile) {
+    if let Some(c) = &f.confirm {
+        let _ = writeln!(
+            s,
+            "\n## Final A/B: recommended against baseline\n\n| arm | base | n | p50 ms | Δp50 ms \
+             | Δp50 | 95 % CI ms | p | verdict |\n|---|---|---|---|---|---|---|---|---|"
+        );
+        let e = &c.final_ab;
+        let _ = writeln!(s, "| {} | {} | {} |", e.arm, e.base, effect_cells(e));
+        let _ = writeln!(s, "\n## Leave-one-out\n");
+        if c.leave_one_out.is_empty() {
+            let _ = writeln!(
+                s,
+                "One winner: the final A/B is its leave-one-out (the combination without it \
+                 is the baseline)."
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "Each winner's effect inside the combination: `recommended` against \
+                 `recommended-minus-<knob>`.\n\n| knob | n | p50 ms | Δp50 ms | Δp50 | 95 % CI \
+                 ms | p | verdict |\n|---|---|---|---|---|---|---|---|"
+            );
+            for e in &c.leave_one_out {
+                let _ = writeln!(s, "| {} | {} |", knob_list(&e.knobs), effect_cells(e));
+            }
+        }
+        if c.not_confirmed.is_empty() {
+            let _ = writeln!(s, "\nEvery winner is confirmed in the combination.");
+        } else {
+            let _ = writeln!(
+                s,
+                "\nNot confirmed in the combination: {}.",
+                knob_list(&c.not_confirmed)
+            );
+        }
+    }
+}
+
+/// How n was sized, the noise bundle, and how to check it all.
+fn readme_method(s: &mut String, f: &TuneFile) {
+    let b = &f.screen.baseline;
+    let _ = writeln!(
+        s,
+        "\n## How n was sized\n\nRounds per arm to detect a change of {}.{:02} % of the \
+         p50 at two-sided α = {ALPHA_TEXT} with {POWER_PCT} % power, from the headline's \
+         coefficient of variation cv (normal approximation; π/3 for the Mann–Whitney test's \
+         efficiency): n = max({MIN_ROUNDS}, ⌈{}.{:03} · (cv / e)²⌉).\n",
+        MIN_EFFECT_PPM / 10_000,
+        (MIN_EFFECT_PPM / 100) % 100,
+        SIZING_K_MILLI / 1000,
+        SIZING_K_MILLI % 1000
+    );
+    match &f.noise {
+        Some(n) => {
+            let _ = writeln!(
+                s,
+                "- sized from cv {} ppm ({}): n = {}",
+                n.cv_ppm,
+                n.source,
+                rounds_for(n.cv_ppm, MIN_EFFECT_PPM)
+            );
+        }
+        None => {
+            let _ = writeln!(s, "- n was given, not sized from a measured noise");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "- run: {} rounds (screen), {} rounds (confirm)",
+        f.rounds.screen, f.rounds.confirm
+    );
+    if let (Some(cv), Some(n)) = (b.cv_ppm, b.rounds_for_cv) {
+        let _ = writeln!(
+            s,
+            "- this tune's baseline: cv {cv} ppm, so a next tune of this configuration needs n = {n}"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## Knobs\n\n| knob | class | what | source |\n|---|---|---|---|"
+    );
+    for k in &f.knobs {
+        let _ = writeln!(
+            s,
+            "| {k} | {} | {} | {} |",
+            k.class().as_str(),
+            k.what(),
+            k.source()
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nEach phase is a multi-arm directory and each arm a complete bundle; \
+         `truecold-proof verify <tune>` checks them all and recomputes every figure here; \
+         `sha256sum -c --strict {SUMS_FILE}` checks every file."
+    );
+}
+
+/// `tune.json` and `README.md` for the results.
+pub(super) fn generated(f: &TuneFile, m: &Measured) -> Vec<(String, Vec<u8>)> {
+    let baseline = m.screen.data.get(BASELINE_ARM).map(|a| &a.result);
+    let mut text = readme(f, baseline);
+    text.push_str(&attribution_section(m));
+    vec![
+        (TUNE_FILE.to_string(), tune_bytes(f)),
+        (README_FILE.to_string(), text.into_bytes()),
+    ]
+}
+
+/// The README's attribution section: the attributed arms of the last phase (the confirm
+/// phase's `baseline` and `recommended` when it ran, else the screen's `baseline`), side by
+/// side; empty when no arm carries one.
+pub(super) fn attribution_section(m: &Measured) -> String {
+    let (dir, phase) = match &m.confirm {
+        Some(c) => (CONFIRM_DIR, c),
+        None => (SCREEN_DIR, &m.screen),
+    };
+    let arms: Vec<&str> = [BASELINE_ARM, RECOMMENDED_ARM]
+        .into_iter()
+        .filter(|a| phase.attributed.contains(*a))
+        .collect();
+    if arms.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## Attribution: where the time goes\n\nEach from launches run after the phase's \
+         measured rounds with `initcall_debug` (never rows of samples.csv): host stages with \
+         the VMM's exits and page faults, guest phases and the longest initcalls on one \
+         clock; each `attribution.csv` says whether its total represents the arm's measured \
+         p50 (bound 10 %).\n\n",
+    );
+    let _ = writeln!(s, "| {} |", arms.join(" | "));
+    let _ = writeln!(s, "|{}", "---|".repeat(arms.len()));
+    let cells: Vec<String> = arms
+        .iter()
+        .map(|a| {
+            format!(
+                "![{a}]({dir}/{a}/{svg}) [csv]({dir}/{a}/{csv})",
+                svg = crate::attribution::SVG_FILE,
+                csv = crate::attribution::CSV_FILE
+            )
+        })
+        .collect();
+    let _ = writeln!(s, "| {} |", cells.join(" | "));
+    s
+}

@@ -1,0 +1,84 @@
+//! Writing a tune directory's record, README and SHA256SUMS (the bench, after both phases),
+//! and `report` on one: the results recomputed from the phases' verified rows.
+
+use std::path::Path;
+
+use crate::arms::regenerate_arms;
+use crate::report::README_FILE;
+use crate::sums::SUMS_FILE;
+use crate::verdict::{Verdict, VerifyOptions};
+
+use super::check::*;
+use super::measure::*;
+use super::model::*;
+use super::readme::*;
+
+pub(super) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), TuneError> {
+    Ok(crate::skeleton::write(dir, name, bytes)?)
+}
+
+pub(super) fn write_sums(dir: &Path) -> Result<(), TuneError> {
+    Ok(crate::skeleton::write_tree_sums(dir, 3)?)
+}
+
+/// Writes `tune.json`, `README.md` and `SHA256SUMS` into `dir` (each atomically), after the
+/// bench wrote `dir/screen` and (when a knob won) `dir/confirm` as multi-arm directories
+/// ([`crate::arms::write_arms`]), and returns the verifier's verdict on the whole directory.
+/// The results are computed from the arms' rows on disk (an arm that does not verify is
+/// still counted; the verdict says why it is invalid).
+pub fn write_tune(dir: &Path, plan: &TunePlan) -> Result<Verdict, TuneError> {
+    let (m, f) = measure(dir, plan)?;
+    for (name, bytes) in generated(&f, &m) {
+        write_atomic(dir, &name, &bytes)?;
+    }
+    write_sums(dir)?;
+    Ok(verify_tune_dir(dir, &VerifyOptions::default()))
+}
+
+/// `report DIR` on a tune directory: regenerates each phase ([`regenerate_arms`]), then
+/// `tune.json`'s results, `README.md` and `SHA256SUMS`. Refuses when a file that is not
+/// regenerated (`tune.json` included: its plan is not) differs from its `SHA256SUMS` entry.
+/// Returns the paths rewritten.
+pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
+    let listed = crate::skeleton::read_listing(dir, parse_tune_sums)?;
+    let regenerated = |n: &str| {
+        let parts: Vec<&str> = n.split('/').collect();
+        match parts.as_slice() {
+            [f] => *f == README_FILE,
+            [_, f] => [
+                crate::arms::COMPARISON_FILE,
+                README_FILE,
+                crate::arms::ARMS_CDF_FILE,
+                SUMS_FILE,
+            ]
+            .contains(f),
+            [_, _, f] => [
+                README_FILE,
+                crate::plot::CDF_FILE,
+                crate::plot::STAGES_FILE,
+                SUMS_FILE,
+            ]
+            .contains(f),
+            _ => false,
+        }
+    };
+    crate::skeleton::check_unchanged(dir, &listed, regenerated)?;
+    let tb = crate::skeleton::read_record(&dir.join(TUNE_FILE))?;
+    let file: TuneFile = serde_json::from_slice(&tb).map_err(TuneError::Json)?;
+    let mut written = Vec::new();
+    for phase in [SCREEN_DIR, CONFIRM_DIR] {
+        let pd = dir.join(phase);
+        if crate::fsio::is_real_dir(&pd) {
+            let names = regenerate_arms(&pd).map_err(|source| TuneError::Arms { phase, source })?;
+            written.extend(names.into_iter().map(|n| format!("{phase}/{n}")));
+        }
+    }
+    let (m, f) = measure(dir, &file.plan())?;
+    for (name, bytes) in generated(&f, &m) {
+        write_atomic(dir, &name, &bytes)?;
+        written.push(name);
+    }
+    write_sums(dir)?;
+    written.push(SUMS_FILE.to_string());
+    Ok(written)
+}

@@ -1,0 +1,373 @@
+//! The verifier's answer about a directory: a [`Verdict`] (every [`Reason`], each of a
+//! [`Check`] kind, and what was read on the way), how it renders for a reviewer (every
+//! bundle text through [`escape_untrusted`]) and its exit code; and what `verify` is asked
+//! to check beyond the directory ([`VerifyOptions`]). Every kind of directory's verifier
+//! produces one; nothing here reads a file.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::report::{mem_text, ms};
+use crate::schema::{ResultJson, Sample, HEADLINE};
+use crate::signature::SshKeygen;
+use crate::sums::SIG_FILE;
+
+/// The kind of a reason; tests and tools match on it, humans read [`Reason::detail`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Check {
+    /// SHA256SUMS missing, unreadable or malformed.
+    SumsMalformed,
+    /// A listed file's digest differs.
+    DigestMismatch,
+    /// A listed file is absent.
+    FileMissing,
+    /// A file is present but not listed.
+    FileUnlisted,
+    /// A file every bundle (of this kind) must have is absent.
+    RequiredFileMissing,
+    /// A directory entry that is not a regular file.
+    NotAFile,
+    /// result.json does not parse against the schema.
+    ResultJson,
+    /// samples.csv does not parse against the schema.
+    SamplesCsv,
+    /// Rows ≠ planned attempts (complete campaign) or more rows than planned.
+    AttemptCount,
+    /// Row indexes not 0, 1, 2, … in row order.
+    IndexOrder,
+    /// A guest boot id appears twice: not a fresh boot.
+    DuplicateBootId,
+    /// label / headline / percentile definition not the canonical ones for the contract.
+    ContractLabel,
+    /// A row's contract differs from the declared one, or a probe row carries Linux data.
+    RowContract,
+    /// A row's concurrency is impossible in the declared mode.
+    Concurrency,
+    /// Intended request time / queue stage inconsistent with the mode or the stamps.
+    IntendedTime,
+    /// `latency_ns` ≠ `ready_ns − origin`.
+    Latency,
+    /// A success's host stages do not add up to its latency.
+    StageTiling,
+    /// A success lacks what a success needs (ready stamp, boot id, workload, guest data).
+    SuccessIncomplete,
+    /// A Linux success whose guest saw a topology other than the configured one.
+    Platform,
+    /// A success later than the deadline.
+    OverDeadline,
+    /// `ok` and `error_kind` disagree.
+    ErrorKind,
+    /// A success without memory verified and host/guest figures agreeing.
+    Memory,
+    /// Row data disagree with the configuration (memory size, vCPUs).
+    Configuration,
+    /// A stored statistic differs from its recomputation.
+    Statistic,
+    /// Failures missing from the with-failures statistics.
+    FailuresNotScored,
+    /// An artifact digest missing or not 64 lowercase hex.
+    Artifact,
+    /// The bundled kernel config does not match its artifact digest.
+    ConfigDigest,
+    /// README.md or a plot differs from what `report` regenerates from the data: the
+    /// README carries the human-facing headline, so a hand edit is a reason, not a note.
+    /// After a renderer change, `truecold-proof report` regenerates them.
+    GeneratedStale,
+    /// The contract cannot have produced these rows on the declared host: a `linux`
+    /// bundle with a success on a `pvm` host (an unmodified Linux does not boot on
+    /// kvm_pvm, so such a success is mislabelled data).
+    HostKindContract,
+    /// `contract.clock` is not the declared host kind's clock ([`HostKind::clock`]).
+    Clock,
+    /// `configuration.knobs` is not a set one arm can run: out of catalogue order, a knob
+    /// twice, two conflicting, one not for the contract's guest, or a backing knob whose
+    /// backing is not the configuration's.
+    Knobs,
+    /// A probe row carries a boot id: the probe guest has no kernel and no boot id.
+    ProbeBootId,
+    /// The error histogram does not add up to the failure count.
+    ErrorHistogram,
+    /// A row disagrees with its evidence in reports.jsonl (the VMM's report and the harness's
+    /// marks for that attempt), or the file is malformed.
+    Reports,
+    /// `result.json` parses but is not byte for byte what the writer makes of its parsed
+    /// form (duplicate keys, reordered keys, other whitespace or number spellings).
+    ResultNotCanonical,
+    /// A file the verifier must parse is larger than [`MAX_PARSED_BYTES`] (it is still
+    /// hashed).
+    TooLarge,
+    /// `cmdline.txt` is unreadable, or disagrees with `configuration`/`contract`.
+    Cmdline,
+    /// Sequential mode: a request earlier than the previous row's request.
+    SequentialOrder,
+    /// Sequential mode: a request before the previous row's last stamp.
+    SequentialOverlap,
+    /// Sequential mode: an unexplained idle gap as long as the shortest launch (or 10 ms).
+    SequentialGap,
+    /// The rows span more than the harness's wall time.
+    WallTime,
+    /// Schema 6+: `environment.residue` missing, its leaks not those of [`crate::residue::leaks`]
+    /// on its readings, or a leak not among the warnings.
+    Residue,
+    /// Schema 7+: `environment.nested` absent from a `nested-emulated` bundle, or present in
+    /// another.
+    NestedHarness,
+    /// The parity contract (agent observer): `state.csv` missing, unreadable, breaking the
+    /// lifecycle rule (`crate::lifecycle::check_lifecycle`), or a success whose launch did not
+    /// end `ok` there.
+    Lifecycle,
+    /// A success with a host stage missing or 0 ns.
+    StageFloor,
+    /// A failure typed `deadline` whose strict-ready is inside the deadline.
+    DeadlineKind,
+    /// `--signature`: `SHA256SUMS.sig` missing, from a signer not allowed, or not valid.
+    Signature,
+    /// Multi-arm directory: `arms.json` malformed, not canonical, or not a plan.
+    ArmsPlan,
+    /// Multi-arm directory: an arm's bundle is absent or unreadable.
+    ArmMissing,
+    /// Multi-arm directory: the arms were not measured alike (host kind and clock,
+    /// configuration, guest, contract, observer) or an arm is not its engine's.
+    ArmsMismatch,
+    /// Multi-arm directory: the order disagrees with the arms' request stamps or row counts.
+    ArmOrder,
+    /// Multi-arm directory: `comparison.json` differs from its recomputation.
+    Comparison,
+    /// Tune directory: `tune.json` malformed, not canonical or not a plan, the baselines not
+    /// the plan's context, or the launches over its budget.
+    TunePlan,
+    /// Tune directory: a phase missing, present without reason, or not the arms the plan and
+    /// the screen's winners make.
+    TunePhase,
+    /// Tune directory: `tune.json`'s results differ from their recomputation (an effect, a
+    /// winner that is not faster, the final A/B, the leave-one-out).
+    TuneResults,
+    /// Bisect directory: `bisect.json` malformed, not canonical, or another schema.
+    BisectRecord,
+    /// Bisect directory: a step's directory does not verify, or its recorded outcome differs
+    /// from the recomputed one, or the result names a step that does not show it.
+    BisectSteps,
+    /// `attribution.csv` / `attribution.svg` differ from their recomputation from
+    /// `attribution.jsonl` and the measured rows, or are there without it (or it without them).
+    Attribution,
+}
+
+/// One reason a bundle is invalid. `detail` holds bundle text verbatim; print it through
+/// [`escape_untrusted`] (as [`Verdict::render`] does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason {
+    pub check: Check,
+    pub detail: String,
+}
+
+/// What is known of the bundle's signature.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SignatureState {
+    /// Not checked (no `--signature`), and the bundle carries no `SHA256SUMS.sig`.
+    #[default]
+    NotChecked,
+    /// Not checked, but the bundle carries one.
+    PresentNotChecked,
+    /// Checked and good: made by this principal of the allowed signers.
+    Good { principal: String },
+    /// Checked and bad (the reason is a [`Check::Signature`] reason).
+    Bad,
+}
+
+/// The verifier's findings.
+#[derive(Debug, Clone, Default)]
+pub struct Verdict {
+    /// Why the bundle could not be judged at all (exit 2).
+    pub unreadable: Option<String>,
+    /// Every reason it is invalid.
+    pub reasons: Vec<Reason>,
+    /// The parsed result, when it parsed.
+    pub result: Option<ResultJson>,
+    /// Rows parsed from samples.csv.
+    pub rows: Option<usize>,
+    /// The signature, as far as it was checked.
+    pub signature: SignatureState,
+    /// The rows parsed from samples.csv, as judged: `compare` uses exactly these.
+    pub samples: Option<Vec<Sample>>,
+    /// A multi-arm directory: its arms' names, in the plan's order (`rows` then counts the
+    /// rows of every arm).
+    pub arms: Option<Vec<String>>,
+    /// What the directory is when it is neither a bundle nor a multi-arm directory (a bisect
+    /// directory), in words.
+    pub label: Option<String>,
+}
+
+/// `s` with every character that could act on a terminal written as an escape: C0 and C1
+/// controls and DEL (`\u{1b}`, `\r`, `\n` …) and the Unicode bidirectional and line/paragraph
+/// separator controls. Everything else, including non-ASCII text, is kept.
+pub fn escape_untrusted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi = matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{2028}'
+                | '\u{2029}'
+        );
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Verdict {
+    /// 0 valid, 1 invalid, 2 unreadable.
+    pub fn exit_code(&self) -> i32 {
+        if self.unreadable.is_some() {
+            2
+        } else if self.reasons.is_empty() {
+            0
+        } else {
+            1
+        }
+    }
+
+    /// No reasons and readable.
+    pub fn is_valid(&self) -> bool {
+        self.exit_code() == 0
+    }
+
+    /// Whether any reason is of kind `c`.
+    pub fn has(&self, c: Check) -> bool {
+        self.reasons.iter().any(|r| r.check == c)
+    }
+
+    pub(crate) fn add(&mut self, check: Check, detail: impl Into<String>) {
+        self.reasons.push(Reason {
+            check,
+            detail: detail.into(),
+        });
+    }
+
+    /// The human report. At most `per_check` lines per kind of reason, then a count. All
+    /// text that comes from the bundle (or the path) is escaped ([`escape_untrusted`]).
+    pub fn render(&self, dir: &Path, per_check: usize) -> String {
+        let e = escape_untrusted;
+        let mut s = String::new();
+        let dir = e(&dir.display().to_string());
+        let label = match (&self.result, &self.arms) {
+            _ if self.label.is_some() => e(self.label.as_deref().unwrap_or_default()),
+            (Some(r), _) => e(&r.contract.label),
+            (None, Some(a)) => {
+                let kind = if a.iter().any(|n| n.contains('/')) {
+                    "tune"
+                } else if *a == [crate::names::GOOD_ARM, crate::names::CANDIDATE_ARM] {
+                    "kernel A/B"
+                } else if a.iter().any(|n| n == crate::names::BASELINE_ARM) {
+                    "tune phase"
+                } else {
+                    "engines campaign"
+                };
+                e(&format!("{kind}, arms {}", a.join(", ")))
+            }
+            (None, None) => "unknown contract".into(),
+        };
+        if let Some(u) = &self.unreadable {
+            let _ = writeln!(s, "UNREADABLE {dir}: {}", e(u));
+        } else if self.reasons.is_empty() {
+            let _ = writeln!(s, "VALID {dir}: {label}");
+        } else {
+            let _ = writeln!(
+                s,
+                "INVALID {dir}: {label}: {} reason(s)",
+                self.reasons.len()
+            );
+        }
+        if let Some(r) = &self.result {
+            let sm = &r.summary;
+            let _ = writeln!(
+                s,
+                "  contract: {} ({}), host: {} ({} clock), {} vCPU, {}{}",
+                r.contract.kind.as_str(),
+                r.contract.mode.describe(),
+                r.environment.host_kind.as_str(),
+                r.contract.clock.as_str(),
+                r.configuration.vcpus,
+                mem_text(r.configuration.mem_bytes),
+                if r.contract.incomplete {
+                    ", INCOMPLETE"
+                } else {
+                    ""
+                }
+            );
+            let _ = writeln!(
+                s,
+                "  attempts {}, ok {}, failed {}",
+                sm.attempts, sm.successes, sm.failures
+            );
+            if let Some(h) = sm.headline.successes {
+                let _ = writeln!(
+                    s,
+                    "  {HEADLINE} (successes): p50 {} ms, p99 {} ms, max {} ms",
+                    ms(h.p50),
+                    ms(h.p99),
+                    ms(h.max)
+                );
+            }
+        }
+        match &self.signature {
+            SignatureState::NotChecked | SignatureState::Bad => {}
+            SignatureState::PresentNotChecked => {
+                let _ = writeln!(
+                    s,
+                    "  signature: {SIG_FILE} present, not checked (verify --signature \
+                     --allowed-signers FILE)"
+                );
+            }
+            SignatureState::Good { principal } => {
+                let _ = writeln!(
+                    s,
+                    "  signature: good, SHA256SUMS signed by `{}`",
+                    e(principal)
+                );
+            }
+        }
+        let mut counts: BTreeMap<Check, usize> = BTreeMap::new();
+        for r in &self.reasons {
+            let c = counts.entry(r.check).or_insert(0);
+            *c += 1;
+            if *c <= per_check {
+                let _ = writeln!(s, "  - [{:?}] {}", r.check, e(&r.detail));
+            }
+        }
+        for (c, n) in counts {
+            if n > per_check {
+                let _ = writeln!(s, "  - [{c:?}] … and {} more of this kind", n - per_check);
+            }
+        }
+        s
+    }
+}
+
+/// What `verify` checks beyond the bundle itself.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// `--signature`: check `SHA256SUMS.sig` against these allowed signers.
+    pub signature: Option<SignatureCheck>,
+}
+
+/// How to check the signature.
+#[derive(Debug, Clone)]
+pub struct SignatureCheck {
+    /// An OpenSSH allowed-signers file (`ssh-keygen(1)`, ALLOWED SIGNERS).
+    pub allowed_signers: PathBuf,
+    /// The principal that must have signed; any principal of the file when `None`.
+    pub identity: Option<String>,
+    pub ssh_keygen: SshKeygen,
+}
+
+/// An error and its `source()` chain on one line (the one formatter, from proto).
+pub use truecold_proto::measure::error_chain as chain;
