@@ -583,10 +583,11 @@ pub fn write(
     inputs: &BundleInputs,
 ) -> Result<Written, BundleError> {
     if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|source| BundleError::Io {
-            op: "create directory",
-            path: parent.to_path_buf(),
-            source,
+        std::fs::create_dir_all(parent).map_err(|e| {
+            BundleError::Path(truecold_proto::path_io::PathIoError::at(
+                "create the directory",
+                parent,
+            )(e))
         })?;
     }
     write_bundle(dest, result, samples, inputs)

@@ -30,15 +30,6 @@ pub use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 /// Errors of this layer.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
-    /// Kept for the callers that build it (`bench::campaign`); this crate's own I/O
-    /// errors are [`BundleError::Path`].
-    #[error("cannot {op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("destination {0} already exists; a bundle is never overwritten")]
     Exists(PathBuf),
     #[error("destination {0} has no parent directory or file name")]
