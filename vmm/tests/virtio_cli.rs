@@ -148,10 +148,12 @@ fn probe_boot_with_a_workspace_runs_the_device_thread_under_seccomp() {
 fn probe_boot_with_a_tap_creates_and_removes_it() {
     common::require_kvm();
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/net/tun").exists() {
-        eprintln!("skipped: needs root and /dev/net/tun");
-        return;
-    }
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(
+        root && std::path::Path::new("/dev/net/tun").exists(),
+        "this test needs root and /dev/net/tun: run it as root on a kernel with the tun \
+         module (`modprobe tun`)"
+    );
     let name = format!("tcc{}", std::process::id() % 1_000_000);
     let o = vmm(&[
         "boot",
