@@ -201,8 +201,8 @@ done
 # Peer engines (engines campaigns, `truecold run --engine …`): the static builds of Firecracker
 # v1.16.1 and Cloud Hypervisor v53.0 in ../shared/peers/bin beside the clone, checked against
 # the digests pinned in scripts/peers.sha256. Elsewhere, point TRUECOLD_FIRECRACKER and
-# TRUECOLD_CLOUD_HYPERVISOR at the binaries (README: "Engines side by side" says how to get
-# them); the bench names what is missing when an engines campaign needs it.
+# TRUECOLD_CLOUD_HYPERVISOR at the binaries (docs/engines.md, "Where the engine binaries come
+# from", says how to get them); the bench names what is missing when an engines campaign needs it.
 root=$(cd "$(dirname "$0")/.." && pwd)
 peers=$root/../shared/peers/bin
 if [[ -d $peers ]]; then

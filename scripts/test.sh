@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run). Every tier runs here, none is skipped:
+# The test command (README, .ci/run; the tiers in full: docs/testing.md). Every tier runs here,
+# none is skipped:
 #  1. pure unit tests and property tests (boot params, E820, CPUID, stats, bundle, parsers);
 #  2. the probe guest booted by the real VMM on this machine's /dev/kvm;
 #  3. the real tuned Linux guest: under QEMU TCG directly, and in the nested harness
@@ -13,7 +14,7 @@
 #
 # Its own cost is measured, never asserted as a time: at the end it prints the wall time and
 # the peak resident memory of the largest single process of the run (GNU time's maximum RSS
-# over every waited-for descendant), against the budget the README states (a fresh clone on
+# over every waited-for descendant), against the budget docs/testing.md states (a fresh clone on
 # 2 cores: ≤ 45 minutes with an empty kernel cache, ≤ 25 with a warm one). A process above
 # TRUECOLD_TEST_RSS_LIMIT_MIB (default 8192) fails the run: on a 24 GiB machine two such
 # processes at once would leave it to the OOM killer.
@@ -37,7 +38,7 @@ if [[ -z ${TRUECOLD_TEST_INNER:-} ]]; then
   secs=${wall_s%.*}
   rss_mib=$((rss_kib / 1024))
   echo "test.sh: wall time $((secs / 60)) min $((secs % 60)) s; peak RSS of one process ${rss_mib} MiB (limit ${limit} MiB); kernel cache ${TRUECOLD_CACHE}; exit ${rc}"
-  echo "test.sh: budget (README, 'How it is tested here'): a fresh clone on 2 cores in ≤ 45 min with an empty kernel cache, ≤ 25 min with a warm one"
+  echo "test.sh: budget (docs/testing.md, 'What the test command costs'): a fresh clone on 2 cores in ≤ 45 min with an empty kernel cache, ≤ 25 min with a warm one"
   if ((rc == 0 && rss_mib > limit)); then
     echo "test.sh: a process of the run peaked at ${rss_mib} MiB, above ${limit} MiB" >&2
     rc=1

@@ -48,13 +48,13 @@ pub fn how_to_get(engine: Engine) -> &'static str {
             "pass --firecracker PATH or set TRUECOLD_FIRECRACKER; a static v1.16.1 build and how \
              it was made are described in ../shared/peers/README.md (on a machine with \
              internet: the official release asset, checked against the sha256 published with \
-             it; README, \"Engines side by side\")"
+             it; docs/engines.md, \"Where the engine binaries come from\")"
         }
         Engine::CloudHypervisor => {
             "pass --cloud-hypervisor PATH or set TRUECOLD_CLOUD_HYPERVISOR; a static v53.0 \
              build and how it was made are described in ../shared/peers/README.md (on a \
              machine with internet: the official release asset, checked against the sha256 \
-             published with it; README, \"Engines side by side\")"
+             published with it; docs/engines.md, \"Where the engine binaries come from\")"
         }
         Engine::QemuMicrovm => {
             "install it with `apt-get install qemu-system-x86`, pass --qemu PATH or set \

@@ -7,7 +7,7 @@
 //! before, recompiled everything that includes `linux/mm.h` per candidate, and
 //! `CONFIG_CRC32_SELFTEST`, tried instead, stalled L1 with its interrupts-off timing loop,
 //! docs/virtual-clock.md finding 6). Kernels are built by `kernel-config/build.sh`
-//! (incremental, cached by commit / config in ${TRUECOLD_CACHE}); see README "Bisect" for
+//! (incremental, cached by commit / config in ${TRUECOLD_CACHE}); see docs/bisect.md for
 //! what this costs.
 //!
 //! Prerequisites (the test fails, naming the command, when one is missing):

@@ -271,7 +271,7 @@ fn a_step_on_another_virtual_clock_is_caught() {
     }
 }
 
-/// The VMM recipe (`scripts/bisect-vmm-step.sh`, README "Bisect"): `git bisect run` over a
+/// The VMM recipe (`scripts/bisect-vmm-step.sh`, docs/bisect.md): `git bisect run` over a
 /// history whose steps are judged by `truecold-proof compare` against a fixed baseline. Here
 /// each commit of a scratch repository carries the bundle its step would have measured (the
 /// third commit's is 20 % slower); git bisect must name the third commit from compare's exit
