@@ -8,6 +8,8 @@ use clap::Parser;
 use std::process::ExitCode;
 use truecold_bench::cli::{Cli, Cmd};
 use truecold_bench::launch::shell_quote;
+use truecold_bench::plan::bisect::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
+use truecold_bench::plan::tune::{TunePhaseRun, TunePlan};
 use truecold_bench::plan::CampaignPlan;
 use truecold_bench::run::{level_lines, run, RunError};
 use truecold_proto::measure::error_chain as chain;
@@ -46,8 +48,15 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
             ExitCode::from(2)
         }
     };
+    let failed = |e: &dyn std::error::Error, code: ExitCode| {
+        eprintln!("truecold: error: {}", chain(e));
+        code
+    };
     match &args.cmd {
-        BisectCmd::Step(a) => match bisect::step(a, invocation) {
+        BisectCmd::Step(a) => match BisectStepPlan::from_cli(a)
+            .map_err(bisect::BisectRunError::from)
+            .and_then(|p| bisect::step(&p, invocation))
+        {
             Ok(o) => {
                 println!("truecold bisect step: {}", o.as_str());
                 ExitCode::from(o.exit_code() as u8)
@@ -57,19 +66,19 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
                 ExitCode::from(EXIT_ABORT)
             }
         },
-        BisectCmd::Run(a) => match bisect::run(a, invocation) {
-            Ok(dir) => done(dir),
-            Err(e) => {
-                eprintln!("truecold: error: {}", chain(&e));
-                ExitCode::FAILURE
-            }
+        BisectCmd::Run(a) => match BisectRunPlan::from_cli(a) {
+            Err(e) => failed(&e, ExitCode::FAILURE),
+            Ok(p) => match bisect::run(&p, invocation) {
+                Ok(dir) => done(dir),
+                Err(e) => failed(&e, ExitCode::FAILURE),
+            },
         },
-        BisectCmd::Config(a) => match truecold_bench::bisect_config::config(a, invocation) {
-            Ok(dir) => done(dir),
-            Err(e) => {
-                eprintln!("truecold: error: {}", chain(&e));
-                ExitCode::FAILURE
-            }
+        BisectCmd::Config(a) => match ConfigBisectPlan::from_cli(a) {
+            Err(e) => failed(&e, ExitCode::FAILURE),
+            Ok(p) => match truecold_bench::bisect_config::config(&p, invocation) {
+                Ok(dir) => done(dir),
+                Err(e) => failed(&e, ExitCode::FAILURE),
+            },
         },
     }
 }
@@ -120,7 +129,14 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
         print!("{}", truecold_bench::tune::catalogue_text());
         return ExitCode::SUCCESS;
     }
-    match truecold_bench::tune::tune(args, invocation) {
+    let plan = match TunePlan::from_cli(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("truecold: error: {}", chain(&e));
+            return ExitCode::FAILURE;
+        }
+    };
+    match truecold_bench::tune::tune(&plan, invocation) {
         Ok(out) => {
             for w in &out.warnings {
                 eprintln!("truecold: warning: {w}");
@@ -149,16 +165,9 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
 /// 1 nothing written.
 fn tune_phase_main(args: &truecold_bench::cli::TunePhaseArgs, invocation: &str) -> ExitCode {
     use truecold_bench::phase::{run_here, PhasePlan};
-    let guest_dir = truecold_bench::artifacts::guest_dir(args.guest_dir.as_deref());
-    let ran = PhasePlan::read(&args.plan).and_then(|plan| {
-        run_here(
-            &plan,
-            args.vmm.as_deref(),
-            &guest_dir,
-            &args.out,
-            invocation,
-        )
-    });
+    let p = TunePhaseRun::from_cli(args);
+    let ran = PhasePlan::read(&p.plan_file)
+        .and_then(|plan| run_here(&plan, p.vmm.as_deref(), &p.guest_dir, &p.out, invocation));
     match ran {
         Ok((w, interrupted)) => {
             print!("{}", w.verdict.render(&w.path, 5));
