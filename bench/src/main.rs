@@ -1,21 +1,32 @@
 //! `truecold`: campaigns of true-cold microVM launches → checksummed proof bundles.
 //!
-//! Exit status: 0 bundle written and verified; 2 bundle written but the verifier found
-//! problems (e.g. a repeated boot id: a contract violation); 130 interrupted (a valid
-//! partial bundle, marked incomplete, was written); 1 nothing written (the error says why).
+//! Exit status (each subcommand's `--help` says its own): `run` 0 bundle written and
+//! verified, every launch strict-ready (or `--allow-failures`); 3 written and verified but
+//! some launch failed; 2 bundle written but the verifier found problems (e.g. a repeated boot
+//! id: a contract violation); 130 interrupted (a valid partial bundle, marked incomplete, was
+//! written); 1 nothing written (the error says why). Any usage error 125 (as
+//! `truecold-proof`), `--help` and `--version` 0.
 
 use clap::Parser;
 use std::process::ExitCode;
-use truecold_bench::cli::{Cli, Cmd};
+use truecold_bench::cli::{Cli, Cmd, EXIT_LAUNCHES_FAILED, EXIT_USAGE};
 use truecold_bench::launch::shell_quote;
 use truecold_bench::plan::bisect::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
 use truecold_bench::plan::tune::{TunePhaseRun, TunePlan};
 use truecold_bench::plan::CampaignPlan;
-use truecold_bench::run::{level_lines, run, RunError};
+use truecold_bench::run::{failed_kinds, failure_lines, level_lines, run, RunError};
 use truecold_proto::measure::error_chain as chain;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // --help and --version print and succeed; every other parse error is a usage
+            // error, 125 whatever the subcommand.
+            let _ = e.print();
+            return ExitCode::from(if e.exit_code() == 0 { 0 } else { EXIT_USAGE });
+        }
+    };
     let invocation = std::env::args()
         .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
@@ -108,10 +119,21 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
                 out.written.path.display(),
                 out.written.path.display()
             );
+            let failed = failed_kinds(&out);
+            for l in failure_lines(&failed) {
+                println!("{l}");
+            }
             if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
                 ExitCode::from(2)
             } else if out.interrupted {
                 ExitCode::from(130)
+            } else if !failed.is_empty() && !args.allow_failures {
+                eprintln!(
+                    "truecold: {} launch(es) failed (exit {EXIT_LAUNCHES_FAILED}; the bundle is \
+                     VALID and keeps them as data; --allow-failures exits 0)",
+                    failed.values().sum::<u64>()
+                );
+                ExitCode::from(EXIT_LAUNCHES_FAILED)
             } else {
                 ExitCode::SUCCESS
             }

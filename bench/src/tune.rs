@@ -369,6 +369,10 @@ fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, 
 pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let mut warnings: Vec<String> = Vec::new();
     let (host, force, contract) = tune_host(tp, &mut warnings)?;
+    if !tp.nested() {
+        // The baseline's guest against this host, before any kernel is built or launched.
+        crate::host::preflight(crate::host::HostLimits::read(), tp.mem, tp.backing)?;
+    }
     let guest = match contract {
         ContractKind::Probe => TuneGuest::Probe,
         ContractKind::Linux => TuneGuest::Linux,
