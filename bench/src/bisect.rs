@@ -24,19 +24,18 @@
 //! hardware KVM); the baseline's clock is every step's, never mixed.
 
 use crate::artifacts::{self, LinuxGuest};
-pub use crate::cli::{
-    BisectArgs, BisectCmd, ConfigBisectArgs, ContextArgs, JudgeArgs, RunBisectArgs, StepArgs,
-    DEFAULT_N,
-};
+pub use crate::cli::DEFAULT_N;
 use crate::kernel::{KernelBuild, KernelError};
 use crate::phase::PhaseError;
+pub use crate::plan::bisect::abs;
+use crate::plan::bisect::{BisectContext, BisectRunPlan, BisectStepPlan, JudgePlan};
 use crate::plan::{CampaignPlan, GuestSpec, Target};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use truecold_proof::bisect::{
-    judge, read_bisect, write_bisect, BisectError, BisectFile, BisectKind, BisectResult,
-    JudgeOptions, Step, StepOutcome, BASELINE_DIR, BISECT_SCHEMA, LOG_FILE, STEPS_DIR,
+    judge, read_bisect, write_bisect, BisectError, BisectFile, BisectKind, BisectResult, Step,
+    StepOutcome, BASELINE_DIR, BISECT_SCHEMA, LOG_FILE, STEPS_DIR,
 };
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, HostKind};
@@ -49,8 +48,9 @@ pub const EXIT_ABORT: u8 = 200;
 /// Why a bisect could not run (a step's own verdicts are not errors).
 #[derive(Debug, thiserror::Error)]
 pub enum BisectRunError {
-    #[error("-n must be at least 3 and --max-n at least -n (got -n {n}, --max-n {max_n})")]
-    Sizes { n: u64, max_n: u64 },
+    /// The command line (`-n`, `--max-n`).
+    #[error(transparent)]
+    Plan(#[from] crate::plan::ArgError),
     #[error("{0} already exists; a bisect directory is never overwritten (choose another --out)")]
     OutExists(PathBuf),
     #[error("the baseline {}: {why}", path.display())]
@@ -94,76 +94,17 @@ pub(crate) fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -
     move |source| BisectRunError::Io(at(source))
 }
 
-impl JudgeArgs {
-    pub(crate) fn sizes(&self) -> Result<(u64, u64), BisectRunError> {
-        let max_n = self.max_n.unwrap_or(self.n.saturating_mul(4));
-        if self.n < 3 || max_n < self.n {
-            return Err(BisectRunError::Sizes { n: self.n, max_n });
-        }
-        Ok((self.n, max_n))
-    }
-
-    pub(crate) fn options(&self) -> JudgeOptions {
-        let mut o = JudgeOptions::with_min_samples(self.n as usize);
-        o.threshold_pct = self.threshold_pct;
-        o.alpha = self.alpha;
-        o
-    }
-
-    pub(crate) fn script(&self) -> PathBuf {
-        self.paths.script()
-    }
-
-    pub(crate) fn kernel_root(&self) -> PathBuf {
-        self.paths.kernel_root("out/bisect-kernels")
-    }
-
-    pub(crate) fn base(&self) -> Result<(PathBuf, LinuxGuest), BisectRunError> {
-        let dir = self.paths.guest_dir();
-        let g = artifacts::linux_guest(&dir).map_err(|e| BisectRunError::Baseline {
-            path: dir.clone(),
-            why: format!(
-                "{} (scripts/build-artifacts.sh builds the guest)",
-                truecold_proto::measure::error_chain(&e)
-            ),
-        })?;
-        Ok((dir, g))
-    }
-
-    /// The flags a `step` needs to judge like this (for `git bisect run … step`).
-    fn step_flags(&self) -> Vec<String> {
-        let mut v = vec![
-            "-n".to_string(),
-            self.n.to_string(),
-            "--threshold-pct".into(),
-            self.threshold_pct.to_string(),
-            "--alpha".into(),
-            self.alpha.to_string(),
-        ];
-        if let Some(m) = self.max_n {
-            v.extend(["--max-n".into(), m.to_string()]);
-        }
-        // Absolute: `git bisect run` runs the step in the kernel tree, not here.
-        if let Some(p) = &self.paths.vmm {
-            v.extend(["--vmm".into(), abs(p)]);
-        }
-        v.extend([
-            "--guest-dir".into(),
-            abs(&self.paths.guest_dir()),
-            "--kernel-dir".into(),
-            abs(&self.kernel_root()),
-            "--kernel-build".into(),
-            abs(&self.script()),
-        ]);
-        v
-    }
-}
-
-pub(crate) fn abs(p: &Path) -> String {
-    std::path::absolute(p)
-        .unwrap_or_else(|_| p.to_path_buf())
-        .display()
-        .to_string()
+/// The base guest directory and its guest (the initramfs and init every kernel goes with).
+pub(crate) fn base(j: &JudgePlan) -> Result<(PathBuf, LinuxGuest), BisectRunError> {
+    let dir = j.paths.guest_dir.clone();
+    let g = artifacts::linux_guest(&dir).map_err(|e| BisectRunError::Baseline {
+        path: dir.clone(),
+        why: format!(
+            "{} (scripts/build-artifacts.sh builds the guest)",
+            truecold_proto::measure::error_chain(&e)
+        ),
+    })?;
+    Ok((dir, g))
 }
 
 /// `git -C tree args…`'s stdout, trimmed.
@@ -203,7 +144,7 @@ fn campaign_plan(
     backing: Backing,
     deadline_ms: u64,
     n: u64,
-    j: &JudgeArgs,
+    j: &JudgePlan,
     guest_dir: &Path,
     out: &Path,
 ) -> Result<CampaignPlan, BisectRunError> {
@@ -273,7 +214,7 @@ fn commit_record(
     tree: &Path,
     good: &str,
     bad: &str,
-    j: &JudgeArgs,
+    j: &JudgePlan,
 ) -> Result<BisectFile, BisectRunError> {
     let v = truecold_proof::verify_dir(baseline);
     let why = |w: String| BisectRunError::Baseline {
@@ -289,7 +230,7 @@ fn commit_record(
             "a probe-guest bundle boots no kernel: bisect needs a Linux bundle".into(),
         ));
     }
-    let (n, max_n) = j.sizes()?;
+    let (n, max_n) = (j.n, j.max_n);
     Ok(BisectFile {
         schema: BISECT_SCHEMA,
         kind: BisectKind::Commit,
@@ -298,7 +239,7 @@ fn commit_record(
         contract: r.contract.kind,
         vcpus: r.configuration.vcpus,
         mem_bytes: r.configuration.mem_bytes,
-        judge: j.options(),
+        judge: j.options.clone(),
         n,
         max_n,
         source: abs(tree),
@@ -341,7 +282,7 @@ pub(crate) fn step_dir(f: &BisectFile, what: &str, n: u64) -> String {
 }
 
 /// `truecold bisect step`: returns the exit code for `git bisect run`.
-pub fn step(a: &StepArgs, invocation: &str) -> Result<StepOutcome, BisectRunError> {
+pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectRunError> {
     let t0 = Instant::now();
     let baseline = if a
         .baseline
@@ -394,16 +335,16 @@ fn measure_commit(
     tree: &Path,
     commit: &str,
     subject: &str,
-    j: &JudgeArgs,
+    j: &JudgePlan,
     invocation: &str,
 ) -> Result<StepOutcome, BisectRunError> {
     let t0 = Instant::now();
-    let (_, base) = j.base()?;
+    let (_, base) = base(j)?;
     if !git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
         return Err(BisectRunError::Dirty(tree.to_path_buf()));
     }
-    let kdir = j.kernel_root().join(format!("commit-{commit}"));
-    let script = j.script();
+    let kdir = j.paths.kernel_root.join(format!("commit-{commit}"));
+    let script = j.paths.script.clone();
     let build = KernelBuild {
         script: &script,
         variant: "base",
@@ -479,18 +420,18 @@ fn measure_commit(
 }
 
 /// `results/<UTC>-bisect-<kind>-<host>-<v>vcpu-<m>mib`.
-pub(crate) fn default_out(kind: &str, c: &ContextArgs) -> PathBuf {
+pub(crate) fn default_out(kind: &str, c: &BisectContext) -> PathBuf {
     let (stamp, _) = crate::clock::utc_now();
     PathBuf::from("results").join(format!(
         "{stamp}-bisect-{kind}-{}-{}vcpu-{}mib",
         if c.nested { "nested-linux" } else { "linux" },
-        c.guest.vcpus,
-        c.guest.mem.mib()
+        c.vcpus,
+        c.mem.mib()
     ))
 }
 
 /// The host a bisect measures on and its deadline default.
-pub(crate) fn context_host(c: &ContextArgs) -> Result<(HostKind, u64), BisectRunError> {
+pub(crate) fn context_host(c: &BisectContext) -> Result<(HostKind, u64), BisectRunError> {
     if c.nested {
         return Ok((
             HostKind::NestedEmulated,
@@ -502,10 +443,10 @@ pub(crate) fn context_host(c: &ContextArgs) -> Result<(HostKind, u64), BisectRun
 }
 
 /// `truecold bisect run`: the whole session; returns the directory.
-pub fn run(a: &RunBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
+pub fn run(a: &BisectRunPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
     let t0 = Instant::now();
     let tree = std::path::absolute(&a.kernel_tree).map_err(io("resolve", &a.kernel_tree))?;
-    let (n, _) = a.judge.sizes()?;
+    let n = a.judge.n;
     let out = a
         .out
         .clone()
@@ -545,7 +486,7 @@ pub fn run(a: &RunBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunErro
 
 /// One `git bisect` session: its tree, its two sides and its directory.
 struct Session<'a> {
-    a: &'a RunBisectArgs,
+    a: &'a BisectRunPlan,
     tree: &'a Path,
     good: &'a str,
     bad: &'a str,
@@ -616,11 +557,11 @@ impl Session<'_> {
     /// 1. The baseline: the good commit, measured once, into a new record.
     fn baseline(&self, n: u64) -> Result<(BisectFile, String), BisectRunError> {
         let (a, tree, good, out) = (self.a, self.tree, self.good, self.out);
-        let (_, base) = a.judge.base()?;
+        let (_, base) = base(&a.judge)?;
         let (host, deadline_ms) = context_host(&a.context)?;
-        let script = a.judge.script();
+        let script = a.judge.paths.script.clone();
         git(tree, &["checkout", "--quiet", good])?;
-        let kdir = a.judge.kernel_root().join(format!("commit-{good}"));
+        let kdir = a.judge.paths.kernel_root.join(format!("commit-{good}"));
         let build = KernelBuild {
             script: &script,
             variant: "base",
@@ -637,11 +578,11 @@ impl Session<'_> {
             host_kind: host,
             clock: host.clock(),
             contract: ContractKind::Linux,
-            vcpus: u32::from(a.context.guest.vcpus.get()),
-            mem_bytes: a.context.guest.mem.bytes(),
-            judge: a.judge.options(),
+            vcpus: u32::from(a.context.vcpus.get()),
+            mem_bytes: a.context.mem.bytes(),
+            judge: a.judge.options.clone(),
             n,
-            max_n: a.judge.sizes()?.1,
+            max_n: a.judge.max_n,
             source: tree.display().to_string(),
             good: good.to_string(),
             bad: self.bad.to_string(),

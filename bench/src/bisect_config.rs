@@ -9,9 +9,10 @@ use crate::artifacts::LinuxGuest;
 use crate::bisect::{
     abs, context_host, default_out, io, record_guest, save, step_dir, BisectRunError,
 };
-use crate::cli::{ConfigBisectArgs, DEFAULT_SEED};
+use crate::cli::DEFAULT_SEED;
 use crate::kernel::{KernelBuild, KernelError};
 use crate::phase::{PhaseArm, PhasePlan};
+use crate::plan::bisect::ConfigBisectPlan;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -166,7 +167,7 @@ fn split<T: Clone>(c: &[T], n: usize) -> Vec<Vec<T>> {
 /// A config bisect under way: the two sides' kernels, where candidates are built, and the
 /// candidates already measured by resolved config.
 struct ConfigSearch<'a> {
-    a: &'a ConfigBisectArgs,
+    a: &'a ConfigBisectPlan,
     invocation: &'a str,
     out: PathBuf,
     base_dir: PathBuf,
@@ -446,9 +447,9 @@ fn config_record(
         host_kind: s.host,
         clock: s.host.clock(),
         contract: ContractKind::Linux,
-        vcpus: u32::from(a.context.guest.vcpus.get()),
-        mem_bytes: a.context.guest.mem.bytes(),
-        judge: a.judge.options(),
+        vcpus: u32::from(a.context.vcpus.get()),
+        mem_bytes: a.context.mem.bytes(),
+        judge: a.judge.options.clone(),
         n,
         max_n,
         source: a
@@ -470,9 +471,9 @@ fn config_record(
 }
 
 /// `truecold bisect config`: returns the directory.
-pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectRunError> {
+pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
     let t0 = Instant::now();
-    let sizes = a.judge.sizes()?;
+    let sizes = (a.judge.n, a.judge.max_n);
     let out = a
         .out
         .clone()
@@ -480,7 +481,7 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
     if out.symlink_metadata().is_ok() {
         return Err(BisectRunError::OutExists(out));
     }
-    let (base_dir, base) = a.judge.base()?;
+    let (base_dir, base) = crate::bisect::base(&a.judge)?;
     let (host, deadline_ms) = context_host(&a.context)?;
     let mut s = ConfigSearch {
         a,
@@ -490,8 +491,8 @@ pub fn config(a: &ConfigBisectArgs, invocation: &str) -> Result<PathBuf, BisectR
         base,
         host,
         deadline_ms,
-        script: a.judge.script(),
-        root: a.judge.kernel_root(),
+        script: a.judge.paths.script.clone(),
+        root: a.judge.paths.kernel_root.clone(),
         good_dir: PathBuf::new(),
         good_cfg: String::new(),
         good_sha: String::new(),

@@ -7,11 +7,21 @@ use std::path::PathBuf;
 use truecold_proto::kinds::{Backing, Engine};
 use truecold_proto::limits::{GuestMem, Vcpus};
 
+/// Exit status of a usage error (an unknown flag, a bad or missing value), for every
+/// subcommand, as `truecold-proof` does: `git bisect run` reads 125 as "skip this commit",
+/// where clap's default 2 would read as "bad".
+pub const EXIT_USAGE: u8 = 125;
+/// `truecold run`: the bundle is written and VALID, but some launch failed (without
+/// `--allow-failures`).
+pub const EXIT_LAUNCHES_FAILED: u8 = 3;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "truecold",
     version,
-    about = "True-cold microVM launches, measured and written as a checksummed proof bundle"
+    about = "True-cold microVM launches, measured and written as a checksummed proof bundle",
+    after_help = "Exit status: each subcommand's --help says; any usage error (unknown flag, bad \
+                  or missing value) exits 125 whatever the subcommand; --help and --version 0."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -22,20 +32,47 @@ pub struct Cli {
 pub enum Cmd {
     /// Run a campaign (default: 1,000 sequential 2 vCPU / 16 GiB Linux boots; on a host whose
     /// /dev/kvm cannot boot Linux, the probe-guest campaign, labelled as such).
+    #[command(after_help = RUN_EXIT)]
     Run(RunArgs),
     /// Tune the boot path: a baseline and one arm per knob (kernel command line, Kconfig,
     /// VMM), interleaved, each a complete bundle; the knobs' effects with bootstrap CIs and
     /// Mann–Whitney p; the winners combined and confirmed (final A/B, leave one out); one
     /// verifiable directory.
+    #[command(after_help = TUNE_EXIT)]
     Tune(TuneArgs),
     /// One phase of a tune from its plan file (what `truecold tune --nested` runs in L1).
-    #[command(hide = true)]
+    #[command(hide = true, after_help = TUNE_PHASE_EXIT)]
     TunePhase(TunePhaseArgs),
     /// Find the commit of a kernel tree (`run`, or `step` under `git bisect run`) or the
     /// symbols of a kernel config (`config`) that made a true-cold boot slower; every step a
     /// bundle, judged by `truecold-proof compare`'s rule, in one verifiable directory.
+    #[command(after_help = BISECT_EXIT)]
     Bisect(BisectArgs),
 }
+
+/// `truecold run --help`'s exit statuses.
+const RUN_EXIT: &str = "Exit status: 0 bundle written and VALID, every launch strict-ready (or \
+    --allow-failures); 3 bundle written and VALID but some launch failed (the summary's error \
+    kinds say which; failures are data, kept in samples.csv); 2 bundle written but the \
+    verifier found problems; 130 interrupted (a VALID partial bundle, marked incomplete); 1 \
+    nothing launched or written (the error says why: a flag combination, a host limit checked \
+    before the first launch, a missing artifact); 125 usage error.";
+/// `truecold tune --help`'s.
+const TUNE_EXIT: &str = "Exit status: 0 tune directory written and VALID; 2 written but \
+    invalid; 1 nothing written (the error says why); 125 usage error.";
+/// `truecold tune-phase --help`'s.
+const TUNE_PHASE_EXIT: &str = "Exit status: 0 phase directory written and VALID; 2 written but \
+    invalid; 130 interrupted; 1 nothing written; 125 usage error.";
+/// `truecold bisect --help`'s.
+const BISECT_EXIT: &str = "Exit status: each subcommand's --help says; any usage error 125.";
+/// `truecold bisect step --help`'s: what `git bisect run` reads.
+const BISECT_STEP_EXIT: &str = "Exit status (as `git bisect run` reads it): 0 good, 1 bad, 125 \
+    skip (the build failed, strict-ready broke, still inconclusive at --max-n; also any usage \
+    error), 200 cannot judge: stop (no baseline, another host kind, a bad -n / --max-n).";
+/// `truecold bisect run|config --help`'s.
+const BISECT_RUN_EXIT: &str = "Exit status: 0 the bisect directory names a culprit and is \
+    VALID; 2 written but invalid; 1 nothing found or written (the error says why); 125 usage \
+    error.";
 
 impl Cli {
     /// `truecold run …` from its words: a parse error, or an error when they name another
@@ -190,7 +227,15 @@ pub struct RunArgs {
     /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
     #[arg(long, default_value_t = 0)]
     pub attribution: u64,
+    /// Exit 0 even when some launch failed (without it: 3). The bundle is written and VALID
+    /// either way: failures are data, each a typed row of samples.csv.
+    #[arg(long)]
+    pub allow_failures: bool,
 }
+
+/// `truecold run`'s flags that change only its exit status, not the campaign: never in
+/// `cmdline.txt`'s explicit line, so not in the verifier's flag lists.
+pub const EXIT_POLICY_FLAGS: &[&str] = &["--allow-failures"];
 
 /// The default `--seed` of an engines or nested campaign ("truecold" in ASCII).
 pub const DEFAULT_SEED: u64 = 0x7472_7565_636f_6c64;
@@ -302,10 +347,13 @@ pub struct BisectArgs {
 pub enum BisectCmd {
     /// One step, for `git bisect run`: build the tree's checkout, measure it, judge it
     /// against the baseline; exit 0 good, 1 bad, 125 skip (200: cannot judge, stop).
+    #[command(after_help = BISECT_STEP_EXIT)]
     Step(StepArgs),
     /// A whole `git bisect` session between two commits of a kernel tree.
+    #[command(after_help = BISECT_RUN_EXIT)]
     Run(RunBisectArgs),
     /// The smallest set of symbols between two kernel configs that explains a slowdown.
+    #[command(after_help = BISECT_RUN_EXIT)]
     Config(ConfigBisectArgs),
 }
 
@@ -437,6 +485,9 @@ mod tests {
         for a in run.get_arguments() {
             let Some(long) = a.get_long() else { continue };
             if long == "help" {
+                continue;
+            }
+            if EXIT_POLICY_FLAGS.contains(&format!("--{long}").as_str()) {
                 continue;
             }
             if a.get_action().takes_values() {

@@ -4,31 +4,9 @@
 //! initramfs and init, and what the nested harness packs with them).
 
 use crate::artifacts::LinuxGuest;
-use crate::cli::KernelPaths;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use truecold_proto::path_io::PathIoError;
-
-impl KernelPaths {
-    /// The base guest directory in effect.
-    pub fn guest_dir(&self) -> PathBuf {
-        crate::artifacts::guest_dir(self.guest_dir.as_deref())
-    }
-
-    /// `--kernel-dir`, else `default`.
-    pub fn kernel_root(&self, default: &str) -> PathBuf {
-        self.kernel_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(default))
-    }
-
-    /// `--kernel-build`, else kernel-config/build.sh.
-    pub fn script(&self) -> PathBuf {
-        self.kernel_build
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("kernel-config/build.sh"))
-    }
-}
 
 /// What the build script writes (never copied from the base guest).
 pub const KERNEL_FILES: [&str; 4] = ["vmlinux", "bzImage", "config", "manifest.json"];

@@ -1,19 +1,32 @@
 //! `truecold`: campaigns of true-cold microVM launches → checksummed proof bundles.
 //!
-//! Exit status: 0 bundle written and verified; 2 bundle written but the verifier found
-//! problems (e.g. a repeated boot id: a contract violation); 130 interrupted (a valid
-//! partial bundle, marked incomplete, was written); 1 nothing written (the error says why).
+//! Exit status (each subcommand's `--help` says its own): `run` 0 bundle written and
+//! verified, every launch strict-ready (or `--allow-failures`); 3 written and verified but
+//! some launch failed; 2 bundle written but the verifier found problems (e.g. a repeated boot
+//! id: a contract violation); 130 interrupted (a valid partial bundle, marked incomplete, was
+//! written); 1 nothing written (the error says why). Any usage error 125 (as
+//! `truecold-proof`), `--help` and `--version` 0.
 
 use clap::Parser;
 use std::process::ExitCode;
-use truecold_bench::cli::{Cli, Cmd};
+use truecold_bench::cli::{Cli, Cmd, EXIT_LAUNCHES_FAILED, EXIT_USAGE};
 use truecold_bench::launch::shell_quote;
+use truecold_bench::plan::bisect::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
+use truecold_bench::plan::tune::{TunePhaseRun, TunePlan};
 use truecold_bench::plan::CampaignPlan;
-use truecold_bench::run::{level_lines, run, RunError};
+use truecold_bench::run::{failed_kinds, failure_lines, level_lines, run, RunError};
 use truecold_proto::measure::error_chain as chain;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // --help and --version print and succeed; every other parse error is a usage
+            // error, 125 whatever the subcommand.
+            let _ = e.print();
+            return ExitCode::from(if e.exit_code() == 0 { 0 } else { EXIT_USAGE });
+        }
+    };
     let invocation = std::env::args()
         .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
@@ -46,8 +59,15 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
             ExitCode::from(2)
         }
     };
+    let failed = |e: &dyn std::error::Error, code: ExitCode| {
+        eprintln!("truecold: error: {}", chain(e));
+        code
+    };
     match &args.cmd {
-        BisectCmd::Step(a) => match bisect::step(a, invocation) {
+        BisectCmd::Step(a) => match BisectStepPlan::from_cli(a)
+            .map_err(bisect::BisectRunError::from)
+            .and_then(|p| bisect::step(&p, invocation))
+        {
             Ok(o) => {
                 println!("truecold bisect step: {}", o.as_str());
                 ExitCode::from(o.exit_code() as u8)
@@ -57,19 +77,19 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
                 ExitCode::from(EXIT_ABORT)
             }
         },
-        BisectCmd::Run(a) => match bisect::run(a, invocation) {
-            Ok(dir) => done(dir),
-            Err(e) => {
-                eprintln!("truecold: error: {}", chain(&e));
-                ExitCode::FAILURE
-            }
+        BisectCmd::Run(a) => match BisectRunPlan::from_cli(a) {
+            Err(e) => failed(&e, ExitCode::FAILURE),
+            Ok(p) => match bisect::run(&p, invocation) {
+                Ok(dir) => done(dir),
+                Err(e) => failed(&e, ExitCode::FAILURE),
+            },
         },
-        BisectCmd::Config(a) => match truecold_bench::bisect_config::config(a, invocation) {
-            Ok(dir) => done(dir),
-            Err(e) => {
-                eprintln!("truecold: error: {}", chain(&e));
-                ExitCode::FAILURE
-            }
+        BisectCmd::Config(a) => match ConfigBisectPlan::from_cli(a) {
+            Err(e) => failed(&e, ExitCode::FAILURE),
+            Ok(p) => match truecold_bench::bisect_config::config(&p, invocation) {
+                Ok(dir) => done(dir),
+                Err(e) => failed(&e, ExitCode::FAILURE),
+            },
         },
     }
 }
@@ -99,10 +119,21 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
                 out.written.path.display(),
                 out.written.path.display()
             );
+            let failed = failed_kinds(&out);
+            for l in failure_lines(&failed) {
+                println!("{l}");
+            }
             if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
                 ExitCode::from(2)
             } else if out.interrupted {
                 ExitCode::from(130)
+            } else if !failed.is_empty() && !args.allow_failures {
+                eprintln!(
+                    "truecold: {} launch(es) failed (exit {EXIT_LAUNCHES_FAILED}; the bundle is \
+                     VALID and keeps them as data; --allow-failures exits 0)",
+                    failed.values().sum::<u64>()
+                );
+                ExitCode::from(EXIT_LAUNCHES_FAILED)
             } else {
                 ExitCode::SUCCESS
             }
@@ -120,7 +151,14 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
         print!("{}", truecold_bench::tune::catalogue_text());
         return ExitCode::SUCCESS;
     }
-    match truecold_bench::tune::tune(args, invocation) {
+    let plan = match TunePlan::from_cli(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("truecold: error: {}", chain(&e));
+            return ExitCode::FAILURE;
+        }
+    };
+    match truecold_bench::tune::tune(&plan, invocation) {
         Ok(out) => {
             for w in &out.warnings {
                 eprintln!("truecold: warning: {w}");
@@ -149,16 +187,9 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
 /// 1 nothing written.
 fn tune_phase_main(args: &truecold_bench::cli::TunePhaseArgs, invocation: &str) -> ExitCode {
     use truecold_bench::phase::{run_here, PhasePlan};
-    let guest_dir = truecold_bench::artifacts::guest_dir(args.guest_dir.as_deref());
-    let ran = PhasePlan::read(&args.plan).and_then(|plan| {
-        run_here(
-            &plan,
-            args.vmm.as_deref(),
-            &guest_dir,
-            &args.out,
-            invocation,
-        )
-    });
+    let p = TunePhaseRun::from_cli(args);
+    let ran = PhasePlan::read(&p.plan_file)
+        .and_then(|plan| run_here(&plan, p.vmm.as_deref(), &p.guest_dir, &p.out, invocation));
     match ran {
         Ok((w, interrupted)) => {
             print!("{}", w.verdict.render(&w.path, 5));

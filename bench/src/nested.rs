@@ -292,10 +292,11 @@ pub(crate) fn in_l1(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Cli;
-
     fn parse(argv: &[&str]) -> CampaignPlan {
-        CampaignPlan::from_cli(&Cli::try_parse_run(argv).unwrap()).unwrap()
+        let words = argv
+            .strip_prefix(&["truecold", "run"])
+            .expect("truecold run …");
+        CampaignPlan::of_words(words).unwrap()
     }
 
     #[test]

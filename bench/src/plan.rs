@@ -1,17 +1,26 @@
-//! The checked plan of one campaign, built once: from `truecold run`'s arguments
-//! ([`CampaignPlan::from_cli`], every cross-flag check and default here) or, for a tune arm
-//! or a bisect step, from code ([`CampaignPlan::sequential`]). Everything downstream (the
-//! plain campaign, the engines and parity campaigns, the nested harness) reads a plan, never
-//! the command line; [`explicit_args`] spells a plan back as the `truecold run` arguments that
-//! run it again.
+//! The checked plans, each built once from its command's clap arguments (every cross-flag
+//! check, default and parse here; an error is an [`ArgError`]): a campaign's
+//! ([`CampaignPlan::from_cli`], or, for a tune arm or a bisect step, from code:
+//! [`CampaignPlan::sequential`]), a tune's and a tune phase's ([`tune`]), and the three bisect
+//! commands' ([`bisect`]). Everything downstream (the plain campaign, the engines and parity
+//! campaigns, the nested harness, `tune`, `bisect`, `bisect_config`) reads a plan, never the
+//! command line; [`explicit_args`] spells a campaign plan back as the `truecold run`
+//! arguments that run it again.
 
-use crate::cli::{ModeArg, RunArgs, DEFAULT_SEED};
+pub mod bisect;
+pub mod tune;
+
+use crate::cli::{KernelPaths, ModeArg, RunArgs, DEFAULT_SEED};
 use crate::launch::shell_quote;
 use crate::schedule::{Schedule, ScheduleError};
 use std::path::{Path, PathBuf};
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, Engine};
 use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
+use truecold_proto::tune::KnobSetError;
+
+/// The fewest rounds of a tune phase (a kernel A/B's too).
+pub use crate::phase::MIN_ROUNDS;
 
 /// Argument errors.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -44,6 +53,24 @@ pub enum ArgError {
     SeedNotUsed,
     #[error("--parity: {0}")]
     Parity(&'static str),
+    #[error("--knobs")]
+    Knobs(#[source] KnobSetError),
+    #[error("no knob to tune: --knobs names none (see --list-knobs)")]
+    NoKnobs,
+    #[error("--rounds / --confirm-rounds must be at least {MIN_ROUNDS} (got {0})")]
+    TooFewRounds(u64),
+    #[error(
+        "--budget {budget} launches leaves {rounds} round(s) per phase for {arms} arm(s) at \
+         worst; at least {MIN_ROUNDS} are needed ({need} launches)"
+    )]
+    Budget {
+        budget: u64,
+        rounds: u64,
+        arms: u64,
+        need: u64,
+    },
+    #[error("-n must be at least 3 and --max-n at least -n (got -n {n}, --max-n {max_n})")]
+    BisectSizes { n: u64, max_n: u64 },
 }
 
 fn mode_name(m: ModeArg) -> &'static str {
@@ -213,6 +240,16 @@ impl CampaignPlan {
             vmm: a.vmm.clone(),
             guest_dir: a.guest_dir.clone(),
         })
+    }
+
+    /// The plan of `truecold run <words>` (tests: the words as a user types them).
+    #[cfg(test)]
+    pub(crate) fn of_words(words: &[&str]) -> Result<CampaignPlan, ArgError> {
+        let mut v = vec!["truecold", "run"];
+        v.extend_from_slice(words);
+        let a = crate::cli::Cli::try_parse_run(v)
+            .unwrap_or_else(|e| panic!("`truecold run {}`: {e}", words.join(" ")));
+        CampaignPlan::from_cli(&a)
     }
 
     /// `n` sequential launches of `guest` (a tune arm, a bisect step, a phase in L1): no
@@ -428,6 +465,38 @@ fn schedule(a: &RunArgs) -> Result<Schedule, ArgError> {
     };
     s.validate()?;
     Ok(s)
+}
+
+/// Where a tune's or a bisect's kernels come from and go, defaults resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelPlan {
+    /// The truecold-vmm binary (`None`: next to this binary).
+    pub vmm: Option<PathBuf>,
+    /// The base guest directory in effect: its initramfs and init go with every kernel.
+    pub guest_dir: PathBuf,
+    /// Where the kernels are built.
+    pub kernel_root: PathBuf,
+    /// The kernel build script.
+    pub script: PathBuf,
+}
+
+impl KernelPlan {
+    /// `--vmm`, `--guest-dir` (else $TRUECOLD_GUEST_DIR, else out/guest), `--kernel-dir`
+    /// (else `default_root`), `--kernel-build` (else kernel-config/build.sh).
+    pub fn from_cli(p: &KernelPaths, default_root: &str) -> KernelPlan {
+        KernelPlan {
+            vmm: p.vmm.clone(),
+            guest_dir: crate::artifacts::guest_dir(p.guest_dir.as_deref()),
+            kernel_root: p
+                .kernel_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(default_root)),
+            script: p
+                .kernel_build
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("kernel-config/build.sh")),
+        }
+    }
 }
 
 /// Where the explicit argument list points: the resolved paths of a campaign.

@@ -7,6 +7,7 @@ use crate::artifacts;
 pub use crate::campaign::RunOutcome;
 use crate::engines_campaign;
 pub use crate::error::RunError;
+use crate::host::HostLimits;
 use crate::nested;
 use crate::plain::{self, check_drop_caches};
 use crate::plan::CampaignPlan;
@@ -21,6 +22,11 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         &plan.schedule,
         (!plan.nested()).then_some(euid),
     )?;
+    if !plan.nested() {
+        // Every rule the VMM would refuse each launch by, checked once before the first
+        // (the nested harness's L1 checks its own).
+        crate::host::preflight(HostLimits::read(), plan.guest.mem, plan.guest.backing)?;
+    }
     if plan.parity {
         return engines_campaign::run_parity(plan, invocation);
     }
@@ -81,4 +87,56 @@ pub fn level_lines(r: &truecold_proof::schema::ResultJson) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The failed launches of a finished campaign: every error kind with its count, summed over
+/// the bundle and (engines campaign) its arms' bundles; empty when every launch succeeded.
+pub fn failed_kinds(out: &RunOutcome) -> std::collections::BTreeMap<String, u64> {
+    let mut kinds = std::collections::BTreeMap::new();
+    let results = std::iter::once(&out.written)
+        .chain(out.arms.iter().map(|(_, w)| w))
+        .filter_map(|w| w.verdict.result.as_ref());
+    for r in results {
+        for (k, n) in &r.summary.errors {
+            *kinds.entry(k.clone()).or_insert(0) += n;
+        }
+    }
+    kinds
+}
+
+/// The error-kind table the summary ends with when any launch failed: `kind → count`.
+pub fn failure_lines(kinds: &std::collections::BTreeMap<String, u64>) -> Vec<String> {
+    if kinds.is_empty() {
+        return Vec::new();
+    }
+    let total: u64 = kinds.values().sum();
+    let width = kinds.keys().map(|k| k.len()).max().unwrap_or(0);
+    let mut v = vec![format!("failed launches by error kind ({total} in all):")];
+    v.extend(kinds.iter().map(|(k, n)| format!("  {k:<width$}  {n}")));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_kind_table_lists_every_kind_with_its_count() {
+        let none = std::collections::BTreeMap::new();
+        assert!(failure_lines(&none).is_empty());
+        let kinds: std::collections::BTreeMap<String, u64> = [
+            ("vmm_memory_too_large".to_string(), 2),
+            ("deadline".to_string(), 1),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            failure_lines(&kinds),
+            [
+                "failed launches by error kind (3 in all):",
+                "  deadline              1",
+                "  vmm_memory_too_large  2",
+            ]
+        );
+    }
 }

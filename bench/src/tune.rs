@@ -19,7 +19,6 @@
 
 use crate::artifacts::{self, ArtifactError, LinuxGuest};
 use crate::campaign;
-use crate::cli::TuneArgs;
 pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
 use crate::error::RunError;
 use crate::host::{kvm_host, HostError, PVM_EXPLANATION};
@@ -27,39 +26,26 @@ use crate::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
 };
 pub use crate::phase::{BASELINE, CONFIRM, MIN_ROUNDS, SCREEN};
-use crate::plan::deadline_ms;
+use crate::plan::tune::{phase_rounds, TunePlan, DEFAULT_ROUNDS};
+use crate::plan::{ArgError, Target};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::{rename_noreplace, BundleError, Written};
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::HostKind;
 use truecold_proto::path_io::PathIoError;
-use truecold_proto::tune::{self as knobs, Change, Knob, KnobSetError, TuneGuest};
+use truecold_proto::tune::{Change, Knob, TuneGuest};
 
 /// The arm with every winner.
 pub const RECOMMENDED: &str = "recommended";
-/// Rounds per arm when neither -n nor --noise-from says.
-pub const DEFAULT_ROUNDS: u64 = 10;
 
 /// Why a tune could not run or be written.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
-    #[error("--knobs")]
-    Knobs(#[source] KnobSetError),
-    #[error("no knob to tune: {0}")]
-    NoKnobs(String),
-    #[error("--rounds / --confirm-rounds must be at least {MIN_ROUNDS} (got {0})")]
-    TooFewRounds(u64),
-    #[error(
-        "--budget {budget} launches leaves {rounds} round(s) per phase for {arms} arm(s) at \
-         worst; at least {MIN_ROUNDS} are needed ({need} launches)"
-    )]
-    Budget {
-        budget: u64,
-        rounds: u64,
-        arms: u64,
-        need: u64,
-    },
+    /// A check of the plan that needs the guest or the noise (a `--knobs` that does not
+    /// apply to the guest found on this host, a `--budget` too small for the rounds).
+    #[error(transparent)]
+    Plan(#[from] ArgError),
     #[error("--noise-from {}: {why}", path.display())]
     NoiseBundle { path: PathBuf, why: String },
     #[error("{0} already exists; a tune directory is never overwritten (choose another --out)")]
@@ -94,54 +80,6 @@ impl From<HostError> for TuneError {
     fn from(e: HostError) -> Self {
         TuneError::Run(Box::new(RunError::from(e)))
     }
-}
-
-/// The knobs to tune: `--knobs` checked, or every catalogue knob that applies to `guest`.
-pub fn chosen_knobs(list: Option<&str>, guest: TuneGuest) -> Result<Vec<Knob>, TuneError> {
-    let v = match list {
-        Some(l) => knobs::parse_knobs(l, guest).map_err(TuneError::Knobs)?,
-        None => Knob::ALL
-            .iter()
-            .copied()
-            .filter(|k| k.applies_to(guest))
-            .collect(),
-    };
-    if v.is_empty() {
-        return Err(TuneError::NoKnobs(
-            "--knobs names none (see --list-knobs)".into(),
-        ));
-    }
-    Ok(v)
-}
-
-/// The rounds of each phase under `--budget`: the screen runs `1 + k` arms, the confirm
-/// phase at most `2 + k` (baseline, recommended, one leave-one-out arm per winner); both
-/// shrink alike to fit the worst case.
-pub fn phase_rounds(
-    k: u64,
-    screen: u64,
-    confirm: u64,
-    budget: Option<u64>,
-) -> Result<(u64, u64), TuneError> {
-    for r in [screen, confirm] {
-        if r < MIN_ROUNDS {
-            return Err(TuneError::TooFewRounds(r));
-        }
-    }
-    let Some(b) = budget else {
-        return Ok((screen, confirm));
-    };
-    let arms = (1 + k) + (2 + k);
-    let per = b / arms;
-    if per < MIN_ROUNDS {
-        return Err(TuneError::Budget {
-            budget: b,
-            rounds: per,
-            arms,
-            need: arms * MIN_ROUNDS,
-        });
-    }
-    Ok((screen.min(per), confirm.min(per)))
 }
 
 /// The noise of a verified bundle: its successful headlines' coefficient of variation.
@@ -272,32 +210,33 @@ fn phase_name(p: &str) -> &'static str {
 }
 
 /// `results/<UTC>-tune-<probe|linux|nested>-<v>vcpu-<m>mib`.
-pub fn default_dest(args: &TuneArgs, contract: ContractKind) -> PathBuf {
+pub fn default_dest(plan: &TunePlan, contract: ContractKind) -> PathBuf {
     let (stamp, _) = crate::clock::utc_now();
-    let what = match (contract, args.nested) {
+    let what = match (contract, plan.nested()) {
         (ContractKind::Probe, _) => "probe",
         (ContractKind::Linux, true) => "nested-linux",
         (ContractKind::Linux, false) => "linux",
     };
     PathBuf::from("results").join(format!(
         "{stamp}-tune-{what}-{}vcpu-{}mib",
-        args.guest.vcpus,
-        args.guest.mem.mib()
+        plan.vcpus,
+        plan.mem.mib()
     ))
 }
 
 /// The host a tune runs on: its kind, whether the VMM is forced (Linux on kvm_pvm) and the
 /// contract (a nested tune needs no KVM here: L1 brings its own).
 fn tune_host(
-    args: &TuneArgs,
+    plan: &TunePlan,
     warnings: &mut Vec<String>,
 ) -> Result<(HostKind, bool, ContractKind), TuneError> {
-    if args.nested {
+    if plan.nested() {
         return Ok((HostKind::NestedEmulated, false, ContractKind::Linux));
     }
     let (kind, w) = kvm_host()?;
     warnings.extend(w);
-    Ok(match (args.probe, args.linux, kind) {
+    let (probe, linux) = (plan.target == Target::Probe, plan.target == Target::Linux);
+    Ok(match (probe, linux, kind) {
         (true, _, _) => (kind, false, ContractKind::Probe),
         (false, true, HostKind::Pvm) => {
             let w = "--linux on a kvm_pvm host: an unmodified Linux kernel is not expected \
@@ -318,14 +257,14 @@ fn tune_host(
 
 /// The rounds of both phases and the noise they were sized from (`--noise-from`).
 fn rounds_of(
-    args: &TuneArgs,
+    plan: &TunePlan,
     k: usize,
 ) -> Result<(u64, u64, Option<truecold_proof::tune::Noise>), TuneError> {
-    let noise = match &args.noise_from {
+    let noise = match &plan.noise_from {
         Some(b) => Some(noise_of(b)?),
         None => None,
     };
-    let rounds = match (args.rounds, &noise) {
+    let rounds = match (plan.rounds, &noise) {
         (Some(n), _) => n,
         (None, Some(n)) => {
             truecold_proof::tune::rounds_for(n.cv_ppm, truecold_proof::tune::MIN_EFFECT_PPM)
@@ -341,8 +280,8 @@ fn rounds_of(
     let (screen, confirm) = phase_rounds(
         k as u64,
         rounds,
-        args.confirm_rounds.unwrap_or(rounds),
-        args.budget,
+        plan.confirm_rounds.unwrap_or(rounds),
+        plan.budget,
     )?;
     Ok((screen, confirm, noise))
 }
@@ -426,37 +365,38 @@ fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, 
     Ok(winners)
 }
 
-/// Runs the whole tune `args` describe (see the module doc) and writes its directory.
-pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError> {
+/// Runs the whole tune `plan` describes (see the module doc) and writes its directory.
+pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let mut warnings: Vec<String> = Vec::new();
-    let (host, force, contract) = tune_host(args, &mut warnings)?;
+    let (host, force, contract) = tune_host(tp, &mut warnings)?;
+    if !tp.nested() {
+        // The baseline's guest against this host, before any kernel is built or launched.
+        crate::host::preflight(crate::host::HostLimits::read(), tp.mem, tp.backing)?;
+    }
     let guest = match contract {
         ContractKind::Probe => TuneGuest::Probe,
         ContractKind::Linux => TuneGuest::Linux,
     };
-    let knobs = chosen_knobs(args.knobs.as_deref(), guest)?;
-    let (rounds_screen, rounds_confirm, noise) = rounds_of(args, knobs.len())?;
-    let deadline_ms = deadline_ms(args.deadline_ms, args.nested);
-    let dest = args
-        .out
-        .clone()
-        .unwrap_or_else(|| default_dest(args, contract));
+    let knobs = tp.knobs.for_guest(guest)?;
+    let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
+    let deadline_ms = tp.deadline_ms;
+    let dest = tp.out.clone().unwrap_or_else(|| default_dest(tp, contract));
     if dest.symlink_metadata().is_ok() {
         return Err(TuneError::OutExists(dest));
     }
-    let base_guest_dir = args.paths.guest_dir();
+    let base_guest_dir = tp.paths.guest_dir.clone();
     let base = match contract {
         ContractKind::Linux => Some(artifacts::linux_guest(&base_guest_dir)?),
         ContractKind::Probe => None,
     };
-    let vmm = match args.nested {
-        true => args.paths.vmm.clone().unwrap_or_default(),
-        false => artifacts::find_vmm(args.paths.vmm.as_deref())?,
+    let vmm = match tp.nested() {
+        true => tp.paths.vmm.clone().unwrap_or_default(),
+        false => artifacts::find_vmm(tp.paths.vmm.as_deref())?,
     };
     let facts = crate::host::read_facts(host);
-    let runner = if args.nested {
+    let runner = if tp.nested() {
         Runner::Nested {
-            vmm: args.paths.vmm.clone(),
+            vmm: tp.paths.vmm.clone(),
             base_guest_dir: base_guest_dir.clone(),
         }
     } else {
@@ -472,22 +412,22 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
     };
     let mut arms = Arms {
         base: base.as_ref(),
-        kernel_root: args.paths.kernel_root("out/tune-kernels"),
-        script: args.paths.script(),
+        kernel_root: tp.paths.kernel_root.clone(),
+        script: tp.paths.script.clone(),
         kernels: BTreeMap::new(),
     };
     let plan_of = |phase: &str, rounds: u64, arms: Vec<PhaseArm>, attribute: &[&str]| PhasePlan {
-        attribution: args.attribution,
+        attribution: tp.attribution,
         attribute: attribute.iter().map(|a| a.to_string()).collect(),
         phase: phase.to_string(),
         contract,
-        seed: args.seed,
+        seed: tp.seed,
         rounds,
-        vcpus: args.guest.vcpus,
-        mem: args.guest.mem,
-        backing: args.backing,
+        vcpus: tp.vcpus,
+        mem: tp.mem,
+        backing: tp.backing,
         deadline_ms,
-        kill_grace_ms: args.kill_grace_ms,
+        kill_grace_ms: tp.kill_grace_ms,
         arms,
     };
     let mut screen_arms = vec![arms.arm(BASELINE.to_string(), Vec::new())?];
@@ -499,7 +439,7 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
     // baseline and the recommended arm.
     let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
     let tmp = campaign::staging_dir(&dest, "tune")?;
-    let winners = winners_of(&runner.run(&screen, &tmp.join(SCREEN))?, args.seed, &knobs)?;
+    let winners = winners_of(&runner.run(&screen, &tmp.join(SCREEN))?, tp.seed, &knobs)?;
     if !winners.is_empty() {
         let confirm = plan_of(
             CONFIRM,
@@ -510,15 +450,15 @@ pub fn tune(args: &TuneArgs, invocation: &str) -> Result<TuneOutcome, TuneError>
         runner.run(&confirm, &tmp.join(CONFIRM))?;
     }
     let plan = truecold_proof::tune::TunePlan {
-        seed: args.seed,
+        seed: tp.seed,
         guest,
         knobs: knobs.clone(),
-        vcpus: u32::from(args.guest.vcpus.get()),
-        mem_bytes: args.guest.mem.bytes(),
-        backing: args.backing,
+        vcpus: u32::from(tp.vcpus.get()),
+        mem_bytes: tp.mem.bytes(),
+        backing: tp.backing,
         rounds_screen,
         rounds_confirm,
-        budget: args.budget,
+        budget: tp.budget,
         noise,
     };
     let verdict = truecold_proof::tune::write_tune(&tmp, &plan).map_err(TuneError::Tune)?;

@@ -134,6 +134,39 @@ impl GuestMem {
     }
 }
 
+/// 2 MiB, the page of the hugetlb backing.
+pub const HUGE_PAGE_2M: u64 = 2 << 20;
+
+/// A guest larger than the host's RAM: the VMM refuses it (`memory-too-large`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("guest memory of {requested_mib} MiB exceeds the host's RAM ({host_mib} MiB)")]
+pub struct ExceedsHostRam {
+    pub requested_mib: u64,
+    pub host_mib: u64,
+}
+
+impl GuestMem {
+    /// The host-RAM rule, one definition for the VMM (at every launch) and the bench
+    /// (before the first): the guest's memory may not exceed the host's MemTotal
+    /// (`host_total_bytes`).
+    pub fn fits_host(self, host_total_bytes: u64) -> Result<(), ExceedsHostRam> {
+        if self.bytes() > host_total_bytes {
+            return Err(ExceedsHostRam {
+                requested_mib: self.mib(),
+                host_mib: host_total_bytes / (1 << 20),
+            });
+        }
+        Ok(())
+    }
+
+    /// The fewest 2 MiB hugetlb pages one guest of this size maps: every byte of its RAM on
+    /// a 2 MiB page (the VMM's layout rounds its mappings up and adds the legacy hole, so a
+    /// launch needs this many or a page or two more).
+    pub fn huge_pages_at_least(self) -> u64 {
+        self.bytes().div_ceil(HUGE_PAGE_2M)
+    }
+}
+
 /// `#[serde(with = "truecold_proto::limits::serde_mib")]`: a [`GuestMem`] as a JSON field of
 /// whole MiB (the VMM report's `config.mem_mib`, whose bytes every bundle keeps), checked
 /// against the limits when read back.
@@ -160,6 +193,28 @@ impl fmt::Display for GuestMem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_ram_rule_and_the_hugetlb_lower_bound() {
+        let m = |mib| GuestMem::from_mib(mib).unwrap();
+        let gib = 1u64 << 30;
+        assert_eq!(m(1024).fits_host(gib), Ok(()));
+        assert_eq!(
+            m(1025).fits_host(gib),
+            Err(ExceedsHostRam {
+                requested_mib: 1025,
+                host_mib: 1024
+            })
+        );
+        let e = m(200_000).fits_host(24 * gib).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "guest memory of 200000 MiB exceeds the host's RAM (24576 MiB)"
+        );
+        assert_eq!(m(4).huge_pages_at_least(), 2);
+        assert_eq!(m(5).huge_pages_at_least(), 3);
+        assert_eq!(m(1024).huge_pages_at_least(), 512);
+    }
 
     #[test]
     fn vcpu_edges() {

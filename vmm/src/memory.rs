@@ -260,12 +260,11 @@ impl GuestRam {
 /// Checks `mem` against the host and the backing's preconditions.
 pub fn check_host(mem: GuestMem, backing: Backing) -> Result<(), MemoryError> {
     let host = crate::host::host_mem_total().ok_or(MemoryError::HostMemUnknown)?;
-    if mem.bytes() > host {
-        return Err(MemoryError::ExceedsHost {
-            requested_mib: mem.mib(),
-            host_mib: host / MIB,
-        });
-    }
+    // The rule the bench also checks before its first launch (one definition).
+    mem.fits_host(host).map_err(|e| MemoryError::ExceedsHost {
+        requested_mib: e.requested_mib,
+        host_mib: e.host_mib,
+    })?;
     if backing == Backing::Thp {
         let mode = thp_mode();
         if mode != "madvise" && mode != "always" {

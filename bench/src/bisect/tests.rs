@@ -1,34 +1,32 @@
 use super::*;
-use crate::cli::{Cli, Cmd};
-use clap::Parser;
+use crate::plan::bisect::{bisect_words, ConfigBisectPlan};
+use crate::plan::ArgError;
 
 #[test]
 fn the_cli_takes_the_three_subcommands_and_checks_sizes() {
-    let p = |v: &[&str]| Cli::try_parse_from(v).map(|c| c.cmd);
-    let Ok(Cmd::Bisect(b)) = p(&[
-        "truecold",
-        "bisect",
-        "step",
-        "--baseline",
-        "b",
-        "--dir",
-        "d",
-        "-n",
-        "4",
-    ]) else {
+    use crate::cli::BisectCmd;
+    let p = bisect_words;
+    let Ok(BisectCmd::Step(s)) = p(&["step", "--baseline", "b", "--dir", "d", "-n", "4"]) else {
         panic!("step does not parse")
     };
-    let BisectCmd::Step(s) = b.cmd else {
-        panic!("not step")
-    };
+    let s = BisectStepPlan::from_cli(&s).unwrap();
     assert_eq!(s.kernel_tree, PathBuf::from("."));
-    assert_eq!(s.judge.sizes().unwrap(), (4, 16));
-    let o = s.judge.options();
+    assert_eq!((s.judge.n, s.judge.max_n), (4, 16));
+    assert_eq!(
+        s.judge.paths.kernel_root,
+        PathBuf::from("out/bisect-kernels")
+    );
+    let o = &s.judge.options;
     assert_eq!((o.min_samples, o.threshold_pct, o.alpha), (4, 2.0, 0.01));
-    assert!(p(&["truecold", "bisect", "step", "--dir", "d"]).is_err());
-    let Ok(Cmd::Bisect(b)) = p(&[
-        "truecold",
-        "bisect",
+    assert!(p(&["step", "--dir", "d"]).is_err());
+    let Ok(BisectCmd::Step(s)) = p(&["step", "--baseline", "b", "--dir", "d", "-n", "2"]) else {
+        panic!("step does not parse")
+    };
+    assert_eq!(
+        BisectStepPlan::from_cli(&s),
+        Err(ArgError::BisectSizes { n: 2, max_n: 8 })
+    );
+    let Ok(BisectCmd::Run(r)) = p(&[
         "run",
         "--kernel-tree",
         "t",
@@ -42,22 +40,44 @@ fn the_cli_takes_the_three_subcommands_and_checks_sizes() {
     ]) else {
         panic!("run does not parse")
     };
-    let BisectCmd::Run(r) = b.cmd else {
-        panic!("not run")
-    };
     assert!(r.context.nested);
     assert_eq!(
         (r.context.guest.vcpus.get(), r.context.guest.mem.mib()),
         (1, 1024)
     );
-    assert!(matches!(
-        r.judge.sizes(),
-        Err(BisectRunError::Sizes { n: 6, max_n: 3 })
-    ));
-    assert!(p(&["truecold", "bisect", "config", "--good", "a", "--bad", "b", "-n", "2"]).is_ok());
+    assert_eq!(
+        BisectRunPlan::from_cli(&r),
+        Err(ArgError::BisectSizes { n: 6, max_n: 3 })
+    );
+    let Ok(BisectCmd::Config(c)) = p(&["config", "--good", "a", "--bad", "b", "-n", "2"]) else {
+        panic!("config does not parse")
+    };
+    assert_eq!(
+        ConfigBisectPlan::from_cli(&c),
+        Err(ArgError::BisectSizes { n: 2, max_n: 8 })
+    );
+    let Ok(BisectCmd::Run(r)) = p(&[
+        "run",
+        "--kernel-tree",
+        "t",
+        "--good",
+        "v1",
+        "--bad",
+        "v2",
+        "--nested",
+        "--max-n",
+        "6",
+    ]) else {
+        panic!("run does not parse")
+    };
+    let r = BisectRunPlan::from_cli(&r).unwrap();
+    assert_eq!(
+        (r.context.nested, r.context.vcpus.get(), r.context.mem.mib()),
+        (true, 1, 1024)
+    );
     let flags = r.judge.step_flags().join(" ");
     assert!(
-        flags.starts_with("-n 6 --threshold-pct 2 --alpha 0.01 --max-n 3"),
+        flags.starts_with("-n 6 --threshold-pct 2 --alpha 0.01 --max-n 6"),
         "{flags}"
     );
     // Every path absolute: git bisect runs the step inside the kernel tree.

@@ -461,9 +461,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         warnings: vec![],
         invocation: "truecold run --engines truecold,firecracker,qemu-microvm -n 3",
         explicit: {
-            let a = crate::cli::Cli::try_parse_run([
-                "truecold",
-                "run",
+            let a = CampaignPlan::of_words(&[
                 "--engines",
                 "truecold,firecracker,qemu-microvm",
                 "-n",
@@ -478,7 +476,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
             .unwrap();
             let bins: Vec<(Engine, PathBuf)> = arms.iter().map(|e| (*e, bin.clone())).collect();
             crate::plan::explicit_args(
-                &CampaignPlan::from_cli(&a).unwrap(),
+                &a,
                 "--linux",
                 crate::plan::ArgPaths {
                     vmm: &bin,
@@ -558,9 +556,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
 }
 
 fn parse(extra: &[&str]) -> CampaignPlan {
-    let mut v = vec!["truecold", "run"];
-    v.extend_from_slice(extra);
-    CampaignPlan::from_cli(&crate::cli::Cli::try_parse_run(v).unwrap()).unwrap()
+    CampaignPlan::of_words(extra).unwrap()
 }
 
 #[test]

@@ -167,3 +167,112 @@ fn stat_lines_with_odd_command_names_parse() {
     assert_eq!(stat_parent_and_state("42 (x) Z 1 0"), Some((1, 'Z')));
     assert_eq!(stat_parent_and_state("garbage"), None);
 }
+
+/// A host that passes every check before the first launch: 24 GiB of RAM, /dev/kvm opens, a
+/// pool of `free` of `total` 2 MiB pages.
+fn limits(free: u64, total: u64) -> HostLimits {
+    HostLimits {
+        mem_total_bytes: Some(24 << 30),
+        huge_pages_free: free,
+        huge_pages_total: total,
+        kvm_open: Ok(()),
+    }
+}
+
+fn mib(m: u64) -> GuestMem {
+    GuestMem::from_mib(m).unwrap()
+}
+
+#[test]
+fn the_checks_before_the_first_launch_refuse_what_every_launch_would() {
+    // The host's RAM: the VMM's own rule, at its edge.
+    assert!(preflight(limits(0, 0), mib(24 << 10), Backing::Anon).is_ok());
+    let e = preflight(limits(0, 0), mib(200_000), Backing::Anon).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HostError::MemExceedsHost {
+                mib: 200_000,
+                host_mib: 24576,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let chain = truecold_proto::measure::error_chain(&e);
+    assert!(chain.contains("pass --mem-mib 24576 or less"), "{chain}");
+    assert!(
+        chain.contains("guest memory of 200000 MiB exceeds the host's RAM (24576 MiB)"),
+        "{chain}"
+    );
+    assert!(preflight(limits(0, 0), mib((24 << 10) + 1), Backing::Thp).is_err());
+    let unknown = HostLimits {
+        mem_total_bytes: None,
+        ..limits(0, 0)
+    };
+    assert!(matches!(
+        preflight(unknown, mib(64), Backing::Anon),
+        Err(HostError::HostMemUnknown)
+    ));
+    // The hugetlb pool, for --backing hugetlb only: an empty one, one page short, enough.
+    assert!(preflight(limits(0, 0), mib(64), Backing::Anon).is_ok());
+    let e = preflight(limits(0, 0), mib(64), Backing::Hugetlb).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HostError::HugetlbPoolShort {
+                mib: 64,
+                needed: 32,
+                free: 0,
+                reserve: 34
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .contains("echo 34 > /proc/sys/vm/nr_hugepages"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--backing anon"), "{e}");
+    // Pages in use by others stay in use: the reserve counts them.
+    assert!(matches!(
+        preflight(limits(31, 100), mib(64), Backing::Hugetlb),
+        Err(HostError::HugetlbPoolShort {
+            free: 31,
+            reserve: 103,
+            ..
+        })
+    ));
+    assert!(preflight(limits(32, 32), mib(64), Backing::Hugetlb).is_ok());
+    // /dev/kvm: missing, or there but not openable read-write.
+    let no_kvm = HostLimits {
+        kvm_open: Err(std::io::ErrorKind::NotFound.into()),
+        ..limits(0, 0)
+    };
+    assert!(matches!(
+        preflight(no_kvm, mib(64), Backing::Anon),
+        Err(HostError::NoKvm)
+    ));
+    let denied = HostLimits {
+        kvm_open: Err(std::io::ErrorKind::PermissionDenied.into()),
+        ..limits(0, 0)
+    };
+    let e = preflight(denied, mib(64), Backing::Anon).unwrap_err();
+    assert!(matches!(e, HostError::KvmNotOpenable(_)), "{e:?}");
+    let chain = truecold_proto::measure::error_chain(&e);
+    assert!(
+        chain.contains("read-write") && chain.contains("kvm"),
+        "{chain}"
+    );
+    // /dev/kvm is checked first: nothing else matters without it.
+    let neither = HostLimits {
+        kvm_open: Err(std::io::ErrorKind::PermissionDenied.into()),
+        mem_total_bytes: None,
+        ..limits(0, 0)
+    };
+    assert!(matches!(
+        preflight(neither, mib(64), Backing::Hugetlb),
+        Err(HostError::KvmNotOpenable(_))
+    ));
+}

@@ -1,14 +1,11 @@
 use super::*;
-use crate::cli::Cli;
 use crate::host::forced_warning;
 use truecold_proto::kinds::Detection;
 use truecold_proto::kinds::HostKind as V;
 use truecold_proto::limits::{GuestMem, Vcpus};
 
 fn parse(extra: &[&str]) -> CampaignPlan {
-    let mut v = vec!["truecold", "run"];
-    v.extend_from_slice(extra);
-    CampaignPlan::from_cli(&Cli::try_parse_run(v).unwrap()).unwrap()
+    CampaignPlan::of_words(extra).unwrap()
 }
 
 fn explicit(a: &CampaignPlan, contract: ContractKind) -> Vec<String> {

@@ -1,15 +1,14 @@
 use super::*;
-use crate::cli::{Cli, Cmd};
 use crate::phase::kconfig_knobs;
-use clap::Parser;
+use crate::plan::tune::KnobChoice;
+use truecold_proto::tune::KnobSetError;
 
-fn parse(extra: &[&str]) -> TuneArgs {
-    let mut v = vec!["truecold", "tune"];
-    v.extend_from_slice(extra);
-    match Cli::try_parse_from(v).expect("parses").cmd {
-        Cmd::Tune(a) => a,
-        _ => panic!("not a tune"),
-    }
+fn parse(extra: &[&str]) -> TunePlan {
+    TunePlan::of_words(extra).unwrap()
+}
+
+fn chosen_knobs(list: Option<&str>, guest: TuneGuest) -> Result<Vec<Knob>, ArgError> {
+    KnobChoice::parse(list, guest)?.for_guest(guest)
 }
 
 #[test]
@@ -28,12 +27,23 @@ fn the_default_catalogue_is_every_knob_that_applies() {
     );
     assert!(matches!(
         chosen_knobs(Some("console"), TuneGuest::Probe),
-        Err(TuneError::Knobs(KnobSetError::NotForGuest(Knob::Console)))
+        Err(ArgError::Knobs(KnobSetError::NotForGuest(Knob::Console)))
     ));
     assert!(matches!(
         chosen_knobs(Some(" , "), TuneGuest::Linux),
-        Err(TuneError::NoKnobs(_))
+        Err(ArgError::NoKnobs)
     ));
+    // A guest not known before the host is: the list parsed against Linux (every knob), and
+    // checked again against the guest found.
+    let later = KnobChoice::parse(Some("console"), TuneGuest::Linux).unwrap();
+    assert_eq!(
+        later.for_guest(TuneGuest::Probe),
+        Err(ArgError::Knobs(KnobSetError::NotForGuest(Knob::Console)))
+    );
+    assert_eq!(
+        KnobChoice::parse(Some("console,bogus"), TuneGuest::Linux),
+        Err(ArgError::Knobs(KnobSetError::Unknown("bogus".into())))
+    );
 }
 
 #[test]
@@ -43,14 +53,14 @@ fn the_budget_shrinks_both_phases_to_the_worst_case() {
     assert_eq!(phase_rounds(2, 10, 10, Some(50)).unwrap(), (7, 7));
     assert_eq!(phase_rounds(2, 5, 10, Some(50)).unwrap(), (5, 7));
     match phase_rounds(2, 10, 10, Some(27)) {
-        Err(TuneError::Budget {
+        Err(ArgError::Budget {
             rounds, arms, need, ..
         }) => assert_eq!((rounds, arms, need), (3, 7, 35)),
         other => panic!("{other:?}"),
     }
     assert!(matches!(
         phase_rounds(2, 3, 10, None),
-        Err(TuneError::TooFewRounds(3))
+        Err(ArgError::TooFewRounds(3))
     ));
 }
 
@@ -134,15 +144,51 @@ fn the_cli_takes_a_tune() {
         "--knobs",
         "backing-thp",
         "-n",
-        "4",
+        "5",
         "--mem-mib",
         "2048",
     ]);
-    assert!(a.probe && !a.nested);
-    assert_eq!((a.rounds, a.guest.mem.mib()), (Some(4), 2048));
-    assert_eq!(a.knobs.as_deref(), Some("backing-thp"));
-    assert!(Cli::try_parse_from(["truecold", "tune", "--probe", "--nested"]).is_err());
-    let a = parse(&["--nested", "--budget", "100"]);
-    assert_eq!(a.budget, Some(100));
-    assert_eq!(a.guest.mem.mib(), DEFAULT_TUNE_MEM_MIB);
+    assert!(a.target == Target::Probe && !a.nested());
+    assert_eq!((a.rounds, a.mem.mib()), (Some(5), 2048));
+    assert_eq!(a.knobs, KnobChoice::Listed(vec![Knob::BackingThp]));
+    assert_eq!(a.paths.kernel_root, PathBuf::from("out/tune-kernels"));
+    assert_eq!(a.deadline_ms, crate::plan::DEFAULT_DEADLINE_MS);
+    let a = parse(&["--nested", "--budget", "1000"]);
+    assert_eq!(a.budget, Some(1000));
+    assert_eq!(a.mem.mib(), DEFAULT_TUNE_MEM_MIB);
+    assert_eq!(a.deadline_ms, crate::plan::DEFAULT_NESTED_DEADLINE_MS);
+    assert_eq!(a.knobs, KnobChoice::All);
+}
+
+/// Every check that needs no host is the plan's: made before the host is probed or a
+/// kernel built.
+#[test]
+fn the_plan_refuses_what_the_flags_alone_rule_out() {
+    let e = |w: &[&str]| TunePlan::of_words(w).unwrap_err();
+    assert_eq!(
+        e(&["--probe", "--knobs", "console"]),
+        ArgError::Knobs(KnobSetError::NotForGuest(Knob::Console))
+    );
+    assert_eq!(
+        e(&["--knobs", "hz-1000,hz-1000"]),
+        ArgError::Knobs(KnobSetError::Twice(Knob::Hz1000))
+    );
+    assert_eq!(e(&["--knobs", ","]), ArgError::NoKnobs);
+    assert_eq!(e(&["-n", "2"]), ArgError::TooFewRounds(2));
+    assert_eq!(e(&["--confirm-rounds", "1"]), ArgError::TooFewRounds(1));
+    assert_eq!(e(&["--deadline-ms", "0"]), ArgError::DeadlineZero);
+    // 2 probe knobs: 3 + 4 arms; 20 launches leave 2 rounds.
+    assert!(matches!(
+        e(&["--probe", "--budget", "20"]),
+        ArgError::Budget {
+            rounds: 2,
+            arms: 7,
+            ..
+        }
+    ));
+    // With the guest unknown (no --probe/--linux/--nested) and every knob, the budget waits
+    // for the host: the plan is made.
+    assert!(TunePlan::of_words(&["--budget", "20"]).is_ok());
+    // So does it with rounds sized from a noise bundle.
+    assert!(TunePlan::of_words(&["--probe", "--budget", "20", "--noise-from", "x"]).is_ok());
 }
