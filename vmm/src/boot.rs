@@ -431,12 +431,9 @@ fn run_inner(
         Some(c) => Some(confine_now(c, needs)?),
         None => None,
     };
-    if confined
-        .as_ref()
-        .is_some_and(|c| c.seccomp.installed || c.containment.contained)
-    {
-        // The seccomp stage: kernel_loaded → here (the jail and the filters; absent with
-        // neither).
+    if confined.as_ref().is_some_and(|c| c.seccomp.installed) {
+        // The seccomp stage: kernel_loaded → here (the jail, when there is one, and the
+        // filters; absent without a filter, as before the jail existed).
         st.sandboxed = Some(now_ns());
         acct.take(Mark::Sandboxed, host::counters(no_exits));
     }
