@@ -73,6 +73,12 @@ pub fn launch(
     })
 }
 
+/// Whether `line` (the first line of `--version`) is truecold-vmm's: `truecold-vmm 0.1.0`.
+pub fn is_version_line(line: &str) -> bool {
+    line.strip_prefix("truecold-vmm ")
+        .is_some_and(|v| !v.trim().is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,10 +93,4 @@ mod tests {
         }
         assert_eq!(jail_args_for(HostKind::NestedEmulated, None), ["--no-jail"]);
     }
-}
-
-/// Whether `line` (the first line of `--version`) is truecold-vmm's: `truecold-vmm 0.1.0`.
-pub fn is_version_line(line: &str) -> bool {
-    line.strip_prefix("truecold-vmm ")
-        .is_some_and(|v| !v.trim().is_empty())
 }
