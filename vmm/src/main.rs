@@ -240,11 +240,12 @@ impl BootArgs {
 }
 
 /// The jail of `cfg`: the user (`--uid/--gid`, else [`jail::JAIL_USER`]) and the vsock
-/// socket directory to bind.
+/// socket directory to bind; `--vsock-uds` made absolute in `cfg` (after `pivot_root` the
+/// working directory is the jail's root).
 fn jail_plan(
     uid: Option<u32>,
     gid: Option<u32>,
-    cfg: &BootConfig,
+    cfg: &mut BootConfig,
 ) -> Result<JailPlan, jail::JailError> {
     let (uid, gid, source) = match (uid, gid) {
         (Some(u), Some(g)) => {
@@ -262,8 +263,16 @@ fn jail_plan(
             (u, g, UserSource::Named(jail::JAIL_USER))
         }
     };
-    let binds = match &cfg.virtio.vsock_uds {
-        Some(uds) => vec![jail::socket_dir(uds)?],
+    let binds = match cfg.virtio.vsock_uds.as_mut() {
+        Some(uds) => {
+            let dir = jail::socket_dir(uds)?;
+            let name = uds.file_name().ok_or_else(|| jail::JailError::Path {
+                path: uds.display().to_string(),
+                why: "names no socket file",
+            })?;
+            *uds = dir.join(name);
+            vec![dir]
+        }
         None => Vec::new(),
     };
     Ok(JailPlan {
@@ -400,7 +409,7 @@ fn main() -> ExitCode {
         args.sandbox_selftest.clone(),
         args.no_jail,
     );
-    let cfg = match args.config() {
+    let mut cfg = match args.config() {
         Ok(cfg) => cfg,
         Err(e) => return fail(Error::Config(e), &mut sink),
     };
@@ -418,7 +427,7 @@ fn main() -> ExitCode {
             )),
         )
     } else {
-        match jail_plan(uid, gid, &cfg) {
+        match jail_plan(uid, gid, &mut cfg) {
             Ok(p) => (Some(p), None),
             Err(e) => return fail(Error::Jail(e), &mut sink),
         }

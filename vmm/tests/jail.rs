@@ -473,3 +473,49 @@ fn an_open_tap_works_from_a_new_network_namespace() {
     assert!(got > truecold_host::tap::VNET_HDR_LEN, "{got}");
     assert!(rx() > before, "the host saw no frame");
 }
+
+/// With vsock the socket directory is bound into the jail: a relative `--vsock-uds` (the
+/// working directory is the jail's root after `pivot_root`) is made absolute and its
+/// directory, canonical, is the one bind. The probe image booted as a kernel file speaks the
+/// ports protocol, so the boot is judged a failure; what matters is that the guest ran,
+/// jailed, with the bind.
+#[test]
+fn the_vsock_socket_directory_is_the_one_bind() {
+    common::require_kvm();
+    jail_user();
+    let dir = open_dir("vsock");
+    let kernel = dir.join("probe.elf");
+    std::fs::write(&kernel, truecold_vmm::probe::PROBE_ELF).unwrap();
+    let o = Command::new(VMM)
+        .current_dir(&dir)
+        .args([
+            "boot",
+            "--force",
+            "--transport",
+            "vsock",
+            "--vsock-uds",
+            "v.sock",
+            "--deadline-ms",
+            "2000",
+            "--kernel",
+        ])
+        .arg(&kernel)
+        .output()
+        .unwrap();
+    let r: BootReport = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    let c = containment(&r);
+    assert!(c.contained, "{c:?}");
+    assert_eq!(c.binds, [dir.canonicalize().unwrap().display().to_string()]);
+    // The vsock device's needs: the process-wide list grows, a vCPU thread's does not by
+    // socket or connect.
+    assert_eq!(
+        c.allowed_syscalls,
+        Some(sandbox::allowlist_for(0, DeviceNeeds::of(&r.config.virtio)).len() as u32)
+    );
+    assert_eq!(
+        r.config.virtio.vsock_uds.as_deref(),
+        Some(dir.canonicalize().unwrap().join("v.sock").as_path())
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
