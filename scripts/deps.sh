@@ -195,6 +195,14 @@ if ((${#missing[@]})); then
   fi
 fi
 l0_qemu
+# The VMM's jail user (docs/security.md): `truecold-vmm boot` run as root drops to it after
+# opening every descriptor it needs (it needs no access to /dev/kvm), and refuses to boot
+# when it is missing. A system user and group of its own, no home, no shell.
+if ! getent passwd truecold-vmm >/dev/null; then
+  getent group truecold-vmm >/dev/null || groupadd --system truecold-vmm
+  useradd --system --no-create-home --shell /usr/sbin/nologin --gid truecold-vmm truecold-vmm
+fi
+echo "deps: jail user: $(id truecold-vmm)"
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
 done

@@ -106,6 +106,12 @@ pub fn vmm_args(
     if force {
         v.push("--force".into());
     }
+    // The VMM jails itself as root unless told not to (TRUECOLD_VMM_JAIL=off; in L1).
+    v.extend(
+        truecold_engine::truecold::jail_args(host)
+            .into_iter()
+            .map(OsString::from),
+    );
     v
 }
 

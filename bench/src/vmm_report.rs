@@ -160,6 +160,7 @@ mod tests {
             guest_cmdline: None,
             accounting: None,
             guest_trace: None,
+            containment: None,
             outcome: Outcome {
                 ok: false,
                 failure_kind: Some(VMM_DEADLINE.into()),

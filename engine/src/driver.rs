@@ -246,13 +246,17 @@ pub fn launch_once_with(
 }
 
 /// A fresh non-blocking listener at `path` (a stale socket file from an earlier launch is
-/// removed first).
+/// removed first). Connectable by any user who can reach it (mode 0777): a jailed
+/// truecold-vmm connects as its unprivileged user, seeing only this directory (bound into its
+/// jail); on the host the directory's parents decide who else can reach it.
 fn bind_agent(path: &std::path::Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
     let l = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))?;
     l.set_nonblocking(true)?;
     Ok(l)
 }

@@ -54,6 +54,8 @@ fn every_engine_gets_the_one_command_line() {
     assert_eq!(q[at + 1], g.cmdline(Engine::QemuMicrovm).unwrap());
 }
 
+/// Inside L1 (`nested-emulated`) the VMM is told not to jail itself (its kernel has no
+/// network or IPC namespaces).
 #[test]
 fn truecold_argv() {
     let mut g = guest(Backing::Thp);
@@ -64,7 +66,7 @@ fn truecold_argv() {
         "/bin/engine boot --kernel /guest/vmlinux --initramfs /guest/initramfs.cpio \
          --vcpus 2 --mem-mib 1024 --backing thp --host-kind nested-emulated \
          --transport serial --report-file /w/truecold-report.json \
-         --cmdline-extra printk.time=1 --request-ns <actual_request_ns> \
+         --cmdline-extra printk.time=1 --no-jail --request-ns <actual_request_ns> \
          --deadline-at-ns <actual_request_ns+5000000000>"
     );
     assert_eq!(

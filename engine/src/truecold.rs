@@ -9,6 +9,28 @@ use crate::{utf8, EngineError, Guest, Launch};
 use std::path::Path;
 use truecold_proto::kinds::{Engine, HostKind};
 
+/// The environment variable that opts the bench's truecold-vmm launches out of the VMM's
+/// jail (docs/security.md): `off` passes `--no-jail`. Unset, empty or any other value: the
+/// VMM's default (jailed when it runs as root).
+pub const JAIL_ENV: &str = "TRUECOLD_VMM_JAIL";
+
+/// The VMM's jail flags for a launch on a host of kind `host`, with [`JAIL_ENV`] read from
+/// the environment: `--no-jail` when the operator opts out, or inside the nested harness's
+/// L1 (`nested-emulated`), whose tinyconfig kernel has no network or IPC namespaces and whose
+/// initramfs has no users. Otherwise none: the VMM jails itself as root.
+pub fn jail_args(host: HostKind) -> Vec<String> {
+    jail_args_for(host, std::env::var(JAIL_ENV).ok().as_deref())
+}
+
+/// [`jail_args`] with the variable's value given (pure).
+pub fn jail_args_for(host: HostKind, env: Option<&str>) -> Vec<String> {
+    if env == Some("off") || host == HostKind::NestedEmulated {
+        vec!["--no-jail".into()]
+    } else {
+        Vec::new()
+    }
+}
+
 /// The report file's name in the arm's work directory.
 pub const REPORT_FILE: &str = "truecold-report.json";
 
@@ -39,6 +61,7 @@ pub fn launch(
         args.push("--cmdline-extra".into());
         args.push(g.cmdline_extra.clone());
     }
+    args.extend(jail_args(host));
     Ok(Launch {
         engine: e,
         program: program.to_path_buf(),
@@ -54,4 +77,20 @@ pub fn launch(
 pub fn is_version_line(line: &str) -> bool {
     line.strip_prefix("truecold-vmm ")
         .is_some_and(|v| !v.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_jail_is_the_vmm_default_but_in_l1_or_when_opted_out() {
+        for k in [HostKind::Hardware, HostKind::Pvm, HostKind::Unknown] {
+            assert!(jail_args_for(k, None).is_empty());
+            assert!(jail_args_for(k, Some("on")).is_empty());
+            assert!(jail_args_for(k, Some("")).is_empty());
+            assert_eq!(jail_args_for(k, Some("off")), ["--no-jail"]);
+        }
+        assert_eq!(jail_args_for(HostKind::NestedEmulated, None), ["--no-jail"]);
+    }
 }

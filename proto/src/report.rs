@@ -127,6 +127,51 @@ pub struct ReportCore {
     /// [`crate::trace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest_trace: Option<crate::trace::GuestTrace>,
+    /// How the VMM process contained itself (its jail and seccomp filters, and what each
+    /// step cost). Absent from reports written before it existed, and from in-process boots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Containment>,
+}
+
+/// How `truecold-vmm boot` contained itself (docs/security.md): the jail (namespaces,
+/// pivot_root into a root holding only the launch's socket directory, the drop to an
+/// unprivileged user) and the seccomp filters, each step timed inside the VMM.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Containment {
+    /// Whether the VMM ran jailed.
+    pub contained: bool,
+    /// Why not, when not (`--no-jail`; not started as root).
+    pub not_contained_because: Option<String>,
+    /// The user the jail dropped to (`truecold-vmm`, or `--uid/--gid`) and its ids.
+    pub user: Option<String>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// The namespaces entered (`mnt`, `net`, `ipc`).
+    pub namespaces: Vec<String>,
+    /// The host directories bind-mounted (read-only) into the jail's root.
+    pub binds: Vec<String>,
+    /// Syscalls the process-wide filter allows (main, device and serial-input threads);
+    /// None without a filter.
+    pub allowed_syscalls: Option<u32>,
+    /// Syscalls a vCPU thread's own filter allows; None without one.
+    pub vcpu_allowed_syscalls: Option<u32>,
+    pub steps: ContainmentSteps,
+}
+
+/// Each containment step's duration inside the VMM, ns (None: the step was not made).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainmentSteps {
+    /// `unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)`.
+    pub unshare_ns: Option<u64>,
+    /// `/` private, the tmpfs, the bind mounts, `pivot_root`, the old root detached.
+    pub mounts_ns: Option<u64>,
+    /// setgroups/setresgid/setresuid and their checks.
+    pub drop_ns: Option<u64>,
+    /// Both filters compiled, the process-wide ones installed.
+    pub filters_ns: Option<u64>,
+    /// The longest installation of a vCPU thread's own filter (on that thread, before its
+    /// first KVM_RUN).
+    pub vcpu_filter_ns: Option<u64>,
 }
 
 /// KVM exits by reason, cumulative over the VMM process (all vCPUs).
@@ -475,6 +520,7 @@ mod tests {
             guest_cmdline: None,
             accounting: None,
             guest_trace: None,
+            containment: None,
             outcome: Outcome {
                 ok: true,
                 failure_kind: None,

@@ -9,6 +9,7 @@ use crate::config::{BootConfig, Deadline};
 use crate::cpu::{self, CpuError};
 use crate::devices::{self, Bus, DeviceError, StopReason};
 use crate::host::{self, HostKind};
+use crate::jail::{self, JailError, JailPlan};
 use crate::kvm::{self, KvmError};
 use crate::loader::{self, KernelSource, LoaderError};
 use crate::memory::{self, MemoryError};
@@ -17,7 +18,7 @@ use crate::probe::{ProbeReport, ProbeSummary};
 use crate::report::{self, BootReport, GuestFailure, HostReport, MemoryDetail};
 use crate::run::{self, RunEnd, RunError};
 use crate::sandbox::{
-    self, Forbidden, Prelude, SandboxError, SandboxReport, SeccompReport, UserDrop,
+    self, Prelude, SandboxError, SandboxReport, SeccompReport, SelfTest, UserDrop,
 };
 use crate::timeline::process_start_ns;
 use crate::virtio::setup::{self as virtio_setup, Backends, VirtioError};
@@ -25,7 +26,9 @@ use crate::vm::{self, VmError};
 use truecold_proto::kinds::{Engine, Observer, Transport};
 use truecold_proto::measure::{now_ns, Mark, Stamps, Taker};
 use truecold_proto::parity::{check_ifname, ParityError};
-use truecold_proto::report::{Accounting, ExitTally, Liveness, MemoryFigures};
+use truecold_proto::report::{
+    Accounting, Containment, ContainmentSteps, ExitTally, Liveness, MemoryFigures,
+};
 
 /// Invalid configuration.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +95,8 @@ pub enum Error {
     Run(#[source] RunError),
     #[error("cannot confine the VMM process")]
     Sandbox(#[source] SandboxError),
+    #[error("cannot jail the VMM process")]
+    Jail(#[source] JailError),
     #[error("the guest failed")]
     Guest {
         #[source]
@@ -119,6 +124,7 @@ impl Error {
             Error::Virtio(e) => e.kind(),
             Error::Run(_) => "vcpu-run-failed",
             Error::Sandbox(e) => e.kind(),
+            Error::Jail(e) => e.kind(),
             Error::Guest { .. } => "guest-failed",
         }
     }
@@ -214,12 +220,16 @@ fn refuse_linux_on_pvm(cfg: &BootConfig, kind: HostKind) -> Result<(), Error> {
 pub struct Confinement {
     /// What [`sandbox::at_start`] did.
     pub prelude: Prelude,
-    /// The user the process dropped to before the boot (`--uid/--gid`).
+    /// The user the process dropped to before the boot (`--uid/--gid` with `--no-jail`).
     pub user: Option<UserDrop>,
-    /// Install the seccomp filter (false: `--no-seccomp`).
+    /// The jail entered at the sandbox point, before the filters (None: none).
+    pub jail: Option<JailPlan>,
+    /// Why there is no jail, when there is none (`--no-jail`; not root).
+    pub not_jailed_because: Option<String>,
+    /// Install the seccomp filters (false: `--no-seccomp`).
     pub seccomp: bool,
-    /// Test hook: make this forbidden syscall right after the filter's installation.
-    pub selftest: Option<Forbidden>,
+    /// Test hook: make this call once the process is confined.
+    pub selftest: Option<SelfTest>,
 }
 
 /// Boots one VM per `cfg` and returns its report; a guest that ran but failed gives
@@ -248,26 +258,91 @@ pub fn run_confined_with(
     run_inner(cfg, Some(c), Some(backends))
 }
 
-/// The sandbox point: what the filter forbids afterwards is done now (the kick handler, the
-/// files read after the run held open), then the filter is installed.
-fn confine_now(c: &Confinement, needs: sandbox::DeviceNeeds) -> Result<SeccompReport, Error> {
+/// What [`confine_now`] did.
+struct Confined {
+    seccomp: SeccompReport,
+    containment: Containment,
+    /// The user the jail dropped to.
+    user: Option<UserDrop>,
+}
+
+/// The sandbox point (one thread; every descriptor the rest needs is open): what the filters
+/// forbid afterwards is done now (the kick handler, the files read after the run held open),
+/// then the jail (namespaces, pivot_root, the user drop), then the filters: the process-wide
+/// one on this thread (inherited by every thread it starts) and each vCPU thread's own,
+/// armed for those threads to install first thing.
+fn confine_now(c: &Confinement, needs: sandbox::DeviceNeeds) -> Result<Confined, Error> {
     run::prepare().map_err(Error::Run)?;
     crate::host::hold_files();
     sandbox::settle_allocator();
-    let list = sandbox::allowlist_for(std::process::id(), needs);
+    // The socket self-tests run under the filter of every device's needs.
+    let needs = if c.selftest.as_ref().is_some_and(SelfTest::needs_sockets) {
+        sandbox::DeviceNeeds::all()
+    } else {
+        needs
+    };
+    let mut steps = ContainmentSteps::default();
+    let mut user = None;
+    let mut binds = Vec::new();
+    if let Some(plan) = &c.jail {
+        let mut plan = plan.clone();
+        if let Some(p) = c.selftest.as_ref().and_then(SelfTest::bind) {
+            plan.binds
+                .push(jail::socket_dir(&p.join("x")).map_err(Error::Jail)?);
+        }
+        let entered = jail::enter(&plan).map_err(Error::Jail)?;
+        steps.unshare_ns = Some(entered.steps.unshare_ns);
+        steps.mounts_ns = Some(entered.steps.mounts_ns);
+        steps.drop_ns = Some(entered.steps.drop_ns);
+        user = Some(entered.user);
+        binds = plan.binds.iter().map(|b| b.display().to_string()).collect();
+    }
+    let pid = std::process::id();
+    let list = sandbox::allowlist_for(pid, needs);
+    let vcpu_list = sandbox::vcpu_allowlist(pid, needs);
+    let vcpu_selftest = c.selftest == Some(SelfTest::VcpuSocket);
     let installed = if c.seccomp {
+        let t0 = now_ns();
         let f = sandbox::filters(&list).map_err(Error::Sandbox)?;
+        let v = sandbox::vcpu_filter(&vcpu_list).map_err(Error::Sandbox)?;
         sandbox::install_violation_handler(&list).map_err(Error::Sandbox)?;
         sandbox::install(&f).map_err(Error::Sandbox)?;
+        sandbox::arm_vcpu_threads(Some(v), vcpu_selftest);
+        steps.filters_ns = Some(now_ns() - t0);
         true
     } else {
+        sandbox::arm_vcpu_threads(None, vcpu_selftest);
         false
     };
-    Ok(SeccompReport {
-        installed,
-        allowed_syscalls: list.len(),
-        on_violation: "trap".into(),
-        mode_observed: None,
+    let count = |n: usize| u32::try_from(n).ok();
+    let containment = Containment {
+        contained: c.jail.is_some(),
+        not_contained_because: c.not_jailed_because.clone(),
+        user: c.jail.as_ref().map(|p| p.source.describe()),
+        uid: user.as_ref().map(|u: &UserDrop| u.uid),
+        gid: user.as_ref().map(|u: &UserDrop| u.gid),
+        namespaces: if c.jail.is_some() {
+            jail::NAMESPACES
+                .iter()
+                .map(|(_, n)| n.to_string())
+                .collect()
+        } else {
+            Vec::new()
+        },
+        binds,
+        allowed_syscalls: installed.then(|| count(list.len())).flatten(),
+        vcpu_allowed_syscalls: installed.then(|| count(vcpu_list.len())).flatten(),
+        steps,
+    };
+    Ok(Confined {
+        seccomp: SeccompReport {
+            installed,
+            allowed_syscalls: list.len(),
+            on_violation: "trap".into(),
+            mode_observed: None,
+        },
+        containment,
+        user,
     })
 }
 
@@ -352,20 +427,29 @@ fn run_inner(
     acct.take(Mark::KernelLoaded, host::counters(no_exits));
     crate::fault::at(Mark::KernelLoaded);
 
-    let mut seccomp = match confine {
+    let confined = match confine {
         Some(c) => Some(confine_now(c, needs)?),
         None => None,
     };
-    if seccomp.as_ref().is_some_and(|s| s.installed) {
-        // The seccomp stage: kernel_loaded → here (absent without a filter).
+    if confined.as_ref().is_some_and(|c| c.seccomp.installed) {
+        // The seccomp stage: kernel_loaded → here (the jail, when there is one, and the
+        // filters; absent without a filter, as before the jail existed).
         st.sandboxed = Some(now_ns());
         acct.take(Mark::Sandboxed, host::counters(no_exits));
     }
-    if let Some(t) = confine.and_then(|c| c.selftest) {
-        // Only returns without the filter (with it the process ends with a diagnosis).
-        let r = t.call();
-        eprintln!("truecold-vmm: --sandbox-selftest {t:?}: the call returned {r}");
+    if let Some(t) = confine.and_then(|c| c.selftest.as_ref()) {
+        // Returns unless the filter refuses the call (then the process ends with a
+        // diagnosis).
+        if let Some((r, errno)) = t.call() {
+            eprintln!(
+                "truecold-vmm: --sandbox-selftest {t:?}: the call returned {r} (errno {errno})"
+            );
+        }
     }
+    let (mut seccomp, mut containment, jail_user) = match confined {
+        Some(c) => (Some(c.seccomp), Some(c.containment), c.user),
+        None => (None, None, None),
+    };
 
     let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
     let serial_out: Box<dyn std::io::Write + Send> = match (cfg.transport, cfg.console) {
@@ -452,9 +536,12 @@ fn run_inner(
     }
     let sandbox = confine.zip(seccomp).map(|(c, seccomp)| SandboxReport {
         prelude: c.prelude.clone(),
-        user: c.user.clone(),
+        user: jail_user.or_else(|| c.user.clone()),
         seccomp,
     });
+    if let Some(c) = containment.as_mut() {
+        c.steps.vcpu_filter_ns = sandbox::vcpu_install_ns();
+    }
     // Informational (never in a duration): read after the boot, outside its window.
     let process_start_boottime_ns = process_start_ns();
 
@@ -508,6 +595,7 @@ fn run_inner(
             vcpu_last_rip: out.last_rip,
             serial_input,
             sandbox,
+            containment,
             devices,
         },
         failure.clone(),

@@ -13,6 +13,7 @@ pub mod cpuid;
 pub mod devices;
 pub mod fault;
 pub mod host;
+pub mod jail;
 pub mod kvm;
 pub mod loader;
 pub mod memory;

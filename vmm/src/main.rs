@@ -18,10 +18,11 @@ use truecold_proto::report::{ErrorBody, ErrorReport};
 use truecold_vmm::boot::{validate, ConfigError};
 use truecold_vmm::config::Deadline;
 use truecold_vmm::host::HostKind;
+use truecold_vmm::jail::{self, JailPlan, UserSource};
 use truecold_vmm::loader::KernelSource;
 use truecold_vmm::memory::Backing;
 use truecold_vmm::report::{error_report, SCHEMA};
-use truecold_vmm::sandbox::{self, Forbidden};
+use truecold_vmm::sandbox::{self, SelfTest};
 use truecold_vmm::{BootConfig, Error};
 
 #[derive(Parser)]
@@ -157,20 +158,30 @@ struct BootArgs {
     /// detects, and TRUECOLD_HOST_KIND overrides what it finds.
     #[arg(long, value_parser = truecold_vmm::host::parse_host_kind)]
     host_kind: Option<HostKind>,
-    /// Drop to this uid before /dev/kvm and the kernel files are opened (with --gid; no
-    /// supplementary groups are kept: /dev/kvm must be usable by this uid or the gid).
+    /// The unprivileged uid to drop to (with --gid) instead of the `truecold-vmm` user.
+    /// Jailed (the default as root), the drop comes after every descriptor is open, so the
+    /// uid needs no access to /dev/kvm. With --no-jail it comes before /dev/kvm and the
+    /// kernel files are opened (no supplementary groups are kept: /dev/kvm must be usable
+    /// by this uid or the gid).
     #[arg(long, requires = "gid")]
     uid: Option<u32>,
     /// Drop to this gid (with --uid).
     #[arg(long, requires = "uid")]
     gid: Option<u32>,
-    /// Do not install the seccomp filter (debugging; the report says so).
+    /// Do not install the seccomp filters (debugging; the report says so).
     #[arg(long)]
     no_seccomp: bool,
-    /// Test hook: make this forbidden syscall (socket, openat, execve, fork) right after the
-    /// filter is installed.
-    #[arg(long, hide = true, value_parser = Forbidden::parse)]
-    sandbox_selftest: Option<Forbidden>,
+    /// Do not jail the process (as root it otherwise enters new mount, network and IPC
+    /// namespaces, pivots into a root holding only the vsock socket directory and drops to
+    /// the `truecold-vmm` user before its filters; docs/security.md). The report's
+    /// `containment` says so.
+    #[arg(long)]
+    no_jail: bool,
+    /// Test hook: make this call once confined (socket, openat, execve, fork,
+    /// open:PATH, connect:PATH, connect-bound:PATH, connect-abstract:NAME, device-socket,
+    /// vcpu-socket).
+    #[arg(long, hide = true, value_parser = SelfTest::parse)]
+    sandbox_selftest: Option<SelfTest>,
     /// Reliability tests only: send this process SIGNAL right after MARK
     /// (`sigkill@memory_ready`, see vmm/src/fault.rs). Never a measurement.
     #[arg(long, hide = true, value_parser = truecold_vmm::fault::Fault::parse)]
@@ -226,6 +237,50 @@ impl BootArgs {
         validate(&cfg)?;
         Ok(cfg)
     }
+}
+
+/// The jail of `cfg`: the user (`--uid/--gid`, else [`jail::JAIL_USER`]) and the vsock
+/// socket directory to bind; `--vsock-uds` made absolute in `cfg` (after `pivot_root` the
+/// working directory is the jail's root).
+fn jail_plan(
+    uid: Option<u32>,
+    gid: Option<u32>,
+    cfg: &mut BootConfig,
+) -> Result<JailPlan, jail::JailError> {
+    let (uid, gid, source) = match (uid, gid) {
+        (Some(u), Some(g)) => {
+            for (id, what) in [(u, "uid"), (g, "gid")] {
+                if id == 0 {
+                    return Err(jail::JailError::Drop(sandbox::SandboxError::RootTarget {
+                        what,
+                    }));
+                }
+            }
+            (u, g, UserSource::Explicit)
+        }
+        _ => {
+            let (u, g) = jail::lookup_user()?;
+            (u, g, UserSource::Named(jail::JAIL_USER))
+        }
+    };
+    let binds = match cfg.virtio.vsock_uds.as_mut() {
+        Some(uds) => {
+            let dir = jail::socket_dir(uds)?;
+            let name = uds.file_name().ok_or_else(|| jail::JailError::Path {
+                path: uds.display().to_string(),
+                why: "names no socket file",
+            })?;
+            *uds = dir.join(name);
+            vec![dir]
+        }
+        None => Vec::new(),
+    };
+    Ok(JailPlan {
+        uid,
+        gid,
+        source,
+        binds,
+    })
 }
 
 fn parse_transport(s: &str) -> Result<Transport, String> {
@@ -347,11 +402,41 @@ fn main() -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(Error::Sandbox(e), &mut sink),
     };
-    let (uid, gid, seccomp, selftest) =
-        (args.uid, args.gid, !args.no_seccomp, args.sandbox_selftest);
-    let cfg = match args.config() {
+    let (uid, gid, seccomp, selftest, no_jail) = (
+        args.uid,
+        args.gid,
+        !args.no_seccomp,
+        args.sandbox_selftest.clone(),
+        args.no_jail,
+    );
+    let mut cfg = match args.config() {
         Ok(cfg) => cfg,
         Err(e) => return fail(Error::Config(e), &mut sink),
+    };
+    // The jail: on by default as root; its user resolved now, before any boot work (a
+    // missing user is an error, never an uncontained boot).
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let (jail, not_jailed_because) = if no_jail {
+        (None, Some("--no-jail".to_string()))
+    } else if euid != 0 {
+        (
+            None,
+            Some(format!(
+                "not started as root (euid {euid}): the jail needs root"
+            )),
+        )
+    } else {
+        match jail_plan(uid, gid, &mut cfg) {
+            Ok(p) => (Some(p), None),
+            Err(e) => return fail(Error::Jail(e), &mut sink),
+        }
+    };
+    // Jailed, the drop is the jail's (after the descriptors are open).
+    let (uid, gid) = if jail.is_some() {
+        (None, None)
+    } else {
+        (uid, gid)
     };
     // Before a privilege drop, the virtio backends that need one (a tap: CAP_NET_ADMIN)
     // or a path the dropped user may not reach (the workspace image) are opened now;
@@ -376,6 +461,8 @@ fn main() -> ExitCode {
     let confinement = truecold_vmm::boot::Confinement {
         prelude,
         user,
+        jail,
+        not_jailed_because,
         seccomp,
         selftest,
     };

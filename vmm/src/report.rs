@@ -171,6 +171,7 @@ pub struct Observed {
     pub vcpu_last_rip: Vec<u64>,
     pub serial_input: Option<SerialInput>,
     pub sandbox: Option<crate::sandbox::SandboxReport>,
+    pub containment: Option<truecold_proto::report::Containment>,
     pub devices: Vec<crate::virtio::DeviceReport>,
 }
 
@@ -192,6 +193,7 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
             guest_cmdline,
             accounting: Some(o.accounting),
             guest_trace: o.guest_trace,
+            containment: o.containment,
             outcome: Outcome {
                 ok: failure.is_none(),
                 failure_kind: failure.as_ref().map(|f| f.kind().to_string()),

@@ -40,6 +40,12 @@ pub enum RunError {
     Signal(#[source] vmm_sys_util::errno::Error),
     #[error("cannot spawn the vCPU thread")]
     Spawn(#[source] std::io::Error),
+    #[error("vCPU {vcpu}: cannot install the vCPU thread's seccomp filter")]
+    Filter {
+        vcpu: usize,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// How the run ended.
@@ -166,6 +172,11 @@ fn vcpu_loop(
     sh: &Shared<'_>,
     tx: &mpsc::Sender<Event>,
 ) -> Result<(), RunError> {
+    // First thing: this thread's own, stricter seccomp filter (when the boot armed one).
+    if let Err(source) = crate::sandbox::enter_vcpu_thread(i) {
+        let _ = tx.send(Event::Failed(i));
+        return Err(RunError::Filter { vcpu: i, source });
+    }
     let p: *mut u8 = &mut vcpu.get_kvm_run().immediate_exit;
     IMMEDIATE_EXIT.with(|c| c.set(p));
     // SAFETY: pthread_self has no preconditions.

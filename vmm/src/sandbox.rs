@@ -240,6 +240,14 @@ fn capabilities() -> Option<(u64, u64)> {
 /// setuid(0)/setgid(0) fail. Last, `kvm` (/dev/kvm) must be readable and writable by what is
 /// left (the access(2) check with the new ids, which also honours ACLs).
 pub fn drop_privileges(uid: u32, gid: u32, kvm: &Path) -> Result<UserDrop, SandboxError> {
+    let user = drop_to(uid, gid)?;
+    check_kvm_access(uid, gid, kvm)?;
+    Ok(user)
+}
+
+/// [`drop_privileges`] without the /dev/kvm check: for a process that holds its descriptors
+/// already (the jail, [`crate::jail`]).
+pub fn drop_to(uid: u32, gid: u32) -> Result<UserDrop, SandboxError> {
     if uid == 0 {
         return Err(SandboxError::RootTarget { what: "uid" });
     }
@@ -304,7 +312,6 @@ pub fn drop_privileges(uid: u32, gid: u32, kvm: &Path) -> Result<UserDrop, Sandb
             how: "setgid(0) succeeded",
         });
     }
-    check_kvm_access(uid, gid, kvm)?;
     Ok(UserDrop { uid, gid })
 }
 
@@ -614,7 +621,148 @@ pub fn allowlist(pid: u32) -> Vec<Allowed> {
         any("restart_syscall", SYS_restart_syscall, "a wait the kick signal interrupted, restarted by the kernel"),
         any("exit", SYS_exit, "a thread's end"),
         any("exit_group", SYS_exit_group, "the process's end"),
+        only(
+            "seccomp",
+            SYS_seccomp,
+            vec![vec![
+                Arg::Eq { index: 0, value: SECCOMP_SET_MODE_FILTER },
+                Arg::Eq { index: 1, value: 0 },
+            ]],
+            "each vCPU thread adding its own, stricter filter first thing (SECCOMP_SET_MODE_FILTER, no flags: a filter can only narrow, never widen)",
+        ),
     ]
+}
+
+/// seccomp(2)'s SECCOMP_SET_MODE_FILTER.
+const SECCOMP_SET_MODE_FILTER: u32 = 1;
+
+/// What a vCPU thread never needs of [`allowlist_for`]: the device thread's backends
+/// (sockets, the image's writes and flushes, its epoll waits), thread creation, the serial
+/// input thread's polls, signal handlers, new eventfds, filters
+/// (its own is the last) and thread naming (done before its filter, by the thread's start).
+/// `epoll_ctl` stays: a guest's device reset, an MMIO write on a vCPU thread, removes the
+/// vsock connections' sockets from the device thread's epoll; `fcntl` (`F_GETFD`) too: the
+/// standard library's debug check when a vCPU thread closes its descriptor.
+pub const VCPU_DROPS: [&str; 14] = [
+    "socket",
+    "connect",
+    "shutdown",
+    "pwrite64",
+    "fdatasync",
+    "epoll_wait",
+    "epoll_pwait",
+    "clone",
+    "poll",
+    "ppoll",
+    "rt_sigaction",
+    "eventfd2",
+    "seccomp",
+    "prctl",
+];
+
+/// The allowlist of a vCPU thread: [`allowlist_for`] without [`VCPU_DROPS`].
+pub fn vcpu_allowlist(pid: u32, needs: DeviceNeeds) -> Vec<Allowed> {
+    allowlist_for(pid, needs)
+        .into_iter()
+        .filter(|a| !VCPU_DROPS.contains(&a.name))
+        .collect()
+}
+
+/// The vCPU threads' filter (on a match: allow; else trap), compiled (pure).
+pub fn vcpu_filter(list: &[Allowed]) -> Result<BpfProgram, SandboxError> {
+    let rules = rule_map(list)?;
+    SeccompFilter::new(
+        rules,
+        SeccompAction::Trap,
+        SeccompAction::Allow,
+        TargetArch::x86_64,
+    )
+    .and_then(TryInto::try_into)
+    .map_err(SandboxError::Build)
+}
+
+/// What each vCPU thread installs at its start, set once by the boot ([`arm_vcpu_threads`]).
+struct VcpuArm {
+    filter: Option<BpfProgram>,
+    selftest: bool,
+}
+
+static VCPU_ARM: std::sync::OnceLock<VcpuArm> = std::sync::OnceLock::new();
+
+thread_local! {
+    /// Set on a vCPU thread once its filter is in (the SIGSYS handler's wording).
+    static ON_VCPU: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+/// The longest installation of a vCPU thread's filter, ns.
+static VCPU_INSTALL_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Makes every vCPU thread started from now on install `filter` first thing (None: none),
+/// and vCPU 0 make the [`SelfTest::VcpuSocket`] call after it when `selftest`. Once per
+/// process (the CLI's boot); false when already armed.
+pub fn arm_vcpu_threads(filter: Option<BpfProgram>, selftest: bool) -> bool {
+    VCPU_ARM.set(VcpuArm { filter, selftest }).is_ok()
+}
+
+/// The longest time a vCPU thread took to install its filter, ns (None: none installed).
+pub fn vcpu_install_ns() -> Option<u64> {
+    match VCPU_INSTALL_NS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        n => Some(n),
+    }
+}
+
+/// Called first by each vCPU thread `i`: installs the armed filter on this thread only
+/// (stacked on the process's: the stricter result wins), then vCPU 0 makes the armed
+/// self-test call. Nothing when unarmed (the library's boots).
+pub fn enter_vcpu_thread(i: usize) -> std::io::Result<()> {
+    let Some(arm) = VCPU_ARM.get() else {
+        return Ok(());
+    };
+    if let Some(f) = &arm.filter {
+        let t0 = truecold_proto::measure::now_ns();
+        let prog = libc::sock_fprog {
+            len: u16::try_from(f.len()).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "filter too long")
+            })?,
+            filter: f.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+        };
+        // SAFETY: `prog` points at `f`'s instructions (seccompiler's sock_filter has the
+        // kernel's layout), alive during the call; no-new-privileges is set (at_start).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        ON_VCPU.with(|c| c.set(true));
+        let dt = truecold_proto::measure::now_ns().saturating_sub(t0).max(1);
+        VCPU_INSTALL_NS.fetch_max(dt, std::sync::atomic::Ordering::Relaxed);
+    }
+    if arm.selftest && i == 0 {
+        let (r, errno) = raw_socket();
+        eprintln!(
+            "truecold-vmm: --sandbox-selftest vcpu-socket: the call returned {r} (errno {errno})"
+        );
+    }
+    Ok(())
+}
+
+/// socket(AF_UNIX, SOCK_STREAM) on this thread, closed at once: (result, errno).
+fn raw_socket() -> (i64, i32) {
+    // SAFETY: a socket made and closed at once.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        let errno = *libc::__errno_location();
+        if fd >= 0 {
+            libc::close(fd);
+        }
+        (i64::from(fd), if fd >= 0 { 0 } else { errno })
+    }
 }
 
 /// The compiled filters: [`Filters::allow`] (the allowlist; anything else traps) and
@@ -655,22 +803,7 @@ fn condition(a: Arg) -> Result<SeccompCondition, seccompiler::BackendError> {
 /// clone3 → ENOSYS one.
 pub fn filters(list: &[Allowed]) -> Result<Filters, SandboxError> {
     let arch = TargetArch::x86_64;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for a in list {
-        let chain = a
-            .rules
-            .iter()
-            .map(|r| {
-                SeccompRule::new(
-                    r.iter()
-                        .map(|&c| condition(c))
-                        .collect::<Result<Vec<_>, _>>()?,
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(SandboxError::Build)?;
-        rules.insert(a.nr, chain);
-    }
+    let mut rules = rule_map(list)?;
     let allowed = rules.len();
     // clone3 passes the allowlist so that the ENOSYS filter decides it: of two filters the
     // stricter result wins, and a trap here would beat the ENOSYS there.
@@ -692,6 +825,27 @@ pub fn filters(list: &[Allowed]) -> Result<Filters, SandboxError> {
         enosys,
         allowed,
     })
+}
+
+/// `list` as seccompiler's rule map.
+fn rule_map(list: &[Allowed]) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SandboxError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for a in list {
+        let chain = a
+            .rules
+            .iter()
+            .map(|r| {
+                SeccompRule::new(
+                    r.iter()
+                        .map(|&c| condition(c))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(SandboxError::Build)?;
+        rules.insert(a.nr, chain);
+    }
+    Ok(rules)
 }
 
 /// The names the SIGSYS handler can give for a syscall in the allowlist (refused for its
@@ -746,10 +900,16 @@ extern "C" fn on_sigsys(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     put(b"truecold-vmm: seccomp refused syscall ");
     let mut digits = [0u8; 20];
     put(decimal(u64::from(nr.unsigned_abs()), &mut digits));
+    let on_vcpu = ON_VCPU.with(|c| c.get());
     match NAMES
         .get()
         .and_then(|n| n.iter().find(|(x, _)| *x == i64::from(nr)))
     {
+        Some((_, name)) if on_vcpu && VCPU_DROPS.contains(name) => {
+            put(b" (");
+            put(name.as_bytes());
+            put(b", not in a vCPU thread's allowlist)");
+        }
         Some((_, name)) => {
             put(b" (");
             put(name.as_bytes());
@@ -874,7 +1034,17 @@ impl Forbidden {
     pub fn call(self) -> i64 {
         let t = std::thread::Builder::new()
             .name("selftest".into())
-            .spawn(move || {
+            .spawn(move || self.call_here());
+        match t.map(|t| t.join()) {
+            Ok(Ok(r)) => r,
+            _ => -1,
+        }
+    }
+
+    /// Makes the call on this thread; returns its raw result (when it returns).
+    pub fn call_here(self) -> i64 {
+        {
+            {
                 // SAFETY: each call is made with arguments that cannot harm the process: a
                 // socket closed at once, /dev/null opened read-only and closed, execve of a
                 // path that does not exist (it returns), a fork whose child exits at once.
@@ -918,17 +1088,216 @@ impl Forbidden {
                         }
                     }
                 }
-            });
-        match t.map(|t| t.join()) {
-            Ok(Ok(r)) => r,
-            _ => -1,
+            }
         }
+    }
+}
+
+/// The hidden `--sandbox-selftest` hook: a call made once the process is confined (jail,
+/// then filters), whose result (or the filter's refusal) the tests read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SelfTest {
+    /// `socket`, `openat`, `execve`, `fork`: a forbidden syscall from a new thread.
+    Call(Forbidden),
+    /// `open:PATH`: openat(PATH, O_RDONLY) from a new thread (run it with --no-seccomp to
+    /// see the jail's answer rather than the filter's).
+    Open(std::path::PathBuf),
+    /// `connect:PATH`: a Unix stream connected to PATH from a new thread.
+    Connect(std::path::PathBuf),
+    /// `connect-bound:PATH`: the same, with PATH's directory bound into the jail as a vsock
+    /// socket directory is.
+    ConnectBound(std::path::PathBuf),
+    /// `connect-abstract:NAME`: a Unix stream connected to the abstract name NAME.
+    ConnectAbstract(String),
+    /// `device-socket`: socket(AF_UNIX) from a new thread under the filter of every
+    /// device's needs (as the vsock device thread makes it).
+    DeviceSocket,
+    /// `vcpu-socket`: the same filter; vCPU 0 makes the call after its own filter.
+    VcpuSocket,
+}
+
+impl SelfTest {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let path = |p: &str| {
+            if p.is_empty() {
+                Err(format!("`{s}`: an empty path"))
+            } else {
+                Ok(std::path::PathBuf::from(p))
+            }
+        };
+        if let Some(p) = s.strip_prefix("open:") {
+            return Ok(SelfTest::Open(path(p)?));
+        }
+        if let Some(p) = s.strip_prefix("connect:") {
+            return Ok(SelfTest::Connect(path(p)?));
+        }
+        if let Some(p) = s.strip_prefix("connect-bound:") {
+            return Ok(SelfTest::ConnectBound(path(p)?));
+        }
+        if let Some(n) = s.strip_prefix("connect-abstract:") {
+            return Ok(SelfTest::ConnectAbstract(n.to_string()));
+        }
+        match s {
+            "device-socket" => Ok(SelfTest::DeviceSocket),
+            "vcpu-socket" => Ok(SelfTest::VcpuSocket),
+            _ => Forbidden::parse(s).map(SelfTest::Call).map_err(|e| {
+                format!("{e}, open:PATH, connect:PATH, connect-bound:PATH, connect-abstract:NAME, device-socket or vcpu-socket")
+            }),
+        }
+    }
+
+    /// Whether the filter under test is the one of every device's needs (the socket calls).
+    pub fn needs_sockets(&self) -> bool {
+        matches!(
+            self,
+            SelfTest::Connect(_)
+                | SelfTest::ConnectBound(_)
+                | SelfTest::ConnectAbstract(_)
+                | SelfTest::DeviceSocket
+                | SelfTest::VcpuSocket
+        )
+    }
+
+    /// The directory to bind into the jail for the test, if any.
+    pub fn bind(&self) -> Option<&std::path::Path> {
+        match self {
+            SelfTest::ConnectBound(p) => p.parent(),
+            _ => None,
+        }
+    }
+
+    /// Makes the call from a new thread (all but [`SelfTest::VcpuSocket`], which vCPU 0
+    /// makes): (result, errno), when it returns.
+    pub fn call(&self) -> Option<(i64, i32)> {
+        let this = self.clone();
+        let t = std::thread::Builder::new()
+            .name("selftest".into())
+            .spawn(move || match this {
+                SelfTest::Call(f) => Some((f.call_here(), errno())),
+                SelfTest::Open(p) => Some(open_path(&p)),
+                SelfTest::Connect(p) | SelfTest::ConnectBound(p) => Some(connect_to(|a| {
+                    fill_path(a, p.as_os_str().as_encoded_bytes())
+                })),
+                SelfTest::ConnectAbstract(n) => Some(connect_to(|a| {
+                    let mut b = vec![0u8];
+                    b.extend_from_slice(n.as_bytes());
+                    fill_path(a, &b)
+                })),
+                SelfTest::DeviceSocket => Some(raw_socket()),
+                SelfTest::VcpuSocket => None,
+            });
+        t.ok().and_then(|t| t.join().ok()).flatten()
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn open_path(p: &std::path::Path) -> (i64, i32) {
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+        return (-1, libc::EINVAL);
+    };
+    // SAFETY: a NUL-terminated path opened read-only and closed at once.
+    unsafe {
+        let fd = libc::openat(libc::AT_FDCWD, c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let e = errno();
+        if fd >= 0 {
+            libc::close(fd);
+            return (i64::from(fd), 0);
+        }
+        (i64::from(fd), e)
+    }
+}
+
+/// Copies `b` into `a.sun_path`; the address length, or None when it does not fit.
+fn fill_path(a: &mut libc::sockaddr_un, b: &[u8]) -> Option<usize> {
+    if b.len() >= a.sun_path.len() {
+        return None;
+    }
+    for (d, s) in a.sun_path.iter_mut().zip(b) {
+        *d = *s as libc::c_char;
+    }
+    let plain = b.first() != Some(&0);
+    Some(std::mem::size_of::<libc::sa_family_t>() + b.len() + usize::from(plain))
+}
+
+/// socket(AF_UNIX) + connect to the address `fill` writes: (connect's result, errno).
+fn connect_to(fill: impl FnOnce(&mut libc::sockaddr_un) -> Option<usize>) -> (i64, i32) {
+    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let Some(len) = fill(&mut a) else {
+        return (-1, libc::ENAMETOOLONG);
+    };
+    // SAFETY: a socket made, connected to a valid address of `len` bytes, and closed.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return (i64::from(fd), errno());
+        }
+        let r = libc::connect(
+            fd,
+            (&a as *const libc::sockaddr_un).cast(),
+            len as libc::socklen_t,
+        );
+        let e = if r == 0 { 0 } else { errno() };
+        libc::close(fd);
+        (i64::from(r), e)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn selftest_names() {
+        assert_eq!(
+            SelfTest::parse("socket"),
+            Ok(SelfTest::Call(Forbidden::Socket))
+        );
+        assert_eq!(
+            SelfTest::parse("connect-bound:/a/b"),
+            Ok(SelfTest::ConnectBound("/a/b".into()))
+        );
+        assert_eq!(
+            SelfTest::parse("connect-bound:/a/b").unwrap().bind(),
+            Some(Path::new("/a"))
+        );
+        assert!(SelfTest::parse("open:").is_err());
+        assert!(SelfTest::parse("nothing").is_err());
+        assert!(SelfTest::VcpuSocket.needs_sockets());
+        assert!(!SelfTest::Open("/x".into()).needs_sockets());
+    }
+
+    #[test]
+    fn vcpu_allowlist_is_the_broad_one_without_the_drops() {
+        for needs in [DeviceNeeds::default(), DeviceNeeds::all()] {
+            let broad = allowlist_for(0, needs);
+            let vcpu = vcpu_allowlist(0, needs);
+            for a in &vcpu {
+                assert!(broad.contains(a), "{} not in the broad list", a.name);
+                assert!(!VCPU_DROPS.contains(&a.name), "{}", a.name);
+            }
+            // Every drop names a syscall of the broad list with every device.
+            assert_eq!(
+                broad.len() - vcpu.len(),
+                VCPU_DROPS
+                    .iter()
+                    .filter(|d| broad.iter().any(|a| a.name == **d))
+                    .count()
+            );
+            assert!(!vcpu_filter(&vcpu).unwrap().is_empty());
+        }
+        let all = allowlist_for(0, DeviceNeeds::all());
+        for d in VCPU_DROPS {
+            assert!(all.iter().any(|a| a.name == d), "{d} is in no list");
+        }
+        // 36 − clone, poll, ppoll, rt_sigaction, eventfd2, seccomp, prctl; 44 − all 14.
+        assert_eq!(vcpu_allowlist(0, DeviceNeeds::default()).len(), 29);
+        assert_eq!(vcpu_allowlist(0, DeviceNeeds::all()).len(), 30);
+    }
 
     #[test]
     fn kvm_request_numbers_are_the_kernel_headers() {
@@ -976,17 +1345,28 @@ mod tests {
             libc::SYS_ptrace,
             libc::SYS_mount,
             libc::SYS_setuid,
-            libc::SYS_seccomp,
             libc::SYS_kill,
         ] {
             assert!(!nrs.contains(&forbidden), "{forbidden} allowed");
         }
+        // seccomp: only a new filter on this thread (no TSYNC, no listener, no other op).
+        let seccomp = list.iter().find(|a| a.name == "seccomp").unwrap();
+        assert_eq!(
+            seccomp.rules,
+            vec![vec![
+                Arg::Eq {
+                    index: 0,
+                    value: SECCOMP_SET_MODE_FILTER
+                },
+                Arg::Eq { index: 1, value: 0 }
+            ]]
+        );
         for a in &list {
             assert!(!a.why.is_empty(), "{} has no reason", a.name);
         }
         let f = filters(&list).unwrap();
         assert_eq!(f.allowed, list.len());
-        assert_eq!(f.allowed, 35);
+        assert_eq!(f.allowed, 36);
         assert!(!f.allow.is_empty() && !f.enosys.is_empty());
         // Deterministic: the same list, the same program.
         assert_eq!(filters(&list).unwrap(), f);
@@ -1001,7 +1381,7 @@ mod tests {
         nrs.dedup();
         assert_eq!(nrs.len(), list.len(), "a syscall listed twice");
         let f = filters(&list).unwrap();
-        assert_eq!(f.allowed, 43);
+        assert_eq!(f.allowed, 44);
         for forbidden in [
             libc::SYS_open,
             libc::SYS_openat,
@@ -1023,13 +1403,13 @@ mod tests {
                 value: libc::AF_UNIX as u32
             }]]
         );
-        // Only blk: 35 + epoll (3) + blk (2).
+        // Only blk: 36 + epoll (3) + blk (2).
         let blk = DeviceNeeds {
             thread: true,
             blk: true,
             vsock: false,
         };
-        assert_eq!(allowlist_for(0, blk).len(), 40);
+        assert_eq!(allowlist_for(0, blk).len(), 41);
     }
 
     #[test]

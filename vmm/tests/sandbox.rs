@@ -99,7 +99,9 @@ fn probe_strict_ready_with_the_filter_on_by_default() {
     common::check_probe_report(&r, &r.config.clone());
     let s = r.sandbox.expect("the CLI's report has a sandbox");
     assert!(s.prelude.no_new_privs);
-    assert_eq!(s.user, None);
+    // As root the jail drops to its user (vmm/tests/jail.rs has the rest).
+    let (uid, gid) = truecold_vmm::jail::lookup_user().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.user, Some(sandbox::UserDrop { uid, gid }));
     assert!(s.seccomp.installed);
     assert_eq!(s.seccomp.mode_observed, Some(2), "{s:?}");
     assert_eq!(s.seccomp.allowed_syscalls, sandbox::allowlist(0).len());
@@ -643,15 +645,41 @@ fn vmm_with_kvm(tag: &str, owner: u32, mode: u32, args: &[&str]) -> Command {
 
 const NOBODY: u32 = 65534;
 
-/// `--uid/--gid` to a user who cannot use /dev/kvm (root's, mode 0600): a typed error that
-/// says who, what /dev/kvm is, and what to do; before anything is booted.
+/// `--no-jail --uid/--gid` (the early drop, before /dev/kvm is opened) to a user who cannot
+/// use /dev/kvm (root's, mode 0600): a typed error that says who, what /dev/kvm is, and what
+/// to do; before anything is booted. Jailed, the same user boots: the drop comes after
+/// /dev/kvm is open.
 #[test]
 fn drop_to_a_user_without_kvm_access_is_a_typed_error() {
+    let o = vmm_with_kvm(
+        "denied-jailed",
+        0,
+        0o600,
+        &["boot", "--probe", "--uid", "65534", "--gid", "65534"],
+    )
+    .output()
+    .expect("spawning the VMM in a private mount namespace (needs root)");
+    let r = report(&o);
+    assert_eq!(
+        r.sandbox.unwrap().user,
+        Some(sandbox::UserDrop {
+            uid: NOBODY,
+            gid: NOBODY
+        })
+    );
     let o = vmm_with_kvm(
         "denied",
         0,
         0o600,
-        &["boot", "--probe", "--uid", "65534", "--gid", "65534"],
+        &[
+            "boot",
+            "--probe",
+            "--no-jail",
+            "--uid",
+            "65534",
+            "--gid",
+            "65534",
+        ],
     )
     .output()
     .expect("spawning the VMM in a private mount namespace (needs root)");

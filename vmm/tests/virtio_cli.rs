@@ -138,8 +138,19 @@ fn probe_boot_with_a_workspace_runs_the_device_thread_under_seccomp() {
     assert_eq!(r.config.virtio.workspace.as_deref(), Some(img.as_path()));
     let s = r.sandbox.expect("the CLI confines itself");
     assert!(s.seccomp.installed);
-    // 35 + epoll_wait, epoll_pwait, epoll_ctl + pwrite64, fdatasync.
-    assert_eq!(s.seccomp.allowed_syscalls, 40);
+    // 36 + epoll_wait, epoll_pwait, epoll_ctl + pwrite64, fdatasync.
+    assert_eq!(s.seccomp.allowed_syscalls, 41);
+    // Jailed as root (the image was opened before, its path is not in the jail); else
+    // not, saying why.
+    let c = r.core.containment.expect("the CLI reports its containment");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(c.contained, "{c:?}");
+    } else {
+        assert!(!c.contained);
+        let why = c.not_contained_because.unwrap_or_default();
+        assert!(why.starts_with("not started as root"), "{why}");
+    }
     // The image is untouched (the probe never writes it).
     assert_eq!(std::fs::read(&img).unwrap(), vec![0x42u8; 1 << 20]);
 }
@@ -166,7 +177,10 @@ fn probe_boot_with_a_tap_creates_and_removes_it() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r.config.virtio.tap.as_deref(), Some(name.as_str()));
-    assert_eq!(r.sandbox.unwrap().seccomp.allowed_syscalls, 38);
+    // 36 + epoll (3).
+    assert_eq!(r.sandbox.unwrap().seccomp.allowed_syscalls, 39);
+    // Jailed in a new network namespace: the tap, created before, still works by descriptor.
+    assert!(r.core.containment.as_ref().is_some_and(|c| c.contained));
     assert!(
         !std::path::Path::new("/sys/class/net").join(&name).exists(),
         "tap {name} left behind"

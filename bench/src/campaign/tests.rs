@@ -154,6 +154,7 @@ fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> 
         guest_cmdline: None,
         accounting: None,
         guest_trace: None,
+        containment: None,
         outcome: Outcome {
             ok: !failed,
             failure_kind: failed.then(|| "deadline".to_string()),

@@ -122,6 +122,7 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
             guest_cmdline: Some("the one command line".into()),
             accounting: None,
             guest_trace: None,
+            containment: None,
             outcome: Outcome {
                 ok: !failed,
                 failure_kind: failed.then(|| "deadline".to_string()),

@@ -136,6 +136,12 @@ impl ParityLauncher {
             };
         }
         let prepared = std::fs::create_dir_all(&run_dir)
+            .and_then(|()| {
+                // Searchable by a jailed truecold-vmm's user (bound into its jail), whatever
+                // the umask.
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o755))
+            })
             .map_err(|e| format!("run directory {}: {e}", run_dir.display()))
             .and_then(|()| check_ifname(&tap).map_err(|e| e.to_string()));
         let ready = prepared

@@ -729,6 +729,7 @@ pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine
                 guest_cmdline: Some(GUEST_CMDLINE.into()),
                 accounting: None,
                 guest_trace: None,
+                containment: None,
                 outcome: outcome.clone(),
                 transport: truecold_proto::kinds::Transport::Serial,
             };
@@ -928,6 +929,7 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
             guest_cmdline: None,
             accounting: None,
             guest_trace: None,
+            containment: None,
             outcome: Outcome {
                 ok: s.ok,
                 failure_kind: (!s.ok).then(|| "deadline".into()),
