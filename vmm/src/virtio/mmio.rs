@@ -159,6 +159,11 @@ impl MmioTransport {
         self.index
     }
 
+    /// The QueueSel register as the driver last wrote it.
+    pub fn queue_sel(&self) -> u32 {
+        self.queue_sel
+    }
+
     fn selected(&mut self) -> Option<&mut Queue> {
         self.queues.get_mut(self.queue_sel as usize)
     }

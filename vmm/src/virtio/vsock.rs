@@ -408,7 +408,9 @@ impl Vsock {
             return Ok(());
         }
         if h.src_cid != GUEST_CID || h.dst_cid != u64::from(HOST_CID) || h.type_ != TYPE_STREAM {
-            self.queue_rst(&h);
+            // The RST closes the guest's side of these ports: the connection, if one is
+            // open on them, is closed too (it never goes on after the guest was told RST).
+            self.reset_conn((h.src_port, h.dst_port), cx.poll);
             return Ok(());
         }
         let key = (h.src_port, h.dst_port);
@@ -977,6 +979,38 @@ mod tests {
         assert_eq!(r.dev.tx_throttled(), 2);
         assert_eq!(p[1].0.dst_port, GUEST_PORT + 5, "in order");
         assert_eq!(r.faults.total_refused(), 0);
+    }
+
+    /// A packet with a wrong CID or type on the ports of an open connection is answered by
+    /// an RST, and the connection is closed with it: the device never goes on relaying on
+    /// ports the guest was told are reset (found by vmm_virtio_vsock's state model).
+    #[test]
+    fn an_rst_for_a_stray_packet_closes_the_connection_on_its_ports() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(dir.path().join("v.sock_1024")).unwrap();
+        let m = mem();
+        let mut r = Rig::new(&m, dir.path().join("v.sock"));
+        r.post_rx(8);
+        for bad in 0..3 {
+            r.send(r.hdr(OP_REQUEST, 0, 0), &[]);
+            let (mut host, _) = listener.accept().unwrap();
+            assert_eq!(r.received()[0].0.op, OP_RESPONSE);
+            let mut h = r.hdr(OP_RW, 3, 0);
+            match bad {
+                0 => h.dst_cid = 7,
+                1 => h.src_cid = 9,
+                _ => h.type_ = 2,
+            }
+            r.send(h, b"abc");
+            let p = r.received();
+            assert_eq!(p.len(), 1);
+            assert_eq!(p[0].0.op, OP_RST);
+            assert_eq!(r.dev.connections(), 0, "case {bad}");
+            // The host sees the end, never the stray bytes.
+            let mut rest = Vec::new();
+            host.read_to_end(&mut rest).unwrap();
+            assert!(rest.is_empty());
+        }
     }
 
     #[test]
