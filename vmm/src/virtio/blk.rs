@@ -3,6 +3,8 @@
 //! anything else → UNSUPP; a range past the end, a length not a multiple of 512 or a buffer
 //! of the wrong direction → IOERR. One queue of [`QUEUE_SIZE`]; data moves through a fixed
 //! bounce buffer of [`BOUNCE`] bytes, so a request's length never sizes an allocation.
+//! Requests are rate limited ([`RateLimit::BLK`] by default: bytes of the whole chain and
+//! requests per second); a request past the limit waits in the queue for its tokens.
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -14,7 +16,8 @@ use virtio_bindings::virtio_blk::{
 };
 use vm_memory::GuestMemory;
 
-use super::{gather, scatter, Chain, ChainError, Ctx, Event, VirtioDevice, F_VERSION_1};
+use super::rate::{Limiter, RateLimit};
+use super::{gather, scatter, Chain, ChainError, Ctx, Event, Poll, VirtioDevice, F_VERSION_1};
 
 pub const DEVICE_ID: u32 = virtio_bindings::virtio_ids::VIRTIO_ID_BLOCK;
 pub const QUEUE_SIZE: u16 = 256;
@@ -124,6 +127,7 @@ pub struct Blk {
     /// Capacity in 512-byte sectors (the file's size rounded down).
     sectors: u64,
     bounce: Vec<u8>,
+    limiter: Limiter,
     /// Requests by outcome.
     pub ok: u64,
     pub ioerr: u64,
@@ -131,16 +135,28 @@ pub struct Blk {
 }
 
 impl Blk {
+    /// The device over `disk` with the default rate limit ([`RateLimit::BLK`]).
     pub fn new(disk: Box<dyn Disk>) -> Self {
+        Self::with_limit(disk, RateLimit::BLK)
+    }
+
+    /// The device over `disk`, its requests limited by `limit`.
+    pub fn with_limit(disk: Box<dyn Disk>, limit: RateLimit) -> Self {
         let sectors = disk.size() / SECTOR;
         Blk {
             disk,
             sectors,
             bounce: vec![0; BOUNCE],
+            limiter: Limiter::new(limit),
             ok: 0,
             ioerr: 0,
             unsupp: 0,
         }
+    }
+
+    /// Times the queue stopped for its rate limit.
+    pub fn throttled(&self) -> u64 {
+        self.limiter.throttled
     }
 
     /// The disk (tests read back what the guest wrote).
@@ -238,7 +254,16 @@ impl VirtioDevice for Blk {
             ("requests_ok", self.ok),
             ("requests_ioerr", self.ioerr),
             ("requests_unsupported", self.unsupp),
+            ("throttled", self.limiter.throttled),
         ]
+    }
+
+    fn wake_at(&self) -> Option<u64> {
+        self.limiter.wake_at()
+    }
+
+    fn reset(&mut self, _poll: &Poll<'_>) {
+        self.limiter.reset();
     }
 
     fn device_type(&self) -> u32 {
@@ -259,10 +284,18 @@ impl VirtioDevice for Blk {
     }
 
     fn handle(&mut self, cx: &mut Ctx<'_>, ev: Event) {
-        if ev != Event::Queue(0) {
+        if !matches!(ev, Event::Queue(0) | Event::Timer) || !self.limiter.go(cx.now_ns()) {
             return;
         }
         while let Some(c) = cx.pop(0, MAX_REQUEST) {
+            if !self
+                .limiter
+                .admit(cx.now_ns(), c.readable_len() + c.writable_len())
+            {
+                // Left in the queue: the timer at wake_at() serves it.
+                cx.unpop(0);
+                return;
+            }
             match self.request(cx.mem, &c) {
                 Ok((status, data, fault)) => {
                     match status as u32 {
@@ -405,6 +438,68 @@ mod tests {
         m.read_slice(&mut id, GuestAddress(DATA)).unwrap();
         assert_eq!(id, SERIAL);
         assert_eq!(blk.ok, 4);
+        assert_eq!(blk.throttled(), 0, "the default limit is far above this");
+    }
+
+    /// A flood of requests is served up to the burst, then at the sustained rate: the rest
+    /// waits in the queue (a notification meanwhile does nothing), and the timer event at
+    /// `wake_at` serves it. Under the default limit the same queue goes through at once.
+    #[test]
+    fn a_flood_is_throttled_and_the_queue_resumes_when_tokens_refill() {
+        use crate::virtio::rate::Bucket;
+        const MS: u64 = 1_000_000;
+        let t0 = 1_000 * MS;
+        let m = mem();
+        let limit = RateLimit {
+            bytes: None,
+            ops: Some(Bucket {
+                capacity: 4,
+                per_sec: 10,
+            }),
+        };
+        header(&m, HDR, VIRTIO_BLK_T_FLUSH, 0);
+        let chains: Vec<_> = (0..10)
+            .map(|i| vec![desc(HDR, 16, 0), desc(STATUS + i, 1, F_WRITE)])
+            .collect();
+        for (lim, want) in [(limit, 4), (RateLimit::BLK, 10)] {
+            let mut blk = Blk::with_limit(Box::new(MemDisk::new(vec![0; 4096])), lim);
+            let (q, used_addr) = queue_with(&m, 0, 32, &chains);
+            let mut queues = vec![q];
+            let ep = Epoll::new().unwrap();
+            let poll = Poll::new(&ep, 0);
+            let mut faults = Faults::default();
+            let mut at = |blk: &mut Blk, t: u64, ev: Event| {
+                let mut cx = Ctx::new(&m, &mut queues, &poll, &mut faults).at(t);
+                blk.handle(&mut cx, ev);
+                used(&m, used_addr, 0).0
+            };
+            assert_eq!(at(&mut blk, t0, Event::Queue(0)), want);
+            if want == 10 {
+                assert_eq!(blk.throttled(), 0);
+                assert_eq!(blk.wake_at(), None);
+                continue;
+            }
+            assert_eq!(blk.throttled(), 1);
+            assert_eq!(blk.wake_at(), Some(t0 + 100 * MS), "one request a 100 ms");
+            assert_eq!(
+                at(&mut blk, t0 + 50 * MS, Event::Queue(0)),
+                4,
+                "still stopped"
+            );
+            assert_eq!(at(&mut blk, t0 + 100 * MS, Event::Timer), 5);
+            assert_eq!(blk.wake_at(), Some(t0 + 200 * MS));
+            // Long after: a full bucket (4), then the last one 100 ms later.
+            assert_eq!(at(&mut blk, t0 + 10_000 * MS, Event::Timer), 9);
+            assert_eq!(at(&mut blk, t0 + 10_100 * MS, Event::Timer), 10);
+            assert_eq!(blk.wake_at(), None, "the queue is empty: no timer");
+            assert_eq!(blk.throttled(), 3);
+            assert_eq!(blk.ok, 10, "every request served once");
+            for i in 0..10 {
+                let st: u8 = m.read_obj(GuestAddress(STATUS + i)).unwrap();
+                assert_eq!(st, VIRTIO_BLK_S_OK as u8);
+            }
+            assert_eq!(faults.total_refused(), 0);
+        }
     }
 
     #[test]

@@ -10,7 +10,9 @@ use vm_memory::GuestMemoryMmap;
 use vmm_sys_util::epoll::Epoll;
 use vmm_sys_util::eventfd::EventFd;
 
-use super::{Ctx, Event, Faults, Interrupt, Poll, VirtioDevice, F_VERSION_1, INT_VRING};
+use super::{
+    Ctx, Event, Faults, Interrupt, Poll, VirtioDevice, F_VERSION_1, INT_CONFIG, INT_VRING,
+};
 
 pub const MAGIC_VALUE: u64 = 0x000;
 pub const VERSION: u64 = 0x004;
@@ -155,6 +157,11 @@ impl MmioTransport {
 
     pub fn index(&self) -> u32 {
         self.index
+    }
+
+    /// The QueueSel register as the driver last wrote it.
+    pub fn queue_sel(&self) -> u32 {
+        self.queue_sel
     }
 
     fn selected(&mut self) -> Option<&mut Queue> {
@@ -375,7 +382,9 @@ impl MmioTransport {
     }
 
     /// Serves one event on the device thread (nothing before DRIVER_OK); raises the
-    /// interrupt when a used buffer asks for one.
+    /// interrupt when a used buffer asks for one. A queue that cannot be used at all
+    /// ([`Ctx::broken`]) stops the device: NEEDS_RESET is set, the configuration interrupt
+    /// raised, and nothing more is served until the driver resets it (status 0).
     pub fn handle(&mut self, ev: Event) {
         if !self.activated {
             return;
@@ -383,9 +392,24 @@ impl MmioTransport {
         let poll = Poll::new(&self.epoll, self.index);
         let mut cx = Ctx::new(&self.mem, &mut self.queues, &poll, &mut self.faults);
         self.device.handle(&mut cx, ev);
-        if cx.needs_interrupt() {
-            // A full eventfd counter is the only failure, and then the line is raised.
+        let (notify, broken) = (cx.needs_interrupt(), cx.broken());
+        // A full eventfd counter is the only failure of a raise, and then the line is raised.
+        if notify {
             let _ = self.interrupt.raise(INT_VRING);
+        }
+        if broken.is_some() {
+            self.status |= S_NEEDS_RESET;
+            self.activated = false;
+            let _ = self.interrupt.raise(INT_CONFIG);
+        }
+    }
+
+    /// When the device wants an [`Event::Timer`] (CLOCK_MONOTONIC ns; only while activated).
+    pub fn wake_at(&self) -> Option<u64> {
+        if self.activated {
+            self.device.wake_at()
+        } else {
+            None
         }
     }
 }
@@ -553,5 +577,31 @@ mod tests {
         w(&mut t, INTERRUPT_ACK, INT_VRING);
         assert_eq!(r(&mut t, INTERRUPT_STATUS), 0);
         let _ = GuestAddress(0);
+    }
+
+    /// An available ring index more than a queue ahead cannot be used at all: counted once,
+    /// the device stops (NEEDS_RESET, the configuration interrupt) until the driver resets
+    /// it; after the reset it probes and runs again.
+    #[test]
+    fn an_unusable_avail_ring_needs_a_reset() {
+        use vm_memory::Bytes;
+        let mut t = transport();
+        assert_eq!(linux_probe(&mut t, 1), 0xf);
+        let m = t.mem.clone();
+        m.write_obj(0x8000u16, GuestAddress(0x2002)).unwrap();
+        t.handle(Event::Queue(0));
+        assert_eq!(r(&mut t, STATUS), 0xf | S_NEEDS_RESET);
+        assert!(!t.is_activated());
+        assert_eq!(r(&mut t, INTERRUPT_STATUS) & INT_CONFIG, INT_CONFIG);
+        t.handle(Event::Queue(0));
+        assert_eq!(t.faults.count("avail-index"), 1, "{:?}", t.faults);
+        // Status bits cannot be cleared without a reset.
+        w(&mut t, STATUS, 0xf);
+        assert_eq!(r(&mut t, STATUS), 0xf | S_NEEDS_RESET);
+        w(&mut t, STATUS, 0);
+        assert_eq!(r(&mut t, STATUS), 0);
+        m.write_obj(0u16, GuestAddress(0x2002)).unwrap();
+        assert_eq!(linux_probe(&mut t, 1), 0xf);
+        assert!(t.is_activated());
     }
 }

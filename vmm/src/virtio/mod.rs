@@ -8,11 +8,15 @@
 //! register (`base + 0x50`) is an ioeventfd with datamatch = the queue index.
 //!
 //! Everything the guest puts in a queue is untrusted: a descriptor chain is walked at most
-//! queue-size descriptors deep (virtio-queue's TTL), every buffer is range-checked against
-//! guest memory before use ([`Chain::parse`]), and no length the guest gives sizes an
-//! allocation (the devices copy through fixed bounce buffers). A malformed chain is returned
-//! to the guest (used length 0 or an error status) and counted in [`Faults`]; it never
-//! panics the VMM.
+//! queue-size descriptors deep (virtio-queue's TTL), and one that would go on (a loop, a
+//! `next` outside the queue: virtio-queue ends those chains silently) is refused; every
+//! buffer is range-checked against guest memory before use ([`Chain::parse`]), and no length
+//! the guest gives sizes an allocation (the devices copy through fixed bounce buffers). A
+//! malformed chain is returned to the guest (used length 0 or an error status) and counted in
+//! [`Faults`]; an available ring that cannot be used at all (its index more than a queue
+//! ahead) stops the device until the driver resets it (NEEDS_RESET, [`Ctx::broken`]). Nothing
+//! the guest writes panics the VMM. What a guest can make a device do per second is bounded
+//! by token buckets ([`rate`]).
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::RawFd;
@@ -29,6 +33,7 @@ pub mod blk;
 mod hostile;
 pub mod mmio;
 pub mod net;
+pub mod rate;
 pub mod setup;
 pub mod thread;
 pub mod vsock;
@@ -106,6 +111,9 @@ pub enum Event {
     Queue(u16),
     /// A backend descriptor the device registered under `token` is ready (`events`: epoll bits).
     Backend { token: u32, events: u32 },
+    /// The time the device asked for ([`VirtioDevice::wake_at`]) came: a queue stopped by its
+    /// rate limit may go on.
+    Timer,
 }
 
 /// Backend tokens start here (below: queue indexes).
@@ -179,6 +187,12 @@ pub enum ChainError {
     Indirect,
     #[error("the frame's virtio-net header asks for an offload that was not negotiated")]
     OffloadHeader,
+    #[error("the chain goes on past queue-size descriptors (a loop)")]
+    TooManyDescriptors,
+    #[error("a descriptor's next index is outside the queue")]
+    BadNext,
+    #[error("the available ring's index is more than a queue ahead of the device, or unreadable")]
+    AvailIndex,
 }
 
 impl ChainError {
@@ -196,6 +210,9 @@ impl ChainError {
             ChainError::Unsupported => "unsupported",
             ChainError::Indirect => "indirect",
             ChainError::OffloadHeader => "offload-header",
+            ChainError::TooManyDescriptors => "too-many-descriptors",
+            ChainError::BadNext => "bad-next",
+            ChainError::AvailIndex => "avail-index",
         }
     }
 }
@@ -238,21 +255,34 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// Walks `chain` (at most queue-size descriptors: virtio-queue's TTL ends a loop),
-    /// checking each buffer against `mem` and the order (readable before writable); the
-    /// readable and writable totals are each at most `max_len` bytes.
+    /// Walks `chain` of a queue of `size` entries (at most `size` descriptors: virtio-queue's
+    /// TTL), checking the head index, each buffer against `mem` and the order (readable before
+    /// writable); the readable and writable totals are each at most `max_len` bytes. A chain
+    /// virtio-queue ended while its last descriptor still had NEXT is refused: past `size`
+    /// descriptors it loops ([`ChainError::TooManyDescriptors`]), a next index outside the
+    /// queue is [`ChainError::BadNext`], and otherwise it passed 2^32 bytes, which virtio
+    /// forbids ([`ChainError::TooLong`]).
     pub fn parse<M: GuestMemory>(
         chain: DescriptorChain<&M>,
         mem: &M,
+        size: u16,
         max_len: u64,
     ) -> Result<Chain, (u16, ChainError)> {
         let head = chain.head_index();
+        if head >= size {
+            return Err((head, ChainError::BadHead));
+        }
         let mut c = Chain {
             head,
             ..Chain::default()
         };
         let (mut rlen, mut wlen) = (0u64, 0u64);
+        let mut walked = 0u32;
+        // The next index of the last descriptor walked, when it has NEXT.
+        let mut dangling = None;
         for d in chain {
+            walked += 1;
+            dangling = d.has_next().then(|| d.next());
             let buf = Buf {
                 addr: d.addr(),
                 len: d.len(),
@@ -281,6 +311,16 @@ impl Chain {
                 }
                 c.readable.push(buf);
             }
+        }
+        if let Some(next) = dangling {
+            let e = if next >= size {
+                ChainError::BadNext
+            } else if walked >= u32::from(size) {
+                ChainError::TooManyDescriptors
+            } else {
+                ChainError::TooLong
+            };
+            return Err((head, e));
         }
         Ok(c)
     }
@@ -389,6 +429,10 @@ pub struct Ctx<'a> {
     pub poll: &'a Poll<'a>,
     pub faults: &'a mut Faults,
     notify: bool,
+    /// CLOCK_MONOTONIC at the event, ns (the rate limits' clock).
+    now_ns: u64,
+    /// Why the device must stop until a reset (a queue that cannot be used at all).
+    broken: Option<ChainError>,
 }
 
 impl<'a> Ctx<'a> {
@@ -404,26 +448,59 @@ impl<'a> Ctx<'a> {
             poll,
             faults,
             notify: false,
+            now_ns: truecold_proto::measure::now_ns(),
+            broken: None,
         }
     }
 
+    /// The same at a given time (tests and fuzzing drive the rate limits' clock).
+    pub fn at(mut self, now_ns: u64) -> Self {
+        self.now_ns = now_ns;
+        self
+    }
+
+    /// CLOCK_MONOTONIC at this event, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Why the device stopped in this event (the transport then sets NEEDS_RESET), if it did.
+    pub fn broken(&self) -> Option<ChainError> {
+        self.broken
+    }
+
     /// The next available chain of queue `q`, parsed; a malformed one is returned to the
-    /// guest (used length 0), counted, and the next one tried.
+    /// guest (used length 0), counted, and the next one tried. A head index outside the
+    /// queue is counted and skipped (the used ring cannot name it). An available ring whose
+    /// index is more than a queue ahead (or unreadable) is counted once and stops the device:
+    /// nothing more is popped (the transport sets NEEDS_RESET).
     pub fn pop(&mut self, q: usize, max_len: u64) -> Option<Chain> {
+        if self.broken.is_some() {
+            return None;
+        }
         loop {
             let queue = self.queues.get_mut(q)?;
             let (table, size) = (queue.desc_table(), queue.size());
-            let chain = queue.pop_descriptor_chain(self.mem)?;
+            let chain = match queue.iter(self.mem) {
+                Ok(mut avail) => avail.next()?,
+                Err(virtio_queue::Error::QueueNotReady) => return None,
+                Err(_) => {
+                    self.faults.refuse(ChainError::AvailIndex);
+                    self.broken = Some(ChainError::AvailIndex);
+                    return None;
+                }
+            };
             // No device offers VIRTIO_RING_F_INDIRECT_DESC: a chain that names an indirect
             // table is refused before virtio-queue would follow it (a table of up to 65,535
             // descriptors, read while the transport's lock is held).
             let parsed = if names_indirect_table(self.mem, table, size, chain.head_index()) {
                 Err((chain.head_index(), ChainError::Indirect))
             } else {
-                Chain::parse(chain, self.mem, max_len)
+                Chain::parse(chain, self.mem, size, max_len)
             };
             match parsed {
                 Ok(c) => return Some(c),
+                Err((_, ChainError::BadHead)) => self.faults.refuse(ChainError::BadHead),
                 Err((head, e)) => {
                     self.faults.refuse(e);
                     self.used(q, head, 0);
@@ -482,8 +559,14 @@ pub trait VirtioDevice: Send {
     }
     /// The driver set DRIVER_OK with these acked features.
     fn activate(&mut self, _acked: u64) {}
-    /// The driver reset the device: drop every in-flight state.
+    /// The driver reset the device: drop every in-flight state (a rate limit's buckets are
+    /// kept: a reset must not refill them).
     fn reset(&mut self, _poll: &Poll<'_>) {}
+    /// When the device wants an [`Event::Timer`] (CLOCK_MONOTONIC ns): a queue its rate limit
+    /// stopped may go on then. None: no timer.
+    fn wake_at(&self) -> Option<u64> {
+        None
+    }
     /// Serves one event (only while activated).
     fn handle(&mut self, cx: &mut Ctx<'_>, ev: Event);
     /// What the device did, for the VMM's report (name, count).
@@ -533,6 +616,70 @@ mod config_space_tests {
             let mut d = [9u8; 8];
             super::read_config_bytes(&cfg, off, &mut d);
             assert_eq!(d, [0; 8], "{off}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::testutil::{mem, F_NEXT};
+    use super::*;
+
+    fn chain_of(
+        m: &GuestMemoryMmap,
+        size: u16,
+        n: u16,
+        last_next: Option<u16>,
+    ) -> (u16, Result<Chain, (u16, ChainError)>) {
+        // Table at 0x1000, avail at 0x2000, used at 0x3000: n descriptors 0 → 1 → … → n-1.
+        let mut q = Queue::new(size).unwrap();
+        q.set_size(size);
+        q.set_desc_table_address(Some(0x1000), Some(0));
+        q.set_avail_ring_address(Some(0x2000), Some(0));
+        q.set_used_ring_address(Some(0x3000), Some(0));
+        q.set_ready(true);
+        for i in 0..n {
+            let a = 0x1000 + 16 * u64::from(i);
+            let (flags, next) = match (i + 1 == n, last_next) {
+                (false, _) => (F_NEXT, i + 1),
+                (true, Some(nx)) => (F_NEXT, nx),
+                (true, None) => (0, 0),
+            };
+            m.write_obj(0x10_0000u64 + 64 * u64::from(i), GuestAddress(a))
+                .unwrap();
+            m.write_obj(64u32, GuestAddress(a + 8)).unwrap();
+            m.write_obj(flags, GuestAddress(a + 12)).unwrap();
+            m.write_obj(next, GuestAddress(a + 14)).unwrap();
+        }
+        m.write_obj(0u16, GuestAddress(0x2004)).unwrap();
+        m.write_obj(1u16, GuestAddress(0x2002)).unwrap();
+        let chain = q.pop_descriptor_chain(m).unwrap();
+        (n, Chain::parse(chain, m, size, u64::MAX))
+    }
+
+    /// virtio-queue walks at most queue-size descriptors and ends a longer chain silently,
+    /// as if it ended there; `Chain::parse` refuses it (a chain longer than the queue is a
+    /// loop). A chain of exactly queue-size descriptors is a chain.
+    #[test]
+    fn a_chain_longer_than_the_queue_or_with_a_next_outside_it_is_refused() {
+        let m = mem();
+        for size in [1u16, 2, 16, 256] {
+            let (n, r) = chain_of(&m, size, size, None);
+            let c = r.unwrap_or_else(|e| panic!("{size}: {e:?}"));
+            assert_eq!(c.readable.len(), usize::from(n), "{size}");
+            // The last one points back at the first: a loop, one past the queue.
+            let (_, r) = chain_of(&m, size, size, Some(0));
+            assert_eq!(
+                r.unwrap_err(),
+                (0, ChainError::TooManyDescriptors),
+                "{size}"
+            );
+            let (_, r) = chain_of(&m, size, size, Some(size));
+            assert_eq!(r.unwrap_err(), (0, ChainError::BadNext), "{size}");
+            if size > 2 {
+                let (_, r) = chain_of(&m, size, 2, Some(1));
+                assert_eq!(r.unwrap_err(), (0, ChainError::TooManyDescriptors));
+            }
         }
     }
 }

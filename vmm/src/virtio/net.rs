@@ -3,12 +3,15 @@
 //! and IFF_UP; it disappears when its descriptor closes), a socketpair in tests. Features:
 //! VIRTIO_F_VERSION_1 and VIRTIO_NET_F_MAC only (no offloads, no mergeable buffers): each
 //! frame is one 12-byte `virtio_net_hdr_v1` + one Ethernet frame, passed through unchanged.
-//! Queues: 0 rx, 1 tx. Frames are bounded by [`MAX_FRAME`] in two fixed buffers.
+//! Queues: 0 rx, 1 tx. Frames are bounded by [`MAX_FRAME`] in two fixed buffers. The
+//! guest's frames (tx) are rate limited ([`RateLimit::NET_TX`] by default: bytes and frames
+//! per second); rx carries the host's traffic and is not.
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 
 use vmm_sys_util::epoll::EventSet;
 
+use super::rate::{Limiter, RateLimit};
 use super::{
     gather, scatter, ChainError, Ctx, Event, Poll, VirtioDevice, BACKEND_TOKEN_BASE, F_VERSION_1,
 };
@@ -65,6 +68,7 @@ pub struct Net {
     pending: Option<usize>,
     /// The backend may have frames (edge-triggered: cleared on EAGAIN).
     readable: bool,
+    tx_limiter: Limiter,
     pub tx_frames: u64,
     pub rx_frames: u64,
     /// Frames dropped: tx the backend refused, rx larger than the guest's buffer.
@@ -72,7 +76,13 @@ pub struct Net {
 }
 
 impl Net {
+    /// The device over `frames` with the default tx limit ([`RateLimit::NET_TX`]).
     pub fn new(frames: Box<dyn Frames>, mac: [u8; 6]) -> Self {
+        Self::with_limit(frames, mac, RateLimit::NET_TX)
+    }
+
+    /// The device over `frames`, its transmitted frames limited by `tx`.
+    pub fn with_limit(frames: Box<dyn Frames>, mac: [u8; 6], tx: RateLimit) -> Self {
         Net {
             frames,
             mac,
@@ -80,14 +90,28 @@ impl Net {
             tx_buf: vec![0; MAX_FRAME],
             pending: None,
             readable: true,
+            tx_limiter: Limiter::new(tx),
             tx_frames: 0,
             rx_frames: 0,
             dropped: 0,
         }
     }
 
+    /// Times the tx queue stopped for its rate limit.
+    pub fn tx_throttled(&self) -> u64 {
+        self.tx_limiter.throttled
+    }
+
     fn tx(&mut self, cx: &mut Ctx<'_>) {
+        if !self.tx_limiter.go(cx.now_ns()) {
+            return;
+        }
         while let Some(c) = cx.pop(TX, MAX_FRAME as u64) {
+            if !self.tx_limiter.admit(cx.now_ns(), c.readable_len()) {
+                // Left in the queue: the timer at wake_at() sends it.
+                cx.unpop(TX);
+                return;
+            }
             if !c.writable.is_empty() {
                 cx.faults.refuse(ChainError::WrongDirection);
                 cx.used(TX, c.head, 0);
@@ -186,7 +210,12 @@ impl VirtioDevice for Net {
             ("tx_frames", self.tx_frames),
             ("rx_frames", self.rx_frames),
             ("dropped_frames", self.dropped),
+            ("tx_throttled", self.tx_limiter.throttled),
         ]
+    }
+
+    fn wake_at(&self) -> Option<u64> {
+        self.tx_limiter.wake_at()
     }
 
     fn device_type(&self) -> u32 {
@@ -217,11 +246,12 @@ impl VirtioDevice for Net {
     fn reset(&mut self, _poll: &Poll<'_>) {
         self.pending = None;
         self.readable = true;
+        self.tx_limiter.reset();
     }
 
     fn handle(&mut self, cx: &mut Ctx<'_>, ev: Event) {
         match ev {
-            Event::Queue(1) => self.tx(cx),
+            Event::Queue(1) | Event::Timer => self.tx(cx),
             Event::Queue(0) => self.rx(cx),
             Event::Backend {
                 token: TAP_TOKEN, ..
@@ -382,5 +412,83 @@ mod tests {
             let mut got = [0u8; 100];
             assert!(host.recv(&mut got).is_err(), "a frame reached the tap");
         }
+    }
+
+    /// A guest flooding tx is held to its limit: frames past the burst wait in the queue
+    /// (rx goes on meanwhile), the timer sends them in order; nothing is dropped.
+    #[test]
+    fn a_tx_flood_is_throttled_rx_is_not_and_tx_resumes() {
+        use crate::virtio::rate::Bucket;
+        const MS: u64 = 1_000_000;
+        let m = mem();
+        let (a, host) = UnixDatagram::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        host.set_nonblocking(true).unwrap();
+        let limit = RateLimit {
+            bytes: Some(Bucket {
+                capacity: 200,
+                per_sec: 1000,
+            }),
+            ops: None,
+        };
+        let mut net = Net::with_limit(Box::new(a), [0; 6], limit);
+        // Eight 72-byte frames (header + 60), each marked with its number.
+        let chains: Vec<_> = (0..8u64)
+            .map(|i| {
+                let mut f = vec![0u8; 72];
+                f[12] = i as u8;
+                m.write_slice(&f, GuestAddress(0x10_0000 + i * 0x100))
+                    .unwrap();
+                vec![desc(0x10_0000 + i * 0x100, 72, 0)]
+            })
+            .collect();
+        let (txq, tx_used) = queue_with(&m, 0x8000, 16, &chains);
+        let (rxq, rx_used) = queue_with(&m, 0, 16, &[vec![desc(0x20_0000, 2048, F_WRITE)]]);
+        let mut queues = vec![rxq, txq];
+        let ep = Epoll::new().unwrap();
+        let poll = Poll::new(&ep, 0);
+        let mut faults = Faults::default();
+        let t0 = 7_000 * MS;
+        let mut at = |net: &mut Net, t: u64, ev: Event| {
+            let mut cx = Ctx::new(&m, &mut queues, &poll, &mut faults).at(t);
+            net.handle(&mut cx, ev);
+        };
+        at(&mut net, t0, Event::Queue(1));
+        assert_eq!(used(&m, tx_used, 0).0, 2, "200 bytes: two frames at once");
+        assert_eq!(net.tx_throttled(), 1);
+        assert_eq!(net.wake_at(), Some(t0 + 72 * MS - 56 * MS));
+        // rx is not limited.
+        host.send(&[0u8; 60]).unwrap();
+        at(
+            &mut net,
+            t0 + MS,
+            Event::Backend {
+                token: TAP_TOKEN,
+                events: 1,
+            },
+        );
+        assert_eq!(used(&m, rx_used, 0).0, 1);
+        at(&mut net, t0 + MS, Event::Queue(1));
+        assert_eq!(
+            used(&m, tx_used, 0).0,
+            2,
+            "a notify while stopped does nothing"
+        );
+        let mut t = t0;
+        while used(&m, tx_used, 0).0 < 8 {
+            t = net.wake_at().expect("a timer while frames wait");
+            at(&mut net, t, Event::Timer);
+        }
+        assert_eq!(net.wake_at(), None);
+        // 6 × 72 bytes after the first 200 − 144: at 1000 bytes/s, 0.376 s.
+        assert_eq!(t - t0, (6 * 72 - 56) * MS);
+        assert_eq!(net.tx_frames, 8);
+        assert_eq!(net.dropped, 0);
+        let mut got = [0u8; 100];
+        for i in 0..8u8 {
+            let n = host.recv(&mut got).unwrap();
+            assert_eq!((n, got[12]), (72, i), "in order, each once");
+        }
+        assert!(host.recv(&mut got).is_err());
     }
 }

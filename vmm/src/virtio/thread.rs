@@ -1,7 +1,9 @@
 //! The virtio devices of one VM ([`VirtioDevices`]: set up before the seccomp filter) and
 //! their one device thread ([`DeviceThread`]: epoll over every queue's notification
 //! eventfd, the backends' descriptors and a stop eventfd; started before the vCPUs, stopped
-//! and joined after the run).
+//! and joined after the run). The thread's `epoll_wait` times out at the earliest time a
+//! device asked for ([`super::VirtioDevice::wake_at`]: a queue its rate limit stopped), and
+//! that device then gets [`Event::Timer`].
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -130,10 +132,38 @@ impl VirtioDevices {
         })
     }
 
+    /// The epoll timeout until the earliest device timer, ms (rounded up: never early), or
+    /// -1 (none).
+    fn timeout_ms(&self, now: u64) -> i32 {
+        let next = self
+            .transports
+            .iter()
+            .filter_map(|t| lock(t).wake_at())
+            .min();
+        match next {
+            None => -1,
+            Some(at) => {
+                let ms = at.saturating_sub(now).div_ceil(1_000_000);
+                i32::try_from(ms).unwrap_or(i32::MAX)
+            }
+        }
+    }
+
+    /// Delivers [`Event::Timer`] to every device whose time came.
+    fn timers(&self, now: u64) {
+        for t in &self.transports {
+            let mut t = lock(t);
+            if t.wake_at().is_some_and(|at| at <= now) {
+                t.handle(Event::Timer);
+            }
+        }
+    }
+
     fn serve(self) {
         let mut events = vec![EpollEvent::default(); 32];
         loop {
-            let n = match self.epoll.wait(-1, &mut events) {
+            let timeout = self.timeout_ms(truecold_proto::measure::now_ns());
+            let n = match self.epoll.wait(timeout, &mut events) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return,
@@ -164,6 +194,7 @@ impl VirtioDevices {
                 };
                 lock(t).handle(ev);
             }
+            self.timers(truecold_proto::measure::now_ns());
         }
     }
 }
@@ -333,5 +364,64 @@ mod tests {
         assert_eq!(reports[0].counters["requests_ok"], 1);
         assert_eq!(reports[0].counters["requests_ioerr"], 0);
         assert!(reports[0].refused.is_empty());
+    }
+
+    /// A queue stopped by its rate limit is resumed by the thread itself: one notification,
+    /// three requests at one a 30 ms, all served without another notification.
+    #[test]
+    fn device_thread_resumes_a_throttled_queue_on_its_timer() {
+        use crate::virtio::rate::{Bucket, RateLimit};
+        let m = mem();
+        let irq = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        let limit = RateLimit {
+            bytes: None,
+            ops: Some(Bucket {
+                capacity: 1,
+                per_sec: 33,
+            }),
+        };
+        let blk = Blk::with_limit(Box::new(MemDisk::new(vec![0; 4096])), limit);
+        let devs = VirtioDevices::new(&m, vec![("blk", Box::new(blk), irq)]).unwrap();
+        let win = devs.windows();
+        let reporter = devs.reporter();
+        let base = 0xd000_0000u64;
+        let w = |off: u64, v: u32| assert!(win.write(base + off, &v.to_le_bytes()));
+        let mut q = Q::new(&m, 0x1000, 16);
+        let qq = q.queue();
+        for (off, v) in [
+            (STATUS, S_ACKNOWLEDGE),
+            (STATUS, S_ACKNOWLEDGE | S_DRIVER),
+            (DRIVER_FEATURES_SEL, 1),
+            (DRIVER_FEATURES, 1),
+            (STATUS, S_ACKNOWLEDGE | S_DRIVER | S_FEATURES_OK),
+            (QUEUE_SEL, 0),
+            (QUEUE_NUM, 16),
+            (QUEUE_DESC_LOW, qq.desc_table() as u32),
+            (QUEUE_DRIVER_LOW, qq.avail_ring() as u32),
+            (QUEUE_DEVICE_LOW, qq.used_ring() as u32),
+            (QUEUE_READY, 1),
+        ] {
+            w(off, v);
+        }
+        let mut hdr = [0u8; 16];
+        hdr[..4].copy_from_slice(&4u32.to_le_bytes()); // FLUSH
+        m.write_slice(&hdr, GuestAddress(0x10_0000)).unwrap();
+        for i in 0..3 {
+            q.push(&[desc(0x10_0000, 16, 0), desc(0x12_0000 + i, 1, F_WRITE)]);
+        }
+        let thread = devs.start().unwrap();
+        // DRIVER_OK looks at the queue once: the only notification.
+        w(STATUS, 0xf);
+        let start = std::time::Instant::now();
+        while used(&m, q.used_addr, 0).0 < 3 && start.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let took = start.elapsed();
+        assert_eq!(used(&m, q.used_addr, 0).0, 3, "served by the timer");
+        assert!(took.as_millis() >= 55, "two waits of 30 ms: {took:?}");
+        assert!(thread.stop());
+        let r = &reporter.reports()[0];
+        assert_eq!(r.counters["requests_ok"], 3);
+        assert_eq!(r.counters["throttled"], 2);
     }
 }

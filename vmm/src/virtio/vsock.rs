@@ -10,7 +10,9 @@
 //! closes and the guest gets RST); RST closes. Bounds: at most [`MAX_CONNS`] connections,
 //! at most [`BUF_ALLOC`] bytes held per connection (a guest that sends past its credit is
 //! reset), at most [`MAX_PENDING_RST`] queued resets, data through one bounce buffer.
-//! Queues: 0 rx, 1 tx, 2 event (never used: no events are sent).
+//! Queues: 0 rx, 1 tx, 2 event (never used: no events are sent). The guest's packets (tx:
+//! each REQUEST a `socket` + `connect` on the host) are rate limited ([`RateLimit::VSOCK_TX`]
+//! by default: bytes and packets per second).
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -21,6 +23,7 @@ use std::path::{Path, PathBuf};
 use truecold_proto::parity::{uds_port_path, GUEST_CID, HOST_CID};
 use vmm_sys_util::epoll::EventSet;
 
+use super::rate::{Limiter, RateLimit};
 use super::{
     gather, scatter, Chain, ChainError, Ctx, Event, Poll, VirtioDevice, BACKEND_TOKEN_BASE,
     F_VERSION_1,
@@ -251,6 +254,7 @@ pub struct Vsock {
     next_token: u32,
     rst: VecDeque<Hdr>,
     bounce: Vec<u8>,
+    tx_limiter: Limiter,
     /// Connections made, and refused (nothing listening, the table full).
     pub connected: u64,
     pub refused: u64,
@@ -258,8 +262,14 @@ pub struct Vsock {
 }
 
 impl Vsock {
-    /// The device relaying to `<uds>_<port>`.
+    /// The device relaying to `<uds>_<port>`, with the default tx limit
+    /// ([`RateLimit::VSOCK_TX`]).
     pub fn new(uds: PathBuf) -> Self {
+        Self::with_limit(uds, RateLimit::VSOCK_TX)
+    }
+
+    /// The device relaying to `<uds>_<port>`, the guest's packets limited by `tx`.
+    pub fn with_limit(uds: PathBuf, tx: RateLimit) -> Self {
         Vsock {
             uds,
             conns: BTreeMap::new(),
@@ -267,6 +277,7 @@ impl Vsock {
             next_token: 0,
             rst: VecDeque::new(),
             bounce: vec![0; MAX_PKT_DATA],
+            tx_limiter: Limiter::new(tx),
             connected: 0,
             refused: 0,
             rst_sent: 0,
@@ -397,7 +408,9 @@ impl Vsock {
             return Ok(());
         }
         if h.src_cid != GUEST_CID || h.dst_cid != u64::from(HOST_CID) || h.type_ != TYPE_STREAM {
-            self.queue_rst(&h);
+            // The RST closes the guest's side of these ports: the connection, if one is
+            // open on them, is closed too (it never goes on after the guest was told RST).
+            self.reset_conn((h.src_port, h.dst_port), cx.poll);
             return Ok(());
         }
         let key = (h.src_port, h.dst_port);
@@ -446,8 +459,21 @@ impl Vsock {
         Ok(())
     }
 
+    /// Times the tx queue stopped for its rate limit.
+    pub fn tx_throttled(&self) -> u64 {
+        self.tx_limiter.throttled
+    }
+
     fn tx(&mut self, cx: &mut Ctx<'_>) {
+        if !self.tx_limiter.go(cx.now_ns()) {
+            return;
+        }
         while let Some(c) = cx.pop(TX, (HDR_LEN + MAX_PKT_DATA) as u64) {
+            if !self.tx_limiter.admit(cx.now_ns(), c.readable_len()) {
+                // Left in the queue: the timer at wake_at() takes it.
+                cx.unpop(TX);
+                return;
+            }
             match self.tx_packet(cx, &c) {
                 Ok(()) => cx.faults.chains_ok += 1,
                 Err(e) => cx.faults.refuse(e),
@@ -589,7 +615,12 @@ impl VirtioDevice for Vsock {
             ("connections", self.connected),
             ("connections_refused", self.refused),
             ("resets_sent", self.rst_sent),
+            ("tx_throttled", self.tx_limiter.throttled),
         ]
+    }
+
+    fn wake_at(&self) -> Option<u64> {
+        self.tx_limiter.wake_at()
     }
 
     fn device_type(&self) -> u32 {
@@ -615,11 +646,12 @@ impl VirtioDevice for Vsock {
             self.close(k, poll);
         }
         self.rst.clear();
+        self.tx_limiter.reset();
     }
 
     fn handle(&mut self, cx: &mut Ctx<'_>, ev: Event) {
         match ev {
-            Event::Queue(1) => self.tx(cx),
+            Event::Queue(1) | Event::Timer => self.tx(cx),
             Event::Queue(0) => {}
             Event::Queue(_) => return, // the event queue: nothing to send
             Event::Backend { token, events } => self.backend(cx, token, events),
@@ -652,6 +684,8 @@ mod tests {
         tx_buf: u64,
         rx_buf: u64,
         rx_seen: u16,
+        /// The rate limit's clock (None: CLOCK_MONOTONIC).
+        clock: Option<u64>,
     }
 
     impl<'a> Rig<'a> {
@@ -671,12 +705,16 @@ mod tests {
                 tx_buf: 0x10_0000,
                 rx_buf: 0x20_0000,
                 rx_seen: 0,
+                clock: None,
             }
         }
 
         fn handle(&mut self, ev: Event) -> bool {
             let poll = Poll::new(&self.ep, 0);
             let mut cx = Ctx::new(self.m, &mut self.queues, &poll, &mut self.faults);
+            if let Some(t) = self.clock {
+                cx = cx.at(t);
+            }
             self.dev.handle(&mut cx, ev);
             cx.needs_interrupt()
         }
@@ -895,6 +933,84 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0.op, OP_RST);
         drop(host);
+    }
+
+    /// A guest flooding REQUESTs (each a socket + connect on the host) is held to its
+    /// packets per second: the rest wait in the tx queue, the timer takes them, each gets its
+    /// answer once.
+    #[test]
+    fn a_request_flood_is_throttled_and_resumes() {
+        use crate::virtio::rate::Bucket;
+        const MS: u64 = 1_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let m = mem();
+        let uds = dir.path().join("v.sock");
+        let mut r = Rig::new(&m, uds.clone());
+        r.dev = Vsock::with_limit(
+            uds,
+            RateLimit {
+                bytes: None,
+                ops: Some(Bucket {
+                    capacity: 3,
+                    per_sec: 10,
+                }),
+            },
+        );
+        let t0 = 9_000 * MS;
+        r.clock = Some(t0);
+        r.post_rx(8);
+        for p in 0..6 {
+            let mut h = r.hdr(OP_REQUEST, 0, 0);
+            h.src_port = GUEST_PORT + p;
+            r.send(h, &[]); // nothing listens: each answered by an RST
+        }
+        assert_eq!(r.received().len(), 3, "the burst");
+        assert_eq!(r.dev.tx_throttled(), 1);
+        assert_eq!(r.dev.wake_at(), Some(t0 + 100 * MS));
+        r.clock = Some(t0 + 100 * MS);
+        r.handle(Event::Timer);
+        assert_eq!(r.received().len(), 1);
+        r.clock = Some(t0 + 1_000 * MS);
+        r.handle(Event::Timer);
+        let p = r.received();
+        assert_eq!(p.len(), 2);
+        assert_eq!(r.dev.wake_at(), None);
+        assert_eq!(r.dev.refused, 6, "each request once");
+        assert_eq!(r.dev.tx_throttled(), 2);
+        assert_eq!(p[1].0.dst_port, GUEST_PORT + 5, "in order");
+        assert_eq!(r.faults.total_refused(), 0);
+    }
+
+    /// A packet with a wrong CID or type on the ports of an open connection is answered by
+    /// an RST, and the connection is closed with it: the device never goes on relaying on
+    /// ports the guest was told are reset (found by vmm_virtio_vsock's state model).
+    #[test]
+    fn an_rst_for_a_stray_packet_closes_the_connection_on_its_ports() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(dir.path().join("v.sock_1024")).unwrap();
+        let m = mem();
+        let mut r = Rig::new(&m, dir.path().join("v.sock"));
+        r.post_rx(8);
+        for bad in 0..3 {
+            r.send(r.hdr(OP_REQUEST, 0, 0), &[]);
+            let (mut host, _) = listener.accept().unwrap();
+            assert_eq!(r.received()[0].0.op, OP_RESPONSE);
+            let mut h = r.hdr(OP_RW, 3, 0);
+            match bad {
+                0 => h.dst_cid = 7,
+                1 => h.src_cid = 9,
+                _ => h.type_ = 2,
+            }
+            r.send(h, b"abc");
+            let p = r.received();
+            assert_eq!(p.len(), 1);
+            assert_eq!(p[0].0.op, OP_RST);
+            assert_eq!(r.dev.connections(), 0, "case {bad}");
+            // The host sees the end, never the stray bytes.
+            let mut rest = Vec::new();
+            host.read_to_end(&mut rest).unwrap();
+            assert!(rest.is_empty());
+        }
     }
 
     #[test]
