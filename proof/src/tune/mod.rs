@@ -20,12 +20,15 @@
 //! (nearest rank), Δp50 = p50(arm) − p50(base) in ns and in ppm of the base's p50
 //! (truncated toward zero), a percentile-bootstrap 95 % interval of Δp50
 //! ([`crate::compare::bootstrap_delta_ci`]: SplitMix64, [`RESAMPLES`] resamples of both
-//! arms), and the two-sided Mann–Whitney p ([`crate::compare::mann_whitney_p`]). The verdict,
-//! first rule that applies:
+//! arms), and the two-sided Mann–Whitney p ([`crate::compare::mann_whitney_p`]). The verdict
+//! follows the rule the tune names ([`RuleVersion`]: `tune.json`'s `rule.version`, absent =
+//! 1; new tunes 2), first rule that applies:
 //! 1. **breaks strict-ready** — the arm has a failed row (its error kinds counted): never
 //!    faster, whatever its successes say;
 //! 2. **inconclusive** — fewer than [`MIN_ROUNDS`] successes on a side;
-//! 3. **faster** / **slower** — the 95 % interval excludes 0 on the side of Δp50, p <
+//! 3. **faster** / **slower** — rule 2: the test's p < [`ALPHA`] (in the screen the
+//!    Mann–Whitney p Holm-adjusted over the screen's knobs, [`holm`]; in the confirm phase the
+//!    p) and Δp50 on that side; rule 1: the 95 % interval excludes 0 on the side of Δp50, p <
 //!    [`ALPHA`], and |Δp50| ≥ [`MIN_EFFECT_PPM`] of the base's p50;
 //! 4. **no effect** — the 95 % interval lies strictly inside ± that minimum effect;
 //! 5. **inconclusive** — otherwise.
@@ -46,12 +49,18 @@
 //! is not faster (with one winner: whose final A/B is not faster) is *not confirmed in the
 //! combination*.
 //!
-//! # Sizing n ([`rounds_for`])
-//! Rounds per arm to detect the minimum effect `e` (a fraction of the p50) at two-sided
-//! [`ALPHA`] with [`POWER_PCT`] % power, from the headline's coefficient of variation `cv`,
-//! normal approximation: `n = 2 (z₀.₉₇₅ + z₀.₈₀)² (cv / e)²` for a difference of means,
-//! times π/3 for the Mann–Whitney test's efficiency against it under normal data (3/π), so
-//! `n = ceil(16.439 · (cv / e)²)` ([`SIZING_K_MILLI`]), at least [`MIN_ROUNDS`].
+//! # Sizing n ([`rounds_for_rule`])
+//! Rule 2 ([`screen_power`]): the least n ≥ [`MIN_ROUNDS`] at which one knob's Mann–Whitney
+//! test at the Bonferroni level α/K (Holm rejects at least as often) reaches
+//! [`SIZING_POWER_PCT`] % power at a true change of the minimum effect `e`, from the
+//! headline's coefficient of variation `cv`: the rank statistic taken as normal with its exact
+//! mean and variance under a normal shift of e/cv standard deviations (Lehmann), significant
+//! from the least count of won pairs whose p is below α/K. The real power at `e` is then at
+//! least [`POWER_PCT`] % (`proof/tests/tune_power.rs`). Rule 1 ([`rounds_for`]): normal
+//! approximation `n = 2 (z₀.₉₇₅ + z₀.₈₀)² (cv / e)²` for a difference of means, times π/3 for
+//! the Mann–Whitney test's efficiency against it under normal data (3/π), so
+//! `n = ceil(16.439 · (cv / e)²)` ([`SIZING_K_MILLI`]), at least [`MIN_ROUNDS`]; under rule 1's
+//! verdict its real power is under 50 %.
 //!
 //! # The verifier ([`verify_tune_dir`]; [`crate::verify_dir`] recognises `tune.json`)
 //! `tune.json` parses, is in the writer's canonical bytes and is a plan (knobs known, in
