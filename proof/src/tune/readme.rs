@@ -31,8 +31,23 @@ pub(super) fn opt_ms(v: Option<u64>) -> String {
 }
 
 pub(super) fn effect_cells(e: &Effect) -> String {
+    format!("{} | {}", effect_figures(e), e.verdict_text())
+}
+
+/// [`effect_cells`] with the Holm-adjusted p before the verdict (rule 2's screen).
+pub(super) fn effect_cells_holm(e: &Effect) -> String {
     format!(
-        "{} | {} | {} | {} | {} | {} | {}",
+        "{} | {} | {}",
+        effect_figures(e),
+        e.holm_p.as_deref().unwrap_or("–"),
+        e.verdict_text()
+    )
+}
+
+/// An effect's cells from n to the Mann–Whitney p.
+fn effect_figures(e: &Effect) -> String {
+    format!(
+        "{} | {} | {} | {} | {} | {}",
         e.n,
         opt_ms(e.p50_ns),
         e.delta_p50_ns.map_or("–".into(), signed_ms),
@@ -43,18 +58,7 @@ pub(super) fn effect_cells(e: &Effect) -> String {
             signed_ms(h)
         )),
         e.mann_whitney_p.as_deref().unwrap_or("–"),
-        e.verdict_text()
     )
-}
-
-/// [`effect_cells`] with the Holm-adjusted p before the verdict (rule 2's screen).
-pub(super) fn effect_cells_holm(e: &Effect) -> String {
-    let cells = effect_cells(e);
-    let verdict = e.verdict_text();
-    let head = cells
-        .strip_suffix(verdict.as_str())
-        .unwrap_or(cells.as_str());
-    format!("{head}{} | {verdict}", e.holm_p.as_deref().unwrap_or("–"))
 }
 
 /// The VMM flag a VMM knob sets, in words.
