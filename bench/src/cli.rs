@@ -278,8 +278,9 @@ pub struct TuneArgs {
     pub rounds: Option<u64>,
     /// Size the rounds from the measured noise: the coefficient of variation of this
     /// bundle's successful headlines (the same guest, host and clock), through
-    /// `truecold_proof::tune::rounds_for` (enough rounds to see a 1 % change of the p50 at
-    /// p < 0.05 with 80 % power). Recorded in tune.json and the README.
+    /// `truecold_proof::tune::rounds_for_rule` (enough rounds to find a true 1 % change of the
+    /// p50 with 80 % power, family-wise α 0.05 over the knobs). Recorded in tune.json and the
+    /// README.
     #[arg(long)]
     pub noise_from: Option<PathBuf>,
     /// Rounds of the confirm phase (default: --rounds).

@@ -267,7 +267,8 @@ fn rounds_of(
     let rounds = match (plan.rounds, &noise) {
         (Some(n), _) => n,
         (None, Some(n)) => {
-            truecold_proof::tune::rounds_for(n.cv_ppm, truecold_proof::tune::MIN_EFFECT_PPM)
+            use truecold_proof::tune::{rounds_for_rule, RuleVersion, MIN_EFFECT_PPM};
+            rounds_for_rule(RuleVersion::CURRENT, n.cv_ppm, MIN_EFFECT_PPM, k as u64)
         }
         (None, None) => DEFAULT_ROUNDS,
     };
@@ -460,6 +461,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         rounds_confirm,
         budget: tp.budget,
         noise,
+        rule: truecold_proof::tune::RuleVersion::CURRENT,
     };
     let verdict = truecold_proof::tune::write_tune(&tmp, &plan).map_err(TuneError::Tune)?;
     rename_noreplace(&tmp, &dest).map_err(|source| TuneError::Place {

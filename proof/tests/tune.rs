@@ -112,6 +112,7 @@ fn plan() -> TunePlan {
             cv_ppm: 10_000,
             source: "a pilot of the baseline".into(),
         }),
+        rule: tune::RuleVersion::CURRENT,
     }
 }
 
@@ -139,7 +140,7 @@ fn write_tune(parent: &Path, name: &str) -> PathBuf {
         &["nokaslr"],
     );
     let t = tune_arms(&dir.join(tune::SCREEN_DIR), &screen_arms);
-    let s = tune::screen(p.seed, &t[0], &t[1..]);
+    let s = tune::screen(p.rule, p.seed, &t[0], &t[1..]);
     assert_eq!(s.winners, [Knob::RcuExpedited, Knob::MitigationsOff]);
     let confirm_arms = tune::confirm_arms(&s.recommended);
     write_phase(
@@ -251,7 +252,7 @@ fn a_tune_is_written_verified_and_says_what_it_found() {
         "## Final A/B: recommended against baseline",
         "## Leave-one-out",
         "Every winner is confirmed in the combination.",
-        "- sized from cv 10000 ppm (a pilot of the baseline): n = 17",
+        "- sized from cv 10000 ppm (a pilot of the baseline): n = 29",
         "| tsc-reliable | cmdline | marks the TSC reliable",
     ] {
         assert!(readme.contains(want), "{want}:\n{readme}");
@@ -334,6 +335,21 @@ fn tune_json_edited() {
     let v = invalid(&dir);
     assert_reason(&v, &dir, Check::TunePlan, "does not parse");
     assert!(!v.render(&dir, 50).contains('\u{1b}'));
+    // The rule: a rule-2 tune claimed as rule 1 (its version removed) is recomputed by rule
+    // 1, and its figures differ; a rule this verifier does not know does not parse.
+    let dir = write_tune(t.path(), "r1");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&read(&dir, tune::TUNE_FILE)).unwrap()["rule"]
+            ["version"],
+        2
+    );
+    edit_tune_json(&dir, |j| {
+        j["rule"].as_object_mut().unwrap().remove("version");
+    });
+    assert_reason(&invalid(&dir), &dir, Check::TuneResults, "differs");
+    let dir = write_tune(t.path(), "r3");
+    edit_tune_json(&dir, |j| j["rule"]["version"] = 3.into());
+    assert_reason(&invalid(&dir), &dir, Check::TunePlan, "verdict rule 3");
     // Without the SHA256SUMS rewritten, the digest says so.
     let dir = write_tune(t.path(), "d");
     fs::write(dir.join(tune::TUNE_FILE), b"{}").unwrap();
@@ -437,7 +453,7 @@ fn effects_at_run_time_match_the_verified_directory() {
     let p = plan();
     let screen_arms = tune::screen_arms(&p.knobs);
     let arms = tune_arms(&dir.join(tune::SCREEN_DIR), &screen_arms);
-    let s = tune::screen(p.seed, &arms[0], &arms[1..]);
+    let s = tune::screen(p.rule, p.seed, &arms[0], &arms[1..]);
     let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
     assert_eq!(serde_json::to_value(&s).unwrap(), j["screen"]);
     assert_eq!(s.effects[3].verdict, KnobVerdict::Breaks);

@@ -57,8 +57,9 @@ pub(super) fn read_phase(dir: &Path) -> Phase {
 }
 
 /// The screen of a tune while it runs: `dir` is the screen's multi-arm directory the bench
-/// has just written; its verified arms go through [`screen`], the computation
-/// [`write_tune`] and the verifier make later. An arm without a readable bundle is an error.
+/// has just written; its verified arms go through [`screen`] by [`RuleVersion::CURRENT`], the
+/// computation [`write_tune`] (of a plan with that rule) and the verifier make later. An arm
+/// without a readable bundle is an error.
 pub fn screen_of_dir(dir: &Path, seed: u64, knobs: &[Knob]) -> Result<Screen, TuneError> {
     let p = read_phase(dir);
     let arm = |name: &str| {
@@ -75,7 +76,7 @@ pub fn screen_of_dir(dir: &Path, seed: u64, knobs: &[Knob]) -> Result<Screen, Tu
         .iter()
         .map(|k| arm(k.as_str()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(screen(seed, &base, &arms))
+    Ok(screen(RuleVersion::CURRENT, seed, &base, &arms))
 }
 
 /// Everything the results are computed from.
@@ -125,7 +126,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         .iter()
         .map(|k| arm(SCREEN_DIR, &m.screen, k.as_str()))
         .collect::<Result<Vec<_>, _>>()?;
-    let sc = screen(plan.seed, &base, &knob_arms);
+    let sc = screen(plan.rule, plan.seed, &base, &knob_arms);
     let confirm = match (&m.confirm, sc.recommended.is_empty()) {
         (_, true) => None,
         (None, false) => return Err(Missing::Confirm(sc.winners.clone())),
@@ -137,7 +138,14 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
                 .iter()
                 .map(|a| arm(CONFIRM_DIR, c, &a.name))
                 .collect::<Result<Vec<_>, _>>()?;
-            Some(self::confirm(plan.seed, plan.knobs.len(), &b, &r, &minus))
+            Some(self::confirm(
+                plan.rule,
+                plan.seed,
+                plan.knobs.len(),
+                &b,
+                &r,
+                &minus,
+            ))
         }
     };
     let first: Option<&ResultJson> = m.screen.data.get(BASELINE_ARM).map(|a| &a.result);
@@ -165,7 +173,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         },
         budget: plan.budget,
         noise: plan.noise.clone(),
-        rule: rule(),
+        rule: rule(plan.rule, plan.knobs.len() as u64),
         host_kind: host,
         clock: host.map(HostKind::clock),
         launches,

@@ -20,12 +20,15 @@
 //! (nearest rank), Δp50 = p50(arm) − p50(base) in ns and in ppm of the base's p50
 //! (truncated toward zero), a percentile-bootstrap 95 % interval of Δp50
 //! ([`crate::compare::bootstrap_delta_ci`]: SplitMix64, [`RESAMPLES`] resamples of both
-//! arms), and the two-sided Mann–Whitney p ([`crate::compare::mann_whitney_p`]). The verdict,
-//! first rule that applies:
+//! arms), and the two-sided Mann–Whitney p ([`crate::compare::mann_whitney_p`]). The verdict
+//! follows the rule the tune names ([`RuleVersion`]: `tune.json`'s `rule.version`, absent =
+//! 1; new tunes 2), first rule that applies:
 //! 1. **breaks strict-ready** — the arm has a failed row (its error kinds counted): never
 //!    faster, whatever its successes say;
 //! 2. **inconclusive** — fewer than [`MIN_ROUNDS`] successes on a side;
-//! 3. **faster** / **slower** — the 95 % interval excludes 0 on the side of Δp50, p <
+//! 3. **faster** / **slower** — rule 2: the test's p < [`ALPHA`] (in the screen the
+//!    Mann–Whitney p Holm-adjusted over the screen's knobs, [`holm`]; in the confirm phase the
+//!    p) and Δp50 on that side; rule 1: the 95 % interval excludes 0 on the side of Δp50, p <
 //!    [`ALPHA`], and |Δp50| ≥ [`MIN_EFFECT_PPM`] of the base's p50;
 //! 4. **no effect** — the 95 % interval lies strictly inside ± that minimum effect;
 //! 5. **inconclusive** — otherwise.
@@ -46,12 +49,18 @@
 //! is not faster (with one winner: whose final A/B is not faster) is *not confirmed in the
 //! combination*.
 //!
-//! # Sizing n ([`rounds_for`])
-//! Rounds per arm to detect the minimum effect `e` (a fraction of the p50) at two-sided
-//! [`ALPHA`] with [`POWER_PCT`] % power, from the headline's coefficient of variation `cv`,
-//! normal approximation: `n = 2 (z₀.₉₇₅ + z₀.₈₀)² (cv / e)²` for a difference of means,
-//! times π/3 for the Mann–Whitney test's efficiency against it under normal data (3/π), so
-//! `n = ceil(16.439 · (cv / e)²)` ([`SIZING_K_MILLI`]), at least [`MIN_ROUNDS`].
+//! # Sizing n ([`rounds_for_rule`])
+//! Rule 2 ([`screen_power`]): the least n ≥ [`MIN_ROUNDS`] at which one knob's Mann–Whitney
+//! test at the Bonferroni level α/K (Holm rejects at least as often) reaches
+//! [`SIZING_POWER_PCT`] % power at a true change of the minimum effect `e`, from the
+//! headline's coefficient of variation `cv`: the rank statistic taken as normal with its exact
+//! mean and variance under a normal shift of e/cv standard deviations (Lehmann), significant
+//! from the least count of won pairs whose p is below α/K. The real power at `e` is then at
+//! least [`POWER_PCT`] % (`proof/tests/tune_power.rs`). Rule 1 ([`rounds_for`]): normal
+//! approximation `n = 2 (z₀.₉₇₅ + z₀.₈₀)² (cv / e)²` for a difference of means, times π/3 for
+//! the Mann–Whitney test's efficiency against it under normal data (3/π), so
+//! `n = ceil(16.439 · (cv / e)²)` ([`SIZING_K_MILLI`]), at least [`MIN_ROUNDS`]; under rule 1's
+//! verdict its real power is under 50 %.
 //!
 //! # The verifier ([`verify_tune_dir`]; [`crate::verify_dir`] recognises `tune.json`)
 //! `tune.json` parses, is in the writer's canonical bytes and is a plan (knobs known, in
@@ -148,6 +157,96 @@ mod tests {
     }
 
     #[test]
+    fn rule_2_sizes_for_the_screen_and_holm_adjusts_it() {
+        // Rule 1's sizing is kept; rule 2's grows with the screen's knobs (Bonferroni z) and
+        // asks the approximation for SIZING_POWER_PCT.
+        assert_eq!(
+            rounds_for_rule(RuleVersion::V1, 10_000, MIN_EFFECT_PPM, 20),
+            17
+        );
+        let v2 = |cv, k| rounds_for_rule(RuleVersion::V2, cv, MIN_EFFECT_PPM, k);
+        assert_eq!(
+            [v2(3_500, 1), v2(10_000, 1), v2(20_000, 1)],
+            [MIN_ROUNDS, 20, 77]
+        );
+        assert_eq!(
+            [v2(3_500, 20), v2(10_000, 20), v2(20_000, 20)],
+            [9, 38, 141]
+        );
+        // No noise: the least n at which a complete separation is significant at α/K.
+        assert_eq!([v2(0, 1), v2(0, 20)], [MIN_ROUNDS, 7]);
+        assert_eq!(rounds_for_rule(RuleVersion::V2, 1, 0, 3), u64::MAX);
+        // Without an effect the approximation's power is the test's one-sided level: its
+        // variance is then the null's (checks the orthant integral).
+        let null = screen_power(2_000, 0.0, 1);
+        assert!((null - ALPHA / 2.0).abs() < 0.001, "{null}");
+        assert!(screen_power(v2(10_000, 20), 1.0, 20) * 100.0 >= SIZING_POWER_PCT as f64);
+        assert!(screen_power(v2(10_000, 20) - 1, 1.0, 20) * 100.0 < SIZING_POWER_PCT as f64);
+        // Holm over five (a missing p counts as 1): sorted 0.005·5, 0.01·4, 0.03·3, then
+        // 0.04·2 = 0.08 lifted to the running 0.09, the missing one 1.
+        let h = holm(&[Some(0.01), Some(0.04), Some(0.03), Some(0.005), None]);
+        let want = [0.04, 0.09, 0.09, 0.025, 1.0];
+        for (got, want) in h.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{h:?}");
+        }
+        // A knob faster alone (rule 1) is not after Holm over three knobs: p ≈ 0.031.
+        let base = arm(
+            "baseline",
+            vec![],
+            (0..8).map(|i| 1_000_000 + i * 1_000).collect(),
+            &[],
+        );
+        let near = arm(
+            "lpj",
+            vec![Knob::Lpj],
+            vec![
+                955_000, 960_000, 965_000, 970_000, 975_000, 980_000, 1_004_500, 1_005_500,
+            ],
+            &[],
+        );
+        let null = |k: Knob| arm(k.as_str(), vec![k], base.ok.clone(), &[]);
+        let arms = [near, null(Knob::RcuExpedited), null(Knob::Nokaslr)];
+        let (s1, s2) = (
+            screen(RuleVersion::V1, 3, &base, &arms),
+            screen(RuleVersion::V2, 3, &base, &arms),
+        );
+        let p: f64 = s1.effects[0]
+            .mann_whitney_p
+            .as_deref()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(p < ALPHA && 3.0 * p >= ALPHA, "{p}");
+        assert_eq!(s1.effects[0].verdict, KnobVerdict::Faster, "{s1:#?}");
+        assert_eq!(s1.effects[0].holm_p, None);
+        assert_eq!(s2.effects[0].verdict, KnobVerdict::Inconclusive, "{s2:#?}");
+        assert!(s2.effects[0].holm_p.is_some());
+        assert!(s2.winners.is_empty());
+        // The same figures otherwise.
+        assert_eq!(s1.effects[0].ci95_ns, s2.effects[0].ci95_ns);
+    }
+
+    #[test]
+    fn the_rule_version_reads_absent_as_1_and_writes_1_as_absent() {
+        let r1 = rule(RuleVersion::V1, 3);
+        let j = serde_json::to_value(&r1).unwrap();
+        assert!(
+            j.get("version").is_none() && j.get("multiplicity").is_none(),
+            "{j}"
+        );
+        let back: Rule = serde_json::from_value(j).unwrap();
+        assert_eq!(back.version, RuleVersion::V1);
+        let j2 = serde_json::to_value(rule(RuleVersion::V2, 3)).unwrap();
+        assert_eq!(j2["version"], 2);
+        let back: Rule = serde_json::from_value(j2.clone()).unwrap();
+        assert_eq!(back, rule(RuleVersion::V2, 3));
+        let mut j3 = j2;
+        j3["version"] = 3.into();
+        let e = serde_json::from_value::<Rule>(j3).unwrap_err().to_string();
+        assert!(e.contains("verdict rule 3"), "{e}");
+    }
+
+    #[test]
     fn injected_effects_are_recovered() {
         let mut g = Gen(42);
         let n = 30;
@@ -172,7 +271,7 @@ mod tests {
             &[("deadline", 2), ("vmm_exit", 1)],
         );
         let arms = [fast, slow, null, broken];
-        let s = screen(9, &base, &arms);
+        let s = screen(RuleVersion::V1, 9, &base, &arms);
         let v: Vec<KnobVerdict> = s.effects.iter().map(|e| e.verdict).collect();
         assert_eq!(
             v,
@@ -206,11 +305,11 @@ mod tests {
         );
         assert_eq!(s.winners, [Knob::RcuExpedited]);
         // The same inputs, the same figures.
-        assert_eq!(s, screen(9, &base, &arms));
+        assert_eq!(s, screen(RuleVersion::V1, 9, &base, &arms));
         // Too few rows: inconclusive, whatever the interval.
         let few = arm("lpj", vec![Knob::Lpj], vec![1, 1, 1], &[]);
         assert_eq!(
-            effect(&base, &few, vec![Knob::Lpj], 1).verdict,
+            effect(RuleVersion::V1, &base, &few, vec![Knob::Lpj], 1).verdict,
             KnobVerdict::Inconclusive
         );
     }
@@ -225,12 +324,14 @@ mod tests {
             let mut g = Gen(1000 + trial);
             let base = arm("baseline", vec![], g.rows(n, MEDIAN, 0.02), &[]);
             let null = arm("nokaslr", vec![Knob::Nokaslr], g.rows(n, MEDIAN, 0.02), &[]);
-            let e = effect(&base, &null, vec![Knob::Nokaslr], trial);
+            let e = effect(RuleVersion::V1, &base, &null, vec![Knob::Nokaslr], trial);
             if matches!(e.verdict, KnobVerdict::Faster | KnobVerdict::Slower) {
                 significant += 1;
             }
             let real = arm("lpj", vec![Knob::Lpj], g.rows(n, MEDIAN * 0.95, 0.02), &[]);
-            if effect(&base, &real, vec![Knob::Lpj], trial).verdict == KnobVerdict::Faster {
+            if effect(RuleVersion::V1, &base, &real, vec![Knob::Lpj], trial).verdict
+                == KnobVerdict::Faster
+            {
                 found += 1;
             }
         }
@@ -267,7 +368,7 @@ mod tests {
             g.rows(n, MEDIAN * 0.96, 0.01),
             &[],
         );
-        let s = screen(1, &base, &[rcu, thp, huge]);
+        let s = screen(RuleVersion::V1, 1, &base, &[rcu, thp, huge]);
         assert_eq!(
             s.ranking,
             [Knob::BackingHugetlb, Knob::BackingThp, Knob::RcuExpedited]
@@ -313,7 +414,7 @@ mod tests {
             g.rows(n, MEDIAN, 0.01),
             &[],
         );
-        let c = confirm(1, 3, &b2, &rec, &[minus_rcu, minus_huge]);
+        let c = confirm(RuleVersion::V1, 1, 3, &b2, &rec, &[minus_rcu, minus_huge]);
         assert_eq!(c.final_ab.verdict, KnobVerdict::Faster);
         assert_eq!(c.final_ab.seed, 4);
         assert_eq!(c.leave_one_out[0].knobs, [Knob::RcuExpedited]);
@@ -321,6 +422,7 @@ mod tests {
         assert_eq!(c.not_confirmed, [Knob::RcuExpedited]);
         // One winner: its leave-one-out is the final A/B.
         let one = confirm(
+            RuleVersion::V1,
             1,
             3,
             &b2,
@@ -344,6 +446,7 @@ mod tests {
             rounds_confirm: 3,
             budget: None,
             noise: None,
+            rule: RuleVersion::CURRENT,
         };
         let bad = tune_plan_problems(&p);
         assert!(bad.iter().any(|m| m.contains("catalogue order")), "{bad:?}");

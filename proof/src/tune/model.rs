@@ -71,6 +71,9 @@ pub struct TunePlan {
     pub budget: Option<u64>,
     /// The noise n was sized from; `None`: n was given.
     pub noise: Option<Noise>,
+    /// The verdict rule (a new tune: [`RuleVersion::CURRENT`]; a directory read back: the
+    /// one its `tune.json` names).
+    pub rule: RuleVersion,
 }
 
 /// Every way `plan` is not a tune plan (empty when it is one).
@@ -114,6 +117,9 @@ pub(super) struct Rounds {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Rule {
+    /// Absent: rule 1 (written so, a rule-1 `tune.json` keeps its bytes).
+    #[serde(default, skip_serializing_if = "RuleVersion::is_v1")]
+    pub(super) version: RuleVersion,
     pub(super) metric: String,
     pub(super) alpha: String,
     pub(super) min_effect_ppm: u64,
@@ -123,10 +129,16 @@ pub(super) struct Rule {
     pub(super) verdict: String,
     pub(super) ranking: String,
     pub(super) sizing: String,
+    /// Rule 2: the multiple-comparison control over the screen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) multiplicity: Option<String>,
 }
 
-pub(super) fn rule() -> Rule {
-    Rule {
+/// `tune.json`'s statement of `version` for a tune of `knobs` knobs (rule 1: the text
+/// written before the version existed, byte for byte).
+pub(super) fn rule(version: RuleVersion, knobs: u64) -> Rule {
+    let common = |verdict: String, sizing: String, multiplicity: Option<String>| Rule {
+        version,
         metric: format!("{HEADLINE}, each arm's successful rows"),
         alpha: ALPHA_TEXT.into(),
         min_effect_ppm: MIN_EFFECT_PPM,
@@ -136,20 +148,52 @@ pub(super) fn rule() -> Rule {
                     effect k (plan's knob order) seed + k, the final A/B seed + K (K knobs), \
                     leave-one-out i seed + K + 1 + i"
             .into(),
-        verdict: format!(
-            "breaks strict-ready if the arm has a failed row; inconclusive with fewer than \
-             {MIN_ROUNDS} successes a side; faster/slower if the 95 % interval excludes 0, \
-             Mann-Whitney p < {ALPHA_TEXT} and |delta p50| >= {MIN_EFFECT_PPM} ppm of the \
-             base's p50; no effect if the interval lies strictly inside +-that; else \
-             inconclusive"
-        ),
+        verdict,
         ranking: "delta p50 ascending, breaks last, ties in catalogue order; winners: faster \
                   knobs in rank order, one conflicting with a better-ranked winner dropped"
             .into(),
-        sizing: format!(
-            "rounds per arm = max({MIN_ROUNDS}, ceil({SIZING_K_MILLI}/1000 * (cv / e)^2)): \
-             2 (z_0.975 + z_0.80)^2 (cv/e)^2 times pi/3 (Mann-Whitney vs t efficiency), \
-             alpha {ALPHA_TEXT} two-sided, power {POWER_PCT} %"
+        sizing,
+        multiplicity,
+    };
+    match version {
+        RuleVersion::V1 => common(
+            format!(
+                "breaks strict-ready if the arm has a failed row; inconclusive with fewer than \
+                 {MIN_ROUNDS} successes a side; faster/slower if the 95 % interval excludes 0, \
+                 Mann-Whitney p < {ALPHA_TEXT} and |delta p50| >= {MIN_EFFECT_PPM} ppm of the \
+                 base's p50; no effect if the interval lies strictly inside +-that; else \
+                 inconclusive"
+            ),
+            format!(
+                "rounds per arm = max({MIN_ROUNDS}, ceil({SIZING_K_MILLI}/1000 * (cv / e)^2)): \
+                 2 (z_0.975 + z_0.80)^2 (cv/e)^2 times pi/3 (Mann-Whitney vs t efficiency), \
+                 alpha {ALPHA_TEXT} two-sided, power {POWER_PCT} %"
+            ),
+            None,
+        ),
+        RuleVersion::V2 => common(
+            format!(
+                "breaks strict-ready if the arm has a failed row; inconclusive with fewer than \
+                 {MIN_ROUNDS} successes a side; faster/slower if the test's p < {ALPHA_TEXT} \
+                 (screen: Mann-Whitney p Holm-adjusted over the {knobs} knobs; confirm: the \
+                 Mann-Whitney p) and the 95 % interval excludes 0 on the side of delta p50; no \
+                 effect if the interval lies strictly inside +-{MIN_EFFECT_PPM} ppm of the \
+                 base's p50; else inconclusive"
+            ),
+            format!(
+                "rounds per arm = the least n >= {MIN_ROUNDS} at which one knob's test, \
+                 Mann-Whitney p < alpha/K (Bonferroni; Holm rejects at least as often), K = \
+                 {knobs}, has power >= {SIZING_POWER_PCT} % at a true change of e = \
+                 {MIN_EFFECT_PPM} ppm of the p50 (claimed: >= {POWER_PCT} %): U normal with its mean n^2 p1 and variance n^2 p1(1-p1) + 2 \
+                 n^2 (n-1)(p2 - p1^2) under a normal shift d = e/cv (Lehmann), p1 = \
+                 Phi(d/sqrt 2), p2 = Phi2(d/sqrt 2, d/sqrt 2; 1/2), significant from the least \
+                 integer U whose continuity-corrected p is below alpha/K"
+            ),
+            Some(format!(
+                "Holm step-down over the screen's {knobs} Mann-Whitney p values: family-wise \
+                 error <= {ALPHA_TEXT} under any dependence; the confirm phase's comparisons \
+                 each one planned test"
+            )),
         ),
     }
 }
@@ -195,6 +239,7 @@ impl TuneFile {
             rounds_confirm: self.rounds.confirm,
             budget: self.budget,
             noise: self.noise.clone(),
+            rule: self.rule.version,
         }
     }
 }

@@ -31,8 +31,23 @@ pub(super) fn opt_ms(v: Option<u64>) -> String {
 }
 
 pub(super) fn effect_cells(e: &Effect) -> String {
+    format!("{} | {}", effect_figures(e), e.verdict_text())
+}
+
+/// [`effect_cells`] with the Holm-adjusted p before the verdict (rule 2's screen).
+pub(super) fn effect_cells_holm(e: &Effect) -> String {
     format!(
-        "{} | {} | {} | {} | {} | {} | {}",
+        "{} | {} | {}",
+        effect_figures(e),
+        e.holm_p.as_deref().unwrap_or("–"),
+        e.verdict_text()
+    )
+}
+
+/// An effect's cells from n to the Mann–Whitney p.
+fn effect_figures(e: &Effect) -> String {
+    format!(
+        "{} | {} | {} | {} | {} | {}",
         e.n,
         opt_ms(e.p50_ns),
         e.delta_p50_ns.map_or("–".into(), signed_ms),
@@ -43,7 +58,6 @@ pub(super) fn effect_cells(e: &Effect) -> String {
             signed_ms(h)
         )),
         e.mann_whitney_p.as_deref().unwrap_or("–"),
-        e.verdict_text()
     )
 }
 
@@ -115,19 +129,53 @@ fn readme_head(s: &mut String, f: &TuneFile, baseline: Option<&ResultJson>) {
             .map_or(", no budget".into(), |b| format!(" of a budget of {b}")),
         f.seed
     );
-    let _ = writeln!(
-        s,
-        "## Verdict rule\n\nEach arm against its base over the successful rows ({HEADLINE}): \
-         Δp50 = p50(arm) − p50(base), a percentile-bootstrap 95 % interval of Δp50 ({} \
-         resamples), the two-sided Mann–Whitney p. **breaks strict-ready**: the arm has a \
-         failed row (never faster); **inconclusive**: fewer than {MIN_ROUNDS} successes a \
-         side; **faster** / **slower**: the interval excludes 0, p < {ALPHA_TEXT} and \
-         |Δp50| ≥ {}.{:02} % of the base's p50; **no effect**: the interval lies strictly \
-         inside ± that; **inconclusive** otherwise. Exact figures in {TUNE_FILE}.\n",
-        RESAMPLES,
+    readme_rule(s, f);
+}
+
+/// The verdict rule the tune was judged by.
+fn readme_rule(s: &mut String, f: &TuneFile) {
+    let e = format!(
+        "{}.{:02} %",
         MIN_EFFECT_PPM / 10_000,
         (MIN_EFFECT_PPM / 100) % 100
     );
+    match f.rule.version {
+        RuleVersion::V1 => {
+            let _ = writeln!(
+                s,
+                "## Verdict rule\n\nEach arm against its base over the successful rows \
+                 ({HEADLINE}): Δp50 = p50(arm) − p50(base), a percentile-bootstrap 95 % \
+                 interval of Δp50 ({RESAMPLES} resamples), the two-sided Mann–Whitney p. \
+                 **breaks strict-ready**: the arm has a failed row (never faster); \
+                 **inconclusive**: fewer than {MIN_ROUNDS} successes a side; **faster** / \
+                 **slower**: the interval excludes 0, p < {ALPHA_TEXT} and |Δp50| ≥ {e} of the \
+                 base's p50; **no effect**: the interval lies strictly inside ± that; \
+                 **inconclusive** otherwise. Exact figures in {TUNE_FILE}.\n"
+            );
+        }
+        RuleVersion::V2 => {
+            let _ = writeln!(
+                s,
+                "## Verdict rule (rule 2)\n\nEach arm against its base over the successful \
+                 rows ({HEADLINE}): Δp50 = p50(arm) − p50(base), a percentile-bootstrap 95 % \
+                 interval of Δp50 ({RESAMPLES} resamples), the two-sided Mann–Whitney p; in the \
+                 screen that p Holm-adjusted over its {} knobs (Holm p). **breaks \
+                 strict-ready**: the arm has a failed row (never faster); **inconclusive**: \
+                 fewer than {MIN_ROUNDS} successes a side; **faster** / **slower**: the Holm p \
+                 (confirm phase: the p) < {ALPHA_TEXT} and the interval excludes 0 on the side \
+                 of Δp50; **no effect**: the interval lies strictly inside ± {e} of the base's \
+                 p50; **inconclusive** otherwise. Exact figures in {TUNE_FILE}.\n\n\
+                 Holm, not Benjamini–Hochberg: every winner goes into the recommended \
+                 configuration, so the screen bounds the chance that *any* knob without an \
+                 effect wins (family-wise error ≤ {ALPHA_TEXT}, whatever the dependence \
+                 between knobs that share one baseline), not only the expected share of false \
+                 winners. No threshold on the observed Δp50: a true change of exactly {e} \
+                 would pass one only about half the time, whatever n; {e} is instead the \
+                 change n is sized to find (below).\n",
+                f.knobs.len()
+            );
+        }
+    }
 }
 
 /// The screen: the baseline and every knob's effect, ranked.
@@ -141,19 +189,26 @@ fn readme_screen(s: &mut String, f: &TuneFile) {
         b.attempts,
         opt_ms(b.p50_ns)
     );
+    let holm = f.rule.version != RuleVersion::V1;
     let _ = writeln!(
         s,
-        "| rank | knob | class | n | p50 ms | Δp50 ms | Δp50 | 95 % CI ms | p | verdict |\n\
-         |---|---|---|---|---|---|---|---|---|---|"
+        "| rank | knob | class | n | p50 ms | Δp50 ms | Δp50 | 95 % CI ms | p | {}verdict |\n\
+         |---|---|---|---|---|---|---|---|---|---|{}",
+        if holm { "Holm p | " } else { "" },
+        if holm { "---|" } else { "" }
     );
     for (i, k) in f.screen.ranking.iter().enumerate() {
         if let Some(e) = f.screen.effects.iter().find(|e| e.knobs == [*k]) {
+            let cells = if holm {
+                effect_cells_holm(e)
+            } else {
+                effect_cells(e)
+            };
             let _ = writeln!(
                 s,
-                "| {} | [{k}]({SCREEN_DIR}/{k}/README.md) | {} | {} |",
+                "| {} | [{k}]({SCREEN_DIR}/{k}/README.md) | {} | {cells} |",
                 i + 1,
                 k.class().as_str(),
-                effect_cells(e)
             );
         }
     }
@@ -289,17 +344,42 @@ fn readme_confirm(s: &mut String, f: &TuneFile) {
 /// How n was sized, the noise bundle, and how to check it all.
 fn readme_method(s: &mut String, f: &TuneFile) {
     let b = &f.screen.baseline;
-    let _ = writeln!(
-        s,
-        "\n## How n was sized\n\nRounds per arm to detect a change of {}.{:02} % of the \
-         p50 at two-sided α = {ALPHA_TEXT} with {POWER_PCT} % power, from the headline's \
-         coefficient of variation cv (normal approximation; π/3 for the Mann–Whitney test's \
-         efficiency): n = max({MIN_ROUNDS}, ⌈{}.{:03} · (cv / e)²⌉).\n",
+    let k = f.knobs.len() as u64;
+    let e = format!(
+        "{}.{:02} %",
         MIN_EFFECT_PPM / 10_000,
-        (MIN_EFFECT_PPM / 100) % 100,
-        SIZING_K_MILLI / 1000,
-        SIZING_K_MILLI % 1000
+        (MIN_EFFECT_PPM / 100) % 100
     );
+    match f.rule.version {
+        RuleVersion::V1 => {
+            let _ = writeln!(
+                s,
+                "\n## How n was sized\n\nRounds per arm to detect a change of {e} of the \
+                 p50 at two-sided α = {ALPHA_TEXT} with {POWER_PCT} % power, from the \
+                 headline's coefficient of variation cv (normal approximation; π/3 for the \
+                 Mann–Whitney test's efficiency): n = max({MIN_ROUNDS}, ⌈{}.{:03} · (cv / \
+                 e)²⌉).\n",
+                SIZING_K_MILLI / 1000,
+                SIZING_K_MILLI % 1000
+            );
+        }
+        RuleVersion::V2 => {
+            let _ = writeln!(
+                s,
+                "\n## How n was sized\n\nRounds per arm so that a true change of e = {e} of \
+                 the p50 is found with at least {POWER_PCT} % power by the verdict rule above, at \
+                 family-wise α = {ALPHA_TEXT} over K = {k} knobs: the least n ≥ {MIN_ROUNDS} at \
+                 which one knob's Mann–Whitney test at the Bonferroni level α/K (Holm never \
+                 rejects less) reaches {SIZING_POWER_PCT} % by an approximation (the margin \
+                 over {POWER_PCT} % absorbs its error), from the headline's coefficient of variation \
+                 cv: the rank statistic taken as normal with its mean and variance under a \
+                 normal shift of e/cv standard deviations (Lehmann), significant from the \
+                 least count of won pairs whose p is below α/K (the test's discreteness at \
+                 small n counts). `proof/tests/tune_power.rs` checks the power and the \
+                 family-wise error by seeded simulation.\n"
+            );
+        }
+    }
     match &f.noise {
         Some(n) => {
             let _ = writeln!(
@@ -307,7 +387,7 @@ fn readme_method(s: &mut String, f: &TuneFile) {
                 "- sized from cv {} ppm ({}): n = {}",
                 n.cv_ppm,
                 n.source,
-                rounds_for(n.cv_ppm, MIN_EFFECT_PPM)
+                rounds_for_rule(f.rule.version, n.cv_ppm, MIN_EFFECT_PPM, k)
             );
         }
         None => {
