@@ -20,7 +20,7 @@ use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
 use truecold_proto::tune::KnobSetError;
 
 /// The fewest rounds of a tune phase (a kernel A/B's too).
-pub use crate::phase::MIN_ROUNDS;
+pub use truecold_proof::tune::MIN_ROUNDS;
 
 /// Argument errors.
 #[derive(Debug, thiserror::Error, PartialEq)]
