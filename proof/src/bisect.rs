@@ -595,6 +595,7 @@ pub fn step_sides(dir: &Path, kind: BisectKind, step_dir: &str) -> (PathBuf, Pat
 
 /// Verifies a bisect directory (see the module doc).
 pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let _session = crate::fsio::session();
     let mut v = Verdict::default();
     let p = dir.join(BISECT_FILE);
     let bytes = match read_capped(&p, MAX_PARSED_BYTES) {
@@ -640,8 +641,9 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
     };
     for r in [BISECT_FILE, README_FILE, LOG_FILE, SUMS_FILE] {
         if !crate::fsio::is_real_file(&dir.join(r)) {
-            v.add(
+            v.add_file(
                 Check::RequiredFileMissing,
+                r,
                 format!("required file `{r}` is missing"),
             );
         }
@@ -678,14 +680,42 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             .ok()
             .flatten();
         if readme_bytes.as_deref() != Some(readme(f).as_bytes()) {
-            v.add(
+            v.add_file(
                 Check::GeneratedStale,
+                README_FILE,
                 format!("{README_FILE} is not what {BISECT_FILE} gives"),
             );
         }
     }
     check_signature(&mut v, dir, opts, sig, sums.as_deref());
     v
+}
+
+/// Every step that reuses an earlier step's campaign directory without being a config step
+/// with the same resolved config: none is allowed.
+fn bad_reuses(f: &BisectFile) -> Vec<String> {
+    let mut first_use: BTreeMap<&str, (usize, Option<&str>)> = BTreeMap::new();
+    let mut bad = Vec::new();
+    for (i, st) in f.steps.iter().enumerate() {
+        let Some(d) = st.dir.as_deref().filter(|_| st.outcome.measured()) else {
+            continue;
+        };
+        match first_use.get(d) {
+            Some(&(k, sha)) => {
+                if f.kind != BisectKind::Config || sha != st.config_sha256.as_deref() {
+                    bad.push(format!(
+                        "step {}: reuses step {}'s campaign `{d}` without its resolved config",
+                        i + 1,
+                        k + 1
+                    ));
+                }
+            }
+            None => {
+                first_use.insert(d, (i, st.config_sha256.as_deref()));
+            }
+        }
+    }
+    bad
 }
 
 /// Every directory of the record verifies and every step's judgement is recomputed.
@@ -719,7 +749,7 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
             return false;
         }
         let d = dir.join(rel);
-        if crate::fsio::exists_here(&d) && !crate::fsio::is_real_dir(&d) {
+        if crate::fsio::exists_here(&d) && !crate::fsio::is_real_dir_below(dir, rel) {
             v.add(
                 Check::BisectSteps,
                 format!("step directory `{rel}` is not a directory (a link is never followed)"),
@@ -782,7 +812,16 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
         }
     }
     // A step may point at an earlier step's campaign (a config candidate that resolves like
-    // an earlier one): only with the same resolved config, and it is verified once.
+    // an earlier one): only with the same resolved config, and it is verified once. A record
+    // reusing a campaign otherwise is refused before any step is verified.
+    let bad_reuse = bad_reuses(f);
+    if !bad_reuse.is_empty() {
+        for why in bad_reuse {
+            v.add(Check::BisectSteps, why);
+        }
+        v.rows = Some(rows);
+        return;
+    }
     let mut first_use: BTreeMap<&str, (usize, Option<&str>)> = BTreeMap::new();
     for (i, st) in f.steps.iter().enumerate() {
         match (&st.dir, st.outcome.measured()) {

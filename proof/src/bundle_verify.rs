@@ -65,13 +65,14 @@ use crate::report::{generated_files, README_FILE};
 use crate::reports::REPORTS_FILE;
 use crate::schema::TimelineProblem;
 use crate::schema::{
-    required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer, ResultJson,
-    Sample, Stage, StageKind, HEADLINE, PERCENTILE_DEFINITION, SCHEMA_VERSION,
+    description_of, required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer,
+    ResultJson, Sample, Stage, StageKind, HEADLINE, PERCENTILE_DEFINITION, SCHEMA_VERSION,
 };
 use crate::signature::{SignError, SIG_FILE};
 use crate::summary::Summaries;
 use crate::sums::{is_sha256_hex, parse_sums, sha256_hex, sha256_reader, SUMS_FILE};
 use crate::verdict::{chain, Check, SignatureState, Verdict, VerifyOptions};
+use truecold_proto::path_io::PathIoError;
 
 /// The attribution files ([`crate::attribution::check_bundle`]), each read capped at
 /// [`crate::attribution::JSONL_MAX_BYTES`].
@@ -136,6 +137,7 @@ fn parsed_later(name: &str) -> bool {
 
 /// Verifies the single bundle in `dir` with `opts`.
 pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let _session = crate::fsio::session();
     let mut v = Verdict::default();
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
@@ -201,8 +203,12 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     // Every other file: hashed as a stream, never held in memory.
     for (name, f) in files.iter_mut().filter(|(_, f)| f.digest.is_none()) {
         let hashed = open_regular(&f.path)
-            .map_err(FileError::into_io)
-            .and_then(|mut file| Ok((sha256_reader(&mut file)?, file)));
+            .and_then(|mut file| {
+                let (d, n) = sha256_reader(&mut file).map_err(PathIoError::at("read", &f.path))?;
+                crate::fsio::note(&f.path, &d)?;
+                Ok(((d, n), file))
+            })
+            .map_err(FileError::into_io);
         match hashed {
             Ok(((d, _), file)) => {
                 f.digest = Some(d);
@@ -277,8 +283,9 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     }
     for r in required {
         if !files.contains_key(r) {
-            v.add(
+            v.add_file(
                 Check::RequiredFileMissing,
+                r,
                 format!("required file `{r}` is missing"),
             );
         }
@@ -344,8 +351,9 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         check_nested(&mut v, r);
         for (name, bytes) in generated_files(r, s) {
             if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
-                v.add(
+                v.add_file(
                     Check::GeneratedStale,
+                    &name,
                     format!(
                         "`{name}` differs from what `truecold-proof report` generates from \
                          result.json and samples.csv (hand-edited, or written by another \
@@ -386,7 +394,8 @@ pub(crate) fn check_signature(
             let checked = match (sig_present, sums) {
                 (false, _) => Err(SignError::Unsigned),
                 (true, None) => Err(SignError::Unsigned),
-                (true, Some(sums)) => sc.ssh_keygen.verify(
+                (true, Some(sums)) => crate::signature::verify_copy(
+                    &sc.ssh_keygen,
                     &sc.allowed_signers,
                     sc.identity.as_deref(),
                     &dir.join(SIG_FILE),
@@ -537,14 +546,16 @@ pub(crate) fn check_sums(
             continue;
         }
         match digests.get(name) {
-            None => v.add(
+            None => v.add_file(
                 Check::FileMissing,
+                name,
                 format!("`{name}` is listed in {SUMS_FILE} but missing"),
             ),
             Some(got) => {
                 if got != digest {
-                    v.add(
+                    v.add_file(
                         Check::DigestMismatch,
+                        name,
                         format!("`{name}`: sha256 is {got}, {SUMS_FILE} says {digest}"),
                     );
                 }
@@ -554,8 +565,9 @@ pub(crate) fn check_sums(
     for name in digests.keys() {
         // The signature signs SHA256SUMS, so it cannot be listed in it.
         if name != SUMS_FILE && name != SIG_FILE && !listed.iter().any(|(n, _)| n == name) {
-            v.add(
+            v.add_file(
                 Check::FileUnlisted,
+                name,
                 format!("`{name}` is present but not listed in {SUMS_FILE}"),
             );
         }
@@ -572,6 +584,17 @@ fn check_contract(v: &mut Verdict, r: &ResultJson, digests: &BTreeMap<String, St
                 c.kind.as_str(),
                 c.kind.label(),
                 c.label
+            ),
+        );
+    }
+    if c.description != description_of(c.kind) {
+        v.add(
+            Check::ContractDescription,
+            format!(
+                "contract kind `{}` must be described as {:?}, found {:?}",
+                c.kind.as_str(),
+                description_of(c.kind),
+                c.description
             ),
         );
     }
@@ -896,6 +919,15 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
         v.add(
             Check::ErrorKind,
             format!("sample {i} is ok but has error kind `{}`", s.error_kind),
+        );
+    }
+    if !s.error_detail.is_empty() {
+        v.add(
+            Check::ErrorDetail,
+            format!(
+                "sample {i} is ok but carries the error detail {:?}",
+                s.error_detail.chars().take(120).collect::<String>()
+            ),
         );
     }
     if linux && s.boot_id.is_none() {

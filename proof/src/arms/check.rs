@@ -80,6 +80,7 @@ pub(crate) struct ArmsVerified {
 
 /// [`verify_arms_dir`], keeping the plan and the verified rows.
 pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified {
+    let _session = crate::fsio::session();
     let mut out = ArmsVerified {
         verdict: Verdict::default(),
         plan: None,
@@ -166,8 +167,9 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
         SUMS_FILE,
     ] {
         if !top.contains(r) {
-            v.add(
+            v.add_file(
                 Check::RequiredFileMissing,
+                r,
                 format!("required file `{r}` is missing"),
             );
         }
@@ -181,8 +183,10 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
         }
     }
     // SHA256SUMS over every file. An arm named twice in the plan (a reason above) is
-    // hashed and verified once: a plan repeating one arm costs no more than naming it once.
+    // hashed once and no arm is verified: the plan is refused before any arm is, so a plan
+    // repeating one arm costs no more than naming it once.
     let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let repeated = plan.arms.len() != arm_names.len();
     let present: Vec<ArmRef> = plan
         .arms
         .iter()
@@ -215,9 +219,9 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
         all.insert(SIG_FILE.to_string(), String::new());
     }
     check_sums(v, &all, sums.as_deref(), parse_arms_sums);
-    // Each arm on its own.
+    // Each arm on its own (none when the plan repeats one).
     let mut arms: Vec<(ArmData, Vec<Sample>)> = Vec::new();
-    for a in &present {
+    for a in present.iter().filter(|_| !repeated) {
         let av = verify_bundle_with(&dir.join(&a.name), &VerifyOptions::default());
         if let Some(u) = &av.unreadable {
             v.add(
@@ -225,9 +229,7 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
                 format!("arm `{}` is unreadable: {u}", a.name),
             );
         }
-        for r in &av.reasons {
-            v.add(r.check, format!("{}: {}", a.name, r.detail));
-        }
+        v.add_inner(&a.name, &av.reasons);
         if let (Some(r), Some(s)) = (av.result, av.samples) {
             arms.push((ArmData::new(a.clone(), r, &s), s));
         }
@@ -244,8 +246,9 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
                 } else {
                     Check::GeneratedStale
                 };
-                v.add(
+                v.add_file(
                     check,
+                    &name,
                     format!(
                         "`{name}` differs from what `truecold-proof report` makes of the arms' \
                          verified rows"

@@ -21,6 +21,7 @@ use super::stats::*;
 /// Verifies a tune directory (see the module doc); [`crate::verify_dir`] calls this when
 /// `dir` holds `tune.json`.
 pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let _session = crate::fsio::session();
     let mut v = Verdict::default();
     let tp = dir.join(TUNE_FILE);
     let bytes = match read_capped(&tp, MAX_PARSED_BYTES) {
@@ -92,8 +93,9 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
     }
     for r in [TUNE_FILE, README_FILE, SUMS_FILE] {
         if !crate::fsio::is_real_file(&dir.join(r)) {
-            v.add(
+            v.add_file(
                 Check::RequiredFileMissing,
+                r,
                 format!("required file `{r}` is missing"),
             );
         }
@@ -117,9 +119,7 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         if let Some(u) = &p.verdict.unreadable {
             v.add(Check::TunePhase, format!("{name}: unreadable: {u}"));
         }
-        for r in &p.verdict.reasons {
-            v.add(r.check, format!("{name}: {}", r.detail));
-        }
+        v.add_inner(name, &p.verdict.reasons);
         Some(p)
     };
     let screen = phase(SCREEN_DIR, &mut v);
@@ -238,8 +238,9 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         if read_capped(&dir.join(README_FILE), MAX_PARSED_BYTES)
             .is_ok_and(|b| b.as_deref() != Some(rb.as_slice()))
         {
-            v.add(
+            v.add_file(
                 Check::GeneratedStale,
+                README_FILE,
                 format!(
                     "`{README_FILE}` differs from what `truecold-proof report` makes of the \
                      verified rows"
