@@ -378,6 +378,31 @@ mod tests {
     }
 
     #[test]
+    fn within_a_session_a_file_hashed_then_parsed_with_other_bytes_is_changed() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f");
+        std::fs::write(&f, b"hashed").unwrap();
+        {
+            let _s = session();
+            hash_file(&f).unwrap();
+            // The same bytes again: fine, by any spelling of the path.
+            read_file(&d.path().join(".").join("f"), 100).unwrap();
+            std::fs::write(&f, b"parsed").unwrap();
+            assert!(matches!(read_file(&f, 100), Err(FileError::Changed { .. })));
+            // Parsed as a stream: hashed from the same bytes.
+            let mut r = HashingReader::new(open_regular(&f).unwrap());
+            let mut first = [0u8; 2];
+            r.read_exact(&mut first).unwrap();
+            let (digest, len) = r.finish().unwrap();
+            assert_eq!((digest, len), (crate::sums::sha256_hex(b"parsed"), 6));
+        }
+        // Outside a session nothing is noted.
+        read_file(&f, 100).unwrap();
+        std::fs::write(&f, b"again").unwrap();
+        read_file(&f, 100).unwrap();
+    }
+
+    #[test]
     fn skip_line_consumes_through_the_newline_only() {
         let mut r = io::BufReader::with_capacity(4, &b"abcdefghij\nrest\n"[..]);
         assert_eq!(skip_line(&mut r).unwrap(), 11);

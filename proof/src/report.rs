@@ -497,3 +497,29 @@ pub fn generated_files(r: &ResultJson, samples: &[Sample]) -> Vec<(String, Vec<u
         (STAGES_FILE.to_string(), stages_svg(r).into_bytes()),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publisher_text_is_inert_and_plain_text_is_unchanged() {
+        assert_eq!(
+            md_text("Intel(R) Xeon(R) Processor"),
+            "Intel(R) Xeon(R) Processor"
+        );
+        assert_eq!(
+            md_text("forced by TRUECOLD_HOST_KIND"),
+            "forced by TRUECOLD_HOST_KIND"
+        );
+        assert_eq!(
+            md_text("<b> **x** [l](u) _a_ & `c`"),
+            r"\<b\> \*\*x\*\* \[l\](u) \_a\_ \& \`c\`"
+        );
+        assert_eq!(md_text("a\n\n# b"), r"a\n\n# b");
+        assert_eq!(md_code("a b"), "`a b`");
+        assert_eq!(md_code("a`b"), "``a`b``");
+        assert_eq!(md_code("`x"), "`` `x ``");
+        assert_eq!(md_code("a\n\n# b"), r"`a\n\n# b`");
+    }
+}
