@@ -91,22 +91,60 @@ pub const LABELLED_FILES: [&str; 5] = [
 ];
 
 /// A string the publisher chose, as inline Markdown text that renders as itself: every
-/// character that could open Markdown or HTML structure (`\`, `` ` ``, `*`, `[`, `]`, `<`,
-/// `>`, `&`, `|`, `~`, `$`, and `_` where it is not inside a word) is backslash-escaped, and
-/// control and bidirectional characters are written as escapes ([`escape_untrusted`]'s
-/// spelling). Text without any of them is unchanged.
+/// character that could open Markdown or HTML structure (`\`, `*`, `[`, `]`, `<`, `>`, `&`,
+/// `|`, `~`, `$`, `_` where it is not inside a word, and a backtick that closes no code
+/// span) is backslash-escaped; a code span (a run of backticks up to the next run of as
+/// many) is kept as it is, its content rendered literally; control and bidirectional
+/// characters are written as escapes ([`escape_untrusted`]'s spelling), so the text stays
+/// on its one line. Text without any of them is unchanged.
 ///
 /// [`escape_untrusted`]: crate::verdict::escape_untrusted
 pub fn md_text(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();
+    let run_at = |i: usize| chars[i..].iter().take_while(|&&c| c == '`').count();
     let mut out = String::with_capacity(s.len());
-    for (i, &c) in chars.iter().enumerate() {
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '`' {
+            let n = run_at(i);
+            // The closing run: the next run of exactly `n` backticks.
+            let mut j = i + n;
+            let close = loop {
+                if j >= chars.len() {
+                    break None;
+                }
+                if chars[j] == '`' {
+                    let m = run_at(j);
+                    if m == n {
+                        break Some(j);
+                    }
+                    j += m;
+                } else {
+                    j += 1;
+                }
+            };
+            match close {
+                Some(j) => {
+                    let span: String = chars[i..j + n].iter().collect();
+                    out.push_str(&crate::verdict::escape_untrusted(&span));
+                    i = j + n;
+                }
+                None => {
+                    for _ in 0..n {
+                        out.push_str("\\`");
+                    }
+                    i += n;
+                }
+            }
+            continue;
+        }
         let word = |j: Option<usize>| {
             j.and_then(|j| chars.get(j))
                 .is_some_and(|c| c.is_alphanumeric())
         };
         let special = match c {
-            '\\' | '`' | '*' | '[' | ']' | '<' | '>' | '&' | '|' | '~' | '$' => true,
+            '\\' | '*' | '[' | ']' | '<' | '>' | '&' | '|' | '~' | '$' => true,
             '_' => !(word(i.checked_sub(1)) && word(Some(i + 1))),
             _ => false,
         };
@@ -118,6 +156,7 @@ pub fn md_text(s: &str) -> String {
                 c.encode_utf8(&mut [0u8; 4]),
             ));
         }
+        i += 1;
     }
     out
 }
@@ -513,10 +552,15 @@ mod tests {
             "forced by TRUECOLD_HOST_KIND"
         );
         assert_eq!(
-            md_text("<b> **x** [l](u) _a_ & `c`"),
-            r"\<b\> \*\*x\*\* \[l\](u) \_a\_ \& \`c\`"
+            md_text("<b> **x** [l](u) _a_ & `c<b>` ``d` e"),
+            r"\<b\> \*\*x\*\* \[l\](u) \_a\_ \& `c<b>` \`\`d\` e"
         );
         assert_eq!(md_text("a\n\n# b"), r"a\n\n# b");
+        assert_eq!(md_text("`x\n\n# y`"), r"`x\n\n# y`");
+        assert_eq!(
+            md_text("boots bzImage: `truecold run` has no flag"),
+            "boots bzImage: `truecold run` has no flag"
+        );
         assert_eq!(md_code("a b"), "`a b`");
         assert_eq!(md_code("a`b"), "``a`b``");
         assert_eq!(md_code("`x"), "`` `x ``");
