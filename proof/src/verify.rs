@@ -91,10 +91,7 @@ pub enum ReportError {
 
 /// The reasons of `v` that `report` would not cure: every one that is not about a file it
 /// regenerates ([`Reason::file`] and the kind's rule).
-pub fn reasons_report_keeps<'a>(
-    v: &'a Verdict,
-    regenerated: impl Fn(&str) -> bool,
-) -> Vec<&'a Reason> {
+pub fn reasons_report_keeps(v: &Verdict, regenerated: impl Fn(&str) -> bool) -> Vec<&Reason> {
     v.reasons
         .iter()
         .filter(|r| !r.file.as_deref().is_some_and(&regenerated))

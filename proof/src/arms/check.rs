@@ -238,6 +238,9 @@ fn list_top(
     Some((top, present_arms))
 }
 
+/// Digests by relative path.
+type Digests = BTreeMap<String, String>;
+
 /// The digests of the top files and of the `present` arms' files, checked against the
 /// top `SHA256SUMS` (returned when readable). `None` when a file cannot be hashed.
 fn check_arms_sums(
@@ -245,7 +248,7 @@ fn check_arms_sums(
     dir: &Path,
     present: &[ArmRef],
     top: &BTreeSet<String>,
-) -> Option<(BTreeMap<String, String>, Option<Vec<u8>>)> {
+) -> Option<(Digests, Option<Vec<u8>>)> {
     let digests = match digests_of(dir, present) {
         Ok(d) => d,
         Err(e) => {
