@@ -595,6 +595,7 @@ pub fn step_sides(dir: &Path, kind: BisectKind, step_dir: &str) -> (PathBuf, Pat
 
 /// Verifies a bisect directory (see the module doc).
 pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let _session = crate::fsio::session();
     let mut v = Verdict::default();
     let p = dir.join(BISECT_FILE);
     let bytes = match read_capped(&p, MAX_PARSED_BYTES) {
@@ -640,8 +641,9 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
     };
     for r in [BISECT_FILE, README_FILE, LOG_FILE, SUMS_FILE] {
         if !crate::fsio::is_real_file(&dir.join(r)) {
-            v.add(
+            v.add_file(
                 Check::RequiredFileMissing,
+                r,
                 format!("required file `{r}` is missing"),
             );
         }
@@ -678,8 +680,9 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             .ok()
             .flatten();
         if readme_bytes.as_deref() != Some(readme(f).as_bytes()) {
-            v.add(
+            v.add_file(
                 Check::GeneratedStale,
+                README_FILE,
                 format!("{README_FILE} is not what {BISECT_FILE} gives"),
             );
         }
@@ -688,18 +691,77 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
     v
 }
 
-/// Every directory of the record verifies and every step's judgement is recomputed.
+/// Every step that reuses an earlier step's campaign directory without being a config step
+/// with the same resolved config: none is allowed.
+fn bad_reuses(f: &BisectFile) -> Vec<String> {
+    let mut first_use: BTreeMap<&str, (usize, Option<&str>)> = BTreeMap::new();
+    let mut bad = Vec::new();
+    for (i, st) in f.steps.iter().enumerate() {
+        let Some(d) = st.dir.as_deref().filter(|_| st.outcome.measured()) else {
+            continue;
+        };
+        match first_use.get(d) {
+            Some(&(k, sha)) => {
+                if f.kind != BisectKind::Config || sha != st.config_sha256.as_deref() {
+                    bad.push(format!(
+                        "step {}: reuses step {}'s campaign `{d}` without its resolved config",
+                        i + 1,
+                        k + 1
+                    ));
+                }
+            }
+            None => {
+                first_use.insert(d, (i, st.config_sha256.as_deref()));
+            }
+        }
+    }
+    bad
+}
+
+/// Every directory of the record verifies and every step's judgement is recomputed: the
+/// baseline ([`Steps::baseline`]), each step ([`check_steps`]), then the result
+/// ([`check_result`]).
 fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
-    let o = f.judge.clone();
-    let mut rows = 0usize;
-    // Every campaign of the record on one virtual clock (the same L0 QEMU, L1 kernel and L1
-    // CPUs): the first one's environment, and where each later one differs.
-    let clock0: std::cell::RefCell<Option<(String, crate::schema::Environment)>> =
-        std::cell::RefCell::new(None);
-    let one_clock = |v: &mut Verdict, rel: &str, env: &crate::schema::Environment| {
-        let mut c = clock0.borrow_mut();
-        match &*c {
-            None => *c = Some((rel.to_string(), env.clone())),
+    let mut st = Steps {
+        dir,
+        f,
+        rows: 0,
+        clock0: None,
+    };
+    if f.kind == BisectKind::Commit {
+        st.baseline(v);
+    }
+    // A step may point at an earlier step's campaign (a config candidate that resolves like
+    // an earlier one): only with the same resolved config, and it is verified once. A record
+    // reusing a campaign otherwise is refused before any step is verified.
+    let bad_reuse = bad_reuses(f);
+    if !bad_reuse.is_empty() {
+        for why in bad_reuse {
+            v.add(Check::BisectSteps, why);
+        }
+        v.rows = Some(st.rows);
+        return;
+    }
+    check_steps(v, &mut st);
+    v.rows = Some(st.rows);
+    check_result(v, f);
+}
+
+/// The campaigns of a bisect record as they are verified: the rows counted, and the first
+/// one's environment (every campaign of the record is on one virtual clock: the same L0
+/// QEMU, L1 kernel and L1 CPUs).
+struct Steps<'a> {
+    dir: &'a Path,
+    f: &'a BisectFile,
+    rows: usize,
+    clock0: Option<(String, crate::schema::Environment)>,
+}
+
+impl Steps<'_> {
+    /// The campaign at `rel` is on the first one's virtual clock.
+    fn one_clock(&mut self, v: &mut Verdict, rel: &str, env: &crate::schema::Environment) {
+        match &self.clock0 {
+            None => self.clock0 = Some((rel.to_string(), env.clone())),
             Some((r0, e0)) => {
                 if let Some(d) = crate::schema::virtual_clock_differs(e0, env) {
                     v.add(
@@ -709,8 +771,12 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
                 }
             }
         }
-    };
-    let mut sub = |v: &mut Verdict, rel: &str| -> bool {
+    }
+
+    /// The step directory `rel` (under `steps/`, reached through real directories only)
+    /// verifies, on the record's clock; whether it is valid.
+    fn step(&mut self, v: &mut Verdict, rel: &str) -> bool {
+        let (dir, f) = (self.dir, self.f);
         if !is_valid_bisect_path(rel) || rel.split('/').next() != Some(STEPS_DIR) {
             v.add(
                 Check::BisectSteps,
@@ -719,7 +785,7 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
             return false;
         }
         let d = dir.join(rel);
-        if crate::fsio::exists_here(&d) && !crate::fsio::is_real_dir(&d) {
+        if crate::fsio::exists_here(&d) && !crate::fsio::is_real_dir_below(dir, rel) {
             v.add(
                 Check::BisectSteps,
                 format!("step directory `{rel}` is not a directory (a link is never followed)"),
@@ -727,13 +793,11 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
             return false;
         }
         let sv = verify_dir(&d);
-        rows += sv.rows.unwrap_or(0);
+        self.rows += sv.rows.unwrap_or(0);
         if let Some(u) = &sv.unreadable {
             v.add(Check::BisectSteps, format!("{rel}: unreadable: {u}"));
         }
-        for r in &sv.reasons {
-            v.add(r.check, format!("{rel}: {}", r.detail));
-        }
+        v.add_inner(rel, &sv.reasons);
         if let Some(r) = &sv.result {
             if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
                 v.add(
@@ -741,12 +805,16 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
                     format!("{rel}: on another clock or host kind than {BISECT_FILE} says"),
                 );
             }
-            one_clock(v, rel, &r.environment);
+            self.one_clock(v, rel, &r.environment);
         }
         sv.is_valid()
-    };
-    if f.kind == BisectKind::Commit {
-        let b = dir.join(BASELINE_DIR);
+    }
+
+    /// A commit bisect's baseline verifies (never through a link), on the record's clock,
+    /// host kind, vCPUs and memory.
+    fn baseline(&mut self, v: &mut Verdict) {
+        let f = self.f;
+        let b = self.dir.join(BASELINE_DIR);
         let bv = if !crate::fsio::exists_here(&b) || crate::fsio::is_real_dir(&b) {
             verify_dir(&b)
         } else {
@@ -763,26 +831,28 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
                 format!("{BASELINE_DIR}: {}", bv.render(&b, 2).trim()),
             );
         }
-        if let Some(r) = &bv.result {
-            one_clock(v, BASELINE_DIR, &r.environment);
-            if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
-                v.add(
-                    Check::BisectSteps,
-                    format!(
-                        "{BASELINE_DIR}: on another clock or host kind than {BISECT_FILE} says"
-                    ),
-                );
-            }
-            if r.configuration.vcpus != f.vcpus || r.configuration.mem_bytes != f.mem_bytes {
-                v.add(
-                    Check::BisectSteps,
-                    format!("{BASELINE_DIR}: not the recorded vCPUs / memory"),
-                );
-            }
+        let Some(r) = &bv.result else { return };
+        self.one_clock(v, BASELINE_DIR, &r.environment);
+        if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
+            v.add(
+                Check::BisectSteps,
+                format!("{BASELINE_DIR}: on another clock or host kind than {BISECT_FILE} says"),
+            );
+        }
+        if r.configuration.vcpus != f.vcpus || r.configuration.mem_bytes != f.mem_bytes {
+            v.add(
+                Check::BisectSteps,
+                format!("{BASELINE_DIR}: not the recorded vCPUs / memory"),
+            );
         }
     }
-    // A step may point at an earlier step's campaign (a config candidate that resolves like
-    // an earlier one): only with the same resolved config, and it is verified once.
+}
+
+/// Each step: a measured one's campaign verifies (once, however many steps name it) and its
+/// judgement recomputes; an unmeasured one has neither campaign nor judgement.
+fn check_steps(v: &mut Verdict, sc: &mut Steps<'_>) {
+    let (dir, f) = (sc.dir, sc.f);
+    let o = f.judge.clone();
     let mut first_use: BTreeMap<&str, (usize, Option<&str>)> = BTreeMap::new();
     for (i, st) in f.steps.iter().enumerate() {
         match (&st.dir, st.outcome.measured()) {
@@ -812,7 +882,7 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
                     continue;
                 }
                 first_use.insert(d.as_str(), (i, st.config_sha256.as_deref()));
-                if !sub(v, d) {
+                if !sc.step(v, d) {
                     continue;
                 }
                 let (g, s) = step_sides(dir, f.kind, d);
@@ -863,7 +933,11 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
             ),
         }
     }
-    v.rows = Some(rows);
+}
+
+/// The result names the steps that show it: the bad step bad (the first bad commit's, the
+/// culprit set's), the good step good, each effect a step measuring its symbol alone.
+fn check_result(v: &mut Verdict, f: &BisectFile) {
     let Some(r) = &f.result else { return };
     let at = |i: Option<usize>| i.and_then(|i| f.steps.get(i));
     match at(r.bad_step) {

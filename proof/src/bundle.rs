@@ -261,9 +261,21 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
     let result = parse_result(&rb).map_err(BundleError::Json)?;
     let sp = dir.join(SAMPLES_FILE);
     let sf = crate::fsio::open_regular(&sp)?;
-    let samples = read_schema_samples_from(std::io::BufReader::new(sf), result.schema_version)
+    // Hashed while it is parsed, from the same descriptor: within a verification, the rows
+    // are the bytes the bundle's digest was checked on ([`crate::fsio::note`]).
+    let mut hr = crate::fsio::HashingReader::new(sf);
+    let samples = read_schema_samples_from(std::io::BufReader::new(&mut hr), result.schema_version)
         .map_err(BundleError::Csv)?;
+    let (digest, _) = hr.finish().map_err(PathIoError::at("read", &sp))?;
+    crate::fsio::note(&sp, &digest)?;
     Ok((result, samples))
+}
+
+/// Whether `report` regenerates the file `name` of a bundle (the attribution plots only
+/// where the bundle lists its attribution file).
+pub fn is_regenerated(name: &str, attribution: bool) -> bool {
+    matches!(name, README_FILE | CDF_FILE | STAGES_FILE)
+        || (attribution && crate::attribution::is_generated(name))
 }
 
 /// `report DIR`: regenerates README.md and the plots from `result.json` and
@@ -275,10 +287,7 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
     let attribution = listed
         .iter()
         .any(|(n, _)| n == crate::attribution::JSONL_FILE);
-    let is_generated = |n: &str| {
-        matches!(n, README_FILE | CDF_FILE | STAGES_FILE)
-            || (attribution && crate::attribution::is_generated(n))
-    };
+    let is_generated = |n: &str| is_regenerated(n, attribution);
     let mut sums = skeleton::check_unchanged(dir, &listed, is_generated)?;
     let (result, samples) = read_bundle(dir)?;
     let mut generated = generated_files(&result, &samples);

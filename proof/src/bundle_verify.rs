@@ -65,13 +65,14 @@ use crate::report::{generated_files, README_FILE};
 use crate::reports::REPORTS_FILE;
 use crate::schema::TimelineProblem;
 use crate::schema::{
-    required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer, ResultJson,
-    Sample, Stage, StageKind, HEADLINE, PERCENTILE_DEFINITION, SCHEMA_VERSION,
+    description_of, required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer,
+    ResultJson, Sample, Stage, StageKind, HEADLINE, PERCENTILE_DEFINITION, SCHEMA_VERSION,
 };
 use crate::signature::{SignError, SIG_FILE};
 use crate::summary::Summaries;
 use crate::sums::{is_sha256_hex, parse_sums, sha256_hex, sha256_reader, SUMS_FILE};
 use crate::verdict::{chain, Check, SignatureState, Verdict, VerifyOptions};
+use truecold_proto::path_io::PathIoError;
 
 /// The attribution files ([`crate::attribution::check_bundle`]), each read capped at
 /// [`crate::attribution::JSONL_MAX_BYTES`].
@@ -134,24 +135,91 @@ fn parsed_later(name: &str) -> bool {
         || crate::attribution::is_generated(name)
 }
 
-/// Verifies the single bundle in `dir` with `opts`.
+/// Verifies the single bundle in `dir` with `opts`: its files listed, read and hashed once
+/// ([`list_files`], [`read_parsed`], [`hash_rest`]), `SHA256SUMS` checked, `result.json`
+/// and `samples.csv` parsed, then every check on them. Each step that finds the bundle
+/// unreadable says why in `v.unreadable`, and the verdict stops there.
 pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let _session = crate::fsio::session();
     let mut v = Verdict::default();
+    let Some(mut files) = list_files(&mut v, dir) else {
+        return v;
+    };
+    let Some(parsed) = read_parsed(&mut v, &mut files) else {
+        return v;
+    };
+    if hash_rest(&mut v, &mut files).is_none() {
+        return v;
+    }
+    let digests: BTreeMap<String, String> = files
+        .iter()
+        .filter_map(|(n, f)| f.digest.clone().map(|d| (n.clone(), d)))
+        .collect();
+    check_sums(
+        &mut v,
+        &digests,
+        parsed.get(SUMS_FILE).map(Vec::as_slice),
+        parse_sums,
+    );
+    let Some(result) = parse_result_file(&mut v, &parsed) else {
+        return v;
+    };
+    // The columns are those of the bundle's schema (the current one when result.json did
+    // not parse: its own error is reported above).
+    let schema = result.as_ref().map_or(SCHEMA_VERSION, |r| r.schema_version);
+    let Some(samples) = parse_samples_file(&mut v, &files, schema) else {
+        return v;
+    };
+    v.rows = samples.as_ref().map(Vec::len);
+    check_required(&mut v, &files, result.as_ref());
+    if let Some(r) = &result {
+        check_contract(&mut v, r, &digests);
+        if let Some(c) = parsed.get(CMDLINE_FILE) {
+            check_cmdline(&mut v, r, c);
+        }
+    }
+    if let (Some(r), Some(s)) = (&result, &samples) {
+        if check_reports_file(&mut v, r, s, &files).is_none() {
+            return v;
+        }
+        check_observer(&mut v, r, s, &files);
+        check_rows(&mut v, r, s);
+        check_timeline(&mut v, r, s);
+        check_statistics(&mut v, r, s);
+        check_residue(&mut v, r);
+        check_nested(&mut v, r);
+        check_generated(&mut v, r, s, &digests);
+        check_attribution(&mut v, r, s, &files);
+    }
+    check_signature(
+        &mut v,
+        dir,
+        opts,
+        files.contains_key(SIG_FILE),
+        parsed.get(SUMS_FILE).map(Vec::as_slice),
+    );
+    v.result = result;
+    v.samples = samples;
+    v
+}
+
+/// The regular files of the bundle, by name; every other entry a [`Check::NotAFile`]
+/// reason. `None` when the directory cannot be listed.
+fn list_files(v: &mut Verdict, dir: &Path) -> Option<BTreeMap<String, Entry>> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => {
             v.unreadable = Some(format!("cannot read directory: {e}"));
-            return v;
+            return None;
         }
     };
-    // Present regular files.
     let mut files: BTreeMap<String, Entry> = BTreeMap::new();
     for e in entries {
         let e = match e {
             Ok(e) => e,
             Err(err) => {
                 v.unreadable = Some(format!("cannot list directory: {err}"));
-                return v;
+                return None;
             }
         };
         let name = e.file_name().to_string_lossy().into_owned();
@@ -172,8 +240,16 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
             },
         );
     }
-    // The files that are parsed are read once (capped) and hashed from those bytes.
-    let mut parsed: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+    Some(files)
+}
+
+/// The files that are parsed whole (`result.json`, `cmdline.txt`, `SHA256SUMS`): each read
+/// once, capped, and hashed from those bytes. `None` when one cannot be read.
+fn read_parsed(
+    v: &mut Verdict,
+    files: &mut BTreeMap<String, Entry>,
+) -> Option<BTreeMap<&'static str, Vec<u8>>> {
+    let mut parsed: BTreeMap<&'static str, Vec<u8>> = BTreeMap::new();
     for name in [RESULT_FILE, CMDLINE_FILE, SUMS_FILE] {
         let Some(f) = files.get_mut(name) else {
             continue;
@@ -192,17 +268,25 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
             ),
             Err(err) => {
                 v.unreadable = Some(format!("cannot read {name}: {err}"));
-                return v;
+                return None;
             }
         }
     }
-    // samples.csv and reports.jsonl are hashed as streams below and parsed as streams
-    // (row by row, line by line, each capped) further down.
-    // Every other file: hashed as a stream, never held in memory.
+    Some(parsed)
+}
+
+/// Every other file hashed as a stream, never held in memory; the ones parsed later
+/// (`samples.csv`, `reports.jsonl`, …: [`parsed_later`]) keep the descriptor they were
+/// hashed from. `None` when one cannot be read.
+fn hash_rest(v: &mut Verdict, files: &mut BTreeMap<String, Entry>) -> Option<()> {
     for (name, f) in files.iter_mut().filter(|(_, f)| f.digest.is_none()) {
         let hashed = open_regular(&f.path)
-            .map_err(FileError::into_io)
-            .and_then(|mut file| Ok((sha256_reader(&mut file)?, file)));
+            .and_then(|mut file| {
+                let (d, n) = sha256_reader(&mut file).map_err(PathIoError::at("read", &f.path))?;
+                crate::fsio::note(&f.path, &d)?;
+                Ok(((d, n), file))
+            })
+            .map_err(FileError::into_io);
         match hashed {
             Ok(((d, _), file)) => {
                 f.digest = Some(d);
@@ -212,56 +296,63 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
             }
             Err(err) => {
                 v.unreadable = Some(format!("cannot read {name}: {err}"));
-                return v;
+                return None;
             }
         }
     }
-    let digests: BTreeMap<String, String> = files
-        .iter()
-        .filter_map(|(n, f)| f.digest.clone().map(|d| (n.clone(), d)))
-        .collect();
-    check_sums(
-        &mut v,
-        &digests,
-        parsed.get(SUMS_FILE).map(Vec::as_slice),
-        parse_sums,
-    );
+    Some(())
+}
 
-    let result = match parsed.get(RESULT_FILE).map(|b| (b, parse_result(b))) {
-        None => None,
+/// `result.json` parsed (and checked canonical): `Some(None)` when it is missing or does
+/// not parse (a reason), `None` when its version makes the bundle unreadable.
+fn parse_result_file(
+    v: &mut Verdict,
+    parsed: &BTreeMap<&'static str, Vec<u8>>,
+) -> Option<Option<ResultJson>> {
+    match parsed.get(RESULT_FILE).map(|b| (b, parse_result(b))) {
+        None => Some(None),
         Some((b, Ok(r))) => {
-            check_canonical(&mut v, b, &r);
-            Some(r)
+            check_canonical(v, b, &r);
+            Some(Some(r))
         }
         Some((_, Err(e @ (JsonError::NoVersion | JsonError::UnknownVersion { .. })))) => {
             v.unreadable = Some(format!("{RESULT_FILE}: {e}"));
-            return v;
+            None
         }
         Some((_, Err(e))) => {
             v.add(Check::ResultJson, format!("{RESULT_FILE}: {}", chain(&e)));
-            None
+            Some(None)
         }
-    };
-    // The columns are those of the bundle's schema (the current one when result.json did
-    // not parse: its own error is reported above).
-    let schema = result.as_ref().map_or(SCHEMA_VERSION, |r| r.schema_version);
-    let samples = match files.get(SAMPLES_FILE).map(|f| {
+    }
+}
+
+/// `samples.csv` parsed from the descriptor it was hashed from, in the columns of
+/// `schema`: `Some(None)` when it is missing or does not parse (a reason), `None` when it
+/// cannot be read.
+fn parse_samples_file(
+    v: &mut Verdict,
+    files: &BTreeMap<String, Entry>,
+    schema: u32,
+) -> Option<Option<Vec<Sample>>> {
+    match files.get(SAMPLES_FILE).map(|f| {
         f.rewound()
             .map(|mut file| read_schema_samples_from(std::io::BufReader::new(&mut *file), schema))
     }) {
-        None => None,
-        Some(Ok(Ok(s))) => Some(s),
+        None => Some(None),
+        Some(Ok(Ok(s))) => Some(Some(s)),
         Some(Ok(Err(e))) => {
             v.add(Check::SamplesCsv, format!("{SAMPLES_FILE}: {e}"));
-            None
+            Some(None)
         }
         Some(Err(err)) => {
             v.unreadable = Some(format!("cannot read {SAMPLES_FILE}: {err}"));
-            return v;
+            None
         }
-    };
-    v.rows = samples.as_ref().map(Vec::len);
+    }
+}
 
+/// Every file a bundle of its kind must hold.
+fn check_required(v: &mut Verdict, files: &BTreeMap<String, Entry>, result: Option<&ResultJson>) {
     let mut required = vec![
         README_FILE,
         RESULT_FILE,
@@ -272,102 +363,101 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         STAGES_FILE,
         SUMS_FILE,
     ];
-    if result.as_ref().map(|r| r.contract.kind) != Some(ContractKind::Probe) {
+    if result.map(|r| r.contract.kind) != Some(ContractKind::Probe) {
         required.push(CONFIG_FILE);
     }
     for r in required {
         if !files.contains_key(r) {
-            v.add(
+            v.add_file(
                 Check::RequiredFileMissing,
+                r,
                 format!("required file `{r}` is missing"),
             );
         }
     }
+}
 
-    if let Some(r) = &result {
-        check_contract(&mut v, r, &digests);
-        if let Some(c) = parsed.get(CMDLINE_FILE) {
-            check_cmdline(&mut v, r, c);
+/// `reports.jsonl` against the rows, read from the descriptor it was hashed from. `None`
+/// when it cannot be read.
+fn check_reports_file(
+    v: &mut Verdict,
+    r: &ResultJson,
+    s: &[Sample],
+    files: &BTreeMap<String, Entry>,
+) -> Option<()> {
+    let Some(f) = files.get(REPORTS_FILE) else {
+        return Some(());
+    };
+    let checked = f.rewound().and_then(|mut file| {
+        crate::reports::check(
+            std::io::BufReader::new(&mut *file),
+            s,
+            &crate::reports::Expect::of(r),
+            MAX_REPORT_REASONS,
+        )
+    });
+    match checked {
+        Ok(bad) => {
+            for why in bad {
+                v.add(Check::Reports, format!("{REPORTS_FILE}: {why}"));
+            }
+            Some(())
+        }
+        Err(err) => {
+            v.unreadable = Some(format!("cannot read {REPORTS_FILE}: {err}"));
+            None
         }
     }
-    if let (Some(r), Some(s), Some(f)) = (&result, &samples, files.get(REPORTS_FILE)) {
-        let checked = f.rewound().and_then(|mut file| {
-            crate::reports::check(
-                std::io::BufReader::new(&mut *file),
-                s,
-                &crate::reports::Expect::of(r),
-                MAX_REPORT_REASONS,
-            )
+}
+
+/// The observer's own files and columns: an agent bundle's lifecycle; no cleanup column
+/// nor parity record under any other observer.
+fn check_observer(v: &mut Verdict, r: &ResultJson, s: &[Sample], files: &BTreeMap<String, Entry>) {
+    if r.contract.observer == Observer::Agent {
+        let csv = files.get(crate::lifecycle::STATE_CSV).map(|f| {
+            f.reread(MAX_PARSED_BYTES)?.ok_or_else(|| {
+                std::io::Error::other(format!("larger than {MAX_PARSED_BYTES} bytes"))
+            })
         });
-        match checked {
-            Ok(bad) => {
-                for why in bad {
-                    v.add(Check::Reports, format!("{REPORTS_FILE}: {why}"));
-                }
-            }
-            Err(err) => {
-                v.unreadable = Some(format!("cannot read {REPORTS_FILE}: {err}"));
-                return v;
-            }
+        check_lifecycle_file(v, r, s, csv);
+        return;
+    }
+    if s.iter()
+        .any(|x| x.cleanup_ok.is_some() || x.cleanup_ns.is_some())
+    {
+        v.add(
+            Check::Lifecycle,
+            "cleanup columns filled in a bundle whose observer is not `agent`".to_string(),
+        );
+    }
+    if r.environment.parity.is_some() {
+        v.add(
+            Check::Lifecycle,
+            "environment.parity in a bundle whose observer is not `agent`".to_string(),
+        );
+    }
+}
+
+/// The generated files (README, plots) are what `report` makes of the record and rows.
+fn check_generated(
+    v: &mut Verdict,
+    r: &ResultJson,
+    s: &[Sample],
+    digests: &BTreeMap<String, String>,
+) {
+    for (name, bytes) in generated_files(r, s) {
+        if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
+            v.add_file(
+                Check::GeneratedStale,
+                &name,
+                format!(
+                    "`{name}` differs from what `truecold-proof report` generates from \
+                     result.json and samples.csv (hand-edited, or written by another \
+                     renderer: `truecold-proof report` regenerates it)"
+                ),
+            );
         }
     }
-    if let (Some(r), Some(s)) = (&result, &samples) {
-        if r.contract.observer == Observer::Agent {
-            let csv = files.get(crate::lifecycle::STATE_CSV).map(|f| {
-                f.reread(MAX_PARSED_BYTES)?.ok_or_else(|| {
-                    std::io::Error::other(format!("larger than {MAX_PARSED_BYTES} bytes"))
-                })
-            });
-            check_lifecycle_file(&mut v, r, s, csv);
-        } else {
-            if s.iter()
-                .any(|x| x.cleanup_ok.is_some() || x.cleanup_ns.is_some())
-            {
-                v.add(
-                    Check::Lifecycle,
-                    "cleanup columns filled in a bundle whose observer is not `agent`".to_string(),
-                );
-            }
-            if r.environment.parity.is_some() {
-                v.add(
-                    Check::Lifecycle,
-                    "environment.parity in a bundle whose observer is not `agent`".to_string(),
-                );
-            }
-        }
-    }
-    if let (Some(r), Some(s)) = (&result, &samples) {
-        check_rows(&mut v, r, s);
-        check_timeline(&mut v, r, s);
-        check_statistics(&mut v, r, s);
-        check_residue(&mut v, r);
-        check_nested(&mut v, r);
-        for (name, bytes) in generated_files(r, s) {
-            if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
-                v.add(
-                    Check::GeneratedStale,
-                    format!(
-                        "`{name}` differs from what `truecold-proof report` generates from \
-                         result.json and samples.csv (hand-edited, or written by another \
-                         renderer: `truecold-proof report` regenerates it)"
-                    ),
-                );
-            }
-        }
-    }
-    if let (Some(r), Some(s)) = (&result, &samples) {
-        check_attribution(&mut v, r, s, &files);
-    }
-    check_signature(
-        &mut v,
-        dir,
-        opts,
-        files.contains_key(SIG_FILE),
-        parsed.get(SUMS_FILE).map(Vec::as_slice),
-    );
-    v.result = result;
-    v.samples = samples;
-    v
 }
 
 /// The signature part of `verify`: notes a `SHA256SUMS.sig` that was not asked for, checks
@@ -386,7 +476,8 @@ pub(crate) fn check_signature(
             let checked = match (sig_present, sums) {
                 (false, _) => Err(SignError::Unsigned),
                 (true, None) => Err(SignError::Unsigned),
-                (true, Some(sums)) => sc.ssh_keygen.verify(
+                (true, Some(sums)) => crate::signature::verify_copy(
+                    &sc.ssh_keygen,
                     &sc.allowed_signers,
                     sc.identity.as_deref(),
                     &dir.join(SIG_FILE),
@@ -537,14 +628,16 @@ pub(crate) fn check_sums(
             continue;
         }
         match digests.get(name) {
-            None => v.add(
+            None => v.add_file(
                 Check::FileMissing,
+                name,
                 format!("`{name}` is listed in {SUMS_FILE} but missing"),
             ),
             Some(got) => {
                 if got != digest {
-                    v.add(
+                    v.add_file(
                         Check::DigestMismatch,
+                        name,
                         format!("`{name}`: sha256 is {got}, {SUMS_FILE} says {digest}"),
                     );
                 }
@@ -554,8 +647,9 @@ pub(crate) fn check_sums(
     for name in digests.keys() {
         // The signature signs SHA256SUMS, so it cannot be listed in it.
         if name != SUMS_FILE && name != SIG_FILE && !listed.iter().any(|(n, _)| n == name) {
-            v.add(
+            v.add_file(
                 Check::FileUnlisted,
+                name,
                 format!("`{name}` is present but not listed in {SUMS_FILE}"),
             );
         }
@@ -572,6 +666,17 @@ fn check_contract(v: &mut Verdict, r: &ResultJson, digests: &BTreeMap<String, St
                 c.kind.as_str(),
                 c.kind.label(),
                 c.label
+            ),
+        );
+    }
+    if c.description != description_of(c.kind) {
+        v.add(
+            Check::ContractDescription,
+            format!(
+                "contract kind `{}` must be described as {:?}, found {:?}",
+                c.kind.as_str(),
+                description_of(c.kind),
+                c.description
             ),
         );
     }
@@ -896,6 +1001,15 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
         v.add(
             Check::ErrorKind,
             format!("sample {i} is ok but has error kind `{}`", s.error_kind),
+        );
+    }
+    if !s.error_detail.is_empty() {
+        v.add(
+            Check::ErrorDetail,
+            format!(
+                "sample {i} is ok but carries the error detail {:?}",
+                s.error_detail.chars().take(120).collect::<String>()
+            ),
         );
     }
     if linux && s.boot_id.is_none() {

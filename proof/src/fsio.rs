@@ -41,6 +41,16 @@ pub enum FileError {
     NotRegular { path: PathBuf },
     #[error("{} is larger than {cap} bytes, the most read into memory", path.display())]
     TooLarge { path: PathBuf, cap: u64 },
+    #[error(
+        "{} changed while it was being verified (its bytes hash to {now}, earlier in this \
+         verification to {before})",
+        path.display()
+    )]
+    Changed {
+        path: PathBuf,
+        before: String,
+        now: String,
+    },
 }
 
 impl FileError {
@@ -53,7 +63,110 @@ impl FileError {
                 io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")
             }
             e @ FileError::TooLarge { .. } => io::Error::new(io::ErrorKind::FileTooLarge, e),
+            e @ FileError::Changed { .. } => io::Error::other(e),
         }
+    }
+}
+
+thread_local! {
+    /// The digest of every file read or hashed in the verification under way on this thread
+    /// ([`Session`]), by path: `None` outside one.
+    static SEEN: std::cell::RefCell<Option<std::collections::HashMap<PathBuf, String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// One verification's record of what it read: while a `Session` lives, every file this module
+/// reads whole ([`read_file`]), hashes ([`hash_file`]) or parses as a stream
+/// ([`HashingReader`]) has its digest noted by path ([`note`]), and a second read of the
+/// same path whose bytes hash otherwise is [`FileError::Changed`]. So whatever a verifier
+/// parses is the bytes that were hashed and checked against `SHA256SUMS`, at whatever level
+/// (a tune's top listing, a phase's, an arm bundle's) and in whatever order each was read.
+/// Sessions nest: only the outermost one clears the record when it ends.
+pub struct Session {
+    owner: bool,
+}
+
+/// Starts a [`Session`] on this thread, or joins the one under way.
+pub fn session() -> Session {
+    SEEN.with(|s| {
+        let mut s = s.borrow_mut();
+        let owner = s.is_none();
+        if owner {
+            *s = Some(std::collections::HashMap::new());
+        }
+        Session { owner }
+    })
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.owner {
+            SEEN.with(|s| *s.borrow_mut() = None);
+        }
+    }
+}
+
+/// Notes that the bytes of `path` hash to `digest` in the [`Session`] under way (nothing
+/// outside one): [`FileError::Changed`] when they hashed otherwise earlier in it.
+pub fn note(path: &Path, digest: &str) -> Result<(), FileError> {
+    let key: PathBuf = path.components().collect();
+    SEEN.with(|s| match s.borrow_mut().as_mut() {
+        None => Ok(()),
+        Some(seen) => match seen.get(&key) {
+            Some(before) if before != digest => Err(FileError::Changed {
+                path: path.to_path_buf(),
+                before: before.clone(),
+                now: digest.to_string(),
+            }),
+            Some(_) => Ok(()),
+            None => {
+                seen.insert(key, digest.to_string());
+                Ok(())
+            }
+        },
+    })
+}
+
+/// A reader that hashes every byte it yields: a file parsed as a stream is hashed from the
+/// same descriptor and the same bytes ([`HashingReader::finish`]).
+pub struct HashingReader<R> {
+    inner: R,
+    hasher: sha2::Sha256,
+    len: u64,
+}
+
+impl<R: Read> HashingReader<R> {
+    pub fn new(inner: R) -> Self {
+        use sha2::Digest as _;
+        HashingReader {
+            inner,
+            hasher: sha2::Sha256::new(),
+            len: 0,
+        }
+    }
+
+    /// Reads what the parser left (so the digest covers the whole file), then returns the
+    /// digest (lowercase hex) and the length.
+    pub fn finish(mut self) -> io::Result<(String, u64)> {
+        use sha2::Digest as _;
+        let mut buf = vec![0u8; crate::sums::HASH_BUFFER];
+        while self.read(&mut buf)? != 0 {}
+        Ok((truecold_proto::hex(&self.hasher.finalize()), self.len))
+    }
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use sha2::Digest as _;
+        let n = loop {
+            match self.inner.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r?,
+            }
+        };
+        self.hasher.update(&buf[..n]);
+        self.len = self.len.saturating_add(n as u64);
+        Ok(n)
     }
 }
 
@@ -87,12 +200,14 @@ fn read_open(f: &mut File, cap: u64) -> io::Result<Option<Vec<u8>>> {
 /// bytes: a longer file is [`FileError::TooLarge`].
 pub fn read_file(path: &Path, cap: u64) -> Result<Vec<u8>, FileError> {
     let mut f = open_regular(path)?;
-    read_open(&mut f, cap)
+    let b = read_open(&mut f, cap)
         .map_err(PathIoError::at("read", path))?
         .ok_or_else(|| FileError::TooLarge {
             path: path.to_path_buf(),
             cap,
-        })
+        })?;
+    note(path, &crate::sums::sha256_hex(&b))?;
+    Ok(b)
 }
 
 /// [`read_file`] in the shape of the older reader: `Ok(None)` when the file is larger than
@@ -106,16 +221,34 @@ pub fn read_capped(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
 }
 
 /// The sha256 (lowercase hex) of the regular file `path` and its length, streamed through
-/// a fixed buffer from the one descriptor [`open_regular`] opens.
+/// a fixed buffer from the one descriptor [`open_regular`] opens (and noted: [`note`]).
 pub fn hash_file(path: &Path) -> Result<(String, u64), FileError> {
     let f = open_regular(path)?;
-    Ok(crate::sums::sha256_reader(f).map_err(PathIoError::at("read", path))?)
+    let (d, n) = crate::sums::sha256_reader(f).map_err(PathIoError::at("read", path))?;
+    note(path, &d)?;
+    Ok((d, n))
 }
 
 /// True when `path` is a directory itself, not a link to one.
 pub fn is_real_dir(path: &Path) -> bool {
     path.symlink_metadata()
         .is_ok_and(|m| m.file_type().is_dir())
+}
+
+/// True when `base/rel` is a directory reached through directories only: no component of
+/// `rel` (a relative path of plain names) is a link or anything but a directory.
+pub fn is_real_dir_below(base: &Path, rel: &str) -> bool {
+    let mut p = base.to_path_buf();
+    for c in Path::new(rel).components() {
+        match c {
+            std::path::Component::Normal(n) => p.push(n),
+            _ => return false,
+        }
+        if !is_real_dir(&p) {
+            return false;
+        }
+    }
+    true
 }
 
 /// True when `path` is a regular file itself, not a link to one.
@@ -242,6 +375,31 @@ mod tests {
             read_file(d.path(), 100),
             Err(FileError::NotRegular { .. })
         ));
+    }
+
+    #[test]
+    fn within_a_session_a_file_hashed_then_parsed_with_other_bytes_is_changed() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f");
+        std::fs::write(&f, b"hashed").unwrap();
+        {
+            let _s = session();
+            hash_file(&f).unwrap();
+            // The same bytes again: fine, by any spelling of the path.
+            read_file(&d.path().join(".").join("f"), 100).unwrap();
+            std::fs::write(&f, b"parsed").unwrap();
+            assert!(matches!(read_file(&f, 100), Err(FileError::Changed { .. })));
+            // Parsed as a stream: hashed from the same bytes.
+            let mut r = HashingReader::new(open_regular(&f).unwrap());
+            let mut first = [0u8; 2];
+            r.read_exact(&mut first).unwrap();
+            let (digest, len) = r.finish().unwrap();
+            assert_eq!((digest, len), (crate::sums::sha256_hex(b"parsed"), 6));
+        }
+        // Outside a session nothing is noted.
+        read_file(&f, 100).unwrap();
+        std::fs::write(&f, b"again").unwrap();
+        read_file(&f, 100).unwrap();
     }
 
     #[test]

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use truecold_proof::compare::compare_verified;
 use truecold_proof::sign::{sign_bundle, SignError, SshKeygen};
 use truecold_proof::verify::{chain, escape_untrusted, verify_dir_with, SignatureCheck};
-use truecold_proof::{regenerate, verify_dir, CompareOptions, VerifyOptions};
+use truecold_proof::{verify_dir, CompareOptions, VerifyOptions};
 
 /// Exit status of a usage error (bad or missing arguments), for every subcommand: `git bisect
 /// run` reads 125 as "skip this commit", where clap's default 2 would read as "bad".
@@ -132,17 +132,10 @@ enum Cmd {
 }
 
 /// `report DIR`: a bundle, a multi-arm directory (it holds `arms.json`), a tune directory
-/// (it holds `tune.json`) or a bisect directory (it holds `bisect.json`).
+/// (it holds `tune.json`) or a bisect directory (it holds `bisect.json`), refused unless it
+/// verifies but for the files `report` regenerates ([`truecold_proof::verify::report_dir`]).
 fn report(dir: &std::path::Path) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    if dir.join(truecold_proof::bisect::BISECT_FILE).exists() {
-        Ok(truecold_proof::bisect::regenerate_bisect(dir)?)
-    } else if dir.join(truecold_proof::tune::TUNE_FILE).exists() {
-        Ok(truecold_proof::tune::regenerate_tune(dir)?)
-    } else if dir.join(truecold_proof::arms::ARMS_FILE).exists() {
-        Ok(truecold_proof::arms::regenerate_arms(dir)?)
-    } else {
-        Ok(regenerate(dir)?)
-    }
+    Ok(truecold_proof::verify::report_dir(dir)?)
 }
 
 fn main() -> ExitCode {

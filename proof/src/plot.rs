@@ -317,7 +317,7 @@ fn draw_cdf(out: &mut String, result: &ResultJson, samples: &[Sample]) -> PlotRe
         title(
             &root,
             [
-                &result.contract.label,
+                result.contract.kind.label(),
                 &format!(
                     "latency CDF, request to strict-ready: {} attempts, {} ok",
                     samples.len(),
@@ -410,7 +410,7 @@ fn draw_stages(
     title(
         &root,
         [
-            &result.contract.label,
+            result.contract.kind.label(),
             "per-stage p50 (bar) and p99 (tick), successful samples, ms",
         ],
     )?;

@@ -4,9 +4,13 @@
 use std::fmt::Write as _;
 
 use crate::plot::{cdf_svg, stages_svg, CDF_FILE, STAGES_FILE};
-use crate::schema::{Clock, ContractKind, ResultJson, Sample};
+use crate::schema::{
+    description_of, Clock, Configuration, Contract, ContractKind, ResultJson, Sample, HEADLINE,
+    PERCENTILE_DEFINITION,
+};
 use crate::stats::Summary;
 use crate::summary::Pair;
+use crate::summary::Summaries;
 use crate::sums::SUMS_FILE;
 use truecold_proto::limits::GuestMem;
 
@@ -86,21 +90,131 @@ pub const LABELLED_FILES: [&str; 5] = [
     STAGES_FILE,
 ];
 
-/// The README text.
+/// A string the publisher chose, as inline Markdown text that renders as itself: every
+/// character that could open Markdown or HTML structure (`\`, `*`, `[`, `]`, `<`, `>`, `&`,
+/// `|`, `~`, `$`, `_` where it is not inside a word, and a backtick that closes no code
+/// span) is backslash-escaped; a code span (a run of backticks up to the next run of as
+/// many) is kept as it is, its content rendered literally; control and bidirectional
+/// characters are written as escapes ([`escape_untrusted`]'s spelling), so the text stays
+/// on its one line. Text without any of them is unchanged.
+///
+/// [`escape_untrusted`]: crate::verdict::escape_untrusted
+pub fn md_text(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let run_at = |i: usize| chars[i..].iter().take_while(|&&c| c == '`').count();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '`' {
+            let n = run_at(i);
+            // The closing run: the next run of exactly `n` backticks.
+            let mut j = i + n;
+            let close = loop {
+                if j >= chars.len() {
+                    break None;
+                }
+                if chars[j] == '`' {
+                    let m = run_at(j);
+                    if m == n {
+                        break Some(j);
+                    }
+                    j += m;
+                } else {
+                    j += 1;
+                }
+            };
+            match close {
+                Some(j) => {
+                    let span: String = chars[i..j + n].iter().collect();
+                    out.push_str(&crate::verdict::escape_untrusted(&span));
+                    i = j + n;
+                }
+                None => {
+                    for _ in 0..n {
+                        out.push_str("\\`");
+                    }
+                    i += n;
+                }
+            }
+            continue;
+        }
+        let word = |j: Option<usize>| {
+            j.and_then(|j| chars.get(j))
+                .is_some_and(|c| c.is_alphanumeric())
+        };
+        let special = match c {
+            '\\' | '*' | '[' | ']' | '<' | '>' | '&' | '|' | '~' | '$' => true,
+            '_' => !(word(i.checked_sub(1)) && word(Some(i + 1))),
+            _ => false,
+        };
+        if special {
+            out.push('\\');
+            out.push(c);
+        } else {
+            out.push_str(&crate::verdict::escape_untrusted(
+                c.encode_utf8(&mut [0u8; 4]),
+            ));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// A string the publisher chose, as one Markdown code span (rendered literally, HTML
+/// included): fenced by one backtick more than its longest run of backticks (one when it has
+/// none), padded with a space where it begins or ends with a backtick; control and
+/// bidirectional characters written as escapes. A string without backticks or control
+/// characters is `` `s` ``.
+pub fn md_code(s: &str) -> String {
+    let s = crate::verdict::escape_untrusted(s);
+    let mut longest = 0usize;
+    let mut run = 0usize;
+    for c in s.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{s}{pad}{fence}")
+}
+
+/// The README text: every string the publisher chose either recomputed from the contract
+/// (the label, the description, the headline, the percentile definition: `verify` requires
+/// them to be these) or escaped ([`md_text`], [`md_code`]).
 pub fn readme(r: &ResultJson) -> String {
-    let c = &r.contract;
-    let cfg = &r.configuration;
-    let env = &r.environment;
-    let sm = &r.summary;
     let mut s = String::new();
-    let _ = writeln!(s, "# truecold proof bundle: {}\n", c.label);
+    readme_head(&mut s, r);
+    readme_contract(&mut s, &r.contract);
+    readme_configuration(&mut s, &r.configuration);
+    let _ = writeln!(s, "\n## Artifacts (sha256)\n");
+    for (k, v) in &r.artifacts {
+        let _ = writeln!(s, "- {}: {}", md_text(k), md_code(v));
+    }
+    readme_environment(&mut s, r);
+    readme_headline(&mut s, r);
+    readme_stages(&mut s, &r.summary);
+    readme_concurrency(&mut s, &r.summary);
+    readme_files(&mut s, r.contract.kind);
+    s
+}
+
+/// The title and the notes above the contract: the probe label, the virtual clock, an
+/// interrupted campaign.
+fn readme_head(s: &mut String, r: &ResultJson) {
+    let c = &r.contract;
+    let label = c.kind.label();
+    let _ = writeln!(s, "# truecold proof bundle: {label}\n");
     if c.kind == ContractKind::Probe {
         let _ = writeln!(
             s,
-            "**{}.** These numbers measure the VMM with its embedded probe guest; no Linux \
+            "**{label}.** These numbers measure the VMM with its embedded probe guest; no Linux \
              kernel was booted. The label is in {}; every `samples.csv` row says `probe` in \
              its `contract` column; `reports.jsonl` and `{SUMS_FILE}` carry no label.\n",
-            c.label,
             LABELLED_FILES
                 .iter()
                 .map(|f| format!("`{f}`"))
@@ -121,18 +235,21 @@ pub fn readme(r: &ResultJson) -> String {
             s,
             "**INCOMPLETE:** the campaign was interrupted after {} of {} planned attempts. \
              Every attempt made is in samples.csv.\n",
-            sm.attempts,
+            r.summary.attempts,
             c.mode.planned_attempts()
         );
     }
-    let _ = writeln!(s, "## Contract\n\n{}\n", c.description);
+}
+
+/// `## Contract`.
+fn readme_contract(s: &mut String, c: &Contract) {
+    let _ = writeln!(s, "## Contract\n\n{}\n", description_of(c.kind));
     let _ = writeln!(s, "- mode: {}", c.mode.describe());
     let _ = writeln!(
         s,
-        "- headline: `{}`; a sample not strict-ready within {} ms is a failure and is scored \
-         at {} ms in the with-failures rows, which are therefore right-censored at the \
+        "- headline: `{HEADLINE}`; a sample not strict-ready within {} ms is a failure and is \
+         scored at {} ms in the with-failures rows, which are therefore right-censored at the \
          deadline (a failure's latency is only known to exceed it)",
-        c.headline,
         ms(c.deadline_ns),
         ms(c.deadline_ns)
     );
@@ -155,7 +272,11 @@ pub fn readme(r: &ResultJson) -> String {
              along its order"
         );
     }
-    let _ = writeln!(s, "- statistics: {}\n", c.percentile_definition);
+    let _ = writeln!(s, "- statistics: {PERCENTILE_DEFINITION}\n");
+}
+
+/// `## Configuration`.
+fn readme_configuration(s: &mut String, cfg: &Configuration) {
     let _ = writeln!(s, "## Configuration\n");
     let _ = writeln!(s, "- vCPUs: {}", cfg.vcpus);
     let _ = writeln!(
@@ -164,7 +285,7 @@ pub fn readme(r: &ResultJson) -> String {
         cfg.mem_bytes,
         mem_text(cfg.mem_bytes)
     );
-    let _ = writeln!(s, "- backing: {}", cfg.backing);
+    let _ = writeln!(s, "- backing: {}", md_text(&cfg.backing));
     if !cfg.knobs.is_empty() {
         let _ = writeln!(
             s,
@@ -176,40 +297,56 @@ pub fn readme(r: &ResultJson) -> String {
                 .join(", ")
         );
     }
-    let _ = writeln!(s, "- command line: `{}` (also in cmdline.txt)", cfg.cmdline);
-    let _ = writeln!(s, "- VMM: `{}`", cfg.vmm_path);
+    let _ = writeln!(
+        s,
+        "- command line: {} (also in cmdline.txt)",
+        md_code(&cfg.cmdline)
+    );
+    let _ = writeln!(s, "- VMM: {}", md_code(&cfg.vmm_path));
     if let Some(k) = &cfg.kernel_path {
-        let _ = writeln!(s, "- kernel: `{k}`");
+        let _ = writeln!(s, "- kernel: {}", md_code(k));
     }
     if let Some(i) = &cfg.initramfs_path {
-        let _ = writeln!(s, "- initramfs: `{i}`");
+        let _ = writeln!(s, "- initramfs: {}", md_code(i));
     }
-    let _ = writeln!(s, "\n## Artifacts (sha256)\n");
-    for (k, v) in &r.artifacts {
-        let _ = writeln!(s, "- {k}: `{v}`");
-    }
+}
+
+/// `## Environment`: the host as the harness read it (every reading escaped).
+fn readme_environment(s: &mut String, r: &ResultJson) {
+    let env = &r.environment;
+    let c = &r.contract;
     let _ = writeln!(s, "\n## Environment\n");
     let _ = writeln!(s, "- host KVM: {}", env.host_kind.as_str());
     let _ = writeln!(s, "- clock: {}", c.clock.describe());
     if c.clock == Clock::Virtual {
         let _ = writeln!(s, "- what the clock measures: {VIRTUAL_CLOCK_MEANS}");
     }
-    let _ = writeln!(s, "- CPU: {} ({} cores)", env.cpu_model, env.cores);
-    let _ = writeln!(s, "- host kernel: {}", env.host_kernel);
     let _ = writeln!(
         s,
-        "- THP: enabled `{}`, defrag `{}`; hugepages: {}",
-        env.thp_enabled, env.thp_defrag, env.hugepages
+        "- CPU: {} ({} cores)",
+        md_text(&env.cpu_model),
+        env.cores
+    );
+    let _ = writeln!(s, "- host kernel: {}", md_text(&env.host_kernel));
+    let _ = writeln!(
+        s,
+        "- THP: enabled {}, defrag {}; hugepages: {}",
+        md_code(&env.thp_enabled),
+        md_code(&env.thp_defrag),
+        md_text(&env.hugepages)
     );
     let _ = writeln!(
         s,
         "- governor: {}",
-        env.governor.as_deref().unwrap_or("not readable")
+        env.governor
+            .as_deref()
+            .map_or("not readable".to_string(), md_text)
     );
     let _ = writeln!(
         s,
-        "- load average before: `{}`, after: `{}`",
-        env.loadavg_before, env.loadavg_after
+        "- load average before: {}, after: {}",
+        md_code(&env.loadavg_before),
+        md_code(&env.loadavg_after)
     );
     let h = &env.harness;
     let _ = writeln!(
@@ -226,58 +363,69 @@ pub fn readme(r: &ResultJson) -> String {
         // Schema 9 names the whole virtual clock (L0, L1 kernel, L1 CPUs); a bundle of an
         // older schema keeps the line it was written with.
         let clock = h.l1_kernel_sha256.as_ref().map_or_else(String::new, |k| {
-            format!("; L1 kernel sha256 `{k}`; L1 CPUs {}", env.cores)
+            format!("; L1 kernel sha256 {}; L1 CPUs {}", md_code(k), env.cores)
         });
         let _ = writeln!(
             s,
-            "- nested harness: L1 QEMU `-seed {}`; L0 QEMU `{}`{clock}",
-            h.l1_seed, h.l0_qemu
+            "- nested harness: L1 QEMU `-seed {}`; L0 QEMU {}{clock}",
+            h.l1_seed,
+            md_code(&h.l0_qemu)
         );
     }
     if let Some(res) = &env.residue {
-        let n = |v: Option<u64>| v.map_or("unreadable".to_string(), |x| x.to_string());
-        let mib = |v: Option<u64>| {
-            v.map_or("unreadable".to_string(), |x| {
-                format!("{}.{:01} MiB", x >> 20, ((x & 0xfffff) * 10) >> 20)
-            })
-        };
-        let (b, a) = (&res.before, &res.after);
-        let _ = writeln!(
-            s,
-            "- residue (before → after the campaign): harness descriptors {} → {}, threads {} \
-             → {}, RSS {} → {}; children {} → {}, zombies {} → {}; host MemAvailable {} → {}, \
-             hugetlb pool free {} → {}, total {} → {}; leaks: {}",
-            n(b.harness_fds),
-            n(a.harness_fds),
-            n(b.harness_threads),
-            n(a.harness_threads),
-            mib(b.harness_rss_bytes),
-            mib(a.harness_rss_bytes),
-            n(b.children),
-            n(a.children),
-            n(b.zombies),
-            n(a.zombies),
-            mib(b.mem_available_bytes),
-            mib(a.mem_available_bytes),
-            n(b.hugepages_free),
-            n(a.hugepages_free),
-            n(b.hugepages_total),
-            n(a.hugepages_total),
-            if res.leaks.is_empty() {
-                "none".to_string()
-            } else {
-                format!("{} (see the warnings)", res.leaks.len())
-            }
-        );
+        readme_residue(s, res);
     }
     if env.warnings.is_empty() {
         let _ = writeln!(s, "- warnings: none");
     } else {
         let _ = writeln!(s, "\n**Warnings:**\n");
         for w in &env.warnings {
-            let _ = writeln!(s, "- {w}");
+            let _ = writeln!(s, "- {}", md_text(w));
         }
     }
+}
+
+/// The residue line of `## Environment`.
+fn readme_residue(s: &mut String, res: &crate::residue::Residue) {
+    let n = |v: Option<u64>| v.map_or("unreadable".to_string(), |x| x.to_string());
+    let mib = |v: Option<u64>| {
+        v.map_or("unreadable".to_string(), |x| {
+            format!("{}.{:01} MiB", x >> 20, ((x & 0xfffff) * 10) >> 20)
+        })
+    };
+    let (b, a) = (&res.before, &res.after);
+    let _ = writeln!(
+        s,
+        "- residue (before → after the campaign): harness descriptors {} → {}, threads {} \
+         → {}, RSS {} → {}; children {} → {}, zombies {} → {}; host MemAvailable {} → {}, \
+         hugetlb pool free {} → {}, total {} → {}; leaks: {}",
+        n(b.harness_fds),
+        n(a.harness_fds),
+        n(b.harness_threads),
+        n(a.harness_threads),
+        mib(b.harness_rss_bytes),
+        mib(a.harness_rss_bytes),
+        n(b.children),
+        n(a.children),
+        n(b.zombies),
+        n(a.zombies),
+        mib(b.mem_available_bytes),
+        mib(a.mem_available_bytes),
+        n(b.hugepages_free),
+        n(a.hugepages_free),
+        n(b.hugepages_total),
+        n(a.hugepages_total),
+        if res.leaks.is_empty() {
+            "none".to_string()
+        } else {
+            format!("{} (see the warnings)", res.leaks.len())
+        }
+    );
+}
+
+/// `## Headline` and `## Errors`.
+fn readme_headline(s: &mut String, r: &ResultJson) {
+    let sm = &r.summary;
     let _ = writeln!(s, "\n## Headline (milliseconds)\n");
     let _ = writeln!(
         s,
@@ -289,16 +437,20 @@ pub fn readme(r: &ResultJson) -> String {
         sm.success_rate_ppm % 10_000
     );
     s.push_str(TABLE_HEAD);
-    s += &pair_rows(&c.headline, &sm.headline, c.deadline_ns);
+    *s += &pair_rows(HEADLINE, &sm.headline, r.contract.deadline_ns);
     let _ = writeln!(s, "\n## Errors\n");
     if sm.errors.is_empty() {
         let _ = writeln!(s, "none");
     } else {
         let _ = writeln!(s, "| error | count |\n|---|---:|");
         for (k, v) in &sm.errors {
-            let _ = writeln!(s, "| {k} | {v} |");
+            let _ = writeln!(s, "| {} | {v} |", md_text(k));
         }
     }
+}
+
+/// `## Stages`.
+fn readme_stages(s: &mut String, sm: &Summaries) {
     let _ = writeln!(s, "\n## Stages (milliseconds, successful samples only)\n");
     let _ = writeln!(
         s,
@@ -307,43 +459,52 @@ pub fn readme(r: &ResultJson) -> String {
     );
     s.push_str(TABLE_HEAD);
     for st in sm.stages.iter().filter(|st| st.successes.is_some()) {
-        s += &row(&st.name, &st.successes);
+        *s += &row(&md_text(&st.name), &st.successes);
     }
-    if sm.by_concurrency.len() > 1 {
-        let _ = writeln!(s, "\n## By concurrency\n");
+}
+
+/// `## By concurrency` (only with more than one level).
+fn readme_concurrency(s: &mut String, sm: &Summaries) {
+    if sm.by_concurrency.len() <= 1 {
+        return;
+    }
+    let _ = writeln!(s, "\n## By concurrency\n");
+    let _ = writeln!(
+        s,
+        "| concurrency | attempts | ok | p50 | p99 | p99 with failures (right-censored) | throughput /s |\n\
+         |---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for g in &sm.by_concurrency {
+        let f = |x: Option<u64>| x.map(ms).unwrap_or_else(|| "–".into());
         let _ = writeln!(
             s,
-            "| concurrency | attempts | ok | p50 | p99 | p99 with failures (right-censored) | throughput /s |\n\
-             |---:|---:|---:|---:|---:|---:|---:|"
-        );
-        for g in &sm.by_concurrency {
-            let f = |x: Option<u64>| x.map(ms).unwrap_or_else(|| "–".into());
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                g.concurrency,
-                g.attempts,
-                g.successes,
-                f(g.headline.successes.map(|x| x.p50)),
-                f(g.headline.successes.map(|x| x.p99)),
-                f(g.headline.with_failures.map(|x| x.p99)),
-                g.throughput_per_ks
-                    .map(|t| format!("{}.{:03}", t / 1000, t % 1000))
-                    .unwrap_or_else(|| "–".into())
-            );
-        }
-        if let Some(k) = sm.peak_throughput_concurrency {
-            let _ = writeln!(s, "\nHighest throughput at concurrency {k}.");
-        }
-        let _ = writeln!(
-            s,
-            "\nKnee (the lowest level whose p50 exceeds 1.5 × the level-1 p50): {}.",
-            match sm.knee_concurrency {
-                Some(k) => format!("concurrency {k}"),
-                None => "none".to_string(),
-            }
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            g.concurrency,
+            g.attempts,
+            g.successes,
+            f(g.headline.successes.map(|x| x.p50)),
+            f(g.headline.successes.map(|x| x.p99)),
+            f(g.headline.with_failures.map(|x| x.p99)),
+            g.throughput_per_ks
+                .map(|t| format!("{}.{:03}", t / 1000, t % 1000))
+                .unwrap_or_else(|| "–".into())
         );
     }
+    if let Some(k) = sm.peak_throughput_concurrency {
+        let _ = writeln!(s, "\nHighest throughput at concurrency {k}.");
+    }
+    let _ = writeln!(
+        s,
+        "\nKnee (the lowest level whose p50 exceeds 1.5 × the level-1 p50): {}.",
+        match sm.knee_concurrency {
+            Some(k) => format!("concurrency {k}"),
+            None => "none".to_string(),
+        }
+    );
+}
+
+/// `## Files` and `## Verify`.
+fn readme_files(s: &mut String, kind: ContractKind) {
     let _ = writeln!(s, "\n## Files\n");
     let _ = writeln!(
         s,
@@ -355,7 +516,7 @@ pub fn readme(r: &ResultJson) -> String {
          command of every sample\n{}\
          - `{CDF_FILE}`, `{STAGES_FILE}`: plots\n\
          - `{SUMS_FILE}`: sha256 of every other file",
-        if c.kind == ContractKind::Linux {
+        if kind == ContractKind::Linux {
             "- `config`: the guest kernel's .config\n"
         } else {
             ""
@@ -365,7 +526,6 @@ pub fn readme(r: &ResultJson) -> String {
         s,
         "\n## Verify\n\n```\nsha256sum -c --strict {SUMS_FILE}\ntruecold-proof verify .\n```"
     );
-    s
 }
 
 /// The generated files of a bundle: `(name, bytes)`, README first.
@@ -375,4 +535,35 @@ pub fn generated_files(r: &ResultJson, samples: &[Sample]) -> Vec<(String, Vec<u
         (CDF_FILE.to_string(), cdf_svg(r, samples).into_bytes()),
         (STAGES_FILE.to_string(), stages_svg(r).into_bytes()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publisher_text_is_inert_and_plain_text_is_unchanged() {
+        assert_eq!(
+            md_text("Intel(R) Xeon(R) Processor"),
+            "Intel(R) Xeon(R) Processor"
+        );
+        assert_eq!(
+            md_text("forced by TRUECOLD_HOST_KIND"),
+            "forced by TRUECOLD_HOST_KIND"
+        );
+        assert_eq!(
+            md_text("<b> **x** [l](u) _a_ & `c<b>` ``d` e"),
+            r"\<b\> \*\*x\*\* \[l\](u) \_a\_ \& `c<b>` \`\`d\` e"
+        );
+        assert_eq!(md_text("a\n\n# b"), r"a\n\n# b");
+        assert_eq!(md_text("`x\n\n# y`"), r"`x\n\n# y`");
+        assert_eq!(
+            md_text("boots bzImage: `truecold run` has no flag"),
+            "boots bzImage: `truecold run` has no flag"
+        );
+        assert_eq!(md_code("a b"), "`a b`");
+        assert_eq!(md_code("a`b"), "``a`b``");
+        assert_eq!(md_code("`x"), "`` `x ``");
+        assert_eq!(md_code("a\n\n# b"), r"`a\n\n# b`");
+    }
 }

@@ -214,6 +214,14 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
         }
         (Observer::VmExit, None) => {}
     }
+    if s.ok {
+        if let Some(why) = &l.vmm_missing {
+            bad.push(format!(
+                "a success whose line says why it has no VMM report ({})",
+                why.chars().take(120).collect::<String>()
+            ));
+        }
+    }
     if l.harness.intended != s.intended_request_ns || l.harness.request != s.actual_request_ns {
         bad.push("intended/request stamps differ from the row".into());
     }

@@ -425,6 +425,24 @@ pub struct Contract {
     pub interleaved: bool,
 }
 
+/// The one description of what a sample of `kind` is (a function of the contract kind:
+/// [`Contract::new`] writes it, `verify` requires it, the README renders it).
+pub fn description_of(kind: ContractKind) -> &'static str {
+    match kind {
+        ContractKind::Linux => {
+            "Each sample is a true-cold launch: a new VMM process spawned fresh, a new KVM VM, \
+             a new Linux kernel boot, no snapshot, pool or reuse. The request stamp is taken \
+             before the spawn. Strict-ready is the liveness reply, made after the guest \
+             verified its memory and rang the ready doorbell, verified by the host against a \
+             fresh nonce."
+        }
+        ContractKind::Probe => {
+            "Each sample is a new VMM process, a new KVM VM and the VMM's embedded probe guest \
+             (no Linux kernel): the floor of the VMM's own cost. This is not a Linux boot."
+        }
+    }
+}
+
 impl Contract {
     /// A contract with its derived fields (label, headline, percentile definition) filled.
     pub fn new(
@@ -436,22 +454,10 @@ impl Contract {
         deadline_ns: u64,
         incomplete: bool,
     ) -> Self {
-        let description = match kind {
-            ContractKind::Linux => "Each sample is a true-cold launch: a new VMM process spawned \
-                fresh, a new KVM VM, a new Linux kernel boot, no snapshot, pool or reuse. The \
-                request stamp is taken before the spawn. Strict-ready is the liveness reply, \
-                made after the guest verified its memory and rang the ready doorbell, \
-                verified by the host against a fresh nonce."
-                .to_string(),
-            ContractKind::Probe => "Each sample is a new VMM process, a new KVM VM and the \
-                VMM's embedded probe guest (no Linux kernel): the floor of the VMM's own cost. \
-                This is not a Linux boot."
-                .to_string(),
-        };
         Contract {
             kind,
             label: kind.label().to_string(),
-            description,
+            description: description_of(kind).to_string(),
             mode,
             deadline_ns,
             incomplete,

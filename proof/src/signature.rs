@@ -60,6 +60,44 @@ pub enum SignError {
     UnknownSigner { allowed: PathBuf },
     #[error("{SIG_FILE} does not verify for `{identity}` over SHA256SUMS in namespace {NAMESPACE}: {stderr}")]
     BadSignature { identity: String, stderr: String },
+    #[error("{SIG_FILE} cannot be read as a signature (a link, a FIFO, another non-regular file or one over {MAX_SIG_BYTES} bytes is none)")]
+    SigFile(#[source] crate::fsio::FileError),
+}
+
+/// The most bytes of a `SHA256SUMS.sig` read (an SSH signature is well under 2 KiB).
+pub const MAX_SIG_BYTES: u64 = 64 << 10;
+
+/// Verifies the directory's `sig_path` over `data` with `keygen`, never letting ssh-keygen
+/// open the directory's file: its bytes are read once here ([`crate::fsio::read_file`]: no
+/// link followed, no FIFO waited on, capped), copied into a new private directory and
+/// checked there. A file that cannot be read so is [`SignError::SigFile`], a finding.
+pub fn verify_copy(
+    keygen: &SshKeygen,
+    allowed: &Path,
+    identity: Option<&str>,
+    sig_path: &Path,
+    data: &[u8],
+) -> Result<String, SignError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let sig = crate::fsio::read_file(sig_path, MAX_SIG_BYTES).map_err(SignError::SigFile)?;
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let private =
+        std::env::temp_dir().join(format!("truecold-proof-sig-{}-{n}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(truecold_proto::path_io::PathIoError::at(
+            "create (as a new private directory)",
+            &private,
+        ))?;
+    let copy = private.join(SIG_FILE);
+    let res = crate::fsio::write_new_file(&copy, &sig)
+        .map_err(SignError::from)
+        .and_then(|()| keygen.verify(allowed, identity, &copy, data));
+    let _ = std::fs::remove_file(&copy);
+    let _ = std::fs::remove_dir(&private);
+    res
 }
 
 impl SignError {
@@ -68,7 +106,10 @@ impl SignError {
     pub fn is_finding(&self) -> bool {
         matches!(
             self,
-            SignError::Unsigned | SignError::UnknownSigner { .. } | SignError::BadSignature { .. }
+            SignError::Unsigned
+                | SignError::UnknownSigner { .. }
+                | SignError::BadSignature { .. }
+                | SignError::SigFile(_)
         )
     }
 }

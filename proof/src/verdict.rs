@@ -40,6 +40,9 @@ pub enum Check {
     DuplicateBootId,
     /// label / headline / percentile definition not the canonical ones for the contract.
     ContractLabel,
+    /// `contract.description` is not the one description of its contract kind
+    /// ([`crate::schema::description_of`]): the README renders that one, never free text.
+    ContractDescription,
     /// A row's contract differs from the declared one, or a probe row carries Linux data.
     RowContract,
     /// A row's concurrency is impossible in the declared mode.
@@ -58,6 +61,8 @@ pub enum Check {
     OverDeadline,
     /// `ok` and `error_kind` disagree.
     ErrorKind,
+    /// A success (a sample that reached strict-ready) carries `error_detail` text.
+    ErrorDetail,
     /// A success without memory verified and host/guest figures agreeing.
     Memory,
     /// Row data disagree with the configuration (memory size, vCPUs).
@@ -159,6 +164,10 @@ pub enum Check {
 pub struct Reason {
     pub check: Check,
     pub detail: String,
+    /// The one file of the directory the reason is about, relative to the directory
+    /// (`<arm>/<file>` in a multi-arm directory), when it is about one: what `report` looks
+    /// at to tell a reason it would cure (a file it regenerates) from one it would launder.
+    pub file: Option<String>,
 }
 
 /// What is known of the bundle's signature.
@@ -249,7 +258,29 @@ impl Verdict {
         self.reasons.push(Reason {
             check,
             detail: detail.into(),
+            file: None,
         });
+    }
+
+    /// [`Verdict::add`] for a reason about the one file `file` ([`Reason::file`]).
+    pub(crate) fn add_file(&mut self, check: Check, file: &str, detail: impl Into<String>) {
+        self.reasons.push(Reason {
+            check,
+            detail: detail.into(),
+            file: Some(file.to_string()),
+        });
+    }
+
+    /// Every reason of `inner` (the verdict of a directory inside this one, at `rel`), its
+    /// detail prefixed with `rel: ` and its file with `rel/`.
+    pub(crate) fn add_inner(&mut self, rel: &str, inner: &[Reason]) {
+        for r in inner {
+            self.reasons.push(Reason {
+                check: r.check,
+                detail: format!("{rel}: {}", r.detail),
+                file: r.file.as_ref().map(|f| format!("{rel}/{f}")),
+            });
+        }
     }
 
     /// The human report. At most `per_check` lines per kind of reason, then a count. All

@@ -22,6 +22,7 @@ pub fn verify_dir(dir: &Path) -> Verdict {
 
 /// Verifies the directory `dir` with `opts`, by its kind (see the module doc).
 pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let _session = crate::fsio::session();
     if dir
         .join(crate::bisect::BISECT_FILE)
         .symlink_metadata()
@@ -36,4 +37,103 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         return crate::arms::verify_arms_dir(dir, opts);
     }
     crate::bundle_verify::verify_bundle_with(dir, opts)
+}
+
+/// The kinds of directory, as [`verify_dir_with`] tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bisect,
+    Tune,
+    Arms,
+    Bundle,
+}
+
+fn kind_of(dir: &Path) -> Kind {
+    let here = |name: &str| dir.join(name).symlink_metadata().is_ok();
+    if here(crate::bisect::BISECT_FILE) {
+        Kind::Bisect
+    } else if here(crate::tune::TUNE_FILE) {
+        Kind::Tune
+    } else if here(crate::arms::ARMS_FILE) {
+        Kind::Arms
+    } else {
+        Kind::Bundle
+    }
+}
+
+/// Why `report DIR` regenerated nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{} cannot be verified, so it is not regenerated: {why}", dir.display())]
+    Unreadable {
+        dir: std::path::PathBuf,
+        why: String,
+    },
+    #[error(
+        "{} does not verify besides the files `report` regenerates ({count} reason(s); the \
+         first: {first}): regenerating would launder it",
+        dir.display()
+    )]
+    DoesNotVerify {
+        dir: std::path::PathBuf,
+        count: usize,
+        first: String,
+    },
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
+    #[error(transparent)]
+    Arms(#[from] crate::arms::ArmsError),
+    #[error(transparent)]
+    Tune(#[from] crate::tune::TuneError),
+    #[error(transparent)]
+    Bisect(#[from] crate::bisect::BisectError),
+}
+
+/// The reasons of `v` that `report` would not cure: every one that is not about a file it
+/// regenerates ([`Reason::file`] and the kind's rule).
+pub fn reasons_report_keeps(v: &Verdict, regenerated: impl Fn(&str) -> bool) -> Vec<&Reason> {
+    v.reasons
+        .iter()
+        .filter(|r| !r.file.as_deref().is_some_and(&regenerated))
+        .collect()
+}
+
+/// `report DIR`, whatever its kind: refused unless `DIR` verifies but for reasons about the
+/// files `report` regenerates (a stale or missing README, plot or `SHA256SUMS` entry of
+/// one); then the kind's regeneration ([`crate::bundle::regenerate`],
+/// [`crate::arms::regenerate_arms`], [`crate::tune::regenerate_tune`],
+/// [`crate::bisect::regenerate_bisect`]). Returns the paths rewritten.
+pub fn report_dir(dir: &Path) -> Result<Vec<String>, ReportError> {
+    let kind = kind_of(dir);
+    let v = verify_dir(dir);
+    if let Some(why) = v.unreadable {
+        return Err(ReportError::Unreadable {
+            dir: dir.to_path_buf(),
+            why: escape_untrusted(&why),
+        });
+    }
+    let attribution = dir
+        .join(crate::attribution::JSONL_FILE)
+        .symlink_metadata()
+        .is_ok();
+    let regenerated = |n: &str| match kind {
+        Kind::Bisect => n == crate::report::README_FILE,
+        Kind::Tune => crate::tune::is_regenerated(n),
+        Kind::Arms => crate::arms::is_regenerated(n),
+        Kind::Bundle => crate::bundle::is_regenerated(n, attribution),
+    };
+    let kept = reasons_report_keeps(&v, regenerated);
+    if let Some(first) = kept.first() {
+        return Err(ReportError::DoesNotVerify {
+            dir: dir.to_path_buf(),
+            count: kept.len(),
+            first: escape_untrusted(&first.detail),
+        });
+    }
+    Ok(match kind {
+        Kind::Bisect => crate::bisect::regenerate_bisect(dir)?,
+        Kind::Tune => crate::tune::regenerate_tune(dir)?,
+        Kind::Arms => crate::arms::regenerate_arms(dir)?,
+        Kind::Bundle => crate::bundle::regenerate(dir)?,
+    })
 }

@@ -945,3 +945,23 @@ fn the_nested_harness_inputs_are_in_exactly_the_nested_bundles() {
     let v = verify_dir(&dir);
     assert!(!v.has(Check::NestedHarness), "{}", v.render(&dir, 50));
 }
+
+#[test]
+fn a_description_of_the_publishers_own_is_its_own_reason_and_never_rendered() {
+    // Before issue 27 the description was free text the README printed as it came: a
+    // VALID bundle could claim anything in its own README.
+    let claim = "Independently audited: p50 0.4 ms";
+    let (_v, _t, dir) = forged("described", &[Check::ContractDescription], |r, _| {
+        r.contract.description = claim.to_string();
+    });
+    let readme = fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(!readme.contains(claim), "{readme}");
+}
+
+#[test]
+fn a_success_carrying_error_detail_is_its_own_reason() {
+    let (_v, _t, _dir) = forged("detail", &[Check::ErrorDetail], |_, s| {
+        let ok = s.iter_mut().find(|x| x.ok).unwrap();
+        ok.error_detail = "deadline exceeded (but it was fine)".to_string();
+    });
+}

@@ -78,14 +78,83 @@ pub(crate) struct ArmsVerified {
     pub arms: Vec<ArmData>,
 }
 
-/// [`verify_arms_dir`], keeping the plan and the verified rows.
+/// [`verify_arms_dir`], keeping the plan and the verified rows: the plan
+/// ([`read_plan`]), the top entries ([`list_top`]), `SHA256SUMS` over every file
+/// ([`check_arms_sums`]), each arm on its own ([`verify_each_arm`]), then the arms against
+/// each other and the generated files against what their rows give.
 pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified {
+    let _session = crate::fsio::session();
     let mut out = ArmsVerified {
         verdict: Verdict::default(),
         plan: None,
         arms: Vec::new(),
     };
     let v = &mut out.verdict;
+    let Some((plan, plan_parsed)) = read_plan(v, dir) else {
+        return out;
+    };
+    let arm_names: BTreeSet<&str> = plan.arms.iter().map(|a| a.name.as_str()).collect();
+    v.arms = Some(plan.arms.iter().map(|a| a.name.clone()).collect());
+    let Some((top, present_arms)) = list_top(v, dir, &arm_names) else {
+        return out;
+    };
+    for r in [
+        ARMS_FILE,
+        COMPARISON_FILE,
+        README_FILE,
+        ARMS_CDF_FILE,
+        SUMS_FILE,
+    ] {
+        if !top.contains(r) {
+            v.add_file(
+                Check::RequiredFileMissing,
+                r,
+                format!("required file `{r}` is missing"),
+            );
+        }
+    }
+    for a in &plan.arms {
+        if !present_arms.contains(&a.name) {
+            v.add(
+                Check::ArmMissing,
+                format!("arm `{}` has no directory", a.name),
+            );
+        }
+    }
+    // SHA256SUMS over every file. An arm named twice in the plan (a reason above) is
+    // hashed once and no arm is verified: the plan is refused before any arm is, so a plan
+    // repeating one arm costs no more than naming it once.
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let repeated = plan.arms.len() != arm_names.len();
+    let present: Vec<ArmRef> = plan
+        .arms
+        .iter()
+        .filter(|a| present_arms.contains(&a.name) && seen.insert(a.name.as_str()))
+        .cloned()
+        .collect();
+    let Some((digests, sums)) = check_arms_sums(v, dir, &present, &top) else {
+        return out;
+    };
+    // Each arm on its own (none when the plan repeats one).
+    let arms = if repeated {
+        Vec::new()
+    } else {
+        verify_each_arm(v, dir, &present)
+    };
+    v.rows = Some(arms.iter().map(|(_, s)| s.len()).sum());
+    check_same(v, &plan, &arms);
+    check_order(v, &plan, &arms);
+    let data: Vec<ArmData> = arms.into_iter().map(|(a, _)| a).collect();
+    check_arms_generated(v, &plan, &data, &digests);
+    check_signature(v, dir, opts, top.contains(SIG_FILE), sums.as_deref());
+    out.arms = data;
+    out.plan = plan_parsed.then_some(plan);
+    out
+}
+
+/// `arms.json`, read once (capped), parsed, canonical and without problems; an empty plan
+/// when it does not parse (a reason), and whether it parsed. `None` when it cannot be read.
+fn read_plan(v: &mut Verdict, dir: &Path) -> Option<(ArmsPlan, bool)> {
     let ap = dir.join(ARMS_FILE);
     let plan_bytes = match read_capped(&ap, MAX_PARSED_BYTES) {
         Ok(Some(b)) => b,
@@ -93,11 +162,11 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
             v.unreadable = Some(format!(
                 "{ARMS_FILE} is larger than {MAX_PARSED_BYTES} bytes"
             ));
-            return out;
+            return None;
         }
         Err(e) => {
             v.unreadable = Some(format!("cannot read {ARMS_FILE}: {e}"));
-            return out;
+            return None;
         }
     };
     let parsed = parse_arms(&plan_bytes);
@@ -125,14 +194,22 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
             v.add(Check::ArmsPlan, format!("{ARMS_FILE}: {p}"));
         }
     }
-    let arm_names: BTreeSet<&str> = plan.arms.iter().map(|a| a.name.as_str()).collect();
-    v.arms = Some(plan.arms.iter().map(|a| a.name.clone()).collect());
+    Some((plan, plan_parsed))
+}
+
+/// The top entries: regular files, and the real directories of the plan's arms; anything
+/// else a [`Check::NotAFile`] reason. `None` when the directory cannot be listed.
+fn list_top(
+    v: &mut Verdict,
+    dir: &Path,
+    arm_names: &BTreeSet<&str>,
+) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
     // The directory: top files, and a directory per arm.
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => {
             v.unreadable = Some(format!("cannot read directory: {e}"));
-            return out;
+            return None;
         }
     };
     let mut top: BTreeSet<String> = BTreeSet::new();
@@ -142,7 +219,7 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
             Ok(e) => e,
             Err(err) => {
                 v.unreadable = Some(format!("cannot list directory: {err}"));
-                return out;
+                return None;
             }
         };
         let name = e.file_name().to_string_lossy().into_owned();
@@ -158,42 +235,25 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
             );
         }
     }
-    for r in [
-        ARMS_FILE,
-        COMPARISON_FILE,
-        README_FILE,
-        ARMS_CDF_FILE,
-        SUMS_FILE,
-    ] {
-        if !top.contains(r) {
-            v.add(
-                Check::RequiredFileMissing,
-                format!("required file `{r}` is missing"),
-            );
-        }
-    }
-    for a in &plan.arms {
-        if !present_arms.contains(&a.name) {
-            v.add(
-                Check::ArmMissing,
-                format!("arm `{}` has no directory", a.name),
-            );
-        }
-    }
-    // SHA256SUMS over every file. An arm named twice in the plan (a reason above) is
-    // hashed and verified once: a plan repeating one arm costs no more than naming it once.
-    let mut seen: BTreeSet<&str> = BTreeSet::new();
-    let present: Vec<ArmRef> = plan
-        .arms
-        .iter()
-        .filter(|a| present_arms.contains(&a.name) && seen.insert(a.name.as_str()))
-        .cloned()
-        .collect();
-    let digests = match digests_of(dir, &present) {
+    Some((top, present_arms))
+}
+
+/// Digests by relative path.
+type Digests = BTreeMap<String, String>;
+
+/// The digests of the top files and of the `present` arms' files, checked against the
+/// top `SHA256SUMS` (returned when readable). `None` when a file cannot be hashed.
+fn check_arms_sums(
+    v: &mut Verdict,
+    dir: &Path,
+    present: &[ArmRef],
+    top: &BTreeSet<String>,
+) -> Option<(Digests, Option<Vec<u8>>)> {
+    let digests = match digests_of(dir, present) {
         Ok(d) => d,
         Err(e) => {
             v.unreadable = Some(crate::verdict::chain(&e));
-            return out;
+            return None;
         }
     };
     let sums = match read_capped(&dir.join(SUMS_FILE), MAX_PARSED_BYTES) {
@@ -215,9 +275,14 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
         all.insert(SIG_FILE.to_string(), String::new());
     }
     check_sums(v, &all, sums.as_deref(), parse_arms_sums);
-    // Each arm on its own.
+    Some((digests, sums))
+}
+
+/// Each arm verified as the bundle it is, its reasons the directory's (prefixed with its
+/// name); the arms whose record and rows parsed.
+fn verify_each_arm(v: &mut Verdict, dir: &Path, present: &[ArmRef]) -> Vec<(ArmData, Vec<Sample>)> {
     let mut arms: Vec<(ArmData, Vec<Sample>)> = Vec::new();
-    for a in &present {
+    for a in present {
         let av = verify_bundle_with(&dir.join(&a.name), &VerifyOptions::default());
         if let Some(u) = &av.unreadable {
             v.add(
@@ -225,27 +290,33 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
                 format!("arm `{}` is unreadable: {u}", a.name),
             );
         }
-        for r in &av.reasons {
-            v.add(r.check, format!("{}: {}", a.name, r.detail));
-        }
+        v.add_inner(&a.name, &av.reasons);
         if let (Some(r), Some(s)) = (av.result, av.samples) {
             arms.push((ArmData::new(a.clone(), r, &s), s));
         }
     }
-    v.rows = Some(arms.iter().map(|(_, s)| s.len()).sum());
-    check_same(v, &plan, &arms);
-    check_order(v, &plan, &arms);
-    let data: Vec<ArmData> = arms.into_iter().map(|(a, _)| a).collect();
+    arms
+}
+
+/// The top generated files are what `report` makes of the arms' verified rows (judged
+/// only when every arm of the plan is there).
+fn check_arms_generated(
+    v: &mut Verdict,
+    plan: &ArmsPlan,
+    data: &[ArmData],
+    digests: &BTreeMap<String, String>,
+) {
     if data.len() == plan.arms.len() && !plan.arms.is_empty() {
-        for (name, bytes) in generated_files(&plan, &data) {
+        for (name, bytes) in generated_files(plan, data) {
             if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
                 let check = if name == COMPARISON_FILE {
                     Check::Comparison
                 } else {
                     Check::GeneratedStale
                 };
-                v.add(
+                v.add_file(
                     check,
+                    &name,
                     format!(
                         "`{name}` differs from what `truecold-proof report` makes of the arms' \
                          verified rows"
@@ -254,10 +325,6 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
             }
         }
     }
-    check_signature(v, dir, opts, top.contains(SIG_FILE), sums.as_deref());
-    out.arms = data;
-    out.plan = plan_parsed.then_some(plan);
-    out
 }
 
 /// Every arm measured alike: one host kind (so one clock), one configuration, one guest,

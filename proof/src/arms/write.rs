@@ -55,17 +55,22 @@ pub(super) fn write_sums(dir: &Path, plan: &ArmsPlan) -> Result<(), ArmsError> {
     Ok(skeleton::write_sums(dir, &entries)?)
 }
 
+/// Whether `report` regenerates the file `name` (`<file>` or `<arm>/<file>`) of a
+/// multi-arm directory.
+pub fn is_regenerated(name: &str) -> bool {
+    match name.split_once('/') {
+        None => GENERATED.contains(&name),
+        Some((_, f)) => ARM_GENERATED.contains(&f),
+    }
+}
+
 /// `report DIR` on a multi-arm directory: regenerates each arm's README and plots
 /// ([`crate::bundle::regenerate`]), then the top `comparison.json`, `README.md`, `cdf.svg`
 /// and `SHA256SUMS`. Refuses when a file that is not regenerated differs from its top
 /// `SHA256SUMS` entry. Returns the paths rewritten.
 pub fn regenerate_arms(dir: &Path) -> Result<Vec<String>, ArmsError> {
     let listed = skeleton::read_listing(dir, parse_arms_sums)?;
-    let regenerated = |n: &str| match n.split_once('/') {
-        None => GENERATED.contains(&n),
-        Some((_, f)) => ARM_GENERATED.contains(&f),
-    };
-    skeleton::check_unchanged(dir, &listed, regenerated)?;
+    skeleton::check_unchanged(dir, &listed, is_regenerated)?;
     let ab = skeleton::read_record(&dir.join(ARMS_FILE))?;
     let plan = parse_arms(&ab).map_err(|e| ArmsError::Plan(e.to_string()))?;
     let problems = plan_problems(&plan);

@@ -19,9 +19,54 @@ use super::readme::*;
 use super::stats::*;
 
 /// Verifies a tune directory (see the module doc); [`crate::verify_dir`] calls this when
-/// `dir` holds `tune.json`.
+/// `dir` holds `tune.json`: the record ([`read_tune_record`]), the top entries
+/// ([`top_phases`]), the tree's `SHA256SUMS`, each phase ([`read_phases`]), then what the
+/// phases' verified rows give against the record ([`check_measured`]).
 pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
+    let _session = crate::fsio::session();
     let mut v = Verdict::default();
+    let Some(file) = read_tune_record(&mut v, dir) else {
+        return v;
+    };
+    let plan = file.as_ref().map(TuneFile::plan);
+    if let Some(p) = &plan {
+        for why in tune_plan_problems(p) {
+            v.add(Check::TunePlan, format!("{TUNE_FILE}: {why}"));
+        }
+    }
+    let Some(phases_present) = top_phases(&mut v, dir) else {
+        return v;
+    };
+    for r in [TUNE_FILE, README_FILE, SUMS_FILE] {
+        if !crate::fsio::is_real_file(&dir.join(r)) {
+            v.add_file(
+                Check::RequiredFileMissing,
+                r,
+                format!("required file `{r}` is missing"),
+            );
+        }
+    }
+    // SHA256SUMS over every file of the tree.
+    let Some((sums, sig)) = crate::bundle_verify::check_tree_sums(
+        &mut v,
+        dir,
+        3,
+        parse_tune_sums,
+        "a phase's or arm's directory",
+    ) else {
+        return v;
+    };
+    let (screen, confirm) = read_phases(&mut v, dir, &phases_present);
+    if let (Some(file), Some(plan)) = (file, plan) {
+        check_measured(&mut v, dir, &file, &plan, screen, confirm);
+    }
+    check_signature(&mut v, dir, opts, sig, sums.as_deref());
+    v
+}
+
+/// `tune.json`, read once (capped) and parsed: `Some(None)` when it does not parse or is of
+/// another schema (a reason), `None` when it cannot be read.
+fn read_tune_record(v: &mut Verdict, dir: &Path) -> Option<Option<TuneFile>> {
     let tp = dir.join(TUNE_FILE);
     let bytes = match read_capped(&tp, MAX_PARSED_BYTES) {
         Ok(Some(b)) => b,
@@ -29,14 +74,14 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             v.unreadable = Some(format!(
                 "{TUNE_FILE} is larger than {MAX_PARSED_BYTES} bytes"
             ));
-            return v;
+            return None;
         }
         Err(e) => {
             v.unreadable = Some(format!("cannot read {TUNE_FILE}: {e}"));
-            return v;
+            return None;
         }
     };
-    let file: Option<TuneFile> = match serde_json::from_slice::<TuneFile>(&bytes) {
+    Some(match serde_json::from_slice::<TuneFile>(&bytes) {
         Ok(f) if f.schema != TUNE_SCHEMA => {
             v.add(
                 Check::TunePlan,
@@ -60,14 +105,12 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             v.add(Check::TunePlan, format!("{TUNE_FILE} does not parse: {e}"));
             None
         }
-    };
-    let plan = file.as_ref().map(TuneFile::plan);
-    if let Some(p) = &plan {
-        for why in tune_plan_problems(p) {
-            v.add(Check::TunePlan, format!("{TUNE_FILE}: {why}"));
-        }
-    }
-    // Top entries: the tune's files and the two phases.
+    })
+}
+
+/// The phase directories at the top (real directories only); any other directory a
+/// reason. `None` when the directory cannot be listed.
+fn top_phases(v: &mut Verdict, dir: &Path) -> Option<BTreeSet<String>> {
     let mut phases_present = BTreeSet::new();
     match fs::read_dir(dir) {
         Ok(entries) => {
@@ -87,43 +130,32 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
         Err(e) => {
             v.unreadable = Some(format!("cannot read directory: {e}"));
-            return v;
+            return None;
         }
     }
-    for r in [TUNE_FILE, README_FILE, SUMS_FILE] {
-        if !crate::fsio::is_real_file(&dir.join(r)) {
-            v.add(
-                Check::RequiredFileMissing,
-                format!("required file `{r}` is missing"),
-            );
-        }
-    }
-    // SHA256SUMS over every file of the tree.
-    let Some((sums, sig)) = crate::bundle_verify::check_tree_sums(
-        &mut v,
-        dir,
-        3,
-        parse_tune_sums,
-        "a phase's or arm's directory",
-    ) else {
-        return v;
-    };
-    // The phases.
-    let phase = |name: &'static str, v: &mut Verdict| -> Option<Phase> {
-        if !phases_present.contains(name) {
+    Some(phases_present)
+}
+
+/// Each present phase verified as a multi-arm directory, its reasons the tune's; and the
+/// rows and arms they hold.
+fn read_phases(
+    v: &mut Verdict,
+    dir: &Path,
+    present: &BTreeSet<String>,
+) -> (Option<Phase>, Option<Phase>) {
+    let mut phase = |name: &'static str| -> Option<Phase> {
+        if !present.contains(name) {
             return None;
         }
         let p = read_phase(&dir.join(name));
         if let Some(u) = &p.verdict.unreadable {
             v.add(Check::TunePhase, format!("{name}: unreadable: {u}"));
         }
-        for r in &p.verdict.reasons {
-            v.add(r.check, format!("{name}: {}", r.detail));
-        }
+        v.add_inner(name, &p.verdict.reasons);
         Some(p)
     };
-    let screen = phase(SCREEN_DIR, &mut v);
-    let confirm = phase(CONFIRM_DIR, &mut v);
+    let screen = phase(SCREEN_DIR);
+    let confirm = phase(CONFIRM_DIR);
     v.rows = Some(
         screen
             .iter()
@@ -144,18 +176,50 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             })
             .collect(),
     );
-    let (Some(file), Some(plan)) = (file, plan) else {
-        check_signature(&mut v, dir, opts, sig, sums.as_deref());
-        return v;
-    };
+    (screen, confirm)
+}
+
+/// The phases against the plan, the results recomputed from their verified rows against
+/// the record's, and the README against what those rows give.
+fn check_measured(
+    v: &mut Verdict,
+    dir: &Path,
+    file: &TuneFile,
+    plan: &TunePlan,
+    screen: Option<Phase>,
+    confirm: Option<Phase>,
+) {
     let Some(screen) = screen else {
         v.add(
             Check::TunePhase,
             format!("the screen phase `{SCREEN_DIR}/` is missing"),
         );
-        check_signature(&mut v, dir, opts, sig, sums.as_deref());
-        return v;
+        return;
     };
+    check_screen(v, plan, &screen);
+    check_context(v, plan, &screen, confirm.as_ref());
+    let m = Measured { screen, confirm };
+    // The results, recomputed from the verified rows.
+    let fresh = match results(plan, &m) {
+        Ok(f) => f,
+        Err(e) => {
+            v.add(Check::TunePhase, e.why());
+            return;
+        }
+    };
+    check_confirm(v, plan, &m, &fresh);
+    if let Some(b) = plan.budget.filter(|b| fresh.launches > *b) {
+        v.add(
+            Check::TunePlan,
+            format!("{} launches, over the budget of {b}", fresh.launches),
+        );
+    }
+    compare_results(v, file, &fresh);
+    check_tune_readme(v, dir, &fresh, &m);
+}
+
+/// The screen phase's arms and rounds are the plan's.
+fn check_screen(v: &mut Verdict, plan: &TunePlan, screen: &Phase) {
     let want = screen_arms(&plan.knobs);
     if let Some(a) = &screen.arms {
         if *a != want {
@@ -178,18 +242,11 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             ),
         );
     }
-    check_context(&mut v, &plan, &screen, confirm.as_ref());
-    let m = Measured { screen, confirm };
-    // The results, recomputed from the verified rows.
-    let recomputed = results(&plan, &m);
-    let fresh = match recomputed {
-        Ok(f) => f,
-        Err(e) => {
-            v.add(Check::TunePhase, e.why());
-            check_signature(&mut v, dir, opts, sig, sums.as_deref());
-            return v;
-        }
-    };
+}
+
+/// A confirm phase exactly when the screen has winners, with the arms they make and the
+/// plan's rounds.
+fn check_confirm(v: &mut Verdict, plan: &TunePlan, m: &Measured, fresh: &TuneFile) {
     match (&m.confirm, fresh.screen.recommended.is_empty()) {
         (Some(_), true) => v.add(
             Check::TunePhase,
@@ -221,34 +278,30 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
         _ => {}
     }
-    if let Some(b) = plan.budget.filter(|b| fresh.launches > *b) {
-        v.add(
-            Check::TunePlan,
-            format!("{} launches, over the budget of {b}", fresh.launches),
-        );
-    }
-    compare_results(&mut v, &file, &fresh);
-    if let Some(rb) = generated(&fresh, &m)
+}
+
+/// The README is what `report` makes of the verified rows (read capped, never through a
+/// link: a README larger than the cap is not what the rows give either).
+fn check_tune_readme(v: &mut Verdict, dir: &Path, fresh: &TuneFile, m: &Measured) {
+    let Some(rb) = generated(fresh, m)
         .into_iter()
         .find(|(n, _)| n == README_FILE)
         .map(|(_, b)| b)
+    else {
+        return;
+    };
+    if read_capped(&dir.join(README_FILE), MAX_PARSED_BYTES)
+        .is_ok_and(|b| b.as_deref() != Some(rb.as_slice()))
     {
-        // Read capped, never followed through a link: a README larger than the cap is
-        // not what the rows give either.
-        if read_capped(&dir.join(README_FILE), MAX_PARSED_BYTES)
-            .is_ok_and(|b| b.as_deref() != Some(rb.as_slice()))
-        {
-            v.add(
-                Check::GeneratedStale,
-                format!(
-                    "`{README_FILE}` differs from what `truecold-proof report` makes of the \
-                     verified rows"
-                ),
-            );
-        }
+        v.add_file(
+            Check::GeneratedStale,
+            README_FILE,
+            format!(
+                "`{README_FILE}` differs from what `truecold-proof report` makes of the \
+                 verified rows"
+            ),
+        );
     }
-    check_signature(&mut v, dir, opts, sig, sums.as_deref());
-    v
 }
 
 pub(super) fn names(arms: &[ArmRef]) -> String {

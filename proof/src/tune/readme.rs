@@ -102,7 +102,7 @@ fn readme_head(s: &mut String, f: &TuneFile, baseline: Option<&ResultJson>) {
             s,
             "- contract: {} ({}), observed at the VM exit; deadline {} ms; every arm a \
              complete bundle, failures kept as rows",
-            r.contract.label,
+            r.contract.kind.label(),
             r.contract.mode.describe(),
             ms(r.contract.deadline_ns)
         );

@@ -35,34 +35,37 @@ pub fn write_tune(dir: &Path, plan: &TunePlan) -> Result<Verdict, TuneError> {
     Ok(verify_tune_dir(dir, &VerifyOptions::default()))
 }
 
+/// Whether `report` regenerates the file `name` (`<file>`, `<phase>/<file>` or
+/// `<phase>/<arm>/<file>`) of a tune directory.
+pub fn is_regenerated(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('/').collect();
+    match parts.as_slice() {
+        [f] => *f == README_FILE,
+        [_, f] => [
+            crate::arms::COMPARISON_FILE,
+            README_FILE,
+            crate::arms::ARMS_CDF_FILE,
+            SUMS_FILE,
+        ]
+        .contains(f),
+        [_, _, f] => [
+            README_FILE,
+            crate::plot::CDF_FILE,
+            crate::plot::STAGES_FILE,
+            SUMS_FILE,
+        ]
+        .contains(f),
+        _ => false,
+    }
+}
+
 /// `report DIR` on a tune directory: regenerates each phase ([`regenerate_arms`]), then
 /// `tune.json`'s results, `README.md` and `SHA256SUMS`. Refuses when a file that is not
 /// regenerated (`tune.json` included: its plan is not) differs from its `SHA256SUMS` entry.
 /// Returns the paths rewritten.
 pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
     let listed = crate::skeleton::read_listing(dir, parse_tune_sums)?;
-    let regenerated = |n: &str| {
-        let parts: Vec<&str> = n.split('/').collect();
-        match parts.as_slice() {
-            [f] => *f == README_FILE,
-            [_, f] => [
-                crate::arms::COMPARISON_FILE,
-                README_FILE,
-                crate::arms::ARMS_CDF_FILE,
-                SUMS_FILE,
-            ]
-            .contains(f),
-            [_, _, f] => [
-                README_FILE,
-                crate::plot::CDF_FILE,
-                crate::plot::STAGES_FILE,
-                SUMS_FILE,
-            ]
-            .contains(f),
-            _ => false,
-        }
-    };
-    crate::skeleton::check_unchanged(dir, &listed, regenerated)?;
+    crate::skeleton::check_unchanged(dir, &listed, is_regenerated)?;
     let tb = crate::skeleton::read_record(&dir.join(TUNE_FILE))?;
     let file: TuneFile = serde_json::from_slice(&tb).map_err(TuneError::Json)?;
     let mut written = Vec::new();
