@@ -41,16 +41,22 @@ pub enum FileError {
     NotRegular { path: PathBuf },
     #[error("{} is larger than {cap} bytes, the most read into memory", path.display())]
     TooLarge { path: PathBuf, cap: u64 },
-    #[error(
-        "{} changed while it was being verified (its bytes hash to {now}, earlier in this \
-         verification to {before})",
-        path.display()
-    )]
-    Changed {
-        path: PathBuf,
-        before: String,
-        now: String,
-    },
+    #[error("{0}")]
+    Changed(Box<Changed>),
+}
+
+/// A file whose bytes hashed to one digest earlier in a verification and to another now
+/// (boxed: the rare error keeps [`FileError`] small).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{} changed while it was being verified (its bytes hash to {now}, earlier in this \
+     verification to {before})",
+    path.display()
+)]
+pub struct Changed {
+    pub path: PathBuf,
+    pub before: String,
+    pub now: String,
 }
 
 impl FileError {
@@ -63,7 +69,7 @@ impl FileError {
                 io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")
             }
             e @ FileError::TooLarge { .. } => io::Error::new(io::ErrorKind::FileTooLarge, e),
-            e @ FileError::Changed { .. } => io::Error::other(e),
+            e @ FileError::Changed(_) => io::Error::other(e),
         }
     }
 }
@@ -113,11 +119,11 @@ pub fn note(path: &Path, digest: &str) -> Result<(), FileError> {
     SEEN.with(|s| match s.borrow_mut().as_mut() {
         None => Ok(()),
         Some(seen) => match seen.get(&key) {
-            Some(before) if before != digest => Err(FileError::Changed {
+            Some(before) if before != digest => Err(FileError::Changed(Box::new(Changed {
                 path: path.to_path_buf(),
                 before: before.clone(),
                 now: digest.to_string(),
-            }),
+            }))),
             Some(_) => Ok(()),
             None => {
                 seen.insert(key, digest.to_string());
@@ -388,7 +394,7 @@ mod tests {
             // The same bytes again: fine, by any spelling of the path.
             read_file(&d.path().join(".").join("f"), 100).unwrap();
             std::fs::write(&f, b"parsed").unwrap();
-            assert!(matches!(read_file(&f, 100), Err(FileError::Changed { .. })));
+            assert!(matches!(read_file(&f, 100), Err(FileError::Changed(_))));
             // Parsed as a stream: hashed from the same bytes.
             let mut r = HashingReader::new(open_regular(&f).unwrap());
             let mut first = [0u8; 2];
