@@ -287,6 +287,22 @@ fn rounds_of(
     Ok((screen, confirm, noise))
 }
 
+/// The warning for a screen whose rounds are too few for any knob to be named a winner under
+/// the current verdict rule (Holm over `k` knobs), with the least rounds that can.
+fn unreachable_winner(rounds: u64, k: u64) -> Option<String> {
+    use truecold_proof::tune::{can_name_a_winner, least_rounds_for_a_winner};
+    if k == 0 || can_name_a_winner(rounds, k) {
+        return None;
+    }
+    let need = least_rounds_for_a_winner(rounds, k)
+        .map(|n| format!("-n {n} or more"))
+        .unwrap_or_else(|| "fewer knobs".to_string());
+    Some(format!(
+        "with {rounds} rounds an arm and {k} knobs no knob can be named a winner (the smallest \
+         possible Mann–Whitney p, Holm-adjusted over {k}, is not below 0.05): use {need}"
+    ))
+}
+
 /// Every arm's guest directory: the base one, or the kernel its Kconfig knobs build (each
 /// variant built once).
 struct Arms<'a> {
@@ -380,6 +396,10 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     };
     let knobs = tp.knobs.for_guest(guest)?;
     let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
+    if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
+        eprintln!("truecold: tune: warning: {w}");
+        warnings.push(w);
+    }
     let deadline_ms = tp.deadline_ms;
     let dest = tp.out.clone().unwrap_or_else(|| default_dest(tp, contract));
     if dest.symlink_metadata().is_ok() {

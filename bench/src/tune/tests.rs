@@ -192,3 +192,16 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
     // So does it with rounds sized from a noise bundle.
     assert!(TunePlan::of_words(&["--probe", "--budget", "20", "--noise-from", "x"]).is_ok());
 }
+
+#[test]
+fn a_screen_that_cannot_name_a_winner_is_warned_with_the_rounds_that_can() {
+    // 19 knobs at 5 rounds: Holm compares the smallest p (about 0.012) with 0.05 / 19.
+    let w = super::unreachable_winner(5, 19).expect("a warning");
+    let need = truecold_proof::tune::least_rounds_for_a_winner(5, 19).unwrap();
+    assert!(w.contains(&format!("-n {need} or more")), "{w}");
+    assert!(w.contains("19 knobs"), "{w}");
+    // Two knobs at 5 rounds can win; so can 19 knobs at the rounds the warning names.
+    assert_eq!(super::unreachable_winner(5, 2), None);
+    assert_eq!(super::unreachable_winner(need, 19), None);
+    assert_eq!(super::unreachable_winner(5, 0), None);
+}

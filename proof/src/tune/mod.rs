@@ -462,4 +462,21 @@ mod tests {
         assert_eq!(pct(-52_345), "-5.23 %");
         assert_eq!(pct(10_000), "+1.00 %");
     }
+
+    #[test]
+    fn a_screen_too_small_to_name_a_winner_is_recognised() {
+        use super::stats::{can_name_a_winner, least_rounds_for_a_winner, smallest_p};
+        // n = 5 a side: the smallest p is about 0.012, so 19 knobs (α/19 ≈ 0.0026) cannot
+        // win, 2 knobs (α/2 = 0.025) can.
+        let p5 = smallest_p(5).unwrap();
+        assert!(p5 > 0.05 / 19.0 && p5 < 0.025, "{p5}");
+        assert!(!can_name_a_winner(5, 19));
+        assert!(can_name_a_winner(5, 2));
+        let n = least_rounds_for_a_winner(5, 19).unwrap();
+        assert!(
+            n > 5 && can_name_a_winner(n, 19) && !can_name_a_winner(n - 1, 19),
+            "{n}"
+        );
+        assert_eq!(least_rounds_for_a_winner(5, 1), Some(5));
+    }
 }

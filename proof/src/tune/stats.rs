@@ -487,6 +487,29 @@ fn verdict(rule: RuleVersion, e: &Effect, p: Option<f64>) -> KnobVerdict {
     }
 }
 
+/// The smallest two-sided Mann–Whitney p ([`crate::compare::mann_whitney_p`]) an arm of `n`
+/// rows can reach against a base of `n`: every row of one side below every row of the other.
+pub fn smallest_p(n: u64) -> Option<f64> {
+    let a: Vec<u64> = (0..n).collect();
+    let b: Vec<u64> = (n..n.saturating_mul(2)).collect();
+    crate::compare::mann_whitney_p(&a, &b)
+}
+
+/// Whether rule 2 can name any winner of a screen of `k` knobs at `n` rounds an arm: Holm
+/// compares the smallest p with α / k, so below some n no data can make a knob faster.
+pub fn can_name_a_winner(n: u64, k: u64) -> bool {
+    smallest_p(n).is_some_and(|p| p * (k.max(1) as f64) < ALPHA)
+}
+
+/// The least n (≥ `from`, at most `MAX_REACH_ROUNDS`) at which [`can_name_a_winner`] holds.
+pub fn least_rounds_for_a_winner(from: u64, k: u64) -> Option<u64> {
+    (from..=MAX_REACH_ROUNDS).find(|&n| can_name_a_winner(n, k))
+}
+
+/// The search bound of [`least_rounds_for_a_winner`] (far above any screen's need: at n = 20
+/// the smallest p is about 1e-7).
+const MAX_REACH_ROUNDS: u64 = 1_000;
+
 /// Holm's step-down adjusted p values of `p` (same order; a missing p counts as 1): the
 /// i-th smallest becomes `max over j ≤ i of min(1, (K − j + 1) · p₍ⱼ₎)`. Rejecting where the
 /// adjusted p < α keeps the chance of rejecting any true null at most α.
