@@ -317,19 +317,7 @@ fn private_passwd(passwd: &CString) -> std::io::Result<()> {
     let err = std::io::Error::last_os_error;
     // SAFETY: raw syscalls on NUL-terminated paths prepared before the fork.
     unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return Err(err());
-        }
-        if libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(err());
-        }
+        common::private_mount_namespace()?;
         if libc::mount(
             passwd.as_ptr(),
             c"/etc/passwd".as_ptr(),

@@ -579,19 +579,7 @@ fn private_kvm(k: &KvmNode) -> std::io::Result<()> {
     let err = std::io::Error::last_os_error;
     // SAFETY: raw syscalls on NUL-terminated paths prepared before the fork.
     unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return Err(err());
-        }
-        if libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(err());
-        }
+        common::private_mount_namespace()?;
         libc::mkdir(k.dir.as_ptr(), 0o700);
         libc::unlink(k.node.as_ptr());
         if libc::mknod(

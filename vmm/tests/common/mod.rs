@@ -174,3 +174,26 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
         VmmOutput::Error(e) => panic!("a boot report parsed as an error: {e:?}"),
     }
 }
+
+/// In a child before exec: a new mount namespace with `/` made private recursively, so the
+/// mounts that follow are the child's alone (the host's mounts are untouched).
+pub fn private_mount_namespace() -> std::io::Result<()> {
+    // SAFETY: unshare takes no pointer; mount gets a NUL-terminated literal and null pointers
+    // where it accepts them; both only change this process's namespace.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
