@@ -10,38 +10,24 @@
 //! log-sd set for the coefficient of variation cv (σ² = ln(1 + cv²)); the real knob's p50 is
 //! exactly 1 − e of the baseline's (a log-normal's median is its scale).
 
+mod common;
+
+use common::Rng;
 use statrs::distribution::{Beta, ContinuousCDF};
 use truecold_proof::tune::{self, RuleVersion, TuneArm, MIN_EFFECT_PPM};
 use truecold_proto::tune::Knob;
 
 const P50_NS: f64 = 100e6;
 
-/// SplitMix64 draws (the data's generator; the statistics are the crate's).
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-    /// `n` log-normal headlines with median `p50` and coefficient of variation `cv`.
-    fn rows(&mut self, n: u64, p50: f64, cv: f64) -> Vec<u64> {
-        let sigma = (1.0 + cv * cv).ln().sqrt();
-        let mut v: Vec<u64> = (0..n)
-            .map(|_| (p50 * (sigma * self.normal()).exp()).round() as u64)
-            .collect();
-        v.sort_unstable();
-        v
-    }
+/// `n` log-normal headlines with median `p50` and coefficient of variation `cv`, sorted,
+/// drawn from the tests' one generator (`common::Rng`; the statistics are the crate's).
+fn rows(g: &mut Rng, n: u64, p50: f64, cv: f64) -> Vec<u64> {
+    let sigma = (1.0 + cv * cv).ln().sqrt();
+    let mut v: Vec<u64> = (0..n)
+        .map(|_| (p50 * (sigma * g.normal()).exp()).round() as u64)
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 fn arm(name: &str, knobs: Vec<Knob>, ok: Vec<u64>) -> TuneArm {
@@ -102,8 +88,8 @@ fn one_screen(
     cv: f64,
     effect: f64,
 ) -> (bool, bool) {
-    let mut g = Gen(seed);
-    let base = arm("baseline", vec![], g.rows(n, P50_NS, cv));
+    let mut g = Rng(seed);
+    let base = arm("baseline", vec![], rows(&mut g, n, P50_NS, cv));
     let arms: Vec<TuneArm> = Knob::ALL[..k]
         .iter()
         .enumerate()
@@ -113,7 +99,7 @@ fn one_screen(
             } else {
                 P50_NS
             };
-            arm(kn.as_str(), vec![*kn], g.rows(n, p50, cv))
+            arm(kn.as_str(), vec![*kn], rows(&mut g, n, p50, cv))
         })
         .collect();
     let s = tune::screen(rule, seed, &base, &arms);
