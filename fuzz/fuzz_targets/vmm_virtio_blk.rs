@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 
 use libfuzzer_sys::fuzz_target;
-use truecold_fuzz::{rate_limit, Buf, Input, Ring};
+use truecold_fuzz::{rate_limit, raw_write, Buf, Input, Ring};
 use truecold_vmm::virtio::blk::{Blk, MemDisk, SERIAL};
 use truecold_vmm::virtio::rate::RateLimit;
 use truecold_vmm::virtio::{Ctx, Event, Faults, Poll, VirtioDevice};
@@ -222,21 +222,11 @@ fuzz_target!(|data: &[u8]| {
             }
             4 => {
                 // A raw descriptor and avail entry: anything a hostile driver writes.
-                let i = input.u16();
-                let (addr, len, flags, next) = (
-                    input.u64() % (MEM + 4096),
-                    input.u32(),
-                    input.u16(),
-                    input.u16(),
-                );
-                ring.raw_desc(&mem, i, addr, len, flags, next);
-                ring.offer(&mem, input.u16() % (ring.size + 2));
+                ring.hostile_offer(&mem, &mut input, MEM);
                 model = false;
             }
             _ => {
-                let at = u64::from(input.u32()) % MEM;
-                let bytes = input.short();
-                let _ = mem.write_slice(bytes, GuestAddress(at));
+                raw_write(&mem, &mut input, MEM);
                 model = false;
             }
         }

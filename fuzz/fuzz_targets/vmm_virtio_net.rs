@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::os::unix::net::UnixDatagram;
 
 use libfuzzer_sys::fuzz_target;
-use truecold_fuzz::{rate_limit, Buf, Input, Ring};
+use truecold_fuzz::{rate_limit, raw_write, Buf, Input, Ring};
 use truecold_vmm::virtio::net::{Net, RX, TX, VNET_HDR_LEN};
 use truecold_vmm::virtio::rate::RateLimit;
 use truecold_vmm::virtio::{Ctx, Event, Faults, Poll, VirtioDevice, BACKEND_TOKEN_BASE};
@@ -164,22 +164,11 @@ fuzz_target!(|data: &[u8]| {
             }
             6 => {
                 let r = if input.bool() { &mut rx } else { &mut tx };
-                let i = input.u16();
-                let (addr, len, flags, next) = (
-                    input.u64() % (MEM + 4096),
-                    input.u32(),
-                    input.u16(),
-                    input.u16(),
-                );
-                r.raw_desc(&mem, i, addr, len, flags, next);
-                let head = input.u16() % (r.size + 2);
-                r.offer(&mem, head);
+                r.hostile_offer(&mem, &mut input, MEM);
                 model = false;
             }
             _ => {
-                let at = u64::from(input.u32()) % MEM;
-                let bytes = input.short();
-                let _ = mem.write_slice(bytes, GuestAddress(at));
+                raw_write(&mem, &mut input, MEM);
                 model = false;
             }
         }

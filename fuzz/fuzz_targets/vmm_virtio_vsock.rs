@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use truecold_fuzz::{rate_limit, Buf, Input, Ring};
+use truecold_fuzz::{rate_limit, raw_write, Buf, Input, Ring};
 use truecold_proto::parity::{GUEST_CID, HOST_CID};
 use truecold_vmm::virtio::rate::RateLimit;
 use truecold_vmm::virtio::vsock::*;
@@ -478,20 +478,9 @@ fuzz_target!(|data: &[u8]| {
             _ => {
                 if input.bool() {
                     let r = if input.bool() { &mut rx } else { &mut tx };
-                    let i = input.u16();
-                    let (addr, len, flags, next) = (
-                        input.u64() % (MEM + 4096),
-                        input.u32(),
-                        input.u16(),
-                        input.u16(),
-                    );
-                    r.raw_desc(&mem, i, addr, len, flags, next);
-                    let head = input.u16() % (r.size + 2);
-                    r.offer(&mem, head);
+                    r.hostile_offer(&mem, &mut input, MEM);
                 } else {
-                    let at = u64::from(input.u32()) % MEM;
-                    let bytes = input.short();
-                    let _ = mem.write_slice(bytes, GuestAddress(at));
+                    raw_write(&mem, &mut input, MEM);
                 }
                 model_ok = false;
             }

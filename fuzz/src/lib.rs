@@ -147,6 +147,27 @@ impl Ring {
         );
     }
 
+    /// What a hostile driver writes: descriptor `i` raw (an address below `mem_size + 4096`,
+    /// any length, flags and next) and an avail entry naming any head up to `size + 1`, read
+    /// from `input` in that order.
+    pub fn hostile_offer<M: vm_memory::Bytes<vm_memory::GuestAddress>>(
+        &mut self,
+        mem: &M,
+        input: &mut Input,
+        mem_size: u64,
+    ) {
+        let i = input.u16();
+        let (addr, len, flags, next) = (
+            input.u64() % (mem_size + 4096),
+            input.u32(),
+            input.u16(),
+            input.u16(),
+        );
+        self.raw_desc(mem, i, addr, len, flags, next);
+        let head = input.u16() % (self.size + 2);
+        self.offer(mem, head);
+    }
+
     /// Places `bufs` as one chain in the next free descriptors and offers it: its head, or
     /// None when the ring has not that many descriptors free (`in_flight` of them taken) or
     /// `bufs` is empty.
@@ -248,4 +269,16 @@ pub fn committed_bundle() -> &'static (
         .expect("results/20261130T231633Z-nested-linux-sequential-1vcpu-1024mib/samples.csv reads");
         (samples, truecold_proof::reports::Expect::of(&result))
     })
+}
+
+/// A hostile driver's write of a few bytes anywhere in the first `mem_size` bytes of guest
+/// memory (rings, headers, buffers), read from `input`.
+pub fn raw_write<M: vm_memory::Bytes<vm_memory::GuestAddress>>(
+    mem: &M,
+    input: &mut Input,
+    mem_size: u64,
+) {
+    let at = u64::from(input.u32()) % mem_size;
+    let bytes = input.short();
+    let _ = mem.write_slice(bytes, vm_memory::GuestAddress(at));
 }
