@@ -227,6 +227,18 @@ pub struct RunArgs {
     /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
     #[arg(long, default_value_t = 0)]
     pub attribution: u64,
+    /// Your own kernel: a complete .config (what `make olddefconfig` writes), built by the
+    /// same reproducible, cached recipe as truecold's (`kernel-config/build.sh config`:
+    /// olddefconfig on the pinned linux-source-6.12) into out/run-kernels/<key>/, beside the
+    /// base guest's init and initramfs. What strict-ready needs of it is checked before the
+    /// build, each missing symbol named; symbols that did not carry over are listed. A Linux
+    /// campaign (--linux, --nested, or the host's default), not --parity.
+    #[arg(long, value_name = "FILE")]
+    pub kernel_config: Option<PathBuf>,
+    /// With --kernel-config: build this kernel git work tree's checkout instead of the pinned
+    /// package source (an in-tree build is refused: `make mrproper` first).
+    #[arg(long, value_name = "DIR", requires = "kernel_config")]
+    pub kernel_source: Option<PathBuf>,
     /// Exit 0 even when some launch failed (without it: 3). The bundle is written and VALID
     /// either way: failures are data, each a typed row of samples.csv.
     #[arg(long)]

@@ -8,6 +8,10 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use truecold_proto::path_io::PathIoError;
 
+/// The build script, relative to the repository root (the working directory every command
+/// runs from), unless `--kernel-build` names another.
+pub const DEFAULT_KERNEL_BUILD: &str = "kernel-config/build.sh";
+
 /// What the build script writes (never copied from the base guest).
 pub const KERNEL_FILES: [&str; 4] = ["vmlinux", "bzImage", "config", "manifest.json"];
 

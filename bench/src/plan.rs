@@ -12,6 +12,7 @@ pub mod tune;
 
 use crate::cli::{KernelPaths, ModeArg, RunArgs, DEFAULT_SEED};
 use crate::launch::shell_quote;
+use crate::own_kernel::OwnKernel;
 use crate::schedule::{Schedule, ScheduleError};
 use std::path::{Path, PathBuf};
 use truecold_proof::schema::ContractKind;
@@ -53,6 +54,8 @@ pub enum ArgError {
     SeedNotUsed,
     #[error("--parity: {0}")]
     Parity(&'static str),
+    #[error("--kernel-config: {0}")]
+    OwnKernel(&'static str),
     #[error("--knobs")]
     Knobs(#[source] KnobSetError),
     #[error("no knob to tune: --knobs names none (see --list-knobs)")]
@@ -199,6 +202,9 @@ pub struct CampaignPlan {
     pub vmm: Option<PathBuf>,
     /// The guest artifacts (`None`: $TRUECOLD_GUEST_DIR, else out/guest).
     pub guest_dir: Option<PathBuf>,
+    /// The user's own kernel (`--kernel-config`): built into a guest directory of its own
+    /// before the campaign, which then runs from it.
+    pub own_kernel: Option<OwnKernel>,
 }
 
 impl CampaignPlan {
@@ -239,6 +245,7 @@ impl CampaignPlan {
             out: a.out.clone(),
             vmm: a.vmm.clone(),
             guest_dir: a.guest_dir.clone(),
+            own_kernel: own_kernel(a)?,
         })
     }
 
@@ -282,6 +289,7 @@ impl CampaignPlan {
             out: None,
             vmm: None,
             guest_dir: None,
+            own_kernel: None,
         })
     }
 
@@ -328,6 +336,28 @@ impl CampaignPlan {
     pub fn planned(&self) -> Result<u64, ScheduleError> {
         self.schedule.validate()
     }
+}
+
+/// `--kernel-config` / `--kernel-source`: a Linux campaign under the strict contract.
+fn own_kernel(a: &RunArgs) -> Result<Option<OwnKernel>, ArgError> {
+    let Some(config) = &a.kernel_config else {
+        return Ok(None);
+    };
+    if a.probe {
+        return Err(ArgError::OwnKernel(
+            "the probe guest has no kernel: boot Linux (--linux, --nested)",
+        ));
+    }
+    if a.parity {
+        return Err(ArgError::OwnKernel(
+            "the parity contract boots its own parity kernel and workspace image; \
+             --kernel-config runs the strict contract only (for now)",
+        ));
+    }
+    Ok(Some(OwnKernel {
+        config: config.clone(),
+        source: a.kernel_source.clone(),
+    }))
 }
 
 /// The engine arms, in the order given (`--engine` then `--engines`). Checked: no engine
@@ -494,7 +524,7 @@ impl KernelPlan {
             script: p
                 .kernel_build
                 .clone()
-                .unwrap_or_else(|| PathBuf::from("kernel-config/build.sh")),
+                .unwrap_or_else(|| PathBuf::from(crate::kernel::DEFAULT_KERNEL_BUILD)),
         }
     }
 }
@@ -586,6 +616,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
         out: _,         // `paths`
         vmm: _,         // `paths`
         guest_dir: _,   // `paths`
+        own_kernel: _,  // built before the campaign: its guest directory is `paths`' (run.rs)
     } = plan;
     let mut v: Vec<String> = vec![guest.to_string()];
     if *parity {

@@ -8,13 +8,62 @@ pub use crate::campaign::RunOutcome;
 use crate::engines_campaign;
 pub use crate::error::RunError;
 use crate::host::HostLimits;
+use crate::kernel::DEFAULT_KERNEL_BUILD;
 use crate::nested;
+use crate::own_kernel::{self, OwnKernel};
 use crate::plain::{self, check_drop_caches};
-use crate::plan::CampaignPlan;
+use crate::plan::{CampaignPlan, Target};
+use std::path::Path;
+use truecold_proof::schema::HostKind;
 
 /// Runs the campaign `plan` describes and writes its bundle. `invocation` is the command
 /// line as typed (for `cmdline.txt`); progress and notes go to stderr.
 pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {
+    if let Some(k) = &plan.own_kernel {
+        let plan = with_own_kernel(plan, k)?;
+        return run_plan(&plan, invocation);
+    }
+    run_plan(plan, invocation)
+}
+
+/// `plan` running from the user's kernel: built (or found cached) into its guest directory,
+/// which replaces the plan's; the symbols that did not carry over printed.
+fn with_own_kernel(plan: &CampaignPlan, k: &OwnKernel) -> Result<CampaignPlan, RunError> {
+    if plan.target == Target::Auto && crate::host::kvm_host()?.0 == HostKind::Pvm {
+        return Err(RunError::OwnKernelOnPvm);
+    }
+    let base = artifacts::linux_guest(&artifacts::guest_dir(plan.guest_dir.as_deref()))?;
+    let (dir, not_carried) = own_kernel::prepare(
+        k,
+        u32::from(plan.guest.vcpus.get()),
+        &plan.engines,
+        Path::new(DEFAULT_KERNEL_BUILD),
+        &base,
+    )?;
+    if not_carried.is_empty() {
+        eprintln!(
+            "truecold: kernel: every symbol of {} carried over into the resolved config",
+            k.config.display()
+        );
+    } else {
+        eprintln!(
+            "truecold: kernel: {} symbol(s) of {} did not carry over (olddefconfig on this \
+             source; the resolved config is {}/config):",
+            not_carried.len(),
+            k.config.display(),
+            dir.display()
+        );
+        for n in &not_carried {
+            eprintln!("  {n}");
+        }
+    }
+    let mut p = plan.clone();
+    p.guest_dir = Some(dir);
+    p.own_kernel = None;
+    Ok(p)
+}
+
+fn run_plan(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {
     // SAFETY: geteuid(2) has no arguments and cannot fail.
     let euid = unsafe { libc::geteuid() };
     check_drop_caches(

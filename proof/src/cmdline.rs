@@ -69,6 +69,8 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--seed",
     "--attribution",
     "--inject-tap-name",
+    "--kernel-config",
+    "--kernel-source",
 ];
 /// `truecold run`'s flags that may be given more than once (each time adds a value).
 pub const RUN_REPEATABLE: &[&str] = &["--engine"];

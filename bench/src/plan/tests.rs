@@ -309,3 +309,32 @@ fn a_sequential_plan_built_in_code_is_a_plain_run() {
         ArgError::DeadlineZero
     );
 }
+
+#[test]
+fn an_own_kernel_is_a_linux_campaign_under_the_strict_contract() {
+    let a = plan(&["--kernel-config", "my.config", "--nested"]).unwrap();
+    assert_eq!(
+        a.own_kernel,
+        Some(OwnKernel {
+            config: "my.config".into(),
+            source: None
+        })
+    );
+    let a = plan(&["--kernel-config", "c", "--kernel-source", "/src/linux"]).unwrap();
+    assert_eq!(
+        a.own_kernel.and_then(|k| k.source),
+        Some(PathBuf::from("/src/linux"))
+    );
+    assert!(plan(&[]).unwrap().own_kernel.is_none());
+    for refused in [
+        &["--kernel-config", "c", "--probe"][..],
+        &["--kernel-config", "c", "--parity"][..],
+    ] {
+        assert!(
+            matches!(plan(refused), Err(ArgError::OwnKernel(_))),
+            "{refused:?}"
+        );
+    }
+    // --kernel-source alone is a usage error (clap's: exit 125 like every other).
+    assert!(args(&["--kernel-source", "/src/linux"]).is_err());
+}

@@ -1,0 +1,539 @@
+//! The user's own kernel for `truecold run` (`--kernel-config FILE`, `--kernel-source DIR`):
+//! checked before anything is built, built by the same reproducible, cached recipe as every
+//! other kernel (`kernel-config/build.sh config`: the complete `.config` resolved by
+//! `olddefconfig`), checked again as resolved, and set beside the base guest's init and
+//! initramfs in a guest directory of its own (`out/run-kernels/<key>/`).
+//!
+//! What strict-ready needs of a kernel is [`REQUIREMENTS`], one list: each symbol with the
+//! reason guest-init or the VMM needs it. A config that lacks one is refused before the
+//! build, every missing symbol named; a symbol of the given config that `olddefconfig` did
+//! not keep (a 6.1 config on the pinned 6.12 source, say) is reported, never hidden.
+
+use crate::artifacts::LinuxGuest;
+use crate::kernel::{KernelBuild, KernelError};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use truecold_proto::kinds::Engine;
+use truecold_proto::path_io::PathIoError;
+
+/// Where the built guest directories go (one per cache key), relative to the working
+/// directory.
+pub const RUN_KERNELS_DIR: &str = "out/run-kernels";
+
+/// Largest config file read (a full x86_64 `.config` is ~300 KiB).
+const CONFIG_CAP: u64 = 4 << 20;
+
+/// The user's kernel, as `truecold run` was given it (validated in [`crate::plan`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnKernel {
+    /// A complete `.config`.
+    pub config: PathBuf,
+    /// A kernel git work tree to build instead of the pinned package source.
+    pub source: Option<PathBuf>,
+}
+
+/// When a requirement applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// Every strict-ready Linux boot.
+    Always,
+    /// More than one vCPU under truecold-vmm, which describes its vCPUs with an MP table
+    /// (no ACPI MADT): without MP-table parsing the guest brings up one CPU only.
+    MpTable,
+    /// More than one vCPU under any engine.
+    Smp,
+}
+
+/// One symbol strict-ready needs, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requirement {
+    pub symbol: &'static str,
+    pub need: Need,
+    pub why: &'static str,
+}
+
+const fn req(symbol: &'static str, need: Need, why: &'static str) -> Requirement {
+    Requirement { symbol, need, why }
+}
+
+/// What a strict-ready Linux boot needs of the kernel (guest-init/README.md has the guest's
+/// side of each): the one list the check before the build and the check of the resolved
+/// config both read.
+pub const REQUIREMENTS: &[Requirement] = &[
+    req(
+        "CONFIG_64BIT",
+        Need::Always,
+        "the VMMs boot an x86_64 kernel",
+    ),
+    req(
+        "CONFIG_PVH",
+        Need::Always,
+        "truecold-vmm and the peers boot vmlinux at its PVH entry (the Xen PHYS32 ELF note)",
+    ),
+    req(
+        "CONFIG_BLK_DEV_INITRD",
+        Need::Always,
+        "guest-init runs from the initramfs (an uncompressed cpio: no RD_* decompressor needed)",
+    ),
+    req(
+        "CONFIG_BINFMT_ELF",
+        Need::Always,
+        "guest-init is a static ELF binary",
+    ),
+    req(
+        "CONFIG_FUTEX",
+        Need::Always,
+        "guest-init's Rust runtime uses futexes",
+    ),
+    req(
+        "CONFIG_PROC_FS",
+        Need::Always,
+        "guest-init reads /proc (meminfo, cmdline, boot id)",
+    ),
+    req(
+        "CONFIG_SYSFS",
+        Need::Always,
+        "guest-init reads CPU lists and the memmap in /sys",
+    ),
+    req(
+        "CONFIG_FIRMWARE_MEMMAP",
+        Need::Always,
+        "the exact-RAM rule reads the firmware memory map in /sys/firmware/memmap",
+    ),
+    req(
+        "CONFIG_DEVTMPFS",
+        Need::Always,
+        "guest-init mounts /dev as devtmpfs",
+    ),
+    req("CONFIG_TMPFS", Need::Always, "guest-init mounts tmpfs"),
+    req(
+        "CONFIG_NET",
+        Need::Always,
+        "strict-ready brings loopback up",
+    ),
+    req(
+        "CONFIG_INET",
+        Need::Always,
+        "strict-ready brings loopback up (an IPv4 address)",
+    ),
+    req(
+        "CONFIG_X86_IOPL_IOPERM",
+        Need::Always,
+        "guest-init rings the truecold ports with ioperm(2)",
+    ),
+    req("CONFIG_TTY", Need::Always, "the 8250 serial port is a tty"),
+    req(
+        "CONFIG_SERIAL_8250",
+        Need::Always,
+        "the peers' strict-ready is observed on the 8250 serial port",
+    ),
+    req(
+        "CONFIG_SMP",
+        Need::Smp,
+        "more than one vCPU needs an SMP kernel",
+    ),
+    req(
+        "CONFIG_X86_MPPARSE",
+        Need::MpTable,
+        "truecold-vmm describes its vCPUs with an MP table (no ACPI MADT): without MPPARSE a \
+         multi-vCPU guest brings up one CPU and fails the CPU check",
+    ),
+];
+
+/// Why the user's kernel cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnKernelError {
+    #[error("reading the kernel config")]
+    Read(#[source] PathIoError),
+    #[error("{path} is larger than {CONFIG_CAP} bytes: not a kernel .config")]
+    TooLarge { path: PathBuf },
+    #[error(
+        "{path} is not a complete kernel .config (no CONFIG_ line); give the file `make \
+         olddefconfig` wrote, e.g. <build>/.config"
+    )]
+    NotAConfig { path: PathBuf },
+    #[error(
+        "{config} cannot boot to strict-ready: {}",
+        missing.iter().map(|r| format!("{} is not set ({})", r.symbol, r.why)).collect::<Vec<_>>().join("; ")
+    )]
+    Missing {
+        config: PathBuf,
+        missing: Vec<Requirement>,
+    },
+    #[error(
+        "the resolved config (after olddefconfig) lost what strict-ready needs: {}; the \
+         source's Kconfig dropped them (their dependencies are off)",
+        missing.iter().map(|r| format!("{} ({})", r.symbol, r.why)).collect::<Vec<_>>().join("; ")
+    )]
+    Lost { missing: Vec<Requirement> },
+    #[error(
+        "--kernel-source {0} is not a git work tree with a commit (the build keys its cache by \
+         the commit: `git init && git add -A && git commit` makes one)"
+    )]
+    NotGit(PathBuf),
+    #[error(
+        "--kernel-source {dir} holds an in-tree build ({found}): an out-of-tree build (`make \
+         O=`) refuses such a tree; run `make mrproper` in it first"
+    )]
+    InTreeBuild { dir: PathBuf, found: &'static str },
+    #[error("building the kernel")]
+    Build(#[source] KernelError),
+}
+
+/// A `.config`'s symbols: `CONFIG_X=v` as `v`, `# CONFIG_X is not set` as `n`. Other lines
+/// are ignored; the last line naming a symbol wins (as Kconfig reads it).
+pub fn parse_config(text: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim_end();
+        if let Some(rest) = line.strip_prefix("# ") {
+            if let Some(sym) = rest.strip_suffix(" is not set") {
+                if sym.starts_with("CONFIG_") && !sym.contains(' ') {
+                    m.insert(sym.to_string(), "n".to_string());
+                }
+            }
+        } else if line.starts_with("CONFIG_") {
+            if let Some((sym, val)) = line.split_once('=') {
+                m.insert(sym.to_string(), val.to_string());
+            }
+        }
+    }
+    m
+}
+
+/// Whether `sym` is built in (`y`; a module is no use before init runs).
+fn enabled(config: &BTreeMap<String, String>, sym: &str) -> bool {
+    config.get(sym).is_some_and(|v| v == "y")
+}
+
+/// The requirements `config` does not meet for a campaign of `vcpus` vCPUs on `engines`
+/// (empty: truecold-vmm alone).
+pub fn missing(
+    config: &BTreeMap<String, String>,
+    vcpus: u32,
+    engines: &[Engine],
+) -> Vec<Requirement> {
+    let truecold = engines.is_empty() || engines.contains(&Engine::Truecold);
+    REQUIREMENTS
+        .iter()
+        .filter(|r| match r.need {
+            Need::Always => true,
+            Need::Smp => vcpus > 1,
+            Need::MpTable => vcpus > 1 && truecold,
+        })
+        .filter(|r| !enabled(config, r.symbol))
+        .copied()
+        .collect()
+}
+
+/// One symbol of the given config that the resolved config does not hold as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotCarried {
+    pub symbol: String,
+    pub given: String,
+    /// `None`: the symbol is gone (not in this source's Kconfig, or its dependencies off).
+    pub resolved: Option<String>,
+}
+
+impl std::fmt::Display for NotCarried {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.resolved {
+            Some(r) => write!(f, "{}: given {}, resolved {r}", self.symbol, self.given),
+            None => write!(f, "{}: given {}, gone", self.symbol, self.given),
+        }
+    }
+}
+
+/// The symbols `given` sets that `resolved` does not hold as given. A symbol `given` leaves
+/// unset (`n`) and `resolved` does not mention is carried (absent is unset).
+pub fn not_carried(
+    given: &BTreeMap<String, String>,
+    resolved: &BTreeMap<String, String>,
+) -> Vec<NotCarried> {
+    given
+        .iter()
+        .filter_map(|(sym, g)| match resolved.get(sym) {
+            Some(r) if r == g => None,
+            None if g == "n" => None,
+            r => Some(NotCarried {
+                symbol: sym.clone(),
+                given: g.clone(),
+                resolved: r.cloned(),
+            }),
+        })
+        .collect()
+}
+
+/// Reads a config file: a regular file, at most [`CONFIG_CAP`] bytes, with a `CONFIG_` line.
+fn read_config(path: &Path) -> Result<BTreeMap<String, String>, OwnKernelError> {
+    use std::io::Read;
+    let read = |source| OwnKernelError::Read(PathIoError::at("read", path)(source));
+    let f = std::fs::File::open(path).map_err(read)?;
+    let meta = f.metadata().map_err(read)?;
+    if !meta.is_file() {
+        return Err(read(std::io::Error::other("not a regular file")));
+    }
+    let mut bytes = Vec::new();
+    f.take(CONFIG_CAP + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read)?;
+    if bytes.len() as u64 > CONFIG_CAP {
+        return Err(OwnKernelError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    let m = parse_config(&String::from_utf8_lossy(&bytes));
+    if m.is_empty() {
+        return Err(OwnKernelError::NotAConfig {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(m)
+}
+
+/// A `--kernel-source` tree fit for the build: a git work tree with a commit, and no
+/// in-tree build (kbuild's out-of-tree build refuses a source that holds one).
+pub fn check_source(dir: &Path) -> Result<(), OwnKernelError> {
+    let git = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--verify", "-q", "HEAD"])
+        .output();
+    if !git.is_ok_and(|o| o.status.success()) {
+        return Err(OwnKernelError::NotGit(dir.to_path_buf()));
+    }
+    // What `make` leaves in a tree it configured or built in place (the markers kbuild's own
+    // "source tree is not clean" check looks for).
+    for found in [".config", "include/config", "arch/x86/include/generated"] {
+        if dir.join(found).exists() {
+            return Err(OwnKernelError::InTreeBuild {
+                dir: dir.to_path_buf(),
+                found,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The guest directory of the user's kernel, built (or found cached) for a campaign of
+/// `vcpus` vCPUs on `engines`: checks the config, builds it with `script`, checks the
+/// resolved config, and returns the directory and the symbols that did not carry over.
+pub fn prepare(
+    k: &OwnKernel,
+    vcpus: u32,
+    engines: &[Engine],
+    script: &Path,
+    base: &LinuxGuest,
+) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
+    let given = read_config(&k.config)?;
+    let lacks = missing(&given, vcpus, engines);
+    if !lacks.is_empty() {
+        return Err(OwnKernelError::Missing {
+            config: k.config.clone(),
+            missing: lacks,
+        });
+    }
+    if let Some(src) = &k.source {
+        check_source(src)?;
+    }
+    let dir = Path::new(RUN_KERNELS_DIR).join(key(&k.config, k.source.as_deref())?);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| OwnKernelError::Read(PathIoError::at("create", &dir)(e)))?;
+    let build = KernelBuild {
+        script,
+        variant: "config",
+        args: vec![OsString::from(&k.config)],
+        tree: k.source.as_deref(),
+    };
+    let dir = build.guest_dir(&dir, base).map_err(OwnKernelError::Build)?;
+    let resolved = read_config(&dir.join("config"))?;
+    let lost = missing(&resolved, vcpus, engines);
+    if !lost.is_empty() {
+        return Err(OwnKernelError::Lost { missing: lost });
+    }
+    Ok((dir, not_carried(&given, &resolved)))
+}
+
+/// The guest directory's name: the first 16 hex digits of sha256 over the config's bytes and
+/// the source tree's path (the build's own cache key covers the rest: commit, script,
+/// toolchain).
+fn key(config: &Path, source: Option<&Path>) -> Result<String, OwnKernelError> {
+    let bytes = std::fs::read(config)
+        .map_err(|e| OwnKernelError::Read(PathIoError::at("read", config)(e)))?;
+    let mut h = Sha256::new();
+    h.update(&bytes);
+    if let Some(s) = source {
+        h.update(b"\0source=");
+        h.update(s.as_os_str().as_encoded_bytes());
+    }
+    let d = h.finalize();
+    Ok(d.iter().take(8).map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(lines: &[&str]) -> BTreeMap<String, String> {
+        parse_config(&lines.join("\n"))
+    }
+
+    /// Every requirement set, so each test can take one away.
+    fn complete() -> Vec<String> {
+        REQUIREMENTS
+            .iter()
+            .map(|r| format!("{}=y", r.symbol))
+            .collect()
+    }
+
+    #[test]
+    fn a_config_is_read_as_kconfig_reads_it() {
+        let m = cfg(&[
+            "#",
+            "# Automatically generated file; DO NOT EDIT.",
+            "CONFIG_A=y",
+            "# CONFIG_B is not set",
+            "CONFIG_C=\"x y\"",
+            "CONFIG_A=m",
+            "# CONFIG_D is not set or so",
+            "NOT_CONFIG=y",
+        ]);
+        assert_eq!(m.get("CONFIG_A").map(String::as_str), Some("m"));
+        assert_eq!(m.get("CONFIG_B").map(String::as_str), Some("n"));
+        assert_eq!(m.get("CONFIG_C").map(String::as_str), Some("\"x y\""));
+        assert_eq!(m.len(), 3, "{m:?}");
+    }
+
+    #[test]
+    fn each_missing_requirement_is_named_and_only_where_it_applies() {
+        let all = complete();
+        let full: Vec<&str> = all.iter().map(String::as_str).collect();
+        assert!(missing(&cfg(&full), 2, &[]).is_empty());
+        for r in REQUIREMENTS {
+            let without: Vec<&str> = full
+                .iter()
+                .copied()
+                .filter(|l| !l.starts_with(&format!("{}=", r.symbol)))
+                .collect();
+            let m = cfg(&without);
+            let got = missing(&m, 2, &[]);
+            assert_eq!(got, vec![*r], "{}", r.symbol);
+            // A module is not built in: the same verdict.
+            let mut as_module = without.clone();
+            let line = format!("{}=m", r.symbol);
+            as_module.push(&line);
+            assert_eq!(missing(&cfg(&as_module), 2, &[]), vec![*r]);
+        }
+        // One vCPU needs neither SMP nor the MP table; Firecracker (ACPI) needs no MP table.
+        let no_smp: Vec<&str> = full
+            .iter()
+            .copied()
+            .filter(|l| !l.starts_with("CONFIG_SMP=") && !l.starts_with("CONFIG_X86_MPPARSE="))
+            .collect();
+        assert!(missing(&cfg(&no_smp), 1, &[]).is_empty());
+        let no_mp: Vec<&str> = full
+            .iter()
+            .copied()
+            .filter(|l| !l.starts_with("CONFIG_X86_MPPARSE="))
+            .collect();
+        assert!(missing(&cfg(&no_mp), 2, &[Engine::Firecracker]).is_empty());
+        assert_eq!(
+            missing(&cfg(&no_mp), 2, &[Engine::Firecracker, Engine::Truecold])
+                .iter()
+                .map(|r| r.symbol)
+                .collect::<Vec<_>>(),
+            ["CONFIG_X86_MPPARSE"]
+        );
+    }
+
+    #[test]
+    fn the_refusal_names_every_missing_symbol_with_its_reason() {
+        let e = OwnKernelError::Missing {
+            config: "fc.config".into(),
+            missing: missing(&cfg(&["CONFIG_64BIT=y", "CONFIG_PVH=y"]), 2, &[]),
+        };
+        let s = e.to_string();
+        for r in REQUIREMENTS
+            .iter()
+            .filter(|r| r.symbol != "CONFIG_64BIT" && r.symbol != "CONFIG_PVH")
+        {
+            assert!(s.contains(&format!("{} is not set", r.symbol)), "{s}");
+        }
+        assert!(!s.contains("CONFIG_PVH is not set"), "{s}");
+    }
+
+    #[test]
+    fn symbols_that_did_not_carry_over_are_listed() {
+        let given = cfg(&[
+            "CONFIG_A=y",
+            "CONFIG_B=y",
+            "# CONFIG_C is not set",
+            "# CONFIG_D is not set",
+            "CONFIG_E=16",
+        ]);
+        let resolved = cfg(&["CONFIG_A=y", "CONFIG_C=y", "CONFIG_E=32", "CONFIG_NEW=y"]);
+        let nc = not_carried(&given, &resolved);
+        let shown: Vec<String> = nc.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "CONFIG_B: given y, gone",
+                "CONFIG_C: given n, resolved y",
+                "CONFIG_E: given 16, resolved 32",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_without_config_lines_or_too_large_is_refused() {
+        let d = std::env::temp_dir().join(format!("truecold-own-kernel-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let empty = d.join("empty.config");
+        std::fs::write(&empty, "hello\n").unwrap();
+        assert!(matches!(
+            read_config(&empty),
+            Err(OwnKernelError::NotAConfig { .. })
+        ));
+        let big = d.join("big.config");
+        std::fs::write(&big, vec![b'#'; (CONFIG_CAP + 1) as usize]).unwrap();
+        assert!(matches!(
+            read_config(&big),
+            Err(OwnKernelError::TooLarge { .. })
+        ));
+        assert!(matches!(read_config(&d), Err(OwnKernelError::Read(_))));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_source_tree_with_an_in_tree_build_is_refused_naming_mrproper() {
+        let d = std::env::temp_dir().join(format!("truecold-own-src-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        assert!(matches!(check_source(&d), Err(OwnKernelError::NotGit(_))));
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&d)
+                .args(args)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t")
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(d.join("Makefile"), "all:\n").unwrap();
+        git(&["add", "Makefile"]);
+        git(&["commit", "-q", "-m", "x"]);
+        check_source(&d).unwrap();
+        std::fs::write(d.join(".config"), "CONFIG_A=y\n").unwrap();
+        let e = check_source(&d).unwrap_err();
+        assert!(e.to_string().contains("make mrproper"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
