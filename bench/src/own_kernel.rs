@@ -90,12 +90,12 @@ pub const REQUIREMENTS: &[Requirement] = &[
     req(
         "CONFIG_PROC_FS",
         Need::Always,
-        "guest-init reads /proc (meminfo, cmdline, boot id)",
+        "guest-init mounts /proc and reads meminfo and cpuinfo there",
     ),
     req(
         "CONFIG_SYSFS",
         Need::Always,
-        "guest-init reads CPU lists and the memmap in /sys",
+        "guest-init mounts /sys and reads the online CPU list there",
     ),
     req(
         "CONFIG_FIRMWARE_MEMMAP",
@@ -107,7 +107,6 @@ pub const REQUIREMENTS: &[Requirement] = &[
         Need::Always,
         "guest-init mounts /dev as devtmpfs",
     ),
-    req("CONFIG_TMPFS", Need::Always, "guest-init mounts tmpfs"),
     req(
         "CONFIG_NET",
         Need::Always,
@@ -116,7 +115,7 @@ pub const REQUIREMENTS: &[Requirement] = &[
     req(
         "CONFIG_INET",
         Need::Always,
-        "strict-ready brings loopback up (an IPv4 address)",
+        "guest-init brings loopback up (an IPv4 socket ioctl)",
     ),
     req(
         "CONFIG_X86_IOPL_IOPERM",
@@ -141,6 +140,21 @@ pub const REQUIREMENTS: &[Requirement] = &[
          multi-vCPU guest brings up one CPU and fails the CPU check",
     ),
 ];
+
+/// [`REQUIREMENTS`] as the Markdown table docs/your-kernel.md shows (a test holds the two
+/// equal).
+pub fn requirements_markdown() -> String {
+    let mut s = String::from("| symbol | needed | why |\n|---|---|---|\n");
+    for r in REQUIREMENTS {
+        let when = match r.need {
+            Need::Always => "always",
+            Need::Smp => "more than one vCPU",
+            Need::MpTable => "more than one vCPU under truecold-vmm",
+        };
+        s.push_str(&format!("| `{}` | {when} | {} |\n", r.symbol, r.why));
+    }
+    s
+}
 
 /// Why the user's kernel cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -386,6 +400,16 @@ mod tests {
             .iter()
             .map(|r| format!("{}=y", r.symbol))
             .collect()
+    }
+
+    #[test]
+    fn the_doc_shows_this_requirement_table() {
+        let doc = include_str!("../../docs/your-kernel.md");
+        let want = requirements_markdown();
+        assert!(
+            doc.contains(&want),
+            "docs/your-kernel.md must contain the requirement table exactly:\n{want}"
+        );
     }
 
     #[test]
