@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The nested campaign's size: 2 vCPU / 16 GiB launches take about 15 s of wall time each in
-# the harness on 2 cores (docs/building.md has the measurement), and L1's boot about 20 s.
+# the harness on 2 cores (an estimate from 3-launch runs, docs/building.md), and L1's boot about 20 s.
 MAIN_NESTED_LAUNCHES=100
 
 full=0
