@@ -10,6 +10,7 @@
 //! not keep (a 6.1 config on the pinned 6.12 source, say) is reported, never hidden.
 
 use crate::artifacts::LinuxGuest;
+use crate::bisect_config::parse_config;
 use crate::kernel::{KernelBuild, KernelError};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -194,27 +195,6 @@ pub enum OwnKernelError {
     InTreeBuild { dir: PathBuf, found: &'static str },
     #[error("building the kernel")]
     Build(#[source] KernelError),
-}
-
-/// A `.config`'s symbols: `CONFIG_X=v` as `v`, `# CONFIG_X is not set` as `n`. Other lines
-/// are ignored; the last line naming a symbol wins (as Kconfig reads it).
-pub fn parse_config(text: &str) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    for line in text.lines() {
-        let line = line.trim_end();
-        if let Some(rest) = line.strip_prefix("# ") {
-            if let Some(sym) = rest.strip_suffix(" is not set") {
-                if sym.starts_with("CONFIG_") && !sym.contains(' ') {
-                    m.insert(sym.to_string(), "n".to_string());
-                }
-            }
-        } else if line.starts_with("CONFIG_") {
-            if let Some((sym, val)) = line.split_once('=') {
-                m.insert(sym.to_string(), val.to_string());
-            }
-        }
-    }
-    m
 }
 
 /// Whether `sym` is built in (`y`; a module is no use before init runs).
