@@ -12,7 +12,6 @@
 use crate::artifacts::LinuxGuest;
 use crate::bisect_config::parse_config;
 use crate::kernel::{KernelBuild, KernelError};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -261,7 +260,8 @@ pub fn not_carried(
 }
 
 /// Reads a config file: a regular file, at most [`CONFIG_CAP`] bytes, with a `CONFIG_` line.
-fn read_config(path: &Path) -> Result<BTreeMap<String, String>, OwnKernelError> {
+/// Returns its bytes and its symbols.
+fn read_config(path: &Path) -> Result<(Vec<u8>, BTreeMap<String, String>), OwnKernelError> {
     use std::io::Read;
     let read = |source| OwnKernelError::Read(PathIoError::at("read", path)(source));
     let f = std::fs::File::open(path).map_err(read)?;
@@ -284,7 +284,7 @@ fn read_config(path: &Path) -> Result<BTreeMap<String, String>, OwnKernelError> 
             path: path.to_path_buf(),
         });
     }
-    Ok(m)
+    Ok((bytes, m))
 }
 
 /// A `--kernel-source` tree fit for the build: a git work tree with a commit, and no
@@ -321,7 +321,7 @@ pub fn prepare(
     script: &Path,
     base: &LinuxGuest,
 ) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
-    let given = read_config(&k.config)?;
+    let (given_bytes, given) = read_config(&k.config)?;
     let lacks = missing(&given, vcpus, engines);
     if !lacks.is_empty() {
         return Err(OwnKernelError::Missing {
@@ -332,7 +332,7 @@ pub fn prepare(
     if let Some(src) = &k.source {
         check_source(src)?;
     }
-    let dir = Path::new(RUN_KERNELS_DIR).join(key(&k.config, k.source.as_deref())?);
+    let dir = Path::new(RUN_KERNELS_DIR).join(key(&given_bytes, k.source.as_deref()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| OwnKernelError::Read(PathIoError::at("create", &dir)(e)))?;
     let build = KernelBuild {
@@ -342,7 +342,7 @@ pub fn prepare(
         tree: k.source.as_deref(),
     };
     let dir = build.guest_dir(&dir, base).map_err(OwnKernelError::Build)?;
-    let resolved = read_config(&dir.join("config"))?;
+    let (_, resolved) = read_config(&dir.join("config"))?;
     let lost = missing(&resolved, vcpus, engines);
     if !lost.is_empty() {
         return Err(OwnKernelError::Lost { missing: lost });
@@ -353,17 +353,13 @@ pub fn prepare(
 /// The guest directory's name: the first 16 hex digits of sha256 over the config's bytes and
 /// the source tree's path (the build's own cache key covers the rest: commit, script,
 /// toolchain).
-fn key(config: &Path, source: Option<&Path>) -> Result<String, OwnKernelError> {
-    let bytes = std::fs::read(config)
-        .map_err(|e| OwnKernelError::Read(PathIoError::at("read", config)(e)))?;
-    let mut h = Sha256::new();
-    h.update(&bytes);
+fn key(config: &[u8], source: Option<&Path>) -> String {
+    let mut input = config.to_vec();
     if let Some(s) = source {
-        h.update(b"\0source=");
-        h.update(s.as_os_str().as_encoded_bytes());
+        input.extend_from_slice(b"\0source=");
+        input.extend_from_slice(s.as_os_str().as_encoded_bytes());
     }
-    let d = h.finalize();
-    Ok(d.iter().take(8).map(|b| format!("{b:02x}")).collect())
+    truecold_proof::sums::sha256_hex(&input)[..16].to_string()
 }
 
 #[cfg(test)]
