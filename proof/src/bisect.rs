@@ -797,7 +797,7 @@ impl Steps<'_> {
         if let Some(u) = &sv.unreadable {
             v.add(Check::BisectSteps, format!("{rel}: unreadable: {u}"));
         }
-        v.add_inner(rel, &sv.reasons);
+        v.add_inner(rel, &sv);
         if let Some(r) = &sv.result {
             if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
                 v.add(

@@ -36,7 +36,7 @@
 //! the latency for every success and each of them present and > 0, memory agreeing
 //! host/guest for every success, no success past the deadline and no `deadline` failure
 //! ready in time, rows inside the harness's wall time and (sequential) in order, one at a
-//! time, without an idle gap as long as the shortest launch or 10 ms (left to the
+//! time (an idle gap as long as the shortest launch or 10 ms a warning, left to the
 //! directory's verifier in an interleaved arm), every summary equal to its
 //! recomputation, an error histogram that adds up to the failures, artifact digests well
 //! formed, `result.json` in the writer's canonical bytes, `cmdline.txt` agreeing with the

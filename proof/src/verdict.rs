@@ -108,7 +108,10 @@ pub enum Check {
     SequentialOrder,
     /// Sequential mode: a request before the previous row's last stamp.
     SequentialOverlap,
-    /// Sequential mode: an unexplained idle gap as long as the shortest launch (or 10 ms).
+    /// Sequential mode: an idle gap as long as the shortest launch (or 10 ms) — a *warning*
+    /// ([`Verdict::warnings`]), never a reason: a dropped row leaves such a gap, and so does a
+    /// harness descheduled on a busy host (a 2-core CI host running other tests stalled one
+    /// 33.1 ms between probe launches whose shortest took 32.2 ms, on 2026-12-02).
     SequentialGap,
     /// The rows span more than the harness's wall time.
     WallTime,
@@ -137,6 +140,9 @@ pub enum Check {
     ArmsMismatch,
     /// Multi-arm directory: the order disagrees with the arms' request stamps or row counts.
     ArmOrder,
+    /// Multi-arm directory: along the order, an idle gap as long as the shortest launch of any
+    /// arm (or 10 ms) — a *warning*, for the reason [`Check::SequentialGap`] is one.
+    ArmGap,
     /// Multi-arm directory: `comparison.json` differs from its recomputation.
     Comparison,
     /// Tune directory: `tune.json` malformed, not canonical or not a plan, the baselines not
@@ -191,6 +197,10 @@ pub struct Verdict {
     pub unreadable: Option<String>,
     /// Every reason it is invalid.
     pub reasons: Vec<Reason>,
+    /// What the verifier saw that does not make the bundle invalid but that a reviewer should
+    /// weigh (each a [`Check`] that [`Check::is_warning`]); listed under the reasons, never
+    /// counted in [`Verdict::exit_code`].
+    pub warnings: Vec<Reason>,
     /// The parsed result, when it parsed.
     pub result: Option<ResultJson>,
     /// Rows parsed from samples.csv.
@@ -255,7 +265,12 @@ impl Verdict {
     }
 
     pub(crate) fn add(&mut self, check: Check, detail: impl Into<String>) {
-        self.reasons.push(Reason {
+        let to = if check.is_warning() {
+            &mut self.warnings
+        } else {
+            &mut self.reasons
+        };
+        to.push(Reason {
             check,
             detail: detail.into(),
             file: None,
@@ -264,23 +279,28 @@ impl Verdict {
 
     /// [`Verdict::add`] for a reason about the one file `file` ([`Reason::file`]).
     pub(crate) fn add_file(&mut self, check: Check, file: &str, detail: impl Into<String>) {
-        self.reasons.push(Reason {
+        let to = if check.is_warning() {
+            &mut self.warnings
+        } else {
+            &mut self.reasons
+        };
+        to.push(Reason {
             check,
             detail: detail.into(),
             file: Some(file.to_string()),
         });
     }
 
-    /// Every reason of `inner` (the verdict of a directory inside this one, at `rel`), its
-    /// detail prefixed with `rel: ` and its file with `rel/`.
-    pub(crate) fn add_inner(&mut self, rel: &str, inner: &[Reason]) {
-        for r in inner {
-            self.reasons.push(Reason {
-                check: r.check,
-                detail: format!("{rel}: {}", r.detail),
-                file: r.file.as_ref().map(|f| format!("{rel}/{f}")),
-            });
-        }
+    /// Every reason and warning of `inner` (the verdict of a directory inside this one, at
+    /// `rel`), its detail prefixed with `rel: ` and its file with `rel/`.
+    pub(crate) fn add_inner(&mut self, rel: &str, inner: &Verdict) {
+        let moved = |r: &Reason| Reason {
+            check: r.check,
+            detail: format!("{rel}: {}", r.detail),
+            file: r.file.as_ref().map(|f| format!("{rel}/{f}")),
+        };
+        self.reasons.extend(inner.reasons.iter().map(moved));
+        self.warnings.extend(inner.warnings.iter().map(moved));
     }
 
     /// The human report. At most `per_check` lines per kind of reason, then a count. All
@@ -309,12 +329,13 @@ impl Verdict {
         if let Some(u) = &self.unreadable {
             let _ = writeln!(s, "UNREADABLE {dir}: {}", e(u));
         } else if self.reasons.is_empty() {
-            let _ = writeln!(s, "VALID {dir}: {label}");
+            let _ = writeln!(s, "VALID {dir}: {label}{}", warned(self.warnings.len()));
         } else {
             let _ = writeln!(
                 s,
-                "INVALID {dir}: {label}: {} reason(s)",
-                self.reasons.len()
+                "INVALID {dir}: {label}: {} reason(s){}",
+                self.reasons.len(),
+                warned(self.warnings.len())
             );
         }
         if let Some(r) = &self.result {
@@ -379,7 +400,40 @@ impl Verdict {
                 let _ = writeln!(s, "  - [{c:?}] … and {} more of this kind", n - per_check);
             }
         }
+        let mut counts: BTreeMap<Check, usize> = BTreeMap::new();
+        for r in &self.warnings {
+            let c = counts.entry(r.check).or_insert(0);
+            *c += 1;
+            if *c <= per_check {
+                let _ = writeln!(s, "  ! [{:?}] warning: {}", r.check, e(&r.detail));
+            }
+        }
+        for (c, n) in counts {
+            if n > per_check {
+                let _ = writeln!(s, "  ! [{c:?}] … and {} more of this kind", n - per_check);
+            }
+        }
         s
+    }
+}
+
+/// `, N warning(s)` after the verdict's first line, nothing without warnings.
+fn warned(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(", {n} warning(s)")
+    }
+}
+
+impl Check {
+    /// Whether this kind of finding is a warning ([`Verdict::warnings`]) rather than a reason
+    /// the bundle is invalid. Only the two gap checks ([`Check::SequentialGap`], [`Check::ArmGap`]): a gap is what a dropped row
+    /// leaves, but a descheduled harness leaves the same, and nothing in a bundle tells the two
+    /// apart (a forger who renumbers rows can shift their stamps as easily) — calling an honest
+    /// bundle invalid for its host's load would make the verdict about the host, not the data.
+    pub fn is_warning(self) -> bool {
+        matches!(self, Check::SequentialGap | Check::ArmGap)
     }
 }
 

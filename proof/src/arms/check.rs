@@ -290,7 +290,7 @@ fn verify_each_arm(v: &mut Verdict, dir: &Path, present: &[ArmRef]) -> Vec<(ArmD
                 format!("arm `{}` is unreadable: {u}", a.name),
             );
         }
-        v.add_inner(&a.name, &av.reasons);
+        v.add_inner(&a.name, &av);
         if let (Some(r), Some(s)) = (av.result, av.samples) {
             arms.push((ArmData::new(a.clone(), r, &s), s));
         }
@@ -616,9 +616,9 @@ pub(super) fn kernel_key(knobs: &[Knob]) -> KernelKey {
 /// for a prefix of the order only (all of it unless an arm is incomplete); along the order
 /// the campaign is sequential, as one bundle's rows are (the single-bundle timing rules of
 /// [`crate::verify`] applied to the launches in order): each request after the previous
-/// launch's request and last stamp, and, after a fully stamped launch, an idle gap shorter
-/// than the shortest launch of any arm or 10 ms ([`gap_threshold`]; not judged
-/// with `--drop-caches`).
+/// launch's request and last stamp; and, after a fully stamped launch, an idle gap as long
+/// as the shortest launch of any arm or 10 ms ([`gap_threshold`]; not looked for with
+/// `--drop-caches`) is a warning ([`Check::ArmGap`]).
 pub(super) fn check_order(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample>)]) {
     if arms.len() != plan.arms.len() {
         return;
@@ -683,11 +683,12 @@ pub(super) fn check_order(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Ve
                 let gap = t - end;
                 if gap >= m {
                     v.add(
-                        Check::ArmOrder,
+                        Check::ArmGap,
                         format!(
                             "{gap} ns pass between the end of `{pn}` row {} and the request of \
                              launch {pos} (`{name}` row {idx}), at least the shortest launch \
-                             or 10 ms ({m} ns): the trace of a dropped launch",
+                             or 10 ms ({m} ns): a dropped launch leaves such a gap, and so \
+                             does a harness descheduled on a busy host",
                             p.index
                         ),
                     );

@@ -22,9 +22,9 @@
 //! vm-exit observer, its knobs what its name says, and alike except what its knobs change;
 //! [`plan_problems`], `check_same`); the order consistent with the rows (the `i`-th appearance of an arm is its row `i`,
 //! rows for a prefix of the order only) and sequential along it as one bundle's rows are
-//! (request stamps strictly increasing, each after the previous launch's last stamp, no idle
-//! gap as long as the shortest launch or 10 ms: an interleaved arm's bundle leaves its
-//! gaps to this check, the other arms' launches fill them); and `comparison.json`,
+//! (request stamps strictly increasing, each after the previous launch's last stamp; an idle
+//! gap as long as the shortest launch or 10 ms is a warning, `Check::ArmGap`: an interleaved
+//! arm's bundle leaves its gaps to this check, the other arms' launches fill them); and `comparison.json`,
 //! `README.md` and `cdf.svg` byte for byte what [`generated_files`] makes of the verified
 //! rows.
 //!

@@ -151,7 +151,7 @@ fn read_phases(
         if let Some(u) = &p.verdict.unreadable {
             v.add(Check::TunePhase, format!("{name}: unreadable: {u}"));
         }
-        v.add_inner(name, &p.verdict.reasons);
+        v.add_inner(name, &p.verdict);
         Some(p)
     };
     let screen = phase(SCREEN_DIR);

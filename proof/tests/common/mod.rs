@@ -629,9 +629,14 @@ pub fn forge_with(dir: &Path, evidence: bool, f: impl FnOnce(&mut ResultJson, &m
     resum(dir);
 }
 
-/// The set of checks `v` reports.
+/// The kinds of every reason and every warning of `v` (a test of a warning-only forgery
+/// says `is_valid` too).
 pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> {
-    v.reasons.iter().map(|r| r.check).collect()
+    v.reasons
+        .iter()
+        .chain(&v.warnings)
+        .map(|r| r.check)
+        .collect()
 }
 
 /// `reports.jsonl` for rows of the bundle `r` (vm-exit or serial observer).

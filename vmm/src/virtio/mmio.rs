@@ -70,6 +70,8 @@ pub struct MmioTransport {
     pub faults: Faults,
     /// Register accesses the transport ignored (bad width, unknown offset, wrong state).
     pub ignored_accesses: u64,
+    /// The clock each event's [`Ctx`] is stamped with ([`super::MONOTONIC`] but in tests).
+    clock: super::Clock,
 }
 
 impl MmioTransport {
@@ -123,7 +125,13 @@ impl MmioTransport {
             activated: false,
             faults: Faults::default(),
             ignored_accesses: 0,
+            clock: super::MONOTONIC,
         })
+    }
+
+    /// The same transport stamping its events with `clock` ([`super::Clock`]).
+    pub fn set_clock(&mut self, clock: super::Clock) {
+        self.clock = clock;
     }
 
     /// Each queue's notification eventfd.
@@ -390,7 +398,8 @@ impl MmioTransport {
             return;
         }
         let poll = Poll::new(&self.epoll, self.index);
-        let mut cx = Ctx::new(&self.mem, &mut self.queues, &poll, &mut self.faults);
+        let mut cx =
+            Ctx::new(&self.mem, &mut self.queues, &poll, &mut self.faults).at((self.clock)());
         self.device.handle(&mut cx, ev);
         let (notify, broken) = (cx.needs_interrupt(), cx.broken());
         // A full eventfd counter is the only failure of a raise, and then the line is raised.
@@ -404,7 +413,7 @@ impl MmioTransport {
         }
     }
 
-    /// When the device wants an [`Event::Timer`] (CLOCK_MONOTONIC ns; only while activated).
+    /// When the device wants an [`Event::Timer`] (on its clock, ns; only while activated).
     pub fn wake_at(&self) -> Option<u64> {
         if self.activated {
             self.device.wake_at()

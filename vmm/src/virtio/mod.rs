@@ -421,6 +421,14 @@ pub fn scatter<M: GuestMemory>(
     Ok(done)
 }
 
+/// The rate limits' clock: CLOCK_MONOTONIC in ns ([`MONOTONIC`]) in every VMM; a test drives
+/// its own ([`thread::VirtioDevices::with_clock`]) so that what a throttled queue does is
+/// judged by the time it saw, never by how long the test took.
+pub type Clock = fn() -> u64;
+
+/// The VMM's clock: CLOCK_MONOTONIC, ns.
+pub const MONOTONIC: Clock = truecold_proto::measure::now_ns;
+
 /// What a device gets for one event: guest memory, its queues, the epoll registration, and
 /// whether a used buffer was added (the transport then raises the interrupt).
 pub struct Ctx<'a> {

@@ -31,6 +31,8 @@ pub struct VirtioDevices {
     stop: EventFd,
     /// The thread's own handles on each queue's eventfd (duplicates).
     queue_evts: Vec<Vec<EventFd>>,
+    /// The rate limits' clock ([`super::MONOTONIC`] but in tests).
+    clock: super::Clock,
 }
 
 impl VirtioDevices {
@@ -80,7 +82,18 @@ impl VirtioDevices {
             epoll,
             stop,
             queue_evts,
+            clock: super::MONOTONIC,
         })
+    }
+
+    /// The same devices on `clock` (the thread's timeouts and every transport's events): a
+    /// test drives time itself instead of waiting for it.
+    pub fn with_clock(mut self, clock: super::Clock) -> Self {
+        self.clock = clock;
+        for t in &self.transports {
+            lock(t).set_clock(clock);
+        }
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -162,7 +175,7 @@ impl VirtioDevices {
     fn serve(self) {
         let mut events = vec![EpollEvent::default(); 32];
         loop {
-            let timeout = self.timeout_ms(truecold_proto::measure::now_ns());
+            let timeout = self.timeout_ms((self.clock)());
             let n = match self.epoll.wait(timeout, &mut events) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -194,7 +207,7 @@ impl VirtioDevices {
                 };
                 lock(t).handle(ev);
             }
-            self.timers(truecold_proto::measure::now_ns());
+            self.timers((self.clock)());
         }
     }
 }
@@ -366,11 +379,21 @@ mod tests {
         assert!(reports[0].refused.is_empty());
     }
 
+    /// The test clock of [`device_thread_resumes_a_throttled_queue_on_its_timer`], ns.
+    static TEST_NOW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1_000);
+
+    fn test_now() -> u64 {
+        TEST_NOW.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// A queue stopped by its rate limit is resumed by the thread itself: one notification,
-    /// three requests at one a 30 ms, all served without another notification.
+    /// three requests at one per 30.3 ms of the devices' clock, all served without another
+    /// notification — each only once the clock the test drives has reached its tokens (no
+    /// assertion on how long anything took: the clock is the test's).
     #[test]
     fn device_thread_resumes_a_throttled_queue_on_its_timer() {
         use crate::virtio::rate::{Bucket, RateLimit};
+        use std::sync::atomic::Ordering::SeqCst;
         let m = mem();
         let irq = EventFd::new(libc::EFD_NONBLOCK).unwrap();
         let limit = RateLimit {
@@ -381,7 +404,9 @@ mod tests {
             }),
         };
         let blk = Blk::with_limit(Box::new(MemDisk::new(vec![0; 4096])), limit);
-        let devs = VirtioDevices::new(&m, vec![("blk", Box::new(blk), irq)]).unwrap();
+        let devs = VirtioDevices::new(&m, vec![("blk", Box::new(blk), irq)])
+            .unwrap()
+            .with_clock(test_now);
         let win = devs.windows();
         let reporter = devs.reporter();
         let base = 0xd000_0000u64;
@@ -410,15 +435,38 @@ mod tests {
             q.push(&[desc(0x10_0000, 16, 0), desc(0x12_0000 + i, 1, F_WRITE)]);
         }
         let thread = devs.start().unwrap();
-        // DRIVER_OK looks at the queue once: the only notification.
+        // DRIVER_OK looks at the queue once: the only notification. The bucket starts full:
+        // one request served at once, the next stopped until 1/33 s later on the clock.
         w(STATUS, 0xf);
-        let start = std::time::Instant::now();
-        while used(&m, q.used_addr, 0).0 < 3 && start.elapsed().as_secs() < 5 {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        let took = start.elapsed();
-        assert_eq!(used(&m, q.used_addr, 0).0, 3, "served by the timer");
-        assert!(took.as_millis() >= 55, "two waits of 30 ms: {took:?}");
+        let served = || used(&m, q.used_addr, 0).0;
+        // Waits (polling, at most 10 s of real time against a hang) until `n` are served.
+        let until = |n: u16| {
+            let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while served() < n && std::time::Instant::now() < give_up {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            served()
+        };
+        assert_eq!(until(1), 1, "the first request at once");
+        // The clock has not moved: whatever the thread does, nothing more can be served.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(
+            served(),
+            1,
+            "a stopped queue waits for its tokens, not for the thread"
+        );
+        // One token is 1/33 s = 30,303,031 ns (rounded up). A hair short of it: still stopped.
+        TEST_NOW.fetch_add(30_303_030, SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(served(), 1, "one ns short of the token");
+        TEST_NOW.fetch_add(1, SeqCst);
+        assert_eq!(
+            until(2),
+            2,
+            "the timer serves the second once its token is there"
+        );
+        TEST_NOW.fetch_add(30_303_031, SeqCst);
+        assert_eq!(until(3), 3, "and the third");
         assert!(thread.stop());
         let r = &reporter.reports()[0];
         assert_eq!(r.counters["requests_ok"], 3);
