@@ -9,12 +9,12 @@ use crate::schedule::{self, Launcher, Schedule, ScheduleError, Slot};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use truecold_proof::bundle::{write_bundle, BundleError, BundleInputs, Written};
 use truecold_proof::reports::{HarnessMarks, ReportLine};
 use truecold_proof::schema::{
-    Configuration, Contract, ContractKind, Environment, Mode, ResultJson, Sample,
+    Configuration, Contract, ContractKind, Environment, Mode, ResultJson, Sample, StopRule,
 };
 use truecold_proto::kinds::{Backing, ObtainedBacking};
 use truecold_proto::limits::{GuestMem, Vcpus};
@@ -42,6 +42,9 @@ pub struct CampaignSpec {
     /// The campaign is one arm of an interleaved multi-arm run (an engines campaign, a tune
     /// phase): other arms' launches sit between its rows (`contract.interleaved`).
     pub interleaved: bool,
+    /// The fail-fast rule's K (`contract.stop_after`): a sequential campaign stops once K
+    /// consecutive launches failed with one error kind; `None`: every launch runs.
+    pub stop_after: Option<u64>,
 }
 
 impl CampaignSpec {
@@ -280,7 +283,10 @@ pub struct Executed {
     /// index order (the row's evidence; `truecold_proof::reports`).
     pub reports: Vec<u8>,
     pub planned: u64,
+    /// Ctrl-C ended the campaign before every planned launch was made.
     pub interrupted: bool,
+    /// The fail-fast rule ended it: the error kind of the last `spec.stop_after` launches.
+    pub stopped: Option<String>,
     pub levels: Vec<schedule::LevelRun>,
     pub before: Snapshot,
     pub after: Snapshot,
@@ -333,8 +339,19 @@ where
         prepared: Mutex::new((0, Vec::new())),
     };
     let mut reports: Vec<(u64, String)> = Vec::new();
+    // The fail-fast rule ([`StopRule`]) halts the schedule through a flag of its own, so that
+    // a stop it made is told from a Ctrl-C (whose flag it copies after every launch: the one
+    // lane of a sequential campaign looks at the flag only between launches).
+    let rule = match (spec.stop_after, spec.schedule) {
+        (Some(after), Schedule::Sequential { n }) => Some((StopRule { after }, n)),
+        _ => None,
+    };
+    let halt = AtomicBool::new(false);
+    let flag = if rule.is_some() { &halt } else { stop };
+    let mut streak = (String::new(), 0u64);
+    let mut stopped: Option<String> = None;
     let before = Snapshot::take();
-    let run = schedule::run(&spec.schedule, &wrapped, stop, &mut |slot, attempt| {
+    let run = schedule::run(&spec.schedule, &wrapped, flag, &mut |slot, attempt| {
         let was_expired = wrapped
             .expired
             .lock()
@@ -360,6 +377,18 @@ where
             s.error_detail = expired_detail(attempt, wrapped.kill_grace_ns);
         }
         progress.record(s.ok, s.latency_ns);
+        if let Some((r, planned)) = &rule {
+            if stop.load(Ordering::SeqCst) {
+                halt.store(true, Ordering::SeqCst);
+            }
+            // Only a stop that leaves launches unmade is one (after the last planned launch
+            // there is nothing to stop).
+            if stopped.is_none() && r.fires(&mut streak, &s.error_kind) && slot.index + 1 < *planned
+            {
+                stopped = Some(s.error_kind.clone());
+                halt.store(true, Ordering::SeqCst);
+            }
+        }
         samples.push(s);
     })?;
     let after = Snapshot::take_after(&before);
@@ -406,7 +435,8 @@ where
         samples,
         reports,
         planned: run.planned,
-        interrupted: run.interrupted,
+        interrupted: run.interrupted && stopped.is_none(),
+        stopped,
         levels: run.levels,
         before,
         after,
@@ -467,6 +497,15 @@ pub fn result_json(
             ex.planned
         ));
     }
+    if let Some(kind) = &ex.stopped {
+        warnings.push(format!(
+            "stopped: {} consecutive launches failed with `{kind}`; {} of {} planned attempts \
+             were made (--stop-after K changes the count, --keep-going runs them all)",
+            spec.stop_after.unwrap_or_default(),
+            ex.samples.len(),
+            ex.planned
+        ));
+    }
     if let Schedule::OpenLoop { max_in_flight, .. } = spec.schedule {
         warnings.push(format!(
             "open loop ran with at most {max_in_flight} samples in flight; arrivals waiting for \
@@ -518,15 +557,17 @@ pub fn result_json(
     let env = host::environment(facts, &ex.before, &ex.after, &ex.run_facts, warnings);
     // The clock is the host kind's (the verifier holds the bundle to it).
     let clock = env.host_kind.clock();
-    let contract = Contract::new(
+    let mut contract = Contract::new(
         spec.contract,
         spec.observer,
         clock,
         spec.interleaved,
         spec.mode(),
         spec.deadline_ns,
-        ex.interrupted,
+        ex.interrupted || ex.stopped.is_some(),
     );
+    contract.stop_after = spec.stop_after;
+    contract.stopped = ex.stopped.clone();
     ResultJson::new(contract, configuration, env, artifacts, &ex.samples)
 }
 

@@ -53,7 +53,8 @@ pub enum Cmd {
 /// `truecold run --help`'s exit statuses.
 const RUN_EXIT: &str = "Exit status: 0 bundle written and VALID, every launch strict-ready (or \
     --allow-failures); 3 bundle written and VALID but some launch failed (the summary's error \
-    kinds say which; failures are data, kept in samples.csv); 2 bundle written but the \
+    kinds say which; failures are data, kept in samples.csv), or --stop-after's K launches in \
+    a row failed alike and the campaign stopped (marked STOPPED); 2 bundle written but the \
     verifier found problems; 130 interrupted (a VALID partial bundle, marked incomplete); 1 \
     nothing launched or written (the error says why: a flag combination, a host limit checked \
     before the first launch, a missing artifact); 125 usage error.";
@@ -243,6 +244,17 @@ pub struct RunArgs {
     /// either way: failures are data, each a typed row of samples.csv.
     #[arg(long)]
     pub allow_failures: bool,
+    /// Fail fast: stop the campaign once K consecutive launches failed with the same error
+    /// kind (default 10; a broken host, VMM or guest fails alike every time). The bundle is
+    /// written, VALID and marked STOPPED (`contract.stopped`, the kind; the verifier
+    /// re-applies the rule to the rows), and the exit status is 3. Sequential campaigns of
+    /// truecold alone (not engines or parity campaigns, not the concurrent modes).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..),
+          conflicts_with = "keep_going")]
+    pub stop_after: Option<u64>,
+    /// Run every planned launch, however many fail (no fail-fast rule).
+    #[arg(long)]
+    pub keep_going: bool,
 }
 
 /// `truecold run`'s flags that change only its exit status, not the campaign: never in

@@ -160,6 +160,7 @@ impl EnginesSpec {
             kill_grace_ns: self.kill_grace_ns,
             observer: self.observer,
             interleaved: self.interleaved,
+            stop_after: None,
         }
     }
 
@@ -593,6 +594,7 @@ pub fn write_arm_bundle(
         reports: reports_jsonl(arm),
         planned: spec.rounds,
         interrupted: ran.interrupted,
+        stopped: None,
         levels: vec![LevelRun {
             level: 1,
             planned: spec.rounds,

@@ -123,6 +123,15 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
             for l in failure_lines(&failed) {
                 println!("{l}");
             }
+            if let Some(c) = v.result.as_ref().map(|r| &r.contract) {
+                if let (Some(k), Some(kind)) = (c.stop_after, &c.stopped) {
+                    eprintln!(
+                        "truecold: stopped after {k} consecutive `{}` failures (fail fast: \
+                         --stop-after K, or --keep-going to run every launch)",
+                        truecold_proof::verdict::escape_untrusted(kind)
+                    );
+                }
+            }
             if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
                 ExitCode::from(2)
             } else if out.interrupted {

@@ -273,6 +273,7 @@ fn prepare_arm(
         kill_grace_ns: plan.kill_grace_ms.saturating_mul(1_000_000),
         observer: Observer::VmExit,
         interleaved: true,
+        stop_after: None,
     };
     let (guest, guest_dir) = match plan.contract {
         ContractKind::Probe => (None, None),
@@ -575,6 +576,7 @@ fn executed(plan: &PhasePlan, ran: &Rounds, r: ArmRows, repeated: usize) -> Exec
     Executed {
         planned: plan.rounds,
         interrupted: ran.interrupted,
+        stopped: None,
         levels: vec![LevelRun {
             level: 1,
             planned: plan.rounds,

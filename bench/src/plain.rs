@@ -179,6 +179,7 @@ fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
     let spec = CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
         interleaved: false,
+        stop_after: plan.stop_after,
         schedule: plan.schedule,
         contract,
         vcpus: plan.guest.vcpus,
@@ -311,7 +312,7 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         truecold_proof::reports::REPORTS_FILE.to_string(),
         ex.reports.clone(),
     )];
-    if plan.attribution > 0 && !ex.interrupted {
+    if plan.attribution > 0 && !ex.interrupted && ex.stopped.is_none() {
         extra_files.extend(attribution_files(plan, &p, &ex, &result, stop)?);
     }
     let inputs = BundleInputs {

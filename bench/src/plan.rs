@@ -56,6 +56,8 @@ pub enum ArgError {
     Parity(&'static str),
     #[error("--kernel-config: {0}")]
     OwnKernel(&'static str),
+    #[error("--stop-after applies to a sequential campaign of truecold alone (--mode sequential, no --engine, no --parity): the concurrent modes, engines and parity campaigns run every launch")]
+    StopAfterNotSequential,
     #[error("--knobs")]
     Knobs(#[source] KnobSetError),
     #[error("no knob to tune: --knobs names none (see --list-knobs)")]
@@ -205,6 +207,10 @@ pub struct CampaignPlan {
     /// The user's own kernel (`--kernel-config`): built into a guest directory of its own
     /// before the campaign, which then runs from it.
     pub own_kernel: Option<OwnKernel>,
+    /// The fail-fast rule's K (`--stop-after`, default
+    /// [`truecold_proof::StopRule::DEFAULT_AFTER`]): `None` under `--keep-going` and where no
+    /// rule runs (engines campaigns, the concurrent modes, tune arms, bisect steps).
+    pub stop_after: Option<u64>,
 }
 
 impl CampaignPlan {
@@ -213,6 +219,7 @@ impl CampaignPlan {
         let engines = arms(a)?;
         check_parity(a, &engines)?;
         let schedule = schedule(a)?;
+        let stop_after = stop_after(a, &schedule, &engines)?;
         let target = match (a.probe, a.linux, a.nested) {
             (true, _, _) => Target::Probe,
             (_, true, _) => Target::Linux,
@@ -246,6 +253,7 @@ impl CampaignPlan {
             vmm: a.vmm.clone(),
             guest_dir: a.guest_dir.clone(),
             own_kernel: own_kernel(a)?,
+            stop_after,
         })
     }
 
@@ -290,6 +298,7 @@ impl CampaignPlan {
             vmm: None,
             guest_dir: None,
             own_kernel: None,
+            stop_after: None,
         })
     }
 
@@ -441,6 +450,28 @@ fn check_parity(a: &RunArgs, arms: &[Engine]) -> Result<(), ArgError> {
 }
 
 /// The schedule the arguments describe, checked (with the deadline).
+/// Whether the fail-fast rule runs in a campaign: sequential, truecold alone, not under the
+/// parity contract (whose launches go through the engines driver, which runs every one).
+fn rule_runs(schedule: &Schedule, truecold_alone: bool, parity: bool) -> bool {
+    matches!(schedule, Schedule::Sequential { .. }) && truecold_alone && !parity
+}
+
+/// The fail-fast rule's K: `--stop-after K` or the default in a sequential campaign of
+/// truecold alone; none under `--keep-going` or anywhere else (`--stop-after` there is an
+/// error).
+fn stop_after(
+    a: &RunArgs,
+    schedule: &Schedule,
+    engines: &[Engine],
+) -> Result<Option<u64>, ArgError> {
+    let applies = rule_runs(schedule, engines.is_empty(), a.parity);
+    match (applies, a.keep_going, a.stop_after) {
+        (false, _, Some(_)) => Err(ArgError::StopAfterNotSequential),
+        (false, _, None) | (true, true, _) => Ok(None),
+        (true, false, k) => Ok(Some(k.unwrap_or(truecold_proof::StopRule::DEFAULT_AFTER))),
+    }
+}
+
 fn schedule(a: &RunArgs) -> Result<Schedule, ArgError> {
     let mode = mode_name(a.mode);
     let not_for = |flag, applies_to| ArgError::NotForMode {
@@ -617,6 +648,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
         vmm: _,         // `paths`
         guest_dir: _,   // `paths`
         own_kernel: _,  // built before the campaign: its guest directory is `paths`' (run.rs)
+        stop_after,
     } = plan;
     let mut v: Vec<String> = vec![guest.to_string()];
     if *parity {
@@ -651,6 +683,16 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
     if *attribution > 0 {
         v.push("--attribution".into());
         v.push(attribution.to_string());
+    }
+    match stop_after {
+        Some(k) => {
+            v.push("--stop-after".into());
+            v.push(k.to_string());
+        }
+        None if rule_runs(schedule, paths.engines.is_empty(), *parity) => {
+            v.push("--keep-going".into())
+        }
+        None => {}
     }
     v.extend(engine_and_path_args(*seed, paths));
     v

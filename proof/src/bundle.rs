@@ -61,7 +61,7 @@ pub enum JsonError {
     Syntax(#[source] serde_json::Error),
     #[error("no integer `schema_version`")]
     NoVersion,
-    #[error("unknown schema_version {found} (this verifier reads 5 and {SCHEMA_VERSION})")]
+    #[error("unknown schema_version {found} (this verifier reads 5 to {SCHEMA_VERSION})")]
     UnknownVersion { found: u64 },
     #[error("does not match its schema")]
     Schema(#[source] serde_json::Error),

@@ -72,7 +72,8 @@ use crate::reports::REPORTS_FILE;
 use crate::schema::TimelineProblem;
 use crate::schema::{
     description_of, required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer,
-    ResultJson, Sample, Stage, StageKind, HEADLINE, PERCENTILE_DEFINITION, SCHEMA_VERSION,
+    ResultJson, Sample, Stage, StageKind, StopRule, HEADLINE, PERCENTILE_DEFINITION,
+    SCHEMA_VERSION,
 };
 use crate::signature::{SignError, SIG_FILE};
 use crate::summary::Summaries;
@@ -191,6 +192,7 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         check_observer(&mut v, r, s, &files);
         check_rows(&mut v, r, s);
         check_timeline(&mut v, r, s);
+        check_stop_rule(&mut v, r, s);
         check_statistics(&mut v, r, s);
         check_residue(&mut v, r);
         check_nested(&mut v, r);
@@ -1212,6 +1214,92 @@ fn check_timeline(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
                 );
             }
         }
+    }
+}
+
+/// The fail-fast rule ([`StopRule`], [`Check::Stopped`]): `contract.stop_after` only from
+/// schema 10, only in a sequential, non-interleaved campaign, and at least 1; with it, the
+/// rule re-applied to the rows in order must stop exactly where the rows end when
+/// `contract.stopped` says it did (naming that kind, the campaign `incomplete`, fewer rows
+/// than planned), and nowhere when it says not (but at the last planned row: nothing was
+/// left to stop). `contract.stopped` without `stop_after` is a reason too.
+fn check_stop_rule(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
+    let c = &r.contract;
+    let Some(after) = c.stop_after else {
+        if c.stopped.is_some() {
+            v.add_file(
+                Check::Stopped,
+                RESULT_FILE,
+                "`contract.stopped` without `contract.stop_after`: no rule to have stopped it",
+            );
+        }
+        return;
+    };
+    let planned = match c.mode {
+        Mode::Sequential { count } if !c.interleaved && r.schema_version >= 10 => count,
+        _ => {
+            v.add_file(
+                Check::Stopped,
+                RESULT_FILE,
+                "`contract.stop_after` in a bundle the fail-fast rule does not run in (it runs \
+                 in sequential, non-interleaved campaigns of schema 10 on)",
+            );
+            return;
+        }
+    };
+    if after == 0 {
+        v.add_file(
+            Check::Stopped,
+            RESULT_FILE,
+            "`contract.stop_after` is 0: the rule stops after at least one failure",
+        );
+        return;
+    }
+    let rule = StopRule { after };
+    let first = rule.first_stop(samples.iter().map(|s| s.error_kind.as_str()));
+    let rows = samples.len() as u64;
+    let last = samples.len().checked_sub(1);
+    match (&c.stopped, first) {
+        (None, None) => {}
+        (None, Some((i, _))) if Some(i) == last && rows == planned => {}
+        (None, Some((i, kind))) => v.add(
+            Check::Stopped,
+            format!(
+                "rows {}..={} are {after} consecutive `{kind}` failures, so the campaign \
+                 should have stopped after row {} (`contract.stop_after` {after}), but it \
+                 has {rows} rows and does not say it stopped",
+                (i as u64 + 1).saturating_sub(after),
+                i,
+                i
+            ),
+        ),
+        (Some(said), Some((i, kind))) if Some(i) == last && *said == kind => {
+            if !c.incomplete || rows >= planned {
+                v.add(
+                    Check::Stopped,
+                    format!(
+                        "the campaign says it stopped, but it is {} with {rows} of {planned} \
+                         rows: a stopped campaign is incomplete, with fewer rows than planned",
+                        if c.incomplete {
+                            "incomplete"
+                        } else {
+                            "complete"
+                        }
+                    ),
+                );
+            }
+        }
+        (Some(said), found) => v.add(
+            Check::Stopped,
+            format!(
+                "the campaign says it stopped after {after} consecutive `{said}` failures, but \
+                 by its rows the rule {}",
+                match found {
+                    None => "never fires".to_string(),
+                    Some((i, kind)) => format!("fires after row {i} (`{kind}`), of {rows} rows"),
+                }
+            ),
+        ),
     }
 }
 

@@ -71,6 +71,7 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--inject-tap-name",
     "--kernel-config",
     "--kernel-source",
+    "--stop-after",
 ];
 /// `truecold run`'s flags that may be given more than once (each time adds a value).
 pub const RUN_REPEATABLE: &[&str] = &["--engine"];
@@ -82,6 +83,7 @@ pub const RUN_SWITCHES: &[&str] = &[
     "--console",
     "--drop-caches",
     "--parity",
+    "--keep-going",
 ];
 /// `truecold-vmm boot`'s flags that take a value (any other flag is read as a switch).
 pub const VMM_VALUE_FLAGS: &[&str] = &[
@@ -575,6 +577,25 @@ impl Recorded {
             }
         }
         self.engine_disagreements(r, &mut bad)?;
+        // The fail-fast rule (schema 10+): what the command chose is what the contract ran.
+        let stop = r.contract.stop_after;
+        if inv.has("--keep-going") && stop.is_some() {
+            bad.push(
+                "the recorded `truecold run` command has `--keep-going`, but \
+                 `contract.stop_after` is set"
+                    .into(),
+            );
+        }
+        if inv.get("--stop-after").is_some() {
+            let k = num::<u64>(si, inv, "--stop-after")?;
+            if stop != Some(k) {
+                bad.push(format!(
+                    "the recorded `truecold run` command has `--stop-after {k}`, \
+                     `contract.stop_after` is {}",
+                    stop.map_or("absent".to_string(), |s| s.to_string())
+                ));
+            }
+        }
         let kind = r.contract.kind;
         let forced = if inv.has("--probe") {
             Some(ContractKind::Probe)

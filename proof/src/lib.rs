@@ -74,7 +74,7 @@ pub use bundle::{read_bundle, regenerate, write_bundle, BundleError, BundleInput
 pub use compare::{compare_bundles, CompareOptions, Comparison, Outcome};
 pub use schema::{
     Clock, Configuration, Contract, ContractKind, Environment, HarnessLoad, HostKind, Mode,
-    ResultJson, Sample, Stage, StageKind, StageTimes, Stamps, HEADLINE, SCHEMA_VERSION,
+    ResultJson, Sample, Stage, StageKind, StageTimes, Stamps, StopRule, HEADLINE, SCHEMA_VERSION,
 };
 pub use stats::Summary;
 pub use summary::Summaries;

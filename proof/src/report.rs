@@ -230,14 +230,30 @@ fn readme_head(s: &mut String, r: &ResultJson) {
             c.clock.as_str()
         );
     }
-    if c.incomplete {
-        let _ = writeln!(
-            s,
-            "**INCOMPLETE:** the campaign was interrupted after {} of {} planned attempts. \
-             Every attempt made is in samples.csv.\n",
-            r.summary.attempts,
-            c.mode.planned_attempts()
-        );
+    match (&c.stopped, c.incomplete) {
+        (Some(kind), _) => {
+            let _ = writeln!(
+                s,
+                "**STOPPED:** {} consecutive launches failed with `{}`, and the fail-fast rule \
+                 (`--stop-after {}`) ended the campaign after {} of {} planned attempts \
+                 (`--keep-going` runs them all). Every attempt made is in samples.csv.\n",
+                c.stop_after.unwrap_or_default(),
+                crate::verdict::escape_untrusted(kind),
+                c.stop_after.unwrap_or_default(),
+                r.summary.attempts,
+                c.mode.planned_attempts()
+            );
+        }
+        (None, true) => {
+            let _ = writeln!(
+                s,
+                "**INCOMPLETE:** the campaign was interrupted after {} of {} planned attempts. \
+                 Every attempt made is in samples.csv.\n",
+                r.summary.attempts,
+                c.mode.planned_attempts()
+            );
+        }
+        (None, false) => {}
     }
 }
 

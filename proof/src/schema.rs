@@ -38,13 +38,16 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 /// 9: the virtual clock's identity — `environment.nested.l1_kernel_sha256` (the L1 kernel
 /// the harness booted): with the L0 QEMU's version and L1's CPU count (`environment.cores`)
 /// it names the clock ([`NestedHarness::clock_differs`]).
-pub const SCHEMA_VERSION: u32 = 9;
+/// 10: the fail-fast rule — `contract.stop_after` (the K of `truecold run --stop-after`, absent
+/// under `--keep-going` and where no rule ran) and `contract.stopped` (the error kind of the K
+/// consecutive failures that ended the campaign), checked against the rows ([`StopRule`]).
+pub const SCHEMA_VERSION: u32 = 10;
 
-/// The schemas this crate reads: the one it writes, and 5 to 8, whose bundles (those
+/// The schemas this crate reads: the one it writes, and 5 to 9, whose bundles (those
 /// committed under results/ among them) stay verifiable: a schema-5 `samples.csv` has no
 /// `seccomp_ns` column and its summary no `seccomp` stage ([`stage_in_schema`]); schemas 5
 /// and 6 have no `environment.nested`, schemas 7 and 8 no L1 kernel digest in it.
-pub const READABLE_SCHEMAS: [u32; 5] = [5, 6, 7, 8, SCHEMA_VERSION];
+pub const READABLE_SCHEMAS: [u32; 6] = [5, 6, 7, 8, 9, SCHEMA_VERSION];
 
 /// Whether a stage has a column in a bundle of `schema` (every stage but `seccomp`, which
 /// schema 6 added, exists in schema 5).
@@ -423,6 +426,80 @@ pub struct Contract {
     /// tune phase): the other arms' launches sit between its rows, so the sequential idle-gap
     /// rule is the directory verifier's, along the directory's order.
     pub interleaved: bool,
+    /// Schema 10+: the fail-fast rule the campaign ran under — it stops once this many
+    /// consecutive launches (in row order) failed with one error kind ([`StopRule`]). Absent
+    /// under `--keep-going`, in an interleaved arm, outside sequential mode, and before schema
+    /// 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_after: Option<u64>,
+    /// Schema 10+: the rule stopped the campaign: the error kind its last `stop_after` rows
+    /// share (the bundle is then `incomplete`, with fewer rows than planned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+/// The one fail-fast rule (`truecold run --stop-after K`, default [`StopRule::DEFAULT_AFTER`]):
+/// a sequential campaign stops once `after` consecutive launches failed with one error kind —
+/// the host, the VMM or the guest is broken the same way each time, and the rest would fail
+/// alike. The bench applies it launch by launch ([`StopRule::fires`]), the verifier re-applies
+/// it to the rows ([`StopRule::first_stop`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopRule {
+    pub after: u64,
+}
+
+impl StopRule {
+    /// `truecold run`'s K without `--stop-after`: 10 identical failures in a row.
+    pub const DEFAULT_AFTER: u64 = 10;
+
+    /// Whether the campaign stops after `row` (its error kind, empty for a success) given
+    /// the run of identical failures before it (`run`: that kind and its length), which it
+    /// updates.
+    pub fn fires(&self, run: &mut (String, u64), kind: &str) -> bool {
+        if kind.is_empty() {
+            *run = (String::new(), 0);
+            return false;
+        }
+        if run.0 == kind {
+            run.1 += 1;
+        } else {
+            *run = (kind.to_string(), 1);
+        }
+        run.1 >= self.after
+    }
+
+    /// The row (index into `kinds`, each row's error kind, empty for a success) after which
+    /// the rule stops a campaign, and that row's kind; `None` when it never does.
+    pub fn first_stop<'a>(
+        &self,
+        kinds: impl IntoIterator<Item = &'a str>,
+    ) -> Option<(usize, String)> {
+        let mut run = (String::new(), 0);
+        kinds
+            .into_iter()
+            .enumerate()
+            .find(|(_, k)| self.fires(&mut run, k))
+            .map(|(i, k)| (i, k.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod stop_rule_tests {
+    use super::StopRule;
+
+    #[test]
+    fn k_consecutive_failures_of_one_kind_and_nothing_else() {
+        let r = StopRule { after: 3 };
+        // Successes and another kind break the run.
+        let rows = ["", "a", "a", "", "a", "a", "b", "a", "a", "a", "a"];
+        assert_eq!(r.first_stop(rows), Some((9, "a".to_string())));
+        assert_eq!(r.first_stop(["a", "a", "b", "b", "", "a"]), None);
+        assert_eq!(
+            StopRule { after: 1 }.first_stop(["", "x"]),
+            Some((1, "x".into()))
+        );
+        assert_eq!(r.first_stop(std::iter::empty()), None);
+    }
 }
 
 /// The one description of what a sample of `kind` is (a function of the contract kind:
@@ -466,6 +543,8 @@ impl Contract {
             observer,
             clock,
             interleaved,
+            stop_after: None,
+            stopped: None,
         }
     }
 

@@ -118,6 +118,9 @@ pub enum Check {
     /// Schema 6+: `environment.residue` missing, its leaks not those of [`crate::residue::leaks`]
     /// on its readings, or a leak not among the warnings.
     Residue,
+    /// Schema 10+: `contract.stop_after` / `contract.stopped` disagree with the rows by the
+    /// one fail-fast rule ([`crate::schema::StopRule`]), or appear where no rule runs.
+    Stopped,
     /// Schema 7+: `environment.nested` absent from a `nested-emulated` bundle, or present in
     /// another.
     NestedHarness,
@@ -349,10 +352,14 @@ impl Verdict {
                 r.contract.clock.as_str(),
                 r.configuration.vcpus,
                 mem_text(r.configuration.mem_bytes),
-                if r.contract.incomplete {
-                    ", INCOMPLETE"
-                } else {
-                    ""
+                match (&r.contract.stopped, r.contract.incomplete) {
+                    (Some(kind), _) => format!(
+                        ", STOPPED after {} consecutive `{}` failures",
+                        r.contract.stop_after.unwrap_or_default(),
+                        e(kind)
+                    ),
+                    (None, true) => ", INCOMPLETE".to_string(),
+                    (None, false) => String::new(),
                 }
             );
             let _ = writeln!(

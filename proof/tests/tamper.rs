@@ -975,3 +975,83 @@ fn a_success_carrying_error_detail_is_its_own_reason() {
         ok.error_detail = "deadline exceeded (but it was fine)".to_string();
     });
 }
+
+/// The fail-fast rule (`contract.stop_after`, `contract.stopped`) re-applied to the rows:
+/// forty launches failing alike, under a rule of 10.
+#[test]
+fn the_fail_fast_rule_is_re_applied_to_the_rows() {
+    let all_fail = Fixture {
+        fail_every: Some(1),
+        ..Fixture::linux(40)
+    };
+    // The fixture's failures alternate `deadline` and `vmm_exit`: made one kind here.
+    let alike = |s: &mut Vec<truecold_proof::Sample>| {
+        for x in s.iter_mut() {
+            x.error_kind = "vmm_exit".into();
+        }
+    };
+    // The honest stop: ten rows of one kind, stopped, incomplete.
+    let stopped = |r: &mut truecold_proof::ResultJson, s: &mut Vec<truecold_proof::Sample>| {
+        alike(s);
+        s.truncate(10);
+        r.contract.stop_after = Some(10);
+        r.contract.stopped = Some("vmm_exit".into());
+        r.contract.incomplete = true;
+    };
+    let v = forged_fixture(all_fail.clone(), &[], stopped);
+    assert!(v.is_valid() && v.warnings.is_empty());
+    // All forty rows kept under a rule that would have stopped after the tenth.
+    let v = forged_fixture(all_fail.clone(), &[Check::Stopped], |r, s| {
+        alike(s);
+        r.contract.stop_after = Some(10);
+    });
+    assert!(
+        v.reasons[0]
+            .detail
+            .contains("should have stopped after row 9"),
+        "{:?}",
+        v.reasons
+    );
+    // A stop claimed for another kind, or past rows the rule would not stop at.
+    forged_fixture(all_fail.clone(), &[Check::Stopped], |r, s| {
+        stopped(r, s);
+        r.contract.stopped = Some("deadline".into());
+    });
+    forged_fixture(all_fail.clone(), &[Check::Stopped], |r, s| {
+        stopped(r, s);
+        s.truncate(9);
+    });
+    // A stop that is not marked incomplete (the row count says so too); a stop without a
+    // rule; a rule of 0.
+    forged_fixture(
+        all_fail.clone(),
+        &[Check::Stopped, Check::AttemptCount],
+        |r, s| {
+            stopped(r, s);
+            r.contract.incomplete = false;
+        },
+    );
+    forged_fixture(all_fail.clone(), &[Check::Stopped], |r, s| {
+        stopped(r, s);
+        r.contract.stop_after = None;
+    });
+    forged_fixture(all_fail.clone(), &[Check::Stopped], |r, _| {
+        r.contract.stop_after = Some(0);
+    });
+    // A rule where none runs: an interleaved arm.
+    forged_fixture(all_fail.clone(), &[Check::Stopped], |r, _| {
+        r.contract.stop_after = Some(50);
+        r.contract.interleaved = true;
+    });
+    // The rule firing at the last planned row stops nothing: not a reason.
+    let ten = Fixture {
+        fail_every: Some(1),
+        ..Fixture::linux(10)
+    };
+    let v = forged_fixture(ten, &[], |r, _| r.contract.stop_after = Some(10));
+    assert!(v.is_valid());
+    // Failures that never run ten alike (every seventh fails): the rule never fires.
+    forged_fixture(Fixture::linux(40), &[], |r, _| {
+        r.contract.stop_after = Some(2)
+    });
+}

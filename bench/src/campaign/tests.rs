@@ -176,6 +176,7 @@ fn spec(schedule: Schedule) -> CampaignSpec {
     CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
         interleaved: false,
+        stop_after: None,
         schedule,
         contract: ContractKind::Probe,
         vcpus: Vcpus::new(1).unwrap(),
@@ -724,4 +725,67 @@ fn the_contract_is_on_the_host_kinds_clock_and_says_whether_it_is_interleaved() 
     sp.interleaved = true;
     let got = result_json(&sp, &ex, cfg, BTreeMap::new(), &nested, vec![]);
     assert!(got.contract.interleaved);
+}
+
+/// The fail-fast rule: K consecutive failures of one kind stop a sequential campaign; the
+/// bundle is written, VALID, marked STOPPED with that kind, and not "interrupted".
+#[test]
+fn k_identical_failures_in_a_row_stop_the_campaign_and_the_bundle_verifies() {
+    let stop = AtomicBool::new(false);
+    let mut f = fake(&stop);
+    f.fail_at = (5..1000).collect();
+    let mut sp = spec(Schedule::Sequential { n: 50 });
+    sp.stop_after = Some(3);
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    // Rows 0–4 succeed, 5, 6 and 7 fail alike: nothing after row 7 is launched.
+    assert_eq!(ex.samples.len(), 8);
+    assert_eq!(f.launched.load(Ordering::SeqCst), 8);
+    assert!(!ex.interrupted);
+    let kind = ex.samples[7].error_kind.clone();
+    assert!(!kind.is_empty());
+    assert_eq!(ex.stopped.as_deref(), Some(kind.as_str()));
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    sha256sum_check(&w.path);
+    let r = w.verdict.result.as_ref().unwrap();
+    assert!(r.contract.incomplete);
+    assert_eq!(r.contract.stop_after, Some(3));
+    assert_eq!(r.contract.stopped.as_deref(), Some(kind.as_str()));
+    let readme = std::fs::read_to_string(w.path.join("README.md")).unwrap();
+    assert!(
+        readme.contains("**STOPPED:** 3 consecutive launches"),
+        "{readme}"
+    );
+    assert!(w.verdict.render(&w.path, 5).contains("STOPPED after 3"));
+    assert!(r
+        .environment
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("stopped:")));
+}
+
+/// Failures that never come K alike in a row, a run that ends at the last planned launch,
+/// and no rule at all (`--keep-going`): every launch is made.
+#[test]
+fn the_fail_fast_rule_stops_nothing_else() {
+    let stop = AtomicBool::new(false);
+    for (fail_at, stop_after) in [
+        (
+            (0..20).filter(|i| i % 2 == 1).collect::<Vec<u64>>(),
+            Some(2),
+        ),
+        ((17..20).collect(), Some(3)),
+        ((0..20).collect(), None),
+    ] {
+        let mut f = fake(&stop);
+        f.fail_at = fail_at.clone();
+        let mut sp = spec(Schedule::Sequential { n: 20 });
+        sp.stop_after = stop_after;
+        let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+        assert_eq!(ex.samples.len(), 20, "{fail_at:?} {stop_after:?}");
+        assert!(ex.stopped.is_none() && !ex.interrupted);
+        assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+        let r = w.verdict.result.as_ref().unwrap();
+        assert_eq!(r.contract.stop_after, stop_after);
+        assert!(r.contract.stopped.is_none() && !r.contract.incomplete);
+    }
 }

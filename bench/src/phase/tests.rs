@@ -91,6 +91,7 @@ fn an_arms_run_is_a_plain_sequential_plan() {
         kill_grace_ns: 500_000_000,
         observer: Observer::VmExit,
         interleaved: true,
+        stop_after: None,
     };
     let p = PreparedArm {
         arm: plan.arms[1].clone(),

@@ -28,6 +28,7 @@ fn cmdline_txt_has_the_real_deadline_and_no_placeholder() {
     let spec = CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
         interleaved: false,
+        stop_after: None,
         schedule: a.schedule,
         contract: ContractKind::Probe,
         vcpus: Vcpus::new(2).unwrap(),
@@ -109,6 +110,7 @@ fn every_sample_gets_the_campaign_host_kind() {
     let spec = CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
         interleaved: false,
+        stop_after: None,
         schedule: crate::schedule::Schedule::Sequential { n: 1 },
         contract: ContractKind::Probe,
         vcpus: Vcpus::new(2).unwrap(),

@@ -210,8 +210,8 @@ fn explicit_arguments_fill_in_every_default() {
     assert_eq!(
         explicit(&a, ContractKind::Probe).join(" "),
         "--probe --mode sequential --count 1000 --vcpus 2 --mem-mib 16384 --backing anon \
-         --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --vmm /bin/truecold-vmm \
-         --out /r/b"
+         --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --stop-after 10 \
+         --vmm /bin/truecold-vmm --out /r/b"
     );
     let a = plan_of(&["--mode", "burst", "--deadline-ms", "750", "--drop-caches"]);
     assert_eq!(
@@ -259,6 +259,8 @@ fn explicit_arguments_rerun_the_same_campaign() {
             vec!["--cmdline-extra", "quiet loglevel='0' -x", "--nested"],
             ContractKind::Linux,
         ),
+        (vec!["--stop-after", "3"], ContractKind::Linux),
+        (vec!["--keep-going", "--probe"], ContractKind::Probe),
     ] {
         let a = plan_of(&argv);
         let e = explicit(&a, contract);
@@ -267,7 +269,29 @@ fn explicit_arguments_rerun_the_same_campaign() {
         assert_eq!(b.schedule, a.schedule, "{argv:?}");
         assert_eq!(b.deadline_ms, a.deadline_ms, "{argv:?}");
         assert_eq!(b.guest, a.guest, "{argv:?}");
+        assert_eq!(b.stop_after, a.stop_after, "{argv:?}");
         assert_eq!(explicit(&b, contract), e, "{argv:?}");
+    }
+}
+
+/// The fail-fast rule's K: the default in a sequential campaign of truecold alone, none under
+/// `--keep-going` or where no rule runs, and `--stop-after` refused there.
+#[test]
+fn the_fail_fast_rule_where_it_runs() {
+    assert_eq!(plan_of(&[]).stop_after, Some(10));
+    assert_eq!(plan_of(&["--stop-after", "4"]).stop_after, Some(4));
+    assert_eq!(plan_of(&["--keep-going"]).stop_after, None);
+    assert_eq!(plan_of(&["--mode", "burst"]).stop_after, None);
+    assert_eq!(plan_of(&["--engines", "truecold"]).stop_after, None);
+    for words in [
+        &["--mode", "burst", "--stop-after", "4"][..],
+        &["--engines", "truecold", "--stop-after", "4"][..],
+        &["--parity", "--stop-after", "4"][..],
+    ] {
+        assert!(
+            matches!(plan(words), Err(ArgError::StopAfterNotSequential)),
+            "{words:?}"
+        );
     }
 }
 
@@ -291,8 +315,8 @@ fn a_sequential_plan_built_in_code_is_a_plain_run() {
     assert_eq!(
         e.join(" "),
         "--linux --mode sequential --count 6 --vcpus 1 --mem-mib 1024 --backing anon \
-         --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --vmm /bin/truecold-vmm \
-         --guest-dir /g --out /r/b"
+         --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --keep-going \
+         --vmm /bin/truecold-vmm --guest-dir /g --out /r/b"
     );
     let words: Vec<&str> = e.iter().map(String::as_str).collect();
     let back = plan_of(&words);
