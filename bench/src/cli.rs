@@ -236,9 +236,17 @@ pub struct RunArgs {
     /// campaign (--linux, --nested, or the host's default), not --parity.
     #[arg(long, value_name = "FILE")]
     pub kernel_config: Option<PathBuf>,
-    /// With --kernel-config: build this kernel git work tree's checkout instead of the pinned
-    /// package source (an in-tree build is refused: `make mrproper` first).
-    #[arg(long, value_name = "DIR", requires = "kernel_config")]
+    /// Your own kernel as a fragment: Kconfig lines (`CONFIG_X=y`, `# CONFIG_Y is not set`)
+    /// merged over tinyconfig and truecold's kernel-config/base.config, the way a tune knob
+    /// is (`kernel-config/build.sh tune`), into out/run-kernels/<key>/. Checked as
+    /// --kernel-config is (what strict-ready needs, before the build and as resolved; the
+    /// fragment's symbols that did not carry over listed). Not with --kernel-config.
+    #[arg(long, value_name = "FILE", conflicts_with = "kernel_config")]
+    pub kernel_fragment: Option<PathBuf>,
+    /// With --kernel-config or --kernel-fragment: build this kernel git work tree's checkout
+    /// instead of the pinned package source (an in-tree build is refused: `make mrproper`
+    /// first).
+    #[arg(long, value_name = "DIR")]
     pub kernel_source: Option<PathBuf>,
     /// Exit 0 even when some launch failed (without it: 3). The bundle is written and VALID
     /// either way: failures are data, each a typed row of samples.csv.

@@ -1,8 +1,10 @@
-//! The user's own kernel for `truecold run` (`--kernel-config FILE`, `--kernel-source DIR`):
-//! checked before anything is built, built by the same reproducible, cached recipe as every
-//! other kernel (`kernel-config/build.sh config`: the complete `.config` resolved by
-//! `olddefconfig`), checked again as resolved, and set beside the base guest's init and
-//! initramfs in a guest directory of its own (`out/run-kernels/<key>/`).
+//! The user's own kernel for `truecold run` (`--kernel-config FILE` or `--kernel-fragment
+//! FILE`, `--kernel-source DIR`): checked before anything is built, built by the same
+//! reproducible, cached recipe as every other kernel (`kernel-config/build.sh config`: the
+//! complete `.config` resolved by `olddefconfig`; `build.sh tune`: the fragment merged over
+//! tinyconfig and truecold's `base.config`, as a tune knob is), checked again as resolved, and
+//! set beside the base guest's init and initramfs in a guest directory of its own
+//! (`out/run-kernels/<key>/`).
 //!
 //! What strict-ready needs of a kernel is [`REQUIREMENTS`], one list: each symbol with the
 //! reason guest-init or the VMM needs it. A config that lacks one is refused before the
@@ -25,11 +27,22 @@ pub const RUN_KERNELS_DIR: &str = "out/run-kernels";
 /// Largest config file read (a full x86_64 `.config` is ~300 KiB).
 const CONFIG_CAP: u64 = 4 << 20;
 
+/// What the user's config file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigForm {
+    /// A complete `.config` (`--kernel-config`): resolved by `olddefconfig` alone.
+    Full,
+    /// Kconfig lines over truecold's base guest (`--kernel-fragment`): merged after
+    /// tinyconfig and `kernel-config/base.config`; the last line naming a symbol wins.
+    Fragment,
+}
+
 /// The user's kernel, as `truecold run` was given it (validated in [`crate::plan`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnKernel {
-    /// A complete `.config`.
+    /// The config file: a complete `.config` or a fragment ([`OwnKernel::form`]).
     pub config: PathBuf,
+    pub form: ConfigForm,
     /// A kernel git work tree to build instead of the pinned package source.
     pub source: Option<PathBuf>,
 }
@@ -194,7 +207,16 @@ pub enum OwnKernelError {
     InTreeBuild { dir: PathBuf, found: &'static str },
     #[error("building the kernel")]
     Build(#[source] KernelError),
+    #[error("writing the fragment into the guest directory")]
+    Write(#[source] PathIoError),
 }
+
+/// The base fragment every fragment is merged over, beside the build script.
+pub const BASE_FRAGMENT: &str = "base.config";
+
+/// The name the user's fragment has in its guest directory (what `build.sh tune` takes:
+/// `tune-<name>.config`; the build's manifest lists it so).
+pub const OWN_FRAGMENT: &str = "tune-own.config";
 
 /// Whether `sym` is built in (`y`; a module is no use before init runs).
 fn enabled(config: &BTreeMap<String, String>, sym: &str) -> bool {
@@ -322,7 +344,22 @@ pub fn prepare(
     base: &LinuxGuest,
 ) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
     let (given_bytes, given) = read_config(&k.config)?;
-    let lacks = missing(&given, vcpus, engines);
+    // What the build starts from, as far as the file says: the config itself, or the base
+    // fragment with the user's lines over it (tinyconfig below both sets none of the
+    // requirements that the base does not).
+    let intended = match k.form {
+        ConfigForm::Full => given.clone(),
+        ConfigForm::Fragment => {
+            let base = script
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(BASE_FRAGMENT);
+            let (_, mut merged) = read_config(&base)?;
+            merged.extend(given.clone());
+            merged
+        }
+    };
+    let lacks = missing(&intended, vcpus, engines);
     if !lacks.is_empty() {
         return Err(OwnKernelError::Missing {
             config: k.config.clone(),
@@ -332,13 +369,24 @@ pub fn prepare(
     if let Some(src) = &k.source {
         check_source(src)?;
     }
-    let dir = Path::new(RUN_KERNELS_DIR).join(key(&given_bytes, k.source.as_deref()));
+    let dir = Path::new(RUN_KERNELS_DIR).join(key(&given_bytes, k.form, k.source.as_deref()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| OwnKernelError::Read(PathIoError::at("create", &dir)(e)))?;
+    let (variant, file) = match k.form {
+        ConfigForm::Full => ("config", k.config.clone()),
+        ConfigForm::Fragment => {
+            // The bytes already read and checked, under the name `build.sh tune` takes (the
+            // directory is this content's: its key is the bytes' digest).
+            let f = dir.join(OWN_FRAGMENT);
+            std::fs::write(&f, &given_bytes)
+                .map_err(|e| OwnKernelError::Write(PathIoError::at("write", &f)(e)))?;
+            ("tune", f)
+        }
+    };
     let build = KernelBuild {
         script,
-        variant: "config",
-        args: vec![OsString::from(&k.config)],
+        variant,
+        args: vec![OsString::from(file)],
         tree: k.source.as_deref(),
     };
     let dir = build.guest_dir(&dir, base).map_err(OwnKernelError::Build)?;
@@ -350,11 +398,15 @@ pub fn prepare(
     Ok((dir, not_carried(&given, &resolved)))
 }
 
-/// The guest directory's name: the first 16 hex digits of sha256 over the config's bytes and
-/// the source tree's path (the build's own cache key covers the rest: commit, script,
-/// toolchain).
-fn key(config: &[u8], source: Option<&Path>) -> String {
-    let mut input = config.to_vec();
+/// The guest directory's name: the first 16 hex digits of sha256 over the config's bytes (a
+/// fragment's marked as one) and the source tree's path (the build's own cache key covers
+/// the rest: commit, script, toolchain).
+fn key(config: &[u8], form: ConfigForm, source: Option<&Path>) -> String {
+    let mut input = match form {
+        ConfigForm::Full => Vec::new(),
+        ConfigForm::Fragment => b"fragment\0".to_vec(),
+    };
+    input.extend_from_slice(config);
     if let Some(s) = source {
         input.extend_from_slice(b"\0source=");
         input.extend_from_slice(s.as_os_str().as_encoded_bytes());
@@ -376,6 +428,61 @@ mod tests {
             .iter()
             .map(|r| format!("{}=y", r.symbol))
             .collect()
+    }
+
+    /// A fragment is checked over the base: the base alone meets every requirement (so a
+    /// fragment is refused only for what it turns off).
+    #[test]
+    fn the_base_fragment_meets_every_requirement() {
+        let base = parse_config(include_str!("../../kernel-config/base.config"));
+        assert_eq!(missing(&base, 2, &[]), Vec::<Requirement>::new());
+    }
+
+    #[test]
+    fn a_full_config_and_the_same_bytes_as_a_fragment_are_two_guests() {
+        let b = b"CONFIG_HZ_100=y\n";
+        assert_ne!(
+            key(b, ConfigForm::Full, None),
+            key(b, ConfigForm::Fragment, None)
+        );
+        assert_eq!(
+            key(b, ConfigForm::Fragment, None),
+            key(b, ConfigForm::Fragment, None)
+        );
+    }
+
+    /// A fragment that turns a requirement off is refused before anything is built, by
+    /// name; the build script is never run (it does not exist here).
+    #[test]
+    fn a_fragment_turning_a_requirement_off_is_refused_before_the_build() {
+        let t = tempfile::tempdir().unwrap();
+        let frag = t.path().join("mine.config");
+        std::fs::write(&frag, "CONFIG_HZ_100=y\n# CONFIG_PVH is not set\n").unwrap();
+        let scripts = t.path().join("kernel-config");
+        std::fs::create_dir(&scripts).unwrap();
+        std::fs::copy(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../kernel-config/base.config"),
+            scripts.join(BASE_FRAGMENT),
+        )
+        .unwrap();
+        let k = OwnKernel {
+            config: frag,
+            form: ConfigForm::Fragment,
+            source: None,
+        };
+        let base = LinuxGuest {
+            vmlinux: t.path().join("vmlinux"),
+            initramfs: t.path().join("initramfs"),
+            init: t.path().join("init"),
+            config: t.path().join("config"),
+        };
+        match prepare(&k, 2, &[], &scripts.join("absent-build.sh"), &base) {
+            Err(OwnKernelError::Missing { missing, .. }) => {
+                let names: Vec<&str> = missing.iter().map(|r| r.symbol).collect();
+                assert_eq!(names, ["CONFIG_PVH"]);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -349,8 +349,23 @@ impl CampaignPlan {
 
 /// `--kernel-config` / `--kernel-source`: a Linux campaign under the strict contract.
 fn own_kernel(a: &RunArgs) -> Result<Option<OwnKernel>, ArgError> {
-    let Some(config) = &a.kernel_config else {
-        return Ok(None);
+    use crate::own_kernel::ConfigForm;
+    let (config, form) = match (&a.kernel_config, &a.kernel_fragment) {
+        (None, None) if a.kernel_source.is_some() => {
+            return Err(ArgError::OwnKernel(
+                "--kernel-source builds the kernel --kernel-config or --kernel-fragment \
+                 describes: give one",
+            ))
+        }
+        (None, None) => return Ok(None),
+        (Some(c), None) => (c, ConfigForm::Full),
+        (None, Some(f)) => (f, ConfigForm::Fragment),
+        (Some(_), Some(_)) => {
+            return Err(ArgError::OwnKernel(
+                "give a complete .config (--kernel-config) or a fragment over truecold's base \
+                 (--kernel-fragment), not both",
+            ))
+        }
     };
     if a.probe {
         return Err(ArgError::OwnKernel(
@@ -365,6 +380,7 @@ fn own_kernel(a: &RunArgs) -> Result<Option<OwnKernel>, ArgError> {
     }
     Ok(Some(OwnKernel {
         config: config.clone(),
+        form,
         source: a.kernel_source.clone(),
     }))
 }

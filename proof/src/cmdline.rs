@@ -71,6 +71,7 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--inject-tap-name",
     "--kernel-config",
     "--kernel-source",
+    "--kernel-fragment",
     "--stop-after",
 ];
 /// `truecold run`'s flags that may be given more than once (each time adds a value).

@@ -525,7 +525,7 @@ fn the_readme_and_result_json_state_the_clock() {
     );
     for (d, want) in [(&wall, "wall"), (&virt, "virtual")] {
         let j: serde_json::Value = serde_json::from_str(&read(d, "result.json")).unwrap();
-        assert_eq!(j["schema_version"], 9);
+        assert_eq!(j["schema_version"], truecold_proof::SCHEMA_VERSION);
         assert_eq!(j["contract"]["clock"], want);
         // The nested harness's inputs exactly in the virtual-clock bundle.
         assert_eq!(j["environment"].get("nested").is_some(), want == "virtual");

@@ -1,5 +1,6 @@
 use super::*;
 use crate::cli::Cli;
+use crate::own_kernel::ConfigForm;
 
 fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
     let mut v = vec!["truecold", "run"];
@@ -341,7 +342,17 @@ fn an_own_kernel_is_a_linux_campaign_under_the_strict_contract() {
         a.own_kernel,
         Some(OwnKernel {
             config: "my.config".into(),
+            form: ConfigForm::Full,
             source: None
+        })
+    );
+    let a = plan(&["--kernel-fragment", "mine.config", "--kernel-source", "/s"]).unwrap();
+    assert_eq!(
+        a.own_kernel,
+        Some(OwnKernel {
+            config: "mine.config".into(),
+            form: ConfigForm::Fragment,
+            source: Some("/s".into())
         })
     );
     let a = plan(&["--kernel-config", "c", "--kernel-source", "/src/linux"]).unwrap();
@@ -353,12 +364,14 @@ fn an_own_kernel_is_a_linux_campaign_under_the_strict_contract() {
     for refused in [
         &["--kernel-config", "c", "--probe"][..],
         &["--kernel-config", "c", "--parity"][..],
+        &["--kernel-fragment", "c", "--probe"][..],
+        &["--kernel-source", "/src/linux"][..],
     ] {
         assert!(
             matches!(plan(refused), Err(ArgError::OwnKernel(_))),
             "{refused:?}"
         );
     }
-    // --kernel-source alone is a usage error (clap's: exit 125 like every other).
-    assert!(args(&["--kernel-source", "/src/linux"]).is_err());
+    // Both forms at once is a usage error (clap's: exit 125 like every other).
+    assert!(args(&["--kernel-config", "a", "--kernel-fragment", "b"]).is_err());
 }
