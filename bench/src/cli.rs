@@ -48,6 +48,19 @@ pub enum Cmd {
     /// bundle, judged by `truecold-proof compare`'s rule, in one verifiable directory.
     #[command(after_help = BISECT_EXIT)]
     Bisect(BisectArgs),
+    /// Write shell completions and man pages for `truecold` into a directory (what
+    /// scripts/cli-docs.sh runs; docs/building.md).
+    #[command(hide = true, after_help = CLI_DOCS_EXIT)]
+    CliDocs(CliDocsArgs),
+}
+
+/// `truecold cli-docs`.
+#[derive(Args, Debug, Clone)]
+pub struct CliDocsArgs {
+    /// Where to write completions/{truecold.bash,_truecold,truecold.fish} and
+    /// man/truecold*.1 (created as needed; an existing file there is refused, never
+    /// overwritten).
+    pub dir: PathBuf,
 }
 
 /// `truecold run --help`'s exit statuses.
@@ -63,6 +76,9 @@ const TUNE_EXIT: &str = "Exit status: 0 tune directory written and VALID; 2 writ
 /// `truecold tune-phase --help`'s.
 const TUNE_PHASE_EXIT: &str = "Exit status: 0 phase directory written and VALID; 2 written but \
     invalid; 130 interrupted; 1 nothing written; 125 usage error.";
+/// `truecold cli-docs --help`'s.
+const CLI_DOCS_EXIT: &str = "Exit status: 0 every file written; 1 refused or failed (the error \
+    says why; an existing file is never overwritten); 125 usage error.";
 /// `truecold bisect --help`'s.
 const BISECT_EXIT: &str = "Exit status: each subcommand's --help says; any usage error 125.";
 /// `truecold bisect step --help`'s: what `git bisect run` reads.
@@ -84,10 +100,12 @@ impl Cli {
     {
         match Cli::try_parse_from(argv)?.cmd {
             Cmd::Run(a) => Ok(a),
-            Cmd::Tune(_) | Cmd::TunePhase(_) | Cmd::Bisect(_) => Err(clap::Error::raw(
-                clap::error::ErrorKind::InvalidSubcommand,
-                "not `truecold run`",
-            )),
+            Cmd::Tune(_) | Cmd::TunePhase(_) | Cmd::Bisect(_) | Cmd::CliDocs(_) => {
+                Err(clap::Error::raw(
+                    clap::error::ErrorKind::InvalidSubcommand,
+                    "not `truecold run`",
+                ))
+            }
         }
     }
 }

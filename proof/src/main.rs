@@ -129,6 +129,15 @@ enum Cmd {
     /// and the top SHA256SUMS; a bisect directory: README.md and SHA256SUMS, refusing when any
     /// other file changed).
     Report { dir: PathBuf },
+    /// Write shell completions and man pages for `truecold-proof` into a directory (what
+    /// scripts/cli-docs.sh runs; docs/building.md). Exit 0 written, 2 refused (a file
+    /// exists: never overwritten) or failed, 125 usage error.
+    #[command(hide = true)]
+    CliDocs {
+        /// Where to write completions/{truecold-proof.bash,_truecold-proof,truecold-proof.fish}
+        /// and man/truecold-proof*.1 (created as needed; an existing file there is refused).
+        dir: PathBuf,
+    },
 }
 
 /// `report DIR`: a bundle, a multi-arm directory (it holds `arms.json`), a tune directory
@@ -260,6 +269,21 @@ fn main() -> ExitCode {
                 2
             }
         },
+        Cmd::CliDocs { dir } => {
+            use clap::CommandFactory;
+            match truecold_proof::cli_docs::write(Cli::command(), &dir) {
+                Ok(files) => {
+                    for f in files {
+                        println!("{}", escape_untrusted(&f.display().to_string()));
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("truecold-proof cli-docs: {}", escape_untrusted(&chain(&e)));
+                    2
+                }
+            }
+        }
     };
     ExitCode::from(code as u8)
 }
