@@ -136,10 +136,11 @@ enum Cmd {
     },
     /// Regenerate a bundle's README.md, plots and SHA256SUMS from its data.
     ///
-    /// From result.json and samples.csv (a multi-arm directory: each arm's, then comparison.json, README.md, cdf.svg and the
-    /// top SHA256SUMS; a tune directory: each phase's, then tune.json's results, README.md
-    /// and the top SHA256SUMS; a bisect directory: README.md and SHA256SUMS, refusing when any
-    /// other file changed).
+    /// From result.json and samples.csv (a multi-arm directory: each arm's, then
+    /// comparison.json, README.md, cdf.svg and the top SHA256SUMS; a tune directory: each
+    /// phase's, then tune.json's results, README.md and the top SHA256SUMS; a bisect
+    /// directory: README.md and SHA256SUMS, refusing when any other file changed). Exit 0
+    /// regenerated, 2 refused or failed, 125 usage error.
     Report {
         /// The bundle, or the multi-arm, tune or bisect directory, to regenerate.
         dir: PathBuf,
