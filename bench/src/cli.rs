@@ -38,10 +38,9 @@ pub enum Cmd {
     Run(RunArgs),
     /// Tune the boot path: a baseline and one arm per knob, interleaved, winners confirmed.
     ///
-    /// A baseline and one arm per knob (kernel command line, Kconfig,
-    /// VMM), interleaved, each a complete bundle; the knobs' effects with bootstrap CIs and
-    /// Mann–Whitney p; the winners combined and confirmed (final A/B, leave one out); one
-    /// verifiable directory.
+    /// A baseline and one arm per knob (kernel command line, Kconfig, VMM), interleaved, each
+    /// a complete bundle; the knobs' effects with bootstrap CIs and Mann–Whitney p; the
+    /// winners combined and confirmed (final A/B, leave one out); one verifiable directory.
     #[command(after_help = TUNE_EXIT)]
     Tune(TuneArgs),
     /// One phase of a tune from its plan file (what `truecold tune --nested` runs in L1).
@@ -122,9 +121,11 @@ impl Cli {
 pub enum ModeArg {
     /// One launch after another
     Sequential,
-    /// Every launch due at once, at most --concurrency in flight (the wait for a lane counts)
+    /// Every launch due at once, at most --concurrency in flight (the wait for a lane counts
+    /// in the latency)
     Burst,
-    /// Arrivals at --rate per second, at most --concurrency in flight (lateness counts)
+    /// Arrivals at --rate per second, at most --concurrency in flight (the harness's lateness
+    /// counts in the latency)
     OpenLoop,
     /// Closed loops at concurrency 1..=--max-concurrency, -n launches each
     Sweep,
