@@ -30,24 +30,42 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// Run a campaign (default: 1,000 sequential 2 vCPU / 16 GiB Linux boots; on a host whose
-    /// /dev/kvm cannot boot Linux, the probe-guest campaign, labelled as such).
+    /// Run a campaign of true-cold launches and write it as a proof bundle.
+    ///
+    /// Default: 1,000 sequential 2 vCPU / 16 GiB Linux boots; on a host whose /dev/kvm cannot
+    /// boot Linux, the probe-guest campaign, labelled as such.
     #[command(after_help = RUN_EXIT)]
     Run(RunArgs),
-    /// Tune the boot path: a baseline and one arm per knob (kernel command line, Kconfig,
-    /// VMM), interleaved, each a complete bundle; the knobs' effects with bootstrap CIs and
-    /// Mann–Whitney p; the winners combined and confirmed (final A/B, leave one out); one
-    /// verifiable directory.
+    /// Tune the boot path: a baseline and one arm per knob, interleaved, winners confirmed.
+    ///
+    /// A baseline and one arm per knob (kernel command line, Kconfig, VMM), interleaved, each
+    /// a complete bundle; the knobs' effects with bootstrap CIs and Mann–Whitney p; the
+    /// winners combined and confirmed (final A/B, leave one out); one verifiable directory.
     #[command(after_help = TUNE_EXIT)]
     Tune(TuneArgs),
     /// One phase of a tune from its plan file (what `truecold tune --nested` runs in L1).
     #[command(hide = true, after_help = TUNE_PHASE_EXIT)]
     TunePhase(TunePhaseArgs),
+    /// Find the kernel commit or config symbols that made a true-cold boot slower.
+    ///
     /// Find the commit of a kernel tree (`run`, or `step` under `git bisect run`) or the
     /// symbols of a kernel config (`config`) that made a true-cold boot slower; every step a
     /// bundle, judged by `truecold-proof compare`'s rule, in one verifiable directory.
     #[command(after_help = BISECT_EXIT)]
     Bisect(BisectArgs),
+    /// Write shell completions and man pages for `truecold` into a directory (what
+    /// scripts/cli-docs.sh runs; docs/building.md).
+    #[command(hide = true, after_help = CLI_DOCS_EXIT)]
+    CliDocs(CliDocsArgs),
+}
+
+/// `truecold cli-docs`.
+#[derive(Args, Debug, Clone)]
+pub struct CliDocsArgs {
+    /// Where to write completions/{truecold.bash,_truecold,truecold.fish} and
+    /// man/truecold*.1 (created as needed; an existing file there is refused, never
+    /// overwritten).
+    pub dir: PathBuf,
 }
 
 /// `truecold run --help`'s exit statuses.
@@ -64,6 +82,9 @@ const TUNE_EXIT: &str = "Exit status: 0 tune directory written and VALID; 2 writ
 /// `truecold tune-phase --help`'s.
 const TUNE_PHASE_EXIT: &str = "Exit status: 0 phase directory written and VALID; 2 written but \
     invalid; 130 interrupted; 1 nothing written; 125 usage error.";
+/// `truecold cli-docs --help`'s.
+const CLI_DOCS_EXIT: &str = "Exit status: 0 every file written; 1 refused or failed (the error \
+    says why; an existing file is never overwritten); 125 usage error.";
 /// `truecold bisect --help`'s.
 const BISECT_EXIT: &str = "Exit status: each subcommand's --help says; any usage error 125.";
 /// `truecold bisect step --help`'s: what `git bisect run` reads.
@@ -85,22 +106,74 @@ impl Cli {
     {
         match Cli::try_parse_from(argv)?.cmd {
             Cmd::Run(a) => Ok(a),
-            Cmd::Tune(_) | Cmd::TunePhase(_) | Cmd::Bisect(_) => Err(clap::Error::raw(
-                clap::error::ErrorKind::InvalidSubcommand,
-                "not `truecold run`",
-            )),
+            Cmd::Tune(_) | Cmd::TunePhase(_) | Cmd::Bisect(_) | Cmd::CliDocs(_) => {
+                Err(clap::Error::raw(
+                    clap::error::ErrorKind::InvalidSubcommand,
+                    "not `truecold run`",
+                ))
+            }
         }
     }
 }
 
-/// Campaign shapes (see `truecold_bench::schedule`).
+/// Campaign shapes (see `truecold_bench::schedule`); each variant's doc line is its
+/// `--help` text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
+    /// One launch after another
     Sequential,
+    /// Every launch due at once, at most --concurrency in flight (the wait for a lane counts
+    /// in the latency)
     Burst,
+    /// Arrivals at --rate per second, at most --concurrency in flight (the harness's lateness
+    /// counts in the latency)
     OpenLoop,
+    /// Closed loops at concurrency 1..=--max-concurrency, -n launches each
     Sweep,
+    /// Create, ready, tear down: -n cycles on --concurrency closed-loop lanes
     Churn,
+}
+
+/// `--backing`'s value parser: [`Backing::parse`] itself (its values, its error messages),
+/// which also tells clap the values and what each means, for `--help` and the completions.
+#[derive(Clone, Copy, Debug)]
+pub struct BackingParser;
+
+impl BackingParser {
+    /// What `--backing VALUE` requests, in one line.
+    pub fn meaning(b: Backing) -> &'static str {
+        match b {
+            Backing::Anon => "anonymous private memory, 4 KiB pages (MAP_NORESERVE)",
+            Backing::Thp => {
+                "anonymous memory advised for transparent huge pages (madvise MADV_HUGEPAGE)"
+            }
+            Backing::Hugetlb => {
+                "2 MiB pages from the host's hugetlb pool (MAP_HUGETLB, reserved at mmap time)"
+            }
+        }
+    }
+}
+
+impl clap::builder::TypedValueParser for BackingParser {
+    type Value = Backing;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Backing, clap::Error> {
+        let parse: fn(&str) -> Result<Backing, String> = Backing::parse;
+        parse.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(Backing::ALL.into_iter().map(|b| {
+            clap::builder::PossibleValue::new(b.as_str()).help(Self::meaning(b))
+        })))
+    }
 }
 
 /// The guest every launch boots, as `run`, `tune` and `bisect` all take it (their defaults
@@ -131,7 +204,8 @@ pub struct RunArgs {
     pub count: u64,
     #[command(flatten)]
     pub guest: GuestArgs,
-    #[arg(long, default_value_t = Backing::Anon, value_parser = Backing::parse)]
+    /// How guest RAM is backed on the host.
+    #[arg(long, default_value_t = Backing::Anon, value_parser = BackingParser)]
     pub backing: Backing,
     /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;
     /// default 64).
@@ -143,11 +217,15 @@ pub struct RunArgs {
     /// Sweep: concurrency levels 1..=K (default 4).
     #[arg(long)]
     pub max_concurrency: Option<u32>,
+    /// Per-launch deadline, ms (default 2000; 300000 with --nested).
+    ///
     /// A launch not strict-ready this long after its request (intended time in burst and
     /// open loop) is a failure, scored at this value.
     /// Default: 2000 ms; 300000 ms with --nested (everything is emulated there).
     #[arg(long)]
     pub deadline_ms: Option<u64>,
+    /// Grace past the deadline before the VMM is killed, ms.
+    ///
     /// Past the deadline, how long the VMM may take to print its own report before it is
     /// killed (the sample is a failure either way).
     #[arg(long, default_value_t = 500)]
@@ -176,11 +254,15 @@ pub struct RunArgs {
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
     #[arg(long)]
     pub console: bool,
+    /// Drop the host page cache before each sample: a cold-host arm (root; sequential only).
+    ///
     /// Before each sample's request stamp (outside its measured window), `sync` and drop the
     /// host page cache, so every sample reads the VMM, kernel and initramfs from disk: a
     /// cold-host arm. Root only; --mode sequential only.
     #[arg(long)]
     pub drop_caches: bool,
+    /// The parity contract: vsock, a per-launch tap and workspace disk (docs/parity.md).
+    ///
     /// The parity contract (docs/parity.md): the engine with virtio-vsock, virtio-net on a
     /// per-launch tap and a per-launch workspace disk; strict-ready when the guest agent
     /// answered on vsock and a TCP round trip to the guest verified; each launch's state
@@ -196,6 +278,7 @@ pub struct RunArgs {
     #[arg(long, hide = true)]
     pub inject_tap_name: Option<String>,
     /// An engine arm (repeatable): truecold, firecracker, cloud-hypervisor, qemu-microvm.
+    ///
     /// With any, the campaign is an engines campaign: the same Linux guest under every
     /// engine, strict-ready observed on each engine's serial port, -n rounds each running
     /// every arm once in a seeded shuffled order; one bundle per arm plus their comparison,
@@ -205,29 +288,39 @@ pub struct RunArgs {
     /// Engine arms as one comma-separated list (the same as repeating --engine).
     #[arg(long, value_parser = Engine::parse, value_delimiter = ',')]
     pub engines: Vec<Engine>,
+    /// Seed of an engines campaign's shuffled order; with --nested, also L1's QEMU `-seed`.
+    ///
     /// Engines campaign: the seed of the per-round shuffled order (recorded in arms.json).
     /// With --nested (an engines or a plain campaign), also L1's QEMU `-seed`: the nested
     /// campaign's randomness (boot ids, nonces) is a function of it, so campaigns with
     /// distinct seeds draw distinct ones and one seed repeats them.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
-    /// The Firecracker binary (default $TRUECOLD_FIRECRACKER, else
-    /// ../shared/peers/bin/firecracker beside the clone when present).
+    /// The Firecracker binary (default $TRUECOLD_FIRECRACKER).
+    ///
+    /// Without the flag and the variable: ../shared/peers/bin/firecracker beside the clone,
+    /// when present.
     #[arg(long)]
     pub firecracker: Option<PathBuf>,
-    /// The Cloud Hypervisor binary (default $TRUECOLD_CLOUD_HYPERVISOR, else
-    /// ../shared/peers/bin/cloud-hypervisor beside the clone when present).
+    /// The Cloud Hypervisor binary (default $TRUECOLD_CLOUD_HYPERVISOR).
+    ///
+    /// Without the flag and the variable: ../shared/peers/bin/cloud-hypervisor beside the
+    /// clone, when present.
     #[arg(long)]
     pub cloud_hypervisor: Option<PathBuf>,
     /// The QEMU binary for the qemu-microvm arm (default qemu-system-x86_64 on PATH).
     #[arg(long)]
     pub qemu: Option<PathBuf>,
+    /// Attribution launches after the campaign: where the boot's time goes (0: none).
+    ///
     /// After the measured campaign, K more sequential launches with the attribution command
     /// line (`initcall_debug`, a larger log buffer, `truecold.attribution=1`): never rows of
     /// samples.csv; their lines go to attribution.jsonl, and attribution.csv / .svg (where
     /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
     #[arg(long, default_value_t = 0)]
     pub attribution: u64,
+    /// Your own kernel: a complete .config, checked and built first (docs/your-kernel.md).
+    ///
     /// Your own kernel: a complete .config (what `make olddefconfig` writes), built by the
     /// same reproducible, cached recipe as truecold's (`kernel-config/build.sh config`:
     /// olddefconfig on the pinned linux-source-6.12) into out/run-kernels/<key>/, beside the
@@ -236,22 +329,30 @@ pub struct RunArgs {
     /// campaign (--linux, --nested, or the host's default), not --parity.
     #[arg(long, value_name = "FILE")]
     pub kernel_config: Option<PathBuf>,
-    /// Your own kernel as a fragment: Kconfig lines (`CONFIG_X=y`, `# CONFIG_Y is not set`)
-    /// merged over tinyconfig and truecold's kernel-config/base.config, the way a tune knob
-    /// is (`kernel-config/build.sh tune`), into out/run-kernels/<key>/. Checked as
-    /// --kernel-config is (what strict-ready needs, before the build and as resolved; the
-    /// fragment's symbols that did not carry over listed). Not with --kernel-config.
+    /// Your own kernel as a fragment over truecold's base (docs/your-kernel.md).
+    ///
+    /// Kconfig lines (`CONFIG_X=y`, `# CONFIG_Y is not set`) merged over tinyconfig and
+    /// truecold's kernel-config/base.config, the way a tune knob is (`kernel-config/build.sh
+    /// tune`), into out/run-kernels/<key>/. Checked as --kernel-config is (what strict-ready
+    /// needs, before the build and as resolved; the fragment's symbols that did not carry over
+    /// listed). Not with --kernel-config.
     #[arg(long, value_name = "FILE", conflicts_with = "kernel_config")]
     pub kernel_fragment: Option<PathBuf>,
+    /// With --kernel-config or --kernel-fragment: build this kernel git work tree.
+    ///
     /// With --kernel-config or --kernel-fragment: build this kernel git work tree's checkout
     /// instead of the pinned package source (an in-tree build is refused: `make mrproper`
     /// first).
     #[arg(long, value_name = "DIR")]
     pub kernel_source: Option<PathBuf>,
-    /// Exit 0 even when some launch failed (without it: 3). The bundle is written and VALID
-    /// either way: failures are data, each a typed row of samples.csv.
+    /// Exit 0 even when some launch failed (without it: 3).
+    ///
+    /// The bundle is written and VALID either way: failures are data, each a typed row of
+    /// samples.csv.
     #[arg(long)]
     pub allow_failures: bool,
+    /// Fail fast: stop once K launches in a row failed with one error kind (default 10).
+    ///
     /// Fail fast: stop the campaign once K consecutive launches failed with the same error
     /// kind (default 10; a broken host, VMM or guest fails alike every time). The bundle is
     /// written, VALID and marked STOPPED (`contract.stopped`, the kind; the verifier
@@ -287,12 +388,14 @@ pub const DEFAULT_N: u64 = 6;
     .help("Guest memory per VM, MiB: context, not a knob")))]
 #[command(mut_arg("vcpus", |a| a.help("vCPUs per VM: context, not a knob")))]
 pub struct TuneArgs {
-    /// Knobs to try, comma-separated (default: every catalogue knob that applies to the
-    /// guest). `--list-knobs` prints the catalogue.
+    /// Knobs to try, comma-separated (`--list-knobs` prints the catalogue).
+    ///
+    /// Default: every catalogue knob that applies to the guest.
     #[arg(long)]
     pub knobs: Option<String>,
-    /// Print the knob catalogue (name, class, what it changes, the source of its expected
-    /// effect) and exit.
+    /// Print the knob catalogue and exit.
+    ///
+    /// Each knob's name, class, what it changes and the source of its expected effect.
     #[arg(long)]
     pub list_knobs: bool,
     /// Tune the VMM floor on the embedded probe guest (only memory-backing knobs apply).
@@ -304,11 +407,14 @@ pub struct TuneArgs {
     /// Tune a Linux boot in the nested harness (virtual clock; each phase one L1 boot).
     #[arg(long, group = "guest")]
     pub nested: bool,
-    /// Rounds of the screen phase; each round launches every arm once, in a shuffled order
-    /// (default: sized from --noise-from, else 10).
+    /// Rounds of the screen phase (default: sized from --noise-from, else 10).
+    ///
+    /// Each round launches every arm once, in a shuffled order.
     #[arg(short = 'n', long = "rounds")]
     pub rounds: Option<u64>,
-    /// Size the rounds from the measured noise: the coefficient of variation of this
+    /// Size the rounds from this bundle's measured noise.
+    ///
+    /// The coefficient of variation of this
     /// bundle's successful headlines (the same guest, host and clock), through
     /// `truecold_proof::tune::rounds_for_rule` (enough rounds to find a true 1 % change of the
     /// p50 with 80 % power, family-wise α 0.05 over the knobs). Recorded in tune.json and the
@@ -318,8 +424,10 @@ pub struct TuneArgs {
     /// Rounds of the confirm phase (default: --rounds).
     #[arg(long)]
     pub confirm_rounds: Option<u64>,
-    /// At most this many launches in all: both phases' rounds shrink alike to fit the worst
-    /// case (every knob a winner); fewer than the minimum rounds is an error.
+    /// At most this many launches in all.
+    ///
+    /// Both phases' rounds shrink alike to fit the worst case (every knob a winner); fewer
+    /// than the minimum rounds is an error.
     #[arg(long)]
     pub budget: Option<u64>,
     /// The seed of every phase's shuffled order (recorded).
@@ -328,7 +436,7 @@ pub struct TuneArgs {
     #[command(flatten)]
     pub guest: GuestArgs,
     /// The baseline's memory backing (backing knobs change it).
-    #[arg(long, default_value_t = Backing::Anon, value_parser = Backing::parse)]
+    #[arg(long, default_value_t = Backing::Anon, value_parser = BackingParser)]
     pub backing: Backing,
     /// Per-launch deadline (default 2000 ms; 300000 ms with --nested).
     #[arg(long)]
@@ -340,6 +448,8 @@ pub struct TuneArgs {
     /// exist.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Attribution launches for the baseline and recommended arms (0: none).
+    ///
     /// Attribution launches for the last phase's `baseline` and `recommended` arms (the
     /// screen's `baseline` when no knob won): `initcall_debug` on their command line, run
     /// after the measured rounds, never rows; their attribution.csv / .svg go into those arms'
@@ -378,8 +488,10 @@ pub struct BisectArgs {
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum BisectCmd {
-    /// One step, for `git bisect run`: build the tree's checkout, measure it, judge it
-    /// against the baseline; exit 0 good, 1 bad, 125 skip (200: cannot judge, stop).
+    /// One step, for `git bisect run`: build, measure, judge against the baseline.
+    ///
+    /// Build the tree's checkout, measure it, judge it against the baseline; exit 0 good,
+    /// 1 bad, 125 skip (200: cannot judge, stop).
     #[command(after_help = BISECT_STEP_EXIT)]
     Step(StepArgs),
     /// A whole `git bisect` session between two commits of a kernel tree.
@@ -396,11 +508,13 @@ pub struct JudgeArgs {
     /// Launches per step (and of the baseline `run` measures).
     #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
     pub n: u64,
-    /// An inconclusive step is measured again with twice the launches, up to this many
-    /// (default 4 × -n); still inconclusive: skip (125).
+    /// Most launches of an inconclusive step (default 4 × -n).
+    ///
+    /// An inconclusive step is measured again with twice the launches, up to this many;
+    /// still inconclusive: skip (125).
     #[arg(long)]
     pub max_n: Option<u64>,
-    /// Smallest slowdown called bad, percent of the good median (`compare --threshold`).
+    /// Smallest slowdown called bad, percent of the good median (`compare --threshold-pct`).
     #[arg(long, default_value_t = 2.0)]
     pub threshold_pct: f64,
     /// Significance level of the Mann–Whitney test (`compare --alpha`).
@@ -484,8 +598,9 @@ pub struct KernelPaths {
     /// The truecold-vmm binary (default: next to this binary).
     #[arg(long)]
     pub vmm: Option<PathBuf>,
-    /// The base guest directory: its initramfs and init go with every kernel (default
-    /// $TRUECOLD_GUEST_DIR, else out/guest).
+    /// The base guest directory (default $TRUECOLD_GUEST_DIR, else out/guest).
+    ///
+    /// Its initramfs and init go with every kernel.
     #[arg(long)]
     pub guest_dir: Option<PathBuf>,
     /// Where the kernels are built (default out/tune-kernels for tune, out/bisect-kernels for

@@ -36,6 +36,24 @@ fn main() -> ExitCode {
         Cmd::Tune(args) => tune_main(&args, &invocation),
         Cmd::TunePhase(args) => tune_phase_main(&args, &invocation),
         Cmd::Bisect(args) => bisect_main(&args, &invocation),
+        Cmd::CliDocs(args) => cli_docs_main(&args.dir),
+    }
+}
+
+/// `truecold cli-docs DIR`: 0 every file written, 1 refused (a file exists) or failed.
+fn cli_docs_main(dir: &std::path::Path) -> ExitCode {
+    use clap::CommandFactory;
+    match truecold_proof::cli_docs::write(Cli::command(), dir) {
+        Ok(files) => {
+            for f in files {
+                println!("{}", f.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("truecold: error: {}", chain(&e));
+            ExitCode::FAILURE
+        }
     }
 }
 

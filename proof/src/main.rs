@@ -63,9 +63,12 @@ Both bundles are on one clock (contract.clock); every output names it.";
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Check a bundle end to end. Exit 0 valid, 1 invalid (every reason listed), 2 unreadable
-    /// (or the signature check could not run), 125 usage error.
+    /// Check a bundle end to end.
+    ///
+    /// Exit 0 valid, 1 invalid (every reason listed), 2 unreadable (or the signature check
+    /// could not run), 125 usage error.
     Verify {
+        /// The bundle, or a multi-arm, tune or bisect directory.
         dir: PathBuf,
         /// Reasons shown per kind (all are counted).
         #[arg(long, default_value_t = 20)]
@@ -80,19 +83,27 @@ enum Cmd {
         #[arg(long, requires = "signature")]
         identity: Option<String>,
     },
-    /// Sign a valid bundle's SHA256SUMS with an SSH private key into SHA256SUMS.sig
-    /// (`ssh-keygen -Y sign -n truecold-bundle`). Exit 0 signed, 2 failed, 125 usage error.
+    /// Sign a valid bundle's SHA256SUMS with an SSH key into SHA256SUMS.sig.
+    ///
+    /// `ssh-keygen -Y sign -n truecold-bundle` over SHA256SUMS, with the SSH private key.
+    /// Exit 0 signed, 2 failed, 125 usage error.
     Sign {
         /// The SSH private key (e.g. ~/.ssh/id_ed25519).
         #[arg(long)]
         key: PathBuf,
+        /// The directory to sign (it must verify): a bundle, or a multi-arm, tune or bisect
+        /// directory.
         dir: PathBuf,
     },
-    /// Compare bundle B against baseline A. Exit 0 no regression, 1 regression,
-    /// 125 inconclusive or cannot compare (for `git bisect run`: 125 = skip).
+    /// Compare bundle B against baseline A.
+    ///
+    /// Exit 0 no regression, 1 regression, 125 inconclusive or cannot compare (for
+    /// `git bisect run`: 125 = skip).
     #[command(after_long_help = COMPARE_HELP)]
     Compare {
+        /// The baseline bundle (A).
         a: PathBuf,
+        /// The bundle compared against the baseline (B).
         b: PathBuf,
         /// Markdown table instead of the terminal table.
         #[arg(long, conflicts_with = "json")]
@@ -123,12 +134,26 @@ enum Cmd {
         #[arg(long)]
         allow_mismatch: bool,
     },
-    /// Regenerate README.md, the plots and SHA256SUMS from result.json and samples.csv (a
-    /// multi-arm directory: each arm's, then comparison.json, README.md, cdf.svg and the
-    /// top SHA256SUMS; a tune directory: each phase's, then tune.json's results, README.md
-    /// and the top SHA256SUMS; a bisect directory: README.md and SHA256SUMS, refusing when any
-    /// other file changed).
-    Report { dir: PathBuf },
+    /// Regenerate a bundle's README.md, plots and SHA256SUMS from its data.
+    ///
+    /// From result.json and samples.csv (a multi-arm directory: each arm's, then
+    /// comparison.json, README.md, cdf.svg and the top SHA256SUMS; a tune directory: each
+    /// phase's, then tune.json's results, README.md and the top SHA256SUMS; a bisect
+    /// directory: README.md and SHA256SUMS, refusing when any other file changed). Exit 0
+    /// regenerated, 2 refused or failed, 125 usage error.
+    Report {
+        /// The bundle, or the multi-arm, tune or bisect directory, to regenerate.
+        dir: PathBuf,
+    },
+    /// Write shell completions and man pages for `truecold-proof` into a directory (what
+    /// scripts/cli-docs.sh runs; docs/building.md). Exit 0 written, 2 refused (a file
+    /// exists: never overwritten) or failed, 125 usage error.
+    #[command(hide = true)]
+    CliDocs {
+        /// Where to write completions/{truecold-proof.bash,_truecold-proof,truecold-proof.fish}
+        /// and man/truecold-proof*.1 (created as needed; an existing file there is refused).
+        dir: PathBuf,
+    },
 }
 
 /// `report DIR`: a bundle, a multi-arm directory (it holds `arms.json`), a tune directory
@@ -260,6 +285,21 @@ fn main() -> ExitCode {
                 2
             }
         },
+        Cmd::CliDocs { dir } => {
+            use clap::CommandFactory;
+            match truecold_proof::cli_docs::write(Cli::command(), &dir) {
+                Ok(files) => {
+                    for f in files {
+                        println!("{}", escape_untrusted(&f.display().to_string()));
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("truecold-proof cli-docs: {}", escape_untrusted(&chain(&e)));
+                    2
+                }
+            }
+        }
     };
     ExitCode::from(code as u8)
 }

@@ -1,0 +1,243 @@
+//! `truecold-proof cli-docs DIR` with the built binary (shell completions and man pages from
+//! the clap definition), and the help texts they are made of: every positional and flag
+//! described, `-h` a summary of `--help`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The visible subcommands, and every visible long flag of each.
+const SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "verify",
+        &[
+            "--max-per-kind",
+            "--signature",
+            "--allowed-signers",
+            "--identity",
+        ],
+    ),
+    ("sign", &["--key"]),
+    (
+        "compare",
+        &[
+            "--markdown",
+            "--json",
+            "--threshold-pct",
+            "--alpha",
+            "--min-samples",
+            "--max-ci-width-pct",
+            "--resamples",
+            "--seed",
+            "--allow-mismatch",
+        ],
+    ),
+    ("report", &[]),
+];
+
+fn proof(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_truecold-proof"))
+        .args(args)
+        .output()
+        .expect("run truecold-proof")
+}
+
+fn cli_docs(dir: &Path) -> Output {
+    proof(&["cli-docs".as_ref(), dir.as_os_str()])
+}
+
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for sub in ["completions", "man"] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let e = e.unwrap();
+            out.insert(
+                PathBuf::from(sub).join(e.file_name()),
+                std::fs::read(e.path()).unwrap(),
+            );
+        }
+    }
+    out
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).expect("UTF-8")
+}
+
+fn stdout(args: &[&str]) -> String {
+    let a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
+    let o = proof(&a);
+    assert_eq!(o.status.code(), Some(0), "{args:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn cli_docs_writes_every_completion_and_a_man_page_per_visible_subcommand() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("out");
+    let o = cli_docs(&dir);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut want: Vec<PathBuf> = vec![
+        "completions/truecold-proof.bash".into(),
+        "completions/_truecold-proof".into(),
+        "completions/truecold-proof.fish".into(),
+        "man/truecold-proof.1".into(),
+    ];
+    want.extend(
+        SUBCOMMANDS
+            .iter()
+            .map(|(s, _)| PathBuf::from(format!("man/truecold-proof-{s}.1"))),
+    );
+    want.sort();
+    let got = files(&dir);
+    assert_eq!(got.keys().cloned().collect::<Vec<_>>(), want);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().count(),
+        want.len()
+    );
+
+    let bash = text(&got[Path::new("completions/truecold-proof.bash")]);
+    for (sub, flags) in SUBCOMMANDS {
+        assert!(bash.contains(sub), "{sub} not in the bash completion");
+        for f in *flags {
+            assert!(bash.contains(f), "{sub} {f} not in the bash completion");
+        }
+    }
+    for name in [
+        "completions/truecold-proof.bash",
+        "completions/_truecold-proof",
+        "completions/truecold-proof.fish",
+    ] {
+        let c = text(&got[Path::new(name)]);
+        for (sub, _) in SUBCOMMANDS {
+            assert!(c.contains(sub), "{sub} not in {name}");
+        }
+        assert!(c.contains("threshold-pct"), "{name}");
+        assert!(!c.contains("cli-docs"), "the hidden subcommand in {name}");
+    }
+    for (rel, bytes) in got.iter().filter(|(r, _)| r.starts_with("man")) {
+        let page = text(bytes);
+        let stem = rel.file_stem().unwrap().to_str().unwrap();
+        let th = page
+            .lines()
+            .find(|l| l.starts_with(".TH "))
+            .unwrap_or_else(|| panic!("{}: no .TH line", rel.display()));
+        let words: Vec<&str> = th.split_whitespace().collect();
+        assert_eq!(words.get(1..3), Some(&[stem, "1"][..]), "{th}");
+        assert!(page.contains("\n.SH NAME\n"), "{}", rel.display());
+        assert!(!page.contains("cli\\-docs"), "{}", rel.display());
+    }
+    let compare = text(&got[Path::new("man/truecold-proof-compare.1")]);
+    assert!(compare.contains("The baseline bundle (A)"), "{compare}");
+    assert!(compare.contains("Mann\\-Whitney U"), "the rule:\n{compare}");
+}
+
+#[test]
+fn cli_docs_refuses_a_directory_it_wrote_before_and_overwrites_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    assert_eq!(cli_docs(dir).status.code(), Some(0));
+    let mine = dir.join("completions/_truecold-proof");
+    std::fs::write(&mine, "mine").unwrap();
+    let before = files(dir);
+    let o = cli_docs(dir);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("truecold-proof.bash already exists") && err.contains("never overwrites"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    assert_eq!(files(dir), before);
+    assert_eq!(std::fs::read_to_string(&mine).unwrap(), "mine");
+    assert_eq!(proof(&["cli-docs".as_ref()]).status.code(), Some(125));
+}
+
+/// `(entry, description)` of every entry under `Arguments:` and `Options:` of a help text,
+/// in either of clap's layouts (description on the same line, or indented below it).
+fn entries(help: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = help.lines().collect();
+    let mut out = Vec::new();
+    let mut inside = false;
+    for (i, l) in lines.iter().enumerate() {
+        if *l == "Arguments:" || *l == "Options:" {
+            inside = true;
+            continue;
+        }
+        if l.is_empty() || !l.starts_with(' ') {
+            inside = inside && l.is_empty();
+            continue;
+        }
+        let t = l.trim_start();
+        let indent = l.len() - t.len();
+        if !inside || indent > 6 || !(t.starts_with('<') || t.starts_with('-')) {
+            continue;
+        }
+        let (entry, same_line) = match t.find("  ") {
+            Some(at) => (t[..at].to_owned(), t[at..].trim().to_owned()),
+            None => (t.to_owned(), String::new()),
+        };
+        let desc = if same_line.is_empty() {
+            lines
+                .get(i + 1)
+                .filter(|n| n.len() - n.trim_start().len() > indent + 2)
+                .map(|n| n.trim().to_owned())
+                .unwrap_or_default()
+        } else {
+            same_line
+        };
+        out.push((entry, desc));
+    }
+    out
+}
+
+#[test]
+fn every_positional_and_flag_is_described_and_h_summarises_help() {
+    for (sub, flags) in SUBCOMMANDS {
+        let short = stdout(&[sub, "-h"]);
+        let long = stdout(&[sub, "--help"]);
+        let e = entries(&short);
+        assert!(
+            e.len() > flags.len(),
+            "{sub} -h: {e:?} (every flag and --help)"
+        );
+        for (entry, desc) in &e {
+            assert!(
+                !desc.is_empty(),
+                "{sub} -h: `{entry}` has no description:\n{short}"
+            );
+        }
+        for f in *flags {
+            assert!(
+                e.iter().any(|(en, _)| en.starts_with(f)),
+                "{sub} -h lacks {f}"
+            );
+        }
+        // The summary is the first line of --help; the exit statuses are --help's.
+        let first = short.lines().next().unwrap_or_default();
+        assert!(long.starts_with(first), "{sub}:\n{short}\n---\n{long}");
+        assert!(first.len() <= 80, "{sub} -h summary: {first}");
+        assert!(!short.contains("Exit 0"), "{sub} -h:\n{short}");
+        assert!(long.contains("Exit 0"), "{sub} --help:\n{long}");
+    }
+    // The positionals, by name.
+    for (sub, pos) in [
+        ("verify", &["<DIR>"][..]),
+        ("sign", &["<DIR>"]),
+        ("compare", &["<A>", "<B>"]),
+        ("report", &["<DIR>"]),
+    ] {
+        let e = entries(&stdout(&[sub, "-h"]));
+        for p in pos {
+            assert!(
+                e.iter().any(|(en, d)| en == p && !d.is_empty()),
+                "{sub} {p}: {e:?}"
+            );
+        }
+    }
+}
