@@ -33,10 +33,10 @@ pub enum RunError {
     Schedule(#[from] ScheduleError),
     #[error("the guest kernel config")]
     Config(#[source] PathIoError),
-    #[error("--kernel-config")]
+    #[error("your kernel (--kernel-config / --kernel-fragment)")]
     OwnKernel(#[from] crate::own_kernel::OwnKernelError),
     #[error(
-        "--kernel-config needs a Linux boot, and this host's /dev/kvm is kvm_pvm (no unmodified \
+        "your kernel (--kernel-config / --kernel-fragment) needs a Linux boot, and this host's /dev/kvm is kvm_pvm (no unmodified \
          Linux boots on it): add --nested to boot your kernel in the nested harness"
     )]
     OwnKernelOnPvm,

@@ -54,7 +54,7 @@ pub enum ArgError {
     SeedNotUsed,
     #[error("--parity: {0}")]
     Parity(&'static str),
-    #[error("--kernel-config: {0}")]
+    #[error("your kernel (--kernel-config / --kernel-fragment): {0}")]
     OwnKernel(&'static str),
     #[error("--stop-after applies to a sequential campaign of truecold alone (--mode sequential, no --engine, no --parity): the concurrent modes, engines and parity campaigns run every launch")]
     StopAfterNotSequential,
