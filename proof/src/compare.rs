@@ -1092,9 +1092,9 @@ impl Comparison {
     pub fn render_markdown(&self, stages: bool) -> String {
         let mut s = String::new();
         for (side, label) in [("A", &self.a_label), ("B", &self.b_label)] {
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                "{side}: `{}` — {}  \n",
+                "{side}: `{}` — {}  ",
                 self.path_of(side),
                 escape_untrusted(label)
             );

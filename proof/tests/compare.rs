@@ -775,7 +775,7 @@ fn a_multi_arm_tune_or_bisect_directory_is_refused_naming_the_bundles_inside() {
         let (code, out, err) = run_cli(&["compare".as_ref(), one.as_os_str(), d.as_os_str()]);
         assert_eq!(code, 200, "{out}{err}");
         assert!(
-            err.contains(&format!("B (")) && err.contains(what) && err.contains(marker),
+            err.contains("B (") && err.contains(what) && err.contains(marker),
             "{err}"
         );
         assert!(err.contains(&d.join(inner).display().to_string()), "{err}");
