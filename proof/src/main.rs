@@ -60,13 +60,14 @@ Exit codes (from the two headline metrics; stage verdicts never gate):
        on different clocks (wall and virtual: never compared, not even with
        --allow-mismatch), the bundles not comparable (contract, mode, deadline, host
        kind, vCPUs or memory differ; --allow-mismatch compares anyway). `git bisect run`
-       stops, as on `truecold bisect step`'s 200. With --json the error is JSON
-       too: an object with error (kind, message), path_a, path_b and exit
+       stops, as on `truecold bisect step`'s 200. With --json the error is JSON too:
+       an object with error (kind, message), path_a, path_b and exit
 
 Output: each side's path and label, each distinct host warning once with the side(s)
-that recorded it, the headline rows (--stages: every stage's row too), a
-warning when A and B are the same campaign, and on the outcome line whether a side's host
-was busy. Both bundles are on one clock (contract.clock); every output names it.";
+that recorded it, the headline rows (--stages: every stage's row too; --json: every
+metric), a warning when A and B are the same campaign, and on the outcome line whether
+a side's host was busy. Both bundles are on one clock (contract.clock); every output
+names it.";
 
 #[derive(Subcommand)]
 enum Cmd {
