@@ -11,8 +11,8 @@
 # with the given flags (default `--probe -n 50`: the VMM floor on this host's /dev/kvm; use
 # the baseline's own flags), keeps its bundle under ${TRUECOLD_BISECT_DIR:-/tmp/truecold-vmm-bisect}/<commit>,
 # and exits with `truecold-proof compare <baseline> <bundle>`'s code: 0 no regression (good),
-# 1 regression (bad), 125 inconclusive or not comparable (skip). A build or campaign that
-# fails is 125 too. The judge is one fixed `truecold-proof` (${TRUECOLD_PROOF}, default the one
+# 1 regression (bad), 125 inconclusive (skip), 200 cannot compare (an invalid bundle, another
+# contract or clock than the baseline's: stop). A build or campaign that fails is 125. The judge is one fixed `truecold-proof` (${TRUECOLD_PROOF}, default the one
 # on PATH), not the one of the commit under test, so every step is judged by the same rule.
 set -uo pipefail
 [[ $# -ge 1 ]] || { echo "usage: $0 <baseline bundle> [truecold run flags…]" >&2; exit 200; }
@@ -28,4 +28,4 @@ target/release/truecold run "${FLAGS[@]}" --vmm target/release/truecold-vmm --ou
   { echo "step $COMMIT: campaign failed: skip"; exit 125; }
 "$PROOF" compare "$BASELINE" "$OUT"
 CODE=$?
-case $CODE in 0|1|125) exit $CODE ;; *) exit 125 ;; esac
+case $CODE in 0|1|125|200) exit $CODE ;; *) exit 125 ;; esac

@@ -27,8 +27,18 @@
 //!
 //! Outcome (exit code) from the two headline metrics only: 1 if either regressed, else 125
 //! if either is inconclusive, else 0. Stage verdicts are reported, never gating.
-//! A comparison that cannot be made at all (invalid bundle, mismatched bundles, bundles on
-//! different clocks, bad options) is [`CompareError`], exit 125 as well.
+//! A comparison that cannot be made at all (invalid bundle, a multi-arm, tune or bisect
+//! directory given for a bundle, mismatched bundles, bundles on different clocks) is
+//! [`CompareError`], exit [`EXIT_CANNOT_COMPARE`] (200, which stops `git bisect run`, as
+//! `truecold bisect step`'s 200 does); a bad option value is a usage error, exit
+//! [`EXIT_USAGE`] (125, as every usage error of the CLI).
+//!
+//! **Output.** The text and Markdown renderings show each side's path and label, each
+//! distinct host warning once with the side(s) that recorded it, the two headline rows (every
+//! stage's row too with `stages`), a warning when A and B are the same campaign, and, when a
+//! side's host was busy, says so on the outcome line. Every line of the default text output
+//! is at most [`TEXT_WIDTH`] columns. Text from a bundle and paths are escaped
+//! ([`crate::verdict::escape_untrusted`]).
 //!
 //! **Clocks.** Both bundles must be on the same clock (`contract.clock`: wall, or the nested
 //! harness's virtual clock); durations on different clocks are never compared, not even with
@@ -39,13 +49,33 @@
 
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::path::Path;
 
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::report::{ms, VIRTUAL_CLOCK_MEANS};
 use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
 use crate::stats::{percentile_sorted, with_failures};
-use crate::verdict::Verdict;
+use crate::verdict::{chain, escape_untrusted, Verdict};
+
+/// Exit status of a comparison that cannot be made at all (a bundle invalid or unreadable, a
+/// multi-arm, tune or bisect directory instead of a bundle, bundles not comparable or on
+/// different clocks). The number `truecold bisect step` exits with when it cannot judge
+/// (`EXIT_ABORT` in bench/src/bisect.rs): `git bisect run` stops on it, where 125 would skip
+/// the commit and 1 would call it bad.
+pub const EXIT_CANNOT_COMPARE: i32 = 200;
+
+/// Exit status of an inconclusive comparison and of a usage error (a bad or missing argument,
+/// a bad option value): `git bisect run` skips the commit.
+pub const EXIT_USAGE: i32 = 125;
+
+/// The widest line of the default text output, in columns.
+pub const TEXT_WIDTH: usize = 100;
+
+/// How the bench's host-busy warnings begin (`environment.warnings`, written by
+/// bench/src/host.rs: "host busy before the campaign: …", "host busy during the campaign:
+/// …").
+pub const HOST_BUSY_PREFIX: &str = "host busy";
 
 /// Knobs; [`Default`] gives the documented defaults.
 #[derive(Clone, Debug, Serialize)]
@@ -80,9 +110,22 @@ impl Default for CompareOptions {
     }
 }
 
-/// Why two bundles cannot be compared (the CLI exits 125 for every one).
+/// Why two bundles cannot be compared (the CLI exits [`CompareError::exit_code`]).
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
+    #[error(
+        "{side} ({path}) is {what} (it holds {marker}), not one bundle; compare bundles inside \
+         it: {}",
+        .bundles.join(", ")
+    )]
+    NotABundle {
+        side: &'static str,
+        path: String,
+        what: &'static str,
+        marker: &'static str,
+        /// The bundle directories inside it (at most [`MAX_LISTED`]), then "… N more".
+        bundles: Vec<String>,
+    },
     #[error("the bundles are not comparable (pass --allow-mismatch to compare anyway):\n  - {}", .0.join("\n  - "))]
     Mismatch(Vec<String>),
     #[error(
@@ -101,6 +144,100 @@ pub enum CompareError {
     BadOption(String),
     #[error("cannot serialise the comparison as JSON")]
     Serialize(#[source] serde_json::Error),
+}
+
+/// The most bundle paths a [`CompareError::NotABundle`] lists.
+pub const MAX_LISTED: usize = 8;
+
+impl CompareError {
+    /// A word for the kind of error (the JSON `error.kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CompareError::NotABundle { .. } => "not_a_bundle",
+            CompareError::Mismatch(_) => "mismatch",
+            CompareError::Clock { .. } => "clock",
+            CompareError::VirtualClock(_) => "virtual_clock",
+            CompareError::Invalid { .. } => "invalid",
+            CompareError::BadOption(_) => "bad_option",
+            CompareError::Serialize(_) => "serialize",
+        }
+    }
+
+    /// [`EXIT_USAGE`] for a bad option value, [`EXIT_CANNOT_COMPARE`] for every other.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CompareError::BadOption(_) => EXIT_USAGE,
+            _ => EXIT_CANNOT_COMPARE,
+        }
+    }
+
+    /// The message as terminal lines, every piece of untrusted text (paths, labels) escaped
+    /// on its own, so a list is one item a line (never a literal `\n`).
+    pub fn lines(&self) -> Vec<String> {
+        match self {
+            CompareError::Mismatch(mm) => {
+                let mut v = vec![
+                    "the bundles are not comparable (pass --allow-mismatch to compare anyway):"
+                        .to_string(),
+                ];
+                v.extend(mm.iter().map(|m| format!("  - {}", escape_untrusted(m))));
+                v
+            }
+            CompareError::NotABundle {
+                side,
+                path,
+                what,
+                marker,
+                bundles,
+            } => {
+                let mut v = vec![format!(
+                    "{side} ({}) is {what} (it holds {marker}), not one bundle; compare bundles \
+                     inside it{}",
+                    escape_untrusted(path),
+                    if bundles.is_empty() {
+                        " (none found)"
+                    } else {
+                        ", e.g.:"
+                    }
+                )];
+                v.extend(bundles.iter().map(|b| format!("  {}", escape_untrusted(b))));
+                v
+            }
+            e => vec![escape_untrusted(&chain(e))],
+        }
+    }
+
+    /// The JSON `--json` prints when the comparison cannot be made:
+    /// `{"error": {"kind", "message"}, "path_a", "path_b"}`.
+    pub fn render_json(&self, path_a: &Path, path_b: &Path) -> String {
+        let v = serde_json::json!({
+            "error": { "kind": self.kind(), "message": chain(self) },
+            "path_a": path_a.display().to_string(),
+            "path_b": path_b.display().to_string(),
+            "exit": self.exit_code(),
+        });
+        serde_json::to_string_pretty(&v)
+            .unwrap_or_else(|_| format!("{{\"error\": {{\"kind\": \"{}\"}}}}", self.kind()))
+            + "\n"
+    }
+}
+
+/// A host warning of one or both bundles, once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SidedWarning {
+    /// "A", "B", or both; empty: about the comparison itself.
+    pub sides: Vec<&'static str>,
+    pub text: String,
+}
+
+impl SidedWarning {
+    fn head(&self) -> String {
+        if self.sides.is_empty() {
+            "warning:".into()
+        } else {
+            format!("warning ({}):", self.sides.join(", "))
+        }
+    }
 }
 
 /// A metric's verdict.
@@ -180,6 +317,9 @@ impl Outcome {
 /// The full comparison.
 #[derive(Clone, Debug, Serialize)]
 pub struct Comparison {
+    /// The directories compared, as given (`None` when compared from memory).
+    pub path_a: Option<String>,
+    pub path_b: Option<String>,
     pub a_label: String,
     pub b_label: String,
     /// The clock both bundles are on.
@@ -188,6 +328,13 @@ pub struct Comparison {
     pub mismatches: Vec<String>,
     /// Facts a reader should know (an incomplete bundle, …).
     pub notes: Vec<String>,
+    /// Each distinct host warning once, with the sides that recorded it; and a warning about
+    /// the comparison itself (A and B the same campaign).
+    pub warnings: Vec<SidedWarning>,
+    /// The sides whose host was busy (a warning beginning [`HOST_BUSY_PREFIX`]).
+    pub busy_hosts: Vec<&'static str>,
+    /// Both sides are arms of an interleaved campaign.
+    pub interleaved: bool,
     pub options: CompareOptions,
     pub metrics: Vec<MetricComparison>,
     pub outcome: Outcome,
@@ -493,6 +640,81 @@ pub fn compare_verified(
     compare_bundles((ra, sa), (rb, sb), o)
 }
 
+/// `dir` refused unless it is one bundle: a multi-arm, tune or bisect directory (the kinds
+/// [`crate::verify::verify_dir`] tells apart) is named as such, with the bundles inside it.
+pub fn require_bundle_dir(side: &'static str, dir: &Path) -> Result<(), CompareError> {
+    use crate::verify::Kind;
+    let (what, marker) = match crate::verify::kind_of(dir) {
+        Kind::Bundle => return Ok(()),
+        Kind::Arms => ("a multi-arm directory", crate::arms::ARMS_FILE),
+        Kind::Tune => ("a tune directory", crate::tune::TUNE_FILE),
+        Kind::Bisect => ("a bisect directory", crate::bisect::BISECT_FILE),
+    };
+    let mut found = Vec::new();
+    bundles_inside(dir, 2, &mut found);
+    let mut bundles: Vec<String> = found
+        .iter()
+        .take(MAX_LISTED)
+        .map(|p| p.display().to_string())
+        .collect();
+    if found.len() > MAX_LISTED {
+        bundles.push(format!("… {} more", found.len() - MAX_LISTED));
+    }
+    Err(CompareError::NotABundle {
+        side,
+        path: dir.display().to_string(),
+        what,
+        marker,
+        bundles,
+    })
+}
+
+/// The directories under `dir` (at most `depth` levels down, symlinks not followed, at most
+/// 4096 entries read a directory) that hold a `result.json`, sorted.
+fn bundles_inside(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut subs: Vec<std::path::PathBuf> = rd
+        .take(4096)
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subs.sort();
+    for s in subs {
+        if s.join("result.json").symlink_metadata().is_ok() {
+            out.push(s);
+        } else if depth > 1 {
+            bundles_inside(&s, depth - 1, out);
+        }
+    }
+}
+
+/// `compare A B` from two directories: each must be one bundle
+/// ([`require_bundle_dir`]), then both are verified (`on_invalid` sees each verdict that is
+/// not valid, e.g. to print its reasons), compared ([`compare_verified`]) and the paths
+/// recorded in the comparison.
+pub fn compare_dirs(
+    a: &Path,
+    b: &Path,
+    o: &CompareOptions,
+    mut on_invalid: impl FnMut(&Path, &Verdict),
+) -> Result<Comparison, CompareError> {
+    require_bundle_dir("A", a)?;
+    require_bundle_dir("B", b)?;
+    let (va, vb) = (crate::verify::verify_dir(a), crate::verify::verify_dir(b));
+    for (dir, v) in [(a, &va), (b, &vb)] {
+        if !v.is_valid() {
+            on_invalid(dir, v);
+        }
+    }
+    let mut c = compare_verified(&va, &vb, o)?;
+    c.path_a = Some(a.display().to_string());
+    c.path_b = Some(b.display().to_string());
+    Ok(c)
+}
+
 fn verified_data<'v>(
     side: &'static str,
     v: &'v Verdict,
@@ -566,6 +788,16 @@ pub fn compare_bundles(
         Outcome::NoRegression
     };
     let mut notes = Vec::new();
+    let mut warnings: Vec<SidedWarning> = Vec::new();
+    if a == b {
+        warnings.push(SidedWarning {
+            sides: vec![],
+            text: "A and B are the same campaign (the same result.json and samples.csv): \
+                   \"no difference\" compares a bundle with itself"
+                .into(),
+        });
+    }
+    let mut busy_hosts = Vec::new();
     for (side, r) in [("A", a.0), ("B", b.0)] {
         if r.contract.incomplete {
             notes.push(format!(
@@ -575,15 +807,33 @@ pub fn compare_bundles(
             ));
         }
         for w in &r.environment.warnings {
-            notes.push(format!("{side} host warning: {w}"));
+            if w.starts_with(HOST_BUSY_PREFIX) && !busy_hosts.contains(&side) {
+                busy_hosts.push(side);
+            }
+            match warnings
+                .iter_mut()
+                .find(|x| !x.sides.is_empty() && x.text == *w)
+            {
+                Some(x) if !x.sides.contains(&side) => x.sides.push(side),
+                Some(_) => {}
+                None => warnings.push(SidedWarning {
+                    sides: vec![side],
+                    text: w.clone(),
+                }),
+            }
         }
     }
     Ok(Comparison {
+        path_a: None,
+        path_b: None,
         a_label: a.0.contract.label.clone(),
         b_label: b.0.contract.label.clone(),
         clock,
         mismatches: mm,
         notes,
+        warnings,
+        busy_hosts,
+        interleaved: a.0.contract.interleaved && b.0.contract.interleaved,
         options: o.clone(),
         metrics,
         outcome,
@@ -635,11 +885,118 @@ const HEAD: [&str; 11] = [
 ];
 
 fn outcome_line(c: &Comparison) -> String {
-    match c.outcome {
-        Outcome::NoRegression => "outcome: no regression (exit 0)".into(),
-        Outcome::Regression => "outcome: REGRESSION (exit 1)".into(),
-        Outcome::Inconclusive => "outcome: inconclusive (exit 125)".into(),
+    let head = match c.outcome {
+        Outcome::NoRegression => "outcome: no regression (exit 0)",
+        Outcome::Regression => "outcome: REGRESSION (exit 1)",
+        Outcome::Inconclusive => "outcome: inconclusive (exit 125)",
+    };
+    match c.busy_line() {
+        Some(b) => format!("{head}; {b}"),
+        None => head.into(),
     }
+}
+
+/// `text` wrapped at `width` columns: the first line after `first`, the others after
+/// `indent` (a space between a prefix and the text unless the prefix ends with one); a word
+/// longer than a line is cut.
+pub fn wrap(first: &str, text: &str, indent: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut bare = true; // the line holds only its prefix
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let mut word: Vec<char> = word.chars().collect();
+        loop {
+            let len = line.chars().count();
+            let sep = usize::from(!(line.is_empty() || line.ends_with(' ')));
+            if len + sep + word.len() <= width {
+                if sep == 1 {
+                    line.push(' ');
+                }
+                line.extend(word.iter());
+                bare = false;
+                break;
+            }
+            if bare {
+                // Not even a line of its own holds it: cut it.
+                let room = width.saturating_sub(len + sep).max(1);
+                if sep == 1 {
+                    line.push(' ');
+                }
+                let rest = word.split_off(room.min(word.len()));
+                line.extend(word.iter());
+                word = rest;
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = indent.to_string();
+            bare = true;
+            if word.is_empty() {
+                break;
+            }
+        }
+    }
+    if !(bare && line.trim().is_empty() && !out.is_empty()) {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The compact headline table's cells: metric (the headline's variant), n A/B, A p50, B p50,
+/// Δp50 (Δ%), verdict.
+fn headline_cells(m: &MetricComparison) -> [String; 6] {
+    [
+        short_name(&m.name).to_string(),
+        format!("{}/{}", m.a.n, m.b.n),
+        opt_ms(m.a.p50),
+        opt_ms(m.b.p50),
+        match (m.delta_p50_ns, m.delta_pct) {
+            (Some(d), Some(p)) => format!("{} ({p:+.2}%)", signed_ms(d)),
+            _ => "–".into(),
+        },
+        m.verdict.as_str().to_string(),
+    ]
+}
+
+const HEADLINE_HEAD: [&str; 6] = [
+    "headline", "n A/B", "A p50 ms", "B p50 ms", "Δp50 ms", "verdict",
+];
+
+/// A headline metric's name without the headline's own ("successes", "with failures").
+fn short_name(name: &str) -> &str {
+    name.strip_prefix(HEADLINE)
+        .map(|r| r.trim().trim_start_matches('(').trim_end_matches(')'))
+        .unwrap_or(name)
+}
+
+/// A right- or left-aligned table (`left`: the columns aligned left), two spaces apart.
+fn table<const N: usize>(head: [&str; N], rows: &[[String; N]], left: &[usize]) -> String {
+    let mut w = head.map(|h| h.chars().count());
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = " ".repeat(w[i] - c.chars().count());
+            if left.contains(&i) {
+                s.push_str(c);
+                s.push_str(&pad);
+            } else {
+                s.push_str(&pad);
+                s.push_str(c);
+            }
+            s.push_str("  ");
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut s = line(&head.map(String::from));
+    for r in rows {
+        s += &line(r);
+    }
+    s
 }
 
 impl Comparison {
@@ -652,71 +1009,109 @@ impl Comparison {
         }
     }
 
-    /// Terminal table.
-    pub fn render_text(&self) -> String {
-        let rows: Vec<[String; 11]> = self.metrics.iter().map(cells).collect();
-        let mut w = HEAD.map(|h| h.chars().count());
-        for r in &rows {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let line = |cells: &[String]| -> String {
-            let mut s = String::new();
-            for (i, c) in cells.iter().enumerate() {
-                let pad = w[i] - c.chars().count();
-                if i == 0 || i == 10 {
-                    s.push_str(c);
-                    s.push_str(&" ".repeat(pad));
-                } else {
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(c);
-                }
-                s.push_str("  ");
-            }
-            s.trim_end().to_string() + "\n"
+    /// When a side's host was busy: which, and what to do about it (`None`: neither was).
+    pub fn busy_line(&self) -> Option<String> {
+        let who = match self.busy_hosts.as_slice() {
+            [] => return None,
+            [one] => format!("{one}'s host was busy"),
+            _ => "both hosts were busy".to_string(),
         };
-        let mut s = format!(
-            "A: {}\nB: {}\n{}\n",
-            self.a_label,
-            self.b_label,
-            self.clock_line()
-        );
+        let remedy = if self.interleaved {
+            "A and B are arms of interleaved campaigns, which saw the same load"
+        } else {
+            "two campaigns at different times see different load, arms interleaved in one \
+             campaign see the same: `truecold run --engines …` (engines) or `truecold tune` \
+             (knobs)"
+        };
+        Some(format!(
+            "{who} (warnings above): other load shifts latencies; {remedy}"
+        ))
+    }
+
+    /// Side `side`'s path (escaped), or "–" when compared from memory.
+    fn path_of(&self, side: &str) -> String {
+        let p = if side == "A" {
+            &self.path_a
+        } else {
+            &self.path_b
+        };
+        p.as_deref()
+            .map(escape_untrusted)
+            .unwrap_or_else(|| "–".into())
+    }
+
+    /// Terminal output: the headline rows (`stages`: the full table of every metric), every
+    /// line of the default within [`TEXT_WIDTH`] columns.
+    pub fn render_text(&self, stages: bool) -> String {
+        let wrapped = |first: &str, text: &str| wrap(first, text, "  ", TEXT_WIDTH);
+        let mut s = String::new();
+        for (side, label) in [("A", &self.a_label), ("B", &self.b_label)] {
+            s += &wrap(&format!("{side}:"), &self.path_of(side), "   ", TEXT_WIDTH);
+            s += &wrap("  ", &escape_untrusted(label), "   ", TEXT_WIDTH);
+        }
+        s += &wrapped("", &self.clock_line());
         for m in &self.mismatches {
-            let _ = writeln!(s, "WARNING (allowed mismatch): {m}");
+            s += &wrapped("WARNING (allowed mismatch):", &escape_untrusted(m));
+        }
+        for w in &self.warnings {
+            s += &wrapped(&w.head(), &escape_untrusted(&w.text));
         }
         for n in &self.notes {
-            let _ = writeln!(s, "note: {n}");
+            s += &wrapped("note:", n);
         }
-        s += &line(&HEAD.map(String::from));
-        for r in &rows {
-            s += &line(r);
+        if stages {
+            let rows: Vec<[String; 11]> = self.metrics.iter().map(cells).collect();
+            s += &table(HEAD, &rows, &[0, 10]);
+        } else {
+            let rows: Vec<[String; 6]> = self
+                .metrics
+                .iter()
+                .filter(|m| m.gating)
+                .map(headline_cells)
+                .collect();
+            s += &wrapped("", &format!("{HEADLINE}, ms (Δ = B − A):"));
+            s += &table(HEADLINE_HEAD, &rows, &[0, 5]);
         }
         for m in self.metrics.iter().filter(|m| m.gating) {
-            let _ = writeln!(s, "{}: {} — {}", m.name, m.verdict.as_str(), m.why);
+            s += &wrapped(
+                &format!("{}:", short_name(&m.name)),
+                &format!("{} — {}; {}", m.verdict.as_str(), m.why, details(m)),
+            );
         }
-        s += &outcome_line(self);
-        s.push('\n');
+        if !stages {
+            let n = self.metrics.iter().filter(|m| !m.gating).count();
+            if n > 0 {
+                s += &wrapped("", &format!("({n} stage rows: --stages)"));
+            }
+        }
+        s += &wrapped("", &outcome_line(self));
         s
     }
 
-    /// Markdown table.
-    pub fn render_markdown(&self) -> String {
-        let mut s = format!(
-            "A: {}  \nB: {}  \n{}\n\n",
-            self.a_label,
-            self.b_label,
-            self.clock_line()
-        );
+    /// Markdown: the headline rows (`stages`: every metric's).
+    pub fn render_markdown(&self, stages: bool) -> String {
+        let mut s = String::new();
+        for (side, label) in [("A", &self.a_label), ("B", &self.b_label)] {
+            let _ = writeln!(
+                s,
+                "{side}: `{}` — {}  ",
+                self.path_of(side),
+                escape_untrusted(label)
+            );
+        }
+        let _ = writeln!(s, "{}\n", self.clock_line());
         for m in &self.mismatches {
-            let _ = writeln!(s, "> **Allowed mismatch:** {m}\n");
+            let _ = writeln!(s, "> **Allowed mismatch:** {}\n", escape_untrusted(m));
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "> **{}** {}\n", w.head(), escape_untrusted(&w.text));
         }
         for n in &self.notes {
             let _ = writeln!(s, "> Note: {n}\n");
         }
         let _ = writeln!(s, "| {} |", HEAD.join(" | "));
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-        for m in &self.metrics {
+        for m in self.metrics.iter().filter(|m| stages || m.gating) {
             let _ = writeln!(s, "| {} |", cells(m).join(" | "));
         }
         let _ = writeln!(s);
@@ -727,8 +1122,21 @@ impl Comparison {
         s
     }
 
-    /// JSON document. An error is returned, never an empty document.
+    /// JSON document (every metric). An error is returned, never an empty document.
     pub fn render_json(&self) -> Result<String, CompareError> {
         Ok(serde_json::to_string_pretty(self).map_err(CompareError::Serialize)? + "\n")
     }
+}
+
+/// A headline metric's figures the compact table leaves out: the interval, the p99s.
+fn details(m: &MetricComparison) -> String {
+    let ci = m
+        .ci95_ns
+        .map(|(l, h)| format!("[{}, {}] ms", signed_ms(l), signed_ms(h)))
+        .unwrap_or_else(|| "–".into());
+    format!(
+        "95% CI of Δp50 {ci}; p99 A {} ms, B {} ms",
+        opt_ms(m.a.p99),
+        opt_ms(m.b.p99)
+    )
 }

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use truecold_proof::compare::compare_verified;
+use truecold_proof::compare::compare_dirs;
 use truecold_proof::sign::{sign_bundle, SignError, SshKeygen};
 use truecold_proof::verify::{chain, escape_untrusted, verify_dir_with, SignatureCheck};
-use truecold_proof::{verify_dir, CompareOptions, VerifyOptions};
+use truecold_proof::{CompareOptions, VerifyOptions};
 
 /// Exit status of a usage error (bad or missing arguments), for every subcommand: `git bisect
 /// run` reads 125 as "skip this commit", where clap's default 2 would read as "bad".
@@ -19,8 +19,8 @@ const USAGE_EXIT: u8 = 125;
     version,
     about = "Verify and compare truecold proof bundles",
     after_help = "Exit status: verify 0 valid, 1 invalid, 2 unreadable; compare 0 no \
-                  regression, 1 regression, 125 inconclusive; report and sign 0 done, 2 failed; \
-                  any usage error (unknown flag, missing argument) 125."
+                  regression, 1 regression, 125 inconclusive, 200 cannot compare; report and \
+                  sign 0 done, 2 failed; any usage error (unknown flag, missing argument) 125."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -53,13 +53,21 @@ Verdict per metric, first rule that applies:
 Exit codes (from the two headline metrics; stage verdicts never gate):
   0    no regression: neither headline metric regressed or is inconclusive
   1    regression: a headline metric regressed
-  125  inconclusive (a headline metric is), or cannot compare: a bundle invalid or
-       unreadable, the bundles on different clocks (wall and virtual: never compared,
-       not even with --allow-mismatch), the bundles not comparable (contract, mode,
-       deadline, host kind, vCPUs or memory differ; --allow-mismatch compares anyway),
-       a bad option value, or an argument error
+  125  inconclusive (a headline metric is), or a usage error (a bad option value, an
+       argument error): `git bisect run` skips the commit
+  200  cannot compare: a bundle invalid or unreadable, a multi-arm, tune or bisect
+       directory instead of one bundle (the bundles inside it are listed), the bundles
+       on different clocks (wall and virtual: never compared, not even with
+       --allow-mismatch), the bundles not comparable (contract, mode, deadline, host
+       kind, vCPUs or memory differ; --allow-mismatch compares anyway). `git bisect run`
+       stops, as on `truecold bisect step`'s 200. With --json the error is JSON too:
+       an object with error (kind, message), path_a, path_b and exit
 
-Both bundles are on one clock (contract.clock); every output names it.";
+Output: each side's path and label, each distinct host warning once with the side(s)
+that recorded it, the headline rows (--stages: every stage's row too; --json: every
+metric), a warning when A and B are the same campaign, and on the outcome line whether
+a side's host was busy. Both bundles are on one clock (contract.clock); every output
+names it.";
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -97,8 +105,8 @@ enum Cmd {
     },
     /// Compare bundle B against baseline A.
     ///
-    /// Exit 0 no regression, 1 regression, 125 inconclusive or cannot compare (for
-    /// `git bisect run`: 125 = skip).
+    /// Exit 0 no regression, 1 regression, 125 inconclusive or usage error (`git bisect
+    /// run`: skip), 200 cannot compare (stop).
     #[command(after_long_help = COMPARE_HELP)]
     Compare {
         /// The baseline bundle (A).
@@ -108,9 +116,13 @@ enum Cmd {
         /// Markdown table instead of the terminal table.
         #[arg(long, conflicts_with = "json")]
         markdown: bool,
-        /// JSON document instead of the terminal table.
+        /// JSON document instead of the terminal table (every metric; an error object when
+        /// the bundles cannot be compared).
         #[arg(long)]
         json: bool,
+        /// Every stage's row too (the full table), not only the headline's.
+        #[arg(long)]
+        stages: bool,
         /// Smallest |Δmedian| in percent of A's median called a change.
         #[arg(long, default_value_t = 2.0)]
         threshold_pct: f64,
@@ -217,6 +229,7 @@ fn main() -> ExitCode {
             b,
             markdown,
             json,
+            stages,
             threshold_pct,
             alpha,
             min_samples,
@@ -237,34 +250,42 @@ fn main() -> ExitCode {
             if let Some(s) = seed {
                 o.seed = s;
             }
-            let va = verify_dir(&a);
-            let vb = verify_dir(&b);
-            for (dir, v) in [(&a, &va), (&b, &vb)] {
-                if !v.is_valid() {
-                    eprint!("{}", v.render(dir, 5));
-                }
-            }
-            let text = compare_verified(&va, &vb, &o).and_then(|c| {
-                let t = if json {
-                    c.render_json()?
-                } else if markdown {
-                    c.render_markdown()
-                } else {
-                    c.render_text()
-                };
-                Ok((t, c.outcome.exit_code()))
-            });
+            let text =
+                compare_dirs(&a, &b, &o, |dir, v| eprint!("{}", v.render(dir, 5))).and_then(|c| {
+                    let t = if json {
+                        c.render_json()?
+                    } else if markdown {
+                        c.render_markdown(stages)
+                    } else {
+                        c.render_text(stages)
+                    };
+                    Ok((t, c.outcome.exit_code()))
+                });
             match text {
                 Ok((t, code)) => {
                     print!("{t}");
                     code
                 }
                 Err(e) => {
-                    eprintln!(
-                        "truecold-proof compare: {} (exit 125)",
-                        escape_untrusted(&chain(&e))
-                    );
-                    125
+                    if json {
+                        print!("{}", e.render_json(&a, &b));
+                    }
+                    let code = e.exit_code();
+                    let lines = e.lines();
+                    for (i, l) in lines.iter().enumerate() {
+                        let head = if i == 0 {
+                            "truecold-proof compare: "
+                        } else {
+                            ""
+                        };
+                        let tail = if i + 1 == lines.len() {
+                            format!(" (exit {code})")
+                        } else {
+                            String::new()
+                        };
+                        eprintln!("{head}{l}{tail}");
+                    }
+                    code
                 }
             }
         }

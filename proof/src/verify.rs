@@ -41,14 +41,14 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
 
 /// The kinds of directory, as [`verify_dir_with`] tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Bisect,
     Tune,
     Arms,
     Bundle,
 }
 
-fn kind_of(dir: &Path) -> Kind {
+pub(crate) fn kind_of(dir: &Path) -> Kind {
     let here = |name: &str| dir.join(name).symlink_metadata().is_ok();
     if here(crate::bisect::BISECT_FILE) {
         Kind::Bisect

@@ -58,10 +58,10 @@ fn compare_exit_codes_for_git_bisect() {
     let small_b = fsb.write(t.path(), "sb");
     let (code, out, err) = run_cli(&["compare".as_ref(), small_a.as_os_str(), small_b.as_os_str()]);
     assert_eq!(code, 125, "{out}{err}");
-    // Probe vs Linux: refused with the reason, 125; allowed with the flag.
+    // Probe vs Linux: refused with the reason, 200 (cannot compare); allowed with the flag.
     let p = Fixture::probe(200).write(t.path(), "p");
     let (code, _, err) = run_cli(&["compare".as_ref(), a.as_os_str(), p.as_os_str()]);
-    assert_eq!(code, 125);
+    assert_eq!(code, 200, "{err}");
     assert!(
         err.contains("not comparable") && err.contains("contract"),
         "{err}"
@@ -74,10 +74,10 @@ fn compare_exit_codes_for_git_bisect() {
     ]);
     assert_ne!(code, 125, "{out}{err}");
     assert!(out.contains("WARNING (allowed mismatch)"), "{out}");
-    // An invalid bundle: 125, with the verifier's reasons.
+    // An invalid bundle: 200 (cannot compare), with the verifier's reasons.
     fs::write(c.join("extra"), "x").unwrap();
     let (code, _, err) = run_cli(&["compare".as_ref(), a.as_os_str(), c.as_os_str()]);
-    assert_eq!(code, 125);
+    assert_eq!(code, 200, "{err}");
     assert!(err.contains("FileUnlisted"), "{err}");
 }
 

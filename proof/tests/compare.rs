@@ -129,16 +129,16 @@ fn bundles_compare_and_refuse_mismatches() {
     let (ra, rb) = (fa.result(&sa), fb.result(&sb));
     let o = CompareOptions::default();
     let c = compare_bundles((&ra, &sa), (&rb, &sb), &o).unwrap();
-    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text());
+    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text(false));
     assert_eq!(c.outcome.exit_code(), 1);
     assert!(c.metrics.iter().any(|m| m.name == "spawn"));
     let c = compare_bundles((&rb, &sb), (&ra, &sa), &o).unwrap();
-    assert_eq!(c.outcome, Outcome::NoRegression, "{}", c.render_text());
+    assert_eq!(c.outcome, Outcome::NoRegression, "{}", c.render_text(false));
     // Deterministic output, all three renderings.
     let again = compare_bundles((&rb, &sb), (&ra, &sa), &o).unwrap();
-    assert_eq!(c.render_text(), again.render_text());
+    assert_eq!(c.render_text(false), again.render_text(false));
     assert_eq!(c.render_json().unwrap(), again.render_json().unwrap());
-    assert!(c.render_markdown().contains("| metric |"));
+    assert!(c.render_markdown(false).contains("| metric |"));
     let j: serde_json::Value = serde_json::from_str(&c.render_json().unwrap()).unwrap();
     assert_eq!(j["outcome"], "no_regression");
 
@@ -229,22 +229,28 @@ fn bundles_on_different_clocks_are_never_compared() {
         "clock: {}: a reproducible cost model of the boot path, not a hardware latency",
         Clock::Virtual.describe()
     );
-    assert!(c.render_text().contains(&line), "{}", c.render_text());
+    // The text output wraps at 100 columns: read it unwrapped.
+    let unwrapped = c.render_text(false).replace("\n  ", " ");
+    assert!(unwrapped.contains(&line), "{unwrapped}");
     assert!(
-        c.render_markdown().contains(&line),
+        c.render_markdown(false).contains(&line),
         "{}",
-        c.render_markdown()
+        c.render_markdown(false)
     );
     let j: serde_json::Value = serde_json::from_str(&c.render_json().unwrap()).unwrap();
     assert_eq!(j["clock"], "virtual");
     let c = compare_bundles((&ra, &sa), (&ra, &sa), &CompareOptions::default()).unwrap();
     let wall = format!("clock: {}", Clock::Wall.describe());
     assert!(
-        c.render_markdown().contains(&wall),
+        c.render_markdown(false).contains(&wall),
         "{}",
-        c.render_markdown()
+        c.render_markdown(false)
     );
-    assert!(!c.render_text().contains("virtual"), "{}", c.render_text());
+    assert!(
+        !c.render_text(false).contains("virtual"),
+        "{}",
+        c.render_text(false)
+    );
     let j: serde_json::Value = serde_json::from_str(&c.render_json().unwrap()).unwrap();
     assert_eq!(j["clock"], "wall");
 }
@@ -312,7 +318,7 @@ fn more_failures_is_a_regression_even_if_successes_are_as_fast() {
         &CompareOptions::default(),
     )
     .unwrap();
-    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text());
+    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text(false));
 }
 
 #[test]
@@ -326,7 +332,7 @@ fn identical_samples_are_no_difference_on_every_metric() {
         assert_eq!(m.delta_p50_ns, Some(0));
     }
     assert_eq!(c.outcome, Outcome::NoRegression);
-    assert!(c.render_text().contains("no difference"));
+    assert!(c.render_text(false).contains("no difference"));
     // Constant stages (workload, teardown) are identical across different campaigns too.
     let mut g = f.clone();
     g.seed = 11;
@@ -405,7 +411,7 @@ fn compare_uses_the_rows_verify_accepted() {
     // Swap the files on disk after verifying: compare must not see it.
     std::fs::copy(a.join("samples.csv"), b.join("samples.csv")).unwrap();
     let c = compare_verified(&va, &vb, &CompareOptions::default()).unwrap();
-    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text());
+    assert_eq!(c.outcome, Outcome::Regression, "{}", c.render_text(false));
     // An invalid verdict is refused, typed.
     let vb2 = verify_dir(&b);
     assert!(!vb2.is_valid());
@@ -416,7 +422,7 @@ fn compare_uses_the_rows_verify_accepted() {
 }
 
 #[test]
-fn compare_cannot_compare_exits_125_and_help_states_the_rule() {
+fn compare_cannot_compare_exits_200_a_bad_option_125_and_help_states_the_rule() {
     let t = tempfile::tempdir().unwrap();
     let a = Fixture::linux(30).write(t.path(), "a");
     // A bad option value.
@@ -429,13 +435,14 @@ fn compare_cannot_compare_exits_125_and_help_states_the_rule() {
     ]);
     assert_eq!(code, 125, "{out}{err}");
     assert!(err.contains("bad option"), "{err}");
-    // A missing bundle.
+    // A missing bundle: cannot compare.
     let (code, _, err) = run_cli(&[
         "compare".as_ref(),
         a.as_os_str(),
         t.path().join("nope").as_os_str(),
     ]);
-    assert_eq!(code, 125, "{err}");
+    assert_eq!(code, 200, "{err}");
+    assert!(err.contains("(exit 200)"), "{err}");
     // Bundles on different clocks: cannot compare, even with --allow-mismatch.
     let mut fv = Fixture::linux(30);
     fv.host = HostKind::NestedEmulated;
@@ -444,7 +451,7 @@ fn compare_cannot_compare_exits_125_and_help_states_the_rule() {
         let mut args = vec!["compare".as_ref(), a.as_os_str(), v.as_os_str()];
         args.extend(extra.map(std::ffi::OsStr::new));
         let (code, out, err) = run_cli(&args);
-        assert_eq!(code, 125, "{out}{err}");
+        assert_eq!(code, 200, "{out}{err}");
         assert!(
             err.contains("cannot compare: A is on the wall clock, B on the virtual clock"),
             "{err}"
@@ -462,11 +469,351 @@ fn compare_cannot_compare_exits_125_and_help_states_the_rule() {
         "no difference",
         "--threshold-pct",
         "right-censored",
-        "125",
+        "125  inconclusive",
+        "200  cannot compare",
+        "--stages",
     ] {
         assert!(
             out.contains(needle),
             "`{needle}` not in compare --help:\n{out}"
         );
     }
+}
+
+const PVM: &str = "host /dev/kvm is kvm_pvm, a software virtualization backend: these numbers do \
+                   not represent hardware KVM";
+
+fn busy(load: &str) -> String {
+    format!(
+        "host busy before the campaign: 1-minute load average {load} on 2 cores (threshold 0.5 \
+         per core)"
+    )
+}
+
+/// Two probe bundles on a kvm_pvm host whose loads were high, B 20 % slower: `a`, `b`.
+fn busy_pair(parent: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let mut fa = Fixture::probe(200);
+    fa.seed = 5;
+    let a = fa.write(parent, "a");
+    let mut fb = Fixture::probe(200);
+    fb.seed = 6;
+    fb.median_ns = 13e6 * 1.2;
+    let b = fb.write(parent, "b");
+    for (d, load) in [(&a, "1.72"), (&b, "1.51")] {
+        forge(d, |r, _| {
+            r.environment.warnings = vec![PVM.into(), busy(load)];
+        });
+    }
+    (a, b)
+}
+
+#[test]
+fn the_default_output_is_the_headline_within_100_columns_and_stages_need_the_flag() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = busy_pair(t.path());
+    let (code, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, 1, "{out}{err}");
+    for l in out.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}\n{out}",
+            l.chars().count()
+        );
+    }
+    for want in [
+        "successes",
+        "with failures",
+        "regressed",
+        "11 stage rows: --stages",
+    ] {
+        assert!(out.contains(want), "`{want}` not in:\n{out}");
+    }
+    for stage in ["guest_boot", "kvm_open", "teardown"] {
+        assert!(
+            !out.contains(stage),
+            "`{stage}` in the default output:\n{out}"
+        );
+    }
+    let (code, out, err) = run_cli(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--stages".as_ref(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    for stage in ["guest_boot", "kvm_open", "teardown", "A p99 ms"] {
+        assert!(out.contains(stage), "`{stage}` not in --stages:\n{out}");
+    }
+    let (_, md, _) = run_cli(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--markdown".as_ref(),
+    ]);
+    assert!(!md.contains("| guest_boot |"), "{md}");
+}
+
+#[test]
+fn each_side_is_shown_by_its_path_escaped_and_the_json_has_both() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::linux(30).write(t.path(), "base\u{1b}[31m");
+    let mut fb = Fixture::linux(30);
+    fb.seed = 4;
+    let b = fb.write(t.path(), "new");
+    let (_, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
+    assert!(
+        !out.contains('\u{1b}'),
+        "a raw escape reached the terminal: {out:?}"
+    );
+    let escaped = format!("A: {}", a.display()).replace('\u{1b}', "\\u{1b}");
+    assert!(out.contains(&escaped), "{out}{err}");
+    assert!(out.contains(&format!("B: {}", b.display())), "{out}");
+    let (_, out, err) = run_cli(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    let j: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert_eq!(j["path_a"], a.display().to_string());
+    assert_eq!(j["path_b"], b.display().to_string());
+    assert!(
+        j["metrics"].as_array().unwrap().len() > 2,
+        "--json keeps every metric"
+    );
+}
+
+#[test]
+fn host_warnings_are_listed_once_with_the_sides_that_recorded_them() {
+    let fa = Fixture::probe(50);
+    let mut fb = Fixture::probe(50);
+    fb.seed = 3;
+    let (sa, sb) = (fa.samples(), fb.samples());
+    let (mut ra, mut rb) = (fa.result(&sa), fb.result(&sb));
+    ra.environment.warnings = vec![PVM.into(), busy("1.72")];
+    rb.environment.warnings = vec![busy("1.51"), PVM.into(), PVM.into()];
+    let c = compare_bundles((&ra, &sa), (&rb, &sb), &CompareOptions::default()).unwrap();
+    let got: Vec<(Vec<&str>, &str)> = c
+        .warnings
+        .iter()
+        .map(|w| (w.sides.clone(), w.text.as_str()))
+        .collect();
+    let (b1, b2) = (busy("1.72"), busy("1.51"));
+    assert_eq!(
+        got,
+        vec![
+            (vec!["A", "B"], PVM),
+            (vec!["A"], b1.as_str()),
+            (vec!["B"], b2.as_str())
+        ]
+    );
+    let text = c.render_text(false);
+    assert_eq!(text.matches("kvm_pvm").count(), 1, "{text}");
+    assert!(
+        text.contains("warning (A, B): host /dev/kvm is kvm_pvm"),
+        "{text}"
+    );
+    assert!(text.contains("warning (A): host busy before"), "{text}");
+    assert!(text.contains("warning (B): host busy before"), "{text}");
+    assert!(!text.contains("note:"), "{text}");
+    let md = c.render_markdown(false);
+    assert_eq!(md.matches("kvm_pvm").count(), 1, "{md}");
+}
+
+#[test]
+fn a_busy_host_is_said_on_the_outcome_line_with_the_interleaved_remedy() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = busy_pair(t.path());
+    let (code, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, 1, "{out}{err}");
+    let outcome = out
+        .split("outcome:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no outcome line: {out}"))
+        .replace("\n  ", " ");
+    assert!(
+        outcome.starts_with(" REGRESSION (exit 1); both hosts were busy"),
+        "{outcome}"
+    );
+    assert!(outcome.contains("`truecold run --engines …`"), "{outcome}");
+    assert!(outcome.contains("`truecold tune`"), "{outcome}");
+    // One busy side is named; no busy host, no such words.
+    let f = Fixture::probe(50);
+    let s = f.samples();
+    let (ra, mut rb) = (f.result(&s), f.result(&s));
+    rb.environment.warnings = vec![busy("3.0")];
+    let o = CompareOptions::default();
+    let c = compare_bundles((&ra, &s), (&rb, &s), &o).unwrap();
+    assert!(
+        c.render_text(false).contains("B's host was busy"),
+        "{}",
+        c.render_text(false)
+    );
+    assert_eq!(c.busy_hosts, vec!["B"]);
+    let c = compare_bundles((&ra, &s), (&ra, &s), &o).unwrap();
+    assert!(
+        !c.render_text(false).contains("busy"),
+        "{}",
+        c.render_text(false)
+    );
+}
+
+#[test]
+fn the_same_campaign_twice_is_no_difference_with_a_warning() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::linux(30).write(t.path(), "a");
+    let copy = t.path().join("copy");
+    copy_dir(&a, &copy);
+    let mut fb = Fixture::linux(30);
+    fb.seed = 8;
+    let b = fb.write(t.path(), "b");
+    for other in [&a, &copy] {
+        let (code, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), other.as_os_str()]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains("no difference"), "{out}");
+        assert!(
+            out.contains("warning: A and B are the same campaign"),
+            "{out}"
+        );
+    }
+    let (_, out, _) = run_cli(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
+    assert!(!out.contains("same campaign"), "{out}");
+}
+
+#[test]
+fn a_mismatch_lists_one_reason_a_line() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::linux(30).write(t.path(), "a");
+    let p = Fixture::probe(30).write(t.path(), "p");
+    let (code, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), p.as_os_str()]);
+    assert_eq!(code, 200, "{out}{err}");
+    assert!(!err.contains("\\n"), "a literal \\n: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].ends_with("not comparable (pass --allow-mismatch to compare anyway):"),
+        "{err}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("  - contract: A is")),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  - host kind: A is hardware, B is pvm")),
+        "{err}"
+    );
+}
+
+#[test]
+fn json_is_always_emitted_with_an_error_object_when_the_bundles_cannot_be_compared() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::linux(30).write(t.path(), "a");
+    let p = Fixture::probe(30).write(t.path(), "p");
+    let missing = t.path().join("missing");
+    let cases: [(&std::path::Path, &[&str], i32, &str); 3] = [
+        (&p, &[], 200, "mismatch"),
+        (&missing, &[], 200, "invalid"),
+        (&a, &["--alpha", "2"], 125, "bad_option"),
+    ];
+    for (b, extra, want_code, kind) in cases {
+        let mut args = vec![
+            "compare".as_ref(),
+            a.as_os_str(),
+            b.as_os_str(),
+            "--json".as_ref(),
+        ];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        let (code, out, err) = run_cli(&args);
+        assert_eq!(code, want_code, "{kind}: {out}{err}");
+        let j: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{kind}: {e}: {out:?}"));
+        assert_eq!(j["error"]["kind"], kind, "{j}");
+        assert!(!j["error"]["message"].as_str().unwrap().is_empty(), "{j}");
+        assert_eq!(j["path_a"], a.display().to_string(), "{j}");
+        assert_eq!(j["path_b"], b.display().to_string(), "{j}");
+        assert_eq!(j["exit"], want_code, "{j}");
+    }
+}
+
+#[test]
+fn a_multi_arm_tune_or_bisect_directory_is_refused_naming_the_bundles_inside() {
+    let t = tempfile::tempdir().unwrap();
+    let arms = Campaign::four(3).write(t.path(), "engines");
+    let one = arms.join("truecold");
+    // It verifies, yet it is not one bundle.
+    assert!(verify_dir(&arms).is_valid());
+    let (code, out, err) = run_cli(&["compare".as_ref(), arms.as_os_str(), one.as_os_str()]);
+    assert_eq!(code, 200, "{out}{err}");
+    assert!(!err.contains("not valid"), "{err}");
+    assert!(
+        err.contains("A (") && err.contains("is a multi-arm directory (it holds arms.json)"),
+        "{err}"
+    );
+    for arm in [
+        "truecold",
+        "firecracker",
+        "cloud-hypervisor",
+        "qemu-microvm",
+    ] {
+        let want = format!("  {}", arms.join(arm).display());
+        assert!(
+            err.lines().any(|l| l.starts_with(&want)),
+            "`{want}` not listed: {err}"
+        );
+    }
+    // A tune directory (tune.json; its arms two levels down) and a bisect directory, on B.
+    for (name, marker, inner, what) in [
+        ("tune", "tune.json", "screen/baseline", "a tune directory"),
+        ("bisect", "bisect.json", "baseline", "a bisect directory"),
+    ] {
+        let d = t.path().join(name);
+        std::fs::create_dir_all(d.join(inner).parent().unwrap()).unwrap();
+        copy_dir(&one, &d.join(inner));
+        std::fs::write(d.join(marker), "{}").unwrap();
+        let (code, out, err) = run_cli(&["compare".as_ref(), one.as_os_str(), d.as_os_str()]);
+        assert_eq!(code, 200, "{out}{err}");
+        assert!(
+            err.contains("B (") && err.contains(what) && err.contains(marker),
+            "{err}"
+        );
+        assert!(err.contains(&d.join(inner).display().to_string()), "{err}");
+        let (_, out, _) = run_cli(&[
+            "compare".as_ref(),
+            one.as_os_str(),
+            d.as_os_str(),
+            "--json".as_ref(),
+        ]);
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(j["error"]["kind"], "not_a_bundle", "{j}");
+    }
+}
+
+#[test]
+fn exit_codes_are_distinct_and_every_listing_says_so() {
+    use truecold_proof::compare::{EXIT_CANNOT_COMPARE, EXIT_USAGE};
+    assert_eq!(EXIT_CANNOT_COMPARE, 200);
+    assert_eq!(EXIT_USAGE, 125);
+    assert_eq!(Outcome::Inconclusive.exit_code(), 125);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for f in ["README.md", "docs/verify.md"] {
+        let text = std::fs::read_to_string(root.join(f)).unwrap();
+        assert!(text.contains("200 cannot compare"), "{f} does not list 200");
+        assert!(
+            !text.contains("125 inconclusive or cannot compare"),
+            "{f} still says 125"
+        );
+    }
+    let (code, out, _) = run_cli(&["--help".as_ref()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("200 cannot compare"), "{out}");
+    // A usage error is 125, whatever else is on the line.
+    let (code, _, _) = run_cli(&[
+        "compare".as_ref(),
+        "x".as_ref(),
+        "y".as_ref(),
+        "--bogus".as_ref(),
+    ]);
+    assert_eq!(code, 125);
 }

@@ -91,6 +91,9 @@ fn busy_host_bottleneck_harness_and_pvm_are_flagged() {
     ] {
         assert!(all.contains(needle), "missing {needle}: {all}");
     }
+    // `truecold-proof compare` tells a busy host by this prefix (its outcome line says so).
+    let busy = truecold_proof::compare::HOST_BUSY_PREFIX;
+    assert_eq!(w.iter().filter(|x| x.starts_with(busy)).count(), 2, "{all}");
     let env = environment(&facts(HostKind::Pvm, 2), &b, &a, &run, vec!["extra".into()]);
     assert_eq!(env.harness.wall_ns, 10_000_000_000);
     assert_eq!(env.harness.cpu_user_ns, 6_000_000_000);
