@@ -394,33 +394,36 @@ impl Verdict {
                 );
             }
         }
-        let mut counts: BTreeMap<Check, usize> = BTreeMap::new();
-        for r in &self.reasons {
-            let c = counts.entry(r.check).or_insert(0);
-            *c += 1;
-            if *c <= per_check {
-                let _ = writeln!(s, "  - [{:?}] {}", r.check, e(&r.detail));
-            }
-        }
-        for (c, n) in counts {
-            if n > per_check {
-                let _ = writeln!(s, "  - [{c:?}] … and {} more of this kind", n - per_check);
-            }
-        }
-        let mut counts: BTreeMap<Check, usize> = BTreeMap::new();
-        for r in &self.warnings {
-            let c = counts.entry(r.check).or_insert(0);
-            *c += 1;
-            if *c <= per_check {
-                let _ = writeln!(s, "  ! [{:?}] warning: {}", r.check, e(&r.detail));
-            }
-        }
-        for (c, n) in counts {
-            if n > per_check {
-                let _ = writeln!(s, "  ! [{c:?}] … and {} more of this kind", n - per_check);
-            }
-        }
+        list_findings(&mut s, &self.reasons, "-", "", per_check);
+        list_findings(&mut s, &self.warnings, "!", "warning: ", per_check);
         s
+    }
+}
+
+/// Lists `findings` under `marker` (`-` reasons, `!` warnings): at most `per_check` of each
+/// kind, then a count; every detail escaped ([`escape_untrusted`]).
+fn list_findings(s: &mut String, findings: &[Reason], marker: &str, tag: &str, per_check: usize) {
+    let mut counts: BTreeMap<Check, usize> = BTreeMap::new();
+    for r in findings {
+        let c = counts.entry(r.check).or_insert(0);
+        *c += 1;
+        if *c <= per_check {
+            let _ = writeln!(
+                s,
+                "  {marker} [{:?}] {tag}{}",
+                r.check,
+                escape_untrusted(&r.detail)
+            );
+        }
+    }
+    for (c, n) in counts {
+        if n > per_check {
+            let _ = writeln!(
+                s,
+                "  {marker} [{c:?}] … and {} more of this kind",
+                n - per_check
+            );
+        }
     }
 }
 
