@@ -409,8 +409,9 @@ pub struct TuneArgs {
     pub nested: bool,
     /// Rounds of the screen phase (default: sized from --noise-from, else 10).
     ///
-    /// Each round launches every arm once, in a shuffled order.
-    #[arg(short = 'n', long = "rounds")]
+    /// Each round launches every arm once, in a shuffled order. `-n/--count`, as in `run` and
+    /// `bisect` (`--rounds` is the same flag).
+    #[arg(short = 'n', long = "count", visible_alias = "rounds")]
     pub rounds: Option<u64>,
     /// Size the rounds from this bundle's measured noise.
     ///
@@ -421,7 +422,7 @@ pub struct TuneArgs {
     /// README.
     #[arg(long)]
     pub noise_from: Option<PathBuf>,
-    /// Rounds of the confirm phase (default: --rounds).
+    /// Rounds of the confirm phase (default: --count).
     #[arg(long)]
     pub confirm_rounds: Option<u64>,
     /// At most this many launches in all.
@@ -662,6 +663,24 @@ mod tests {
         let mut v = vec!["truecold", "run"];
         v.extend_from_slice(extra);
         Cli::try_parse_run(v)
+    }
+
+    /// The count of launches is `-n/--count` in every command; tune's old `--rounds` is the
+    /// same flag.
+    #[test]
+    fn the_count_is_one_flag_in_every_command() {
+        let rounds = |words: &[&str]| {
+            let mut v = vec!["truecold", "tune"];
+            v.extend_from_slice(words);
+            match Cli::try_parse_from(v).unwrap().cmd {
+                Cmd::Tune(t) => t.rounds,
+                other => panic!("not a tune: {other:?}"),
+            }
+        };
+        for w in [&["-n", "7"][..], &["--count", "7"], &["--rounds", "7"]] {
+            assert_eq!(rounds(w), Some(7), "{w:?}");
+        }
+        assert_eq!(run(&["--count", "7"]).unwrap().count, 7);
     }
 
     /// One `GuestArgs` in three commands, each with its own defaults and help.

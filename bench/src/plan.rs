@@ -62,7 +62,7 @@ pub enum ArgError {
     Knobs(#[source] KnobSetError),
     #[error("no knob to tune: --knobs names none (see --list-knobs)")]
     NoKnobs,
-    #[error("--rounds / --confirm-rounds must be at least {MIN_ROUNDS} (got {0})")]
+    #[error("--count / --confirm-rounds must be at least {MIN_ROUNDS} (got {0})")]
     TooFewRounds(u64),
     #[error(
         "--budget {budget} launches leaves {rounds} round(s) per phase for {arms} arm(s) at \

@@ -100,7 +100,10 @@ fn run_then_verify_then_compare_say_what_they_did() {
     let o = proof_cmd(&["compare".as_ref(), a.as_os_str(), a.as_os_str()]);
     let (out, err) = text(&o);
     assert!(matches!(o.status.code(), Some(0 | 125)), "{out}\n{err}");
-    assert!(out.contains("A and B are the same campaign"), "{out}\n{err}");
+    assert!(
+        out.contains("A and B are the same campaign"),
+        "{out}\n{err}"
+    );
     // compare A with B: both paths, the headline table, one outcome line whose word is the
     // exit code's (the verdict itself is the host's to decide).
     let o = proof_cmd(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
