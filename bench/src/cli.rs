@@ -35,7 +35,7 @@ pub enum Cmd {
     /// Default: 1,000 sequential 2 vCPU / 16 GiB Linux boots; on a host whose /dev/kvm cannot
     /// boot Linux, the probe-guest campaign, labelled as such.
     #[command(after_help = RUN_EXIT)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Tune the boot path: a baseline and one arm per knob, interleaved, winners confirmed.
     ///
     /// A baseline and one arm per knob (kernel command line, Kconfig, VMM), interleaved, each
@@ -105,7 +105,7 @@ impl Cli {
         T: Into<std::ffi::OsString> + Clone,
     {
         match Cli::try_parse_from(argv)?.cmd {
-            Cmd::Run(a) => Ok(a),
+            Cmd::Run(a) => Ok(*a),
             Cmd::Tune(_) | Cmd::TunePhase(_) | Cmd::Bisect(_) | Cmd::CliDocs(_) => {
                 Err(clap::Error::raw(
                     clap::error::ErrorKind::InvalidSubcommand,
@@ -176,6 +176,25 @@ impl clap::builder::TypedValueParser for BackingParser {
     }
 }
 
+/// `--arm-kernel-config` / `--arm-guest-dir`'s value: `ENGINE=PATH`.
+fn parse_arm_path(s: &str) -> Result<(Engine, PathBuf), String> {
+    let (e, p) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not ENGINE=PATH (e.g. firecracker=fc.config)"))?;
+    if p.is_empty() {
+        return Err(format!("`{s}`: no path after `=`"));
+    }
+    Ok((Engine::parse(e)?, PathBuf::from(p)))
+}
+
+/// `--arm-backing`'s value: `ENGINE=BACKING`.
+fn parse_arm_backing(s: &str) -> Result<(Engine, Backing), String> {
+    let (e, b) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not ENGINE=BACKING (e.g. firecracker=anon)"))?;
+    Ok((Engine::parse(e)?, Backing::parse(b)?))
+}
+
 /// The guest every launch boots, as `run`, `tune` and `bisect` all take it (their defaults
 /// and help differ: `tune` and `bisect` set theirs on top of these).
 #[derive(Args, Debug, Clone, Copy)]
@@ -204,9 +223,20 @@ pub struct RunArgs {
     pub count: u64,
     #[command(flatten)]
     pub guest: GuestArgs,
-    /// How guest RAM is backed on the host.
-    #[arg(long, default_value_t = Backing::Anon, value_parser = BackingParser)]
-    pub backing: Backing,
+    /// How guest RAM is backed on the host [default: each engine's own, see --help].
+    ///
+    /// Default: each engine's own — truecold-vmm `thp` for a Linux guest (its tuned default)
+    /// and `anon` for the probe guest; Firecracker `anon`; Cloud Hypervisor `thp`; QEMU `anon`
+    /// (docs/engines.md). Given, every arm of an engines campaign gets it (the VMMs compared on one backing);
+    /// --arm-backing sets one arm's.
+    #[arg(long, value_parser = BackingParser)]
+    pub backing: Option<Backing>,
+    /// One engine arm's backing, `ENGINE=BACKING` (repeatable), over --backing.
+    ///
+    /// Engines campaigns only: the arm's backing over --backing or the engine's own default,
+    /// e.g. `--arm-backing firecracker=hugetlb`.
+    #[arg(long, value_name = "ENGINE=BACKING", value_parser = parse_arm_backing)]
+    pub arm_backing: Vec<(Engine, Backing)>,
     /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;
     /// default 64).
     #[arg(long)]
@@ -345,6 +375,23 @@ pub struct RunArgs {
     /// first).
     #[arg(long, value_name = "DIR")]
     pub kernel_source: Option<PathBuf>,
+    /// One engine arm boots its own kernel, built from a complete .config (`ENGINE=FILE`).
+    ///
+    /// Engines campaigns only, repeatable (one per arm): the arm boots a kernel built from
+    /// FILE exactly as --kernel-config builds one (the same reproducible, cached recipe, from
+    /// --kernel-source or the pinned source; what strict-ready needs of it under that engine
+    /// checked before the build, the symbols that did not carry over listed), with the
+    /// campaign's initramfs and guest-init. The other arms boot the campaign's kernel.
+    /// `arms.json` declares the arm's kernel and `verify` holds the arm to it.
+    #[arg(long, value_name = "ENGINE=FILE", value_parser = parse_arm_path)]
+    pub arm_kernel_config: Vec<(Engine, PathBuf)>,
+    /// One engine arm boots the guest in this directory (`ENGINE=DIR`, as --guest-dir).
+    ///
+    /// Engines campaigns only, repeatable: a guest directory (vmlinux, config, initramfs,
+    /// guest-init) for that arm alone — what `cmdline.txt` records for an arm whose kernel
+    /// --arm-kernel-config built.
+    #[arg(long, value_name = "ENGINE=DIR", value_parser = parse_arm_path)]
+    pub arm_guest_dir: Vec<(Engine, PathBuf)>,
     /// Exit 0 even when some launch failed (without it: 3).
     ///
     /// The bundle is written and VALID either way: failures are data, each a typed row of

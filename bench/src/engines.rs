@@ -113,7 +113,8 @@ pub struct EnginesSpec {
     pub seed: u64,
     pub vcpus: Vcpus,
     pub mem: GuestMem,
-    pub backing: Backing,
+    /// Each arm's backing, in the order of `arms` ([`CampaignPlan::backing_of`]).
+    pub backings: Vec<Backing>,
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
     /// Who stamps strict-ready: `serial` (an engines campaign) or `agent` (the parity
@@ -134,12 +135,12 @@ impl EnginesSpec {
         observer: Observer,
     ) -> Self {
         EnginesSpec {
-            arms,
             rounds,
             seed: plan.seed,
             vcpus: plan.guest.vcpus,
             mem: plan.guest.mem,
-            backing: plan.guest.backing,
+            backings: arms.iter().map(|&e| plan.backing_of(e, true)).collect(),
+            arms,
             deadline_ns: plan.deadline_ns(),
             kill_grace_ns: plan.kill_grace_ns(),
             observer,
@@ -147,15 +148,62 @@ impl EnginesSpec {
         }
     }
 
-    /// The per-arm campaign (a sequential Linux campaign of `rounds` launches), for
+    /// `engine`'s backing ([`EnginesSpec::backings`]; an engine that is not an arm: its own
+    /// default).
+    pub fn backing(&self, engine: Engine) -> Backing {
+        self.arms
+            .iter()
+            .position(|&e| e == engine)
+            .and_then(|i| self.backings.get(i).copied())
+            .unwrap_or(Backing::linux_default(engine))
+    }
+
+    /// Whether every arm has the same backing.
+    pub fn one_backing(&self) -> bool {
+        self.backings.windows(2).all(|w| w[0] == w[1])
+    }
+
+    /// The arms as `arms.json` records them: each arm's backing declared where they differ.
+    pub fn arm_refs(&self) -> Vec<ArmRef> {
+        let one = self.one_backing();
+        self.arms
+            .iter()
+            .zip(&self.backings)
+            .map(|(&e, &b)| {
+                let a = ArmRef::engine(e);
+                if one {
+                    a
+                } else {
+                    a.with_backing(b)
+                }
+            })
+            .collect()
+    }
+
+    /// The backings, described for a person: one word when every arm has the same, else
+    /// `engine backing` per arm.
+    pub fn backings_label(&self) -> String {
+        match self.backings.first() {
+            Some(b) if self.backings.iter().all(|x| x == b) => b.as_str().to_string(),
+            _ => self
+                .arms
+                .iter()
+                .zip(&self.backings)
+                .map(|(e, b)| format!("{e} {b}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// `engine`'s arm's campaign (a sequential Linux campaign of `rounds` launches), for
     /// `result.json`.
-    pub fn campaign(&self) -> CampaignSpec {
+    pub fn campaign(&self, engine: Engine) -> CampaignSpec {
         CampaignSpec {
             schedule: Schedule::Sequential { n: self.rounds },
             contract: ContractKind::Linux,
             vcpus: self.vcpus,
             mem: self.mem,
-            backing: self.backing,
+            backing: self.backing(engine),
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
             observer: self.observer,
@@ -168,7 +216,7 @@ impl EnginesSpec {
     pub fn row_context(&self, engine: Engine) -> RowContext {
         RowContext {
             engine,
-            ..self.campaign().row_context()
+            ..self.campaign(engine).row_context()
         }
     }
 
@@ -434,13 +482,17 @@ pub struct ArmBundle<'a> {
     pub version: String,
     pub launch: &'a Launch,
     pub guest_cmdline: String,
+    /// The guest this arm booted (the campaign's, or its own: `--arm-guest-dir`) and its
+    /// kernel's config.
+    pub guest: &'a LinuxGuest,
+    pub kernel_config: &'a [u8],
+    /// The arm boots a guest of its own (`arms.json` declares its kernel).
+    pub own_guest: bool,
 }
 
 /// Everything the bundles share.
 pub struct Shared<'a> {
     pub spec: &'a EnginesSpec,
-    pub guest: &'a LinuxGuest,
-    pub kernel_config: Vec<u8>,
     pub facts: &'a Environment,
     pub warnings: Vec<String>,
     pub invocation: &'a str,
@@ -538,7 +590,18 @@ pub fn write_dir(
     let record = ArmsPlan {
         seed: spec.seed,
         rounds: spec.rounds,
-        arms: spec.arms.iter().map(|e| ArmRef::engine(*e)).collect(),
+        arms: spec
+            .arm_refs()
+            .into_iter()
+            .zip(bundles)
+            .map(|(a, b)| {
+                if b.own_guest {
+                    a.with_kernel(truecold_proof::sums::sha256_hex(b.kernel_config))
+                } else {
+                    a
+                }
+            })
+            .collect(),
         order: ran
             .order
             .iter()
@@ -586,7 +649,7 @@ pub fn write_arm_bundle(
         parity,
     } = more;
     let spec = shared.spec;
-    let cspec = spec.campaign();
+    let cspec = spec.campaign(b.engine);
     let mut samples = arm.samples.clone();
     samples.sort_by_key(|s| s.index);
     let ex = Executed {
@@ -620,23 +683,22 @@ pub fn write_arm_bundle(
     let configuration = Configuration {
         vcpus: u32::from(spec.vcpus.get()),
         mem_bytes: spec.mem.bytes(),
-        backing: campaign::backing_description(spec.backing, &ex.backings),
+        backing: campaign::backing_description(spec.backing(b.engine), &ex.backings),
         cmdline: b.guest_cmdline.clone(),
         vmm_path: b.binary.display().to_string(),
-        kernel_path: Some(absolute(&shared.guest.vmlinux)),
-        initramfs_path: Some(absolute(&shared.guest.initramfs)),
+        kernel_path: Some(absolute(&b.guest.vmlinux)),
+        initramfs_path: Some(absolute(&b.guest.initramfs)),
         engine: EngineInfo {
             kind: b.engine,
             version: b.version.clone(),
         },
         knobs: vec![],
     };
-    let digests = artifacts::digests(&b.binary, Some(shared.guest)).map_err(|source| {
-        EnginesError::Digests {
+    let digests =
+        artifacts::digests(&b.binary, Some(b.guest)).map_err(|source| EnginesError::Digests {
             binary: b.binary.clone(),
             source,
-        }
-    })?;
+        })?;
     let mut result =
         campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
     result.environment.parity = parity;
@@ -651,7 +713,7 @@ pub fn write_arm_bundle(
         }
     }
     let inputs = BundleInputs {
-        kernel_config: Some(shared.kernel_config.clone()),
+        kernel_config: Some(b.kernel_config.to_vec()),
         cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
             ContractKind::Linux.label(),
             shared.invocation,
@@ -678,14 +740,15 @@ fn absolute(p: &Path) -> String {
         .to_string()
 }
 
-/// The guest every arm boots, from the campaign's plan.
+/// The guest every arm boots, from the campaign's plan (with truecold-vmm's backing: each
+/// arm's own is set by [`prepare`]).
 pub fn guest_of(plan: &CampaignPlan, g: &LinuxGuest) -> Guest {
     Guest {
         kernel: PathBuf::from(absolute(&g.vmlinux)),
         initramfs: PathBuf::from(absolute(&g.initramfs)),
         vcpus: u32::from(plan.guest.vcpus.get()),
         mem: plan.guest.mem,
-        backing: plan.guest.backing,
+        backing: plan.backing_of(Engine::Truecold, true),
         cmdline_extra: plan.guest.cmdline_extra.clone(),
     }
 }
@@ -700,6 +763,11 @@ pub struct PreparedArm {
     pub launch: Launch,
     /// The guest's kernel command line under this engine.
     pub cmdline: String,
+    /// The guest this arm boots and its kernel's config (the campaign's, or the arm's own).
+    pub lg: LinuxGuest,
+    pub kernel_config: Vec<u8>,
+    /// Whether the arm boots a guest of its own (`--arm-guest-dir`).
+    pub own_guest: bool,
 }
 
 /// An engine's binary and what it says it is.
@@ -728,16 +796,33 @@ pub fn resolve(arms: &[Engine], plan: &CampaignPlan) -> Result<Vec<Resolved>, En
         .collect()
 }
 
-/// Every arm's launch: a backing an engine cannot give is an error before anything runs.
+/// The guest of one arm: the Linux guest it boots (`own`: its own directory, not the
+/// campaign's) and its kernel's config.
+pub struct ArmGuest {
+    pub lg: LinuxGuest,
+    pub kernel_config: Vec<u8>,
+    pub own: bool,
+}
+
+/// Every arm's launch, each on its backing in `spec` and its guest in `guests` (in the order
+/// of `resolved`): a backing an engine cannot give is an error before anything runs.
 pub fn prepare(
     resolved: &[Resolved],
     guest: &Guest,
+    guests: Vec<ArmGuest>,
+    spec: &EnginesSpec,
     work: &Path,
     host: HostKind,
 ) -> Result<Vec<PreparedArm>, EnginesError> {
     let mut out = Vec::new();
-    for r in resolved {
+    for (r, ag) in resolved.iter().zip(guests) {
         let e = r.engine;
+        let guest = &Guest {
+            backing: spec.backing(e),
+            kernel: PathBuf::from(absolute(&ag.lg.vmlinux)),
+            initramfs: PathBuf::from(absolute(&ag.lg.initramfs)),
+            ..guest.clone()
+        };
         let dir = work.join(e.as_str());
         std::fs::create_dir_all(&dir).map_err(io("create directory", &dir))?;
         let launch = truecold_engine::launch(e, &r.binary, guest, &dir, host)
@@ -751,6 +836,9 @@ pub fn prepare(
             version: r.version.clone(),
             launch,
             cmdline,
+            lg: ag.lg,
+            kernel_config: ag.kernel_config,
+            own_guest: ag.own,
         });
     }
     Ok(out)

@@ -27,12 +27,10 @@ use truecold_proto::kinds::Engine;
 struct Setup {
     kind: HostKind,
     warnings: Vec<String>,
-    lg: LinuxGuest,
     guest: Guest,
     dest: PathBuf,
     work: PathBuf,
     prepared: Vec<PreparedArm>,
-    kernel_config: Vec<u8>,
     spec: EnginesSpec,
 }
 
@@ -55,18 +53,28 @@ impl Setup {
         if dest.symlink_metadata().is_ok() {
             return Err(RunError::OutExists(dest));
         }
-        let prepared = engines::prepare(resolved, &guest, &work, kind)?;
-        let kernel_config = kernel_config(&lg)?;
         let spec = EnginesSpec::of_plan(plan, arms.to_vec(), rounds, observer);
+        let mut guests = Vec::new();
+        for r in resolved {
+            let own = plan.arm_guest_dir.iter().find(|(e, _)| *e == r.engine);
+            let g = match own {
+                Some((_, dir)) => artifacts::linux_guest(dir)?,
+                None => lg.clone(),
+            };
+            guests.push(engines::ArmGuest {
+                kernel_config: kernel_config(&g)?,
+                lg: g,
+                own: own.is_some(),
+            });
+        }
+        let prepared = engines::prepare(resolved, &guest, guests, &spec, &work, kind)?;
         Ok(Setup {
             kind,
             warnings,
-            lg,
             guest,
             dest,
             work,
             prepared,
-            kernel_config,
             spec,
         })
     }
@@ -109,8 +117,6 @@ impl Setup {
     ) -> Shared<'a> {
         Shared {
             spec: &self.spec,
-            guest: &self.lg,
-            kernel_config: self.kernel_config.clone(),
             facts,
             warnings: self.warnings.clone(),
             invocation,
@@ -160,7 +166,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         plan.seed,
         s.spec.vcpus,
         s.spec.mem,
-        s.spec.backing,
+        s.spec.backings_label(),
         plan.deadline_ms,
         s.dest.display()
     );
@@ -205,6 +211,9 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
             version: p.version.clone(),
             launch: &p.launch,
             guest_cmdline: p.cmdline.clone(),
+            guest: &p.lg,
+            kernel_config: &p.kernel_config,
+            own_guest: p.own_guest,
         })
         .collect();
     let shared = s.shared(&facts, invocation, explicit);
@@ -365,7 +374,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
         },
         s.spec.vcpus,
         s.spec.mem,
-        s.spec.backing,
+        s.spec.backings_label(),
         plan.deadline_ms,
         pair,
         s.dest.display()
@@ -412,7 +421,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
 /// guest command line truecold-vmm reported (its virtio-mmio entries included) or the one a
 /// peer was `given`.
 fn parity_bundles<'a>(
-    s: &Setup,
+    s: &'a Setup,
     shown: &'a [truecold_engine::Launch],
     ran: &EnginesRun,
     given: &[String],
@@ -431,6 +440,9 @@ fn parity_bundles<'a>(
                 _ => None,
             }
             .unwrap_or_else(|| given.clone()),
+            guest: &p.lg,
+            kernel_config: &p.kernel_config,
+            own_guest: p.own_guest,
         })
         .collect()
 }

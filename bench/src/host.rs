@@ -106,7 +106,9 @@ fn open_kvm() -> std::io::Result<()> {
 /// ([`GuestMem::fits_host`], the VMM's own rule); with `backing` hugetlb, the 2 MiB pool
 /// holds at least one guest ([`GuestMem::huge_pages_at_least`]; a pool that runs out later,
 /// with guests in flight, is a typed row, data).
-pub fn preflight(limits: HostLimits, mem: GuestMem, backing: Backing) -> Result<(), HostError> {
+/// `backings`: the backings asked for ([`crate::plan::CampaignPlan::asked_backings`]; no
+/// engine's default needs a pool, [`Backing::default_for`]).
+pub fn preflight(limits: HostLimits, mem: GuestMem, backings: &[Backing]) -> Result<(), HostError> {
     limits.kvm_open.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => HostError::NoKvm,
         _ => HostError::KvmNotOpenable(e),
@@ -118,7 +120,7 @@ pub fn preflight(limits: HostLimits, mem: GuestMem, backing: Backing) -> Result<
             host_mib: source.host_mib,
             source,
         })?;
-    if backing == Backing::Hugetlb {
+    if backings.contains(&Backing::Hugetlb) {
         let needed = mem.huge_pages_at_least();
         let free = limits.huge_pages_free;
         if free < needed {

@@ -53,6 +53,12 @@ pub fn inner_args(plan: &CampaignPlan) -> Vec<String> {
 /// campaign, every argument explicit, each engine at its L1 path.
 pub fn inner_engine_args(plan: &CampaignPlan, arms: &[Engine]) -> Vec<String> {
     let out = format!("{}/{L1_BUNDLE}", truecold_nested::OUT_DIR);
+    // An arm's own guest is packed at /guest-<engine> ([`arm_guest_files`]).
+    let mut plan = plan.clone();
+    for (e, d) in &mut plan.arm_guest_dir {
+        *d = PathBuf::from(arm_guest_l1_dir(*e));
+    }
+    let plan = &plan;
     let bins: Vec<(Engine, PathBuf)> = arms
         .iter()
         .map(|e| (*e, PathBuf::from(truecold_nested::engine_l1_path(*e))))
@@ -69,6 +75,25 @@ pub fn inner_engine_args(plan: &CampaignPlan, arms: &[Engine]) -> Vec<String> {
         },
     ));
     v
+}
+
+/// Where an arm's own guest directory is in L1.
+fn arm_guest_l1_dir(e: Engine) -> String {
+    format!("/guest-{}", e.as_str())
+}
+
+/// The arms' own guests (`--arm-guest-dir`) for L1, each at [`arm_guest_l1_dir`].
+fn arm_guest_files(plan: &CampaignPlan) -> Vec<L1File> {
+    plan.arm_guest_dir
+        .iter()
+        .flat_map(|(e, dir)| {
+            truecold_nested::GUEST_FILES.iter().map(move |f| L1File {
+                dest: format!("{}/{f}", &arm_guest_l1_dir(*e)[1..]),
+                src: dir.join(f),
+                executable: false,
+            })
+        })
+        .collect()
 }
 
 /// The peer engines' files for L1. L1's truecold-vmm is the layout's static build; the
@@ -94,7 +119,8 @@ pub fn run_engines(
     rounds: u64,
     guest_dir: &Path,
 ) -> Result<RunOutcome, NestedError> {
-    let extra = engine_files(plan, arms)?;
+    let mut extra = engine_files(plan, arms)?;
+    extra.extend(arm_guest_files(plan));
     let dest = engines_dest(plan, arms);
     let written = in_l1(
         plan,

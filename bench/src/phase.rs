@@ -355,7 +355,7 @@ fn arm_run_args(
     let guest = GuestSpec {
         vcpus: plan.vcpus,
         mem: plan.mem,
-        backing: p.applied.backing,
+        backing: Some(p.applied.backing),
         cmdline_extra: p.applied.cmdline_extra.clone(),
         console: p.applied.console,
     };

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use truecold_proof::bundle::{BundleInputs, Written};
 use truecold_proof::schema::{Configuration, ContractKind, HostKind, ResultJson};
+use truecold_proto::kinds::Engine;
 use truecold_proto::path_io::PathIoError;
 
 /// Checks `--drop-caches` against the mode and the effective uid `euid` (`None` for
@@ -184,7 +185,7 @@ fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
         contract,
         vcpus: plan.guest.vcpus,
         mem: plan.guest.mem,
-        backing: plan.guest.backing,
+        backing: plan.backing_of(Engine::Truecold, contract == ContractKind::Linux),
         deadline_ns: plan.deadline_ns(),
         kill_grace_ns: plan.kill_grace_ns(),
     };

@@ -44,6 +44,16 @@ pub enum ArgError {
     Schedule(#[from] ScheduleError),
     #[error("--engine {0} is given twice: each engine is one arm")]
     DuplicateEngine(Engine),
+    #[error("--arm-backing {0}=…: `{0}` is not an arm of this campaign (--engine/--engines)")]
+    ArmBackingNotAnArm(Engine),
+    #[error("--arm-backing {0}=… given twice")]
+    ArmBackingTwice(Engine),
+    #[error("--{flag} {engine}=…: `{engine}` is not an arm of this campaign (--engine/--engines)")]
+    ArmGuestNotAnArm { flag: &'static str, engine: Engine },
+    #[error("arm `{0}` is given its own guest twice (--arm-kernel-config / --arm-guest-dir)")]
+    ArmGuestTwice(Engine),
+    #[error("--arm-kernel-config / --arm-guest-dir: {0}")]
+    ArmGuest(&'static str),
     #[error("an engines campaign runs --mode sequential only (rounds of every arm, one launch at a time)")]
     EnginesMode,
     #[error("--{0} does not apply to an engines campaign (the guest is Linux; its serial port is the transport)")]
@@ -148,7 +158,9 @@ impl Target {
 pub struct GuestSpec {
     pub vcpus: Vcpus,
     pub mem: GuestMem,
-    pub backing: Backing,
+    /// The backing asked for (`--backing`); `None`: each engine's own default for the guest
+    /// ([`Backing::default_for`], resolved by [`CampaignPlan::backing_of`]).
+    pub backing: Option<Backing>,
     /// Appended to the guest kernel command line.
     pub cmdline_extra: String,
     /// The guest's serial console to the VMM's stderr.
@@ -161,7 +173,7 @@ impl GuestSpec {
         GuestSpec {
             vcpus,
             mem,
-            backing,
+            backing: Some(backing),
             cmdline_extra: String::new(),
             console: false,
         }
@@ -195,6 +207,14 @@ pub struct CampaignPlan {
     pub inject_tap_name: Option<String>,
     /// Engine arms, in the order given; empty for a truecold-only campaign.
     pub engines: Vec<Engine>,
+    /// Arms whose backing is set on its own (`--arm-backing`), over [`GuestSpec::backing`].
+    pub arm_backing: Vec<(Engine, Backing)>,
+    /// Arms that boot a kernel of their own (`--arm-kernel-config`): built before the
+    /// campaign into a guest directory, which then becomes the arm's `arm_guest_dir`.
+    pub arm_kernel: Vec<(Engine, OwnKernel)>,
+    /// Arms that boot the guest of their own directory (`--arm-guest-dir`), not the
+    /// campaign's.
+    pub arm_guest_dir: Vec<(Engine, PathBuf)>,
     /// The engines campaign's order seed; with `Target::Nested`, L1's QEMU `-seed` too.
     pub seed: u64,
     pub engine_bins: EngineBins,
@@ -217,6 +237,8 @@ impl CampaignPlan {
     /// The plan `truecold run`'s arguments describe, every check made.
     pub fn from_cli(a: &RunArgs) -> Result<CampaignPlan, ArgError> {
         let engines = arms(a)?;
+        let arm_backing = arm_backing(a, &engines)?;
+        let (arm_kernel, arm_guest_dir) = arm_guests(a, &engines)?;
         check_parity(a, &engines)?;
         let schedule = schedule(a)?;
         let stop_after = stop_after(a, &schedule, &engines)?;
@@ -243,6 +265,9 @@ impl CampaignPlan {
             parity: a.parity,
             inject_tap_name: a.inject_tap_name.clone(),
             engines,
+            arm_backing,
+            arm_kernel,
+            arm_guest_dir,
             seed: a.seed,
             engine_bins: EngineBins {
                 firecracker: a.firecracker.clone(),
@@ -292,6 +317,9 @@ impl CampaignPlan {
             parity: false,
             inject_tap_name: None,
             engines: Vec::new(),
+            arm_backing: Vec::new(),
+            arm_kernel: Vec::new(),
+            arm_guest_dir: Vec::new(),
             seed: DEFAULT_SEED,
             engine_bins: EngineBins::default(),
             out: None,
@@ -331,6 +359,28 @@ impl CampaignPlan {
         self.target.is_nested()
     }
 
+    /// The backing `engine`'s launches get (`linux`: the guest is Linux, not the probe): its
+    /// `--arm-backing`, else `--backing`, else the engine's own default
+    /// ([`Backing::default_for`], one definition).
+    pub fn backing_of(&self, engine: Engine, linux: bool) -> Backing {
+        self.arm_backing
+            .iter()
+            .find(|(e, _)| *e == engine)
+            .map(|(_, b)| *b)
+            .or(self.guest.backing)
+            .unwrap_or(Backing::default_for(engine, linux))
+    }
+
+    /// Every backing an arm of this campaign may get, whichever guest it boots (for the host
+    /// checks made before the guest is known: only an asked-for backing can be `hugetlb`).
+    pub fn asked_backings(&self) -> Vec<Backing> {
+        self.guest
+            .backing
+            .into_iter()
+            .chain(self.arm_backing.iter().map(|(_, b)| *b))
+            .collect()
+    }
+
     /// The per-launch deadline, ns.
     pub fn deadline_ns(&self) -> u64 {
         self.deadline_ms.saturating_mul(1_000_000)
@@ -351,10 +401,10 @@ impl CampaignPlan {
 fn own_kernel(a: &RunArgs) -> Result<Option<OwnKernel>, ArgError> {
     use crate::own_kernel::ConfigForm;
     let (config, form) = match (&a.kernel_config, &a.kernel_fragment) {
-        (None, None) if a.kernel_source.is_some() => {
+        (None, None) if a.kernel_source.is_some() && a.arm_kernel_config.is_empty() => {
             return Err(ArgError::OwnKernel(
-                "--kernel-source builds the kernel --kernel-config or --kernel-fragment \
-                 describes: give one",
+                "--kernel-source builds the kernel --kernel-config, --kernel-fragment or \
+                 --arm-kernel-config describes: give one",
             ))
         }
         (None, None) => return Ok(None),
@@ -424,6 +474,67 @@ fn arms(a: &RunArgs) -> Result<Vec<Engine>, ArgError> {
         return Err(ArgError::NotForEngines("attribution"));
     }
     Ok(arms)
+}
+
+/// `--arm-backing`: each an arm of the campaign, at most once.
+fn arm_backing(a: &RunArgs, arms: &[Engine]) -> Result<Vec<(Engine, Backing)>, ArgError> {
+    let mut out: Vec<(Engine, Backing)> = Vec::new();
+    for &(e, b) in &a.arm_backing {
+        if !arms.contains(&e) {
+            return Err(ArgError::ArmBackingNotAnArm(e));
+        }
+        if out.iter().any(|(x, _)| *x == e) {
+            return Err(ArgError::ArmBackingTwice(e));
+        }
+        out.push((e, b));
+    }
+    Ok(out)
+}
+
+/// `--arm-kernel-config` and `--arm-guest-dir`: each an arm of a strict engines campaign, one
+/// guest per arm.
+#[allow(clippy::type_complexity)]
+fn arm_guests(
+    a: &RunArgs,
+    arms: &[Engine],
+) -> Result<(Vec<(Engine, OwnKernel)>, Vec<(Engine, PathBuf)>), ArgError> {
+    if a.arm_kernel_config.is_empty() && a.arm_guest_dir.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    if a.parity {
+        return Err(ArgError::ArmGuest(
+            "the parity contract boots its own parity kernel in every arm",
+        ));
+    }
+    let mut seen: Vec<Engine> = Vec::new();
+    let mut check = |flag: &'static str, e: Engine| {
+        if !arms.contains(&e) {
+            return Err(ArgError::ArmGuestNotAnArm { flag, engine: e });
+        }
+        if seen.contains(&e) {
+            return Err(ArgError::ArmGuestTwice(e));
+        }
+        seen.push(e);
+        Ok(())
+    };
+    let mut kernels = Vec::new();
+    for (e, f) in &a.arm_kernel_config {
+        check("arm-kernel-config", *e)?;
+        kernels.push((
+            *e,
+            OwnKernel {
+                config: f.clone(),
+                form: crate::own_kernel::ConfigForm::Full,
+                source: a.kernel_source.clone(),
+            },
+        ));
+    }
+    let mut dirs = Vec::new();
+    for (e, d) in &a.arm_guest_dir {
+        check("arm-guest-dir", *e)?;
+        dirs.push((*e, d.clone()));
+    }
+    Ok((kernels, dirs))
 }
 
 /// `--parity` and `--inject-tap-name` against the rest.
@@ -658,6 +769,9 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
         parity,
         inject_tap_name,
         engines: _,     // `paths.engines`
+        arm_backing: _, // through `plan.backing_of`, below
+        arm_kernel: _,  // built before the campaign: each becomes an `arm_guest_dir` (run.rs)
+        arm_guest_dir,
         seed,           // engines campaigns (a plain nested one's is L1's, not here)
         engine_bins: _, // `paths.engines`
         out: _,         // `paths`
@@ -683,7 +797,27 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
     kv("--count", count.to_string());
     kv("--vcpus", vcpus.to_string());
     kv("--mem-mib", mem.mib().to_string());
-    kv("--backing", backing.as_str().to_string());
+    // Every backing spelled out, each engine's default resolved: a default changed later
+    // does not change what this line runs.
+    let linux = guest != guest_flag(ContractKind::Probe);
+    if paths.engines.is_empty() {
+        kv(
+            "--backing",
+            plan.backing_of(Engine::Truecold, linux)
+                .as_str()
+                .to_string(),
+        );
+    } else {
+        if let Some(b) = backing {
+            kv("--backing", b.as_str().to_string());
+        }
+        for (e, _) in paths.engines {
+            let b = plan.backing_of(*e, linux);
+            if Some(b) != *backing {
+                kv("--arm-backing", format!("{}={}", e.as_str(), b.as_str()));
+            }
+        }
+    }
     for (k, val) in extra {
         kv(k, val);
     }
@@ -709,6 +843,11 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
             v.push("--keep-going".into())
         }
         None => {}
+    }
+    for (e, d) in arm_guest_dir {
+        v.push("--arm-guest-dir".into());
+        let d = std::path::absolute(d).unwrap_or_else(|_| d.clone());
+        v.push(format!("{}={}", e.as_str(), d.display()));
     }
     v.extend(engine_and_path_args(*seed, paths));
     v

@@ -19,16 +19,36 @@ use truecold_proof::schema::HostKind;
 /// Runs the campaign `plan` describes and writes its bundle. `invocation` is the command
 /// line as typed (for `cmdline.txt`); progress and notes go to stderr.
 pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {
-    if let Some(k) = &plan.own_kernel {
-        let plan = with_own_kernel(plan, k)?;
-        return run_plan(&plan, invocation);
+    let mut plan = plan.clone();
+    if let Some(k) = plan.own_kernel.clone() {
+        plan = with_own_kernel(&plan, &k)?;
     }
-    run_plan(plan, invocation)
+    for (engine, k) in std::mem::take(&mut plan.arm_kernel) {
+        let dir = build_own_kernel(&plan, &k, &[engine], &format!("arm `{engine}`: "))?;
+        plan.arm_guest_dir.push((engine, dir));
+    }
+    run_plan(&plan, invocation)
 }
 
 /// `plan` running from the user's kernel: built (or found cached) into its guest directory,
 /// which replaces the plan's; the symbols that did not carry over printed.
 fn with_own_kernel(plan: &CampaignPlan, k: &OwnKernel) -> Result<CampaignPlan, RunError> {
+    let dir = build_own_kernel(plan, k, &plan.engines, "")?;
+    let mut p = plan.clone();
+    p.guest_dir = Some(dir);
+    p.own_kernel = None;
+    Ok(p)
+}
+
+/// The user's kernel `k` built (or found cached) into its guest directory, checked for a
+/// campaign of `engines` (`who`: whose kernel, for the messages); the symbols that did not
+/// carry over printed.
+fn build_own_kernel(
+    plan: &CampaignPlan,
+    k: &OwnKernel,
+    engines: &[truecold_proto::kinds::Engine],
+    who: &str,
+) -> Result<std::path::PathBuf, RunError> {
     if plan.target == Target::Auto && crate::host::kvm_host()?.0 == HostKind::Pvm {
         return Err(RunError::OwnKernelOnPvm);
     }
@@ -36,19 +56,19 @@ fn with_own_kernel(plan: &CampaignPlan, k: &OwnKernel) -> Result<CampaignPlan, R
     let (dir, not_carried) = own_kernel::prepare(
         k,
         u32::from(plan.guest.vcpus.get()),
-        &plan.engines,
+        engines,
         Path::new(DEFAULT_KERNEL_BUILD),
         &base,
     )?;
     if not_carried.is_empty() {
         eprintln!(
-            "truecold: kernel: every symbol of {} carried over into the resolved config",
+            "truecold: {who}kernel: every symbol of {} carried over into the resolved config",
             k.config.display()
         );
     } else {
         eprintln!(
-            "truecold: kernel: {} symbol(s) of {} did not carry over (olddefconfig on this \
-             source; the resolved config is {}/config):",
+            "truecold: {who}kernel: {} symbol(s) of {} did not carry over (olddefconfig on \
+             this source; the resolved config is {}/config):",
             not_carried.len(),
             k.config.display(),
             dir.display()
@@ -57,10 +77,7 @@ fn with_own_kernel(plan: &CampaignPlan, k: &OwnKernel) -> Result<CampaignPlan, R
             eprintln!("  {n}");
         }
     }
-    let mut p = plan.clone();
-    p.guest_dir = Some(dir);
-    p.own_kernel = None;
-    Ok(p)
+    Ok(dir)
 }
 
 fn run_plan(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {
@@ -74,7 +91,7 @@ fn run_plan(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunErro
     if !plan.nested() {
         // Every rule the VMM would refuse each launch by, checked once before the first
         // (the nested harness's L1 checks its own).
-        crate::host::preflight(HostLimits::read(), plan.guest.mem, plan.guest.backing)?;
+        crate::host::preflight(HostLimits::read(), plan.guest.mem, &plan.asked_backings())?;
     }
     if plan.parity {
         return engines_campaign::run_parity(plan, invocation);

@@ -388,7 +388,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let (host, force, contract) = tune_host(tp, &mut warnings)?;
     if !tp.nested() {
         // The baseline's guest against this host, before any kernel is built or launched.
-        crate::host::preflight(crate::host::HostLimits::read(), tp.mem, tp.backing)?;
+        crate::host::preflight(crate::host::HostLimits::read(), tp.mem, &[tp.backing])?;
     }
     let guest = match contract {
         ContractKind::Probe => TuneGuest::Probe,

@@ -52,6 +52,7 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--vcpus",
     "--mem-mib",
     "--backing",
+    "--arm-backing",
     "--concurrency",
     "--rate",
     "--max-concurrency",
@@ -73,9 +74,16 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--kernel-source",
     "--kernel-fragment",
     "--stop-after",
+    "--arm-kernel-config",
+    "--arm-guest-dir",
 ];
 /// `truecold run`'s flags that may be given more than once (each time adds a value).
-pub const RUN_REPEATABLE: &[&str] = &["--engine"];
+pub const RUN_REPEATABLE: &[&str] = &[
+    "--engine",
+    "--arm-backing",
+    "--arm-kernel-config",
+    "--arm-guest-dir",
+];
 /// `truecold run`'s flags that take none.
 pub const RUN_SWITCHES: &[&str] = &[
     "--probe",
@@ -473,6 +481,22 @@ fn word<'a>(
     a.get(flag).ok_or(CmdlineError::Missing { section, flag })
 }
 
+/// The backing `truecold run`'s words give `engine`'s arm: its `--arm-backing ENGINE=B`, else
+/// `--backing` (a recorded line spells one of them out: `truecold run` resolves each engine's
+/// default before it writes the line).
+fn run_backing(inv: &Argv, engine: Engine) -> Result<&str, CmdlineError> {
+    let own = inv
+        .all("--arm-backing")
+        .filter_map(|v| v.split_once('='))
+        .filter(|(e, _)| *e == engine.as_str())
+        .map(|(_, b)| b)
+        .last();
+    match own {
+        Some(b) => Ok(b),
+        None => word(INVOCATION_HEADING, inv, "--backing"),
+    }
+}
+
 /// A per-sample placeholder such as `<DEADLINE_MS>`.
 fn is_placeholder(v: &str) -> bool {
     v.len() > 2 && v.starts_with('<') && v.ends_with('>')
@@ -506,7 +530,7 @@ impl Recorded {
             (
                 "backing",
                 "truecold run",
-                word(si, inv, "--backing")?.to_string(),
+                run_backing(inv, self.engine.unwrap_or(Engine::Truecold))?.to_string(),
                 backing.to_string(),
             ),
             (

@@ -476,6 +476,40 @@ impl Backing {
             .ok_or_else(|| format!("`{s}` is not one of anon, thp, hugetlb"))
     }
 
+    /// The backing the probe guest gets when none is asked for: `anon`. The probe touches one
+    /// byte per 2 MiB of guest memory, so under THP each touch would fault in (and zero) a
+    /// whole huge page: the VMM floor would measure the host zeroing all of guest memory.
+    pub const PROBE_DEFAULT: Backing = Backing::Anon;
+
+    /// The backing `engine` gives a Linux guest when none is asked for — one definition for
+    /// the bench, the VMM and the verifier:
+    /// - truecold-vmm: `thp`, its tuned default (`truecold tune`'s confirmed winner:
+    ///   −53.1 % at 2 vCPU / 16 GiB, `results/20261202T051636Z-tune-nested-linux-2vcpu-16384mib`;
+    ///   −31.5 % at 1 vCPU / 1 GiB, `results/20261130T231914Z-tune-nested-linux-1vcpu-1024mib`);
+    /// - Firecracker: `anon` (its machine-config `huge_pages` defaults to `None`, and it has
+    ///   no THP option);
+    /// - Cloud Hypervisor: `thp` (its `--memory` option's `thp` defaults to on:
+    ///   `default_memoryconfig_thp` in v53.0's `vmm/src/vm_config.rs`);
+    /// - QEMU: `anon` (plain anonymous RAM unless a memory backend says otherwise).
+    ///
+    /// No default is `hugetlb`: a pool is only ever needed because a user asked for it.
+    pub fn linux_default(engine: Engine) -> Backing {
+        match engine {
+            Engine::Truecold | Engine::CloudHypervisor => Backing::Thp,
+            Engine::Firecracker | Engine::QemuMicrovm => Backing::Anon,
+        }
+    }
+
+    /// The backing `engine` gives the guest when none is asked for: [`Backing::linux_default`]
+    /// for a Linux guest, [`Backing::PROBE_DEFAULT`] for the probe.
+    pub fn default_for(engine: Engine, linux: bool) -> Backing {
+        if linux {
+            Backing::linux_default(engine)
+        } else {
+            Backing::PROBE_DEFAULT
+        }
+    }
+
     /// The `KernelPageSize` (smaps) of guest memory with this backing: 4 KiB for `anon` and
     /// `thp` (a THP mapping still reports 4 kB; its huge pages show in `AnonHugePages`),
     /// 2 MiB for `hugetlb`.
@@ -788,6 +822,27 @@ impl<'de> Deserialize<'de> for ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_default_backing_needs_a_pool_and_the_probe_stays_on_4k_pages() {
+        for e in [
+            Engine::Truecold,
+            Engine::Firecracker,
+            Engine::CloudHypervisor,
+            Engine::QemuMicrovm,
+        ] {
+            for linux in [false, true] {
+                assert_ne!(Backing::default_for(e, linux), Backing::Hugetlb, "{e:?}");
+            }
+            assert_eq!(Backing::default_for(e, false), Backing::Anon);
+        }
+        assert_eq!(Backing::linux_default(Engine::Truecold), Backing::Thp);
+        assert_eq!(Backing::linux_default(Engine::Firecracker), Backing::Anon);
+        assert_eq!(
+            Backing::linux_default(Engine::CloudHypervisor),
+            Backing::Thp
+        );
+    }
 
     #[test]
     fn error_kinds_round_trip() {

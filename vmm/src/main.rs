@@ -102,9 +102,10 @@ struct BootArgs {
     /// Guest memory, MiB (limits: truecold_proto::limits; also at most the host's RAM).
     #[arg(long, default_value_t = 128)]
     mem_mib: u64,
-    /// Guest memory backing: anon, thp or hugetlb.
-    #[arg(long, default_value_t = Backing::Anon, value_parser = Backing::parse)]
-    backing: Backing,
+    /// Guest memory backing: anon, thp or hugetlb [default: thp with --kernel, anon for the
+    /// probe guests (truecold_proto::kinds::Backing::default_for)].
+    #[arg(long, value_parser = Backing::parse)]
+    backing: Option<Backing>,
     /// Appended to the tuned base command line.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     cmdline_extra: String,
@@ -194,6 +195,10 @@ impl BootArgs {
         if let Some(f) = self.inject_fault {
             truecold_vmm::fault::arm(f);
         }
+        let backing = self.backing.unwrap_or(Backing::default_for(
+            truecold_proto::kinds::Engine::Truecold,
+            self.kernel.is_some(),
+        ));
         let kernel = match (self.kernel, self.probe_silent, self.probe_linux64) {
             (Some(p), _, _) => KernelSource::File(p),
             (None, true, _) => KernelSource::ProbeSilent,
@@ -219,7 +224,7 @@ impl BootArgs {
             initramfs: self.initramfs,
             vcpus: vcpus.get(),
             mem,
-            backing: self.backing,
+            backing,
             cmdline_extra: self.cmdline_extra,
             deadline,
             console: self.console,

@@ -19,7 +19,7 @@ fn spec(arms: &[Engine], rounds: u64) -> EnginesSpec {
         seed: 11,
         vcpus: Vcpus::new(2).unwrap(),
         mem: GuestMem::from_bytes(MEM).unwrap(),
-        backing: Backing::Anon,
+        backings: vec![Backing::Anon; arms.len()],
         deadline_ns: DEADLINE,
         kill_grace_ns: 100_000_000,
         observer: truecold_proof::schema::Observer::Serial,
@@ -406,7 +406,10 @@ fn reports_lines_carry_the_engine_run_only() {
 #[test]
 fn the_campaign_directory_has_a_bundle_per_arm() {
     let arms = vec![Engine::Truecold, Engine::Firecracker, Engine::QemuMicrovm];
-    let sp = spec(&arms, 3);
+    // Each engine's own default backing (truecold thp, the others anon): arms.json declares
+    // them, each arm's bundle has its own.
+    let mut sp = spec(&arms, 3);
+    sp.backings = arms.iter().map(|&e| Backing::linux_default(e)).collect();
     let ran = run(&sp, &fake(&arms), &AtomicBool::new(false));
     let d = tempfile::tempdir().unwrap();
     let guest = LinuxGuest {
@@ -419,6 +422,22 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         std::fs::write(p, b"x").unwrap();
     }
     std::fs::write(&guest.config, b"CONFIG_X=y\n").unwrap();
+    // Firecracker's arm boots a kernel of its own (--arm-guest-dir): the same initramfs and
+    // init, another vmlinux and config.
+    let own_dir = d.path().join("own");
+    std::fs::create_dir(&own_dir).unwrap();
+    let own = LinuxGuest {
+        vmlinux: own_dir.join("vmlinux"),
+        initramfs: own_dir.join("initramfs.cpio"),
+        init: own_dir.join("init"),
+        config: own_dir.join("config"),
+    };
+    for p in [&own.initramfs, &own.init] {
+        std::fs::write(p, b"x").unwrap();
+    }
+    std::fs::write(&own.vmlinux, b"y").unwrap();
+    std::fs::write(&own.config, b"CONFIG_Y=y\n").unwrap();
+    let own_arm = |e: &Engine| *e == Engine::Firecracker;
     let bin = d.path().join("engine-bin");
     std::fs::write(&bin, b"#!/bin/sh\n").unwrap();
     let g = Guest {
@@ -431,7 +450,18 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
     };
     let launches: Vec<Launch> = arms
         .iter()
-        .map(|e| truecold_engine::launch(*e, &bin, &g, d.path(), HostKind::Hardware).unwrap())
+        .map(|e| {
+            let g = Guest {
+                backing: sp.backing(*e),
+                kernel: if own_arm(e) {
+                    own.vmlinux.clone()
+                } else {
+                    g.kernel.clone()
+                },
+                ..g.clone()
+            };
+            truecold_engine::launch(*e, &bin, &g, d.path(), HostKind::Hardware).unwrap()
+        })
         .collect();
     let bundles: Vec<ArmBundle<'_>> = arms
         .iter()
@@ -442,6 +472,13 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
             version: format!("{e} 1.0"),
             launch: l,
             guest_cmdline: g.cmdline(*e).unwrap(),
+            guest: if own_arm(e) { &own } else { &guest },
+            kernel_config: if own_arm(e) {
+                b"CONFIG_Y=y\n"
+            } else {
+                b"CONFIG_X=y\n"
+            },
+            own_guest: own_arm(e),
         })
         .collect();
     let facts = Environment {
@@ -456,8 +493,6 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
     };
     let shared = Shared {
         spec: &sp,
-        guest: &guest,
-        kernel_config: b"CONFIG_X=y\n".to_vec(),
         facts: &facts,
         warnings: vec![],
         invocation: "truecold run --engines truecold,firecracker,qemu-microvm -n 3",
@@ -473,6 +508,8 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
                 "1000",
                 "--seed",
                 "11",
+                "--arm-guest-dir",
+                &format!("firecracker={}", own_dir.display()),
             ])
             .unwrap();
             let bins: Vec<(Engine, PathBuf)> = arms.iter().map(|e| (*e, bin.clone())).collect();
@@ -554,6 +591,40 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
     for f in ["arms.json", "comparison.json", "README.md", "SHA256SUMS"] {
         assert!(dest.join(f).is_file(), "{f}");
     }
+    let arms_json = std::fs::read_to_string(dest.join("arms.json")).unwrap();
+    assert!(arms_json.contains("\"backing\": \"thp\""), "{arms_json}");
+    let readme = std::fs::read_to_string(dest.join("README.md")).unwrap();
+    assert!(readme.contains("backing per arm"), "{readme}");
+    assert!(
+        readme.contains("| `truecold 1.0` | the campaign's | thp | 3 | 3 |"),
+        "{readme}"
+    );
+    let own_digest = truecold_proof::sums::sha256_hex(b"CONFIG_Y=y\n");
+    assert!(
+        arms_json.contains(&format!("\"kernel\": \"{own_digest}\"")),
+        "{arms_json}"
+    );
+    assert!(readme.contains("| own (config sha256 "), "{readme}");
+    assert!(readme.contains("| the campaign's |"), "{readme}");
+    // An arm whose bundle has another backing than arms.json declares: a mismatch.
+    let forged = arms_json.replacen("\"backing\": \"thp\"", "\"backing\": \"anon\"", 1);
+    std::fs::write(dest.join("arms.json"), forged).unwrap();
+    let v = truecold_proof::verify::verify_dir(&dest);
+    assert!(
+        v.render(&dest, 40).contains("arms.json declares anon"),
+        "{}",
+        v.render(&dest, 40)
+    );
+    // An arm's own kernel other than the one declared: a mismatch.
+    let forged = arms_json.replacen(&own_digest, &"0".repeat(64), 1);
+    std::fs::write(dest.join("arms.json"), forged).unwrap();
+    let v = truecold_proof::verify::verify_dir(&dest);
+    assert!(
+        v.render(&dest, 40)
+            .contains("arms.json declares its own kernel's config 0000"),
+        "{}",
+        v.render(&dest, 40)
+    );
 }
 
 fn parse(extra: &[&str]) -> CampaignPlan {

@@ -189,8 +189,8 @@ fn mib(m: u64) -> GuestMem {
 #[test]
 fn the_checks_before_the_first_launch_refuse_what_every_launch_would() {
     // The host's RAM: the VMM's own rule, at its edge.
-    assert!(preflight(limits(0, 0), mib(24 << 10), Backing::Anon).is_ok());
-    let e = preflight(limits(0, 0), mib(200_000), Backing::Anon).unwrap_err();
+    assert!(preflight(limits(0, 0), mib(24 << 10), &[Backing::Anon]).is_ok());
+    let e = preflight(limits(0, 0), mib(200_000), &[Backing::Anon]).unwrap_err();
     assert!(
         matches!(
             e,
@@ -208,18 +208,18 @@ fn the_checks_before_the_first_launch_refuse_what_every_launch_would() {
         chain.contains("guest memory of 200000 MiB exceeds the host's RAM (24576 MiB)"),
         "{chain}"
     );
-    assert!(preflight(limits(0, 0), mib((24 << 10) + 1), Backing::Thp).is_err());
+    assert!(preflight(limits(0, 0), mib((24 << 10) + 1), &[Backing::Thp]).is_err());
     let unknown = HostLimits {
         mem_total_bytes: None,
         ..limits(0, 0)
     };
     assert!(matches!(
-        preflight(unknown, mib(64), Backing::Anon),
+        preflight(unknown, mib(64), &[Backing::Anon]),
         Err(HostError::HostMemUnknown)
     ));
     // The hugetlb pool, for --backing hugetlb only: an empty one, one page short, enough.
-    assert!(preflight(limits(0, 0), mib(64), Backing::Anon).is_ok());
-    let e = preflight(limits(0, 0), mib(64), Backing::Hugetlb).unwrap_err();
+    assert!(preflight(limits(0, 0), mib(64), &[Backing::Anon]).is_ok());
+    let e = preflight(limits(0, 0), mib(64), &[Backing::Hugetlb]).unwrap_err();
     assert!(
         matches!(
             e,
@@ -240,28 +240,28 @@ fn the_checks_before_the_first_launch_refuse_what_every_launch_would() {
     assert!(e.to_string().contains("--backing anon"), "{e}");
     // Pages in use by others stay in use: the reserve counts them.
     assert!(matches!(
-        preflight(limits(31, 100), mib(64), Backing::Hugetlb),
+        preflight(limits(31, 100), mib(64), &[Backing::Hugetlb]),
         Err(HostError::HugetlbPoolShort {
             free: 31,
             reserve: 103,
             ..
         })
     ));
-    assert!(preflight(limits(32, 32), mib(64), Backing::Hugetlb).is_ok());
+    assert!(preflight(limits(32, 32), mib(64), &[Backing::Hugetlb]).is_ok());
     // /dev/kvm: missing, or there but not openable read-write.
     let no_kvm = HostLimits {
         kvm_open: Err(std::io::ErrorKind::NotFound.into()),
         ..limits(0, 0)
     };
     assert!(matches!(
-        preflight(no_kvm, mib(64), Backing::Anon),
+        preflight(no_kvm, mib(64), &[Backing::Anon]),
         Err(HostError::NoKvm)
     ));
     let denied = HostLimits {
         kvm_open: Err(std::io::ErrorKind::PermissionDenied.into()),
         ..limits(0, 0)
     };
-    let e = preflight(denied, mib(64), Backing::Anon).unwrap_err();
+    let e = preflight(denied, mib(64), &[Backing::Anon]).unwrap_err();
     assert!(matches!(e, HostError::KvmNotOpenable(_)), "{e:?}");
     let chain = truecold_proto::measure::error_chain(&e);
     assert!(
@@ -275,7 +275,7 @@ fn the_checks_before_the_first_launch_refuse_what_every_launch_would() {
         ..limits(0, 0)
     };
     assert!(matches!(
-        preflight(neither, mib(64), Backing::Hugetlb),
+        preflight(neither, mib(64), &[Backing::Hugetlb]),
         Err(HostError::KvmNotOpenable(_))
     ));
 }

@@ -217,7 +217,7 @@ fn explicit_arguments_fill_in_every_default() {
     let a = plan_of(&["--mode", "burst", "--deadline-ms", "750", "--drop-caches"]);
     assert_eq!(
         explicit(&a, ContractKind::Linux).join(" "),
-        "--linux --mode burst --count 1000 --vcpus 2 --mem-mib 16384 --backing anon \
+        "--linux --mode burst --count 1000 --vcpus 2 --mem-mib 16384 --backing thp \
          --concurrency 2 --deadline-ms 750 --kill-grace-ms 500 --cmdline-extra  \
          --drop-caches --vmm /bin/truecold-vmm --guest-dir /g --out /r/b"
     );
@@ -269,10 +269,210 @@ fn explicit_arguments_rerun_the_same_campaign() {
         let b = plan_of(&words);
         assert_eq!(b.schedule, a.schedule, "{argv:?}");
         assert_eq!(b.deadline_ms, a.deadline_ms, "{argv:?}");
-        assert_eq!(b.guest, a.guest, "{argv:?}");
+        let linux = contract == ContractKind::Linux;
+        assert_eq!(
+            b.backing_of(Engine::Truecold, linux),
+            a.backing_of(Engine::Truecold, linux),
+            "{argv:?}"
+        );
+        assert_eq!(
+            GuestSpec {
+                backing: None,
+                ..b.guest.clone()
+            },
+            GuestSpec {
+                backing: None,
+                ..a.guest.clone()
+            },
+            "{argv:?}"
+        );
         assert_eq!(b.stop_after, a.stop_after, "{argv:?}");
         assert_eq!(explicit(&b, contract), e, "{argv:?}");
     }
+}
+
+/// Each engine's own default backing where none is asked for, `--backing` for every arm,
+/// `--arm-backing` for one; the explicit arguments spell every arm's out, and read back as
+/// the same backings.
+#[test]
+fn backings_default_per_engine_and_are_spelled_out() {
+    let arms = [
+        (Engine::Truecold, PathBuf::from("/bin/truecold-vmm")),
+        (Engine::Firecracker, PathBuf::from("/bin/fc")),
+        (Engine::CloudHypervisor, PathBuf::from("/bin/ch")),
+    ];
+    let explicit_words = |a: &CampaignPlan| {
+        explicit_args(
+            a,
+            guest_flag(ContractKind::Linux),
+            ArgPaths {
+                vmm: Path::new("/bin/truecold-vmm"),
+                guest_dir: Some(Path::new("/g")),
+                out: Path::new("/r/b"),
+                engines: &arms,
+            },
+        )
+    };
+    let explicit_engines = |a: &CampaignPlan| explicit_words(a).join(" ");
+    let three = ["--engines", "truecold,firecracker,cloud-hypervisor"];
+    let a = plan_of(&three);
+    let b = |e| a.backing_of(e, true);
+    assert_eq!(
+        [
+            b(Engine::Truecold),
+            b(Engine::Firecracker),
+            b(Engine::CloudHypervisor)
+        ],
+        [Backing::Thp, Backing::Anon, Backing::Thp]
+    );
+    let e = explicit_engines(&a);
+    assert!(
+        e.contains(
+            "--arm-backing truecold=thp --arm-backing firecracker=anon \
+             --arm-backing cloud-hypervisor=thp"
+        ) && !e.contains("--backing "),
+        "{e}"
+    );
+    // Read back: the same backings, and the same words again.
+    let words = explicit_words(&a);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let again = plan_of(&words[1..]);
+    for x in [
+        Engine::Truecold,
+        Engine::Firecracker,
+        Engine::CloudHypervisor,
+    ] {
+        assert_eq!(again.backing_of(x, true), a.backing_of(x, true));
+    }
+    assert_eq!(explicit_engines(&again), e);
+    // --backing: every arm; --arm-backing over it for one.
+    let a = plan_of(&[three[0], three[1], "--backing", "anon"]);
+    assert!(explicit_engines(&a).contains("--backing anon --deadline-ms"));
+    assert!(!explicit_engines(&a).contains("--arm-backing"));
+    let a = plan_of(&[
+        three[0],
+        three[1],
+        "--backing",
+        "anon",
+        "--arm-backing",
+        "truecold=thp",
+    ]);
+    assert_eq!(a.backing_of(Engine::Truecold, true), Backing::Thp);
+    assert_eq!(a.backing_of(Engine::CloudHypervisor, true), Backing::Anon);
+    assert!(explicit_engines(&a).contains("--backing anon --arm-backing truecold=thp"));
+    // The probe keeps 4 KiB pages; truecold alone on Linux gets THP.
+    assert_eq!(
+        plan_of(&["--probe"]).backing_of(Engine::Truecold, false),
+        Backing::Anon
+    );
+    assert_eq!(
+        plan_of(&["--linux"]).backing_of(Engine::Truecold, true),
+        Backing::Thp
+    );
+    assert_eq!(
+        plan(&["--engines", "truecold", "--arm-backing", "firecracker=anon"]).unwrap_err(),
+        ArgError::ArmBackingNotAnArm(Engine::Firecracker)
+    );
+    assert_eq!(
+        plan(&[
+            three[0],
+            three[1],
+            "--arm-backing",
+            "truecold=thp",
+            "--arm-backing",
+            "truecold=anon"
+        ])
+        .unwrap_err(),
+        ArgError::ArmBackingTwice(Engine::Truecold)
+    );
+    assert!(args(&["--engines", "truecold", "--arm-backing", "truecold"]).is_err());
+}
+
+/// `--arm-kernel-config` / `--arm-guest-dir`: an arm of a strict engines campaign each, one
+/// guest per arm; the explicit arguments spell an arm's own guest directory out.
+#[test]
+fn an_arm_may_boot_its_own_kernel() {
+    let two = ["--engines", "truecold,firecracker"];
+    let a = plan_of(&[
+        two[0],
+        two[1],
+        "--arm-kernel-config",
+        "firecracker=fc.config",
+    ]);
+    assert_eq!(a.arm_kernel.len(), 1);
+    assert_eq!(a.arm_kernel[0].0, Engine::Firecracker);
+    assert_eq!(a.arm_kernel[0].1.config, PathBuf::from("fc.config"));
+    assert_eq!(a.arm_kernel[0].1.form, ConfigForm::Full);
+    // With --kernel-source for the arm's kernel alone.
+    let a = plan_of(&[
+        two[0],
+        two[1],
+        "--arm-kernel-config",
+        "firecracker=fc.config",
+        "--kernel-source",
+        "/src/linux",
+    ]);
+    assert_eq!(a.arm_kernel[0].1.source, Some(PathBuf::from("/src/linux")));
+    assert!(a.own_kernel.is_none());
+    let e = |w: &[&str]| plan(w).unwrap_err();
+    assert_eq!(
+        e(&[
+            "--engines",
+            "truecold",
+            "--arm-kernel-config",
+            "firecracker=x"
+        ]),
+        ArgError::ArmGuestNotAnArm {
+            flag: "arm-kernel-config",
+            engine: Engine::Firecracker
+        }
+    );
+    assert_eq!(
+        e(&[
+            two[0],
+            two[1],
+            "--arm-kernel-config",
+            "firecracker=x",
+            "--arm-guest-dir",
+            "firecracker=/d"
+        ]),
+        ArgError::ArmGuestTwice(Engine::Firecracker)
+    );
+    assert!(matches!(
+        e(&[
+            "--parity",
+            two[0],
+            two[1],
+            "--arm-guest-dir",
+            "firecracker=/d"
+        ]),
+        ArgError::ArmGuest(_)
+    ));
+    assert!(args(&[two[0], two[1], "--arm-guest-dir", "firecracker="]).is_err());
+    // The explicit arguments: the arm's guest directory, absolute, read back alike.
+    let a = plan_of(&[two[0], two[1], "--arm-guest-dir", "firecracker=/d/fc"]);
+    let bins = [
+        (Engine::Truecold, PathBuf::from("/bin/truecold-vmm")),
+        (Engine::Firecracker, PathBuf::from("/bin/fc")),
+    ];
+    let words = explicit_args(
+        &a,
+        guest_flag(ContractKind::Linux),
+        ArgPaths {
+            vmm: Path::new("/bin/truecold-vmm"),
+            guest_dir: Some(Path::new("/g")),
+            out: Path::new("/r/b"),
+            engines: &bins,
+        },
+    );
+    assert!(
+        words
+            .join(" ")
+            .contains("--arm-guest-dir firecracker=/d/fc"),
+        "{words:?}"
+    );
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    assert_eq!(plan_of(&w[1..]).arm_guest_dir, a.arm_guest_dir);
 }
 
 /// The fail-fast rule's K: the default in a sequential campaign of truecold alone, none under

@@ -454,6 +454,46 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
     };
     let f = &first.result;
     let artifact = |r: &ResultJson, k: &str| r.artifacts.get(k).cloned();
+    // Kernels declared per arm (arms.json): each such arm's config has the declared digest;
+    // the others boot the campaign's kernel, the first of them its reference.
+    for (a, _) in arms {
+        if let Some(want) = &a.arm.kernel {
+            let got = artifact(&a.result, "config");
+            if got.as_deref() != Some(want.as_str()) {
+                v.add(
+                    Check::ArmsMismatch,
+                    format!(
+                        "arm `{}`: config digest {}, {ARMS_FILE} declares its own kernel's \
+                         config {want}",
+                        a.arm.name,
+                        got.as_deref().unwrap_or("none")
+                    ),
+                );
+            }
+        }
+    }
+    let campaign_kernel = arms
+        .iter()
+        .find(|(a, _)| a.arm.kernel.is_none())
+        .map(|(a, _)| a);
+    // Backings declared per arm (arms.json): each arm has its own, the first included.
+    let per_arm_backing = plan.arms.iter().any(|a| a.backing.is_some());
+    if per_arm_backing {
+        for (a, _) in arms {
+            let got = a.result.configuration.backing_kind();
+            if got != a.arm.backing {
+                v.add(
+                    Check::ArmsMismatch,
+                    format!(
+                        "arm `{}`: backing {}, {ARMS_FILE} declares {}",
+                        a.arm.name,
+                        got.map_or("?", |b| b.as_str()),
+                        a.arm.backing.map_or("none", |b| b.as_str())
+                    ),
+                );
+            }
+        }
+    }
     // Tune: the first arm with each kernel key holds that key's digest.
     let mut kernels: BTreeMap<KernelKey, (&str, Option<String>)> = BTreeMap::new();
     let mut configs: BTreeMap<Vec<Knob>, (&str, Option<String>)> = BTreeMap::new();
@@ -498,7 +538,7 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
             f.configuration.mem_bytes.to_string(),
             r.configuration.mem_bytes.to_string(),
         );
-        if !tune {
+        if !tune && !per_arm_backing {
             same(
                 "backing",
                 format!("{:?}", f.configuration.backing_kind()),
@@ -534,17 +574,26 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
                 format!("{:?}", y.journal),
             );
         }
-        let kernel_files: &[&str] = if tune || kernel_ab {
-            &["initramfs", "guest_init"]
-        } else {
-            &["vmlinux", "initramfs", "guest_init", "config"]
-        };
-        for k in kernel_files {
+        for k in ["initramfs", "guest_init"] {
             same(
                 &format!("{k} digest"),
                 format!("{:?}", artifact(f, k)),
                 format!("{:?}", artifact(r, k)),
             );
+        }
+        // The campaign's kernel: alike in every arm that does not declare its own.
+        if let Some(c) = campaign_kernel.filter(|_| !(tune || kernel_ab || a.arm.kernel.is_some()))
+        {
+            for k in ["vmlinux", "config"] {
+                let (x, y) = (artifact(&c.result, k), artifact(r, k));
+                if x != y {
+                    differ.push(format!(
+                        "{k} digest {y:?} (`{}` has {x:?}; an arm booting its own kernel \
+                         declares it in {ARMS_FILE})",
+                        c.arm.name
+                    ));
+                }
+            }
         }
         if let Some(d) = crate::schema::virtual_clock_differs(&f.environment, &r.environment) {
             differ.push(format!("virtual clock: {d} (against `{}`)", first.arm.name));

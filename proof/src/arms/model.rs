@@ -11,6 +11,7 @@ use crate::report::README_FILE;
 use crate::schema::Engine;
 use crate::skeleton::DirError;
 use crate::sums::{parse_sums_with, SumsError, SUMS_FILE};
+use truecold_proto::kinds::Backing;
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{check_set, Knob, TuneGuest};
 
@@ -47,6 +48,18 @@ pub struct ArmRef {
     /// `arms.json`) for an engines campaign.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knobs: Vec<Knob>,
+    /// An engines campaign whose arms' backings differ (each engine's own default, or
+    /// `--arm-backing`) declares every arm's here, and each arm's bundle must have it; absent
+    /// (every arm of the campaign alike, and tune arms, whose knobs say it): every arm has the
+    /// first arm's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backing: Option<Backing>,
+    /// An engines-campaign arm that boots a kernel of its own (`--arm-kernel-config`,
+    /// `--arm-guest-dir`) declares it: the sha256 of its kernel's config, which its bundle's
+    /// `config` must have. Its vmlinux and config are then exempt from "every arm alike"
+    /// (its initramfs and guest-init are not); absent: the campaign's kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
 }
 
 impl ArmRef {
@@ -56,7 +69,22 @@ impl ArmRef {
             name: engine.as_str().to_string(),
             engine,
             knobs: Vec::new(),
+            backing: None,
+            kernel: None,
         }
+    }
+
+    /// The same arm booting its own kernel, whose config has digest `config_sha256`
+    /// ([`ArmRef::kernel`]).
+    pub fn with_kernel(mut self, config_sha256: String) -> Self {
+        self.kernel = Some(config_sha256);
+        self
+    }
+
+    /// The same arm with its backing declared ([`ArmRef::backing`]).
+    pub fn with_backing(mut self, backing: Backing) -> Self {
+        self.backing = Some(backing);
+        self
     }
 
     /// A tune phase's arm: truecold with `knobs`, named `name`.
@@ -65,6 +93,8 @@ impl ArmRef {
             name: name.into(),
             engine: Engine::Truecold,
             knobs,
+            backing: None,
+            kernel: None,
         }
     }
 }
@@ -211,6 +241,38 @@ pub fn plan_problems(plan: &ArmsPlan) -> Vec<String> {
             }
             if !engines.insert(a.engine) {
                 bad.push(format!("engine `{}` has two arms", a.engine));
+            }
+        }
+    }
+    let declared = plan.arms.iter().filter(|a| a.backing.is_some()).count();
+    if declared > 0 && (declared < plan.arms.len() || is_tune_phase(plan) || is_kernel_ab(plan)) {
+        bad.push(format!(
+            "{declared} of {} arms declare a backing: an engines campaign declares every \
+             arm's or none (a tune's knobs and a kernel A/B's one configuration say it)",
+            plan.arms.len()
+        ));
+    }
+    if plan.arms.iter().any(|a| a.kernel.is_some()) {
+        if is_tune_phase(plan) || is_kernel_ab(plan) {
+            bad.push(
+                "an arm declares a kernel of its own: only an engines campaign's arms do (a \
+                 tune's Kconfig knobs and a kernel A/B say theirs)"
+                    .into(),
+            );
+        }
+        if plan.arms.iter().all(|a| a.kernel.is_some()) {
+            bad.push(
+                "every arm declares a kernel of its own: at least one boots the campaign's".into(),
+            );
+        }
+        for a in &plan.arms {
+            if let Some(k) = &a.kernel {
+                if k.len() != 64 || !k.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    bad.push(format!(
+                        "arm `{}`: kernel `{k}` is not a sha256 (64 hex digits)",
+                        a.name
+                    ));
+                }
             }
         }
     }

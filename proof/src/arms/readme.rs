@@ -34,6 +34,8 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
         plan.rounds
     );
     let first = arms.first().map(|a| &a.result);
+    let per_arm_backing = plan.arms.iter().any(|a| a.backing.is_some());
+    let per_arm_kernel = plan.arms.iter().any(|a| a.kernel.is_some());
     if let Some(r) = first {
         let host = r.environment.host_kind;
         let _ = writeln!(s, "- host kind: {}", host.as_str());
@@ -55,16 +57,29 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
                  bench stamps the request before it spawns the engine, writes a fresh nonce \
                  on the engine's serial input after the guest's ready line, and stamps \
                  strict-ready when the verified answer arrives on the engine's serial output; \
-                 the same guest (kernel, initramfs, guest-init) for every arm"
+                 {}",
+                if per_arm_kernel {
+                    "the same initramfs and guest-init for every arm, the kernel per arm (the \
+                     table below: an arm marked `own` boots the kernel its config digest names, \
+                     the others the campaign's)"
+                } else {
+                    "the same guest (kernel, initramfs, guest-init) for every arm"
+                }
             );
         }
         let cfg = &r.configuration;
+        let backing = if per_arm_backing {
+            "per arm (the table below: each engine's own default unless `--arm-backing` set it; \
+             the arms compare VMM and memory backing together)"
+                .to_string()
+        } else {
+            cfg.backing_kind().map_or("?", |b| b.as_str()).to_string()
+        };
         let _ = writeln!(
             s,
-            "- each arm: {} vCPU, {}, backing {}, {}, deadline {} ms",
+            "- each arm: {} vCPU, {}, backing {backing}, {}, deadline {} ms",
             cfg.vcpus,
             crate::report::mem_text(cfg.mem_bytes),
-            cfg.backing_kind().map_or("?", |b| b.as_str()),
             r.contract.mode.describe(),
             ms(r.contract.deadline_ns)
         );
@@ -76,14 +91,37 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
         plan.seed
     );
     let _ = writeln!(s, "## Arms\n");
+    let (mut head, mut rule) = (String::new(), String::new());
+    if per_arm_kernel {
+        head.push_str("| kernel ");
+        rule.push_str("|---");
+    }
+    if per_arm_backing {
+        head.push_str("| backing ");
+        rule.push_str("|---");
+    }
     let _ = writeln!(
         s,
-        "| arm | engine version | attempts | ok | p50 ms | p99 ms |\n|---|---|---|---|---|---|"
+        "| arm | engine version {head}| attempts | ok | p50 ms | p99 ms |\n|---|---{rule}|---|---|---|---|"
     );
     for a in &c.arms {
+        let declared = plan.arms.iter().find(|x| x.name == a.name);
+        let mut backing = String::new();
+        if per_arm_kernel {
+            match declared.and_then(|x| x.kernel.as_deref()) {
+                Some(k) => {
+                    let short: String = k.chars().take(12).collect();
+                    let _ = write!(backing, "own (config sha256 {short}…) | ");
+                }
+                None => backing.push_str("the campaign's | "),
+            }
+        }
+        if let Some(b) = declared.and_then(|x| x.backing) {
+            let _ = write!(backing, "{b} | ");
+        }
         let _ = writeln!(
             s,
-            "| [{n}]({n}/README.md) | `{}` | {} | {} | {} | {} |",
+            "| [{n}]({n}/README.md) | `{}` | {backing}{} | {} | {} | {} |",
             a.version.replace('|', "\\|").replace('`', "'"),
             a.attempts,
             a.n,
