@@ -33,7 +33,7 @@ pub enum RunError {
     Schedule(#[from] ScheduleError),
     #[error("the guest kernel config")]
     Config(#[source] PathIoError),
-    #[error("your kernel (--kernel-config / --kernel-fragment)")]
+    #[error("your kernel (--kernel-config / --kernel-fragment / --arm-kernel-config)")]
     OwnKernel(#[from] crate::own_kernel::OwnKernelError),
     #[error(
         "your kernel (--kernel-config / --kernel-fragment) needs a Linux boot, and this host's /dev/kvm is kvm_pvm (no unmodified \

@@ -499,6 +499,7 @@ mod tests {
             tap: Some("tc0".into()),
             net_pair: Some(NetPair::for_slot(0).unwrap()),
             vsock_uds: Some("/run/v.sock".into()),
+            ..VirtioConfig::default()
         };
         assert_eq!(
             virtio_args(&all, Transport::Vsock),

@@ -9,6 +9,7 @@ use truecold_proto::parity::NetPair;
 use crate::host::HostKind;
 use crate::loader::KernelSource;
 use crate::memory::Backing;
+use crate::virtio::rate::DeviceLimits;
 
 /// One boot's configuration (also echoed in the report).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +61,10 @@ pub struct VirtioConfig {
     /// virtio-vsock, hybrid: a guest connection to port P goes to `<vsock_uds>_<P>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vsock_uds: Option<PathBuf>,
+    /// Each device's rate limit (left out of the JSON at the defaults, so reports keep their
+    /// bytes).
+    #[serde(default, skip_serializing_if = "DeviceLimits::is_default")]
+    pub limits: DeviceLimits,
 }
 
 impl VirtioConfig {
@@ -202,12 +207,19 @@ mod tests {
             tap: Some("tc0".into()),
             net_pair: Some(NetPair::for_slot(1).unwrap()),
             vsock_uds: Some("/run/v.sock".into()),
+            ..VirtioConfig::default()
         };
         let json = serde_json::to_string(&cfg).unwrap();
         assert!(
             json.contains(r#""net_pair":"10.200.0.5,10.200.0.6""#),
             "{json}"
         );
+        // The default limits are left out; a limit set is echoed in the flag syntax.
+        assert!(!json.contains("limits"), "{json}");
+        assert_eq!(serde_json::from_str::<BootConfig>(&json).unwrap(), cfg);
+        cfg.virtio.limits.blk = crate::virtio::rate::RateLimit::UNLIMITED;
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert!(json.contains(r#""blk":"off""#), "{json}");
         assert_eq!(serde_json::from_str::<BootConfig>(&json).unwrap(), cfg);
         let bad = json.replace("10.200.0.6", "10.200.0.9");
         assert!(serde_json::from_str::<BootConfig>(&bad).is_err());

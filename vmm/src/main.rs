@@ -23,6 +23,7 @@ use truecold_vmm::loader::KernelSource;
 use truecold_vmm::memory::Backing;
 use truecold_vmm::report::{error_report, SCHEMA};
 use truecold_vmm::sandbox::{self, SelfTest};
+use truecold_vmm::virtio::rate::{DeviceLimits, RateLimit};
 use truecold_vmm::{BootConfig, Error};
 
 #[derive(Parser)]
@@ -144,6 +145,18 @@ struct BootArgs {
     /// `truecold.workspace=1`).
     #[arg(long, value_name = "IMAGE")]
     workspace: Option<PathBuf>,
+    /// virtio-blk's token buckets: `bytes=CAP/PER_SEC,ops=CAP/PER_SEC` or `off`
+    /// [default: bytes=67108864/67108864,ops=4096/4096].
+    #[arg(long, value_name = "SPEC", value_parser = RateLimit::parse)]
+    blk_rate_limit: Option<RateLimit>,
+    /// virtio-net transmit's token buckets (the guest's frames), as --blk-rate-limit
+    /// [default: bytes=16777216/16777216,ops=4096/4096].
+    #[arg(long, value_name = "SPEC", value_parser = RateLimit::parse)]
+    net_tx_rate_limit: Option<RateLimit>,
+    /// virtio-vsock transmit's token buckets (the guest's packets), as --blk-rate-limit
+    /// [default: bytes=16777216/16777216,ops=4096/4096].
+    #[arg(long, value_name = "SPEC", value_parser = RateLimit::parse)]
+    vsock_tx_rate_limit: Option<RateLimit>,
     /// Write the JSON report (or error report) to this file instead of stdout. Required with
     /// --transport serial, whose stdout is the guest's serial output.
     #[arg(long, required_if_eq("transport", "serial"))]
@@ -237,6 +250,11 @@ impl BootArgs {
                 tap: self.tap,
                 net_pair,
                 vsock_uds: self.vsock_uds,
+                limits: DeviceLimits {
+                    blk: self.blk_rate_limit.unwrap_or(RateLimit::BLK),
+                    net_tx: self.net_tx_rate_limit.unwrap_or(RateLimit::NET_TX),
+                    vsock_tx: self.vsock_tx_rate_limit.unwrap_or(RateLimit::VSOCK_TX),
+                },
             },
         };
         validate(&cfg)?;

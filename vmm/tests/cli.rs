@@ -118,6 +118,9 @@ fn failures_exit_nonzero_with_one_error_chain_and_a_typed_json_error() {
             "1",
         ],
         vec!["cpuid", "--vcpus", "33"],
+        vec!["boot", "--probe", "--blk-rate-limit", "ops=0"],
+        vec!["boot", "--probe", "--net-tx-rate-limit", "frames=3"],
+        vec!["boot", "--probe", "--vsock-tx-rate-limit", ""],
     ] {
         let o = vmm(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -296,4 +299,27 @@ fn an_unwritable_report_file_fails_the_run() {
         err.contains("cannot write the report to /nonexistent/dir/report.json"),
         "{err}"
     );
+}
+
+/// A device rate limit given on the command line is the one the boot runs with: echoed in the
+/// report's configuration in the flag syntax (the defaults are left out of it).
+#[test]
+fn rate_limit_flags_reach_the_configuration() {
+    common::require_kvm();
+    let o = vmm(&[
+        "boot",
+        "--probe",
+        "--blk-rate-limit",
+        "bytes=1048576/65536,ops=8",
+        "--vsock-tx-rate-limit",
+        "off",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
+    let l = r.config.virtio.limits;
+    assert_eq!(l.blk.spec(), "bytes=1048576/65536,ops=8/8");
+    assert_eq!(l.vsock_tx, truecold_vmm::virtio::rate::RateLimit::UNLIMITED);
+    assert_eq!(l.net_tx, truecold_vmm::virtio::rate::RateLimit::NET_TX);
+    let o = vmm(&["boot", "--probe"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("limits"));
 }

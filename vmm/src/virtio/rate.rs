@@ -236,6 +236,122 @@ impl Limiter {
     }
 }
 
+impl RateLimit {
+    /// The flag syntax ([`RateLimit::parse`] reads it back): `off`, or comma-separated
+    /// `bytes=CAPACITY/PER_SEC` and `ops=CAPACITY/PER_SEC` (a quantity left out is not
+    /// limited).
+    pub fn spec(&self) -> String {
+        let mut parts = Vec::new();
+        for (name, b) in [("bytes", self.bytes), ("ops", self.ops)] {
+            if let Some(b) = b {
+                parts.push(format!("{name}={}/{}", b.capacity, b.per_sec));
+            }
+        }
+        if parts.is_empty() {
+            "off".into()
+        } else {
+            parts.join(",")
+        }
+    }
+
+    /// Parses [`RateLimit::spec`]'s syntax; `PER_SEC` may be left out (`bytes=CAPACITY`: as
+    /// much a second as at once). Every number is at least 1; a quantity named twice, an
+    /// unknown one or an empty spec is refused.
+    pub fn parse(s: &str) -> Result<RateLimit, String> {
+        if s == "off" {
+            return Ok(RateLimit::UNLIMITED);
+        }
+        let num = |v: &str, what: &str| -> Result<u64, String> {
+            match v.parse::<u64>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(format!("`{s}`: {what} `{v}` is not a whole number ≥ 1")),
+            }
+        };
+        let mut out = RateLimit::UNLIMITED;
+        for part in s.split(',') {
+            let (name, v) = part.split_once('=').ok_or_else(|| {
+                format!("`{s}`: `{part}` is not bytes=CAPACITY/PER_SEC or ops=CAPACITY/PER_SEC (or `off`)")
+            })?;
+            let (cap, per) = match v.split_once('/') {
+                Some((c, p)) => (num(c, "capacity")?, num(p, "per-second refill")?),
+                None => {
+                    let c = num(v, "capacity")?;
+                    (c, c)
+                }
+            };
+            let slot = match name {
+                "bytes" => &mut out.bytes,
+                "ops" => &mut out.ops,
+                _ => return Err(format!("`{s}`: `{name}` is neither bytes nor ops")),
+            };
+            if slot.is_some() {
+                return Err(format!("`{s}`: `{name}` given twice"));
+            }
+            *slot = Some(Bucket {
+                capacity: cap,
+                per_sec: per,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Each device's limit (`truecold-vmm boot --blk-rate-limit`, `--net-tx-rate-limit`,
+/// `--vsock-tx-rate-limit`), the defaults above unless set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    pub blk: RateLimit,
+    pub net_tx: RateLimit,
+    pub vsock_tx: RateLimit,
+}
+
+impl Default for DeviceLimits {
+    fn default() -> Self {
+        DeviceLimits {
+            blk: RateLimit::BLK,
+            net_tx: RateLimit::NET_TX,
+            vsock_tx: RateLimit::VSOCK_TX,
+        }
+    }
+}
+
+impl DeviceLimits {
+    pub fn is_default(&self) -> bool {
+        *self == DeviceLimits::default()
+    }
+}
+
+/// [`DeviceLimits`] in JSON: each limit in its flag syntax ([`RateLimit::spec`]).
+impl serde::Serialize for DeviceLimits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("DeviceLimits", 3)?;
+        st.serialize_field("blk", &self.blk.spec())?;
+        st.serialize_field("net_tx", &self.net_tx.spec())?;
+        st.serialize_field("vsock_tx", &self.vsock_tx.spec())?;
+        st.end()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for DeviceLimits {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Text {
+            blk: String,
+            net_tx: String,
+            vsock_tx: String,
+        }
+        let t = Text::deserialize(d)?;
+        let p = |v: &str| RateLimit::parse(v).map_err(serde::de::Error::custom);
+        Ok(DeviceLimits {
+            blk: p(&t.blk)?,
+            net_tx: p(&t.net_tx)?,
+            vsock_tx: p(&t.vsock_tx)?,
+        })
+    }
+}
+
 impl fmt::Display for RateLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let one = |b: Option<Bucket>, unit: &str| match b {
@@ -251,6 +367,58 @@ mod tests {
     use super::*;
 
     const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn the_flag_syntax_reads_back_what_it_writes() {
+        for l in [
+            RateLimit::BLK,
+            RateLimit::NET_TX,
+            RateLimit::VSOCK_TX,
+            RateLimit::UNLIMITED,
+            RateLimit {
+                bytes: None,
+                ops: Some(Bucket {
+                    capacity: 7,
+                    per_sec: 3,
+                }),
+            },
+        ] {
+            assert_eq!(RateLimit::parse(&l.spec()), Ok(l), "{}", l.spec());
+        }
+        assert_eq!(
+            RateLimit::BLK.spec(),
+            "bytes=67108864/67108864,ops=4096/4096"
+        );
+        assert_eq!(
+            RateLimit::parse("ops=10"),
+            Ok(RateLimit {
+                bytes: None,
+                ops: Some(Bucket {
+                    capacity: 10,
+                    per_sec: 10
+                })
+            })
+        );
+        for bad in [
+            "",
+            "bytes",
+            "bytes=0",
+            "ops=1/0",
+            "ops=-1",
+            "iops=3",
+            "ops=1,ops=2",
+            "bytes=1/2/3",
+        ] {
+            assert!(RateLimit::parse(bad).is_err(), "{bad}");
+        }
+        let d = DeviceLimits {
+            net_tx: RateLimit::UNLIMITED,
+            ..DeviceLimits::default()
+        };
+        let j = serde_json::to_string(&d).unwrap();
+        assert_eq!(serde_json::from_str::<DeviceLimits>(&j).unwrap(), d);
+        assert!(j.contains("\"net_tx\":\"off\""), "{j}");
+    }
 
     fn limit(bytes: (u64, u64), ops: (u64, u64)) -> RateLimit {
         RateLimit {

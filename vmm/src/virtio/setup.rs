@@ -11,6 +11,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use super::blk::{Blk, FileDisk};
 use super::net::{Net, Tap, TapError};
+use super::rate::DeviceLimits;
 use super::thread::VirtioDevices;
 use super::vsock::Vsock;
 use super::{window_base, VirtioDevice, DEVICE_IRQS, QUEUE_NOTIFY};
@@ -67,6 +68,8 @@ pub struct Backends {
     pub disk: Option<FileDisk>,
     pub tap: Option<(Tap, NetPair)>,
     pub vsock_uds: Option<PathBuf>,
+    /// Each device's rate limit.
+    pub limits: DeviceLimits,
 }
 
 impl Backends {
@@ -96,6 +99,7 @@ impl Backends {
             disk,
             tap,
             vsock_uds: cfg.vsock_uds.clone(),
+            limits: cfg.limits,
         })
     }
 
@@ -106,14 +110,16 @@ impl Backends {
     /// The devices, in the order of [`VirtioConfig::device_names`].
     pub fn devices(self) -> Vec<(&'static str, Box<dyn VirtioDevice>)> {
         let mut v: Vec<(&'static str, Box<dyn VirtioDevice>)> = Vec::new();
+        let l = self.limits;
         if let Some(d) = self.disk {
-            v.push(("blk", Box::new(Blk::new(Box::new(d)))));
+            v.push(("blk", Box::new(Blk::with_limit(Box::new(d), l.blk))));
         }
         if let Some((tap, pair)) = self.tap {
-            v.push(("net", Box::new(Net::new(Box::new(tap), pair.guest_mac()))));
+            let net = Net::with_limit(Box::new(tap), pair.guest_mac(), l.net_tx);
+            v.push(("net", Box::new(net)));
         }
         if let Some(uds) = self.vsock_uds {
-            v.push(("vsock", Box::new(Vsock::new(uds))));
+            v.push(("vsock", Box::new(Vsock::with_limit(uds, l.vsock_tx))));
         }
         v
     }
