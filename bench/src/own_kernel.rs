@@ -52,8 +52,10 @@ pub struct OwnKernel {
 pub enum Need {
     /// Every strict-ready Linux boot.
     Always,
-    /// More than one vCPU under truecold-vmm, which describes its vCPUs with an MP table
-    /// (no ACPI MADT): without MP-table parsing the guest brings up one CPU only.
+    /// More than one vCPU under any engine: the strict-ready command line every engine's guest
+    /// gets has `acpi=off` (proto's `boot_cmdline::base_cmdline`), so the guest finds its CPUs
+    /// in the MP table (truecold-vmm and Firecracker write one, `arch/x86_64/mptable.rs` in
+    /// Firecracker v1.16.1) or not at all.
     MpTable,
     /// More than one vCPU under any engine.
     Smp,
@@ -149,8 +151,8 @@ pub const REQUIREMENTS: &[Requirement] = &[
     req(
         "CONFIG_X86_MPPARSE",
         Need::MpTable,
-        "truecold-vmm describes its vCPUs with an MP table (no ACPI MADT): without MPPARSE a \
-         multi-vCPU guest brings up one CPU and fails the CPU check",
+        "the strict-ready command line has acpi=off (every engine), so the vCPUs are found in the \
+         MP table: without MPPARSE a multi-vCPU guest brings up one CPU and fails the CPU check",
     ),
 ];
 
@@ -162,7 +164,7 @@ pub fn requirements_markdown() -> String {
         let when = match r.need {
             Need::Always => "always",
             Need::Smp => "more than one vCPU",
-            Need::MpTable => "more than one vCPU under truecold-vmm",
+            Need::MpTable => "more than one vCPU (any engine)",
         };
         s.push_str(&format!("| `{}` | {when} | {} |\n", r.symbol, r.why));
     }
@@ -224,19 +226,19 @@ fn enabled(config: &BTreeMap<String, String>, sym: &str) -> bool {
 }
 
 /// The requirements `config` does not meet for a campaign of `vcpus` vCPUs on `engines`
-/// (empty: truecold-vmm alone).
+/// (empty: truecold-vmm alone; every requirement applies under every engine today, since
+/// every engine's guest gets the same strict-ready command line).
 pub fn missing(
     config: &BTreeMap<String, String>,
     vcpus: u32,
-    engines: &[Engine],
+    _engines: &[Engine],
 ) -> Vec<Requirement> {
-    let truecold = engines.is_empty() || engines.contains(&Engine::Truecold);
     REQUIREMENTS
         .iter()
         .filter(|r| match r.need {
             Need::Always => true,
             Need::Smp => vcpus > 1,
-            Need::MpTable => vcpus > 1 && truecold,
+            Need::MpTable => vcpus > 1,
         })
         .filter(|r| !enabled(config, r.symbol))
         .copied()
@@ -533,7 +535,8 @@ mod tests {
             as_module.push(&line);
             assert_eq!(missing(&cfg(&as_module), 2, &[]), vec![*r]);
         }
-        // One vCPU needs neither SMP nor the MP table; Firecracker (ACPI) needs no MP table.
+        // One vCPU needs neither SMP nor the MP table; more than one needs both under every
+        // engine (acpi=off on every engine's command line).
         let no_smp: Vec<&str> = full
             .iter()
             .copied()
@@ -545,7 +548,13 @@ mod tests {
             .copied()
             .filter(|l| !l.starts_with("CONFIG_X86_MPPARSE="))
             .collect();
-        assert!(missing(&cfg(&no_mp), 2, &[Engine::Firecracker]).is_empty());
+        assert_eq!(
+            missing(&cfg(&no_mp), 2, &[Engine::Firecracker])
+                .iter()
+                .map(|r| r.symbol)
+                .collect::<Vec<_>>(),
+            ["CONFIG_X86_MPPARSE"]
+        );
         assert_eq!(
             missing(&cfg(&no_mp), 2, &[Engine::Firecracker, Engine::Truecold])
                 .iter()
