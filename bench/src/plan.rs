@@ -226,7 +226,10 @@ impl CampaignPlan {
         if a.bzimage {
             for (bad, why) in [
                 (a.probe, "the probe guest has no kernel (no --probe)"),
-                (!engines.is_empty(), "not in an engines campaign (no --engine)"),
+                (
+                    !engines.is_empty(),
+                    "not in an engines campaign (no --engine)",
+                ),
                 (a.parity, "not under the parity contract (no --parity)"),
             ] {
                 if bad {

@@ -520,8 +520,7 @@ fn check_canonical(v: &mut Verdict, bytes: &[u8], r: &ResultJson) {
     // A bundle written before knobs were spelt as the CLI spells them is canonical in that
     // spelling.
     if want == bytes
-        || truecold_proto::tune::with_legacy_spelling(|| result_bytes(r))
-            .is_ok_and(|w| w == bytes)
+        || truecold_proto::tune::with_legacy_spelling(|| result_bytes(r)).is_ok_and(|w| w == bytes)
     {
         return;
     }

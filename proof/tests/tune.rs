@@ -173,9 +173,15 @@ fn plan() -> TunePlan {
 
 fn invocation() -> tune::Invocation {
     tune::Invocation {
-        argv: ["truecold", "tune", "--nested", "--knobs", "tsc-reliable,rcu-expedited"]
-            .map(String::from)
-            .to_vec(),
+        argv: [
+            "truecold",
+            "tune",
+            "--nested",
+            "--knobs",
+            "tsc-reliable,rcu-expedited",
+        ]
+        .map(String::from)
+        .to_vec(),
         options: tune::TuneOptions {
             guest: tune::RunGuest::Nested,
             vcpus: 2,
@@ -638,11 +644,19 @@ fn recommended_is_what_the_winners_make_and_report_regenerates_it() {
     };
     assert_eq!(
         files,
-        ["cmdline.txt", "kernel.fragment", "reproduce.sh", "vmm-flags.txt"]
+        [
+            "cmdline.txt",
+            "kernel.fragment",
+            "reproduce.sh",
+            "vmm-flags.txt"
+        ]
     );
     let sums = read(&dir, "SHA256SUMS");
     for f in tune::RECOMMENDED_FILES {
-        assert!(sums.contains(&format!("  recommended/{f}\n")), "{f}: {sums}");
+        assert!(
+            sums.contains(&format!("  recommended/{f}\n")),
+            "{f}: {sums}"
+        );
     }
     let cmd = read(&rd, tune::CMDLINE_FILE);
     assert!(
@@ -691,12 +705,27 @@ fn recommended_is_what_the_winners_make_and_report_regenerates_it() {
     fs::write(rd.join("notes.txt"), "x\n").unwrap();
     resum_tune(&dir);
     let v = invalid(&dir);
-    assert_reason(&v, &dir, Check::TuneRecommended, "`recommended/vmm-flags.txt` is missing");
-    assert_reason(&v, &dir, Check::TuneRecommended, "`recommended/notes.txt` is not a file");
+    assert_reason(
+        &v,
+        &dir,
+        Check::TuneRecommended,
+        "`recommended/vmm-flags.txt` is missing",
+    );
+    assert_reason(
+        &v,
+        &dir,
+        Check::TuneRecommended,
+        "`recommended/notes.txt` is not a file",
+    );
     let dir = write_tune(t.path(), "d");
     fs::remove_dir_all(dir.join(tune::RECOMMENDED_DIR)).unwrap();
     resum_tune(&dir);
-    assert_reason(&invalid(&dir), &dir, Check::TuneRecommended, "`recommended/` is missing");
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TuneRecommended,
+        "`recommended/` is missing",
+    );
     // An invocation whose options are not the tune's context.
     let dir = write_tune(t.path(), "i");
     edit_tune_json(&dir, |j| j["invocation"]["options"]["vcpus"] = 4.into());
@@ -711,7 +740,13 @@ fn a_schema_1_tune_has_no_recommended_directory() {
     let mut p = plan();
     p.invocation = None;
     let screen_arms = tune::screen_arms(&p.knobs);
-    write_phase(&dir.join(tune::SCREEN_DIR), &screen_arms, p.rounds_screen, 3, &["nokaslr"]);
+    write_phase(
+        &dir.join(tune::SCREEN_DIR),
+        &screen_arms,
+        p.rounds_screen,
+        3,
+        &["nokaslr"],
+    );
     let t2 = tune_arms(&dir.join(tune::SCREEN_DIR), &screen_arms);
     let s = tune::screen(p.rule, p.seed, &t2[0], &t2[1..]);
     write_phase(
@@ -728,9 +763,16 @@ fn a_schema_1_tune_has_no_recommended_directory() {
     assert!(j.get("invocation").is_none());
     assert!(!dir.join(tune::RECOMMENDED_DIR).exists());
     // Claiming schema 2 without an invocation, or a recommended/ in a schema-1 tune.
+    let original = fs::read(dir.join(tune::TUNE_FILE)).unwrap();
     edit_tune_json(&dir, |j| j["schema"] = 2.into());
-    assert_reason(&invalid(&dir), &dir, Check::TunePlan, "schema 2 without an invocation");
-    edit_tune_json(&dir, |j| j["schema"] = 1.into());
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TunePlan,
+        "schema 2 without an invocation",
+    );
+    fs::write(dir.join(tune::TUNE_FILE), original).unwrap();
+    resum_tune(&dir);
     assert!(verify_dir(&dir).is_valid());
     fs::create_dir(dir.join(tune::RECOMMENDED_DIR)).unwrap();
     fs::write(dir.join("recommended/cmdline.txt"), "+x\n").unwrap();
@@ -789,15 +831,19 @@ fn each_arm_applies_exactly_its_knobs() {
         Check::KnobApplied,
         "screen: arm `mitigations-off`",
     );
-    // A Kconfig knob that did nothing (its arm booted the baseline's config), a VMM knob
-    // missing from the command that ran (no `--console`, vmlinux instead of the bzImage).
+    // A Kconfig knob whose arm booted the baseline's config, and one that did nothing (the
+    // baseline's config already sets its fragment); a VMM knob missing from the command
+    // that ran (no `--console`, vmlinux instead of the bzImage).
     let hz = phase.join("hz-100");
     let base_config = fs::read(phase.join("baseline/config")).unwrap();
-    fs::write(hz.join("config"), &base_config).unwrap();
-    forge(&hz, |r, _| {
-        r.artifacts
-            .insert("config".into(), truecold_proof::sums::sha256_hex(&base_config));
-    });
+    let hz_config = fs::read(hz.join("config")).unwrap();
+    for (arm, config) in [(&hz, &base_config), (&phase.join("baseline"), &hz_config)] {
+        fs::write(arm.join("config"), config).unwrap();
+        let digest = truecold_proof::sums::sha256_hex(config);
+        forge(arm, |r, _| {
+            r.artifacts.insert("config".into(), digest);
+        });
+    }
     for (arm, from, to) in [
         ("console", " --console --request-ns", " --request-ns"),
         ("bzimage", "out/guest/bzImage", "out/guest/vmlinux"),

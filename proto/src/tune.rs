@@ -290,8 +290,9 @@ impl Knob {
             Change::Vmm(VmmChange::Console) => {
                 let off: Vec<&'static str> =
                     base_cmdline(SerialUse::Off).split_whitespace().collect();
-                let on: Vec<&'static str> =
-                    base_cmdline(SerialUse::Console).split_whitespace().collect();
+                let on: Vec<&'static str> = base_cmdline(SerialUse::Console)
+                    .split_whitespace()
+                    .collect();
                 (
                     on.iter().copied().filter(|w| !off.contains(w)).collect(),
                     off.iter().copied().filter(|w| !on.contains(w)).collect(),
@@ -491,7 +492,10 @@ mod tests {
             assert_eq!(serde_json::from_str::<Knob>(&j).unwrap(), k);
             let old = format!("\"{}\"", k.legacy_str());
             assert_eq!(serde_json::from_str::<Knob>(&old).unwrap(), k);
-            assert_eq!(with_legacy_spelling(|| serde_json::to_string(&k).unwrap()), old);
+            assert_eq!(
+                with_legacy_spelling(|| serde_json::to_string(&k).unwrap()),
+                old
+            );
         }
         assert_eq!(Knob::Hz100.legacy_str(), "hz100");
         assert_eq!(Knob::BzImage.legacy_str(), "bz-image");
@@ -501,8 +505,12 @@ mod tests {
         let v = vec![Knob::Hz1000, Knob::BzImage];
         let old = br#"["hz1000","bz-image"]"#;
         assert!(is_canonical_either(old, || serde_json::to_vec(&v).unwrap()));
-        assert!(is_canonical_either(br#"["hz-1000","bzimage"]"#, || serde_json::to_vec(&v).unwrap()));
-        assert!(!is_canonical_either(br#"["hz-1000","bz-image"]"#, || serde_json::to_vec(&v).unwrap()));
+        assert!(is_canonical_either(br#"["hz-1000","bzimage"]"#, || {
+            serde_json::to_vec(&v).unwrap()
+        }));
+        assert!(!is_canonical_either(br#"["hz-1000","bz-image"]"#, || {
+            serde_json::to_vec(&v).unwrap()
+        }));
     }
 
     #[test]

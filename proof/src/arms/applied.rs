@@ -133,7 +133,10 @@ pub(super) fn check_applied(
     }
     if let Some(r) = &base_ran.cmdline {
         if r.vmm.has("--console") {
-            add(BASELINE_ARM, "the baseline's VMM command has `--console`".into());
+            add(
+                BASELINE_ARM,
+                "the baseline's VMM command has `--console`".into(),
+            );
         }
         if kernel_name(r) == Some("bzImage") {
             add(BASELINE_ARM, "the baseline boots the bzImage".into());
@@ -248,7 +251,10 @@ mod tests {
     #[test]
     fn words_and_fragments() {
         let want = want_words("a b quiet", &[Knob::TscReliable]);
-        assert_eq!(word_diff(&words("b a quiet tsc=reliable"), &want), Vec::<String>::new());
+        assert_eq!(
+            word_diff(&words("b a quiet tsc=reliable"), &want),
+            Vec::<String>::new()
+        );
         assert_eq!(
             word_diff(&words("a b quiet tsc=reliable x"), &want),
             vec!["+x".to_string()]

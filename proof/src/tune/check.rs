@@ -6,8 +6,8 @@ use std::path::Path;
 
 use truecold_proto::tune::check_set;
 
-use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
 use super::recommended::*;
+use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
 use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::bundle_verify::check_signature;
 use crate::report::README_FILE;
@@ -101,7 +101,11 @@ fn read_tune_record(v: &mut Verdict, dir: &Path) -> Option<Option<TuneFile>> {
                     "{TUNE_FILE}: schema {} {} an invocation: schema {TUNE_SCHEMA} records one, \
                      schema {TUNE_SCHEMA_MIN} none",
                     f.schema,
-                    if f.invocation.is_some() { "with" } else { "without" }
+                    if f.invocation.is_some() {
+                        "with"
+                    } else {
+                        "without"
+                    }
                 ),
             );
             None
@@ -264,11 +268,7 @@ fn check_recommended(v: &mut Verdict, dir: &Path, file: &TuneFile, fresh: &TuneF
     for (name, bytes) in &want {
         let p = dir.join(name);
         if !crate::fsio::is_real_file(&p) {
-            v.add_file(
-                Check::TuneRecommended,
-                name,
-                format!("`{name}` is missing"),
-            );
+            v.add_file(Check::TuneRecommended, name, format!("`{name}` is missing"));
         } else if !read_capped(&p, MAX_PARSED_BYTES).is_ok_and(|b| b.as_ref() == Some(bytes)) {
             v.add_file(
                 Check::TuneRecommended,

@@ -289,10 +289,19 @@ mod tests {
             RECOMMENDED_FILES.map(|f| format!("{RECOMMENDED_DIR}/{f}"))
         );
         let frag = file(&v, FRAGMENT_FILE);
-        assert!(frag.ends_with("# hz-100\nCONFIG_HZ_100=y\n# CONFIG_HZ_250 is not set\n"), "{frag}");
+        assert!(
+            frag.ends_with("# hz-100\nCONFIG_HZ_100=y\n# CONFIG_HZ_250 is not set\n"),
+            "{frag}"
+        );
         let c = file(&v, CMDLINE_FILE);
-        assert!(c.contains("# tsc-reliable (truecold run --cmdline-extra)\n+tsc=reliable\n"), "{c}");
-        assert!(c.contains("+console=ttyS0\n+8250.nr_uarts=1\n-8250.nr_uarts=0\n-quiet\n"), "{c}");
+        assert!(
+            c.contains("# tsc-reliable (truecold run --cmdline-extra)\n+tsc=reliable\n"),
+            "{c}"
+        );
+        assert!(
+            c.contains("+console=ttyS0\n+8250.nr_uarts=1\n-8250.nr_uarts=0\n-quiet\n"),
+            "{c}"
+        );
         assert_eq!(
             file(&v, VMM_FLAGS_FILE).lines().skip(1).collect::<Vec<_>>(),
             ["--backing thp", "--console", "--bzimage"]
@@ -320,6 +329,9 @@ mod tests {
         let r = file(&v, REPRODUCE_FILE);
         assert!(r.contains("(none: the baseline)"), "{r}");
         assert!(r.contains("run --probe --mode sequential --count 7 --vcpus 2 --mem-mib 1024 --backing thp --deadline-ms"), "{r}");
-        assert!(!r.contains("--kernel-fragment") && !r.contains("--cmdline-extra"), "{r}");
+        assert!(
+            !r.contains("--kernel-fragment") && !r.contains("--cmdline-extra"),
+            "{r}"
+        );
     }
 }

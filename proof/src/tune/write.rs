@@ -20,8 +20,10 @@ pub(super) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), T
         Some((sub, file)) => {
             let d = dir.join(sub);
             if !crate::fsio::is_real_dir(&d) {
-                std::fs::create_dir(&d)
-                    .map_err(truecold_proto::path_io::PathIoError::at("create directory", &d))?;
+                std::fs::create_dir(&d).map_err(truecold_proto::path_io::PathIoError::at(
+                    "create directory",
+                    &d,
+                ))?;
             }
             crate::skeleton::write(&d, file, bytes)?;
             Ok(crate::fsio::sync_dir(&d)?)
