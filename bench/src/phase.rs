@@ -640,7 +640,7 @@ fn write_arm(
         configuration,
         digests,
         env.facts,
-        arm_warnings(plan, env, p),
+        arm_warnings(plan, env),
     );
     let kernel_config = match &p.guest {
         Some(g) => Some(std::fs::read(&g.config).map_err(PathIoError::at("read", &g.config))?),
@@ -670,7 +670,7 @@ fn write_arm(
 
 /// An arm bundle's warnings: the environment's, and that it is one arm of an interleaved
 /// phase.
-fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>, p: &PreparedArm) -> Vec<String> {
+fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>) -> Vec<String> {
     let mut warnings = env.warnings.clone();
     warnings.push(format!(
         "one arm of the tune's {} phase ({}): interleaved launch by launch with the other \
