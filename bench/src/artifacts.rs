@@ -123,6 +123,22 @@ pub fn linux_guest(dir: &Path) -> Result<LinuxGuest, ArtifactError> {
     })
 }
 
+/// The Linux guest of `dir` booting its `bzImage` (the 64-bit boot protocol) instead of
+/// `vmlinux`: `truecold run --bzimage`, and a tune arm with the `bzimage` knob.
+pub fn linux_guest_bzimage(dir: &Path) -> Result<LinuxGuest, ArtifactError> {
+    let mut g = linux_guest(dir)?;
+    let bz = dir.join("bzImage");
+    if !bz.is_file() {
+        return Err(ArtifactError::GuestMissing {
+            name: "bzImage",
+            path: bz,
+            dir: dir.to_path_buf(),
+        });
+    }
+    g.vmlinux = bz;
+    Ok(g)
+}
+
 /// Lowercase hex sha256 of a file, streamed.
 pub fn sha256_file(path: &Path) -> Result<String, ArtifactError> {
     let err = |source| ArtifactError::Io(PathIoError::at("read", path)(source));

@@ -284,6 +284,11 @@ pub struct RunArgs {
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
     #[arg(long)]
     pub console: bool,
+    /// Boot the guest directory's `bzImage` through the 64-bit boot protocol (decompression
+    /// in the guest) instead of `vmlinux`'s PVH entry: what `truecold tune`'s `bzimage` knob
+    /// measures (Linux, truecold-vmm only).
+    #[arg(long)]
+    pub bzimage: bool,
     /// Drop the host page cache before each sample: a cold-host arm (root; sequential only).
     ///
     /// Before each sample's request stamp (outside its measured window), `sync` and drop the

@@ -201,7 +201,17 @@ fn received(written: Written, arms: &[Engine]) -> RunOutcome {
 /// Runs the campaign in L1 and returns the received, verified bundle.
 pub fn run(plan: &CampaignPlan, planned: u64, guest_dir: &Path) -> Result<Written, NestedError> {
     let dest = dest_or(plan, "nested-linux");
-    in_l1(plan, inner_args(plan), Vec::new(), planned, guest_dir, dest)
+    // `--bzimage`: the guest directory's bzImage beside its vmlinux in L1.
+    let extra = if plan.guest.bzimage {
+        vec![L1File {
+            dest: "guest/bzImage".into(),
+            src: guest_dir.join("bzImage"),
+            executable: false,
+        }]
+    } else {
+        Vec::new()
+    };
+    in_l1(plan, inner_args(plan), extra, planned, guest_dir, dest)
 }
 
 /// L1's run for a campaign of `planned` launches (plus `--attribution`'s).

@@ -282,19 +282,11 @@ fn prepare_arm(
                 .guest_dir
                 .clone()
                 .unwrap_or_else(|| env.guest_dir.clone());
-            let mut g = artifacts::linux_guest(&dir)?;
-            if applied.bzimage {
-                let bz = dir.join("bzImage");
-                if !bz.is_file() {
-                    return Err(ArtifactError::GuestMissing {
-                        name: "bzImage",
-                        path: bz,
-                        dir,
-                    }
-                    .into());
-                }
-                g.vmlinux = bz;
-            }
+            let g = if applied.bzimage {
+                artifacts::linux_guest_bzimage(&dir)?
+            } else {
+                artifacts::linux_guest(&dir)?
+            };
             (Some(g), Some(dir))
         }
     };
@@ -358,6 +350,7 @@ fn arm_run_args(
         backing: Some(p.applied.backing),
         cmdline_extra: p.applied.cmdline_extra.clone(),
         console: p.applied.console,
+        bzimage: p.applied.bzimage,
     };
     let run = CampaignPlan::sequential(
         Target::of_contract(plan.contract),
@@ -647,7 +640,7 @@ fn write_arm(
         configuration,
         digests,
         env.facts,
-        arm_warnings(plan, env, p),
+        arm_warnings(plan, env),
     );
     let kernel_config = match &p.guest {
         Some(g) => Some(std::fs::read(&g.config).map_err(PathIoError::at("read", &g.config))?),
@@ -675,9 +668,9 @@ fn write_arm(
     Ok(())
 }
 
-/// An arm bundle's warnings: the environment's, that it is one arm of an interleaved phase,
-/// and (bzImage) that `truecold run` cannot repeat it.
-fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>, p: &PreparedArm) -> Vec<String> {
+/// An arm bundle's warnings: the environment's, and that it is one arm of an interleaved
+/// phase.
+fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>) -> Vec<String> {
     let mut warnings = env.warnings.clone();
     warnings.push(format!(
         "one arm of the tune's {} phase ({}): interleaved launch by launch with the other \
@@ -691,13 +684,6 @@ fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>, p: &PreparedArm) -> Vec<St
             .join(", "),
         plan.seed
     ));
-    if p.applied.bzimage {
-        warnings.push(
-            "this arm boots bzImage (64-bit boot protocol): `truecold run` has no flag for \
-             that; the VMM command below is the one that ran"
-                .into(),
-        );
-    }
     warnings
 }
 

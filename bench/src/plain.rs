@@ -191,6 +191,9 @@ fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
     };
     let vmm = artifacts::find_vmm(plan.vmm.as_deref())?;
     let guest = match contract {
+        ContractKind::Linux if plan.guest.bzimage => {
+            Some(artifacts::linux_guest_bzimage(&guest_dir)?)
+        }
         ContractKind::Linux => Some(artifacts::linux_guest(&guest_dir)?),
         ContractKind::Probe => None,
     };

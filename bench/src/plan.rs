@@ -84,6 +84,8 @@ pub enum ArgError {
         arms: u64,
         need: u64,
     },
+    #[error("--bzimage boots a Linux guest's bzImage in truecold-vmm: {0}")]
+    BzImage(&'static str),
     #[error("-n must be at least 3 and --max-n at least -n (got -n {n}, --max-n {max_n})")]
     BisectSizes { n: u64, max_n: u64 },
 }
@@ -165,6 +167,8 @@ pub struct GuestSpec {
     pub cmdline_extra: String,
     /// The guest's serial console to the VMM's stderr.
     pub console: bool,
+    /// Boot the guest directory's `bzImage` (the 64-bit boot protocol) instead of `vmlinux`.
+    pub bzimage: bool,
 }
 
 impl GuestSpec {
@@ -176,6 +180,7 @@ impl GuestSpec {
             backing: Some(backing),
             cmdline_extra: String::new(),
             console: false,
+            bzimage: false,
         }
     }
 }
@@ -240,6 +245,20 @@ impl CampaignPlan {
         let arm_backing = arm_backing(a, &engines)?;
         let (arm_kernel, arm_guest_dir) = arm_guests(a, &engines)?;
         check_parity(a, &engines)?;
+        if a.bzimage {
+            for (bad, why) in [
+                (a.probe, "the probe guest has no kernel (no --probe)"),
+                (
+                    !engines.is_empty(),
+                    "not in an engines campaign (no --engine)",
+                ),
+                (a.parity, "not under the parity contract (no --parity)"),
+            ] {
+                if bad {
+                    return Err(ArgError::BzImage(why));
+                }
+            }
+        }
         let schedule = schedule(a)?;
         let stop_after = stop_after(a, &schedule, &engines)?;
         let target = match (a.probe, a.linux, a.nested) {
@@ -256,6 +275,7 @@ impl CampaignPlan {
                 backing: a.backing,
                 cmdline_extra: a.cmdline_extra.clone(),
                 console: a.console,
+                bzimage: a.bzimage,
             },
             schedule,
             deadline_ms: deadline_ms(a.deadline_ms, a.nested),
@@ -760,6 +780,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
                 backing,
                 cmdline_extra,
                 console,
+                bzimage,
             },
         schedule,
         deadline_ms,
@@ -826,6 +847,9 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
     kv("--cmdline-extra", cmdline_extra.clone());
     if *console {
         v.push("--console".into());
+    }
+    if *bzimage {
+        v.push("--bzimage".into());
     }
     if *drop_caches {
         v.push("--drop-caches".into());

@@ -103,6 +103,10 @@ fn run_plan(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunErro
         // Needs no KVM here: QEMU emulates the CPU, L1 brings its own KVM.
         let planned = plan.planned()?;
         let guest_dir = artifacts::guest_dir(plan.guest_dir.as_deref());
+        if plan.guest.bzimage {
+            // The bzImage is packed into L1 beside the guest: there before L1 boots.
+            artifacts::linux_guest_bzimage(&guest_dir)?;
+        }
         return Ok(RunOutcome {
             written: nested::run(plan, planned, &guest_dir)?,
             interrupted: false,

@@ -382,6 +382,29 @@ fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, 
     Ok(winners)
 }
 
+/// `tune.json`'s record of how this tune was started: the argv as typed, and the options as
+/// resolved (the guest found) that `recommended/reproduce.sh` repeats.
+fn invocation_record(tp: &TunePlan, contract: ContractKind) -> truecold_proof::tune::Invocation {
+    use truecold_proof::tune::{Invocation, RunGuest, TuneOptions};
+    Invocation {
+        argv: std::env::args().collect(),
+        options: TuneOptions {
+            guest: match (contract, tp.nested()) {
+                (ContractKind::Probe, _) => RunGuest::Probe,
+                (ContractKind::Linux, true) => RunGuest::Nested,
+                (ContractKind::Linux, false) => RunGuest::Linux,
+            },
+            vcpus: u32::from(tp.vcpus.get()),
+            mem_mib: tp.mem.mib(),
+            backing: tp.backing,
+            deadline_ms: tp.deadline_ms,
+            kill_grace_ms: tp.kill_grace_ms,
+            attribution: tp.attribution,
+            noise_from: tp.noise_from.as_ref().map(|p| p.display().to_string()),
+        },
+    }
+}
+
 /// Runs the whole tune `plan` describes (see the module doc) and writes its directory.
 pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let mut warnings: Vec<String> = Vec::new();
@@ -482,6 +505,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         budget: tp.budget,
         noise,
         rule: truecold_proof::tune::RuleVersion::CURRENT,
+        invocation: Some(invocation_record(tp, contract)),
     };
     let verdict = truecold_proof::tune::write_tune(&tmp, &plan).map_err(TuneError::Tune)?;
     rename_noreplace(&tmp, &dest).map_err(|source| TuneError::Place {

@@ -90,6 +90,7 @@ pub const RUN_SWITCHES: &[&str] = &[
     "--linux",
     "--nested",
     "--console",
+    "--bzimage",
     "--drop-caches",
     "--parity",
     "--keep-going",

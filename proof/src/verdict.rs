@@ -157,6 +157,13 @@ pub enum Check {
     /// Tune directory: `tune.json`'s results differ from their recomputation (an effect, a
     /// winner that is not faster, the final A/B, the leave-one-out).
     TuneResults,
+    /// Tune phase: an arm's guest command line, kernel `config` or VMM command is not the
+    /// baseline's with exactly its knobs applied (a word no knob names, a knob that did
+    /// nothing, a VMM knob missing from the command that ran).
+    KnobApplied,
+    /// Tune directory: `recommended/` missing (a `tune.json` of schema 2 or later), not
+    /// exactly what the winners make, or present in an older tune.
+    TuneRecommended,
     /// Bisect directory: `bisect.json` malformed, not canonical, or another schema.
     BisectRecord,
     /// Bisect directory: a step's directory does not verify, or its recorded outcome differs

@@ -22,6 +22,42 @@ fn mark_tune_arm(r: &mut ResultJson, knobs: &[Knob]) {
     r.configuration.knobs = knobs.to_vec();
 }
 
+/// The guest command line of an arm applying `knobs`: the fixture's with the knobs' words.
+fn arm_cmdline(knobs: &[Knob]) -> String {
+    let mut v: Vec<&str> = GUEST_CMDLINE.split(' ').collect();
+    for k in knobs {
+        let (add, remove) = k.cmdline_delta();
+        v.retain(|w| !remove.contains(w));
+        v.extend(add);
+    }
+    v.join(" ")
+}
+
+/// The VMM command of an arm applying `knobs`: the fixture's, with `--console` and the
+/// bzImage when they are among them.
+fn arm_vmm_command(f: &Fixture, knobs: &[Knob]) -> String {
+    let mut c = f.vmm_command();
+    if knobs.contains(&Knob::BzImage) {
+        c = c.replace("out/guest/vmlinux", "out/guest/bzImage");
+    }
+    if knobs.contains(&Knob::Console) {
+        c = c.replace(" --request-ns", " --console --request-ns");
+    }
+    c
+}
+
+/// The kernel config of an arm applying `knobs`: the fixture's, with its Kconfig knobs'
+/// fragments after it.
+fn arm_config(f: &Fixture, knobs: &[Knob]) -> Option<Vec<u8>> {
+    let mut c = f.config_bytes()?;
+    for k in knobs {
+        if let truecold_proto::tune::Change::Kconfig(text) = k.change() {
+            c.extend_from_slice(text.as_bytes());
+        }
+    }
+    Some(c)
+}
+
 /// The median of an arm's headline: the baseline's times each knob's injected factor.
 fn median_of(knobs: &[Knob]) -> f64 {
     knobs.iter().fold(MEDIAN, |m, k| {
@@ -84,8 +120,26 @@ fn write_phase(dir: &Path, arms: &[ArmRef], rounds: u64, seed: u64, breaks: &[&s
         let mut r = f.result(rows);
         r.environment.harness.wall_ns = wall;
         mark_tune_arm(&mut r, &a.knobs);
+        let cmdline = arm_cmdline(&a.knobs);
+        r.configuration.cmdline = cmdline.clone();
+        let mut inputs = f.inputs_for(rows);
+        inputs.cmdline = truecold_proof::cmdline::format_cmdline_txt(
+            f.kind.label(),
+            &format!("./{}", f.invocation()),
+            &f.invocation(),
+            &arm_vmm_command(f, &a.knobs),
+            Some(&cmdline),
+        );
+        if a.knobs.contains(&Knob::BzImage) {
+            r.configuration.kernel_path = Some("out/guest/bzImage".into());
+        }
+        inputs.kernel_config = arm_config(f, &a.knobs);
+        if let Some(c) = &inputs.kernel_config {
+            r.artifacts
+                .insert("config".into(), truecold_proof::sums::sha256_hex(c));
+        }
         let dest = dir.join(&a.name);
-        let w = truecold_proof::write_bundle(&dest, &r, rows, &f.inputs_for(rows)).unwrap();
+        let w = truecold_proof::write_bundle(&dest, &r, rows, &inputs).unwrap();
         assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
     }
     let v = arms::write_arms(dir, &plan).unwrap();
@@ -113,6 +167,31 @@ fn plan() -> TunePlan {
             source: "a pilot of the baseline".into(),
         }),
         rule: tune::RuleVersion::CURRENT,
+        invocation: Some(invocation()),
+    }
+}
+
+fn invocation() -> tune::Invocation {
+    tune::Invocation {
+        argv: [
+            "truecold",
+            "tune",
+            "--nested",
+            "--knobs",
+            "tsc-reliable,rcu-expedited",
+        ]
+        .map(String::from)
+        .to_vec(),
+        options: tune::TuneOptions {
+            guest: tune::RunGuest::Nested,
+            vcpus: 2,
+            mem_mib: MEM >> 20,
+            backing: Backing::Thp,
+            deadline_ms: DEADLINE / 1_000_000,
+            kill_grace_ms: 500,
+            attribution: 0,
+            noise_from: None,
+        },
     }
 }
 
@@ -472,7 +551,7 @@ fn a_truncated_or_mangled_tune_json_is_a_reason_never_a_panic() {
         b"[]".to_vec(),
         String::from_utf8(good.clone())
             .unwrap()
-            .replacen("\"schema\": 1", "\"schema\": 99", 1)
+            .replacen("\"schema\": 2", "\"schema\": 99", 1)
             .into_bytes(),
         String::from_utf8(good.clone())
             .unwrap()
@@ -548,4 +627,240 @@ fn tune_arms_run_alike_except_what_their_knobs_change() {
         Check::ArmsMismatch,
         "screen: arm `rcu-expedited`: vmlinux digest",
     );
+}
+
+#[test]
+fn recommended_is_what_the_winners_make_and_report_regenerates_it() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_tune(t.path(), "t");
+    let rd = dir.join(tune::RECOMMENDED_DIR);
+    let files: Vec<String> = {
+        let mut v: Vec<String> = fs::read_dir(&rd)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        files,
+        [
+            "cmdline.txt",
+            "kernel.fragment",
+            "reproduce.sh",
+            "vmm-flags.txt"
+        ]
+    );
+    let sums = read(&dir, "SHA256SUMS");
+    for f in tune::RECOMMENDED_FILES {
+        assert!(
+            sums.contains(&format!("  recommended/{f}\n")),
+            "{f}: {sums}"
+        );
+    }
+    let cmd = read(&rd, tune::CMDLINE_FILE);
+    assert!(
+        cmd.contains(
+            "# rcu-expedited (truecold run --cmdline-extra)\n+rcupdate.rcu_expedited=1\n\
+             # mitigations-off (truecold run --cmdline-extra)\n+mitigations=off\n"
+        ),
+        "{cmd}"
+    );
+    assert!(read(&rd, tune::FRAGMENT_FILE).contains("# none: no Kconfig knob won"));
+    assert!(read(&rd, tune::VMM_FLAGS_FILE).contains("# none: no VMM knob won"));
+    let sh = read(&rd, tune::REPRODUCE_FILE);
+    assert!(
+        sh.contains(
+            "exec truecold run --nested --mode sequential --count 20 --vcpus 2 --mem-mib 16384 \
+             --backing thp --deadline-ms 1000 --kill-grace-ms 500 --cmdline-extra \
+             'rcupdate.rcu_expedited=1 mitigations=off' \"$@\"\n"
+        ),
+        "{sh}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
+    assert_eq!(j["schema"], 2);
+    assert_eq!(j["invocation"]["argv"][1], "tune");
+    assert_eq!(j["invocation"]["options"]["guest"], "nested");
+    assert!(read(&dir, "README.md").contains("`sh recommended/reproduce.sh`"));
+    // Edited (and re-summed): not what the winners make; `report` makes it again.
+    fs::write(rd.join(tune::CMDLINE_FILE), "+nokaslr\n").unwrap();
+    resum_tune(&dir);
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TuneRecommended,
+        "`recommended/cmdline.txt` is not what the winners [rcu-expedited, mitigations-off] make",
+    );
+    let (code, out, err) = run_cli(&["report".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(read(&rd, tune::CMDLINE_FILE), cmd);
+    assert!(verify_dir(&dir).is_valid());
+    // Not re-summed: the digest says so.
+    fs::write(rd.join(tune::REPRODUCE_FILE), "#!/bin/sh\n").unwrap();
+    assert!(invalid(&dir).has(Check::DigestMismatch));
+    // Missing, or a file too many.
+    let dir = write_tune(t.path(), "m");
+    let rd = dir.join(tune::RECOMMENDED_DIR);
+    fs::remove_file(rd.join(tune::VMM_FLAGS_FILE)).unwrap();
+    fs::write(rd.join("notes.txt"), "x\n").unwrap();
+    resum_tune(&dir);
+    let v = invalid(&dir);
+    assert_reason(
+        &v,
+        &dir,
+        Check::TuneRecommended,
+        "`recommended/vmm-flags.txt` is missing",
+    );
+    assert_reason(
+        &v,
+        &dir,
+        Check::TuneRecommended,
+        "`recommended/notes.txt` is not a file",
+    );
+    let dir = write_tune(t.path(), "d");
+    fs::remove_dir_all(dir.join(tune::RECOMMENDED_DIR)).unwrap();
+    resum_tune(&dir);
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TuneRecommended,
+        "`recommended/` is missing",
+    );
+    // An invocation whose options are not the tune's context.
+    let dir = write_tune(t.path(), "i");
+    edit_tune_json(&dir, |j| j["invocation"]["options"]["vcpus"] = 4.into());
+    assert_reason(&invalid(&dir), &dir, Check::TunePlan, "are not the context");
+}
+
+#[test]
+fn a_schema_1_tune_has_no_recommended_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("old");
+    fs::create_dir(&dir).unwrap();
+    let mut p = plan();
+    p.invocation = None;
+    let screen_arms = tune::screen_arms(&p.knobs);
+    write_phase(
+        &dir.join(tune::SCREEN_DIR),
+        &screen_arms,
+        p.rounds_screen,
+        3,
+        &["nokaslr"],
+    );
+    let t2 = tune_arms(&dir.join(tune::SCREEN_DIR), &screen_arms);
+    let s = tune::screen(p.rule, p.seed, &t2[0], &t2[1..]);
+    write_phase(
+        &dir.join(tune::CONFIRM_DIR),
+        &tune::confirm_arms(&s.recommended),
+        p.rounds_confirm,
+        4,
+        &[],
+    );
+    let v = tune::write_tune(&dir, &p).unwrap();
+    assert!(v.is_valid(), "{}", v.render(&dir, 50));
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
+    assert_eq!(j["schema"], 1);
+    assert!(j.get("invocation").is_none());
+    assert!(!dir.join(tune::RECOMMENDED_DIR).exists());
+    // Claiming schema 2 without an invocation, or a recommended/ in a schema-1 tune.
+    let original = fs::read(dir.join(tune::TUNE_FILE)).unwrap();
+    edit_tune_json(&dir, |j| j["schema"] = 2.into());
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TunePlan,
+        "schema 2 without an invocation",
+    );
+    fs::write(dir.join(tune::TUNE_FILE), original).unwrap();
+    resum_tune(&dir);
+    assert!(verify_dir(&dir).is_valid());
+    fs::create_dir(dir.join(tune::RECOMMENDED_DIR)).unwrap();
+    fs::write(dir.join("recommended/cmdline.txt"), "+x\n").unwrap();
+    resum_tune(&dir);
+    assert_reason(&invalid(&dir), &dir, Check::TuneRecommended, "of schema 1");
+}
+
+/// Rewrites the guest command line an arm's bundle records (`result.json` and
+/// `cmdline.txt` alike) to `to`.
+fn set_guest_cmdline(arm: &Path, to: &str) {
+    let (r, _) = truecold_proof::read_bundle(arm).unwrap();
+    let old = r.configuration.cmdline.clone();
+    let c = read(arm, "cmdline.txt").replace(&format!("\n{old}\n"), &format!("\n{to}\n"));
+    fs::write(arm.join("cmdline.txt"), c).unwrap();
+    let to = to.to_string();
+    forge(arm, move |r, _| r.configuration.cmdline = to);
+}
+
+#[test]
+fn each_arm_applies_exactly_its_knobs() {
+    let t = tempfile::tempdir().unwrap();
+    // A phase with one knob of each kind: every arm as its knobs make it verifies.
+    let arms = tune::screen_arms(&[Knob::Hz100, Knob::Console, Knob::BzImage]);
+    let phase = t.path().join("p");
+    write_phase(&phase, &arms, 6, 5, &[]);
+    let v = verify_dir(&phase);
+    assert!(v.is_valid(), "{}", v.render(&phase, 50));
+    // The command-line tune: an arm with a word no knob names, a knob that did nothing.
+    let dir = write_tune(t.path(), "t");
+    let screen = dir.join(tune::SCREEN_DIR);
+    set_guest_cmdline(
+        &screen.join("rcu-expedited"),
+        &format!("{} rcupdate.rcu_expedited=1 quiet", GUEST_CMDLINE),
+    );
+    set_guest_cmdline(&screen.join("mitigations-off"), GUEST_CMDLINE);
+    resum_arms(&screen);
+    let v = invalid(&screen);
+    assert_reason(
+        &v,
+        &screen,
+        Check::KnobApplied,
+        "arm `rcu-expedited`: its guest command line is not the baseline's with its knobs' \
+         words [rcu-expedited]: +quiet against that",
+    );
+    assert_reason(
+        &v,
+        &screen,
+        Check::KnobApplied,
+        "arm `mitigations-off`: its guest command line is not the baseline's with its knobs' \
+         words [mitigations-off]: -mitigations=off against that",
+    );
+    resum_tune(&dir);
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::KnobApplied,
+        "screen: arm `mitigations-off`",
+    );
+    // A Kconfig knob whose arm booted the baseline's config, and one that did nothing (the
+    // baseline's config already sets its fragment); a VMM knob missing from the command
+    // that ran (no `--console`, vmlinux instead of the bzImage).
+    let hz = phase.join("hz-100");
+    let base_config = fs::read(phase.join("baseline/config")).unwrap();
+    let hz_config = fs::read(hz.join("config")).unwrap();
+    for (arm, config) in [(&hz, &base_config), (&phase.join("baseline"), &hz_config)] {
+        fs::write(arm.join("config"), config).unwrap();
+        let digest = truecold_proof::sums::sha256_hex(config);
+        forge(arm, |r, _| {
+            r.artifacts.insert("config".into(), digest);
+        });
+    }
+    for (arm, from, to) in [
+        ("console", " --console --request-ns", " --request-ns"),
+        ("bzimage", "out/guest/bzImage", "out/guest/vmlinux"),
+    ] {
+        let d = phase.join(arm);
+        let c = read(&d, "cmdline.txt").replace(from, to);
+        fs::write(d.join("cmdline.txt"), c).unwrap();
+        forge(&d, |_, _| {});
+    }
+    resum_arms(&phase);
+    let v = invalid(&phase);
+    for want in [
+        "arm `hz-100`: knob `hz-100` sets CONFIG_HZ_100=y; the arm's config has (not set)",
+        "arm `hz-100`: knob `hz-100` did nothing",
+        "arm `console`: knob `console`: its VMM command has no `--console`",
+        "arm `bzimage`: knob `bzimage`: its VMM command boots `out/guest/vmlinux`, not the bzImage",
+    ] {
+        assert_reason(&v, &phase, Check::KnobApplied, want);
+    }
 }

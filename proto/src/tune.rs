@@ -55,9 +55,10 @@ pub enum Change {
     Vmm(VmmChange),
 }
 
-/// Every knob of the catalogue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// Every knob of the catalogue. Its one spelling is [`Knob::as_str`] (the CLI's, the arm
+/// directory's, every JSON file's); JSON written before that also reads
+/// ([`Knob::parse_legacy`], the one place the old spellings live).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Knob {
     // Command line.
     TscReliable,
@@ -150,6 +151,23 @@ impl Knob {
     /// Parses [`Knob::as_str`].
     pub fn parse(s: &str) -> Option<Knob> {
         Self::ALL.iter().copied().find(|k| k.as_str() == s)
+    }
+
+    /// The spelling JSON files written before 2026-12-03 used where it is not
+    /// [`Knob::as_str`] (serde's kebab case of the variant: `hz100`, `hz1000`, `bz-image`);
+    /// every other knob was spelt as today.
+    pub fn legacy_str(self) -> &'static str {
+        match self {
+            Knob::Hz100 => "hz100",
+            Knob::Hz1000 => "hz1000",
+            Knob::BzImage => "bz-image",
+            k => k.as_str(),
+        }
+    }
+
+    /// Parses [`Knob::as_str`] or [`Knob::legacy_str`] (what a JSON file may hold).
+    pub fn parse_legacy(s: &str) -> Option<Knob> {
+        Self::parse(s).or_else(|| Self::ALL.iter().copied().find(|k| k.legacy_str() == s))
     }
 
     /// The one change.
@@ -260,11 +278,80 @@ impl Knob {
         }
     }
 
+    /// What the knob does to the guest kernel command line truecold-vmm builds: the words
+    /// it adds and the words it removes, each in order. A command-line knob adds its words;
+    /// `console` swaps the VMM's base command line for the one with a console
+    /// ([`crate::boot_cmdline::base_cmdline`]: the words only one of the two has); every
+    /// other knob leaves the command line alone.
+    pub fn cmdline_delta(self) -> (Vec<&'static str>, Vec<&'static str>) {
+        use crate::boot_cmdline::{base_cmdline, SerialUse};
+        match self.change() {
+            Change::Cmdline(w) => (w.split_whitespace().collect(), Vec::new()),
+            Change::Vmm(VmmChange::Console) => {
+                let off: Vec<&'static str> =
+                    base_cmdline(SerialUse::Off).split_whitespace().collect();
+                let on: Vec<&'static str> = base_cmdline(SerialUse::Console)
+                    .split_whitespace()
+                    .collect();
+                (
+                    on.iter().copied().filter(|w| !off.contains(w)).collect(),
+                    off.iter().copied().filter(|w| !on.contains(w)).collect(),
+                )
+            }
+            Change::Kconfig(_) | Change::Vmm(_) => (Vec::new(), Vec::new()),
+        }
+    }
+
     /// The Kconfig fragment's file name in the kernel cache key and in bundles
     /// (`tune-<knob>.config`), for Kconfig knobs.
     pub fn fragment_name(self) -> Option<String> {
         matches!(self.change(), Change::Kconfig(_))
             .then(|| format!("tune-{}.config", self.as_str()))
+    }
+}
+
+thread_local! {
+    static LEGACY_SPELLING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with knobs serialised in [`Knob::legacy_str`]: how a verifier re-derives the
+/// canonical bytes of a file written before the spelling was unified
+/// ([`is_canonical_either`]). Writers never call it.
+pub fn with_legacy_spelling<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LEGACY_SPELLING.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(LEGACY_SPELLING.with(|c| c.replace(true)));
+    f()
+}
+
+/// Whether `bytes` are what `write` gives, with knobs in today's spelling or (a file written
+/// before it) in the legacy one.
+pub fn is_canonical_either(bytes: &[u8], write: impl Fn() -> Vec<u8>) -> bool {
+    write() == bytes || with_legacy_spelling(&write) == bytes
+}
+
+impl Serialize for Knob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if LEGACY_SPELLING.with(std::cell::Cell::get) {
+            s.serialize_str(self.legacy_str())
+        } else {
+            s.serialize_str(self.as_str())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Knob {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Knob::parse_legacy(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown knob `{s}` (see `truecold tune --list-knobs`)"
+            ))
+        })
     }
 }
 
@@ -398,6 +485,35 @@ mod tests {
     }
 
     #[test]
+    fn json_spells_knobs_as_the_cli_and_reads_the_legacy_spelling() {
+        for k in Knob::ALL {
+            let j = serde_json::to_string(&k).unwrap();
+            assert_eq!(j, format!("\"{}\"", k.as_str()));
+            assert_eq!(serde_json::from_str::<Knob>(&j).unwrap(), k);
+            let old = format!("\"{}\"", k.legacy_str());
+            assert_eq!(serde_json::from_str::<Knob>(&old).unwrap(), k);
+            assert_eq!(
+                with_legacy_spelling(|| serde_json::to_string(&k).unwrap()),
+                old
+            );
+        }
+        assert_eq!(Knob::Hz100.legacy_str(), "hz100");
+        assert_eq!(Knob::BzImage.legacy_str(), "bz-image");
+        assert!(serde_json::from_str::<Knob>("\"hz_100\"").is_err());
+        // The legacy mode ends with its closure.
+        assert_eq!(serde_json::to_string(&Knob::Hz100).unwrap(), "\"hz-100\"");
+        let v = vec![Knob::Hz1000, Knob::BzImage];
+        let old = br#"["hz1000","bz-image"]"#;
+        assert!(is_canonical_either(old, || serde_json::to_vec(&v).unwrap()));
+        assert!(is_canonical_either(br#"["hz-1000","bzimage"]"#, || {
+            serde_json::to_vec(&v).unwrap()
+        }));
+        assert!(!is_canonical_either(br#"["hz-1000","bz-image"]"#, || {
+            serde_json::to_vec(&v).unwrap()
+        }));
+    }
+
+    #[test]
     fn each_knob_changes_one_thing() {
         for k in Knob::ALL {
             let a = apply(&[k], Backing::Anon);
@@ -412,6 +528,24 @@ mod tests {
                     .lines()
                     .all(|l| l.starts_with("CONFIG_") || l.starts_with("# CONFIG_")));
             }
+        }
+    }
+
+    #[test]
+    fn command_line_deltas() {
+        assert_eq!(
+            Knob::TscReliable.cmdline_delta(),
+            (vec!["tsc=reliable"], vec![])
+        );
+        assert_eq!(
+            Knob::Console.cmdline_delta(),
+            (
+                vec!["console=ttyS0", "8250.nr_uarts=1"],
+                vec!["8250.nr_uarts=0", "quiet", "loglevel=0"]
+            )
+        );
+        for k in [Knob::Hz100, Knob::BackingThp, Knob::BzImage] {
+            assert_eq!(k.cmdline_delta(), (vec![], vec![]), "{k}");
         }
     }
 

@@ -223,6 +223,28 @@ fn explicit_arguments_fill_in_every_default() {
     );
 }
 
+/// `--bzimage`: a Linux guest of truecold-vmm, spelt out in the explicit arguments.
+#[test]
+fn bzimage_boots_a_linux_guest_of_truecold_vmm() {
+    let a = plan_of(&["--linux", "--bzimage"]);
+    assert!(a.guest.bzimage);
+    assert!(explicit(&a, ContractKind::Linux).contains(&"--bzimage".to_string()));
+    assert!(!plan_of(&["--linux"]).guest.bzimage);
+    for (extra, why) in [
+        (&["--probe"][..], "no --probe"),
+        (&["--engine", "firecracker"][..], "no --engine"),
+        (&["--parity"][..], "no --parity"),
+    ] {
+        let mut v = vec!["--bzimage"];
+        v.extend_from_slice(extra);
+        match plan(&v) {
+            Err(e @ ArgError::BzImage(_)) => assert!(e.to_string().contains(why), "{e}"),
+            Err(ArgError::Parity(_)) if extra == ["--parity"] => {}
+            other => panic!("{extra:?}: {other:?}"),
+        }
+    }
+}
+
 /// Parsing the explicit arguments gives the same campaign, whose explicit arguments are
 /// the same again.
 #[test]
@@ -262,6 +284,7 @@ fn explicit_arguments_rerun_the_same_campaign() {
         ),
         (vec!["--stop-after", "3"], ContractKind::Linux),
         (vec!["--keep-going", "--probe"], ContractKind::Probe),
+        (vec!["--bzimage", "--nested"], ContractKind::Linux),
     ] {
         let a = plan_of(&argv);
         let e = explicit(&a, contract);

@@ -143,6 +143,7 @@ pub(crate) fn verify_arms_rows(dir: &Path, opts: &VerifyOptions) -> ArmsVerified
     };
     v.rows = Some(arms.iter().map(|(_, s)| s.len()).sum());
     check_same(v, &plan, &arms);
+    super::applied::check_applied(v, dir, &plan, &arms);
     check_order(v, &plan, &arms);
     let data: Vec<ArmData> = arms.into_iter().map(|(a, _)| a).collect();
     check_arms_generated(v, &plan, &data, &digests);
@@ -184,7 +185,7 @@ fn read_plan(v: &mut Verdict, dir: &Path) -> Option<(ArmsPlan, bool)> {
         }
     };
     if !v.has(Check::ArmsPlan) {
-        if arms_bytes(&plan) != plan_bytes {
+        if !truecold_proto::tune::is_canonical_either(&plan_bytes, || arms_bytes(&plan)) {
             v.add(
                 Check::ArmsPlan,
                 format!("{ARMS_FILE} is not in the writer's canonical form"),

@@ -41,6 +41,7 @@
 //! better; its own bootstrap seeded with `seed`), the p written as text with three
 //! significant digits ([`crate::compare::fmt_p`]).
 
+mod applied;
 mod check;
 mod model;
 mod readme;

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use truecold_proto::tune::check_set;
 
+use super::recommended::*;
 use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
 use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::bundle_verify::check_signature;
@@ -82,18 +83,35 @@ fn read_tune_record(v: &mut Verdict, dir: &Path) -> Option<Option<TuneFile>> {
         }
     };
     Some(match serde_json::from_slice::<TuneFile>(&bytes) {
-        Ok(f) if f.schema != TUNE_SCHEMA => {
+        Ok(f) if !(TUNE_SCHEMA_MIN..=TUNE_SCHEMA).contains(&f.schema) => {
             v.add(
                 Check::TunePlan,
                 format!(
-                    "{TUNE_FILE}: schema {}, this verifier reads {TUNE_SCHEMA}",
+                    "{TUNE_FILE}: schema {}, this verifier reads {TUNE_SCHEMA_MIN} to \
+                     {TUNE_SCHEMA}",
                     f.schema
                 ),
             );
             None
         }
+        Ok(f) if f.schema != schema_of(&f.plan()) => {
+            v.add(
+                Check::TunePlan,
+                format!(
+                    "{TUNE_FILE}: schema {} {} an invocation: schema {TUNE_SCHEMA} records one, \
+                     schema {TUNE_SCHEMA_MIN} none",
+                    f.schema,
+                    if f.invocation.is_some() {
+                        "with"
+                    } else {
+                        "without"
+                    }
+                ),
+            );
+            None
+        }
         Ok(f) => {
-            if tune_bytes(&f) != bytes {
+            if !truecold_proto::tune::is_canonical_either(&bytes, || tune_bytes(&f)) {
                 v.add(
                     Check::TunePlan,
                     format!("{TUNE_FILE} is not in the writer's canonical form"),
@@ -117,7 +135,7 @@ fn top_phases(v: &mut Verdict, dir: &Path) -> Option<BTreeSet<String>> {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    if name == SCREEN_DIR || name == CONFIRM_DIR {
+                    if name == SCREEN_DIR || name == CONFIRM_DIR || name == RECOMMENDED_DIR {
                         phases_present.insert(name);
                     } else {
                         v.add(
@@ -216,6 +234,64 @@ fn check_measured(
     }
     compare_results(v, file, &fresh);
     check_tune_readme(v, dir, &fresh, &m);
+    check_recommended(v, dir, file, &fresh);
+}
+
+/// `recommended/` is exactly what the recomputed winners make of the record's invocation
+/// ([`recommended_files`]): every file there byte for byte, nothing else; a schema-1 tune
+/// (no invocation) has none. (`SHA256SUMS` covers its files as it covers every file.)
+fn check_recommended(v: &mut Verdict, dir: &Path, file: &TuneFile, fresh: &TuneFile) {
+    let rd = dir.join(RECOMMENDED_DIR);
+    let present = crate::fsio::exists_here(&rd);
+    let Some(inv) = &file.invocation else {
+        if present {
+            v.add(
+                Check::TuneRecommended,
+                format!(
+                    "`{RECOMMENDED_DIR}/` in a {TUNE_FILE} of schema {}: the schema that \
+                     records how to repeat it ({TUNE_SCHEMA}) makes one",
+                    file.schema
+                ),
+            );
+        }
+        return;
+    };
+    if !crate::fsio::is_real_dir(&rd) {
+        v.add_file(
+            Check::TuneRecommended,
+            RECOMMENDED_DIR,
+            format!("`{RECOMMENDED_DIR}/` is missing (or not a directory)"),
+        );
+        return;
+    }
+    let want = recommended_files(&fresh.screen.recommended, inv, fresh.rounds.confirm);
+    for (name, bytes) in &want {
+        let p = dir.join(name);
+        if !crate::fsio::is_real_file(&p) {
+            v.add_file(Check::TuneRecommended, name, format!("`{name}` is missing"));
+        } else if !read_capped(&p, MAX_PARSED_BYTES).is_ok_and(|b| b.as_ref() == Some(bytes)) {
+            v.add_file(
+                Check::TuneRecommended,
+                name,
+                format!(
+                    "`{name}` is not what the winners [{}] make of {TUNE_FILE}",
+                    knob_list(&fresh.screen.recommended)
+                ),
+            );
+        }
+    }
+    if let Ok(entries) = fs::read_dir(&rd) {
+        for e in entries.flatten() {
+            let n = format!("{RECOMMENDED_DIR}/{}", e.file_name().to_string_lossy());
+            if !want.iter().any(|(w, _)| *w == n) {
+                v.add_file(
+                    Check::TuneRecommended,
+                    &n,
+                    format!("`{n}` is not a file of the recommended configuration"),
+                );
+            }
+        }
+    }
 }
 
 /// The screen phase's arms and rounds are the plan's.

@@ -158,7 +158,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         .map(|a| a.attempts)
         .sum();
     Ok(TuneFile {
-        schema: TUNE_SCHEMA,
+        schema: schema_of(plan),
         seed: plan.seed,
         guest: guest_kind(plan.guest),
         knobs: plan.knobs.clone(),
@@ -173,6 +173,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         },
         budget: plan.budget,
         noise: plan.noise.clone(),
+        invocation: plan.invocation.clone(),
         rule: rule(plan.rule, plan.knobs.len() as u64),
         host_kind: host,
         clock: host.map(HostKind::clock),

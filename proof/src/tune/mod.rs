@@ -78,12 +78,14 @@ mod check;
 mod measure;
 mod model;
 mod readme;
+mod recommended;
 mod stats;
 mod write;
 
 pub use check::*;
 pub use measure::*;
 pub use model::*;
+pub use recommended::*;
 pub use stats::*;
 pub use write::*;
 
@@ -447,6 +449,7 @@ mod tests {
             budget: None,
             noise: None,
             rule: RuleVersion::CURRENT,
+            invocation: None,
         };
         let bad = tune_plan_problems(&p);
         assert!(bad.iter().any(|m| m.contains("catalogue order")), "{bad:?}");

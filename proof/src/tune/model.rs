@@ -8,12 +8,17 @@ use truecold_proto::tune::{Knob, TuneGuest};
 use crate::arms::{ArmRef, ArmsError, BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES};
 use crate::schema::{Backing, ContractKind, HostKind, HEADLINE};
 
+use super::recommended::{Invocation, RunGuest};
 use super::stats::*;
 
 /// The tune's file; its presence makes a directory a tune directory.
 pub const TUNE_FILE: &str = "tune.json";
-/// Version of `tune.json`.
-pub const TUNE_SCHEMA: u32 = 1;
+/// Version of `tune.json` a tune is written with: 2 records the invocation
+/// ([`Invocation`]) and comes with `recommended/` ([`crate::tune::recommended_files`]).
+/// Schema 1 (neither) is still read.
+pub const TUNE_SCHEMA: u32 = 2;
+/// The oldest `tune.json` schema this verifier reads.
+pub const TUNE_SCHEMA_MIN: u32 = 1;
 /// The screen phase's directory.
 pub const SCREEN_DIR: &str = "screen";
 /// The confirm phase's directory.
@@ -74,6 +79,8 @@ pub struct TunePlan {
     /// The verdict rule (a new tune: [`RuleVersion::CURRENT`]; a directory read back: the
     /// one its `tune.json` names).
     pub rule: RuleVersion,
+    /// How the tune was started (a new tune: always; a schema-1 directory read back: none).
+    pub invocation: Option<Invocation>,
 }
 
 /// Every way `plan` is not a tune plan (empty when it is one).
@@ -92,6 +99,33 @@ pub fn tune_plan_problems(plan: &TunePlan) -> Vec<String> {
     }
     if plan.rounds_screen == 0 || plan.rounds_confirm == 0 {
         bad.push("a phase of 0 rounds".into());
+    }
+    if let Some(i) = &plan.invocation {
+        let o = &i.options;
+        let guest = match o.guest {
+            RunGuest::Probe => TuneGuest::Probe,
+            RunGuest::Linux | RunGuest::Nested => TuneGuest::Linux,
+        };
+        if guest != plan.guest {
+            bad.push(format!(
+                "the invocation's guest `{}` does not boot the tune's guest",
+                o.guest.flag()
+            ));
+        }
+        if o.vcpus != plan.vcpus
+            || o.mem_mib.checked_mul(1 << 20) != Some(plan.mem_bytes)
+            || o.backing != plan.backing
+        {
+            bad.push(format!(
+                "the invocation's {} vCPUs, {} MiB, backing {} are not the context",
+                o.vcpus,
+                o.mem_mib,
+                o.backing.as_str()
+            ));
+        }
+        if i.argv.is_empty() {
+            bad.push("the invocation's argv is empty".into());
+        }
     }
     bad
 }
@@ -210,6 +244,9 @@ pub(super) struct TuneFile {
     pub(super) rounds: Rounds,
     pub(super) budget: Option<u64>,
     pub(super) noise: Option<Noise>,
+    /// Schema 2: how the tune was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) invocation: Option<Invocation>,
     pub(super) rule: Rule,
     pub(super) host_kind: Option<HostKind>,
     pub(super) clock: Option<Clock>,
@@ -217,6 +254,16 @@ pub(super) struct TuneFile {
     pub(super) launches: u64,
     pub(super) screen: Screen,
     pub(super) confirm: Option<Confirm>,
+}
+
+/// The schema a tune of `plan` is written with: 2 with an invocation, else 1 (a directory
+/// of schema 1 read back and regenerated keeps its schema).
+pub(super) fn schema_of(plan: &TunePlan) -> u32 {
+    if plan.invocation.is_some() {
+        TUNE_SCHEMA
+    } else {
+        TUNE_SCHEMA_MIN
+    }
 }
 
 pub(super) fn guest_kind(g: TuneGuest) -> ContractKind {
@@ -240,6 +287,7 @@ impl TuneFile {
             budget: self.budget,
             noise: self.noise.clone(),
             rule: self.rule.version,
+            invocation: self.invocation.clone(),
         }
     }
 }

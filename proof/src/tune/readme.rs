@@ -299,6 +299,16 @@ fn readme_recommended(s: &mut String, f: &TuneFile) {
             }
         );
     }
+    if f.invocation.is_some() {
+        let _ = writeln!(
+            s,
+            "\nTo apply it: [recommended/](recommended/) holds the kernel fragment \
+             (`kernel.fragment`), the command-line words (`cmdline.txt`, `+` added, `-` \
+             removed) and the VMM flags (`vmm-flags.txt`); `sh recommended/reproduce.sh` \
+             measures it alone with `truecold run` (this tune's guest, vCPUs, memory and \
+             confirm rounds)."
+        );
+    }
 }
 
 /// The confirm phase: the final A/B and the leave-one-out checks.
@@ -431,10 +441,18 @@ pub(super) fn generated(f: &TuneFile, m: &Measured) -> Vec<(String, Vec<u8>)> {
     let baseline = m.screen.data.get(BASELINE_ARM).map(|a| &a.result);
     let mut text = readme(f, baseline);
     text.push_str(&attribution_section(m));
-    vec![
+    let mut v = vec![
         (TUNE_FILE.to_string(), tune_bytes(f)),
         (README_FILE.to_string(), text.into_bytes()),
-    ]
+    ];
+    if let Some(inv) = &f.invocation {
+        v.extend(super::recommended::recommended_files(
+            &f.screen.recommended,
+            inv,
+            f.rounds.confirm,
+        ));
+    }
+    v
 }
 
 /// The README's attribution section: the attributed arms of the last phase (the confirm

@@ -13,8 +13,23 @@ use super::measure::*;
 use super::model::*;
 use super::readme::*;
 
+/// Writes `dir/name` atomically; a name `sub/file` (`recommended/…`) into `dir/sub`, made
+/// when missing.
 pub(super) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), TuneError> {
-    Ok(crate::skeleton::write(dir, name, bytes)?)
+    match name.split_once('/') {
+        Some((sub, file)) => {
+            let d = dir.join(sub);
+            if !crate::fsio::is_real_dir(&d) {
+                std::fs::create_dir(&d).map_err(truecold_proto::path_io::PathIoError::at(
+                    "create directory",
+                    &d,
+                ))?;
+            }
+            crate::skeleton::write(&d, file, bytes)?;
+            Ok(crate::fsio::sync_dir(&d)?)
+        }
+        None => Ok(crate::skeleton::write(dir, name, bytes)?),
+    }
 }
 
 pub(super) fn write_sums(dir: &Path) -> Result<(), TuneError> {
@@ -41,6 +56,9 @@ pub fn is_regenerated(name: &str) -> bool {
     let parts: Vec<&str> = name.split('/').collect();
     match parts.as_slice() {
         [f] => *f == README_FILE,
+        [d, f] if *d == super::recommended::RECOMMENDED_DIR => {
+            super::recommended::RECOMMENDED_FILES.contains(f)
+        }
         [_, f] => [
             crate::arms::COMPARISON_FILE,
             README_FILE,

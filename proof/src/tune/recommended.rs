@@ -1,0 +1,337 @@
+//! `recommended/`: the tune's recommended configuration (every winner) as files a user
+//! applies, made from `tune.json` alone ([`recommended_files`]; one definition for the
+//! writer, `report` and the verifier, which compares them byte for byte):
+//!
+//! - `kernel.fragment`: the winners' Kconfig lines, each knob's under a `# <knob>` comment
+//!   (merged after `kernel-config/base.config`: `truecold run --kernel-fragment FILE`); only
+//!   comment lines when no Kconfig knob won;
+//! - `cmdline.txt`: what the winners do to the guest kernel command line, one word a line,
+//!   `+WORD` added to truecold's base command line, `-WORD` removed from it, each knob's under
+//!   a `# <knob> (<how>)` comment (`--cmdline-extra` for a command-line knob; `--console`
+//!   for `console`, which swaps the VMM's base command line for the one with a console);
+//! - `vmm-flags.txt`: the `truecold run` / `truecold-vmm boot` flags the winners need, one a
+//!   line (`--backing thp`, `--console`, `--bzimage`);
+//! - `reproduce.sh`: the `truecold run` that measures the recommended configuration on its
+//!   own: the tune's guest (`--probe`, `--linux` or `--nested`), vCPUs, memory, deadline and
+//!   kill grace, the confirm phase's rounds, the baseline's backing with the winners applied,
+//!   and every winner through its flag.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use truecold_proto::tune::{apply, Change, Knob, VmmChange};
+
+use crate::schema::Backing;
+
+/// The directory.
+pub const RECOMMENDED_DIR: &str = "recommended";
+/// The winners' Kconfig lines.
+pub const FRAGMENT_FILE: &str = "kernel.fragment";
+/// The winners' command-line words.
+pub const CMDLINE_FILE: &str = "cmdline.txt";
+/// The winners' VMM flags.
+pub const VMM_FLAGS_FILE: &str = "vmm-flags.txt";
+/// The `truecold run` that measures the recommended configuration.
+pub const REPRODUCE_FILE: &str = "reproduce.sh";
+/// Every file of `recommended/`, in the order [`recommended_files`] makes them.
+pub const RECOMMENDED_FILES: [&str; 4] =
+    [FRAGMENT_FILE, CMDLINE_FILE, VMM_FLAGS_FILE, REPRODUCE_FILE];
+
+/// Where the tune booted its guest: the `truecold run` guest flag that repeats it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunGuest {
+    /// The probe guest on this host's /dev/kvm.
+    Probe,
+    /// Linux on this host's /dev/kvm.
+    Linux,
+    /// Linux in the nested harness (virtual clock).
+    Nested,
+}
+
+impl RunGuest {
+    /// The `truecold run` flag.
+    pub fn flag(self) -> &'static str {
+        match self {
+            RunGuest::Probe => "--probe",
+            RunGuest::Linux => "--linux",
+            RunGuest::Nested => "--nested",
+        }
+    }
+}
+
+/// `truecold tune`'s options as resolved (defaults filled in, the guest found) that
+/// `tune.json` holds nowhere else.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneOptions {
+    pub guest: RunGuest,
+    pub vcpus: u32,
+    pub mem_mib: u64,
+    /// The baseline's backing.
+    pub backing: Backing,
+    pub deadline_ms: u64,
+    pub kill_grace_ms: u64,
+    /// Attribution launches of the last phase's baseline and recommended arms.
+    pub attribution: u64,
+    /// `--noise-from`, as given.
+    pub noise_from: Option<String>,
+}
+
+/// How the tune was started (`tune.json` schema 2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Invocation {
+    /// `truecold tune`'s argv as typed (the program first).
+    pub argv: Vec<String>,
+    pub options: TuneOptions,
+}
+
+/// The flag a VMM knob needs (`None` for a command-line or Kconfig knob).
+pub fn recommended_flag(k: Knob) -> Option<String> {
+    match k.change() {
+        Change::Vmm(VmmChange::Backing(b)) => Some(format!("--backing {}", b.as_str())),
+        Change::Vmm(VmmChange::Console) => Some("--console".into()),
+        Change::Vmm(VmmChange::BzImage) => Some("--bzimage".into()),
+        Change::Cmdline(_) | Change::Kconfig(_) => None,
+    }
+}
+
+fn winners_text(knobs: &[Knob]) -> String {
+    if knobs.is_empty() {
+        "none: the baseline".into()
+    } else {
+        knobs
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn fragment(knobs: &[Knob]) -> String {
+    let mut s = String::from(
+        "# truecold tune: the winners' Kconfig lines, merged after kernel-config/base.config\n\
+         # (truecold run --kernel-fragment FILE)\n",
+    );
+    let mut any = false;
+    for k in knobs {
+        if let Change::Kconfig(text) = k.change() {
+            let _ = writeln!(s, "# {k}");
+            s.push_str(text);
+            any = true;
+        }
+    }
+    if !any {
+        s.push_str("# none: no Kconfig knob won; the base kernel as it is\n");
+    }
+    s
+}
+
+fn cmdline(knobs: &[Knob]) -> String {
+    let mut s = String::from(
+        "# truecold tune: what the winners do to the guest kernel command line, one word a line:\n\
+         # +WORD added to truecold's base command line, -WORD removed from it\n",
+    );
+    let mut any = false;
+    for k in knobs {
+        let (add, remove) = k.cmdline_delta();
+        if add.is_empty() && remove.is_empty() {
+            continue;
+        }
+        let how = match k.change() {
+            Change::Cmdline(_) => "truecold run --cmdline-extra",
+            _ => "truecold run --console: the VMM's base command line with a console",
+        };
+        let _ = writeln!(s, "# {k} ({how})");
+        for w in add {
+            let _ = writeln!(s, "+{w}");
+        }
+        for w in remove {
+            let _ = writeln!(s, "-{w}");
+        }
+        any = true;
+    }
+    if !any {
+        s.push_str("# none: no winner changes the command line\n");
+    }
+    s
+}
+
+fn vmm_flags(knobs: &[Knob]) -> String {
+    let mut s = String::from(
+        "# truecold tune: the truecold run / truecold-vmm boot flags the winners need, one a line\n",
+    );
+    let flags: Vec<String> = knobs.iter().filter_map(|k| recommended_flag(*k)).collect();
+    if flags.is_empty() {
+        s.push_str("# none: no VMM knob won\n");
+    }
+    for f in flags {
+        s.push_str(&f);
+        s.push('\n');
+    }
+    s
+}
+
+/// The `truecold run` argv (after `truecold run`) of the recommended configuration; the
+/// fragment, when one is needed, as `"$here/kernel.fragment"` (a shell word).
+fn run_words(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> Vec<String> {
+    let a = apply(knobs, o.backing);
+    let extra = knobs
+        .iter()
+        .filter_map(|k| match k.change() {
+            Change::Cmdline(w) => Some(w),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut v: Vec<String> = vec![o.guest.flag().into()];
+    for (f, val) in [
+        ("--mode", "sequential".to_string()),
+        ("--count", rounds.to_string()),
+        ("--vcpus", o.vcpus.to_string()),
+        ("--mem-mib", o.mem_mib.to_string()),
+        ("--backing", a.backing.as_str().to_string()),
+        ("--deadline-ms", o.deadline_ms.to_string()),
+        ("--kill-grace-ms", o.kill_grace_ms.to_string()),
+    ] {
+        v.push(f.into());
+        v.push(val);
+    }
+    if !extra.is_empty() {
+        v.push("--cmdline-extra".into());
+        // The catalogue's words are plain: no quote in any.
+        v.push(format!("'{extra}'"));
+    }
+    if a.console {
+        v.push("--console".into());
+    }
+    if a.bzimage {
+        v.push("--bzimage".into());
+    }
+    if !a.fragments.is_empty() {
+        v.push("--kernel-fragment".into());
+        v.push(format!("\"$here/{FRAGMENT_FILE}\""));
+    }
+    v
+}
+
+fn reproduce(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> String {
+    format!(
+        "#!/bin/sh\n\
+         # truecold tune: measures this tune's recommended configuration ({}) on its own: the\n\
+         # tune's guest, vCPUs, memory, deadline and confirm rounds, the baseline's backing with\n\
+         # the winners applied, each winner through its flag. Written by truecold-proof from\n\
+         # tune.json (truecold-proof verify holds it to that); the bundle goes where truecold\n\
+         # run puts one (results/ under the working directory, or add --out DIR).\n\
+         set -eu\n\
+         here=$(dirname \"$0\")\n\
+         exec truecold run {} \"$@\"\n",
+        winners_text(knobs),
+        run_words(knobs, o, rounds).join(" ")
+    )
+}
+
+/// `recommended/`'s files (`recommended/<file>`, bytes) for the `recommended` knobs
+/// (every winner, catalogue order) of a tune started as `inv`, whose confirm phase ran
+/// `rounds` rounds.
+pub fn recommended_files(knobs: &[Knob], inv: &Invocation, rounds: u64) -> Vec<(String, Vec<u8>)> {
+    let o = &inv.options;
+    [
+        (FRAGMENT_FILE, fragment(knobs)),
+        (CMDLINE_FILE, cmdline(knobs)),
+        (VMM_FLAGS_FILE, vmm_flags(knobs)),
+        (REPRODUCE_FILE, reproduce(knobs, o, rounds)),
+    ]
+    .into_iter()
+    .map(|(n, t)| (format!("{RECOMMENDED_DIR}/{n}"), t.into_bytes()))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(guest: RunGuest) -> Invocation {
+        Invocation {
+            argv: vec!["truecold".into(), "tune".into(), "--nested".into()],
+            options: TuneOptions {
+                guest,
+                vcpus: 2,
+                mem_mib: 1024,
+                backing: Backing::Anon,
+                deadline_ms: 300_000,
+                kill_grace_ms: 500,
+                attribution: 0,
+                noise_from: None,
+            },
+        }
+    }
+
+    fn file(v: &[(String, Vec<u8>)], name: &str) -> String {
+        let p = format!("{RECOMMENDED_DIR}/{name}");
+        String::from_utf8(v.iter().find(|(n, _)| *n == p).unwrap().1.clone()).unwrap()
+    }
+
+    #[test]
+    fn every_kind_of_winner_is_expressed() {
+        let knobs = [
+            Knob::TscReliable,
+            Knob::RcuExpedited,
+            Knob::Hz100,
+            Knob::BackingThp,
+            Knob::Console,
+            Knob::BzImage,
+        ];
+        let v = recommended_files(&knobs, &inv(RunGuest::Nested), 10);
+        assert_eq!(
+            v.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            RECOMMENDED_FILES.map(|f| format!("{RECOMMENDED_DIR}/{f}"))
+        );
+        let frag = file(&v, FRAGMENT_FILE);
+        assert!(
+            frag.ends_with("# hz-100\nCONFIG_HZ_100=y\n# CONFIG_HZ_250 is not set\n"),
+            "{frag}"
+        );
+        let c = file(&v, CMDLINE_FILE);
+        assert!(
+            c.contains("# tsc-reliable (truecold run --cmdline-extra)\n+tsc=reliable\n"),
+            "{c}"
+        );
+        assert!(
+            c.contains("+console=ttyS0\n+8250.nr_uarts=1\n-8250.nr_uarts=0\n-quiet\n"),
+            "{c}"
+        );
+        assert_eq!(
+            file(&v, VMM_FLAGS_FILE).lines().skip(1).collect::<Vec<_>>(),
+            ["--backing thp", "--console", "--bzimage"]
+        );
+        let r = file(&v, REPRODUCE_FILE);
+        assert!(
+            r.contains(
+                "exec truecold run --nested --mode sequential --count 10 --vcpus 2 --mem-mib 1024 \
+                 --backing thp --deadline-ms 300000 --kill-grace-ms 500 --cmdline-extra \
+                 'tsc=reliable rcupdate.rcu_expedited=1' --console --bzimage --kernel-fragment \
+                 \"$here/kernel.fragment\" \"$@\"\n"
+            ),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn no_winner_is_the_baseline_and_the_backing_is_the_tunes() {
+        let mut i = inv(RunGuest::Probe);
+        i.options.backing = Backing::Thp;
+        let v = recommended_files(&[], &i, 7);
+        assert!(file(&v, FRAGMENT_FILE).contains("# none: no Kconfig knob won"));
+        assert!(file(&v, CMDLINE_FILE).contains("# none"));
+        assert!(file(&v, VMM_FLAGS_FILE).contains("# none"));
+        let r = file(&v, REPRODUCE_FILE);
+        assert!(r.contains("(none: the baseline)"), "{r}");
+        assert!(r.contains("run --probe --mode sequential --count 7 --vcpus 2 --mem-mib 1024 --backing thp --deadline-ms"), "{r}");
+        assert!(
+            !r.contains("--kernel-fragment") && !r.contains("--cmdline-extra"),
+            "{r}"
+        );
+    }
+}
