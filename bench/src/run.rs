@@ -41,12 +41,12 @@ fn with_own_kernel(plan: &CampaignPlan, k: &OwnKernel) -> Result<CampaignPlan, R
         &base,
     )?;
     if not_carried.is_empty() {
-        eprintln!(
+        crate::note!(
             "truecold: kernel: every symbol of {} carried over into the resolved config",
             k.config.display()
         );
     } else {
-        eprintln!(
+        crate::note!(
             "truecold: kernel: {} symbol(s) of {} did not carry over (olddefconfig on this \
              source; the resolved config is {}/config):",
             not_carried.len(),
@@ -54,7 +54,7 @@ fn with_own_kernel(plan: &CampaignPlan, k: &OwnKernel) -> Result<CampaignPlan, R
             dir.display()
         );
         for n in &not_carried {
-            eprintln!("  {n}");
+            crate::note!("  {n}");
         }
     }
     let mut p = plan.clone();

@@ -1042,6 +1042,11 @@ impl Comparison {
 
     /// Terminal output: the headline rows (`stages`: the full table of every metric), every
     /// line of the default within [`TEXT_WIDTH`] columns.
+    /// `--quiet`'s text: the outcome line alone.
+    pub fn render_outcome(&self) -> String {
+        outcome_line(self) + "\n"
+    }
+
     pub fn render_text(&self, stages: bool) -> String {
         let wrapped = |first: &str, text: &str| wrap(first, text, "  ", TEXT_WIDTH);
         let mut s = String::new();
