@@ -822,6 +822,56 @@ mod tests {
         assert!(run(&["--mode", "zigzag"]).is_err());
     }
 
+    /// `--seed` reads decimal or 0x hex, its default is "truecold" in ASCII, and `--help`
+    /// shows it in hex.
+    #[test]
+    fn seeds_read_decimal_or_hex_and_show_in_hex() {
+        assert_eq!(DEFAULT_SEED, u64::from_be_bytes(*b"truecold"));
+        assert_eq!(parse_seed(DEFAULT_SEED_ARG), Ok(DEFAULT_SEED));
+        assert_eq!(run(&[]).unwrap().seed, DEFAULT_SEED);
+        assert_eq!(run(&["--seed", "0x10"]).unwrap().seed, 16);
+        assert_eq!(run(&["--seed", "16"]).unwrap().seed, 16);
+        let e = run(&["--seed", "0xzz"]).expect_err("not a seed");
+        assert!(e.to_string().contains("is not a seed"), "{e}");
+        let Cmd::Tune(t) = Cli::try_parse_from(["truecold", "tune", "--seed", "0xff"])
+            .unwrap()
+            .cmd
+        else {
+            panic!("not a tune")
+        };
+        assert_eq!(t.seed, 255);
+        use clap::CommandFactory;
+        for sub in ["run", "tune"] {
+            let mut cmd = Cli::command();
+            let h = cmd
+                .find_subcommand_mut(sub)
+                .expect("a subcommand")
+                .render_long_help()
+                .to_string();
+            assert!(h.contains("[default: 0x74727565636f6c64]"), "{sub}:\n{h}");
+        }
+    }
+
+    /// `--mem-mib`'s long help says run's default and tune's, and why they differ.
+    #[test]
+    fn mem_help_says_why_tune_boots_a_smaller_guest() {
+        use clap::CommandFactory;
+        let help = |sub: &str| {
+            let mut cmd = Cli::command();
+            cmd.find_subcommand_mut(sub)
+                .expect("a subcommand")
+                .render_long_help()
+                .to_string()
+        };
+        let t = help("tune");
+        assert!(t.contains("[default: 1024]"), "{t}");
+        assert!(t.contains("`truecold run`'s is 16384 MiB"), "{t}");
+        assert!(t.contains("every arm costs a boot"), "{t}");
+        let r = help("run");
+        assert!(r.contains("[default: 16384]"), "{r}");
+        assert!(r.contains("`tune`'s and `bisect`'s is 1024 MiB"), "{r}");
+    }
+
     #[test]
     fn help_documents_the_engine_flags() {
         use clap::CommandFactory;

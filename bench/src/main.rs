@@ -129,6 +129,11 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
         .and_then(|plan| run(&plan, invocation));
     match outcome {
         Ok(out) => {
+            // The campaign's warnings on stderr, each once: what was printed before the first
+            // launch is not repeated.
+            for w in &out.warnings {
+                truecold_bench::output::note_once(w, &format!("truecold: warning: {w}"));
+            }
             let code = run_exit(&out, args.allow_failures);
             // The human summary: stdout, or stderr when stdout carries the JSON document.
             let mut text = String::new();
@@ -188,9 +193,9 @@ fn run_exit(out: &truecold_bench::run::RunOutcome, allow_failures: bool) -> u8 {
     }
 }
 
-/// The end-of-run summary a person reads: the host's warnings, each arm's and the
-/// bundle's verdict, the levels, how to verify, the error-kind table. With `quiet`, the
-/// verdict lines and their reasons only.
+/// The end-of-run summary a person reads: each arm's and the bundle's verdict, the levels,
+/// how to verify, the error-kind table. With `quiet`, the verdict lines and their reasons
+/// only.
 fn summary_text(out: &truecold_bench::run::RunOutcome, quiet: bool, s: &mut String) {
     use std::fmt::Write as _;
     let v = &out.written.verdict;
@@ -201,14 +206,6 @@ fn summary_text(out: &truecold_bench::run::RunOutcome, quiet: bool, s: &mut Stri
         }
         s.push_str(&v.render_quiet(path, 5));
         return;
-    }
-    // Each warning once: what was printed before the first launch is not repeated.
-    for w in out
-        .warnings
-        .iter()
-        .filter(|w| !truecold_bench::output::already_shown(w))
-    {
-        let _ = writeln!(s, "truecold: warning: {w}");
     }
     for (engine, w) in &out.arms {
         let _ = writeln!(s, "arm {engine}:");
@@ -261,7 +258,12 @@ fn run_json(out: &truecold_bench::run::RunOutcome, exit: u8) -> String {
     });
     let stopped = results
         .iter()
-        .find_map(|r| r.contract.stopped.as_ref().map(|k| (r.contract.stop_after, k)))
+        .find_map(|r| {
+            r.contract
+                .stopped
+                .as_ref()
+                .map(|k| (r.contract.stop_after, k))
+        })
         .map(|(after, kind)| json!({ "after": after, "kind": kind }));
     let doc = json!({
         "bundle": path.display().to_string(),

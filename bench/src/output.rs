@@ -64,9 +64,6 @@ mod tests {
         note_once(w, &format!("truecold: warning: {w}"));
         assert!(already_shown(w));
         note_once(w, "never printed");
-        assert_eq!(
-            SHOWN.lock().unwrap().iter().filter(|s| *s == w).count(),
-            1
-        );
+        assert_eq!(SHOWN.lock().unwrap().iter().filter(|s| *s == w).count(), 1);
     }
 }

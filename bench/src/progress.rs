@@ -246,7 +246,10 @@ mod tests {
             .collect();
         assert_eq!(
             done,
-            ["5/50", "10/50", "15/50", "20/50", "25/50", "30/50", "35/50", "40/50", "45/50", "50/50"],
+            [
+                "5/50", "10/50", "15/50", "20/50", "25/50", "30/50", "35/50", "40/50", "45/50",
+                "50/50"
+            ],
             "{text}"
         );
         // The clock's rule: with no silence allowed, every launch writes its line.
@@ -255,7 +258,10 @@ mod tests {
         for _ in 0..3 {
             p.record(false, None);
         }
-        assert_eq!(String::from_utf8(p.into_inner()).unwrap().lines().count(), 3);
+        assert_eq!(
+            String::from_utf8(p.into_inner()).unwrap().lines().count(),
+            3
+        );
     }
 
     /// `--quiet`: the hidden display writes nothing anywhere.

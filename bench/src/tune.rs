@@ -275,7 +275,8 @@ fn rounds_of(
     if let Some(n) = &noise {
         crate::note!(
             "truecold: tune: noise {} ppm CV from {} → {rounds} round(s) per arm",
-            n.cv_ppm, n.source
+            n.cv_ppm,
+            n.source
         );
     }
     let (screen, confirm) = phase_rounds(

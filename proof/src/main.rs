@@ -203,13 +203,17 @@ fn usage_error_json(
     if !matches!(sub, "compare" | "verify") || !args.iter().any(|a| a == "--json") {
         return None;
     }
-    let full = e.to_string();
+    // clap's message without its usage and tips: `unexpected argument '--x' found`, `the
+    // following required arguments were not provided: <B>`.
+    let full = e.render().to_string();
     let message = full
-        .lines()
+        .split("\n\n")
         .next()
         .unwrap_or("usage error")
         .trim_start_matches("error: ")
-        .to_string();
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     // The positionals as typed: every word that is neither a flag nor a flag's value.
     use clap::CommandFactory;
     let cmd = Cli::command();
@@ -284,7 +288,10 @@ fn main() -> ExitCode {
                 if !quiet {
                     eprint!("{}", v.render(&dir, max_per_kind));
                 }
-                print!("{}", json_text(&truecold_proof::verify::verdict_json(&dir, &v)));
+                print!(
+                    "{}",
+                    json_text(&truecold_proof::verify::verdict_json(&dir, &v))
+                );
             } else if quiet {
                 print!("{}", v.render_quiet(&dir, max_per_kind));
             } else {
@@ -344,17 +351,17 @@ fn main() -> ExitCode {
                 }
             };
             let text = compare_dirs(&a, &b, &o, shown).and_then(|c| {
-                    let t = if json {
-                        c.render_json()?
-                    } else if quiet {
-                        c.render_outcome()
-                    } else if markdown {
-                        c.render_markdown(stages)
-                    } else {
-                        c.render_text(stages)
-                    };
-                    Ok((t, c.outcome.exit_code()))
-                });
+                let t = if json {
+                    c.render_json()?
+                } else if quiet {
+                    c.render_outcome()
+                } else if markdown {
+                    c.render_markdown(stages)
+                } else {
+                    c.render_text(stages)
+                };
+                Ok((t, c.outcome.exit_code()))
+            });
             match text {
                 Ok((t, code)) => {
                     print!("{t}");

@@ -12,7 +12,9 @@ pub fn parse(s: &str) -> Result<u64, String> {
     };
     let clean: String = digits.chars().filter(|&c| c != '_').collect();
     if clean.is_empty() || digits.starts_with('_') || digits.ends_with('_') {
-        return Err(format!("`{s}` is not a seed: decimal or 0x hexadecimal digits"));
+        return Err(format!(
+            "`{s}` is not a seed: decimal or 0x hexadecimal digits"
+        ));
     }
     u64::from_str_radix(&clean, radix).map_err(|e| {
         format!("`{s}` is not a seed (decimal or 0x hexadecimal, at most 64 bits): {e}")
@@ -38,7 +40,16 @@ mod tests {
         assert_eq!(hex(1), "0x0000000000000001");
         assert_eq!(parse(&hex(u64::MAX)), Ok(u64::MAX));
         assert_eq!(parse("0"), Ok(0));
-        for bad in ["", "0x", "-1", "0x1g", "18446744073709551616", "0x1_", "seed", "0x_1"] {
+        for bad in [
+            "",
+            "0x",
+            "-1",
+            "0x1g",
+            "18446744073709551616",
+            "0x1_",
+            "seed",
+            "0x_1",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
