@@ -233,6 +233,14 @@ fn run_json_and_quiet_print_what_a_script_and_a_person_need() {
     assert_eq!(err, "", "-q --json printed on stderr");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["bundle"], dir.display().to_string());
+    // Nothing written (a flag combination the plan refuses): exit 1, an `error` document.
+    let o = run_with(&t.path().join("none"), &["--json", "--rate", "5"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(j["error"]["kind"], "nothing_written", "{out}");
+    assert_eq!(j["exit"], 1, "{out}");
+    assert!(err.contains("truecold: error: "), "{err}");
     // Without -q the plain progress (CI set) starts with no rate or ETA before the first
     // launch, and never says `0/5`.
     let dir = t.path().join("p");
