@@ -156,7 +156,8 @@ fn ctrl_c_writes_a_valid_partial_bundle_marked_incomplete() {
     require_kvm();
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("partial");
-    // 400 planned: plain progress prints every 20 samples; interrupt after the first line.
+    // 400 planned: plain progress prints every 40 samples (or after 10 s); interrupt after
+    // the first line.
     let mut child = base_cmd(&out, "400")
         .stderr(Stdio::piped())
         .stdout(Stdio::piped())
