@@ -368,7 +368,7 @@ fn measure_commit(
         Err(e @ KernelError::Failed { .. }) => {
             let why = truecold_proto::measure::error_chain(&e);
             let last = why.lines().last().unwrap_or("").to_string();
-            eprintln!(
+            crate::note!(
                 "truecold bisect: {}: skip (build failed): {last}",
                 short(commit)
             );
@@ -401,7 +401,7 @@ fn measure_commit(
         })?;
         let outcome = jd.outcome;
         let why = jd.why.clone();
-        eprintln!(
+        crate::note!(
             "truecold bisect: {} ({} launches): {} — {why}",
             short(commit),
             n,
@@ -591,7 +591,7 @@ impl Session<'_> {
             wall_seconds: None,
             commands: Vec::new(),
         };
-        eprintln!("truecold bisect: baseline: {} ({n} launches)", short(good));
+        crate::note!("truecold bisect: baseline: {} ({n} launches)", short(good));
         let ra = campaign_plan(
             &f,
             Backing::Anon,
@@ -631,7 +631,7 @@ impl Session<'_> {
             out.display().to_string(),
         ];
         step_cmd.extend(self.a.judge.step_flags());
-        eprintln!("truecold bisect: git bisect run {}", step_cmd.join(" "));
+        crate::note!("truecold bisect: git bisect run {}", step_cmd.join(" "));
         let status = Command::new("git")
             .arg("-C")
             .arg(tree)

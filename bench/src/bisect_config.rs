@@ -376,7 +376,7 @@ impl ConfigSearch<'_> {
             })?;
             let o = jd.outcome;
             let why = jd.why.clone();
-            eprintln!(
+            crate::note!(
                 "truecold bisect config: [{}] ({planned} launches a side): {} — {why}",
                 set.join(" "),
                 o.as_str()

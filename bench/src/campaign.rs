@@ -506,11 +506,15 @@ pub fn result_json(
             ex.planned
         ));
     }
+    // Only for a cap the user chose (`--concurrency`): the default's is far above what a
+    // host sustains, and a loop that fell behind gets its own warning (`host::warnings`).
     if let Schedule::OpenLoop { max_in_flight, .. } = spec.schedule {
-        warnings.push(format!(
+        if max_in_flight != crate::plan::DEFAULT_OPEN_LOOP_IN_FLIGHT {
+            warnings.push(format!(
             "open loop ran with at most {max_in_flight} samples in flight; arrivals waiting for \
              a free slot count their wait in the latency"
-        ));
+            ));
+        }
     }
     if ex.cmdlines.len() > 1 {
         warnings.push(format!(

@@ -204,6 +204,9 @@ pub struct GuestArgs {
     pub vcpus: Vcpus,
     /// Guest memory per VM, MiB (4..=1048576, the VMM's limit; the VMM also refuses more
     /// than the host's RAM).
+    ///
+    /// `run`'s default is 16384 MiB; `tune`'s and `bisect`'s is 1024 MiB: they boot every arm
+    /// or step many times, and a smaller guest costs less per boot.
     #[arg(
         long = "mem-mib",
         value_name = "MEM_MIB",
@@ -328,8 +331,9 @@ pub struct RunArgs {
     /// Engines campaign: the seed of the per-round shuffled order (recorded in arms.json).
     /// With --nested (an engines or a plain campaign), also L1's QEMU `-seed`: the nested
     /// campaign's randomness (boot ids, nonces) is a function of it, so campaigns with
-    /// distinct seeds draw distinct ones and one seed repeats them.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
+    /// distinct seeds draw distinct ones and one seed repeats them. Decimal or 0x hex; the
+    /// default is "truecold" in ASCII.
+    #[arg(long, default_value = DEFAULT_SEED_ARG, value_parser = parse_seed)]
     pub seed: u64,
     /// The Firecracker binary (default $TRUECOLD_FIRECRACKER).
     ///
@@ -416,14 +420,39 @@ pub struct RunArgs {
     /// Run every planned launch, however many fail (no fail-fast rule).
     #[arg(long)]
     pub keep_going: bool,
+    /// The end-of-run summary as one JSON document on stdout (the text goes to stderr).
+    ///
+    /// One JSON object on stdout and nothing else there: the bundle, its verdict (as
+    /// `truecold-proof verify --json`), attempts, ok, failed, the error kinds, the headline
+    /// p50/p99/max in ns on its clock, stopped/incomplete/interrupted and the exit status
+    /// (docs/verify.md lists the fields). The human summary goes to stderr (none with -q).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress, notes or warnings: errors and the verdict line only (with --json, only
+    /// the document).
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
-/// `truecold run`'s flags that change only its exit status, not the campaign: never in
-/// `cmdline.txt`'s explicit line, so not in the verifier's flag lists.
-pub const EXIT_POLICY_FLAGS: &[&str] = &["--allow-failures"];
+/// `truecold run`'s flags that change only its exit status or what it prints, not the
+/// campaign: never in `cmdline.txt`'s explicit line, so not in the verifier's flag lists.
+pub const EXIT_POLICY_FLAGS: &[&str] = &["--allow-failures", "--json", "--quiet"];
 
 /// The default `--seed` of an engines or nested campaign ("truecold" in ASCII).
 pub const DEFAULT_SEED: u64 = 0x7472_7565_636f_6c64;
+/// [`DEFAULT_SEED`] as `--help` shows it (a test holds the two equal).
+const DEFAULT_SEED_ARG: &str = "0x74727565636f6c64";
+
+/// `--seed`'s value parser: decimal or `0x` hexadecimal.
+pub fn parse_seed(s: &str) -> Result<u64, String> {
+    truecold_proof::seed::parse(s)
+}
+
+/// `truecold tune --help`'s `--mem-mib`: why its default is not `run`'s.
+const TUNE_MEM_HELP: &str = "Guest memory per VM, MiB: context, not a knob (4..=1048576). \
+    The default is 1024 MiB, where `truecold run`'s is 16384 MiB: a tune screens many knobs \
+    and every arm costs a boot each round, so it runs on a smaller guest; give \
+    --mem-mib 16384 to tune the size `run` measures.";
 
 /// Default guest memory of a tune, MiB.
 pub const DEFAULT_TUNE_MEM_MIB: u64 = 1024;
@@ -437,7 +466,8 @@ pub const DEFAULT_N: u64 = 6;
 #[derive(Args, Debug, Clone)]
 #[command(mut_arg("mem", |a| a
     .default_value(DEFAULT_TUNE_MEM_MIB_ARG)
-    .help("Guest memory per VM, MiB: context, not a knob")))]
+    .help("Guest memory per VM, MiB: context, not a knob")
+    .long_help(TUNE_MEM_HELP)))]
 #[command(mut_arg("vcpus", |a| a.help("vCPUs per VM: context, not a knob")))]
 pub struct TuneArgs {
     /// Knobs to try, comma-separated (`--list-knobs` prints the catalogue).
@@ -483,8 +513,8 @@ pub struct TuneArgs {
     /// than the minimum rounds is an error.
     #[arg(long)]
     pub budget: Option<u64>,
-    /// The seed of every phase's shuffled order (recorded).
-    #[arg(long, default_value_t = DEFAULT_SEED)]
+    /// The seed of every phase's shuffled order (recorded; decimal or 0x hex).
+    #[arg(long, default_value = DEFAULT_SEED_ARG, value_parser = parse_seed)]
     pub seed: u64,
     #[command(flatten)]
     pub guest: GuestArgs,
@@ -513,6 +543,9 @@ pub struct TuneArgs {
     /// out/tune-kernels).
     #[command(flatten)]
     pub paths: KernelPaths,
+    /// No progress, notes or warnings: errors and the verdict line only.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// `truecold tune-phase`: one phase from its plan (what `truecold tune --nested` runs in L1).
@@ -537,6 +570,9 @@ pub struct TunePhaseArgs {
 pub struct BisectArgs {
     #[command(subcommand)]
     pub cmd: BisectCmd,
+    /// No progress, notes or warnings: errors and the outcome line only.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -580,7 +616,10 @@ pub struct JudgeArgs {
 /// The campaign every step runs (`run` and `config`; `step` takes it from its baseline).
 #[derive(Args, Debug, Clone)]
 #[command(mut_arg("vcpus", |a| a.default_value("1").help("vCPUs per VM")))]
-#[command(mut_arg("mem", |a| a.default_value("1024").help("Guest memory per VM, MiB")))]
+#[command(mut_arg("mem", |a| a
+    .default_value("1024")
+    .help("Guest memory per VM, MiB")
+    .long_help(None::<&'static str>)))]
 pub struct ContextArgs {
     /// Run in the nested harness (virtual clock) instead of this host's /dev/kvm.
     #[arg(long)]
@@ -833,6 +872,56 @@ mod tests {
         // Mutually exclusive guest kinds, unknown modes: clap's own errors.
         assert!(run(&["--probe", "--linux"]).is_err());
         assert!(run(&["--mode", "zigzag"]).is_err());
+    }
+
+    /// `--seed` reads decimal or 0x hex, its default is "truecold" in ASCII, and `--help`
+    /// shows it in hex.
+    #[test]
+    fn seeds_read_decimal_or_hex_and_show_in_hex() {
+        assert_eq!(DEFAULT_SEED, u64::from_be_bytes(*b"truecold"));
+        assert_eq!(parse_seed(DEFAULT_SEED_ARG), Ok(DEFAULT_SEED));
+        assert_eq!(run(&[]).unwrap().seed, DEFAULT_SEED);
+        assert_eq!(run(&["--seed", "0x10"]).unwrap().seed, 16);
+        assert_eq!(run(&["--seed", "16"]).unwrap().seed, 16);
+        let e = run(&["--seed", "0xzz"]).expect_err("not a seed");
+        assert!(e.to_string().contains("is not a seed"), "{e}");
+        let Cmd::Tune(t) = Cli::try_parse_from(["truecold", "tune", "--seed", "0xff"])
+            .unwrap()
+            .cmd
+        else {
+            panic!("not a tune")
+        };
+        assert_eq!(t.seed, 255);
+        use clap::CommandFactory;
+        for sub in ["run", "tune"] {
+            let mut cmd = Cli::command();
+            let h = cmd
+                .find_subcommand_mut(sub)
+                .expect("a subcommand")
+                .render_long_help()
+                .to_string();
+            assert!(h.contains("[default: 0x74727565636f6c64]"), "{sub}:\n{h}");
+        }
+    }
+
+    /// `--mem-mib`'s long help says run's default and tune's, and why they differ.
+    #[test]
+    fn mem_help_says_why_tune_boots_a_smaller_guest() {
+        use clap::CommandFactory;
+        let help = |sub: &str| {
+            let mut cmd = Cli::command();
+            cmd.find_subcommand_mut(sub)
+                .expect("a subcommand")
+                .render_long_help()
+                .to_string()
+        };
+        let t = help("tune");
+        assert!(t.contains("[default: 1024]"), "{t}");
+        assert!(t.contains("`truecold run`'s is 16384 MiB"), "{t}");
+        assert!(t.contains("every arm costs a boot"), "{t}");
+        let r = help("run");
+        assert!(r.contains("[default: 16384]"), "{r}");
+        assert!(r.contains("`tune`'s and `bisect`'s is 1024 MiB"), "{r}");
     }
 
     #[test]

@@ -141,7 +141,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         let w = "an engines campaign on a kvm_pvm host: an unmodified Linux kernel is not \
                  expected to boot here; every failure is kept as data"
             .to_string();
-        eprintln!("truecold: warning: {w}");
+        crate::note!("truecold: warning: {w}");
         warnings.push(w);
     }
     let work = std::env::temp_dir().join(format!("truecold-engines-{}", std::process::id()));
@@ -158,12 +158,12 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
     )?;
     let facts = crate::host::read_facts(s.kind);
     let stop = interrupt::install()?;
-    eprintln!(
+    crate::note!(
         "truecold: engines campaign — {} — {rounds} round(s) of {} arm(s) in seeded shuffled \
          order (seed {}), {} vCPU, {}, backing {}, deadline {} ms → {}",
         ContractKind::Linux.label(),
         arms.len(),
-        plan.seed,
+        truecold_proof::seed::hex(plan.seed),
         s.spec.vcpus,
         s.spec.mem,
         s.spec.backings_label(),
@@ -171,7 +171,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         s.dest.display()
     );
     for p in &s.prepared {
-        eprintln!(
+        crate::note!(
             "truecold:   {}: {} ({})",
             p.engine,
             p.binary.display(),
@@ -363,14 +363,17 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
     let pl = parity_launchers(plan, &s, &base_image, pair)?;
     let facts = crate::host::read_facts(s.kind);
     let stop = interrupt::install()?;
-    eprintln!(
+    crate::note!(
         "truecold: parity campaign — {rounds} round(s) of {} arm(s){}, {} vCPU, {}, \
          backing {}, deadline {} ms, agent over vsock + TCP over tap {} → {}",
         arms.len(),
         if single {
             String::new()
         } else {
-            format!(" in seeded shuffled order (seed {})", plan.seed)
+            format!(
+                " in seeded shuffled order (seed {})",
+                truecold_proof::seed::hex(plan.seed)
+            )
         },
         s.spec.vcpus,
         s.spec.mem,

@@ -82,7 +82,7 @@ impl KernelBuild<'_> {
         // path names nothing: every path argument goes to it absolute.
         let args = absolute_args(&self.args).map_err(io("resolve", dir))?;
         let command = self.command_line(dir, &args);
-        eprintln!("truecold: kernel: {command}");
+        crate::note!("truecold: kernel: {command}");
         let mut cmd = std::process::Command::new("bash");
         cmd.arg(self.script).arg(self.variant).arg(dir).args(&args);
         match self.tree {
@@ -99,7 +99,10 @@ impl KernelBuild<'_> {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        eprint!("{text}");
+        // The build's own output is a note (`--quiet` hides it) unless the build failed.
+        if !crate::output::quiet() || !out.status.success() {
+            eprint!("{text}");
+        }
         if !out.status.success() {
             let lines: Vec<&str> = text.lines().collect();
             return Err(KernelError::Failed {

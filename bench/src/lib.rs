@@ -27,6 +27,7 @@ pub mod interrupt;
 pub mod kernel;
 pub mod launch;
 pub mod nested;
+pub mod output;
 pub mod own_kernel;
 pub mod parity;
 pub mod phase;

@@ -31,6 +31,12 @@ fn main() -> ExitCode {
         .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
         .join(" ");
+    truecold_bench::output::set_quiet(match &cli.cmd {
+        Cmd::Run(a) => a.quiet,
+        Cmd::Tune(a) => a.quiet,
+        Cmd::Bisect(a) => a.quiet,
+        Cmd::TunePhase(_) | Cmd::CliDocs(_) => false,
+    });
     match cli.cmd {
         Cmd::Run(args) => run_main(&args, &invocation),
         Cmd::Tune(args) => tune_main(&args, &invocation),
@@ -63,14 +69,19 @@ fn cli_docs_main(dir: &std::path::Path) -> ExitCode {
 fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> ExitCode {
     use truecold_bench::bisect::{self, EXIT_ABORT};
     use truecold_bench::cli::BisectCmd;
+    let quiet = args.quiet;
     let done = |dir: std::path::PathBuf| {
         let v = truecold_proof::verify_dir(&dir);
-        print!("{}", v.render(&dir, 5));
-        println!(
-            "bisect: {}/README.md; verify: truecold-proof verify {}",
-            dir.display(),
-            dir.display()
-        );
+        if quiet {
+            print!("{}", v.render_quiet(&dir, 5));
+        } else {
+            print!("{}", v.render(&dir, 5));
+            println!(
+                "bisect: {}/README.md; verify: truecold-proof verify {}",
+                dir.display(),
+                dir.display()
+            );
+        }
         if v.is_valid() {
             ExitCode::SUCCESS
         } else {
@@ -118,58 +129,163 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
         .and_then(|plan| run(&plan, invocation));
     match outcome {
         Ok(out) => {
+            // The campaign's warnings on stderr, each once: what was printed before the first
+            // launch is not repeated.
             for w in &out.warnings {
-                eprintln!("truecold: warning: {w}");
+                truecold_bench::output::note_once(w, &format!("truecold: warning: {w}"));
             }
-            for (engine, w) in &out.arms {
-                println!("arm {engine}:");
-                print!("{}", w.verdict.render(&w.path, 5));
+            let code = run_exit(&out, args.allow_failures);
+            // The human summary: stdout, or stderr when stdout carries the JSON document.
+            let mut text = String::new();
+            summary_text(&out, args.quiet, &mut text);
+            if args.json {
+                if !args.quiet {
+                    eprint!("{text}");
+                }
+                print!("{}", run_json(&out, code));
+            } else {
+                print!("{text}");
             }
             let v = &out.written.verdict;
-            print!("{}", v.render(&out.written.path, 5));
-            if let Some(r) = &v.result {
-                for l in level_lines(r) {
-                    println!("{l}");
-                }
-            }
-            println!(
-                "verify: sha256sum -c --strict SHA256SUMS (in {}) and truecold-proof verify {}",
-                out.written.path.display(),
-                out.written.path.display()
-            );
-            let failed = failed_kinds(&out);
-            for l in failure_lines(&failed) {
-                println!("{l}");
-            }
             if let Some(c) = v.result.as_ref().map(|r| &r.contract) {
                 if let (Some(k), Some(kind)) = (c.stop_after, &c.stopped) {
-                    eprintln!(
+                    truecold_bench::note!(
                         "truecold: stopped after {k} consecutive `{}` failures (fail fast: \
                          --stop-after K, or --keep-going to run every launch)",
                         truecold_proof::verdict::escape_untrusted(kind)
                     );
                 }
             }
-            if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
-                ExitCode::from(2)
-            } else if out.interrupted {
-                ExitCode::from(130)
-            } else if !failed.is_empty() && !args.allow_failures {
+            if code == EXIT_LAUNCHES_FAILED {
                 eprintln!(
                     "truecold: {} launch(es) failed (exit {EXIT_LAUNCHES_FAILED}; the bundle is \
                      VALID and keeps them as data; --allow-failures exits 0)",
-                    failed.values().sum::<u64>()
+                    failed_kinds(&out).values().sum::<u64>()
                 );
-                ExitCode::from(EXIT_LAUNCHES_FAILED)
-            } else {
-                ExitCode::SUCCESS
             }
+            ExitCode::from(code)
         }
         Err(e) => {
             eprintln!("truecold: error: {}", chain(&e));
+            if args.json {
+                let doc = serde_json::json!({
+                    "error": { "kind": "nothing_written", "message": chain(&e) },
+                    "exit": 1,
+                });
+                println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+/// `truecold run`'s exit status for a written campaign (the table of `--help`).
+fn run_exit(out: &truecold_bench::run::RunOutcome, allow_failures: bool) -> u8 {
+    let v = &out.written.verdict;
+    if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
+        2
+    } else if out.interrupted {
+        130
+    } else if !failed_kinds(out).is_empty() && !allow_failures {
+        EXIT_LAUNCHES_FAILED
+    } else {
+        0
+    }
+}
+
+/// The end-of-run summary a person reads: each arm's and the bundle's verdict, the levels,
+/// how to verify, the error-kind table. With `quiet`, the verdict lines and their reasons
+/// only.
+fn summary_text(out: &truecold_bench::run::RunOutcome, quiet: bool, s: &mut String) {
+    use std::fmt::Write as _;
+    let v = &out.written.verdict;
+    let path = &out.written.path;
+    if quiet {
+        for (engine, w) in &out.arms {
+            let _ = write!(s, "arm {engine}: {}", w.verdict.render_quiet(&w.path, 5));
+        }
+        s.push_str(&v.render_quiet(path, 5));
+        return;
+    }
+    for (engine, w) in &out.arms {
+        let _ = writeln!(s, "arm {engine}:");
+        s.push_str(&w.verdict.render(&w.path, 5));
+    }
+    s.push_str(&v.render(path, 5));
+    if let Some(r) = &v.result {
+        for l in level_lines(r) {
+            let _ = writeln!(s, "{l}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "verify: sha256sum -c --strict SHA256SUMS (in {}) and truecold-proof verify {}",
+        path.display(),
+        path.display()
+    );
+    for l in failure_lines(&failed_kinds(out)) {
+        let _ = writeln!(s, "{l}");
+    }
+}
+
+/// `truecold run --json`'s document (docs/verify.md lists the fields).
+fn run_json(out: &truecold_bench::run::RunOutcome, exit: u8) -> String {
+    use serde_json::json;
+    let v = &out.written.verdict;
+    let path = &out.written.path;
+    // An engines campaign's directory has no result of its own: its arms' figures add up.
+    let results: Vec<&truecold_proof::schema::ResultJson> = match &v.result {
+        Some(r) => vec![r],
+        None => out
+            .arms
+            .iter()
+            .filter_map(|(_, w)| w.verdict.result.as_ref())
+            .collect(),
+    };
+    let sum = |f: fn(&truecold_proof::schema::ResultJson) -> u64| -> u64 {
+        results.iter().map(|r| f(r)).sum()
+    };
+    let headline = v.result.as_ref().map(|r| {
+        let h = r.summary.headline.successes.as_ref();
+        json!({
+            "metric": truecold_proof::schema::HEADLINE,
+            "over": "successes",
+            "clock": r.contract.clock.as_str(),
+            "p50_ns": h.map(|h| h.p50),
+            "p99_ns": h.map(|h| h.p99),
+            "max_ns": h.map(|h| h.max),
+        })
+    });
+    let stopped = results
+        .iter()
+        .find_map(|r| {
+            r.contract
+                .stopped
+                .as_ref()
+                .map(|k| (r.contract.stop_after, k))
+        })
+        .map(|(after, kind)| json!({ "after": after, "kind": kind }));
+    let doc = json!({
+        "bundle": path.display().to_string(),
+        "valid": v.is_valid() && out.arms.iter().all(|(_, w)| w.verdict.is_valid()),
+        "verdict": truecold_proof::verify::verdict_json(path, v),
+        "arms": out.arms.iter().map(|(engine, w)| json!({
+            "engine": engine.to_string(),
+            "path": w.path.display().to_string(),
+            "verdict": truecold_proof::verify::verdict_json(&w.path, &w.verdict),
+        })).collect::<Vec<_>>(),
+        "attempts": sum(|r| r.summary.attempts),
+        "ok": sum(|r| r.summary.successes),
+        "failed": sum(|r| r.summary.failures),
+        "errors": failed_kinds(out),
+        "headline": headline,
+        "stopped": stopped,
+        "incomplete": results.iter().any(|r| r.contract.incomplete),
+        "interrupted": out.interrupted,
+        "host_warnings": out.warnings,
+        "exit": exit,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into()) + "\n"
 }
 
 /// `truecold tune`: 0 written and verified, 2 written but invalid, 1 nothing written.
@@ -188,15 +304,19 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
     match truecold_bench::tune::tune(&plan, invocation) {
         Ok(out) => {
             for w in &out.warnings {
-                eprintln!("truecold: warning: {w}");
+                truecold_bench::output::note_once(w, &format!("truecold: warning: {w}"));
             }
             let v = &out.written.verdict;
-            print!("{}", v.render(&out.written.path, 5));
-            println!(
-                "tune: {}/README.md; verify: truecold-proof verify {}",
-                out.written.path.display(),
-                out.written.path.display()
-            );
+            if args.quiet {
+                print!("{}", v.render_quiet(&out.written.path, 5));
+            } else {
+                print!("{}", v.render(&out.written.path, 5));
+                println!(
+                    "tune: {}/README.md; verify: truecold-proof verify {}",
+                    out.written.path.display(),
+                    out.written.path.display()
+                );
+            }
             if v.is_valid() {
                 ExitCode::SUCCESS
             } else {

@@ -284,9 +284,9 @@ pub(crate) fn in_l1(
         work.clone(),
         planned,
     );
-    eprintln!(
-        "truecold: nested: L1 under QEMU TCG (-seed {}), {planned} launches inside; L1 console: {}",
-        plan.seed,
+    crate::note!(
+        "truecold: nested: L1 under QEMU TCG (seed {}), {planned} launches inside; L1 console: {}",
+        truecold_proof::seed::hex(plan.seed),
         work.join("console.log").display()
     );
     let got = run_l1(&l1)?;

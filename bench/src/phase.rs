@@ -444,20 +444,20 @@ pub fn run_phase(
 
 /// The phase's lines on stderr: what it is, then each arm's VMM command.
 fn announce(plan: &PhasePlan, prepared: &[PreparedArm], dest: &Path) {
-    eprintln!(
+    crate::note!(
         "truecold: tune {} phase — {} — {} round(s) of {} arm(s) in seeded shuffled order \
          (seed {}), {} vCPU, {} → {}",
         plan.phase,
         plan.contract.label(),
         plan.rounds,
         prepared.len(),
-        plan.seed,
+        truecold_proof::seed::hex(plan.seed),
         plan.vcpus,
         plan.mem,
         dest.display()
     );
     for p in prepared {
-        eprintln!(
+        crate::note!(
             "truecold:   {}: {}",
             p.arm.name,
             crate::launch::shell_quote(&p.launcher.command.display(p.spec.deadline_ns, false))

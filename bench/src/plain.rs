@@ -142,11 +142,11 @@ fn contract_for(target: Target, kind: HostKind) -> (ContractKind, bool, Option<S
             let w = "--linux on a kvm_pvm host: an unmodified Linux kernel is not expected to \
                      boot here; every failure is kept as data"
                 .to_string();
-            eprintln!("truecold: warning: {w}");
+            crate::output::note_once(&w, &format!("truecold: warning: {w}"));
             (ContractKind::Linux, true, Some(w))
         }
         (_, HostKind::Pvm) => {
-            eprintln!("truecold: {PVM_EXPLANATION}");
+            crate::output::note_once(PVM_EXPLANATION, &format!("truecold: {PVM_EXPLANATION}"));
             (
                 ContractKind::Probe,
                 false,
@@ -336,7 +336,7 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
 /// The campaign's line on stderr and, with `--drop-caches`, the first drop (so a host that
 /// refuses fails before any launch).
 fn announce(plan: &CampaignPlan, p: &Prepared, planned: u64) -> Result<(), RunError> {
-    eprintln!(
+    crate::note!(
         "truecold: {} — {} — {planned} launches, {} vCPU, {}, backing {}, deadline {} ms → {}",
         p.spec.contract.label(),
         p.spec.mode().describe(),
@@ -348,7 +348,7 @@ fn announce(plan: &CampaignPlan, p: &Prepared, planned: u64) -> Result<(), RunEr
     );
     if plan.drop_caches {
         drop_page_cache().map_err(RunError::DropCaches)?;
-        eprintln!(
+        crate::note!(
             "truecold: --drop-caches: sync and drop the host page cache before every sample \
              (outside its measured window)"
         );

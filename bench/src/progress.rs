@@ -1,8 +1,9 @@
 //! Progress while a campaign runs, through `indicatif`: on a terminal a live bar (done/total,
 //! rate, ETA, p50/p99 of the successes so far, failures); otherwise (pipe, file, `CI` set)
-//! plain lines with the same figures at intervals. Display only: the bundle is computed from
-//! the samples, never from this. The percentiles are `truecold-proof`'s one definition
-//! ([`percentile_sorted`]), the same as the bundle's.
+//! plain lines with the same figures, one each 10 % of the campaign (or after 10 s without
+//! one), and none with `--quiet`. No rate or ETA is shown before the first launch finished.
+//! Display only: the bundle is computed from the samples, never from this. The percentiles
+//! are `truecold-proof`'s one definition ([`percentile_sorted`]), the same as the bundle's.
 
 use indicatif::{HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
@@ -16,11 +17,17 @@ pub enum Style {
     Live,
     /// A full line every so many samples, on the given writer.
     Plain,
+    /// Nothing (`--quiet`).
+    Hidden,
 }
 
 impl Style {
-    /// Live on a terminal stderr unless `CI` is set to anything but `false`/`0`.
+    /// Hidden with `--quiet` ([`crate::output::quiet`]); else live on a terminal stderr
+    /// unless `CI` is set to anything but `false`/`0`; else plain.
     pub fn detect() -> Style {
+        if crate::output::quiet() {
+            return Style::Hidden;
+        }
         let ci = std::env::var("CI")
             .map(|v| !v.is_empty() && v != "false" && v != "0")
             .unwrap_or(false);
@@ -33,6 +40,9 @@ impl Style {
         }
     }
 }
+
+/// The longest a plain display stays silent while launches finish.
+pub const PLAIN_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The live bar's layout: label, bar, done/total, then [`Progress::figures`] as its message.
 pub const BAR_TEMPLATE: &str = "[{prefix}] {bar:30} {pos}/{len} · {msg}";
@@ -49,6 +59,10 @@ pub struct Progress<W: Write> {
     /// Successes' latencies, ascending.
     sorted: Vec<u64>,
     plain_every: u64,
+    /// When the last plain line was written, and the longest silence between two
+    /// ([`PLAIN_AT_LEAST`]).
+    last_line: std::time::Instant,
+    at_least: std::time::Duration,
     /// What the caller adds (a tune: the current arm and its running effect).
     note: String,
     /// Drawn on stderr (live) or hidden (plain); its estimator gives the rate and ETA of both.
@@ -59,7 +73,7 @@ impl<W: Write> Progress<W> {
     pub fn new(out: W, style: Style, label: &str, total: u64) -> Self {
         let target = match style {
             Style::Live => ProgressDrawTarget::stderr(),
-            Style::Plain => ProgressDrawTarget::hidden(),
+            Style::Plain | Style::Hidden => ProgressDrawTarget::hidden(),
         };
         let bar = ProgressBar::with_draw_target(Some(total), target);
         // The template is a constant (tested below); the default bar is only a fallback.
@@ -76,8 +90,10 @@ impl<W: Write> Progress<W> {
             done: 0,
             failures: 0,
             sorted: Vec::new(),
-            // About twenty plain lines per campaign.
-            plain_every: (total / 20).max(1),
+            // About ten plain lines per campaign.
+            plain_every: (total / 10).max(1),
+            last_line: std::time::Instant::now(),
+            at_least: PLAIN_AT_LEAST,
             note: String::new(),
             bar,
         };
@@ -104,10 +120,13 @@ impl<W: Write> Progress<W> {
         self.bar.inc(1);
         self.bar.set_message(self.figures());
         if self.style == Style::Plain
-            && (self.done % self.plain_every == 0 || self.done == self.total)
+            && (self.done % self.plain_every == 0
+                || self.done == self.total
+                || self.last_line.elapsed() >= self.at_least)
         {
             let line = self.line();
             let _ = writeln!(self.out, "{line}");
+            self.last_line = std::time::Instant::now();
         }
     }
 
@@ -129,13 +148,18 @@ impl<W: Write> Progress<W> {
 
     /// Rate, ETA (`indicatif`'s estimates) and [`Progress::stats`]: `4.9/s, ETA 3 minutes,
     /// p50 …`.
+    /// Before the first launch finished: `waiting for the first launch` (no rate or ETA yet).
     pub fn figures(&self) -> String {
-        let mut s = format!(
-            "{:.1}/s, ETA {:#}, {}",
-            self.bar.per_sec(),
-            HumanDuration(self.bar.eta()),
-            self.stats()
-        );
+        let mut s = if self.done == 0 {
+            "waiting for the first launch".to_string()
+        } else {
+            format!(
+                "{:.1}/s, ETA {:#}, {}",
+                self.bar.per_sec(),
+                HumanDuration(self.bar.eta()),
+                self.stats()
+            )
+        };
         if !self.note.is_empty() {
             s.push_str(" · ");
             s.push_str(&self.note);
@@ -200,6 +224,55 @@ mod tests {
             "{}",
             lines[1]
         );
+    }
+
+    /// A plain display writes a line each 10 % of the campaign (the clock's line is left
+    /// out: `at_least` is the longest silence, here never reached), and nothing before the
+    /// first launch finished says a rate or an ETA.
+    #[test]
+    fn plain_lines_each_ten_percent_and_no_rate_before_the_first_launch() {
+        let mut p = Progress::new(Vec::new(), Style::Plain, "probe", 50);
+        p.at_least = std::time::Duration::MAX;
+        let first = p.figures();
+        assert_eq!(first, "waiting for the first launch");
+        assert_eq!(p.bar.message(), first);
+        for _ in 0..50 {
+            p.record(true, Some(1_000_000));
+        }
+        let text = String::from_utf8(p.into_inner()).unwrap();
+        let done: Vec<&str> = text
+            .lines()
+            .map(|l| l.split(' ').nth(1).unwrap_or(""))
+            .collect();
+        assert_eq!(
+            done,
+            [
+                "5/50", "10/50", "15/50", "20/50", "25/50", "30/50", "35/50", "40/50", "45/50",
+                "50/50"
+            ],
+            "{text}"
+        );
+        // The clock's rule: with no silence allowed, every launch writes its line.
+        let mut p = Progress::new(Vec::new(), Style::Plain, "probe", 50);
+        p.at_least = std::time::Duration::ZERO;
+        for _ in 0..3 {
+            p.record(false, None);
+        }
+        assert_eq!(
+            String::from_utf8(p.into_inner()).unwrap().lines().count(),
+            3
+        );
+    }
+
+    /// `--quiet`: the hidden display writes nothing anywhere.
+    #[test]
+    fn a_hidden_display_writes_nothing() {
+        let mut p = Progress::new(Vec::new(), Style::Hidden, "probe", 3);
+        for _ in 0..3 {
+            p.record(true, Some(1_000_000));
+        }
+        p.finish();
+        assert!(p.into_inner().is_empty());
     }
 
     #[test]

@@ -61,12 +61,12 @@ fn build_own_kernel(
         &base,
     )?;
     if not_carried.is_empty() {
-        eprintln!(
+        crate::note!(
             "truecold: {who}kernel: every symbol of {} carried over into the resolved config",
             k.config.display()
         );
     } else {
-        eprintln!(
+        crate::note!(
             "truecold: {who}kernel: {} symbol(s) of {} did not carry over (olddefconfig on \
              this source; the resolved config is {}/config):",
             not_carried.len(),
@@ -74,7 +74,7 @@ fn build_own_kernel(
             dir.display()
         );
         for n in &not_carried {
-            eprintln!("  {n}");
+            crate::note!("  {n}");
         }
     }
     Ok(dir)

@@ -242,12 +242,12 @@ fn tune_host(
             let w = "--linux on a kvm_pvm host: an unmodified Linux kernel is not expected \
                      to boot here; every failure is kept as data"
                 .to_string();
-            eprintln!("truecold: warning: {w}");
+            crate::output::note_once(&w, &format!("truecold: warning: {w}"));
             warnings.push(w);
             (kind, true, ContractKind::Linux)
         }
         (false, false, HostKind::Pvm) => {
-            eprintln!("truecold: {PVM_EXPLANATION}");
+            crate::output::note_once(PVM_EXPLANATION, &format!("truecold: {PVM_EXPLANATION}"));
             warnings.push(PVM_EXPLANATION.to_string());
             (kind, false, ContractKind::Probe)
         }
@@ -273,9 +273,10 @@ fn rounds_of(
         (None, None) => DEFAULT_ROUNDS,
     };
     if let Some(n) = &noise {
-        eprintln!(
+        crate::note!(
             "truecold: tune: noise {} ppm CV from {} → {rounds} round(s) per arm",
-            n.cv_ppm, n.source
+            n.cv_ppm,
+            n.source
         );
     }
     let (screen, confirm) = phase_rounds(
@@ -371,7 +372,7 @@ fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, 
     let winners = truecold_proof::tune::screen_of_dir(&screen.path, seed, knobs)
         .map_err(TuneError::Tune)?
         .recommended;
-    eprintln!(
+    crate::note!(
         "truecold: tune: winners of the screen phase: {}",
         if winners.is_empty() {
             "none".to_string()
@@ -420,7 +421,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let knobs = tp.knobs.for_guest(guest)?;
     let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
     if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
-        eprintln!("truecold: tune: warning: {w}");
+        crate::output::note_once(&w, &format!("truecold: tune: warning: {w}"));
         warnings.push(w);
     }
     let deadline_ms = tp.deadline_ms;

@@ -2,22 +2,24 @@
 //! clap definition), and the help texts they are made of: every argument described,
 //! `--backing`'s values each with its meaning, `-h` a summary of `--help`.
 
+#[path = "../../proof/tests/support/cli_docs.rs"]
+mod support;
+
 use clap::CommandFactory;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+use support::{files, text};
 use truecold_bench::cli::{BackingParser, Cli};
 use truecold_proto::kinds::Backing;
 
+const BIN: &str = env!("CARGO_BIN_EXE_truecold");
+
 fn truecold(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_truecold"))
-        .args(args)
-        .output()
-        .expect("run truecold")
+    support::run(BIN, args)
 }
 
 fn cli_docs(dir: &Path) -> Output {
-    truecold(&["cli-docs".as_ref(), dir.as_os_str()])
+    support::cli_docs(BIN, dir)
 }
 
 /// `(name, bin-name path)` of every visible subcommand at every level, e.g.
@@ -43,25 +45,6 @@ fn tree() -> (Vec<(String, String)>, Vec<String>) {
     let (mut v, mut h) = (Vec::new(), Vec::new());
     subcommands(&Cli::command(), "truecold", &mut v, &mut h);
     (v, h)
-}
-
-/// Every file under `dir`, relative path → bytes.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    for sub in ["completions", "man"] {
-        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
-            let e = e.unwrap();
-            out.insert(
-                PathBuf::from(sub).join(e.file_name()),
-                std::fs::read(e.path()).unwrap(),
-            );
-        }
-    }
-    out
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8(b.to_vec()).expect("UTF-8")
 }
 
 #[test]
@@ -272,10 +255,7 @@ fn every_argument_is_described_and_its_short_help_is_one_line() {
 }
 
 fn stdout(args: &[&str]) -> String {
-    let a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
-    let o = truecold(&a);
-    assert_eq!(o.status.code(), Some(0), "{args:?}");
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    support::stdout(BIN, args)
 }
 
 #[test]

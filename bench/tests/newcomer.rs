@@ -136,3 +136,158 @@ fn run_then_verify_then_compare_say_what_they_did() {
     let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert!(j["error"]["message"].is_string(), "{out}");
 }
+
+/// `truecold run` with `extra` flags (5 probe launches into `out`).
+fn run_with(out: &Path, extra: &[&str]) -> Output {
+    Command::new(truecold())
+        .args(["run", "-n", "5", "--probe", "--mem-mib", "256"])
+        .args(["--deadline-ms", "60000"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .arg("--vmm")
+        .arg(vmm_next_to(&truecold()))
+        .env("CI", "true")
+        .output()
+        .expect("run truecold")
+}
+
+/// `run --json`: stdout is one JSON document and nothing else (the human summary goes to
+/// stderr), its figures those of the bundle as `truecold-proof verify --json` reads them;
+/// `-q` leaves only the verdict line (and, with `--json`, only the document).
+#[test]
+fn run_json_and_quiet_print_what_a_script_and_a_person_need() {
+    require_kvm();
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("j");
+    let o = run_with(&dir, &["--json"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let j: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("stdout is not one JSON: {e}\n{out}"));
+    assert_eq!(j["bundle"], dir.display().to_string(), "{out}");
+    assert_eq!(j["valid"], true, "{out}");
+    assert_eq!(j["exit"], 0, "{out}");
+    assert_eq!(
+        (&j["attempts"], &j["ok"], &j["failed"]),
+        (&5.into(), &5.into(), &0.into())
+    );
+    assert_eq!(j["errors"], serde_json::json!({}), "{out}");
+    assert_eq!(j["headline"]["metric"], "request_to_strict_ready", "{out}");
+    assert!(
+        matches!(j["headline"]["clock"].as_str(), Some("wall" | "virtual")),
+        "{out}"
+    );
+    let h = |k: &str| {
+        j["headline"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {out}"))
+    };
+    assert!(
+        h("p50_ns") <= h("p99_ns") && h("p99_ns") <= h("max_ns"),
+        "{out}"
+    );
+    assert_eq!(j["stopped"], serde_json::Value::Null, "{out}");
+    assert_eq!(
+        (&j["incomplete"], &j["interrupted"]),
+        (&false.into(), &false.into())
+    );
+    assert!(j["host_warnings"].is_array(), "{out}");
+    let v = &j["verdict"];
+    assert_eq!(
+        (&v["kind"], &v["valid"], &v["exit"]),
+        (&"bundle".into(), &true.into(), &0.into())
+    );
+    assert_eq!(v["reasons"], serde_json::json!([]), "{out}");
+    assert_eq!(
+        v["summary"]["headline"]["successes"]["p50_ns"],
+        j["headline"]["p50_ns"]
+    );
+    // The human summary went to stderr.
+    assert!(err.contains(&format!("VALID {}: ", dir.display())), "{err}");
+    assert!(err.contains("attempts 5, ok 5, failed 0"), "{err}");
+    // verify --json reads the same verdict from the bundle.
+    let o = proof_cmd(&["verify".as_ref(), "--json".as_ref(), dir.as_os_str()]);
+    let (vout, verr) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{vout}\n{verr}");
+    let vj: serde_json::Value = serde_json::from_str(&vout).unwrap();
+    assert_eq!(&vj, v, "run --json's verdict is verify --json's");
+
+    // -q: the verdict line alone on stdout; nothing on stderr (no progress, no notes, no
+    // warnings, though this host has some: `host_warnings` above).
+    let dir = t.path().join("q");
+    let o = run_with(&dir, &["-q"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(
+        out.starts_with(&format!("VALID {}: ", dir.display())),
+        "{out}"
+    );
+    assert_eq!(err, "", "-q printed on stderr");
+    // -q --json: the document alone.
+    let dir = t.path().join("qj");
+    let o = run_with(&dir, &["--quiet", "--json"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert_eq!(err, "", "-q --json printed on stderr");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["bundle"], dir.display().to_string());
+    // Nothing written (a flag combination the plan refuses): exit 1, an `error` document.
+    let o = run_with(&t.path().join("none"), &["--json", "--rate", "5"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(j["error"]["kind"], "nothing_written", "{out}");
+    assert_eq!(j["exit"], 1, "{out}");
+    assert!(err.contains("truecold: error: "), "{err}");
+    // Without -q the plain progress (CI set) starts with no rate or ETA before the first
+    // launch, and never says `0/5`.
+    let dir = t.path().join("p");
+    let (_, err) = text(&run_with(&dir, &[]));
+    assert!(!err.contains(" 0/5 "), "{err}");
+    assert!(err.contains("[probe floor] 5/5 done, "), "{err}");
+}
+
+/// A failing campaign with `--json`: exit 3, the document says so, with the error kinds.
+#[test]
+fn run_json_counts_failures_by_kind() {
+    require_kvm();
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("f");
+    // A deadline no probe boot meets: every launch fails `deadline`; the fail-fast rule
+    // stops after 2.
+    let o = Command::new(truecold())
+        .args([
+            "run",
+            "-n",
+            "5",
+            "--probe",
+            "--mem-mib",
+            "256",
+            "--deadline-ms",
+            "1",
+        ])
+        .args(["--stop-after", "2", "--json", "--out"])
+        .arg(&dir)
+        .arg("--vmm")
+        .arg(vmm_next_to(&truecold()))
+        .env("CI", "true")
+        .output()
+        .expect("run truecold");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}\n{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(j["exit"], 3, "{out}");
+    assert_eq!(j["valid"], true, "{out}");
+    assert_eq!(j["failed"], 2, "{out}");
+    assert_eq!(j["errors"], serde_json::json!({ "deadline": 2 }), "{out}");
+    assert_eq!(
+        j["stopped"],
+        serde_json::json!({ "after": 2, "kind": "deadline" }),
+        "{out}"
+    );
+    assert_eq!(j["incomplete"], true, "{out}");
+    assert_eq!(j["headline"]["p50_ns"], serde_json::Value::Null, "{out}");
+    assert!(err.contains("launch(es) failed (exit 3"), "{err}");
+}

@@ -885,14 +885,19 @@ const HEAD: [&str; 11] = [
 ];
 
 fn outcome_line(c: &Comparison) -> String {
-    let head = match c.outcome {
-        Outcome::NoRegression => "outcome: no regression (exit 0)",
-        Outcome::Regression => "outcome: REGRESSION (exit 1)",
-        Outcome::Inconclusive => "outcome: inconclusive (exit 125)",
-    };
+    let head = outcome_head(c.outcome);
     match c.busy_line() {
         Some(b) => format!("{head}; {b}"),
         None => head.into(),
+    }
+}
+
+/// The outcome line's first part: `outcome: REGRESSION (exit 1)`.
+fn outcome_head(o: Outcome) -> &'static str {
+    match o {
+        Outcome::NoRegression => "outcome: no regression (exit 0)",
+        Outcome::Regression => "outcome: REGRESSION (exit 1)",
+        Outcome::Inconclusive => "outcome: inconclusive (exit 125)",
     }
 }
 
@@ -1042,6 +1047,12 @@ impl Comparison {
 
     /// Terminal output: the headline rows (`stages`: the full table of every metric), every
     /// line of the default within [`TEXT_WIDTH`] columns.
+    /// `--quiet`'s text: the outcome alone (`outcome: REGRESSION (exit 1)`), without the
+    /// busy-host note that points at warnings `--quiet` does not print.
+    pub fn render_outcome(&self) -> String {
+        format!("{}\n", outcome_head(self.outcome))
+    }
+
     pub fn render_text(&self, stages: bool) -> String {
         let wrapped = |first: &str, text: &str| wrap(first, text, "  ", TEXT_WIDTH);
         let mut s = String::new();

@@ -61,6 +61,7 @@ pub mod report;
 pub mod reports;
 pub mod residue;
 pub mod schema;
+pub mod seed;
 pub mod sign;
 pub mod signature;
 pub mod skeleton;

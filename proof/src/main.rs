@@ -90,6 +90,12 @@ enum Cmd {
         /// The principal that must have signed (default: any in the allowed-signers file).
         #[arg(long, requires = "signature")]
         identity: Option<String>,
+        /// The verdict as one JSON document on stdout (docs/verify.md lists its fields).
+        #[arg(long)]
+        json: bool,
+        /// Only the verdict line and the reasons: no summary lines, no warnings.
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Sign a valid bundle's SHA256SUMS with an SSH key into SHA256SUMS.sig.
     ///
@@ -138,13 +144,16 @@ enum Cmd {
         /// Bootstrap resamples.
         #[arg(long, default_value_t = 2000)]
         resamples: usize,
-        /// Bootstrap seed.
-        #[arg(long)]
+        /// Bootstrap seed (decimal or 0x hex).
+        #[arg(long, value_parser = truecold_proof::seed::parse)]
         seed: Option<u64>,
         /// Compare even if contracts, modes, deadlines, host kinds or sizes differ (never
         /// across clocks).
         #[arg(long)]
         allow_mismatch: bool,
+        /// Only the outcome line (with --json: only the document); errors still on stderr.
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Regenerate a bundle's README.md, plots and SHA256SUMS from its data.
     ///
@@ -156,6 +165,9 @@ enum Cmd {
     Report {
         /// The bundle, or the multi-arm, tune or bisect directory, to regenerate.
         dir: PathBuf,
+        /// Accepted as by every command; report prints only its one line anyway.
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Write shell completions and man pages for `truecold-proof` into a directory (what
     /// scripts/cli-docs.sh runs; docs/building.md). Exit 0 written, 2 refused (a file
@@ -175,6 +187,66 @@ fn report(dir: &std::path::Path) -> Result<Vec<String>, Box<dyn std::error::Erro
     Ok(truecold_proof::verify::report_dir(dir)?)
 }
 
+/// A JSON document, pretty, one trailing newline.
+fn json_text(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".into()) + "\n"
+}
+
+/// `compare --json` (or `verify --json`) with a usage error: the `error` object a script
+/// reads on stdout, as for any other error of the command; `None` without `--json`.
+fn usage_error_json(
+    args: impl Iterator<Item = std::ffi::OsString>,
+    e: &clap::Error,
+) -> Option<String> {
+    let args: Vec<std::ffi::OsString> = args.collect();
+    let sub = args.first()?.to_str()?;
+    if !matches!(sub, "compare" | "verify") || !args.iter().any(|a| a == "--json") {
+        return None;
+    }
+    // clap's message without its usage and tips: `unexpected argument '--x' found`, `the
+    // following required arguments were not provided: <B>`.
+    let full = e.render().to_string();
+    let message = full
+        .split("\n\n")
+        .next()
+        .unwrap_or("usage error")
+        .trim_start_matches("error: ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    // The positionals as typed: every word that is neither a flag nor a flag's value.
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let takes_value = |flag: &str| {
+        cmd.find_subcommand(sub).is_some_and(|c| {
+            c.get_arguments().any(|a| {
+                a.get_long().is_some_and(|l| flag == format!("--{l}"))
+                    && a.get_action().takes_values()
+            })
+        })
+    };
+    let mut positional: Vec<String> = Vec::new();
+    let mut words = args.iter().skip(1).filter_map(|a| a.to_str());
+    while let Some(w) = words.next() {
+        if w.starts_with('-') {
+            if !w.contains('=') && takes_value(w) {
+                words.next();
+            }
+        } else {
+            positional.push(w.to_string());
+        }
+    }
+    let mut v = serde_json::json!({
+        "error": { "kind": "usage", "message": message },
+        "exit": USAGE_EXIT,
+    });
+    if sub == "compare" {
+        v["path_a"] = positional.first().cloned().into();
+        v["path_b"] = positional.get(1).cloned().into();
+    }
+    Some(json_text(&v))
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -182,7 +254,13 @@ fn main() -> ExitCode {
             // --help and --version print and succeed; every other parse error is a usage
             // error, exit 125 whatever the subcommand.
             let _ = e.print();
-            return ExitCode::from(if e.exit_code() == 0 { 0 } else { USAGE_EXIT });
+            if e.exit_code() == 0 {
+                return ExitCode::SUCCESS;
+            }
+            if let Some(json) = usage_error_json(std::env::args_os().skip(1), &e) {
+                print!("{json}");
+            }
+            return ExitCode::from(USAGE_EXIT);
         }
     };
     let code = match cli.cmd {
@@ -192,6 +270,8 @@ fn main() -> ExitCode {
             signature,
             allowed_signers,
             identity,
+            json,
+            quiet,
         } => {
             let opts = VerifyOptions {
                 signature: match (signature, allowed_signers) {
@@ -204,7 +284,19 @@ fn main() -> ExitCode {
                 },
             };
             let v = verify_dir_with(&dir, &opts);
-            print!("{}", v.render(&dir, max_per_kind));
+            if json {
+                if !quiet {
+                    eprint!("{}", v.render(&dir, max_per_kind));
+                }
+                print!(
+                    "{}",
+                    json_text(&truecold_proof::verify::verdict_json(&dir, &v))
+                );
+            } else if quiet {
+                print!("{}", v.render_quiet(&dir, max_per_kind));
+            } else {
+                print!("{}", v.render(&dir, max_per_kind));
+            }
             v.exit_code()
         }
         Cmd::Sign { key, dir } => {
@@ -237,6 +329,7 @@ fn main() -> ExitCode {
             resamples,
             seed,
             allow_mismatch,
+            quiet,
         } => {
             let mut o = CompareOptions {
                 threshold_pct,
@@ -250,17 +343,25 @@ fn main() -> ExitCode {
             if let Some(s) = seed {
                 o.seed = s;
             }
-            let text =
-                compare_dirs(&a, &b, &o, |dir, v| eprint!("{}", v.render(dir, 5))).and_then(|c| {
-                    let t = if json {
-                        c.render_json()?
-                    } else if markdown {
-                        c.render_markdown(stages)
-                    } else {
-                        c.render_text(stages)
-                    };
-                    Ok((t, c.outcome.exit_code()))
-                });
+            let shown = |dir: &std::path::Path, v: &truecold_proof::Verdict| {
+                if quiet {
+                    eprint!("{}", v.render_quiet(dir, 5))
+                } else {
+                    eprint!("{}", v.render(dir, 5))
+                }
+            };
+            let text = compare_dirs(&a, &b, &o, shown).and_then(|c| {
+                let t = if json {
+                    c.render_json()?
+                } else if quiet {
+                    c.render_outcome()
+                } else if markdown {
+                    c.render_markdown(stages)
+                } else {
+                    c.render_text(stages)
+                };
+                Ok((t, c.outcome.exit_code()))
+            });
             match text {
                 Ok((t, code)) => {
                     print!("{t}");
@@ -289,7 +390,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Report { dir } => match report(&dir) {
+        Cmd::Report { dir, quiet: _ } => match report(&dir) {
             Ok(files) => {
                 println!(
                     "regenerated in {}: {}",

@@ -317,37 +317,7 @@ impl Verdict {
     /// text that comes from the bundle (or the path) is escaped ([`escape_untrusted`]).
     pub fn render(&self, dir: &Path, per_check: usize) -> String {
         let e = escape_untrusted;
-        let mut s = String::new();
-        let dir = e(&dir.display().to_string());
-        let label = match (&self.result, &self.arms) {
-            _ if self.label.is_some() => e(self.label.as_deref().unwrap_or_default()),
-            (Some(r), _) => e(&r.contract.label),
-            (None, Some(a)) => {
-                let kind = if a.iter().any(|n| n.contains('/')) {
-                    "tune"
-                } else if *a == [crate::names::GOOD_ARM, crate::names::CANDIDATE_ARM] {
-                    "kernel A/B"
-                } else if a.iter().any(|n| n == crate::names::BASELINE_ARM) {
-                    "tune phase"
-                } else {
-                    "engines campaign"
-                };
-                e(&format!("{kind}, arms {}", a.join(", ")))
-            }
-            (None, None) => "unknown contract".into(),
-        };
-        if let Some(u) = &self.unreadable {
-            let _ = writeln!(s, "UNREADABLE {dir}: {}", e(u));
-        } else if self.reasons.is_empty() {
-            let _ = writeln!(s, "VALID {dir}: {label}{}", warned(self.warnings.len()));
-        } else {
-            let _ = writeln!(
-                s,
-                "INVALID {dir}: {label}: {} reason(s){}",
-                self.reasons.len(),
-                warned(self.warnings.len())
-            );
-        }
+        let mut s = self.render_line(dir);
         if let Some(r) = &self.result {
             let sm = &r.summary;
             let _ = writeln!(
@@ -404,6 +374,57 @@ impl Verdict {
         list_findings(&mut s, &self.reasons, "-", "", per_check);
         list_findings(&mut s, &self.warnings, "!", "warning: ", per_check);
         s
+    }
+
+    /// What the directory is, in words (unescaped): the contract's label for a bundle, the
+    /// kind and arms of a multi-arm directory, a bisect directory's own label.
+    pub fn label_text(&self) -> String {
+        match (&self.result, &self.arms) {
+            _ if self.label.is_some() => self.label.clone().unwrap_or_default(),
+            (Some(r), _) => r.contract.label.clone(),
+            (None, Some(a)) => format!("{}, arms {}", arms_kind(a), a.join(", ")),
+            (None, None) => "unknown contract".into(),
+        }
+    }
+
+    /// The verdict's first line, escaped: `VALID DIR: label[, N warning(s)]`, `INVALID DIR:
+    /// label: N reason(s)…` or `UNREADABLE DIR: why`.
+    pub fn render_line(&self, dir: &Path) -> String {
+        let e = escape_untrusted;
+        let dir = e(&dir.display().to_string());
+        let label = e(&self.label_text());
+        if let Some(u) = &self.unreadable {
+            format!("UNREADABLE {dir}: {}\n", e(u))
+        } else if self.reasons.is_empty() {
+            format!("VALID {dir}: {label}{}\n", warned(self.warnings.len()))
+        } else {
+            format!(
+                "INVALID {dir}: {label}: {} reason(s){}\n",
+                self.reasons.len(),
+                warned(self.warnings.len())
+            )
+        }
+    }
+
+    /// `--quiet`'s report: the first line and every reason (at most `per_check` of a kind),
+    /// no summary lines and no warnings.
+    pub fn render_quiet(&self, dir: &Path, per_check: usize) -> String {
+        let mut s = self.render_line(dir);
+        list_findings(&mut s, &self.reasons, "-", "", per_check);
+        s
+    }
+}
+
+/// A multi-arm directory's kind from its arms' names.
+pub(crate) fn arms_kind(a: &[String]) -> &'static str {
+    if a.iter().any(|n| n.contains('/')) {
+        "tune"
+    } else if *a == [crate::names::GOOD_ARM, crate::names::CANDIDATE_ARM] {
+        "kernel A/B"
+    } else if a.iter().any(|n| n == crate::names::BASELINE_ARM) {
+        "tune phase"
+    } else {
+        "engines campaign"
     }
 }
 

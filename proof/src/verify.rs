@@ -61,6 +61,83 @@ pub(crate) fn kind_of(dir: &Path) -> Kind {
     }
 }
 
+/// `verify --json DIR`'s document (and the `verdict` of `truecold run --json`): what the
+/// directory is, whether it is valid, every reason and warning, and a bundle's figures. The
+/// fields are listed in docs/verify.md; text from the bundle is kept verbatim (JSON escapes
+/// it), never terminal-escaped.
+pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
+    use serde_json::json;
+    let kind = match kind_of(dir) {
+        Kind::Bisect => "bisect",
+        Kind::Tune => "tune",
+        Kind::Bundle => "bundle",
+        Kind::Arms => match v.arms.as_deref().map(crate::verdict::arms_kind) {
+            Some("kernel A/B") => "kernel_ab",
+            Some("tune phase") => "tune_phase",
+            Some("tune") => "tune",
+            Some(_) => "engines",
+            None => "multi_arm",
+        },
+    };
+    let findings = |f: &[Reason]| -> Vec<serde_json::Value> {
+        f.iter()
+            .map(|r| json!({ "check": format!("{:?}", r.check), "message": r.detail, "file": r.file }))
+            .collect()
+    };
+    let signature = match &v.signature {
+        SignatureState::NotChecked => json!("not_checked"),
+        SignatureState::PresentNotChecked => json!("present_not_checked"),
+        SignatureState::Good { principal } => json!({ "good": principal }),
+        SignatureState::Bad => json!("bad"),
+    };
+    let summary = v.result.as_ref().map(|r| {
+        let sm = &r.summary;
+        let pcts = |s: &Option<crate::stats::Summary>| {
+            s.as_ref()
+                .map(|s| json!({ "n": s.n, "p50_ns": s.p50, "p99_ns": s.p99, "max_ns": s.max }))
+        };
+        json!({
+            "contract": r.contract.kind.as_str(),
+            "label": r.contract.label,
+            "mode": r.contract.mode,
+            "host_kind": r.environment.host_kind.as_str(),
+            "clock": r.contract.clock.as_str(),
+            "vcpus": r.configuration.vcpus,
+            "mem_bytes": r.configuration.mem_bytes,
+            "deadline_ns": r.contract.deadline_ns,
+            "attempts": sm.attempts,
+            "ok": sm.successes,
+            "failed": sm.failures,
+            "errors": sm.errors,
+            "headline": {
+                "metric": crate::schema::HEADLINE,
+                "clock": r.contract.clock.as_str(),
+                "successes": pcts(&sm.headline.successes),
+                "with_failures": pcts(&sm.headline.with_failures),
+            },
+            "stopped": r.contract.stopped.as_ref().map(|k| json!({
+                "after": r.contract.stop_after,
+                "kind": k,
+            })),
+            "incomplete": r.contract.incomplete,
+        })
+    });
+    json!({
+        "path": dir.display().to_string(),
+        "kind": kind,
+        "label": v.label_text(),
+        "valid": v.is_valid(),
+        "exit": v.exit_code(),
+        "unreadable": v.unreadable,
+        "reasons": findings(&v.reasons),
+        "warnings": findings(&v.warnings),
+        "signature": signature,
+        "arms": v.arms,
+        "rows": v.rows,
+        "summary": summary,
+    })
+}
+
 /// Why `report DIR` regenerated nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

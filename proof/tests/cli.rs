@@ -140,6 +140,217 @@ fn usage_errors_exit_125() {
     assert!(out.contains("usage error") && out.contains("125"), "{out}");
 }
 
+/// `verify --json`: one JSON document on stdout with the kind of directory, the verdict,
+/// every reason as `{check, message, file}`, the warnings and a bundle's figures.
+#[test]
+fn verify_json_is_one_document_with_the_verdict_and_the_figures() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = Fixture::linux(30).write(t.path(), "b");
+    let json = |dir: &std::path::Path| {
+        let (code, out, err) = run_cli(&["verify".as_ref(), "--json".as_ref(), dir.as_os_str()]);
+        let j: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON: {e}\n{out}"));
+        (code, j, err)
+    };
+    let (code, j, err) = json(&dir);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["path"], dir.display().to_string());
+    assert_eq!(j["kind"], "bundle");
+    assert_eq!((&j["valid"], &j["exit"]), (&true.into(), &0.into()), "{j}");
+    assert_eq!(j["reasons"], serde_json::json!([]));
+    assert!(j["warnings"].is_array() && j["unreadable"].is_null(), "{j}");
+    assert_eq!(j["signature"], "not_checked");
+    assert_eq!(j["rows"], 30);
+    let s = &j["summary"];
+    assert_eq!(
+        (&s["attempts"], &s["contract"]),
+        (&30.into(), &"linux".into()),
+        "{s}"
+    );
+    assert_eq!(
+        s["ok"].as_u64().unwrap() + s["failed"].as_u64().unwrap(),
+        30,
+        "{s}"
+    );
+    // Every 7th sample fails (the fixture): 4 failures, one kind, counted.
+    assert_eq!(s["failed"], 4, "{s}");
+    assert_eq!(
+        s["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum::<u64>(),
+        4
+    );
+    assert!(
+        matches!(s["clock"].as_str(), Some("wall" | "virtual")),
+        "{s}"
+    );
+    assert_eq!(s["headline"]["clock"], s["clock"]);
+    assert_eq!(s["headline"]["metric"], "request_to_strict_ready");
+    let p = |k: &str| s["headline"]["successes"][k].as_u64().unwrap();
+    assert!(
+        p("p50_ns") <= p("p99_ns") && p("p99_ns") <= p("max_ns"),
+        "{s}"
+    );
+    assert_eq!(s["headline"]["successes"]["n"], 26);
+    assert_eq!(
+        (&s["stopped"], &s["incomplete"]),
+        (&serde_json::Value::Null, &false.into())
+    );
+    // The human report went to stderr.
+    assert!(err.starts_with("VALID "), "{err}");
+    // Invalid: exit 1, the reason's check and message.
+    fs::write(dir.join("extra"), "x").unwrap();
+    let (code, j, _) = json(&dir);
+    assert_eq!(code, 1, "{j}");
+    assert_eq!((&j["valid"], &j["exit"]), (&false.into(), &1.into()), "{j}");
+    let r = j["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["check"] == "FileUnlisted")
+        .unwrap_or_else(|| panic!("no FileUnlisted reason: {j}"));
+    assert!(r["message"].as_str().unwrap().contains("extra"), "{r}");
+    // Unreadable: exit 2, the why, no summary.
+    let (code, j, _) = json(&t.path().join("missing"));
+    assert_eq!(code, 2, "{j}");
+    assert!(j["unreadable"].is_string() && j["summary"].is_null(), "{j}");
+    // -q --json: the document only.
+    let (code, out, err) = run_cli(&[
+        "verify".as_ref(),
+        "-q".as_ref(),
+        "--json".as_ref(),
+        dir.as_os_str(),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(err, "");
+    serde_json::from_str::<serde_json::Value>(&out).unwrap();
+}
+
+/// `--quiet`: verify prints its verdict line and reasons only, compare its outcome line only.
+#[test]
+fn quiet_prints_the_verdict_line_and_the_reasons_only() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::linux(200).write(t.path(), "a");
+    let mut fb = Fixture::linux(200);
+    fb.seed = 2;
+    fb.median_ns = 30e6 * 1.10;
+    let b = fb.write(t.path(), "b");
+    let (code, out, err) = run_cli(&["verify".as_ref(), "-q".as_ref(), a.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out,
+        format!(
+            "VALID {}: Linux boot: request to strict-ready\n",
+            a.display()
+        )
+    );
+    assert_eq!(err, "");
+    fs::write(a.join("extra"), "x").unwrap();
+    let (code, out, _) = run_cli(&["verify".as_ref(), "--quiet".as_ref(), a.as_os_str()]);
+    assert_eq!(code, 1, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("INVALID "), "{out}");
+    assert!(lines[1..].iter().all(|l| l.starts_with("  - [")), "{out}");
+    assert!(
+        out.contains("[FileUnlisted]") && !out.contains("contract:"),
+        "{out}"
+    );
+    fs::remove_file(a.join("extra")).unwrap();
+    let (code, out, err) = run_cli(&[
+        "compare".as_ref(),
+        "-q".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(out, "outcome: REGRESSION (exit 1)\n");
+    assert_eq!(err, "");
+    // The bootstrap seed reads as decimal or 0x hex alike.
+    let json = |seed: &str| {
+        let (code, out, err) = run_cli(&[
+            "compare".as_ref(),
+            "--json".as_ref(),
+            "--seed".as_ref(),
+            seed.as_ref(),
+            a.as_os_str(),
+            b.as_os_str(),
+        ]);
+        assert_eq!(code, 1, "{seed}: {out}{err}");
+        out
+    };
+    assert_eq!(json("255"), json("0xff"));
+    let (code, _, err) = run_cli(&[
+        "compare".as_ref(),
+        "--seed".as_ref(),
+        "0xfg".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]);
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("not a seed"), "{err}");
+    // report -q: its one line.
+    let (code, out, _) = run_cli(&["report".as_ref(), "-q".as_ref(), a.as_os_str()]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+}
+
+/// `compare --json` with a usage error still answers with a JSON `error` object on stdout
+/// (and exits 125, as every usage error).
+#[test]
+fn compare_json_usage_errors_are_json_too() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::probe(5).write(t.path(), "a");
+    let d = a.as_os_str();
+    for (args, message, path_b) in [
+        (
+            vec![
+                "compare".as_ref(),
+                "--json".as_ref(),
+                "--bogus".as_ref(),
+                d,
+                d,
+            ],
+            "unexpected argument '--bogus' found",
+            Some(a.display().to_string()),
+        ),
+        (
+            vec![
+                "compare".as_ref(),
+                "--json".as_ref(),
+                "--alpha".as_ref(),
+                "x".as_ref(),
+                d,
+            ],
+            "invalid value 'x' for '--alpha <ALPHA>'",
+            None,
+        ),
+        (
+            vec!["compare".as_ref(), d, "--json".as_ref()],
+            "the following required arguments were not provided: <B>",
+            None,
+        ),
+    ] {
+        let (code, out, err) = run_cli(&args);
+        assert_eq!(code, 125, "{args:?}: {out}{err}");
+        let j: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
+        assert_eq!(j["error"]["kind"], "usage", "{out}");
+        assert_eq!(j["exit"], 125, "{out}");
+        let m = j["error"]["message"].as_str().unwrap();
+        assert!(m.starts_with(message), "{args:?}: {m}");
+        assert_eq!(j["path_a"], a.display().to_string(), "{out}");
+        assert_eq!(j["path_b"].as_str().map(str::to_string), path_b, "{out}");
+        // The human message is still clap's, on stderr.
+        assert!(err.starts_with("error: "), "{err}");
+    }
+    // Without --json, stdout stays empty.
+    let (code, out, _) = run_cli(&["compare".as_ref(), "--bogus".as_ref(), d, d]);
+    assert_eq!((code, out.as_str()), (125, ""));
+}
+
 /// `ssh-keygen`, which the signature commands need (a missing one fails the test: the
 /// feature is not silently untested).
 fn ssh_keygen(args: &[&std::ffi::OsStr]) {

@@ -2,9 +2,12 @@
 //! the clap definition), and the help texts they are made of: every positional and flag
 //! described, `-h` a summary of `--help`.
 
-use std::collections::BTreeMap;
+#[path = "support/cli_docs.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+use support::{files, text};
 
 /// The visible subcommands, and every visible long flag of each.
 const SUBCOMMANDS: &[(&str, &[&str])] = &[
@@ -15,6 +18,8 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
             "--signature",
             "--allowed-signers",
             "--identity",
+            "--json",
+            "--quiet",
         ],
     ),
     ("sign", &["--key"]),
@@ -30,45 +35,24 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
             "--resamples",
             "--seed",
             "--allow-mismatch",
+            "--quiet",
         ],
     ),
-    ("report", &[]),
+    ("report", &["--quiet"]),
 ];
 
+const BIN: &str = env!("CARGO_BIN_EXE_truecold-proof");
+
 fn proof(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_truecold-proof"))
-        .args(args)
-        .output()
-        .expect("run truecold-proof")
+    support::run(BIN, args)
 }
 
 fn cli_docs(dir: &Path) -> Output {
-    proof(&["cli-docs".as_ref(), dir.as_os_str()])
-}
-
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    for sub in ["completions", "man"] {
-        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
-            let e = e.unwrap();
-            out.insert(
-                PathBuf::from(sub).join(e.file_name()),
-                std::fs::read(e.path()).unwrap(),
-            );
-        }
-    }
-    out
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8(b.to_vec()).expect("UTF-8")
+    support::cli_docs(BIN, dir)
 }
 
 fn stdout(args: &[&str]) -> String {
-    let a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
-    let o = proof(&a);
-    assert_eq!(o.status.code(), Some(0), "{args:?}");
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    support::stdout(BIN, args)
 }
 
 #[test]
@@ -214,7 +198,9 @@ fn every_positional_and_flag_is_described_and_h_summarises_help() {
         }
         for f in *flags {
             assert!(
-                e.iter().any(|(en, _)| en.starts_with(f)),
+                // `--json`, or `-q, --quiet` with its short form.
+                e.iter()
+                    .any(|(en, _)| en.split(", ").any(|name| name.starts_with(f))),
                 "{sub} -h lacks {f}"
             );
         }
