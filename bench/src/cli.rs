@@ -519,6 +519,10 @@ pub struct TuneArgs {
     #[command(flatten)]
     pub guest: GuestArgs,
     /// The baseline's memory backing (backing knobs change it).
+    ///
+    /// `anon` by default, although `truecold run` boots a Linux guest on `thp`: against 4 KiB
+    /// pages the backing knobs (`backing-thp`, `backing-hugetlb`) measure what each backing is
+    /// worth; `--backing thp` tunes the other knobs from run's default.
     #[arg(long, default_value_t = Backing::Anon, value_parser = BackingParser)]
     pub backing: Backing,
     /// Per-launch deadline (default 2000 ms; 300000 ms with --nested).
