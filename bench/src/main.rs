@@ -24,6 +24,11 @@ fn main() -> ExitCode {
             // --help and --version print and succeed; every other parse error is a usage
             // error, 125 whatever the subcommand.
             let _ = e.print();
+            if e.exit_code() != 0 {
+                if let Some(doc) = run_usage_error_json(std::env::args_os().skip(1), &e) {
+                    print!("{doc}");
+                }
+            }
             return ExitCode::from(if e.exit_code() == 0 { 0 } else { EXIT_USAGE });
         }
     };
@@ -44,6 +49,34 @@ fn main() -> ExitCode {
         Cmd::Bisect(args) => bisect_main(&args, &invocation),
         Cmd::CliDocs(args) => cli_docs_main(&args.dir),
     }
+}
+
+/// `truecold run --json` with a usage error: the `error` object a script reads on stdout (as
+/// `run --json` prints one for any other failure), clap's text still on stderr; `None`
+/// without `--json` or for another subcommand.
+fn run_usage_error_json(
+    args: impl Iterator<Item = std::ffi::OsString>,
+    e: &clap::Error,
+) -> Option<String> {
+    let args: Vec<std::ffi::OsString> = args.collect();
+    if args.first()? != "run" || !args.iter().any(|a| a == "--json") {
+        return None;
+    }
+    // clap's message without its usage and tips, on one line.
+    let full = e.render().to_string();
+    let message = full
+        .split("\n\n")
+        .next()
+        .unwrap_or("usage error")
+        .trim_start_matches("error: ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let v = serde_json::json!({
+        "error": { "kind": "usage", "message": message },
+        "exit": EXIT_USAGE,
+    });
+    Some(serde_json::to_string_pretty(&v).unwrap_or_else(|_| "{}".into()) + "\n")
 }
 
 /// `truecold cli-docs DIR`: 0 every file written, 1 refused (a file exists) or failed.

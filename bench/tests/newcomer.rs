@@ -241,6 +241,21 @@ fn run_json_and_quiet_print_what_a_script_and_a_person_need() {
     assert_eq!(j["error"]["kind"], "nothing_written", "{out}");
     assert_eq!(j["exit"], 1, "{out}");
     assert!(err.contains("truecold: error: "), "{err}");
+    // A usage error with --json: exit 125, an `error` document of kind `usage`, clap's text
+    // still on stderr.
+    let o = run_with(&t.path().join("u"), &["--json", "--bogus"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(125), "{out}\n{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(j["error"]["kind"], "usage", "{out}");
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--bogus")),
+        "{out}"
+    );
+    assert_eq!(j["exit"], 125, "{out}");
+    assert!(err.contains("--bogus"), "{err}");
     // Without -q the plain progress (CI set) starts with no rate or ETA before the first
     // launch, and never says `0/5`.
     let dir = t.path().join("p");
