@@ -287,9 +287,10 @@ pub struct RunArgs {
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
     #[arg(long)]
     pub console: bool,
-    /// Boot the guest directory's `bzImage` through the 64-bit boot protocol (decompression
-    /// in the guest) instead of `vmlinux`'s PVH entry: what `truecold tune`'s `bzimage` knob
-    /// measures (Linux, truecold-vmm only).
+    /// Boot the guest directory's `bzImage` instead of `vmlinux` (Linux, truecold-vmm only).
+    ///
+    /// The 64-bit boot protocol with decompression in the guest, instead of `vmlinux`'s PVH
+    /// entry: what `truecold tune`'s `bzimage` knob measures.
     #[arg(long)]
     pub bzimage: bool,
     /// Drop the host page cache before each sample: a cold-host arm (root; sequential only).
