@@ -279,6 +279,11 @@ fn parity_launchers(
     };
     for p in &s.prepared {
         let dir = s.work.join(p.engine.as_str());
+        // The arm's own backing ([`EnginesSpec::backing`]: each engine's default unless set).
+        let guest = Guest {
+            backing: s.spec.backing(p.engine),
+            ..s.guest.clone()
+        };
         let state = StateDb::open(&dir.join("state.sqlite")).map_err(|e| parity_err(&e))?;
         out.journals.push(
             state
@@ -288,11 +293,11 @@ fn parity_launchers(
         );
         out.cmdlines.push(match p.engine {
             Engine::Truecold => p.cmdline.clone(),
-            e => truecold_engine::parity::cmdline(e, &s.guest, pair).map_err(|e| parity_err(&e))?,
+            e => truecold_engine::parity::cmdline(e, &guest, pair).map_err(|e| parity_err(&e))?,
         });
         out.launchers.push(ParityLauncher {
             base: p.launch.clone(),
-            guest: s.guest.clone(),
+            guest,
             base_image: base_image.to_path_buf(),
             run_root: dir.join("launches"),
             pair,
