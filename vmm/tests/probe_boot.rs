@@ -200,13 +200,15 @@ fn silent_guest_hits_the_deadline() {
     for vcpus in [1, 2] {
         let mut cfg = BootConfig::probe(vcpus, mib(128), Backing::Anon);
         cfg.kernel = KernelSource::ProbeSilent;
-        cfg.deadline = Deadline::AfterBootStartMs(300);
+        // Long enough that a vCPU has run before it (`first_run` below) on a loaded host too:
+        // at 300 ms a fresh-clone run with a nested campaign beside it saw none run.
+        cfg.deadline = Deadline::AfterBootStartMs(2000);
         match truecold_vmm::boot(&cfg) {
             Err(Error::Guest { failure, report }) => {
                 assert_eq!(
                     failure,
                     GuestFailure::Deadline {
-                        deadline_ms: 300,
+                        deadline_ms: 2000,
                         last_phase: None
                     }
                 );
