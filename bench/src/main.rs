@@ -62,16 +62,7 @@ fn run_usage_error_json(
     if args.first()? != "run" || !args.iter().any(|a| a == "--json") {
         return None;
     }
-    // clap's message without its usage and tips, on one line.
-    let full = e.render().to_string();
-    let message = full
-        .split("\n\n")
-        .next()
-        .unwrap_or("usage error")
-        .trim_start_matches("error: ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let message = truecold_proof::cli_docs::usage_message(e);
     let v = serde_json::json!({
         "error": { "kind": "usage", "message": message },
         "exit": EXIT_USAGE,

@@ -146,6 +146,21 @@ fn public_tree(cmd: &Command) -> Command {
     c
 }
 
+/// A usage error's message for a JSON `error` object: clap's text without its usage and
+/// tips, on one line (`unexpected argument '--x' found`, `the following required arguments
+/// were not provided: <B>`). One definition for `truecold` and `truecold-proof`.
+pub fn usage_message(e: &clap::Error) -> String {
+    e.render()
+        .to_string()
+        .split("\n\n")
+        .next()
+        .unwrap_or("usage error")
+        .trim_start_matches("error: ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -203,17 +203,7 @@ fn usage_error_json(
     if !matches!(sub, "compare" | "verify") || !args.iter().any(|a| a == "--json") {
         return None;
     }
-    // clap's message without its usage and tips: `unexpected argument '--x' found`, `the
-    // following required arguments were not provided: <B>`.
-    let full = e.render().to_string();
-    let message = full
-        .split("\n\n")
-        .next()
-        .unwrap_or("usage error")
-        .trim_start_matches("error: ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let message = truecold_proof::cli_docs::usage_message(e);
     // The positionals as typed: every word that is neither a flag nor a flag's value.
     use clap::CommandFactory;
     let cmd = Cli::command();
