@@ -78,14 +78,20 @@ struct Conn {
     /// RSTs the device owes on these ports for packets it refused (answered in rx order,
     /// possibly after a new REQUEST: such an RST does not end the new connection).
     owed: u32,
+    /// The device may owe RSTs the model cannot count: a packet reached a connection in
+    /// `Unknown` state, which the device answers with an RST only if it no longer holds the
+    /// connection. Until every queued RST has reached the guest (the device's
+    /// `pending_resets()` is 0), an RST or a RESPONSE on these ports may come at any time.
+    uncertain: bool,
 }
 
 impl Conn {
     /// The device closed it (an RST is owed for it).
     fn reset(&mut self) {
-        let owed = self.owed + 1;
+        let (owed, uncertain) = (self.owed + 1, self.uncertain);
         *self = Conn::idle();
         self.owed = owed;
+        self.uncertain = uncertain;
     }
 
     fn idle() -> Self {
@@ -98,6 +104,7 @@ impl Conn {
             guest_shut_rcv: false,
             guest_shut_send: false,
             owed: 0,
+            uncertain: false,
         }
     }
 }
@@ -138,9 +145,10 @@ impl Model {
         let right =
             h.src_cid == GUEST_CID && h.dst_cid == u64::from(HOST_CID) && h.type_ == TYPE_STREAM;
         if h.op == OP_RST {
-            let owed = c.owed;
+            let (owed, uncertain) = (c.owed, c.uncertain);
             *c = Conn::idle();
             c.owed = owed;
+            c.uncertain = uncertain;
             return;
         }
         if !right {
@@ -154,6 +162,7 @@ impl Model {
                     buf_alloc: h.buf_alloc,
                     fwd_cnt: h.fwd_cnt,
                     owed: c.owed,
+                    uncertain: c.uncertain,
                     ..Conn::idle()
                 },
                 // A duplicate resets a live connection; after an unseen reset it is a new one.
@@ -162,6 +171,7 @@ impl Model {
                     buf_alloc: h.buf_alloc,
                     fwd_cnt: h.fwd_cnt,
                     owed: c.owed + 1,
+                    uncertain: c.uncertain,
                     ..Conn::idle()
                 },
             };
@@ -174,6 +184,10 @@ impl Model {
         if c.state == State::Requested {
             // The connect may have failed (its RST not seen yet): then this one gets an RST.
             c.owed += 1;
+        }
+        if c.state == State::Unknown {
+            // Answered by an RST only if the device no longer holds the connection.
+            c.uncertain = true;
         }
         c.buf_alloc = h.buf_alloc;
         c.fwd_cnt = h.fwd_cnt;
@@ -222,9 +236,17 @@ impl Model {
             return;
         }
         let c = self.conn((h.dst_port, h.src_port));
+        if c.uncertain && matches!(c.state, State::Idle | State::Requested) {
+            // An uncounted RST may still come, and the connection may be live or not.
+            c.state = State::Unknown;
+        }
         let ctx = format!("{h:?} on {c:?}");
         match h.op {
             // An owed RST may answer an older packet: then the connection may still be live.
+            OP_RST if c.uncertain => {
+                c.owed = c.owed.saturating_sub(1);
+                c.state = State::Unknown;
+            }
             OP_RST if c.state == State::Unknown => c.owed = c.owed.saturating_sub(1),
             OP_RST if c.owed > 0 => {
                 c.owed -= 1;
@@ -319,6 +341,7 @@ fuzz_target!(|data: &[u8]| {
                 &mut tx_flight,
                 &mut rx_flight,
                 model_ok,
+                dev.pending_resets(),
             );
         }};
     }
@@ -493,6 +516,7 @@ fuzz_target!(|data: &[u8]| {
             &mut tx_flight,
             &mut rx_flight,
             model_ok,
+            dev.pending_resets(),
         );
     }
     handle!(Event::Queue(1));
@@ -509,6 +533,7 @@ fuzz_target!(|data: &[u8]| {
         &mut tx_flight,
         &mut rx_flight,
         model_ok,
+        dev.pending_resets(),
     );
     assert!(dev.connections() <= MAX_CONNS);
     if model_ok {
@@ -529,6 +554,7 @@ fn check(
     tx_flight: &mut VecDeque<Sent>,
     rx_flight: &mut VecDeque<RxBuf>,
     model: bool,
+    resets_pending: usize,
 ) {
     for (id, len) in tx.take_used(mem) {
         // The guest can write its own used ring (a raw memory write): ids bound only then.
@@ -558,5 +584,12 @@ fn check(
         mem.read_slice(&mut hb, GuestAddress(b.at))
             .expect("rx header");
         m.got(&Hdr::parse(&hb), len, b.size, model);
+    }
+    if resets_pending == 0 {
+        // Every RST the device queued has reached the guest: none is owed any more.
+        for c in m.conns.values_mut() {
+            c.owed = 0;
+            c.uncertain = false;
+        }
     }
 }

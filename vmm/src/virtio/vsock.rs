@@ -289,6 +289,11 @@ impl Vsock {
         self.conns.len()
     }
 
+    /// RSTs queued for the guest and not yet written into an rx buffer.
+    pub fn pending_resets(&self) -> usize {
+        self.rst.len()
+    }
+
     fn reply(&self, to: &Hdr, op: u16) -> Hdr {
         Hdr {
             src_cid: u64::from(HOST_CID),
