@@ -226,9 +226,18 @@ fn a_vmm_killed_by_a_memory_cgroup_limit_is_a_typed_row() {
     let act = format!("echo $$ > '{}'", cg.procs.display());
     let vmm = wrapper(d.path(), 2, &act, "");
     let out = d.path().join("bundle");
-    let o = run(&vmm, &out, 3, 256, &["--backing", "thp"]);
+    // The deadline is not what this test is about: THP faults on a host whose free memory is
+    // fragmented compact synchronously (defrag=madvise), and a fresh-clone run saw both
+    // unconfined launches pass the 2 s default.
+    let o = run(
+        &vmm,
+        &out,
+        3,
+        256,
+        &["--backing", "thp", "--deadline-ms", "20000"],
+    );
     let (_, s) = valid(&out, &o);
-    assert_eq!(kinds(&s), ["ok", "vmm_signal", "ok"], "{:?}", s[1]);
+    assert_eq!(kinds(&s), ["ok", "vmm_signal", "ok"], "{s:?}");
     assert!(s[1].error_detail.contains("signal 9"), "{:?}", s[1]);
     assert!(cg.oom_kills() >= 1, "the cgroup saw no OOM kill");
 }
