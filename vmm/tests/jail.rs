@@ -153,11 +153,13 @@ fn the_running_jail_seen_from_outside() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    // Wait until both vCPU threads run under their filter.
-    let t0 = std::time::Instant::now();
+    // Wait until both vCPU threads run under their filter. Bounded by the VMM's own deadline
+    // (120 s above): a VMM whose filters never show exits then, which ends the wait.
     let vcpus = loop {
-        assert!(child.try_wait().unwrap().is_none(), "the VMM exited early");
-        assert!(t0.elapsed().as_secs() < 60, "no vCPU filters seen");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the VMM exited before both vCPU threads ran under their filter"
+        );
         let mut v = Vec::new();
         if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
             for t in rd.flatten() {
