@@ -330,7 +330,9 @@ where
     W: Write,
 {
     let ctx = spec.row_context();
-    let staging = harness.staging.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let staging = harness
+        .staging
+        .map_or_else(std::env::temp_dir, Path::to_path_buf);
     let mut recorder = Recorder::new(&staging)?;
     let mut expired = 0u64;
     let mut max_start_lag_ns: Option<u64> = None;

@@ -744,7 +744,7 @@ fn attribute(
         p.guest.as_ref().map(|g| g.vmlinux.as_path()),
         stop,
     )
-    .map_err(|e| PhaseError::from(RunError::from(e)))?;
+    .map_err(PhaseError::from)?;
     let mut files = Vec::new();
     match truecold_proof::attribution::generate(&jsonl, measured, env.host.clock().describe()) {
         Ok(f) => files.extend(f),

@@ -372,11 +372,7 @@ mod tests {
         let want = |q| ms_3_digits(percentile_sorted(&sorted, q, 100).unwrap());
         assert_eq!(
             p.stats(),
-            format!(
-                "p50 {}, p99 {} (successes), 0 failed",
-                want(50),
-                want(99)
-            )
+            format!("p50 {}, p99 {} (successes), 0 failed", want(50), want(99))
         );
     }
 
@@ -393,7 +389,11 @@ mod tests {
         }
         floored.sort_unstable();
         for q in 0..=100 {
-            assert_eq!(r.percentile(q, 100), percentile_sorted(&floored, q, 100), "p{q}");
+            assert_eq!(
+                r.percentile(q, 100),
+                percentile_sorted(&floored, q, 100),
+                "p{q}"
+            );
         }
         assert_eq!(r.len(), 5_000);
         // Bounded: 100 values of 0.900–0.999 ms (1 µs apart), 200 of 1.00–2.99 ms, 3.00 ms.

@@ -208,21 +208,13 @@ pub fn run<L: Launcher>(
     };
     match *schedule {
         Schedule::Sequential { n } => levels.push(lanes(n, 1, Intended::Pickup)),
-        Schedule::Churn { n, concurrency } => {
-            levels.push(lanes(n, concurrency, Intended::Pickup))
-        }
-        Schedule::Burst { n, concurrency } => {
-            levels.push(lanes(n, concurrency, Intended::AllAtT0))
-        }
+        Schedule::Churn { n, concurrency } => levels.push(lanes(n, concurrency, Intended::Pickup)),
+        Schedule::Burst { n, concurrency } => levels.push(lanes(n, concurrency, Intended::AllAtT0)),
         Schedule::OpenLoop {
             n,
             interval_ns,
             max_in_flight,
-        } => levels.push(lanes(
-            n,
-            max_in_flight,
-            Intended::Every(interval_ns),
-        )),
+        } => levels.push(lanes(n, max_in_flight, Intended::Every(interval_ns))),
         Schedule::Sweep {
             n_per_level,
             max_concurrency,

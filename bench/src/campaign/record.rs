@@ -234,7 +234,8 @@ impl Spool {
         let mut line = Vec::new();
         loop {
             line.clear();
-            let n = io::BufRead::read_until(&mut r, b'\n', &mut line).map_err(StagingError::Read)?;
+            let n =
+                io::BufRead::read_until(&mut r, b'\n', &mut line).map_err(StagingError::Read)?;
             if n == 0 {
                 break;
             }
@@ -379,5 +380,98 @@ impl Recorder {
     /// The directory the staging files are in.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use truecold_proof::schema::ContractKind;
+
+    fn row(i: u64) -> Sample {
+        Sample {
+            index: i,
+            contract: ContractKind::Probe,
+            concurrency: 1,
+            intended_request_ns: None,
+            actual_request_ns: 1_000 + i,
+            ready_ns: None,
+            latency_ns: None,
+            stages: Default::default(),
+            boot_id: None,
+            host_mem_configured: 1 << 26,
+            host_memslots: None,
+            host_e820_usable: None,
+            host_mapping_bytes: None,
+            host_page_size: None,
+            guest_mem_firmware: None,
+            guest_mem_total: None,
+            guest_cpus: None,
+            guest_platform: None,
+            protocol_errors: 0,
+            workload: String::new(),
+            ok: false,
+            error_kind: "deadline".into(),
+            error_detail: format!("row {i}, with \"quotes\", commas\nand a newline"),
+            cleanup_ok: None,
+            cleanup_ns: None,
+        }
+    }
+
+    /// Rows given out of order are held only until the rows before them are in, staged in
+    /// index order, and read back as they were given; an index that never came is skipped.
+    #[test]
+    fn rows_are_staged_in_index_order_and_read_back_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let mut r = Recorder::new(d.path()).unwrap();
+        for i in [1u64, 2, 0, 4, 3, 7, 6] {
+            r.record(row(i), format!("{{\"index\":{i}}}\n"));
+            assert!(r.held() <= 2, "{}", r.held());
+        }
+        assert_eq!(r.held(), 2, "5 never came: 6 and 7 are held");
+        let done = r.finish().unwrap();
+        let want: Vec<Sample> = [0, 1, 2, 3, 4, 6, 7].map(row).to_vec();
+        assert_eq!(done.samples, want);
+        let text = String::from_utf8(done.reports.to_vec().unwrap()).unwrap();
+        let idx: Vec<&str> = text.lines().collect();
+        assert_eq!(idx.len(), 7);
+        assert!(idx[5].contains(":6}") && idx[6].contains(":7}"), "{text}");
+        assert!(done.notes.is_empty());
+        // The staging files are anonymous: nothing is left in the directory.
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    /// A directory that cannot hold a staging file: the system's temporary directory does,
+    /// and the note says so; the bytes are all there, in the bundle inputs as a staged file.
+    #[test]
+    fn a_spool_that_cannot_be_made_in_its_directory_moves_and_says_so() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("not-a-directory");
+        std::fs::write(&file, b"x").unwrap();
+        let mut s = Spool::new(&file.join("sub"), "reports");
+        let big = vec![b'a'; FLUSH_AT + 10];
+        s.append(&big);
+        s.append(b"end\n");
+        s.drain();
+        assert!(
+            s.note().is_some_and(|n| n.contains("staged in")),
+            "{:?}",
+            s.note()
+        );
+        let mut inputs = BundleInputs::default();
+        s.add_to("reports.jsonl", &mut inputs).unwrap();
+        assert_eq!(inputs.staged_files.len(), 1);
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(
+            &mut ReadAt {
+                file: &inputs.staged_files[0].file,
+                pos: 0,
+                end: u64::MAX,
+            },
+            &mut got,
+        )
+        .unwrap();
+        assert_eq!(got.len(), FLUSH_AT + 14);
+        assert!(got.ends_with(b"aend\n"));
     }
 }

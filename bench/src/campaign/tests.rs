@@ -795,3 +795,36 @@ fn the_fail_fast_rule_stops_nothing_else() {
         assert!(r.contract.stopped.is_none() && !r.contract.incomplete);
     }
 }
+
+/// Rows finishing out of order (a burst of 4 lanes) are staged in index order: the bundle's
+/// `samples.csv` is the canonical writer's bytes for the rows read back, and its
+/// `reports.jsonl` is the staged evidence, one line per row, index 0 to n − 1.
+#[test]
+fn staged_rows_and_evidence_are_the_bundles_bytes_in_index_order() {
+    let stop = AtomicBool::new(false);
+    let f = fake(&stop);
+    let sp = spec(Schedule::Burst {
+        n: 12,
+        concurrency: 4,
+    });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    let csv = std::fs::read(w.path.join("samples.csv")).unwrap();
+    assert_eq!(
+        csv,
+        truecold_proof::csv::write_samples(&ex.samples).into_bytes()
+    );
+    let reports = std::fs::read(w.path.join("reports.jsonl")).unwrap();
+    assert_eq!(reports, ex.reports.to_vec().unwrap());
+    let idx: Vec<u64> = reports
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_slice::<truecold_proof::reports::ReportLine>(l)
+                .unwrap()
+                .index
+        })
+        .collect();
+    assert_eq!(idx, (0..12).collect::<Vec<u64>>());
+    assert!(ex.staging_notes.is_empty(), "{:?}", ex.staging_notes);
+}

@@ -220,7 +220,17 @@ fn run(sp: &EnginesSpec, f: &Fake, stop: &AtomicBool) -> EnginesRun {
     let mut progress = Progress::new(Vec::new(), Style::Plain, "t", 0);
     let cmdlines: Vec<String> = sp.arms.iter().map(|e| format!("cmdline of {e}")).collect();
     let dir = tempfile::tempdir().unwrap();
-    execute(sp, &cmdlines, f, stop, &mut progress, None, &|| 0, dir.path()).unwrap()
+    execute(
+        sp,
+        &cmdlines,
+        f,
+        stop,
+        &mut progress,
+        None,
+        &|| 0,
+        dir.path(),
+    )
+    .unwrap()
 }
 
 #[test]
