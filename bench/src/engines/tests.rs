@@ -310,6 +310,15 @@ fn a_boot_id_seen_in_another_arm_is_a_contract_violation() {
         !ran.arms[later_arm].runs()[0].outcome.ok,
         "the evidence agrees"
     );
+    // The marked row's line was rewritten from the staged one: every line re-serializes to
+    // its own bytes (what the in-memory path would have written for the agreeing run).
+    for a in &ran.arms {
+        let text = String::from_utf8(a.reports.to_vec().unwrap()).unwrap();
+        for l in text.split_inclusive('\n') {
+            let r: ReportLine = serde_json::from_str(l).unwrap();
+            assert_eq!(r.to_line().unwrap(), l);
+        }
+    }
 }
 
 fn ctx(engine: Engine) -> RowContext {
