@@ -17,7 +17,7 @@ use truecold_proof::reports::ReportLine;
 use crate::campaign::{self, CampaignSpec, Harness};
 use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::progress::{Progress, Style};
-use crate::schedule::{Schedule, ScheduleError};
+use crate::schedule::Schedule;
 
 /// The attribution command line added to `extra` (space-separated; `extra` may be empty).
 pub fn cmdline_extra(extra: &str) -> String {
@@ -40,7 +40,7 @@ pub fn run_for(
     k: u64,
     vmlinux: Option<&Path>,
     stop: &AtomicBool,
-) -> Result<Vec<u8>, ScheduleError> {
+) -> Result<Vec<u8>, crate::error::RunError> {
     let mut aspec = spec.clone();
     aspec.schedule = Schedule::Sequential { n: k };
     let launcher = ProcessLauncher {
@@ -50,10 +50,7 @@ pub fn run_for(
         from_intended: false,
     };
     let mut progress = Progress::new(std::io::stderr(), Style::detect(), "attribution", k);
-    let harness = Harness {
-        before_each: None,
-        cpu_ns: &campaign::self_cpu_ns,
-    };
+    let harness = Harness::plain();
     let ex = campaign::execute(
         &aspec,
         &launcher,
@@ -66,7 +63,8 @@ pub fn run_for(
         .and_then(|p| std::fs::read(p).ok())
         .map(|elf| function_symbols(&elf))
         .unwrap_or_default();
-    Ok(lines(&ex.reports, &syms))
+    let reports = ex.reports.to_vec()?;
+    Ok(lines(&reports, &syms))
 }
 
 /// Wraps each `reports.jsonl` line with the names of its trace's addresses.

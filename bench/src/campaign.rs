@@ -1,11 +1,13 @@
 //! One campaign end to end: run the schedule, turn attempts into rows, gather the host
 //! conditions, build `result.json` and write the bundle through `truecold-proof`.
 
+use crate::error::RunError;
 use crate::host::{self, RunFacts, Snapshot};
 use crate::launch::{Attempt, End};
 use crate::progress::Progress;
 use crate::sample::{mark_repeated_boot_ids, to_sample, Observed, RowContext};
-use crate::schedule::{self, Launcher, Schedule, ScheduleError, Slot};
+use crate::schedule::{self, Launcher, Schedule, Slot};
+use record::{Recorder, Spool};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -137,6 +139,9 @@ pub struct Harness<'a> {
     /// The harness process's CPU time so far (user + system, all threads), ns:
     /// [`self_cpu_ns`] in a campaign, a fake clock in tests.
     pub cpu_ns: &'a (dyn Fn() -> u64 + Sync),
+    /// Where the rows and evidence are staged as they come ([`record`]): the bundle's
+    /// parent directory. `None`: the system's temporary directory.
+    pub staging: Option<&'a Path>,
 }
 
 impl Harness<'_> {
@@ -145,6 +150,7 @@ impl Harness<'_> {
         Harness {
             before_each: None,
             cpu_ns: &self_cpu_ns,
+            staging: None,
         }
     }
 }
@@ -210,7 +216,8 @@ struct Harnessed<'a, L> {
     kill_grace_ns: u64,
     before_each: Option<&'a BeforeEach<'a>>,
     windows: Windows<'a>,
-    /// Indices of the arrivals that were not launched.
+    /// Indices of the arrivals that were not launched and whose rows are not yet built
+    /// (each is removed as its row is: at most the arrivals in flight).
     expired: Mutex<BTreeSet<u64>>,
     /// `before_each` outcomes: successes, and the first few errors.
     prepared: Mutex<(u64, Vec<String>)>,
@@ -277,11 +284,14 @@ pub fn expired_detail(a: &Attempt, kill_grace_ns: u64) -> String {
 /// A campaign that ran.
 #[derive(Debug)]
 pub struct Executed {
-    /// Every attempt, in index order.
+    /// Every attempt, in index order: read back from the staged `samples.csv` rows
+    /// ([`record`]), so what the bundle is computed from is what was written.
     pub samples: Vec<Sample>,
     /// `reports.jsonl`: each attempt's harness marks and VMM output, one line per row in
-    /// index order (the row's evidence; `truecold_proof::reports`).
-    pub reports: Vec<u8>,
+    /// index order (the row's evidence; `truecold_proof::reports`), in its staging file.
+    pub reports: Spool,
+    /// Where staged rows went when a staging file did not take them (bundle warnings).
+    pub staging_notes: Vec<String>,
     pub planned: u64,
     /// Ctrl-C ended the campaign before every planned launch was made.
     pub interrupted: bool,
@@ -314,13 +324,18 @@ pub fn execute<L, W>(
     stop: &AtomicBool,
     progress: &mut Progress<W>,
     harness: &Harness<'_>,
-) -> Result<Executed, ScheduleError>
+) -> Result<Executed, RunError>
 where
     L: Launcher<Output = Attempt>,
     W: Write,
 {
     let ctx = spec.row_context();
-    let mut samples = Vec::new();
+    let staging = harness
+        .staging
+        .map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let mut recorder = Recorder::new(&staging)?;
+    let mut expired = 0u64;
+    let mut max_start_lag_ns: Option<u64> = None;
     let mut cmdlines = BTreeSet::new();
     let mut backings = BTreeMap::new();
     let wrapped = Harnessed {
@@ -338,7 +353,6 @@ where
         expired: Mutex::new(BTreeSet::new()),
         prepared: Mutex::new((0, Vec::new())),
     };
-    let mut reports: Vec<(u64, String)> = Vec::new();
     // The fail-fast rule ([`StopRule`]) halts the schedule through a flag of its own, so that
     // a stop it made is told from a Ctrl-C (whose flag it copies after every launch: the one
     // lane of a sequential campaign looks at the flag only between launches).
@@ -356,7 +370,8 @@ where
             .expired
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains(&slot.index);
+            .remove(&slot.index);
+        expired += u64::from(was_expired);
         let (observed, why) = if was_expired {
             (None, None)
         } else {
@@ -372,7 +387,11 @@ where
             }
         }
         let mut s = to_sample(attempt, observed.as_ref(), why.as_deref(), &ctx);
-        reports.push((slot.index, report_line(slot.index, &s, attempt)));
+        let line = report_line(slot.index, &s, attempt);
+        if let Some(i) = s.intended_request_ns.filter(|_| ctx.intended) {
+            let lag = s.actual_request_ns.saturating_sub(i);
+            max_start_lag_ns = Some(max_start_lag_ns.map_or(lag, |m| m.max(lag)));
+        }
         if was_expired {
             s.error_detail = expired_detail(attempt, wrapped.kill_grace_ns);
         }
@@ -389,27 +408,14 @@ where
                 halt.store(true, Ordering::SeqCst);
             }
         }
-        samples.push(s);
+        recorder.record(s, line);
     })?;
     let after = Snapshot::take_after(&before);
     progress.finish();
-    samples.sort_by_key(|s| s.index);
-    reports.sort_by_key(|(i, _)| *i);
-    let reports: Vec<u8> = reports
-        .into_iter()
-        .flat_map(|(_, l)| l.into_bytes())
-        .collect();
+    let recorded = recorder.finish()?;
+    let mut samples = recorded.samples;
     let repeated_boot_ids = mark_repeated_boot_ids(&mut samples);
-    let max_start_lag_ns = ctx.intended.then(|| {
-        samples
-            .iter()
-            .filter_map(|s| {
-                s.intended_request_ns
-                    .map(|i| s.actual_request_ns.saturating_sub(i))
-            })
-            .max()
-            .unwrap_or(0)
-    });
+    let max_start_lag_ns = ctx.intended.then(|| max_start_lag_ns.unwrap_or(0));
     let run_facts = RunFacts {
         max_start_lag_ns,
         interval_ns: match spec.schedule {
@@ -426,14 +432,10 @@ where
         .prepared
         .into_inner()
         .unwrap_or_else(|p| p.into_inner());
-    let expired = wrapped
-        .expired
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .len() as u64;
     Ok(Executed {
         samples,
-        reports,
+        reports: recorded.reports,
+        staging_notes: recorded.notes,
         planned: run.planned,
         interrupted: run.interrupted && stopped.is_none(),
         stopped,
@@ -484,6 +486,7 @@ pub fn result_json(
     facts: &Environment,
     mut warnings: Vec<String>,
 ) -> ResultJson {
+    warnings.extend(ex.staging_notes.iter().cloned());
     if ex.repeated_boot_ids > 0 {
         warnings.push(format!(
             "CONTRACT VIOLATION: {} sample(s) repeated an earlier guest boot id (not fresh boots)",
@@ -599,6 +602,15 @@ pub fn default_dest(root: &Path, spec: &CampaignSpec) -> PathBuf {
     root.join(format!("{stamp}-{}", spec.slug()))
 }
 
+/// Where a campaign writing `dest` stages its rows and evidence as they come ([`record`]):
+/// `dest`'s parent directory (the bundle's filesystem), `.` for a bare name.
+pub fn staging_for(dest: &Path) -> PathBuf {
+    dest.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf()
+}
+
 /// A fresh, empty staging directory beside `dest` (`.<name>.<tag>-<pid>`, a stale one of this
 /// process removed), for a directory that appears by one rename; its parent is created. On
 /// error: what was being done, to which path, and why.
@@ -637,6 +649,8 @@ pub fn write(
     }
     write_bundle(dest, result, samples, inputs)
 }
+
+pub mod record;
 
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@
 //! them ([`ArmsPlan`]); the directory appears atomically.
 
 use crate::artifacts::{self, LinuxGuest};
+use crate::campaign::record::{Recorder, Spool, StagingError};
 use crate::campaign::{self, BeforeEach, CampaignSpec, Executed};
 use crate::host::{RunFacts, Snapshot};
 use crate::launch::Attempt;
@@ -78,6 +79,8 @@ pub enum EnginesError {
     Place(#[source] BundleError),
     #[error("writing the campaign directory's comparison")]
     Arms(#[source] truecold_proof::arms::ArmsError),
+    #[error("the campaign's staged rows")]
+    Staging(#[from] StagingError),
 }
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EnginesError {
@@ -359,10 +362,22 @@ pub fn row(
 }
 
 /// One arm as it ran.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ArmRun {
+    /// Its rows in index order, read back from their staging file ([`campaign::record`]).
     pub samples: Vec<Sample>,
-    pub runs: Vec<EngineRun>,
+    /// Its `reports.jsonl`, staged as the launches finished: one line per row, each engine
+    /// run's outcome what its row says.
+    pub reports: Spool,
+    /// Where staged rows went when a staging file did not take them (bundle warnings).
+    pub staging_notes: Vec<String>,
+    pub tally: ArmTally,
+    pub repeated_boot_ids: usize,
+}
+
+/// What an arm's launches add up to as they run (bounded: no per-launch state).
+#[derive(Debug, Default)]
+pub struct ArmTally {
     pub cmdlines: BTreeSet<String>,
     pub backings: BTreeMap<ObtainedBacking, u64>,
     /// The harness's CPU and wall time inside this arm's launches, ns.
@@ -370,11 +385,24 @@ pub struct ArmRun {
     pub wall_ns: u64,
     pub t_start_ns: Option<u64>,
     pub t_end_ns: u64,
-    pub repeated_boot_ids: usize,
     /// `--drop-caches`: how often the cache was dropped before this arm's launches (`None`:
     /// not asked), and the first errors.
     pub dropped: Option<u64>,
     pub prepare_errors: Vec<String>,
+    /// Launches made.
+    pub launched: u64,
+}
+
+impl ArmRun {
+    /// Every engine run of `reports` (tests; lines that do not parse are left out).
+    pub fn runs(&self) -> Vec<EngineRun> {
+        let bytes = self.reports.to_vec().unwrap_or_default();
+        bytes
+            .split(|b| *b == b'\n')
+            .filter_map(|l| serde_json::from_slice::<ReportLine>(l).ok())
+            .filter_map(|r| r.engine)
+            .collect()
+    }
 }
 
 /// The campaign as it ran.
@@ -389,8 +417,10 @@ pub struct EnginesRun {
 }
 
 /// Runs the campaign: every `(round, arm)` of the order, one launch at a time, each row
-/// built and shown as it finishes. `stop` ends it before the next launch (marked
-/// interrupted). `before_each` runs before each request stamp, outside the window.
+/// built and shown as it finishes and staged in `staging` (the bundle's parent directory)
+/// with its evidence. `stop` ends it before the next launch (marked interrupted).
+/// `before_each` runs before each request stamp, outside the window.
+#[allow(clippy::too_many_arguments)]
 pub fn execute<W: Write>(
     spec: &EnginesSpec,
     guest_cmdlines: &[String],
@@ -399,8 +429,14 @@ pub fn execute<W: Write>(
     progress: &mut Progress<W>,
     before_each: Option<&BeforeEach<'_>>,
     cpu_ns: &dyn Fn() -> u64,
-) -> EnginesRun {
-    let mut arms: Vec<ArmRun> = spec.arms.iter().map(|_| ArmRun::default()).collect();
+    staging: &Path,
+) -> Result<EnginesRun, EnginesError> {
+    let mut tallies: Vec<ArmTally> = spec.arms.iter().map(|_| ArmTally::default()).collect();
+    let mut recorders: Vec<Recorder> = spec
+        .arms
+        .iter()
+        .map(|_| Recorder::new(staging))
+        .collect::<Result<_, _>>()?;
     let mut order = Vec::new();
     let mut interrupted = false;
     let before = Snapshot::take();
@@ -410,7 +446,7 @@ pub fn execute<W: Write>(
             break;
         }
         let engine = spec.arms[i];
-        let arm = &mut arms[i];
+        let arm = &mut tallies[i];
         if let Some(prep) = before_each {
             let n = arm.dropped.get_or_insert(0);
             match prep() {
@@ -424,7 +460,7 @@ pub fn execute<W: Write>(
         let cmdline = guest_cmdlines.get(i).map(String::as_str).unwrap_or("");
         let ctx = spec.row_context(engine);
         let (c0, t0) = (cpu_ns(), now_ns());
-        let (l, s, run) = launcher.launch(i, round, &|l| {
+        let (l, s, mut run) = launcher.launch(i, round, &|l| {
             row(l, round, &ctx, spec.deadline_ns, cmdline)
         });
         let (c1, t1) = (cpu_ns(), now_ns());
@@ -432,18 +468,32 @@ pub fn execute<W: Write>(
         arm.wall_ns = arm.wall_ns.saturating_add(t1.saturating_sub(t0));
         arm.t_start_ns.get_or_insert(l.request_ns);
         arm.t_end_ns = l.reaped_ns;
+        arm.launched += 1;
         let o = observed(&l, cmdline);
         arm.cmdlines.extend(o.cmdline);
         if let Some(b) = o.backing {
             *arm.backings.entry(b).or_insert(0) += 1;
         }
         progress.record(s.ok, s.latency_ns);
-        arm.samples.push(s);
-        arm.runs.push(run);
+        // A row's evidence says what the row says.
+        agree(&s, &mut run);
+        let line = report_line(&s, &run);
+        recorders[i].record(s, line);
         order.push((round, engine));
     }
     let after = Snapshot::take_after(&before);
     progress.finish();
+    let mut arms = Vec::new();
+    for (rec, tally) in recorders.into_iter().zip(tallies) {
+        let r = rec.finish()?;
+        arms.push(ArmRun {
+            samples: r.samples,
+            reports: r.reports,
+            staging_notes: r.notes,
+            tally,
+            repeated_boot_ids: 0,
+        });
+    }
     for a in arms.iter_mut() {
         a.repeated_boot_ids = mark_repeated_boot_ids(&mut a.samples);
     }
@@ -456,22 +506,40 @@ pub fn execute<W: Write>(
     for (a, n) in arms.iter_mut().zip(cross) {
         a.repeated_boot_ids += n;
     }
-    // A row's evidence says what the row says.
+    // The rows marked here (repeated boot ids): their evidence is made to agree.
     for a in arms.iter_mut() {
-        for (s, r) in a.samples.iter().zip(a.runs.iter_mut()) {
-            if !s.ok {
-                r.outcome.ok = false;
-                r.outcome.failure_kind = Some(s.error_kind.clone());
-                r.outcome.failure = Some(s.error_detail.clone());
-            }
+        if a.repeated_boot_ids == 0 {
+            continue;
         }
+        let marked: BTreeMap<u64, &Sample> = a
+            .samples
+            .iter()
+            .filter(|s| s.error_kind == ErrorKind::RepeatedBootId.as_string())
+            .map(|s| (s.index, s))
+            .collect();
+        a.reports = a.reports.rewrite_lines(staging, |l| {
+            let mut line: ReportLine = serde_json::from_slice(l).ok()?;
+            let s = marked.get(&line.index)?;
+            let run = line.engine.as_mut()?;
+            agree(s, run);
+            line.to_line().ok().map(String::into_bytes)
+        })?;
     }
-    EnginesRun {
+    Ok(EnginesRun {
         arms,
         order,
         interrupted,
         before,
         after,
+    })
+}
+
+/// A failed row's engine run says why it failed (the row's classification).
+fn agree(s: &Sample, r: &mut EngineRun) {
+    if !s.ok {
+        r.outcome.ok = false;
+        r.outcome.failure_kind = Some(s.error_kind.clone());
+        r.outcome.failure = Some(s.error_detail.clone());
     }
 }
 
@@ -510,38 +578,31 @@ pub struct WrittenArms {
     pub record: ArmsPlan,
 }
 
-/// `reports.jsonl` of one arm.
-pub fn reports_jsonl(arm: &ArmRun) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (s, r) in arm.samples.iter().zip(&arm.runs) {
-        let line = ReportLine {
-            index: s.index,
-            harness: HarnessMarks {
-                intended: r.stamps.intended,
-                request: r.stamps.request.unwrap_or(s.actual_request_ns),
-                reaped: r.stamps.reaped,
-            },
-            vmm: None,
-            vmm_missing: None,
-            engine: Some(r.clone()),
-        };
-        match line.to_line() {
-            Ok(t) => out.extend(t.into_bytes()),
-            // An engine run is numbers and strings, which always serialize; should it not,
-            // the line still exists and says why.
-            Err(e) => out.extend(
-                ReportLine {
-                    engine: None,
-                    vmm_missing: Some(format!("the engine run did not serialize: {e}")),
-                    ..line
-                }
-                .to_line()
-                .unwrap_or_default()
-                .into_bytes(),
-            ),
+/// Row `s`'s `reports.jsonl` line: its engine run `r`.
+pub fn report_line(s: &Sample, r: &EngineRun) -> String {
+    let line = ReportLine {
+        index: s.index,
+        harness: HarnessMarks {
+            intended: r.stamps.intended,
+            request: r.stamps.request.unwrap_or(s.actual_request_ns),
+            reaped: r.stamps.reaped,
+        },
+        vmm: None,
+        vmm_missing: None,
+        engine: Some(r.clone()),
+    };
+    match line.to_line() {
+        Ok(t) => t,
+        // An engine run is numbers and strings, which always serialize; should it not, the
+        // line still exists and says why.
+        Err(e) => ReportLine {
+            engine: None,
+            vmm_missing: Some(format!("the engine run did not serialize: {e}")),
+            ..line
         }
+        .to_line()
+        .unwrap_or_default(),
     }
-    out
 }
 
 /// Writes every arm's bundle and the multi-arm files into a temporary directory beside
@@ -650,11 +711,12 @@ pub fn write_arm_bundle(
     } = more;
     let spec = shared.spec;
     let cspec = spec.campaign(b.engine);
-    let mut samples = arm.samples.clone();
-    samples.sort_by_key(|s| s.index);
+    let t = &arm.tally;
     let ex = Executed {
-        samples,
-        reports: reports_jsonl(arm),
+        samples: arm.samples.clone(),
+        // The arm's own staged evidence is added below.
+        reports: Spool::empty(),
+        staging_notes: arm.staging_notes.clone(),
         planned: spec.rounds,
         interrupted: ran.interrupted,
         stopped: None,
@@ -662,8 +724,8 @@ pub fn write_arm_bundle(
             level: 1,
             planned: spec.rounds,
             launched: arm.samples.len() as u64,
-            t_start_ns: arm.t_start_ns.unwrap_or(ran.before.t_ns),
-            t_end_ns: arm.t_end_ns.max(arm.t_start_ns.unwrap_or(ran.before.t_ns)),
+            t_start_ns: t.t_start_ns.unwrap_or(ran.before.t_ns),
+            t_end_ns: t.t_end_ns.max(t.t_start_ns.unwrap_or(ran.before.t_ns)),
         }],
         before: ran.before.clone(),
         after: ran.after.clone(),
@@ -671,14 +733,14 @@ pub fn write_arm_bundle(
             max_start_lag_ns: None,
             interval_ns: None,
             lanes: 1,
-            in_window: Some((arm.cpu_ns, arm.wall_ns)),
-            page_cache_dropped: arm.dropped,
+            in_window: Some((t.cpu_ns, t.wall_ns)),
+            page_cache_dropped: t.dropped,
         },
         repeated_boot_ids: arm.repeated_boot_ids,
-        cmdlines: arm.cmdlines.clone(),
-        backings: arm.backings.clone(),
+        cmdlines: t.cmdlines.clone(),
+        backings: t.backings.clone(),
         expired: 0,
-        prepare_errors: arm.prepare_errors.clone(),
+        prepare_errors: t.prepare_errors.clone(),
     };
     let configuration = Configuration {
         vcpus: u32::from(spec.vcpus.get()),
@@ -702,8 +764,7 @@ pub fn write_arm_bundle(
     let mut result =
         campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
     result.environment.parity = parity;
-    let mut extra_files = vec![(REPORTS_FILE.to_string(), ex.reports.clone())];
-    extra_files.extend(extra);
+    let mut extra_files = extra;
     if b.engine == Engine::Firecracker {
         if let Some((_, cfg)) = b.launch.files.iter().find(|(p, _)| {
             p.file_name()
@@ -712,7 +773,7 @@ pub fn write_arm_bundle(
             extra_files.push((ENGINE_CONFIG_FILE.to_string(), cfg.clone()));
         }
     }
-    let inputs = BundleInputs {
+    let mut inputs = BundleInputs {
         kernel_config: Some(b.kernel_config.to_vec()),
         cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
             ContractKind::Linux.label(),
@@ -723,7 +784,9 @@ pub fn write_arm_bundle(
             Some(&b.guest_cmdline),
         ),
         extra_files,
+        staged_files: Vec::new(),
     };
+    arm.reports.add_to(REPORTS_FILE, &mut inputs)?;
     let w = campaign::write(dir, &result, &ex.samples, &inputs).map_err(|source| {
         EnginesError::Bundle {
             engine: b.engine,

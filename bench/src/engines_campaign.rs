@@ -200,7 +200,8 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         plan.drop_caches
             .then_some(&drop_page_cache as &campaign::BeforeEach),
         &campaign::self_cpu_ns,
-    );
+        &campaign::staging_for(&s.dest),
+    )?;
     let explicit = s.explicit(plan, &guest_dir, true);
     let bundles: Vec<ArmBundle<'_>> = s
         .prepared
@@ -397,7 +398,8 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
         &mut progress,
         None,
         &campaign::self_cpu_ns,
-    );
+        &campaign::staging_for(&s.dest),
+    )?;
     let explicit = s.explicit(plan, &guest_dir, !single);
     // Each arm's command as recorded: its parity form with the per-launch values named.
     let mut shown = Vec::new();
@@ -444,7 +446,7 @@ fn parity_bundles<'a>(
             version: p.version.clone(),
             launch,
             guest_cmdline: match p.engine {
-                Engine::Truecold => arm.cmdlines.iter().next().cloned(),
+                Engine::Truecold => arm.tally.cmdlines.iter().next().cloned(),
                 _ => None,
             }
             .unwrap_or_else(|| given.clone()),

@@ -67,4 +67,6 @@ pub enum RunError {
     Engines(#[from] EnginesError),
     #[error("the parity campaign: {0}")]
     Parity(String),
+    #[error("the campaign's staged rows")]
+    Staging(#[from] crate::campaign::record::StagingError),
 }

@@ -5,13 +5,14 @@
 //! ([`nested_phase`]); every arm a complete bundle, the phase a multi-arm directory.
 
 use crate::artifacts::{self, ArtifactError, LinuxGuest};
+use crate::campaign::record::{Recorder, Spool, StagingError};
 use crate::campaign::{self, CampaignSpec, Executed};
 use crate::error::RunError;
 use crate::host::{kvm_host, HostError, RunFacts, Snapshot};
 use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::plain;
 use crate::plan::{explicit_args, guest_flag, ArgPaths, CampaignPlan, GuestSpec, Target};
-use crate::progress::{Progress, Style};
+use crate::progress::{ms_3_digits, Progress, Running, Style};
 use crate::sample::{mark_repeated_across_arms, mark_repeated_boot_ids, to_sample};
 use crate::schedule::{Launcher, LevelRun, Schedule, Slot};
 use crate::vmm_report;
@@ -79,6 +80,8 @@ pub enum PhaseError {
     Nested(#[source] Box<crate::nested::NestedError>),
     #[error("interrupted (Ctrl-C) during the {0} phase; the phase directory is kept incomplete")]
     Interrupted(&'static str),
+    #[error("the phase's staged rows")]
+    Staging(#[from] StagingError),
 }
 
 impl From<RunError> for PhaseError {
@@ -231,11 +234,19 @@ struct PreparedArm {
     launcher: ProcessLauncher,
 }
 
-/// One arm as it ran.
+/// One arm as it ran: its rows and evidence staged as they come ([`campaign::record`]),
+/// read back once every round ran.
 #[derive(Default)]
 struct ArmRows {
+    /// While the rounds run.
+    recorder: Option<Recorder>,
+    launched: u64,
+    /// The successes' latencies so far (the progress note).
+    latencies: Running,
+    /// Once they ran: the rows, read back, and the evidence's staging file.
     samples: Vec<Sample>,
-    reports: Vec<u8>,
+    reports: Option<Spool>,
+    staging_notes: Vec<String>,
     cmdlines: BTreeSet<String>,
     backings: BTreeMap<ObtainedBacking, u64>,
     cpu_ns: u64,
@@ -393,7 +404,7 @@ pub fn run_phase(
     let version = plain::engine_version(&env.vmm)?;
     let stop = crate::interrupt::install().map_err(|e| PhaseError::from(RunError::from(e)))?;
     announce(plan, &prepared, dest);
-    let mut ran = run_rounds(plan, &prepared, stop);
+    let mut ran = run_rounds(plan, &prepared, stop, &campaign::staging_for(dest))?;
     let repeated = mark_repeats(&prepared, &mut ran.rows);
     let tmp = campaign::staging_dir(dest, "tmp")?;
     let abs_dest = std::path::absolute(dest).unwrap_or_else(|_| dest.to_path_buf());
@@ -475,8 +486,14 @@ struct Rounds {
     after: Snapshot,
 }
 
-/// Every round, each arm launched once in the round's shuffled order, until done or Ctrl-C.
-fn run_rounds(plan: &PhasePlan, prepared: &[PreparedArm], stop: &AtomicBool) -> Rounds {
+/// Every round, each arm launched once in the round's shuffled order, until done or Ctrl-C;
+/// the rows staged in `staging` as they come.
+fn run_rounds(
+    plan: &PhasePlan,
+    prepared: &[PreparedArm],
+    stop: &AtomicBool,
+    staging: &Path,
+) -> Result<Rounds, PhaseError> {
     let k = prepared.len();
     let total = plan.rounds.saturating_mul(k as u64);
     let mut progress = Progress::new(
@@ -485,7 +502,13 @@ fn run_rounds(plan: &PhasePlan, prepared: &[PreparedArm], stop: &AtomicBool) -> 
         &format!("tune {}", plan.phase),
         total,
     );
-    let mut rows: Vec<ArmRows> = (0..k).map(|_| ArmRows::default()).collect();
+    let mut rows: Vec<ArmRows> = Vec::new();
+    for _ in 0..k {
+        rows.push(ArmRows {
+            recorder: Some(Recorder::new(staging)?),
+            ..ArmRows::default()
+        });
+    }
     let mut order: Vec<(u64, String)> = Vec::new();
     let mut interrupted = false;
     let before = Snapshot::take();
@@ -495,29 +518,44 @@ fn run_rounds(plan: &PhasePlan, prepared: &[PreparedArm], stop: &AtomicBool) -> 
             break;
         }
         let p = &prepared[i];
-        let s = launch_one(p, &mut rows[i]);
+        let (s, line) = launch_one(p, &mut rows[i]);
         progress.record(s.ok, s.latency_ns);
-        rows[i].samples.push(s);
+        let arm = &mut rows[i];
+        if let (true, Some(l)) = (s.ok, s.latency_ns) {
+            arm.latencies.add(l);
+        }
+        arm.launched += 1;
+        if let Some(r) = arm.recorder.as_mut() {
+            r.record(s, line);
+        }
         order.push((round, p.arm.name.clone()));
         progress.set_note(running_note(&p.arm.name, &rows[0], &rows[i]));
     }
     let after = Snapshot::take_after(&before);
     progress.finish();
-    Rounds {
+    for arm in rows.iter_mut() {
+        if let Some(r) = arm.recorder.take() {
+            let r = r.finish()?;
+            arm.samples = r.samples;
+            arm.reports = Some(r.reports);
+            arm.staging_notes = r.notes;
+        }
+    }
+    Ok(Rounds {
         rows,
         order,
         interrupted,
         before,
         after,
-    }
+    })
 }
 
-/// One launch of arm `p`: its row, with the harness's CPU and wall time, the observed
-/// command line and backing and the report line added to `arm`.
-fn launch_one(p: &PreparedArm, arm: &mut ArmRows) -> Sample {
+/// One launch of arm `p`: its row and its report line, with the harness's CPU and wall
+/// time and the observed command line and backing added to `arm`.
+fn launch_one(p: &PreparedArm, arm: &mut ArmRows) -> (Sample, String) {
     let ctx = p.spec.row_context();
     let slot = Slot {
-        index: arm.samples.len() as u64,
+        index: arm.launched,
         level: 1,
         intended_ns: now_ns(),
     };
@@ -539,9 +577,8 @@ fn launch_one(p: &PreparedArm, arm: &mut ArmRows) -> Sample {
         }
     }
     let s = to_sample(&attempt, observed.as_ref(), why.as_deref(), &ctx);
-    arm.reports
-        .extend(campaign::report_line(slot.index, &s, &attempt).into_bytes());
-    s
+    let line = campaign::report_line(slot.index, &s, &attempt);
+    (s, line)
 }
 
 /// Marks repeated boot ids, unique within each arm and across the whole phase (every arm
@@ -592,7 +629,8 @@ fn executed(plan: &PhasePlan, ran: &Rounds, r: ArmRows, repeated: usize) -> Exec
         expired: 0,
         prepare_errors: Vec::new(),
         samples: r.samples,
-        reports: r.reports,
+        reports: r.reports.unwrap_or_else(Spool::empty),
+        staging_notes: r.staging_notes,
     }
 }
 
@@ -646,7 +684,7 @@ fn write_arm(
         Some(g) => Some(std::fs::read(&g.config).map_err(PathIoError::at("read", &g.config))?),
         None => None,
     };
-    let inputs = BundleInputs {
+    let mut inputs = BundleInputs {
         kernel_config,
         cmdline: plain::cmdline_txt(
             plan.contract.label(),
@@ -655,10 +693,10 @@ fn write_arm(
             &vmm_line,
             guest_cmdline.as_deref(),
         ),
-        extra_files: std::iter::once((REPORTS_FILE.to_string(), ex.reports.clone()))
-            .chain(out.files)
-            .collect(),
+        extra_files: out.files,
+        staged_files: Vec::new(),
     };
+    ex.reports.add_to(REPORTS_FILE, &mut inputs)?;
     campaign::write(&out.dir, &result, &ex.samples, &inputs).map_err(|source| {
         PhaseError::Bundle {
             arm: p.arm.name.clone(),
@@ -706,7 +744,7 @@ fn attribute(
         p.guest.as_ref().map(|g| g.vmlinux.as_path()),
         stop,
     )
-    .map_err(|e| PhaseError::from(RunError::from(e)))?;
+    .map_err(PhaseError::from)?;
     let mut files = Vec::new();
     match truecold_proof::attribution::generate(&jsonl, measured, env.host.clock().describe()) {
         Ok(f) => files.extend(f),
@@ -716,23 +754,16 @@ fn attribute(
     Ok(files)
 }
 
-/// The progress note: the current arm and, once both have successes, its running Δp50
-/// against the baseline (display only; the bundle is computed from the rows).
+/// The progress note: the current arm and, once both have successes, its running p50 and
+/// the baseline's (three significant digits, [`Running`]; display only: the bundle is
+/// computed from the rows).
 fn running_note(name: &str, baseline: &ArmRows, arm: &ArmRows) -> String {
-    let p50 = |r: &ArmRows| {
-        let mut v: Vec<u64> = r
-            .samples
-            .iter()
-            .filter(|s| s.ok)
-            .filter_map(|s| s.latency_ns)
-            .collect();
-        v.sort_unstable();
-        truecold_proof::stats::percentile_sorted(&v, 50, 100)
-    };
+    let p50 = |r: &ArmRows| r.latencies.percentile(50, 100);
     match (name == BASELINE, p50(baseline), p50(arm)) {
-        (false, Some(b), Some(a)) if b > 0 => format!(
-            "arm {name}: running Δp50 {:+.1} % vs baseline",
-            (a as f64 - b as f64) / b as f64 * 100.0
+        (false, Some(b), Some(a)) => format!(
+            "arm {name}: running p50 {} (baseline {})",
+            ms_3_digits(a),
+            ms_3_digits(b)
         ),
         _ => format!("arm {name}"),
     }

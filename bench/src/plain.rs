@@ -271,11 +271,14 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         ContractKind::Probe => "probe floor",
     };
     let mut progress = Progress::new(std::io::stderr(), Style::detect(), label, planned);
+    // The rows and evidence are staged beside the bundle as they come.
+    let staging = campaign::staging_for(&p.dest);
     let harness = Harness {
         before_each: plan
             .drop_caches
             .then_some(&drop_page_cache as &campaign::BeforeEach),
         cpu_ns: &campaign::self_cpu_ns,
+        staging: Some(&staging),
     };
     let ex = campaign::execute(
         &p.spec,
@@ -312,18 +315,18 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         &vmm_line,
         guest_cmdline.as_deref(),
     );
-    let mut extra_files = vec![(
-        truecold_proof::reports::REPORTS_FILE.to_string(),
-        ex.reports.clone(),
-    )];
+    let mut extra_files = Vec::new();
     if plan.attribution > 0 && !ex.interrupted && ex.stopped.is_none() {
         extra_files.extend(attribution_files(plan, &p, &ex, &result, stop)?);
     }
-    let inputs = BundleInputs {
+    let mut inputs = BundleInputs {
         kernel_config,
         cmdline,
         extra_files,
+        staged_files: Vec::new(),
     };
+    ex.reports
+        .add_to(truecold_proof::reports::REPORTS_FILE, &mut inputs)?;
     let written = write_or_save(p.dest, &result, &ex, &inputs)?;
     Ok(RunOutcome {
         written,

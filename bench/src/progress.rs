@@ -3,12 +3,99 @@
 //! plain lines with the same figures, one each 10 % of the campaign (or after 10 s without
 //! one), and none with `--quiet`. No rate or ETA is shown before the first launch finished.
 //! Display only: the bundle is computed from the samples, never from this. The percentiles
-//! are `truecold-proof`'s one definition ([`percentile_sorted`]), the same as the bundle's.
+//! are `truecold-proof`'s one definition (nearest rank, [`percentile_sorted`]), the same as
+//! the bundle's, of the latencies floored to three significant digits and shown to those
+//! digits (`p50 2.05 ms`): exact as shown, from one count per such value ([`Running`]), so
+//! the display's memory is bounded (at most 900 counts per decade) whatever the campaign's
+//! length.
 
 use indicatif::{HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::BTreeMap;
 use std::io::Write;
-use truecold_proof::report::ms;
+#[cfg(test)]
 use truecold_proof::stats::percentile_sorted;
+
+/// `v` floored to three significant digits (`2_051_999` → `2_050_000`).
+pub fn floor_3_digits(v: u64) -> u64 {
+    let mut unit = 1u64;
+    while v / unit >= 1000 {
+        unit *= 10;
+    }
+    v / unit * unit
+}
+
+/// `ns` (floored to three significant digits) in ms, to those digits: `2.05 ms`,
+/// `41.2 ms`, `0.950 ms`, `412 ms`.
+pub fn ms_3_digits(ns: u64) -> String {
+    let v = floor_3_digits(ns);
+    // Decimals after the ms point that three significant digits reach.
+    let decimals: u32 = match v {
+        x if x >= 100_000_000 => 0,
+        x if x >= 10_000_000 => 1,
+        x if x >= 1_000_000 => 2,
+        x if x >= 100_000 => 3,
+        x if x >= 10_000 => 4,
+        x if x >= 1_000 => 5,
+        _ => 6,
+    };
+    let units = v / 10u64.pow(6 - decimals);
+    let scale = 10u64.pow(decimals);
+    if decimals == 0 {
+        format!("{units} ms")
+    } else {
+        format!(
+            "{}.{:0w$} ms",
+            units / scale,
+            units % scale,
+            w = decimals as usize
+        )
+    }
+}
+
+/// Latencies counted per value floored to three significant digits: the nearest-rank
+/// percentiles of the floored values, exact, in memory bounded by the number of distinct
+/// floored values (at most 900 per decade of ns), never by the number of launches.
+#[derive(Clone, Debug, Default)]
+pub struct Running {
+    counts: BTreeMap<u64, u64>,
+    n: u64,
+}
+
+impl Running {
+    /// Counts one value.
+    pub fn add(&mut self, v: u64) {
+        *self.counts.entry(floor_3_digits(v)).or_insert(0) += 1;
+        self.n += 1;
+    }
+
+    /// Values counted.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether none was counted.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The nearest-rank `num/den` percentile (rank `ceil(num·n/den)`, clamped to `[1, n]`:
+    /// [`percentile_sorted`]'s) of the floored values; `None` when empty.
+    pub fn percentile(&self, num: u64, den: u64) -> Option<u64> {
+        let n = u128::from(self.n);
+        if n == 0 || den == 0 {
+            return None;
+        }
+        let rank = (u128::from(num) * n).div_ceil(u128::from(den)).clamp(1, n);
+        let mut seen = 0u128;
+        for (&v, &c) in &self.counts {
+            seen += u128::from(c);
+            if seen >= rank {
+                return Some(v);
+            }
+        }
+        None
+    }
+}
 
 /// How progress is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,8 +143,8 @@ pub struct Progress<W: Write> {
     total: u64,
     done: u64,
     failures: u64,
-    /// Successes' latencies, ascending.
-    sorted: Vec<u64>,
+    /// Successes' latencies, counted ([`Running`]).
+    sorted: Running,
     plain_every: u64,
     /// When the last plain line was written, and the longest silence between two
     /// ([`PLAIN_AT_LEAST`]).
@@ -89,7 +176,7 @@ impl<W: Write> Progress<W> {
             total,
             done: 0,
             failures: 0,
-            sorted: Vec::new(),
+            sorted: Running::default(),
             // About ten plain lines per campaign.
             plain_every: (total / 10).max(1),
             last_line: std::time::Instant::now(),
@@ -111,10 +198,7 @@ impl<W: Write> Progress<W> {
     pub fn record(&mut self, ok: bool, latency_ns: Option<u64>) {
         self.done += 1;
         match (ok, latency_ns) {
-            (true, Some(l)) => {
-                let at = self.sorted.partition_point(|&x| x <= l);
-                self.sorted.insert(at, l);
-            }
+            (true, Some(l)) => self.sorted.add(l),
             _ => self.failures += 1,
         }
         self.bar.inc(1);
@@ -130,12 +214,13 @@ impl<W: Write> Progress<W> {
         }
     }
 
-    /// Successes' p50 and p99 and the failure count: `p50 2.000 ms, p99 3.000 ms
-    /// (successes), 1 failed`.
+    /// Successes' p50 and p99 (three significant digits) and the failure count: `p50
+    /// 2.00 ms, p99 3.00 ms (successes), 1 failed`.
     pub fn stats(&self) -> String {
         let p = |q| {
-            percentile_sorted(&self.sorted, q, 100)
-                .map(|v| format!("{} ms", ms(v)))
+            self.sorted
+                .percentile(q, 100)
+                .map(ms_3_digits)
                 .unwrap_or_else(|| "–".into())
         };
         format!(
@@ -214,13 +299,13 @@ mod tests {
         assert!(lines[3].starts_with("[probe] 4/4 done, "), "{}", lines[3]);
         assert!(lines[3].contains("/s, ETA "), "{}", lines[3]);
         assert!(
-            lines[3].ends_with(", p50 2.000 ms, p99 3.000 ms (successes), 1 failed"),
+            lines[3].ends_with(", p50 2.00 ms, p99 3.00 ms (successes), 1 failed"),
             "{}",
             lines[3]
         );
         assert!(lines[1].starts_with("[probe] 2/4 done, "), "{}", lines[1]);
         assert!(
-            lines[1].ends_with(", p50 3.000 ms, p99 3.000 ms (successes), 1 failed"),
+            lines[1].ends_with(", p50 3.00 ms, p99 3.00 ms (successes), 1 failed"),
             "{}",
             lines[1]
         );
@@ -284,15 +369,49 @@ mod tests {
         }
         let mut sorted = lat.clone();
         sorted.sort_unstable();
-        let want = |q| ms(percentile_sorted(&sorted, q, 100).unwrap());
+        let want = |q| ms_3_digits(percentile_sorted(&sorted, q, 100).unwrap());
         assert_eq!(
             p.stats(),
-            format!(
-                "p50 {} ms, p99 {} ms (successes), 0 failed",
-                want(50),
-                want(99)
-            )
+            format!("p50 {}, p99 {} (successes), 0 failed", want(50), want(99))
         );
+    }
+
+    /// The counts give the nearest-rank percentile of the floored values, for every rank,
+    /// and three significant digits are shown as such.
+    #[test]
+    fn running_counts_are_the_percentiles_of_the_floored_values() {
+        let mut r = Running::default();
+        let mut floored = Vec::new();
+        for i in 0..5_000u64 {
+            let v = 900_000 + (i * 7919) % 2_100_000 + i % 13;
+            r.add(v);
+            floored.push(floor_3_digits(v));
+        }
+        floored.sort_unstable();
+        for q in 0..=100 {
+            assert_eq!(
+                r.percentile(q, 100),
+                percentile_sorted(&floored, q, 100),
+                "p{q}"
+            );
+        }
+        assert_eq!(r.len(), 5_000);
+        // Bounded: 100 values of 0.900–0.999 ms (1 µs apart), 200 of 1.00–2.99 ms, 3.00 ms.
+        assert!(r.counts.len() <= 301, "{}", r.counts.len());
+        assert_eq!(Running::default().percentile(50, 100), None);
+        assert_eq!(floor_3_digits(2_051_999), 2_050_000);
+        assert_eq!(floor_3_digits(999), 999);
+        for (ns, shown) in [
+            (2_051_999, "2.05 ms"),
+            (41_299_000, "41.2 ms"),
+            (950_400, "0.950 ms"),
+            (412_345_678, "412 ms"),
+            (4_123_456_789, "4120 ms"),
+            (12_345, "0.0123 ms"),
+            (7, "0.000007 ms"),
+        ] {
+            assert_eq!(ms_3_digits(ns), shown, "{ns}");
+        }
     }
 
     #[test]
@@ -310,7 +429,7 @@ mod tests {
         assert!(p.bar.is_finished());
         let m = p.bar.message();
         assert!(
-            m.ends_with(", p50 5.000 ms, p99 5.000 ms (successes), 1 failed"),
+            m.ends_with(", p50 5.00 ms, p99 5.00 ms (successes), 1 failed"),
             "{m}"
         );
         // Live output goes to the bar, never to the plain writer.

@@ -176,10 +176,12 @@ pub struct LevelRun {
     pub t_end_ns: u64,
 }
 
-/// Everything a campaign produced, attempts in index order.
+/// How a campaign ran (each attempt went to `on_done` as it finished, and is not kept
+/// here: a campaign of any length runs in bounded memory).
 #[derive(Debug)]
-pub struct CampaignRun<O> {
-    pub attempts: Vec<(Slot, O)>,
+pub struct CampaignRun {
+    /// Attempts made (every level's `launched`).
+    pub launched: u64,
     pub levels: Vec<LevelRun>,
     pub planned: u64,
     /// True when the stop flag ended the campaign before every planned sample was launched.
@@ -195,34 +197,24 @@ pub fn run<L: Launcher>(
     launcher: &L,
     stop: &AtomicBool,
     on_done: &mut dyn FnMut(&Slot, &L::Output),
-) -> Result<CampaignRun<L::Output>, ScheduleError> {
+) -> Result<CampaignRun, ScheduleError> {
     let planned = schedule.validate()?;
-    let mut attempts = Vec::new();
     let mut levels = Vec::new();
     let mut next_index = 0u64;
-    let mut lanes = |n: u64, c: u32, mode: Intended, attempts: &mut Vec<(Slot, L::Output)>| {
-        let lr = run_level(n, c, mode, next_index, launcher, stop, on_done, attempts);
+    let mut lanes = |n: u64, c: u32, mode: Intended| {
+        let lr = run_level(n, c, mode, next_index, launcher, stop, on_done);
         next_index += lr.launched;
         lr
     };
     match *schedule {
-        Schedule::Sequential { n } => levels.push(lanes(n, 1, Intended::Pickup, &mut attempts)),
-        Schedule::Churn { n, concurrency } => {
-            levels.push(lanes(n, concurrency, Intended::Pickup, &mut attempts))
-        }
-        Schedule::Burst { n, concurrency } => {
-            levels.push(lanes(n, concurrency, Intended::AllAtT0, &mut attempts))
-        }
+        Schedule::Sequential { n } => levels.push(lanes(n, 1, Intended::Pickup)),
+        Schedule::Churn { n, concurrency } => levels.push(lanes(n, concurrency, Intended::Pickup)),
+        Schedule::Burst { n, concurrency } => levels.push(lanes(n, concurrency, Intended::AllAtT0)),
         Schedule::OpenLoop {
             n,
             interval_ns,
             max_in_flight,
-        } => levels.push(lanes(
-            n,
-            max_in_flight,
-            Intended::Every(interval_ns),
-            &mut attempts,
-        )),
+        } => levels.push(lanes(n, max_in_flight, Intended::Every(interval_ns))),
         Schedule::Sweep {
             n_per_level,
             max_concurrency,
@@ -231,14 +223,13 @@ pub fn run<L: Launcher>(
                 if stop.load(Ordering::SeqCst) {
                     break;
                 }
-                levels.push(lanes(n_per_level, c, Intended::Pickup, &mut attempts));
+                levels.push(lanes(n_per_level, c, Intended::Pickup));
             }
         }
     }
-    attempts.sort_by_key(|(s, _)| s.index);
-    let launched = attempts.len() as u64;
+    let launched = levels.iter().map(|l| l.launched).sum();
     Ok(CampaignRun {
-        attempts,
+        launched,
         levels,
         planned,
         interrupted: launched < planned,
@@ -280,11 +271,10 @@ fn run_level<L: Launcher>(
     launcher: &L,
     stop: &AtomicBool,
     on_done: &mut dyn FnMut(&Slot, &L::Output),
-    attempts: &mut Vec<(Slot, L::Output)>,
 ) -> LevelRun {
     let lanes = c.max(1) as usize;
     if lanes == 1 && matches!(mode, Intended::Pickup) {
-        return run_inline(n, first_index, launcher, stop, on_done, attempts);
+        return run_inline(n, first_index, launcher, stop, on_done);
     }
     let claimed = AtomicU64::new(0);
     let t0 = AtomicU64::new(0);
@@ -377,7 +367,6 @@ fn run_level<L: Launcher>(
         start.wait();
         for (slot, out) in done_rx.iter() {
             on_done(&slot, &out);
-            attempts.push((slot, out));
             launched += 1;
         }
     });
@@ -398,7 +387,6 @@ fn run_inline<L: Launcher>(
     launcher: &L,
     stop: &AtomicBool,
     on_done: &mut dyn FnMut(&Slot, &L::Output),
-    attempts: &mut Vec<(Slot, L::Output)>,
 ) -> LevelRun {
     let t_start_ns = now_ns();
     let mut launched = 0u64;
@@ -410,7 +398,6 @@ fn run_inline<L: Launcher>(
         };
         let out = launcher.launch(slot);
         on_done(&slot, &out);
-        attempts.push((slot, out));
         launched += 1;
     }
     LevelRun {

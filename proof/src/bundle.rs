@@ -97,9 +97,67 @@ pub struct BundleInputs {
     pub cmdline: String,
     /// Extra files (logs …): `(name, bytes)`; covered by SHA256SUMS.
     pub extra_files: Vec<(String, Vec<u8>)>,
+    /// Extra files already on disk (written as the campaign ran: the bench's
+    /// `reports.jsonl`): copied in through a fixed buffer and hashed as they are copied,
+    /// never held whole; covered by SHA256SUMS like `extra_files`.
+    pub staged_files: Vec<StagedFile>,
 }
 
-/// The file set of a bundle (everything but SHA256SUMS), in write order.
+/// An extra file of a bundle that is already on disk: the whole of `file` (from offset 0 to
+/// its end, read with positional reads, so its cursor is never used) becomes `name`.
+#[derive(Clone, Debug)]
+pub struct StagedFile {
+    pub name: String,
+    pub file: std::sync::Arc<fs::File>,
+}
+
+/// Reads a file from `pos` on with positional reads (`pread`).
+struct ReadAt<'a> {
+    file: &'a fs::File,
+    pos: u64,
+}
+
+impl std::io::Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// What [`copy_staged`] reads, written to `out` as it is read.
+struct Tee<'a, R> {
+    from: R,
+    out: &'a mut fs::File,
+}
+
+impl<R: std::io::Read> std::io::Read for Tee<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::Write;
+        let n = self.from.read(buf)?;
+        self.out.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+/// Copies `staged` to the new file `path` (fsynced) and returns its digest.
+fn copy_staged(path: &Path, staged: &fs::File) -> Result<String, BundleError> {
+    let mut out = crate::fsio::create_new(path)?;
+    let (digest, _) = crate::sums::sha256_reader(Tee {
+        from: ReadAt {
+            file: staged,
+            pos: 0,
+        },
+        out: &mut out,
+    })
+    .map_err(PathIoError::at("copy the staged file to", path))?;
+    out.sync_all().map_err(PathIoError::at("fsync", path))?;
+    Ok(digest)
+}
+
+/// The file set of a bundle held in memory (everything but SHA256SUMS and the staged files,
+/// whose names are checked here), in write order.
 pub fn bundle_files(
     result: &ResultJson,
     samples: &[Sample],
@@ -134,6 +192,16 @@ pub fn bundle_files(
             return Err(BundleError::BadExtraName(name.clone()));
         }
         files.push((name.clone(), bytes.clone()));
+    }
+    for (i, f) in inputs.staged_files.iter().enumerate() {
+        let name = &f.name;
+        if !is_valid_name(name)
+            || name == SUMS_FILE
+            || files.iter().any(|(n, _)| n == name)
+            || inputs.staged_files[..i].iter().any(|g| &g.name == name)
+        {
+            return Err(BundleError::BadExtraName(name.clone()));
+        }
     }
     Ok(files)
 }
@@ -193,6 +261,9 @@ pub fn write_bundle(
         for (n, bytes) in &files {
             write_synced(&tmp.join(n), bytes)?;
             sums.push((n.clone(), sha256_hex(bytes)));
+        }
+        for f in &inputs.staged_files {
+            sums.push((f.name.clone(), copy_staged(&tmp.join(&f.name), &f.file)?));
         }
         write_synced(&tmp.join(SUMS_FILE), format_sums(&sums).as_bytes())?;
         sync_dir(&tmp)?;

@@ -246,15 +246,57 @@ pub fn write_schema_samples_to<W: io::Write>(
     samples: &[Sample],
     schema: u32,
 ) -> Result<(), CsvError> {
-    let mut wtr = writer_builder().from_writer(w);
-    wtr.write_record(columns_for(schema))
-        .map_err(CsvError::Write)?;
-    let mut rec = csv::StringRecord::new();
+    let mut wtr = SamplesWriter::for_schema(w, schema)?;
     for s in samples {
-        fill_record(s, schema, &mut rec);
-        wtr.write_record(&rec).map_err(CsvError::Write)?;
+        wtr.write(s)?;
     }
-    wtr.flush().map_err(|e| CsvError::Write(e.into()))
+    wtr.finish().map(|_| ())
+}
+
+/// Writes `samples.csv` one row at a time (the one canonical form, what [`write_samples`]
+/// gives for the same rows): the header when it is made, then each row as it is given.
+/// Holds one record and the `csv` crate's buffer, whatever the number of rows.
+pub struct SamplesWriter<W: io::Write> {
+    wtr: csv::Writer<W>,
+    schema: u32,
+    rec: csv::StringRecord,
+}
+
+impl<W: io::Write> SamplesWriter<W> {
+    /// Writes the header of the current schema.
+    pub fn new(w: W) -> Result<Self, CsvError> {
+        Self::for_schema(w, SCHEMA_VERSION)
+    }
+
+    /// Writes the header of `schema`.
+    pub fn for_schema(w: W, schema: u32) -> Result<Self, CsvError> {
+        let mut wtr = writer_builder().from_writer(w);
+        wtr.write_record(columns_for(schema))
+            .map_err(CsvError::Write)?;
+        Ok(SamplesWriter {
+            wtr,
+            schema,
+            rec: csv::StringRecord::new(),
+        })
+    }
+
+    /// Writes one row.
+    pub fn write(&mut self, s: &Sample) -> Result<(), CsvError> {
+        fill_record(s, self.schema, &mut self.rec);
+        self.wtr.write_record(&self.rec).map_err(CsvError::Write)
+    }
+
+    /// Flushes the rows written so far to the writer.
+    pub fn flush(&mut self) -> Result<(), CsvError> {
+        self.wtr.flush().map_err(|e| CsvError::Write(e.into()))
+    }
+
+    /// The writer, every row flushed to it.
+    pub fn finish(self) -> Result<W, CsvError> {
+        self.wtr
+            .into_inner()
+            .map_err(|e| CsvError::Write(e.into_error().into()))
+    }
 }
 
 /// Writes the samples as CSV text (the one canonical form).

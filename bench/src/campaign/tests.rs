@@ -247,11 +247,13 @@ fn run_with(
         // A Linux bundle carries its kernel's config; a probe bundle never does.
         kernel_config: (sp.contract == ContractKind::Linux).then(|| b"CONFIG_X=y\n".to_vec()),
         cmdline: fake_cmdline_txt(sp),
-        extra_files: vec![(
-            truecold_proof::reports::REPORTS_FILE.to_string(),
-            ex.reports.clone(),
-        )],
+        extra_files: vec![],
+        staged_files: vec![],
     };
+    let mut inputs = inputs;
+    ex.reports
+        .add_to(truecold_proof::reports::REPORTS_FILE, &mut inputs)
+        .unwrap();
     let w = write(&dest, &result, &ex.samples, &inputs).unwrap();
     (ex, w, dir)
 }
@@ -475,6 +477,7 @@ fn a_bundle_is_never_overwritten_and_no_temporary_directory_is_left() {
         kernel_config: None,
         cmdline: "again".into(),
         extra_files: vec![],
+        staged_files: vec![],
     };
     let e = write(&w.path, &r, &ex.samples, &inputs).unwrap_err();
     assert!(matches!(e, BundleError::Exists(_)), "{e:?}");
@@ -605,6 +608,7 @@ fn sequential_bookkeeping_is_outside_the_windows_and_their_cpu_is_recorded() {
     let harness = Harness {
         before_each: None,
         cpu_ns: &cpu_ns,
+        staging: None,
     };
     let sp = spec(Schedule::Sequential { n: 5 });
     let (ex, w, _d) = run_with(&sp, &f, &stop, &observe_logged, &harness);
@@ -635,6 +639,7 @@ fn overlapping_windows_count_their_cpu_once() {
     let harness = Harness {
         before_each: None,
         cpu_ns: &cpu_ns,
+        staging: None,
     };
     let sp = spec(Schedule::Churn {
         n: 12,
@@ -671,6 +676,7 @@ fn before_each_runs_outside_the_window_and_is_recorded() {
     let harness = Harness {
         before_each: Some(&prep),
         cpu_ns: &cpu_ns,
+        staging: None,
     };
     let sp = spec(Schedule::Sequential { n: 4 });
     let (ex, w, _d) = run_with(&sp, &f, &stop, &observe, &harness);
@@ -788,4 +794,37 @@ fn the_fail_fast_rule_stops_nothing_else() {
         assert_eq!(r.contract.stop_after, stop_after);
         assert!(r.contract.stopped.is_none() && !r.contract.incomplete);
     }
+}
+
+/// Rows finishing out of order (a burst of 4 lanes) are staged in index order: the bundle's
+/// `samples.csv` is the canonical writer's bytes for the rows read back, and its
+/// `reports.jsonl` is the staged evidence, one line per row, index 0 to n − 1.
+#[test]
+fn staged_rows_and_evidence_are_the_bundles_bytes_in_index_order() {
+    let stop = AtomicBool::new(false);
+    let f = fake(&stop);
+    let sp = spec(Schedule::Burst {
+        n: 12,
+        concurrency: 4,
+    });
+    let (ex, w, _d) = run_and_write(&sp, &f, &stop);
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 5));
+    let csv = std::fs::read(w.path.join("samples.csv")).unwrap();
+    assert_eq!(
+        csv,
+        truecold_proof::csv::write_samples(&ex.samples).into_bytes()
+    );
+    let reports = std::fs::read(w.path.join("reports.jsonl")).unwrap();
+    assert_eq!(reports, ex.reports.to_vec().unwrap());
+    let idx: Vec<u64> = reports
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_slice::<truecold_proof::reports::ReportLine>(l)
+                .unwrap()
+                .index
+        })
+        .collect();
+    assert_eq!(idx, (0..12).collect::<Vec<u64>>());
+    assert!(ex.staging_notes.is_empty(), "{:?}", ex.staging_notes);
 }

@@ -219,7 +219,18 @@ fn fake(arms: &[Engine]) -> Fake {
 fn run(sp: &EnginesSpec, f: &Fake, stop: &AtomicBool) -> EnginesRun {
     let mut progress = Progress::new(Vec::new(), Style::Plain, "t", 0);
     let cmdlines: Vec<String> = sp.arms.iter().map(|e| format!("cmdline of {e}")).collect();
-    execute(sp, &cmdlines, f, stop, &mut progress, None, &|| 0)
+    let dir = tempfile::tempdir().unwrap();
+    execute(
+        sp,
+        &cmdlines,
+        f,
+        stop,
+        &mut progress,
+        None,
+        &|| 0,
+        dir.path(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -241,7 +252,7 @@ fn rounds_interleave_every_arm_in_the_seeded_order() {
             assert_eq!(s.host_mapping_bytes, Some(arms[i].expected_mapping(MEM)));
             assert_eq!(s.host_page_size, Some(4096));
         }
-        assert!(a.runs.iter().all(|r| r.outcome.ok && r.engine == arms[i]));
+        assert!(a.runs().iter().all(|r| r.outcome.ok && r.engine == arms[i]));
     }
     // truecold: its VMM's marks and memory figures are in the row; the others have none.
     let tc = &ran.arms[0].samples[0];
@@ -273,7 +284,7 @@ fn failures_are_rows_and_stop_ends_between_launches() {
         "scored at the deadline by the summaries"
     );
     assert_eq!(
-        ran.arms[1].runs[1].outcome.failure_kind.as_deref(),
+        ran.arms[1].runs()[1].outcome.failure_kind.as_deref(),
         Some("deadline")
     );
     // Stopped before the first launch: nothing runs, the campaign says so.
@@ -296,9 +307,18 @@ fn a_boot_id_seen_in_another_arm_is_a_contract_violation() {
     assert_eq!(s.error_kind, "repeated_boot_id", "{}", s.error_detail);
     assert_eq!(ran.arms[later_arm].repeated_boot_ids, 1);
     assert!(
-        !ran.arms[later_arm].runs[0].outcome.ok,
+        !ran.arms[later_arm].runs()[0].outcome.ok,
         "the evidence agrees"
     );
+    // The marked row's line was rewritten from the staged one: every line re-serializes to
+    // its own bytes (what the in-memory path would have written for the agreeing run).
+    for a in &ran.arms {
+        let text = String::from_utf8(a.reports.to_vec().unwrap()).unwrap();
+        for l in text.split_inclusive('\n') {
+            let r: ReportLine = serde_json::from_str(l).unwrap();
+            assert_eq!(r.to_line().unwrap(), l);
+        }
+    }
 }
 
 fn ctx(engine: Engine) -> RowContext {
@@ -387,7 +407,7 @@ fn reports_lines_carry_the_engine_run_only() {
     let sp = spec(&arms, 2);
     let ran = run(&sp, &fake(&arms), &AtomicBool::new(false));
     for a in &ran.arms {
-        let text = String::from_utf8(reports_jsonl(a)).unwrap();
+        let text = String::from_utf8(a.reports.to_vec().unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2);
         for (i, l) in lines.iter().enumerate() {

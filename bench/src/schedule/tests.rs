@@ -47,18 +47,32 @@ impl Launcher for Fake<'_> {
     }
 }
 
-fn run_fake(s: Schedule, f: &Fake, stop: &AtomicBool) -> CampaignRun<Seen> {
-    let mut seen = 0u64;
-    let r = run(&s, f, stop, &mut |_, _| seen += 1).unwrap();
-    assert_eq!(
-        seen,
-        r.attempts.len() as u64,
-        "on_done sees every attempt once"
-    );
-    r
+/// A run and every attempt `on_done` saw, in index order (the schedule keeps none).
+struct Ran {
+    attempts: Vec<(Slot, Seen)>,
+    levels: Vec<LevelRun>,
+    planned: u64,
+    interrupted: bool,
 }
 
-fn assert_indices_exactly(r: &CampaignRun<Seen>, n: u64) {
+fn run_fake(s: Schedule, f: &Fake, stop: &AtomicBool) -> Ran {
+    let mut attempts = Vec::new();
+    let r = run(&s, f, stop, &mut |slot, seen| attempts.push((*slot, *seen))).unwrap();
+    assert_eq!(
+        r.launched,
+        attempts.len() as u64,
+        "on_done sees every attempt once"
+    );
+    attempts.sort_by_key(|(s, _)| s.index);
+    Ran {
+        attempts,
+        levels: r.levels,
+        planned: r.planned,
+        interrupted: r.interrupted,
+    }
+}
+
+fn assert_indices_exactly(r: &Ran, n: u64) {
     let idx: Vec<u64> = r.attempts.iter().map(|(s, _)| s.index).collect();
     assert_eq!(
         idx,

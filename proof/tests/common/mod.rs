@@ -506,6 +506,7 @@ impl Fixture {
                     truecold_proof::reports::REPORTS_FILE.to_string(),
                     engine_reports_jsonl(samples, DEADLINE, e),
                 )],
+                staged_files: vec![],
             };
         }
         BundleInputs {
@@ -521,6 +522,7 @@ impl Fixture {
                 truecold_proof::reports::REPORTS_FILE.to_string(),
                 reports_jsonl(samples, DEADLINE),
             )],
+            staged_files: vec![],
         }
     }
 
