@@ -198,6 +198,7 @@ pub fn readme(r: &ResultJson) -> String {
     readme_environment(&mut s, r);
     readme_headline(&mut s, r);
     readme_stages(&mut s, &r.summary);
+    readme_plots(&mut s);
     readme_concurrency(&mut s, &r.summary);
     readme_files(&mut s, r.contract.kind);
     s
@@ -477,6 +478,15 @@ fn readme_stages(s: &mut String, sm: &Summaries) {
     for st in sm.stages.iter().filter(|st| st.successes.is_some()) {
         *s += &row(&md_text(&st.name), &st.successes);
     }
+}
+
+/// `## Plots`: the bundle's plot files, embedded (Markdown image links, relative).
+fn readme_plots(s: &mut String) {
+    let _ = writeln!(
+        s,
+        "\n## Plots\n\n![latency CDF, and its tail on a log scale]({CDF_FILE})\n\n\
+         ![per-stage p50 and p99]({STAGES_FILE})"
+    );
 }
 
 /// `## By concurrency` (only with more than one level).
