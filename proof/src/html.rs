@@ -749,7 +749,7 @@ mod tests {
             "{h}"
         );
         assert!(h.contains("<td>p|q</td><td><code>x|y</code></td>"), "{h}");
-        assert!(h.contains("<h1>t</h1>"));
+        assert!(h.contains("<h2>t</h2>"), "{h}");
         assert_eq!(
             inline("[r](a/README.md) ![c](c.svg)", &none),
             "<a href=\"a/README.md\">r</a> c"

@@ -1,6 +1,7 @@
 //! The bundle's SVG plots, drawn with `plotters` (SVG backend): the latency CDF
-//! (successes, and with failures at the deadline) and the per-stage breakdown (p50 bar,
-//! p99 tick, successful samples only).
+//! (successes, and with failures at the deadline when any failed; p50 and p99 marked) over
+//! its tail on a log scale (1 − F down to one launch), and the per-stage breakdown (p50
+//! bar, p99 tick, successful samples only).
 //!
 //! **Why plotters, and how it stays byte-identical.** Bundles are checksummed and
 //! `verify` regenerates the plots and compares bytes, so the same data must give the same
@@ -12,8 +13,9 @@
 //! would catch that.
 //!
 //! **Axes.** Ticks sit on round values: 1, 2 or 5 × 10^k milliseconds ([`ticks`],
-//! [`log_ticks`]). The CDF's latency axis is logarithmic when the successes' tail is long
-//! ([`long_tail`]: p99 > 10 × p50 or max > 20 × p50), linear otherwise; the plot says
+//! [`log_ticks`]). The CDF's latency axis runs from the fastest success to just past the
+//! slowest ([`ticks_between`]: not from 0); it is logarithmic when the successes' tail is
+//! long ([`long_tail`]: p99 > 10 × p50 or max > 20 × p50), linear otherwise; the plot says
 //! which.
 
 use plotters::coord::Shift;
@@ -457,7 +459,7 @@ fn draw_tail(
     x_desc: &str,
 ) -> PlotResult<()> {
     root.draw(&Text::new(
-        "tail: share of successes at least this slow (1 - F), log scale, down to one launch",
+        "tail: share of successes at least this slow (1 - F), logarithmic y, down to one launch",
         (12, 4),
         (FONT, 14).into_font(),
     ))?;

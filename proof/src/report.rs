@@ -541,12 +541,15 @@ fn readme_files(s: &mut String, kind: ContractKind) {
          - `cmdline.txt`: the invocation as typed, every argument explicit, and the VMM \
          command of every sample\n{}\
          - `{CDF_FILE}`, `{STAGES_FILE}`: plots\n\
+         - `{}` (when `truecold-proof report --html` wrote one): this bundle as one \
+         self-contained page\n\
          - `{SUMS_FILE}`: sha256 of every other file",
         if kind == ContractKind::Linux {
             "- `config`: the guest kernel's .config\n"
         } else {
             ""
-        }
+        },
+        crate::html::HTML_FILE
     );
     let _ = writeln!(
         s,
