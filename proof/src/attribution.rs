@@ -475,8 +475,13 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
                 ));
                 let _ = root.draw(&Text::new(
                     crate::plot::tick_label(t),
-                    (px - 4, ty),
-                    (FONT, 11).into_font(),
+                    (px, ty),
+                    (FONT, 11).into_font().into_text_style(&root).pos(
+                        plotters::style::text_anchor::Pos::new(
+                            plotters::style::text_anchor::HPos::Center,
+                            plotters::style::text_anchor::VPos::Top,
+                        ),
+                    ),
                 ));
             }
         }
