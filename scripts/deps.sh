@@ -13,7 +13,7 @@ fi
 # build-essential's g++ also builds libFuzzer for scripts/fuzz.sh (crate libfuzzer-sys).
 # time: GNU time, which scripts/test.sh runs itself under (its duration and peak RSS).
 pkgs=(qemu-system-x86 build-essential flex bison bc libelf-dev libssl-dev
-      cpio xz-utils python3 file time)
+      cpio xz-utils python3 file time chromium)
 export DEBIAN_FRONTEND=noninteractive
 updated=0
 apt_update() { ((updated)) || { apt-get update -q; updated=1; }; }

@@ -389,12 +389,16 @@ pub fn csv_bytes(a: &Attribution) -> Vec<u8> {
 const W: u32 = 1000;
 const ROW_H: u32 = 18;
 const TOP: u32 = 70;
+/// Room for one axis's tick labels (above and below the bars).
+const AXIS_H: u32 = 20;
 const LEFT: u32 = 300;
 const FONT: &str = "monospace";
 
 /// [`SVG_FILE`]: a bootgraph-like timeline, one bar per host stage, guest phase and top
 /// initcall, on the host clock from the request (0) to the end of the last bar, widths to
-/// scale. `clock` is the clock's description (`Clock::describe`).
+/// scale, in milliseconds: an axis with round ticks ([`crate::plot::ticks`]) above and
+/// below the bars and a line marking strict-ready (the shown launch's request →
+/// strict-ready). `clock` is the clock's description (`Clock::describe`).
 pub fn svg(a: &Attribution, clock: &str) -> String {
     let bars: Vec<&Row> = a
         .rows
@@ -402,24 +406,32 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
         .filter(|r| matches!(r.lane, Lane::Host | Lane::Guest | Lane::Initcall))
         .filter(|r| r.start_ns.is_some() && r.dur_ns.is_some())
         .collect();
-    let end = bars
+    let total = a
+        .rows
+        .iter()
+        .find(|r| r.name == "attribution_total")
+        .and_then(|r| r.dur_ns)
+        .unwrap_or(0);
+    let last = bars
         .iter()
         .map(|r| i128::from(r.start_ns.unwrap_or(0)) + i128::from(r.dur_ns.unwrap_or(0)))
         .max()
         .unwrap_or(1)
+        .max(i128::from(total))
         .max(1);
-    let h = TOP + ROW_H * (bars.len() as u32 + 2);
+    // The axis ends on its last round tick, at or after the last bar's end.
+    let ticks = crate::plot::ticks(last as f64 / 1e6, 8);
+    let end_ms = ticks.last().copied().unwrap_or(1.0).max(f64::MIN_POSITIVE);
+    let end = ((end_ms * 1e6) as i128).max(last);
+    let axis_y0 = TOP as i32;
+    let bars_y0 = axis_y0 + AXIS_H as i32;
+    let bars_y1 = bars_y0 + (ROW_H * bars.len() as u32) as i32;
+    let h = TOP + AXIS_H * 2 + ROW_H * (bars.len() as u32) + 30;
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (W, h)).into_drawing_area();
         let _ = root.fill(&WHITE);
         let style = (FONT, 13).into_font().color(&BLACK);
-        let total = a
-            .rows
-            .iter()
-            .find(|r| r.name == "attribution_total")
-            .and_then(|r| r.dur_ns)
-            .unwrap_or(0);
         let verdict = a
             .rows
             .iter()
@@ -428,8 +440,8 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
             .unwrap_or("");
         let _ = root.draw(&Text::new(
             format!(
-                "attribution: request -> strict-ready {} ns; {verdict}",
-                total
+                "attribution: request -> strict-ready {} ms; {verdict}",
+                crate::report::ms(total)
             ),
             (8, 8),
             style.clone(),
@@ -440,17 +452,47 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
             style.clone(),
         ));
         let _ = root.draw(&Text::new(
-            format!("0 .. {end} ns after the request (widths to scale)"),
+            "ms after the request (widths to scale); red line: strict-ready",
             (8, 48),
             style.clone(),
         ));
-        let span = (W - LEFT - 10) as i128;
+        let span = (W - LEFT - 20) as i128;
         let x = |t: i128| -> i32 {
             let v = LEFT as i128 + (t.clamp(0, end) * span) / end;
             i32::try_from(v).unwrap_or(i32::MAX)
         };
+        let grid = RGBColor(0xe0, 0xe0, 0xe0);
+        for &t in &ticks {
+            let px = x((t * 1e6) as i128);
+            let _ = root.draw(&PathElement::new(
+                vec![(px, bars_y0), (px, bars_y1)],
+                grid.stroke_width(1),
+            ));
+            for (y, ty) in [(bars_y0, bars_y0 - 16), (bars_y1, bars_y1 + 4)] {
+                let _ = root.draw(&PathElement::new(
+                    vec![(px, y - 3), (px, y + 3)],
+                    BLACK.stroke_width(1),
+                ));
+                let _ = root.draw(&Text::new(
+                    crate::plot::tick_label(t),
+                    (px, ty),
+                    (FONT, 11).into_font().into_text_style(&root).pos(
+                        plotters::style::text_anchor::Pos::new(
+                            plotters::style::text_anchor::HPos::Center,
+                            plotters::style::text_anchor::VPos::Top,
+                        ),
+                    ),
+                ));
+            }
+        }
+        for y in [bars_y0, bars_y1] {
+            let _ = root.draw(&PathElement::new(
+                vec![(x(0), y), (x(end), y)],
+                BLACK.stroke_width(1),
+            ));
+        }
         for (i, r) in bars.iter().enumerate() {
-            let y = (TOP + ROW_H * i as u32) as i32;
+            let y = bars_y0 + (ROW_H * i as u32) as i32;
             let s = i128::from(r.start_ns.unwrap_or(0));
             let e = s + i128::from(r.dur_ns.unwrap_or(0));
             let color = match r.lane {
@@ -469,6 +511,17 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
                 .collect();
             let _ = root.draw(&Text::new(label, (4, y + 2), (FONT, 11).into_font()));
         }
+        let sr = x(i128::from(total));
+        let red = RGBColor(0xc0, 0x39, 0x2b);
+        let _ = root.draw(&PathElement::new(
+            vec![(sr, bars_y0 - 4), (sr, bars_y1 + 4)],
+            red.stroke_width(2),
+        ));
+        let _ = root.draw(&Text::new(
+            format!("strict-ready {} ms", crate::report::ms(total)),
+            (sr.min((W - 170) as i32), bars_y1 + 20),
+            (FONT, 12).into_font().color(&red),
+        ));
         let _ = root.present();
     }
     out
@@ -485,27 +538,35 @@ pub fn generate(jsonl: &[u8], measured: &[Sample], clock: &str) -> Result<Files,
 
 /// `verify`: with [`JSONL_FILE`] in the bundle, [`CSV_FILE`] and [`SVG_FILE`] must be there
 /// and equal to their recomputation; without it, neither may be. `read` gives a file's
-/// bytes (`None` when absent). Every disagreement is one reason.
+/// bytes (`None` when absent). Every disagreement is one reason: `(file, why)`, `file`
+/// naming the generated file when the reason is that it is missing or stale (what `report`
+/// regenerates), `None` otherwise.
 pub fn check_bundle(
     read: impl Fn(&str) -> Option<Vec<u8>>,
     measured: &[Sample],
     clock: &str,
-) -> Vec<String> {
+) -> Vec<(Option<String>, String)> {
     let Some(jsonl) = read(JSONL_FILE) else {
         return [CSV_FILE, SVG_FILE]
             .into_iter()
             .filter(|n| read(n).is_some())
-            .map(|n| format!("{n} without {JSONL_FILE}"))
+            .map(|n| (None, format!("{n} without {JSONL_FILE}")))
             .collect();
     };
     match generate(&jsonl, measured, clock) {
-        Err(e) => vec![e.to_string()],
+        Err(e) => vec![(None, e.to_string())],
         Ok(files) => files
             .into_iter()
             .filter_map(|(name, want)| match read(&name) {
-                None => Some(format!("{name} missing beside {JSONL_FILE}")),
-                Some(got) if got != want => Some(format!(
-                    "{name} differs from its recomputation from {JSONL_FILE} and samples.csv"
+                None => Some((
+                    Some(name.clone()),
+                    format!("{name} missing beside {JSONL_FILE}"),
+                )),
+                Some(got) if got != want => Some((
+                    Some(name.clone()),
+                    format!(
+                        "{name} differs from its recomputation from {JSONL_FILE} and samples.csv"
+                    ),
                 )),
                 Some(_) => None,
             })

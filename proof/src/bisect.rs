@@ -393,6 +393,8 @@ pub enum BisectError {
     Io(#[from] truecold_proto::path_io::PathIoError),
     #[error(transparent)]
     Dir(#[from] crate::skeleton::DirError),
+    #[error("{step}: {why}")]
+    Step { step: String, why: String },
 }
 
 /// Reads `dir/bisect.json` (capped).
@@ -570,19 +572,66 @@ pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, Bi
     Ok(verify_bisect_dir(dir, &VerifyOptions::default()))
 }
 
-/// `report DIR` on a bisect directory: every file but `README.md` must match its
-/// `SHA256SUMS` entry (the record and the bundles are evidence, never regenerated); then
-/// `README.md` is rewritten from `bisect.json` and `SHA256SUMS` anew. Returns the paths
-/// rewritten.
+/// Whether `report` regenerates the file `name` (a `SHA256SUMS` path) of a bisect
+/// directory: the top `README.md` and page, and in the baseline and step directories the
+/// files `report` regenerates in a bundle or a multi-arm directory (their READMEs, plots,
+/// comparison and `SHA256SUMS`); the record, the log and every row are evidence, never
+/// regenerated.
+pub fn is_regenerated(name: &str) -> bool {
+    match name.split_once('/') {
+        None => name == README_FILE || name == crate::html::HTML_FILE,
+        Some((top, rest)) if top == BASELINE_DIR => bundle_generated(rest),
+        Some((top, rest)) if top == STEPS_DIR => match rest.split_once('/') {
+            Some((_, f)) => bundle_generated(f) || crate::arms::is_regenerated(f),
+            None => false,
+        },
+        Some(_) => false,
+    }
+}
+
+/// A bundle's own file that `report` on it rewrites (its `SHA256SUMS` included).
+fn bundle_generated(name: &str) -> bool {
+    name == SUMS_FILE || crate::bundle::is_regenerated(name, true)
+}
+
+/// `report DIR` on a bisect directory: every file `report` does not regenerate
+/// ([`is_regenerated`]) must match its `SHA256SUMS` entry (the record and the bundles' rows
+/// are evidence, never regenerated); then the baseline's and every step's generated files
+/// are regenerated (`report` on each: [`crate::bundle::regenerate`],
+/// [`crate::arms::regenerate_arms`]), `README.md` is rewritten from `bisect.json` and
+/// `SHA256SUMS` anew. Returns the paths rewritten.
 pub fn regenerate_bisect(dir: &Path) -> Result<Vec<String>, BisectError> {
     let listed = crate::skeleton::read_listing(dir, parse_bisect_sums)?;
-    crate::skeleton::check_unchanged(dir, &listed, |n| n == README_FILE)?;
+    crate::skeleton::check_unchanged(dir, &listed, is_regenerated)?;
     let f = read_bisect(dir)?;
     let lp = dir.join(LOG_FILE);
     let log = String::from_utf8(crate::skeleton::read_record(&lp)?)
         .map_err(|source| BisectError::NotUtf8 { path: lp, source })?;
+    let mut written = Vec::new();
+    let inner = std::iter::once(BASELINE_DIR.to_string())
+        .filter(|_| f.kind == BisectKind::Commit)
+        .chain(f.steps.iter().filter_map(|s| s.dir.clone()));
+    for rel in inner {
+        let d = dir.join(&rel);
+        if !crate::fsio::is_real_dir(&d) {
+            continue;
+        }
+        let names = if crate::fsio::exists_here(&d.join(crate::arms::ARMS_FILE)) {
+            crate::arms::regenerate_arms(&d).map_err(|e| BisectError::Step {
+                step: rel.clone(),
+                why: crate::verdict::chain(&e),
+            })?
+        } else {
+            crate::bundle::regenerate(&d).map_err(|e| BisectError::Step {
+                step: rel.clone(),
+                why: crate::verdict::chain(&e),
+            })?
+        };
+        written.extend(names.into_iter().map(|n| format!("{rel}/{n}")));
+    }
     write_bisect(dir, &f, &log)?;
-    Ok(vec![README_FILE.to_string(), SUMS_FILE.to_string()])
+    written.extend([README_FILE.to_string(), SUMS_FILE.to_string()]);
+    Ok(written)
 }
 
 /// The directory a step's judgement compares: (good side, step side).
@@ -825,12 +874,15 @@ impl Steps<'_> {
                 ..Verdict::default()
             }
         };
-        if !bv.is_valid() {
+        // Its reasons one by one, as a step's (each naming its file, so `report` can tell
+        // a stale README, which it regenerates, from a changed row, which it refuses).
+        if let Some(u) = &bv.unreadable {
             v.add(
                 Check::BisectSteps,
-                format!("{BASELINE_DIR}: {}", bv.render(&b, 2).trim()),
+                format!("{BASELINE_DIR}: unreadable: {u}"),
             );
         }
+        v.add_inner(BASELINE_DIR, &bv);
         let Some(r) = &bv.result else { return };
         self.one_clock(v, BASELINE_DIR, &r.environment);
         if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {

@@ -345,8 +345,10 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
 /// Whether `report` regenerates the file `name` of a bundle (the attribution plots only
 /// where the bundle lists its attribution file).
 pub fn is_regenerated(name: &str, attribution: bool) -> bool {
-    matches!(name, README_FILE | CDF_FILE | STAGES_FILE)
-        || (attribution && crate::attribution::is_generated(name))
+    matches!(
+        name,
+        README_FILE | CDF_FILE | STAGES_FILE | crate::html::HTML_FILE
+    ) || (attribution && crate::attribution::is_generated(name))
 }
 
 /// `report DIR`: regenerates README.md and the plots from `result.json` and

@@ -94,8 +94,11 @@ fn check_attribution(
         f.reread(crate::attribution::JSONL_MAX_BYTES).ok().flatten()
     };
     let clock = r.environment.host_kind.clock().describe();
-    for why in crate::attribution::check_bundle(read, samples, clock) {
-        v.add(Check::Attribution, why);
+    for (file, why) in crate::attribution::check_bundle(read, samples, clock) {
+        match file {
+            Some(f) => v.add_file(Check::Attribution, &f, why),
+            None => v.add(Check::Attribution, why),
+        }
     }
 }
 

@@ -54,6 +54,7 @@ pub mod cmdline;
 pub mod compare;
 pub mod csv;
 pub mod fsio;
+pub mod html;
 pub mod lifecycle;
 pub mod names;
 pub mod plot;

@@ -155,16 +155,22 @@ enum Cmd {
         #[arg(short, long)]
         quiet: bool,
     },
-    /// Regenerate a bundle's README.md, plots and SHA256SUMS from its data.
+    /// Regenerate a bundle's README.md, plots and SHA256SUMS (--html: report.html too).
     ///
     /// From result.json and samples.csv (a multi-arm directory: each arm's, then
     /// comparison.json, README.md, cdf.svg and the top SHA256SUMS; a tune directory: each
     /// phase's, then tune.json's results, README.md and the top SHA256SUMS; a bisect
-    /// directory: README.md and SHA256SUMS, refusing when any other file changed). Exit 0
+    /// directory: each bundle's, then README.md and SHA256SUMS, refusing when any other file
+    /// changed; report.html where there is one, or with --html). Exit 0
     /// regenerated, 2 refused or failed, 125 usage error.
     Report {
         /// The bundle, or the multi-arm, tune or bisect directory, to regenerate.
         dir: PathBuf,
+        /// Also write report.html: one self-contained page (verdict, contract,
+        /// environment, plots, samples; no script, nothing loaded from outside), listed in
+        /// SHA256SUMS. A page already there is regenerated with or without this flag.
+        #[arg(long)]
+        html: bool,
         /// Accepted as by every command; report prints only its one line anyway.
         #[arg(short, long)]
         quiet: bool,
@@ -183,8 +189,8 @@ enum Cmd {
 /// `report DIR`: a bundle, a multi-arm directory (it holds `arms.json`), a tune directory
 /// (it holds `tune.json`) or a bisect directory (it holds `bisect.json`), refused unless it
 /// verifies but for the files `report` regenerates ([`truecold_proof::verify::report_dir`]).
-fn report(dir: &std::path::Path) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    Ok(truecold_proof::verify::report_dir(dir)?)
+fn report(dir: &std::path::Path, html: bool) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    Ok(truecold_proof::verify::report_dir_with(dir, html)?)
 }
 
 /// A JSON document, pretty, one trailing newline.
@@ -380,7 +386,11 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Report { dir, quiet: _ } => match report(&dir) {
+        Cmd::Report {
+            dir,
+            html,
+            quiet: _,
+        } => match report(&dir, html) {
             Ok(files) => {
                 println!(
                     "regenerated in {}: {}",

@@ -1,6 +1,7 @@
 //! The bundle's SVG plots, drawn with `plotters` (SVG backend): the latency CDF
-//! (successes, and with failures at the deadline) and the per-stage breakdown (p50 bar,
-//! p99 tick, successful samples only).
+//! (successes, and with failures at the deadline when any failed; p50 and p99 marked) over
+//! its tail on a log scale (1 − F down to one launch), and the per-stage breakdown (p50
+//! bar, p99 tick, successful samples only).
 //!
 //! **Why plotters, and how it stays byte-identical.** Bundles are checksummed and
 //! `verify` regenerates the plots and compares bytes, so the same data must give the same
@@ -12,8 +13,9 @@
 //! would catch that.
 //!
 //! **Axes.** Ticks sit on round values: 1, 2 or 5 × 10^k milliseconds ([`ticks`],
-//! [`log_ticks`]). The CDF's latency axis is logarithmic when the successes' tail is long
-//! ([`long_tail`]: p99 > 10 × p50 or max > 20 × p50), linear otherwise; the plot says
+//! [`log_ticks`]). The CDF's latency axis runs from the fastest success to just past the
+//! slowest ([`ticks_between`]: not from 0); it is logarithmic when the successes' tail is
+//! long ([`long_tail`]: p99 > 10 × p50 or max > 20 × p50), linear otherwise; the plot says
 //! which.
 
 use plotters::coord::Shift;
@@ -21,7 +23,7 @@ use plotters::prelude::*;
 
 use crate::report::ms;
 use crate::schema::{ResultJson, Sample};
-use crate::stats::{percentile_sorted, with_failures};
+use crate::stats::{percentile_sorted, with_failures, Summary};
 
 /// File name of the CDF plot.
 pub const CDF_FILE: &str = "latency-cdf.svg";
@@ -36,6 +38,10 @@ const FONT: &str = "monospace";
 /// First legend line of the CDF (under the title).
 const LEGEND_Y: i32 = 62;
 const DARK: RGBColor = RGBColor(0x2c, 0x3e, 0x50);
+/// The p50/p99 markers.
+const MARK: RGBColor = RGBColor(0x7f, 0x8c, 0x8d);
+/// Height of the CDF's tail panel (under the CDF).
+const TAIL_H: u32 = 300;
 const RED: RGBColor = RGBColor(0xc0, 0x39, 0x2b);
 
 /// The long-tail rule for the latency axis: p99 > 10 × p50 or max > 20 × p50 (nearest
@@ -77,6 +83,32 @@ pub fn ticks(hi: f64, max: usize) -> Vec<f64> {
     (0..=n).map(|k| round_sig(k as f64 * step)).collect()
 }
 
+/// Linear ticks over `lo..=hi` (data units, `lo < hi`): multiples of one 1-2-5 step, the
+/// first at or below `lo`, the last at or above `hi`, at most about `max + 1` of them. The
+/// axis starts near the data, not at 0.
+pub fn ticks_between(lo: f64, hi: f64, max: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite() && hi > lo && lo >= 0.0) {
+        return ticks(hi.max(lo), max);
+    }
+    let step = step_125(hi - lo, max);
+    let first = (lo / step).floor() as i64;
+    let last = (hi / step).ceil() as i64;
+    (first..=last.max(first + 1))
+        .map(|k| round_sig(k as f64 * step))
+        .collect()
+}
+
+/// Decade ticks (1, 10, 100 … %) from the decade at or below `lo` (> 0) up to 100.
+fn decade_ticks(lo: f64) -> Vec<f64> {
+    let mut k = if lo > 0.0 && lo.is_finite() {
+        lo.log10().floor() as i32
+    } else {
+        0
+    };
+    k = k.min(1);
+    (k..=2).map(|e| round_sig(10f64.powi(e))).collect()
+}
+
 /// Logarithmic ticks: every 1, 2 and 5 × 10^k from the largest at or below `lo` to the
 /// smallest at or above `hi`. `0 < lo < hi`.
 pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
@@ -112,7 +144,7 @@ fn round_sig(v: f64) -> f64 {
 }
 
 /// A tick label: the value with as many decimals as it needs (at most 6).
-fn label(v: f64) -> String {
+pub fn tick_label(v: f64) -> String {
     let s = format!("{v:.6}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     s.to_string()
@@ -190,7 +222,7 @@ impl plotters::coord::ranged1d::ValueFormatter<f64> for Axis {
                 .total_cmp(&(self.pos(**b) - p).abs())
         });
         nearest
-            .map(|&t| format!("{}{}", label(t), self.suffix))
+            .map(|&t| format!("{}{}", tick_label(t), self.suffix))
             .unwrap_or_default()
     }
 }
@@ -290,32 +322,42 @@ fn draw_cdf(out: &mut String, result: &ResultJson, samples: &[Sample]) -> PlotRe
     let mut all = with_failures(&ok, failed, deadline);
     all.sort_unstable();
     let log = long_tail(&ok);
-    // The axis covers the successes (plus 10 %); values beyond it (failures at the
-    // deadline) are drawn at its right edge and said so in the legend.
-    let hi_ns = match ok.last() {
-        Some(&m) => m.saturating_add(m / 10),
-        None => all.last().copied().unwrap_or(0),
-    }
-    .max(1);
-    let axis = Axis::new(
-        log,
-        if log {
-            log_ticks(
-                ns_to_ms(ok.first().copied().unwrap_or(1).max(1)),
-                ns_to_ms(hi_ns),
-            )
-        } else {
-            ticks(ns_to_ms(hi_ns), 8)
-        },
-        "",
-    );
+    // The axis covers the successes, from the fastest to the slowest plus a tenth of their
+    // spread; values beyond it (failures at the deadline) are drawn at its right edge and
+    // said so in the legend.
+    let (lo_ns, hi_ns) = match (ok.first(), ok.last()) {
+        (Some(&a), Some(&b)) => (a, b.saturating_add((b - a) / 10).max(b.saturating_add(1))),
+        _ => (
+            all.first().copied().unwrap_or(0),
+            all.last().copied().unwrap_or(0).max(1),
+        ),
+    };
+    let x_axis = || {
+        Axis::new(
+            log,
+            if log {
+                log_ticks(ns_to_ms(lo_ns.max(1)), ns_to_ms(hi_ns))
+            } else {
+                ticks_between(ns_to_ms(lo_ns), ns_to_ms(hi_ns), 8)
+            },
+            "",
+        )
+    };
+    let axis = x_axis();
     let top_ms = axis.hi;
     let clipped = all.iter().filter(|&&v| ns_to_ms(v) > top_ms).count();
+    let stats = Summary::of_sorted(&ok);
+    let x_desc = if log {
+        "latency, ms (log scale: long tail)"
+    } else {
+        "latency, ms"
+    };
     {
-        let root = SVGBackend::with_string(out, (W, H)).into_drawing_area();
+        let root = SVGBackend::with_string(out, (W, H + TAIL_H)).into_drawing_area();
         root.fill(&WHITE)?;
+        let (upper, lower) = root.split_vertically(H);
         title(
-            &root,
+            &upper,
             [
                 result.contract.kind.label(),
                 &format!(
@@ -325,49 +367,142 @@ fn draw_cdf(out: &mut String, result: &ResultJson, samples: &[Sample]) -> PlotRe
                 ),
             ],
         )?;
+        // The with-failures series only where it differs from the successes (a failure
+        // exists): an identical series would hide under the other and still be in the legend.
+        let mut legend: Vec<(String, RGBColor)> =
+            vec![(format!("successes only, n={}", ok.len()), DARK)];
+        if failed > 0 {
+            legend.push((
+                format!(
+                    "with failures at the {} ms deadline (right-censored), n={}{}",
+                    ms(deadline),
+                    all.len(),
+                    if clipped > 0 {
+                        format!(", {clipped} drawn at the right edge")
+                    } else {
+                        String::new()
+                    }
+                ),
+                RED,
+            ));
+        }
+        if let Some(st) = &stats {
+            legend.push((
+                format!(
+                    "p50 {} ms, p99 {} ms (successes; nearest rank)",
+                    ms(st.p50),
+                    ms(st.p99)
+                ),
+                MARK,
+            ));
+        }
+        let legend_h = 18 * legend.len() as u32;
         let points_all = cdf_points(&all, &axis);
         let points_ok = cdf_points(&ok, &axis);
-        let mut chart = cdf_chart(
-            &root,
-            TITLE_H + 40,
-            axis,
-            if log {
-                "latency, ms (log scale: long tail)"
-            } else {
-                "latency, ms"
-            },
-        )?;
-        let legend_all = format!(
-            "with failures at the {} ms deadline (right-censored), n={}{}",
-            ms(deadline),
-            all.len(),
-            if clipped > 0 {
-                format!(", {clipped} drawn at the right edge")
-            } else {
-                String::new()
-            }
-        );
-        let legend_ok = format!("successes only, n={}", ok.len());
-        if !all.is_empty() {
+        let mut chart = cdf_chart(&upper, TITLE_H + 4 + legend_h, axis, x_desc)?;
+        if failed > 0 {
             chart.draw_series(LineSeries::new(points_all, RED.stroke_width(2)))?;
         }
         if !ok.is_empty() {
             chart.draw_series(LineSeries::new(points_ok, DARK.stroke_width(2)))?;
         }
-        // The legend, under the title: drawn here, not in the plot, so it covers no data.
-        for (k, (text, colour)) in [(legend_ok, DARK), (legend_all, RED)].iter().enumerate() {
-            let y = LEGEND_Y + 18 * k as i32;
-            root.draw(&PathElement::new(
-                vec![(14, y), (38, y)],
-                colour.stroke_width(2),
-            ))?;
-            root.draw(&Text::new(
-                text.as_str(),
-                (46, y - 7),
-                (FONT, 14).into_font(),
-            ))?;
+        if let Some(st) = &stats {
+            for (name, v) in [("p50", st.p50), ("p99", st.p99)] {
+                let x = x_axis().pos(ns_to_ms(v));
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(x, 0.0), (x, 100.0)],
+                    MARK.stroke_width(1),
+                )))?;
+                let (px, py) = chart.backend_coord(&(x, if name == "p50" { 50.0 } else { 99.0 }));
+                upper.draw(&Text::new(
+                    format!("{name} {}", ms(v)),
+                    (px + 4, py + 2),
+                    (FONT, 12).into_font().color(&MARK),
+                ))?;
+            }
         }
+        draw_legend(&upper, &legend)?;
+        draw_tail(&lower, &ok, x_axis(), x_desc)?;
         root.present()?;
+    }
+    Ok(())
+}
+
+/// The legend under the title: drawn there, not in the plot, so it covers no data.
+fn draw_legend(
+    root: &DrawingArea<SVGBackend, Shift>,
+    legend: &[(String, RGBColor)],
+) -> PlotResult<()> {
+    for (k, (text, colour)) in legend.iter().enumerate() {
+        let y = LEGEND_Y + 18 * k as i32;
+        root.draw(&PathElement::new(
+            vec![(14, y), (38, y)],
+            colour.stroke_width(2),
+        ))?;
+        root.draw(&Text::new(
+            text.as_str(),
+            (46, y - 7),
+            (FONT, 14).into_font(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// The tail view under the CDF: the share of successes at least as slow as x
+/// (1 − F just below x), on a logarithmic axis from 100 % down to one sample (1/n), so the
+/// slowest launches of a long campaign each stay visible instead of sharing the CDF's top
+/// pixel.
+fn draw_tail(
+    root: &DrawingArea<SVGBackend, Shift>,
+    sorted: &[u64],
+    axis: Axis,
+    x_desc: &str,
+) -> PlotResult<()> {
+    root.draw(&Text::new(
+        "tail: share of successes at least this slow (1 - F), logarithmic y, down to one launch",
+        (12, 4),
+        (FONT, 14).into_font(),
+    ))?;
+    let n = sorted.len().max(1);
+    let y_axis = Axis::new(true, decade_ticks(100.0 / n as f64), "%");
+    let (x_range, y_range) = (Ranged::range(&axis), Ranged::range(&y_axis));
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    let mut last_q = None;
+    let q = |x: f64, y: f64| {
+        let fx = (x - x_range.start) / (x_range.end - x_range.start).max(f64::MIN_POSITIVE);
+        let fy = (y - y_range.start) / (y_range.end - y_range.start).max(f64::MIN_POSITIVE);
+        ((fx * 4096.0) as i64, (fy * 4096.0) as i64)
+    };
+    let mut y_prev = y_axis.pos(100.0);
+    for (i, &v) in sorted.iter().enumerate() {
+        let x = axis.pos(ns_to_ms(v)).clamp(x_range.start, x_range.end);
+        let y = y_axis.pos((n - i) as f64 * 100.0 / n as f64);
+        for p in [(x, y_prev), (x, y)] {
+            let k = q(p.0, p.1);
+            if last_q != Some(k) {
+                pts.push(p);
+                last_q = Some(k);
+            }
+        }
+        y_prev = y;
+    }
+    let mut chart = ChartBuilder::on(root)
+        .margin_top(24)
+        .margin_right(30)
+        .margin_left(10)
+        .margin_bottom(10)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(axis, y_axis)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .label_style((FONT, 14))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
+        .draw()?;
+    if !pts.is_empty() {
+        chart.draw_series(LineSeries::new(pts, DARK.stroke_width(2)))?;
     }
     Ok(())
 }

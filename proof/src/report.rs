@@ -198,6 +198,7 @@ pub fn readme(r: &ResultJson) -> String {
     readme_environment(&mut s, r);
     readme_headline(&mut s, r);
     readme_stages(&mut s, &r.summary);
+    readme_plots(&mut s);
     readme_concurrency(&mut s, &r.summary);
     readme_files(&mut s, r.contract.kind);
     s
@@ -479,6 +480,15 @@ fn readme_stages(s: &mut String, sm: &Summaries) {
     }
 }
 
+/// `## Plots`: the bundle's plot files, embedded (Markdown image links, relative).
+fn readme_plots(s: &mut String) {
+    let _ = writeln!(
+        s,
+        "\n## Plots\n\n![latency CDF, and its tail on a log scale]({CDF_FILE})\n\n\
+         ![per-stage p50 and p99]({STAGES_FILE})"
+    );
+}
+
 /// `## By concurrency` (only with more than one level).
 fn readme_concurrency(s: &mut String, sm: &Summaries) {
     if sm.by_concurrency.len() <= 1 {
@@ -531,12 +541,15 @@ fn readme_files(s: &mut String, kind: ContractKind) {
          - `cmdline.txt`: the invocation as typed, every argument explicit, and the VMM \
          command of every sample\n{}\
          - `{CDF_FILE}`, `{STAGES_FILE}`: plots\n\
+         - `{}` (when `truecold-proof report --html` wrote one): this bundle as one \
+         self-contained page\n\
          - `{SUMS_FILE}`: sha256 of every other file",
         if kind == ContractKind::Linux {
             "- `config`: the guest kernel's .config\n"
         } else {
             ""
-        }
+        },
+        crate::html::HTML_FILE
     );
     let _ = writeln!(
         s,

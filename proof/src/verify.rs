@@ -23,6 +23,13 @@ pub fn verify_dir(dir: &Path) -> Verdict {
 /// Verifies the directory `dir` with `opts`, by its kind (see the module doc).
 pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     let _session = crate::fsio::session();
+    let mut v = verify_kind(dir, opts);
+    crate::html::check(dir, kind_of(dir), &mut v);
+    v
+}
+
+/// The kind's verifier, the page ([`crate::html`]) aside.
+fn verify_kind(dir: &Path, opts: &VerifyOptions) -> Verdict {
     if dir
         .join(crate::bisect::BISECT_FILE)
         .symlink_metadata()
@@ -41,7 +48,7 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
 
 /// The kinds of directory, as [`verify_dir_with`] tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Bisect,
     Tune,
     Arms,
@@ -164,6 +171,8 @@ pub enum ReportError {
     Tune(#[from] crate::tune::TuneError),
     #[error(transparent)]
     Bisect(#[from] crate::bisect::BisectError),
+    #[error("report.html")]
+    Html(#[source] crate::html::HtmlError),
 }
 
 /// The reasons of `v` that `report` would not cure: every one that is not about a file it
@@ -181,6 +190,22 @@ pub fn reasons_report_keeps(v: &Verdict, regenerated: impl Fn(&str) -> bool) -> 
 /// [`crate::arms::regenerate_arms`], [`crate::tune::regenerate_tune`],
 /// [`crate::bisect::regenerate_bisect`]). Returns the paths rewritten.
 pub fn report_dir(dir: &Path) -> Result<Vec<String>, ReportError> {
+    report_dir_with(dir, false)
+}
+
+/// [`report_dir`], then the page ([`crate::html::write`]) when `html` asks for one or the
+/// directory already has one (a page left as it was would be stale).
+pub fn report_dir_with(dir: &Path, html: bool) -> Result<Vec<String>, ReportError> {
+    let mut written = report_kind(dir)?;
+    if html || crate::fsio::is_real_file(&dir.join(crate::html::HTML_FILE)) {
+        let names = crate::html::write(dir).map_err(ReportError::Html)?;
+        written.retain(|n| !names.contains(n));
+        written.extend(names);
+    }
+    Ok(written)
+}
+
+fn report_kind(dir: &Path) -> Result<Vec<String>, ReportError> {
     let kind = kind_of(dir);
     let v = verify_dir(dir);
     if let Some(why) = v.unreadable {
@@ -194,7 +219,7 @@ pub fn report_dir(dir: &Path) -> Result<Vec<String>, ReportError> {
         .symlink_metadata()
         .is_ok();
     let regenerated = |n: &str| match kind {
-        Kind::Bisect => n == crate::report::README_FILE,
+        Kind::Bisect => crate::bisect::is_regenerated(n),
         Kind::Tune => crate::tune::is_regenerated(n),
         Kind::Arms => crate::arms::is_regenerated(n),
         Kind::Bundle => crate::bundle::is_regenerated(n, attribution),

@@ -426,13 +426,30 @@ fn plots_are_deterministic_with_round_ticks() {
     let cdf = cdf_svg(&r, &s);
     assert_eq!(cdf, cdf_svg(&r, &s.clone()));
     assert_eq!(stages_svg(&r), stages_svg(&r.clone()));
-    // p50 168 ms, max 270 ms: a linear axis 0..300 in steps of 50 ms.
+    // p50 168 ms, min 141 ms, max 270 ms: a linear axis from the data, 140..300 in steps
+    // of 20 ms (not from 0); p50 and p99 marked; the tail panel down to one launch of
+    // 1,000 (0.1 %).
     let texts = svg_texts(&cdf);
     for t in [
-        "0", "50", "100", "150", "200", "250", "300", "0%", "20%", "100%",
+        "140", "160", "200", "280", "300", "0%", "20%", "100%", "10%", "1%", "0.1%",
     ] {
         assert!(texts.iter().any(|x| x == t), "tick {t} missing: {texts:?}");
     }
+    for t in ["0", "50", "120", "320", "0.01%"] {
+        assert!(!texts.iter().any(|x| x == t), "tick {t} present: {texts:?}");
+    }
+    let st = r.summary.headline.successes.unwrap();
+    for t in [
+        format!("p50 {}", truecold_proof::report::ms(st.p50)),
+        format!("p99 {}", truecold_proof::report::ms(st.p99)),
+    ] {
+        assert!(texts.contains(&t), "marker {t} missing: {texts:?}");
+    }
+    // No failure: no with-failures series in the legend.
+    assert!(
+        !texts.iter().any(|x| x.contains("with failures")),
+        "{texts:?}"
+    );
     assert!(texts.iter().any(|x| x == "latency, ms"), "{texts:?}");
     // The stage plot: 0..200 ms in steps of 50; the title on two lines, each within the
     // 800 px canvas (monospace at most 0.6 em per character).
@@ -481,9 +498,13 @@ fn a_long_tail_gets_a_log_axis() {
     // The normal fixture keeps a linear axis.
     let f = Fixture::linux(300);
     let s = f.samples();
-    assert!(!svg_texts(&cdf_svg(&f.result(&s), &s))
-        .iter()
-        .any(|t| t.contains("log scale")));
+    let texts = svg_texts(&cdf_svg(&f.result(&s), &s));
+    assert!(!texts.iter().any(|t| t.contains("log scale")));
+    // It has failures: the with-failures series is drawn and in the legend.
+    assert!(
+        texts.iter().any(|t| t.contains("with failures")),
+        "{texts:?}"
+    );
 }
 
 #[test]

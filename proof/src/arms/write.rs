@@ -59,8 +59,10 @@ pub(super) fn write_sums(dir: &Path, plan: &ArmsPlan) -> Result<(), ArmsError> {
 /// multi-arm directory.
 pub fn is_regenerated(name: &str) -> bool {
     match name.split_once('/') {
-        None => GENERATED.contains(&name),
-        Some((_, f)) => ARM_GENERATED.contains(&f),
+        None => GENERATED.contains(&name) || name == crate::html::HTML_FILE,
+        // An arm's attribution files are regenerated from its attribution.jsonl (whose
+        // digest its own SHA256SUMS holds; without it they are a reason `report` keeps).
+        Some((_, f)) => ARM_GENERATED.contains(&f) || crate::attribution::is_generated(f),
     }
 }
 

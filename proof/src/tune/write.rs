@@ -55,7 +55,7 @@ pub fn write_tune(dir: &Path, plan: &TunePlan) -> Result<Verdict, TuneError> {
 pub fn is_regenerated(name: &str) -> bool {
     let parts: Vec<&str> = name.split('/').collect();
     match parts.as_slice() {
-        [f] => *f == README_FILE,
+        [f] => *f == README_FILE || *f == crate::html::HTML_FILE,
         [d, f] if *d == super::recommended::RECOMMENDED_DIR => {
             super::recommended::RECOMMENDED_FILES.contains(f)
         }
@@ -66,13 +66,16 @@ pub fn is_regenerated(name: &str) -> bool {
             SUMS_FILE,
         ]
         .contains(f),
-        [_, _, f] => [
-            README_FILE,
-            crate::plot::CDF_FILE,
-            crate::plot::STAGES_FILE,
-            SUMS_FILE,
-        ]
-        .contains(f),
+        [_, _, f] => {
+            [
+                README_FILE,
+                crate::plot::CDF_FILE,
+                crate::plot::STAGES_FILE,
+                SUMS_FILE,
+            ]
+            .contains(f)
+                || crate::attribution::is_generated(f)
+        }
         _ => false,
     }
 }
