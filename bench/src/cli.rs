@@ -458,10 +458,11 @@ const TUNE_MEM_HELP: &str = "Guest memory per VM, MiB: context, not a knob (4..=
 /// Default guest memory of a tune, MiB.
 pub const DEFAULT_TUNE_MEM_MIB: u64 = 1024;
 const DEFAULT_TUNE_MEM_MIB_ARG: &str = "1024";
-/// Default launches per bisect step: the fewest at which `compare`'s Mann–Whitney test can
-/// reach p < 0.01 (6 against 6 fully separated values: p ≈ 0.005; 5 against 5: never below
-/// 0.012).
-pub const DEFAULT_N: u64 = 6;
+/// Default launches a side of a bisect step's first look: the fewest at which the first of
+/// the default three looks (`--max-n` 4n) can reach its p < 0.01/3
+/// ([`truecold_proof::bisect::Looks::smallest_n`]: 7 against 7 fully separated values give
+/// p ≈ 0.0022; 6 against 6 never below 0.005).
+pub const DEFAULT_N: u64 = 7;
 
 /// `truecold tune`.
 #[derive(Args, Debug, Clone)]
