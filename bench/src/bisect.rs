@@ -57,6 +57,13 @@ pub enum BisectRunError {
     OutExists(PathBuf),
     #[error("the baseline {}: {why}", path.display())]
     Baseline { path: PathBuf, why: String },
+    #[error(
+        "{} is a bisect directory of schema {schema} (each step one campaign against the \
+         baseline); a step now appends an A/B of schema {}: continue in a new --dir",
+        dir.display(),
+        BISECT_SCHEMA
+    )]
+    OldSchema { dir: PathBuf, schema: u32 },
     #[error("{} holds another baseline than {}", dir.display(), baseline.display())]
     OtherBaseline { dir: PathBuf, baseline: PathBuf },
     #[error("`git {args}` in {}: {why}", tree.display())]
@@ -333,6 +340,12 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
         .filter(|g| g != "?");
     let mut f = if a.dir.join(truecold_proof::bisect::BISECT_FILE).is_file() {
         let f = read_bisect(&a.dir).map_err(BisectRunError::Record)?;
+        if f.schema != BISECT_SCHEMA {
+            return Err(BisectRunError::OldSchema {
+                dir: a.dir.clone(),
+                schema: f.schema,
+            });
+        }
         let same = |p: &Path| std::fs::read(p.join("result.json")).ok();
         if same(&baseline) != same(&a.dir.join(BASELINE_DIR)) {
             return Err(BisectRunError::OtherBaseline {

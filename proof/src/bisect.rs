@@ -1,5 +1,5 @@
 //! `truecold bisect`: the verifiable bisect directory and the one rule every step is judged
-//! by (the bench calls [`judge`] while it bisects, the verifier to recompute every step).
+//! by (the bench calls [`judge_look`] while it bisects, the verifier to recompute every step).
 //!
 //! ```text
 //! <bisect>/bisect.json   what was bisected (commits of a kernel tree, or the symbols between
@@ -7,28 +7,33 @@
 //!                        options, every step and the result
 //! <bisect>/README.md     host kind, clock, contract, the rule, the steps table, the result
 //! <bisect>/log.txt       `git bisect log` (commits) or the delta-debugging log (config)
-//! <bisect>/baseline/     commits: the good side's bundle every step is compared with
-//! <bisect>/steps/NN-…/   commits: one bundle per step; config: one interleaved A/B
-//!                        ([`crate::arms`]: arms `good` and `candidate`) per step
+//! <bisect>/baseline/     commits: the good side's bundle (its kernel is every step's arm
+//!                        `good`; schema 1: the bundle every step is compared with)
+//! <bisect>/steps/NN-…/   one interleaved A/B ([`crate::arms`]: arms `good` and `candidate`)
+//!                        per look of a step (schema 1 commit steps: one bundle per step)
 //! <bisect>/SHA256SUMS    every file under <bisect>
 //! ```
 //!
-//! # A step's verdict ([`judge`])
+//! # A step's verdict ([`judge_look`]; schema 1: [`judge`])
 //! 1. **skip: contract broken** — the step's side has a failed row (error kinds counted):
 //!    a kernel that does not reach strict-ready is never called good or bad;
-//! 2. otherwise [`crate::compare::compare_bundles`] with the recorded options, the good side
-//!    as A: regressed → **bad** (exit 1), no regression → **good** (exit 0), inconclusive →
-//!    **skip** (exit 125; the bench first grows n up to its cap, each size its own step).
+//! 2. otherwise [`crate::compare::compare_bundles`] with the recorded options, the good arm
+//!    as A, at the look's level α/K ([`Looks`]; schema 1: the full α): regressed → **bad**
+//!    (exit 1), no regression → **good** (exit 0), inconclusive → the next look, if one is
+//!    left, else **skip** (exit 125).
 //!
 //! Steps that did not run a campaign (the kernel did not build; in config mode a candidate
 //! whose resolved config is the good or the bad one) carry no directory and say why.
 //!
 //! # The verifier ([`verify_bisect_dir`]; [`crate::verify_dir`] recognises `bisect.json`)
-//! `bisect.json` parses and is in the writer's canonical bytes; the baseline (commits) and
-//! every step directory verify; each step's outcome and figures equal [`judge`]'s
-//! recomputation from the verified rows; the result names a bad step (commits: the first
-//! bad commit's; config: the culprit set's) and, when it names one, a good one; `README.md`
-//! is byte for byte what the record gives; `SHA256SUMS` covers every file.
+//! `bisect.json` parses (schema 1 or 2) and is in the writer's canonical bytes; the baseline
+//! (commits) and every step directory verify; schema 2 and config steps hold both arms of a
+//! kernel A/B whose order interleaves them over the planned rounds, a schema-2 commit step's
+//! good arm booting the baseline's kernel; schema 2's looks follow [`Looks`]
+//! ([`check_looks`]); each step's outcome and figures equal the recomputation from the
+//! verified rows; the result names a bad step (commits: the first bad commit's; config: the
+//! culprit set's) and, when it names one, a good one; `README.md` is byte for byte what the
+//! record gives; `SHA256SUMS` covers every file.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -96,8 +96,8 @@ fn over_all_looks_a_step_is_called_bad_in_at_most_alpha_of_null_trials() {
     // full α at every look gives about 1 − (1 − α/2)³ ≈ 0.073 (over 0.05 by ~6 binomial
     // standard deviations at 2000 trials): the assertion separates the two.
     let (alpha, n) = (0.05, 7);
-    let (spent, looks_spent) = rate(0xb15ec7_0001, TRIALS, n, alpha, 0.30, true, 200);
-    let (full, looks_full) = rate(0xb15ec7_0001, TRIALS, n, alpha, 0.30, false, 200);
+    let (spent, looks_spent) = rate(0x00b1_5ec7_0001, TRIALS, n, alpha, 0.30, true, 200);
+    let (full, looks_full) = rate(0x00b1_5ec7_0001, TRIALS, n, alpha, 0.30, false, 200);
     let limit = (alpha * TRIALS as f64) as u64;
     println!(
         "worst case, α {alpha}, n {n}: spent α/3 → {spent}/{TRIALS} false bad (mean looks \
@@ -116,7 +116,7 @@ fn over_all_looks_a_step_is_called_bad_in_at_most_alpha_of_null_trials() {
     // A realistic spread (cv 2 %) at the default α and n, the bootstrap as recorded: most
     // steps end at their first look; still under α.
     let (alpha, trials) = (0.01, 1000);
-    let (spent, looks) = rate(0xb15ec7_0002, trials, 7, alpha, 0.02, true, 2000);
+    let (spent, looks) = rate(0x00b1_5ec7_0002, trials, 7, alpha, 0.02, true, 2000);
     println!("cv 2 %, α {alpha}, n 7: {spent}/{trials} false bad, mean looks {looks:.2}");
     assert!(spent <= (alpha * trials as f64) as u64, "{spent}");
 }

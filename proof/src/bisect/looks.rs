@@ -87,7 +87,11 @@ impl Looks {
              step's (arm `candidate`), fresh launches each look; up to {} look(s) of {} \
              launches a side, the next only when a look is inconclusive; α {alpha} spent \
              evenly across the looks (Bonferroni, the constant spending): each look at \
-             p < {}, so a false bad over all looks has probability at most {alpha}",
+             p < {}, so a false bad over all looks has probability at most {alpha} (the \
+             union bound: it needs no assumption on how the looks depend on each other, which \
+             Pocock's and O'Brien–Fleming's constants make for cumulative looks; constant, not \
+             O'Brien–Fleming-shaped, so the first look, where most steps end, can call a step \
+             bad)",
             self.count(),
             sizes.join(", "),
             crate::compare::fmt_p(self.alpha(alpha))
