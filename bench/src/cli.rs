@@ -600,19 +600,20 @@ pub enum BisectCmd {
 /// How every step is measured and judged.
 #[derive(Args, Debug, Clone)]
 pub struct JudgeArgs {
-    /// Launches per step (and of the baseline `run` measures).
+    /// Launches a side of a step's first look (and of the baseline `run` measures).
     #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
     pub n: u64,
-    /// Most launches of an inconclusive step (default 4 × -n).
+    /// Most launches a side of an inconclusive step (default 4 × -n).
     ///
-    /// An inconclusive step is measured again with twice the launches, up to this many;
-    /// still inconclusive: skip (125).
+    /// Every look is an interleaved A/B against the good kernel; an inconclusive look is
+    /// followed by one with twice the launches, up to this many (K looks, each judged at
+    /// p < alpha/K, so alpha holds over all of them); still inconclusive: skip (125).
     #[arg(long)]
     pub max_n: Option<u64>,
     /// Smallest slowdown called bad, percent of the good median (`compare --threshold-pct`).
     #[arg(long, default_value_t = 2.0)]
     pub threshold_pct: f64,
-    /// Significance level of the Mann–Whitney test (`compare --alpha`).
+    /// Significance level over all looks of a step (`compare --alpha`; each look at alpha/K).
     #[arg(long, default_value_t = 0.01)]
     pub alpha: f64,
     #[command(flatten)]
