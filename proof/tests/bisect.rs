@@ -738,3 +738,67 @@ fn schema_1_is_still_verified_by_its_own_rule() {
     edit_record(&dir, |f| f.schema = 3);
     assert!(reasons(&dir).contains("schema 3, this verifier reads 1 and 2"));
 }
+
+/// A schema-2 config bisect: the same looks' rule on candidates (a candidate inconclusive
+/// at look 1 and good at look 2, a bad one at look 1, one resolving like it that repeats its
+/// campaign and look); a repeat under another look is caught.
+#[test]
+fn a_schema_2_config_bisect_follows_the_same_rule() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("cfg");
+    let steps = dir.join("steps");
+    std::fs::create_dir_all(&steps).unwrap();
+    Ab {
+        sigma: 0.3,
+        ..Ab::new(30e6, 30e6, N2, 2)
+    }
+    .write(&steps, "01-cfg1-n7");
+    Ab::new(30e6, 30e6, 2 * N2, 3).write(&steps, "02-cfg2-n14");
+    Ab::new(30e6, 36e6, N2, 4).write(&steps, "03-cfg3-n7");
+    let cfg = |rel: &str, syms: &[&str], look: u32, sha: &str| {
+        let mut st = look_step(&dir, rel, "x", look);
+        st.commit = None;
+        st.subject = None;
+        st.symbols = syms.iter().map(|s| s.to_string()).collect();
+        st.config_sha256 = Some(sha.repeat(64));
+        st
+    };
+    let mut again = cfg("steps/03-cfg3-n7", &["CONFIG_B=y"], 1, "b");
+    again.symbols = vec!["CONFIG_B=y".into(), "CONFIG_X=y".into()];
+    let f = BisectFile {
+        schema: BISECT_SCHEMA,
+        kind: BisectKind::Config,
+        host_kind: HostKind::Hardware,
+        clock: Clock::Wall,
+        contract: ContractKind::Linux,
+        vcpus: 2,
+        mem_bytes: 16384 << 20,
+        judge: opts2(),
+        n: N2,
+        max_n: MAX_N2,
+        source: "the pinned source".into(),
+        good: "good.config".into(),
+        bad: "bad.config".into(),
+        steps: vec![
+            cfg("steps/01-cfg1-n7", &["CONFIG_A=y"], 1, "a"),
+            cfg("steps/02-cfg2-n14", &["CONFIG_A=y"], 2, "a"),
+            cfg("steps/03-cfg3-n7", &["CONFIG_B=y"], 1, "b"),
+            again,
+        ],
+        result: Some(BisectResult {
+            first_bad: None,
+            last_good: None,
+            culprits: vec!["CONFIG_B=y".into()],
+            bad_step: Some(2),
+            good_step: None,
+            effects: vec![("CONFIG_B=y".into(), 2)],
+            summary: "Culprit: `CONFIG_B=y`.".into(),
+        }),
+        wall_seconds: Some(10),
+        commands: Vec::new(),
+    };
+    let v = write_bisect(&dir, &f, "ddmin log\n").unwrap();
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    edit_record(&dir, |f| f.steps[3].look = Some(2));
+    assert!(reasons(&dir).contains("step 4: repeats a campaign under another look"));
+}
