@@ -27,6 +27,7 @@ use crate::artifacts::{self, LinuxGuest};
 pub use crate::cli::DEFAULT_N;
 use crate::kernel::{KernelBuild, KernelError};
 use crate::phase::PhaseError;
+use crate::phase::{PhaseArm, PhasePlan};
 pub use crate::plan::bisect::abs;
 use crate::plan::bisect::{BisectContext, BisectRunPlan, BisectStepPlan, JudgePlan};
 use crate::plan::{CampaignPlan, GuestSpec, Target};
@@ -34,8 +35,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use truecold_proof::bisect::{
-    judge, read_bisect, write_bisect, BisectError, BisectFile, BisectKind, BisectResult, Step,
-    StepOutcome, BASELINE_DIR, BISECT_SCHEMA, LOG_FILE, STEPS_DIR,
+    judge_look, read_bisect, write_bisect, BisectError, BisectFile, BisectKind, BisectResult,
+    Judgement, Step, StepOutcome, BASELINE_DIR, BISECT_SCHEMA, CANDIDATE_ARM, GOOD_ARM, LOG_FILE,
+    STEPS_DIR,
 };
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, HostKind};
@@ -55,6 +57,13 @@ pub enum BisectRunError {
     OutExists(PathBuf),
     #[error("the baseline {}: {why}", path.display())]
     Baseline { path: PathBuf, why: String },
+    #[error(
+        "{} is a bisect directory of schema {schema} (each step one campaign against the \
+         baseline); a step now appends an A/B of schema {}: continue in a new --dir",
+        dir.display(),
+        BISECT_SCHEMA
+    )]
+    OldSchema { dir: PathBuf, schema: u32 },
     #[error("{} holds another baseline than {}", dir.display(), baseline.display())]
     OtherBaseline { dir: PathBuf, baseline: PathBuf },
     #[error("`git {args}` in {}: {why}", tree.display())]
@@ -281,9 +290,29 @@ pub(crate) fn step_dir(f: &BisectFile, what: &str, n: u64) -> String {
     format!("{STEPS_DIR}/{:02}-{what}-n{n}", f.steps.len() + 1)
 }
 
+/// A note when the first look cannot call a step bad at all (n below
+/// [`truecold_proof::bisect::Looks::smallest_n`]): it can still call it good, and a later look
+/// can call it bad.
+pub(crate) fn note_small_n(j: &JudgePlan) {
+    let looks = truecold_proof::bisect::Looks::new(j.n, j.max_n);
+    match looks.smallest_n(j.options.alpha) {
+        Some(m) if j.n < m => crate::note!(
+            "truecold bisect: note: {} launches a side cannot reach the first look's p < {} \
+             ({} looks share α {}); a regression needs a later look (-n {m} or more reaches it \
+             at the first)",
+            j.n,
+            truecold_proof::compare::fmt_p(looks.alpha(j.options.alpha)),
+            looks.count(),
+            j.options.alpha
+        ),
+        _ => {}
+    }
+}
+
 /// `truecold bisect step`: returns the exit code for `git bisect run`.
 pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectRunError> {
     let t0 = Instant::now();
+    note_small_n(&a.judge);
     let baseline = if a
         .baseline
         .join(truecold_proof::bisect::BISECT_FILE)
@@ -296,8 +325,27 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
     let tree = &a.kernel_tree;
     let commit = git(tree, &["rev-parse", "HEAD"])?;
     let subject = git(tree, &["log", "-1", "--format=%s"])?;
+    // The good commit: the record the baseline belongs to, else the step's directory's.
+    let record_of = |d: &Path| {
+        d.join(truecold_proof::bisect::BISECT_FILE)
+            .is_file()
+            .then(|| read_bisect(d).ok())
+            .flatten()
+    };
+    let good = baseline
+        .parent()
+        .and_then(record_of)
+        .or_else(|| record_of(&a.dir))
+        .map(|f| f.good)
+        .filter(|g| g != "?");
     let mut f = if a.dir.join(truecold_proof::bisect::BISECT_FILE).is_file() {
         let f = read_bisect(&a.dir).map_err(BisectRunError::Record)?;
+        if f.schema != BISECT_SCHEMA {
+            return Err(BisectRunError::OldSchema {
+                dir: a.dir.clone(),
+                schema: f.schema,
+            });
+        }
         let same = |p: &Path| std::fs::read(p.join("result.json")).ok();
         if same(&baseline) != same(&a.dir.join(BASELINE_DIR)) {
             return Err(BisectRunError::OtherBaseline {
@@ -307,13 +355,20 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
         }
         f
     } else {
-        let f = commit_record(&baseline, tree, "?", "?", &a.judge)?;
+        let f = commit_record(
+            &baseline,
+            tree,
+            good.as_deref().unwrap_or("?"),
+            "?",
+            &a.judge,
+        )?;
         copy_dir(&baseline, &a.dir.join(BASELINE_DIR))?;
         f
     };
     let mut log = read_log(&a.dir);
+    let good_dir = good_kernel(&baseline, good.as_deref(), &a.judge)?;
     let st = measure_commit(
-        &mut f, &a.dir, tree, &commit, &subject, &a.judge, invocation,
+        &mut f, &a.dir, tree, &commit, &subject, &a.judge, &good_dir, invocation,
     )?;
     log.push_str(&format!(
         "step {} {}: {} — {} ({} s)\n",
@@ -327,8 +382,51 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
     Ok(st)
 }
 
+/// The good side's guest directory for a step's A/B: the good commit's cached kernel
+/// (`<kernel dir>/commit-<good>`), else the directory of the kernel the baseline recorded;
+/// whichever holds the vmlinux the baseline measured (its sha256 in `result.json`).
+fn good_kernel(
+    baseline: &Path,
+    good: Option<&str>,
+    j: &JudgePlan,
+) -> Result<PathBuf, BisectRunError> {
+    let why = |w: String| BisectRunError::Baseline {
+        path: baseline.to_path_buf(),
+        why: w,
+    };
+    let (r, _) = truecold_proof::read_bundle(baseline)
+        .map_err(|e| why(truecold_proto::measure::error_chain(&e)))?;
+    let want = r
+        .artifacts
+        .get("vmlinux")
+        .cloned()
+        .ok_or_else(|| why("records no vmlinux digest".into()))?;
+    let mut places = Vec::new();
+    if let Some(g) = good {
+        places.push(j.paths.kernel_root.join(format!("commit-{g}")));
+    }
+    if let Some(p) = r.configuration.kernel_path.as_deref().map(Path::new) {
+        places.extend(p.parent().map(Path::to_path_buf));
+    }
+    for p in &places {
+        if artifacts::sha256_file(&p.join("vmlinux")).is_ok_and(|d| d == want) {
+            return Ok(p.clone());
+        }
+    }
+    Err(why(format!(
+        "the good side's kernel (vmlinux sha256 {want}) is in none of [{}]: a step A/Bs \
+         against it; pass the run's --kernel-dir",
+        places
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
 /// Builds the checked-out commit and measures it (growing n while inconclusive), appending
 /// one step per campaign to `f` and saving the directory after each.
+#[allow(clippy::too_many_arguments)]
 fn measure_commit(
     f: &mut BisectFile,
     dir: &Path,
@@ -336,6 +434,7 @@ fn measure_commit(
     commit: &str,
     subject: &str,
     j: &JudgePlan,
+    good_dir: &Path,
     invocation: &str,
 ) -> Result<StepOutcome, BisectRunError> {
     let t0 = Instant::now();
@@ -358,6 +457,7 @@ fn measure_commit(
         symbols: Vec::new(),
         config_sha256: None,
         planned,
+        look: None,
         outcome,
         judgement,
         why,
@@ -386,36 +486,126 @@ fn measure_commit(
         Err(e) => return Err(BisectRunError::Kernel("step", e)),
     };
     let (backing, deadline_ms) = baseline_context(&dir.join(BASELINE_DIR))?;
-    let mut n = f.n;
+    let ab = KernelAb {
+        nested: f.host_kind == HostKind::NestedEmulated,
+        vmm: j.paths.vmm.as_deref(),
+        base_dir: &j.paths.guest_dir,
+        good_dir,
+        backing,
+        deadline_ms,
+        invocation,
+    };
+    let mut look = 1;
     loop {
         let t1 = Instant::now();
-        let rel = step_dir(f, short(commit), n);
-        let out = dir.join(&rel);
-        let ra = campaign_plan(f, backing, deadline_ms, n, j, &guest, &out)?;
-        campaign(&ra, invocation)?;
-        let jd = judge(&dir.join(BASELINE_DIR), &out, &f.judge).map_err(|source| {
-            BisectRunError::Judge {
-                path: out.clone(),
-                source,
-            }
-        })?;
+        let (rel, planned, jd) = ab.look(f, dir, &guest, short(commit), look)?;
         let outcome = jd.outcome;
         let why = jd.why.clone();
         crate::note!(
-            "truecold bisect: {} ({} launches): {} — {why}",
+            "truecold bisect: {} (look {look}, {planned} launches a side): {} — {why}",
             short(commit),
-            n,
             outcome.as_str()
         );
-        // The first campaign's step carries the build; a grown one only its own campaign.
-        let secs = if n == f.n { t0 } else { t1 }.elapsed().as_secs();
-        f.steps.push(mk(outcome, Some(rel), n, Some(jd), why, secs));
+        // The first look's step carries the build; a later one only its own A/B.
+        let secs = if look == 1 { t0 } else { t1 }.elapsed().as_secs();
+        let mut st = mk(outcome, Some(rel), planned, Some(jd), why, secs);
+        st.look = Some(look);
+        f.steps.push(st);
         save(dir, f, &read_log(dir))?;
-        if outcome == StepOutcome::Inconclusive && n.saturating_mul(2) <= f.max_n {
-            n = n.saturating_mul(2);
-            continue;
+        match f.looks().next(look, outcome) {
+            Some(next) => look = next,
+            None => return Ok(outcome),
         }
-        return Ok(outcome);
+    }
+}
+
+/// The interleaved A/B every schema-2 step runs: the good side's kernel (arm `good`)
+/// against a step's (arm `candidate`), in one L1 boot when nested, else on this host's
+/// /dev/kvm ([`crate::phase::run_one_phase`]: the machinery of `tune`'s phases).
+pub(crate) struct KernelAb<'a> {
+    pub nested: bool,
+    pub vmm: Option<&'a Path>,
+    /// The base guest directory (initramfs, init).
+    pub base_dir: &'a Path,
+    /// The good side's guest directory.
+    pub good_dir: &'a Path,
+    pub backing: Backing,
+    pub deadline_ms: u64,
+    pub invocation: &'a str,
+}
+
+impl KernelAb<'_> {
+    /// Look `look` of the step for the kernel in `cand_dir`: its A/B written at the next
+    /// step directory (`steps/NN-<what>-n<size>`), verified, and judged by the looks' rule
+    /// ([`judge_look`]). Returns the directory (relative), the launches a side and the
+    /// judgement.
+    pub fn look(
+        &self,
+        f: &BisectFile,
+        dir: &Path,
+        cand_dir: &Path,
+        what: &str,
+        look: u32,
+    ) -> Result<(String, u64, Judgement), BisectRunError> {
+        let looks = f.looks();
+        let planned = looks.size(look).ok_or_else(|| {
+            BisectRunError::Run(Box::new(
+                crate::plan::ArgError::BisectSizes {
+                    n: f.n,
+                    max_n: f.max_n,
+                }
+                .into(),
+            ))
+        })?;
+        let (vcpus, mem) = record_guest(f)?;
+        let rel = step_dir(f, what, planned);
+        let plan = PhasePlan {
+            phase: "ab".into(),
+            contract: ContractKind::Linux,
+            seed: crate::cli::DEFAULT_SEED.wrapping_add(f.steps.len() as u64),
+            rounds: planned,
+            vcpus,
+            mem,
+            backing: self.backing,
+            deadline_ms: self.deadline_ms,
+            kill_grace_ms: 500,
+            arms: vec![
+                PhaseArm {
+                    name: GOOD_ARM.into(),
+                    knobs: Vec::new(),
+                    guest_dir: Some(self.good_dir.to_path_buf()),
+                },
+                PhaseArm {
+                    name: CANDIDATE_ARM.into(),
+                    knobs: Vec::new(),
+                    guest_dir: Some(cand_dir.to_path_buf()),
+                },
+            ],
+            attribution: 0,
+            attribute: Vec::new(),
+        };
+        let dest = dir.join(&rel);
+        let w = crate::phase::run_one_phase(
+            &plan,
+            self.nested,
+            self.vmm,
+            self.base_dir,
+            &dest,
+            self.invocation,
+        )
+        .map_err(|e| BisectRunError::Phase(Box::new(e)))?;
+        if !w.verdict.is_valid() {
+            return Err(BisectRunError::Invalid {
+                why: w.verdict.render(&w.path, 3).trim().replace('\n', "; "),
+                path: w.path,
+            });
+        }
+        let (g, c) = truecold_proof::bisect::ab_sides(&dest);
+        let jd = judge_look(&g, &c, &f.judge, &looks).map_err(|source| BisectRunError::Judge {
+            path: dest.clone(),
+            source,
+        })?;
+        Ok((rel, planned, jd))
     }
 }
 
@@ -445,6 +635,7 @@ pub(crate) fn context_host(c: &BisectContext) -> Result<(HostKind, u64), BisectR
 /// `truecold bisect run`: the whole session; returns the directory.
 pub fn run(a: &BisectRunPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
     let t0 = Instant::now();
+    note_small_n(&a.judge);
     let tree = std::path::absolute(&a.kernel_tree).map_err(io("resolve", &a.kernel_tree))?;
     let n = a.judge.n;
     let out = a
@@ -495,12 +686,21 @@ struct Session<'a> {
 }
 
 fn run_session(s: &Session<'_>, n: u64, t0: Instant) -> Result<(), BisectRunError> {
-    let (mut f, mut log) = s.baseline(n)?;
+    let (mut f, mut log, good_dir) = s.baseline(n)?;
     // 2. The bad commit must be bad, or there is nothing to look for.
     let (tree, bad, out) = (s.tree, s.bad, s.out);
     git(tree, &["checkout", "--quiet", bad])?;
     let subject = git(tree, &["log", "-1", "--format=%s"])?;
-    let o = measure_commit(&mut f, out, tree, bad, &subject, &s.a.judge, s.invocation)?;
+    let o = measure_commit(
+        &mut f,
+        out,
+        tree,
+        bad,
+        &subject,
+        &s.a.judge,
+        &good_dir,
+        s.invocation,
+    )?;
     log.push_str(&format!(
         "check of the bad side {}: {}\n",
         short(bad),
@@ -554,8 +754,10 @@ fn run_session(s: &Session<'_>, n: u64, t0: Instant) -> Result<(), BisectRunErro
 }
 
 impl Session<'_> {
-    /// 1. The baseline: the good commit, measured once, into a new record.
-    fn baseline(&self, n: u64) -> Result<(BisectFile, String), BisectRunError> {
+    /// The baseline (1.): the good commit, measured once, into a new record; the good
+    /// side's kernel is what every step's A/B boots as its arm `good`. Returns the record,
+    /// the log and the good kernel's guest directory.
+    fn baseline(&self, n: u64) -> Result<(BisectFile, String, PathBuf), BisectRunError> {
         let (a, tree, good, out) = (self.a, self.tree, self.good, self.out);
         let (_, base) = base(&a.judge)?;
         let (host, deadline_ms) = context_host(&a.context)?;
@@ -610,7 +812,7 @@ impl Session<'_> {
             short(good)
         );
         save(out, &f, &log)?;
-        Ok((f, log))
+        Ok((f, log, guest))
     }
 
     /// `git bisect start` and `git bisect run` with `truecold bisect step` as the judge: the

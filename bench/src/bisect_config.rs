@@ -6,19 +6,14 @@
 //! does not build or breaks strict-ready is unresolved.
 
 use crate::artifacts::LinuxGuest;
-use crate::bisect::{
-    abs, context_host, default_out, io, record_guest, save, step_dir, BisectRunError,
-};
-use crate::cli::DEFAULT_SEED;
+use crate::bisect::{abs, context_host, default_out, io, save, BisectRunError, KernelAb};
 use crate::kernel::{KernelBuild, KernelError};
-use crate::phase::{PhaseArm, PhasePlan};
 use crate::plan::bisect::ConfigBisectPlan;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use truecold_proof::bisect::{
-    judge, BisectFile, BisectKind, BisectResult, Step, StepOutcome, BISECT_SCHEMA, CANDIDATE_ARM,
-    GOOD_ARM, STEPS_DIR,
+    BisectFile, BisectKind, BisectResult, Step, StepOutcome, BISECT_SCHEMA, STEPS_DIR,
 };
 use truecold_proof::schema::ContractKind;
 use truecold_proof::sums::sha256_hex;
@@ -311,9 +306,9 @@ impl ConfigSearch<'_> {
         Ok(Some(o))
     }
 
-    /// The interleaved A/B of the candidate kernel in `dir` against the good one, its
-    /// launches doubled while inconclusive (up to the record's cap); `t1`: when the
-    /// candidate's build began.
+    /// The interleaved A/B of the candidate kernel in `dir` against the good one, a look
+    /// at a time while inconclusive ([`truecold_proof::bisect::Looks`]: the same rule as a
+    /// commit step's); `t1`: when the candidate's build began.
     #[allow(clippy::too_many_arguments)]
     fn ab(
         &mut self,
@@ -324,69 +319,32 @@ impl ConfigSearch<'_> {
         f: &mut BisectFile,
         log: &mut String,
     ) -> Result<StepOutcome, BisectRunError> {
-        let (vcpus, mem) = record_guest(f)?;
-        let mut planned = f.n;
+        let ab = KernelAb {
+            nested: self.host == HostKind::NestedEmulated,
+            vmm: self.a.judge.paths.vmm.as_deref(),
+            base_dir: &self.base_dir,
+            good_dir: &self.good_dir,
+            backing: Backing::Anon,
+            deadline_ms: self.deadline_ms,
+            invocation: self.invocation,
+        };
+        let mut look = 1;
         loop {
-            let rel = step_dir(f, &format!("cfg{}", f.steps.len() + 1), planned);
-            let plan = PhasePlan {
-                phase: "ab".into(),
-                contract: ContractKind::Linux,
-                seed: DEFAULT_SEED.wrapping_add(f.steps.len() as u64),
-                rounds: planned,
-                vcpus,
-                mem,
-                backing: Backing::Anon,
-                deadline_ms: self.deadline_ms,
-                kill_grace_ms: 500,
-                arms: vec![
-                    PhaseArm {
-                        name: GOOD_ARM.into(),
-                        knobs: Vec::new(),
-                        guest_dir: Some(self.good_dir.clone()),
-                    },
-                    PhaseArm {
-                        name: CANDIDATE_ARM.into(),
-                        knobs: Vec::new(),
-                        guest_dir: Some(dir.to_path_buf()),
-                    },
-                ],
-                attribution: 0,
-                attribute: Vec::new(),
-            };
-            let dest = self.out.join(&rel);
-            let w = crate::phase::run_one_phase(
-                &plan,
-                self.host == HostKind::NestedEmulated,
-                self.a.judge.paths.vmm.as_deref(),
-                &self.base_dir,
-                &dest,
-                self.invocation,
-            )
-            .map_err(|e| BisectRunError::Phase(Box::new(e)))?;
-            if !w.verdict.is_valid() {
-                return Err(BisectRunError::Invalid {
-                    why: w.verdict.render(&w.path, 3).trim().replace('\n', "; "),
-                    path: w.path,
-                });
-            }
-            let (g, c) = truecold_proof::bisect::ab_sides(&dest);
-            let jd = judge(&g, &c, &f.judge).map_err(|source| BisectRunError::Judge {
-                path: dest.clone(),
-                source,
-            })?;
+            let what = format!("cfg{}", f.steps.len() + 1);
+            let (rel, planned, jd) = ab.look(f, &self.out, dir, &what, look)?;
             let o = jd.outcome;
             let why = jd.why.clone();
             crate::note!(
-                "truecold bisect config: [{}] ({planned} launches a side): {} — {why}",
+                "truecold bisect config: [{}] (look {look}, {planned} launches a side): {} — {why}",
                 set.join(" "),
                 o.as_str()
             );
             log.push_str(&format!(
-                "[{}] n={planned}: {} — {why}\n",
+                "[{}] look {look}, n={planned}: {} — {why}\n",
                 set.join(" "),
                 o.as_str()
             ));
-            f.steps.push(config_step(
+            let mut st = config_step(
                 set,
                 t1,
                 o,
@@ -395,14 +353,17 @@ impl ConfigSearch<'_> {
                 Some(jd),
                 why,
                 Some(sha.to_string()),
-            ));
+            );
+            st.look = Some(look);
+            f.steps.push(st);
             save(&self.out, f, log)?;
-            if o == StepOutcome::Inconclusive && planned.saturating_mul(2) <= f.max_n {
-                planned = planned.saturating_mul(2);
-                continue;
+            match f.looks().next(look, o) {
+                Some(next) => look = next,
+                None => {
+                    self.seen.insert(sha.to_string(), f.steps.len() - 1);
+                    return Ok(o);
+                }
             }
-            self.seen.insert(sha.to_string(), f.steps.len() - 1);
-            return Ok(o);
         }
     }
 }
@@ -426,6 +387,7 @@ fn config_step(
         symbols: set.to_vec(),
         config_sha256: sha,
         planned,
+        look: None,
         outcome,
         judgement,
         why,
@@ -473,6 +435,7 @@ fn config_record(
 /// `truecold bisect config`: returns the directory.
 pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
     let t0 = Instant::now();
+    crate::bisect::note_small_n(&a.judge);
     let sizes = (a.judge.n, a.judge.max_n);
     let out = a
         .out

@@ -458,10 +458,11 @@ const TUNE_MEM_HELP: &str = "Guest memory per VM, MiB: context, not a knob (4..=
 /// Default guest memory of a tune, MiB.
 pub const DEFAULT_TUNE_MEM_MIB: u64 = 1024;
 const DEFAULT_TUNE_MEM_MIB_ARG: &str = "1024";
-/// Default launches per bisect step: the fewest at which `compare`'s Mann–Whitney test can
-/// reach p < 0.01 (6 against 6 fully separated values: p ≈ 0.005; 5 against 5: never below
-/// 0.012).
-pub const DEFAULT_N: u64 = 6;
+/// Default launches a side of a bisect step's first look: the fewest at which the first of
+/// the default three looks (`--max-n` 4n) can reach its p < 0.01/3
+/// ([`truecold_proof::bisect::Looks::smallest_n`]: 7 against 7 fully separated values give
+/// p ≈ 0.0022; 6 against 6 never below 0.005).
+pub const DEFAULT_N: u64 = 7;
 
 /// `truecold tune`.
 #[derive(Args, Debug, Clone)]
@@ -599,19 +600,20 @@ pub enum BisectCmd {
 /// How every step is measured and judged.
 #[derive(Args, Debug, Clone)]
 pub struct JudgeArgs {
-    /// Launches per step (and of the baseline `run` measures).
+    /// Launches a side of a step's first look (and of the baseline `run` measures).
     #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
     pub n: u64,
-    /// Most launches of an inconclusive step (default 4 × -n).
+    /// Most launches a side of an inconclusive step (default 4 × -n).
     ///
-    /// An inconclusive step is measured again with twice the launches, up to this many;
-    /// still inconclusive: skip (125).
+    /// Every look is an interleaved A/B against the good kernel; an inconclusive look is
+    /// followed by one with twice the launches, up to this many (K looks, each judged at
+    /// p < alpha/K, so alpha holds over all of them); still inconclusive: skip (125).
     #[arg(long)]
     pub max_n: Option<u64>,
     /// Smallest slowdown called bad, percent of the good median (`compare --threshold-pct`).
     #[arg(long, default_value_t = 2.0)]
     pub threshold_pct: f64,
-    /// Significance level of the Mann–Whitney test (`compare --alpha`).
+    /// Significance level over all looks of a step (`compare --alpha`; each look at alpha/K).
     #[arg(long, default_value_t = 0.01)]
     pub alpha: f64,
     #[command(flatten)]

@@ -169,9 +169,6 @@ impl PhasePlan {
     /// Every way the plan is not runnable (empty when it is).
     pub fn problems(&self) -> Vec<String> {
         let mut bad = Vec::new();
-        if self.rounds < MIN_ROUNDS {
-            bad.push(format!("{} rounds, at least {MIN_ROUNDS}", self.rounds));
-        }
         let kernel_ab = self.arms.len() == 2
             && self.arms[0].name == truecold_proof::bisect::GOOD_ARM
             && self.arms[1].name == truecold_proof::bisect::CANDIDATE_ARM
@@ -179,6 +176,17 @@ impl PhasePlan {
                 .arms
                 .iter()
                 .all(|a| a.knobs.is_empty() && a.guest_dir.is_some());
+        // A tune phase's rounds are sized by its rule; a bisect's kernel A/B by the bisect's
+        // (`-n`, at least its fewest: a look at 3 launches a side can still call a step good
+        // or break strict-ready).
+        let least = if kernel_ab {
+            crate::plan::bisect::MIN_N
+        } else {
+            MIN_ROUNDS
+        };
+        if self.rounds < least {
+            bad.push(format!("{} rounds, at least {least}", self.rounds));
+        }
         if !kernel_ab
             && self
                 .arms

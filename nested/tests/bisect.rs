@@ -115,7 +115,7 @@ fn bisect_run_names_the_commit_that_adds_the_delay_and_step_skips_what_it_cannot
             "--bad",
             &ids["bad"],
             "-n",
-            "6",
+            "7",
             "--out",
             out.to_str().unwrap(),
         ],
@@ -135,6 +135,20 @@ fn bisect_run_names_the_commit_that_adds_the_delay_and_step_skips_what_it_cannot
     );
     assert_eq!(f.clock, truecold_proto::kinds::Clock::Virtual);
     // git bisect ran the step and read both answers from it.
+    // Schema 2: every measured step a look of an interleaved A/B against the good kernel,
+    // both arms in its directory.
+    assert_eq!(f.schema, truecold_proof::bisect::BISECT_SCHEMA);
+    for st in f.steps.iter().filter(|s| s.outcome.measured()) {
+        let dir = out.join(st.dir.as_deref().unwrap());
+        assert!(st.look.is_some(), "{st:?}");
+        for arm in ["good", "candidate"] {
+            assert!(
+                dir.join(arm).join("result.json").is_file(),
+                "{}",
+                dir.display()
+            );
+        }
+    }
     let outcomes: Vec<StepOutcome> = f.steps.iter().map(|s| s.outcome).collect();
     assert!(outcomes.contains(&StepOutcome::Regression), "{outcomes:?}");
     assert!(
@@ -237,7 +251,7 @@ fn bisect_config_names_the_costly_symbol() {
             "--bad",
             bad.to_str().unwrap(),
             "-n",
-            "6",
+            "7",
             "--mem-mib",
             "256",
             "--out",

@@ -1,5 +1,5 @@
 //! `truecold bisect`: the verifiable bisect directory and the one rule every step is judged
-//! by (the bench calls [`judge`] while it bisects, the verifier to recompute every step).
+//! by (the bench calls [`judge_look`] while it bisects, the verifier to recompute every step).
 //!
 //! ```text
 //! <bisect>/bisect.json   what was bisected (commits of a kernel tree, or the symbols between
@@ -7,28 +7,33 @@
 //!                        options, every step and the result
 //! <bisect>/README.md     host kind, clock, contract, the rule, the steps table, the result
 //! <bisect>/log.txt       `git bisect log` (commits) or the delta-debugging log (config)
-//! <bisect>/baseline/     commits: the good side's bundle every step is compared with
-//! <bisect>/steps/NN-…/   commits: one bundle per step; config: one interleaved A/B
-//!                        ([`crate::arms`]: arms `good` and `candidate`) per step
+//! <bisect>/baseline/     commits: the good side's bundle (its kernel is every step's arm
+//!                        `good`; schema 1: the bundle every step is compared with)
+//! <bisect>/steps/NN-…/   one interleaved A/B ([`crate::arms`]: arms `good` and `candidate`)
+//!                        per look of a step (schema 1 commit steps: one bundle per step)
 //! <bisect>/SHA256SUMS    every file under <bisect>
 //! ```
 //!
-//! # A step's verdict ([`judge`])
+//! # A step's verdict ([`judge_look`]; schema 1: [`judge`])
 //! 1. **skip: contract broken** — the step's side has a failed row (error kinds counted):
 //!    a kernel that does not reach strict-ready is never called good or bad;
-//! 2. otherwise [`crate::compare::compare_bundles`] with the recorded options, the good side
-//!    as A: regressed → **bad** (exit 1), no regression → **good** (exit 0), inconclusive →
-//!    **skip** (exit 125; the bench first grows n up to its cap, each size its own step).
+//! 2. otherwise [`crate::compare::compare_bundles`] with the recorded options, the good arm
+//!    as A, at the look's level α/K ([`Looks`]; schema 1: the full α): regressed → **bad**
+//!    (exit 1), no regression → **good** (exit 0), inconclusive → the next look, if one is
+//!    left, else **skip** (exit 125).
 //!
 //! Steps that did not run a campaign (the kernel did not build; in config mode a candidate
 //! whose resolved config is the good or the bad one) carry no directory and say why.
 //!
 //! # The verifier ([`verify_bisect_dir`]; [`crate::verify_dir`] recognises `bisect.json`)
-//! `bisect.json` parses and is in the writer's canonical bytes; the baseline (commits) and
-//! every step directory verify; each step's outcome and figures equal [`judge`]'s
-//! recomputation from the verified rows; the result names a bad step (commits: the first
-//! bad commit's; config: the culprit set's) and, when it names one, a good one; `README.md`
-//! is byte for byte what the record gives; `SHA256SUMS` covers every file.
+//! `bisect.json` parses (schema 1 or 2) and is in the writer's canonical bytes; the baseline
+//! (commits) and every step directory verify; schema 2 and config steps hold both arms of a
+//! kernel A/B whose order interleaves them over the planned rounds, a schema-2 commit step's
+//! good arm booting the baseline's kernel; schema 2's looks follow [`Looks`]
+//! ([`check_looks`]); each step's outcome and figures equal the recomputation from the
+//! verified rows; the result names a bad step (commits: the first bad commit's; config: the
+//! culprit set's) and, when it names one, a good one; `README.md` is byte for byte what the
+//! record gives; `SHA256SUMS` covers every file.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -53,10 +58,17 @@ fn verify_dir(dir: &Path) -> Verdict {
     verify_arms_or_bundle(dir, &VerifyOptions::default())
 }
 
+mod looks;
+pub use looks::Looks;
+
 /// The record; its presence makes a directory a bisect directory.
 pub const BISECT_FILE: &str = "bisect.json";
-/// The record's schema.
-pub const BISECT_SCHEMA: u32 = 1;
+/// The record's schema the bench writes: 2, every step an interleaved A/B against the good
+/// side and the looks spending α ([`Looks`]).
+pub const BISECT_SCHEMA: u32 = 2;
+/// Schema 1 (still read and verified by its own rule): a commit step one campaign judged
+/// against the baseline bundle, every look at the full α.
+pub const BISECT_SCHEMA_V1: u32 = 1;
 /// The log of the search.
 pub const LOG_FILE: &str = "log.txt";
 /// Commits: the good side's bundle.
@@ -103,9 +115,14 @@ impl JudgeOptions {
     }
 
     pub fn compare_options(&self) -> CompareOptions {
+        self.compare_options_at(self.alpha)
+    }
+
+    /// `compare`'s options at the nominal level `alpha` (a look's: [`Looks::alpha`]).
+    pub fn compare_options_at(&self, alpha: f64) -> CompareOptions {
         CompareOptions {
             threshold_pct: self.threshold_pct,
-            alpha: self.alpha,
+            alpha,
             min_samples: self.min_samples,
             max_ci_width_pct: self.max_ci_width_pct,
             resamples: self.resamples,
@@ -196,6 +213,9 @@ pub struct Judgement {
     pub p_value: Option<f64>,
     /// One line: why this outcome.
     pub why: String,
+    /// Schema 2: the nominal level this look was judged at ([`Looks::alpha`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
 }
 
 /// Why two sides could not be judged at all.
@@ -217,8 +237,28 @@ fn verified(side: &'static str, v: &Verdict, dir: &Path) -> Result<(), JudgeErro
     })
 }
 
-/// Judges the bundle `step` against the good side `good` (see the module doc).
+/// Judges the bundle `step` against the good side `good` at the recorded α (schema 1; see
+/// the module doc).
 pub fn judge(good: &Path, step: &Path, o: &JudgeOptions) -> Result<Judgement, JudgeError> {
+    judge_with(good, step, &o.compare_options())
+}
+
+/// Judges one look of a step (schema 2): the arms `good` and `step` of its A/B by
+/// `compare`'s rule at the look's nominal level α/K ([`Looks::alpha`]), recorded in the
+/// judgement.
+pub fn judge_look(
+    good: &Path,
+    step: &Path,
+    o: &JudgeOptions,
+    looks: &Looks,
+) -> Result<Judgement, JudgeError> {
+    let alpha = looks.alpha(o.alpha);
+    let mut j = judge_with(good, step, &o.compare_options_at(alpha))?;
+    j.alpha = Some(alpha);
+    Ok(j)
+}
+
+fn judge_with(good: &Path, step: &Path, o: &CompareOptions) -> Result<Judgement, JudgeError> {
     let (vg, vs) = (verify_dir(good), verify_dir(step));
     verified("good", &vg, good)?;
     verified("step", &vs, step)?;
@@ -231,7 +271,7 @@ pub fn judge(good: &Path, step: &Path, o: &JudgeOptions) -> Result<Judgement, Ju
         };
         *kinds.entry(k).or_default() += 1;
     }
-    let c = compare_verified(&vg, &vs, &o.compare_options()).map_err(JudgeError::Compare)?;
+    let c = compare_verified(&vg, &vs, o).map_err(JudgeError::Compare)?;
     let Some(m) = c.metrics.first() else {
         return Err(JudgeError::Invalid {
             side: "step",
@@ -251,6 +291,7 @@ pub fn judge(good: &Path, step: &Path, o: &JudgeOptions) -> Result<Judgement, Ju
         ci95_ns: m.ci95_ns,
         p_value: m.p_value,
         why: m.why.clone(),
+        alpha: None,
     };
     if !kinds.is_empty() {
         j.outcome = StepOutcome::ContractBroken;
@@ -289,8 +330,12 @@ pub struct Step {
     /// Config: sha256 of the resolved config built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_sha256: Option<String>,
-    /// Launches planned for the step's side.
+    /// Launches planned for the step's side (schema 2: for each arm of its A/B).
     pub planned: u64,
+    /// Schema 2, a measured step: which look of its commit or candidate it is (1-based;
+    /// [`Looks`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub look: Option<u32>,
     pub outcome: StepOutcome,
     /// The judgement of a measured step (recomputed by verify).
     pub judgement: Option<Judgement>,
@@ -366,6 +411,18 @@ pub struct BisectFile {
     pub commands: Vec<String>,
 }
 
+impl BisectFile {
+    /// The looks every step of the record plans (schema 2).
+    pub fn looks(&self) -> Looks {
+        Looks::new(self.n, self.max_n)
+    }
+
+    /// Whether the record is schema 2 or later: A/B steps and the looks' rule.
+    pub fn ab_steps(&self) -> bool {
+        self.schema >= BISECT_SCHEMA
+    }
+}
+
 /// `bisect.json`'s canonical bytes.
 pub fn bisect_bytes(f: &BisectFile) -> Vec<u8> {
     // Numbers, strings and enums only: serialisation cannot fail.
@@ -434,12 +491,22 @@ pub fn readme(f: &BisectFile) -> String {
     let _ = writeln!(s, "- source: `{}`", f.source);
     let _ = writeln!(s, "- good: `{}`", f.good);
     let _ = writeln!(s, "- bad: `{}`", f.bad);
-    let _ = writeln!(
-        s,
-        "- launches per step: {} (an inconclusive step grows to at most {})",
-        f.n, f.max_n
-    );
-    let _ = writeln!(s, "- rule: {}", f.judge.describe());
+    if f.ab_steps() {
+        let _ = writeln!(
+            s,
+            "- launches per look and arm: {} (an inconclusive step grows to at most {})",
+            f.n, f.max_n
+        );
+        let _ = writeln!(s, "- rule at each look: {}", f.judge.describe());
+        let _ = writeln!(s, "- extension rule: {}", f.looks().describe(f.judge.alpha));
+    } else {
+        let _ = writeln!(
+            s,
+            "- launches per step: {} (an inconclusive step grows to at most {})",
+            f.n, f.max_n
+        );
+        let _ = writeln!(s, "- rule: {}", f.judge.describe());
+    }
     if let Some(w) = f.wall_seconds {
         let _ = writeln!(s, "- wall time of the whole search: {w} s");
     }
@@ -506,11 +573,20 @@ pub fn readme(f: &BisectFile) -> String {
             }
         };
         let j = st.judgement.as_ref();
+        let launches = match (st.look, j.and_then(|j| j.alpha)) {
+            (Some(k), Some(a)) if f.ab_steps() => format!(
+                "{} a side (look {k}/{}, p < {})",
+                st.planned,
+                f.looks().count(),
+                fmt_p(a)
+            ),
+            _ => st.planned.to_string(),
+        };
         let _ = writeln!(
             s,
             "| {} | {what} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             i + 1,
-            st.planned,
+            launches,
             opt_ms(j.and_then(|j| j.good_p50_ns)),
             opt_ms(j.and_then(|j| j.p50_ns)),
             j.and_then(|j| j.delta_pct)
@@ -634,11 +710,13 @@ pub fn regenerate_bisect(dir: &Path) -> Result<Vec<String>, BisectError> {
     Ok(written)
 }
 
-/// The directory a step's judgement compares: (good side, step side).
-pub fn step_sides(dir: &Path, kind: BisectKind, step_dir: &str) -> (PathBuf, PathBuf) {
-    match kind {
-        BisectKind::Commit => (dir.join(BASELINE_DIR), dir.join(step_dir)),
-        BisectKind::Config => ab_sides(&dir.join(step_dir)),
+/// The directories a step's judgement compares: (good side, step side). Schema 2 and config
+/// steps: the two arms of the step's A/B; a schema-1 commit step: the baseline and the step's
+/// bundle.
+pub fn step_sides(dir: &Path, f: &BisectFile, step_dir: &str) -> (PathBuf, PathBuf) {
+    match f.kind {
+        BisectKind::Commit if !f.ab_steps() => (dir.join(BASELINE_DIR), dir.join(step_dir)),
+        _ => ab_sides(&dir.join(step_dir)),
     }
 }
 
@@ -661,11 +739,12 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     };
     let file = match serde_json::from_slice::<BisectFile>(&bytes) {
-        Ok(f) if f.schema != BISECT_SCHEMA => {
+        Ok(f) if f.schema != BISECT_SCHEMA && f.schema != BISECT_SCHEMA_V1 => {
             v.add(
                 Check::BisectRecord,
                 format!(
-                    "{BISECT_FILE}: schema {}, this verifier reads {BISECT_SCHEMA}",
+                    "{BISECT_FILE}: schema {}, this verifier reads {BISECT_SCHEMA_V1} and \
+                     {BISECT_SCHEMA}",
                     f.schema
                 ),
             );
@@ -776,6 +855,7 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
         f,
         rows: 0,
         clock0: None,
+        baseline_kernel: None,
     };
     if f.kind == BisectKind::Commit {
         st.baseline(v);
@@ -793,6 +873,9 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
     }
     check_steps(v, &mut st);
     v.rows = Some(st.rows);
+    if f.ab_steps() {
+        check_looks(v, f);
+    }
     check_result(v, f);
 }
 
@@ -804,6 +887,18 @@ struct Steps<'a> {
     f: &'a BisectFile,
     rows: usize,
     clock0: Option<(String, crate::schema::Environment)>,
+    /// The baseline's kernel and config digests (schema 2: every step's good arm boots them).
+    baseline_kernel: Option<KernelDigests>,
+}
+
+/// A bundle's `vmlinux` and `config` digests.
+type KernelDigests = (Option<String>, Option<String>);
+
+fn kernel_digests(r: &crate::schema::ResultJson) -> KernelDigests {
+    (
+        r.artifacts.get("vmlinux").cloned(),
+        r.artifacts.get("config").cloned(),
+    )
 }
 
 impl Steps<'_> {
@@ -884,6 +979,7 @@ impl Steps<'_> {
         }
         v.add_inner(BASELINE_DIR, &bv);
         let Some(r) = &bv.result else { return };
+        self.baseline_kernel = Some(kernel_digests(r));
         self.one_clock(v, BASELINE_DIR, &r.environment);
         if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
             v.add(
@@ -934,11 +1030,22 @@ fn check_steps(v: &mut Verdict, sc: &mut Steps<'_>) {
                     continue;
                 }
                 first_use.insert(d.as_str(), (i, st.config_sha256.as_deref()));
-                if !sc.step(v, d) {
+                // Only inside the directory, through real directories (`step` says why not).
+                let inside = is_valid_bisect_path(d)
+                    && d.split('/').next() == Some(STEPS_DIR)
+                    && crate::fsio::is_real_dir_below(dir, d);
+                let ab_ok = !(f.ab_steps() || f.kind == BisectKind::Config)
+                    || (inside && check_ab(v, sc, i, d, st));
+                if !sc.step(v, d) || !ab_ok {
                     continue;
                 }
-                let (g, s) = step_sides(dir, f.kind, d);
-                match judge(&g, &s, &o) {
+                let (g, s) = step_sides(dir, f, d);
+                let j = if f.ab_steps() {
+                    judge_look(&g, &s, &o, &f.looks())
+                } else {
+                    judge(&g, &s, &o)
+                };
+                match j {
                     Ok(j) => {
                         if Some(&j) != st.judgement.as_ref() || j.outcome != st.outcome {
                             v.add(
@@ -984,6 +1091,200 @@ fn check_steps(v: &mut Verdict, sc: &mut Steps<'_>) {
                 ),
             ),
         }
+    }
+}
+
+/// A step's A/B (schema 2, and every config step): both arms present, the directory a kernel
+/// A/B of `good` and `candidate` whose order interleaves them (each round both arms once, as
+/// the arms verifier also checks against the rows), the planned launches a side; schema 2
+/// commit steps: the good arm boots the baseline's kernel. Whether the step can be judged.
+fn check_ab(v: &mut Verdict, sc: &Steps<'_>, i: usize, rel: &str, st: &Step) -> bool {
+    let d = sc.dir.join(rel);
+    let mut ok = true;
+    for arm in [GOOD_ARM, CANDIDATE_ARM] {
+        if !crate::fsio::is_real_dir(&d.join(arm)) {
+            v.add(
+                Check::BisectSteps,
+                format!(
+                    "step {}: `{rel}` has no arm `{arm}`: a step is an A/B",
+                    i + 1
+                ),
+            );
+            ok = false;
+        }
+    }
+    if !ok {
+        return false;
+    }
+    let plan = read_capped(&d.join(crate::arms::ARMS_FILE), MAX_PARSED_BYTES)
+        .ok()
+        .flatten()
+        .ok_or_else(|| format!("no readable {}", crate::arms::ARMS_FILE))
+        .and_then(|b| crate::arms::parse_arms(&b));
+    let plan = match plan {
+        Ok(p) => p,
+        Err(e) => {
+            v.add(
+                Check::BisectSteps,
+                format!("step {}: `{rel}` is not an A/B: {e}", i + 1),
+            );
+            return false;
+        }
+    };
+    if !crate::arms::is_kernel_ab(&plan) {
+        v.add(
+            Check::BisectSteps,
+            format!(
+                "step {}: `{rel}` is not a kernel A/B of arms `{GOOD_ARM}` and \
+                 `{CANDIDATE_ARM}`",
+                i + 1
+            ),
+        );
+        return false;
+    }
+    let bad = crate::arms::plan_problems(&plan);
+    if !bad.is_empty() {
+        v.add(
+            Check::BisectSteps,
+            format!(
+                "step {}: `{rel}`'s order does not interleave its arms: {}",
+                i + 1,
+                bad.join("; ")
+            ),
+        );
+        ok = false;
+    }
+    if plan.rounds != st.planned {
+        v.add(
+            Check::BisectSteps,
+            format!(
+                "step {}: `{rel}` ran {} rounds, the step plans {}",
+                i + 1,
+                plan.rounds,
+                st.planned
+            ),
+        );
+        ok = false;
+    }
+    if sc.f.ab_steps() && sc.f.kind == BisectKind::Commit {
+        let good = crate::read_bundle(&d.join(GOOD_ARM))
+            .ok()
+            .map(|(r, _)| kernel_digests(&r));
+        if good.is_none() || good != sc.baseline_kernel {
+            v.add(
+                Check::BisectSteps,
+                format!(
+                    "step {}: `{rel}`'s arm `{GOOD_ARM}` does not boot the baseline's kernel \
+                     (vmlinux and config digests)",
+                    i + 1
+                ),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// What a look belongs to: its commit (commits) or its candidate set (config).
+type LookKey<'a> = (Option<&'a str>, &'a [String]);
+
+fn look_key(st: &Step) -> LookKey<'_> {
+    (st.commit.as_deref(), st.symbols.as_slice())
+}
+
+/// Schema 2: the looks of every step follow the rule ([`Looks`]). A measured step names its
+/// look, within the K the record plans, with the launches that look plans; a commit's or a
+/// candidate's first measured step is look 1; a look after the first directly follows the
+/// same commit's or candidate's previous look, which was inconclusive; a look that was
+/// inconclusive with looks left is followed by the next one (unless nothing follows it: a
+/// search cut short). A step repeating an earlier candidate's campaign repeats its look.
+fn check_looks(v: &mut Verdict, f: &BisectFile) {
+    let looks = f.looks();
+    let mut seen_dirs: BTreeMap<&str, Option<u32>> = BTreeMap::new();
+    // The look the next step must be: (its commit or candidate, the look).
+    let mut owed: Option<(LookKey<'_>, u32)> = None;
+    for (i, st) in f.steps.iter().enumerate() {
+        let n = i + 1;
+        if !st.outcome.measured() {
+            if st.look.is_some() {
+                v.add(
+                    Check::BisectSteps,
+                    format!("step {n}: a look without a campaign"),
+                );
+            }
+            if let Some((_, k)) = owed.take() {
+                v.add(
+                    Check::BisectSteps,
+                    format!(
+                        "step {n}: step {i} was inconclusive at look {} of {}, yet its look {k} \
+                         does not follow",
+                        k - 1,
+                        looks.count()
+                    ),
+                );
+            }
+            continue;
+        }
+        let Some(k) = st.look else {
+            v.add(
+                Check::BisectSteps,
+                format!("step {n}: a measured step without its look"),
+            );
+            owed = None;
+            continue;
+        };
+        if let Some(d) = st.dir.as_deref() {
+            if let Some(&earlier) = seen_dirs.get(d) {
+                if earlier != Some(k) {
+                    v.add(
+                        Check::BisectSteps,
+                        format!("step {n}: repeats a campaign under another look"),
+                    );
+                }
+                continue;
+            }
+            seen_dirs.insert(d, Some(k));
+        }
+        match looks.size(k) {
+            None => v.add(
+                Check::BisectSteps,
+                format!(
+                    "step {n}: look {k}, the rule plans {} look(s)",
+                    looks.count()
+                ),
+            ),
+            Some(size) if size != st.planned => v.add(
+                Check::BisectSteps,
+                format!(
+                    "step {n}: look {k} plans {size} launches a side, the step says {}",
+                    st.planned
+                ),
+            ),
+            Some(_) => {}
+        }
+        let want = match owed.take() {
+            Some((key, want)) if key == look_key(st) => want,
+            Some((_, want)) => {
+                v.add(
+                    Check::BisectSteps,
+                    format!(
+                        "step {n}: step {i} was inconclusive at look {} of {}, yet its look \
+                         {want} does not follow",
+                        want - 1,
+                        looks.count()
+                    ),
+                );
+                1
+            }
+            None => 1,
+        };
+        if k != want {
+            v.add(
+                Check::BisectSteps,
+                format!("step {n}: look {k} where the rule takes look {want}"),
+            );
+        }
+        owed = looks.next(k, st.outcome).map(|next| (look_key(st), next));
     }
 }
 

@@ -725,6 +725,19 @@ fn verified_data<'v>(
     }
 }
 
+/// The comparison's outcome from its gating metrics' verdicts: a regression if one
+/// regressed, else inconclusive if one is, else no regression.
+pub fn outcome_of(gating: impl IntoIterator<Item = MetricVerdict>) -> Outcome {
+    let v: Vec<MetricVerdict> = gating.into_iter().collect();
+    if v.contains(&MetricVerdict::Regressed) {
+        Outcome::Regression
+    } else if v.contains(&MetricVerdict::Inconclusive) {
+        Outcome::Inconclusive
+    } else {
+        Outcome::NoRegression
+    }
+}
+
 /// Compares two bundles (already verified by the caller) metric by metric.
 pub fn compare_bundles(
     a: (&ResultJson, &[Sample]),
@@ -776,17 +789,7 @@ pub fn compare_bundles(
         }
         metrics.push(compare_values(st.name(), false, &va, &vb, o));
     }
-    let gating: Vec<&MetricComparison> = metrics.iter().filter(|m| m.gating).collect();
-    let outcome = if gating.iter().any(|m| m.verdict == MetricVerdict::Regressed) {
-        Outcome::Regression
-    } else if gating
-        .iter()
-        .any(|m| m.verdict == MetricVerdict::Inconclusive)
-    {
-        Outcome::Inconclusive
-    } else {
-        Outcome::NoRegression
-    };
+    let outcome = outcome_of(metrics.iter().filter(|m| m.gating).map(|m| m.verdict));
     let mut notes = Vec::new();
     let mut warnings: Vec<SidedWarning> = Vec::new();
     if a == b {

@@ -6,7 +6,7 @@ use common::*;
 use std::path::Path;
 use truecold_proof::bisect::{
     judge, read_bisect, write_bisect, BisectFile, BisectKind, BisectResult, JudgeOptions, Step,
-    StepOutcome, BASELINE_DIR, BISECT_FILE, BISECT_SCHEMA,
+    StepOutcome, BASELINE_DIR, BISECT_FILE, BISECT_SCHEMA_V1,
 };
 use truecold_proof::schema::{Clock, ContractKind, HostKind};
 use truecold_proof::verify_dir;
@@ -71,6 +71,7 @@ fn step(dir: &Path, rel: &str, commit: &str, o: &JudgeOptions) -> Step {
         symbols: Vec::new(),
         config_sha256: None,
         planned: 20,
+        look: None,
         outcome: j.outcome,
         why: j.why.clone(),
         judgement: Some(j),
@@ -78,7 +79,9 @@ fn step(dir: &Path, rel: &str, commit: &str, o: &JudgeOptions) -> Step {
     }
 }
 
-/// A finished commit bisect: baseline, a good step, a bad step, a build failure.
+/// A finished schema-1 commit bisect (each step one campaign judged against the baseline
+/// at the full α, as the committed one under results/ is): baseline, a good step, a bad
+/// step, a build failure. Schema 2: [`ab_bisect_dir`].
 fn bisect_dir(root: &Path) -> std::path::PathBuf {
     bisect_dir_on(root, HostKind::Hardware)
 }
@@ -105,6 +108,7 @@ fn bisect_dir_on(root: &Path, host: HostKind) -> std::path::PathBuf {
             symbols: Vec::new(),
             config_sha256: None,
             planned: 0,
+            look: None,
             outcome: StepOutcome::BuildFailed,
             judgement: None,
             why: "the kernel did not build: error".into(),
@@ -114,7 +118,7 @@ fn bisect_dir_on(root: &Path, host: HostKind) -> std::path::PathBuf {
     assert_eq!(steps[0].outcome, StepOutcome::NoRegression);
     assert_eq!(steps[1].outcome, StepOutcome::Regression);
     let f = BisectFile {
-        schema: BISECT_SCHEMA,
+        schema: BISECT_SCHEMA_V1,
         kind: BisectKind::Commit,
         host_kind: host,
         clock: if host == HostKind::NestedEmulated {
@@ -345,9 +349,456 @@ fn a_judgement_reads_back_to_the_same_bits() {
             ci95_ns: Some((-1, 1)),
             p_value: Some(rng.unit()),
             why: String::new(),
+            alpha: None,
         };
         let text = serde_json::to_string(&j).unwrap();
         let back: truecold_proof::bisect::Judgement = serde_json::from_str(&text).unwrap();
         assert_eq!(back, j, "{text}");
     }
+}
+
+// Schema 2: every step an interleaved A/B (arms `good`, `candidate`) and the looks' rule.
+
+use truecold_proof::arms::{parse_arms, write_arms, ArmRef, ArmsPlan, ARMS_FILE};
+use truecold_proof::bisect::{judge_look, Looks, BISECT_SCHEMA, CANDIDATE_ARM, GOOD_ARM};
+use truecold_proof::schema::Sample;
+
+/// One A/B look: `rounds` rounds, each launching both arms in a seeded order, one at a
+/// time; the good arm's rows around `good_ns`, the candidate's around `cand_ns` (log-sd
+/// `sigma`); `good_kernel`: another vmlinux for the good arm than the baseline's.
+struct Ab {
+    good_ns: f64,
+    cand_ns: f64,
+    sigma: f64,
+    rounds: u64,
+    seed: u64,
+    host: HostKind,
+    good_kernel: Option<&'static [u8]>,
+}
+
+impl Ab {
+    fn new(good_ns: f64, cand_ns: f64, rounds: u64, seed: u64) -> Self {
+        Ab {
+            good_ns,
+            cand_ns,
+            sigma: 0.02,
+            rounds,
+            seed,
+            host: HostKind::Hardware,
+            good_kernel: None,
+        }
+    }
+
+    fn write(&self, parent: &Path, name: &str) -> std::path::PathBuf {
+        let dir = parent.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mk = |median_ns, seed| Fixture {
+            median_ns,
+            seed,
+            fail_every: None,
+            sigma: self.sigma,
+            host: self.host,
+            ..Fixture::linux(self.rounds)
+        };
+        let fx = [
+            mk(self.good_ns, self.seed),
+            mk(self.cand_ns, self.seed + 1000),
+        ];
+        let names = [GOOD_ARM, CANDIDATE_ARM];
+        let mut rng = Rng(self.seed ^ 0x0bde);
+        let mut order = Vec::new();
+        for r in 0..self.rounds {
+            let mut ns = names;
+            if rng.next() % 2 == 1 {
+                ns.swap(0, 1);
+            }
+            order.extend(ns.iter().map(|n| (r, n.to_string())));
+        }
+        let mut rngs = [Rng(fx[0].seed), Rng(fx[1].seed)];
+        let mut rows: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
+        let mut t = START;
+        for (_, n) in &order {
+            let k = usize::from(n == CANDIDATE_ARM);
+            let s = fx[k].sample(rows[k].len() as u64, &mut rngs[k], t);
+            t = last_stamp(&s) + GAP;
+            rows[k].push(s);
+        }
+        let wall = wall_ns(&rows.concat());
+        for k in 0..2 {
+            let mut r = fx[k].result(&rows[k]);
+            r.environment.harness.wall_ns = wall;
+            r.contract.interleaved = true;
+            if let (0, Some(b)) = (k, self.good_kernel) {
+                r.artifacts
+                    .insert("vmlinux".into(), truecold_proof::sums::sha256_hex(b));
+            }
+            let dest = dir.join(names[k]);
+            let w = truecold_proof::write_bundle(&dest, &r, &rows[k], &fx[k].inputs_for(&rows[k]))
+                .unwrap();
+            assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+        }
+        let plan = ArmsPlan {
+            seed: self.seed,
+            rounds: self.rounds,
+            arms: names.iter().map(|n| ArmRef::tune(*n, Vec::new())).collect(),
+            order,
+        };
+        let v = write_arms(&dir, &plan).unwrap();
+        assert!(v.is_valid(), "{}", v.render(&dir, 50));
+        dir
+    }
+}
+
+const N2: u64 = 7;
+const MAX_N2: u64 = 28;
+
+fn opts2() -> JudgeOptions {
+    JudgeOptions::with_min_samples(N2 as usize)
+}
+
+/// A schema-2 step of `commit`: look `look` of the A/B at `rel`, judged by the looks' rule.
+fn look_step(dir: &Path, rel: &str, commit: &str, look: u32) -> Step {
+    let looks = Looks::new(N2, MAX_N2);
+    let (g, c) = truecold_proof::bisect::ab_sides(&dir.join(rel));
+    let j = judge_look(&g, &c, &opts2(), &looks).unwrap();
+    Step {
+        dir: Some(rel.into()),
+        commit: Some(commit.into()),
+        subject: Some(format!("subject of {commit}")),
+        symbols: Vec::new(),
+        config_sha256: None,
+        planned: looks.size(look).unwrap(),
+        look: Some(look),
+        outcome: j.outcome,
+        why: j.why.clone(),
+        judgement: Some(j),
+        wall_seconds: 7,
+    }
+}
+
+/// A finished schema-2 commit bisect: the baseline; `aaaa` inconclusive at look 1 (rows too
+/// spread for the interval), good at look 2; `bbbb` bad at look 1; `cccc` does not build.
+fn ab_bisect_dir(root: &Path) -> std::path::PathBuf {
+    let dir = root.join("bisect");
+    std::fs::create_dir_all(dir.join("steps")).unwrap();
+    fixture(30e6, 1, None).write(&dir, BASELINE_DIR);
+    let steps = dir.join("steps");
+    Ab {
+        sigma: 0.3,
+        ..Ab::new(30e6, 30e6, N2, 2)
+    }
+    .write(&steps, "01-aaaa-n7");
+    Ab::new(30e6, 30e6, 2 * N2, 3).write(&steps, "02-aaaa-n14");
+    Ab::new(30e6, 36e6, N2, 4).write(&steps, "03-bbbb-n7");
+    let steps = vec![
+        look_step(&dir, "steps/01-aaaa-n7", "aaaa", 1),
+        look_step(&dir, "steps/02-aaaa-n14", "aaaa", 2),
+        look_step(&dir, "steps/03-bbbb-n7", "bbbb", 1),
+        Step {
+            dir: None,
+            commit: Some("cccc".into()),
+            subject: Some("does not build".into()),
+            symbols: Vec::new(),
+            config_sha256: None,
+            planned: 0,
+            look: None,
+            outcome: StepOutcome::BuildFailed,
+            judgement: None,
+            why: "the kernel did not build: error".into(),
+            wall_seconds: 3,
+        },
+    ];
+    let outcomes: Vec<StepOutcome> = steps.iter().map(|s| s.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            StepOutcome::Inconclusive,
+            StepOutcome::NoRegression,
+            StepOutcome::Regression,
+            StepOutcome::BuildFailed
+        ]
+    );
+    let f = BisectFile {
+        schema: BISECT_SCHEMA,
+        kind: BisectKind::Commit,
+        host_kind: HostKind::Hardware,
+        clock: Clock::Wall,
+        contract: ContractKind::Linux,
+        vcpus: 2,
+        mem_bytes: 16384 << 20,
+        judge: opts2(),
+        n: N2,
+        max_n: MAX_N2,
+        source: "/src/linux".into(),
+        good: "aaaa~1".into(),
+        bad: "dddd".into(),
+        steps,
+        result: Some(BisectResult {
+            first_bad: Some("bbbb".into()),
+            last_good: Some("aaaa".into()),
+            culprits: Vec::new(),
+            bad_step: Some(2),
+            good_step: Some(1),
+            effects: Vec::new(),
+            summary: "First bad commit: `bbbb`.".into(),
+        }),
+        wall_seconds: Some(100),
+        commands: vec!["truecold bisect run --kernel-tree /src/linux".into()],
+    };
+    let v = write_bisect(&dir, &f, "git bisect log here\n").unwrap();
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    dir
+}
+
+#[test]
+fn a_schema_2_bisect_directory_records_both_arms_and_every_look() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = ab_bisect_dir(d.path());
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    for want in [
+        "extension rule: every look an interleaved A/B",
+        "up to 3 look(s) of 7, 14, 28 launches a side",
+        "each look at p < 3.33e-3",
+        "14 a side (look 2/3, p < 3.33e-3)",
+        "first bad commit: `bbbb`",
+    ] {
+        assert!(readme.contains(want), "{want}\n{readme}");
+    }
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
+    for arm in [GOOD_ARM, CANDIDATE_ARM] {
+        assert!(
+            sums.contains(&format!("  steps/03-bbbb-n7/{arm}/samples.csv\n")),
+            "{sums}"
+        );
+    }
+    let f = read_bisect(&dir).unwrap();
+    let alpha = f.steps[0].judgement.as_ref().unwrap().alpha.unwrap();
+    assert_eq!(alpha, 0.01 / 3.0);
+}
+
+/// The rule the verifier recomputes is α/K at each look, not the full α: an A/B whose
+/// Mann–Whitney p lies between 0.01/3 and 0.01 is bad at the full α (a schema-1 look) and
+/// inconclusive under the looks' rule; a record calling it bad is caught.
+#[test]
+fn a_verdict_at_the_uncorrected_alpha_is_caught() {
+    let d = tempfile::tempdir().unwrap();
+    let looks = Looks::new(N2, MAX_N2);
+    let mut found = None;
+    for seed in 0..200 {
+        let ab = Ab {
+            sigma: 0.03,
+            ..Ab::new(30e6, 31.5e6, N2, 100 + seed)
+        }
+        .write(d.path(), &format!("ab{seed}"));
+        let (g, c) = truecold_proof::bisect::ab_sides(&ab);
+        let full = judge(&g, &c, &opts2()).unwrap();
+        let rule = judge_look(&g, &c, &opts2(), &looks).unwrap();
+        if full.outcome == StepOutcome::Regression && rule.outcome != StepOutcome::Regression {
+            let p = rule.p_value.unwrap();
+            assert!((0.01 / 3.0..0.01).contains(&p), "{p}");
+            found = Some((seed, full));
+            break;
+        }
+        std::fs::remove_dir_all(&ab).unwrap();
+    }
+    let (seed, full) = found.expect("an A/B with p between α/K and α in 200 seeds");
+    let dir = ab_bisect_dir(&d.path().join("x"));
+    Ab {
+        sigma: 0.03,
+        ..Ab::new(30e6, 31.5e6, N2, 100 + seed)
+    }
+    .write(&dir.join("steps"), "05-eeee-n7");
+    edit_record(&dir, |f| {
+        let mut st = look_step(&dir, "steps/05-eeee-n7", "eeee", 1);
+        st.outcome = StepOutcome::Regression;
+        st.judgement = Some(Judgement {
+            alpha: Some(0.01 / 3.0),
+            ..full
+        });
+        f.steps.push(st);
+    });
+    let r = reasons(&dir);
+    assert!(
+        r.contains("step 5: recorded bad (regressed), the rows give skip (inconclusive)"),
+        "{r}"
+    );
+}
+
+use truecold_proof::bisect::Judgement;
+
+#[test]
+fn every_change_to_a_schema_2_step_is_caught() {
+    let d = tempfile::tempdir().unwrap();
+    let at = |name: &str| ab_bisect_dir(&d.path().join(name));
+    // A step with only one arm.
+    let dir = at("one-arm");
+    std::fs::remove_dir_all(dir.join("steps/03-bbbb-n7/candidate")).unwrap();
+    edit_record(&dir, |_| {});
+    let r = reasons(&dir);
+    assert!(
+        r.contains("`steps/03-bbbb-n7` has no arm `candidate`: a step is an A/B"),
+        "{r}"
+    );
+    // A step that is one campaign (schema 1's layout) in a schema-2 record.
+    let dir = at("bundle");
+    std::fs::remove_dir_all(dir.join("steps/03-bbbb-n7")).unwrap();
+    fixture(36e6, 3, None).write(&dir.join("steps"), "03-bbbb-n7");
+    edit_record(&dir, |_| {});
+    let r = reasons(&dir);
+    assert!(r.contains("has no arm `good`"), "{r}");
+    // An order that does not interleave: round 0 launches the good arm twice.
+    let dir = at("order");
+    let ab = dir.join("steps/03-bbbb-n7");
+    let mut plan = parse_arms(&std::fs::read(ab.join(ARMS_FILE)).unwrap()).unwrap();
+    plan.order[0].1 = GOOD_ARM.into();
+    plan.order[1].1 = GOOD_ARM.into();
+    std::fs::write(ab.join(ARMS_FILE), truecold_proof::arms::arms_bytes(&plan)).unwrap();
+    resum_arms(&ab);
+    edit_record(&dir, |_| {});
+    let r = reasons(&dir);
+    assert!(r.contains("does not interleave its arms"), "{r}");
+    // The good arm boots another kernel than the baseline's.
+    let dir = at("kernel");
+    std::fs::remove_dir_all(dir.join("steps/03-bbbb-n7")).unwrap();
+    Ab {
+        good_kernel: Some(b"another vmlinux"),
+        ..Ab::new(30e6, 36e6, N2, 4)
+    }
+    .write(&dir.join("steps"), "03-bbbb-n7");
+    edit_record(&dir, |_| {});
+    let r = reasons(&dir);
+    assert!(r.contains("does not boot the baseline's kernel"), "{r}");
+    // A verdict the rule does not give.
+    let dir = at("verdict");
+    edit_record(&dir, |f| {
+        f.steps[2].outcome = StepOutcome::NoRegression;
+        f.steps[2].judgement.as_mut().unwrap().outcome = StepOutcome::NoRegression;
+    });
+    assert!(reasons(&dir).contains("step 3: recorded good (no regression), the rows give bad"));
+    // A judgement recorded at the full α (a schema-1 look) instead of α/K.
+    let dir = at("alpha");
+    edit_record(&dir, |f| {
+        f.steps[2].judgement.as_mut().unwrap().alpha = None
+    });
+    assert!(reasons(&dir).contains("step 3: recorded bad (regressed), the rows give bad"));
+    // Looks: a grown look without the inconclusive one before it; an inconclusive look
+    // not followed by its next; a look beyond K; launches the look does not plan; a
+    // measured step without its look; a look on a step without a campaign.
+    let dir = at("skipped-look");
+    edit_record(&dir, |f| {
+        f.steps.remove(0);
+        let r = f.result.as_mut().unwrap();
+        r.bad_step = Some(1);
+        r.good_step = Some(0);
+    });
+    assert!(reasons(&dir).contains("step 1: look 2 where the rule takes look 1"));
+    let dir = at("no-next");
+    edit_record(&dir, |f| {
+        f.steps.remove(1);
+        let r = f.result.as_mut().unwrap();
+        r.bad_step = Some(1);
+        r.good_step = None;
+    });
+    let r = reasons(&dir);
+    assert!(
+        r.contains(
+            "step 2: step 1 was inconclusive at look 1 of 3, yet its look 2 does not follow"
+        ),
+        "{r}"
+    );
+    let dir = at("beyond");
+    edit_record(&dir, |f| f.steps[2].look = Some(4));
+    assert!(reasons(&dir).contains("step 3: look 4, the rule plans 3 look(s)"));
+    let dir = at("size");
+    edit_record(&dir, |f| f.steps[1].planned = 28);
+    let r = reasons(&dir);
+    assert!(
+        r.contains("step 2: look 2 plans 14 launches a side, the step says 28"),
+        "{r}"
+    );
+    let dir = at("no-look");
+    edit_record(&dir, |f| f.steps[2].look = None);
+    assert!(reasons(&dir).contains("step 3: a measured step without its look"));
+    let dir = at("build-look");
+    edit_record(&dir, |f| f.steps[3].look = Some(1));
+    assert!(reasons(&dir).contains("step 4: a look without a campaign"));
+}
+
+/// The committed schema-1 layout still verifies by its own rule (each look at the full α,
+/// steps against the baseline), and a schema-1 record is not read as a schema-2 one.
+#[test]
+fn schema_1_is_still_verified_by_its_own_rule() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = bisect_dir(&d.path().join("v1"));
+    assert!(verify_dir(&dir).is_valid());
+    // Called schema 2, its steps (one campaign each) are not A/Bs.
+    edit_record(&dir, |f| f.schema = BISECT_SCHEMA);
+    assert!(reasons(&dir).contains("has no arm `good`"));
+    let dir = bisect_dir(&d.path().join("v3"));
+    edit_record(&dir, |f| f.schema = 3);
+    assert!(reasons(&dir).contains("schema 3, this verifier reads 1 and 2"));
+}
+
+/// A schema-2 config bisect: the same looks' rule on candidates (a candidate inconclusive
+/// at look 1 and good at look 2, a bad one at look 1, one resolving like it that repeats its
+/// campaign and look); a repeat under another look is caught.
+#[test]
+fn a_schema_2_config_bisect_follows_the_same_rule() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("cfg");
+    let steps = dir.join("steps");
+    std::fs::create_dir_all(&steps).unwrap();
+    Ab {
+        sigma: 0.3,
+        ..Ab::new(30e6, 30e6, N2, 2)
+    }
+    .write(&steps, "01-cfg1-n7");
+    Ab::new(30e6, 30e6, 2 * N2, 3).write(&steps, "02-cfg2-n14");
+    Ab::new(30e6, 36e6, N2, 4).write(&steps, "03-cfg3-n7");
+    let cfg = |rel: &str, syms: &[&str], look: u32, sha: &str| {
+        let mut st = look_step(&dir, rel, "x", look);
+        st.commit = None;
+        st.subject = None;
+        st.symbols = syms.iter().map(|s| s.to_string()).collect();
+        st.config_sha256 = Some(sha.repeat(64));
+        st
+    };
+    let mut again = cfg("steps/03-cfg3-n7", &["CONFIG_B=y"], 1, "b");
+    again.symbols = vec!["CONFIG_B=y".into(), "CONFIG_X=y".into()];
+    let f = BisectFile {
+        schema: BISECT_SCHEMA,
+        kind: BisectKind::Config,
+        host_kind: HostKind::Hardware,
+        clock: Clock::Wall,
+        contract: ContractKind::Linux,
+        vcpus: 2,
+        mem_bytes: 16384 << 20,
+        judge: opts2(),
+        n: N2,
+        max_n: MAX_N2,
+        source: "the pinned source".into(),
+        good: "good.config".into(),
+        bad: "bad.config".into(),
+        steps: vec![
+            cfg("steps/01-cfg1-n7", &["CONFIG_A=y"], 1, "a"),
+            cfg("steps/02-cfg2-n14", &["CONFIG_A=y"], 2, "a"),
+            cfg("steps/03-cfg3-n7", &["CONFIG_B=y"], 1, "b"),
+            again,
+        ],
+        result: Some(BisectResult {
+            first_bad: None,
+            last_good: None,
+            culprits: vec!["CONFIG_B=y".into()],
+            bad_step: Some(2),
+            good_step: None,
+            effects: vec![("CONFIG_B=y".into(), 2)],
+            summary: "Culprit: `CONFIG_B=y`.".into(),
+        }),
+        wall_seconds: Some(10),
+        commands: Vec::new(),
+    };
+    let v = write_bisect(&dir, &f, "ddmin log\n").unwrap();
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    edit_record(&dir, |f| f.steps[3].look = Some(2));
+    assert!(reasons(&dir).contains("step 4: repeats a campaign under another look"));
 }

@@ -47,7 +47,7 @@ fn the_cli_takes_the_three_subcommands_and_checks_sizes() {
     );
     assert_eq!(
         BisectRunPlan::from_cli(&r),
-        Err(ArgError::BisectSizes { n: 6, max_n: 3 })
+        Err(ArgError::BisectSizes { n: 7, max_n: 3 })
     );
     let Ok(BisectCmd::Config(c)) = p(&["config", "--good", "a", "--bad", "b", "-n", "2"]) else {
         panic!("config does not parse")
@@ -66,7 +66,7 @@ fn the_cli_takes_the_three_subcommands_and_checks_sizes() {
         "v2",
         "--nested",
         "--max-n",
-        "6",
+        "7",
     ]) else {
         panic!("run does not parse")
     };
@@ -76,8 +76,13 @@ fn the_cli_takes_the_three_subcommands_and_checks_sizes() {
         (true, 1, 1024)
     );
     let flags = r.judge.step_flags().join(" ");
+    // The default n is the fewest whose first look can reject at the default rule.
+    assert_eq!(
+        truecold_proof::bisect::Looks::new(DEFAULT_N, 4 * DEFAULT_N).smallest_n(0.01),
+        Some(DEFAULT_N)
+    );
     assert!(
-        flags.starts_with("-n 6 --threshold-pct 2 --alpha 0.01 --max-n 6"),
+        flags.starts_with("-n 7 --threshold-pct 2 --alpha 0.01 --max-n 7"),
         "{flags}"
     );
     // Every path absolute: git bisect runs the step inside the kernel tree.

@@ -150,3 +150,34 @@ fn a_phase_in_l1_is_a_nested_campaign_seeded_by_the_phase() {
         Err(PhaseError::Args(crate::plan::ArgError::DeadlineZero))
     ));
 }
+
+/// A bisect's kernel A/B is sized by the bisect (`-n` 3 is its fewest), a tune phase by
+/// tune's rule (at least `MIN_ROUNDS`).
+#[test]
+fn a_kernel_ab_takes_the_bisects_fewest_rounds() {
+    let kernel = |name: &str| PhaseArm {
+        guest_dir: Some(PathBuf::from(format!("/k/{name}"))),
+        ..arm(name, &[])
+    };
+    let mut ab = plan(vec![
+        kernel(truecold_proof::bisect::GOOD_ARM),
+        kernel(truecold_proof::bisect::CANDIDATE_ARM),
+    ]);
+    ab.rounds = crate::plan::bisect::MIN_N;
+    assert!(ab.problems().is_empty(), "{:?}", ab.problems());
+    ab.rounds -= 1;
+    assert!(
+        ab.problems().join(" ").contains("at least 3"),
+        "{:?}",
+        ab.problems()
+    );
+    let mut tune = plan(vec![arm(BASELINE, &[]), arm("console", &[Knob::Console])]);
+    tune.rounds = crate::plan::bisect::MIN_N;
+    assert!(
+        tune.problems()
+            .join(" ")
+            .contains(&format!("at least {MIN_ROUNDS}")),
+        "{:?}",
+        tune.problems()
+    );
+}
