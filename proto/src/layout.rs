@@ -167,7 +167,8 @@ impl Expected {
 }
 
 /// How a memory map (or its figures) breaks the rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "kebab-case")]
 pub enum AccountingError {
     #[error("{ram} bytes of RAM, expected {expected} (configured {configured} − hole {hole})")]
     Sum {
