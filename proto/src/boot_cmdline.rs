@@ -97,7 +97,15 @@ pub fn cmdline(serial: SerialUse, mem: GuestMem, extra: &str) -> Result<String, 
 /// not the default, so that the guest's exact-RAM rule uses the layout's hole; nothing at the
 /// default (command lines stay as they were before the layouts existed).
 pub fn ram_layout_key(layout: RamLayout) -> Option<String> {
-    (!layout.is_default()).then(|| format!("{}={}", keys::RAM_LAYOUT, layout.as_str()))
+    ram_layout_word(layout).map(str::to_string)
+}
+
+/// [`ram_layout_key`]'s word as a constant (what a tune knob's command-line delta names).
+pub fn ram_layout_word(layout: RamLayout) -> Option<&'static str> {
+    match layout {
+        RamLayout::AroundHole => None,
+        RamLayout::HoleInside => Some("truecold.ram_layout=hole-inside"),
+    }
 }
 
 /// The parity contract's guest keys (pure), in this order: `truecold.net=eth0,<guest>/30`
@@ -200,6 +208,10 @@ mod tests {
         assert_eq!(ram_layout_key(RamLayout::AroundHole), None);
         let w = ram_layout_key(RamLayout::HoleInside).unwrap();
         assert_eq!(w, "truecold.ram_layout=hole-inside");
+        assert_eq!(
+            w,
+            format!("{}={}", crate::cmdline::RAM_LAYOUT, RamLayout::HoleInside)
+        );
         let c = cmdline(SerialUse::Off, mib(1024), &w).unwrap();
         let g = crate::GuestConfig::from_cmdline(&c).unwrap();
         assert_eq!(

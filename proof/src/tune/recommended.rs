@@ -93,6 +93,7 @@ pub fn recommended_flag(k: Knob) -> Option<String> {
         Change::Vmm(VmmChange::Backing(b)) => Some(format!("--backing {}", b.as_str())),
         Change::Vmm(VmmChange::Console) => Some("--console".into()),
         Change::Vmm(VmmChange::BzImage) => Some("--bzimage".into()),
+        Change::Vmm(VmmChange::RamLayout(l)) => Some(format!("--ram-layout {}", l.as_str())),
         Change::Cmdline(_) | Change::Kconfig(_) => None,
     }
 }
