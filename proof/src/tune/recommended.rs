@@ -142,6 +142,9 @@ fn cmdline(knobs: &[Knob]) -> String {
         }
         let how = match k.change() {
             Change::Cmdline(_) => "truecold run --cmdline-extra",
+            Change::Vmm(VmmChange::RamLayout(_)) => {
+                "truecold run --ram-layout: the VMM tells the guest its layout"
+            }
             _ => "truecold run --console: the VMM's base command line with a console",
         };
         let _ = writeln!(s, "# {k} ({how})");
@@ -209,6 +212,10 @@ fn run_words(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> Vec<String> {
     }
     if a.bzimage {
         v.push("--bzimage".into());
+    }
+    if !a.ram_layout.is_default() {
+        v.push("--ram-layout".into());
+        v.push(a.ram_layout.as_str().into());
     }
     if !a.fragments.is_empty() {
         v.push("--kernel-fragment".into());

@@ -666,7 +666,9 @@ pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> 
 /// `reports.jsonl` for rows of the bundle `r` (vm-exit or serial observer).
 pub fn reports_jsonl_for(samples: &[Sample], r: &ResultJson) -> Vec<u8> {
     match r.contract.observer {
-        Observer::VmExit => reports_jsonl(samples, r.contract.deadline_ns),
+        Observer::VmExit => {
+            reports_jsonl_layout(samples, r.contract.deadline_ns, r.configuration.ram_layout)
+        }
         Observer::Serial | Observer::Agent => {
             engine_reports_jsonl(samples, r.contract.deadline_ns, r.configuration.engine.kind)
         }
