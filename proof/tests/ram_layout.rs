@@ -93,11 +93,17 @@ fn ram_plus_hole_not_configured_is_caught() {
 fn a_layout_recorded_that_did_not_run_is_caught() {
     let t = tempfile::tempdir().unwrap();
     let d = Fixture::linux(8).write(t.path(), "a");
-    forge_with(&d, false, |r, _| r.configuration.ram_layout = RamLayout::HoleInside);
+    forge_with(&d, false, |r, _| {
+        r.configuration.ram_layout = RamLayout::HoleInside
+    });
     invalid_with(&d, Check::Memory, "E820 usable");
     let d = hole_inside(t.path(), "b");
     edit_reports(&d, |v| {
         v["config"].as_object_mut().unwrap().remove("ram_layout");
     });
-    invalid_with(&d, Check::Reports, "the VMM ran the `around-hole` RAM layout");
+    invalid_with(
+        &d,
+        Check::Reports,
+        "the VMM ran the `around-hole` RAM layout",
+    );
 }
