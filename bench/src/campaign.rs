@@ -32,6 +32,8 @@ pub struct CampaignSpec {
     pub mem: GuestMem,
     /// Requested backing.
     pub backing: Backing,
+    /// truecold-vmm's RAM layout (`--ram-layout`).
+    pub ram_layout: truecold_proto::kinds::RamLayout,
     /// Per-sample deadline from the latency origin.
     pub deadline_ns: u64,
     /// How long past its deadline the launcher lets a VMM run before killing it. In modes
@@ -87,6 +89,7 @@ impl CampaignSpec {
             observer: self.observer,
             engine: truecold_proto::kinds::Engine::Truecold,
             backing: self.backing,
+            ram_layout: self.ram_layout,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
-use truecold_proto::kinds::{Backing, Engine};
+use truecold_proto::kinds::{Backing, Engine, RamLayout};
 use truecold_proto::limits::{GuestMem, Vcpus};
 
 /// Exit status of a usage error (an unknown flag, a bad or missing value), for every
@@ -240,6 +240,14 @@ pub struct RunArgs {
     /// e.g. `--arm-backing firecracker=hugetlb`.
     #[arg(long, value_name = "ENGINE=BACKING", value_parser = parse_arm_backing)]
     pub arm_backing: Vec<(Engine, Backing)>,
+    /// truecold-vmm's guest RAM layout: around-hole or hole-inside [default: around-hole].
+    ///
+    /// around-hole: RAM = the configured size, laid around the 640 KiB – 1 MiB hole (it ends
+    /// 384 KiB past the size). hole-inside: RAM ends at the configured size, the hole
+    /// declared E820 reserved; the memory contract holds configured = RAM + the hole, to the
+    /// byte (truecold_proto::layout). truecold campaigns only (no --engine, no --parity).
+    #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::AroundHole)]
+    pub ram_layout: RamLayout,
     /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;
     /// default 64).
     #[arg(long)]

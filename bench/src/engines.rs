@@ -207,6 +207,8 @@ impl EnginesSpec {
             vcpus: self.vcpus,
             mem: self.mem,
             backing: self.backing(engine),
+            // Engines campaigns run truecold-vmm's default layout (plan.rs refuses another).
+            ram_layout: truecold_proto::kinds::RamLayout::default(),
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
             observer: self.observer,
@@ -746,6 +748,7 @@ pub fn write_arm_bundle(
         vcpus: u32::from(spec.vcpus.get()),
         mem_bytes: spec.mem.bytes(),
         backing: campaign::backing_description(spec.backing(b.engine), &ex.backings),
+        ram_layout: truecold_proto::kinds::RamLayout::default(),
         cmdline: b.guest_cmdline.clone(),
         vmm_path: b.binary.display().to_string(),
         kernel_path: Some(absolute(&b.guest.vmlinux)),

@@ -288,6 +288,7 @@ fn prepare_arm(
         vcpus: plan.vcpus,
         mem: plan.mem,
         backing: applied.backing,
+        ram_layout: applied.ram_layout,
         deadline_ns: plan.deadline_ms.saturating_mul(1_000_000),
         kill_grace_ns: plan.kill_grace_ms.saturating_mul(1_000_000),
         observer: Observer::VmExit,
@@ -370,6 +371,7 @@ fn arm_run_args(
         cmdline_extra: p.applied.cmdline_extra.clone(),
         console: p.applied.console,
         bzimage: p.applied.bzimage,
+        ram_layout: p.applied.ram_layout,
     };
     let run = CampaignPlan::sequential(
         Target::of_contract(plan.contract),
@@ -666,6 +668,7 @@ fn write_arm(
         vcpus: u32::from(p.spec.vcpus.get()),
         mem_bytes: p.spec.mem.bytes(),
         backing: campaign::backing_description(p.spec.backing, &ex.backings),
+        ram_layout: p.spec.ram_layout,
         cmdline: match (&guest_cmdline, plan.contract) {
             (Some(c), ContractKind::Linux) => c.clone(),
             _ => vmm_line.clone(),

@@ -97,6 +97,11 @@ pub fn vmm_args(
         v.push(k.into());
         v.push(val.into());
     }
+    // Only off the default, so that a default launch's arguments are what they were.
+    if !spec.ram_layout.is_default() {
+        v.push("--ram-layout".into());
+        v.push(spec.ram_layout.as_str().into());
+    }
     if !cmdline_extra.is_empty() {
         v.push("--cmdline-extra".into());
         v.push(cmdline_extra.into());
@@ -186,6 +191,7 @@ fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
         vcpus: plan.guest.vcpus,
         mem: plan.guest.mem,
         backing: plan.backing_of(Engine::Truecold, contract == ContractKind::Linux),
+        ram_layout: plan.guest.ram_layout,
         deadline_ns: plan.deadline_ns(),
         kill_grace_ns: plan.kill_grace_ns(),
     };
@@ -370,6 +376,7 @@ fn configuration(
         vcpus: u32::from(p.spec.vcpus.get()),
         mem_bytes: p.spec.mem.bytes(),
         backing: campaign::backing_description(p.spec.backing, &ex.backings),
+        ram_layout: p.spec.ram_layout,
         cmdline: match (guest_cmdline, p.spec.contract) {
             (Some(c), ContractKind::Linux) => c.to_string(),
             _ => vmm_line.to_string(),

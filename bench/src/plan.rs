@@ -16,7 +16,7 @@ use crate::own_kernel::OwnKernel;
 use crate::schedule::{Schedule, ScheduleError};
 use std::path::{Path, PathBuf};
 use truecold_proof::schema::ContractKind;
-use truecold_proto::kinds::{Backing, Engine};
+use truecold_proto::kinds::{Backing, Engine, RamLayout};
 use truecold_proto::limits::{GuestMem, LimitError, Vcpus};
 use truecold_proto::tune::KnobSetError;
 
@@ -64,6 +64,8 @@ pub enum ArgError {
     SeedNotUsed,
     #[error("--parity: {0}")]
     Parity(&'static str),
+    #[error("--ram-layout {0} is truecold-vmm's layout: it applies to a truecold campaign only (no --engine, no --parity; the engines' smaps rule takes truecold's default layout)")]
+    RamLayoutNotHere(RamLayout),
     #[error("your kernel (--kernel-config / --kernel-fragment): {0}")]
     OwnKernel(&'static str),
     #[error("--stop-after applies to a sequential campaign of truecold alone (--mode sequential, no --engine, no --parity): the concurrent modes, engines and parity campaigns run every launch")]
@@ -169,6 +171,8 @@ pub struct GuestSpec {
     pub console: bool,
     /// Boot the guest directory's `bzImage` (the 64-bit boot protocol) instead of `vmlinux`.
     pub bzimage: bool,
+    /// truecold-vmm's RAM layout (`--ram-layout`).
+    pub ram_layout: RamLayout,
 }
 
 impl GuestSpec {
@@ -181,6 +185,7 @@ impl GuestSpec {
             cmdline_extra: String::new(),
             console: false,
             bzimage: false,
+            ram_layout: RamLayout::default(),
         }
     }
 }
@@ -245,6 +250,9 @@ impl CampaignPlan {
         let arm_backing = arm_backing(a, &engines)?;
         let (arm_kernel, arm_guest_dir) = arm_guests(a, &engines)?;
         check_parity(a, &engines)?;
+        if !a.ram_layout.is_default() && (!engines.is_empty() || a.parity) {
+            return Err(ArgError::RamLayoutNotHere(a.ram_layout));
+        }
         if a.bzimage {
             for (bad, why) in [
                 (a.probe, "the probe guest has no kernel (no --probe)"),
@@ -276,6 +284,7 @@ impl CampaignPlan {
                 cmdline_extra: a.cmdline_extra.clone(),
                 console: a.console,
                 bzimage: a.bzimage,
+                ram_layout: a.ram_layout,
             },
             schedule,
             deadline_ms: deadline_ms(a.deadline_ms, a.nested),
@@ -781,6 +790,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
                 cmdline_extra,
                 console,
                 bzimage,
+                ram_layout,
             },
         schedule,
         deadline_ms,
@@ -838,6 +848,10 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
                 kv("--arm-backing", format!("{}={}", e.as_str(), b.as_str()));
             }
         }
+    }
+    // The layout only off its default, so that a default campaign's line is what it was.
+    if !ram_layout.is_default() {
+        kv("--ram-layout", ram_layout.as_str().to_string());
     }
     for (k, val) in extra {
         kv(k, val);

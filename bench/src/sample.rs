@@ -61,6 +61,8 @@ pub struct RowContext {
     pub engine: Engine,
     /// The requested backing (the serial observer's page-size criterion).
     pub backing: Backing,
+    /// truecold-vmm's RAM layout (the memory rule's hole).
+    pub ram_layout: truecold_proto::kinds::RamLayout,
 }
 
 /// Longest error detail kept in a row.
@@ -299,7 +301,7 @@ fn classify(
 /// observer and engine), plus an smaps mapping the bench could not pick, as a failure detail.
 fn memory_mismatch(s: &Sample, o: &Observed, ctx: &RowContext) -> Option<String> {
     let linux = ctx.contract == ContractKind::Linux;
-    let mut bad = s.memory_problems(linux, ctx.observer, ctx.engine, ctx.backing);
+    let mut bad = s.memory_problems(linux, ctx.observer, ctx.engine, ctx.backing, ctx.ram_layout);
     if let Some(why) = &o.mapping_error {
         bad.push(why.clone());
     }

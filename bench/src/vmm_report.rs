@@ -146,6 +146,7 @@ mod tests {
                 configured: 64 << 20,
                 memslots: 64 << 20,
                 e820_ram: 64 << 20,
+                e820_hole_reserved: 0,
                 guest: Some(64 << 20),
             },
             backing_obtained: truecold_proto::kinds::ObtainedBacking::Anon4k,
@@ -193,6 +194,7 @@ mod tests {
                 observer: truecold_proto::kinds::Observer::VmExit,
                 engine: truecold_proto::kinds::Engine::Truecold,
                 backing: truecold_proto::kinds::Backing::Anon,
+                ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
             };
             assert_eq!(to_sample(&a, Some(&o), None, &ctx).error_kind, want);
         }

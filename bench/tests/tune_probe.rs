@@ -24,7 +24,8 @@ fn a_probe_tune_of_the_backing_knobs_gives_a_verifiable_directory() {
     require_kvm();
     // The hugetlb arm's pool (one VM at a time: truecold maps its 2 GiB rounded up to whole
     // 2 MiB pages past the low hole), restored afterwards.
-    let mapping = truecold_proto::kinds::Engine::Truecold.expected_mapping(2048 << 20);
+    let mapping = truecold_proto::kinds::Engine::Truecold
+        .expected_mapping(2048 << 20, truecold_proto::kinds::RamLayout::AroundHole);
     let _pool = hugepool::HugePool::set(mapping.div_ceil(2 << 20));
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("tune");

@@ -165,6 +165,7 @@ fn a_vmm_that_fails_before_its_guest_runs_is_a_typed_row() {
             observer: truecold_proto::kinds::Observer::VmExit,
             engine: truecold_proto::kinds::Engine::Truecold,
             backing: truecold_proto::kinds::Backing::Anon,
+            ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
         };
         let s = to_sample(&a, Some(&observed), None, &ctx);
         assert!(!s.ok);

@@ -315,7 +315,12 @@ fn act(
                 };
                 if let Some(at) = ready_at {
                     out.run.stamps.strict_ready = Some(at);
-                    match smaps::read_guest_mapping(pid, l.engine.expected_mapping(mem_bytes)) {
+                    // Engines and parity campaigns run truecold-vmm laid out as by default
+                    // (`truecold run` refuses `--ram-layout` there: plan.rs).
+                    let size = l
+                        .engine
+                        .expected_mapping(mem_bytes, truecold_proto::kinds::RamLayout::AroundHole);
+                    match smaps::read_guest_mapping(pid, size) {
                         Ok(m) => out.run.host_memory = Some(m),
                         Err(e) => out.mapping_error = Some(e.to_string()),
                     }

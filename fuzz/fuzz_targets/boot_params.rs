@@ -15,14 +15,15 @@
 use libfuzzer_sys::fuzz_target;
 use truecold_fuzz::Input;
 use truecold_proto::boot_cmdline::CmdlineError;
-use truecold_proto::kinds::{Engine, Transport};
+use truecold_proto::kinds::{Engine, RamLayout, Transport};
 use truecold_proto::limits::{GuestMem, MAX_MEM_MIB, MIN_MEM_MIB};
 use truecold_proto::GuestConfig;
 use truecold_vmm::boot_params::{
-    base_cmdline, cmdline, e820, e820_ram, place_initramfs, pvh_memmap, pvh_start_info, zero_page,
+    base_cmdline, cmdline, e820, e820_ram, map_entries, place_initramfs, pvh_memmap, pvh_start_info, zero_page,
     BootParamsError, E820Entry, SerialUse, CMDLINE_MAX, E820_RAM, INITRD_MAX_END, PVH_MAGIC,
     ZERO_PAGE_E820_MAX,
 };
+use truecold_proto::layout::check_map;
 use truecold_vmm::memory::{layout, ABOVE_4G, HIGH_RAM_START, HOLE_START, LOW_RAM_END};
 use truecold_vmm::probe::{checksum, expected_touches, TOUCH_STRIDE, TOUCH_STRIDE_SPARSE};
 
@@ -38,15 +39,27 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-fn check_layout(mib: u64) -> Option<Vec<truecold_vmm::memory::RamRange>> {
+fn check_layout(mib: u64, how: RamLayout) -> Option<Vec<truecold_vmm::memory::RamRange>> {
     let mem = GuestMem::from_mib(mib);
     let in_limits = (MIN_MEM_MIB..=MAX_MEM_MIB).contains(&mib);
     assert_eq!(mem.is_ok(), in_limits, "{mib} MiB: {mem:?}");
-    let ranges = layout(mem.ok()?);
+    let ranges = layout(mem.ok()?, how);
     assert!((2..=3).contains(&ranges.len()), "{ranges:?}");
-    let map = e820(&ranges);
+    let full = e820(&ranges, how);
+    // The one rule: RAM + the declared hole = configured, to the byte.
+    assert_eq!(
+        check_map(Engine::Truecold, how, mib << 20, &map_entries(&full)).map(|a| a.ram),
+        Ok(Engine::Truecold.expected_firmware_ram(mib << 20, how)),
+        "{mib} MiB {how}: {full:?}"
+    );
+    let map: Vec<E820Entry> = full.iter().copied().filter(|e| e.kind == E820_RAM).collect();
+    assert_eq!(full.len() - map.len(), usize::from(how.hole().is_some()));
     assert_eq!(map.len(), ranges.len());
-    assert_eq!(e820_ram(&map), mib << 20, "{mib} MiB: {map:?}");
+    assert_eq!(
+        e820_ram(&map) + how.hole().map_or(0, |h| h.len()),
+        mib << 20,
+        "{mib} MiB: {map:?}"
+    );
     for (e, r) in map.iter().zip(&ranges) {
         assert_eq!((e.addr, e.size, e.kind), (r.start, r.size, E820_RAM));
         assert!(e.size > 0, "{map:?}");
@@ -60,11 +73,11 @@ fn check_layout(mib: u64) -> Option<Vec<truecold_vmm::memory::RamRange>> {
         "{map:?}"
     );
     assert_eq!(
-        expected_touches(&map, TOUCH_STRIDE),
+        expected_touches(&full, TOUCH_STRIDE),
         map.iter().map(|e| e.size.div_ceil(2 << 20)).sum::<u64>()
     );
     assert_eq!(
-        expected_touches(&map, TOUCH_STRIDE_SPARSE),
+        expected_touches(&full, TOUCH_STRIDE_SPARSE),
         map.iter().map(|e| e.size.div_ceil(1 << 30)).sum::<u64>()
     );
     Some(ranges)
@@ -218,9 +231,10 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     let modules = u32::from(input.u8() % 2);
+    let how = RamLayout::ALL[usize::from(input.u8() % 2)];
     let extra = String::from_utf8_lossy(input.rest()).into_owned();
 
-    if let Some(ranges) = check_layout(mib) {
+    if let Some(ranges) = check_layout(mib, how) {
         // A size outside the limits is not a GuestMem: no command line can be built for it.
         let mem = GuestMem::from_mib(mib).expect("check_layout accepted it");
         check_cmdline(serial, mem, &extra);
@@ -243,7 +257,7 @@ fuzz_target!(|data: &[u8]| {
             }
             Err(e) => panic!("place_initramfs: unexpected error {e:?}"),
         }
-        let own = e820(&ranges);
+        let own = e820(&ranges, how);
         check_zero_page(header, cmd_addr, cmd_len, initrd, &own);
     }
     check_zero_page(header, cmd_addr, cmd_len, initrd, &map);

@@ -17,7 +17,8 @@ pub mod roundtrip;
 
 use sha2::{Digest, Sha256};
 use std::io::{self, Read};
-use truecold_proto::kinds::{Engine, RamHole, Transport};
+use truecold_proto::kinds::{Engine, RamHole, RamLayout, Transport};
+use truecold_proto::layout::{check_map, AccountingError, MapEntry, MapKind};
 use truecold_proto::parity::{WORKSPACE_MOUNT, WORKSPACE_SEED};
 use truecold_proto::{BootId, GuestPlatform, Message, ProtoError, MAX_LINE, NONCE_LEN};
 
@@ -48,6 +49,8 @@ pub enum ParseError {
 
 /// The `type` of firmware memory map entries that count as RAM.
 pub const SYSTEM_RAM: &str = "System RAM";
+/// The `type` of reserved firmware memory map entries (E820 type 2).
+pub const RESERVED: &str = "Reserved";
 
 /// One entry of `/sys/firmware/memmap/<n>/{start,end,type}` (end inclusive, as the kernel shows it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,37 +149,65 @@ pub fn parse_meminfo_total(text: &str) -> Result<u64, ParseError> {
 /// How the firmware map breaks the exact-RAM rule of [`exact_ram`] (all figures in bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "engine {engine}: {found} bytes of System RAM, expected {expected} (truecold.mem \
+    "engine {engine}{}: {found} bytes of System RAM, expected {expected} (truecold.mem \
      {configured} minus the engine's hole{}){}",
+    layout_text(*.engine, *.layout),
     hole_text(.hole),
     in_hole_text(.in_hole)
 )]
 pub struct RamMismatch {
     pub engine: Engine,
+    /// `truecold.ram_layout` (the truecold engine's; peers ignore it).
+    pub layout: RamLayout,
     /// `truecold.mem`.
     pub configured: u64,
-    /// `engine.expected_firmware_ram(configured)`.
+    /// `engine.expected_firmware_ram(configured, layout)`.
     pub expected: u64,
     /// Sum of the map's System RAM.
     pub found: u64,
-    /// The engine's documented low-RAM hole (`Engine::low_ram_hole`).
+    /// The engine's low-RAM hole (`Engine::low_ram_hole`).
     pub hole: Option<RamHole>,
     /// The first System RAM range (end inclusive, as sysfs shows it) that meets the hole.
     pub in_hole: Option<(u64, u64)>,
+    /// The breach of the one rule (`truecold_proto::layout::check_map`).
+    #[source]
+    pub rule: AccountingError,
 }
 
-/// The exact-RAM rule (guest-init/README.md): the firmware map's System RAM (`ram`, summed
-/// from `entries` by [`summarize_ram`]) must equal `engine.expected_firmware_ram(configured)`
-/// exactly, and no System RAM range may meet the engine's low-RAM hole. Nothing else is
-/// allowed for: RAM the engine announces but does not give, or gives where its documented
-/// layout says it must not, is a mismatch.
+impl MemmapEntry {
+    /// The entry as the one accounting rule reads a map (end exclusive).
+    pub fn map_entry(&self) -> MapEntry {
+        MapEntry {
+            start: self.start,
+            end: self.end.saturating_add(1),
+            kind: match self.kind.as_str() {
+                SYSTEM_RAM => MapKind::Ram,
+                RESERVED => MapKind::Reserved,
+                _ => MapKind::Other,
+            },
+        }
+    }
+}
+
+/// The exact-RAM rule (guest-init/README.md), the one definition in
+/// [`truecold_proto::layout::check_map`]: the firmware map's System RAM (`ram`, summed from
+/// `entries` by [`summarize_ram`]) must equal `engine.expected_firmware_ram(configured,
+/// layout)` exactly, no System RAM range may meet the engine's low-RAM hole, and where the
+/// layout declares its hole (truecold's `hole-inside`) `Reserved` entries must cover exactly
+/// it. Nothing else is allowed for: RAM the engine announces but does not give, or gives
+/// where its layout says it must not, is a mismatch.
 pub fn exact_ram(
     engine: Engine,
+    layout: RamLayout,
     configured: u64,
     ram: RamSummary,
     entries: &[MemmapEntry],
 ) -> Result<(), RamMismatch> {
-    let hole = engine.low_ram_hole();
+    let map: Vec<MapEntry> = entries.iter().map(MemmapEntry::map_entry).collect();
+    let Err(rule) = check_map(engine, layout, configured, &map) else {
+        return Ok(());
+    };
+    let hole = engine.low_ram_hole(layout);
     let in_hole = hole.and_then(|h| {
         entries
             .iter()
@@ -184,18 +215,24 @@ pub fn exact_ram(
             .map(|e| (e.start, e.end))
             .min()
     });
-    let expected = engine.expected_firmware_ram(configured);
-    if ram.ram_bytes == expected && in_hole.is_none() {
-        return Ok(());
-    }
     Err(RamMismatch {
         engine,
+        layout,
         configured,
-        expected,
+        expected: engine.expected_firmware_ram(configured, layout),
         found: ram.ram_bytes,
         hole,
         in_hole,
+        rule,
     })
+}
+
+fn layout_text(engine: Engine, layout: RamLayout) -> String {
+    if engine == Engine::Truecold {
+        format!(" ({layout})")
+    } else {
+        String::new()
+    }
 }
 
 fn hole_text(hole: &Option<RamHole>) -> String {

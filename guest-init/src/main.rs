@@ -139,7 +139,7 @@ fn boot(p: Ports, agent: &mut Option<Agent>, rec: &mut GuestRecord) -> Result<()
     rec.boot_id = Some(boot_id);
     rec.cpus = count_cpus();
     let mut figures = memory::MemFigures::default();
-    let checked = memory::verify(cfg.engine, cfg.mem, cfg.probe, &mut figures);
+    let checked = memory::verify(cfg.engine, cfg.ram_layout, cfg.mem, cfg.probe, &mut figures);
     rec.mem_firmware_ram = figures.firmware_ram;
     rec.mem_total = figures.mem_total;
     rec.mem_probe = figures.probe;

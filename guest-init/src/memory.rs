@@ -6,7 +6,7 @@ use std::fs;
 use truecold_init::{
     exact_ram, memtotal_bounds, parse_meminfo_total, probe_word, summarize_ram, MemmapEntry,
 };
-use truecold_proto::kinds::Engine;
+use truecold_proto::kinds::{Engine, RamLayout};
 use truecold_proto::ErrorCode;
 
 const MEMMAP: &str = "/sys/firmware/memmap";
@@ -57,6 +57,7 @@ fn firmware_map() -> Result<Vec<MemmapEntry>, InitError> {
 /// filled as far as it got.
 pub fn verify(
     engine: Engine,
+    layout: RamLayout,
     configured: u64,
     probe: u64,
     figures: &mut MemFigures,
@@ -69,7 +70,7 @@ pub fn verify(
         source,
     })?;
     figures.firmware_ram = ram.ram_bytes;
-    exact_ram(engine, configured, ram, &map).map_err(InitError::MemFirmwareMismatch)?;
+    exact_ram(engine, layout, configured, ram, &map).map_err(InitError::MemFirmwareMismatch)?;
     let code = ErrorCode::MemInfoUnreadable;
     let info = read("/proc/meminfo".into(), code)?;
     let total = parse_meminfo_total(&info).map_err(|source| InitError::Parse {

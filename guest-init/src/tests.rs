@@ -260,7 +260,65 @@ fn two_ranges(low: u64, top: u64) -> Vec<MemmapEntry> {
 }
 
 fn check(engine: Engine, configured: u64, map: &[MemmapEntry]) -> Result<(), RamMismatch> {
-    exact_ram(engine, configured, summarize_ram(map).unwrap(), map)
+    exact_ram(
+        engine,
+        RamLayout::AroundHole,
+        configured,
+        summarize_ram(map).unwrap(),
+        map,
+    )
+}
+
+fn check_layout(
+    layout: RamLayout,
+    configured: u64,
+    map: &[MemmapEntry],
+) -> Result<(), RamMismatch> {
+    exact_ram(
+        Engine::Truecold,
+        layout,
+        configured,
+        summarize_ram(map).unwrap(),
+        map,
+    )
+}
+
+/// truecold's `hole-inside` layout as the guest sees it: RAM + the declared hole = configured
+/// to the byte; the hole missing from the map's `Reserved` entries, or RAM one page off, is a
+/// mismatch; the around-hole map fails the hole-inside rule and the other way round.
+#[test]
+fn exact_ram_under_truecolds_layouts() {
+    let m = 256 * MIB;
+    let hole_inside = two_ranges(0xA_0000, m);
+    let around = two_ranges(0xA_0000, 0x10_0000 + m - 0xA_0000);
+    assert_eq!(check_layout(RamLayout::HoleInside, m, &hole_inside), Ok(()));
+    assert_eq!(check_layout(RamLayout::AroundHole, m, &around), Ok(()));
+    assert!(check_layout(RamLayout::AroundHole, m, &hole_inside).is_err());
+    let err = check_layout(RamLayout::HoleInside, m, &around).unwrap_err();
+    assert_eq!(err.expected, m - 0x6_0000);
+    // The hole not declared: the same RAM, no Reserved entry.
+    let undeclared: Vec<_> = hole_inside
+        .iter()
+        .filter(|e| e.kind == SYSTEM_RAM)
+        .cloned()
+        .collect();
+    let err = check_layout(RamLayout::HoleInside, m, &undeclared).unwrap_err();
+    assert_eq!(
+        err.found, err.expected,
+        "the sum is right, the declaration is not"
+    );
+    assert!(matches!(
+        err.rule,
+        truecold_proto::layout::AccountingError::HoleNotDeclared { declared: 0, .. }
+    ));
+    assert!(
+        err.to_string().contains("engine truecold (hole-inside)"),
+        "{err}"
+    );
+    // RAM + hole ≠ configured.
+    let short = two_ranges(0xA_0000, m - 4096);
+    assert!(check_layout(RamLayout::HoleInside, m, &short).is_err());
+    assert!(check_layout(RamLayout::HoleInside, m + 4096, &hole_inside).is_err());
 }
 
 #[test]
@@ -290,8 +348,15 @@ fn exact_ram_per_engine_layout() {
             configured: m,
             expected: m - 0x6_0000,
             found: m - 0x6_0400,
-            hole: Engine::CloudHypervisor.low_ram_hole(),
+            hole: Engine::CloudHypervisor.low_ram_hole(RamLayout::AroundHole),
             in_hole: None,
+            layout: RamLayout::AroundHole,
+            rule: truecold_proto::layout::AccountingError::Sum {
+                configured: m,
+                ram: m - 0x6_0400,
+                hole: 0x6_0000,
+                expected: m - 0x6_0000
+            },
         }
     );
     assert!(check(Engine::Firecracker, m, &cloud_hypervisor).is_err());

@@ -775,6 +775,17 @@ fn check_knobs(v: &mut Verdict, r: &ResultJson) {
             ),
         );
     }
+    // The arm's layout is the one its knobs set (the default without a layout knob).
+    let layout = truecold_proto::tune::apply(knobs, Backing::Anon).ram_layout;
+    if !knobs.is_empty() && r.configuration.ram_layout != layout {
+        v.add(
+            Check::Knobs,
+            format!(
+                "the knobs lay RAM out `{layout}`, configuration.ram_layout is `{}`",
+                r.configuration.ram_layout
+            ),
+        );
+    }
     for k in knobs {
         if let truecold_proto::tune::Change::Vmm(truecold_proto::tune::VmmChange::Backing(b)) =
             k.change()
@@ -811,6 +822,16 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
         v.add(
             Check::AttemptCount,
             format!("{rows} rows, more than the {planned} planned"),
+        );
+    }
+    // The layout is truecold-vmm's: a peer's bundle lays RAM out its own way.
+    if !cfg.ram_layout.is_default() && cfg.engine.kind != Engine::Truecold {
+        v.add(
+            Check::Configuration,
+            format!(
+                "configuration.ram_layout `{}` for engine `{}`: the layout is truecold-vmm's",
+                cfg.ram_layout, cfg.engine.kind
+            ),
         );
     }
     if cfg.backing_kind().is_none() {
@@ -1074,7 +1095,7 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
     let m = s.host_mem_configured;
     // An unknown backing name is a `Configuration` reason of its own (check_rows).
     let backing = r.configuration.backing_kind().unwrap_or(Backing::Anon);
-    let mem_bad = s.memory_problems(linux, observer, engine, backing);
+    let mem_bad = s.memory_problems(linux, observer, engine, backing, r.configuration.ram_layout);
     if !mem_bad.is_empty() {
         v.add(
             Check::Memory,

@@ -31,6 +31,7 @@
 //! The mode and count are not compared: the rows themselves are checked against the mode.
 
 use crate::schema::{ContractKind, Engine, ResultJson};
+use truecold_proto::kinds::RamLayout;
 
 /// The as-typed section's heading.
 pub const TYPED_HEADING: &str = "# truecold invocation, as typed";
@@ -53,6 +54,7 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--mem-mib",
     "--backing",
     "--arm-backing",
+    "--ram-layout",
     "--concurrency",
     "--rate",
     "--max-concurrency",
@@ -102,6 +104,7 @@ pub const VMM_VALUE_FLAGS: &[&str] = &[
     "--vcpus",
     "--mem-mib",
     "--backing",
+    "--ram-layout",
     "--cmdline-extra",
     "--deadline-ms",
     "--request-ns",
@@ -540,6 +543,15 @@ impl Recorded {
                 num::<u64>(si, inv, "--deadline-ms")?.to_string(),
                 ms(r.contract.deadline_ns),
             ),
+            // Absent from both lines at the default (lines written before the layouts).
+            (
+                "RAM layout",
+                "truecold run",
+                inv.get("--ram-layout")
+                    .unwrap_or(RamLayout::default().as_str())
+                    .to_string(),
+                cfg.ram_layout.as_str().to_string(),
+            ),
         ];
         if truecold_vmm {
             facts.extend([
@@ -560,6 +572,14 @@ impl Recorded {
                     "truecold-vmm",
                     word(sv, vmm, "--backing")?.to_string(),
                     backing.to_string(),
+                ),
+                (
+                    "RAM layout",
+                    "truecold-vmm",
+                    vmm.get("--ram-layout")
+                        .unwrap_or(RamLayout::default().as_str())
+                        .to_string(),
+                    cfg.ram_layout.as_str().to_string(),
                 ),
             ]);
         }

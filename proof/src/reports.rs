@@ -100,6 +100,9 @@ pub struct Expect {
     /// The parity contract: where every network proof must have connected
     /// (`<net_pair guest>:<TCP_PORT>`), from `environment.parity`.
     pub net_target: Option<String>,
+    /// truecold-vmm's RAM layout (`configuration.ram_layout`): the rule the VMM's memory
+    /// figures obey and the layout its configuration echoes.
+    pub ram_layout: truecold_proto::kinds::RamLayout,
 }
 
 impl Expect {
@@ -114,6 +117,7 @@ impl Expect {
                     .map_or_else(|_| p.net_pair.clone(), |n| n.guest().to_string());
                 format!("{guest}:{}", truecold_proto::parity::TCP_PORT)
             }),
+            ram_layout: r.configuration.ram_layout,
         }
     }
 }
@@ -273,6 +277,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
     if s.host_memslots != Some(f.memslots) || s.host_e820_usable != Some(f.e820_ram) {
         bad.push("memslot / E820 figures differ from the report".into());
     }
+    vmm_layout(l.vmm.as_ref(), f, s.ok, expect.ram_layout, &mut bad);
     let g = core.guest_record.as_ref();
     match s.contract {
         ContractKind::Linux => {
@@ -292,6 +297,42 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
         }
     }
     bad
+}
+
+/// The VMM's report against the bundle's RAM layout: its configuration echoes `layout`
+/// (absent: `around-hole`), and a success's memory figures obey the one rule for it
+/// ([`truecold_proto::report::MemoryFigures::problem`]: RAM + the declared hole =
+/// configured, in the host's view and, where the report has it, the guest's).
+fn vmm_layout(
+    vmm: Option<&serde_json::Value>,
+    f: &truecold_proto::report::MemoryFigures,
+    ok: bool,
+    layout: truecold_proto::kinds::RamLayout,
+    bad: &mut Vec<String>,
+) {
+    let echoed = vmm.and_then(|v| v.pointer("/config/ram_layout"));
+    let ran = match echoed {
+        None => Ok(truecold_proto::kinds::RamLayout::default()),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|_| v.to_string()),
+    };
+    match ran {
+        Ok(l) if l == layout => {}
+        Ok(l) => bad.push(format!(
+            "the VMM ran the `{l}` RAM layout, the bundle's is `{layout}`"
+        )),
+        Err(v) => bad.push(format!("the VMM's config.ram_layout {v} is not a layout")),
+    }
+    if ok {
+        let p = match f.guest {
+            Some(_) => f.problem(layout),
+            None => f.host_problem(layout),
+        };
+        if let Some(p) = p {
+            bad.push(format!(
+                "the VMM's memory figures break the `{layout}` layout's rule: {p}"
+            ));
+        }
+    }
 }
 
 /// The VMM's deadline instant in a report object, when it says one.
@@ -445,6 +486,7 @@ fn check_engine_row(
             if s.host_memslots != Some(f.memslots) || s.host_e820_usable != Some(f.e820_ram) {
                 bad.push("memslot / E820 figures differ from the VMM's report".into());
             }
+            vmm_layout(run.vmm.as_ref(), f, s.ok, expect.ram_layout, bad);
         }
         (_, _) => {
             if run.vmm.is_some() {
@@ -593,6 +635,7 @@ mod tests {
             observer: Observer::VmExit,
             engine: Engine::Truecold,
             net_target: None,
+            ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
         };
         let c = |b: &[u8]| check(b, one, &e, 10).expect("reads");
         assert!(c(b"")[0].contains("0 lines for 1 rows"));

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use truecold_proto::kinds::RamLayout;
 use truecold_proto::{BootId, GuestPlatform};
 
 pub use truecold_proto::kinds::{
@@ -199,40 +200,48 @@ impl Sample {
     /// definition of "memory verified" that the bench (when it classifies a launch) and the
     /// verifier (when it checks a success) share.
     ///
-    /// Under the VM-exit observer (truecold alone): host configured = memslots = E820 usable
-    /// = the guest's own RAM figure (required for Linux, checked whenever present), and
+    /// truecold's RAM is `configured − the hole of its layout` (`layout`, the bundle's
+    /// `configuration.ram_layout`; the one rule, [`truecold_proto::layout`]: none laid
+    /// `around-hole`, 384 KiB laid `hole-inside`).
+    ///
+    /// Under the VM-exit observer (truecold alone): memslots = E820 usable = the guest's own
+    /// RAM figure = that RAM (required for Linux, checked whenever present), and
     /// (Linux) the guest's MemTotal within the guest's own bound
     /// ([`truecold_proto::memtotal_bounds_for`]).
     ///
     /// Under the serial and agent observers (an engines or parity campaign, `engine` booted
-    /// the guest, the bench read its lines): the guest's firmware RAM is `engine.expected_firmware_ram(configured)` (the configured size
+    /// the guest, the bench read its lines): the guest's firmware RAM is
+    /// `engine.expected_firmware_ram(configured, layout)` (the configured size
     /// less the engine's documented hole below 1 MiB), the engine process's guest-memory
     /// mapping is exactly the configured size with the page size `backing` gives
     /// ([`Backing::page_size`]), the guest's MemTotal is within [`memtotal_bounds_engine`],
-    /// and for the truecold engine memslots = E820 usable = configured as well.
+    /// and for the truecold engine memslots = E820 usable = its RAM as well.
     pub fn memory_problems(
         &self,
         linux: bool,
         observer: Observer,
         engine: Engine,
         backing: Backing,
+        layout: RamLayout,
     ) -> Vec<String> {
         let m = self.host_mem_configured;
         let mut bad = Vec::new();
         // The bench read the guest's lines from `engine` (serial or agent): its layout rules.
         let serial = observer.bench_reads_lines();
+        // truecold's RAM: configured − its layout's (declared) hole, the one rule's figure.
+        let ram = Engine::Truecold.expected_firmware_ram(m, layout);
         if !serial || engine == Engine::Truecold {
-            if self.host_memslots != Some(m) {
+            if self.host_memslots != Some(ram) {
                 bad.push(format!("memslots {:?}", self.host_memslots));
             }
-            if self.host_e820_usable != Some(m) {
+            if self.host_e820_usable != Some(ram) {
                 bad.push(format!("E820 usable {:?}", self.host_e820_usable));
             }
         }
         let firmware = if serial {
-            engine.expected_firmware_ram(m)
+            engine.expected_firmware_ram(m, layout)
         } else {
-            m
+            ram
         };
         if (linux || self.guest_mem_firmware.is_some()) && self.guest_mem_firmware != Some(firmware)
         {
@@ -242,7 +251,7 @@ impl Sample {
             ));
         }
         if serial {
-            let mapping = engine.expected_mapping(m);
+            let mapping = engine.expected_mapping(m, layout);
             if self.host_mapping_bytes != Some(mapping) {
                 bad.push(format!(
                     "the engine's guest-memory mapping {:?}, the engine maps {mapping}",
@@ -261,8 +270,8 @@ impl Sample {
         if linux || self.guest_mem_total.is_some() {
             // The guest's own bound (guest-init fails its boot outside it), applied from the
             // configured size.
-            let (lo, hi) = if serial {
-                memtotal_bounds_engine(engine, m)
+            let (lo, hi) = if serial || !layout.is_default() {
+                memtotal_bounds_engine(engine, m, layout)
             } else {
                 truecold_proto::memtotal_bounds_for(m)
             };
@@ -335,12 +344,12 @@ impl Sample {
 
 /// The guest's own `MemTotal` bound ([`truecold_proto::memtotal_bounds`]) as a host can
 /// apply it to an engine knowing only the configured size: the firmware RAM is
-/// `engine.expected_firmware_ram(configured)` (configured − the engine's hole below 1 MiB),
+/// `engine.expected_firmware_ram(configured, layout)` (configured − the engine's hole below 1 MiB),
 /// and RAM may reach above 4 GiB (the swiotlb allowance) from the same configured size as
 /// in [`truecold_proto::memtotal_bounds_for`] (every engine keeps RAM below 3 GiB up to that
 /// size; above it the allowance only widens the bound). For the truecold engine this is
 /// exactly [`truecold_proto::memtotal_bounds_for`].
-pub fn memtotal_bounds_engine(engine: Engine, configured: u64) -> (u64, u64) {
+pub fn memtotal_bounds_engine(engine: Engine, configured: u64, layout: RamLayout) -> (u64, u64) {
     // `memtotal_bounds_for` decides whether RAM may reach above 4 GiB: where it differs
     // from the bound with RAM topping out at the configured size, it used a top above 4 GiB.
     let top = if truecold_proto::memtotal_bounds_for(configured)
@@ -350,7 +359,7 @@ pub fn memtotal_bounds_engine(engine: Engine, configured: u64) -> (u64, u64) {
     } else {
         (4u64 << 30) + 1
     };
-    truecold_proto::memtotal_bounds(engine.expected_firmware_ram(configured), top)
+    truecold_proto::memtotal_bounds(engine.expected_firmware_ram(configured, layout), top)
 }
 
 /// One way a success's timeline is not whole ([`Sample::timeline_problems`]).
@@ -563,6 +572,11 @@ pub struct Configuration {
     pub mem_bytes: u64,
     /// Guest memory backing, e.g. `anon`, `anon+thp`, `hugetlb-2m`.
     pub backing: String,
+    /// truecold-vmm's RAM layout (`truecold run --ram-layout`): the hole the memory rule
+    /// holds every row to ([`truecold_proto::layout`]). Absent: `around-hole` (every bundle
+    /// written before the layouts existed, and every default one since).
+    #[serde(default, skip_serializing_if = "RamLayout::is_default")]
+    pub ram_layout: RamLayout,
     /// The guest kernel command line (Linux) or VMM arguments (probe).
     pub cmdline: String,
     pub vmm_path: String,
@@ -780,22 +794,22 @@ mod tests {
             16384 * MIB,
         ] {
             assert_eq!(
-                memtotal_bounds_engine(Engine::Truecold, m),
+                memtotal_bounds_engine(Engine::Truecold, m, RamLayout::AroundHole),
                 truecold_proto::memtotal_bounds_for(m),
                 "{m}"
             );
         }
         // Firecracker, 256 MiB: 268,041,216 bytes of System RAM (measured), no swiotlb.
-        let ram = Engine::Firecracker.expected_firmware_ram(256 * MIB);
+        let ram = Engine::Firecracker.expected_firmware_ram(256 * MIB, RamLayout::AroundHole);
         assert_eq!(ram, 268_041_216);
         assert_eq!(
-            memtotal_bounds_engine(Engine::Firecracker, 256 * MIB),
+            memtotal_bounds_engine(Engine::Firecracker, 256 * MIB, RamLayout::AroundHole),
             (ram - ram / 64 - 32 * MIB, ram)
         );
         // 16 GiB reaches above 4 GiB: the swiotlb allowance applies.
-        let big = Engine::CloudHypervisor.expected_firmware_ram(16384 * MIB);
+        let big = Engine::CloudHypervisor.expected_firmware_ram(16384 * MIB, RamLayout::AroundHole);
         assert_eq!(
-            memtotal_bounds_engine(Engine::CloudHypervisor, 16384 * MIB),
+            memtotal_bounds_engine(Engine::CloudHypervisor, 16384 * MIB, RamLayout::AroundHole),
             (big - big / 64 - 96 * MIB, big)
         );
         assert_eq!(Backing::Thp.page_size(), 4096);

@@ -4,7 +4,7 @@
 //! size the guest checks is the size the host configured, in bytes, with no conversion here.
 
 use crate::cmdline as keys;
-use crate::kinds::{Engine, Transport};
+use crate::kinds::{Engine, RamLayout, Transport};
 use crate::limits::GuestMem;
 use crate::parity::NetPair;
 
@@ -91,6 +91,21 @@ pub fn cmdline(serial: SerialUse, mem: GuestMem, extra: &str) -> Result<String, 
         return Err(CmdlineError::TooLong(s.len()));
     }
     Ok(s)
+}
+
+/// truecold-vmm's word for its RAM layout (pure): `truecold.ram_layout=<layout>` when it is
+/// not the default, so that the guest's exact-RAM rule uses the layout's hole; nothing at the
+/// default (command lines stay as they were before the layouts existed).
+pub fn ram_layout_key(layout: RamLayout) -> Option<String> {
+    ram_layout_word(layout).map(str::to_string)
+}
+
+/// [`ram_layout_key`]'s word as a constant (what a tune knob's command-line delta names).
+pub fn ram_layout_word(layout: RamLayout) -> Option<&'static str> {
+    match layout {
+        RamLayout::AroundHole => None,
+        RamLayout::HoleInside => Some("truecold.ram_layout=hole-inside"),
+    }
 }
 
 /// The parity contract's guest keys (pure), in this order: `truecold.net=eth0,<guest>/30`
@@ -186,6 +201,23 @@ mod tests {
         }
         assert_eq!(CmdlineError::Invalid.kind(), "cmdline-invalid");
         assert_eq!(CmdlineError::TooLong(3000).kind(), "cmdline-invalid");
+    }
+
+    #[test]
+    fn the_ram_layout_word_only_off_the_default() {
+        assert_eq!(ram_layout_key(RamLayout::AroundHole), None);
+        let w = ram_layout_key(RamLayout::HoleInside).unwrap();
+        assert_eq!(w, "truecold.ram_layout=hole-inside");
+        assert_eq!(
+            w,
+            format!("{}={}", crate::cmdline::RAM_LAYOUT, RamLayout::HoleInside)
+        );
+        let c = cmdline(SerialUse::Off, mib(1024), &w).unwrap();
+        let g = crate::GuestConfig::from_cmdline(&c).unwrap();
+        assert_eq!(
+            (g.engine, g.ram_layout),
+            (Engine::Truecold, RamLayout::HoleInside)
+        );
     }
 
     #[test]

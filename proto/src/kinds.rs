@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::layout::RamLayout;
+
 /// Label of a Linux-boot campaign.
 pub const LINUX_LABEL: &str = "Linux boot: request to strict-ready";
 /// Label of a probe-guest campaign. Appears in every file of such a bundle.
@@ -139,19 +141,21 @@ impl Engine {
         self == Engine::CloudHypervisor
     }
 
-    /// The engine's documented low-memory hole: the part of the configured size its E820 map
-    /// does not give the guest as RAM. The guest's exact-RAM rule is
-    /// `System RAM == configured − hole` with no RAM inside the hole (guest-init/README.md).
-    /// - truecold: none (RAM below 640 KiB and from 1 MiB up adds to exactly the configured
-    ///   size).
+    /// The engine's low-memory hole under `layout` (truecold's own; peers ignore it): the part
+    /// of the configured size its E820 map does not give the guest as RAM. The exact-RAM rule
+    /// is `System RAM == configured − hole` with no RAM inside the hole
+    /// ([`crate::layout::check_map`], guest-init/README.md).
+    /// - truecold: [`RamLayout::hole`] — none laid `around-hole` (RAM below 640 KiB and from
+    ///   1 MiB adds to exactly the configured size), `[0xa0000, 0x100000)` laid
+    ///   `hole-inside` (declared reserved: [`Engine::declared_hole`]).
     /// - Firecracker v1.16.1: `[EBDA_START = 0x9fc00, HIMEM_START = 0x100000)`
     ///   (src/vmm/src/arch/x86_64/layout.rs; measured: 268,041,216 bytes of RAM for 256 MiB).
     /// - Cloud Hypervisor v53.0: `[EBDA_START = 0xa0000, HIGH_RAM_START = 0x100000)`
     ///   (arch/src/x86_64/layout.rs; measured: 268,042,240 bytes for 256 MiB).
     /// - QEMU microvm: see the match arm (measured in L1, documented there).
-    pub fn low_ram_hole(self) -> Option<RamHole> {
+    pub fn low_ram_hole(self, layout: RamLayout) -> Option<RamHole> {
         match self {
-            Engine::Truecold => None,
+            Engine::Truecold => layout.hole(),
             Engine::Firecracker => Some(RamHole {
                 start: 0x9_fc00,
                 end: 0x10_0000,
@@ -168,25 +172,35 @@ impl Engine {
         }
     }
 
+    /// The hole the engine's map declares as E820 reserved entries covering exactly it, which
+    /// the rule then requires: truecold's `hole-inside` hole. `None` for every peer (their
+    /// holes are documented, not held to a declaration) and for `around-hole`.
+    pub fn declared_hole(self, layout: RamLayout) -> Option<RamHole> {
+        match self {
+            Engine::Truecold => layout.hole(),
+            Engine::Firecracker | Engine::CloudHypervisor | Engine::QemuMicrovm => None,
+        }
+    }
+
     /// The size of the host mapping(s) that back `configured` bytes of guest memory in this
     /// engine's process, as `/proc/<pid>/smaps` shows them. Firecracker, Cloud Hypervisor and
     /// QEMU map exactly the configured size (their low-RAM hole is inside it). truecold-vmm
-    /// gives the guest exactly `configured` bytes of RAM *around* the 640 KiB – 1 MiB hole, so
-    /// its mapping spans the hole too (384 KiB, the read-only ROM-area slot) and is rounded
-    /// up to 2 MiB so that guest-physical and host-virtual addresses stay 2 MiB co-aligned
-    /// for THP (vmm/src/memory.rs `allocate`, held to this by a VMM test).
-    pub fn expected_mapping(self, configured: u64) -> u64 {
-        const HOLE: u64 = 0x10_0000 - 0xa_0000;
+    /// maps the guest-physical span of its RAM ([`RamLayout::span`]: laid `around-hole` it
+    /// spans the hole too, 384 KiB, the read-only ROM-area slot), rounded up to 2 MiB so that
+    /// guest-physical and host-virtual addresses stay 2 MiB co-aligned for THP
+    /// (vmm/src/memory.rs `allocate`, held to this by a VMM test).
+    pub fn expected_mapping(self, configured: u64, layout: RamLayout) -> u64 {
         const ALIGN: u64 = 2 << 20;
         match self {
-            Engine::Truecold => configured.saturating_add(HOLE).div_ceil(ALIGN) * ALIGN,
+            Engine::Truecold => layout.span(configured).div_ceil(ALIGN) * ALIGN,
             Engine::Firecracker | Engine::CloudHypervisor | Engine::QemuMicrovm => configured,
         }
     }
 
-    /// The System RAM the guest must find for `configured` bytes under this engine.
-    pub fn expected_firmware_ram(self, configured: u64) -> u64 {
-        configured.saturating_sub(self.low_ram_hole().map_or(0, RamHole::len))
+    /// The System RAM the guest must find for `configured` bytes under this engine (and
+    /// truecold's `layout`): [`crate::layout::Expected::ram`].
+    pub fn expected_firmware_ram(self, configured: u64, layout: RamLayout) -> u64 {
+        crate::layout::Expected::of(self, layout, configured).ram
     }
 }
 

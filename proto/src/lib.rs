@@ -901,6 +901,7 @@ pub fn memtotal_bounds_for(configured: u64) -> (u64, u64) {
 }
 
 pub mod kinds;
+pub mod layout;
 pub mod measure;
 pub mod parity;
 pub mod report;
@@ -920,6 +921,10 @@ pub mod cmdline {
     /// The engine whose E820 layout the exact-RAM rule uses ([`crate::kinds::Engine`];
     /// default `truecold`).
     pub const ENGINE: &str = "truecold.engine";
+    /// truecold-vmm's RAM layout ([`crate::kinds::RamLayout`]; default `around-hole`), whose
+    /// hole the exact-RAM rule uses under the truecold engine. truecold-vmm writes it only
+    /// when it is not the default.
+    pub const RAM_LAYOUT: &str = "truecold.ram_layout";
     /// `1`: an attribution boot (never a measured row): after the workload and its record,
     /// the guest reads `/dev/kmsg` and sends its trace ([`crate::trace`]); `0` or absent: not.
     pub const ATTRIBUTION: &str = "truecold.attribution";
@@ -971,6 +976,8 @@ pub struct GuestConfig {
     pub net: Option<String>,
     pub transport: kinds::Transport,
     pub engine: kinds::Engine,
+    /// [`cmdline::RAM_LAYOUT`].
+    pub ram_layout: kinds::RamLayout,
     /// [`cmdline::ATTRIBUTION`].
     pub attribution: bool,
     /// [`cmdline::FAULT`].
@@ -987,6 +994,7 @@ impl GuestConfig {
         let mut net = None;
         let mut transport = None;
         let mut engine = None;
+        let mut ram_layout = None;
         let mut attribution = None;
         let mut fault = None;
         let mut workspace = None;
@@ -1018,6 +1026,12 @@ impl GuestConfig {
                         kinds::Engine::parse(v).map_err(|_| ProtoError::BadCmdline(word.into()))?,
                     )
                     .is_some(),
+                "ram_layout" => ram_layout
+                    .replace(
+                        kinds::RamLayout::parse(v)
+                            .map_err(|_| ProtoError::BadCmdline(word.into()))?,
+                    )
+                    .is_some(),
                 "attribution" => attribution
                     .replace(match v {
                         "0" => false,
@@ -1043,12 +1057,23 @@ impl GuestConfig {
                 return Err(ProtoError::BadCmdline(word.into()));
             }
         }
+        let engine = engine.unwrap_or(kinds::Engine::Truecold);
+        let ram_layout = ram_layout.unwrap_or_default();
+        // The layout is truecold-vmm's: a peer lays RAM out its own way.
+        if !ram_layout.is_default() && engine != kinds::Engine::Truecold {
+            return Err(ProtoError::BadCmdline(format!(
+                "{}={ram_layout} under {}={engine}",
+                cmdline::RAM_LAYOUT,
+                cmdline::ENGINE
+            )));
+        }
         Ok(GuestConfig {
             mem: mem.ok_or(ProtoError::MissingKey("truecold.mem"))?,
             probe: probe.unwrap_or(cmdline::DEFAULT_PROBE),
             net,
             transport: transport.unwrap_or_default(),
-            engine: engine.unwrap_or(kinds::Engine::Truecold),
+            engine,
+            ram_layout,
             attribution: attribution.unwrap_or(false),
             fault,
             workspace: workspace.unwrap_or(false),

@@ -8,7 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::kinds::Transport;
+use crate::kinds::{Engine, RamLayout, Transport};
+use crate::layout::{AccountingError, Expected};
 use crate::measure::{Mark, Stage, Stamps};
 use crate::{BootId, GuestRecord};
 
@@ -65,16 +66,49 @@ pub struct MemoryFigures {
     pub memslots: u64,
     /// Sum of the E820 usable-RAM entries.
     pub e820_ram: u64,
+    /// Bytes of E820 reserved entries inside the layout's declared hole
+    /// ([`crate::layout::check_map`]); absent (0) laid `around-hole`, which declares none,
+    /// and from reports written before the layouts existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub e820_hole_reserved: u64,
     /// The guest's own figure: the Linux record's firmware map, the probe's memory map sum.
     pub guest: Option<u64>,
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 impl MemoryFigures {
-    /// configured == memslots == E820 RAM == guest.
-    pub fn agree(&self) -> bool {
-        self.guest == Some(self.configured)
-            && self.memslots == self.configured
-            && self.e820_ram == self.configured
+    /// The exact-accounting rule on the host's and the guest's figures under truecold's
+    /// `layout` ([`crate::layout::Expected`]): memslots = E820 RAM = the guest's RAM =
+    /// configured − the hole, and the hole declared reserved exactly as the layout says. A
+    /// missing guest figure is a breach.
+    pub fn problem(&self, layout: RamLayout) -> Option<AccountingError> {
+        self.host_problem(layout).or_else(|| {
+            Expected::of(Engine::Truecold, layout, self.configured)
+                .sums(
+                    self.configured,
+                    self.guest.unwrap_or(u64::MAX),
+                    self.e820_hole_reserved,
+                )
+                .err()
+        })
+    }
+
+    /// [`MemoryFigures::problem`] on the host's figures alone (memslots, E820): what a
+    /// report whose guest figure the bench reads elsewhere (the serial transport) is held to.
+    pub fn host_problem(&self, layout: RamLayout) -> Option<AccountingError> {
+        let want = Expected::of(Engine::Truecold, layout, self.configured);
+        [self.e820_ram, self.memslots].into_iter().find_map(|ram| {
+            want.sums(self.configured, ram, self.e820_hole_reserved)
+                .err()
+        })
+    }
+
+    /// [`MemoryFigures::problem`] finds none.
+    pub fn agree(&self, layout: RamLayout) -> bool {
+        self.problem(layout).is_none()
     }
 }
 
@@ -499,6 +533,74 @@ mod tests {
         ));
     }
 
+    /// The figures' rule per layout: RAM + declared hole = configured in the host's view
+    /// (memslots, E820) and the guest's; an old report (no `e820_hole_reserved`) parses as
+    /// `around-hole`'s 0.
+    #[test]
+    fn memory_figures_hold_the_layouts_rule() {
+        let m = 256u64 << 20;
+        let hole = 0x6_0000;
+        let around = MemoryFigures {
+            configured: m,
+            memslots: m,
+            e820_ram: m,
+            e820_hole_reserved: 0,
+            guest: Some(m),
+        };
+        assert!(around.agree(RamLayout::AroundHole));
+        assert!(!around.agree(RamLayout::HoleInside));
+        let inside = MemoryFigures {
+            memslots: m - hole,
+            e820_ram: m - hole,
+            e820_hole_reserved: hole,
+            guest: Some(m - hole),
+            ..around
+        };
+        assert!(inside.agree(RamLayout::HoleInside));
+        assert!(!inside.agree(RamLayout::AroundHole));
+        // The hole not declared.
+        let undeclared = MemoryFigures {
+            e820_hole_reserved: 0,
+            ..inside
+        };
+        assert!(matches!(
+            undeclared.problem(RamLayout::HoleInside),
+            Some(AccountingError::HoleNotDeclared { declared: 0, .. })
+        ));
+        // RAM + hole ≠ configured, in any one of the three views.
+        for f in [
+            MemoryFigures {
+                memslots: m - hole - 4096,
+                ..inside
+            },
+            MemoryFigures {
+                e820_ram: m,
+                ..inside
+            },
+            MemoryFigures {
+                guest: Some(m - hole + 4096),
+                ..inside
+            },
+            MemoryFigures {
+                guest: None,
+                ..inside
+            },
+        ] {
+            assert!(
+                matches!(
+                    f.problem(RamLayout::HoleInside),
+                    Some(AccountingError::Sum { .. })
+                ),
+                "{f:?}"
+            );
+        }
+        let old: MemoryFigures =
+            serde_json::from_str(r#"{"configured":1,"memslots":1,"e820_ram":1,"guest":1}"#)
+                .unwrap();
+        assert_eq!(old.e820_hole_reserved, 0);
+        assert!(!serde_json::to_string(&around).unwrap().contains("hole"));
+    }
+
     #[test]
     fn transport_is_always_written_and_required() {
         let core = ReportCore {
@@ -509,6 +611,7 @@ mod tests {
                 configured: 1,
                 memslots: 1,
                 e820_ram: 1,
+                e820_hole_reserved: 0,
                 guest: None,
             },
             backing_obtained: crate::kinds::ObtainedBacking::Anon4k,

@@ -213,11 +213,14 @@ fn cmdline_parsing() {
             net: None,
             transport: kinds::Transport::Ports,
             engine: kinds::Engine::Truecold,
+            ram_layout: kinds::RamLayout::AroundHole,
             attribution: false,
             fault: None,
             workspace: false,
         }
     );
+    let c = GuestConfig::from_cmdline("truecold.mem=1 truecold.ram_layout=hole-inside").unwrap();
+    assert_eq!(c.ram_layout, kinds::RamLayout::HoleInside);
     let base = "truecold.mem=1 ";
     let c = GuestConfig::from_cmdline(&format!(
         "{base}truecold.workspace=1 truecold.transport=vsock"
@@ -283,6 +286,10 @@ fn cmdline_parsing() {
         "truecold.mem=1 truecold.transport=usb",
         "truecold.mem=1 truecold.engine=xen",
         "truecold.mem=1 truecold.engine=firecracker truecold.engine=firecracker",
+        "truecold.mem=1 truecold.ram_layout=inside",
+        "truecold.mem=1 truecold.ram_layout=hole-inside truecold.ram_layout=around-hole",
+        // A peer lays RAM out its own way.
+        "truecold.mem=1 truecold.engine=firecracker truecold.ram_layout=hole-inside",
     ] {
         assert!(
             matches!(
@@ -379,29 +386,48 @@ fn serial_lines_round_trip_and_reject_garbage() {
 
 #[test]
 fn engine_layouts_give_the_measured_ram() {
-    use kinds::Engine;
+    use kinds::{Engine, RamLayout};
     let mib256 = 256u64 << 20;
+    let a = RamLayout::AroundHole;
     // Measured in L1 (notes/environment.md): Firecracker 268,041,216; Cloud Hypervisor
     // 268,042,240; truecold exactly the configured size.
     assert_eq!(
-        Engine::Firecracker.expected_firmware_ram(mib256),
+        Engine::Firecracker.expected_firmware_ram(mib256, a),
         268_041_216
     );
     assert_eq!(
-        Engine::CloudHypervisor.expected_firmware_ram(mib256),
+        Engine::CloudHypervisor.expected_firmware_ram(mib256, a),
         268_042_240
     );
-    assert_eq!(Engine::Truecold.expected_firmware_ram(mib256), mib256);
+    assert_eq!(Engine::Truecold.expected_firmware_ram(mib256, a), mib256);
+    // Laid hole-inside, truecold gives what Cloud Hypervisor gives (the same hole).
+    assert_eq!(
+        Engine::Truecold.expected_firmware_ram(mib256, RamLayout::HoleInside),
+        268_042_240
+    );
     for e in Engine::ALL {
         assert_eq!(Engine::parse(e.as_str()), Ok(e));
-        if let Some(h) = e.low_ram_hole() {
-            assert!(h.start < h.end && h.end <= 1 << 20, "{e}");
+        for l in RamLayout::ALL {
+            if let Some(h) = e.low_ram_hole(l) {
+                assert!(h.start < h.end && h.end <= 1 << 20, "{e}");
+            }
         }
     }
     assert!(Engine::parse("xen").is_err());
     // Measured in L1: truecold-vmm's mapping for 1 GiB is 1,075,838,976 bytes (1 GiB + 2 MiB).
-    assert_eq!(Engine::Truecold.expected_mapping(1 << 30), 1_075_838_976);
-    assert_eq!(Engine::Firecracker.expected_mapping(1 << 30), 1 << 30);
+    assert_eq!(Engine::Truecold.expected_mapping(1 << 30, a), 1_075_838_976);
+    assert_eq!(
+        Engine::Truecold.expected_mapping(1 << 30, RamLayout::HoleInside),
+        1 << 30
+    );
+    // An odd MiB count rounds up to 2 MiB either way.
+    assert_eq!(
+        Engine::Truecold.expected_mapping(129 << 20, RamLayout::HoleInside),
+        130 << 20
+    );
+    for l in RamLayout::ALL {
+        assert_eq!(Engine::Firecracker.expected_mapping(1 << 30, l), 1 << 30);
+    }
 }
 
 #[test]

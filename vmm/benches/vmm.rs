@@ -49,8 +49,12 @@ fn memory_setup(c: &mut Criterion) {
                 b.iter_batched(
                     || vm::create(&k).expect("create"),
                     |v| {
-                        let ram = memory::allocate(GuestMem::from_mib(mib).expect("size"), backing)
-                            .expect("allocate");
+                        let ram = memory::allocate(
+                            GuestMem::from_mib(mib).expect("size"),
+                            backing,
+                            memory::RamLayout::AroundHole,
+                        )
+                        .expect("allocate");
                         memory::register(&v, &ram, true).expect("register");
                         (v, ram)
                     },
@@ -66,8 +70,12 @@ fn memory_setup(c: &mut Criterion) {
 }
 
 fn kernel_load(c: &mut Criterion) {
-    let ram =
-        memory::allocate(GuestMem::from_mib(128).expect("size"), Backing::Anon).expect("allocate");
+    let ram = memory::allocate(
+        GuestMem::from_mib(128).expect("size"),
+        Backing::Anon,
+        memory::RamLayout::AroundHole,
+    )
+    .expect("allocate");
     let cmdline = truecold_vmm::boot_params::cmdline(
         truecold_vmm::boot_params::SerialUse::Off,
         GuestMem::from_mib(128).expect("size"),
@@ -100,9 +108,12 @@ fn vcpu_setup(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let v = vm::create(&k).expect("create");
-                    let ram =
-                        memory::allocate(GuestMem::from_mib(128).expect("size"), Backing::Anon)
-                            .expect("allocate");
+                    let ram = memory::allocate(
+                        GuestMem::from_mib(128).expect("size"),
+                        Backing::Anon,
+                        memory::RamLayout::AroundHole,
+                    )
+                    .expect("allocate");
                     memory::register(&v, &ram, true).expect("register");
                     let cl = truecold_vmm::boot_params::cmdline(
                         truecold_vmm::boot_params::SerialUse::Off,

@@ -384,16 +384,20 @@ fn run_inner(
     acct.take(Mark::VmCreated, host::counters(no_exits));
     crate::fault::at(Mark::VmCreated);
 
-    let ram = memory::allocate(cfg.mem, cfg.backing).map_err(Error::Memory)?;
+    let ram = memory::allocate(cfg.mem, cfg.backing, cfg.ram_layout).map_err(Error::Memory)?;
     let rom_area = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
     memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
     st.memory_ready = Some(now_ns());
     acct.take(Mark::MemoryReady, host::counters(no_exits));
     crate::fault::at(Mark::MemoryReady);
 
+    // The layout's word (none at the default) after the virtio arguments, so that a default
+    // boot's command line is what it was before the layouts existed.
+    let layout_word = truecold_proto::boot_cmdline::ram_layout_key(cfg.ram_layout);
     let extra = format!(
-        "{} {}",
+        "{}{} {}",
         boot_params::virtio_args(&cfg.virtio, cfg.transport),
+        layout_word.map(|w| format!(" {w}")).unwrap_or_default(),
         cfg.cmdline_extra
     );
     let cmdline = boot_params::cmdline(
@@ -549,6 +553,7 @@ fn run_inner(
         configured: cfg.mem.bytes(),
         memslots: memslots.iter().map(|r| r.size).sum(),
         e820_ram: boot_params::e820_ram(&loaded.e820),
+        e820_hole_reserved: boot_params::e820_hole_reserved(&loaded.e820, cfg.ram_layout),
         guest: guest.guest_bytes,
     };
     let deadline_ms = cfg.deadline.budget_ms(cfg.request_ns.unwrap_or(boot_start));
@@ -559,6 +564,7 @@ fn run_inner(
         &out.errors,
         &guest,
         &memory_figures,
+        cfg.ram_layout,
     );
     let report = report::assemble(
         cfg,
@@ -666,6 +672,7 @@ fn judge(
     errors: &[RunError],
     g: &GuestView,
     mem: &MemoryFigures,
+    how: truecold_proto::kinds::RamLayout,
 ) -> Option<GuestFailure> {
     match end {
         RunEnd::Deadline => {
@@ -752,12 +759,15 @@ fn judge(
             Some(_) => {}
         }
     }
-    if !mem.agree() {
+    if let Some(rule) = mem.problem(how) {
         return Some(GuestFailure::MemoryDisagrees {
+            layout: how,
             configured: mem.configured,
             memslots: mem.memslots,
             e820: mem.e820_ram,
+            hole_reserved: mem.e820_hole_reserved,
             guest: mem.guest,
+            rule,
         });
     }
     None
@@ -766,6 +776,7 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::RamLayout;
     use truecold_proto::limits::GuestMem;
 
     fn mib(n: u64) -> GuestMem {
@@ -791,12 +802,13 @@ mod tests {
     }
 
     fn mem(guest: Option<u64>) -> MemoryFigures {
-        let ranges = memory::layout(mib(128));
-        let e820 = boot_params::e820(&ranges);
+        let ranges = memory::layout(mib(128), RamLayout::AroundHole);
+        let e820 = boot_params::e820(&ranges, RamLayout::AroundHole);
         MemoryFigures {
             configured: 128 << 20,
             memslots: 128 << 20,
             e820_ram: boot_params::e820_ram(&e820),
+            e820_hole_reserved: boot_params::e820_hole_reserved(&e820, RamLayout::AroundHole),
             guest,
         }
     }
@@ -836,7 +848,8 @@ mod tests {
                 &ok_end,
                 &[],
                 &view(Some(good.clone()), true),
-                &mem(Some(128 << 20))
+                &mem(Some(128 << 20)),
+                RamLayout::AroundHole
             ),
             None
         );
@@ -847,6 +860,7 @@ mod tests {
             &[],
             &view(None, false),
             &mem(None),
+            RamLayout::AroundHole,
         );
         assert_eq!(
             f,
@@ -862,7 +876,8 @@ mod tests {
                 &ok_end,
                 &[],
                 &view(Some(good.clone()), false),
-                &mem(None)
+                &mem(None),
+                RamLayout::AroundHole
             ),
             Some(GuestFailure::NotStrictReady { .. })
         ));
@@ -873,7 +888,8 @@ mod tests {
                 &ok_end,
                 &[],
                 &view(None, true),
-                &mem(None)
+                &mem(None),
+                RamLayout::AroundHole
             ),
             Some(GuestFailure::RecordMissing)
         );
@@ -884,7 +900,8 @@ mod tests {
                 &ok_end,
                 &[],
                 &view(Some(record(ErrorCode::Network, 128 << 20)), true),
-                &mem(Some(128 << 20))
+                &mem(Some(128 << 20)),
+                RamLayout::AroundHole
             ),
             Some(GuestFailure::RecordFailed { .. })
         ));
@@ -895,7 +912,8 @@ mod tests {
                 &ok_end,
                 &[],
                 &view(Some(record(ErrorCode::Ok, 1 << 20)), true),
-                &mem(Some(1 << 20))
+                &mem(Some(1 << 20)),
+                RamLayout::AroundHole
             ),
             Some(GuestFailure::MemoryDisagrees { .. })
         ));
@@ -910,6 +928,7 @@ mod tests {
                 &[],
                 &aps,
                 &mem(Some(128 << 20)),
+                RamLayout::AroundHole,
             );
             assert_eq!(f, Some(GuestFailure::VcpusNotStarted { vcpus: vec![1, 3] }));
             assert_eq!(f.map(|f| f.kind()), Some("vcpus_not_started"));
@@ -921,7 +940,8 @@ mod tests {
                 &RunEnd::Stopped(StopReason::Reset),
                 &[],
                 &view(None, true),
-                &mem(None)
+                &mem(None),
+                RamLayout::AroundHole
             ),
             Some(GuestFailure::Reset)
         );
@@ -932,7 +952,8 @@ mod tests {
                 &RunEnd::Deadline,
                 &[],
                 &view(None, false),
-                &mem(None)
+                &mem(None),
+                RamLayout::AroundHole
             ),
             Some(GuestFailure::Deadline {
                 deadline_ms: 10_000,
@@ -946,7 +967,15 @@ mod tests {
         const DEADLINE_MS: u64 = 10_000;
         let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
         let judge_serial = |end: &RunEnd, g: &GuestView| {
-            judge(DEADLINE_MS, Transport::Serial, end, &[], g, &mem(None))
+            judge(
+                DEADLINE_MS,
+                Transport::Serial,
+                end,
+                &[],
+                g,
+                &mem(None),
+                RamLayout::AroundHole,
+            )
         };
         // No challenge, no record, no guest memory figure: the bench judges those.
         let mut g = view(None, false);
@@ -993,18 +1022,42 @@ mod tests {
         let mut g = view(None, false);
         // No challenge, no record: the bench reads them on the agent channel.
         assert_eq!(
-            judge(10_000, Transport::Vsock, &ok_end, &[], &g, &mem(None)),
+            judge(
+                10_000,
+                Transport::Vsock,
+                &ok_end,
+                &[],
+                &g,
+                &mem(None),
+                RamLayout::AroundHole
+            ),
             None
         );
         g.exit_after_ready = Some(false);
         assert_eq!(
-            judge(10_000, Transport::Vsock, &ok_end, &[], &g, &mem(None)),
+            judge(
+                10_000,
+                Transport::Vsock,
+                &ok_end,
+                &[],
+                &g,
+                &mem(None),
+                RamLayout::AroundHole
+            ),
             Some(GuestFailure::ExitBeforeReady)
         );
         // Under the ports the same view fails (no verified challenge).
         g.exit_after_ready = Some(true);
         assert!(matches!(
-            judge(10_000, Transport::Ports, &ok_end, &[], &g, &mem(None)),
+            judge(
+                10_000,
+                Transport::Ports,
+                &ok_end,
+                &[],
+                &g,
+                &mem(None),
+                RamLayout::AroundHole
+            ),
             Some(GuestFailure::NotStrictReady { .. })
         ));
         let mut cfg = BootConfig::probe(1, mib(128), memory::Backing::Anon);

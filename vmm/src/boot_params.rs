@@ -5,7 +5,8 @@
 //! guest memory.
 use serde::{Deserialize, Serialize};
 
-use crate::memory::{RamRange, HIGH_RAM_START};
+use crate::memory::{RamLayout, RamRange, HIGH_RAM_START};
+use truecold_proto::layout::{MapEntry, MapKind};
 
 // The guest's command line is built in proto, once for every engine.
 pub use truecold_proto::boot_cmdline::{
@@ -34,6 +35,8 @@ pub const CMDLINE_ADDR: u64 = 0x2_0000;
 pub const INITRD_MAX_END: u64 = 0x8000_0000;
 /// E820 type of usable RAM.
 pub const E820_RAM: u32 = 1;
+/// E820 type of a reserved range.
+pub const E820_RESERVED: u32 = 2;
 /// `hvm_start_info.magic`.
 pub const PVH_MAGIC: u32 = 0x336e_c578;
 /// Entries the zero page's `e820_table` holds.
@@ -84,16 +87,26 @@ pub struct E820Entry {
     pub kind: u32,
 }
 
-/// The E820 map for the RAM ranges: exactly one RAM entry per memslot, nothing else (pure).
-pub fn e820(ranges: &[RamRange]) -> Vec<E820Entry> {
-    ranges
+/// The E820 map for the RAM ranges laid out as `how` (pure): exactly one RAM entry per
+/// memslot, and `hole-inside`'s hole as one reserved entry, in address order; nothing else.
+pub fn e820(ranges: &[RamRange], how: RamLayout) -> Vec<E820Entry> {
+    let mut map: Vec<E820Entry> = ranges
         .iter()
         .map(|r| E820Entry {
             addr: r.start,
             size: r.size,
             kind: E820_RAM,
         })
-        .collect()
+        .collect();
+    if let Some(h) = how.hole() {
+        map.push(E820Entry {
+            addr: h.start,
+            size: h.len(),
+            kind: E820_RESERVED,
+        });
+        map.sort_by_key(|e| e.addr);
+    }
+    map
 }
 
 /// Sum of the RAM entries of `map`, bytes.
@@ -102,6 +115,34 @@ pub fn e820_ram(map: &[E820Entry]) -> u64 {
         .filter(|e| e.kind == E820_RAM)
         .map(|e| e.size)
         .sum()
+}
+
+/// Bytes of `map`'s reserved entries inside `how`'s hole (0 when it has none): the
+/// `e820_hole_reserved` figure.
+pub fn e820_hole_reserved(map: &[E820Entry], how: RamLayout) -> u64 {
+    let Some(h) = how.hole() else { return 0 };
+    map.iter()
+        .filter(|e| e.kind == E820_RESERVED)
+        .map(|e| {
+            let end = e.addr.saturating_add(e.size).min(h.end);
+            end.saturating_sub(e.addr.max(h.start))
+        })
+        .sum()
+}
+
+/// `map` as the one accounting rule reads a memory map (`truecold_proto::layout`).
+pub fn map_entries(map: &[E820Entry]) -> Vec<MapEntry> {
+    map.iter()
+        .map(|e| MapEntry {
+            start: e.addr,
+            end: e.addr.saturating_add(e.size),
+            kind: match e.kind {
+                E820_RAM => MapKind::Ram,
+                E820_RESERVED => MapKind::Reserved,
+                _ => MapKind::Other,
+            },
+        })
+        .collect()
 }
 
 /// The parity contract's command line additions (pure): one
@@ -335,8 +376,8 @@ mod tests {
             ),
         ];
         for (mib, want) in cases {
-            let r = layout(gm(mib));
-            let m = e820(&r);
+            let r = layout(gm(mib), RamLayout::AroundHole);
+            let m = e820(&r, RamLayout::AroundHole);
             assert_eq!(m, want, "{mib} MiB");
             assert_eq!(
                 e820_ram(&m),
@@ -360,6 +401,134 @@ mod tests {
             },
         ];
         assert_eq!(e820_ram(&mixed), 10);
+        assert_eq!(e820_hole_reserved(&mixed, RamLayout::AroundHole), 0);
+    }
+
+    /// `hole-inside`: RAM [0, 640 KiB), the hole reserved, RAM [1 MiB, M) (above 3 GiB: to the
+    /// 32-bit hole, then from 4 GiB); RAM + declared hole = M to the byte, by the one rule,
+    /// and each layout's map fails the other's rule.
+    #[test]
+    fn e820_hole_inside_declares_the_hole_and_sums_exactly() {
+        use truecold_proto::kinds::Engine;
+        use truecold_proto::layout::{check_map, Accounted};
+        let hole = HIGH_RAM_START - LOW_RAM_END;
+        let reserved = E820Entry {
+            addr: LOW_RAM_END,
+            size: hole,
+            kind: E820_RESERVED,
+        };
+        let below = HOLE_START - HIGH_RAM_START;
+        let cases: [(u64, Vec<E820Entry>); 6] = [
+            (
+                4,
+                vec![
+                    ram(0, LOW_RAM_END),
+                    reserved,
+                    ram(HIGH_RAM_START, (4 << 20) - HIGH_RAM_START),
+                ],
+            ),
+            (
+                1024,
+                vec![
+                    ram(0, LOW_RAM_END),
+                    reserved,
+                    ram(HIGH_RAM_START, (1024 << 20) - HIGH_RAM_START),
+                ],
+            ),
+            (
+                3072,
+                vec![ram(0, LOW_RAM_END), reserved, ram(HIGH_RAM_START, below)],
+            ),
+            (
+                3073,
+                vec![
+                    ram(0, LOW_RAM_END),
+                    reserved,
+                    ram(HIGH_RAM_START, below),
+                    ram(ABOVE_4G, 1 << 20),
+                ],
+            ),
+            (
+                4096,
+                vec![
+                    ram(0, LOW_RAM_END),
+                    reserved,
+                    ram(HIGH_RAM_START, below),
+                    ram(ABOVE_4G, 1 << 30),
+                ],
+            ),
+            (
+                16384,
+                vec![
+                    ram(0, LOW_RAM_END),
+                    reserved,
+                    ram(HIGH_RAM_START, below),
+                    ram(ABOVE_4G, 13 << 30),
+                ],
+            ),
+        ];
+        for (mib, want) in cases {
+            let m = mib << 20;
+            let r = layout(gm(mib), RamLayout::HoleInside);
+            let map = e820(&r, RamLayout::HoleInside);
+            assert_eq!(map, want, "{mib} MiB");
+            assert_eq!(e820_ram(&map) + hole, m, "{mib} MiB: RAM + hole = M");
+            assert_eq!(e820_ram(&map), r.iter().map(|r| r.size).sum::<u64>());
+            assert_eq!(e820_hole_reserved(&map, RamLayout::HoleInside), hole);
+            assert_eq!(
+                check_map(
+                    Engine::Truecold,
+                    RamLayout::HoleInside,
+                    m,
+                    &map_entries(&map)
+                ),
+                Ok(Accounted {
+                    ram: m - hole,
+                    declared: hole
+                }),
+                "{mib} MiB"
+            );
+            assert!(check_map(
+                Engine::Truecold,
+                RamLayout::AroundHole,
+                m,
+                &map_entries(&map)
+            )
+            .is_err());
+            let around = e820(
+                &layout(gm(mib), RamLayout::AroundHole),
+                RamLayout::AroundHole,
+            );
+            assert_eq!(
+                check_map(
+                    Engine::Truecold,
+                    RamLayout::AroundHole,
+                    m,
+                    &map_entries(&around)
+                ),
+                Ok(Accounted {
+                    ram: m,
+                    declared: 0
+                }),
+                "{mib} MiB"
+            );
+            assert!(check_map(
+                Engine::Truecold,
+                RamLayout::HoleInside,
+                m,
+                &map_entries(&around)
+            )
+            .is_err());
+            // The hole left undeclared is caught.
+            let undeclared: Vec<_> = map.iter().copied().filter(|e| e.kind == E820_RAM).collect();
+            assert!(check_map(
+                Engine::Truecold,
+                RamLayout::HoleInside,
+                m,
+                &map_entries(&undeclared)
+            )
+            .is_err());
+        }
     }
 
     #[test]
@@ -379,9 +548,12 @@ mod tests {
         let none = pvh_start_info(0x20000, 0x6100, 3, 0x6040, 0);
         assert_eq!(u64_at(&none, 16), 0, "no modules: no list");
 
-        let map = e820(&layout(gm(16384)));
+        let map = e820(
+            &layout(gm(16384), RamLayout::HoleInside),
+            RamLayout::HoleInside,
+        );
         let mm = pvh_memmap(&map);
-        assert_eq!(mm.len(), 24 * 3);
+        assert_eq!(mm.len(), 24 * 4);
         for (i, e) in map.iter().enumerate() {
             let o = 24 * i;
             assert_eq!(
@@ -391,7 +563,7 @@ mod tests {
                     u32_at(&mm, o + 16),
                     u32_at(&mm, o + 20)
                 ),
-                (e.addr, e.size, E820_RAM, 0)
+                (e.addr, e.size, e.kind, 0)
             );
         }
         let m = pvh_module(0x100_0000, 0x2345);
@@ -402,7 +574,10 @@ mod tests {
 
     #[test]
     fn zero_page_fields() {
-        let map = e820(&layout(gm(16384)));
+        let map = e820(
+            &layout(gm(16384), RamLayout::AroundHole),
+            RamLayout::AroundHole,
+        );
         let z = zero_page(None, CMDLINE_ADDR, 10, Some((0x100_0000, 0x2000)), &map).unwrap();
         assert_eq!(z.len(), 4096);
         assert_eq!(z[0x1e8], 3, "e820_entries");
@@ -458,7 +633,7 @@ mod tests {
 
     #[test]
     fn initramfs_placement() {
-        let r = layout(gm(128));
+        let r = layout(gm(128), RamLayout::AroundHole);
         let a = place_initramfs(&r, 0x20_0000, 5000).unwrap();
         assert_eq!(a % 4096, 0);
         assert!(a + 5000 <= r[1].end() && a >= 0x20_0000);
@@ -468,7 +643,7 @@ mod tests {
             Err(BootParamsError::InitramfsTooLarge { .. })
         ));
         // Above the 3 GiB hole, the initramfs stays below INITRD_MAX_END.
-        let big = layout(gm(16384));
+        let big = layout(gm(16384), RamLayout::AroundHole);
         let a = place_initramfs(&big, 0x20_0000, 1 << 20).unwrap();
         assert_eq!(a, INITRD_MAX_END - (1 << 20));
         // It never overlaps the kernel.

@@ -2,7 +2,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use truecold_proto::kinds::Transport;
+use truecold_proto::kinds::{RamLayout, Transport};
 use truecold_proto::limits::GuestMem;
 use truecold_proto::parity::NetPair;
 
@@ -21,6 +21,10 @@ pub struct BootConfig {
     #[serde(rename = "mem_mib", with = "truecold_proto::limits::serde_mib")]
     pub mem: GuestMem,
     pub backing: Backing,
+    /// How guest RAM is laid out around the legacy hole (`--ram-layout`; left out of the
+    /// JSON at the default, so reports without it keep their bytes).
+    #[serde(default, skip_serializing_if = "RamLayout::is_default")]
+    pub ram_layout: RamLayout,
     pub cmdline_extra: String,
     /// When the VMM gives up on a guest that has not finished.
     pub deadline: Deadline,
@@ -148,6 +152,7 @@ impl BootConfig {
             vcpus,
             mem,
             backing,
+            ram_layout: RamLayout::default(),
             cmdline_extra: String::new(),
             deadline: Deadline::AfterBootStartMs(10_000),
             console: false,

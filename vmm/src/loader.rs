@@ -322,7 +322,7 @@ pub fn load(
     let mut c = cmdline.as_bytes().to_vec();
     c.push(0);
     write(ram, CMDLINE_ADDR, &c)?;
-    let map = e820(&ram.ranges);
+    let map = e820(&ram.ranges, ram.how);
     let gdt: Vec<u8> = gdt().iter().flat_map(|e| e.to_le_bytes()).collect();
     write(ram, GDT_ADDR, &gdt)?;
     match image.protocol {
@@ -401,7 +401,12 @@ mod tests {
     #[test]
     fn an_entry_point_outside_guest_ram_is_a_corrupt_kernel() {
         let mem = truecold_proto::limits::GuestMem::from_mib(4).unwrap();
-        let ram = crate::memory::allocate(mem, crate::memory::Backing::Anon).unwrap();
+        let ram = crate::memory::allocate(
+            mem,
+            crate::memory::Backing::Anon,
+            crate::memory::RamLayout::AroundHole,
+        )
+        .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vmlinux");
         std::fs::write(&path, elf(0x10_0000)).unwrap();

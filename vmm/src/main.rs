@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use truecold_proto::kinds::Transport;
+use truecold_proto::kinds::{RamLayout, Transport};
 use truecold_proto::measure::error_chain as chain;
 use truecold_proto::report::{ErrorBody, ErrorReport};
 use truecold_vmm::boot::{validate, ConfigError};
@@ -107,6 +107,11 @@ struct BootArgs {
     /// probe guests (truecold_proto::kinds::Backing::default_for)].
     #[arg(long, value_parser = Backing::parse)]
     backing: Option<Backing>,
+    /// Guest RAM layout: around-hole (RAM = the configured size, laid around the 640 KiB –
+    /// 1 MiB hole, so it ends 384 KiB past it) or hole-inside (RAM ends at the configured
+    /// size; the hole, declared E820 reserved, is part of it). truecold_proto::layout.
+    #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::AroundHole)]
+    ram_layout: RamLayout,
     /// Appended to the tuned base command line.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     cmdline_extra: String,
@@ -238,6 +243,7 @@ impl BootArgs {
             vcpus: vcpus.get(),
             mem,
             backing,
+            ram_layout: self.ram_layout,
             cmdline_extra: self.cmdline_extra,
             deadline,
             console: self.console,

@@ -1,5 +1,8 @@
-//! Stage 3: guest memory. Layout (docs/architecture.md): memslots `[0, 0xA0000)`,
-//! `[0x100000, 3 GiB)` and from 4 GiB, summing to exactly `mem_mib` MiB; E820 RAM = memslots.
+//! Stage 3: guest memory. Layout (docs/architecture.md, [`RamLayout`]): memslots
+//! `[0, 0xA0000)`, `[0x100000, 3 GiB)` and from 4 GiB, summing to exactly `mem_mib` MiB laid
+//! `around-hole` (the default), or to `mem_mib` MiB less the 384 KiB hole laid `hole-inside`
+//! (RAM ends at `mem_mib` MiB; the hole is an E820 reserved entry); E820 RAM = memslots, and
+//! both obey `truecold_proto::layout::check_map`.
 //! Backed by anonymous 4 KiB pages, THP (`MADV_HUGEPAGE`) or hugetlb 2 MiB pages; a backing
 //! that cannot be had is an error, never a silent fallback.
 use kvm_bindings::kvm_userspace_memory_region;
@@ -19,7 +22,7 @@ pub const HOLE_START: u64 = 3 << 30;
 /// RAM resumes here.
 pub const ABOVE_4G: u64 = 4 << 30;
 
-pub use truecold_proto::kinds::{Backing, ObtainedBacking};
+pub use truecold_proto::kinds::{Backing, ObtainedBacking, RamLayout};
 
 /// Why guest memory could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -90,14 +93,20 @@ impl RamRange {
     }
 }
 
-/// The RAM ranges for `mem` (pure). Their sizes sum to exactly `mem`.
-pub fn layout(mem: GuestMem) -> Vec<RamRange> {
+/// The RAM ranges for `mem` laid out as `how` (pure). Their sizes sum to exactly `mem`
+/// (`around-hole`) or `mem` − the legacy hole (`hole-inside`): `Engine::Truecold
+/// .expected_firmware_ram(mem, how)`, the one rule's figure.
+pub fn layout(mem: GuestMem, how: RamLayout) -> Vec<RamRange> {
     let total = mem.bytes();
     let mut ranges = vec![RamRange {
         start: 0,
         size: LOW_RAM_END,
     }];
-    let rest = total - LOW_RAM_END;
+    // RAM from 1 MiB up, as if contiguous; above the 32-bit hole it resumes at 4 GiB.
+    let rest = match how {
+        RamLayout::AroundHole => total - LOW_RAM_END,
+        RamLayout::HoleInside => total - HIGH_RAM_START,
+    };
     let below_hole = rest.min(HOLE_START - HIGH_RAM_START);
     ranges.push(RamRange {
         start: HIGH_RAM_START,
@@ -244,6 +253,7 @@ pub struct GuestRam {
     pub mem: GuestMemoryMmap,
     pub mappings: Vec<HostMapping>,
     pub backing: Backing,
+    pub how: RamLayout,
 }
 
 impl GuestRam {
@@ -251,7 +261,8 @@ impl GuestRam {
     pub fn total(&self) -> u64 {
         self.ranges.iter().map(|r| r.size).sum()
     }
-    /// Bytes mapped on the host (ranges rounded up to 2 MiB, plus the legacy hole).
+    /// Bytes mapped on the host (ranges rounded up to 2 MiB, plus the legacy hole when RAM
+    /// lies around it).
     pub fn mapped(&self) -> u64 {
         self.mappings.iter().map(|m| m.len()).sum()
     }
@@ -274,9 +285,9 @@ pub fn check_host(mem: GuestMem, backing: Backing) -> Result<(), MemoryError> {
     Ok(())
 }
 
-/// Maps guest RAM with `backing` (no KVM involved).
-pub fn allocate(mem: GuestMem, backing: Backing) -> Result<GuestRam, MemoryError> {
-    let ranges = layout(mem);
+/// Maps guest RAM laid out as `how` with `backing` (no KVM involved).
+pub fn allocate(mem: GuestMem, backing: Backing, how: RamLayout) -> Result<GuestRam, MemoryError> {
+    let ranges = layout(mem, how);
     check_host(mem, backing)?;
     // Low mapping covers guest [0, end of range 1): slot 0 and slot 1 share it, so guest
     // physical and host virtual addresses stay 2 MiB co-aligned.
@@ -314,6 +325,7 @@ pub fn allocate(mem: GuestMem, backing: Backing) -> Result<GuestRam, MemoryError
         mem,
         mappings,
         backing,
+        how,
     })
 }
 
@@ -326,7 +338,8 @@ fn host_addr(ram: &GuestRam, r: &RamRange) -> u64 {
     }
 }
 
-/// The legacy option-ROM / BIOS area `[0xC0000, 0x100000)`: not RAM (no E820 entry), but
+/// The legacy option-ROM / BIOS area `[0xC0000, 0x100000)`: not RAM (no E820 entry laid
+/// `around-hole`; inside the reserved entry laid `hole-inside`), but
 /// Linux reads it at boot (`probe_roms` looks for a `0x55AA` signature every 2 KiB). Without a
 /// memslot each of those reads (97 per boot, counted by the devices' `unknown_mmio`) is an
 /// exit to this process. [`register`] maps it read-only onto the zero-filled part of the low
@@ -337,7 +350,9 @@ fn host_addr(ram: &GuestRam, r: &RamRange) -> u64 {
 /// 384 KiB past it, sparing the guest a partly used 128 MiB memory section — 32,672 struct
 /// pages initialised as unavailable, ~2.3 ms in the nested harness at 256 MiB): Linux 6.12
 /// removes RAM in 640 KiB–1 MiB from `/sys/firmware/memmap` too (measured: System RAM =
-/// M − 384 KiB), which breaks the exact-RAM contract the guest checks.
+/// M − 384 KiB), which breaks the exact-RAM contract the guest checks. `hole-inside`
+/// ([`RamLayout::HoleInside`]) ends RAM at M the other way: the hole is declared reserved and
+/// counted in the configured size, by the one rule (`truecold_proto::layout`).
 pub const ROM_AREA: RamRange = RamRange {
     start: 0xc_0000,
     size: HIGH_RAM_START - 0xc_0000,
@@ -441,7 +456,7 @@ mod tests {
     fn layout_sums_exactly() {
         use truecold_proto::limits::{MAX_MEM_MIB, MIN_MEM_MIB};
         for n in [MIN_MEM_MIB, 128, 2048, 3071, 3072, 3073, 16384, MAX_MEM_MIB] {
-            let r = layout(mib(n));
+            let r = layout(mib(n), RamLayout::AroundHole);
             assert_eq!(r.iter().map(|r| r.size).sum::<u64>(), n * MIB, "{n}");
             assert_eq!(
                 r[0],
@@ -453,27 +468,85 @@ mod tests {
             assert_eq!(r[1].start, HIGH_RAM_START);
             assert!(r[1].end() <= HOLE_START);
         }
-        let r = layout(mib(16384));
+        let r = layout(mib(16384), RamLayout::AroundHole);
         assert_eq!(r.len(), 3);
         assert_eq!(r[1].end(), HOLE_START);
         assert_eq!(r[2].start, ABOVE_4G);
-        assert_eq!(layout(mib(128)).len(), 2);
+        assert_eq!(layout(mib(128), RamLayout::AroundHole).len(), 2);
+    }
+
+    /// `hole-inside`: RAM + the 384 KiB hole = the configured size to the byte, RAM ends at
+    /// the configured size (below 3 GiB) or at 4 GiB + (size − 3 GiB) above it.
+    #[test]
+    fn hole_inside_layout_ends_ram_at_the_configured_size() {
+        use truecold_proto::limits::{MAX_MEM_MIB, MIN_MEM_MIB};
+        const HOLE: u64 = HIGH_RAM_START - LOW_RAM_END;
+        for n in [
+            MIN_MEM_MIB,
+            127,
+            128,
+            1024,
+            3071,
+            3072,
+            3073,
+            4096,
+            16384,
+            MAX_MEM_MIB,
+        ] {
+            let r = layout(mib(n), RamLayout::HoleInside);
+            let sum: u64 = r.iter().map(|r| r.size).sum();
+            assert_eq!(sum + HOLE, n * MIB, "{n} MiB");
+            assert_eq!(
+                sum,
+                truecold_proto::kinds::Engine::Truecold
+                    .expected_firmware_ram(n * MIB, RamLayout::HoleInside),
+                "{n}"
+            );
+            assert_eq!(
+                r[0],
+                RamRange {
+                    start: 0,
+                    size: LOW_RAM_END
+                }
+            );
+            assert_eq!(r[1].start, HIGH_RAM_START);
+            let top = r.last().map(RamRange::end).unwrap();
+            if n * MIB <= HOLE_START {
+                assert_eq!((r.len(), top), (2, n * MIB), "{n} MiB: RAM ends at M");
+            } else {
+                assert_eq!(r.len(), 3, "{n}");
+                assert_eq!(r[1].end(), HOLE_START);
+                assert_eq!(r[2].start, ABOVE_4G);
+                assert_eq!(top, ABOVE_4G + n * MIB - HOLE_START, "{n}");
+            }
+        }
+        // 3072 MiB exactly: nothing left for above 4 GiB.
+        assert_eq!(layout(mib(3072), RamLayout::HoleInside).len(), 2);
     }
 
     #[test]
     fn allocate_rejects_more_than_host() {
         let host = crate::host::host_mem_total().unwrap() / MIB;
         assert!(matches!(
-            allocate(mib(host * 2), Backing::Anon),
+            allocate(mib(host * 2), Backing::Anon, RamLayout::AroundHole),
             Err(MemoryError::ExceedsHost { .. })
         ));
     }
 
     #[test]
     fn allocate_is_aligned() {
-        let ram = allocate(mib(128), Backing::Anon).unwrap();
-        assert_eq!(ram.total(), 128 * MIB);
-        assert_eq!(ram.mappings[0].addr() % HUGE_2M, 0);
+        for how in RamLayout::ALL {
+            let ram = allocate(mib(128), Backing::Anon, how).unwrap();
+            assert_eq!(
+                ram.total(),
+                truecold_proto::kinds::Engine::Truecold.expected_firmware_ram(128 * MIB, how)
+            );
+            assert_eq!(ram.mappings[0].addr() % HUGE_2M, 0);
+            // Guest-physical and host-virtual addresses 2 MiB co-aligned (THP) in every slot.
+            for r in &ram.ranges {
+                assert_eq!(host_addr(&ram, r) % HUGE_2M, r.start % HUGE_2M, "{how}");
+            }
+        }
     }
 
     /// What the bench reads from smaps for this engine (`Engine::expected_mapping`, the one
@@ -481,13 +554,15 @@ mod tests {
     #[test]
     fn the_mapping_is_what_the_engines_rule_expects() {
         use truecold_proto::kinds::Engine;
-        for n in [4u64, 127, 128, 1024, 3071, 3072, 3073, 5000] {
-            let ram = allocate(mib(n), Backing::Anon).unwrap();
-            assert_eq!(
-                ram.mapped(),
-                Engine::Truecold.expected_mapping(n * MIB),
-                "{n} MiB"
-            );
+        for how in RamLayout::ALL {
+            for n in [4u64, 127, 128, 1024, 3071, 3072, 3073, 5000] {
+                let ram = allocate(mib(n), Backing::Anon, how).unwrap();
+                assert_eq!(
+                    ram.mapped(),
+                    Engine::Truecold.expected_mapping(n * MIB, how),
+                    "{n} MiB {how}"
+                );
+            }
         }
     }
 }

@@ -218,17 +218,20 @@ mod tests {
 
     #[test]
     fn judge_checks_everything() {
+        let lay = |m| crate::memory::layout(m, crate::memory::RamLayout::AroundHole);
         let map = crate::boot_params::e820(
             &truecold_proto::limits::GuestMem::from_mib(128)
-                .map(crate::memory::layout)
+                .map(lay)
                 .unwrap(),
+            crate::memory::RamLayout::AroundHole,
         );
         assert_eq!(expected_touches(&map, TOUCH_STRIDE), 1 + 64);
         assert_eq!(expected_touches(&map, TOUCH_STRIDE_SPARSE), 1 + 1);
         let big = crate::boot_params::e820(
             &truecold_proto::limits::GuestMem::from_mib(16384)
-                .map(crate::memory::layout)
+                .map(lay)
                 .unwrap(),
+            crate::memory::RamLayout::AroundHole,
         );
         assert_eq!(
             expected_touches(&big, TOUCH_STRIDE_SPARSE),

@@ -71,12 +71,16 @@ pub enum GuestFailure {
     RecordMissing,
     #[error("the guest record says {code} / workload {workload}")]
     RecordFailed { code: ErrorCode, workload: Workload },
-    #[error("memory disagrees: configured {configured}, memslots {memslots}, E820 {e820}, guest {guest:?}")]
+    #[error("memory disagrees under the {layout} layout: configured {configured}, memslots {memslots}, E820 RAM {e820}, E820 reserved in the hole {hole_reserved}, guest {guest:?}")]
     MemoryDisagrees {
+        layout: truecold_proto::kinds::RamLayout,
         configured: u64,
         memslots: u64,
         e820: u64,
+        hole_reserved: u64,
         guest: Option<u64>,
+        #[source]
+        rule: truecold_proto::layout::AccountingError,
     },
     #[error("probe check failed: {detail}")]
     Probe { detail: String },

@@ -323,3 +323,37 @@ fn rate_limit_flags_reach_the_configuration() {
     let o = vmm(&["boot", "--probe"]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("limits"));
 }
+
+/// `--ram-layout hole-inside` is the layout the boot runs with: echoed in the report's
+/// configuration (absent at the default), the hole one E820 reserved entry, RAM + hole =
+/// configured in every figure; a misspelt layout is a usage error.
+#[test]
+fn ram_layout_flag_reaches_the_configuration_and_the_memory_map() {
+    use truecold_proto::kinds::RamLayout;
+    common::require_kvm();
+    let o = vmm(&["boot", "--probe", "--ram-layout", "hole-inside"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["config"]["ram_layout"], "hole-inside");
+    let r: BootReport = serde_json::from_value(v).unwrap();
+    assert_eq!(r.config.ram_layout, RamLayout::HoleInside);
+    common::check_probe_report(&r, &r.config.clone());
+    let reserved: Vec<_> = r.memory.e820.iter().filter(|e| e.kind == 2).collect();
+    assert_eq!(
+        reserved
+            .iter()
+            .map(|e| (e.addr, e.size))
+            .collect::<Vec<_>>(),
+        vec![(0xa_0000, 0x6_0000)]
+    );
+    let o = vmm(&["boot", "--probe"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !out.contains("ram_layout") && !out.contains("e820_hole_reserved"),
+        "{out}"
+    );
+    let o = vmm(&["boot", "--probe", "--ram-layout", "inside"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("around-hole, hole-inside"));
+}

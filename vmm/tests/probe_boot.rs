@@ -31,6 +31,51 @@ fn boot_source(kernel: KernelSource, mem_mib: u64, vcpus: u8, backing: Backing) 
     }
 }
 
+/// The probe under `--ram-layout hole-inside` (`source` entered through PVH or the 64-bit
+/// protocol's zero page): RAM + the declared hole = configured, checked by
+/// `common::check_probe_report` with the one rule.
+fn boot_hole_inside(source: KernelSource, mem_mib: u64, vcpus: u8) {
+    common::require_kvm();
+    let mut cfg = BootConfig::probe(vcpus, mib(mem_mib), Backing::Anon);
+    cfg.kernel = source;
+    cfg.ram_layout = truecold_proto::kinds::RamLayout::HoleInside;
+    cfg.deadline = Deadline::AfterBootStartMs(300_000);
+    cfg.request_ns = Some(now_ns());
+    let r = truecold_vmm::boot(&cfg).unwrap_or_else(|e| {
+        panic!(
+            "{mem_mib} MiB: {}",
+            truecold_proto::measure::error_chain(&e)
+        )
+    });
+    common::check_probe_report(&r, &cfg);
+    assert_eq!(
+        r.probe
+            .as_ref()
+            .and_then(|p| p.summary.as_ref())
+            .map(|s| s.ram_bytes),
+        Some(cfg.mem.bytes() - 0x6_0000)
+    );
+}
+
+#[test]
+fn hole_inside_128m_1cpu() {
+    boot_hole_inside(KernelSource::Probe, 128, 1);
+}
+#[test]
+fn hole_inside_linux64_protocol_128m_2cpu() {
+    boot_hole_inside(KernelSource::ProbeLinux64, 128, 2);
+}
+/// Across the 32-bit hole: 1 MiB from 4 GiB.
+#[test]
+fn hole_inside_3073m_1cpu() {
+    boot_hole_inside(KernelSource::ProbeSparse, 3073, 1);
+}
+#[test]
+fn hole_inside_16g_2cpu() {
+    let _big = one_big_at_a_time();
+    boot_hole_inside(KernelSource::ProbeSparse, 16384, 2);
+}
+
 #[test]
 fn anon_128m_1cpu() {
     boot_ok(128, 1, Backing::Anon);

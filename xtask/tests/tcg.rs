@@ -19,7 +19,7 @@
 //! `truecold_proto::boot_cmdline::cmdline(SerialUse::Transport(engine), M, "")` with
 //! `truecold.mem` = the `-m` size, and the host reads `TC1 ready`, writes a fresh nonce,
 //! reads the reply and the record; the doorbell and exit stand-ins stay as above. Told
-//! `qemu-microvm`, the guest must find exactly `Engine::QemuMicrovm.expected_firmware_ram(M)`
+//! `qemu-microvm`, the guest must find exactly `Engine::QemuMicrovm.expected_firmware_ram(M, truecold_proto::kinds::RamLayout::AroundHole)`
 //! (the same figure as [`microvm_ram`]).
 //!
 //! Prerequisites (the tests FAIL without them): `cargo run -p xtask -- guest --out out/guest`
@@ -562,7 +562,8 @@ fn serial_transport_ready_nonce_reply_record() {
     assert_eq!(r.code, ErrorCode::Ok, "{ctx}");
     assert_eq!(r.workload, Workload::BenchOk, "{ctx}");
     assert_eq!(r.boot_id, Some(*boot_id), "{ctx}");
-    let ram = Engine::QemuMicrovm.expected_firmware_ram(mib * MIB);
+    let ram = Engine::QemuMicrovm
+        .expected_firmware_ram(mib * MIB, truecold_proto::kinds::RamLayout::AroundHole);
     assert_eq!(ram, microvm_ram(mib), "the engine's hole is QEMU's layout");
     assert_eq!(r.mem_configured, mib * MIB, "{ctx}");
     assert_eq!(r.mem_firmware_ram, ram, "{ctx}");
@@ -617,17 +618,21 @@ fn serial_transport_told_another_engine_is_mem_firmware_mismatch() {
     assert_eq!(r.workload, Workload::NotRun, "{ctx}");
     assert!(r.boot_id.is_some(), "{ctx}");
     assert_eq!(r.mem_configured, mib * MIB, "{ctx}");
-    let found = Engine::QemuMicrovm.expected_firmware_ram(mib * MIB);
+    let found = Engine::QemuMicrovm
+        .expected_firmware_ram(mib * MIB, truecold_proto::kinds::RamLayout::AroundHole);
     assert_eq!(r.mem_firmware_ram, found, "the guest's own figure\n{ctx}");
     assert_eq!(
-        Engine::CloudHypervisor.expected_firmware_ram(mib * MIB) - found,
+        Engine::CloudHypervisor
+            .expected_firmware_ram(mib * MIB, truecold_proto::kinds::RamLayout::AroundHole)
+            - found,
         1024,
         "{ctx}"
     );
     assert_eq!((r.mem_total, r.mem_probe, r.t_ready_ns), (0, 0, 0), "{ctx}");
     let expected = format!(
         "expected {}",
-        Engine::CloudHypervisor.expected_firmware_ram(mib * MIB)
+        Engine::CloudHypervisor
+            .expected_firmware_ram(mib * MIB, truecold_proto::kinds::RamLayout::AroundHole)
     );
     assert!(
         b.noise
@@ -655,7 +660,8 @@ fn serial_transport_garbage_instead_of_the_nonce_is_bad_nonce() {
     assert_eq!(r.boot_id, Some(*boot_id), "{ctx}");
     assert_eq!(
         r.mem_firmware_ram,
-        Engine::QemuMicrovm.expected_firmware_ram(mib * MIB),
+        Engine::QemuMicrovm
+            .expected_firmware_ram(mib * MIB, truecold_proto::kinds::RamLayout::AroundHole),
         "{ctx}"
     );
     assert_eq!(r.t_reply_ns, 0, "no reply was sent\n{ctx}");

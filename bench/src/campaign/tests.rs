@@ -122,6 +122,7 @@ fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> 
             configured: 64 * MIB,
             memslots: 64 * MIB,
             e820_ram: 64 * MIB,
+            e820_hole_reserved: 0,
             guest: Some(64 * MIB),
         },
         backing_obtained: truecold_proto::kinds::ObtainedBacking::Anon4k,
@@ -182,6 +183,7 @@ fn spec(schedule: Schedule) -> CampaignSpec {
         vcpus: Vcpus::new(1).unwrap(),
         mem: GuestMem::from_mib(64).unwrap(),
         backing: truecold_proto::kinds::Backing::Anon,
+        ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     }
@@ -228,6 +230,7 @@ fn run_with(
         vcpus: u32::from(sp.vcpus.get()),
         mem_bytes: sp.mem.bytes(),
         backing: sp.backing.to_string(),
+        ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
         cmdline: FAKE_VMM_LINE.into(),
         vmm_path: "/fake/truecold-vmm".into(),
         kernel_path: None,

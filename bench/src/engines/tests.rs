@@ -39,7 +39,8 @@ fn record(engine: Engine, id: BootId) -> GuestRecord {
         t_reply_ns: 40_100_000,
         t_record_ns: 41_000_000,
         mem_configured: MEM,
-        mem_firmware_ram: engine.expected_firmware_ram(MEM),
+        mem_firmware_ram: engine
+            .expected_firmware_ram(MEM, truecold_proto::kinds::RamLayout::AroundHole),
         mem_total: MEM - 20 * MIB,
         mem_probe: 4 * MIB,
         cpus: 2,
@@ -111,6 +112,7 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
                 configured: MEM,
                 memslots: MEM,
                 e820_ram: MEM,
+                e820_hole_reserved: 0,
                 guest: (!failed).then_some(MEM),
             },
             backing_obtained: ObtainedBacking::Anon4k,
@@ -143,7 +145,9 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
             liveness: lv,
             guest_record: (!failed).then(|| record(engine, bid)),
             host_memory: (!failed).then(|| HostMapping {
-                sizes: vec![engine.expected_mapping(MEM)],
+                sizes: vec![
+                    engine.expected_mapping(MEM, truecold_proto::kinds::RamLayout::AroundHole)
+                ],
                 kernel_page_size: 4096,
                 anon_huge_bytes: 0,
             }),
@@ -249,7 +253,10 @@ fn rounds_interleave_every_arm_in_the_seeded_order() {
         assert_eq!(idx, vec![0, 1, 2, 3], "an arm's rows are its rounds");
         for s in &a.samples {
             assert!(s.ok, "{}: {} {}", arms[i], s.error_kind, s.error_detail);
-            assert_eq!(s.host_mapping_bytes, Some(arms[i].expected_mapping(MEM)));
+            assert_eq!(
+                s.host_mapping_bytes,
+                Some(arms[i].expected_mapping(MEM, truecold_proto::kinds::RamLayout::AroundHole))
+            );
             assert_eq!(s.host_page_size, Some(4096));
         }
         assert!(a.runs().iter().all(|r| r.outcome.ok && r.engine == arms[i]));
@@ -265,7 +272,10 @@ fn rounds_interleave_every_arm_in_the_seeded_order() {
     assert_eq!(fc.host_memslots, None);
     assert_eq!(
         fc.guest_mem_firmware,
-        Some(Engine::Firecracker.expected_firmware_ram(MEM))
+        Some(
+            Engine::Firecracker
+                .expected_firmware_ram(MEM, truecold_proto::kinds::RamLayout::AroundHole)
+        )
     );
 }
 

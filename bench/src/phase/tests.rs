@@ -87,6 +87,7 @@ fn an_arms_run_is_a_plain_sequential_plan() {
         vcpus: plan.vcpus,
         mem: plan.mem,
         backing: applied.backing,
+        ram_layout: applied.ram_layout,
         deadline_ns: 2_000_000_000,
         kill_grace_ns: 500_000_000,
         observer: Observer::VmExit,

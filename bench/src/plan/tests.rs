@@ -245,6 +245,81 @@ fn bzimage_boots_a_linux_guest_of_truecold_vmm() {
     }
 }
 
+/// `--ram-layout`: the plan's, spelt out in the explicit arguments only off the default,
+/// passed to the VMM only off the default, parsed back to the same plan; truecold campaigns
+/// only.
+#[test]
+fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
+    use truecold_proto::kinds::RamLayout;
+    let a = plan_of(&["--linux", "--ram-layout", "hole-inside"]);
+    assert_eq!(a.guest.ram_layout, RamLayout::HoleInside);
+    let e = explicit(&a, ContractKind::Linux);
+    let i = e
+        .iter()
+        .position(|w| w == "--ram-layout")
+        .expect("spelt out");
+    assert_eq!(e[i + 1], "hole-inside");
+    let words: Vec<&str> = e.iter().map(String::as_str).collect();
+    assert_eq!(plan_of(&words).guest.ram_layout, RamLayout::HoleInside);
+    let d = plan_of(&["--linux"]);
+    assert_eq!(d.guest.ram_layout, RamLayout::AroundHole);
+    assert!(!explicit(&d, ContractKind::Linux).contains(&"--ram-layout".to_string()));
+    let e = args(&["--ram-layout", "inside"]).unwrap_err().to_string();
+    assert!(e.contains("around-hole, hole-inside"), "{e}");
+    for extra in [&["--engine", "firecracker"][..], &["--parity"][..]] {
+        let mut v = vec!["--ram-layout", "hole-inside"];
+        v.extend_from_slice(extra);
+        match plan(&v) {
+            Err(ArgError::RamLayoutNotHere(RamLayout::HoleInside)) => {}
+            Err(ArgError::Parity(_)) if extra == ["--parity"] => {}
+            other => panic!("{extra:?}: {other:?}"),
+        }
+    }
+    // The layout at its default is accepted everywhere.
+    assert!(plan(&["--ram-layout", "around-hole", "--engine", "firecracker"]).is_ok());
+    // The VMM's arguments: the flag off the default only.
+    let mut spec = crate::campaign::CampaignSpec {
+        observer: truecold_proof::schema::Observer::VmExit,
+        interleaved: false,
+        stop_after: None,
+        schedule: crate::schedule::Schedule::Sequential { n: 1 },
+        contract: ContractKind::Linux,
+        vcpus: Vcpus::new(1).unwrap(),
+        mem: GuestMem::from_mib(1024).unwrap(),
+        backing: Backing::Thp,
+        ram_layout: RamLayout::AroundHole,
+        deadline_ns: 1_000_000_000,
+        kill_grace_ns: 500_000_000,
+    };
+    assert!(!crate::plain::vmm_args(
+        &spec,
+        None,
+        "",
+        false,
+        false,
+        truecold_proof::schema::HostKind::Hardware
+    )
+    .iter()
+    .any(|w| w == "--ram-layout"));
+    spec.ram_layout = RamLayout::HoleInside;
+    let v: Vec<String> = crate::plain::vmm_args(
+        &spec,
+        None,
+        "",
+        false,
+        false,
+        truecold_proof::schema::HostKind::Hardware,
+    )
+    .iter()
+    .map(|w| w.to_string_lossy().into_owned())
+    .collect();
+    let i = v
+        .iter()
+        .position(|w| w == "--ram-layout")
+        .expect("passed on");
+    assert_eq!(v[i + 1], "hole-inside");
+}
+
 /// Parsing the explicit arguments gives the same campaign, whose explicit arguments are
 /// the same again.
 #[test]

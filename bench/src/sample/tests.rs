@@ -91,6 +91,7 @@ fn ctx(contract: ContractKind, intended: bool) -> RowContext {
         observer: truecold_proto::kinds::Observer::VmExit,
         engine: truecold_proto::kinds::Engine::Truecold,
         backing: truecold_proto::kinds::Backing::Anon,
+        ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
     }
 }
 

@@ -112,7 +112,8 @@ fn kernel_name(r: &Recorded) -> Option<&str> {
 /// the baseline's (the symbols Kconfig derives from them are held by the kernel-digest rule
 /// of the phase: arms with the same Kconfig knobs have one config); its VMM command runs the
 /// baseline's backing with its knobs applied, `--console` exactly when `console` is one of
-/// them, and the `bzImage` exactly when `bzimage` is.
+/// them, the `bzImage` exactly when `bzimage` is, and `--ram-layout` as its layout knob sets
+/// it (absent: the default).
 pub(super) fn check_applied(
     v: &mut Verdict,
     dir: &Path,
@@ -222,6 +223,21 @@ pub(super) fn check_applied(
                     } else {
                         "its VMM command has `--console`, which no knob of it asks for".into()
                     },
+                );
+            }
+            // The RAM layout: `--ram-layout` off the default exactly as the knobs set it.
+            let layout = apply(knobs, truecold_proto::kinds::Backing::Anon).ram_layout;
+            let ran_layout = r
+                .vmm
+                .get("--ram-layout")
+                .unwrap_or(truecold_proto::kinds::RamLayout::default().as_str());
+            if ran_layout != layout.as_str() {
+                add(
+                    name,
+                    format!(
+                        "its VMM command runs `--ram-layout {ran_layout}`; its knobs lay RAM \
+                         out `{layout}`"
+                    ),
                 );
             }
             let bz = knobs

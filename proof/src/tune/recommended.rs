@@ -93,6 +93,7 @@ pub fn recommended_flag(k: Knob) -> Option<String> {
         Change::Vmm(VmmChange::Backing(b)) => Some(format!("--backing {}", b.as_str())),
         Change::Vmm(VmmChange::Console) => Some("--console".into()),
         Change::Vmm(VmmChange::BzImage) => Some("--bzimage".into()),
+        Change::Vmm(VmmChange::RamLayout(l)) => Some(format!("--ram-layout {}", l.as_str())),
         Change::Cmdline(_) | Change::Kconfig(_) => None,
     }
 }
@@ -141,6 +142,9 @@ fn cmdline(knobs: &[Knob]) -> String {
         }
         let how = match k.change() {
             Change::Cmdline(_) => "truecold run --cmdline-extra",
+            Change::Vmm(VmmChange::RamLayout(_)) => {
+                "truecold run --ram-layout: the VMM tells the guest its layout"
+            }
             _ => "truecold run --console: the VMM's base command line with a console",
         };
         let _ = writeln!(s, "# {k} ({how})");
@@ -208,6 +212,10 @@ fn run_words(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> Vec<String> {
     }
     if a.bzimage {
         v.push("--bzimage".into());
+    }
+    if !a.ram_layout.is_default() {
+        v.push("--ram-layout".into());
+        v.push(a.ram_layout.as_str().into());
     }
     if !a.fragments.is_empty() {
         v.push("--kernel-fragment".into());

@@ -85,6 +85,8 @@ pub struct Fixture {
     /// An arm of an engines campaign (serial observer) run by this engine; `None`: truecold
     /// alone, observed at the VM exit.
     pub engine: Option<Engine>,
+    /// truecold-vmm's RAM layout (`configuration.ram_layout`; truecold alone).
+    pub ram_layout: truecold_proto::kinds::RamLayout,
 }
 
 impl Fixture {
@@ -99,6 +101,7 @@ impl Fixture {
             host: HostKind::Hardware,
             incomplete: false,
             engine: None,
+            ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
         }
     }
 
@@ -133,6 +136,11 @@ impl Fixture {
         }
         .into()
     }
+    /// truecold's RAM under the fixture's layout (configured − its hole).
+    pub fn ram(&self) -> u64 {
+        Engine::Truecold.expected_firmware_ram(MEM, self.ram_layout)
+    }
+
     pub fn probe(n: u64) -> Self {
         Fixture {
             kind: ContractKind::Probe,
@@ -187,11 +195,11 @@ impl Fixture {
             stages,
             boot_id: linux.then(|| boot_id(i)),
             host_mem_configured: MEM,
-            host_memslots: Some(MEM),
-            host_e820_usable: Some(MEM),
+            host_memslots: Some(self.ram()),
+            host_e820_usable: Some(self.ram()),
             host_mapping_bytes: None,
             host_page_size: None,
-            guest_mem_firmware: linux.then_some(MEM),
+            guest_mem_firmware: linux.then_some(self.ram()),
             guest_mem_total: linux.then_some(MEM - (300 << 20)),
             guest_cpus: linux.then_some(2),
             guest_platform: linux.then(|| GuestPlatform {
@@ -280,9 +288,13 @@ impl Fixture {
             host_mem_configured: MEM,
             host_memslots: truecold.then_some(MEM),
             host_e820_usable: truecold.then_some(MEM),
-            host_mapping_bytes: Some(e.expected_mapping(MEM)),
+            host_mapping_bytes: Some(
+                e.expected_mapping(MEM, truecold_proto::kinds::RamLayout::AroundHole),
+            ),
             host_page_size: Some(4096),
-            guest_mem_firmware: Some(e.expected_firmware_ram(MEM)),
+            guest_mem_firmware: Some(
+                e.expected_firmware_ram(MEM, truecold_proto::kinds::RamLayout::AroundHole),
+            ),
             guest_mem_total: Some(MEM - (300 << 20)),
             guest_cpus: Some(2),
             guest_platform: Some(GuestPlatform {
@@ -374,6 +386,7 @@ impl Fixture {
                 vcpus: 2,
                 mem_bytes: MEM,
                 backing: "thp (obtained: thp-2m ×1)".into(),
+                ram_layout: self.ram_layout,
                 cmdline: match self.kind {
                     ContractKind::Linux => GUEST_CMDLINE.into(),
                     ContractKind::Probe => self.vmm_command(),
@@ -429,12 +442,22 @@ impl Fixture {
     /// The `truecold run` invocation `cmdline.txt` records.
     pub fn invocation(&self) -> String {
         format!(
-            "truecold run --{} -n {} --vcpus 2 --mem-mib 16384 --backing thp \
+            "truecold run --{} -n {} --vcpus 2 --mem-mib 16384 --backing thp{} \
              --deadline-ms {}",
             self.kind.as_str(),
             self.n,
+            self.layout_flag(),
             DEADLINE / 1_000_000
         )
+    }
+
+    /// ` --ram-layout <l>` off the default, else nothing (as the bench writes it).
+    fn layout_flag(&self) -> String {
+        if self.ram_layout.is_default() {
+            String::new()
+        } else {
+            format!(" --ram-layout {}", self.ram_layout)
+        }
     }
 
     /// The VMM command `cmdline.txt` records.
@@ -446,8 +469,9 @@ impl Fixture {
             ContractKind::Probe => "--probe",
         };
         format!(
-            "/usr/local/bin/truecold-vmm boot {guest} --vcpus 2 --mem-mib 16384 --backing thp \
-             --request-ns <actual_request_ns> --deadline-at-ns <actual_request_ns+{DEADLINE}>"
+            "/usr/local/bin/truecold-vmm boot {guest} --vcpus 2 --mem-mib 16384 --backing thp{} \
+             --request-ns <actual_request_ns> --deadline-at-ns <actual_request_ns+{DEADLINE}>",
+            self.layout_flag()
         )
     }
 
@@ -520,7 +544,7 @@ impl Fixture {
             ),
             extra_files: vec![(
                 truecold_proof::reports::REPORTS_FILE.to_string(),
-                reports_jsonl(samples, DEADLINE),
+                reports_jsonl_layout(samples, DEADLINE, self.ram_layout),
             )],
             staged_files: vec![],
         }
@@ -644,7 +668,9 @@ pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> 
 /// `reports.jsonl` for rows of the bundle `r` (vm-exit or serial observer).
 pub fn reports_jsonl_for(samples: &[Sample], r: &ResultJson) -> Vec<u8> {
     match r.contract.observer {
-        Observer::VmExit => reports_jsonl(samples, r.contract.deadline_ns),
+        Observer::VmExit => {
+            reports_jsonl_layout(samples, r.contract.deadline_ns, r.configuration.ram_layout)
+        }
         Observer::Serial | Observer::Agent => {
             engine_reports_jsonl(samples, r.contract.deadline_ns, r.configuration.engine.kind)
         }
@@ -725,6 +751,7 @@ pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine
                     configured: s.host_mem_configured,
                     memslots: s.host_memslots.unwrap_or(0),
                     e820_ram: s.host_e820_usable.unwrap_or(0),
+                    e820_hole_reserved: 0,
                     guest: s.guest_mem_firmware,
                 },
                 backing_obtained: truecold_proto::kinds::ObtainedBacking::Thp,
@@ -890,6 +917,20 @@ pub fn copy_tree(src: &Path, dst: &Path) {
 /// `reports.jsonl` for fixture rows: each row's stamps rebuilt from its stages (the inverse
 /// of the tiling), its guest record from its guest columns, the deadline the VMM was given.
 pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
+    reports_jsonl_layout(
+        samples,
+        deadline_ns,
+        truecold_proto::kinds::RamLayout::AroundHole,
+    )
+}
+
+/// [`reports_jsonl`] of a VMM run with `layout`: its figures declare the layout's hole and
+/// its configuration echoes a layout that is not the default.
+pub fn reports_jsonl_layout(
+    samples: &[Sample],
+    deadline_ns: u64,
+    layout: truecold_proto::kinds::RamLayout,
+) -> Vec<u8> {
     use truecold_proof::reports::{HarnessMarks, ReportLine};
     use truecold_proto::measure::{Boundary, Stamps};
     use truecold_proto::report::{Liveness, LivenessKind, MemoryFigures, Outcome, ReportCore};
@@ -925,6 +966,7 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
                 configured: s.host_mem_configured,
                 memslots: s.host_memslots.unwrap_or(0),
                 e820_ram: s.host_e820_usable.unwrap_or(0),
+                e820_hole_reserved: layout.hole().map_or(0, |h| h.len()),
                 guest: s.guest_mem_firmware,
             },
             backing_obtained: truecold_proto::kinds::ObtainedBacking::Thp,
@@ -947,6 +989,9 @@ pub fn reports_jsonl(samples: &[Sample], deadline_ns: u64) -> Vec<u8> {
         let mut vmm = serde_json::to_value(core).unwrap();
         let origin = s.intended_request_ns.unwrap_or(s.actual_request_ns);
         vmm["config"] = serde_json::json!({"deadline": {"at-ns": origin + deadline_ns}});
+        if !layout.is_default() {
+            vmm["config"]["ram_layout"] = serde_json::json!(layout.as_str());
+        }
         let line = ReportLine::new(
             s.index,
             HarnessMarks {

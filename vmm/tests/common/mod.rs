@@ -90,20 +90,29 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     assert!(r.host.kvm_caps.iter().any(|c| c == "KVM_CAP_IRQCHIP"));
     assert!(r.host.mem_total_bytes.unwrap() > 0);
 
-    // memory: configured == memslots == E820 == guest
+    // memory: memslots == E820 RAM == guest == configured − the layout's hole, the hole
+    // declared reserved as the layout says (truecold_proto::layout, the one rule)
     let m = &r.memory;
     let f = &c.memory_figures;
-    let want = cfg.mem.bytes();
-    assert_eq!(f.configured, want);
+    let configured = cfg.mem.bytes();
+    let want =
+        truecold_proto::kinds::Engine::Truecold.expected_firmware_ram(configured, cfg.ram_layout);
+    let hole = cfg.ram_layout.hole().map_or(0, |h| h.len());
+    assert_eq!(f.configured, configured);
     assert_eq!(f.memslots, want);
     assert_eq!(f.e820_ram, want);
+    assert_eq!(f.e820_hole_reserved, hole);
+    assert_eq!(want + hole, configured);
     assert_eq!(f.guest, Some(want));
-    assert!(f.agree());
-    assert_eq!(m.memslots.len(), m.e820.len());
-    for (s, e) in m.memslots.iter().zip(&m.e820) {
+    assert!(f.agree(cfg.ram_layout), "{f:?}");
+    let ram: Vec<_> = m.e820.iter().filter(|e| e.kind == 1).collect();
+    assert_eq!(m.memslots.len(), ram.len());
+    for (s, e) in m.memslots.iter().zip(&ram) {
         assert_eq!((s.start, s.size, 1), (e.addr, e.size, e.kind));
     }
-    assert_eq!(m.memslots.len(), if cfg.mem.mib() > 3071 { 3 } else { 2 });
+    assert_eq!(m.e820.len() - ram.len(), usize::from(hole > 0));
+    let above_4g = cfg.ram_layout.span(configured) > 3 << 30;
+    assert_eq!(m.memslots.len(), if above_4g { 3 } else { 2 });
 
     // backing: obtained is what was requested
     let b = &r.backing;
@@ -125,7 +134,17 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
     };
     assert_eq!(r.kernel.protocol, protocol);
     assert_eq!(r.kernel.format, truecold_vmm::loader::KernelFormat::Elf);
-    assert!(r.kernel.cmdline.contains(&format!("truecold.mem={want}")));
+    assert!(r
+        .kernel
+        .cmdline
+        .contains(&format!("truecold.mem={configured}")));
+    // The layout reaches the guest's command line exactly when it is not the default.
+    assert_eq!(
+        r.kernel.cmdline.contains("truecold.ram_layout=hole-inside"),
+        cfg.ram_layout == truecold_proto::kinds::RamLayout::HoleInside,
+        "{}",
+        r.kernel.cmdline
+    );
     assert_eq!(r.kernel.e820, m.e820);
 
     // exits

@@ -1,0 +1,398 @@
+//! truecold-vmm's guest RAM layout ([`RamLayout`]) and the one exact-accounting memory rule
+//! ([`check_map`], [`Expected`]) that the VMM (its E820 map and memory figures), guest-init
+//! (the firmware map it reads), the bench and the verifier all hold:
+//!
+//! *configured = E820 RAM + the engine's hole below 1 MiB, to the byte*; no RAM meets the
+//! hole; where the layout declares its hole ([`Engine::declared_hole`]: truecold's
+//! `hole-inside`), E820 reserved entries cover exactly the hole and nothing else is
+//! reserved there. A peer engine's hole is its documented one ([`Engine::low_ram_hole`]),
+//! whatever its map says of it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::kinds::{Engine, RamHole};
+
+/// The legacy VGA / option-ROM / BIOS area `[640 KiB, 1 MiB)`: never RAM in truecold-vmm's
+/// layouts.
+pub const LEGACY_HOLE: RamHole = RamHole {
+    start: 0xa_0000,
+    end: 0x10_0000,
+};
+
+/// How truecold-vmm lays `M` configured bytes out around the legacy hole
+/// (`truecold-vmm boot --ram-layout`, `truecold run --ram-layout`, the guest's
+/// `truecold.ram_layout=`, a bundle's `configuration.ram_layout`). Peers have their own
+/// layouts ([`Engine::low_ram_hole`]); this names only truecold's.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RamLayout {
+    /// `M` bytes of RAM around the hole: `[0, 640 KiB)` and from 1 MiB, so RAM ends 384 KiB
+    /// past `M` (the address space spans `M` + the hole). No reserved entry.
+    #[default]
+    AroundHole,
+    /// RAM ends at `M`: `[0, 640 KiB)` and `[1 MiB, M)` (above 3 GiB: the rest from 4 GiB),
+    /// so RAM = `M` − 384 KiB and the hole, declared as one E820 reserved entry, makes up the
+    /// difference — what Firecracker and Cloud Hypervisor do (issue 25's RAM-layout knob).
+    HoleInside,
+}
+
+impl RamLayout {
+    /// Every layout, in the order the CLI lists them.
+    pub const ALL: [RamLayout; 2] = [RamLayout::AroundHole, RamLayout::HoleInside];
+
+    /// The CLI, JSON and command-line (`truecold.ram_layout=`) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RamLayout::AroundHole => "around-hole",
+            RamLayout::HoleInside => "hole-inside",
+        }
+    }
+
+    /// Parses [`RamLayout::as_str`] (a clap value parser).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|l| l.as_str() == s)
+            .ok_or_else(|| format!("`{s}` is not one of around-hole, hole-inside"))
+    }
+
+    /// The default (absent from a bundle, a report and a command line written before the
+    /// layout existed, and from every default one since).
+    pub fn is_default(&self) -> bool {
+        *self == RamLayout::default()
+    }
+
+    /// The part of the configured size that is not RAM, declared E820 reserved.
+    pub fn hole(self) -> Option<RamHole> {
+        match self {
+            RamLayout::AroundHole => None,
+            RamLayout::HoleInside => Some(LEGACY_HOLE),
+        }
+    }
+
+    /// Bytes of guest-physical address space the RAM of `configured` bytes spans below 3 GiB
+    /// and from 4 GiB together: `configured` + the legacy hole when RAM is laid around it,
+    /// `configured` when the hole is inside.
+    pub fn span(self, configured: u64) -> u64 {
+        match self {
+            RamLayout::AroundHole => configured.saturating_add(LEGACY_HOLE.len()),
+            RamLayout::HoleInside => configured,
+        }
+    }
+}
+
+impl std::fmt::Display for RamLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one memory-map entry is, as far as the rule cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapKind {
+    /// E820 type 1 / sysfs `System RAM`.
+    Ram,
+    /// E820 type 2 / sysfs `Reserved`.
+    Reserved,
+    /// Anything else (ACPI, NVS, unusable, …).
+    Other,
+}
+
+/// One memory-map entry, `[start, end)` (the end exclusive, unlike sysfs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapEntry {
+    pub start: u64,
+    pub end: u64,
+    pub kind: MapKind,
+}
+
+impl MapEntry {
+    fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+    fn meets(&self, h: RamHole) -> bool {
+        self.start < h.end && self.end > h.start
+    }
+}
+
+/// What `configured` bytes must give under `engine` and `layout` (pure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expected {
+    /// The RAM the map (and the memslots) must sum to: configured − the hole.
+    pub ram: u64,
+    /// The engine's hole below 1 MiB: no RAM may meet it.
+    pub hole: Option<RamHole>,
+    /// The hole the map must declare as reserved entries covering exactly it (truecold's
+    /// `hole-inside`); `None`: nothing is asked of reserved entries.
+    pub declared: Option<RamHole>,
+}
+
+impl Expected {
+    /// The rule's figures for `configured` bytes under `engine` and `layout`.
+    pub fn of(engine: Engine, layout: RamLayout, configured: u64) -> Self {
+        let hole = engine.low_ram_hole(layout);
+        Expected {
+            ram: configured.saturating_sub(hole.map_or(0, RamHole::len)),
+            hole,
+            declared: engine.declared_hole(layout),
+        }
+    }
+
+    /// Bytes of reserved entries the map must declare in the hole.
+    pub fn declared_bytes(&self) -> u64 {
+        self.declared.map_or(0, RamHole::len)
+    }
+
+    /// The figures' half of the rule: `ram` bytes of RAM and `declared` bytes declared
+    /// reserved in the hole add up to `configured` exactly as the layout says.
+    pub fn sums(&self, configured: u64, ram: u64, declared: u64) -> Result<(), AccountingError> {
+        if declared != self.declared_bytes() {
+            return Err(AccountingError::HoleNotDeclared {
+                hole: self.declared,
+                declared,
+            });
+        }
+        if ram != self.ram {
+            return Err(AccountingError::Sum {
+                configured,
+                ram,
+                hole: self.hole.map_or(0, RamHole::len),
+                expected: self.ram,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How a memory map (or its figures) breaks the rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "kebab-case")]
+pub enum AccountingError {
+    #[error("{ram} bytes of RAM, expected {expected} (configured {configured} − hole {hole})")]
+    Sum {
+        configured: u64,
+        ram: u64,
+        hole: u64,
+        expected: u64,
+    },
+    #[error("RAM [{start:#x}, {end:#x}) meets the hole")]
+    RamInHole { start: u64, end: u64 },
+    #[error("{declared} bytes declared reserved in the hole, the layout declares {}", hole_bytes(.hole))]
+    HoleNotDeclared {
+        hole: Option<RamHole>,
+        declared: u64,
+    },
+    #[error(
+        "reserved [{start:#x}, {end:#x}) is not inside the declared hole, or overlaps another"
+    )]
+    ReservedAstride { start: u64, end: u64 },
+    #[error("RAM entries overlap at {0:#x}")]
+    Overlap(u64),
+}
+
+fn hole_bytes(h: &Option<RamHole>) -> String {
+    match h {
+        Some(h) => format!("[{:#x}, {:#x}) = {} bytes", h.start, h.end, h.len()),
+        None => "none".into(),
+    }
+}
+
+/// What a map that obeys the rule adds up to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Accounted {
+    /// Sum of the RAM entries.
+    pub ram: u64,
+    /// Bytes of reserved entries inside the declared hole (0 when none is declared).
+    pub declared: u64,
+}
+
+/// The exact-accounting rule on a whole map (pure): RAM entries do not overlap, none meets
+/// the hole; where a hole is declared, the reserved entries that meet it lie inside it,
+/// do not overlap and cover it; and RAM + declared hole = configured (via
+/// [`Expected::sums`]). The first breach is the error.
+pub fn check_map(
+    engine: Engine,
+    layout: RamLayout,
+    configured: u64,
+    entries: &[MapEntry],
+) -> Result<Accounted, AccountingError> {
+    let want = Expected::of(engine, layout, configured);
+    let mut ram: Vec<&MapEntry> = entries.iter().filter(|e| e.kind == MapKind::Ram).collect();
+    ram.sort_by_key(|e| e.start);
+    let mut sum = 0u64;
+    for (i, e) in ram.iter().enumerate() {
+        if i > 0 && e.start < ram[i - 1].end {
+            return Err(AccountingError::Overlap(e.start));
+        }
+        sum = sum.saturating_add(e.len());
+    }
+    if let Some(h) = want.hole {
+        if let Some(e) = ram.iter().find(|e| e.meets(h)) {
+            return Err(AccountingError::RamInHole {
+                start: e.start,
+                end: e.end,
+            });
+        }
+    }
+    let declared = match want.declared {
+        None => 0,
+        Some(h) => {
+            let mut res: Vec<&MapEntry> = entries
+                .iter()
+                .filter(|e| e.kind == MapKind::Reserved && e.meets(h))
+                .collect();
+            res.sort_by_key(|e| e.start);
+            let mut covered = 0u64;
+            for (i, e) in res.iter().enumerate() {
+                if e.start < h.start || e.end > h.end || (i > 0 && e.start < res[i - 1].end) {
+                    return Err(AccountingError::ReservedAstride {
+                        start: e.start,
+                        end: e.end,
+                    });
+                }
+                covered += e.len();
+            }
+            covered
+        }
+    };
+    want.sums(configured, sum, declared)?;
+    Ok(Accounted { ram: sum, declared })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn e(start: u64, end: u64, kind: MapKind) -> MapEntry {
+        MapEntry { start, end, kind }
+    }
+
+    #[test]
+    fn spellings_round_trip_and_the_default_is_around_hole() {
+        for l in RamLayout::ALL {
+            assert_eq!(RamLayout::parse(l.as_str()), Ok(l));
+            assert_eq!(
+                serde_json::to_string(&l).unwrap(),
+                format!("\"{}\"", l.as_str())
+            );
+        }
+        assert!(RamLayout::parse("inside").is_err());
+        assert_eq!(RamLayout::default(), RamLayout::AroundHole);
+        assert!(RamLayout::AroundHole.is_default() && !RamLayout::HoleInside.is_default());
+    }
+
+    #[test]
+    fn the_rule_per_layout() {
+        let m = 256 * MIB;
+        let around = [
+            e(0, 0xa_0000, MapKind::Ram),
+            e(MIB, m + 0x6_0000, MapKind::Ram),
+        ];
+        let inside = [
+            e(0, 0xa_0000, MapKind::Ram),
+            e(0xa_0000, MIB, MapKind::Reserved),
+            e(MIB, m, MapKind::Ram),
+        ];
+        let t = Engine::Truecold;
+        assert_eq!(
+            check_map(t, RamLayout::AroundHole, m, &around),
+            Ok(Accounted {
+                ram: m,
+                declared: 0
+            })
+        );
+        assert_eq!(
+            check_map(t, RamLayout::HoleInside, m, &inside),
+            Ok(Accounted {
+                ram: m - 0x6_0000,
+                declared: 0x6_0000
+            })
+        );
+        // Each layout's map breaks the other's rule.
+        assert!(matches!(
+            check_map(t, RamLayout::HoleInside, m, &around),
+            Err(AccountingError::HoleNotDeclared { declared: 0, .. })
+        ));
+        // RAM inside the hole, however the sums come out.
+        let over = [e(0, MIB, MapKind::Ram), e(MIB, m - 0x6_0000, MapKind::Ram)];
+        assert!(matches!(
+            check_map(t, RamLayout::HoleInside, m, &over),
+            Err(AccountingError::RamInHole { start: 0, end: MIB })
+        ));
+        assert!(matches!(
+            check_map(t, RamLayout::AroundHole, m, &inside),
+            Err(AccountingError::Sum { .. })
+        ));
+        // The hole not declared: RAM is right, the reserved entry is missing.
+        assert_eq!(
+            check_map(t, RamLayout::HoleInside, m, &[inside[0], inside[2]]),
+            Err(AccountingError::HoleNotDeclared {
+                hole: Some(LEGACY_HOLE),
+                declared: 0
+            })
+        );
+        // Half declared; declared past the hole.
+        let half = [
+            inside[0],
+            e(0xa_0000, 0xd_0000, MapKind::Reserved),
+            inside[2],
+        ];
+        assert!(matches!(
+            check_map(t, RamLayout::HoleInside, m, &half),
+            Err(AccountingError::HoleNotDeclared {
+                declared: 0x3_0000,
+                ..
+            })
+        ));
+        let wide = [
+            e(0, 0x9_0000, MapKind::Ram),
+            e(0x9_0000, MIB, MapKind::Reserved),
+            inside[2],
+        ];
+        assert!(matches!(
+            check_map(t, RamLayout::HoleInside, m, &wide),
+            Err(AccountingError::ReservedAstride { .. })
+        ));
+        // RAM + hole ≠ configured: one page short.
+        let short = [inside[0], inside[1], e(MIB, m - 4096, MapKind::Ram)];
+        assert_eq!(
+            check_map(t, RamLayout::HoleInside, m, &short),
+            Err(AccountingError::Sum {
+                configured: m,
+                ram: m - 0x6_0000 - 4096,
+                hole: 0x6_0000,
+                expected: m - 0x6_0000
+            })
+        );
+        // Overlapping RAM never double counts.
+        let twice = [e(0, 0xa_0000, MapKind::Ram), e(0x9_0000, m, MapKind::Ram)];
+        assert_eq!(
+            check_map(t, RamLayout::AroundHole, m, &twice),
+            Err(AccountingError::Overlap(0x9_0000))
+        );
+    }
+
+    #[test]
+    fn peers_keep_their_documented_holes_whatever_the_layout() {
+        let m = 256 * MIB;
+        for l in RamLayout::ALL {
+            for p in [
+                Engine::Firecracker,
+                Engine::CloudHypervisor,
+                Engine::QemuMicrovm,
+            ] {
+                let x = Expected::of(p, l, m);
+                assert_eq!(x.hole, p.low_ram_hole(RamLayout::AroundHole));
+                assert_eq!(x.declared, None);
+                assert_eq!(x.ram, p.expected_firmware_ram(m, l));
+            }
+        }
+        // Firecracker's map: no reserved entry is asked for.
+        let fc = [e(0, 0x9_fc00, MapKind::Ram), e(MIB, m, MapKind::Ram)];
+        assert!(check_map(Engine::Firecracker, RamLayout::AroundHole, m, &fc).is_ok());
+    }
+}
