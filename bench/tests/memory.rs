@@ -164,6 +164,7 @@ fn report(r: u64, ready_us: u64, deadline_at: u64) -> Vec<u8> {
             configured: 64 * MIB,
             memslots: 64 * MIB,
             e820_ram: 64 * MIB,
+            e820_hole_reserved: 0,
             guest: Some(64 * MIB),
         },
         backing_obtained: truecold_proto::kinds::ObtainedBacking::Anon4k,
@@ -199,6 +200,7 @@ fn the_harness_memory_after_10000_launches_is_within_a_small_bound_of_after_1000
         vcpus: Vcpus::new(1).unwrap(),
         mem: GuestMem::from_mib(64).unwrap(),
         backing: truecold_proto::kinds::Backing::Anon,
+        ram_layout: truecold_proto::kinds::RamLayout::default(),
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     };
