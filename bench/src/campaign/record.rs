@@ -389,33 +389,11 @@ mod tests {
     use truecold_proof::schema::ContractKind;
 
     fn row(i: u64) -> Sample {
-        Sample {
-            index: i,
-            contract: ContractKind::Probe,
-            concurrency: 1,
-            intended_request_ns: None,
-            actual_request_ns: 1_000 + i,
-            ready_ns: None,
-            latency_ns: None,
-            stages: Default::default(),
-            boot_id: None,
-            host_mem_configured: 1 << 26,
-            host_memslots: None,
-            host_e820_usable: None,
-            host_mapping_bytes: None,
-            host_page_size: None,
-            guest_mem_firmware: None,
-            guest_mem_total: None,
-            guest_cpus: None,
-            guest_platform: None,
-            protocol_errors: 0,
-            workload: String::new(),
-            ok: false,
-            error_kind: "deadline".into(),
-            error_detail: format!("row {i}, with \"quotes\", commas\nand a newline"),
-            cleanup_ok: None,
-            cleanup_ns: None,
-        }
+        let mut s = Sample::new(i, ContractKind::Probe, 1, 1 << 26);
+        s.actual_request_ns = 1_000 + i;
+        s.error_kind = "deadline".into();
+        s.error_detail = format!("row {i}, with \"quotes\", commas\nand a newline");
+        s
     }
 
     /// Rows given out of order are held only until the rows before them are in, staged in
