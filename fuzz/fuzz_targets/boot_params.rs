@@ -16,14 +16,14 @@ use libfuzzer_sys::fuzz_target;
 use truecold_fuzz::Input;
 use truecold_proto::boot_cmdline::CmdlineError;
 use truecold_proto::kinds::{Engine, RamLayout, Transport};
+use truecold_proto::layout::check_map;
 use truecold_proto::limits::{GuestMem, MAX_MEM_MIB, MIN_MEM_MIB};
 use truecold_proto::GuestConfig;
 use truecold_vmm::boot_params::{
-    base_cmdline, cmdline, e820, e820_ram, map_entries, place_initramfs, pvh_memmap, pvh_start_info, zero_page,
-    BootParamsError, E820Entry, SerialUse, CMDLINE_MAX, E820_RAM, INITRD_MAX_END, PVH_MAGIC,
-    ZERO_PAGE_E820_MAX,
+    base_cmdline, cmdline, e820, e820_ram, map_entries, place_initramfs, pvh_memmap,
+    pvh_start_info, zero_page, BootParamsError, E820Entry, SerialUse, CMDLINE_MAX, E820_RAM,
+    INITRD_MAX_END, PVH_MAGIC, ZERO_PAGE_E820_MAX,
 };
-use truecold_proto::layout::check_map;
 use truecold_vmm::memory::{layout, ABOVE_4G, HIGH_RAM_START, HOLE_START, LOW_RAM_END};
 use truecold_vmm::probe::{checksum, expected_touches, TOUCH_STRIDE, TOUCH_STRIDE_SPARSE};
 
@@ -52,7 +52,11 @@ fn check_layout(mib: u64, how: RamLayout) -> Option<Vec<truecold_vmm::memory::Ra
         Ok(Engine::Truecold.expected_firmware_ram(mib << 20, how)),
         "{mib} MiB {how}: {full:?}"
     );
-    let map: Vec<E820Entry> = full.iter().copied().filter(|e| e.kind == E820_RAM).collect();
+    let map: Vec<E820Entry> = full
+        .iter()
+        .copied()
+        .filter(|e| e.kind == E820_RAM)
+        .collect();
     assert_eq!(full.len() - map.len(), usize::from(how.hole().is_some()));
     assert_eq!(map.len(), ranges.len());
     assert_eq!(

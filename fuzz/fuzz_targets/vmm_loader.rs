@@ -18,7 +18,8 @@ fn ram() -> &'static GuestRam {
     static RAM: OnceLock<GuestRam> = OnceLock::new();
     RAM.get_or_init(|| {
         let mem = GuestMem::from_mib(4).expect("4 MiB is within the limits");
-        memory::allocate(mem, Backing::Anon, memory::RamLayout::AroundHole).expect("4 MiB of anonymous guest RAM")
+        memory::allocate(mem, Backing::Anon, memory::RamLayout::AroundHole)
+            .expect("4 MiB of anonymous guest RAM")
     })
 }
 
