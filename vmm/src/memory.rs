@@ -13,10 +13,10 @@ use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
 pub const MIB: u64 = 1 << 20;
 const HUGE_2M: u64 = 2 * MIB;
-/// End of the first RAM range (the legacy VGA/BIOS hole starts here).
-pub const LOW_RAM_END: u64 = 0xa_0000;
-/// Start of the second RAM range.
-pub const HIGH_RAM_START: u64 = 0x10_0000;
+/// End of the first RAM range (the legacy VGA/BIOS hole starts here: proto's one definition).
+pub const LOW_RAM_END: u64 = truecold_proto::layout::LEGACY_HOLE.start;
+/// Start of the second RAM range (where the legacy hole ends).
+pub const HIGH_RAM_START: u64 = truecold_proto::layout::LEGACY_HOLE.end;
 /// Start of the 32-bit MMIO hole.
 pub const HOLE_START: u64 = 3 << 30;
 /// RAM resumes here.
