@@ -272,12 +272,31 @@ fn cdf_points(sorted: &[u64], axis: &Axis) -> Vec<(f64, f64)> {
     let r = Ranged::range(axis);
     let span = (r.end - r.start).max(f64::MIN_POSITIVE);
     let q = |x: f64, y: f64| (((x - r.start) / span * 4096.0) as i64, (y * 40.96) as i64);
+    step_points(
+        sorted,
+        |v| axis.pos(ns_to_ms(v)).clamp(r.start, r.end),
+        |i| (i + 1) as f64 * 100.0 / n,
+        0.0,
+        q,
+    )
+}
+
+/// The corners of a step curve through `sorted`: for sample `i` at `x(v)`, a vertical step
+/// from the previous height (`y0` before the first) to `y(i)`, each corner kept only where
+/// it moves the curve by at least one cell of `q`'s grid (so a long campaign's curve stays
+/// small without changing its drawn shape).
+fn step_points(
+    sorted: &[u64],
+    x: impl Fn(u64) -> f64,
+    y: impl Fn(usize) -> f64,
+    y0: f64,
+    q: impl Fn(f64, f64) -> (i64, i64),
+) -> Vec<(f64, f64)> {
     let mut out: Vec<(f64, f64)> = Vec::new();
     let mut last_q = None;
-    let mut y_prev = 0.0;
+    let mut y_prev = y0;
     for (i, &v) in sorted.iter().enumerate() {
-        let x = axis.pos(ns_to_ms(v)).clamp(r.start, r.end);
-        let y = (i + 1) as f64 * 100.0 / n;
+        let (x, y) = (x(v), y(i));
         for p in [(x, y_prev), (x, y)] {
             let k = q(p.0, p.1);
             if last_q != Some(k) {
@@ -466,26 +485,18 @@ fn draw_tail(
     let n = sorted.len().max(1);
     let y_axis = Axis::new(true, decade_ticks(100.0 / n as f64), "%");
     let (x_range, y_range) = (Ranged::range(&axis), Ranged::range(&y_axis));
-    let mut pts: Vec<(f64, f64)> = Vec::new();
-    let mut last_q = None;
     let q = |x: f64, y: f64| {
         let fx = (x - x_range.start) / (x_range.end - x_range.start).max(f64::MIN_POSITIVE);
         let fy = (y - y_range.start) / (y_range.end - y_range.start).max(f64::MIN_POSITIVE);
         ((fx * 4096.0) as i64, (fy * 4096.0) as i64)
     };
-    let mut y_prev = y_axis.pos(100.0);
-    for (i, &v) in sorted.iter().enumerate() {
-        let x = axis.pos(ns_to_ms(v)).clamp(x_range.start, x_range.end);
-        let y = y_axis.pos((n - i) as f64 * 100.0 / n as f64);
-        for p in [(x, y_prev), (x, y)] {
-            let k = q(p.0, p.1);
-            if last_q != Some(k) {
-                pts.push(p);
-                last_q = Some(k);
-            }
-        }
-        y_prev = y;
-    }
+    let pts = step_points(
+        sorted,
+        |v| axis.pos(ns_to_ms(v)).clamp(x_range.start, x_range.end),
+        |i| y_axis.pos((n - i) as f64 * 100.0 / n as f64),
+        y_axis.pos(100.0),
+        q,
+    );
     let mut chart = ChartBuilder::on(root)
         .margin_top(24)
         .margin_right(30)
