@@ -15,7 +15,9 @@ use truecold_nested::{run_l1, write_initramfs, Job, L1File, L1Run, Layout};
 use truecold_proof::bundle::Written;
 use truecold_proof::schema::ContractKind;
 use truecold_proof::verify::verify_dir;
-use truecold_proto::kinds::Engine;
+use truecold_proto::kinds::{Backing, Engine};
+use truecold_proto::layout::RamLayout;
+use truecold_proto::limits::HUGE_PAGE_2M;
 use truecold_proto::path_io::PathIoError;
 
 /// Printed with every nested campaign.
@@ -214,6 +216,41 @@ pub fn run(plan: &CampaignPlan, planned: u64, guest_dir: &Path) -> Result<Writte
     in_l1(plan, inner_args(plan), extra, planned, guest_dir, dest)
 }
 
+/// The 2 MiB hugetlb pool L1 reserves at boot for `plan`: the largest guest mapping of any
+/// arm whose backing is hugetlb ([`Engine::expected_mapping`], the larger of truecold's RAM
+/// layouts, so a layout knob's arm fits too), 0 when no arm's is. One guest's worth: launches
+/// run one at a time and a VMM's pages return to the pool when it exits. The VMMs map
+/// hugetlb memory reserved at mmap time (no `MAP_NORESERVE`), so a smaller pool fails the
+/// launch (`hugetlb-pool-short`), never silently.
+pub(crate) fn l1_hugetlb_pages(plan: &CampaignPlan) -> u64 {
+    let engines = if plan.engines.is_empty() {
+        vec![Engine::Truecold]
+    } else {
+        plan.engines.clone()
+    };
+    let bytes = plan.guest.mem.bytes();
+    engines
+        .into_iter()
+        .filter(|e| plan.backing_of(*e, true) == Backing::Hugetlb)
+        .flat_map(|e| RamLayout::ALL.map(|l| e.expected_mapping(bytes, l)))
+        .max()
+        .unwrap_or(0)
+        .div_ceil(HUGE_PAGE_2M)
+}
+
+/// L1's memory, MiB, for a guest of `guest_mib` and a pool of `hugepages_2m`: the guest's
+/// size and 1 GiB for L1's kernel, the initramfs and the VMM (the guest touches only part of
+/// its memory); with a pool, the pool and 2 GiB beside it (L1's kernel, the initramfs, and
+/// the touched pages of any arm not on hugetlb), whichever is larger.
+pub(crate) fn l1_mem_mib(guest_mib: u64, hugepages_2m: u64) -> u64 {
+    let plain = guest_mib.saturating_add(1024);
+    if hugepages_2m == 0 {
+        return plain;
+    }
+    let pool_mib = hugepages_2m.saturating_mul(HUGE_PAGE_2M >> 20);
+    plain.max(pool_mib.saturating_add(2048))
+}
+
 /// L1's run for a campaign of `planned` launches (plus `--attribution`'s).
 fn l1_run(
     plan: &CampaignPlan,
@@ -223,13 +260,14 @@ fn l1_run(
     workdir: PathBuf,
     planned: u64,
 ) -> L1Run {
-    // L1 holds the guest's memory (touched pages only), its own kernel and the initramfs.
     let per_launch_ms = plan.deadline_ms.saturating_add(plan.kill_grace_ms);
+    let hugepages_2m = l1_hugetlb_pages(plan);
     L1Run {
         l0,
         kernel,
         initramfs,
-        mem_mib: u32::try_from(plan.guest.mem.mib().saturating_add(1024)).unwrap_or(u32::MAX),
+        mem_mib: u32::try_from(l1_mem_mib(plan.guest.mem.mib(), hugepages_2m)).unwrap_or(u32::MAX),
+        hugepages_2m,
         cpus: u32::from(plan.guest.vcpus.get()).max(2),
         timeout: Duration::from_secs(300)
             + Duration::from_millis(
@@ -378,6 +416,77 @@ mod tests {
                 && v.contains("--deadline-ms 9"),
             "{v}"
         );
+    }
+
+    #[test]
+    fn l1_reserves_a_hugetlb_pool_only_for_a_hugetlb_arm_and_holds_it() {
+        let l0 = truecold_nested::L0Qemu {
+            bin: PathBuf::from("/q"),
+            firmware: vec![],
+        };
+        let run = |args: &[&str]| {
+            let a = parse(args);
+            l1_run(&a, l0.clone(), "/k".into(), "/i".into(), "/w".into(), 2)
+        };
+        let plain = run(&[
+            "truecold",
+            "run",
+            "--nested",
+            "-n",
+            "2",
+            "--mem-mib",
+            "16384",
+        ]);
+        assert_eq!(plain.hugepages_2m, 0);
+        assert_eq!(plain.mem_mib, 16384 + 1024);
+        let cmd: Vec<String> = truecold_nested::qemu_command(&plain)
+            .get_args()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert!(!cmd.join(" ").contains("hugepages="), "{cmd:?}");
+        let h = run(&[
+            "truecold",
+            "run",
+            "--nested",
+            "-n",
+            "2",
+            "--mem-mib",
+            "16384",
+            "--backing",
+            "hugetlb",
+        ]);
+        // 16 GiB and the legacy hole laid around, rounded up to 2 MiB: 8,193 pages.
+        let bytes = 16384u64 << 20;
+        let most = RamLayout::ALL
+            .map(|l| Engine::Truecold.expected_mapping(bytes, l))
+            .into_iter()
+            .max()
+            .unwrap();
+        assert_eq!(h.hugepages_2m, most / HUGE_PAGE_2M);
+        assert_eq!(h.hugepages_2m, 8193);
+        assert_eq!(u64::from(h.mem_mib), 8193 * 2 + 2048);
+        let cmd: Vec<String> = truecold_nested::qemu_command(&h)
+            .get_args()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert!(cmd.join(" ").contains("hugepages=8193"), "{cmd:?}");
+        // One engine arm on hugetlb is enough; the peers map exactly the configured size.
+        let e = run(&[
+            "truecold",
+            "run",
+            "--nested",
+            "-n",
+            "2",
+            "--mem-mib",
+            "1024",
+            "--engines",
+            "truecold,firecracker",
+            "--arm-backing",
+            "firecracker=hugetlb",
+        ]);
+        assert_eq!(e.hugepages_2m, 512);
+        assert_eq!(l1_mem_mib(1024, 0), 2048);
+        assert_eq!(l1_mem_mib(1024, 512), 3072);
     }
 
     #[test]

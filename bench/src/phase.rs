@@ -887,7 +887,18 @@ fn l1_plan(
     base_guest_dir: &Path,
     dest: &Path,
 ) -> Result<CampaignPlan, PhaseError> {
-    let guest = GuestSpec::plain(plan.vcpus, plan.mem, plan.backing);
+    // Sized for the arms' backings: an arm on hugetlb (the baseline's, or a backing knob's)
+    // makes L1 reserve a pool for it (`nested::l1_hugetlb_pages`).
+    let hugetlb = plan
+        .arms
+        .iter()
+        .any(|a| truecold_proto::tune::apply(&a.knobs, plan.backing).backing == Backing::Hugetlb);
+    let sized = if hugetlb {
+        Backing::Hugetlb
+    } else {
+        plan.backing
+    };
+    let guest = GuestSpec::plain(plan.vcpus, plan.mem, sized);
     Ok(CampaignPlan::sequential(
         Target::Nested,
         guest,

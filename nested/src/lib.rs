@@ -665,6 +665,10 @@ pub struct L1Run {
     /// From [`write_initramfs`].
     pub initramfs: PathBuf,
     pub mem_mib: u32,
+    /// 2 MiB hugetlb pages L1's kernel reserves at boot (`hugepages=N` on its command line,
+    /// out of `mem_mib`); 0: none. A hugetlb-backed guest needs a pool that holds all of its
+    /// mapping: the VMMs map hugetlb memory reserved at mmap time (no `MAP_NORESERVE`).
+    pub hugepages_2m: u64,
     pub cpus: u32,
     pub timeout: Duration,
     /// Receives `console.log` and `stream.log`.
@@ -689,8 +693,18 @@ pub struct L1Outcome {
     pub wall: Duration,
 }
 
-/// L1's kernel command line.
+/// L1's kernel command line (before [`l1_cmdline`]'s hugetlb pool).
 pub const L1_CMDLINE: &str = "console=ttyS0 reboot=k panic=-1 rdinit=/init";
+
+/// L1's kernel command line for `r`: [`L1_CMDLINE`], and `hugepages=N` when the run reserves
+/// a pool ([`L1Run::hugepages_2m`]; 2 MiB is the x86 default huge page size).
+pub fn l1_cmdline(r: &L1Run) -> String {
+    if r.hugepages_2m == 0 {
+        L1_CMDLINE.to_string()
+    } else {
+        format!("{L1_CMDLINE} hugepages={}", r.hugepages_2m)
+    }
+}
 
 /// How QEMU emulates L1: TCG with an instruction-counting virtual clock (`-icount`, each
 /// instruction 2^0 ns, idle time skipped). Without it, L1's clock follows the host's wall
@@ -743,7 +757,8 @@ pub fn qemu_command(r: &L1Run) -> Command {
         .arg(&r.kernel)
         .arg("-initrd")
         .arg(&r.initramfs)
-        .args(["-append", L1_CMDLINE])
+        .arg("-append")
+        .arg(l1_cmdline(r))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -1006,6 +1021,7 @@ mod tests {
             kernel: "k".into(),
             initramfs: "i".into(),
             mem_mib: 2048,
+            hugepages_2m: 0,
             cpus: 2,
             timeout: Duration::from_secs(1),
             workdir: "/w".into(),
@@ -1029,6 +1045,19 @@ mod tests {
         assert!(joined.contains("-no-reboot"), "{joined}");
         assert_eq!(args.iter().filter(|a| *a == "-serial").count(), 2);
         assert!(joined.contains("file:/w/stream.log"), "{joined}");
+    }
+
+    #[test]
+    fn a_hugetlb_pool_is_reserved_on_l1s_command_line_only_when_asked() {
+        let mut r = sample_run();
+        assert_eq!(l1_cmdline(&r), L1_CMDLINE);
+        r.hugepages_2m = 8194;
+        let args: Vec<String> = qemu_command(&r)
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = args.iter().position(|a| a == "-append").expect("-append");
+        assert_eq!(args[at + 1], format!("{L1_CMDLINE} hugepages=8194"));
     }
 
     #[test]

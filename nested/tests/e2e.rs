@@ -51,6 +51,7 @@ fn l1_run(
         kernel: l.l1_kernel.clone(),
         initramfs,
         mem_mib: 2048,
+        hugepages_2m: 0,
         cpus: 2,
         timeout: Duration::from_secs(timeout_s),
         workdir: work,

@@ -44,6 +44,9 @@ struct Cli {
     files: Vec<String>,
     #[arg(long, default_value_t = 2048)]
     mem_mib: u32,
+    /// 2 MiB hugetlb pages L1 reserves at boot (`hugepages=N`, out of --mem-mib).
+    #[arg(long, default_value_t = 0)]
+    hugepages_2m: u64,
     #[arg(long, default_value_t = 2)]
     cpus: u32,
     #[arg(long, default_value_t = 3600)]
@@ -112,6 +115,7 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
         kernel: layout.l1_kernel.clone(),
         initramfs: initramfs.clone(),
         mem_mib: cli.mem_mib,
+        hugepages_2m: cli.hugepages_2m,
         cpus: cli.cpus,
         timeout: Duration::from_secs(cli.timeout_s),
         workdir: cli.out.clone(),
