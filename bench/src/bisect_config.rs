@@ -19,24 +19,7 @@ use truecold_proof::schema::ContractKind;
 use truecold_proof::sums::sha256_hex;
 use truecold_proto::kinds::{Backing, HostKind};
 
-/// A resolved config's assignments: `CONFIG_X` → value (`n` for "is not set").
-pub fn parse_config(text: &str) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# ") {
-            if let Some(sym) = rest.strip_suffix(" is not set") {
-                if sym.starts_with("CONFIG_") {
-                    m.insert(sym.to_string(), "n".to_string());
-                }
-            }
-        } else if let Some((k, v)) = line.split_once('=') {
-            if k.starts_with("CONFIG_") {
-                m.insert(k.to_string(), v.to_string());
-            }
-        }
-    }
-    m
-}
+pub use truecold_proof::kconfig::parse_config;
 
 /// The assignments of `bad` that differ from `good` (`CONFIG_X=v`, `v` = `n` for unset),
 /// sorted.

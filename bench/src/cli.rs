@@ -557,9 +557,43 @@ pub struct TuneArgs {
     /// out/tune-kernels).
     #[command(flatten)]
     pub paths: KernelPaths,
+    #[command(flatten)]
+    pub own_kernel: KernelConfigArgs,
+    /// With --kernel-config or --kernel-fragment: build this kernel git work tree.
+    ///
+    /// With --kernel-config or --kernel-fragment: build this kernel git work tree's checkout
+    /// instead of the pinned package source, for the baseline and every Kconfig knob (an
+    /// in-tree build is refused: `make mrproper` first). Recorded in tune.json and
+    /// recommended/reproduce.sh.
+    #[arg(long, value_name = "DIR")]
+    pub kernel_source: Option<PathBuf>,
     /// No progress, notes or warnings: errors and the verdict line only.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// `--kernel-config` / `--kernel-fragment` of `truecold tune` and `truecold bisect run/step`:
+/// the user's kernel, built instead of truecold's base (docs/your-kernel.md).
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelConfigArgs {
+    /// Your own kernel: a complete .config, built instead of truecold's base.
+    ///
+    /// A complete .config (what `make olddefconfig` writes), checked for what strict-ready
+    /// needs before anything is built (each missing symbol named) and built by the same
+    /// reproducible, cached recipe as `truecold run --kernel-config` (`kernel-config/build.sh
+    /// config`: olddefconfig). `tune`: the baseline boots it and every Kconfig knob is its
+    /// fragment appended to it (a knob it already sets is left out, or refused when listed in
+    /// --knobs). `bisect`: every commit is built from it (olddefconfig per commit). The file
+    /// is kept in the directory (user-kernel.config) and its digest recorded.
+    #[arg(long, value_name = "FILE")]
+    pub kernel_config: Option<PathBuf>,
+    /// Your own kernel as a fragment over truecold's base (docs/your-kernel.md).
+    ///
+    /// Kconfig lines (`CONFIG_X=y`, `# CONFIG_Y is not set`) merged over tinyconfig and
+    /// truecold's kernel-config/base.config (`kernel-config/build.sh tune`), checked and
+    /// recorded as --kernel-config is. Not with --kernel-config.
+    #[arg(long, value_name = "FILE", conflicts_with = "kernel_config")]
+    pub kernel_fragment: Option<PathBuf>,
 }
 
 /// `truecold tune-phase`: one phase from its plan (what `truecold tune --nested` runs in L1).
@@ -655,6 +689,8 @@ pub struct StepArgs {
     #[arg(long)]
     pub dir: PathBuf,
     #[command(flatten)]
+    pub own_kernel: KernelConfigArgs,
+    #[command(flatten)]
     pub judge: JudgeArgs,
 }
 
@@ -672,6 +708,8 @@ pub struct RunBisectArgs {
     /// The bisect directory (default `results/<UTC>-bisect-commit-…`); must not exist.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub own_kernel: KernelConfigArgs,
     #[command(flatten)]
     pub context: ContextArgs,
     #[command(flatten)]

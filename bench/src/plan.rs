@@ -464,6 +464,38 @@ fn own_kernel(a: &RunArgs) -> Result<Option<OwnKernel>, ArgError> {
     }))
 }
 
+/// `--kernel-config` / `--kernel-fragment` of `truecold tune` and `truecold bisect run/step`
+/// (with `source`: tune's `--kernel-source`; a bisect builds its tree) as the user's kernel;
+/// `None` when neither is given.
+pub fn kernel_config_of(
+    k: &crate::cli::KernelConfigArgs,
+    source: Option<&Path>,
+) -> Result<Option<OwnKernel>, ArgError> {
+    use crate::own_kernel::ConfigForm;
+    let (config, form) = match (&k.kernel_config, &k.kernel_fragment) {
+        (Some(c), None) => (c, ConfigForm::Full),
+        (None, Some(f)) => (f, ConfigForm::Fragment),
+        (Some(_), Some(_)) => {
+            return Err(ArgError::OwnKernel(
+                "give a complete .config (--kernel-config) or a fragment over truecold's base \
+                 (--kernel-fragment), not both",
+            ))
+        }
+        (None, None) if source.is_some() => {
+            return Err(ArgError::OwnKernel(
+                "--kernel-source builds the kernel --kernel-config or --kernel-fragment \
+                 describes: give one",
+            ))
+        }
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(OwnKernel {
+        config: config.clone(),
+        form,
+        source: source.map(Path::to_path_buf),
+    }))
+}
+
 /// The engine arms, in the order given (`--engine` then `--engines`). Checked: no engine
 /// twice, and the flags of the other kind of campaign absent.
 fn arms(a: &RunArgs) -> Result<Vec<Engine>, ArgError> {
