@@ -416,4 +416,54 @@ mod tests {
             "{r}"
         );
     }
+
+    /// Over the user's kernel: with no Kconfig winner reproduce.sh boots the file beside
+    /// tune.json as given; with one it appends the winners' fragment to it first, the bytes
+    /// [`own_kernel_start`] gives the recommended arm; `--kernel-source` repeated, quoted.
+    #[test]
+    fn over_the_users_kernel_reproduce_builds_the_recommended_arms_kernel() {
+        let mut i = inv(RunGuest::Nested);
+        let own = UserKernel {
+            form: ConfigForm::Full,
+            sha256: "00".repeat(32),
+            given_as: "fc.config".into(),
+            source: Some("/src/linux it's".into()),
+            not_carried: Vec::new(),
+        };
+        i.options.kernel = Some(own.clone());
+        let v = recommended_files(&[Knob::TscReliable], &i, 3);
+        let r = file(&v, REPRODUCE_FILE);
+        assert!(
+            r.contains(
+                "--cmdline-extra 'tsc=reliable' --kernel-config \"$here/../user-kernel.config\" \
+                 --kernel-source '/src/linux it'\\''s' \"$@\"\n"
+            ),
+            "{r}"
+        );
+        assert!(!r.contains("mktemp"), "{r}");
+        let frag = file(&v, FRAGMENT_FILE);
+        assert!(frag.contains("over your kernel (user-kernel.config,\n# given as fc.config)"), "{frag}");
+        let v = recommended_files(&[Knob::Hz100], &i, 3);
+        let r = file(&v, REPRODUCE_FILE);
+        assert!(
+            r.contains(
+                "{ cat \"$here/../user-kernel.config\"; echo; cat \"$here/kernel.fragment\"; } >\"$config\"\n"
+            ) && r.contains("--kernel-config \"$config\" --kernel-source"),
+            "{r}"
+        );
+        // What the shell writes is what the arm was built from.
+        let user = b"CONFIG_64BIT=y\nCONFIG_HZ_250=y";
+        let mut shell = user.to_vec();
+        shell.push(b'\n');
+        shell.extend_from_slice(file(&v, FRAGMENT_FILE).as_bytes());
+        assert_eq!(own_kernel_start(user, &[Knob::Hz100], &own), shell);
+        // A fragment over the base: the same, through --kernel-fragment.
+        i.options.kernel = Some(UserKernel {
+            form: ConfigForm::Fragment,
+            source: None,
+            ..own
+        });
+        let r = file(&recommended_files(&[Knob::Hz100], &i, 3), REPRODUCE_FILE);
+        assert!(r.contains("--kernel-fragment \"$config\" \"$@\""), "{r}");
+    }
 }
