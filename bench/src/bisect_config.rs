@@ -412,6 +412,7 @@ fn config_record(
         result: None,
         wall_seconds: None,
         commands: vec![invocation.to_string()],
+        kernel: None,
     }
 }
 
@@ -448,6 +449,12 @@ pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectR
     };
     let good_in = read_text(&a.good)?;
     let bad_in = read_text(&a.bad)?;
+    // What strict-ready needs of each side, before anything is built: the checks of
+    // `--kernel-config` (a side that cannot boot to strict-ready has nothing to measure).
+    let vcpus = u32::from(a.context.vcpus.get());
+    for (path, text) in [(&a.good, &good_in), (&a.bad, &bad_in)] {
+        crate::own_kernel::require(path, &parse_config(text), vcpus, &[])?;
+    }
     let good_dir = s
         .build(
             &a.good,

@@ -235,6 +235,25 @@ pub fn missing(
         .collect()
 }
 
+/// The check before a build: `intended` (what the config `config` asks for) meets every
+/// requirement of a campaign of `vcpus` vCPUs on `engines`, or the refusal names each one
+/// it misses.
+pub fn require(
+    config: &Path,
+    intended: &BTreeMap<String, String>,
+    vcpus: u32,
+    engines: &[Engine],
+) -> Result<(), OwnKernelError> {
+    let lacks = missing(intended, vcpus, engines);
+    if lacks.is_empty() {
+        return Ok(());
+    }
+    Err(OwnKernelError::Missing {
+        config: config.to_path_buf(),
+        missing: lacks,
+    })
+}
+
 /// Reads a config file: a regular file, at most [`CONFIG_CAP`] bytes, with a `CONFIG_` line.
 /// Returns its bytes and its symbols.
 pub fn read_config(
@@ -317,13 +336,7 @@ pub fn prepare(
             merged
         }
     };
-    let lacks = missing(&intended, vcpus, engines);
-    if !lacks.is_empty() {
-        return Err(OwnKernelError::Missing {
-            config: k.config.clone(),
-            missing: lacks,
-        });
-    }
+    require(&k.config, &intended, vcpus, engines)?;
     if let Some(src) = &k.source {
         check_source(src)?;
     }

@@ -149,6 +149,7 @@ fn bisect_dir_on(root: &Path, host: HostKind) -> std::path::PathBuf {
         commands: vec![
             "truecold bisect run --kernel-tree /src/linux --good aaaa~1 --bad dddd".into(),
         ],
+        kernel: None,
     };
     let v = write_bisect(&dir, &f, "git bisect log here\n").unwrap();
     assert!(v.is_valid(), "{}", v.render(&dir, 20));
@@ -544,6 +545,7 @@ fn ab_bisect_dir(root: &Path) -> std::path::PathBuf {
         }),
         wall_seconds: Some(100),
         commands: vec!["truecold bisect run --kernel-tree /src/linux".into()],
+        kernel: None,
     };
     let v = write_bisect(&dir, &f, "git bisect log here\n").unwrap();
     assert!(v.is_valid(), "{}", v.render(&dir, 20));
@@ -796,6 +798,7 @@ fn a_schema_2_config_bisect_follows_the_same_rule() {
         }),
         wall_seconds: Some(10),
         commands: Vec::new(),
+        kernel: None,
     };
     let v = write_bisect(&dir, &f, "ddmin log\n").unwrap();
     assert!(v.is_valid(), "{}", v.render(&dir, 20));
