@@ -16,9 +16,9 @@ use crate::kernel::{KernelBuild, KernelError};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+pub use truecold_proof::kconfig::{not_carried, parse_config, ConfigForm, NotCarried};
 use truecold_proto::kinds::Engine;
 use truecold_proto::path_io::PathIoError;
-pub use truecold_proof::kconfig::{not_carried, parse_config, ConfigForm, NotCarried};
 
 /// Where the built guest directories go (one per cache key), relative to the working
 /// directory.
@@ -256,9 +256,7 @@ pub fn require(
 
 /// Reads a config file: a regular file, at most [`CONFIG_CAP`] bytes, with a `CONFIG_` line.
 /// Returns its bytes and its symbols.
-pub fn read_config(
-    path: &Path,
-) -> Result<(Vec<u8>, BTreeMap<String, String>), OwnKernelError> {
+pub fn read_config(path: &Path) -> Result<(Vec<u8>, BTreeMap<String, String>), OwnKernelError> {
     use std::io::Read;
     let read = |source| OwnKernelError::Read(PathIoError::at("read", path)(source));
     let f = std::fs::File::open(path).map_err(read)?;

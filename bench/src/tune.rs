@@ -22,6 +22,7 @@ use crate::campaign;
 pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
 use crate::error::RunError;
 use crate::host::{kvm_host, HostError, PVM_EXPLANATION};
+use crate::own_kernel::{self, OwnKernel};
 use crate::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
 };
@@ -31,12 +32,11 @@ use crate::plan::{ArgError, Target};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::{rename_noreplace, BundleError, Written};
+use truecold_proof::kconfig::{not_carried_lines, sets_all, UserKernel, USER_KERNEL_FILE};
 use truecold_proof::schema::ContractKind;
+use truecold_proof::tune::own_kernel_start;
 use truecold_proto::kinds::HostKind;
 use truecold_proto::path_io::PathIoError;
-use crate::own_kernel::{self, OwnKernel};
-use truecold_proof::kconfig::{not_carried_lines, sets_all, UserKernel, USER_KERNEL_FILE};
-use truecold_proof::tune::own_kernel_start;
 use truecold_proto::tune::{Change, Knob, TuneGuest};
 
 /// The arm with every winner.

@@ -176,7 +176,10 @@ pub fn check_user_kernel(
         );
     }
     if let Ok(Some(c)) = read_capped(base_config, MAX_PARSED_BYTES) {
-        let want = not_carried_lines(&String::from_utf8_lossy(&bytes), &String::from_utf8_lossy(&c));
+        let want = not_carried_lines(
+            &String::from_utf8_lossy(&bytes),
+            &String::from_utf8_lossy(&c),
+        );
         if want != k.not_carried {
             v.add(
                 Check::UserKernel,
@@ -209,7 +212,8 @@ mod tests {
 
     #[test]
     fn symbols_that_did_not_carry_over_are_listed() {
-        let given = "CONFIG_A=y\nCONFIG_B=y\n# CONFIG_C is not set\n# CONFIG_D is not set\nCONFIG_E=16\n";
+        let given =
+            "CONFIG_A=y\nCONFIG_B=y\n# CONFIG_C is not set\n# CONFIG_D is not set\nCONFIG_E=16\n";
         let resolved = "CONFIG_A=y\nCONFIG_C=y\nCONFIG_E=32\nCONFIG_NEW=y\n";
         assert_eq!(
             not_carried_lines(given, resolved),
@@ -223,7 +227,10 @@ mod tests {
 
     #[test]
     fn the_form_reads_and_writes_kebab_case_and_names_its_flag() {
-        assert_eq!(serde_json::to_string(&ConfigForm::Full).unwrap(), "\"full\"");
+        assert_eq!(
+            serde_json::to_string(&ConfigForm::Full).unwrap(),
+            "\"full\""
+        );
         assert_eq!(ConfigForm::Fragment.flag(), "--kernel-fragment");
     }
 }

@@ -881,7 +881,8 @@ fn write_own_tune(parent: &Path, name: &str) -> PathBuf {
     use truecold_proof::kconfig::{ConfigForm, UserKernel, USER_KERNEL_FILE};
     let mut p = plan();
     let inv = p.invocation.as_mut().unwrap();
-    inv.argv.extend(["--kernel-config".to_string(), "fc.config".to_string()]);
+    inv.argv
+        .extend(["--kernel-config".to_string(), "fc.config".to_string()]);
     inv.options.kernel = Some(UserKernel {
         form: ConfigForm::Full,
         sha256: truecold_proof::sums::sha256_hex(USER_CONFIG),
@@ -942,7 +943,12 @@ fn a_tune_over_the_users_kernel_records_it_and_every_tampering_is_caught() {
         j["invocation"]["options"]["already_set"] = serde_json::json!(["hz-100", "tsc-reliable"]);
     });
     let v = invalid(&d);
-    assert_reason(&v, &d, Check::UserKernel, "knob `hz-100` is recorded as already set");
+    assert_reason(
+        &v,
+        &d,
+        Check::UserKernel,
+        "knob `hz-100` is recorded as already set",
+    );
     assert_reason(&v, &d, Check::UserKernel, "both screened and recorded");
     // The record removed: the file is there without one (and reproduce.sh no longer what the
     // record makes).
@@ -960,6 +966,10 @@ fn a_tune_over_the_users_kernel_records_it_and_every_tampering_is_caught() {
     let plain = write_tune(t.path(), "plain");
     fs::write(plain.join(USER_KERNEL_FILE), USER_CONFIG).unwrap();
     resum_tune(&plain);
-    assert_reason(&invalid(&plain), &plain, Check::UserKernel, "names no user's kernel");
+    assert_reason(
+        &invalid(&plain),
+        &plain,
+        Check::UserKernel,
+        "names no user's kernel",
+    );
 }
-

@@ -264,7 +264,13 @@ fn a_users_kernel_is_the_baseline_and_each_kconfig_knob_goes_over_it() {
         b"initramfs.cpio"
     );
     // HZ 100 is already set, and so is "no printk" (the config has no CONFIG_PRINTK).
-    let knobs = vec![Knob::TscReliable, Knob::Hz100, Knob::Hz1000, Knob::NoPrintk, Knob::X2apic];
+    let knobs = vec![
+        Knob::TscReliable,
+        Knob::Hz100,
+        Knob::Hz1000,
+        Knob::NoPrintk,
+        Knob::X2apic,
+    ];
     assert_eq!(own.already_set(&knobs), [Knob::Hz100, Knob::NoPrintk]);
     match screen_knobs(knobs.clone(), Some(&own), true) {
         Err(e @ TuneError::KnobAlreadySet { .. }) => {
@@ -280,15 +286,24 @@ fn a_users_kernel_is_the_baseline_and_each_kconfig_knob_goes_over_it() {
         Err(TuneError::NoKnobLeft)
     ));
     // A knob's kernel: the user's file, then the knob's fragment, built as the user's kernel.
-    let x = own.arm_kernel(&[Knob::X2apic], 2, &base, &root, &script).unwrap();
+    let x = own
+        .arm_kernel(&[Knob::X2apic], 2, &base, &root, &script)
+        .unwrap();
     let cfg = std::fs::read_to_string(x.join("config")).unwrap();
     assert!(cfg.ends_with("# x2apic\nCONFIG_X86_X2APIC=y\n"), "{cfg}");
     assert!(cfg.contains("CONFIG_HZ_100=y\n"), "{cfg}");
     assert_ne!(x, own.dir);
     // A knob olddefconfig drops did not take: refused, named.
     match own.arm_kernel(&[Knob::Hz1000], 2, &base, &root, &script) {
-        Err(e @ TuneError::KnobDidNotTake { knob: Knob::Hz1000, .. }) => {
-            assert!(e.to_string().contains("CONFIG_HZ_1000: given y, gone"), "{e}")
+        Err(
+            e @ TuneError::KnobDidNotTake {
+                knob: Knob::Hz1000, ..
+            },
+        ) => {
+            assert!(
+                e.to_string().contains("CONFIG_HZ_1000: given y, gone"),
+                "{e}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -321,7 +336,13 @@ fn a_users_kernel_missing_a_requirement_is_refused_before_the_build() {
 #[test]
 fn tune_takes_the_users_kernel_flags() {
     use crate::own_kernel::ConfigForm;
-    let p = parse(&["--nested", "--kernel-config", "fc.config", "--knobs", "tsc-reliable,lpj"]);
+    let p = parse(&[
+        "--nested",
+        "--kernel-config",
+        "fc.config",
+        "--knobs",
+        "tsc-reliable,lpj",
+    ]);
     assert_eq!(
         p.own_kernel,
         Some(OwnKernel {
@@ -330,7 +351,13 @@ fn tune_takes_the_users_kernel_flags() {
             source: None
         })
     );
-    let p = parse(&["--linux", "--kernel-fragment", "f", "--kernel-source", "/src/linux"]);
+    let p = parse(&[
+        "--linux",
+        "--kernel-fragment",
+        "f",
+        "--kernel-source",
+        "/src/linux",
+    ]);
     let k = p.own_kernel.unwrap();
     assert_eq!(k.form, ConfigForm::Fragment);
     assert_eq!(k.source.as_deref(), Some(Path::new("/src/linux")));

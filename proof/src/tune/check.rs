@@ -235,8 +235,14 @@ fn check_measured(
     compare_results(v, file, &fresh);
     check_tune_readme(v, dir, &fresh, &m);
     check_recommended(v, dir, file, &fresh);
-    let kernel = file.invocation.as_ref().and_then(|i| i.options.kernel.as_ref());
-    let base_config = dir.join(SCREEN_DIR).join(BASELINE_ARM).join(crate::bundle::CONFIG_FILE);
+    let kernel = file
+        .invocation
+        .as_ref()
+        .and_then(|i| i.options.kernel.as_ref());
+    let base_config = dir
+        .join(SCREEN_DIR)
+        .join(BASELINE_ARM)
+        .join(crate::bundle::CONFIG_FILE);
     crate::kconfig::check_user_kernel(v, dir, kernel, &base_config);
     if let Some(i) = &file.invocation {
         check_already_set(v, plan, &i.options, &base_config);
@@ -261,7 +267,9 @@ fn check_already_set(v: &mut Verdict, plan: &TunePlan, o: &TuneOptions, base_con
         .map(|b| String::from_utf8_lossy(&b).into_owned());
     for k in &o.already_set {
         if plan.knobs.contains(k) {
-            add(format!("knob `{k}` is both screened and recorded as already set"));
+            add(format!(
+                "knob `{k}` is both screened and recorded as already set"
+            ));
         }
         match (k.change(), &config) {
             (truecold_proto::tune::Change::Kconfig(text), Some(c)) => {
@@ -273,7 +281,9 @@ fn check_already_set(v: &mut Verdict, plan: &TunePlan, o: &TuneOptions, base_con
                 }
             }
             (truecold_proto::tune::Change::Kconfig(_), None) => {}
-            _ => add(format!("knob `{k}` is recorded as already set but is not a Kconfig knob")),
+            _ => add(format!(
+                "knob `{k}` is recorded as already set but is not a Kconfig knob"
+            )),
         }
     }
 }

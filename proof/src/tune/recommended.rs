@@ -280,7 +280,9 @@ fn run_words(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> Vec<String> {
 /// The lines of `reproduce.sh` before its `exec` that write the recommended kernel's config
 /// (over the user's kernel, with a Kconfig winner): [`own_kernel_start`]'s bytes.
 fn own_kernel_prelude(knobs: &[Knob], o: &TuneOptions) -> String {
-    let kconfig = knobs.iter().any(|k| matches!(k.change(), Change::Kconfig(_)));
+    let kconfig = knobs
+        .iter()
+        .any(|k| matches!(k.change(), Change::Kconfig(_)));
     match &o.kernel {
         Some(k) if kconfig => format!(
             "# your kernel ({}) with the winners' Kconfig lines after it\n\
@@ -442,7 +444,10 @@ mod tests {
         );
         assert!(!r.contains("mktemp"), "{r}");
         let frag = file(&v, FRAGMENT_FILE);
-        assert!(frag.contains("over your kernel (user-kernel.config,\n# given as fc.config)"), "{frag}");
+        assert!(
+            frag.contains("over your kernel (user-kernel.config,\n# given as fc.config)"),
+            "{frag}"
+        );
         let v = recommended_files(&[Knob::Hz100], &i, 3);
         let r = file(&v, REPRODUCE_FILE);
         assert!(
