@@ -496,28 +496,25 @@ pub fn readme(f: &BisectFile) -> String {
         crate::report::mem_text(f.mem_bytes)
     );
     let _ = writeln!(s, "- source: `{}`", f.source);
-    match &f.kernel {
-        Some(k) => {
-            let _ = writeln!(
-                s,
-                "- kernel config: yours, `{}` (`{}` {}, sha256 `{}`; every commit built from it \
-                 by olddefconfig), {}",
-                crate::kconfig::USER_KERNEL_FILE,
-                k.form.flag(),
-                k.given_as,
-                k.sha256,
-                if k.not_carried.is_empty() {
-                    "every symbol carried over into the good commit's config".to_string()
-                } else {
-                    format!(
-                        "{} symbol(s) did not carry over into the good commit's config: {}",
-                        k.not_carried.len(),
-                        k.not_carried.join("; ")
-                    )
-                }
-            );
-        }
-        None => {}
+    if let Some(k) = &f.kernel {
+        let _ = writeln!(
+            s,
+            "- kernel config: yours, `{}` (`{}` {}, sha256 `{}`; every commit built from it \
+             by olddefconfig), {}",
+            crate::kconfig::USER_KERNEL_FILE,
+            k.form.flag(),
+            k.given_as,
+            k.sha256,
+            if k.not_carried.is_empty() {
+                "every symbol carried over into the good commit's config".to_string()
+            } else {
+                format!(
+                    "{} symbol(s) did not carry over into the good commit's config: {}",
+                    k.not_carried.len(),
+                    k.not_carried.join("; ")
+                )
+            }
+        );
     }
     let _ = writeln!(s, "- good: `{}`", f.good);
     let _ = writeln!(s, "- bad: `{}`", f.bad);
