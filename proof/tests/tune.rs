@@ -905,6 +905,13 @@ fn a_tune_over_the_users_kernel_records_it_and_every_tampering_is_caught() {
         r.contains("--kernel-config \"$here/../user-kernel.config\""),
         "{r}"
     );
+    let readme = read(&dir, "README.md");
+    assert!(
+        readme.contains("- kernel: yours, `user-kernel.config` (`--kernel-config` fc.config")
+            && readme
+                .contains("1 symbol(s) did not carry over into the resolved config: CONFIG_GONE"),
+        "{readme}"
+    );
     let fresh = |n: &str| {
         let d = t.path().join(n);
         let src = dir.clone();
