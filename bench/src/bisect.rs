@@ -425,11 +425,34 @@ fn good_kernel(
         .get("vmlinux")
         .cloned()
         .ok_or_else(|| why("records no vmlinux digest".into()))?;
+    good_places(good, r.configuration.kernel_path.as_deref(), &want, j).map_err(why)
+}
+
+/// Where [`good_kernel`] looks for the good side's kernel, whose vmlinux has sha256 `want`:
+/// `<kernel dir>/commit-<good>` (truecold's base), its subdirectories (`<key>/`: built from
+/// the user's kernel), and the directory of the baseline's recorded `kernel_path`. The
+/// first that holds it, or why none does.
+fn good_places(
+    good: Option<&str>,
+    kernel_path: Option<&str>,
+    want: &str,
+    j: &JudgePlan,
+) -> Result<PathBuf, String> {
     let mut places = Vec::new();
     if let Some(g) = good {
-        places.push(j.paths.kernel_root.join(format!("commit-{g}")));
+        let commit_dir = j.paths.kernel_root.join(format!("commit-{g}"));
+        places.push(commit_dir.clone());
+        if let Ok(entries) = std::fs::read_dir(&commit_dir) {
+            let mut subs: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            subs.sort();
+            places.extend(subs);
+        }
     }
-    if let Some(p) = r.configuration.kernel_path.as_deref().map(Path::new) {
+    if let Some(p) = kernel_path.map(Path::new) {
         places.extend(p.parent().map(Path::to_path_buf));
     }
     for p in &places {
@@ -437,7 +460,7 @@ fn good_kernel(
             return Ok(p.clone());
         }
     }
-    Err(why(format!(
+    Err(format!(
         "the good side's kernel (vmlinux sha256 {want}) is in none of [{}]: a step A/Bs \
          against it; pass the run's --kernel-dir",
         places
@@ -445,7 +468,7 @@ fn good_kernel(
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(", ")
-    )))
+    ))
 }
 
 /// The guest directory of the checked-out `commit` of `tree`: truecold's base fragments on

@@ -262,6 +262,13 @@ fn each_commit_is_built_from_the_users_config() {
     assert_eq!(std::fs::read_to_string(a.join("config")).unwrap(), user);
     carried_into(&mut f, &dir, &a.join("config")).unwrap();
     assert!(f.kernel.as_ref().unwrap().not_carried.is_empty());
+    // A step finds the good side's kernel in its commit's directory (by the vmlinux digest
+    // its baseline recorded), whatever path the baseline's result names (L1's, nested).
+    assert_eq!(
+        good_dir_of(&a, &j),
+        a,
+        "the good kernel is found under commit-aaaa/<key>/"
+    );
     // Another commit, another directory; one whose Kconfig drops PVH is skipped.
     std::fs::write(tree.join("drop-pvh"), "").unwrap();
     match commit_kernel(&f, &dir, &tree, "bbbb", &j, &base) {
@@ -280,4 +287,11 @@ fn each_commit_is_built_from_the_users_config() {
     ));
     std::fs::write(&given, &user).unwrap();
     same_kernel(&f, &dir, &k).unwrap();
+}
+
+/// [`good_kernel`]'s search, on a guest directory's own vmlinux digest (what a baseline
+/// records) and the path L1 gave it.
+fn good_dir_of(built: &Path, j: &JudgePlan) -> PathBuf {
+    let want = artifacts::sha256_file(&built.join("vmlinux")).unwrap();
+    good_places(Some("aaaa"), Some("/guest/vmlinux"), &want, j).unwrap()
 }
