@@ -367,25 +367,8 @@ pub struct RunArgs {
     /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
     #[arg(long, default_value_t = 0)]
     pub attribution: u64,
-    /// Your own kernel: a complete .config, checked and built first (docs/your-kernel.md).
-    ///
-    /// Your own kernel: a complete .config (what `make olddefconfig` writes), built by the
-    /// same reproducible, cached recipe as truecold's (`kernel-config/build.sh config`:
-    /// olddefconfig on the pinned linux-source-6.12) into out/run-kernels/<key>/, beside the
-    /// base guest's init and initramfs. What strict-ready needs of it is checked before the
-    /// build, each missing symbol named; symbols that did not carry over are listed. A Linux
-    /// campaign (--linux, --nested, or the host's default), not --parity.
-    #[arg(long, value_name = "FILE")]
-    pub kernel_config: Option<PathBuf>,
-    /// Your own kernel as a fragment over truecold's base (docs/your-kernel.md).
-    ///
-    /// Kconfig lines (`CONFIG_X=y`, `# CONFIG_Y is not set`) merged over tinyconfig and
-    /// truecold's kernel-config/base.config, the way a tune knob is (`kernel-config/build.sh
-    /// tune`), into out/run-kernels/<key>/. Checked as --kernel-config is (what strict-ready
-    /// needs, before the build and as resolved; the fragment's symbols that did not carry over
-    /// listed). Not with --kernel-config.
-    #[arg(long, value_name = "FILE", conflicts_with = "kernel_config")]
-    pub kernel_fragment: Option<PathBuf>,
+    #[command(flatten)]
+    pub own_kernel: KernelConfigArgs,
     /// With --kernel-config or --kernel-fragment: build this kernel git work tree.
     ///
     /// With --kernel-config or --kernel-fragment: build this kernel git work tree's checkout
@@ -572,26 +555,33 @@ pub struct TuneArgs {
     pub quiet: bool,
 }
 
-/// `--kernel-config` / `--kernel-fragment` of `truecold tune` and `truecold bisect run/step`:
-/// the user's kernel, built instead of truecold's base (docs/your-kernel.md).
+/// `--kernel-config` / `--kernel-fragment` of `truecold run`, `truecold tune` and `truecold
+/// bisect run/step`: the user's kernel, built instead of truecold's base
+/// (docs/your-kernel.md); one definition of the flags.
 #[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
 pub struct KernelConfigArgs {
-    /// Your own kernel: a complete .config, built instead of truecold's base.
+    /// Your own kernel: a complete .config, checked and built first (docs/your-kernel.md).
     ///
     /// A complete .config (what `make olddefconfig` writes), checked for what strict-ready
     /// needs before anything is built (each missing symbol named) and built by the same
-    /// reproducible, cached recipe as `truecold run --kernel-config` (`kernel-config/build.sh
-    /// config`: olddefconfig). `tune`: the baseline boots it and every Kconfig knob is its
-    /// fragment appended to it (a knob it already sets is left out, or refused when listed in
-    /// --knobs). `bisect`: every commit is built from it (olddefconfig per commit). The file
-    /// is kept in the directory (user-kernel.config) and its digest recorded.
+    /// reproducible, cached recipe as truecold's kernels (`kernel-config/build.sh config`:
+    /// olddefconfig on the pinned linux-source-6.12, or on --kernel-source / the bisected
+    /// tree), beside the base guest's init and initramfs; the symbols that did not carry over
+    /// are listed. `run`: into out/run-kernels/<key>/, a Linux campaign (--linux, --nested, or
+    /// the host's default), not --parity. `tune`: the baseline boots it and every Kconfig
+    /// knob is its fragment appended to it (a knob it already sets is left out, or refused
+    /// when listed in --knobs). `bisect`: every commit is built from it (olddefconfig per
+    /// commit). `tune` and `bisect` keep the file beside their record (user-kernel.config)
+    /// with its digest.
     #[arg(long, value_name = "FILE")]
     pub kernel_config: Option<PathBuf>,
     /// Your own kernel as a fragment over truecold's base (docs/your-kernel.md).
     ///
     /// Kconfig lines (`CONFIG_X=y`, `# CONFIG_Y is not set`) merged over tinyconfig and
-    /// truecold's kernel-config/base.config (`kernel-config/build.sh tune`), checked and
-    /// recorded as --kernel-config is. Not with --kernel-config.
+    /// truecold's kernel-config/base.config, the way a tune knob is (`kernel-config/build.sh
+    /// tune`). Checked, built and recorded as --kernel-config is (what strict-ready needs,
+    /// before the build and as resolved; the fragment's symbols that did not carry over
+    /// listed). Not with --kernel-config.
     #[arg(long, value_name = "FILE", conflicts_with = "kernel_config")]
     pub kernel_fragment: Option<PathBuf>,
 }
