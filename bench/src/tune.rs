@@ -258,7 +258,6 @@ impl OwnBase {
     fn arm_kernel(
         &self,
         kconfig: &[Knob],
-        vcpus: u32,
         base: &LinuxGuest,
         root: &Path,
         script: &Path,
@@ -273,7 +272,10 @@ impl OwnBase {
             form: self.kernel.form,
             source: self.kernel.source.clone(),
         };
-        let (dir, _) = own_kernel::prepare(&k, vcpus, &[], script, base, root)?;
+        // What every boot needs is checked; what more vCPUs need is measured, as on
+        // truecold's base: a knob that takes SMP away (`no-smp`) breaks strict-ready at 2 vCPUs
+        // and is reported so, never refused.
+        let (dir, _) = own_kernel::prepare(&k, 1, &[], script, base, root)?;
         let cfg = dir.join("config");
         let resolved = std::fs::read_to_string(&cfg).map_err(PathIoError::at("read", &cfg))?;
         for knob in kconfig {
@@ -466,7 +468,6 @@ struct Arms<'a> {
     base: Option<&'a LinuxGuest>,
     /// The user's kernel every Kconfig knob goes over (`None`: truecold's base).
     own: Option<&'a OwnBase>,
-    vcpus: u32,
     kernel_root: PathBuf,
     script: PathBuf,
     kernels: BTreeMap<String, PathBuf>,
@@ -482,9 +483,7 @@ impl Arms<'_> {
                     Some(d) => Some(d.clone()),
                     None => {
                         let d = match self.own {
-                            Some(o) => {
-                                o.arm_kernel(&kc, self.vcpus, b, &self.kernel_root, &self.script)?
-                            }
+                            Some(o) => o.arm_kernel(&kc, b, &self.kernel_root, &self.script)?,
                             None => ensure_kernel(&kc, b, &self.kernel_root, &self.script)?,
                         };
                         self.kernels.insert(key, d.clone());
@@ -651,7 +650,6 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let mut arms = Arms {
         base: base.as_ref(),
         own: own.as_ref(),
-        vcpus: u32::from(tp.vcpus.get()),
         kernel_root: tp.paths.kernel_root.clone(),
         script: tp.paths.script.clone(),
         kernels: BTreeMap::new(),
