@@ -39,6 +39,7 @@ use truecold_proof::bisect::{
     Judgement, Step, StepOutcome, BASELINE_DIR, BISECT_SCHEMA, CANDIDATE_ARM, GOOD_ARM, LOG_FILE,
     STEPS_DIR,
 };
+use truecold_proof::kconfig::{not_carried_lines, UserKernel, USER_KERNEL_FILE};
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, HostKind};
 use truecold_proto::limits::{GuestMem, Vcpus};
@@ -94,6 +95,21 @@ pub enum BisectRunError {
     SameConfig,
     #[error(transparent)]
     Io(#[from] PathIoError),
+    /// A commit's kernel that could not be had from its source (a step skips it).
+    #[error("{0}")]
+    CommitBuild(String),
+    #[error("your kernel")]
+    OwnKernel(#[from] crate::own_kernel::OwnKernelError),
+    #[error(
+        "{} builds every commit from {recorded}, not {given}: continue without \
+         --kernel-config/--kernel-fragment, or in a new --dir",
+        dir.display()
+    )]
+    OtherKernel {
+        dir: PathBuf,
+        recorded: String,
+        given: String,
+    },
     #[error("the campaign wrote {} but it does not verify: {why}", path.display())]
     Invalid { path: PathBuf, why: String },
 }
@@ -258,6 +274,7 @@ fn commit_record(
         result: None,
         wall_seconds: None,
         commands: Vec::new(),
+        kernel: None,
     })
 }
 
@@ -353,9 +370,12 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
                 baseline,
             });
         }
+        if let Some(k) = &a.own_kernel {
+            same_kernel(&f, &a.dir, k)?;
+        }
         f
     } else {
-        let f = commit_record(
+        let mut f = commit_record(
             &baseline,
             tree,
             good.as_deref().unwrap_or("?"),
@@ -363,6 +383,10 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
             &a.judge,
         )?;
         copy_dir(&baseline, &a.dir.join(BASELINE_DIR))?;
+        if let Some(k) = &a.own_kernel {
+            f.kernel = Some(own_kernel_record(k, &a.dir)?);
+            carried_into(&mut f, &a.dir, &a.dir.join(BASELINE_DIR).join("config"))?;
+        }
         f
     };
     let mut log = read_log(&a.dir);
@@ -401,11 +425,34 @@ fn good_kernel(
         .get("vmlinux")
         .cloned()
         .ok_or_else(|| why("records no vmlinux digest".into()))?;
+    good_places(good, r.configuration.kernel_path.as_deref(), &want, j).map_err(why)
+}
+
+/// Where [`good_kernel`] looks for the good side's kernel, whose vmlinux has sha256 `want`:
+/// `<kernel dir>/commit-<good>` (truecold's base), its subdirectories (`<key>/`: built from
+/// the user's kernel), and the directory of the baseline's recorded `kernel_path`. The
+/// first that holds it, or why none does.
+fn good_places(
+    good: Option<&str>,
+    kernel_path: Option<&str>,
+    want: &str,
+    j: &JudgePlan,
+) -> Result<PathBuf, String> {
     let mut places = Vec::new();
     if let Some(g) = good {
-        places.push(j.paths.kernel_root.join(format!("commit-{g}")));
+        let commit_dir = j.paths.kernel_root.join(format!("commit-{g}"));
+        places.push(commit_dir.clone());
+        if let Ok(entries) = std::fs::read_dir(&commit_dir) {
+            let mut subs: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            subs.sort();
+            places.extend(subs);
+        }
     }
-    if let Some(p) = r.configuration.kernel_path.as_deref().map(Path::new) {
+    if let Some(p) = kernel_path.map(Path::new) {
         places.extend(p.parent().map(Path::to_path_buf));
     }
     for p in &places {
@@ -413,7 +460,7 @@ fn good_kernel(
             return Ok(p.clone());
         }
     }
-    Err(why(format!(
+    Err(format!(
         "the good side's kernel (vmlinux sha256 {want}) is in none of [{}]: a step A/Bs \
          against it; pass the run's --kernel-dir",
         places
@@ -421,7 +468,118 @@ fn good_kernel(
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(", ")
-    )))
+    ))
+}
+
+/// The guest directory of the checked-out `commit` of `tree`: truecold's base fragments on
+/// its tinyconfig (`kernel-config/build.sh base`, into `<kernel dir>/commit-<commit>`), or,
+/// when the record names the user's kernel, that config (the file beside the record in
+/// `dir`) resolved by olddefconfig on this commit, through [`crate::own_kernel::prepare`]'s
+/// checks and build (into `<kernel dir>/commit-<commit>/<key>`). A kernel that did not build,
+/// or whose resolved config lost what strict-ready needs, is
+/// [`BisectRunError::CommitBuild`] (a step skips it).
+pub(crate) fn commit_kernel(
+    f: &BisectFile,
+    dir: &Path,
+    tree: &Path,
+    commit: &str,
+    j: &JudgePlan,
+    base: &LinuxGuest,
+) -> Result<PathBuf, BisectRunError> {
+    use crate::own_kernel::OwnKernelError;
+    let kdir = j.paths.kernel_root.join(format!("commit-{commit}"));
+    let failed = |e: &dyn std::error::Error| {
+        let why = truecold_proto::measure::error_chain(e);
+        BisectRunError::CommitBuild(why.lines().last().unwrap_or("").to_string())
+    };
+    let Some(k) = &f.kernel else {
+        let build = KernelBuild {
+            script: &j.paths.script,
+            variant: "base",
+            args: Vec::new(),
+            tree: Some(tree),
+        };
+        return match build.guest_dir(&kdir, base) {
+            Ok(d) => Ok(d),
+            Err(e @ KernelError::Failed { .. }) => Err(failed(&e)),
+            Err(e) => Err(BisectRunError::Kernel("step", e)),
+        };
+    };
+    let own = crate::own_kernel::OwnKernel {
+        config: dir.join(USER_KERNEL_FILE),
+        form: k.form,
+        source: Some(tree.to_path_buf()),
+    };
+    match crate::own_kernel::prepare(&own, f.vcpus, &[], &j.paths.script, base, &kdir) {
+        Ok((d, _)) => Ok(d),
+        Err(OwnKernelError::Build(e @ KernelError::Failed { .. })) => Err(failed(&e)),
+        Err(e @ OwnKernelError::Lost { .. }) => Err(failed(&e)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The record of the user's kernel `k` for a bisect directory `dir`: the file copied beside
+/// the record (what every commit is built from), its digest; the symbols that did not carry
+/// over are filled in once the good side's config is known ([`carried_into`]).
+fn own_kernel_record(
+    k: &crate::own_kernel::OwnKernel,
+    dir: &Path,
+) -> Result<UserKernel, BisectRunError> {
+    let (bytes, _) = crate::own_kernel::read_config(&k.config)?;
+    let to = dir.join(USER_KERNEL_FILE);
+    std::fs::write(&to, &bytes).map_err(io("write", &to))?;
+    Ok(UserKernel {
+        form: k.form,
+        sha256: truecold_proof::sums::sha256_hex(&bytes),
+        given_as: k.config.display().to_string(),
+        source: None,
+        not_carried: Vec::new(),
+    })
+}
+
+/// A step given `--kernel-config`/`--kernel-fragment` `k` on a directory whose record builds
+/// every commit otherwise: refused (a bisect builds every commit from one config).
+fn same_kernel(
+    f: &BisectFile,
+    dir: &Path,
+    k: &crate::own_kernel::OwnKernel,
+) -> Result<(), BisectRunError> {
+    let (bytes, _) = crate::own_kernel::read_config(&k.config)?;
+    let given = truecold_proof::sums::sha256_hex(&bytes);
+    match &f.kernel {
+        Some(r) if r.sha256 == given && r.form == k.form => Ok(()),
+        r => Err(BisectRunError::OtherKernel {
+            dir: dir.to_path_buf(),
+            recorded: match r {
+                Some(r) => format!("{} {} (sha256 {})", r.form.flag(), r.given_as, r.sha256),
+                None => "truecold's base fragments".into(),
+            },
+            given: format!("{} {} (sha256 {given})", k.form.flag(), k.config.display()),
+        }),
+    }
+}
+
+/// The record's symbols of the user's kernel that did not carry over into the good side's
+/// resolved `config` (the baseline's), noted.
+fn carried_into(f: &mut BisectFile, dir: &Path, config: &Path) -> Result<(), BisectRunError> {
+    let Some(k) = f.kernel.as_mut() else {
+        return Ok(());
+    };
+    let user = dir.join(USER_KERNEL_FILE);
+    let read = |p: &Path| std::fs::read(p).map_err(io("read", p));
+    let (u, c) = (read(&user)?, read(config)?);
+    k.not_carried = not_carried_lines(&String::from_utf8_lossy(&u), &String::from_utf8_lossy(&c));
+    let nc: Vec<crate::own_kernel::NotCarried> = crate::own_kernel::not_carried(
+        &crate::own_kernel::parse_config(&String::from_utf8_lossy(&u)),
+        &crate::own_kernel::parse_config(&String::from_utf8_lossy(&c)),
+    );
+    crate::own_kernel::note_not_carried(
+        "good side's ",
+        Path::new(&k.given_as),
+        config.parent().unwrap_or(Path::new(".")),
+        &nc,
+    );
+    Ok(())
 }
 
 /// Builds the checked-out commit and measures it (growing n while inconclusive), appending
@@ -442,14 +600,6 @@ fn measure_commit(
     if !git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
         return Err(BisectRunError::Dirty(tree.to_path_buf()));
     }
-    let kdir = j.paths.kernel_root.join(format!("commit-{commit}"));
-    let script = j.paths.script.clone();
-    let build = KernelBuild {
-        script: &script,
-        variant: "base",
-        args: Vec::new(),
-        tree: Some(tree),
-    };
     let mk = |outcome, dir: Option<String>, planned, judgement, why: String, secs| Step {
         dir,
         commit: Some(commit.to_string()),
@@ -463,11 +613,9 @@ fn measure_commit(
         why,
         wall_seconds: secs,
     };
-    let guest = match build.guest_dir(&kdir, &base) {
+    let guest = match commit_kernel(f, dir, tree, commit, j, &base) {
         Ok(d) => d,
-        Err(e @ KernelError::Failed { .. }) => {
-            let why = truecold_proto::measure::error_chain(&e);
-            let last = why.lines().last().unwrap_or("").to_string();
+        Err(BisectRunError::CommitBuild(last)) => {
             crate::note!(
                 "truecold bisect: {}: skip (build failed): {last}",
                 short(commit)
@@ -483,7 +631,7 @@ fn measure_commit(
             save(dir, f, &read_log(dir))?;
             return Ok(StepOutcome::BuildFailed);
         }
-        Err(e) => return Err(BisectRunError::Kernel("step", e)),
+        Err(e) => return Err(e),
     };
     let (backing, deadline_ms) = baseline_context(&dir.join(BASELINE_DIR))?;
     let ab = KernelAb {
@@ -761,20 +909,9 @@ impl Session<'_> {
         let (a, tree, good, out) = (self.a, self.tree, self.good, self.out);
         let (_, base) = base(&a.judge)?;
         let (host, deadline_ms) = context_host(&a.context)?;
-        let script = a.judge.paths.script.clone();
         git(tree, &["checkout", "--quiet", good])?;
-        let kdir = a.judge.paths.kernel_root.join(format!("commit-{good}"));
-        let build = KernelBuild {
-            script: &script,
-            variant: "base",
-            args: Vec::new(),
-            tree: Some(tree),
-        };
-        let guest = build
-            .guest_dir(&kdir, &base)
-            .map_err(|e| BisectRunError::Kernel("good", e))?;
         std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", out))?;
-        let f = BisectFile {
+        let mut f = BisectFile {
             schema: BISECT_SCHEMA,
             kind: BisectKind::Commit,
             host_kind: host,
@@ -792,7 +929,20 @@ impl Session<'_> {
             result: None,
             wall_seconds: None,
             commands: Vec::new(),
+            kernel: a
+                .own_kernel
+                .as_ref()
+                .map(|k| own_kernel_record(k, out))
+                .transpose()?,
         };
+        let guest = commit_kernel(&f, out, tree, good, &a.judge, &base).map_err(|e| match e {
+            BisectRunError::CommitBuild(why) => BisectRunError::Baseline {
+                path: tree.to_path_buf(),
+                why: format!("the good commit's kernel did not build: {why}"),
+            },
+            e => e,
+        })?;
+        carried_into(&mut f, out, &guest.join("config"))?;
         crate::note!("truecold bisect: baseline: {} ({n} launches)", short(good));
         let ra = campaign_plan(
             &f,

@@ -19,24 +19,7 @@ use truecold_proof::schema::ContractKind;
 use truecold_proof::sums::sha256_hex;
 use truecold_proto::kinds::{Backing, HostKind};
 
-/// A resolved config's assignments: `CONFIG_X` → value (`n` for "is not set").
-pub fn parse_config(text: &str) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# ") {
-            if let Some(sym) = rest.strip_suffix(" is not set") {
-                if sym.starts_with("CONFIG_") {
-                    m.insert(sym.to_string(), "n".to_string());
-                }
-            }
-        } else if let Some((k, v)) = line.split_once('=') {
-            if k.starts_with("CONFIG_") {
-                m.insert(k.to_string(), v.to_string());
-            }
-        }
-    }
-    m
-}
+pub use truecold_proof::kconfig::parse_config;
 
 /// The assignments of `bad` that differ from `good` (`CONFIG_X=v`, `v` = `n` for unset),
 /// sorted.
@@ -429,6 +412,7 @@ fn config_record(
         result: None,
         wall_seconds: None,
         commands: vec![invocation.to_string()],
+        kernel: None,
     }
 }
 
@@ -465,6 +449,12 @@ pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectR
     };
     let good_in = read_text(&a.good)?;
     let bad_in = read_text(&a.bad)?;
+    // What strict-ready needs of each side, before anything is built: the checks of
+    // `--kernel-config` (a side that cannot boot to strict-ready has nothing to measure).
+    let vcpus = u32::from(a.context.vcpus.get());
+    for (path, text) in [(&a.good, &good_in), (&a.bad, &bad_in)] {
+        crate::own_kernel::require(path, &parse_config(text), vcpus, &[])?;
+    }
     let good_dir = s
         .build(
             &a.good,

@@ -367,25 +367,8 @@ pub struct RunArgs {
     /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
     #[arg(long, default_value_t = 0)]
     pub attribution: u64,
-    /// Your own kernel: a complete .config, checked and built first (docs/your-kernel.md).
-    ///
-    /// Your own kernel: a complete .config (what `make olddefconfig` writes), built by the
-    /// same reproducible, cached recipe as truecold's (`kernel-config/build.sh config`:
-    /// olddefconfig on the pinned linux-source-6.12) into out/run-kernels/<key>/, beside the
-    /// base guest's init and initramfs. What strict-ready needs of it is checked before the
-    /// build, each missing symbol named; symbols that did not carry over are listed. A Linux
-    /// campaign (--linux, --nested, or the host's default), not --parity.
-    #[arg(long, value_name = "FILE")]
-    pub kernel_config: Option<PathBuf>,
-    /// Your own kernel as a fragment over truecold's base (docs/your-kernel.md).
-    ///
-    /// Kconfig lines (`CONFIG_X=y`, `# CONFIG_Y is not set`) merged over tinyconfig and
-    /// truecold's kernel-config/base.config, the way a tune knob is (`kernel-config/build.sh
-    /// tune`), into out/run-kernels/<key>/. Checked as --kernel-config is (what strict-ready
-    /// needs, before the build and as resolved; the fragment's symbols that did not carry over
-    /// listed). Not with --kernel-config.
-    #[arg(long, value_name = "FILE", conflicts_with = "kernel_config")]
-    pub kernel_fragment: Option<PathBuf>,
+    #[command(flatten)]
+    pub own_kernel: KernelConfigArgs,
     /// With --kernel-config or --kernel-fragment: build this kernel git work tree.
     ///
     /// With --kernel-config or --kernel-fragment: build this kernel git work tree's checkout
@@ -557,9 +540,50 @@ pub struct TuneArgs {
     /// out/tune-kernels).
     #[command(flatten)]
     pub paths: KernelPaths,
+    #[command(flatten)]
+    pub own_kernel: KernelConfigArgs,
+    /// With --kernel-config or --kernel-fragment: build this kernel git work tree.
+    ///
+    /// With --kernel-config or --kernel-fragment: build this kernel git work tree's checkout
+    /// instead of the pinned package source, for the baseline and every Kconfig knob (an
+    /// in-tree build is refused: `make mrproper` first). Recorded in tune.json and
+    /// recommended/reproduce.sh.
+    #[arg(long, value_name = "DIR")]
+    pub kernel_source: Option<PathBuf>,
     /// No progress, notes or warnings: errors and the verdict line only.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// `--kernel-config` / `--kernel-fragment` of `truecold run`, `truecold tune` and `truecold
+/// bisect run/step`: the user's kernel, built instead of truecold's base
+/// (docs/your-kernel.md); one definition of the flags.
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelConfigArgs {
+    /// Your own kernel: a complete .config, checked and built first (docs/your-kernel.md).
+    ///
+    /// A complete .config (what `make olddefconfig` writes), checked for what strict-ready
+    /// needs before anything is built (each missing symbol named) and built by the same
+    /// reproducible, cached recipe as truecold's kernels (`kernel-config/build.sh config`:
+    /// olddefconfig on the pinned linux-source-6.12, or on --kernel-source / the bisected
+    /// tree), beside the base guest's init and initramfs; the symbols that did not carry over
+    /// are listed. `run`: into out/run-kernels/<key>/, a Linux campaign (--linux, --nested, or
+    /// the host's default), not --parity. `tune`: the baseline boots it and every Kconfig
+    /// knob is its fragment appended to it (a knob it already sets is left out, or refused
+    /// when listed in --knobs). `bisect`: every commit is built from it (olddefconfig per
+    /// commit). `tune` and `bisect` keep the file beside their record (user-kernel.config)
+    /// with its digest.
+    #[arg(long, value_name = "FILE")]
+    pub kernel_config: Option<PathBuf>,
+    /// Your own kernel as a fragment over truecold's base (docs/your-kernel.md).
+    ///
+    /// Kconfig lines (`CONFIG_X=y`, `# CONFIG_Y is not set`) merged over tinyconfig and
+    /// truecold's kernel-config/base.config, the way a tune knob is (`kernel-config/build.sh
+    /// tune`). Checked, built and recorded as --kernel-config is (what strict-ready needs,
+    /// before the build and as resolved; the fragment's symbols that did not carry over
+    /// listed). Not with --kernel-config.
+    #[arg(long, value_name = "FILE", conflicts_with = "kernel_config")]
+    pub kernel_fragment: Option<PathBuf>,
 }
 
 /// `truecold tune-phase`: one phase from its plan (what `truecold tune --nested` runs in L1).
@@ -655,6 +679,8 @@ pub struct StepArgs {
     #[arg(long)]
     pub dir: PathBuf,
     #[command(flatten)]
+    pub own_kernel: KernelConfigArgs,
+    #[command(flatten)]
     pub judge: JudgeArgs,
 }
 
@@ -672,6 +698,8 @@ pub struct RunBisectArgs {
     /// The bisect directory (default `results/<UTC>-bisect-commit-…`); must not exist.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub own_kernel: KernelConfigArgs,
     #[command(flatten)]
     pub context: ContextArgs,
     #[command(flatten)]

@@ -12,11 +12,11 @@
 //! not keep (a 6.1 config on the pinned 6.12 source, say) is reported, never hidden.
 
 use crate::artifacts::LinuxGuest;
-use crate::bisect_config::parse_config;
 use crate::kernel::{KernelBuild, KernelError};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+pub use truecold_proof::kconfig::{not_carried, parse_config, ConfigForm, NotCarried};
 use truecold_proto::kinds::Engine;
 use truecold_proto::path_io::PathIoError;
 
@@ -26,16 +26,6 @@ pub const RUN_KERNELS_DIR: &str = "out/run-kernels";
 
 /// Largest config file read (a full x86_64 `.config` is ~300 KiB).
 const CONFIG_CAP: u64 = 4 << 20;
-
-/// What the user's config file is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfigForm {
-    /// A complete `.config` (`--kernel-config`): resolved by `olddefconfig` alone.
-    Full,
-    /// Kconfig lines over truecold's base guest (`--kernel-fragment`): merged after
-    /// tinyconfig and `kernel-config/base.config`; the last line naming a symbol wins.
-    Fragment,
-}
 
 /// The user's kernel, as `truecold run` was given it (validated in [`crate::plan`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,47 +235,28 @@ pub fn missing(
         .collect()
 }
 
-/// One symbol of the given config that the resolved config does not hold as given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NotCarried {
-    pub symbol: String,
-    pub given: String,
-    /// `None`: the symbol is gone (not in this source's Kconfig, or its dependencies off).
-    pub resolved: Option<String>,
-}
-
-impl std::fmt::Display for NotCarried {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.resolved {
-            Some(r) => write!(f, "{}: given {}, resolved {r}", self.symbol, self.given),
-            None => write!(f, "{}: given {}, gone", self.symbol, self.given),
-        }
+/// The check before a build: `intended` (what the config `config` asks for) meets every
+/// requirement of a campaign of `vcpus` vCPUs on `engines`, or the refusal names each one
+/// it misses.
+pub fn require(
+    config: &Path,
+    intended: &BTreeMap<String, String>,
+    vcpus: u32,
+    engines: &[Engine],
+) -> Result<(), OwnKernelError> {
+    let lacks = missing(intended, vcpus, engines);
+    if lacks.is_empty() {
+        return Ok(());
     }
-}
-
-/// The symbols `given` sets that `resolved` does not hold as given. A symbol `given` leaves
-/// unset (`n`) and `resolved` does not mention is carried (absent is unset).
-pub fn not_carried(
-    given: &BTreeMap<String, String>,
-    resolved: &BTreeMap<String, String>,
-) -> Vec<NotCarried> {
-    given
-        .iter()
-        .filter_map(|(sym, g)| match resolved.get(sym) {
-            Some(r) if r == g => None,
-            None if g == "n" => None,
-            r => Some(NotCarried {
-                symbol: sym.clone(),
-                given: g.clone(),
-                resolved: r.cloned(),
-            }),
-        })
-        .collect()
+    Err(OwnKernelError::Missing {
+        config: config.to_path_buf(),
+        missing: lacks,
+    })
 }
 
 /// Reads a config file: a regular file, at most [`CONFIG_CAP`] bytes, with a `CONFIG_` line.
 /// Returns its bytes and its symbols.
-fn read_config(path: &Path) -> Result<(Vec<u8>, BTreeMap<String, String>), OwnKernelError> {
+pub fn read_config(path: &Path) -> Result<(Vec<u8>, BTreeMap<String, String>), OwnKernelError> {
     use std::io::Read;
     let read = |source| OwnKernelError::Read(PathIoError::at("read", path)(source));
     let f = std::fs::File::open(path).map_err(read)?;
@@ -335,7 +306,8 @@ pub fn check_source(dir: &Path) -> Result<(), OwnKernelError> {
     Ok(())
 }
 
-/// The guest directory of the user's kernel, built (or found cached) for a campaign of
+/// The guest directory of the user's kernel, built (or found cached) under `root` (one
+/// directory per cache key; `truecold run`'s is [`RUN_KERNELS_DIR`]) for a campaign of
 /// `vcpus` vCPUs on `engines`: checks the config, builds it with `script`, checks the
 /// resolved config, and returns the directory and the symbols that did not carry over.
 pub fn prepare(
@@ -344,6 +316,7 @@ pub fn prepare(
     engines: &[Engine],
     script: &Path,
     base: &LinuxGuest,
+    root: &Path,
 ) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
     let (given_bytes, given) = read_config(&k.config)?;
     // What the build starts from, as far as the file says: the config itself, or the base
@@ -361,17 +334,11 @@ pub fn prepare(
             merged
         }
     };
-    let lacks = missing(&intended, vcpus, engines);
-    if !lacks.is_empty() {
-        return Err(OwnKernelError::Missing {
-            config: k.config.clone(),
-            missing: lacks,
-        });
-    }
+    require(&k.config, &intended, vcpus, engines)?;
     if let Some(src) = &k.source {
         check_source(src)?;
     }
-    let dir = Path::new(RUN_KERNELS_DIR).join(key(&given_bytes, k.form, k.source.as_deref()));
+    let dir = root.join(key(&given_bytes, k.form, k.source.as_deref()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| OwnKernelError::Read(PathIoError::at("create", &dir)(e)))?;
     let (variant, file) = match k.form {
@@ -398,6 +365,28 @@ pub fn prepare(
         return Err(OwnKernelError::Lost { missing: lost });
     }
     Ok((dir, not_carried(&given, &resolved)))
+}
+
+/// The note on the symbols of `config` that did not carry over into the resolved config of
+/// the guest directory `dir` (`who`: whose kernel, for the messages); every one listed.
+pub fn note_not_carried(who: &str, config: &Path, dir: &Path, not_carried: &[NotCarried]) {
+    if not_carried.is_empty() {
+        crate::note!(
+            "truecold: {who}kernel: every symbol of {} carried over into the resolved config",
+            config.display()
+        );
+    } else {
+        crate::note!(
+            "truecold: {who}kernel: {} symbol(s) of {} did not carry over (olddefconfig on \
+             this source; the resolved config is {}/config):",
+            not_carried.len(),
+            config.display(),
+            dir.display()
+        );
+        for n in not_carried {
+            crate::note!("  {n}");
+        }
+    }
 }
 
 /// The guest directory's name: the first 16 hex digits of sha256 over the config's bytes (a
@@ -478,7 +467,14 @@ mod tests {
             init: t.path().join("init"),
             config: t.path().join("config"),
         };
-        match prepare(&k, 2, &[], &scripts.join("absent-build.sh"), &base) {
+        match prepare(
+            &k,
+            2,
+            &[],
+            &scripts.join("absent-build.sh"),
+            &base,
+            t.path(),
+        ) {
             Err(OwnKernelError::Missing { missing, .. }) => {
                 let names: Vec<&str> = missing.iter().map(|r| r.symbol).collect();
                 assert_eq!(names, ["CONFIG_PVH"]);
@@ -495,24 +491,6 @@ mod tests {
             doc.contains(&want),
             "docs/your-kernel.md must contain the requirement table exactly:\n{want}"
         );
-    }
-
-    #[test]
-    fn a_config_is_read_as_kconfig_reads_it() {
-        let m = cfg(&[
-            "#",
-            "# Automatically generated file; DO NOT EDIT.",
-            "CONFIG_A=y",
-            "# CONFIG_B is not set",
-            "CONFIG_C=\"x y\"",
-            "CONFIG_A=m",
-            "# CONFIG_D is not set or so",
-            "NOT_CONFIG=y",
-        ]);
-        assert_eq!(m.get("CONFIG_A").map(String::as_str), Some("m"));
-        assert_eq!(m.get("CONFIG_B").map(String::as_str), Some("n"));
-        assert_eq!(m.get("CONFIG_C").map(String::as_str), Some("\"x y\""));
-        assert_eq!(m.len(), 3, "{m:?}");
     }
 
     #[test]
@@ -578,28 +556,6 @@ mod tests {
             assert!(s.contains(&format!("{} is not set", r.symbol)), "{s}");
         }
         assert!(!s.contains("CONFIG_PVH is not set"), "{s}");
-    }
-
-    #[test]
-    fn symbols_that_did_not_carry_over_are_listed() {
-        let given = cfg(&[
-            "CONFIG_A=y",
-            "CONFIG_B=y",
-            "# CONFIG_C is not set",
-            "# CONFIG_D is not set",
-            "CONFIG_E=16",
-        ]);
-        let resolved = cfg(&["CONFIG_A=y", "CONFIG_C=y", "CONFIG_E=32", "CONFIG_NEW=y"]);
-        let nc = not_carried(&given, &resolved);
-        let shown: Vec<String> = nc.iter().map(ToString::to_string).collect();
-        assert_eq!(
-            shown,
-            [
-                "CONFIG_B: given y, gone",
-                "CONFIG_C: given n, resolved y",
-                "CONFIG_E: given 16, resolved 32",
-            ]
-        );
     }
 
     #[test]

@@ -428,23 +428,13 @@ impl CampaignPlan {
 
 /// `--kernel-config` / `--kernel-source`: a Linux campaign under the strict contract.
 fn own_kernel(a: &RunArgs) -> Result<Option<OwnKernel>, ArgError> {
-    use crate::own_kernel::ConfigForm;
-    let (config, form) = match (&a.kernel_config, &a.kernel_fragment) {
-        (None, None) if a.kernel_source.is_some() && a.arm_kernel_config.is_empty() => {
-            return Err(ArgError::OwnKernel(
-                "--kernel-source builds the kernel --kernel-config, --kernel-fragment or \
-                 --arm-kernel-config describes: give one",
-            ))
-        }
-        (None, None) => return Ok(None),
-        (Some(c), None) => (c, ConfigForm::Full),
-        (None, Some(f)) => (f, ConfigForm::Fragment),
-        (Some(_), Some(_)) => {
-            return Err(ArgError::OwnKernel(
-                "give a complete .config (--kernel-config) or a fragment over truecold's base \
-                 (--kernel-fragment), not both",
-            ))
-        }
+    let given = a.own_kernel != crate::cli::KernelConfigArgs::default();
+    if !given && a.kernel_source.is_some() && !a.arm_kernel_config.is_empty() {
+        // --kernel-source builds the arms' kernels alone (arm_guests).
+        return Ok(None);
+    }
+    let Some(k) = kernel_config_of(&a.own_kernel, a.kernel_source.as_deref())? else {
+        return Ok(None);
     };
     if a.probe {
         return Err(ArgError::OwnKernel(
@@ -457,10 +447,38 @@ fn own_kernel(a: &RunArgs) -> Result<Option<OwnKernel>, ArgError> {
              --kernel-config runs the strict contract only (for now)",
         ));
     }
+    Ok(Some(k))
+}
+
+/// `--kernel-config` / `--kernel-fragment` of `truecold tune` and `truecold bisect run/step`
+/// (with `source`: tune's `--kernel-source`; a bisect builds its tree) as the user's kernel;
+/// `None` when neither is given.
+pub fn kernel_config_of(
+    k: &crate::cli::KernelConfigArgs,
+    source: Option<&Path>,
+) -> Result<Option<OwnKernel>, ArgError> {
+    use crate::own_kernel::ConfigForm;
+    let (config, form) = match (&k.kernel_config, &k.kernel_fragment) {
+        (Some(c), None) => (c, ConfigForm::Full),
+        (None, Some(f)) => (f, ConfigForm::Fragment),
+        (Some(_), Some(_)) => {
+            return Err(ArgError::OwnKernel(
+                "give a complete .config (--kernel-config) or a fragment over truecold's base \
+                 (--kernel-fragment), not both",
+            ))
+        }
+        (None, None) if source.is_some() => {
+            return Err(ArgError::OwnKernel(
+                "--kernel-source builds the kernel --kernel-config or --kernel-fragment \
+                 describes: give one",
+            ))
+        }
+        (None, None) => return Ok(None),
+    };
     Ok(Some(OwnKernel {
         config: config.clone(),
         form,
-        source: a.kernel_source.clone(),
+        source: source.map(Path::to_path_buf),
     }))
 }
 

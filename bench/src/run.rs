@@ -59,24 +59,9 @@ fn build_own_kernel(
         engines,
         Path::new(DEFAULT_KERNEL_BUILD),
         &base,
+        Path::new(own_kernel::RUN_KERNELS_DIR),
     )?;
-    if not_carried.is_empty() {
-        crate::note!(
-            "truecold: {who}kernel: every symbol of {} carried over into the resolved config",
-            k.config.display()
-        );
-    } else {
-        crate::note!(
-            "truecold: {who}kernel: {} symbol(s) of {} did not carry over (olddefconfig on \
-             this source; the resolved config is {}/config):",
-            not_carried.len(),
-            k.config.display(),
-            dir.display()
-        );
-        for n in &not_carried {
-            crate::note!("  {n}");
-        }
-    }
+    own_kernel::note_not_carried(who, &k.config, &dir, &not_carried);
     Ok(dir)
 }
 

@@ -22,6 +22,7 @@ use crate::campaign;
 pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
 use crate::error::RunError;
 use crate::host::{kvm_host, HostError, PVM_EXPLANATION};
+use crate::own_kernel::{self, OwnKernel};
 use crate::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
 };
@@ -31,7 +32,9 @@ use crate::plan::{ArgError, Target};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::{rename_noreplace, BundleError, Written};
+use truecold_proof::kconfig::{not_carried_lines, sets_all, UserKernel, USER_KERNEL_FILE};
 use truecold_proof::schema::ContractKind;
+use truecold_proof::tune::own_kernel_start;
 use truecold_proto::kinds::HostKind;
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{Change, Knob, TuneGuest};
@@ -74,6 +77,25 @@ pub enum TuneError {
     Tune(#[source] truecold_proof::tune::TuneError),
     #[error(transparent)]
     Phase(#[from] PhaseError),
+    #[error("your kernel")]
+    OwnKernel(#[from] crate::own_kernel::OwnKernelError),
+    #[error(
+        "--knobs {knobs}: your kernel's resolved config ({config}) already sets every symbol of \
+         the fragment, so the arm would measure your kernel again: leave it out of --knobs"
+    )]
+    KnobAlreadySet { knobs: String, config: PathBuf },
+    #[error(
+        "knob `{knob}` did not take on your kernel: olddefconfig did not keep its fragment \
+         ({lines}; resolved config {}): leave it out of --knobs",
+        config.display()
+    )]
+    KnobDidNotTake {
+        knob: Knob,
+        lines: String,
+        config: PathBuf,
+    },
+    #[error("no knob left to tune: your kernel already sets every Kconfig knob of --knobs")]
+    NoKnobLeft,
 }
 
 impl From<HostError> for TuneError {
@@ -165,6 +187,142 @@ pub fn ensure_kernel(
             knobs: name,
             source,
         })
+}
+
+/// The user's kernel of a tune (`--kernel-config` / `--kernel-fragment`), built: what the
+/// baseline boots and every Kconfig knob's fragment goes over.
+pub struct OwnBase {
+    pub kernel: OwnKernel,
+    /// The config file's bytes as read (and checked) once.
+    pub bytes: Vec<u8>,
+    /// `tune.json`'s record of it.
+    pub record: UserKernel,
+    /// Its guest directory (the baseline's).
+    pub dir: PathBuf,
+    /// Its resolved config.
+    pub resolved: String,
+}
+
+impl OwnBase {
+    /// Builds (or finds cached) the user's kernel `k` under `root` for `vcpus` vCPUs, beside
+    /// the base guest's initramfs and init; the symbols that did not carry over noted and
+    /// recorded.
+    pub fn build(
+        k: &OwnKernel,
+        vcpus: u32,
+        base: &LinuxGuest,
+        root: &Path,
+        script: &Path,
+    ) -> Result<OwnBase, TuneError> {
+        let (bytes, _) = own_kernel::read_config(&k.config)?;
+        let (dir, nc) = own_kernel::prepare(k, vcpus, &[], script, base, root)?;
+        own_kernel::note_not_carried("", &k.config, &dir, &nc);
+        let cfg = dir.join("config");
+        let resolved = std::fs::read_to_string(&cfg).map_err(PathIoError::at("read", &cfg))?;
+        let record = UserKernel {
+            form: k.form,
+            sha256: truecold_proof::sums::sha256_hex(&bytes),
+            given_as: k.config.display().to_string(),
+            source: k
+                .source
+                .as_deref()
+                .map(|s| std::path::absolute(s).unwrap_or_else(|_| s.to_path_buf()))
+                .map(|s| s.display().to_string()),
+            not_carried: not_carried_lines(&String::from_utf8_lossy(&bytes), &resolved),
+        };
+        Ok(OwnBase {
+            kernel: k.clone(),
+            bytes,
+            record,
+            dir,
+            resolved,
+        })
+    }
+
+    /// The Kconfig knobs of `knobs` whose every symbol the resolved config already sets (an
+    /// arm of one would measure this kernel again).
+    pub fn already_set(&self, knobs: &[Knob]) -> Vec<Knob> {
+        knobs
+            .iter()
+            .copied()
+            .filter(|k| match k.change() {
+                Change::Kconfig(text) => sets_all(&self.resolved, text),
+                _ => false,
+            })
+            .collect()
+    }
+
+    /// The guest directory of the Kconfig knob set `kconfig` over this kernel: the user's file
+    /// with the knobs' lines after it ([`own_kernel_start`], what `recommended/reproduce.sh`
+    /// writes), built as the user's kernel is; each knob's fragment must have taken.
+    fn arm_kernel(
+        &self,
+        kconfig: &[Knob],
+        base: &LinuxGuest,
+        root: &Path,
+        script: &Path,
+    ) -> Result<PathBuf, TuneError> {
+        let name = variant_name(kconfig);
+        std::fs::create_dir_all(root).map_err(PathIoError::at("create directory", root))?;
+        let file = root.join(format!("{name}.own.config"));
+        let start = own_kernel_start(&self.bytes, kconfig, &self.record);
+        std::fs::write(&file, &start).map_err(PathIoError::at("write", &file))?;
+        let k = OwnKernel {
+            config: file,
+            form: self.kernel.form,
+            source: self.kernel.source.clone(),
+        };
+        // What every boot needs is checked; what more vCPUs need is measured, as on
+        // truecold's base: a knob that takes SMP away (`no-smp`) breaks strict-ready at 2 vCPUs
+        // and is reported so, never refused.
+        let (dir, _) = own_kernel::prepare(&k, 1, &[], script, base, root)?;
+        let cfg = dir.join("config");
+        let resolved = std::fs::read_to_string(&cfg).map_err(PathIoError::at("read", &cfg))?;
+        for knob in kconfig {
+            if let Change::Kconfig(text) = knob.change() {
+                let lost = not_carried_lines(text, &resolved);
+                if !lost.is_empty() {
+                    return Err(TuneError::KnobDidNotTake {
+                        knob: *knob,
+                        lines: lost.join("; "),
+                        config: cfg,
+                    });
+                }
+            }
+        }
+        Ok(dir)
+    }
+}
+
+/// The knobs to screen over the user's kernel `own`: `knobs` less the Kconfig knobs it
+/// already sets (refused when `listed`, left out otherwise, with a note); and those.
+fn screen_knobs(
+    knobs: Vec<Knob>,
+    own: Option<&OwnBase>,
+    listed: bool,
+) -> Result<(Vec<Knob>, Vec<Knob>), TuneError> {
+    let Some(own) = own else {
+        return Ok((knobs, Vec::new()));
+    };
+    let set = own.already_set(&knobs);
+    if set.is_empty() {
+        return Ok((knobs, set));
+    }
+    if listed {
+        return Err(TuneError::KnobAlreadySet {
+            knobs: variant_name(&set).replace('+', ","),
+            config: own.dir.join("config"),
+        });
+    }
+    crate::note!(
+        "truecold: tune: left out (your kernel already sets every symbol of their fragment): {}",
+        variant_name(&set).replace('+', ", ")
+    );
+    let rest: Vec<Knob> = knobs.into_iter().filter(|k| !set.contains(k)).collect();
+    if rest.is_empty() {
+        return Err(TuneError::NoKnobLeft);
+    }
+    Ok((rest, set))
 }
 
 /// A finished tune.
@@ -308,6 +466,8 @@ fn unreachable_winner(rounds: u64, k: u64) -> Option<String> {
 /// variant built once).
 struct Arms<'a> {
     base: Option<&'a LinuxGuest>,
+    /// The user's kernel every Kconfig knob goes over (`None`: truecold's base).
+    own: Option<&'a OwnBase>,
     kernel_root: PathBuf,
     script: PathBuf,
     kernels: BTreeMap<String, PathBuf>,
@@ -322,7 +482,10 @@ impl Arms<'_> {
                 match self.kernels.get(&key) {
                     Some(d) => Some(d.clone()),
                     None => {
-                        let d = ensure_kernel(&kc, b, &self.kernel_root, &self.script)?;
+                        let d = match self.own {
+                            Some(o) => o.arm_kernel(&kc, b, &self.kernel_root, &self.script)?,
+                            None => ensure_kernel(&kc, b, &self.kernel_root, &self.script)?,
+                        };
                         self.kernels.insert(key, d.clone());
                         Some(d)
                     }
@@ -385,7 +548,12 @@ fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, 
 
 /// `tune.json`'s record of how this tune was started: the argv as typed, and the options as
 /// resolved (the guest found) that `recommended/reproduce.sh` repeats.
-fn invocation_record(tp: &TunePlan, contract: ContractKind) -> truecold_proof::tune::Invocation {
+fn invocation_record(
+    tp: &TunePlan,
+    contract: ContractKind,
+    own: Option<&OwnBase>,
+    already_set: Vec<Knob>,
+) -> truecold_proof::tune::Invocation {
     use truecold_proof::tune::{Invocation, RunGuest, TuneOptions};
     Invocation {
         argv: std::env::args().collect(),
@@ -402,6 +570,8 @@ fn invocation_record(tp: &TunePlan, contract: ContractKind) -> truecold_proof::t
             kill_grace_ms: tp.kill_grace_ms,
             attribution: tp.attribution,
             noise_from: tp.noise_from.as_ref().map(|p| p.display().to_string()),
+            kernel: own.map(|o| o.record.clone()),
+            already_set,
         },
     }
 }
@@ -419,20 +589,42 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         ContractKind::Linux => TuneGuest::Linux,
     };
     let knobs = tp.knobs.for_guest(guest)?;
+    let dest = tp.out.clone().unwrap_or_else(|| default_dest(tp, contract));
+    if dest.symlink_metadata().is_ok() {
+        return Err(TuneError::OutExists(dest));
+    }
+    let base = match contract {
+        ContractKind::Linux => Some(artifacts::linux_guest(&tp.paths.guest_dir)?),
+        ContractKind::Probe => None,
+    };
+    // The user's kernel, checked and built before any launch: the baseline's guest.
+    let own = match (&tp.own_kernel, &base) {
+        (Some(k), Some(b)) => Some(OwnBase::build(
+            k,
+            u32::from(tp.vcpus.get()),
+            b,
+            &tp.paths.kernel_root,
+            &tp.paths.script,
+        )?),
+        (Some(_), None) => {
+            return Err(ArgError::OwnKernel(
+                "the probe guest has no kernel: tune Linux (--linux, --nested)",
+            )
+            .into())
+        }
+        (None, _) => None,
+    };
+    let listed = matches!(tp.knobs, crate::plan::tune::KnobChoice::Listed(_));
+    let (knobs, already_set) = screen_knobs(knobs, own.as_ref(), listed)?;
     let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
     if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
         crate::output::note_once(&w, &format!("truecold: tune: warning: {w}"));
         warnings.push(w);
     }
     let deadline_ms = tp.deadline_ms;
-    let dest = tp.out.clone().unwrap_or_else(|| default_dest(tp, contract));
-    if dest.symlink_metadata().is_ok() {
-        return Err(TuneError::OutExists(dest));
-    }
-    let base_guest_dir = tp.paths.guest_dir.clone();
-    let base = match contract {
-        ContractKind::Linux => Some(artifacts::linux_guest(&base_guest_dir)?),
-        ContractKind::Probe => None,
+    let base_guest_dir = match &own {
+        Some(o) => o.dir.clone(),
+        None => tp.paths.guest_dir.clone(),
     };
     let vmm = match tp.nested() {
         true => tp.paths.vmm.clone().unwrap_or_default(),
@@ -457,6 +649,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     };
     let mut arms = Arms {
         base: base.as_ref(),
+        own: own.as_ref(),
         kernel_root: tp.paths.kernel_root.clone(),
         script: tp.paths.script.clone(),
         kernels: BTreeMap::new(),
@@ -506,8 +699,13 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         budget: tp.budget,
         noise,
         rule: truecold_proof::tune::RuleVersion::CURRENT,
-        invocation: Some(invocation_record(tp, contract)),
+        invocation: Some(invocation_record(tp, contract, own.as_ref(), already_set)),
     };
+    if let Some(o) = &own {
+        // The user's file as given, beside tune.json (its record's digest; reproduce.sh reads it).
+        let f = tmp.join(USER_KERNEL_FILE);
+        std::fs::write(&f, &o.bytes).map_err(PathIoError::at("write", &f))?;
+    }
     let verdict = truecold_proof::tune::write_tune(&tmp, &plan).map_err(TuneError::Tune)?;
     rename_noreplace(&tmp, &dest).map_err(|source| TuneError::Place {
         path: dest.clone(),

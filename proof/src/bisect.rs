@@ -409,6 +409,13 @@ pub struct BisectFile {
     pub wall_seconds: Option<u64>,
     /// The commands that reproduce it.
     pub commands: Vec<String>,
+    /// A commit bisect's user's kernel (`--kernel-config` / `--kernel-fragment`): every
+    /// commit built from it (olddefconfig per commit) instead of truecold's base fragments;
+    /// the file as given is [`crate::kconfig::USER_KERNEL_FILE`] beside `bisect.json`, its
+    /// symbols that did not carry over those of the good commit's (the baseline's) config.
+    /// Absent: truecold's base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<crate::kconfig::UserKernel>,
 }
 
 impl BisectFile {
@@ -489,6 +496,26 @@ pub fn readme(f: &BisectFile) -> String {
         crate::report::mem_text(f.mem_bytes)
     );
     let _ = writeln!(s, "- source: `{}`", f.source);
+    if let Some(k) = &f.kernel {
+        let _ = writeln!(
+            s,
+            "- kernel config: yours, `{}` (`{}` {}, sha256 `{}`; every commit built from it \
+             by olddefconfig), {}",
+            crate::kconfig::USER_KERNEL_FILE,
+            k.form.flag(),
+            k.given_as,
+            k.sha256,
+            if k.not_carried.is_empty() {
+                "every symbol carried over into the good commit's config".to_string()
+            } else {
+                format!(
+                    "{} symbol(s) did not carry over into the good commit's config: {}",
+                    k.not_carried.len(),
+                    k.not_carried.join("; ")
+                )
+            }
+        );
+    }
     let _ = writeln!(s, "- good: `{}`", f.good);
     let _ = writeln!(s, "- bad: `{}`", f.bad);
     if f.ab_steps() {
@@ -804,6 +831,21 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             }
         ));
         check_record(&mut v, dir, f);
+        if f.kind == BisectKind::Config && f.kernel.is_some() {
+            v.add(
+                Check::UserKernel,
+                format!(
+                    "{BISECT_FILE}: a config bisect records a user's kernel (its good and bad \
+                     configs are the user's)"
+                ),
+            );
+        }
+        crate::kconfig::check_user_kernel(
+            &mut v,
+            dir,
+            f.kernel.as_ref(),
+            &dir.join(BASELINE_DIR).join(crate::bundle::CONFIG_FILE),
+        );
         let readme_bytes = read_capped(&dir.join(README_FILE), MAX_PARSED_BYTES)
             .ok()
             .flatten();

@@ -55,6 +55,7 @@ pub mod compare;
 pub mod csv;
 pub mod fsio;
 pub mod html;
+pub mod kconfig;
 pub mod lifecycle;
 pub mod names;
 pub mod plot;

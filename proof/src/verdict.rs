@@ -164,6 +164,11 @@ pub enum Check {
     /// Tune directory: `recommended/` missing (a `tune.json` of schema 2 or later), not
     /// exactly what the winners make, or present in an older tune.
     TuneRecommended,
+    /// Tune or bisect directory: the user's kernel config (`user-kernel.config`) missing, not
+    /// the recorded digest, present without a record, or the recorded symbols that did not
+    /// carry over not what it and the baseline's resolved config give; a knob recorded as
+    /// already set that the baseline's config does not set.
+    UserKernel,
     /// Bisect directory: `bisect.json` malformed, not canonical, or another schema.
     BisectRecord,
     /// Bisect directory: a step's directory does not verify, or its recorded outcome differs

@@ -149,6 +149,7 @@ fn bisect_dir_on(root: &Path, host: HostKind) -> std::path::PathBuf {
         commands: vec![
             "truecold bisect run --kernel-tree /src/linux --good aaaa~1 --bad dddd".into(),
         ],
+        kernel: None,
     };
     let v = write_bisect(&dir, &f, "git bisect log here\n").unwrap();
     assert!(v.is_valid(), "{}", v.render(&dir, 20));
@@ -544,6 +545,7 @@ fn ab_bisect_dir(root: &Path) -> std::path::PathBuf {
         }),
         wall_seconds: Some(100),
         commands: vec!["truecold bisect run --kernel-tree /src/linux".into()],
+        kernel: None,
     };
     let v = write_bisect(&dir, &f, "git bisect log here\n").unwrap();
     assert!(v.is_valid(), "{}", v.render(&dir, 20));
@@ -796,9 +798,73 @@ fn a_schema_2_config_bisect_follows_the_same_rule() {
         }),
         wall_seconds: Some(10),
         commands: Vec::new(),
+        kernel: None,
     };
     let v = write_bisect(&dir, &f, "ddmin log\n").unwrap();
     assert!(v.is_valid(), "{}", v.render(&dir, 20));
     edit_record(&dir, |f| f.steps[3].look = Some(2));
     assert!(reasons(&dir).contains("step 4: repeats a campaign under another look"));
+}
+
+/// A commit bisect over the user's kernel records it (`kernel`, the README's line) with the
+/// file beside the record; each tampering is a `UserKernel` reason.
+#[test]
+fn a_bisect_over_the_users_kernel_records_it_and_tampering_is_caught() {
+    use truecold_proof::bisect::{read_bisect, write_bisect};
+    use truecold_proof::kconfig::{ConfigForm, UserKernel, USER_KERNEL_FILE};
+    use truecold_proof::Check;
+    let d = tempfile::tempdir().unwrap();
+    let dir = bisect_dir(d.path());
+    let user = b"CONFIG_64BIT=y\nCONFIG_PVH=y\nCONFIG_GONE=y\n";
+    std::fs::write(dir.join(USER_KERNEL_FILE), user).unwrap();
+    let mut f = read_bisect(&dir).unwrap();
+    let log = std::fs::read_to_string(dir.join("log.txt")).unwrap();
+    f.kernel = Some(UserKernel {
+        form: ConfigForm::Full,
+        sha256: truecold_proof::sums::sha256_hex(user),
+        given_as: "fc.config".into(),
+        source: None,
+        not_carried: vec!["CONFIG_GONE: given y, gone".into()],
+    });
+    let v = write_bisect(&dir, &f, &log).unwrap();
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        readme
+            .contains("- kernel config: yours, `user-kernel.config` (`--kernel-config` fc.config"),
+        "{readme}"
+    );
+    let reason = |v: &truecold_proof::Verdict, words: &str| {
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.check == Check::UserKernel && r.detail.contains(words)),
+            "expected a UserKernel reason with `{words}`:\n{}",
+            v.render(&dir, 20)
+        );
+    };
+    // The file edited (the sums rewritten with it).
+    std::fs::write(dir.join(USER_KERNEL_FILE), b"CONFIG_64BIT=y\n").unwrap();
+    let v = write_bisect(&dir, &f, &log).unwrap();
+    reason(&v, "the record says");
+    reason(&v, "did not carry over");
+    // The file gone.
+    std::fs::remove_file(dir.join(USER_KERNEL_FILE)).unwrap();
+    let v = write_bisect(&dir, &f, &log).unwrap();
+    reason(&v, "is missing");
+    // The file without a record.
+    std::fs::write(dir.join(USER_KERNEL_FILE), user).unwrap();
+    let mut none = f.clone();
+    none.kernel = None;
+    reason(
+        &write_bisect(&dir, &none, &log).unwrap(),
+        "names no user's kernel",
+    );
+    // A config bisect with a user's kernel.
+    let mut cfg = f.clone();
+    cfg.kind = BisectKind::Config;
+    reason(
+        &write_bisect(&dir, &cfg, &log).unwrap(),
+        "a config bisect records",
+    );
 }

@@ -191,6 +191,8 @@ fn invocation() -> tune::Invocation {
             kill_grace_ms: 500,
             attribution: 0,
             noise_from: None,
+            kernel: None,
+            already_set: Vec::new(),
         },
     }
 }
@@ -207,9 +209,13 @@ fn tune_arms(dir: &Path, arms: &[ArmRef]) -> Vec<TuneArm> {
 
 /// The bench's path: screen, winners, confirm, `write_tune`.
 fn write_tune(parent: &Path, name: &str) -> PathBuf {
+    write_tune_of(parent, name, plan(), |_| {})
+}
+
+/// [`write_tune`] of the plan `p`; `before` adds files to the directory before `write_tune`.
+fn write_tune_of(parent: &Path, name: &str, p: TunePlan, before: impl FnOnce(&Path)) -> PathBuf {
     let dir = parent.join(name);
     fs::create_dir(&dir).unwrap();
-    let p = plan();
     let screen_arms = tune::screen_arms(&p.knobs);
     write_phase(
         &dir.join(tune::SCREEN_DIR),
@@ -229,6 +235,7 @@ fn write_tune(parent: &Path, name: &str) -> PathBuf {
         4,
         &[],
     );
+    before(&dir);
     let v = tune::write_tune(&dir, &p).unwrap();
     assert!(v.is_valid(), "{}", v.render(&dir, 50));
     dir
@@ -863,4 +870,113 @@ fn each_arm_applies_exactly_its_knobs() {
     ] {
         assert_reason(&v, &phase, Check::KnobApplied, want);
     }
+}
+
+/// The user's config of [`write_own_tune`]: the fixture's baseline config holds all but
+/// `CONFIG_GONE`.
+const USER_CONFIG: &[u8] = b"CONFIG_64BIT=y\nCONFIG_PVH=y\nCONFIG_GONE=y\n";
+
+/// A tune over the user's kernel: `tune.json` records it, `user-kernel.config` beside it.
+fn write_own_tune(parent: &Path, name: &str) -> PathBuf {
+    use truecold_proof::kconfig::{ConfigForm, UserKernel, USER_KERNEL_FILE};
+    let mut p = plan();
+    let inv = p.invocation.as_mut().unwrap();
+    inv.argv
+        .extend(["--kernel-config".to_string(), "fc.config".to_string()]);
+    inv.options.kernel = Some(UserKernel {
+        form: ConfigForm::Full,
+        sha256: truecold_proof::sums::sha256_hex(USER_CONFIG),
+        given_as: "fc.config".into(),
+        source: None,
+        not_carried: vec!["CONFIG_GONE: given y, gone".into()],
+    });
+    write_tune_of(parent, name, p, |d| {
+        fs::write(d.join(USER_KERNEL_FILE), USER_CONFIG).unwrap()
+    })
+}
+
+#[test]
+fn a_tune_over_the_users_kernel_records_it_and_every_tampering_is_caught() {
+    use truecold_proof::kconfig::USER_KERNEL_FILE;
+    let t = tempfile::tempdir().unwrap();
+    let dir = write_own_tune(t.path(), "own");
+    let r = read(&dir, "recommended/reproduce.sh");
+    assert!(
+        r.contains("--kernel-config \"$here/../user-kernel.config\""),
+        "{r}"
+    );
+    let readme = read(&dir, "README.md");
+    assert!(
+        readme.contains("- kernel: yours, `user-kernel.config` (`--kernel-config` fc.config")
+            && readme
+                .contains("1 symbol(s) did not carry over into the resolved config: CONFIG_GONE"),
+        "{readme}"
+    );
+    let fresh = |n: &str| {
+        let d = t.path().join(n);
+        let src = dir.clone();
+        copy_tree(&src, &d);
+        d
+    };
+    // The file changed (and re-summed): not the recorded digest, and its not-carried list
+    // is no longer the record's.
+    let d = fresh("edited");
+    fs::write(d.join(USER_KERNEL_FILE), b"CONFIG_64BIT=y\nCONFIG_PVH=y\n").unwrap();
+    resum_tune(&d);
+    let v = invalid(&d);
+    assert_reason(&v, &d, Check::UserKernel, "the record says");
+    assert_reason(&v, &d, Check::UserKernel, "did not carry over");
+    // The file gone.
+    let d = fresh("gone");
+    fs::remove_file(d.join(USER_KERNEL_FILE)).unwrap();
+    resum_tune(&d);
+    assert_reason(&invalid(&d), &d, Check::UserKernel, "is missing");
+    // The record's not-carried list edited.
+    let d = fresh("list");
+    edit_tune_json(&d, |j| {
+        j["invocation"]["options"]["kernel"]["not_carried"] = serde_json::json!([]);
+    });
+    assert_reason(&invalid(&d), &d, Check::UserKernel, "did not carry over");
+    // The digest edited.
+    let d = fresh("digest");
+    edit_tune_json(&d, |j| {
+        j["invocation"]["options"]["kernel"]["sha256"] = "11".repeat(32).into();
+    });
+    assert_reason(&invalid(&d), &d, Check::UserKernel, "the record says");
+    // A knob recorded as already set that the baseline's config does not set, and one that
+    // is screened too.
+    let d = fresh("already");
+    edit_tune_json(&d, |j| {
+        j["invocation"]["options"]["already_set"] = serde_json::json!(["hz-100", "tsc-reliable"]);
+    });
+    let v = invalid(&d);
+    assert_reason(
+        &v,
+        &d,
+        Check::UserKernel,
+        "knob `hz-100` is recorded as already set",
+    );
+    assert_reason(&v, &d, Check::UserKernel, "both screened and recorded");
+    // The record removed: the file is there without one (and reproduce.sh no longer what the
+    // record makes).
+    let d = fresh("norecord");
+    edit_tune_json(&d, |j| {
+        j["invocation"]["options"]
+            .as_object_mut()
+            .unwrap()
+            .remove("kernel");
+    });
+    let v = invalid(&d);
+    assert_reason(&v, &d, Check::UserKernel, "names no user's kernel");
+    assert_reason(&v, &d, Check::TuneRecommended, "reproduce.sh");
+    // A tune without a user's kernel with the file added.
+    let plain = write_tune(t.path(), "plain");
+    fs::write(plain.join(USER_KERNEL_FILE), USER_CONFIG).unwrap();
+    resum_tune(&plain);
+    assert_reason(
+        &invalid(&plain),
+        &plain,
+        Check::UserKernel,
+        "names no user's kernel",
+    );
 }

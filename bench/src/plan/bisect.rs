@@ -5,6 +5,7 @@
 
 use super::{ArgError, KernelPlan};
 use crate::cli::{ConfigBisectArgs, ContextArgs, JudgeArgs, RunBisectArgs, StepArgs};
+use crate::own_kernel::OwnKernel;
 use std::path::{Path, PathBuf};
 use truecold_proof::bisect::JudgeOptions;
 use truecold_proto::limits::{GuestMem, Vcpus};
@@ -110,6 +111,9 @@ pub struct BisectStepPlan {
     pub kernel_tree: PathBuf,
     /// The bisect directory the step is appended to.
     pub dir: PathBuf,
+    /// The user's kernel every commit is built from (`--kernel-config` /
+    /// `--kernel-fragment`; a directory's record names it once it has one).
+    pub own_kernel: Option<OwnKernel>,
     pub judge: JudgePlan,
 }
 
@@ -119,6 +123,7 @@ impl BisectStepPlan {
             baseline: a.baseline.clone(),
             kernel_tree: a.kernel_tree.clone(),
             dir: a.dir.clone(),
+            own_kernel: super::kernel_config_of(&a.own_kernel, None)?,
             judge: JudgePlan::from_cli(&a.judge)?,
         })
     }
@@ -135,6 +140,9 @@ pub struct BisectRunPlan {
     pub bad: String,
     /// The bisect directory (`None`: the default under `results/`).
     pub out: Option<PathBuf>,
+    /// The user's kernel every commit is built from (`--kernel-config` /
+    /// `--kernel-fragment`; `None`: truecold's base fragments).
+    pub own_kernel: Option<OwnKernel>,
     pub context: BisectContext,
     pub judge: JudgePlan,
 }
@@ -146,6 +154,7 @@ impl BisectRunPlan {
             good: a.good.clone(),
             bad: a.bad.clone(),
             out: a.out.clone(),
+            own_kernel: super::kernel_config_of(&a.own_kernel, None)?,
             context: BisectContext::from_cli(&a.context),
             judge: JudgePlan::from_cli(&a.judge)?,
         })

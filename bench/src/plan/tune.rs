@@ -117,6 +117,9 @@ pub struct TunePlan {
     /// Attribution launches of the last phase's baseline and recommended arms.
     pub attribution: u64,
     pub paths: KernelPlan,
+    /// The user's kernel (`--kernel-config` / `--kernel-fragment`, `--kernel-source`): the
+    /// baseline's, and the base of every Kconfig knob.
+    pub own_kernel: Option<crate::own_kernel::OwnKernel>,
 }
 
 impl TunePlan {
@@ -156,6 +159,12 @@ impl TunePlan {
                 a.budget,
             )?;
         }
+        let own_kernel = super::kernel_config_of(&a.own_kernel, a.kernel_source.as_deref())?;
+        if own_kernel.is_some() && target == Target::Probe {
+            return Err(ArgError::OwnKernel(
+                "the probe guest has no kernel: tune Linux (--linux, --nested)",
+            ));
+        }
         let deadline_ms = deadline_ms(a.deadline_ms, a.nested);
         if deadline_ms == 0 {
             return Err(ArgError::DeadlineZero);
@@ -176,6 +185,7 @@ impl TunePlan {
             out: a.out.clone(),
             attribution: a.attribution,
             paths: KernelPlan::from_cli(&a.paths, "out/tune-kernels"),
+            own_kernel,
         })
     }
 

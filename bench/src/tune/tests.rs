@@ -205,3 +205,188 @@ fn a_screen_that_cannot_name_a_winner_is_warned_with_the_rounds_that_can() {
     assert_eq!(super::unreachable_winner(need, 19), None);
     assert_eq!(super::unreachable_winner(5, 0), None);
 }
+
+/// A stand-in for `kernel-config/build.sh config`: olddefconfig as the identity, except that
+/// it drops `CONFIG_GONE` and `CONFIG_HZ_1000` (symbols this "source" does not have).
+fn fake_config_build(d: &Path) -> PathBuf {
+    let script = d.join("build.sh");
+    std::fs::write(
+        &script,
+        "set -e\n[ \"$1\" = config ]\nmkdir -p \"$2\"\n\
+         grep -v -e CONFIG_GONE -e CONFIG_HZ_1000 \"$3\" > \"$2/config\" || true\n\
+         echo k > \"$2/vmlinux\"; echo bz > \"$2/bzImage\"\n",
+    )
+    .unwrap();
+    script
+}
+
+fn fake_base_guest(d: &Path) -> LinuxGuest {
+    let base_dir = d.join("guest");
+    std::fs::create_dir(&base_dir).unwrap();
+    for f in ["vmlinux", "initramfs.cpio", "init", "config"] {
+        std::fs::write(base_dir.join(f), f).unwrap();
+    }
+    artifacts::linux_guest(&base_dir).unwrap()
+}
+
+/// The user's complete config: every strict-ready requirement, HZ 100, and a symbol the
+/// fake source drops.
+fn user_config(d: &Path) -> PathBuf {
+    let mut text: String = own_kernel::REQUIREMENTS
+        .iter()
+        .map(|r| format!("{}=y\n", r.symbol))
+        .collect();
+    text.push_str("CONFIG_HZ_100=y\n# CONFIG_HZ_250 is not set\nCONFIG_GONE=y\n");
+    let p = d.join("fc.config");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn a_users_kernel_is_the_baseline_and_each_kconfig_knob_goes_over_it() {
+    let d = tempfile::tempdir().unwrap();
+    let base = fake_base_guest(d.path());
+    let script = fake_config_build(d.path());
+    let k = OwnKernel {
+        config: user_config(d.path()),
+        form: own_kernel::ConfigForm::Full,
+        source: None,
+    };
+    let root = d.path().join("kernels");
+    let own = OwnBase::build(&k, 2, &base, &root, &script).unwrap();
+    assert_eq!(own.record.not_carried, ["CONFIG_GONE: given y, gone"]);
+    assert_eq!(
+        own.record.sha256,
+        truecold_proof::sums::sha256_hex(&std::fs::read(&k.config).unwrap())
+    );
+    assert_eq!(
+        std::fs::read(own.dir.join("initramfs.cpio")).unwrap(),
+        b"initramfs.cpio"
+    );
+    // HZ 100 is already set, and so is "no printk" (the config has no CONFIG_PRINTK).
+    let knobs = vec![
+        Knob::TscReliable,
+        Knob::Hz100,
+        Knob::Hz1000,
+        Knob::NoPrintk,
+        Knob::X2apic,
+    ];
+    assert_eq!(own.already_set(&knobs), [Knob::Hz100, Knob::NoPrintk]);
+    match screen_knobs(knobs.clone(), Some(&own), true) {
+        Err(e @ TuneError::KnobAlreadySet { .. }) => {
+            assert!(e.to_string().contains("--knobs hz-100,no-printk"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let (rest, set) = screen_knobs(knobs, Some(&own), false).unwrap();
+    assert_eq!(rest, [Knob::TscReliable, Knob::Hz1000, Knob::X2apic]);
+    assert_eq!(set, [Knob::Hz100, Knob::NoPrintk]);
+    assert!(matches!(
+        screen_knobs(vec![Knob::Hz100], Some(&own), false),
+        Err(TuneError::NoKnobLeft)
+    ));
+    // A knob's kernel: the user's file, then the knob's fragment, built as the user's kernel.
+    let x = own
+        .arm_kernel(&[Knob::X2apic], &base, &root, &script)
+        .unwrap();
+    let cfg = std::fs::read_to_string(x.join("config")).unwrap();
+    assert!(cfg.ends_with("# x2apic\nCONFIG_X86_X2APIC=y\n"), "{cfg}");
+    assert!(cfg.contains("CONFIG_HZ_100=y\n"), "{cfg}");
+    assert_ne!(x, own.dir);
+    // A knob that takes SMP away is built (at 2 vCPUs its arm breaks strict-ready, measured
+    // as on truecold's base), not refused.
+    let no_smp = own
+        .arm_kernel(&[Knob::NoSmp], &base, &root, &script)
+        .unwrap();
+    assert!(std::fs::read_to_string(no_smp.join("config"))
+        .unwrap()
+        .contains("# no-smp\n"));
+    // A knob olddefconfig drops did not take: refused, named.
+    match own.arm_kernel(&[Knob::Hz1000], &base, &root, &script) {
+        Err(
+            e @ TuneError::KnobDidNotTake {
+                knob: Knob::Hz1000, ..
+            },
+        ) => {
+            assert!(
+                e.to_string().contains("CONFIG_HZ_1000: given y, gone"),
+                "{e}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // The recorded invocation carries the kernel and the knobs left out.
+    let tp = parse(&["--nested", "--kernel-config", "fc.config"]);
+    let inv = invocation_record(&tp, ContractKind::Linux, Some(&own), vec![Knob::Hz100]);
+    assert_eq!(inv.options.kernel.as_ref(), Some(&own.record));
+    assert_eq!(inv.options.already_set, [Knob::Hz100]);
+}
+
+#[test]
+fn a_users_kernel_missing_a_requirement_is_refused_before_the_build() {
+    let d = tempfile::tempdir().unwrap();
+    let base = fake_base_guest(d.path());
+    let p = d.path().join("bad.config");
+    std::fs::write(&p, "CONFIG_64BIT=y\nCONFIG_PVH=y\n").unwrap();
+    let k = OwnKernel {
+        config: p,
+        form: own_kernel::ConfigForm::Full,
+        source: None,
+    };
+    // The script does not exist: the refusal comes first.
+    let e = OwnBase::build(&k, 1, &base, d.path(), &d.path().join("absent.sh"))
+        .err()
+        .unwrap();
+    let s = truecold_proto::measure::error_chain(&e);
+    assert!(s.contains("CONFIG_BLK_DEV_INITRD is not set"), "{s}");
+}
+
+#[test]
+fn tune_takes_the_users_kernel_flags() {
+    use crate::own_kernel::ConfigForm;
+    let p = parse(&[
+        "--nested",
+        "--kernel-config",
+        "fc.config",
+        "--knobs",
+        "tsc-reliable,lpj",
+    ]);
+    assert_eq!(
+        p.own_kernel,
+        Some(OwnKernel {
+            config: "fc.config".into(),
+            form: ConfigForm::Full,
+            source: None
+        })
+    );
+    let p = parse(&[
+        "--linux",
+        "--kernel-fragment",
+        "f",
+        "--kernel-source",
+        "/src/linux",
+    ]);
+    let k = p.own_kernel.unwrap();
+    assert_eq!(k.form, ConfigForm::Fragment);
+    assert_eq!(k.source.as_deref(), Some(Path::new("/src/linux")));
+    assert!(parse(&[]).own_kernel.is_none());
+    for bad in [
+        &["--kernel-source", "/src/linux"][..],
+        &["--probe", "--kernel-config", "fc.config"][..],
+    ] {
+        assert!(
+            matches!(TunePlan::of_words(bad), Err(ArgError::OwnKernel(_))),
+            "{bad:?}"
+        );
+    }
+    use clap::Parser;
+    assert!(crate::cli::Cli::try_parse_from([
+        "truecold",
+        "tune",
+        "--kernel-config",
+        "a",
+        "--kernel-fragment",
+        "b"
+    ])
+    .is_err());
+}

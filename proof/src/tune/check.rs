@@ -235,6 +235,57 @@ fn check_measured(
     compare_results(v, file, &fresh);
     check_tune_readme(v, dir, &fresh, &m);
     check_recommended(v, dir, file, &fresh);
+    let kernel = file
+        .invocation
+        .as_ref()
+        .and_then(|i| i.options.kernel.as_ref());
+    let base_config = dir
+        .join(SCREEN_DIR)
+        .join(BASELINE_ARM)
+        .join(crate::bundle::CONFIG_FILE);
+    crate::kconfig::check_user_kernel(v, dir, kernel, &base_config);
+    if let Some(i) = &file.invocation {
+        check_already_set(v, plan, &i.options, &base_config);
+    }
+}
+
+/// Each knob `tune.json` records as already set by the user's kernel: a Kconfig knob, not
+/// screened, and every symbol of its fragment as the baseline's resolved config holds it
+/// (only with a user's kernel).
+fn check_already_set(v: &mut Verdict, plan: &TunePlan, o: &TuneOptions, base_config: &Path) {
+    if o.already_set.is_empty() {
+        return;
+    }
+    let mut add = |d: String| v.add(Check::UserKernel, format!("{TUNE_FILE}: {d}"));
+    if o.kernel.is_none() {
+        add("knobs recorded as already set, but no user's kernel".into());
+        return;
+    }
+    let config = read_capped(base_config, MAX_PARSED_BYTES)
+        .ok()
+        .flatten()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    for k in &o.already_set {
+        if plan.knobs.contains(k) {
+            add(format!(
+                "knob `{k}` is both screened and recorded as already set"
+            ));
+        }
+        match (k.change(), &config) {
+            (truecold_proto::tune::Change::Kconfig(text), Some(c)) => {
+                if !crate::kconfig::sets_all(c, text) {
+                    add(format!(
+                        "knob `{k}` is recorded as already set, but the baseline's config does \
+                         not set every symbol of its fragment"
+                    ));
+                }
+            }
+            (truecold_proto::tune::Change::Kconfig(_), None) => {}
+            _ => add(format!(
+                "knob `{k}` is recorded as already set but is not a Kconfig knob"
+            )),
+        }
+    }
 }
 
 /// `recommended/` is exactly what the recomputed winners make of the record's invocation

@@ -107,6 +107,39 @@ fn readme_head(s: &mut String, f: &TuneFile, baseline: Option<&ResultJson>) {
             ms(r.contract.deadline_ns)
         );
     }
+    if let Some(o) = f.invocation.as_ref().map(|i| &i.options) {
+        if let Some(k) = &o.kernel {
+            let _ = writeln!(
+                s,
+                "- kernel: yours, `{}` (`{}` {}{}, sha256 `{}`): the baseline boots it, every \
+                 Kconfig knob is its fragment appended to it; {}",
+                crate::kconfig::USER_KERNEL_FILE,
+                k.form.flag(),
+                k.given_as,
+                k.source
+                    .as_deref()
+                    .map(|src| format!(", `--kernel-source` {src}"))
+                    .unwrap_or_default(),
+                k.sha256,
+                if k.not_carried.is_empty() {
+                    "every symbol carried over into the resolved config".to_string()
+                } else {
+                    format!(
+                        "{} symbol(s) did not carry over into the resolved config: {}",
+                        k.not_carried.len(),
+                        k.not_carried.join("; ")
+                    )
+                }
+            );
+        }
+        if !o.already_set.is_empty() {
+            let _ = writeln!(
+                s,
+                "- left out (your kernel already sets every symbol of their fragment): {}",
+                knob_list(&o.already_set)
+            );
+        }
+    }
     let _ = writeln!(
         s,
         "- context (not knobs): {} vCPU, {}, backing {}",

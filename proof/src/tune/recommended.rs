@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use truecold_proto::tune::{apply, Change, Knob, VmmChange};
 
+use crate::kconfig::{ConfigForm, UserKernel, USER_KERNEL_FILE};
 use crate::schema::Backing;
 
 /// The directory.
@@ -76,6 +77,15 @@ pub struct TuneOptions {
     pub attribution: u64,
     /// `--noise-from`, as given.
     pub noise_from: Option<String>,
+    /// The user's own kernel (`--kernel-config` / `--kernel-fragment`): the baseline boots
+    /// it, each Kconfig knob is its fragment over it; the file as given is
+    /// [`USER_KERNEL_FILE`] beside `tune.json`. Absent: truecold's base guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<UserKernel>,
+    /// Kconfig knobs of the catalogue left out of the screen because the user's resolved
+    /// config already sets every symbol of their fragment (nothing to measure).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub already_set: Vec<Knob>,
 }
 
 /// How the tune was started (`tune.json` schema 2).
@@ -110,11 +120,23 @@ fn winners_text(knobs: &[Knob]) -> String {
     }
 }
 
-fn fragment(knobs: &[Knob]) -> String {
-    let mut s = String::from(
-        "# truecold tune: the winners' Kconfig lines, merged after kernel-config/base.config\n\
-         # (truecold run --kernel-fragment FILE)\n",
-    );
+/// The Kconfig lines of `knobs` (each Kconfig knob's under a `# <knob>` comment) as
+/// `recommended/kernel.fragment` holds them: over truecold's base, or over the user's kernel
+/// `own` (the `truecold run` flag and file that apply them named in the header).
+pub fn kconfig_fragment(knobs: &[Knob], own: Option<&UserKernel>) -> String {
+    let mut s = match own {
+        None => String::from(
+            "# truecold tune: the winners' Kconfig lines, merged after kernel-config/base.config\n\
+             # (truecold run --kernel-fragment FILE)\n",
+        ),
+        Some(k) => format!(
+            "# truecold tune: the winners' Kconfig lines, over your kernel ({USER_KERNEL_FILE},\n\
+             # given as {}): appended to that file, the whole is what truecold run {} takes\n\
+             # (olddefconfig resolves it); reproduce.sh does exactly that\n",
+            k.given_as.replace('\n', " "),
+            k.form.flag()
+        ),
+    };
     let mut any = false;
     for k in knobs {
         if let Change::Kconfig(text) = k.change() {
@@ -127,6 +149,22 @@ fn fragment(knobs: &[Knob]) -> String {
         s.push_str("# none: no Kconfig knob won; the base kernel as it is\n");
     }
     s
+}
+
+/// The config file a Kconfig arm over the user's kernel is built from (the `truecold run`
+/// flag of `own`'s form takes it): the user's file, a newline, then [`kconfig_fragment`] of
+/// the arm's knobs (a later line naming a symbol wins). `reproduce.sh` writes the same bytes
+/// for the recommended configuration, so it builds the recommended arm's kernel.
+pub fn own_kernel_start(user: &[u8], knobs: &[Knob], own: &UserKernel) -> Vec<u8> {
+    let mut v = user.to_vec();
+    v.push(b'\n');
+    v.extend_from_slice(kconfig_fragment(knobs, Some(own)).as_bytes());
+    v
+}
+
+/// `s` as one single-quoted shell word.
+fn sh_word(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 fn cmdline(knobs: &[Knob]) -> String {
@@ -217,11 +255,46 @@ fn run_words(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> Vec<String> {
         v.push("--ram-layout".into());
         v.push(a.ram_layout.as_str().into());
     }
-    if !a.fragments.is_empty() {
-        v.push("--kernel-fragment".into());
-        v.push(format!("\"$here/{FRAGMENT_FILE}\""));
+    match (&o.kernel, a.fragments.is_empty()) {
+        (None, true) => {}
+        (None, false) => {
+            v.push("--kernel-fragment".into());
+            v.push(format!("\"$here/{FRAGMENT_FILE}\""));
+        }
+        (Some(k), true) => {
+            v.push(k.form.flag().into());
+            v.push(format!("\"$here/../{USER_KERNEL_FILE}\""));
+        }
+        (Some(k), false) => {
+            v.push(k.form.flag().into());
+            v.push("\"$config\"".into());
+        }
+    }
+    if let Some(src) = o.kernel.as_ref().and_then(|k| k.source.as_deref()) {
+        v.push("--kernel-source".into());
+        v.push(sh_word(src));
     }
     v
+}
+
+/// The lines of `reproduce.sh` before its `exec` that write the recommended kernel's config
+/// (over the user's kernel, with a Kconfig winner): [`own_kernel_start`]'s bytes.
+fn own_kernel_prelude(knobs: &[Knob], o: &TuneOptions) -> String {
+    let kconfig = knobs
+        .iter()
+        .any(|k| matches!(k.change(), Change::Kconfig(_)));
+    match &o.kernel {
+        Some(k) if kconfig => format!(
+            "# your kernel ({}) with the winners' Kconfig lines after it\n\
+             config=$(mktemp \"${{TMPDIR:-/tmp}}/truecold-recommended-XXXXXX\")\n\
+             {{ cat \"$here/../{USER_KERNEL_FILE}\"; echo; cat \"$here/{FRAGMENT_FILE}\"; }} >\"$config\"\n",
+            match k.form {
+                ConfigForm::Full => "a complete .config",
+                ConfigForm::Fragment => "a fragment over truecold's base",
+            }
+        ),
+        _ => String::new(),
+    }
 }
 
 fn reproduce(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> String {
@@ -234,8 +307,9 @@ fn reproduce(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> String {
          # run puts one (results/ under the working directory, or add --out DIR).\n\
          set -eu\n\
          here=$(dirname \"$0\")\n\
-         exec truecold run {} \"$@\"\n",
+         {}exec truecold run {} \"$@\"\n",
         winners_text(knobs),
+        own_kernel_prelude(knobs, o),
         run_words(knobs, o, rounds).join(" ")
     )
 }
@@ -246,7 +320,7 @@ fn reproduce(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> String {
 pub fn recommended_files(knobs: &[Knob], inv: &Invocation, rounds: u64) -> Vec<(String, Vec<u8>)> {
     let o = &inv.options;
     [
-        (FRAGMENT_FILE, fragment(knobs)),
+        (FRAGMENT_FILE, kconfig_fragment(knobs, o.kernel.as_ref())),
         (CMDLINE_FILE, cmdline(knobs)),
         (VMM_FLAGS_FILE, vmm_flags(knobs)),
         (REPRODUCE_FILE, reproduce(knobs, o, rounds)),
@@ -272,6 +346,8 @@ mod tests {
                 kill_grace_ms: 500,
                 attribution: 0,
                 noise_from: None,
+                kernel: None,
+                already_set: Vec::new(),
             },
         }
     }
@@ -341,5 +417,58 @@ mod tests {
             !r.contains("--kernel-fragment") && !r.contains("--cmdline-extra"),
             "{r}"
         );
+    }
+
+    /// Over the user's kernel: with no Kconfig winner reproduce.sh boots the file beside
+    /// tune.json as given; with one it appends the winners' fragment to it first, the bytes
+    /// [`own_kernel_start`] gives the recommended arm; `--kernel-source` repeated, quoted.
+    #[test]
+    fn over_the_users_kernel_reproduce_builds_the_recommended_arms_kernel() {
+        let mut i = inv(RunGuest::Nested);
+        let own = UserKernel {
+            form: ConfigForm::Full,
+            sha256: "00".repeat(32),
+            given_as: "fc.config".into(),
+            source: Some("/src/linux it's".into()),
+            not_carried: Vec::new(),
+        };
+        i.options.kernel = Some(own.clone());
+        let v = recommended_files(&[Knob::TscReliable], &i, 3);
+        let r = file(&v, REPRODUCE_FILE);
+        assert!(
+            r.contains(
+                "--cmdline-extra 'tsc=reliable' --kernel-config \"$here/../user-kernel.config\" \
+                 --kernel-source '/src/linux it'\\''s' \"$@\"\n"
+            ),
+            "{r}"
+        );
+        assert!(!r.contains("mktemp"), "{r}");
+        let frag = file(&v, FRAGMENT_FILE);
+        assert!(
+            frag.contains("over your kernel (user-kernel.config,\n# given as fc.config)"),
+            "{frag}"
+        );
+        let v = recommended_files(&[Knob::Hz100], &i, 3);
+        let r = file(&v, REPRODUCE_FILE);
+        assert!(
+            r.contains(
+                "{ cat \"$here/../user-kernel.config\"; echo; cat \"$here/kernel.fragment\"; } >\"$config\"\n"
+            ) && r.contains("--kernel-config \"$config\" --kernel-source"),
+            "{r}"
+        );
+        // What the shell writes is what the arm was built from.
+        let user = b"CONFIG_64BIT=y\nCONFIG_HZ_250=y";
+        let mut shell = user.to_vec();
+        shell.push(b'\n');
+        shell.extend_from_slice(file(&v, FRAGMENT_FILE).as_bytes());
+        assert_eq!(own_kernel_start(user, &[Knob::Hz100], &own), shell);
+        // A fragment over the base: the same, through --kernel-fragment.
+        i.options.kernel = Some(UserKernel {
+            form: ConfigForm::Fragment,
+            source: None,
+            ..own
+        });
+        let r = file(&recommended_files(&[Knob::Hz100], &i, 3), REPRODUCE_FILE);
+        assert!(r.contains("--kernel-fragment \"$config\" \"$@\""), "{r}");
     }
 }
