@@ -448,7 +448,7 @@ pub struct RunArgs {
 pub const EXIT_POLICY_FLAGS: &[&str] = &["--allow-failures", "--json", "--quiet"];
 
 /// The default `--seed` of an engines or nested campaign ("truecold" in ASCII).
-pub const DEFAULT_SEED: u64 = 0x7472_7565_636f_6c64;
+pub const DEFAULT_SEED: u64 = truecold_proof::seed::DEFAULT;
 /// [`DEFAULT_SEED`] as `--help` shows it (a test holds the two equal).
 const DEFAULT_SEED_ARG: &str = "0x74727565636f6c64";
 

@@ -901,7 +901,7 @@ fn engine_and_path_args(seed: u64, paths: ArgPaths<'_>) -> Vec<String> {
         v.push("--engines".into());
         v.push(names.join(","));
         v.push("--seed".into());
-        v.push(seed.to_string());
+        v.push(truecold_proof::seed::hex(seed));
         for (e, bin) in paths.engines {
             let flag = match e {
                 Engine::Truecold => continue,

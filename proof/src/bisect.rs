@@ -141,7 +141,7 @@ impl JudgeOptions {
             self.threshold_pct,
             self.alpha,
             self.resamples,
-            self.seed,
+            crate::seed::hex(self.seed),
             self.max_ci_width_pct,
             self.min_samples
         )

@@ -104,7 +104,7 @@ impl Default for CompareOptions {
             min_samples: 20,
             max_ci_width_pct: 10.0,
             resamples: 2000,
-            seed: 0x7472_7565_636f_6c64,
+            seed: crate::seed::DEFAULT,
             allow_mismatch: false,
         }
     }

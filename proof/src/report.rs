@@ -384,8 +384,8 @@ fn readme_environment(s: &mut String, r: &ResultJson) {
         });
         let _ = writeln!(
             s,
-            "- nested harness: L1 QEMU `-seed {}`; L0 QEMU {}{clock}",
-            h.l1_seed,
+            "- nested harness: L1 QEMU `-seed` {}; L0 QEMU {}{clock}",
+            crate::seed::hex(h.l1_seed),
             md_code(&h.l0_qemu)
         );
     }

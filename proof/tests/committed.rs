@@ -74,3 +74,53 @@ fn report_on_a_legacy_tune_directory_changes_no_byte() {
         assert!(a == b, "{n} changed under report");
     }
 }
+
+/// The lines the generators write about a seed (an interleaving's, a tune's bootstrap, a
+/// bisect's rule, the nested harness's L1 `-seed`) show it in hex in every committed README;
+/// a warning recorded in a bundle keeps the words it was written with.
+#[test]
+fn committed_readmes_show_their_seeds_in_hex() {
+    const LINES: [&str; 5] = [
+        "- interleaving:",
+        "- launches:",
+        "- rule:",
+        "- rule at each look:",
+        "- nested harness:",
+    ];
+    fn readmes(d: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                readmes(&p, out);
+            } else if p.file_name().is_some_and(|n| n == "README.md") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    readmes(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../results"),
+        &mut files,
+    );
+    let mut seen = [0usize; 5];
+    for f in &files {
+        for line in std::fs::read_to_string(f).unwrap().lines() {
+            let Some(k) = LINES.iter().position(|p| line.starts_with(p)) else {
+                continue;
+            };
+            for (at, _) in line.match_indices("seed") {
+                let rest = line[at + 4..].trim_start_matches(['`', ' ']);
+                if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                    assert!(rest.starts_with("0x"), "{f:?}: {line}");
+                    seen[k] += 1;
+                }
+            }
+        }
+    }
+    for (p, n) in LINES.iter().zip(seen) {
+        // No committed bisect ran sequential looks (their rule line is the one of a look).
+        if *p != "- rule at each look:" {
+            assert!(n > 0, "no committed README has a `{p}` line with a seed");
+        }
+    }
+}

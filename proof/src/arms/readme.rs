@@ -88,7 +88,7 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
         s,
         "- interleaving: each round launches every arm once, in an order shuffled from seed \
          {} ({ARMS_FILE})\n",
-        plan.seed
+        crate::seed::hex(plan.seed)
     );
     let _ = writeln!(s, "## Arms\n");
     let (mut head, mut rule) = (String::new(), String::new());

@@ -127,7 +127,7 @@ fn readme_head(s: &mut String, f: &TuneFile, baseline: Option<&ResultJson>) {
         f.launches,
         f.budget
             .map_or(", no budget".into(), |b| format!(" of a budget of {b}")),
-        f.seed
+        crate::seed::hex(f.seed)
     );
     readme_rule(s, f);
 }
