@@ -222,7 +222,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Sequential)]
     pub mode: ModeArg,
     /// Launches (sweep: launches per concurrency level).
-    #[arg(short = 'n', long = "count", default_value_t = 1000)]
+    #[arg(short = 'n', long = "count", default_value_t = 1000, value_parser = at_least_one())]
     pub count: u64,
     #[command(flatten)]
     pub guest: GuestArgs,
@@ -263,7 +263,7 @@ pub struct RunArgs {
     /// A launch not strict-ready this long after its request (intended time in burst and
     /// open loop) is a failure, scored at this value.
     /// Default: 2000 ms; 300000 ms with --nested (everything is emulated there).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one())]
     pub deadline_ms: Option<u64>,
     /// Grace past the deadline before the VMM is killed, ms.
     ///
@@ -423,7 +423,7 @@ pub struct RunArgs {
     /// written, VALID and marked STOPPED (`contract.stopped`, the kind; the verifier
     /// re-applies the rule to the rows), and the exit status is 3. Sequential campaigns of
     /// truecold alone (not engines or parity campaigns, not the concurrent modes).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..),
+    #[arg(long, value_name = "K", value_parser = at_least_one(),
           conflicts_with = "keep_going")]
     pub stop_after: Option<u64>,
     /// Run every planned launch, however many fail (no fail-fast rule).
@@ -451,6 +451,12 @@ pub const EXIT_POLICY_FLAGS: &[&str] = &["--allow-failures", "--json", "--quiet"
 pub const DEFAULT_SEED: u64 = truecold_proof::seed::DEFAULT;
 /// [`DEFAULT_SEED`] as `--help` shows it (a test holds the two equal).
 const DEFAULT_SEED_ARG: &str = "0x74727565636f6c64";
+
+/// The value parser of a count or a duration that must be at least 1 (`-n 0`, `--deadline-ms
+/// 0`): a usage error (125) at parse time, as a value out of range always is.
+fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..)
+}
 
 /// `--seed`'s value parser: decimal or `0x` hexadecimal.
 pub fn parse_seed(s: &str) -> Result<u64, String> {
@@ -536,7 +542,7 @@ pub struct TuneArgs {
     #[arg(long, default_value_t = Backing::Anon, value_parser = BackingParser)]
     pub backing: Backing,
     /// Per-launch deadline (default 2000 ms; 300000 ms with --nested).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one())]
     pub deadline_ms: Option<u64>,
     /// Past the deadline, how long the VMM may take to print its report before it is killed.
     #[arg(long, default_value_t = 500)]
