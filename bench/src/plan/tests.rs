@@ -88,6 +88,13 @@ fn bad_arguments_are_clear_errors() {
             "{zero:?}"
         );
     }
+    // The probe guest reads no kernel command line: words for one are refused, not ignored.
+    assert_eq!(
+        e(&["--probe", "--cmdline-extra", "quiet"]),
+        ArgError::CmdlineExtraProbe
+    );
+    assert!(plan(&["--probe", "--cmdline-extra", ""]).is_ok());
+    assert!(plan(&["--linux", "--cmdline-extra", "quiet"]).is_ok());
     assert_eq!(
         e(&["--mode", "burst", "--concurrency", "0"]),
         ArgError::Schedule(ScheduleError::ZeroConcurrency)
