@@ -45,6 +45,23 @@ pub fn ms(ns: u64) -> String {
     format!("{}.{:03}", ns / 1_000_000, (ns / 1_000) % 1_000)
 }
 
+/// [`ms`], or `–` for a figure there is none of.
+pub fn opt_ms(v: Option<u64>) -> String {
+    v.map_or("–".into(), ms)
+}
+
+/// A stamp or duration in a verifier's message: `N ns`, or `none` when the row has none
+/// (never Rust's `Some(N)`).
+pub fn opt_ns(v: Option<u64>) -> String {
+    v.map_or("none".into(), |n| format!("{n} ns"))
+}
+
+/// A signed difference of nanoseconds as [`ms`] with its sign (`+0.000` for none).
+pub fn signed_ms(v: i64) -> String {
+    let sign = if v < 0 { "-" } else { "+" };
+    format!("{sign}{}", ms(v.unsigned_abs()))
+}
+
 fn row(name: &str, s: &Option<Summary>) -> String {
     match s {
         Some(s) => format!(
@@ -569,6 +586,18 @@ pub fn generated_files(r: &ResultJson, samples: &[Sample]) -> Vec<(String, Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn figures_read_as_numbers_or_a_word_never_as_options() {
+        assert_eq!(opt_ns(Some(93_042_722)), "93042722 ns");
+        assert_eq!(opt_ns(None), "none");
+        assert_eq!(opt_ms(Some(93_042_722)), "93.042");
+        assert_eq!(opt_ms(None), "–");
+        assert_eq!(
+            (signed_ms(-1_500_000), signed_ms(0)),
+            ("-1.500".into(), "+0.000".into())
+        );
+    }
 
     #[test]
     fn publisher_text_is_inert_and_plain_text_is_unchanged() {
