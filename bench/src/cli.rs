@@ -478,8 +478,19 @@ const DEFAULT_TUNE_MEM_MIB_ARG: &str = "1024";
 /// p ≈ 0.0022; 6 against 6 never below 0.005).
 pub const DEFAULT_N: u64 = 7;
 
+/// Where `truecold tune` builds its Kconfig knobs' kernels unless `--kernel-dir`.
+pub const TUNE_KERNEL_DIR: &str = "out/tune-kernels";
+/// Where `truecold bisect` builds its kernels unless `--kernel-dir`.
+pub const BISECT_KERNEL_DIR: &str = "out/bisect-kernels";
+
+/// `--kernel-dir`'s help in a command whose default is `dir`.
+fn kernel_dir_help(dir: &str) -> String {
+    format!("Where the kernels are built (default {dir})")
+}
+
 /// `truecold tune`.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("kernel_dir", |a| a.help(kernel_dir_help(TUNE_KERNEL_DIR))))]
 #[command(mut_arg("mem", |a| a
     .default_value(DEFAULT_TUNE_MEM_MIB_ARG)
     .help("Guest memory per VM, MiB: context, not a knob")
@@ -559,8 +570,7 @@ pub struct TuneArgs {
     /// bundles and side by side into the README. 0: none.
     #[arg(long, default_value_t = 2)]
     pub attribution: u64,
-    /// The VMM, the base guest, and where Kconfig knobs' kernels are built (default
-    /// out/tune-kernels).
+    /// The VMM, the base guest, and where Kconfig knobs' kernels are built.
     #[command(flatten)]
     pub paths: KernelPaths,
     /// No progress, notes or warnings: errors and the verdict line only.
@@ -613,6 +623,7 @@ pub enum BisectCmd {
 
 /// How every step is measured and judged.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("kernel_dir", |a| a.help(kernel_dir_help(BISECT_KERNEL_DIR))))]
 pub struct JudgeArgs {
     /// Launches a side of a step's first look (and of the baseline `run` measures).
     #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
@@ -716,8 +727,7 @@ pub struct KernelPaths {
     /// Its initramfs and init go with every kernel.
     #[arg(long)]
     pub guest_dir: Option<PathBuf>,
-    /// Where the kernels are built (default out/tune-kernels for tune, out/bisect-kernels for
-    /// bisect).
+    /// Where the kernels are built (each command's --help names its default).
     #[arg(long)]
     pub kernel_dir: Option<PathBuf>,
     /// The kernel build script (default kernel-config/build.sh).
@@ -922,6 +932,28 @@ mod tests {
                 .render_long_help()
                 .to_string();
             assert!(h.contains("[default: 0x74727565636f6c64]"), "{sub}:\n{h}");
+        }
+    }
+
+    /// `--kernel-dir` names the default of the command it is in, not both.
+    #[test]
+    fn kernel_dir_help_names_its_own_commands_default() {
+        use clap::CommandFactory;
+        let help = |path: &[&str]| {
+            let mut cmd = Cli::command();
+            let mut c = &mut cmd;
+            for p in path {
+                c = c.find_subcommand_mut(p).expect("a subcommand");
+            }
+            c.render_long_help().to_string()
+        };
+        let tune = help(&["tune"]);
+        assert!(tune.contains("(default out/tune-kernels)"), "{tune}");
+        assert!(!tune.contains("bisect-kernels"), "{tune}");
+        for sub in ["step", "run", "config"] {
+            let h = help(&["bisect", sub]);
+            assert!(h.contains("(default out/bisect-kernels)"), "{sub}: {h}");
+            assert!(!h.contains("tune-kernels"), "{sub}: {h}");
         }
     }
 
