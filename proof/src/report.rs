@@ -85,6 +85,24 @@ const TABLE_HEAD: &str = "| metric | n | min | p50 | p90 | p95 | p99 | max | mea
 /// The headline's two rows: successes only, and with failures scored at the deadline
 /// (right-censored: a failure's latency is only known to exceed the deadline, so those
 /// percentiles are lower bounds once they reach it).
+/// Under the headline table when a row holds fewer than 100 values: their nearest-rank p99
+/// is their maximum (rank ceil(0.99·n) = n), so it says nothing of a 1-in-100 tail. Empty
+/// otherwise.
+pub fn p99_is_max_note(p: &Pair) -> String {
+    let n = [&p.successes, &p.with_failures]
+        .into_iter()
+        .flatten()
+        .map(|s| s.n)
+        .filter(|&n| n > 0 && n < 100)
+        .min();
+    n.map_or_else(String::new, |n| {
+        format!(
+            "\nWith n = {n} (under 100) the p99 is the maximum (nearest rank): a 1-in-100 tail \
+             needs n ≥ 100.\n"
+        )
+    })
+}
+
 fn pair_rows(name: &str, p: &Pair, deadline: u64) -> String {
     let mut s = row(&format!("{name} (successes only)"), &p.successes);
     s += &row(
@@ -472,6 +490,7 @@ fn readme_headline(s: &mut String, r: &ResultJson) {
     );
     s.push_str(TABLE_HEAD);
     *s += &pair_rows(HEADLINE, &sm.headline, r.contract.deadline_ns);
+    s.push_str(&p99_is_max_note(&sm.headline));
     let _ = writeln!(s, "\n## Errors\n");
     if sm.errors.is_empty() {
         let _ = writeln!(s, "none");
@@ -586,6 +605,39 @@ pub fn generated_files(r: &ResultJson, samples: &[Sample]) -> Vec<(String, Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under 100 values the p99 is the maximum, and the README says so; from 100 on it is
+    /// not, and nothing is said.
+    #[test]
+    fn a_p99_that_is_the_maximum_is_named_so() {
+        let pair = |n: u64| {
+            let v: Vec<u64> = (1..=n).collect();
+            Pair {
+                successes: Summary::of(&v),
+                with_failures: Summary::of(&v),
+            }
+        };
+        for n in [1, 10, 99] {
+            let p = pair(n);
+            let s = p.successes.as_ref().unwrap();
+            assert_eq!(s.p99, s.max, "n {n}");
+            let note = p99_is_max_note(&p);
+            assert!(
+                note.contains(&format!("With n = {n} (under 100) the p99 is the maximum")),
+                "{note}"
+            );
+        }
+        let p = pair(100);
+        assert!(p.successes.as_ref().unwrap().p99 < 100);
+        assert_eq!(p99_is_max_note(&p), "");
+        assert_eq!(
+            p99_is_max_note(&Pair {
+                successes: None,
+                with_failures: None
+            }),
+            ""
+        );
+    }
 
     #[test]
     fn figures_read_as_numbers_or_a_word_never_as_options() {
