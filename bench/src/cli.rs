@@ -222,7 +222,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Sequential)]
     pub mode: ModeArg,
     /// Launches (sweep: launches per concurrency level).
-    #[arg(short = 'n', long = "count", default_value_t = 1000)]
+    #[arg(short = 'n', long = "count", default_value_t = 1000, value_parser = at_least_one())]
     pub count: u64,
     #[command(flatten)]
     pub guest: GuestArgs,
@@ -263,7 +263,7 @@ pub struct RunArgs {
     /// A launch not strict-ready this long after its request (intended time in burst and
     /// open loop) is a failure, scored at this value.
     /// Default: 2000 ms; 300000 ms with --nested (everything is emulated there).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one())]
     pub deadline_ms: Option<u64>,
     /// Grace past the deadline before the VMM is killed, ms.
     ///
@@ -406,7 +406,7 @@ pub struct RunArgs {
     /// written, VALID and marked STOPPED (`contract.stopped`, the kind; the verifier
     /// re-applies the rule to the rows), and the exit status is 3. Sequential campaigns of
     /// truecold alone (not engines or parity campaigns, not the concurrent modes).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..),
+    #[arg(long, value_name = "K", value_parser = at_least_one(),
           conflicts_with = "keep_going")]
     pub stop_after: Option<u64>,
     /// Run every planned launch, however many fail (no fail-fast rule).
@@ -431,9 +431,15 @@ pub struct RunArgs {
 pub const EXIT_POLICY_FLAGS: &[&str] = &["--allow-failures", "--json", "--quiet"];
 
 /// The default `--seed` of an engines or nested campaign ("truecold" in ASCII).
-pub const DEFAULT_SEED: u64 = 0x7472_7565_636f_6c64;
+pub const DEFAULT_SEED: u64 = truecold_proof::seed::DEFAULT;
 /// [`DEFAULT_SEED`] as `--help` shows it (a test holds the two equal).
 const DEFAULT_SEED_ARG: &str = "0x74727565636f6c64";
+
+/// The value parser of a count or a duration that must be at least 1 (`-n 0`, `--deadline-ms
+/// 0`): a usage error (125) at parse time, as a value out of range always is.
+fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..)
+}
 
 /// `--seed`'s value parser: decimal or `0x` hexadecimal.
 pub fn parse_seed(s: &str) -> Result<u64, String> {
@@ -455,8 +461,19 @@ const DEFAULT_TUNE_MEM_MIB_ARG: &str = "1024";
 /// p ≈ 0.0022; 6 against 6 never below 0.005).
 pub const DEFAULT_N: u64 = 7;
 
+/// Where `truecold tune` builds its Kconfig knobs' kernels unless `--kernel-dir`.
+pub const TUNE_KERNEL_DIR: &str = "out/tune-kernels";
+/// Where `truecold bisect` builds its kernels unless `--kernel-dir`.
+pub const BISECT_KERNEL_DIR: &str = "out/bisect-kernels";
+
+/// `--kernel-dir`'s help in a command whose default is `dir`.
+fn kernel_dir_help(dir: &str) -> String {
+    format!("Where the kernels are built (default {dir})")
+}
+
 /// `truecold tune`.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("kernel_dir", |a| a.help(kernel_dir_help(TUNE_KERNEL_DIR))))]
 #[command(mut_arg("mem", |a| a
     .default_value(DEFAULT_TUNE_MEM_MIB_ARG)
     .help("Guest memory per VM, MiB: context, not a knob")
@@ -519,7 +536,7 @@ pub struct TuneArgs {
     #[arg(long, default_value_t = Backing::Anon, value_parser = BackingParser)]
     pub backing: Backing,
     /// Per-launch deadline (default 2000 ms; 300000 ms with --nested).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one())]
     pub deadline_ms: Option<u64>,
     /// Past the deadline, how long the VMM may take to print its report before it is killed.
     #[arg(long, default_value_t = 500)]
@@ -536,8 +553,7 @@ pub struct TuneArgs {
     /// bundles and side by side into the README. 0: none.
     #[arg(long, default_value_t = 2)]
     pub attribution: u64,
-    /// The VMM, the base guest, and where Kconfig knobs' kernels are built (default
-    /// out/tune-kernels).
+    /// The VMM, the base guest, and where Kconfig knobs' kernels are built.
     #[command(flatten)]
     pub paths: KernelPaths,
     #[command(flatten)]
@@ -631,6 +647,7 @@ pub enum BisectCmd {
 
 /// How every step is measured and judged.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("kernel_dir", |a| a.help(kernel_dir_help(BISECT_KERNEL_DIR))))]
 pub struct JudgeArgs {
     /// Launches a side of a step's first look (and of the baseline `run` measures).
     #[arg(short = 'n', long = "count", default_value_t = DEFAULT_N)]
@@ -738,8 +755,7 @@ pub struct KernelPaths {
     /// Its initramfs and init go with every kernel.
     #[arg(long)]
     pub guest_dir: Option<PathBuf>,
-    /// Where the kernels are built (default out/tune-kernels for tune, out/bisect-kernels for
-    /// bisect).
+    /// Where the kernels are built (each command's --help names its default).
     #[arg(long)]
     pub kernel_dir: Option<PathBuf>,
     /// The kernel build script (default kernel-config/build.sh).
@@ -944,6 +960,28 @@ mod tests {
                 .render_long_help()
                 .to_string();
             assert!(h.contains("[default: 0x74727565636f6c64]"), "{sub}:\n{h}");
+        }
+    }
+
+    /// `--kernel-dir` names the default of the command it is in, not both.
+    #[test]
+    fn kernel_dir_help_names_its_own_commands_default() {
+        use clap::CommandFactory;
+        let help = |path: &[&str]| {
+            let mut cmd = Cli::command();
+            let mut c = &mut cmd;
+            for p in path {
+                c = c.find_subcommand_mut(p).expect("a subcommand");
+            }
+            c.render_long_help().to_string()
+        };
+        let tune = help(&["tune"]);
+        assert!(tune.contains("(default out/tune-kernels)"), "{tune}");
+        assert!(!tune.contains("bisect-kernels"), "{tune}");
+        for sub in ["step", "run", "config"] {
+            let h = help(&["bisect", sub]);
+            assert!(h.contains("(default out/bisect-kernels)"), "{sub}: {h}");
+            assert!(!h.contains("tune-kernels"), "{sub}: {h}");
         }
     }
 

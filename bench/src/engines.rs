@@ -607,6 +607,22 @@ pub fn report_line(s: &Sample, r: &EngineRun) -> String {
     }
 }
 
+/// The warning every arm bundle of an interleaved campaign (`what`: an engines campaign, a
+/// tune phase) carries: the arms, and the seed of their shuffled rounds as seeds are shown
+/// ([`truecold_proof::seed::hex`]).
+pub fn interleaved_arm_warning<'a>(
+    what: &str,
+    arms: impl Iterator<Item = &'a str>,
+    seed: u64,
+) -> String {
+    format!(
+        "one arm of {what} ({}): interleaved launch by launch with the other arm(s) in seeded \
+         shuffled rounds (seed {}), so this arm's rows have the others' launches between them",
+        arms.collect::<Vec<_>>().join(", "),
+        truecold_proof::seed::hex(seed)
+    )
+}
+
 /// Writes every arm's bundle and the multi-arm files into a temporary directory beside
 /// `dest`, then renames it to `dest` (never replacing anything).
 pub fn write_dir(
@@ -623,16 +639,10 @@ pub fn write_dir(
     for ((i, b), extra) in bundles.iter().enumerate().zip(extras) {
         let mut warnings = shared.warnings.clone();
         warnings.extend(extra.warnings);
-        warnings.push(format!(
-            "one arm of an engines campaign ({}): interleaved launch by launch with the other \
-             arm(s) in seeded shuffled rounds (seed {}), so this arm's rows have the others' \
-             launches between them",
-            spec.arms
-                .iter()
-                .map(|e| e.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            spec.seed
+        warnings.push(interleaved_arm_warning(
+            "an engines campaign",
+            spec.arms.iter().map(|e| e.as_str()),
+            spec.seed,
         ));
         let verdict = write_arm_bundle(
             &tmp.join(b.engine.as_str()),

@@ -543,7 +543,7 @@ mod tests {
         );
         assert!(
             v.contains(
-                "--engines truecold,firecracker,cloud-hypervisor,qemu-microvm --seed 8390898134065048676 \
+                "--engines truecold,firecracker,cloud-hypervisor,qemu-microvm --seed 0x74727565636f6c64 \
                  --firecracker /bin/firecracker --cloud-hypervisor /bin/cloud-hypervisor \
                  --qemu /usr/bin/qemu-system-x86_64 --vmm /bin/truecold-vmm --guest-dir /guest \
                  --out /out/bundle"

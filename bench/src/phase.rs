@@ -721,17 +721,10 @@ fn write_arm(
 /// phase.
 fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>) -> Vec<String> {
     let mut warnings = env.warnings.clone();
-    warnings.push(format!(
-        "one arm of the tune's {} phase ({}): interleaved launch by launch with the other \
-         arm(s) in seeded shuffled rounds (seed {}), so this arm's rows have the others' \
-         launches between them",
-        plan.phase,
-        plan.arms
-            .iter()
-            .map(|a| a.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        plan.seed
+    warnings.push(crate::engines::interleaved_arm_warning(
+        &format!("the tune's {} phase", plan.phase),
+        plan.arms.iter().map(|a| a.name.as_str()),
+        plan.seed,
     ));
     warnings
 }

@@ -86,6 +86,8 @@ pub enum ArgError {
         arms: u64,
         need: u64,
     },
+    #[error("--cmdline-extra extends a Linux kernel's command line; the probe guest reads none (boot Linux: --linux or --nested)")]
+    CmdlineExtraProbe,
     #[error("--bzimage boots a Linux guest's bzImage in truecold-vmm: {0}")]
     BzImage(&'static str),
     #[error("-n must be at least 3 and --max-n at least -n (got -n {n}, --max-n {max_n})")]
@@ -252,6 +254,9 @@ impl CampaignPlan {
         check_parity(a, &engines)?;
         if !a.ram_layout.is_default() && (!engines.is_empty() || a.parity) {
             return Err(ArgError::RamLayoutNotHere(a.ram_layout));
+        }
+        if a.probe && !a.cmdline_extra.is_empty() {
+            return Err(ArgError::CmdlineExtraProbe);
         }
         if a.bzimage {
             for (bad, why) in [
@@ -919,7 +924,7 @@ fn engine_and_path_args(seed: u64, paths: ArgPaths<'_>) -> Vec<String> {
         v.push("--engines".into());
         v.push(names.join(","));
         v.push("--seed".into());
-        v.push(seed.to_string());
+        v.push(truecold_proof::seed::hex(seed));
         for (e, bin) in paths.engines {
             let flag = match e {
                 Engine::Truecold => continue,

@@ -47,7 +47,7 @@ use crate::arms::verify_arms_or_bundle;
 use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::bundle_verify::check_signature;
 use crate::compare::{compare_verified, fmt_p, CompareOptions, Outcome};
-use crate::report::{ms, README_FILE};
+use crate::report::{ms, opt_ms, README_FILE};
 use crate::schema::{ContractKind, HostKind, HEADLINE};
 use crate::sums::{parse_sums_with, SumsError, SUMS_FILE};
 use crate::verdict::{Check, Verdict, VerifyOptions};
@@ -141,7 +141,7 @@ impl JudgeOptions {
             self.threshold_pct,
             self.alpha,
             self.resamples,
-            self.seed,
+            crate::seed::hex(self.seed),
             self.max_ci_width_pct,
             self.min_samples
         )
@@ -466,10 +466,6 @@ pub fn read_bisect(dir: &Path) -> Result<BisectFile, BisectError> {
     let p = dir.join(BISECT_FILE);
     let b = crate::skeleton::read_record(&p)?;
     serde_json::from_slice(&b).map_err(|source| BisectError::Json { path: p, source })
-}
-
-fn opt_ms(v: Option<u64>) -> String {
-    v.map(ms).unwrap_or_else(|| "–".into())
 }
 
 /// README.md of a bisect directory, from its record alone.

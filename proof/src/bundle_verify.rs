@@ -1022,9 +1022,9 @@ fn check_times(v: &mut Verdict, mode_has_intended: bool, s: &Sample) {
         v.add(
             Check::Latency,
             format!(
-                "sample {i}: latency_ns {:?} ≠ ready − request origin = {:?}",
-                s.latency_ns,
-                s.derived_latency()
+                "sample {i}: latency_ns {} ≠ ready − request origin = {}",
+                crate::report::opt_ns(s.latency_ns),
+                crate::report::opt_ns(s.derived_latency())
             ),
         );
     }
@@ -1396,9 +1396,12 @@ fn check_lifecycle_file(
             v.add(
                 Check::Lifecycle,
                 format!(
-                    "row {}: its lifecycle (created {:?}, running {:?}) is not CREATED before \
-                     the request and RUNNING between the request and strict-ready ({:?})",
-                    s.index, row.created_ns, row.running_ns, s.ready_ns
+                    "row {}: its lifecycle (created {}, running {}) is not CREATED before \
+                     the request and RUNNING between the request and strict-ready ({})",
+                    s.index,
+                    crate::report::opt_ns(row.created_ns),
+                    crate::report::opt_ns(row.running_ns),
+                    crate::report::opt_ns(s.ready_ns)
                 ),
             );
         }

@@ -53,7 +53,7 @@ use std::path::Path;
 
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use crate::report::{ms, VIRTUAL_CLOCK_MEANS};
+use crate::report::{ms, opt_ms, signed_ms, VIRTUAL_CLOCK_MEANS};
 use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
 use crate::stats::{percentile_sorted, with_failures};
 use crate::verdict::{chain, escape_untrusted, Verdict};
@@ -104,7 +104,7 @@ impl Default for CompareOptions {
             min_samples: 20,
             max_ci_width_pct: 10.0,
             resamples: 2000,
-            seed: 0x7472_7565_636f_6c64,
+            seed: crate::seed::DEFAULT,
             allow_mismatch: false,
         }
     }
@@ -841,15 +841,6 @@ pub fn compare_bundles(
         metrics,
         outcome,
     })
-}
-
-fn opt_ms(v: Option<u64>) -> String {
-    v.map(ms).unwrap_or_else(|| "–".into())
-}
-
-fn signed_ms(v: i64) -> String {
-    let sign = if v < 0 { "-" } else { "+" };
-    format!("{sign}{}", ms(v.unsigned_abs()))
 }
 
 fn cells(m: &MetricComparison) -> [String; 11] {

@@ -159,9 +159,9 @@ enum Cmd {
     ///
     /// From result.json and samples.csv (a multi-arm directory: each arm's, then
     /// comparison.json, README.md, cdf.svg and the top SHA256SUMS; a tune directory: each
-    /// phase's, then tune.json's results, README.md and the top SHA256SUMS; a bisect
-    /// directory: each bundle's, then README.md and SHA256SUMS, refusing when any other file
-    /// changed; report.html where there is one, or with --html). Exit 0
+    /// phase's, then README.md, recommended/ and the top SHA256SUMS, never tune.json; a
+    /// bisect directory: each bundle's, then README.md and SHA256SUMS; refusing when any
+    /// other file changed; report.html where there is one, or with --html). Exit 0
     /// regenerated, 2 refused or failed, 125 usage error.
     Report {
         /// The bundle, or the multi-arm, tune or bisect directory, to regenerate.

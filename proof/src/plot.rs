@@ -310,10 +310,7 @@ fn step_points(
 }
 
 fn error_svg(w: u32, h: u32, what: &str) -> String {
-    let esc = what
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
+    let esc = crate::html::esc(what);
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\">\
          <text x=\"10\" y=\"20\">plot failed: {esc}</text></svg>\n"
@@ -722,6 +719,23 @@ fn draw_arms_cdf(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failed plot's message is HTML text as the page writes it ([`crate::html::esc`]):
+    /// markup, quotes and control characters cannot leave the `<text>` element.
+    #[test]
+    fn a_failed_plot_escapes_its_message_as_the_page_does() {
+        let what = "<script>\"a\"&'b'\n";
+        let svg = error_svg(10, 20, what);
+        assert_eq!(
+            svg,
+            format!(
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"20\">\
+                 <text x=\"10\" y=\"20\">plot failed: {}</text></svg>\n",
+                crate::html::esc(what)
+            )
+        );
+        assert!(svg.contains("plot failed: &lt;script&gt;&quot;a&quot;&amp;&#39;b&#39;\\n<"));
+    }
 
     /// Every tick is m × 10^k with m ∈ {1, 2, 5} (or 0).
     fn round_125(v: f64) -> bool {

@@ -45,6 +45,23 @@ pub fn ms(ns: u64) -> String {
     format!("{}.{:03}", ns / 1_000_000, (ns / 1_000) % 1_000)
 }
 
+/// [`ms`], or `–` for a figure there is none of.
+pub fn opt_ms(v: Option<u64>) -> String {
+    v.map_or("–".into(), ms)
+}
+
+/// A stamp or duration in a verifier's message: `N ns`, or `none` when the row has none
+/// (never Rust's `Some(N)`).
+pub fn opt_ns(v: Option<u64>) -> String {
+    v.map_or("none".into(), |n| format!("{n} ns"))
+}
+
+/// A signed difference of nanoseconds as [`ms`] with its sign (`+0.000` for none).
+pub fn signed_ms(v: i64) -> String {
+    let sign = if v < 0 { "-" } else { "+" };
+    format!("{sign}{}", ms(v.unsigned_abs()))
+}
+
 fn row(name: &str, s: &Option<Summary>) -> String {
     match s {
         Some(s) => format!(
@@ -68,6 +85,24 @@ const TABLE_HEAD: &str = "| metric | n | min | p50 | p90 | p95 | p99 | max | mea
 /// The headline's two rows: successes only, and with failures scored at the deadline
 /// (right-censored: a failure's latency is only known to exceed the deadline, so those
 /// percentiles are lower bounds once they reach it).
+/// Under the headline table when a row holds fewer than 100 values: their nearest-rank p99
+/// is their maximum (rank ceil(0.99·n) = n), so it says nothing of a 1-in-100 tail. Empty
+/// otherwise.
+pub fn p99_is_max_note(p: &Pair) -> String {
+    let n = [&p.successes, &p.with_failures]
+        .into_iter()
+        .flatten()
+        .map(|s| s.n)
+        .filter(|&n| n > 0 && n < 100)
+        .min();
+    n.map_or_else(String::new, |n| {
+        format!(
+            "\nWith n = {n} (under 100) the p99 is the maximum (nearest rank): a 1-in-100 tail \
+             needs n ≥ 100.\n"
+        )
+    })
+}
+
 fn pair_rows(name: &str, p: &Pair, deadline: u64) -> String {
     let mut s = row(&format!("{name} (successes only)"), &p.successes);
     s += &row(
@@ -384,8 +419,8 @@ fn readme_environment(s: &mut String, r: &ResultJson) {
         });
         let _ = writeln!(
             s,
-            "- nested harness: L1 QEMU `-seed {}`; L0 QEMU {}{clock}",
-            h.l1_seed,
+            "- nested harness: L1 QEMU `-seed` {}; L0 QEMU {}{clock}",
+            crate::seed::hex(h.l1_seed),
             md_code(&h.l0_qemu)
         );
     }
@@ -455,6 +490,7 @@ fn readme_headline(s: &mut String, r: &ResultJson) {
     );
     s.push_str(TABLE_HEAD);
     *s += &pair_rows(HEADLINE, &sm.headline, r.contract.deadline_ns);
+    s.push_str(&p99_is_max_note(&sm.headline));
     let _ = writeln!(s, "\n## Errors\n");
     if sm.errors.is_empty() {
         let _ = writeln!(s, "none");
@@ -569,6 +605,51 @@ pub fn generated_files(r: &ResultJson, samples: &[Sample]) -> Vec<(String, Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under 100 values the p99 is the maximum, and the README says so; from 100 on it is
+    /// not, and nothing is said.
+    #[test]
+    fn a_p99_that_is_the_maximum_is_named_so() {
+        let pair = |n: u64| {
+            let v: Vec<u64> = (1..=n).collect();
+            Pair {
+                successes: Summary::of(&v),
+                with_failures: Summary::of(&v),
+            }
+        };
+        for n in [1, 10, 99] {
+            let p = pair(n);
+            let s = p.successes.as_ref().unwrap();
+            assert_eq!(s.p99, s.max, "n {n}");
+            let note = p99_is_max_note(&p);
+            assert!(
+                note.contains(&format!("With n = {n} (under 100) the p99 is the maximum")),
+                "{note}"
+            );
+        }
+        let p = pair(100);
+        assert!(p.successes.as_ref().unwrap().p99 < 100);
+        assert_eq!(p99_is_max_note(&p), "");
+        assert_eq!(
+            p99_is_max_note(&Pair {
+                successes: None,
+                with_failures: None
+            }),
+            ""
+        );
+    }
+
+    #[test]
+    fn figures_read_as_numbers_or_a_word_never_as_options() {
+        assert_eq!(opt_ns(Some(93_042_722)), "93042722 ns");
+        assert_eq!(opt_ns(None), "none");
+        assert_eq!(opt_ms(Some(93_042_722)), "93.042");
+        assert_eq!(opt_ms(None), "–");
+        assert_eq!(
+            (signed_ms(-1_500_000), signed_ms(0)),
+            ("-1.500".into(), "+0.000".into())
+        );
+    }
 
     #[test]
     fn publisher_text_is_inert_and_plain_text_is_unchanged() {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use truecold_proto::measure::{Mark, Stamps, Taker};
 use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 
+use crate::report::opt_ns;
 use crate::schema::{ContractKind, Engine, Observer, ResultJson, Sample, Stage, StageKind};
 
 /// File name in a bundle.
@@ -253,8 +254,9 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
     }
     if core.stamps.request != Some(l.harness.request) {
         bad.push(format!(
-            "the VMM echoes request {:?}, the harness stamped {}",
-            core.stamps.request, l.harness.request
+            "the VMM echoes request {}, the harness stamped {} ns",
+            opt_ns(core.stamps.request),
+            l.harness.request
         ));
     }
     let stamps = Stamps {
@@ -465,8 +467,9 @@ fn check_engine_row(
             }
             if core.stamps.request != Some(h.request) {
                 bad.push(format!(
-                    "the VMM echoes request {:?}, the harness stamped {}",
-                    core.stamps.request, h.request
+                    "the VMM echoes request {}, the harness stamped {} ns",
+                    opt_ns(core.stamps.request),
+                    h.request
                 ));
             }
             for m in Mark::ALL
@@ -475,10 +478,10 @@ fn check_engine_row(
             {
                 if core.stamps.get(m) != stamps.get(m) {
                     bad.push(format!(
-                        "mark {}: {:?} in the VMM's report, {:?} merged into the run",
+                        "mark {}: {} in the VMM's report, {} merged into the run",
                         m.name(),
-                        core.stamps.get(m),
-                        stamps.get(m)
+                        opt_ns(core.stamps.get(m)),
+                        opt_ns(stamps.get(m))
                     ));
                 }
             }
@@ -566,11 +569,11 @@ fn check_guest(s: &Sample, g: Option<&truecold_proto::GuestRecord>, bad: &mut Ve
 fn timeline_against(s: &Sample, stamps: &Stamps, source: &str, bad: &mut Vec<String>) {
     if stamps.strict_ready != s.ready_ns || stamps.latency() != s.latency_ns {
         bad.push(format!(
-            "ready/latency {:?}/{:?} in the row, {:?}/{:?} from {source}",
-            s.ready_ns,
-            s.latency_ns,
-            stamps.strict_ready,
-            stamps.latency()
+            "ready/latency {}/{} in the row, {}/{} from {source}",
+            opt_ns(s.ready_ns),
+            opt_ns(s.latency_ns),
+            opt_ns(stamps.strict_ready),
+            opt_ns(stamps.latency())
         ));
     }
     let tiles = stamps.tile();
@@ -580,10 +583,10 @@ fn timeline_against(s: &Sample, stamps: &Stamps, source: &str, bad: &mut Vec<Str
     {
         if tiles.get(st) != s.stages.get(st) {
             bad.push(format!(
-                "stage {}: {:?} in the row, {:?} from {source}",
+                "stage {}: {} in the row, {} from {source}",
                 st.name(),
-                s.stages.get(st),
-                tiles.get(st)
+                opt_ns(s.stages.get(st)),
+                opt_ns(tiles.get(st))
             ));
         }
     }

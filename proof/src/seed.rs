@@ -1,6 +1,11 @@
 //! Seeds as the command lines take and show them: decimal or `0x` hexadecimal on input
-//! ([`parse`]), hexadecimal on output ([`hex`]). A bundle stores its seeds as JSON numbers
-//! and its README renders them in decimal; neither changes here.
+//! ([`parse`]), hexadecimal on output ([`hex`]): every message, generated README and
+//! command line the bench writes shows a seed with [`hex`]. A bundle's JSON stores its
+//! seeds as numbers, as before.
+
+/// The default seed of every seeded shuffle and bootstrap (`truecold run`/`tune`'s
+/// `--seed`, `truecold-proof compare`'s): "truecold" in ASCII.
+pub const DEFAULT: u64 = u64::from_be_bytes(*b"truecold");
 
 /// `s` as a seed: decimal (`8391162081848888420`) or hexadecimal after `0x`/`0X`
 /// (`0x74727565636f6c64`, `_` allowed between digits as in Rust literals).
@@ -33,6 +38,7 @@ mod tests {
     #[test]
     fn decimal_and_hex_read_alike_and_hex_shows_back() {
         let truecold = u64::from_be_bytes(*b"truecold");
+        assert_eq!(DEFAULT, truecold);
         assert_eq!(parse("0x74727565636f6c64"), Ok(truecold));
         assert_eq!(parse("0X7472_7565_636F_6C64"), Ok(truecold));
         assert_eq!(parse(&truecold.to_string()), Ok(truecold));

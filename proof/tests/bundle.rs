@@ -538,7 +538,7 @@ fn the_readme_and_result_json_state_the_clock() {
     assert!(r.contains("**Virtual clock.**"), "{r}");
     assert!(
         r.contains(
-            "- nested harness: L1 QEMU `-seed 7`; L0 QEMU `QEMU emulator version 10.0.2 (test)`; \
+            "- nested harness: L1 QEMU `-seed` 0x0000000000000007; L0 QEMU `QEMU emulator version 10.0.2 (test)`; \
              L1 kernel sha256 `1111111111111111111111111111111111111111111111111111111111111111`; \
              L1 CPUs 2"
         ),

@@ -23,3 +23,104 @@ fn every_committed_results_directory_verifies() {
         "only {n} committed directories with a SHA256SUMS under {results:?}"
     );
 }
+
+/// Every file under `dir` (relative path, bytes), sorted.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(root: &Path, d: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// `report` on a committed tune directory whose `tune.json` spells its knobs the legacy way
+/// (`hz100`) rewrites nothing but its generated files, and those to the same bytes: the
+/// record (`tune.json`) keeps its spelling, every file is what was committed.
+#[test]
+fn report_on_a_legacy_tune_directory_changes_no_byte() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results/20261202T054549Z-tune-nested-linux-2vcpu-16384mib");
+    let tune = std::fs::read_to_string(src.join("tune.json")).unwrap();
+    assert!(
+        tune.contains("\"hz100\""),
+        "the fixture no longer has a legacy-spelled knob"
+    );
+    let t = tempfile::tempdir().unwrap();
+    let dst = t.path().join("d");
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let written = truecold_proof::verify::report_dir(&dst).unwrap();
+    assert!(written.iter().any(|n| n == "README.md"), "{written:?}");
+    assert!(!written.iter().any(|n| n == "tune.json"), "{written:?}");
+    let (before, after) = (tree(&src), tree(&dst));
+    let names = |t: &[(String, Vec<u8>)]| t.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&before), names(&after));
+    for ((n, a), (_, b)) in before.iter().zip(&after) {
+        assert!(a == b, "{n} changed under report");
+    }
+}
+
+/// The lines the generators write about a seed (an interleaving's, a tune's bootstrap, a
+/// bisect's rule, the nested harness's L1 `-seed`) show it in hex in every committed README;
+/// a warning recorded in a bundle keeps the words it was written with.
+#[test]
+fn committed_readmes_show_their_seeds_in_hex() {
+    const LINES: [&str; 5] = [
+        "- interleaving:",
+        "- launches:",
+        "- rule:",
+        "- rule at each look:",
+        "- nested harness:",
+    ];
+    fn readmes(d: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                readmes(&p, out);
+            } else if p.file_name().is_some_and(|n| n == "README.md") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    readmes(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../results"),
+        &mut files,
+    );
+    let mut seen = [0usize; 5];
+    for f in &files {
+        for line in std::fs::read_to_string(f).unwrap().lines() {
+            let Some(k) = LINES.iter().position(|p| line.starts_with(p)) else {
+                continue;
+            };
+            for (at, _) in line.match_indices("seed") {
+                let rest = line[at + 4..].trim_start_matches(['`', ' ']);
+                if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                    assert!(rest.starts_with("0x"), "{f:?}: {line}");
+                    seen[k] += 1;
+                }
+            }
+        }
+    }
+    for (p, n) in LINES.iter().zip(seen) {
+        // No committed bisect ran sequential looks (their rule line is the one of a look).
+        if *p != "- rule at each look:" {
+            assert!(n > 0, "no committed README has a `{p}` line with a seed");
+        }
+    }
+}

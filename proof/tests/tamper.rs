@@ -330,6 +330,9 @@ fn a_row_edited_without_its_evidence() {
     );
     let text = v.render(&dir, 50);
     assert!(text.contains("row 7: stage guest_init"), "{text}");
+    // The figures as numbers in ns, never Rust's `Some(…)`.
+    assert!(text.contains(" ns in the row, "), "{text}");
+    assert!(!text.contains("Some("), "{text}");
     // And a line of the evidence edited on its own: the same check.
     let dir = real_bundle(t.path(), "e");
     let p = dir.join(truecold_proof::reports::REPORTS_FILE);

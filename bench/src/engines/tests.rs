@@ -731,7 +731,7 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
     let e = crate::plan::explicit_args(&a, "--linux", paths);
     let line = e.join(" ");
     assert!(
-        line.contains("--engines firecracker,truecold --seed 9 --firecracker /p/firecracker --vmm /p/truecold-vmm"),
+        line.contains("--engines firecracker,truecold --seed 0x0000000000000009 --firecracker /p/firecracker --vmm /p/truecold-vmm"),
         "{line}"
     );
     let words: Vec<&str> = e.iter().map(String::as_str).collect();
@@ -755,4 +755,26 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
     );
     assert!(!e.contains(&"--vmm".to_string()), "{e:?}");
     assert!(e.join(" ").contains("--qemu /usr/bin/qemu-system-x86_64"));
+}
+
+/// An interleaved arm's warning names its arms and shows the seed as every message does
+/// (hex), the one text an engines campaign's and a tune phase's arms share.
+#[test]
+fn an_interleaved_arms_warning_shows_its_seed_in_hex() {
+    let w = interleaved_arm_warning(
+        "an engines campaign",
+        [Engine::Firecracker, Engine::Truecold]
+            .iter()
+            .map(|e| e.as_str()),
+        crate::cli::DEFAULT_SEED,
+    );
+    assert_eq!(
+        w,
+        "one arm of an engines campaign (firecracker, truecold): interleaved launch by launch \
+         with the other arm(s) in seeded shuffled rounds (seed 0x74727565636f6c64), so this \
+         arm's rows have the others' launches between them"
+    );
+    let t = interleaved_arm_warning("the tune's screen phase", ["baseline"].into_iter(), 255);
+    assert!(t.contains("(seed 0x00000000000000ff)"), "{t}");
+    assert!(!t.contains("255"), "{t}");
 }

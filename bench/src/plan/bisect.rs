@@ -42,7 +42,7 @@ impl JudgePlan {
             max_n,
             max_n_given: j.max_n,
             options,
-            paths: KernelPlan::from_cli(&j.paths, "out/bisect-kernels"),
+            paths: KernelPlan::from_cli(&j.paths, crate::cli::BISECT_KERNEL_DIR),
         })
     }
 

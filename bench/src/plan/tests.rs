@@ -79,11 +79,22 @@ fn bad_arguments_are_clear_errors() {
         e(&["--mode", "burst", "--max-concurrency", "3"]),
         ArgError::NotForMode { .. }
     ));
-    assert_eq!(e(&["--deadline-ms", "0"]), ArgError::DeadlineZero);
+    // No launches, no deadline: values out of range, refused by the parser (exit 125).
+    for zero in [&["-n", "0"][..], &["--count", "0"], &["--deadline-ms", "0"]] {
+        let err = args(zero).expect_err("0 is out of range");
+        assert_eq!(
+            err.kind(),
+            clap::error::ErrorKind::ValueValidation,
+            "{zero:?}"
+        );
+    }
+    // The probe guest reads no kernel command line: words for one are refused, not ignored.
     assert_eq!(
-        e(&["-n", "0"]),
-        ArgError::Schedule(ScheduleError::NoSamples)
+        e(&["--probe", "--cmdline-extra", "quiet"]),
+        ArgError::CmdlineExtraProbe
     );
+    assert!(plan(&["--probe", "--cmdline-extra", ""]).is_ok());
+    assert!(plan(&["--linux", "--cmdline-extra", "quiet"]).is_ok());
     assert_eq!(
         e(&["--mode", "burst", "--concurrency", "0"]),
         ArgError::Schedule(ScheduleError::ZeroConcurrency)

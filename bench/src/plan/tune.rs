@@ -184,7 +184,7 @@ impl TunePlan {
             kill_grace_ms: a.kill_grace_ms,
             out: a.out.clone(),
             attribution: a.attribution,
-            paths: KernelPlan::from_cli(&a.paths, "out/tune-kernels"),
+            paths: KernelPlan::from_cli(&a.paths, crate::cli::TUNE_KERNEL_DIR),
             own_kernel,
         })
     }

@@ -176,7 +176,10 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
     assert_eq!(e(&["--knobs", ","]), ArgError::NoKnobs);
     assert_eq!(e(&["-n", "2"]), ArgError::TooFewRounds(2));
     assert_eq!(e(&["--confirm-rounds", "1"]), ArgError::TooFewRounds(1));
-    assert_eq!(e(&["--deadline-ms", "0"]), ArgError::DeadlineZero);
+    use clap::Parser;
+    let zero = crate::cli::Cli::try_parse_from(["truecold", "tune", "--deadline-ms", "0"])
+        .expect_err("a deadline of 0 is out of range");
+    assert_eq!(zero.kind(), clap::error::ErrorKind::ValueValidation);
     // 2 probe knobs: 3 + 4 arms; 20 launches leave 2 rounds.
     assert!(matches!(
         e(&["--probe", "--budget", "20"]),

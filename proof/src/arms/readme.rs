@@ -20,9 +20,7 @@ pub(super) fn ratio_text(r: Option<u64>, ci: Option<[u64; 2]>) -> String {
     }
 }
 
-pub(super) fn opt_ms(v: Option<u64>) -> String {
-    v.map_or("–".into(), ms)
-}
+pub(super) use crate::report::opt_ms;
 
 /// The directory's `README.md`.
 pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
@@ -88,7 +86,7 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
         s,
         "- interleaving: each round launches every arm once, in an order shuffled from seed \
          {} ({ARMS_FILE})\n",
-        plan.seed
+        crate::seed::hex(plan.seed)
     );
     let _ = writeln!(s, "## Arms\n");
     let (mut head, mut rule) = (String::new(), String::new());

@@ -14,20 +14,13 @@ use super::measure::*;
 use super::model::*;
 use super::stats::*;
 
-pub(super) fn signed_ms(v: i64) -> String {
-    let sign = if v < 0 { "-" } else { "+" };
-    format!("{sign}{}", ms(v.unsigned_abs()))
-}
+pub(super) use crate::report::{opt_ms, signed_ms};
 
 /// ppm as a percentage with two decimals, truncated: `-5.23 %`.
 pub(super) fn pct(ppm: i64) -> String {
     let sign = if ppm < 0 { "-" } else { "+" };
     let a = ppm.unsigned_abs();
     format!("{sign}{}.{:02} %", a / 10_000, (a / 100) % 100)
-}
-
-pub(super) fn opt_ms(v: Option<u64>) -> String {
-    v.map_or("–".into(), ms)
 }
 
 pub(super) fn effect_cells(e: &Effect) -> String {
@@ -160,7 +153,7 @@ fn readme_head(s: &mut String, f: &TuneFile, baseline: Option<&ResultJson>) {
         f.launches,
         f.budget
             .map_or(", no budget".into(), |b| format!(" of a budget of {b}")),
-        f.seed
+        crate::seed::hex(f.seed)
     );
     readme_rule(s, f);
 }

@@ -81,9 +81,10 @@ pub fn is_regenerated(name: &str) -> bool {
 }
 
 /// `report DIR` on a tune directory: regenerates each phase ([`regenerate_arms`]), then
-/// `tune.json`'s results, `README.md` and `SHA256SUMS`. Refuses when a file that is not
-/// regenerated (`tune.json` included: its plan is not) differs from its `SHA256SUMS` entry.
-/// Returns the paths rewritten.
+/// `README.md`, the `recommended/` files and `SHA256SUMS`. `tune.json` is the record and
+/// never rewritten (its results must already be what the rows give: [`crate::verify::report_dir`]
+/// refuses otherwise; a file of the legacy knob spelling keeps it). Refuses when a file that
+/// is not regenerated differs from its `SHA256SUMS` entry. Returns the paths rewritten.
 pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
     let listed = crate::skeleton::read_listing(dir, parse_tune_sums)?;
     crate::skeleton::check_unchanged(dir, &listed, is_regenerated)?;
@@ -99,6 +100,9 @@ pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
     }
     let (m, f) = measure(dir, &file.plan())?;
     for (name, bytes) in generated(&f, &m) {
+        if name == TUNE_FILE {
+            continue;
+        }
         write_atomic(dir, &name, &bytes)?;
         written.push(name);
     }
