@@ -167,6 +167,9 @@ pub struct VcpuSamples {
     pub coalesced: u64,
     /// Requests served whose registers could not be read.
     pub unread: u64,
+    /// Requests still pending when the run stopped (served after `exit`: not samples of the
+    /// run).
+    pub at_stop: u64,
 }
 
 /// A boot's RIP samples (the report's `rip_samples`; absent when sampling is off).
@@ -258,8 +261,8 @@ impl Recorder {
         self.out.over_cap += 1;
     }
 
-    pub fn coalesced(&mut self) {
-        self.out.coalesced += 1;
+    pub fn at_stop(&mut self) {
+        self.out.at_stop += 1;
     }
 
     pub fn unread(&mut self) {
@@ -362,11 +365,11 @@ mod tests {
         for x in want {
             assert!(r.push(x));
         }
-        r.coalesced();
+        r.at_stop();
         let v = r.finish();
         assert_eq!(v.state, "rhr?w");
         assert_eq!(v.dt_ns[0], 500);
-        assert_eq!(v.coalesced, 1);
+        assert_eq!(v.at_stop, 1);
         let rs = RipSamples {
             period_us: SamplePeriod::from_us(100).unwrap(),
             t0_ns: 1_000,
@@ -426,7 +429,10 @@ mod tests {
             missed_ticks: 0,
             vcpus: vec![v],
         };
-        assert!(matches!(rs.decode(), Err(RipError::Lengths { vcpu: 0, .. })));
+        assert!(matches!(
+            rs.decode(),
+            Err(RipError::Lengths { vcpu: 0, .. })
+        ));
         rs.vcpus[0].drip.push(3);
         rs.vcpus[0].state = "rx".into();
         assert_eq!(rs.decode(), Err(RipError::State { vcpu: 0, ch: 'x' }));
