@@ -582,6 +582,7 @@ impl KernelAb<'_> {
                 },
             ],
             attribution: 0,
+            instrument: crate::attribution::Instrumentation::default(),
             attribute: Vec::new(),
         };
         let dest = dir.join(&rel);

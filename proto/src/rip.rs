@@ -60,6 +60,8 @@ impl SamplePeriod {
     pub const MAX_US: u64 = 1_000_000;
     /// The bench's default (`--attribution-sample-us`).
     pub const DEFAULT_US: u64 = 100;
+    /// [`SamplePeriod::DEFAULT_US`] as a period.
+    pub const DEFAULT: SamplePeriod = SamplePeriod(Self::DEFAULT_US as u32);
 
     pub fn from_us(us: u64) -> Result<Self, RipError> {
         if !(Self::MIN_US..=Self::MAX_US).contains(&us) {
