@@ -313,10 +313,12 @@ fn symtab_functions(elf: &[u8], mut f: impl FnMut(u64, u64, &str)) {
             while e.checked_add(24)? <= end {
                 let name = sz(u32_at(e, 0)?)?;
                 let info = *at(e, 4, 1)?.first()?;
+                let shndx = u16_at(e, 6)?;
                 let value = u64_at(e, 8)?;
                 let size = u64_at(e, 16)?;
                 e += 24;
-                if info & 0xf != 2 || name == 0 {
+                // Not a function, unnamed, or undefined here (SHN_UNDEF: another object's).
+                if info & 0xf != 2 || name == 0 || shndx == 0 {
                     continue;
                 }
                 let rest = strtab.get(name..)?;
