@@ -571,7 +571,7 @@ fn rip_rows(
         }
         strips.push(strip);
         let n = samples.len() as u64;
-        let ppm = |c: u64| if n == 0 { 0 } else { c * 1_000_000 / n };
+        let ppm = |c: u64| (c * 1_000_000).checked_div(n).unwrap_or(0);
         rows.push(Row {
             lane: Lane::Rip,
             name: format!("vcpu{vcpu} samples"),
