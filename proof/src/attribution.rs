@@ -497,6 +497,18 @@ fn count(slot: &mut (u64, i64), t: i64) {
     slot.0 += 1;
 }
 
+/// The mean time between a vCPU's consecutive samples (`-` under two samples): the period
+/// the sampling achieved.
+fn mean_interval<T>(samples: &[(i64, T)]) -> String {
+    match (samples.first(), samples.last()) {
+        (Some(a), Some(b)) if samples.len() > 1 => {
+            let span = i128::from(b.0) - i128::from(a.0);
+            format!("{} ns", span / (samples.len() as i128 - 1))
+        }
+        _ => "-".into(),
+    }
+}
+
 /// The flat profile rows of every vCPU, and the strips.
 fn rip_rows(
     rs: &truecold_proto::rip::RipSamples,
@@ -579,10 +591,11 @@ fn rip_rows(
             dur_ns: Some(n.saturating_mul(period)),
             counters: None,
             note: format!(
-                "{n} samples every {} us of {} ticks; not taken: {} over the cap, {} \
-                 coalesced, {} unread, {} at the stop; {} ticks missed (all vCPUs)",
+                "{n} samples every {} us of {} ticks (mean interval {}); not taken: {} over \
+                 the cap, {} coalesced, {} unread, {} at the stop; {} ticks missed (all vCPUs)",
                 rs.period_us.us(),
                 rs.ticks,
+                mean_interval(samples),
                 enc.over_cap,
                 enc.coalesced,
                 enc.unread,

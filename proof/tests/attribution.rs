@@ -516,6 +516,9 @@ fn rip_samples_give_a_flat_profile_per_vcpu_and_the_overhead() {
         o.note
     );
     assert!(row(&a, "vcpu0 samples").note.contains("1 ticks missed"));
+    assert!(row(&a, "vcpu0 samples")
+        .note
+        .contains("(mean interval 100000 ns)"));
     // Measured rows 10 % slower: the overhead is −1/11 of their p50, and the reconciliation
     // holds (|Δ| = 90,909 ppm ≤ 100,000).
     let slower: Vec<Sample> = samples
