@@ -1,6 +1,9 @@
-//! `--attribution K`: K more launches after the measured campaign, with
-//! [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] on a Linux guest's command line (a probe
-//! guest has no kernel: its launches carry the host stages only). Their lines go to
+//! `--attribution K`: K more launches after the measured campaign, instrumented by
+//! `--attribution-instrument` ([`Instrument`]): `initcall` (the default) adds
+//! [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] to a Linux guest's command line (a probe
+//! guest has no kernel: its launches carry the host stages only); `rip` leaves the guest
+//! as measured and has the VMM sample each vCPU's RIP every `--attribution-sample-us`
+//! (`truecold-vmm boot --sample-rip-us`, `truecold_proto::rip`). Their lines go to
 //! `attribution.jsonl`, never to `samples.csv`; `truecold_proof::attribution` makes
 //! `attribution.csv` and `attribution.svg` from them and the measured rows.
 //!
@@ -11,13 +14,108 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use truecold_proof::attribution::AttributionLine;
+use truecold_proof::attribution::{AttributionLine, RipFunction};
 use truecold_proof::reports::ReportLine;
+use truecold_proto::rip::SamplePeriod;
 
 use crate::campaign::{self, CampaignSpec, Harness};
 use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::progress::{Progress, Style};
 use crate::schedule::Schedule;
+
+/// What the attribution launches measure the boot with (`--attribution-instrument`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Instrument {
+    /// The guest's `initcall_debug` trace ([`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`]).
+    #[default]
+    Initcall,
+    /// Host-side sampling of each vCPU's RIP by the VMM; nothing changes in the guest.
+    Rip,
+}
+
+impl Instrument {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Instrument::Initcall => "initcall",
+            Instrument::Rip => "rip",
+        }
+    }
+}
+
+/// The attribution launches' instrument and, for [`Instrument::Rip`], its period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Instrumentation {
+    pub instrument: Instrument,
+    pub period: SamplePeriod,
+}
+
+impl Default for Instrumentation {
+    fn default() -> Self {
+        Instrumentation {
+            instrument: Instrument::Initcall,
+            period: default_period(),
+        }
+    }
+}
+
+/// [`SamplePeriod::DEFAULT`].
+pub fn default_period() -> SamplePeriod {
+    SamplePeriod::DEFAULT
+}
+
+/// `--attribution-sample-us`'s parser.
+pub fn parse_period(s: &str) -> Result<SamplePeriod, String> {
+    SamplePeriod::parse(s).map_err(|e| e.to_string())
+}
+
+impl Instrumentation {
+    pub fn is_default(&self) -> bool {
+        *self == Instrumentation::default()
+    }
+
+    /// The attribution launches' guest command line extra, from the measured one's.
+    pub fn cmdline_extra(&self, extra: &str) -> String {
+        match self.instrument {
+            Instrument::Initcall => cmdline_extra(extra),
+            Instrument::Rip => extra.to_string(),
+        }
+    }
+
+    /// The measured launches' VMM command, instrumented.
+    pub fn command(&self, mut command: VmmCommand) -> VmmCommand {
+        if self.instrument == Instrument::Rip {
+            command.args.push("--sample-rip-us".into());
+            command.args.push(self.period.to_string().into());
+        }
+        command
+    }
+
+    /// The `truecold run` / `tune` flags that give this instrumentation (none at the
+    /// default, so a default campaign's line is what it was).
+    pub fn flags(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.instrument != Instrument::default() {
+            v.push("--attribution-instrument".into());
+            v.push(self.instrument.as_str().into());
+        }
+        if self.period != default_period() {
+            v.push("--attribution-sample-us".into());
+            v.push(self.period.to_string());
+        }
+        v
+    }
+}
 
 /// The attribution command line added to `extra` (space-separated; `extra` may be empty).
 pub fn cmdline_extra(extra: &str) -> String {
@@ -29,11 +127,12 @@ pub fn cmdline_extra(extra: &str) -> String {
     }
 }
 
-/// Runs `k` sequential launches of `command` (already carrying the attribution command line,
-/// see [`cmdline_extra`]) under `spec`'s contract, deadline and guest, and returns
+/// Runs `k` sequential launches of `command` (already instrumented, see
+/// [`Instrumentation`]) under `spec`'s contract, deadline and guest, and returns
 /// `attribution.jsonl`: one [`AttributionLine`] per launch, in order, with the names of the
 /// initcall addresses read from `vmlinux`'s symbol table (when given and readable; an
-/// address without a name stays as the guest sent it).
+/// address without a name stays as the guest sent it), and the functions the RIP samples
+/// fall in (the same table).
 pub fn run_for(
     spec: &CampaignSpec,
     command: &VmmCommand,
@@ -59,16 +158,18 @@ pub fn run_for(
         &mut progress,
         &harness,
     )?;
-    let syms = vmlinux
+    let table = vmlinux
         .and_then(|p| std::fs::read(p).ok())
-        .map(|elf| function_symbols(&elf))
+        .map(|elf| FunctionTable::of(&elf))
         .unwrap_or_default();
     let reports = ex.reports.to_vec()?;
-    Ok(lines(&reports, &syms))
+    Ok(lines(&reports, &table))
 }
 
-/// Wraps each `reports.jsonl` line with the names of its trace's addresses.
-pub fn lines(reports: &[u8], syms: &BTreeMap<u64, String>) -> Vec<u8> {
+/// Wraps each `reports.jsonl` line with the names of its trace's addresses and the
+/// functions its RIP samples fall in.
+pub fn lines(reports: &[u8], table: &FunctionTable) -> Vec<u8> {
+    let syms = &table.by_address;
     let mut out = Vec::new();
     for l in reports.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         let Ok(report) = serde_json::from_slice::<ReportLine>(l) else {
@@ -86,7 +187,17 @@ pub fn lines(reports: &[u8], syms: &BTreeMap<u64, String>) -> Vec<u8> {
                 }
             }
         }
-        let line = AttributionLine { report, symbols };
+        let functions = report
+            .core()
+            .and_then(|c| c.rip_samples)
+            .and_then(|r| r.decode().ok())
+            .map(|d| table.functions_of(d.iter().flatten().map(|s| s.rip)))
+            .unwrap_or_default();
+        let line = AttributionLine {
+            report,
+            symbols,
+            functions,
+        };
         if let Ok(s) = serde_json::to_string(&line) {
             out.extend_from_slice(s.as_bytes());
             out.push(b'\n');
@@ -95,11 +206,74 @@ pub fn lines(reports: &[u8], syms: &BTreeMap<u64, String>) -> Vec<u8> {
     out
 }
 
+/// A vmlinux's functions: by start address (the first name there), with the end of each.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FunctionTable {
+    /// Start → name ([`function_symbols`]).
+    pub by_address: BTreeMap<u64, String>,
+    /// Start → end (exclusive): `start + st_size`, or the next function's start for a
+    /// symbol of size 0 (assembly without a size); the last one of size 0 ends at its start.
+    ends: BTreeMap<u64, u64>,
+}
+
+impl FunctionTable {
+    /// The table of `elf`'s `.symtab` (see [`function_symbols`]).
+    pub fn of(elf: &[u8]) -> Self {
+        let mut by_address = BTreeMap::new();
+        let mut sizes: BTreeMap<u64, u64> = BTreeMap::new();
+        symtab_functions(elf, |value, size, name| {
+            by_address.entry(value).or_insert_with(|| name.to_string());
+            let s = sizes.entry(value).or_insert(size);
+            *s = (*s).max(size);
+        });
+        let starts: Vec<u64> = sizes.keys().copied().collect();
+        let ends = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, (&start, &size))| {
+                let end = if size > 0 {
+                    start.saturating_add(size)
+                } else {
+                    starts.get(i + 1).copied().unwrap_or(start)
+                };
+                (start, end)
+            })
+            .collect();
+        FunctionTable { by_address, ends }
+    }
+
+    /// The function holding `rip`: the last start at or below it whose end is above it.
+    pub fn function_of(&self, rip: u64) -> Option<RipFunction> {
+        let (&start, &end) = self.ends.range(..=rip).next_back()?;
+        (rip < end).then(|| RipFunction {
+            start,
+            end,
+            name: self.by_address.get(&start).cloned().unwrap_or_default(),
+        })
+    }
+
+    /// The functions holding any of `rips`, by start, each once.
+    pub fn functions_of(&self, rips: impl Iterator<Item = u64>) -> Vec<RipFunction> {
+        let mut out: BTreeMap<u64, RipFunction> = BTreeMap::new();
+        for rip in rips {
+            if let Some(f) = self.function_of(rip) {
+                out.entry(f.start).or_insert(f);
+            }
+        }
+        out.into_values().collect()
+    }
+}
+
 /// Function symbols (`STT_FUNC`, named) of a little-endian ELF64 file's `.symtab`: address →
 /// name (the first name at an address). Anything malformed ends the reading with what was
 /// read so far (the vmlinux is the host's own artifact; this only names addresses).
 pub fn function_symbols(elf: &[u8]) -> BTreeMap<u64, String> {
-    let mut out = BTreeMap::new();
+    FunctionTable::of(elf).by_address
+}
+
+/// Calls `f(value, size, name)` for each named `STT_FUNC` symbol of `elf`'s `.symtab`, in
+/// table order (see [`function_symbols`]).
+fn symtab_functions(elf: &[u8], mut f: impl FnMut(u64, u64, &str)) {
     // Every read is bounds-checked and every offset sum checked: a malformed file gives
     // `None`, never a panic.
     let at = |base: usize, d: usize, n: usize| -> Option<&[u8]> {
@@ -139,16 +313,19 @@ pub fn function_symbols(elf: &[u8]) -> BTreeMap<u64, String> {
             while e.checked_add(24)? <= end {
                 let name = sz(u32_at(e, 0)?)?;
                 let info = *at(e, 4, 1)?.first()?;
+                let shndx = u16_at(e, 6)?;
                 let value = u64_at(e, 8)?;
+                let size = u64_at(e, 16)?;
                 e += 24;
-                if info & 0xf != 2 || name == 0 {
+                // Not a function, unnamed, or undefined here (SHN_UNDEF: another object's).
+                if info & 0xf != 2 || name == 0 || shndx == 0 {
                     continue;
                 }
                 let rest = strtab.get(name..)?;
                 let stop = rest.iter().position(|b| *b == 0)?;
                 if let Ok(n) = std::str::from_utf8(&rest[..stop]) {
                     if truecold_proto::trace::valid_name(n) {
-                        out.entry(value).or_insert_with(|| n.to_string());
+                        f(value, size, n);
                     }
                 }
             }
@@ -156,7 +333,6 @@ pub fn function_symbols(elf: &[u8]) -> BTreeMap<u64, String> {
         Some(())
     };
     let _ = run();
-    out
 }
 
 /// The addresses a set of lines asks names for (for tests and diagnostics).
@@ -188,6 +364,57 @@ mod tests {
             cmdline_extra("quiet "),
             format!("quiet {}", truecold_proto::cmdline::ATTRIBUTION_CMDLINE)
         );
+    }
+
+    #[test]
+    fn instrumentation_changes_only_what_its_instrument_needs() {
+        let base = VmmCommand {
+            program: "/vmm".into(),
+            args: vec!["boot".into()],
+        };
+        let initcall = Instrumentation::default();
+        assert_eq!(initcall.command(base.clone()).args, base.args);
+        assert!(initcall.flags().is_empty());
+        assert_eq!(initcall.cmdline_extra("quiet"), cmdline_extra("quiet"));
+        let rip = Instrumentation {
+            instrument: Instrument::Rip,
+            period: SamplePeriod::from_us(250).unwrap(),
+        };
+        assert_eq!(
+            rip.command(base).args,
+            vec!["boot", "--sample-rip-us", "250"]
+        );
+        assert_eq!(rip.cmdline_extra("quiet"), "quiet", "no initcall_debug");
+        assert_eq!(
+            rip.flags(),
+            vec![
+                "--attribution-instrument",
+                "rip",
+                "--attribution-sample-us",
+                "250"
+            ]
+        );
+        assert_eq!(default_period().us(), SamplePeriod::DEFAULT_US);
+    }
+
+    #[test]
+    fn rips_map_to_the_function_that_holds_them() {
+        // This test binary's own symbols: a function's start and its last byte map to it,
+        // its end does not (unless another function starts there).
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let t = FunctionTable::of(&me);
+        let (&start, &end) = t
+            .ends
+            .iter()
+            .find(|(s, e)| **e > **s + 1 && t.by_address.get(s).is_some_and(|n| n == "main"))
+            .expect("main has a size");
+        let f = t.function_of(start).unwrap();
+        assert_eq!((f.start, f.end, f.name.as_str()), (start, end, "main"));
+        assert_eq!(t.function_of(end - 1).unwrap().name, "main");
+        assert_ne!(t.function_of(end).map(|f| f.start), Some(start));
+        assert_eq!(t.function_of(0), None);
+        let fs = t.functions_of([start, end - 1, start + 1].into_iter());
+        assert_eq!(fs.len(), 1);
     }
 
     #[test]

@@ -730,6 +730,7 @@ impl KernelAb<'_> {
                 },
             ],
             attribution: 0,
+            instrument: crate::attribution::Instrumentation::default(),
             attribute: Vec::new(),
         };
         let dest = dir.join(&rel);

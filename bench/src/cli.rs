@@ -216,6 +216,31 @@ pub struct GuestArgs {
     pub mem: GuestMem,
 }
 
+/// How `--attribution`'s launches measure the boot (`truecold run`, `truecold tune`).
+#[derive(Args, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InstrumentArgs {
+    /// What the attribution launches measure the boot with (docs/attribution.md).
+    ///
+    /// `initcall`: the guest's `initcall_debug` trace (a larger log buffer,
+    /// `truecold.attribution=1`; the printk per initcall slows the boot it measures). `rip`:
+    /// the VMM samples each vCPU's RIP every --attribution-sample-us from outside the guest
+    /// (`truecold-vmm boot --sample-rip-us`), the guest unchanged; a flat profile per vCPU.
+    #[arg(long, value_enum, default_value_t = crate::attribution::Instrument::Initcall)]
+    pub attribution_instrument: crate::attribution::Instrument,
+    /// With --attribution-instrument rip: the sampling period, µs (10 to 1000000).
+    #[arg(long, value_name = "US", value_parser = crate::attribution::parse_period, default_value_t = truecold_proto::rip::SamplePeriod::DEFAULT)]
+    pub attribution_sample_us: truecold_proto::rip::SamplePeriod,
+}
+
+impl InstrumentArgs {
+    pub fn instrumentation(&self) -> crate::attribution::Instrumentation {
+        crate::attribution::Instrumentation {
+            instrument: self.attribution_instrument,
+            period: self.attribution_sample_us,
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// How launches are scheduled.
@@ -367,6 +392,8 @@ pub struct RunArgs {
     /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
     #[arg(long, default_value_t = 0)]
     pub attribution: u64,
+    #[command(flatten)]
+    pub instrument: InstrumentArgs,
     #[command(flatten)]
     pub own_kernel: KernelConfigArgs,
     /// With --kernel-config or --kernel-fragment: build this kernel git work tree.
@@ -553,6 +580,8 @@ pub struct TuneArgs {
     /// bundles and side by side into the README. 0: none.
     #[arg(long, default_value_t = 2)]
     pub attribution: u64,
+    #[command(flatten)]
+    pub instrument: InstrumentArgs,
     /// The VMM, the base guest, and where Kconfig knobs' kernels are built.
     #[command(flatten)]
     pub paths: KernelPaths,

@@ -155,6 +155,12 @@ pub struct PhasePlan {
     /// Attribution launches (`initcall_debug`, after the measured rounds, never rows) for
     /// each arm named in `attribute`.
     pub attribution: u64,
+    /// How the attribution launches measure the boot (left out of the JSON at the default).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::attribution::Instrumentation::is_default"
+    )]
+    pub instrument: crate::attribution::Instrumentation,
     pub attribute: Vec<String>,
 }
 
@@ -739,8 +745,15 @@ fn attribute(
     measured: &[Sample],
     stop: &AtomicBool,
 ) -> Result<Vec<(String, Vec<u8>)>, PhaseError> {
-    let extra = crate::attribution::cmdline_extra(&p.applied.cmdline_extra);
-    let command = arm_command(plan, &p.spec, p.guest.as_ref(), &p.applied, &extra, env);
+    let extra = plan.instrument.cmdline_extra(&p.applied.cmdline_extra);
+    let command = plan.instrument.command(arm_command(
+        plan,
+        &p.spec,
+        p.guest.as_ref(),
+        &p.applied,
+        &extra,
+        env,
+    ));
     let jsonl = crate::attribution::run_for(
         &p.spec,
         &command,

@@ -407,8 +407,8 @@ fn attribution_files(
     result: &ResultJson,
     stop: &AtomicBool,
 ) -> Result<Vec<(String, Vec<u8>)>, RunError> {
-    let extra = crate::attribution::cmdline_extra(&plan.guest.cmdline_extra);
-    let command = launch_command(
+    let extra = plan.instrument.cmdline_extra(&plan.guest.cmdline_extra);
+    let command = plan.instrument.command(launch_command(
         &p.spec,
         &p.vmm,
         p.guest.as_ref(),
@@ -416,7 +416,7 @@ fn attribution_files(
         plan,
         p.force,
         p.kind,
-    );
+    ));
     let jsonl = crate::attribution::run_for(
         &p.spec,
         &command,

@@ -213,6 +213,8 @@ pub struct CampaignPlan {
     pub drop_caches: bool,
     /// Attribution launches after the measured campaign (0: none).
     pub attribution: u64,
+    /// How they measure the boot.
+    pub instrument: crate::attribution::Instrumentation,
     /// The parity contract.
     pub parity: bool,
     /// Reliability tests only: every parity launch's tap name.
@@ -296,6 +298,7 @@ impl CampaignPlan {
             kill_grace_ms: a.kill_grace_ms,
             drop_caches: a.drop_caches,
             attribution: a.attribution,
+            instrument: a.instrument.instrumentation(),
             parity: a.parity,
             inject_tap_name: a.inject_tap_name.clone(),
             engines,
@@ -348,6 +351,7 @@ impl CampaignPlan {
             kill_grace_ms,
             drop_caches: false,
             attribution: 0,
+            instrument: crate::attribution::Instrumentation::default(),
             parity: false,
             inject_tap_name: None,
             engines: Vec::new(),
@@ -820,6 +824,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
         kill_grace_ms,
         drop_caches,
         attribution,
+        instrument,
         parity,
         inject_tap_name,
         engines: _,     // `paths.engines`
@@ -894,6 +899,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
     if *attribution > 0 {
         v.push("--attribution".into());
         v.push(attribution.to_string());
+        v.extend(instrument.flags());
     }
     match stop_after {
         Some(k) => {

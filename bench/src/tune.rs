@@ -656,6 +656,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     };
     let plan_of = |phase: &str, rounds: u64, arms: Vec<PhaseArm>, attribute: &[&str]| PhasePlan {
         attribution: tp.attribution,
+        instrument: tp.instrument,
         attribute: attribute.iter().map(|a| a.to_string()).collect(),
         phase: phase.to_string(),
         contract,

@@ -161,6 +161,7 @@ mod tests {
             guest_cmdline: None,
             accounting: None,
             guest_trace: None,
+            rip_samples: None,
             containment: None,
             outcome: Outcome {
                 ok: false,

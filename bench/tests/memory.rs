@@ -176,6 +176,7 @@ fn report(r: u64, ready_us: u64, deadline_at: u64) -> Vec<u8> {
         guest_cmdline: None,
         accounting: None,
         guest_trace: None,
+        rip_samples: None,
         containment: None,
         outcome: Outcome {
             ok: true,

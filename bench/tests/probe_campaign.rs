@@ -344,3 +344,54 @@ fn probe_attribution_files_verify() {
         v.render(&out, 10)
     );
 }
+
+/// `--attribution-instrument rip` on the probe guest: the attribution launches are sampled by
+/// the VMM (`--sample-rip-us`), their lines carry the samples, attribution.csv the per-vCPU
+/// sample rows and the overhead row; the bundle verifies (the files recomputed) and its
+/// explicit run line names the instrument and the period.
+#[test]
+fn probe_rip_attribution_verifies() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("bundle");
+    let o = base_cmd(&out, "3")
+        .args([
+            "--attribution",
+            "2",
+            "--attribution-instrument",
+            "rip",
+            "--attribution-sample-us",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "truecold failed: {stdout}\n{stderr}");
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 10));
+    let jsonl = std::fs::read_to_string(out.join("attribution.jsonl")).unwrap();
+    assert_eq!(jsonl.lines().count(), 2);
+    for l in jsonl.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let vmm = &v["report"]["vmm"];
+        assert_eq!(vmm["config"]["sample_rip_us"], 10, "{l}");
+        assert_eq!(vmm["rip_samples"]["period_us"], 10, "{l}");
+    }
+    let csv = std::fs::read_to_string(out.join("attribution.csv")).unwrap();
+    for want in [
+        "overhead,sampling_overhead,",
+        "rip,vcpu0 samples,",
+        "rip,vcpu1 samples,",
+    ] {
+        assert!(csv.contains(want), "{want} not in {csv}");
+    }
+    let cmdline = std::fs::read_to_string(out.join("cmdline.txt")).unwrap();
+    assert!(
+        cmdline.contains("--attribution-instrument rip --attribution-sample-us 10"),
+        "{cmdline}"
+    );
+    // The measured rows were not sampled.
+    let reports = std::fs::read_to_string(out.join("reports.jsonl")).unwrap();
+    assert!(!reports.contains("rip_samples"));
+}

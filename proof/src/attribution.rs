@@ -21,6 +21,18 @@
 //!   ([`PRINTK_ZERO_NOTE`]); the guest lane starts at the host's `first_run`, so the phase
 //!   from it to the first kernel mark holds that early boot.
 //!
+//! # RIP samples (`--attribution-instrument rip`)
+//! When the launches were sampled by the VMM (`truecold_proto::rip`: no guest-side
+//! instrumentation), the shown launch's samples give a flat profile per vCPU
+//! ([`Lane::Rip`] rows): each function's sampled time is its samples × the period (an
+//! estimate: the function held the vCPU at those instants), halted samples (the guest's
+//! idle) and an AP's samples before its start apart, the functions past the top
+//! [`TOP_FUNCTIONS`] together. The bench names each RIP's function from vmlinux's symbol
+//! table ([`AttributionLine::functions`]). The samples are on the host clock already: the
+//! SVG draws one strip per vCPU, coloured by function, on the timeline of the host stages.
+//! The [`Lane::Overhead`] row is the attribution launches' p50 against the measured rows'
+//! p50: what the sampling cost the boot.
+//!
 //! # Representative launch and reconciliation
 //! The launch shown is the successful one whose request → strict-ready is the nearest-rank
 //! median of the successful launches (lowest index among equals). Its total is compared with
@@ -49,6 +61,12 @@ pub const SVG_FILE: &str = "attribution.svg";
 pub const RECONCILE_BOUND_PPM: u64 = 100_000;
 /// Initcalls shown (the longest, by the kernel's own duration).
 pub const TOP_INITCALLS: usize = 25;
+/// Functions shown per vCPU in the flat profile (by samples; the rest as `[other]`).
+pub const TOP_FUNCTIONS: usize = 20;
+/// Functions coloured in the SVG's strips (by samples over all vCPUs; the rest grey).
+pub const STRIP_COLOURS: usize = 10;
+/// Most entries of a line's [`AttributionLine::functions`] (each one holds a sample).
+pub const MAX_FUNCTIONS: usize = truecold_proto::rip::MAX_SAMPLES;
 /// Most lines read from [`JSONL_FILE`].
 pub const MAX_RUNS: usize = 1_000;
 /// Longest line of [`JSONL_FILE`] (a trace of every initcall is a few hundred KiB).
@@ -73,6 +91,8 @@ pub enum AttributionError {
     TooManyRuns,
     #[error("{JSONL_FILE} has no launch that reached strict-ready with a VMM report")]
     NoUsableRun,
+    #[error("{JSONL_FILE}: the shown launch's RIP samples")]
+    Rip(#[source] truecold_proto::rip::RipError),
 }
 
 /// One attribution launch.
@@ -85,6 +105,19 @@ pub struct AttributionLine {
     /// KALLSYMS prints `0x…`), read from the vmlinux symbol table; asserted by the bench.
     #[serde(default)]
     pub symbols: BTreeMap<String, String>,
+    /// The functions the launch's RIP samples fall in (by start; `--attribution-instrument
+    /// rip` only), read by the bench from the vmlinux symbol table; asserted by the bench.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<RipFunction>,
+}
+
+/// A guest kernel function: `start..end` (end exclusive) and its name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RipFunction {
+    pub start: u64,
+    pub end: u64,
+    pub name: String,
 }
 
 /// Which part of the timeline a row is.
@@ -95,6 +128,10 @@ pub enum Lane {
     Host,
     Guest,
     Initcall,
+    /// A vCPU's flat profile from RIP samples.
+    Rip,
+    /// The attribution launches' p50 against the measured p50.
+    Overhead,
 }
 
 impl Lane {
@@ -105,6 +142,8 @@ impl Lane {
             Lane::Host => "host",
             Lane::Guest => "guest",
             Lane::Initcall => "initcall",
+            Lane::Rip => "rip",
+            Lane::Overhead => "overhead",
         }
     }
 }
@@ -126,6 +165,29 @@ pub struct Attribution {
     pub rows: Vec<Row>,
     /// Whether the shown launch's total is within [`RECONCILE_BOUND_PPM`] of the measured p50.
     pub represents: bool,
+    /// The shown launch's RIP samples as the SVG draws them (`None` without samples).
+    pub rip: Option<RipView>,
+}
+
+/// What a RIP sample is shown as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Key {
+    /// One of the [`RipView::legend`] functions.
+    Func(usize),
+    /// Another function.
+    Other,
+    /// No function holds the RIP (user space, or not in the table).
+    NoSymbol,
+    Halted,
+    WaitingForStart,
+}
+
+/// The strips of the SVG: per vCPU, runs of consecutive samples shown alike, each
+/// `(start, end, key)` in ns after the request (a sample covers one period from its time).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RipView {
+    pub legend: Vec<String>,
+    pub strips: Vec<Vec<(i64, i64, Key)>>,
 }
 
 /// Parses [`JSONL_FILE`] (bounded).
@@ -192,6 +254,7 @@ pub fn attribute(
     let p50 = percentile_sorted(&measured_ok, 50, 100);
     let delta = p50.map(|p| ppm_delta(total, p));
     let represents = delta.is_some_and(|d| d <= RECONCILE_BOUND_PPM);
+    let rip = core.rip_samples.clone();
 
     let mut rows = vec![
         Row {
@@ -346,7 +409,240 @@ pub fn attribute(
             });
         }
     }
-    Ok(Attribution { rows, represents })
+    let rip = match rip {
+        None => None,
+        Some(rs) => {
+            rows.push(overhead_row(median, p50, totals.len(), measured_ok.len()));
+            let funcs = function_index(&lines[idx].functions)?;
+            Some(rip_rows(&rs, &funcs, origin, &mut rows)?)
+        }
+    };
+    Ok(Attribution {
+        rows,
+        represents,
+        rip,
+    })
+}
+
+/// The overhead row: the attribution launches' p50 (`attr_p50`, of `k`) against the
+/// measured rows' p50 (of `m`).
+fn overhead_row(attr_p50: u64, p50: Option<u64>, k: usize, m: usize) -> Row {
+    let note = match p50 {
+        Some(p) => {
+            let d = i128::from(attr_p50) - i128::from(p);
+            let ppm = if p == 0 {
+                0
+            } else {
+                d * 1_000_000 / i128::from(p)
+            };
+            format!(
+                "attribution p50 - measured p50 = {d:+} ns ({ppm:+} ppm of p50), {k} sampled \
+                 launches against {m} measured rows: what the sampling cost the boot"
+            )
+        }
+        None => format!("no measured success to compare ({k} sampled launches)"),
+    };
+    Row {
+        lane: Lane::Overhead,
+        name: "sampling_overhead".into(),
+        start_ns: None,
+        dur_ns: Some(attr_p50),
+        counters: None,
+        note,
+    }
+}
+
+/// The line's functions, sorted by start, checked: bounded, `start < end`, no overlap.
+fn function_index(f: &[RipFunction]) -> Result<Vec<&RipFunction>, AttributionError> {
+    let bad = |why: String| AttributionError::BadLine { line: 0, why };
+    if f.len() > MAX_FUNCTIONS {
+        return Err(bad(format!("more than {MAX_FUNCTIONS} functions")));
+    }
+    let mut v: Vec<&RipFunction> = f.iter().collect();
+    v.sort_by_key(|x| x.start);
+    for w in v.windows(2) {
+        if w[0].end > w[1].start {
+            return Err(bad(format!(
+                "functions {} and {} overlap",
+                w[0].name, w[1].name
+            )));
+        }
+    }
+    if let Some(x) = v.iter().find(|x| x.start >= x.end) {
+        return Err(bad(format!("function {} is empty", x.name)));
+    }
+    Ok(v)
+}
+
+/// The function holding `rip` (an index into `funcs`, sorted and disjoint).
+fn function_of(funcs: &[&RipFunction], rip: u64) -> Option<usize> {
+    let i = funcs.partition_point(|f| f.start <= rip).checked_sub(1)?;
+    (rip < funcs[i].end).then_some(i)
+}
+
+/// What one vCPU's samples give: per key, the count and the first sample's time.
+#[derive(Default)]
+struct Profile {
+    /// Per function index: (samples, first time).
+    funcs: BTreeMap<usize, (u64, i64)>,
+    halted: (u64, i64),
+    waiting: (u64, i64),
+    no_symbol: (u64, i64),
+}
+
+fn count(slot: &mut (u64, i64), t: i64) {
+    if slot.0 == 0 {
+        slot.1 = t;
+    }
+    slot.0 += 1;
+}
+
+/// The mean time between a vCPU's consecutive samples (`-` under two samples): the period
+/// the sampling achieved.
+fn mean_interval<T>(samples: &[(i64, T)]) -> String {
+    match (samples.first(), samples.last()) {
+        (Some(a), Some(b)) if samples.len() > 1 => {
+            let span = i128::from(b.0) - i128::from(a.0);
+            format!("{} ns", span / (samples.len() as i128 - 1))
+        }
+        _ => "-".into(),
+    }
+}
+
+/// The flat profile rows of every vCPU, and the strips.
+fn rip_rows(
+    rs: &truecold_proto::rip::RipSamples,
+    funcs: &[&RipFunction],
+    origin: u64,
+    rows: &mut Vec<Row>,
+) -> Result<RipView, AttributionError> {
+    use truecold_proto::rip::VcpuState;
+    let decoded = rs.decode().map_err(AttributionError::Rip)?;
+    let period = rs.period_us.ns();
+    // Per vCPU: each sample's time and what it is (function index or a state).
+    let mut classified: Vec<Vec<(i64, Result<usize, Key>)>> = Vec::new();
+    let mut totals: BTreeMap<usize, u64> = BTreeMap::new();
+    for samples in &decoded {
+        let mut v = Vec::with_capacity(samples.len());
+        for s in samples {
+            let t = signed(s.t_ns, origin);
+            let what = match s.state {
+                VcpuState::Halted => Err(Key::Halted),
+                VcpuState::WaitingForStart => Err(Key::WaitingForStart),
+                VcpuState::Running | VcpuState::Unknown => {
+                    function_of(funcs, s.rip).ok_or(Key::NoSymbol)
+                }
+            };
+            if let Ok(f) = what {
+                *totals.entry(f).or_default() += 1;
+            }
+            v.push((t, what));
+        }
+        classified.push(v);
+    }
+    // The legend: the most sampled functions over all vCPUs (ties: the lower start).
+    let mut ranked: Vec<(usize, u64)> = totals.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let legend_of: BTreeMap<usize, usize> = ranked
+        .iter()
+        .take(STRIP_COLOURS)
+        .enumerate()
+        .map(|(k, (f, _))| (*f, k))
+        .collect();
+    let legend = ranked
+        .iter()
+        .take(STRIP_COLOURS)
+        .map(|(f, _)| funcs[*f].name.clone())
+        .collect();
+    let mut strips = Vec::new();
+    for (vcpu, samples) in classified.iter().enumerate() {
+        let enc = &rs.vcpus[vcpu];
+        let mut p = Profile::default();
+        let mut strip: Vec<(i64, i64, Key)> = Vec::new();
+        for &(t, what) in samples {
+            let key = match what {
+                Ok(f) => {
+                    count(p.funcs.entry(f).or_insert((0, t)), t);
+                    legend_of.get(&f).map_or(Key::Other, |k| Key::Func(*k))
+                }
+                Err(k) => {
+                    let slot = match k {
+                        Key::Halted => &mut p.halted,
+                        Key::WaitingForStart => &mut p.waiting,
+                        _ => &mut p.no_symbol,
+                    };
+                    count(slot, t);
+                    k
+                }
+            };
+            let end = t.saturating_add(i64::try_from(period).unwrap_or(i64::MAX));
+            match strip.last_mut() {
+                Some(last) if last.2 == key && last.1 >= t => last.1 = end,
+                _ => strip.push((t, end, key)),
+            }
+        }
+        strips.push(strip);
+        let n = samples.len() as u64;
+        let ppm = |c: u64| (c * 1_000_000).checked_div(n).unwrap_or(0);
+        rows.push(Row {
+            lane: Lane::Rip,
+            name: format!("vcpu{vcpu} samples"),
+            start_ns: None,
+            dur_ns: Some(n.saturating_mul(period)),
+            counters: None,
+            note: format!(
+                "{n} samples every {} us of {} ticks (mean interval {}); not taken: {} over \
+                 the cap, {} coalesced, {} unread, {} at the stop; {} ticks missed (all vCPUs)",
+                rs.period_us.us(),
+                rs.ticks,
+                mean_interval(samples),
+                enc.over_cap,
+                enc.coalesced,
+                enc.unread,
+                enc.at_stop,
+                rs.missed_ticks
+            ),
+        });
+        let mut fl: Vec<(&usize, &(u64, i64))> = p.funcs.iter().collect();
+        fl.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+        let mut row = |name: String, (c, first): (u64, i64), what: &str| {
+            if c > 0 {
+                rows.push(Row {
+                    lane: Lane::Rip,
+                    name: format!("vcpu{vcpu} {name}"),
+                    start_ns: Some(first),
+                    dur_ns: Some(c.saturating_mul(period)),
+                    counters: None,
+                    note: format!("{c} samples ({} ppm of the vCPU's){what}", ppm(c)),
+                });
+            }
+        };
+        for (f, v) in fl.iter().take(TOP_FUNCTIONS) {
+            let func = funcs[**f];
+            row(
+                func.name.clone(),
+                **v,
+                &format!("; {:#x}..{:#x}", func.start, func.end),
+            );
+        }
+        let rest = fl
+            .iter()
+            .skip(TOP_FUNCTIONS)
+            .fold((0u64, i64::MAX), |a, (_, v)| (a.0 + v.0, a.1.min(v.1)));
+        row("[other]".into(), rest, "; the functions past the top");
+        row(
+            "[no symbol]".into(),
+            p.no_symbol,
+            "; no function holds the RIP",
+        );
+        row("[halted]".into(), p.halted, "; the guest's idle (HLT)");
+        row(
+            "[waiting for start]".into(),
+            p.waiting,
+            "; an AP before its INIT/SIPI",
+        );
+    }
+    Ok(RipView { legend, strips })
 }
 
 fn signed(t: u64, origin: u64) -> i64 {
@@ -423,10 +719,28 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
     let ticks = crate::plot::ticks(last as f64 / 1e6, 8);
     let end_ms = ticks.last().copied().unwrap_or(1.0).max(f64::MIN_POSITIVE);
     let end = ((end_ms * 1e6) as i128).max(last);
-    let axis_y0 = TOP as i32;
+    // With RIP samples: a line for the overhead, a strip per vCPU on the timeline, and the
+    // flat profile below it (without them the drawing is what it always was).
+    let strips = a.rip.as_ref().map_or(0, |r| r.strips.len()) as u32;
+    let profile: Vec<&Row> = a
+        .rows
+        .iter()
+        .filter(|r| r.lane == Lane::Rip && r.start_ns.is_some())
+        .collect();
+    let top = if a.rip.is_some() { TOP + 20 } else { TOP };
+    let axis_y0 = top as i32;
     let bars_y0 = axis_y0 + AXIS_H as i32;
-    let bars_y1 = bars_y0 + (ROW_H * bars.len() as u32) as i32;
-    let h = TOP + AXIS_H * 2 + ROW_H * (bars.len() as u32) + 30;
+    let bars_y1 = bars_y0 + (ROW_H * (bars.len() as u32 + strips)) as i32;
+    let profile_y0 = bars_y1 + 70;
+    let h = top
+        + AXIS_H * 2
+        + ROW_H * (bars.len() as u32 + strips)
+        + 30
+        + if a.rip.is_some() {
+            70 + ROW_H * profile.len() as u32
+        } else {
+            0
+        };
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (W, h)).into_drawing_area();
@@ -456,6 +770,13 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
             (8, 48),
             style.clone(),
         ));
+        if let Some(o) = a.rows.iter().find(|r| r.lane == Lane::Overhead) {
+            let _ = root.draw(&Text::new(
+                format!("sampling overhead: {}", o.note),
+                (8, 68),
+                (FONT, 11).into_font().color(&BLACK),
+            ));
+        }
         let span = (W - LEFT - 20) as i128;
         let x = |t: i128| -> i32 {
             let v = LEFT as i128 + (t.clamp(0, end) * span) / end;
@@ -522,9 +843,111 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
             (sr.min((W - 170) as i32), bars_y1 + 20),
             (FONT, 12).into_font().color(&red),
         ));
+        if let Some(rip) = &a.rip {
+            let y_strips = bars_y0 + (ROW_H * bars.len() as u32) as i32;
+            for (v, strip) in rip.strips.iter().enumerate() {
+                let y = y_strips + (ROW_H * v as u32) as i32;
+                let _ = root.draw(&Text::new(
+                    format!("rip vcpu{v} by function"),
+                    (4, y + 2),
+                    (FONT, 11).into_font(),
+                ));
+                // At most one rectangle starts in each pixel column.
+                let mut last: Option<(i32, i32, Key)> = None;
+                let mut rects = Vec::new();
+                for &(s, e, key) in strip {
+                    let (x0, x1) = (x(i128::from(s)), x(i128::from(e)).max(x(i128::from(s)) + 1));
+                    match last.as_mut() {
+                        Some(l) if l.2 == key && l.1 >= x0 => l.1 = l.1.max(x1),
+                        Some(l) if x1 <= l.1 => {}
+                        Some(l) => {
+                            let from = x0.max(l.1);
+                            rects.push(*l);
+                            last = Some((from, x1, key));
+                        }
+                        None => last = Some((x0, x1, key)),
+                    }
+                }
+                rects.extend(last);
+                for (x0, x1, key) in rects {
+                    let _ = root.draw(&Rectangle::new(
+                        [(x0, y + 2), (x1, y + ROW_H as i32 - 2)],
+                        key_colour(key).filled(),
+                    ));
+                }
+            }
+            let _ = root.draw(&Text::new(
+                "flat profile from RIP samples: sampled time (samples x period), ms; colours \
+                 as in the strips",
+                (8, profile_y0 - 24),
+                style.clone(),
+            ));
+            let max = profile
+                .iter()
+                .filter_map(|r| r.dur_ns)
+                .max()
+                .unwrap_or(1)
+                .max(1);
+            let span = i128::from(W - LEFT - 80);
+            for (i, r) in profile.iter().enumerate() {
+                let y = profile_y0 + (ROW_H * i as u32) as i32;
+                let d = r.dur_ns.unwrap_or(0);
+                let len = i32::try_from(i128::from(d) * span / i128::from(max)).unwrap_or(0);
+                let fname = r.name.split_once(' ').map_or("", |(_, f)| f);
+                let key = rip
+                    .legend
+                    .iter()
+                    .position(|n| n == fname)
+                    .map(Key::Func)
+                    .unwrap_or(match fname {
+                        "[halted]" => Key::Halted,
+                        "[waiting for start]" => Key::WaitingForStart,
+                        "[no symbol]" => Key::NoSymbol,
+                        _ => Key::Other,
+                    });
+                let x0 = LEFT as i32;
+                let _ = root.draw(&Rectangle::new(
+                    [(x0, y + 2), (x0 + len.max(1), y + ROW_H as i32 - 2)],
+                    key_colour(key).filled(),
+                ));
+                let label: String = r.name.chars().take(38).collect();
+                let _ = root.draw(&Text::new(label, (4, y + 2), (FONT, 11).into_font()));
+                let _ = root.draw(&Text::new(
+                    format!("{} ms", crate::report::ms(d)),
+                    (x0 + len.max(1) + 6, y + 2),
+                    (FONT, 11).into_font(),
+                ));
+            }
+        }
         let _ = root.present();
     }
     out
+}
+
+/// A strip's colour: the legend's functions in a fixed palette, the rest in greys.
+fn key_colour(k: Key) -> RGBColor {
+    const PALETTE: [RGBColor; STRIP_COLOURS] = [
+        RGBColor(0x1f, 0x77, 0xb4),
+        RGBColor(0xff, 0x7f, 0x0e),
+        RGBColor(0x2c, 0xa0, 0x2c),
+        RGBColor(0xd6, 0x27, 0x28),
+        RGBColor(0x94, 0x67, 0xbd),
+        RGBColor(0x8c, 0x56, 0x4b),
+        RGBColor(0xe3, 0x77, 0xc2),
+        RGBColor(0xbc, 0xbd, 0x22),
+        RGBColor(0x17, 0xbe, 0xcf),
+        RGBColor(0x39, 0x3b, 0x79),
+    ];
+    match k {
+        Key::Func(i) => PALETTE
+            .get(i)
+            .copied()
+            .unwrap_or(RGBColor(0x7f, 0x7f, 0x7f)),
+        Key::Other => RGBColor(0x7f, 0x7f, 0x7f),
+        Key::NoSymbol => RGBColor(0x30, 0x30, 0x30),
+        Key::Halted => RGBColor(0xd0, 0xd0, 0xd0),
+        Key::WaitingForStart => RGBColor(0xf0, 0xe6, 0xc8),
+    }
 }
 
 /// Both generated files from [`JSONL_FILE`]'s bytes.

@@ -71,6 +71,8 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--qemu",
     "--seed",
     "--attribution",
+    "--attribution-instrument",
+    "--attribution-sample-us",
     "--inject-tap-name",
     "--kernel-config",
     "--kernel-source",

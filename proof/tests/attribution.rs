@@ -81,6 +81,7 @@ fn lines_for(samples: &[Sample]) -> Vec<AttributionLine> {
                 symbols: [("0xffffffff81000010".to_string(), "big_init".to_string())]
                     .into_iter()
                     .collect(),
+                functions: Vec::new(),
             }
         })
         .collect()
@@ -377,4 +378,255 @@ fn report_regenerates_the_attribution_files() {
     )
     .unwrap();
     assert!(truecold_proof::regenerate(&dir).is_err());
+}
+
+/// Function A and B of the synthetic RIP lines, and a RIP in neither.
+const FN_A: u64 = 0xffff_ffff_8100_0000;
+const FN_B: u64 = 0xffff_ffff_8100_0100;
+const USER_RIP: u64 = 0x40_1000;
+
+/// The fixture's lines as `--attribution-instrument rip` launches: no trace; vCPU 0 sampled
+/// 6 times in A, 3 in B (A, A, B, A, A, A, B, B, halted, A), vCPU 1 twice waiting, twice
+/// in B and once in no function; a 100 µs period from `first_run`.
+fn rip_lines_for(samples: &[Sample]) -> Vec<AttributionLine> {
+    use truecold_proto::rip::{Recorder, RipSamples, Sample as Rs, SamplePeriod, VcpuState};
+    lines_for(samples)
+        .into_iter()
+        .map(|mut l| {
+            let vmm = l.report.vmm.as_mut().unwrap();
+            vmm.as_object_mut().unwrap().remove("guest_trace");
+            if let Some(t0) = vmm["stamps"]["first_run"].as_u64() {
+                let seq0 = [
+                    (FN_A, VcpuState::Running),
+                    (FN_A + 8, VcpuState::Running),
+                    (FN_B, VcpuState::Running),
+                    (FN_A + 0x10, VcpuState::Running),
+                    (FN_A, VcpuState::Running),
+                    (FN_A, VcpuState::Unknown),
+                    (FN_B + 4, VcpuState::Running),
+                    (FN_B + 0xff, VcpuState::Running),
+                    (FN_B, VcpuState::Halted),
+                    (FN_A + 0xff, VcpuState::Running),
+                ];
+                let seq1 = [
+                    (0xfff0, VcpuState::WaitingForStart),
+                    (0xfff0, VcpuState::WaitingForStart),
+                    (FN_B, VcpuState::Running),
+                    (FN_B, VcpuState::Running),
+                    (USER_RIP, VcpuState::Running),
+                ];
+                let mut vcpus = Vec::new();
+                for seq in [&seq0[..], &seq1[..]] {
+                    let mut r = Recorder::new(2);
+                    r.start(t0);
+                    for (k, (rip, state)) in seq.iter().enumerate() {
+                        assert!(r.push(Rs {
+                            t_ns: t0 + (k as u64 + 1) * 100_000,
+                            rip: *rip,
+                            state: *state,
+                        }));
+                    }
+                    vcpus.push(r.finish());
+                }
+                let rs = RipSamples {
+                    period_us: SamplePeriod::from_us(100).unwrap(),
+                    t0_ns: t0,
+                    ticks: 10,
+                    missed_ticks: 1,
+                    vcpus,
+                };
+                vmm["rip_samples"] = serde_json::to_value(rs).unwrap();
+            }
+            l.symbols.clear();
+            l.functions = vec![
+                attribution::RipFunction {
+                    start: FN_B,
+                    end: FN_B + 0x100,
+                    name: "fn_b".into(),
+                },
+                attribution::RipFunction {
+                    start: FN_A,
+                    end: FN_A + 0x100,
+                    name: "fn_a".into(),
+                },
+            ];
+            l
+        })
+        .collect()
+}
+
+fn row<'a>(a: &'a attribution::Attribution, name: &str) -> &'a attribution::Row {
+    a.rows
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no row {name}: {:?}", a.rows))
+}
+
+#[test]
+fn rip_samples_give_a_flat_profile_per_vcpu_and_the_overhead() {
+    let f = Fixture::linux(9);
+    let samples = f.samples();
+    let lines = rip_lines_for(&samples);
+    let a = attribute(&lines, &samples).unwrap();
+    assert!(a.represents);
+    // Per function: samples × the period; halted, waiting and no-symbol apart.
+    let ms = |n: u64| Some(n * 100_000);
+    assert_eq!(
+        row(&a, "vcpu0 fn_a").dur_ns,
+        ms(6),
+        "the unknown state counts as running"
+    );
+    assert_eq!(row(&a, "vcpu0 fn_b").dur_ns, ms(3));
+    assert_eq!(row(&a, "vcpu0 [halted]").dur_ns, ms(1));
+    assert_eq!(row(&a, "vcpu0 samples").dur_ns, ms(10));
+    assert!(row(&a, "vcpu0 fn_a")
+        .note
+        .starts_with("6 samples (600000 ppm"));
+    assert_eq!(row(&a, "vcpu1 [waiting for start]").dur_ns, ms(2));
+    assert_eq!(row(&a, "vcpu1 fn_b").dur_ns, ms(2));
+    assert_eq!(row(&a, "vcpu1 [no symbol]").dur_ns, ms(1));
+    assert!(a.rows.iter().all(|r| r.name != "vcpu1 fn_a"));
+    assert!(a.rows.iter().all(|r| r.name != "vcpu0 [other]"));
+    // Each vCPU's profile adds up to its samples.
+    for v in ["vcpu0", "vcpu1"] {
+        let sum: u64 = a
+            .rows
+            .iter()
+            .filter(|r| r.lane == Lane::Rip && r.start_ns.is_some() && r.name.starts_with(v))
+            .filter_map(|r| r.dur_ns)
+            .sum();
+        assert_eq!(Some(sum), row(&a, &format!("{v} samples")).dur_ns, "{v}");
+    }
+    // The first sample's time, after the request.
+    let first = row(&a, "vcpu0 fn_a").start_ns.unwrap();
+    assert!(first > 0);
+    assert_eq!(row(&a, "vcpu0 fn_b").start_ns, Some(first + 200_000));
+    // Strips: runs of alike samples merged (A A | B | A A A | B B | halted | A).
+    let rip = a.rip.as_ref().unwrap();
+    assert_eq!(rip.legend, vec!["fn_a", "fn_b"]);
+    assert_eq!(rip.strips[0].len(), 6);
+    assert_eq!(rip.strips[0][0].1 - rip.strips[0][0].0, 200_000);
+    // The overhead: these launches are the measured rows, so 0; the notes say so.
+    let o = row(&a, "sampling_overhead");
+    assert_eq!(o.lane, Lane::Overhead);
+    assert!(
+        o.note
+            .starts_with("attribution p50 - measured p50 = +0 ns (+0 ppm"),
+        "{}",
+        o.note
+    );
+    assert!(row(&a, "vcpu0 samples").note.contains("1 ticks missed"));
+    assert!(row(&a, "vcpu0 samples")
+        .note
+        .contains("(mean interval 100000 ns)"));
+    // Measured rows 10 % slower: the overhead is −1/11 of their p50, and the reconciliation
+    // holds (|Δ| = 90,909 ppm ≤ 100,000).
+    let slower: Vec<Sample> = samples
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            s.latency_ns = s.latency_ns.map(|l| l + l / 10);
+            s
+        })
+        .collect();
+    let b = attribute(&lines, &slower).unwrap();
+    let attr = row(&b, "sampling_overhead").dur_ns.unwrap();
+    let p50 = row(&b, "measured_p50").dur_ns.unwrap();
+    let d = attr as i128 - p50 as i128;
+    let note = &row(&b, "sampling_overhead").note;
+    assert!(d < 0);
+    assert!(
+        note.contains(&format!("= {d} ns ({} ppm", d * 1_000_000 / p50 as i128)),
+        "{note}"
+    );
+    // The CSV and SVG are deterministic and carry them.
+    let csv = String::from_utf8(csv_bytes(&a)).unwrap();
+    assert!(csv.contains("rip,vcpu0 fn_a,"));
+    assert!(csv.contains("overhead,sampling_overhead,"));
+    let s = svg(&a, CLOCK);
+    assert_eq!(s, svg(&attribute(&lines, &samples).unwrap(), CLOCK));
+    assert!(s.contains("rip vcpu0 by function") && s.contains("sampling overhead"));
+    // Without samples: no rip or overhead row, no strips.
+    let plain = attribute(&lines_for(&samples), &samples).unwrap();
+    assert!(plain.rip.is_none());
+    assert!(plain
+        .rows
+        .iter()
+        .all(|r| !matches!(r.lane, Lane::Rip | Lane::Overhead)));
+}
+
+#[test]
+fn rip_functions_that_overlap_or_do_not_decode_are_refused() {
+    let f = Fixture::linux(3);
+    let samples = f.samples();
+    let mut lines = rip_lines_for(&samples);
+    for l in &mut lines {
+        l.functions[0].start = FN_A + 0x80;
+    }
+    assert!(matches!(
+        attribute(&lines, &samples),
+        Err(AttributionError::BadLine { .. })
+    ));
+    let mut lines = rip_lines_for(&samples);
+    for l in &mut lines {
+        let v = l.report.vmm.as_mut().unwrap();
+        if v["rip_samples"].is_object() {
+            v["rip_samples"]["vcpus"][0]["state"] = "rr".into();
+        }
+    }
+    assert!(matches!(
+        attribute(&lines, &samples),
+        Err(AttributionError::Rip(_))
+    ));
+}
+
+#[test]
+fn verify_catches_a_changed_sample_or_profile_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let make = |name: &str| {
+        let f = Fixture::linux(6);
+        let samples = f.samples();
+        let result = f.result(&samples);
+        let mut inputs = f.inputs_for(&samples);
+        let j = jsonl(&rip_lines_for(&samples));
+        let clock = result.environment.host_kind.clock().describe();
+        inputs.extra_files.push((JSONL_FILE.into(), j.clone()));
+        inputs
+            .extra_files
+            .extend(attribution::generate(&j, &samples, clock).unwrap());
+        let dest = tmp.path().join(name);
+        let w = write_bundle(&dest, &result, &samples, &inputs).unwrap();
+        assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+        dest
+    };
+    // A profile row's figure changed in the CSV.
+    let d1 = make("p");
+    let csv = fs::read_to_string(d1.join(CSV_FILE)).unwrap();
+    assert!(csv.contains("6 samples (600000 ppm"));
+    fs::write(
+        d1.join(CSV_FILE),
+        csv.replace("6 samples (600000 ppm", "7 samples (600000 ppm"),
+    )
+    .unwrap();
+    resum(&d1);
+    assert!(checks(&verify_dir(&d1)).contains(&Check::Attribution));
+    // One sample moved from fn_a to fn_b in the jsonl (its RIP delta changed).
+    let d2 = make("s");
+    let j = fs::read_to_string(d2.join(JSONL_FILE)).unwrap();
+    let before = format!("\"drip\":[{},", FN_A as i64);
+    assert!(j.contains(&before));
+    fs::write(
+        d2.join(JSONL_FILE),
+        j.replace(&before, &format!("\"drip\":[{},", FN_B as i64)),
+    )
+    .unwrap();
+    resum(&d2);
+    assert!(checks(&verify_dir(&d2)).contains(&Check::Attribution));
+    // Untouched, it verifies.
+    let d3 = make("ok");
+    assert!(
+        verify_dir(&d3).is_valid(),
+        "{}",
+        verify_dir(&d3).render(&d3, 20)
+    );
 }

@@ -905,6 +905,7 @@ pub mod layout;
 pub mod measure;
 pub mod parity;
 pub mod report;
+pub mod rip;
 pub mod trace;
 pub mod tune;
 

@@ -161,6 +161,10 @@ pub struct ReportCore {
     /// [`crate::trace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest_trace: Option<crate::trace::GuestTrace>,
+    /// Host-side RIP samples of the guest (`--sample-rip-us` only; see [`crate::rip`]).
+    /// Absent when sampling is off, so reports without it keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rip_samples: Option<crate::rip::RipSamples>,
     /// How the VMM process contained itself (its jail and seccomp filters, and what each
     /// step cost). Absent from reports written before it existed, and from in-process boots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -623,6 +627,7 @@ mod tests {
             guest_cmdline: None,
             accounting: None,
             guest_trace: None,
+            rip_samples: None,
             containment: None,
             outcome: Outcome {
                 ok: true,
@@ -633,6 +638,8 @@ mod tests {
         };
         let mut v = serde_json::to_value(&core).unwrap();
         assert_eq!(v["transport"], "serial");
+        // Sampling off: no `rip_samples` key at all (old reports keep their bytes).
+        assert!(v.get("rip_samples").is_none(), "{v}");
         assert_eq!(
             VmmOutput::parse(v.to_string().as_bytes()),
             Ok(VmmOutput::Boot(Box::new(core)))

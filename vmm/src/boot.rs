@@ -431,6 +431,10 @@ fn run_inner(
     acct.take(Mark::KernelLoaded, host::counters(no_exits));
     crate::fault::at(Mark::KernelLoaded);
 
+    // The RIP sampler's buffers, before the filters (`--sample-rip-us`; none by default).
+    let sampler = cfg
+        .sample_rip_us
+        .map(|p| run::Sampler::new(p, usize::from(cfg.vcpus)));
     let confined = match confine {
         Some(c) => Some(confine_now(c, needs)?),
         None => None,
@@ -480,10 +484,10 @@ fn run_inner(
     };
     let bus = Mutex::new(bus);
     let (out, serial_input) = match cfg.transport {
-        Transport::Ports | Transport::Vsock => (run::run(vcpus, &bus, deadline_at), None),
+        Transport::Ports | Transport::Vsock => (run::run(vcpus, &bus, deadline_at, sampler), None),
         Transport::Serial => {
             let (out, input) =
-                devices::with_stdin_input(&bus, || run::run(vcpus, &bus, deadline_at))
+                devices::with_stdin_input(&bus, || run::run(vcpus, &bus, deadline_at, sampler))
                     .map_err(Error::Devices)?;
             (out, Some(input))
         }
@@ -599,6 +603,7 @@ fn run_inner(
             end: out.end,
             vcpu_errors: out.errors,
             vcpu_last_rip: out.last_rip,
+            rip_samples: out.rip_samples,
             serial_input,
             sandbox,
             containment,

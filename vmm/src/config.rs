@@ -44,6 +44,10 @@ pub struct BootConfig {
     /// none, so reports without them keep their bytes).
     #[serde(default, skip_serializing_if = "VirtioConfig::is_empty")]
     pub virtio: VirtioConfig,
+    /// Host-side RIP sampling of the guest every this many µs (`--sample-rip-us`; off by
+    /// default and then left out of the JSON, so reports without it keep their bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_rip_us: Option<truecold_proto::rip::SamplePeriod>,
 }
 
 /// The virtio devices asked for (`--workspace`, `--tap`/`--net-pair`, `--vsock-uds`).
@@ -161,6 +165,7 @@ impl BootConfig {
             force: false,
             host_kind: None,
             virtio: VirtioConfig::default(),
+            sample_rip_us: None,
         }
     }
 
@@ -207,6 +212,13 @@ mod tests {
         );
         let json = serde_json::to_string(&cfg).unwrap();
         assert!(!json.contains("virtio"), "{json}");
+        assert!(!json.contains("sample_rip"), "{json}");
+        let mut sampled = cfg.clone();
+        sampled.sample_rip_us = Some(truecold_proto::rip::SamplePeriod::from_us(250).unwrap());
+        let j = serde_json::to_string(&sampled).unwrap();
+        assert!(j.contains(r#""sample_rip_us":250"#), "{j}");
+        assert_eq!(serde_json::from_str::<BootConfig>(&j).unwrap(), sampled);
+        assert!(serde_json::from_str::<BootConfig>(&j.replace(":250", ":3")).is_err());
         cfg.virtio = VirtioConfig {
             workspace: Some("/w.img".into()),
             tap: Some("tc0".into()),

@@ -201,6 +201,11 @@ struct BootArgs {
     /// vcpu-socket).
     #[arg(long, hide = true, value_parser = SelfTest::parse)]
     sandbox_selftest: Option<SelfTest>,
+    /// Host-side sampling of the guest: every N µs (10 to 1000000) each vCPU is kicked out of
+    /// KVM_RUN and its RIP and MP state recorded with the time on the VMM's clock; the
+    /// report's `rip_samples` holds them (bounded: truecold_proto::rip). Off by default.
+    #[arg(long, value_name = "N", value_parser = parse_sample_period)]
+    sample_rip_us: Option<truecold_proto::rip::SamplePeriod>,
     /// Reliability tests only: send this process SIGNAL right after MARK
     /// (`sigkill@memory_ready`, see vmm/src/fault.rs). Never a measurement.
     #[arg(long, hide = true, value_parser = truecold_vmm::fault::Fault::parse)]
@@ -262,6 +267,7 @@ impl BootArgs {
                     vsock_tx: self.vsock_tx_rate_limit.unwrap_or(RateLimit::VSOCK_TX),
                 },
             },
+            sample_rip_us: self.sample_rip_us,
         };
         validate(&cfg)?;
         Ok(cfg)
@@ -310,6 +316,10 @@ fn jail_plan(
         source,
         binds,
     })
+}
+
+fn parse_sample_period(s: &str) -> Result<truecold_proto::rip::SamplePeriod, String> {
+    truecold_proto::rip::SamplePeriod::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_transport(s: &str) -> Result<Transport, String> {

@@ -173,6 +173,7 @@ pub struct Observed {
     pub end: RunEnd,
     pub vcpu_errors: Vec<RunError>,
     pub vcpu_last_rip: Vec<u64>,
+    pub rip_samples: Option<truecold_proto::rip::RipSamples>,
     pub serial_input: Option<SerialInput>,
     pub sandbox: Option<crate::sandbox::SandboxReport>,
     pub containment: Option<truecold_proto::report::Containment>,
@@ -197,6 +198,7 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
             guest_cmdline,
             accounting: Some(o.accounting),
             guest_trace: o.guest_trace,
+            rip_samples: o.rip_samples,
             containment: o.containment,
             outcome: Outcome {
                 ok: failure.is_none(),

@@ -1,14 +1,21 @@
 //! Stage 6: the run loop. One thread per vCPU; exits go to the [`Bus`]; the first stop
 //! (exit port, reset, triple fault, a vCPU failure) or the deadline ends the run: the
 //! other vCPUs are kicked out of KVM_RUN with a signal whose handler sets `immediate_exit`.
+//!
+//! With a [`Sampler`] (`--sample-rip-us`) the waiting thread also wakes every period and
+//! kicks each started vCPU with its "sample requested" flag set; on that `EINTR` the vCPU
+//! thread stamps the time, reads RIP and its MP state and appends them to its own buffer
+//! (allocated before the seccomp filters; `truecold_proto::rip`).
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use kvm_ioctls::{VcpuExit, VcpuFd};
 use serde::{Deserialize, Serialize};
+
+use truecold_proto::rip::{Recorder, RipSamples, Sample, SamplePeriod, VcpuState};
 
 use crate::devices::{lock, Action, Bus, DeviceError, StopReason};
 use crate::timeline::now_ns;
@@ -70,6 +77,25 @@ pub struct RunOutcome {
     /// the guest never started. Their `KVM_GET_MP_STATE` says so; one that cannot be read is
     /// not listed.
     pub never_started: Vec<usize>,
+    /// The RIP samples, when the run had a [`Sampler`].
+    pub rip_samples: Option<RipSamples>,
+}
+
+/// Host-side RIP sampling of a run: the period and one recorder per vCPU, allocated by
+/// [`Sampler::new`] before the seccomp filters (the vCPU threads then append without
+/// allocating).
+pub struct Sampler {
+    pub period: SamplePeriod,
+    recorders: Vec<Recorder>,
+}
+
+impl Sampler {
+    pub fn new(period: SamplePeriod, vcpus: usize) -> Self {
+        Sampler {
+            period,
+            recorders: (0..vcpus).map(|_| Recorder::new(vcpus)).collect(),
+        }
+    }
 }
 
 thread_local! {
@@ -117,6 +143,11 @@ struct Shared<'a> {
     last_rip: Vec<AtomicU64>,
     /// Each vCPU's `KVM_GET_MP_STATE` when its thread stopped ([`MP_STATE_UNREAD`] if not read).
     mp_state: Vec<AtomicU32>,
+    /// Per vCPU: a sample is requested (set by the waiting thread before its kick, taken by
+    /// the vCPU thread on the kick's `EINTR`).
+    sample_req: Vec<AtomicBool>,
+    /// Per vCPU: ticks at which the previous request was still pending.
+    coalesced: Vec<AtomicU64>,
 }
 
 const MP_STATE_UNREAD: u32 = u32::MAX;
@@ -126,6 +157,46 @@ const MP_STATE_UNREAD: u32 = u32::MAX;
 fn waiting_for_start(mp_state: u32) -> bool {
     mp_state == kvm_bindings::KVM_MP_STATE_UNINITIALIZED
         || mp_state == kvm_bindings::KVM_MP_STATE_INIT_RECEIVED
+}
+
+/// The sample's state from a `KVM_GET_MP_STATE` value.
+fn sample_state(mp_state: u32) -> VcpuState {
+    if mp_state == kvm_bindings::KVM_MP_STATE_RUNNABLE {
+        VcpuState::Running
+    } else if mp_state == kvm_bindings::KVM_MP_STATE_HALTED {
+        VcpuState::Halted
+    } else if waiting_for_start(mp_state) || mp_state == kvm_bindings::KVM_MP_STATE_SIPI_RECEIVED {
+        VcpuState::WaitingForStart
+    } else {
+        VcpuState::Unknown
+    }
+}
+
+/// On a sampling kick's `EINTR`: the time first, then RIP and the MP state. A sample whose
+/// stamp precedes a `stop` seen unset precedes the run's `exit` stamp (taken after `stop`
+/// is set), so every kept sample lies between `first_run` and `exit`.
+fn take_sample(vcpu: &VcpuFd, sh: &Shared<'_>, rec: &mut Recorder) {
+    let t_ns = now_ns();
+    if rec.full() {
+        rec.over_cap();
+        return;
+    }
+    let Ok(regs) = vcpu.get_regs() else {
+        rec.unread();
+        return;
+    };
+    let state = vcpu
+        .get_mp_state()
+        .map_or(VcpuState::Unknown, |m| sample_state(m.mp_state));
+    if sh.stop.load(Ordering::SeqCst) {
+        rec.at_stop();
+        return;
+    }
+    rec.push(Sample {
+        t_ns,
+        rip: regs.rip,
+        state,
+    });
 }
 
 fn handle(i: usize, exit: VcpuExit<'_>, bus: &Mutex<Bus>, t: u64) -> Result<Action, RunError> {
@@ -171,6 +242,7 @@ fn vcpu_loop(
     vcpu: &mut VcpuFd,
     sh: &Shared<'_>,
     tx: &mpsc::Sender<Event>,
+    mut rec: Option<&mut Recorder>,
 ) -> Result<(), RunError> {
     // First thing: this thread's own, stricter seccomp filter (when the boot armed one).
     if let Err(source) = crate::sandbox::enter_vcpu_thread(i) {
@@ -207,7 +279,12 @@ fn vcpu_loop(
             }
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                 vcpu.set_kvm_immediate_exit(0);
-                lock(sh.bus).exits.interrupted += 1;
+                match rec.as_deref_mut() {
+                    Some(r) if sh.sample_req[i].swap(false, Ordering::SeqCst) => {
+                        take_sample(vcpu, sh, r);
+                    }
+                    _ => lock(sh.bus).exits.interrupted += 1,
+                }
             }
             Err(source) => {
                 let _ = tx.send(Event::Failed(i));
@@ -216,6 +293,12 @@ fn vcpu_loop(
         }
     };
     IMMEDIATE_EXIT.with(|c| c.set(std::ptr::null_mut()));
+    // A request the loop ended before serving is counted, not lost.
+    if let Some(r) = rec {
+        if sh.sample_req[i].swap(false, Ordering::SeqCst) {
+            r.at_stop();
+        }
+    }
     if let Ok(regs) = vcpu.get_regs() {
         sh.last_rip[i].store(regs.rip, Ordering::Relaxed);
     }
@@ -227,11 +310,13 @@ fn vcpu_loop(
 
 /// Runs `vcpus` until a stop, a failure or the instant `deadline_at_ns` (CLOCK_MONOTONIC,
 /// the clock of [`now_ns`]). A deadline already past ends the run as [`RunEnd::Deadline`]
-/// without starting any vCPU.
+/// without starting any vCPU. With `sampler`, the vCPUs are sampled every period from
+/// their first run until the stop.
 pub fn run(
     vcpus: Vec<VcpuFd>,
     bus: &Mutex<Bus>,
     deadline_at_ns: u64,
+    mut sampler: Option<Sampler>,
 ) -> Result<RunOutcome, RunError> {
     install_kick_handler()?;
     let n = vcpus.len();
@@ -244,8 +329,23 @@ pub fn run(
             errors: Vec::new(),
             last_rip: vec![0; n],
             never_started: Vec::new(),
+            rip_samples: None,
         });
     }
+    let t0 = now;
+    let period = sampler.as_ref().map(|s| s.period);
+    let mut recorders: Vec<Option<&mut Recorder>> = match sampler.as_mut() {
+        Some(s) => s
+            .recorders
+            .iter_mut()
+            .map(|r| {
+                r.start(t0);
+                Some(r)
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    recorders.resize_with(n, || None);
     let sh = Shared {
         bus,
         stop: AtomicBool::new(false),
@@ -253,16 +353,19 @@ pub fn run(
         tids: (0..n).map(|_| AtomicU64::new(0)).collect(),
         last_rip: (0..n).map(|_| AtomicU64::new(0)).collect(),
         mp_state: (0..n).map(|_| AtomicU32::new(MP_STATE_UNREAD)).collect(),
+        sample_req: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        coalesced: (0..n).map(|_| AtomicU64::new(0)).collect(),
     };
+    let mut ticks = Ticks::default();
     let (tx, rx) = mpsc::channel();
-    std::thread::scope(|s| {
+    let mut out = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(n);
-        for (i, mut vcpu) in vcpus.into_iter().enumerate() {
+        for ((i, mut vcpu), rec) in vcpus.into_iter().enumerate().zip(recorders) {
             let tx = tx.clone();
             let sh = &sh;
             let h = std::thread::Builder::new()
                 .name(format!("vcpu{i}"))
-                .spawn_scoped(s, move || vcpu_loop(i, &mut vcpu, sh, &tx));
+                .spawn_scoped(s, move || vcpu_loop(i, &mut vcpu, sh, &tx, rec));
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -276,15 +379,18 @@ pub fn run(
             }
         }
         drop(tx);
-        let left = Duration::from_nanos(deadline_at_ns.saturating_sub(now_ns()));
-        let end = match rx.recv_timeout(left) {
-            Ok(Event::Stop(r)) => RunEnd::Stopped(r),
-            Ok(Event::Failed(i)) => RunEnd::VcpuFailed(i),
-            Err(_) => RunEnd::Deadline,
+        let end = match period {
+            None => {
+                let left = Duration::from_nanos(deadline_at_ns.saturating_sub(now_ns()));
+                ended(rx.recv_timeout(left))
+            }
+            Some(p) => wait_sampling(&rx, &sh, deadline_at_ns, p.ns(), &mut ticks),
         };
+        // `stop` before the `exit` stamp: a sample stamped while `stop` was unset is
+        // before `exit` (see `take_sample`).
+        sh.stop.store(true, Ordering::SeqCst);
         let exit = now_ns();
         lock(bus).sample(truecold_proto::measure::Mark::Exit);
-        sh.stop.store(true, Ordering::SeqCst);
         kick_all(&sh);
         let mut errors = Vec::new();
         for (i, h) in handles.into_iter().enumerate() {
@@ -308,8 +414,94 @@ pub fn run(
             never_started: (0..n)
                 .filter(|&i| waiting_for_start(sh.mp_state[i].load(Ordering::Relaxed)))
                 .collect(),
+            rip_samples: None,
         })
-    })
+    })?;
+    out.rip_samples = sampler.map(|s| RipSamples {
+        period_us: s.period,
+        t0_ns: t0,
+        ticks: ticks.made,
+        missed_ticks: ticks.missed,
+        vcpus: s
+            .recorders
+            .into_iter()
+            .zip(&sh.coalesced)
+            .map(|(r, c)| {
+                let mut v = r.finish();
+                v.coalesced = c.load(Ordering::Relaxed);
+                v
+            })
+            .collect(),
+    });
+    Ok(out)
+}
+
+/// How the waiting thread's wait ended.
+fn ended(r: Result<Event, RecvTimeoutError>) -> RunEnd {
+    match r {
+        Ok(Event::Stop(r)) => RunEnd::Stopped(r),
+        Ok(Event::Failed(i)) => RunEnd::VcpuFailed(i),
+        Err(_) => RunEnd::Deadline,
+    }
+}
+
+/// The sampler's ticks: made (after the first run), and skipped because the waiting
+/// thread woke past more than one tick's instant.
+#[derive(Default)]
+struct Ticks {
+    made: u64,
+    missed: u64,
+}
+
+/// The wait for the stop with sampling: woken every `period_ns` (on a fixed grid from the
+/// start), each tick after the first run requests one sample of every started vCPU.
+fn wait_sampling(
+    rx: &mpsc::Receiver<Event>,
+    sh: &Shared<'_>,
+    deadline_at_ns: u64,
+    period_ns: u64,
+    ticks: &mut Ticks,
+) -> RunEnd {
+    let period_ns = period_ns.max(1);
+    let mut next = now_ns().saturating_add(period_ns);
+    loop {
+        let now = now_ns();
+        if now >= deadline_at_ns {
+            return RunEnd::Deadline;
+        }
+        let wake = next.min(deadline_at_ns);
+        match rx.recv_timeout(Duration::from_nanos(wake.saturating_sub(now))) {
+            Err(RecvTimeoutError::Timeout) => {}
+            other => return ended(other),
+        }
+        let now = now_ns();
+        if now < next {
+            continue;
+        }
+        let late = (now - next) / period_ns;
+        next = next.saturating_add(late.saturating_add(1).saturating_mul(period_ns));
+        if sh.first_run.load(Ordering::SeqCst) == 0 {
+            continue;
+        }
+        ticks.made += 1;
+        ticks.missed += late;
+        request_samples(sh);
+    }
+}
+
+/// One tick: every started vCPU's sample flag set, then its kick.
+fn request_samples(sh: &Shared<'_>) {
+    for (i, t) in sh.tids.iter().enumerate() {
+        let tid = t.load(Ordering::SeqCst);
+        if tid == 0 {
+            continue;
+        }
+        if sh.sample_req[i].swap(true, Ordering::SeqCst) {
+            sh.coalesced[i].fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: as in `kick_all`: a thread of this scope, not joined before the wait ends.
+        unsafe { libc::pthread_kill(tid as libc::pthread_t, kick_signal()) };
+    }
 }
 
 fn kick_all(sh: &Shared<'_>) {

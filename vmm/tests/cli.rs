@@ -357,3 +357,59 @@ fn ram_layout_flag_reaches_the_configuration_and_the_memory_map() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("around-hole, hole-inside"));
 }
+
+/// `--sample-rip-us` under the CLI's jail and seccomp filters: the silent probe spins in
+/// its image for 300 ms, so vCPU 0 is sampled there (checked by
+/// `common::check_rip_samples`) and the never-started AP is seen waiting; a period below
+/// the bound is refused before anything runs.
+#[test]
+fn sample_rip_us_samples_the_guest_under_the_filters() {
+    common::require_kvm();
+    let o = vmm(&[
+        "boot",
+        "--probe-silent",
+        "--vcpus",
+        "2",
+        "--deadline-ms",
+        "300",
+        "--sample-rip-us",
+        "1000",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r.core.outcome.failure_kind.as_deref(), Some("deadline"));
+    assert!(r.sandbox.as_ref().is_some_and(|s| s.seccomp.installed));
+    assert_eq!(r.config.sample_rip_us.map(|p| p.us()), Some(1000));
+    let samples = common::check_rip_samples(&r, 1000);
+    assert!(
+        !samples[0].is_empty(),
+        "300 ms of a spinning guest at 1 ms gave vCPU 0 no sample: {:?}",
+        r.core.rip_samples
+    );
+    assert!(samples[0]
+        .iter()
+        .all(|s| s.state == truecold_proto::rip::VcpuState::Running));
+    assert!(samples[1]
+        .iter()
+        .all(|s| s.state == truecold_proto::rip::VcpuState::WaitingForStart));
+    let bad = vmm(&["boot", "--probe", "--sample-rip-us", "5"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("outside 10..=1000000"));
+}
+
+/// Without `--sample-rip-us` the report has no `rip_samples` key (old reports keep their
+/// bytes).
+#[test]
+fn no_sampling_no_rip_samples_key() {
+    common::require_kvm();
+    let o = vmm(&["boot", "--probe"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.get("rip_samples").is_none());
+    assert!(v["config"].get("sample_rip_us").is_none());
+}

@@ -452,3 +452,18 @@ fn per_stage_exits_faults_and_rss() {
 fn mib(n: u64) -> GuestMem {
     GuestMem::from_mib(n).expect("a size within the limits")
 }
+
+/// A probe boot sampled at the shortest period passes every check of an unsampled one, and
+/// its samples every check of `common::check_rip_samples`.
+#[test]
+fn rip_sampled_probe_boot_2cpu() {
+    common::require_kvm();
+    let mut cfg = BootConfig::probe(2, mib(128), Backing::Anon);
+    cfg.deadline = Deadline::AfterBootStartMs(300_000);
+    cfg.request_ns = Some(now_ns());
+    cfg.sample_rip_us = Some(truecold_proto::rip::SamplePeriod::from_us(10).unwrap());
+    let r = truecold_vmm::boot(&cfg)
+        .unwrap_or_else(|e| panic!("{}", truecold_proto::measure::error_chain(&e)));
+    common::check_probe_report(&r, &cfg);
+    common::check_rip_samples(&r, 10);
+}

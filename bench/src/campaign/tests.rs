@@ -155,6 +155,7 @@ fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> 
         guest_cmdline: None,
         accounting: None,
         guest_trace: None,
+        rip_samples: None,
         containment: None,
         outcome: Outcome {
             ok: !failed,

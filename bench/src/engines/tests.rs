@@ -124,6 +124,7 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
             guest_cmdline: Some("the one command line".into()),
             accounting: None,
             guest_trace: None,
+            rip_samples: None,
             containment: None,
             outcome: Outcome {
                 ok: !failed,

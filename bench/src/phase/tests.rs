@@ -13,6 +13,7 @@ fn plan(arms: Vec<PhaseArm>) -> PhasePlan {
         kill_grace_ms: 500,
         arms,
         attribution: 0,
+        instrument: crate::attribution::Instrumentation::default(),
         attribute: Vec::new(),
     }
 }

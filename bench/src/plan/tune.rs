@@ -116,6 +116,8 @@ pub struct TunePlan {
     pub out: Option<PathBuf>,
     /// Attribution launches of the last phase's baseline and recommended arms.
     pub attribution: u64,
+    /// How they measure the boot.
+    pub instrument: crate::attribution::Instrumentation,
     pub paths: KernelPlan,
     /// The user's kernel (`--kernel-config` / `--kernel-fragment`, `--kernel-source`): the
     /// baseline's, and the base of every Kconfig knob.
@@ -184,6 +186,7 @@ impl TunePlan {
             kill_grace_ms: a.kill_grace_ms,
             out: a.out.clone(),
             attribution: a.attribution,
+            instrument: a.instrument.instrumentation(),
             paths: KernelPlan::from_cli(&a.paths, crate::cli::TUNE_KERNEL_DIR),
             own_kernel,
         })

@@ -763,6 +763,7 @@ pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine
                 guest_cmdline: Some(GUEST_CMDLINE.into()),
                 accounting: None,
                 guest_trace: None,
+                rip_samples: None,
                 containment: None,
                 outcome: outcome.clone(),
                 transport: truecold_proto::kinds::Transport::Serial,
@@ -978,6 +979,7 @@ pub fn reports_jsonl_layout(
             guest_cmdline: None,
             accounting: None,
             guest_trace: None,
+            rip_samples: None,
             containment: None,
             outcome: Outcome {
                 ok: s.ok,

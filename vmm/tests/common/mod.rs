@@ -216,3 +216,55 @@ pub fn private_mount_namespace() -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// The RIP samples of a probe boot sampled every `period_us`: present, decoded, each kept
+/// sample between `first_run` and `exit` in time order, vCPU 0's RIPs inside the probe's
+/// image (loaded at 1 MiB, up to `kernel_end`), an AP's either waiting for its start or in
+/// its real-mode trampoline (IP below 0x1000); and for vCPU 0 (started before the first
+/// tick) every tick accounted for: kept + over the cap + unread + at the stop + coalesced
+/// = ticks. Returns the samples.
+pub fn check_rip_samples(r: &BootReport, period_us: u64) -> Vec<Vec<truecold_proto::rip::Sample>> {
+    use truecold_proto::rip::VcpuState;
+    let rs = r
+        .core
+        .rip_samples
+        .as_ref()
+        .expect("rip_samples in the report of a sampled boot");
+    assert_eq!(rs.period_us.us(), period_us);
+    assert_eq!(rs.vcpus.len(), usize::from(r.vcpus));
+    let first_run = r.core.stamps.first_run.expect("first_run");
+    let exit = r.core.stamps.exit.expect("exit");
+    let decoded = rs.decode().expect("the samples decode");
+    for (i, samples) in decoded.iter().enumerate() {
+        let mut prev = first_run;
+        for s in samples {
+            assert!(
+                s.t_ns >= prev && s.t_ns <= exit,
+                "vCPU {i}: sample at {} outside first_run {first_run} .. exit {exit} or out of order",
+                s.t_ns
+            );
+            prev = s.t_ns;
+            if i == 0 {
+                assert!(
+                    (0x10_0000..r.kernel.kernel_end).contains(&s.rip),
+                    "vCPU 0: RIP {:#x} outside the probe's image 0x100000..{:#x} ({s:?})",
+                    s.rip,
+                    r.kernel.kernel_end
+                );
+                assert_ne!(s.state, VcpuState::WaitingForStart, "{s:?}");
+            } else {
+                assert!(
+                    s.state == VcpuState::WaitingForStart || s.rip < 0x1000,
+                    "vCPU {i}: {s:?}"
+                );
+            }
+        }
+    }
+    let v0 = &rs.vcpus[0];
+    assert_eq!(
+        decoded[0].len() as u64 + v0.over_cap + v0.unread + v0.at_stop + v0.coalesced,
+        rs.ticks,
+        "vCPU 0: every tick is a sample or counted: {v0:?}"
+    );
+    decoded
+}
