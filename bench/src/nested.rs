@@ -307,7 +307,13 @@ pub(crate) fn in_l1(
     };
     std::fs::create_dir_all(&work).map_err(io("create", &work))?;
     let initramfs = work.join("l1.cpio");
-    let job = Job { argv, stdout: None };
+    // The host's opt-outs hold in L1 too (TRUECOLD_VMM_JAIL=off: the inner bench passes
+    // `--no-jail`, and the bundle records it).
+    let job = Job {
+        argv,
+        stdout: None,
+        env: truecold_nested::forwarded_env(),
+    };
     let mut files = layout.l1_files();
     files.extend(extra);
     let l0 = truecold_nested::L0Qemu::locate()?;

@@ -112,9 +112,9 @@ pub fn vmm_args(
     if force {
         v.push("--force".into());
     }
-    // The VMM jails itself as root unless told not to (TRUECOLD_VMM_JAIL=off; in L1).
+    // The VMM jails itself as root unless told not to (TRUECOLD_VMM_JAIL=off), in L1 too.
     v.extend(
-        truecold_engine::truecold::jail_args(host)
+        truecold_engine::truecold::jail_args()
             .into_iter()
             .map(OsString::from),
     );

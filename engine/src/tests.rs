@@ -54,20 +54,26 @@ fn every_engine_gets_the_one_command_line() {
     assert_eq!(q[at + 1], g.cmdline(Engine::QemuMicrovm).unwrap());
 }
 
-/// Inside L1 (`nested-emulated`) the VMM is told not to jail itself (its kernel has no
-/// network or IPC namespaces).
+/// Inside L1 (`nested-emulated`) the VMM jails itself like anywhere else: `--no-jail` only
+/// with the operator's opt-out (`TRUECOLD_VMM_JAIL=off`).
 #[test]
 fn truecold_argv() {
     let mut g = guest(Backing::Thp);
     g.cmdline_extra = "printk.time=1".into();
     let l = line(Engine::Truecold, &g);
+    let jail: String = crate::truecold::jail_args()
+        .iter()
+        .map(|a| format!(" {a}"))
+        .collect();
     assert_eq!(
         l.display(5_000_000_000),
-        "/bin/engine boot --kernel /guest/vmlinux --initramfs /guest/initramfs.cpio \
-         --vcpus 2 --mem-mib 1024 --backing thp --host-kind nested-emulated \
-         --transport serial --report-file /w/truecold-report.json \
-         --cmdline-extra printk.time=1 --no-jail --request-ns <actual_request_ns> \
-         --deadline-at-ns <actual_request_ns+5000000000>"
+        format!(
+            "/bin/engine boot --kernel /guest/vmlinux --initramfs /guest/initramfs.cpio \
+             --vcpus 2 --mem-mib 1024 --backing thp --host-kind nested-emulated \
+             --transport serial --report-file /w/truecold-report.json \
+             --cmdline-extra printk.time=1{jail} --request-ns <actual_request_ns> \
+             --deadline-at-ns <actual_request_ns+5000000000>"
+        )
     );
     assert_eq!(
         l.report_file.as_deref(),

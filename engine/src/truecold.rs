@@ -14,17 +14,17 @@ use truecold_proto::kinds::{Engine, HostKind};
 /// VMM's default (jailed when it runs as root).
 pub const JAIL_ENV: &str = "TRUECOLD_VMM_JAIL";
 
-/// The VMM's jail flags for a launch on a host of kind `host`, with [`JAIL_ENV`] read from
-/// the environment: `--no-jail` when the operator opts out, or inside the nested harness's
-/// L1 (`nested-emulated`), whose tinyconfig kernel has no network or IPC namespaces and whose
-/// initramfs has no users. Otherwise none: the VMM jails itself as root.
-pub fn jail_args(host: HostKind) -> Vec<String> {
-    jail_args_for(host, std::env::var(JAIL_ENV).ok().as_deref())
+/// The VMM's jail flags, with [`JAIL_ENV`] read from the environment: `--no-jail` when the
+/// operator opts out. Otherwise none: the VMM jails itself as root, on every host kind —
+/// inside the nested harness's L1 too (its kernel has the namespaces, its init a root that
+/// pivot_root accepts and its /etc/passwd the jail user: docs/security.md).
+pub fn jail_args() -> Vec<String> {
+    jail_args_for(std::env::var(JAIL_ENV).ok().as_deref())
 }
 
 /// [`jail_args`] with the variable's value given (pure).
-pub fn jail_args_for(host: HostKind, env: Option<&str>) -> Vec<String> {
-    if env == Some("off") || host == HostKind::NestedEmulated {
+pub fn jail_args_for(env: Option<&str>) -> Vec<String> {
+    if env == Some("off") {
         vec!["--no-jail".into()]
     } else {
         Vec::new()
@@ -61,7 +61,7 @@ pub fn launch(
         args.push("--cmdline-extra".into());
         args.push(g.cmdline_extra.clone());
     }
-    args.extend(jail_args(host));
+    args.extend(jail_args());
     Ok(Launch {
         engine: e,
         program: program.to_path_buf(),
@@ -84,13 +84,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_jail_is_the_vmm_default_but_in_l1_or_when_opted_out() {
-        for k in [HostKind::Hardware, HostKind::Pvm, HostKind::Unknown] {
-            assert!(jail_args_for(k, None).is_empty());
-            assert!(jail_args_for(k, Some("on")).is_empty());
-            assert!(jail_args_for(k, Some("")).is_empty());
-            assert_eq!(jail_args_for(k, Some("off")), ["--no-jail"]);
-        }
-        assert_eq!(jail_args_for(HostKind::NestedEmulated, None), ["--no-jail"]);
+    fn the_jail_is_the_vmm_default_unless_opted_out() {
+        assert!(jail_args_for(None).is_empty());
+        assert!(jail_args_for(Some("on")).is_empty());
+        assert!(jail_args_for(Some("")).is_empty());
+        assert!(jail_args_for(Some("OFF")).is_empty());
+        assert_eq!(jail_args_for(Some("off")), ["--no-jail"]);
     }
 }

@@ -57,25 +57,53 @@ pub struct Job {
     pub argv: Vec<String>,
     /// File (under [`OUT_DIR`]) that receives the job's stdout; inherited console if `None`.
     pub stdout: Option<String>,
+    /// Environment variables the job gets besides L1 init's own (name, value): the host's
+    /// [`FORWARDED_ENV`] ([`forwarded_env`]).
+    pub env: Vec<(String, String)>,
+}
+
+/// The host's environment variables a campaign in L1 gets too: the VMM jail's opt-out
+/// (`TRUECOLD_VMM_JAIL=off`, docs/security.md), so that it means the same in L1 as on the
+/// host. Nothing else of the host's environment reaches L1.
+pub const FORWARDED_ENV: [&str; 1] = [truecold_engine::truecold::JAIL_ENV];
+
+/// [`FORWARDED_ENV`]'s variables set in this process's environment (as UTF-8), in order.
+pub fn forwarded_env() -> Vec<(String, String)> {
+    FORWARDED_ENV
+        .iter()
+        .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+        .collect()
 }
 
 /// A job file that does not parse.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum JobError {
-    #[error("job line {0}: expected `arg <value>` or `stdout <path>`")]
+    #[error("job line {0}: expected `arg <value>`, `stdout <path>` or `env <name>=<value>`")]
     BadLine(usize),
     #[error("job has no program")]
     Empty,
     #[error("job argument contains a newline")]
     Newline,
+    #[error("job environment variable `{0}`: a name is non-empty, without `=` or a newline")]
+    EnvName(String),
 }
 
 impl Job {
-    /// Text form: `stdout <path>` (optional) then one `arg <value>` line per argv element.
+    /// Text form: `stdout <path>` (optional), one `env <name>=<value>` line per variable,
+    /// then one `arg <value>` line per argv element.
     pub fn encode(&self) -> Result<String, JobError> {
         let mut s = String::new();
         if let Some(p) = &self.stdout {
             s.push_str(&format!("stdout {p}\n"));
+        }
+        for (k, v) in &self.env {
+            if k.is_empty() || k.contains(['=', '\n']) {
+                return Err(JobError::EnvName(k.clone()));
+            }
+            if v.contains('\n') {
+                return Err(JobError::Newline);
+            }
+            s.push_str(&format!("env {k}={v}\n"));
         }
         for a in &self.argv {
             if a.contains('\n') {
@@ -91,12 +119,18 @@ impl Job {
         let mut job = Job {
             argv: Vec::new(),
             stdout: None,
+            env: Vec::new(),
         };
         for (i, line) in text.lines().enumerate() {
             if let Some(a) = line.strip_prefix("arg ") {
                 job.argv.push(a.to_string());
             } else if let Some(p) = line.strip_prefix("stdout ") {
                 job.stdout = Some(p.to_string());
+            } else if let Some(kv) = line.strip_prefix("env ") {
+                match kv.split_once('=') {
+                    Some((k, v)) if !k.is_empty() => job.env.push((k.into(), v.into())),
+                    _ => return Err(JobError::BadLine(i + 1)),
+                }
             } else if !line.is_empty() {
                 return Err(JobError::BadLine(i + 1));
             }
@@ -279,6 +313,25 @@ impl HarnessFacts {
     }
 }
 
+/// The ids of the VMM's jail user ([`truecold_proto::report::JAIL_USER`]) inside L1: the
+/// user truecold-vmm drops to in its jail there (docs/security.md). L1 has no user database
+/// of its own; [`write_initramfs`] writes [`l1_passwd`] as its /etc/passwd. The user owns no
+/// file in L1 and needs no access to `/dev/kvm` (the VMM opens every descriptor before the
+/// drop).
+pub const L1_JAIL_UID: u32 = 999;
+/// See [`L1_JAIL_UID`].
+pub const L1_JAIL_GID: u32 = 999;
+// Root is no drop (the VMM refuses a jail user of id 0).
+const _: () = assert!(L1_JAIL_UID != 0 && L1_JAIL_GID != 0);
+
+/// L1's /etc/passwd: root and the jail user (no home, no shell).
+pub fn l1_passwd() -> String {
+    format!(
+        "root:x:0:0:root:/:/bin/false\n{}:x:{L1_JAIL_UID}:{L1_JAIL_GID}::/nonexistent:/usr/sbin/nologin\n",
+        truecold_proto::report::JAIL_USER
+    )
+}
+
 /// A file to put into L1's initramfs.
 #[derive(Clone, Debug)]
 pub struct L1File {
@@ -289,7 +342,8 @@ pub struct L1File {
 }
 
 /// Writes L1's initramfs: `init` (the static `truecold-l1-init`), the job file, the
-/// harness facts ([`HARNESS_FILE`]) and `files` (with their parent directories).
+/// harness facts ([`HARNESS_FILE`]), /etc/passwd ([`l1_passwd`]) and `files` (with their
+/// parent directories).
 /// Deterministic, like the guest's.
 pub fn write_initramfs(
     out: &Path,
@@ -301,7 +355,7 @@ pub fn write_initramfs(
     use truecold_proto::cpio::{self, Entry, Kind};
     let read = |p: &Path| fs::read(p).map_err(|e| NestedError::Io(PathIoError::at("read", p)(e)));
     let mut entries = cpio::initramfs_entries(read(l1_init)?);
-    let mut dirs: Vec<String> = vec!["out".into(), "l1".into()];
+    let mut dirs: Vec<String> = vec!["out".into(), "l1".into(), "etc".into()];
     for f in files {
         let mut parent = Path::new(&f.dest).parent();
         while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
@@ -329,6 +383,13 @@ pub fn write_initramfs(
         name: HARNESS_FILE.trim_start_matches('/').into(),
         perm: 0o644,
         kind: Kind::File(facts.encode().into_bytes()),
+    });
+    entries.push(Entry {
+        name: truecold_proto::report::JAIL_PASSWD
+            .trim_start_matches('/')
+            .into(),
+        perm: 0o644,
+        kind: Kind::File(l1_passwd().into_bytes()),
     });
     for f in files {
         entries.push(Entry {
@@ -885,6 +946,40 @@ mod tests {
     }
 
     #[test]
+    fn l1_initramfs_holds_the_jail_user_with_ids_not_root() {
+        let t = tempfile::tempdir().unwrap();
+        let init = t.path().join("init");
+        fs::write(&init, b"init").unwrap();
+        let facts = HarnessFacts {
+            l1_seed: 1,
+            l0_qemu: "QEMU emulator version 10.0.2 (test)".into(),
+            l1_kernel_sha256: "ab".repeat(32),
+        };
+        let job = Job {
+            argv: vec!["/bin/truecold".into()],
+            stdout: None,
+            env: Vec::new(),
+        };
+        let out = t.path().join("l1.cpio");
+        write_initramfs(&out, &init, &job, &facts, &[]).unwrap();
+        let bytes = fs::read(&out).unwrap();
+        let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+        assert!(has(b"etc/passwd\0"));
+        let passwd = l1_passwd();
+        assert!(has(passwd.as_bytes()), "{passwd}");
+        // The VMM's lookup (vmm/src/jail.rs find_user): name, password, uid, gid.
+        let user = truecold_proto::report::JAIL_USER;
+        let fields: Vec<&str> = passwd
+            .lines()
+            .find(|l| l.split(':').next() == Some(user))
+            .unwrap_or_else(|| panic!("no {user} in {passwd}"))
+            .split(':')
+            .collect();
+        let ids = (fields[2].parse::<u32>(), fields[3].parse::<u32>());
+        assert_eq!(ids, (Ok(L1_JAIL_UID), Ok(L1_JAIL_GID)), "{passwd}");
+    }
+
+    #[test]
     fn deps_pins_the_l0_qemu_release_the_harness_names() {
         let deps = include_str!("../../scripts/deps.sh");
         let pin = deps
@@ -1001,13 +1096,34 @@ mod tests {
                 "a b".into(),
             ],
             stdout: Some("/out/report.json".into()),
+            env: vec![
+                ("TRUECOLD_VMM_JAIL".into(), "off".into()),
+                ("E".into(), "a=b".into()),
+            ],
         };
         assert_eq!(Job::decode(&j.encode().unwrap()), Ok(j));
         assert_eq!(Job::decode("stdout /x\n"), Err(JobError::Empty));
         assert_eq!(Job::decode("arg a\nrun b\n"), Err(JobError::BadLine(2)));
+        assert_eq!(Job::decode("env =x\narg a\n"), Err(JobError::BadLine(1)));
+        assert_eq!(Job::decode("env x\narg a\n"), Err(JobError::BadLine(1)));
         let bad = Job {
             argv: vec!["a\nb".into()],
             stdout: None,
+            env: Vec::new(),
+        };
+        assert_eq!(bad.encode(), Err(JobError::Newline));
+        for (k, v) in [("", "x"), ("A=B", "x"), ("A\nB", "x")] {
+            let bad = Job {
+                argv: vec!["a".into()],
+                stdout: None,
+                env: vec![(k.into(), v.into())],
+            };
+            assert_eq!(bad.encode(), Err(JobError::EnvName(k.into())), "{k:?}");
+        }
+        let bad = Job {
+            argv: vec!["a".into()],
+            stdout: None,
+            env: vec![("A".into(), "x\ny".into())],
         };
         assert_eq!(bad.encode(), Err(JobError::Newline));
     }

@@ -66,6 +66,7 @@ fn l1_has_a_working_kvm() {
     let job = Job {
         argv: vec![KVM_CHECK.into()],
         stdout: None,
+        env: Vec::new(),
     };
     let out = l1_run(&l, "kvm-check", &job, &[], 300);
     let text = String::from_utf8_lossy(&out.files["kvm-check.txt"]).into_owned();
@@ -95,13 +96,11 @@ fn vmm_boots_the_real_guest_to_strict_ready_in_l1() {
             "240000",
             "--host-kind",
             "nested-emulated",
-            // L1 has no /etc/passwd and its kernel no network or IPC namespaces: the VMM runs
-            // unjailed there, as the bench runs it in L1 (docs/security.md).
-            "--no-jail",
         ]
         .map(String::from)
         .to_vec(),
         stdout: Some("/out/report.json".into()),
+        env: Vec::new(),
     };
     let out = l1_run(&l, "boot", &job, &l.l1_files(), 600);
     // L1 has the two CPUs QEMU gave it (ACPI's MADT, kernel-config/nested-host.config): the
@@ -125,6 +124,9 @@ fn vmm_boots_the_real_guest_to_strict_ready_in_l1() {
     assert_eq!(out.job_exit, 0, "{ctx}");
     assert_eq!(r["outcome"]["ok"], true, "{ctx}");
     assert_eq!(r["host"]["kind"], "nested-emulated", "{ctx}");
+    // Jailed by default in L1 as on a host (docs/security.md): namespaces, pivot_root into
+    // an empty tmpfs, the drop to L1's jail user, each step timed.
+    assert_jailed(&r["containment"], &[], &ctx);
     // Every mark the VMM takes reached, in order (the one table: truecold_proto::measure).
     let t = &r["stamps"];
     let mut last = 0;
@@ -189,6 +191,17 @@ fn three_sample_linux_campaign_in_l1_gives_a_verifiable_bundle() {
     );
     assert_eq!(result["summary"]["attempts"], 3, "{ctx}");
     assert_eq!(result["summary"]["successes"], 3, "{ctx}");
+    // The bench in L1 runs the VMM jailed (no `--no-jail` in its command), and every report
+    // says so.
+    let cmdline = std::fs::read_to_string(out.join("cmdline.txt")).unwrap();
+    assert!(cmdline.contains("truecold-vmm boot "), "{cmdline}");
+    assert!(!cmdline.contains("--no-jail"), "{cmdline}");
+    let reports = std::fs::read_to_string(out.join("reports.jsonl")).unwrap();
+    assert_eq!(reports.lines().count(), 3, "{reports}");
+    for line in reports.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_jailed(&v["vmm"]["containment"], &[], line);
+    }
     let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     assert_eq!(csv.lines().count(), 4, "{csv}");
     assert!(csv.lines().skip(1).all(|l| l.contains("BENCH_OK")), "{csv}");
@@ -273,6 +286,14 @@ fn three_parity_launches_in_l1_give_a_verifiable_bundle() {
         assert!(counter("net", "rx_frames") > 0, "{line}");
         assert!(counter("net", "tx_frames") > 0, "{line}");
         assert_eq!(counter("vsock", "connections"), 1, "{line}");
+        // Jailed, with the vsock socket directory its root's only content.
+        let c = &run["vmm"]["containment"];
+        let binds: Vec<&str> = c["binds"]
+            .as_array()
+            .map(|b| b.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(binds.len(), 1, "{line}");
+        assert_jailed(c, &binds, line);
     }
     let state = std::fs::read(out.join("state.csv")).unwrap();
     let rows = truecold_proof::lifecycle::read_csv(&state).unwrap();
@@ -642,6 +663,35 @@ fn host_stages_do_not_move_with_host_load() {
         if (*a).max(*b) >= SHORT_NS {
             assert!(agree(*a, *b), "{ctx}");
         }
+    }
+}
+
+/// A report's `containment` (truecold_proto::report::Containment) says the VMM ran jailed:
+/// the mount, network and IPC namespaces, `binds` bound, dropped to L1's jail user (its ids
+/// from L1's /etc/passwd), each jail step and the filters timed.
+fn assert_jailed(c: &Value, binds: &[&str], ctx: &str) {
+    assert_eq!(c["contained"], true, "{ctx}");
+    assert_eq!(c["not_contained_because"], Value::Null, "{ctx}");
+    assert_eq!(c["user"], truecold_proto::report::JAIL_USER, "{ctx}");
+    assert_eq!(c["uid"], truecold_nested::L1_JAIL_UID, "{ctx}");
+    assert_eq!(c["gid"], truecold_nested::L1_JAIL_GID, "{ctx}");
+    assert_eq!(
+        c["namespaces"],
+        serde_json::json!(["mnt", "net", "ipc"]),
+        "{ctx}"
+    );
+    assert_eq!(c["binds"], serde_json::json!(binds), "{ctx}");
+    for step in [
+        "unshare_ns",
+        "mounts_ns",
+        "drop_ns",
+        "filters_ns",
+        "vcpu_filter_ns",
+    ] {
+        assert!(
+            c["steps"][step].as_u64().is_some(),
+            "step {step} not timed: {ctx}"
+        );
     }
 }
 

@@ -171,6 +171,14 @@ pub struct ReportCore {
     pub containment: Option<Containment>,
 }
 
+/// The system user `truecold-vmm boot`'s jail drops to unless `--uid/--gid` name another
+/// ([`Containment::user`]), looked up by name in [`JAIL_PASSWD`]: `scripts/deps.sh` creates it
+/// on a host, the nested harness writes it into L1's (docs/security.md).
+pub const JAIL_USER: &str = "truecold-vmm";
+
+/// Where the VMM looks [`JAIL_USER`] up.
+pub const JAIL_PASSWD: &str = "/etc/passwd";
+
 /// How `truecold-vmm boot` contained itself (docs/security.md): the jail (namespaces,
 /// pivot_root into a root holding only the launch's socket directory, the drop to an
 /// unprivileged user) and the seccomp filters, each step timed inside the VMM.

@@ -25,11 +25,9 @@ use truecold_proto::measure::now_ns;
 use crate::sandbox::{self, SandboxError, UserDrop};
 
 /// The system user the jail drops to by default (`scripts/deps.sh` creates it:
-/// `useradd --system --no-create-home --shell /usr/sbin/nologin truecold-vmm`).
-pub const JAIL_USER: &str = "truecold-vmm";
-
-/// Where the user is looked up.
-pub const PASSWD: &str = "/etc/passwd";
+/// `useradd --system --no-create-home --shell /usr/sbin/nologin truecold-vmm`; the nested
+/// harness writes it into L1's /etc/passwd), and where it is looked up.
+pub use truecold_proto::report::{JAIL_PASSWD as PASSWD, JAIL_USER};
 
 /// The directory the jail's tmpfs is mounted on (in the VMM's own mount namespace only)
 /// before it becomes the root.

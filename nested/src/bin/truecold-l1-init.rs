@@ -1,8 +1,9 @@
-//! PID 1 of the nested harness's L1 VM. It mounts what a VMM needs (`/dev/kvm` comes from
-//! devtmpfs), runs the one job the host put in [`JOB_FILE`], streams every file the job left
-//! under `/out` back over the second serial port, and reboots — QEMU runs with `-no-reboot`,
-//! so that ends QEMU. It never waits for anything without a bound: the host kills QEMU at its
-//! own deadline too.
+//! PID 1 of the nested harness's L1 VM. It first leaves the initramfs's root for a mount of
+//! it ([`leave_rootfs`]: pivot_root(2), and so truecold-vmm's jail, refuses rootfs), then
+//! mounts what a VMM needs (`/dev/kvm` comes from devtmpfs), runs the one job the host put
+//! in [`JOB_FILE`], streams every file the job left under `/out` back over the second serial
+//! port, and reboots — QEMU runs with `-no-reboot`, so that ends QEMU. It never waits for
+//! anything without a bound: the host kills QEMU at its own deadline too.
 
 use std::ffi::CString;
 use std::fs::{self, File};
@@ -38,6 +39,7 @@ fn main() {
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
 fn run() -> io::Result<i32> {
+    leave_rootfs()?;
     mount("proc", "/proc", "proc")?;
     mount("sysfs", "/sys", "sysfs")?;
     mount("devtmpfs", "/dev", "devtmpfs")?;
@@ -64,6 +66,7 @@ fn run() -> io::Result<i32> {
             // Everything in L1 runs under the nested harness; say so to truecold's
             // host-kind detection (an emulated SVM CPU otherwise looks like hardware).
             .env("TRUECOLD_HOST_KIND", "nested-emulated")
+            .envs(job.env.iter().map(|(k, v)| (k, v)))
             .stdout(stdout)
             .status()
             .map_err(ctx(&job.argv[0]))?;
@@ -73,6 +76,51 @@ fn run() -> io::Result<i32> {
     collect(Path::new(OUT_DIR), "", &mut files)?;
     send(&files, code)?;
     Ok(code)
+}
+
+/// Where [`leave_rootfs`] mounts the root before it moves it onto `/` (removed after).
+const NEW_ROOT: &str = "/.root";
+
+/// Makes this process's root a mount point that pivot_root(2) accepts, as switch_root does
+/// for an initramfs: the initramfs is rootfs (a tmpfs here: the command line names no
+/// `root=`), the absolute root of the mount tree, which pivot_root refuses with EINVAL (the
+/// root must be a mount with a parent) — and truecold-vmm's jail pivots into its own tmpfs
+/// (docs/security.md). So rootfs is bind-mounted onto a directory of itself, that mount moved
+/// onto `/` and the process chrooted into it: the same files (nothing copied), now a mount
+/// stacked on rootfs. Every process started afterwards inherits that root.
+fn leave_rootfs() -> io::Result<()> {
+    fs::create_dir_all(NEW_ROOT).map_err(ctx(NEW_ROOT))?;
+    mount_flags("/", NEW_ROOT, None, libc::MS_BIND)?;
+    let check = |what: &str, rc: libc::c_int| {
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        Err(io::Error::new(
+            e.kind(),
+            format!("leaving rootfs: {what}: {e}"),
+        ))
+    };
+    let (dot, root, new_root) = (cstring(".")?, cstring("/")?, cstring(NEW_ROOT)?);
+    // SAFETY: a NUL-terminated path that outlives the call.
+    check("chdir", unsafe { libc::chdir(new_root.as_ptr()) })?;
+    // SAFETY: NUL-terminated paths that outlive the call; null type and data (a move).
+    let moved = unsafe {
+        libc::mount(
+            dot.as_ptr(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_MOVE,
+            std::ptr::null(),
+        )
+    };
+    check("mount --move . /", moved)?;
+    // SAFETY: a NUL-terminated path that outlives the call.
+    check("chroot .", unsafe { libc::chroot(dot.as_ptr()) })?;
+    // SAFETY: a NUL-terminated path that outlives the call.
+    check("chdir /", unsafe { libc::chdir(root.as_ptr()) })?;
+    // The bind's mount point, seen from the new root: the same directory of the same files.
+    fs::remove_dir(NEW_ROOT).map_err(ctx(NEW_ROOT))
 }
 
 /// Waits (bounded, in L1's time) until L1's clocksource is the TSC, so the job never runs
@@ -148,17 +196,32 @@ fn ctx(what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
     move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
+fn cstring(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
 fn mount(src: &str, target: &str, fstype: &str) -> io::Result<()> {
     fs::create_dir_all(target)?;
-    let c = |s: &str| CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
-    let (src, target_c, fstype) = (c(src)?, c(target)?, c(fstype)?);
-    // SAFETY: all pointers are valid NUL-terminated strings that outlive the call; data is null.
+    mount_flags(src, target, Some(fstype), 0)
+}
+
+/// mount(2) of `src` on `target` (a filesystem of type `fstype`, or none: a bind, a move).
+fn mount_flags(
+    src: &str,
+    target: &str,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
+    let (src, target_c) = (cstring(src)?, cstring(target)?);
+    let fstype = fstype.map(cstring).transpose()?;
+    // SAFETY: all pointers are null or valid NUL-terminated strings that outlive the call;
+    // data is null.
     let rc = unsafe {
         libc::mount(
             src.as_ptr(),
             target_c.as_ptr(),
-            fstype.as_ptr(),
-            0,
+            fstype.as_ref().map_or(std::ptr::null(), |f| f.as_ptr()),
+            flags,
             std::ptr::null(),
         )
     };

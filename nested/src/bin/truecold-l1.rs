@@ -105,6 +105,7 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
             .stdout
             .as_ref()
             .map(|f| format!("{}/{f}", truecold_nested::OUT_DIR)),
+        env: truecold_nested::forwarded_env(),
     };
     let l0 = L0Qemu::locate()?;
     let facts =
