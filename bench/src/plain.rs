@@ -97,8 +97,9 @@ pub fn vmm_args(
         v.push(k.into());
         v.push(val.into());
     }
-    // Only off the default, so that a default launch's arguments are what they were.
-    if !spec.ram_layout.is_default() {
+    // Absent exactly for `RamLayout::ABSENT` (what a line without it means), so that such
+    // a launch's arguments are what they were before the layouts.
+    if !spec.ram_layout.is_absent() {
         v.push("--ram-layout".into());
         v.push(spec.ram_layout.as_str().into());
     }

@@ -849,8 +849,9 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
             }
         }
     }
-    // The layout only off its default, so that a default campaign's line is what it was.
-    if !ram_layout.is_default() {
+    // Absent exactly for `RamLayout::ABSENT` (what a line without it means, whatever the
+    // default), so that such a campaign's line is what it was before the layouts.
+    if !ram_layout.is_absent() {
         kv("--ram-layout", ram_layout.as_str().to_string());
     }
     for (k, val) in extra {

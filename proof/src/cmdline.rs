@@ -543,12 +543,13 @@ impl Recorded {
                 num::<u64>(si, inv, "--deadline-ms")?.to_string(),
                 ms(r.contract.deadline_ns),
             ),
-            // Absent from both lines at the default (lines written before the layouts).
+            // Absent from both lines: `RamLayout::ABSENT` (lines written before the layouts,
+            // and every line since that ran it).
             (
                 "RAM layout",
                 "truecold run",
                 inv.get("--ram-layout")
-                    .unwrap_or(RamLayout::default().as_str())
+                    .unwrap_or(RamLayout::ABSENT.as_str())
                     .to_string(),
                 cfg.ram_layout.as_str().to_string(),
             ),
@@ -577,7 +578,7 @@ impl Recorded {
                     "RAM layout",
                     "truecold-vmm",
                     vmm.get("--ram-layout")
-                        .unwrap_or(RamLayout::default().as_str())
+                        .unwrap_or(RamLayout::ABSENT.as_str())
                         .to_string(),
                     cfg.ram_layout.as_str().to_string(),
                 ),

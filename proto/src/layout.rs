@@ -23,6 +23,9 @@ pub const LEGACY_HOLE: RamHole = RamHole {
 /// (`truecold-vmm boot --ram-layout`, `truecold run --ram-layout`, the guest's
 /// `truecold.ram_layout=`, a bundle's `configuration.ram_layout`). Peers have their own
 /// layouts ([`Engine::low_ram_hole`]); this names only truecold's.
+///
+/// [`RamLayout::default`] is truecold-vmm's default; what a record that names no layout
+/// means is a separate, fixed thing: [`RamLayout::ABSENT`].
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
@@ -58,8 +61,32 @@ impl RamLayout {
             .ok_or_else(|| format!("`{s}` is not one of around-hole, hole-inside"))
     }
 
-    /// The default (absent from a bundle, a report and a command line written before the
-    /// layout existed, and from every default one since).
+    /// What a record that names no layout means: `around-hole`, the only layout before
+    /// `--ram-layout` existed. Every reader of an absent layout — a bundle's
+    /// `configuration.ram_layout`, the VMM report's `config.ram_layout`, a `cmdline.txt`
+    /// line's `--ram-layout`, the guest's `truecold.ram_layout=` — resolves it to this, and
+    /// every writer leaves the field out exactly for this layout
+    /// ([`RamLayout::is_absent`]), so records written before the layouts existed read as
+    /// they were written whatever [`RamLayout::default`] (truecold-vmm's default) becomes.
+    pub const ABSENT: RamLayout = RamLayout::AroundHole;
+
+    /// [`RamLayout::ABSENT`] (a serde `default` function).
+    pub fn absent() -> Self {
+        Self::ABSENT
+    }
+
+    /// Whether a writer leaves this layout out of its record: it is
+    /// [`RamLayout::ABSENT`] (a serde `skip_serializing_if` function).
+    pub fn is_absent(&self) -> bool {
+        *self == Self::ABSENT
+    }
+
+    /// A recorded layout, [`RamLayout::ABSENT`] when none was recorded.
+    pub fn or_absent(recorded: Option<RamLayout>) -> Self {
+        recorded.unwrap_or(Self::ABSENT)
+    }
+
+    /// Whether this is truecold-vmm's default ([`RamLayout::default`]).
     pub fn is_default(&self) -> bool {
         *self == RamLayout::default()
     }
@@ -283,6 +310,15 @@ mod tests {
         assert!(RamLayout::parse("inside").is_err());
         assert_eq!(RamLayout::default(), RamLayout::AroundHole);
         assert!(RamLayout::AroundHole.is_default() && !RamLayout::HoleInside.is_default());
+        // What an absent record means never moves with the default.
+        assert_eq!(RamLayout::ABSENT, RamLayout::AroundHole);
+        assert_eq!(RamLayout::absent(), RamLayout::ABSENT);
+        assert!(RamLayout::AroundHole.is_absent() && !RamLayout::HoleInside.is_absent());
+        assert_eq!(RamLayout::or_absent(None), RamLayout::AroundHole);
+        assert_eq!(
+            RamLayout::or_absent(Some(RamLayout::HoleInside)),
+            RamLayout::HoleInside
+        );
     }
 
     #[test]

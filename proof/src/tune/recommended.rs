@@ -213,7 +213,7 @@ fn run_words(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> Vec<String> {
     if a.bzimage {
         v.push("--bzimage".into());
     }
-    if !a.ram_layout.is_default() {
+    if !a.ram_layout.is_absent() {
         v.push("--ram-layout".into());
         v.push(a.ram_layout.as_str().into());
     }
