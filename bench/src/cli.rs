@@ -245,7 +245,8 @@ pub struct RunArgs {
     /// around-hole: RAM = the configured size, laid around the 640 KiB – 1 MiB hole (it ends
     /// 384 KiB past the size). hole-inside: RAM ends at the configured size, the hole
     /// declared E820 reserved; the memory contract holds configured = RAM + the hole, to the
-    /// byte (truecold_proto::layout). truecold campaigns only (no --engine, no --parity).
+    /// byte (truecold_proto::layout). In an engines or parity campaign, truecold-vmm's arm
+    /// (the peers lay RAM out their own way).
     #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::AroundHole)]
     pub ram_layout: RamLayout,
     /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;

@@ -64,8 +64,6 @@ pub enum ArgError {
     SeedNotUsed,
     #[error("--parity: {0}")]
     Parity(&'static str),
-    #[error("--ram-layout {0} is truecold-vmm's layout: it applies to a truecold campaign only (no --engine, no --parity; the engines' smaps rule takes truecold's default layout)")]
-    RamLayoutNotHere(RamLayout),
     #[error("your kernel (--kernel-config / --kernel-fragment): {0}")]
     OwnKernel(&'static str),
     #[error("--stop-after applies to a sequential campaign of truecold alone (--mode sequential, no --engine, no --parity): the concurrent modes, engines and parity campaigns run every launch")]
@@ -250,9 +248,6 @@ impl CampaignPlan {
         let arm_backing = arm_backing(a, &engines)?;
         let (arm_kernel, arm_guest_dir) = arm_guests(a, &engines)?;
         check_parity(a, &engines)?;
-        if !a.ram_layout.is_default() && (!engines.is_empty() || a.parity) {
-            return Err(ArgError::RamLayoutNotHere(a.ram_layout));
-        }
         if a.bzimage {
             for (bad, why) in [
                 (a.probe, "the probe guest has no kernel (no --probe)"),

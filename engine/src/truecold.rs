@@ -57,6 +57,11 @@ pub fn launch(
         args.push(k.into());
         args.push(v);
     }
+    let layout = g.layout_of(e);
+    if !layout.is_absent() {
+        args.push("--ram-layout".into());
+        args.push(layout.as_str().into());
+    }
     if !g.cmdline_extra.is_empty() {
         args.push("--cmdline-extra".into());
         args.push(g.cmdline_extra.clone());
@@ -70,6 +75,7 @@ pub fn launch(
         report_file: Some(report),
         per_sample_stamps: true,
         agent: None,
+        ram_layout: g.layout_of(e),
     })
 }
 

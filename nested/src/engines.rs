@@ -90,6 +90,8 @@ fn engine_guest(g: &Guest) -> truecold_engine::Guest {
         mem: g.mem,
         backing: truecold_proto::kinds::Backing::Anon,
         cmdline_extra: g.cmdline_extra.clone(),
+        // Firecracker's config only: the layout is truecold-vmm's.
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     }
 }
 

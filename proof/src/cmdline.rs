@@ -543,19 +543,20 @@ impl Recorded {
                 num::<u64>(si, inv, "--deadline-ms")?.to_string(),
                 ms(r.contract.deadline_ns),
             ),
-            // Absent from both lines: `RamLayout::ABSENT` (lines written before the layouts,
-            // and every line since that ran it).
-            (
-                "RAM layout",
-                "truecold run",
-                inv.get("--ram-layout")
-                    .unwrap_or(RamLayout::ABSENT.as_str())
-                    .to_string(),
-                cfg.ram_layout.as_str().to_string(),
-            ),
         ];
         if truecold_vmm {
             facts.extend([
+                // Absent from both lines: `RamLayout::ABSENT` (lines written before the
+                // layouts, and every line since that ran it). The layout is truecold-vmm's: a
+                // peer's arm records none whatever the run line says (bundle_verify).
+                (
+                    "RAM layout",
+                    "truecold run",
+                    inv.get("--ram-layout")
+                        .unwrap_or(RamLayout::ABSENT.as_str())
+                        .to_string(),
+                    cfg.ram_layout.as_str().to_string(),
+                ),
                 (
                     "vCPUs",
                     "truecold-vmm",

@@ -20,6 +20,7 @@ fn spec(arms: &[Engine], rounds: u64) -> EnginesSpec {
         vcpus: Vcpus::new(2).unwrap(),
         mem: GuestMem::from_bytes(MEM).unwrap(),
         backings: vec![Backing::Anon; arms.len()],
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
         deadline_ns: DEADLINE,
         kill_grace_ns: 100_000_000,
         observer: truecold_proof::schema::Observer::Serial,
@@ -477,6 +478,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         mem: GuestMem::from_bytes(MEM).unwrap(),
         backing: Backing::Anon,
         cmdline_extra: String::new(),
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     };
     let launches: Vec<Launch> = arms
         .iter()
@@ -755,4 +757,52 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
     );
     assert!(!e.contains(&"--vmm".to_string()), "{e:?}");
     assert!(e.join(" ").contains("--qemu /usr/bin/qemu-system-x86_64"));
+}
+
+/// `--ram-layout` in an engines campaign: truecold-vmm's arm runs and records it (its
+/// campaign, its guest, its launch), each peer's arm records none.
+#[test]
+fn the_ram_layout_reaches_truecold_vmms_arm_only() {
+    use truecold_proto::kinds::RamLayout;
+    let a = parse(&[
+        "--engines",
+        "truecold,firecracker,cloud-hypervisor",
+        "-n",
+        "2",
+        "--ram-layout",
+        "hole-inside",
+    ]);
+    let sp = EnginesSpec::of_plan(
+        &a,
+        a.engines.clone(),
+        2,
+        truecold_proof::schema::Observer::Serial,
+    );
+    assert_eq!(sp.layout(Engine::Truecold), RamLayout::HoleInside);
+    assert_eq!(
+        sp.campaign(Engine::Truecold).ram_layout,
+        RamLayout::HoleInside
+    );
+    for e in [Engine::Firecracker, Engine::CloudHypervisor] {
+        assert_eq!(sp.layout(e), RamLayout::ABSENT, "{e}");
+        assert_eq!(sp.campaign(e).ram_layout, RamLayout::ABSENT, "{e}");
+    }
+    let lg = LinuxGuest {
+        vmlinux: "/g/vmlinux".into(),
+        initramfs: "/g/initramfs.cpio".into(),
+        init: "/g/init".into(),
+        config: "/g/config".into(),
+    };
+    let g = guest_of(&a, &lg);
+    assert_eq!(g.ram_layout, RamLayout::HoleInside);
+    let l = truecold_engine::launch(
+        Engine::Truecold,
+        Path::new("/p/truecold-vmm"),
+        &g,
+        Path::new("/w"),
+        HostKind::Hardware,
+    )
+    .unwrap();
+    assert_eq!(l.ram_layout, RamLayout::HoleInside);
+    assert!(l.display(1).contains("--ram-layout hole-inside"));
 }

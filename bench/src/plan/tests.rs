@@ -246,8 +246,8 @@ fn bzimage_boots_a_linux_guest_of_truecold_vmm() {
 }
 
 /// `--ram-layout`: the plan's, spelt out in the explicit arguments only off the default,
-/// passed to the VMM only off the default, parsed back to the same plan; truecold campaigns
-/// only.
+/// passed to the VMM only off the default, parsed back to the same plan; engines and parity
+/// campaigns take it too (truecold-vmm's arm).
 #[test]
 fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
     use truecold_proto::kinds::RamLayout;
@@ -266,17 +266,19 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
     assert!(!explicit(&d, ContractKind::Linux).contains(&"--ram-layout".to_string()));
     let e = args(&["--ram-layout", "inside"]).unwrap_err().to_string();
     assert!(e.contains("around-hole, hole-inside"), "{e}");
-    for extra in [&["--engine", "firecracker"][..], &["--parity"][..]] {
-        let mut v = vec!["--ram-layout", "hole-inside"];
-        v.extend_from_slice(extra);
-        match plan(&v) {
-            Err(ArgError::RamLayoutNotHere(RamLayout::HoleInside)) => {}
-            Err(ArgError::Parity(_)) if extra == ["--parity"] => {}
-            other => panic!("{extra:?}: {other:?}"),
+    // Every layout is accepted in an engines or parity campaign (truecold-vmm's arm).
+    for l in RamLayout::ALL {
+        for extra in [
+            &["--engine", "firecracker"][..],
+            &["--engines", "truecold,firecracker"][..],
+            &["--parity", "--linux"][..],
+        ] {
+            let mut v = vec!["--ram-layout", l.as_str()];
+            v.extend_from_slice(extra);
+            let p = plan(&v).unwrap_or_else(|e| panic!("{v:?}: {e}"));
+            assert_eq!(p.guest.ram_layout, l);
         }
     }
-    // The layout at its default is accepted everywhere.
-    assert!(plan(&["--ram-layout", "around-hole", "--engine", "firecracker"]).is_ok());
     // The VMM's arguments: the flag off the default only.
     let mut spec = crate::campaign::CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
