@@ -97,12 +97,10 @@ pub fn vmm_args(
         v.push(k.into());
         v.push(val.into());
     }
-    // Absent exactly for `RamLayout::ABSENT` (what a line without it means), so that such
-    // a launch's arguments are what they were before the layouts.
-    if !spec.ram_layout.is_absent() {
-        v.push("--ram-layout".into());
-        v.push(spec.ram_layout.as_str().into());
-    }
+    // Always spelt out: the VMM's default is not what a line without it means
+    // (`RamLayout::ABSENT`), so every launch names its layout.
+    v.push("--ram-layout".into());
+    v.push(spec.ram_layout.as_str().into());
     if !cmdline_extra.is_empty() {
         v.push("--cmdline-extra".into());
         v.push(cmdline_extra.into());

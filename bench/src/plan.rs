@@ -844,11 +844,9 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
             }
         }
     }
-    // Absent exactly for `RamLayout::ABSENT` (what a line without it means, whatever the
-    // default), so that such a campaign's line is what it was before the layouts.
-    if !ram_layout.is_absent() {
-        kv("--ram-layout", ram_layout.as_str().to_string());
-    }
+    // Always spelt out: a line without it means `RamLayout::ABSENT`, not today's default,
+    // so rerunning the line runs the same layout whatever a later default is.
+    kv("--ram-layout", ram_layout.as_str().to_string());
     for (k, val) in extra {
         kv(k, val);
     }

@@ -402,6 +402,7 @@ fn invocation_record(tp: &TunePlan, contract: ContractKind) -> truecold_proof::t
             kill_grace_ms: tp.kill_grace_ms,
             attribution: tp.attribution,
             noise_from: tp.noise_from.as_ref().map(|p| p.display().to_string()),
+            ram_layout: Some(truecold_proto::tune::TUNE_BASELINE_LAYOUT),
         },
     }
 }

@@ -57,11 +57,9 @@ pub fn launch(
         args.push(k.into());
         args.push(v);
     }
-    let layout = g.layout_of(e);
-    if !layout.is_absent() {
-        args.push("--ram-layout".into());
-        args.push(layout.as_str().into());
-    }
+    // Always spelt out (the VMM's default is not what a line without it means).
+    args.push("--ram-layout".into());
+    args.push(g.layout_of(e).as_str().into());
     if !g.cmdline_extra.is_empty() {
         args.push("--cmdline-extra".into());
         args.push(g.cmdline_extra.clone());

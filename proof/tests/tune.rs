@@ -191,6 +191,7 @@ fn invocation() -> tune::Invocation {
             kill_grace_ms: 500,
             attribution: 0,
             noise_from: None,
+            ram_layout: None,
         },
     }
 }

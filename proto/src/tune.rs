@@ -43,7 +43,7 @@ pub enum VmmChange {
     /// Boot the `bzImage` (the 64-bit boot protocol's compressed image) instead of the PVH
     /// entry of `vmlinux`.
     BzImage,
-    /// `--ram-layout <l>` instead of the default (`around-hole`).
+    /// `--ram-layout <l>` instead of the tune baseline's ([`TUNE_BASELINE_LAYOUT`]).
     RamLayout(RamLayout),
 }
 
@@ -491,6 +491,10 @@ pub struct Applied {
     pub ram_layout: RamLayout,
 }
 
+/// The RAM layout of a tune's baseline: `around-hole` ([`Knob::RamLayoutHoleInside`] changes
+/// it), the layout of every tune written before the default became `hole-inside`.
+pub const TUNE_BASELINE_LAYOUT: RamLayout = RamLayout::AroundHole;
+
 /// Applies `knobs` (already checked with [`check_set`]) to the baseline (`backing`, no console,
 /// PVH vmlinux, no extra command line).
 pub fn apply(knobs: &[Knob], backing: Backing) -> Applied {
@@ -502,7 +506,10 @@ pub fn apply(knobs: &[Knob], backing: Backing) -> Applied {
         backing,
         console: false,
         bzimage: false,
-        ram_layout: RamLayout::default(),
+        // The tune's baseline lays RAM around the hole, although truecold-vmm's default is
+        // `hole-inside` (as its backing stays anon against run's THP): the layout knob
+        // measures `hole-inside` against it.
+        ram_layout: TUNE_BASELINE_LAYOUT,
     };
     for k in sorted {
         match k.change() {
@@ -582,7 +589,7 @@ mod tests {
                 + usize::from(a.backing != Backing::Anon)
                 + usize::from(a.console)
                 + usize::from(a.bzimage)
-                + usize::from(!a.ram_layout.is_default());
+                + usize::from(a.ram_layout != TUNE_BASELINE_LAYOUT);
             assert_eq!(changed, 1, "{k}");
             if let Change::Kconfig(text) = k.change() {
                 assert!(text
