@@ -265,13 +265,14 @@ pub struct RunArgs {
     /// e.g. `--arm-backing firecracker=hugetlb`.
     #[arg(long, value_name = "ENGINE=BACKING", value_parser = parse_arm_backing)]
     pub arm_backing: Vec<(Engine, Backing)>,
-    /// truecold-vmm's guest RAM layout: around-hole or hole-inside [default: around-hole].
+    /// truecold-vmm's guest RAM layout: around-hole or hole-inside [default: hole-inside].
     ///
     /// around-hole: RAM = the configured size, laid around the 640 KiB – 1 MiB hole (it ends
     /// 384 KiB past the size). hole-inside: RAM ends at the configured size, the hole
     /// declared E820 reserved; the memory contract holds configured = RAM + the hole, to the
-    /// byte (truecold_proto::layout). truecold campaigns only (no --engine, no --parity).
-    #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::AroundHole)]
+    /// byte (truecold_proto::layout). In an engines or parity campaign, truecold-vmm's arm
+    /// (the peers lay RAM out their own way).
+    #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::default())]
     pub ram_layout: RamLayout,
     /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;
     /// default 64).

@@ -33,7 +33,7 @@ use truecold_proof::reports::{HarnessMarks, ReportLine, REPORTS_FILE};
 use truecold_proof::schema::{
     Configuration, ContractKind, EngineInfo, Environment, Observer, Sample,
 };
-use truecold_proto::kinds::{Backing, Engine, ErrorKind, HostKind, ObtainedBacking};
+use truecold_proto::kinds::{Backing, Engine, ErrorKind, HostKind, ObtainedBacking, RamLayout};
 use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::measure::now_ns;
 use truecold_proto::path_io::PathIoError;
@@ -118,6 +118,9 @@ pub struct EnginesSpec {
     pub mem: GuestMem,
     /// Each arm's backing, in the order of `arms` ([`CampaignPlan::backing_of`]).
     pub backings: Vec<Backing>,
+    /// truecold-vmm's RAM layout (`--ram-layout`): its arm's; a peer's arm records
+    /// [`RamLayout::ABSENT`] ([`EnginesSpec::layout`]).
+    pub ram_layout: RamLayout,
     pub deadline_ns: u64,
     pub kill_grace_ns: u64,
     /// Who stamps strict-ready: `serial` (an engines campaign) or `agent` (the parity
@@ -143,6 +146,7 @@ impl EnginesSpec {
             vcpus: plan.guest.vcpus,
             mem: plan.guest.mem,
             backings: arms.iter().map(|&e| plan.backing_of(e, true)).collect(),
+            ram_layout: plan.guest.ram_layout,
             arms,
             deadline_ns: plan.deadline_ns(),
             kill_grace_ns: plan.kill_grace_ns(),
@@ -159,6 +163,16 @@ impl EnginesSpec {
             .position(|&e| e == engine)
             .and_then(|i| self.backings.get(i).copied())
             .unwrap_or(Backing::linux_default(engine))
+    }
+
+    /// `engine`'s RAM layout, as its bundle records it: truecold-vmm's
+    /// [`EnginesSpec::ram_layout`]; a peer's own ([`RamLayout::ABSENT`]: the layout is
+    /// truecold-vmm's).
+    pub fn layout(&self, engine: Engine) -> RamLayout {
+        match engine {
+            Engine::Truecold => self.ram_layout,
+            _ => RamLayout::ABSENT,
+        }
     }
 
     /// Whether every arm has the same backing.
@@ -207,8 +221,7 @@ impl EnginesSpec {
             vcpus: self.vcpus,
             mem: self.mem,
             backing: self.backing(engine),
-            // Engines campaigns run truecold-vmm's default layout (plan.rs refuses another).
-            ram_layout: truecold_proto::kinds::RamLayout::default(),
+            ram_layout: self.layout(engine),
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
             observer: self.observer,
@@ -758,7 +771,7 @@ pub fn write_arm_bundle(
         vcpus: u32::from(spec.vcpus.get()),
         mem_bytes: spec.mem.bytes(),
         backing: campaign::backing_description(spec.backing(b.engine), &ex.backings),
-        ram_layout: truecold_proto::kinds::RamLayout::default(),
+        ram_layout: spec.layout(b.engine),
         cmdline: b.guest_cmdline.clone(),
         vmm_path: b.binary.display().to_string(),
         kernel_path: Some(absolute(&b.guest.vmlinux)),
@@ -826,6 +839,7 @@ pub fn guest_of(plan: &CampaignPlan, g: &LinuxGuest) -> Guest {
         mem: plan.guest.mem,
         backing: plan.backing_of(Engine::Truecold, true),
         cmdline_extra: plan.guest.cmdline_extra.clone(),
+        ram_layout: plan.guest.ram_layout,
     }
 }
 

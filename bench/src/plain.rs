@@ -97,11 +97,10 @@ pub fn vmm_args(
         v.push(k.into());
         v.push(val.into());
     }
-    // Only off the default, so that a default launch's arguments are what they were.
-    if !spec.ram_layout.is_default() {
-        v.push("--ram-layout".into());
-        v.push(spec.ram_layout.as_str().into());
-    }
+    // Always spelt out: the VMM's default is not what a line without it means
+    // (`RamLayout::ABSENT`), so every launch names its layout.
+    v.push("--ram-layout".into());
+    v.push(spec.ram_layout.as_str().into());
     if !cmdline_extra.is_empty() {
         v.push("--cmdline-extra".into());
         v.push(cmdline_extra.into());

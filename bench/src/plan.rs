@@ -64,8 +64,6 @@ pub enum ArgError {
     SeedNotUsed,
     #[error("--parity: {0}")]
     Parity(&'static str),
-    #[error("--ram-layout {0} is truecold-vmm's layout: it applies to a truecold campaign only (no --engine, no --parity; the engines' smaps rule takes truecold's default layout)")]
-    RamLayoutNotHere(RamLayout),
     #[error("your kernel (--kernel-config / --kernel-fragment): {0}")]
     OwnKernel(&'static str),
     #[error("--stop-after applies to a sequential campaign of truecold alone (--mode sequential, no --engine, no --parity): the concurrent modes, engines and parity campaigns run every launch")]
@@ -254,9 +252,6 @@ impl CampaignPlan {
         let arm_backing = arm_backing(a, &engines)?;
         let (arm_kernel, arm_guest_dir) = arm_guests(a, &engines)?;
         check_parity(a, &engines)?;
-        if !a.ram_layout.is_default() && (!engines.is_empty() || a.parity) {
-            return Err(ArgError::RamLayoutNotHere(a.ram_layout));
-        }
         if a.probe && !a.cmdline_extra.is_empty() {
             return Err(ArgError::CmdlineExtraProbe);
         }
@@ -877,10 +872,9 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
             }
         }
     }
-    // The layout only off its default, so that a default campaign's line is what it was.
-    if !ram_layout.is_default() {
-        kv("--ram-layout", ram_layout.as_str().to_string());
-    }
+    // Always spelt out: a line without it means `RamLayout::ABSENT`, not today's default,
+    // so rerunning the line runs the same layout whatever a later default is.
+    kv("--ram-layout", ram_layout.as_str().to_string());
     for (k, val) in extra {
         kv(k, val);
     }

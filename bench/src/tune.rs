@@ -572,6 +572,7 @@ fn invocation_record(
             noise_from: tp.noise_from.as_ref().map(|p| p.display().to_string()),
             kernel: own.map(|o| o.record.clone()),
             already_set,
+            ram_layout: Some(truecold_proto::tune::TUNE_BASELINE_LAYOUT),
         },
     }
 }

@@ -201,7 +201,8 @@ fn the_harness_memory_after_10000_launches_is_within_a_small_bound_of_after_1000
         vcpus: Vcpus::new(1).unwrap(),
         mem: GuestMem::from_mib(64).unwrap(),
         backing: truecold_proto::kinds::Backing::Anon,
-        ram_layout: truecold_proto::kinds::RamLayout::default(),
+        // The fake report's figures are laid around the hole.
+        ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     };

@@ -6,6 +6,7 @@
 //! `cargo build -p truecold-vmm && cargo test -p truecold-bench`. Missing either FAILS.
 
 mod common;
+use truecold_proto::kinds::{Engine, RamLayout};
 
 use common::{require_kvm, sha256sum_check};
 use std::io::{BufRead, BufReader};
@@ -69,11 +70,15 @@ fn twenty_probe_boots_make_a_bundle_that_verifies() {
     assert!(r.artifacts.contains_key("vmm"));
     // The probe has no kernel and so no boot id: every row's is empty (its strict-ready is
     // the VMM's verified echo of a fresh nonce, which `ok` already requires). Each row carries
-    // the probe's own RAM figure, equal to what the host configured.
+    // the probe's own RAM figure, equal to what the host configured less the default
+    // layout's declared hole (`hole-inside`: 384 KiB).
+    assert_eq!(r.configuration.ram_layout, RamLayout::HoleInside);
+    let ram = Engine::Truecold.expected_firmware_ram(256 << 20, RamLayout::HoleInside);
+    assert_eq!(ram, (256 << 20) - (384 << 10));
     let (_, samples) = truecold_proof::bundle::read_bundle(&out).unwrap();
     for s in &samples {
         assert_eq!(s.boot_id, None, "probe sample {} has a boot id", s.index);
-        assert_eq!(s.guest_mem_firmware, Some(256 << 20), "sample {}", s.index);
+        assert_eq!(s.guest_mem_firmware, Some(ram), "sample {}", s.index);
     }
     for f in ["README.md", "result.json", "samples.csv", "cmdline.txt"] {
         let text = std::fs::read_to_string(out.join(f)).unwrap();
@@ -100,7 +105,7 @@ fn twenty_probe_boots_make_a_bundle_that_verifies() {
         "{cmdline}"
     );
     assert!(
-        cmdline.contains("truecold run --probe --mode sequential --count 20 --vcpus 2 --mem-mib 256 --backing anon --deadline-ms 60000 --kill-grace-ms 500"),
+        cmdline.contains("truecold run --probe --mode sequential --count 20 --vcpus 2 --mem-mib 256 --backing anon --ram-layout hole-inside --deadline-ms 60000 --kill-grace-ms 500"),
         "{cmdline}"
     );
     // The harness's CPU inside the measured windows is recorded, within the windows' wall.

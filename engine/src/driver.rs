@@ -315,11 +315,8 @@ fn act(
                 };
                 if let Some(at) = ready_at {
                     out.run.stamps.strict_ready = Some(at);
-                    // Engines and parity campaigns run truecold-vmm laid out as by default
-                    // (`truecold run` refuses `--ram-layout` there: plan.rs).
-                    let size = l
-                        .engine
-                        .expected_mapping(mem_bytes, truecold_proto::kinds::RamLayout::AroundHole);
+                    // The engine's mapping as its layout gives it (`Launch::ram_layout`).
+                    let size = l.engine.expected_mapping(mem_bytes, l.ram_layout);
                     match smaps::read_guest_mapping(pid, size) {
                         Ok(m) => out.run.host_memory = Some(m),
                         Err(e) => out.mapping_error = Some(e.to_string()),

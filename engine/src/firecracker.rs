@@ -122,6 +122,7 @@ pub fn launch(program: &Path, g: &Guest, work: &Path) -> Result<Launch, EngineEr
         report_file: None,
         per_sample_stamps: false,
         agent: None,
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     })
 }
 

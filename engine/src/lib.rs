@@ -26,7 +26,7 @@ use rand::SeedableRng;
 use std::path::{Path, PathBuf};
 use truecold_proto::boot_cmdline::{cmdline, CmdlineError, SerialUse};
 pub use truecold_proto::kinds::Engine;
-use truecold_proto::kinds::{Backing, HostKind};
+use truecold_proto::kinds::{Backing, HostKind, RamLayout};
 pub use truecold_proto::limits::GuestMem;
 
 /// One guest, identical for every engine.
@@ -40,13 +40,31 @@ pub struct Guest {
     pub backing: Backing,
     /// Appended to the one command line (`truecold run --cmdline-extra`).
     pub cmdline_extra: String,
+    /// truecold-vmm's RAM layout (`truecold run --ram-layout`); the peers lay RAM out their
+    /// own documented way ([`Engine::low_ram_hole`]) and never get it.
+    pub ram_layout: RamLayout,
 }
 
 impl Guest {
-    /// The kernel command line this guest gets under `engine`: the one definition.
+    /// The kernel command line this guest gets under `engine`: the one definition. Under
+    /// truecold-vmm it carries the layout's word first
+    /// ([`truecold_proto::boot_cmdline::ram_layout_key`]), as the VMM builds it.
     pub fn cmdline(&self, engine: Engine) -> Result<String, EngineError> {
-        cmdline(SerialUse::Transport(engine), self.mem, &self.cmdline_extra)
-            .map_err(EngineError::Cmdline)
+        let word = truecold_proto::boot_cmdline::ram_layout_word(self.layout_of(engine));
+        let extra = match word {
+            Some(w) => format!("{w} {}", self.cmdline_extra),
+            None => self.cmdline_extra.clone(),
+        };
+        cmdline(SerialUse::Transport(engine), self.mem, &extra).map_err(EngineError::Cmdline)
+    }
+
+    /// The RAM layout `engine` boots this guest with: truecold-vmm's [`Guest::ram_layout`];
+    /// a peer's own, which records as [`RamLayout::ABSENT`] (the layout is truecold-vmm's).
+    pub fn layout_of(&self, engine: Engine) -> RamLayout {
+        match engine {
+            Engine::Truecold => self.ram_layout,
+            _ => RamLayout::ABSENT,
+        }
     }
 }
 
@@ -139,6 +157,9 @@ pub struct Launch {
     /// The parity contract's agent channel (`crate::parity`: every engine's hybrid vsock):
     /// the `TC1` lines arrive on a Unix socket, not on the engine's stdout.
     pub agent: Option<Agent>,
+    /// The RAM layout the engine boots the guest with ([`Guest::layout_of`]): the size of
+    /// the guest-memory mapping the driver reads ([`Engine::expected_mapping`]).
+    pub ram_layout: RamLayout,
 }
 
 /// Where the bench meets the guest's agent and proves its network.
@@ -199,12 +220,14 @@ pub fn launch(
     work: &Path,
     host: HostKind,
 ) -> Result<Launch, EngineError> {
-    match engine {
+    let mut l = match engine {
         Engine::Truecold => truecold::launch(program, guest, work, host),
         Engine::Firecracker => firecracker::launch(program, guest, work),
         Engine::CloudHypervisor => cloud_hypervisor::launch(program, guest),
         Engine::QemuMicrovm => qemu_microvm::launch(program, guest),
-    }
+    }?;
+    l.ram_layout = guest.layout_of(engine);
+    Ok(l)
 }
 
 /// A path as an argv word (the engines take UTF-8 paths in their configs).

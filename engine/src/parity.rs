@@ -170,6 +170,7 @@ mod tests {
             mem: GuestMem::from_mib(1024).unwrap(),
             backing: Backing::Anon,
             cmdline_extra: String::new(),
+            ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
         }
     }
 

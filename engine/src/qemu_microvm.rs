@@ -90,6 +90,7 @@ pub fn launch(program: &Path, g: &Guest) -> Result<Launch, EngineError> {
         report_file: None,
         per_sample_stamps: false,
         agent: None,
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     })
 }
 

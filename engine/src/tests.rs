@@ -10,6 +10,7 @@ fn guest(backing: Backing) -> Guest {
         mem: GuestMem::from_mib(1024).unwrap(),
         backing,
         cmdline_extra: String::new(),
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     }
 }
 
@@ -292,4 +293,45 @@ fn page_sizes_and_quoting() {
     assert_eq!(shell_quote("it's"), r"'it'\''s'");
     assert_eq!(shell_quote("/x/y-z"), "/x/y-z");
     assert_eq!(shell_quote(""), "''");
+}
+
+/// truecold-vmm's arm carries the layout (its flag, its word first on the command line, the
+/// mapping the driver expects); a peer never gets it, whatever the guest says.
+#[test]
+fn the_ram_layout_is_truecold_vmms_alone() {
+    use truecold_proto::kinds::RamLayout;
+    let mut g = guest(Backing::Anon);
+    g.cmdline_extra = "printk.time=1".into();
+    g.ram_layout = RamLayout::HoleInside;
+    let l = line(Engine::Truecold, &g);
+    let i = l.args.iter().position(|a| a == "--ram-layout").unwrap();
+    assert_eq!(l.args[i + 1], "hole-inside");
+    assert_eq!(l.ram_layout, RamLayout::HoleInside);
+    let c = g.cmdline(Engine::Truecold).unwrap();
+    assert!(
+        c.ends_with(" truecold.ram_layout=hole-inside printk.time=1"),
+        "{c}"
+    );
+    for e in [
+        Engine::Firecracker,
+        Engine::CloudHypervisor,
+        Engine::QemuMicrovm,
+    ] {
+        let p = line(e, &g);
+        assert_eq!(p.ram_layout, RamLayout::ABSENT, "{e}");
+        assert_eq!(g.layout_of(e), RamLayout::ABSENT, "{e}");
+        assert!(!g.cmdline(e).unwrap().contains("ram_layout"), "{e}");
+        assert!(
+            !p.args
+                .iter()
+                .any(|a| a.contains("ram-layout") || a.contains("ram_layout")),
+            "{e}: {:?}",
+            p.args
+        );
+    }
+    // ABSENT: no flag, no word (the command line as before the layouts).
+    g.ram_layout = RamLayout::ABSENT;
+    let l = line(Engine::Truecold, &g);
+    assert!(!l.args.iter().any(|a| a == "--ram-layout"));
+    assert!(!g.cmdline(Engine::Truecold).unwrap().contains("ram_layout"));
 }

@@ -57,6 +57,9 @@ pub fn launch(
         args.push(k.into());
         args.push(v);
     }
+    // Always spelt out (the VMM's default is not what a line without it means).
+    args.push("--ram-layout".into());
+    args.push(g.layout_of(e).as_str().into());
     if !g.cmdline_extra.is_empty() {
         args.push("--cmdline-extra".into());
         args.push(g.cmdline_extra.clone());
@@ -70,6 +73,7 @@ pub fn launch(
         report_file: Some(report),
         per_sample_stamps: true,
         agent: None,
+        ram_layout: g.layout_of(e),
     })
 }
 

@@ -67,6 +67,10 @@ pub fn truecold_args(g: &Guest, deadline_ms: u64) -> Vec<String> {
         &deadline_ms.to_string(),
         "--host-kind",
         "nested-emulated",
+        // The layout this check was written for, spelt out (the VMM's default is
+        // `hole-inside` since 2026-12-03).
+        "--ram-layout",
+        "around-hole",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -90,6 +94,8 @@ fn engine_guest(g: &Guest) -> truecold_engine::Guest {
         mem: g.mem,
         backing: truecold_proto::kinds::Backing::Anon,
         cmdline_extra: g.cmdline_extra.clone(),
+        // Firecracker's config only: the layout is truecold-vmm's.
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     }
 }
 

@@ -351,10 +351,7 @@ fn the_peer_engines_run_the_parity_contract_in_l1() {
         assert_eq!(r.summary.successes, 1, "{ctx}");
         assert_eq!(
             rows[0].guest_mem_firmware,
-            Some(e.expected_firmware_ram(
-                mem_mib << 20,
-                truecold_proto::kinds::RamLayout::AroundHole
-            )),
+            Some(e.expected_firmware_ram(mem_mib << 20, r.configuration.ram_layout)),
             "{ctx}"
         );
         assert_eq!(rows[0].cleanup_ok, Some(true), "{ctx}");
@@ -523,13 +520,13 @@ fn four_engines_interleaved_in_one_l1_give_a_verifiable_directory() {
             );
             assert_eq!(
                 s.host_mapping_bytes,
-                Some(e.expected_mapping(bytes, truecold_proto::kinds::RamLayout::AroundHole)),
+                Some(e.expected_mapping(bytes, r.configuration.ram_layout)),
                 "{ctx}"
             );
             assert_eq!(s.host_page_size, Some(4096), "{ctx}");
             assert_eq!(
                 s.guest_mem_firmware,
-                Some(e.expected_firmware_ram(bytes, truecold_proto::kinds::RamLayout::AroundHole)),
+                Some(e.expected_firmware_ram(bytes, r.configuration.ram_layout)),
                 "{ctx}"
             );
             assert_eq!(s.guest_cpus, Some(2), "{ctx}");

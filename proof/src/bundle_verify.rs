@@ -825,7 +825,7 @@ fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
         );
     }
     // The layout is truecold-vmm's: a peer's bundle lays RAM out its own way.
-    if !cfg.ram_layout.is_default() && cfg.engine.kind != Engine::Truecold {
+    if !cfg.ram_layout.is_absent() && cfg.engine.kind != Engine::Truecold {
         v.add(
             Check::Configuration,
             format!(

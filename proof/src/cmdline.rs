@@ -545,18 +545,20 @@ impl Recorded {
                 num::<u64>(si, inv, "--deadline-ms")?.to_string(),
                 ms(r.contract.deadline_ns),
             ),
-            // Absent from both lines at the default (lines written before the layouts).
-            (
-                "RAM layout",
-                "truecold run",
-                inv.get("--ram-layout")
-                    .unwrap_or(RamLayout::default().as_str())
-                    .to_string(),
-                cfg.ram_layout.as_str().to_string(),
-            ),
         ];
         if truecold_vmm {
             facts.extend([
+                // Absent from both lines: `RamLayout::ABSENT` (lines written before the
+                // layouts, and every line since that ran it). The layout is truecold-vmm's: a
+                // peer's arm records none whatever the run line says (bundle_verify).
+                (
+                    "RAM layout",
+                    "truecold run",
+                    inv.get("--ram-layout")
+                        .unwrap_or(RamLayout::ABSENT.as_str())
+                        .to_string(),
+                    cfg.ram_layout.as_str().to_string(),
+                ),
                 (
                     "vCPUs",
                     "truecold-vmm",
@@ -579,7 +581,7 @@ impl Recorded {
                     "RAM layout",
                     "truecold-vmm",
                     vmm.get("--ram-layout")
-                        .unwrap_or(RamLayout::default().as_str())
+                        .unwrap_or(RamLayout::ABSENT.as_str())
                         .to_string(),
                     cfg.ram_layout.as_str().to_string(),
                 ),

@@ -302,7 +302,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
 }
 
 /// The VMM's report against the bundle's RAM layout: its configuration echoes `layout`
-/// (absent: `around-hole`), and a success's memory figures obey the one rule for it
+/// (absent: [`truecold_proto::kinds::RamLayout::ABSENT`]), and a success's memory figures obey the one rule for it
 /// ([`truecold_proto::report::MemoryFigures::problem`]: RAM + the declared hole =
 /// configured, in the host's view and, where the report has it, the guest's).
 fn vmm_layout(
@@ -314,7 +314,7 @@ fn vmm_layout(
 ) {
     let echoed = vmm.and_then(|v| v.pointer("/config/ram_layout"));
     let ran = match echoed {
-        None => Ok(truecold_proto::kinds::RamLayout::default()),
+        None => Ok(truecold_proto::kinds::RamLayout::ABSENT),
         Some(v) => serde_json::from_value(v.clone()).map_err(|_| v.to_string()),
     };
     match ran {

@@ -270,7 +270,7 @@ impl Sample {
         if linux || self.guest_mem_total.is_some() {
             // The guest's own bound (guest-init fails its boot outside it), applied from the
             // configured size.
-            let (lo, hi) = if serial || !layout.is_default() {
+            let (lo, hi) = if serial || !layout.is_absent() {
                 memtotal_bounds_engine(engine, m, layout)
             } else {
                 truecold_proto::memtotal_bounds_for(m)
@@ -573,9 +573,13 @@ pub struct Configuration {
     /// Guest memory backing, e.g. `anon`, `anon+thp`, `hugetlb-2m`.
     pub backing: String,
     /// truecold-vmm's RAM layout (`truecold run --ram-layout`): the hole the memory rule
-    /// holds every row to ([`truecold_proto::layout`]). Absent: `around-hole` (every bundle
-    /// written before the layouts existed, and every default one since).
-    #[serde(default, skip_serializing_if = "RamLayout::is_default")]
+    /// holds every row to ([`truecold_proto::layout`]). Absent:
+    /// [`RamLayout::ABSENT`] (every bundle written before the layouts existed, and every one
+    /// since that ran it), whatever truecold-vmm's default.
+    #[serde(
+        default = "RamLayout::absent",
+        skip_serializing_if = "RamLayout::is_absent"
+    )]
     pub ram_layout: RamLayout,
     /// The guest kernel command line (Linux) or VMM arguments (probe).
     pub cmdline: String,

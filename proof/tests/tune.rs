@@ -193,6 +193,7 @@ fn invocation() -> tune::Invocation {
             noise_from: None,
             kernel: None,
             already_set: Vec::new(),
+            ram_layout: None,
         },
     }
 }
@@ -978,5 +979,46 @@ fn a_tune_over_the_users_kernel_records_it_and_every_tampering_is_caught() {
         &plain,
         Check::UserKernel,
         "names no user's kernel",
+    );
+}
+
+/// The boot-hash knobs and `rodata-off` (command-line knobs of issue 25): a phase of them
+/// verifies, each arm's command line the baseline's plus its one word, and an arm without
+/// its word is caught.
+#[test]
+fn the_boot_hash_and_rodata_knobs_verify_as_their_words() {
+    let t = tempfile::tempdir().unwrap();
+    let knobs = [
+        Knob::DhashEntries,
+        Knob::IhashEntries,
+        Knob::ThashEntries,
+        Knob::UhashEntries,
+        Knob::RodataOff,
+    ];
+    let arms = tune::screen_arms(&knobs);
+    let phase = t.path().join("p");
+    write_phase(&phase, &arms, 6, 5, &[]);
+    let v = verify_dir(&phase);
+    assert!(v.is_valid(), "{}", v.render(&phase, 50));
+    set_guest_cmdline(&phase.join("dhash-entries"), GUEST_CMDLINE);
+    set_guest_cmdline(
+        &phase.join("rodata-off"),
+        &format!("{GUEST_CMDLINE} rodata=off ihash_entries=65536"),
+    );
+    resum_arms(&phase);
+    let v = invalid(&phase);
+    assert_reason(
+        &v,
+        &phase,
+        Check::KnobApplied,
+        "arm `dhash-entries`: its guest command line is not the baseline's with its knobs' \
+         words [dhash-entries]: -dhash_entries=131072 against that",
+    );
+    assert_reason(
+        &v,
+        &phase,
+        Check::KnobApplied,
+        "arm `rodata-off`: its guest command line is not the baseline's with its knobs' \
+         words [rodata-off]: +ihash_entries=65536 against that",
     );
 }

@@ -93,9 +93,10 @@ pub fn cmdline(serial: SerialUse, mem: GuestMem, extra: &str) -> Result<String, 
     Ok(s)
 }
 
-/// truecold-vmm's word for its RAM layout (pure): `truecold.ram_layout=<layout>` when it is
-/// not the default, so that the guest's exact-RAM rule uses the layout's hole; nothing at the
-/// default (command lines stay as they were before the layouts existed).
+/// truecold-vmm's word for its RAM layout (pure): `truecold.ram_layout=<layout>` for every
+/// layout but [`RamLayout::ABSENT`], so that the guest's exact-RAM rule uses the layout's
+/// hole; nothing for that one (what the guest reads when the word is absent: command lines
+/// stay as they were before the layouts existed).
 pub fn ram_layout_key(layout: RamLayout) -> Option<String> {
     ram_layout_word(layout).map(str::to_string)
 }

@@ -23,18 +23,24 @@ pub const LEGACY_HOLE: RamHole = RamHole {
 /// (`truecold-vmm boot --ram-layout`, `truecold run --ram-layout`, the guest's
 /// `truecold.ram_layout=`, a bundle's `configuration.ram_layout`). Peers have their own
 /// layouts ([`Engine::low_ram_hole`]); this names only truecold's.
+///
+/// [`RamLayout::default`] is truecold-vmm's default; what a record that names no layout
+/// means is a separate, fixed thing: [`RamLayout::ABSENT`].
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum RamLayout {
     /// `M` bytes of RAM around the hole: `[0, 640 KiB)` and from 1 MiB, so RAM ends 384 KiB
-    /// past `M` (the address space spans `M` + the hole). No reserved entry.
-    #[default]
+    /// past `M` (the address space spans `M` + the hole). No reserved entry. The only layout
+    /// before `--ram-layout` existed ([`RamLayout::ABSENT`]), and `truecold tune`'s baseline.
     AroundHole,
     /// RAM ends at `M`: `[0, 640 KiB)` and `[1 MiB, M)` (above 3 GiB: the rest from 4 GiB),
     /// so RAM = `M` − 384 KiB and the hole, declared as one E820 reserved entry, makes up the
     /// difference — what Firecracker and Cloud Hypervisor do (issue 25's RAM-layout knob).
+    /// truecold-vmm's default since 2026-12-03: a confirmed tune winner at 2 vCPU / 16 GiB
+    /// on THP and 2 vCPU / 1 GiB on anon (kernel-config/README.md).
+    #[default]
     HoleInside,
 }
 
@@ -58,8 +64,32 @@ impl RamLayout {
             .ok_or_else(|| format!("`{s}` is not one of around-hole, hole-inside"))
     }
 
-    /// The default (absent from a bundle, a report and a command line written before the
-    /// layout existed, and from every default one since).
+    /// What a record that names no layout means: `around-hole`, the only layout before
+    /// `--ram-layout` existed. Every reader of an absent layout — a bundle's
+    /// `configuration.ram_layout`, the VMM report's `config.ram_layout`, a `cmdline.txt`
+    /// line's `--ram-layout`, the guest's `truecold.ram_layout=` — resolves it to this, and
+    /// every writer leaves the field out exactly for this layout
+    /// ([`RamLayout::is_absent`]), so records written before the layouts existed read as
+    /// they were written whatever [`RamLayout::default`] (truecold-vmm's default) becomes.
+    pub const ABSENT: RamLayout = RamLayout::AroundHole;
+
+    /// [`RamLayout::ABSENT`] (a serde `default` function).
+    pub fn absent() -> Self {
+        Self::ABSENT
+    }
+
+    /// Whether a writer leaves this layout out of its record: it is
+    /// [`RamLayout::ABSENT`] (a serde `skip_serializing_if` function).
+    pub fn is_absent(&self) -> bool {
+        *self == Self::ABSENT
+    }
+
+    /// A recorded layout, [`RamLayout::ABSENT`] when none was recorded.
+    pub fn or_absent(recorded: Option<RamLayout>) -> Self {
+        recorded.unwrap_or(Self::ABSENT)
+    }
+
+    /// Whether this is truecold-vmm's default ([`RamLayout::default`]).
     pub fn is_default(&self) -> bool {
         *self == RamLayout::default()
     }
@@ -272,7 +302,7 @@ mod tests {
     }
 
     #[test]
-    fn spellings_round_trip_and_the_default_is_around_hole() {
+    fn spellings_round_trip_the_default_is_hole_inside_and_absent_is_around_hole() {
         for l in RamLayout::ALL {
             assert_eq!(RamLayout::parse(l.as_str()), Ok(l));
             assert_eq!(
@@ -281,8 +311,17 @@ mod tests {
             );
         }
         assert!(RamLayout::parse("inside").is_err());
-        assert_eq!(RamLayout::default(), RamLayout::AroundHole);
-        assert!(RamLayout::AroundHole.is_default() && !RamLayout::HoleInside.is_default());
+        assert_eq!(RamLayout::default(), RamLayout::HoleInside);
+        assert!(RamLayout::HoleInside.is_default() && !RamLayout::AroundHole.is_default());
+        // What an absent record means never moves with the default.
+        assert_eq!(RamLayout::ABSENT, RamLayout::AroundHole);
+        assert_eq!(RamLayout::absent(), RamLayout::ABSENT);
+        assert!(RamLayout::AroundHole.is_absent() && !RamLayout::HoleInside.is_absent());
+        assert_eq!(RamLayout::or_absent(None), RamLayout::AroundHole);
+        assert_eq!(
+            RamLayout::or_absent(Some(RamLayout::HoleInside)),
+            RamLayout::HoleInside
+        );
     }
 
     #[test]

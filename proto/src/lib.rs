@@ -922,9 +922,9 @@ pub mod cmdline {
     /// The engine whose E820 layout the exact-RAM rule uses ([`crate::kinds::Engine`];
     /// default `truecold`).
     pub const ENGINE: &str = "truecold.engine";
-    /// truecold-vmm's RAM layout ([`crate::kinds::RamLayout`]; default `around-hole`), whose
-    /// hole the exact-RAM rule uses under the truecold engine. truecold-vmm writes it only
-    /// when it is not the default.
+    /// truecold-vmm's RAM layout ([`crate::kinds::RamLayout`]; absent:
+    /// [`crate::kinds::RamLayout::ABSENT`]), whose hole the exact-RAM rule uses under the
+    /// truecold engine. truecold-vmm writes it for every other layout.
     pub const RAM_LAYOUT: &str = "truecold.ram_layout";
     /// `1`: an attribution boot (never a measured row): after the workload and its record,
     /// the guest reads `/dev/kmsg` and sends its trace ([`crate::trace`]); `0` or absent: not.
@@ -1059,9 +1059,10 @@ impl GuestConfig {
             }
         }
         let engine = engine.unwrap_or(kinds::Engine::Truecold);
-        let ram_layout = ram_layout.unwrap_or_default();
+        // Absent: the layout of every command line written before the layouts existed.
+        let ram_layout = kinds::RamLayout::or_absent(ram_layout);
         // The layout is truecold-vmm's: a peer lays RAM out its own way.
-        if !ram_layout.is_default() && engine != kinds::Engine::Truecold {
+        if !ram_layout.is_absent() && engine != kinds::Engine::Truecold {
             return Err(ProtoError::BadCmdline(format!(
                 "{}={ram_layout} under {}={engine}",
                 cmdline::RAM_LAYOUT,

@@ -43,7 +43,7 @@ pub enum VmmChange {
     /// Boot the `bzImage` (the 64-bit boot protocol's compressed image) instead of the PVH
     /// entry of `vmlinux`.
     BzImage,
-    /// `--ram-layout <l>` instead of the default (`around-hole`).
+    /// `--ram-layout <l>` instead of the tune baseline's ([`TUNE_BASELINE_LAYOUT`]).
     RamLayout(RamLayout),
 }
 
@@ -73,6 +73,11 @@ pub enum Knob {
     IdlePoll,
     Nowatchdog,
     NoLegacyPtys,
+    DhashEntries,
+    IhashEntries,
+    ThashEntries,
+    UhashEntries,
+    RodataOff,
     // Kconfig.
     Hz100,
     Hz1000,
@@ -100,7 +105,7 @@ pub enum TuneGuest {
 
 impl Knob {
     /// The catalogue, in its documented order.
-    pub const ALL: [Knob; 22] = [
+    pub const ALL: [Knob; 27] = [
         Knob::TscReliable,
         Knob::Lpj,
         Knob::RcuExpedited,
@@ -111,6 +116,11 @@ impl Knob {
         Knob::IdlePoll,
         Knob::Nowatchdog,
         Knob::NoLegacyPtys,
+        Knob::DhashEntries,
+        Knob::IhashEntries,
+        Knob::ThashEntries,
+        Knob::UhashEntries,
+        Knob::RodataOff,
         Knob::Hz100,
         Knob::Hz1000,
         Knob::NoDeferredStructPageInit,
@@ -138,6 +148,11 @@ impl Knob {
             Knob::IdlePoll => "idle-poll",
             Knob::Nowatchdog => "nowatchdog",
             Knob::NoLegacyPtys => "no-legacy-ptys",
+            Knob::DhashEntries => "dhash-entries",
+            Knob::IhashEntries => "ihash-entries",
+            Knob::ThashEntries => "thash-entries",
+            Knob::UhashEntries => "uhash-entries",
+            Knob::RodataOff => "rodata-off",
             Knob::Hz100 => "hz-100",
             Knob::Hz1000 => "hz-1000",
             Knob::NoDeferredStructPageInit => "no-deferred-struct-page-init",
@@ -189,6 +204,13 @@ impl Knob {
             Knob::IdlePoll => Cmdline("idle=poll"),
             Knob::Nowatchdog => Cmdline("nowatchdog"),
             Knob::NoLegacyPtys => Cmdline("pty.legacy_count=0"),
+            // The sizes the kernel itself gives a 1 GiB guest (alloc_large_system_hash, see
+            // `what`): a null control at 1 GiB, 1/16 of a 16 GiB guest's tables.
+            Knob::DhashEntries => Cmdline("dhash_entries=131072"),
+            Knob::IhashEntries => Cmdline("ihash_entries=65536"),
+            Knob::ThashEntries => Cmdline("thash_entries=8192"),
+            Knob::UhashEntries => Cmdline("uhash_entries=512"),
+            Knob::RodataOff => Cmdline("rodata=off"),
             Knob::Hz100 => Kconfig("CONFIG_HZ_100=y\n# CONFIG_HZ_250 is not set\n"),
             Knob::Hz1000 => Kconfig("CONFIG_HZ_1000=y\n# CONFIG_HZ_250 is not set\n"),
             Knob::NoDeferredStructPageInit => {
@@ -242,6 +264,11 @@ impl Knob {
             Knob::NoKvmclock => "the guest ignores the kvm-clock paravirtual clocksource",
             Knob::IdlePoll => "idle vCPUs poll instead of HLT (no HLT exits; burns the host CPU)",
             Knob::Nowatchdog => "disables the lockup detectors (the base has none built: a null control)",
+            Knob::DhashEntries => "the dentry-cache hash at 131072 buckets (1 MiB, the size the kernel gives a 1 GiB guest) instead of one per 8 KiB of RAM: 2097152 (16 MiB, zeroed at boot) for a 16 GiB guest",
+            Knob::IhashEntries => "the inode-cache hash at 65536 buckets (512 KiB, the size the kernel gives a 1 GiB guest) instead of one per 16 KiB of RAM: 1048576 (8 MiB, zeroed at boot) for a 16 GiB guest",
+            Knob::ThashEntries => "the TCP established hash at 8192 buckets (the size the kernel gives a 1 GiB guest) instead of one per 128 KiB of RAM: 131072 for a 16 GiB guest (the bind and listen tables follow it)",
+            Knob::UhashEntries => "the UDP hash at 512 slots (the size the kernel gives a 1 GiB guest) instead of one per 2 MiB of RAM: 8192 for a 16 GiB guest",
+            Knob::RodataOff => "leaves the kernel's read-only data and text writable (no mark_rodata_ro: no page-attribute changes at the end of boot); SECURITY TRADE-OFF: never adopted as a default, whatever it measures",
             Knob::NoLegacyPtys => "registers no BSD legacy PTYs (LEGACY_PTYS makes pty_init register 256 pairs: 512 devices, each waking kdevtmpfs); measured faster, so the base command line has had it since 2026-12-01: a null control against today's base",
             Knob::Hz100 => "timer tick 100 Hz instead of 250 Hz",
             Knob::Hz1000 => "timer tick 1000 Hz instead of 250 Hz",
@@ -270,6 +297,9 @@ impl Knob {
             | Knob::NoKvmclock
             | Knob::IdlePoll
             | Knob::Nowatchdog => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12)",
+            Knob::DhashEntries | Knob::IhashEntries => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12); fs/dcache.c, fs/inode.c and mm/mm_init.c (alloc_large_system_hash: scale 13 and 14, memblock-allocated and zeroed at boot); issue 25 (memory-proportional boot work at 16 GiB)",
+            Knob::ThashEntries | Knob::UhashEntries => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12); net/ipv4/tcp.c (scale 17), net/ipv4/udp.c (scale 21); issue 25 (memory-proportional boot work at 16 GiB)",
+            Knob::RodataOff => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12); init/main.c (rodata=, mark_readonly); arch/Kconfig (STRICT_KERNEL_RWX, always on x86); issue 25",
             Knob::NoLegacyPtys => "drivers/tty/pty.c (module parameter legacy_count, LEGACY_PTY_COUNT); measured: pty_init 21–46 ms of a 2-vCPU nested boot (docs/virtual-clock.md)",
             Knob::Hz100 | Knob::Hz1000 => "kernel/Kconfig.hz",
             Knob::NoDeferredStructPageInit => "mm/Kconfig (DEFERRED_STRUCT_PAGE_INIT); the 384 KiB section lead in README",
@@ -283,6 +313,18 @@ impl Knob {
             Knob::Console => "Firecracker docs/prod-host-setup.md: a serial console slows boot",
             Knob::BzImage => "Documentation/arch/x86/boot.rst; arch/x86/platform/pvh",
             Knob::RamLayoutHoleInside => "issue 25 (RAM layout): 32,672 struct pages initialised as unavailable in the partly used section; −25.7 ms at 2 vCPU / 1 GiB when tried; the layout Firecracker and Cloud Hypervisor use",
+        }
+    }
+
+    /// The trade-off that keeps a knob out of truecold's defaults whatever it measures
+    /// (`None`: none; such a knob may still be recommended by a tune, for a user to weigh).
+    pub fn trade_off(self) -> Option<&'static str> {
+        match self {
+            Knob::RodataOff => Some(
+                "security: the kernel's text and read-only data stay writable (no \
+                 STRICT_KERNEL_RWX protection)",
+            ),
+            _ => None,
         }
     }
 
@@ -449,6 +491,10 @@ pub struct Applied {
     pub ram_layout: RamLayout,
 }
 
+/// The RAM layout of a tune's baseline: `around-hole` ([`Knob::RamLayoutHoleInside`] changes
+/// it), the layout of every tune written before the default became `hole-inside`.
+pub const TUNE_BASELINE_LAYOUT: RamLayout = RamLayout::AroundHole;
+
 /// Applies `knobs` (already checked with [`check_set`]) to the baseline (`backing`, no console,
 /// PVH vmlinux, no extra command line).
 pub fn apply(knobs: &[Knob], backing: Backing) -> Applied {
@@ -460,7 +506,10 @@ pub fn apply(knobs: &[Knob], backing: Backing) -> Applied {
         backing,
         console: false,
         bzimage: false,
-        ram_layout: RamLayout::default(),
+        // The tune's baseline lays RAM around the hole, although truecold-vmm's default is
+        // `hole-inside` (as its backing stays anon against run's THP): the layout knob
+        // measures `hole-inside` against it.
+        ram_layout: TUNE_BASELINE_LAYOUT,
     };
     for k in sorted {
         match k.change() {
@@ -540,7 +589,7 @@ mod tests {
                 + usize::from(a.backing != Backing::Anon)
                 + usize::from(a.console)
                 + usize::from(a.bzimage)
-                + usize::from(!a.ram_layout.is_default());
+                + usize::from(a.ram_layout != TUNE_BASELINE_LAYOUT);
             assert_eq!(changed, 1, "{k}");
             if let Change::Kconfig(text) = k.change() {
                 assert!(text
@@ -584,6 +633,40 @@ mod tests {
         );
         for k in [Knob::Hz100, Knob::BackingThp, Knob::BzImage] {
             assert_eq!(k.cmdline_delta(), (vec![], vec![]), "{k}");
+        }
+    }
+
+    /// Issue 25's memory-proportional command-line knobs: one word each, the sizes the
+    /// kernel gives a 1 GiB guest; `rodata-off` flagged as a security trade-off (the only
+    /// knob that is).
+    #[test]
+    fn boot_hash_and_rodata_knobs() {
+        for (k, name, word) in [
+            (Knob::DhashEntries, "dhash-entries", "dhash_entries=131072"),
+            (Knob::IhashEntries, "ihash-entries", "ihash_entries=65536"),
+            (Knob::ThashEntries, "thash-entries", "thash_entries=8192"),
+            (Knob::UhashEntries, "uhash-entries", "uhash_entries=512"),
+            (Knob::RodataOff, "rodata-off", "rodata=off"),
+        ] {
+            assert_eq!(Knob::parse(name), Some(k));
+            assert_eq!(k.class(), KnobClass::Cmdline, "{k}");
+            assert_eq!(k.cmdline_delta(), (vec![word], vec![]), "{k}");
+            assert_eq!(apply(&[k], Backing::Anon).cmdline_extra, word, "{k}");
+            assert!(k.applies_to(TuneGuest::Linux) && !k.applies_to(TuneGuest::Probe));
+            assert!(k.source().contains("kernel-parameters.txt"), "{k}");
+        }
+        let all = apply(
+            &[Knob::RodataOff, Knob::DhashEntries, Knob::TscReliable],
+            Backing::Anon,
+        );
+        assert_eq!(
+            all.cmdline_extra,
+            "tsc=reliable dhash_entries=131072 rodata=off"
+        );
+        assert!(Knob::RodataOff.trade_off().unwrap().starts_with("security"));
+        assert!(Knob::RodataOff.what().contains("SECURITY TRADE-OFF"));
+        for k in Knob::ALL {
+            assert_eq!(k.trade_off().is_some(), k == Knob::RodataOff, "{k}");
         }
     }
 

@@ -22,8 +22,12 @@ pub struct BootConfig {
     pub mem: GuestMem,
     pub backing: Backing,
     /// How guest RAM is laid out around the legacy hole (`--ram-layout`; left out of the
-    /// JSON at the default, so reports without it keep their bytes).
-    #[serde(default, skip_serializing_if = "RamLayout::is_default")]
+    /// JSON exactly for [`RamLayout::ABSENT`], which a report without it means, so reports
+    /// written before the layouts keep their bytes and their meaning).
+    #[serde(
+        default = "RamLayout::absent",
+        skip_serializing_if = "RamLayout::is_absent"
+    )]
     pub ram_layout: RamLayout,
     pub cmdline_extra: String,
     /// When the VMM gives up on a guest that has not finished.

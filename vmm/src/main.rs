@@ -109,8 +109,8 @@ struct BootArgs {
     backing: Option<Backing>,
     /// Guest RAM layout: around-hole (RAM = the configured size, laid around the 640 KiB –
     /// 1 MiB hole, so it ends 384 KiB past it) or hole-inside (RAM ends at the configured
-    /// size; the hole, declared E820 reserved, is part of it). truecold_proto::layout.
-    #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::AroundHole)]
+    /// size; the hole, declared E820 reserved, is part of it; the default). truecold_proto::layout.
+    #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::default())]
     ram_layout: RamLayout,
     /// Appended to the tuned base command line.
     #[arg(long, default_value = "", allow_hyphen_values = true)]

@@ -324,9 +324,10 @@ fn rate_limit_flags_reach_the_configuration() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("limits"));
 }
 
-/// `--ram-layout hole-inside` is the layout the boot runs with: echoed in the report's
-/// configuration (absent at the default), the hole one E820 reserved entry, RAM + hole =
-/// configured in every figure; a misspelt layout is a usage error.
+/// `--ram-layout hole-inside` (the default) is the layout the boot runs with: echoed in the
+/// report's configuration (absent exactly for `around-hole`, `RamLayout::ABSENT`), the hole
+/// one E820 reserved entry, RAM + hole = configured in every figure; a misspelt layout is a
+/// usage error.
 #[test]
 fn ram_layout_flag_reaches_the_configuration_and_the_memory_map() {
     use truecold_proto::kinds::RamLayout;
@@ -347,6 +348,10 @@ fn ram_layout_flag_reaches_the_configuration_and_the_memory_map() {
         vec![(0xa_0000, 0x6_0000)]
     );
     let o = vmm(&["boot", "--probe"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(d["config"]["ram_layout"], "hole-inside", "the default");
+    let o = vmm(&["boot", "--probe", "--ram-layout", "around-hole"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(

@@ -2,6 +2,7 @@ use super::*;
 use crate::progress::Style;
 use std::cell::Cell;
 use truecold_engine::driver::{Launched, ProcessEnd};
+use truecold_proto::kinds::RamLayout;
 use truecold_proto::measure::Stamps;
 use truecold_proto::report::{
     HostMapping, Liveness, LivenessKind, MemoryFigures, Outcome, ProcessExit, ReportCore,
@@ -20,6 +21,7 @@ fn spec(arms: &[Engine], rounds: u64) -> EnginesSpec {
         vcpus: Vcpus::new(2).unwrap(),
         mem: GuestMem::from_bytes(MEM).unwrap(),
         backings: vec![Backing::Anon; arms.len()],
+        ram_layout: RamLayout::ABSENT,
         deadline_ns: DEADLINE,
         kill_grace_ns: 100_000_000,
         observer: truecold_proof::schema::Observer::Serial,
@@ -31,7 +33,13 @@ fn boot_id(n: u64) -> BootId {
     BootId::parse(&format!("{n:08x}-1111-4222-8333-444444444444")).expect("valid")
 }
 
-fn record(engine: Engine, id: BootId) -> GuestRecord {
+/// `engine`'s record when truecold-vmm lays RAM out `layout` (a peer's layout is its own).
+fn record_in(engine: Engine, layout: RamLayout, id: BootId) -> GuestRecord {
+    let layout = if engine == Engine::Truecold {
+        layout
+    } else {
+        RamLayout::ABSENT
+    };
     GuestRecord {
         boot_id: Some(id),
         t_init_ns: 30_000_000,
@@ -39,8 +47,7 @@ fn record(engine: Engine, id: BootId) -> GuestRecord {
         t_reply_ns: 40_100_000,
         t_record_ns: 41_000_000,
         mem_configured: MEM,
-        mem_firmware_ram: engine
-            .expected_firmware_ram(MEM, truecold_proto::kinds::RamLayout::AroundHole),
+        mem_firmware_ram: engine.expected_firmware_ram(MEM, layout),
         mem_total: MEM - 20 * MIB,
         mem_probe: 4 * MIB,
         cpus: 2,
@@ -60,6 +67,18 @@ fn record(engine: Engine, id: BootId) -> GuestRecord {
 /// What one engine launch would look like, at `r` (its request), the guest `id`; `us` gives
 /// the stamp `us` µs after the request.
 fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
+    launched_in(engine, RamLayout::ABSENT, r, id, failed)
+}
+
+/// [`launched`] with truecold-vmm laying RAM out `layout` (its figures, its echo, its
+/// mapping; a peer's are its own).
+fn launched_in(engine: Engine, layout: RamLayout, r: u64, id: u64, failed: bool) -> Launched {
+    let layout = if engine == Engine::Truecold {
+        layout
+    } else {
+        RamLayout::ABSENT
+    };
+    let ram = Engine::Truecold.expected_firmware_ram(MEM, layout);
     let at = |us: u64| Some(r + us * 1000);
     let bid = boot_id(id);
     let mut lv = Liveness::new(LivenessKind::Binding);
@@ -110,15 +129,15 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
             stamps: vm,
             memory_figures: MemoryFigures {
                 configured: MEM,
-                memslots: MEM,
-                e820_ram: MEM,
-                e820_hole_reserved: 0,
-                guest: (!failed).then_some(MEM),
+                memslots: ram,
+                e820_ram: ram,
+                e820_hole_reserved: layout.hole().map_or(0, |h| h.len()),
+                guest: (!failed).then_some(ram),
             },
             backing_obtained: ObtainedBacking::Anon4k,
             vmm_rss_bytes: None,
             liveness: Liveness::new(LivenessKind::Binding),
-            guest_record: (!failed).then(|| record(engine, bid)),
+            guest_record: (!failed).then(|| record_in(engine, layout, bid)),
             protocol_error_count: 0,
             protocol_errors: vec![],
             guest_cmdline: Some("the one command line".into()),
@@ -136,6 +155,9 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
         };
         let mut v = serde_json::to_value(core).expect("serializes");
         v["config"] = serde_json::json!({ "deadline": { "at-ns": r + DEADLINE } });
+        if !layout.is_absent() {
+            v["config"]["ram_layout"] = serde_json::json!(layout.as_str());
+        }
         vmm = Some(v);
     }
     Launched {
@@ -144,11 +166,9 @@ fn launched(engine: Engine, r: u64, id: u64, failed: bool) -> Launched {
             stamps,
             ready_boot_id: Some(bid),
             liveness: lv,
-            guest_record: (!failed).then(|| record(engine, bid)),
+            guest_record: (!failed).then(|| record_in(engine, layout, bid)),
             host_memory: (!failed).then(|| HostMapping {
-                sizes: vec![
-                    engine.expected_mapping(MEM, truecold_proto::kinds::RamLayout::AroundHole)
-                ],
+                sizes: vec![engine.expected_mapping(MEM, layout)],
                 kernel_page_size: 4096,
                 anon_huge_bytes: 0,
             }),
@@ -194,6 +214,8 @@ struct Fake {
     dup: Option<(usize, u64)>,
     n: Cell<u64>,
     log: std::cell::RefCell<Vec<(u64, usize)>>,
+    /// truecold-vmm's layout in the launches it fakes.
+    layout: RamLayout,
 }
 
 impl ArmLauncher for Fake {
@@ -205,7 +227,13 @@ impl ArmLauncher for Fake {
         // At least as long as the stamps, so rows never overlap.
         std::thread::sleep(std::time::Duration::from_micros(1_200));
         let id = if self.dup == Some((arm, round)) { 0 } else { k };
-        let l = launched(self.arms[arm], r, id, self.failing.contains(&(arm, round)));
+        let l = launched_in(
+            self.arms[arm],
+            self.layout,
+            r,
+            id,
+            self.failing.contains(&(arm, round)),
+        );
         let (s, run) = row(&l);
         (l, s, run)
     }
@@ -218,6 +246,7 @@ fn fake(arms: &[Engine]) -> Fake {
         dup: None,
         n: Cell::new(0),
         log: Default::default(),
+        layout: RamLayout::ABSENT,
     }
 }
 
@@ -256,7 +285,7 @@ fn rounds_interleave_every_arm_in_the_seeded_order() {
             assert!(s.ok, "{}: {} {}", arms[i], s.error_kind, s.error_detail);
             assert_eq!(
                 s.host_mapping_bytes,
-                Some(arms[i].expected_mapping(MEM, truecold_proto::kinds::RamLayout::AroundHole))
+                Some(arms[i].expected_mapping(MEM, RamLayout::AroundHole))
             );
             assert_eq!(s.host_page_size, Some(4096));
         }
@@ -273,10 +302,7 @@ fn rounds_interleave_every_arm_in_the_seeded_order() {
     assert_eq!(fc.host_memslots, None);
     assert_eq!(
         fc.guest_mem_firmware,
-        Some(
-            Engine::Firecracker
-                .expected_firmware_ram(MEM, truecold_proto::kinds::RamLayout::AroundHole)
-        )
+        Some(Engine::Firecracker.expected_firmware_ram(MEM, RamLayout::AroundHole))
     );
 }
 
@@ -434,14 +460,27 @@ fn reports_lines_carry_the_engine_run_only() {
 
 /// The whole campaign through the real writer: one bundle per arm under one directory,
 /// placed atomically, each arm's files and verdict.
+/// Under either RAM layout of truecold-vmm's arm (the peers' their own), recorded on its
+/// bundle and verified there.
 #[test]
 fn the_campaign_directory_has_a_bundle_per_arm() {
+    for layout in RamLayout::ALL {
+        campaign_directory(layout);
+    }
+}
+
+fn campaign_directory(layout: RamLayout) {
     let arms = vec![Engine::Truecold, Engine::Firecracker, Engine::QemuMicrovm];
     // Each engine's own default backing (truecold thp, the others anon): arms.json declares
     // them, each arm's bundle has its own.
     let mut sp = spec(&arms, 3);
     sp.backings = arms.iter().map(|&e| Backing::linux_default(e)).collect();
-    let ran = run(&sp, &fake(&arms), &AtomicBool::new(false));
+    sp.ram_layout = layout;
+    let f = Fake {
+        layout,
+        ..fake(&arms)
+    };
+    let ran = run(&sp, &f, &AtomicBool::new(false));
     let d = tempfile::tempdir().unwrap();
     let guest = LinuxGuest {
         vmlinux: d.path().join("vmlinux"),
@@ -478,6 +517,7 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
         mem: GuestMem::from_bytes(MEM).unwrap(),
         backing: Backing::Anon,
         cmdline_extra: String::new(),
+        ram_layout: layout,
     };
     let launches: Vec<Launch> = arms
         .iter()
@@ -541,6 +581,8 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
                 "11",
                 "--arm-guest-dir",
                 &format!("firecracker={}", own_dir.display()),
+                "--ram-layout",
+                layout.as_str(),
             ])
             .unwrap();
             let bins: Vec<(Engine, PathBuf)> = arms.iter().map(|e| (*e, bin.clone())).collect();
@@ -619,6 +661,15 @@ fn the_campaign_directory_has_a_bundle_per_arm() {
     );
     let v = truecold_proof::verify::verify_dir(&dest);
     assert!(v.is_valid(), "{}", v.render(&dest, 20));
+    for e in &arms {
+        let (r, _) = truecold_proof::read_bundle(&dest.join(e.as_str())).unwrap();
+        let want = if *e == Engine::Truecold {
+            layout
+        } else {
+            RamLayout::ABSENT
+        };
+        assert_eq!(r.configuration.ram_layout, want, "{e}");
+    }
     for f in ["arms.json", "comparison.json", "README.md", "SHA256SUMS"] {
         assert!(dest.join(f).is_file(), "{f}");
     }
@@ -778,4 +829,52 @@ fn an_interleaved_arms_warning_shows_its_seed_in_hex() {
     let t = interleaved_arm_warning("the tune's screen phase", ["baseline"].into_iter(), 255);
     assert!(t.contains("(seed 0x00000000000000ff)"), "{t}");
     assert!(!t.contains("255"), "{t}");
+}
+
+/// `--ram-layout` in an engines campaign: truecold-vmm's arm runs and records it (its
+/// campaign, its guest, its launch), each peer's arm records none.
+#[test]
+fn the_ram_layout_reaches_truecold_vmms_arm_only() {
+    use truecold_proto::kinds::RamLayout;
+    let a = parse(&[
+        "--engines",
+        "truecold,firecracker,cloud-hypervisor",
+        "-n",
+        "2",
+        "--ram-layout",
+        "hole-inside",
+    ]);
+    let sp = EnginesSpec::of_plan(
+        &a,
+        a.engines.clone(),
+        2,
+        truecold_proof::schema::Observer::Serial,
+    );
+    assert_eq!(sp.layout(Engine::Truecold), RamLayout::HoleInside);
+    assert_eq!(
+        sp.campaign(Engine::Truecold).ram_layout,
+        RamLayout::HoleInside
+    );
+    for e in [Engine::Firecracker, Engine::CloudHypervisor] {
+        assert_eq!(sp.layout(e), RamLayout::ABSENT, "{e}");
+        assert_eq!(sp.campaign(e).ram_layout, RamLayout::ABSENT, "{e}");
+    }
+    let lg = LinuxGuest {
+        vmlinux: "/g/vmlinux".into(),
+        initramfs: "/g/initramfs.cpio".into(),
+        init: "/g/init".into(),
+        config: "/g/config".into(),
+    };
+    let g = guest_of(&a, &lg);
+    assert_eq!(g.ram_layout, RamLayout::HoleInside);
+    let l = truecold_engine::launch(
+        Engine::Truecold,
+        Path::new("/p/truecold-vmm"),
+        &g,
+        Path::new("/w"),
+        HostKind::Hardware,
+    )
+    .unwrap();
+    assert_eq!(l.ram_layout, RamLayout::HoleInside);
+    assert!(l.display(1).contains("--ram-layout hole-inside"));
 }

@@ -116,7 +116,7 @@ fn an_arms_run_is_a_plain_sequential_plan() {
     assert!(
         line.starts_with(
             "--linux --mode sequential --count 5 --vcpus 2 --mem-mib 1024 --backing anon \
-             --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra "
+             --ram-layout around-hole --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra "
         ),
         "{line}"
     );

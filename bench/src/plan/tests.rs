@@ -222,14 +222,14 @@ fn explicit_arguments_fill_in_every_default() {
     assert_eq!(
         explicit(&a, ContractKind::Probe).join(" "),
         "--probe --mode sequential --count 1000 --vcpus 2 --mem-mib 16384 --backing anon \
-         --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --stop-after 10 \
+         --ram-layout hole-inside --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --stop-after 10 \
          --vmm /bin/truecold-vmm --out /r/b"
     );
     let a = plan_of(&["--mode", "burst", "--deadline-ms", "750", "--drop-caches"]);
     assert_eq!(
         explicit(&a, ContractKind::Linux).join(" "),
         "--linux --mode burst --count 1000 --vcpus 2 --mem-mib 16384 --backing thp \
-         --concurrency 2 --deadline-ms 750 --kill-grace-ms 500 --cmdline-extra  \
+         --ram-layout hole-inside --concurrency 2 --deadline-ms 750 --kill-grace-ms 500 --cmdline-extra  \
          --drop-caches --vmm /bin/truecold-vmm --guest-dir /g --out /r/b"
     );
 }
@@ -256,9 +256,10 @@ fn bzimage_boots_a_linux_guest_of_truecold_vmm() {
     }
 }
 
-/// `--ram-layout`: the plan's, spelt out in the explicit arguments only off the default,
-/// passed to the VMM only off the default, parsed back to the same plan; truecold campaigns
-/// only.
+/// `--ram-layout`: the plan's (default `hole-inside`), spelt out in the explicit arguments
+/// and passed to the VMM whatever it is (a line without it means `RamLayout::ABSENT`, not the
+/// default), parsed back to the same plan; engines and parity campaigns take it too
+/// (truecold-vmm's arm).
 #[test]
 fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
     use truecold_proto::kinds::RamLayout;
@@ -273,21 +274,31 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
     let words: Vec<&str> = e.iter().map(String::as_str).collect();
     assert_eq!(plan_of(&words).guest.ram_layout, RamLayout::HoleInside);
     let d = plan_of(&["--linux"]);
-    assert_eq!(d.guest.ram_layout, RamLayout::AroundHole);
-    assert!(!explicit(&d, ContractKind::Linux).contains(&"--ram-layout".to_string()));
+    assert_eq!(d.guest.ram_layout, RamLayout::HoleInside);
+    let a = plan_of(&["--linux", "--ram-layout", "around-hole"]);
+    let e = explicit(&a, ContractKind::Linux);
+    let i = e
+        .iter()
+        .position(|w| w == "--ram-layout")
+        .expect("spelt out");
+    assert_eq!(e[i + 1], "around-hole");
+    let words: Vec<&str> = e.iter().map(String::as_str).collect();
+    assert_eq!(plan_of(&words).guest.ram_layout, RamLayout::AroundHole);
     let e = args(&["--ram-layout", "inside"]).unwrap_err().to_string();
     assert!(e.contains("around-hole, hole-inside"), "{e}");
-    for extra in [&["--engine", "firecracker"][..], &["--parity"][..]] {
-        let mut v = vec!["--ram-layout", "hole-inside"];
-        v.extend_from_slice(extra);
-        match plan(&v) {
-            Err(ArgError::RamLayoutNotHere(RamLayout::HoleInside)) => {}
-            Err(ArgError::Parity(_)) if extra == ["--parity"] => {}
-            other => panic!("{extra:?}: {other:?}"),
+    // Every layout is accepted in an engines or parity campaign (truecold-vmm's arm).
+    for l in RamLayout::ALL {
+        for extra in [
+            &["--engine", "firecracker"][..],
+            &["--engines", "truecold,firecracker"][..],
+            &["--parity", "--linux"][..],
+        ] {
+            let mut v = vec!["--ram-layout", l.as_str()];
+            v.extend_from_slice(extra);
+            let p = plan(&v).unwrap_or_else(|e| panic!("{v:?}: {e}"));
+            assert_eq!(p.guest.ram_layout, l);
         }
     }
-    // The layout at its default is accepted everywhere.
-    assert!(plan(&["--ram-layout", "around-hole", "--engine", "firecracker"]).is_ok());
     // The VMM's arguments: the flag off the default only.
     let mut spec = crate::campaign::CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
@@ -302,16 +313,22 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     };
-    assert!(!crate::plain::vmm_args(
+    let around: Vec<String> = crate::plain::vmm_args(
         &spec,
         None,
         "",
         false,
         false,
-        truecold_proof::schema::HostKind::Hardware
+        truecold_proof::schema::HostKind::Hardware,
     )
     .iter()
-    .any(|w| w == "--ram-layout"));
+    .map(|w| w.to_string_lossy().into_owned())
+    .collect();
+    let i = around
+        .iter()
+        .position(|w| w == "--ram-layout")
+        .expect("passed on");
+    assert_eq!(around[i + 1], "around-hole");
     spec.ram_layout = RamLayout::HoleInside;
     let v: Vec<String> = crate::plain::vmm_args(
         &spec,
@@ -456,7 +473,7 @@ fn backings_default_per_engine_and_are_spelled_out() {
     assert_eq!(explicit_engines(&again), e);
     // --backing: every arm; --arm-backing over it for one.
     let a = plan_of(&[three[0], three[1], "--backing", "anon"]);
-    assert!(explicit_engines(&a).contains("--backing anon --deadline-ms"));
+    assert!(explicit_engines(&a).contains("--backing anon --ram-layout hole-inside --deadline-ms"));
     assert!(!explicit_engines(&a).contains("--arm-backing"));
     let a = plan_of(&[
         three[0],
@@ -625,7 +642,7 @@ fn a_sequential_plan_built_in_code_is_a_plain_run() {
     assert_eq!(
         e.join(" "),
         "--linux --mode sequential --count 6 --vcpus 1 --mem-mib 1024 --backing anon \
-         --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --keep-going \
+         --ram-layout hole-inside --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --keep-going \
          --vmm /bin/truecold-vmm --guest-dir /g --out /r/b"
     );
     let words: Vec<&str> = e.iter().map(String::as_str).collect();

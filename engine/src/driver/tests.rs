@@ -73,6 +73,7 @@ fn fake(engine: Engine, mode: &str, dir: &std::path::Path) -> Launch {
         report_file: None,
         per_sample_stamps: false,
         agent: None,
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     }
 }
 
@@ -191,6 +192,7 @@ fn a_missing_binary_is_a_spawn_failure() {
         report_file: None,
         per_sample_stamps: false,
         agent: None,
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     };
     let r = launch_once(&l, mem(), S, S);
     assert!(matches!(r.end, ProcessEnd::SpawnFailed(ref m) if m.contains("/nonexistent")));
@@ -292,6 +294,7 @@ fn agent_fake(mode: &str, dir: &std::path::Path) -> Launch {
             listen,
             tcp: std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port),
         }),
+        ram_layout: truecold_proto::kinds::RamLayout::ABSENT,
     }
 }
 

@@ -225,12 +225,12 @@ pub(super) fn check_applied(
                     },
                 );
             }
-            // The RAM layout: `--ram-layout` off the default exactly as the knobs set it.
+            // The RAM layout: `--ram-layout` as the knobs set it (absent: `RamLayout::ABSENT`).
             let layout = apply(knobs, truecold_proto::kinds::Backing::Anon).ram_layout;
             let ran_layout = r
                 .vmm
                 .get("--ram-layout")
-                .unwrap_or(truecold_proto::kinds::RamLayout::default().as_str());
+                .unwrap_or(truecold_proto::kinds::RamLayout::ABSENT.as_str());
             if ran_layout != layout.as_str() {
                 add(
                     name,

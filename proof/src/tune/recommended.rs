@@ -86,6 +86,12 @@ pub struct TuneOptions {
     /// config already sets every symbol of their fragment (nothing to measure).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub already_set: Vec<Knob>,
+    /// The baseline's RAM layout ([`truecold_proto::tune::TUNE_BASELINE_LAYOUT`]), recorded
+    /// since truecold-vmm's default became `hole-inside`: `reproduce.sh` then spells the
+    /// recommended layout out whatever it is. Absent (a tune written before): the layout is
+    /// spelt only off [`truecold_proto::kinds::RamLayout::ABSENT`], as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram_layout: Option<truecold_proto::kinds::RamLayout>,
 }
 
 /// How the tune was started (`tune.json` schema 2).
@@ -251,7 +257,7 @@ fn run_words(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> Vec<String> {
     if a.bzimage {
         v.push("--bzimage".into());
     }
-    if !a.ram_layout.is_default() {
+    if o.ram_layout.is_some() || !a.ram_layout.is_absent() {
         v.push("--ram-layout".into());
         v.push(a.ram_layout.as_str().into());
     }
@@ -348,6 +354,7 @@ mod tests {
                 noise_from: None,
                 kernel: None,
                 already_set: Vec::new(),
+                ram_layout: None,
             },
         }
     }
@@ -355,6 +362,27 @@ mod tests {
     fn file(v: &[(String, Vec<u8>)], name: &str) -> String {
         let p = format!("{RECOMMENDED_DIR}/{name}");
         String::from_utf8(v.iter().find(|(n, _)| *n == p).unwrap().1.clone()).unwrap()
+    }
+
+    /// A tune that recorded its baseline's layout spells the recommended layout out in
+    /// `reproduce.sh` whatever it is (`truecold run`'s default is `hole-inside`); one written
+    /// before spells it only off `RamLayout::ABSENT`, byte for byte as it did.
+    #[test]
+    fn reproduce_spells_the_layout_once_the_tune_recorded_it() {
+        let old = inv(RunGuest::Nested);
+        let mut new = old.clone();
+        new.options.ram_layout = Some(truecold_proto::tune::TUNE_BASELINE_LAYOUT);
+        let r = |i: &Invocation, k: &[Knob]| file(&recommended_files(k, i, 10), REPRODUCE_FILE);
+        assert!(!r(&old, &[Knob::TscReliable]).contains("--ram-layout"));
+        assert!(r(&new, &[Knob::TscReliable]).contains(" --ram-layout around-hole "));
+        for i in [&old, &new] {
+            assert!(r(i, &[Knob::RamLayoutHoleInside]).contains(" --ram-layout hole-inside "));
+        }
+        let j = serde_json::to_string(&new.options).unwrap();
+        assert!(j.contains("\"ram_layout\":\"around-hole\""), "{j}");
+        assert!(!serde_json::to_string(&old.options)
+            .unwrap()
+            .contains("ram_layout"));
     }
 
     #[test]

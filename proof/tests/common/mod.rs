@@ -453,7 +453,7 @@ impl Fixture {
 
     /// ` --ram-layout <l>` off the default, else nothing (as the bench writes it).
     fn layout_flag(&self) -> String {
-        if self.ram_layout.is_default() {
+        if self.ram_layout.is_absent() {
             String::new()
         } else {
             format!(" --ram-layout {}", self.ram_layout)
@@ -991,7 +991,7 @@ pub fn reports_jsonl_layout(
         let mut vmm = serde_json::to_value(core).unwrap();
         let origin = s.intended_request_ns.unwrap_or(s.actual_request_ns);
         vmm["config"] = serde_json::json!({"deadline": {"at-ns": origin + deadline_ns}});
-        if !layout.is_default() {
+        if !layout.is_absent() {
             vmm["config"]["ram_layout"] = serde_json::json!(layout.as_str());
         }
         let line = ReportLine::new(
