@@ -952,11 +952,67 @@ fn key_colour(k: Key) -> RGBColor {
 
 /// Both generated files from [`JSONL_FILE`]'s bytes.
 pub fn generate(jsonl: &[u8], measured: &[Sample], clock: &str) -> Result<Files, AttributionError> {
-    let a = attribute(&parse_lines(jsonl)?, measured)?;
+    let lines = parse_lines(jsonl)?;
+    let a = match attribute(&lines, measured) {
+        // No attribution launch reached strict-ready: that is data too (a kernel may fail
+        // under the attribution command line, e.g. its log buffer costs the memory check), so
+        // the CSV says so with each launch's failure, and there is no timeline to draw.
+        Err(AttributionError::NoUsableRun) => {
+            return Ok(vec![(
+                CSV_FILE.to_string(),
+                csv_bytes(&no_attribution(&lines)),
+            )]);
+        }
+        other => other?,
+    };
     Ok(vec![
         (CSV_FILE.to_string(), csv_bytes(&a)),
         (SVG_FILE.to_string(), svg(&a, clock).into_bytes()),
     ])
+}
+
+/// The name of the one row of a [`CSV_FILE`] whose launches all failed.
+pub const NO_ATTRIBUTION: &str = "no launch reached strict-ready";
+
+/// The attribution of launches none of which reached strict-ready: one reconciliation row
+/// counting them and their failures (by the VMM report's failure kind and text, or "no VMM
+/// report"), in order of first appearance.
+fn no_attribution(lines: &[AttributionLine]) -> Attribution {
+    let mut kinds: Vec<(String, u64)> = Vec::new();
+    for l in lines {
+        let why = l
+            .report
+            .core()
+            .map(|c| {
+                let kind = c.outcome.failure_kind.unwrap_or_else(|| "ok".into());
+                match c.outcome.failure {
+                    Some(f) => format!("{kind}: {f}"),
+                    None => kind,
+                }
+            })
+            .unwrap_or_else(|| "no VMM report".into());
+        match kinds.iter_mut().find(|(k, _)| *k == why) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((why, 1)),
+        }
+    }
+    let list: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+    Attribution {
+        rows: vec![Row {
+            lane: Lane::Reconciliation,
+            name: NO_ATTRIBUTION.into(),
+            start_ns: None,
+            dur_ns: None,
+            counters: None,
+            note: format!(
+                "none of the {} attribution launch(es) reached strict-ready with a VMM report: {}",
+                lines.len(),
+                list.join("; ")
+            ),
+        }],
+        represents: false,
+        rip: None,
+    }
 }
 
 /// `verify`: with [`JSONL_FILE`] in the bundle, [`CSV_FILE`] and [`SVG_FILE`] must be there
@@ -978,22 +1034,31 @@ pub fn check_bundle(
     };
     match generate(&jsonl, measured, clock) {
         Err(e) => vec![(None, e.to_string())],
-        Ok(files) => files
-            .into_iter()
-            .filter_map(|(name, want)| match read(&name) {
-                None => Some((
-                    Some(name.clone()),
-                    format!("{name} missing beside {JSONL_FILE}"),
-                )),
-                Some(got) if got != want => Some((
-                    Some(name.clone()),
-                    format!(
+        Ok(files) => {
+            let svg_stray = !files.iter().any(|(n, _)| n == SVG_FILE) && read(SVG_FILE).is_some();
+            files
+                .into_iter()
+                .filter_map(|(name, want)| match read(&name) {
+                    None => Some((
+                        Some(name.clone()),
+                        format!("{name} missing beside {JSONL_FILE}"),
+                    )),
+                    Some(got) if got != want => Some((
+                        Some(name.clone()),
+                        format!(
                         "{name} differs from its recomputation from {JSONL_FILE} and samples.csv"
                     ),
-                )),
-                Some(_) => None,
-            })
-            .collect(),
+                    )),
+                    Some(_) => None,
+                })
+                .chain(svg_stray.then(|| {
+                    (
+                        None,
+                        format!("{SVG_FILE} beside an attribution whose launches all failed"),
+                    )
+                }))
+                .collect()
+        }
     }
 }
 

@@ -630,3 +630,62 @@ fn verify_catches_a_changed_sample_or_profile_row() {
         verify_dir(&d3).render(&d3, 20)
     );
 }
+
+/// Attribution launches that all failed are data: the CSV says none reached strict-ready and
+/// why (each failure counted), there is no timeline, and the bundle verifies; a timeline
+/// planted beside such a CSV is a reason.
+#[test]
+fn attribution_launches_that_all_failed_are_a_row_not_an_invalid_bundle() {
+    let f = Fixture::linux(6);
+    let samples = f.samples();
+    let result = f.result(&samples);
+    let mut lines = lines_for(&samples);
+    for l in &mut lines {
+        l.report.vmm = None;
+    }
+    let j = jsonl(&lines);
+    let clock = result.environment.host_kind.clock().describe();
+    let files = attribution::generate(&j, &samples, clock).unwrap();
+    assert_eq!(
+        files.len(),
+        1,
+        "{:?}",
+        files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    let csv = String::from_utf8(files[0].1.clone()).unwrap();
+    assert!(csv.contains(attribution::NO_ATTRIBUTION), "{csv}");
+    assert!(
+        csv.contains(&format!("none of the {} attribution", lines.len())),
+        "{csv}"
+    );
+    assert!(
+        csv.contains(&format!("no VMM report ×{}", lines.len())),
+        "{csv}"
+    );
+    let mut inputs = f.inputs_for(&samples);
+    inputs.extra_files.push((JSONL_FILE.into(), j.clone()));
+    inputs.extra_files.extend(files);
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("b");
+    let w = write_bundle(&dest, &result, &samples, &inputs).unwrap();
+    assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+    // A timeline planted beside it (and summed) is caught.
+    let mut inputs = f.inputs_for(&samples);
+    inputs.extra_files.push((JSONL_FILE.into(), j.clone()));
+    inputs
+        .extra_files
+        .extend(attribution::generate(&j, &samples, clock).unwrap());
+    inputs
+        .extra_files
+        .push((SVG_FILE.into(), b"<svg/>".to_vec()));
+    let dest = tmp.path().join("c");
+    let w = write_bundle(&dest, &result, &samples, &inputs).unwrap();
+    assert!(!w.verdict.is_valid());
+    assert!(
+        w.verdict
+            .render(&dest, 50)
+            .contains("whose launches all failed"),
+        "{}",
+        w.verdict.render(&dest, 50)
+    );
+}
