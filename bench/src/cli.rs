@@ -458,7 +458,7 @@ pub struct RunArgs {
 pub const EXIT_POLICY_FLAGS: &[&str] = &["--allow-failures", "--json", "--quiet"];
 
 /// The default `--seed` of an engines or nested campaign ("truecold" in ASCII).
-pub const DEFAULT_SEED: u64 = truecold_proof::seed::DEFAULT;
+pub const DEFAULT_SEED: u64 = truecold_proto::seed::DEFAULT;
 /// [`DEFAULT_SEED`] as `--help` shows it (a test holds the two equal).
 const DEFAULT_SEED_ARG: &str = "0x74727565636f6c64";
 
@@ -470,7 +470,7 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
 
 /// `--seed`'s value parser: decimal or `0x` hexadecimal.
 pub fn parse_seed(s: &str) -> Result<u64, String> {
-    truecold_proof::seed::parse(s)
+    truecold_proto::seed::parse(s)
 }
 
 /// `truecold tune --help`'s `--mem-mib`: why its default is not `run`'s.
