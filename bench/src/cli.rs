@@ -74,11 +74,13 @@ const RUN_EXIT: &str = "Exit status: 0 bundle written and VALID, every launch st
     kinds say which; failures are data, kept in samples.csv), or --stop-after's K launches in \
     a row failed alike and the campaign stopped (marked STOPPED); 2 bundle written but the \
     verifier found problems; 130 interrupted (a VALID partial bundle, marked incomplete); 1 \
-    nothing launched or written (the error says why: a flag combination, a host limit checked \
-    before the first launch, a missing artifact); 125 usage error.";
+    nothing launched or written (the error says why: a host limit checked before the first \
+    launch, a missing artifact); 125 usage error (an unknown flag, a bad value, or a flag \
+    combination refused, e.g. --rate without --mode open-loop).";
 /// `truecold tune --help`'s.
 const TUNE_EXIT: &str = "Exit status: 0 tune directory written and VALID; 2 written but \
-    invalid; 1 nothing written (the error says why); 125 usage error.";
+    invalid; 1 nothing written (the error says why); 125 usage error (also a flag combination \
+    refused: too few -n or --confirm-rounds, --knobs, --budget).";
 /// `truecold tune-phase --help`'s.
 const TUNE_PHASE_EXIT: &str = "Exit status: 0 phase directory written and VALID; 2 written but \
     invalid; 130 interrupted; 1 nothing written; 125 usage error.";
@@ -94,7 +96,7 @@ const BISECT_STEP_EXIT: &str = "Exit status (as `git bisect run` reads it): 0 go
 /// `truecold bisect run|config --help`'s.
 const BISECT_RUN_EXIT: &str = "Exit status: 0 the bisect directory names a culprit and is \
     VALID; 2 written but invalid; 1 nothing found or written (the error says why); 125 usage \
-    error.";
+    error (also a flag combination refused, e.g. -n below 3).";
 
 impl Cli {
     /// `truecold run …` from its words: a parse error, or an error when they name another

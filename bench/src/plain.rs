@@ -31,7 +31,7 @@ pub fn check_drop_caches(
         return Ok(());
     }
     if !matches!(schedule, Schedule::Sequential { .. }) {
-        return Err(RunError::DropCachesMode);
+        return Err(crate::plan::ArgError::DropCachesMode.into());
     }
     match euid {
         Some(uid) if uid != 0 => Err(RunError::DropCachesNotRoot(uid)),

@@ -90,6 +90,11 @@ pub enum ArgError {
     CmdlineExtraProbe,
     #[error("--bzimage boots a Linux guest's bzImage in truecold-vmm: {0}")]
     BzImage(&'static str),
+    #[error(
+        "--drop-caches applies to --mode sequential only: with samples in flight together, \
+         dropping the page cache before one lands inside another's measured window"
+    )]
+    DropCachesMode,
     #[error("-n must be at least 3 and --max-n at least -n (got -n {n}, --max-n {max_n})")]
     BisectSizes { n: u64, max_n: u64 },
 }
