@@ -316,7 +316,10 @@ pub struct RunArgs {
     /// Guest artifacts (default $TRUECOLD_GUEST_DIR, else out/guest).
     #[arg(long)]
     pub guest_dir: Option<PathBuf>,
-    /// Appended to the guest kernel command line.
+    /// Appended to the guest kernel command line (a Linux guest's).
+    ///
+    /// Refused for the probe guest, which has no kernel command line: with --probe, and where
+    /// a kvm_pvm host falls back to the probe guest (exit 125).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub cmdline_extra: String,
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).

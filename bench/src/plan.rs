@@ -88,6 +88,8 @@ pub enum ArgError {
     },
     #[error("--cmdline-extra extends a Linux kernel's command line; the probe guest reads none (boot Linux: --linux or --nested)")]
     CmdlineExtraProbe,
+    #[error("--cmdline-extra extends a Linux kernel's command line, and this host's /dev/kvm is kvm_pvm: with no guest named (--linux, --nested) the campaign falls back to the probe guest, which has no kernel command line (boot Linux in the nested harness: --nested)")]
+    CmdlineExtraProbeFallback,
     #[error("--bzimage boots a Linux guest's bzImage in truecold-vmm: {0}")]
     BzImage(&'static str),
     #[error(
