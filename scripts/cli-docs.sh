@@ -10,7 +10,8 @@
 # target/x86_64-unknown-linux-gnu/release; cargo rebuilds only what changed), without the
 # guest artifacts: no kernel build, no root.
 set -euo pipefail
-(($# == 1)) || { echo "usage: scripts/cli-docs.sh OUTDIR" >&2; exit 2; }
+# A usage error exits 125, as both binaries' do (`git bisect run` reads 125 as "skip").
+(($# == 1)) || { echo "usage: scripts/cli-docs.sh OUTDIR" >&2; exit 125; }
 out=$1
 [[ $out == /* ]] || out=$PWD/$out
 cd "$(dirname "$0")/.."

@@ -114,6 +114,18 @@ pub enum BisectRunError {
     Invalid { path: PathBuf, why: String },
 }
 
+impl BisectRunError {
+    /// The argument error this is, when it is one (`-n`, `--max-n`, …): exit 125 for `bisect
+    /// run` and `bisect config`. An argument error of a record read back from a directory is
+    /// wrapped in a campaign's error, not this.
+    pub fn usage(&self) -> Option<&crate::plan::ArgError> {
+        match self {
+            BisectRunError::Plan(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectRunError {
     let at = PathIoError::at(op, path);
     move |source| BisectRunError::Io(at(source))

@@ -74,11 +74,13 @@ const RUN_EXIT: &str = "Exit status: 0 bundle written and VALID, every launch st
     kinds say which; failures are data, kept in samples.csv), or --stop-after's K launches in \
     a row failed alike and the campaign stopped (marked STOPPED); 2 bundle written but the \
     verifier found problems; 130 interrupted (a VALID partial bundle, marked incomplete); 1 \
-    nothing launched or written (the error says why: a flag combination, a host limit checked \
-    before the first launch, a missing artifact); 125 usage error.";
+    nothing launched or written (the error says why: a host limit checked before the first \
+    launch, a missing artifact); 125 usage error (an unknown flag, a bad value, or a flag \
+    combination refused, e.g. --rate without --mode open-loop).";
 /// `truecold tune --help`'s.
 const TUNE_EXIT: &str = "Exit status: 0 tune directory written and VALID; 2 written but \
-    invalid; 1 nothing written (the error says why); 125 usage error.";
+    invalid; 1 nothing written (the error says why); 125 usage error (also a flag combination \
+    refused: too few -n or --confirm-rounds, --knobs, --budget).";
 /// `truecold tune-phase --help`'s.
 const TUNE_PHASE_EXIT: &str = "Exit status: 0 phase directory written and VALID; 2 written but \
     invalid; 130 interrupted; 1 nothing written; 125 usage error.";
@@ -94,7 +96,7 @@ const BISECT_STEP_EXIT: &str = "Exit status (as `git bisect run` reads it): 0 go
 /// `truecold bisect run|config --help`'s.
 const BISECT_RUN_EXIT: &str = "Exit status: 0 the bisect directory names a culprit and is \
     VALID; 2 written but invalid; 1 nothing found or written (the error says why); 125 usage \
-    error.";
+    error (also a flag combination refused, e.g. -n below 3).";
 
 impl Cli {
     /// `truecold run …` from its words: a parse error, or an error when they name another
@@ -315,7 +317,10 @@ pub struct RunArgs {
     /// Guest artifacts (default $TRUECOLD_GUEST_DIR, else out/guest).
     #[arg(long)]
     pub guest_dir: Option<PathBuf>,
-    /// Appended to the guest kernel command line.
+    /// Appended to the guest kernel command line (a Linux guest's).
+    ///
+    /// Refused for the probe guest, which has no kernel command line: with --probe, and where
+    /// a kvm_pvm host falls back to the probe guest (exit 125).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub cmdline_extra: String,
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
@@ -459,7 +464,7 @@ pub struct RunArgs {
 pub const EXIT_POLICY_FLAGS: &[&str] = &["--allow-failures", "--json", "--quiet"];
 
 /// The default `--seed` of an engines or nested campaign ("truecold" in ASCII).
-pub const DEFAULT_SEED: u64 = truecold_proof::seed::DEFAULT;
+pub const DEFAULT_SEED: u64 = truecold_proto::seed::DEFAULT;
 /// [`DEFAULT_SEED`] as `--help` shows it (a test holds the two equal).
 const DEFAULT_SEED_ARG: &str = "0x74727565636f6c64";
 
@@ -471,7 +476,7 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
 
 /// `--seed`'s value parser: decimal or `0x` hexadecimal.
 pub fn parse_seed(s: &str) -> Result<u64, String> {
-    truecold_proof::seed::parse(s)
+    truecold_proto::seed::parse(s)
 }
 
 /// `truecold tune --help`'s `--mem-mib`: why its default is not `run`'s.

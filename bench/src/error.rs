@@ -56,11 +56,6 @@ pub enum RunError {
         "--drop-caches needs root (writing /proc/sys/vm/drop_caches); this process runs as uid {0}"
     )]
     DropCachesNotRoot(u32),
-    #[error(
-        "--drop-caches applies to --mode sequential only: with samples in flight together, \
-         dropping the page cache before one lands inside another's measured window"
-    )]
-    DropCachesMode,
     #[error("dropping the host page cache (sync; 3 > {DROP_CACHES})")]
     DropCaches(#[source] std::io::Error),
     #[error("the engines campaign")]
@@ -69,4 +64,15 @@ pub enum RunError {
     Parity(String),
     #[error("the campaign's staged rows")]
     Staging(#[from] crate::campaign::record::StagingError),
+}
+
+impl RunError {
+    /// The argument error this is, when it is one (a flag combination the plan refuses):
+    /// `truecold` exits 125 for it, as for any usage error.
+    pub fn usage(&self) -> Option<&ArgError> {
+        match self {
+            RunError::Args(e) => Some(e),
+            _ => None,
+        }
+    }
 }

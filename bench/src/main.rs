@@ -5,7 +5,8 @@
 //! some launch failed; 2 bundle written but the verifier found problems (e.g. a repeated boot
 //! id: a contract violation); 130 interrupted (a valid partial bundle, marked incomplete, was
 //! written); 1 nothing written (the error says why). Any usage error 125 (as
-//! `truecold-proof`), `--help` and `--version` 0.
+//! `truecold-proof`), a flag combination the plan refuses after parsing too (a typed
+//! `ArgError`); `--help` and `--version` 0.
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -112,9 +113,11 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
             ExitCode::from(2)
         }
     };
-    let failed = |e: &dyn std::error::Error, code: ExitCode| {
+    // An argument error (the plan refused the flags, before or during the search) is a
+    // usage error: 125; any other failure 1.
+    let failed = |e: &bisect::BisectRunError| {
         eprintln!("truecold: error: {}", chain(e));
-        code
+        exit_of(e.usage().is_some())
     };
     match &args.cmd {
         BisectCmd::Step(a) => match BisectStepPlan::from_cli(a)
@@ -130,19 +133,19 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
                 ExitCode::from(EXIT_ABORT)
             }
         },
-        BisectCmd::Run(a) => match BisectRunPlan::from_cli(a) {
-            Err(e) => failed(&e, ExitCode::FAILURE),
-            Ok(p) => match bisect::run(&p, invocation) {
-                Ok(dir) => done(dir),
-                Err(e) => failed(&e, ExitCode::FAILURE),
-            },
+        BisectCmd::Run(a) => match BisectRunPlan::from_cli(a)
+            .map_err(bisect::BisectRunError::from)
+            .and_then(|p| bisect::run(&p, invocation))
+        {
+            Ok(dir) => done(dir),
+            Err(e) => failed(&e),
         },
-        BisectCmd::Config(a) => match ConfigBisectPlan::from_cli(a) {
-            Err(e) => failed(&e, ExitCode::FAILURE),
-            Ok(p) => match truecold_bench::bisect_config::config(&p, invocation) {
-                Ok(dir) => done(dir),
-                Err(e) => failed(&e, ExitCode::FAILURE),
-            },
+        BisectCmd::Config(a) => match ConfigBisectPlan::from_cli(a)
+            .map_err(bisect::BisectRunError::from)
+            .and_then(|p| truecold_bench::bisect_config::config(&p, invocation))
+        {
+            Ok(dir) => done(dir),
+            Err(e) => failed(&e),
         },
     }
 }
@@ -191,14 +194,19 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
         }
         Err(e) => {
             eprintln!("truecold: error: {}", chain(&e));
+            // A flag combination the plan refuses is a usage error (125), found after clap.
+            let usage = e.usage().is_some();
             if args.json {
                 let doc = serde_json::json!({
-                    "error": { "kind": "nothing_written", "message": chain(&e) },
-                    "exit": 1,
+                    "error": {
+                        "kind": if usage { "usage" } else { "nothing_written" },
+                        "message": chain(&e),
+                    },
+                    "exit": if usage { EXIT_USAGE } else { 1 },
                 });
                 println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
             }
-            ExitCode::FAILURE
+            exit_of(usage)
         }
     }
 }
@@ -322,7 +330,7 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
         Ok(p) => p,
         Err(e) => {
             eprintln!("truecold: error: {}", chain(&e));
-            return ExitCode::FAILURE;
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     match truecold_bench::tune::tune(&plan, invocation) {
@@ -349,8 +357,18 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
         }
         Err(e) => {
             eprintln!("truecold: error: {}", chain(&e));
-            ExitCode::FAILURE
+            exit_of(e.usage().is_some())
         }
+    }
+}
+
+/// A failure's exit status: 125 when it is about the arguments (a typed argument error,
+/// found after clap's parse), else 1.
+fn exit_of(usage: bool) -> ExitCode {
+    if usage {
+        ExitCode::from(EXIT_USAGE)
+    } else {
+        ExitCode::FAILURE
     }
 }
 

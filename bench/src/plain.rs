@@ -7,7 +7,9 @@ use crate::error::RunError;
 use crate::host::{drop_page_cache, kvm_host, PVM_EXPLANATION};
 use crate::interrupt;
 use crate::launch::{ProcessLauncher, VmmCommand};
-use crate::plan::{explicit_args, explicit_line, guest_flag, ArgPaths, CampaignPlan, Target};
+use crate::plan::{
+    explicit_args, explicit_line, guest_flag, ArgError, ArgPaths, CampaignPlan, Target,
+};
 use crate::progress::{Progress, Style};
 use crate::schedule::Schedule;
 use crate::vmm_report;
@@ -31,7 +33,7 @@ pub fn check_drop_caches(
         return Ok(());
     }
     if !matches!(schedule, Schedule::Sequential { .. }) {
-        return Err(RunError::DropCachesMode);
+        return Err(crate::plan::ArgError::DropCachesMode.into());
     }
     match euid {
         Some(uid) if uid != 0 => Err(RunError::DropCachesNotRoot(uid)),
@@ -161,6 +163,20 @@ fn contract_for(target: Target, kind: HostKind) -> (ContractKind, bool, Option<S
     }
 }
 
+/// `--cmdline-extra` against the contract the host chose: refused (never silently dropped)
+/// where the campaign falls back to the probe guest, which has no kernel command line (an
+/// explicit `--probe` is refused by the plan already).
+fn check_cmdline_extra(plan: &CampaignPlan, contract: ContractKind) -> Result<(), ArgError> {
+    if contract == ContractKind::Probe && !plan.guest.cmdline_extra.is_empty() {
+        return Err(if plan.target == Target::Probe {
+            ArgError::CmdlineExtraProbe
+        } else {
+            ArgError::CmdlineExtraProbeFallback
+        });
+    }
+    Ok(())
+}
+
 /// A plain campaign, ready to launch.
 struct Prepared {
     spec: CampaignSpec,
@@ -180,6 +196,7 @@ fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
     let (kind, mut warnings) = kvm_host()?;
     let guest_dir = artifacts::guest_dir(plan.guest_dir.as_deref());
     let (contract, force, warning) = contract_for(plan.target, kind);
+    check_cmdline_extra(plan, contract)?;
     warnings.extend(warning);
     let spec = CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,

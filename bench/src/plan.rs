@@ -86,8 +86,15 @@ pub enum ArgError {
     },
     #[error("--cmdline-extra extends a Linux kernel's command line; the probe guest reads none (boot Linux: --linux or --nested)")]
     CmdlineExtraProbe,
+    #[error("--cmdline-extra extends a Linux kernel's command line, and this host's /dev/kvm is kvm_pvm: with no guest named (--linux, --nested) the campaign falls back to the probe guest, which has no kernel command line (boot Linux in the nested harness: --nested)")]
+    CmdlineExtraProbeFallback,
     #[error("--bzimage boots a Linux guest's bzImage in truecold-vmm: {0}")]
     BzImage(&'static str),
+    #[error(
+        "--drop-caches applies to --mode sequential only: with samples in flight together, \
+         dropping the page cache before one lands inside another's measured window"
+    )]
+    DropCachesMode,
     #[error("-n must be at least 3 and --max-n at least -n (got -n {n}, --max-n {max_n})")]
     BisectSizes { n: u64, max_n: u64 },
 }

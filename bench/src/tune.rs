@@ -98,6 +98,16 @@ pub enum TuneError {
     NoKnobLeft,
 }
 
+impl TuneError {
+    /// The argument error this is, when it is one (`--knobs`, `--budget`, …): exit 125.
+    pub fn usage(&self) -> Option<&ArgError> {
+        match self {
+            TuneError::Plan(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl From<HostError> for TuneError {
     fn from(e: HostError) -> Self {
         TuneError::Run(Box::new(RunError::from(e)))

@@ -304,3 +304,20 @@ fn backing_lists_its_values_and_h_is_a_summary_of_help() {
     assert_eq!(o.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`huge` is not one of anon, thp, hugetlb"));
 }
+
+/// scripts/cli-docs.sh with a usage error (no OUTDIR, two of them) exits 125 like the
+/// binaries, before building anything.
+#[test]
+fn cli_docs_script_usage_error_exits_125() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cli-docs.sh");
+    for args in [&[][..], &["a", "b"]] {
+        let o = std::process::Command::new("bash")
+            .arg(&script)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {err}");
+        assert!(err.contains("usage: scripts/cli-docs.sh OUTDIR"), "{err}");
+    }
+}

@@ -64,6 +64,62 @@ fn usage_errors_exit_125_in_every_subcommand_help_and_version_0() {
     assert!(help(&["bisect", "config", "--help"]).contains("125 usage"));
 }
 
+/// A flag combination the plan refuses after clap's parse (a typed argument error) is a
+/// usage error too: 125, the plan's message, nothing written; a runtime failure stays 1.
+#[test]
+fn flag_combinations_refused_after_parsing_exit_125() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("never");
+    let out = out.to_str().unwrap();
+    for (args, want) in [
+        (&["run", "--rate", "5", "--out", out][..], "--rate"),
+        (
+            &["run", "--mode", "open-loop", "--out", out],
+            "needs --rate",
+        ),
+        (&["tune", "-n", "2", "--out", out], "must be at least"),
+        (
+            &["tune", "--confirm-rounds", "1", "--out", out],
+            "must be at least",
+        ),
+        (
+            &[
+                "bisect",
+                "run",
+                "--kernel-tree",
+                "t",
+                "--good",
+                "a",
+                "--bad",
+                "b",
+                "-n",
+                "2",
+                "--out",
+                out,
+            ],
+            "-n must be at least 3",
+        ),
+        (
+            &[
+                "bisect", "config", "--good", "a", "--bad", "b", "-n", "2", "--out", out,
+            ],
+            "-n must be at least 3",
+        ),
+    ] {
+        let o = run(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {err}");
+        assert!(err.contains("truecold: error: "), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: `{want}` not in: {err}");
+    }
+    assert!(!Path::new(out).exists());
+    // `run --json`: the error document says `usage`, exit 125.
+    let o = run(&["run", "--json", "--rate", "5", "--out", out]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["error"]["kind"], "usage", "{doc}");
+    assert_eq!(doc["exit"], 125, "{doc}");
+}
+
 /// The host's MemTotal, MiB, as this test reads it.
 fn mem_total_mib() -> u64 {
     let m = std::fs::read_to_string("/proc/meminfo").expect("/proc/meminfo");

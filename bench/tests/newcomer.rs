@@ -233,8 +233,19 @@ fn run_json_and_quiet_print_what_a_script_and_a_person_need() {
     assert_eq!(err, "", "-q --json printed on stderr");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["bundle"], dir.display().to_string());
-    // Nothing written (a flag combination the plan refuses): exit 1, an `error` document.
+    // Nothing written (a flag combination the plan refuses: a usage error found after the
+    // parse): exit 125, an `error` document of kind `usage`.
     let o = run_with(&t.path().join("none"), &["--json", "--rate", "5"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(125), "{out}\n{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(j["error"]["kind"], "usage", "{out}");
+    assert_eq!(j["exit"], 125, "{out}");
+    // Nothing written for a runtime reason (the bundle's place is taken): exit 1, kind
+    // `nothing_written`.
+    let taken = t.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    let o = run_with(&taken, &["--json"]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));

@@ -147,7 +147,7 @@ fn drop_caches_arm_is_recorded_in_the_bundle() {
         .args(["--drop-caches", "--mode", "burst"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(125), "a usage error");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("--drop-caches applies to --mode sequential only"),
@@ -238,7 +238,7 @@ fn bad_arguments_and_missing_artifacts_fail_clearly_before_launching() {
         )
     };
     let (code, err) = run(&["run", "--mode", "open-loop", "--probe"]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(125), "a usage error: {err}");
     assert!(err.contains("needs --rate"), "{err}");
     let missing = d.path().join("no-vmm");
     let (code, err) = run(&["run", "--probe", "--vmm", missing.to_str().unwrap()]);

@@ -1121,10 +1121,16 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
         if s.guest_cpus != Some(r.configuration.vcpus) {
             v.add(
                 Check::Configuration,
-                format!(
-                    "successful sample {i}: guest saw {:?} CPUs, configured {}",
-                    s.guest_cpus, r.configuration.vcpus
-                ),
+                match s.guest_cpus {
+                    Some(n) => format!(
+                        "successful sample {i}: guest saw {n} CPUs, configured {}",
+                        r.configuration.vcpus
+                    ),
+                    None => format!(
+                        "successful sample {i}: the guest reported no CPU count, configured {}",
+                        r.configuration.vcpus
+                    ),
+                },
             );
         }
     }

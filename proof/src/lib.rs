@@ -63,7 +63,9 @@ pub mod report;
 pub mod reports;
 pub mod residue;
 pub mod schema;
-pub mod seed;
+/// Seeds as the command lines take and show them: `truecold_proto::seed`, the one parser
+/// of every crate's `--seed` (the nested developer tools' too).
+pub use truecold_proto::seed;
 pub mod sign;
 pub mod signature;
 pub mod skeleton;

@@ -15,6 +15,7 @@ use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 
 use crate::report::opt_ns;
 use crate::schema::{ContractKind, Engine, Observer, ResultJson, Sample, Stage, StageKind};
+use crate::verdict::or_none;
 
 /// File name in a bundle.
 pub const REPORTS_FILE: &str = "reports.jsonl";
@@ -285,9 +286,9 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
         ContractKind::Linux => {
             if s.boot_id != core.liveness.reply_boot_id {
                 bad.push(format!(
-                    "boot id {:?} in the row, the verified reply's is {:?}",
-                    s.boot_id.map(|b| b.to_string()),
-                    core.liveness.reply_boot_id.map(|b| b.to_string())
+                    "boot id {} in the row, the verified reply's is {}",
+                    or_none(s.boot_id),
+                    or_none(core.liveness.reply_boot_id)
                 ));
             }
             check_guest(s, g, &mut bad);
@@ -526,18 +527,18 @@ fn check_engine_row(
     let reply = run.liveness.reply_boot_id;
     if s.boot_id != reply {
         bad.push(format!(
-            "boot id {:?} in the row, the verified reply's is {:?}",
-            s.boot_id.map(|b| b.to_string()),
-            reply.map(|b| b.to_string())
+            "boot id {} in the row, the verified reply's is {}",
+            or_none(s.boot_id),
+            or_none(reply)
         ));
     }
     if s.ok && (run.ready_boot_id != reply || g.and_then(|g| g.boot_id) != reply) {
         bad.push(format!(
-            "a success whose ready line ({:?}), verified reply ({:?}) and record ({:?}) name \
+            "a success whose ready line ({}), verified reply ({}) and record ({}) name \
              different boot ids",
-            run.ready_boot_id.map(|b| b.to_string()),
-            reply.map(|b| b.to_string()),
-            g.and_then(|g| g.boot_id).map(|b| b.to_string())
+            or_none(run.ready_boot_id),
+            or_none(reply),
+            or_none(g.and_then(|g| g.boot_id))
         ));
     }
     check_guest(s, g, bad);

@@ -17,6 +17,7 @@ pub use truecold_proto::measure::{Stage, StageKind, StageTimes, Stamps, STAGE_CO
 pub use truecold_proto::tune::{Knob, TuneGuest};
 
 use crate::summary::Summaries;
+use crate::verdict::or_none;
 
 /// The one percentile definition used everywhere (stored in `result.json`, too).
 pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n sorted values \
@@ -232,10 +233,10 @@ impl Sample {
         let ram = Engine::Truecold.expected_firmware_ram(m, layout);
         if !serial || engine == Engine::Truecold {
             if self.host_memslots != Some(ram) {
-                bad.push(format!("memslots {:?}", self.host_memslots));
+                bad.push(format!("memslots {}", or_none(self.host_memslots)));
             }
             if self.host_e820_usable != Some(ram) {
-                bad.push(format!("E820 usable {:?}", self.host_e820_usable));
+                bad.push(format!("E820 usable {}", or_none(self.host_e820_usable)));
             }
         }
         let firmware = if serial {
@@ -246,23 +247,23 @@ impl Sample {
         if (linux || self.guest_mem_firmware.is_some()) && self.guest_mem_firmware != Some(firmware)
         {
             bad.push(format!(
-                "guest firmware map {:?}, the engine gives {firmware}",
-                self.guest_mem_firmware
+                "guest firmware map {}, the engine gives {firmware}",
+                or_none(self.guest_mem_firmware)
             ));
         }
         if serial {
             let mapping = engine.expected_mapping(m, layout);
             if self.host_mapping_bytes != Some(mapping) {
                 bad.push(format!(
-                    "the engine's guest-memory mapping {:?}, the engine maps {mapping}",
-                    self.host_mapping_bytes
+                    "the engine's guest-memory mapping {}, the engine maps {mapping}",
+                    or_none(self.host_mapping_bytes)
                 ));
             }
             let page = backing.page_size();
             if self.host_page_size != Some(page) {
                 bad.push(format!(
-                    "the mapping's page size {:?}, `{}` backing maps {page}-byte pages",
-                    self.host_page_size,
+                    "the mapping's page size {}, `{}` backing maps {page}-byte pages",
+                    or_none(self.host_page_size),
                     backing.as_str()
                 ));
             }

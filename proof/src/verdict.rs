@@ -232,6 +232,12 @@ pub struct Verdict {
     pub label: Option<String>,
 }
 
+/// An optional figure as a verify message shows it: the value itself, or `none` (never
+/// Rust's `Some(..)`/`None`).
+pub fn or_none<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "none".into(), |v| v.to_string())
+}
+
 /// `s` with every character that could act on a terminal written as an escape: C0 and C1
 /// controls and DEL (`\u{1b}`, `\r`, `\n` …) and the Unicode bidirectional and line/paragraph
 /// separator controls. Everything else, including non-ASCII text, is kept.

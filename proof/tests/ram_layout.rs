@@ -83,8 +83,9 @@ fn ram_plus_hole_not_configured_is_caught() {
             x.guest_mem_firmware = Some(MEM);
         }
     });
-    invalid_with(&d, Check::Memory, "memslots");
+    invalid_with(&d, Check::Memory, &format!("memslots {MEM}"));
     invalid_with(&d, Check::Reports, "hole-inside");
+    assert!(!verify_dir(&d).render(&d, 50).contains("Some("));
 }
 
 /// An around-hole run recorded as hole-inside (and the other way round): the rows' RAM is not

@@ -193,6 +193,8 @@ fn memory_disagreement_and_success_without_boot_id() {
     s[1].boot_id = None;
     s[2].latency_ns = Some(s[2].latency_ns.unwrap() + 1);
     s[3].ok = false; // failure without an error kind
+    s[4].guest_cpus = Some(s[4].guest_cpus.unwrap() + 1);
+    s[5].guest_cpus = None;
     let r = f.result(&s);
     let w = truecold_proof::write_bundle(&t.path().join("b"), &r, &s, &f.inputs_for(&s)).unwrap();
     for c in [
@@ -200,9 +202,21 @@ fn memory_disagreement_and_success_without_boot_id() {
         Check::SuccessIncomplete,
         Check::Latency,
         Check::ErrorKind,
+        Check::Configuration,
     ] {
         assert!(w.verdict.has(c), "{c:?}: {}", w.verdict.render(&w.path, 50));
     }
+    // The messages show values, never Rust's debug text (`Some(..)`, `None`).
+    let text = w.verdict.render(&w.path, 50);
+    let cpus = s[4].guest_cpus.unwrap();
+    for want in [
+        format!("guest firmware map {}, the engine gives", MEM - 4096),
+        format!("successful sample 4: guest saw {cpus} CPUs, configured"),
+        "successful sample 5: the guest reported no CPU count".to_string(),
+    ] {
+        assert!(text.contains(&want), "`{want}` not in:\n{text}");
+    }
+    assert!(!text.contains("Some(") && !text.contains("None"), "{text}");
     // The data were still written: failures are data.
     assert!(w.path.join("samples.csv").exists());
 }

@@ -25,6 +25,7 @@ pub mod boot_cmdline;
 pub mod cpio;
 pub mod limits;
 pub mod path_io;
+pub mod seed;
 
 use core::fmt;
 use sha2::{Digest, Sha256};

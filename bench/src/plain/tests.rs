@@ -90,7 +90,7 @@ fn drop_caches_needs_root_and_the_sequential_mode() {
     let a = parse(&["--drop-caches", "--mode", "churn"]);
     assert!(matches!(
         check_drop_caches(a.drop_caches, &a.schedule, Some(0)),
-        Err(RunError::DropCachesMode)
+        Err(RunError::Args(crate::plan::ArgError::DropCachesMode))
     ));
     let a = parse(&[]);
     assert!(check_drop_caches(a.drop_caches, &a.schedule, Some(1000)).is_ok());
@@ -138,4 +138,23 @@ fn every_sample_gets_the_campaign_host_kind() {
             Ok(kind)
         );
     }
+}
+
+#[test]
+fn cmdline_extra_is_refused_where_a_kvm_pvm_host_falls_back_to_the_probe() {
+    let a = parse(&["--cmdline-extra", "quiet"]);
+    let (contract, _, _) = contract_for(a.target, V::Pvm);
+    assert_eq!(contract, ContractKind::Probe);
+    assert_eq!(
+        check_cmdline_extra(&a, contract),
+        Err(ArgError::CmdlineExtraProbeFallback)
+    );
+    assert!(ArgError::CmdlineExtraProbeFallback
+        .to_string()
+        .contains("probe guest, which has no kernel command line"));
+    // Where Linux boots, or without the flag, nothing to refuse.
+    let (contract, _, _) = contract_for(a.target, V::Hardware);
+    assert_eq!(check_cmdline_extra(&a, contract), Ok(()));
+    let a = parse(&[]);
+    assert_eq!(check_cmdline_extra(&a, ContractKind::Probe), Ok(()));
 }

@@ -46,7 +46,8 @@ struct Cli {
     console: bool,
     #[arg(long, default_value_t = 3)]
     rounds: u64,
-    #[arg(long, default_value_t = 1)]
+    /// The shuffle's seed: decimal or 0x hexadecimal, as `truecold --seed`.
+    #[arg(long, default_value_t = 1, value_parser = truecold_proto::seed::parse)]
     seed: u64,
     /// Kill an engine process that runs longer than this.
     #[arg(long, default_value_t = 120_000)]
@@ -172,4 +173,31 @@ fn timed(
     let _ = killer.join();
     output.extend(err_reader.join().unwrap_or_default());
     Ok((elapsed_ns, status.code(), output))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::Parser;
+
+    #[test]
+    fn seed_reads_decimal_or_hex() {
+        let seed = |v: &str| {
+            Cli::try_parse_from([
+                "x",
+                "--engine",
+                "truecold=/t",
+                "--kernel",
+                "k",
+                "--initramfs",
+                "i",
+                "--seed",
+                v,
+            ])
+            .map(|c| c.seed)
+        };
+        assert_eq!(seed("0x10").ok(), Some(16));
+        assert_eq!(seed("16").ok(), Some(16));
+        assert!(seed("0xg").is_err());
+    }
 }

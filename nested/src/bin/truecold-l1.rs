@@ -51,8 +51,9 @@ struct Cli {
     cpus: u32,
     #[arg(long, default_value_t = 3600)]
     timeout_s: u64,
-    /// L1's QEMU `-seed` (every guest-visible random number of the run is drawn from it).
-    #[arg(long, default_value_t = truecold_nested::DEFAULT_L1_SEED)]
+    /// L1's QEMU `-seed` (every guest-visible random number of the run is drawn from it):
+    /// decimal or 0x hexadecimal, as `truecold --seed`.
+    #[arg(long, default_value_t = truecold_nested::DEFAULT_L1_SEED, value_parser = truecold_proto::seed::parse)]
     seed: u64,
     /// Send the command's stdout to this file (under the output directory) instead of L1's
     /// console.
@@ -138,4 +139,20 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
         outcome.wall.as_secs_f64()
     );
     Ok(outcome.job_exit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::Parser;
+
+    #[test]
+    fn seed_reads_decimal_or_hex() {
+        let seed = |v: &str| {
+            Cli::try_parse_from(["x", "--out", "o", "--seed", v, "--", "true"]).map(|c| c.seed)
+        };
+        assert_eq!(seed("0x10").ok(), Some(16));
+        assert_eq!(seed("16").ok(), Some(16));
+        assert!(seed("0xg").is_err());
+    }
 }

@@ -13,7 +13,7 @@ use crate::schema::{ContractKind, Observer, ResultJson, Sample};
 use crate::skeleton::DirError;
 use crate::sums::SIG_FILE;
 use crate::sums::{sha256_hex, SUMS_FILE};
-use crate::verdict::{Check, Verdict, VerifyOptions};
+use crate::verdict::{or_none, Check, Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{apply, check_set, Change, Knob, VmmChange};
 
@@ -542,8 +542,8 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
         if !tune && !per_arm_backing {
             same(
                 "backing",
-                format!("{:?}", f.configuration.backing_kind()),
-                format!("{:?}", r.configuration.backing_kind()),
+                or_none(f.configuration.backing_kind()),
+                or_none(r.configuration.backing_kind()),
             );
         }
         same(
@@ -569,17 +569,13 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
                 y.workspace_sha256.clone(),
             );
             same("network pair", x.net_pair.clone(), y.net_pair.clone());
-            same(
-                "journal",
-                format!("{:?}", x.journal),
-                format!("{:?}", y.journal),
-            );
+            same("journal", x.journal.clone(), y.journal.clone());
         }
         for k in ["initramfs", "guest_init"] {
             same(
                 &format!("{k} digest"),
-                format!("{:?}", artifact(f, k)),
-                format!("{:?}", artifact(r, k)),
+                or_none(artifact(f, k)),
+                or_none(artifact(r, k)),
             );
         }
         // The campaign's kernel: alike in every arm that does not declare its own.
