@@ -4,6 +4,7 @@
 #   out/l1/     the nested-host kernel for the nested harness
 #   target/x86_64-unknown-linux-gnu/release/  static truecold, truecold-vmm, truecold-l1-init,
 #                                             truecold-proof
+#   out/cli-docs/  shell completions and man pages of those binaries (their `cli-docs`)
 # Kernel builds are cached outside the clone (${TRUECOLD_CACHE:-/var/cache/truecold}), keyed by
 # the package version, the fragments and the build script.
 set -euo pipefail
@@ -19,4 +20,13 @@ cargo run -q -p xtask -- guest --out out/guest
 RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \
   --target x86_64-unknown-linux-gnu \
   -p truecold-vmm -p truecold-bench -p truecold-nested -p truecold-proof
-echo "artifacts: out/guest out/l1 target/x86_64-unknown-linux-gnu/release"
+# Completions and man pages from the binaries just built (they always match their --help):
+# written into a fresh directory, which then replaces out/cli-docs.
+bin=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release
+docs=out/.cli-docs.$$
+rm -rf "$docs"
+"$bin/truecold" cli-docs "$docs"
+"$bin/truecold-proof" cli-docs "$docs"
+rm -rf out/cli-docs
+mv "$docs" out/cli-docs
+echo "artifacts: out/guest out/l1 out/cli-docs target/x86_64-unknown-linux-gnu/release"
