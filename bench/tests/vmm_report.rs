@@ -34,8 +34,11 @@ fn probe_report_projects_onto_a_row() {
     let r = parse(v.to_string().as_bytes());
     let o = observe(&r);
     assert_eq!(o.error, None);
-    assert_eq!(o.memslots, Some(64 << 20));
-    assert_eq!(o.e820_usable, Some(64 << 20));
+    // RAM under the default layout (hole-inside: 64 MiB less the declared legacy hole).
+    let ram = truecold_proto::kinds::Engine::Truecold
+        .expected_firmware_ram(64 << 20, truecold_proto::kinds::RamLayout::default());
+    assert_eq!(o.memslots, Some(ram));
+    assert_eq!(o.e820_usable, Some(ram));
     let t = &o.stamps;
     let chain = [
         t.boot_start,
@@ -57,7 +60,7 @@ fn probe_report_projects_onto_a_row() {
     assert_eq!(o.boot_id, None);
     assert!(o.strict_ready_verified);
     assert_eq!(v["liveness"]["kind"], "probe-echo");
-    assert_eq!(o.guest_ram, Some(64 << 20));
+    assert_eq!(o.guest_ram, Some(ram));
     assert!(o.guest.is_none());
     assert_eq!(o.cmdline, None);
 }

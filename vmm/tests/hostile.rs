@@ -339,7 +339,7 @@ fn honest_guest_is_a_clean_success() {
     assert!(c.liveness.verified);
     assert!(
         c.memory_figures
-            .agree(truecold_proto::kinds::RamLayout::AroundHole),
+            .agree(truecold_proto::kinds::RamLayout::default()),
         "{:?}",
         c.memory_figures
     );
@@ -692,8 +692,11 @@ fn memory_figure_that_lies_is_caught() {
     ] {
         let r = expect(Boot::new(Case::MemLie).arg(delta), "memory_disagrees", &[]);
         let f = &r.report.core.memory_figures;
-        assert_eq!(f.guest, Some((128u64 << 20).wrapping_add(delta)));
-        assert_eq!(f.e820_ram, 128 << 20);
+        // The RAM the default layout gives 128 MiB (hole-inside: less the declared hole).
+        let ram = truecold_proto::kinds::Engine::Truecold
+            .expected_firmware_ram(128 << 20, truecold_proto::kinds::RamLayout::default());
+        assert_eq!(f.guest, Some(ram.wrapping_add(delta)));
+        assert_eq!(f.e820_ram, ram);
         assert!(
             r.report.core.liveness.verified,
             "it answered: only its memory lies"
