@@ -166,14 +166,23 @@ fn vmm_boots_the_real_guest_to_strict_ready_in_l1() {
     assert_eq!(p["tsc_unstable"], false, "{ctx}");
     // Linux's option-ROM scan reads the read-only ROM-area slot, not MMIO (memory::ROM_AREA).
     assert_eq!(r["exits"]["unknown_mmio"], 0, "{ctx}");
-    // Memory verified: host configured == memslots == E820 == what the guest saw.
+    // Memory verified: memslots == E820 RAM == what the guest saw == the RAM the default
+    // layout gives the configured size, and RAM + the declared hole == configured
+    // (truecold_proto::layout, one definition).
     let m = &r["memory_figures"];
     let bytes = mem_mib << 20;
+    let layout = truecold_proto::kinds::RamLayout::default();
+    let ram = truecold_proto::kinds::Engine::Truecold.expected_firmware_ram(bytes, layout);
+    let hole = layout.hole().map_or(0, |h| h.len());
     assert_eq!(m["configured"], bytes, "{ctx}");
-    assert_eq!(m["memslots"], bytes, "{ctx}");
-    assert_eq!(m["e820_ram"], bytes, "{ctx}");
-    assert_eq!(m["guest"], bytes, "{ctx}");
-    assert_eq!(rec["mem_firmware_ram"], bytes, "{ctx}");
+    assert_eq!(m["memslots"], ram, "{ctx}");
+    assert_eq!(m["e820_ram"], ram, "{ctx}");
+    assert_eq!(m["guest"], ram, "{ctx}");
+    assert_eq!(ram + hole, bytes, "{ctx}");
+    if hole > 0 {
+        assert_eq!(m["e820_hole_reserved"], hole, "{ctx}");
+    }
+    assert_eq!(rec["mem_firmware_ram"], ram, "{ctx}");
 }
 
 /// Issue 4's nested campaign: `truecold run --nested` runs a 3-sample Linux campaign inside L1
@@ -227,14 +236,18 @@ fn two_vcpus_and_16_gib_reach_strict_ready_in_the_2_cpu_l1() {
             .collect::<Result<_, _>>()
             .unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
-    let bytes = (16384u64 << 20).to_string();
-    for col in [
-        "host_mem_configured",
-        "host_memslots",
-        "host_e820_usable",
-        "guest_mem_firmware",
-    ] {
-        assert_eq!(rows[0][col], bytes, "{col}: {rows:?}");
+    let configured = 16384u64 << 20;
+    assert_eq!(
+        rows[0]["host_mem_configured"],
+        configured.to_string(),
+        "{rows:?}"
+    );
+    // The RAM truecold-vmm's default layout gives 16 GiB (truecold_proto::layout).
+    let ram = truecold_proto::kinds::Engine::Truecold
+        .expected_firmware_ram(configured, truecold_proto::kinds::RamLayout::default())
+        .to_string();
+    for col in ["host_memslots", "host_e820_usable", "guest_mem_firmware"] {
+        assert_eq!(rows[0][col], ram, "{col}: {rows:?}");
     }
     assert_eq!(rows[0]["guest_cpus"], "2", "{rows:?}");
 }
