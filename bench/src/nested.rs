@@ -434,6 +434,13 @@ mod tests {
             let a = parse(args);
             l1_run(&a, l0.clone(), "/k".into(), "/i".into(), "/w".into(), 2)
         };
+        let qemu_line = |r: &L1Run| {
+            truecold_nested::qemu_command(r)
+                .get_args()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         let plain = run(&[
             "truecold",
             "run",
@@ -445,11 +452,8 @@ mod tests {
         ]);
         assert_eq!(plain.hugepages_2m, 0);
         assert_eq!(plain.mem_mib, 16384 + 1024);
-        let cmd: Vec<String> = truecold_nested::qemu_command(&plain)
-            .get_args()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
-        assert!(!cmd.join(" ").contains("hugepages="), "{cmd:?}");
+        let cmd = qemu_line(&plain);
+        assert!(!cmd.contains("hugepages="), "{cmd}");
         let h = run(&[
             "truecold",
             "run",
@@ -471,11 +475,8 @@ mod tests {
         assert_eq!(h.hugepages_2m, most / HUGE_PAGE_2M);
         assert_eq!(h.hugepages_2m, 8193);
         assert_eq!(u64::from(h.mem_mib), 8193 * 2 + 2048);
-        let cmd: Vec<String> = truecold_nested::qemu_command(&h)
-            .get_args()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
-        assert!(cmd.join(" ").contains("hugepages=8193"), "{cmd:?}");
+        let cmd = qemu_line(&h);
+        assert!(cmd.contains("hugepages=8193"), "{cmd}");
         // One engine arm on hugetlb is enough; the peers map exactly the configured size.
         let e = run(&[
             "truecold",
