@@ -510,6 +510,7 @@ pub(crate) fn commit_kernel(
             variant: "base",
             args: Vec::new(),
             tree: Some(tree),
+            git_dir: None,
         };
         return match build.guest_dir(&kdir, base) {
             Ok(d) => Ok(d),

@@ -154,6 +154,8 @@ struct ConfigSearch<'a> {
     deadline_ms: u64,
     script: PathBuf,
     root: PathBuf,
+    /// `--kernel-tree` as the build reads it (a tree without git through its snapshot).
+    source: Option<crate::own_kernel::SourceTree>,
     good_dir: PathBuf,
     good_cfg: String,
     good_sha: String,
@@ -181,7 +183,14 @@ impl ConfigSearch<'_> {
             script: &self.script,
             variant: "config",
             args: vec![cfg.as_os_str().to_owned()],
-            tree: self.a.kernel_tree.as_deref(),
+            tree: self
+                .source
+                .as_ref()
+                .map(crate::own_kernel::SourceTree::tree),
+            git_dir: self
+                .source
+                .as_ref()
+                .and_then(crate::own_kernel::SourceTree::git_dir),
         }
         .guest_dir(dir, &self.base)
     }
@@ -440,6 +449,7 @@ pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectR
         deadline_ms,
         script: a.judge.paths.script.clone(),
         root: a.judge.paths.kernel_root.clone(),
+        source: None,
         good_dir: PathBuf::new(),
         good_cfg: String::new(),
         good_sha: String::new(),
@@ -454,6 +464,12 @@ pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectR
     let vcpus = u32::from(a.context.vcpus.get());
     for (path, text) in [(&a.good, &good_in), (&a.bad, &bad_in)] {
         crate::own_kernel::require(path, &parse_config(text), vcpus, &[])?;
+    }
+    if let Some(t) = &a.kernel_tree {
+        s.source = Some(crate::own_kernel::check_source(
+            t,
+            &crate::kernel::cache_root(),
+        )?);
     }
     let good_dir = s
         .build(

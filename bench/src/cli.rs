@@ -402,11 +402,13 @@ pub struct RunArgs {
     pub instrument: InstrumentArgs,
     #[command(flatten)]
     pub own_kernel: KernelConfigArgs,
-    /// With --kernel-config or --kernel-fragment: build this kernel git work tree.
+    /// With --kernel-config or --kernel-fragment: build this kernel source tree.
     ///
-    /// With --kernel-config or --kernel-fragment: build this kernel git work tree's checkout
-    /// instead of the pinned package source (an in-tree build is refused: `make mrproper`
-    /// first).
+    /// With --kernel-config or --kernel-fragment: build this kernel source tree instead of the
+    /// pinned package source: a git work tree's checkout (keyed by its commit), or a tree
+    /// without git, whose content truecold commits into a git directory of its own under the
+    /// kernel cache (the tree is only read; docs/your-kernel.md). An in-tree build is refused:
+    /// `make mrproper` first.
     #[arg(long, value_name = "DIR")]
     pub kernel_source: Option<PathBuf>,
     /// One engine arm boots its own kernel, built from a complete .config (`ENGINE=FILE`).
@@ -593,11 +595,12 @@ pub struct TuneArgs {
     pub paths: KernelPaths,
     #[command(flatten)]
     pub own_kernel: KernelConfigArgs,
-    /// With --kernel-config or --kernel-fragment: build this kernel git work tree.
+    /// With --kernel-config or --kernel-fragment: build this kernel source tree.
     ///
-    /// With --kernel-config or --kernel-fragment: build this kernel git work tree's checkout
-    /// instead of the pinned package source, for the baseline and every Kconfig knob (an
-    /// in-tree build is refused: `make mrproper` first). Recorded in tune.json and
+    /// With --kernel-config or --kernel-fragment: build this kernel source tree instead of the
+    /// pinned package source, for the baseline and every Kconfig knob: a git work tree's
+    /// checkout, or a tree without git through a snapshot of its content under the kernel
+    /// cache (docs/your-kernel.md). An in-tree build is refused: `make mrproper` first. Recorded in tune.json and
     /// recommended/reproduce.sh.
     #[arg(long, value_name = "DIR")]
     pub kernel_source: Option<PathBuf>,
@@ -766,7 +769,8 @@ pub struct ConfigBisectArgs {
     /// The bad kernel config.
     #[arg(long)]
     pub bad: PathBuf,
-    /// Build this kernel git work tree's checkout (default: the pinned linux-source-6.12).
+    /// Build this kernel source tree (default: the pinned linux-source-6.12): a git work
+    /// tree's checkout, or a tree without git through a snapshot of its content.
     #[arg(long)]
     pub kernel_tree: Option<PathBuf>,
     /// The bisect directory (default `results/<UTC>-bisect-config-…`); must not exist.

@@ -26,6 +26,18 @@ pub struct KernelBuild<'a> {
     pub args: Vec<OsString>,
     /// `TRUECOLD_KERNEL_TREE`: a kernel git work tree to build instead of the package.
     pub tree: Option<&'a Path>,
+    /// The git directory that stands for `tree`'s own (`GIT_DIR`, with `GIT_WORK_TREE` the
+    /// tree): a tree without git, snapshotted ([`crate::own_kernel::snapshot`]).
+    pub git_dir: Option<&'a Path>,
+}
+
+/// The kernel cache, `${TRUECOLD_CACHE:-/var/cache/truecold}`, as `kernel-config/build.sh`
+/// reads it.
+pub fn cache_root() -> PathBuf {
+    std::env::var_os("TRUECOLD_CACHE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/truecold"))
 }
 
 /// Why a kernel is not there.
@@ -55,6 +67,13 @@ impl KernelBuild<'_> {
     /// The command line with these arguments after `dir`, as a user would type it.
     fn command_line(&self, dir: &Path, args: &[OsString]) -> String {
         let mut s = String::new();
+        if let (Some(g), Some(t)) = (self.git_dir, self.tree) {
+            s.push_str(&format!(
+                "GIT_DIR={} GIT_WORK_TREE={} ",
+                g.display(),
+                t.display()
+            ));
+        }
         if let Some(t) = self.tree {
             s.push_str(&format!("TRUECOLD_KERNEL_TREE={} ", t.display()));
         }
@@ -88,6 +107,10 @@ impl KernelBuild<'_> {
         match self.tree {
             Some(t) => cmd.env("TRUECOLD_KERNEL_TREE", t),
             None => cmd.env_remove("TRUECOLD_KERNEL_TREE"),
+        };
+        match (self.git_dir, self.tree) {
+            (Some(g), Some(t)) => cmd.env("GIT_DIR", g).env("GIT_WORK_TREE", t),
+            _ => cmd.env_remove("GIT_DIR").env_remove("GIT_WORK_TREE"),
         };
         let out = cmd
             .stdout(std::process::Stdio::piped())

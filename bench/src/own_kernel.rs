@@ -33,7 +33,8 @@ pub struct OwnKernel {
     /// The config file: a complete `.config` or a fragment ([`OwnKernel::form`]).
     pub config: PathBuf,
     pub form: ConfigForm,
-    /// A kernel git work tree to build instead of the pinned package source.
+    /// A kernel source tree to build instead of the pinned package source (a git work tree,
+    /// or any tree through a [`snapshot`]).
     pub source: Option<PathBuf>,
 }
 
@@ -188,10 +189,15 @@ pub enum OwnKernelError {
     )]
     Lost { missing: Vec<Requirement> },
     #[error(
-        "--kernel-source {0} is not a git work tree with a commit (the build keys its cache by \
-         the commit: `git init && git add -A && git commit` makes one)"
+        "--kernel-source {dir}: snapshotting the tree (it has no git of its own) into {git_dir} \
+         failed: `{command}`: {detail}"
     )]
-    NotGit(PathBuf),
+    Snapshot {
+        dir: PathBuf,
+        git_dir: PathBuf,
+        command: String,
+        detail: String,
+    },
     #[error(
         "--kernel-source {dir} holds an in-tree build ({found}): an out-of-tree build (`make \
          O=`) refuses such a tree; run `make mrproper` in it first"
@@ -282,17 +288,39 @@ pub fn read_config(path: &Path) -> Result<(Vec<u8>, BTreeMap<String, String>), O
     Ok((bytes, m))
 }
 
-/// A `--kernel-source` tree fit for the build: a git work tree with a commit, and no
-/// in-tree build (kbuild's out-of-tree build refuses a source that holds one).
-pub fn check_source(dir: &Path) -> Result<(), OwnKernelError> {
-    let git = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["rev-parse", "--verify", "-q", "HEAD"])
-        .output();
-    if !git.is_ok_and(|o| o.status.success()) {
-        return Err(OwnKernelError::NotGit(dir.to_path_buf()));
+/// A `--kernel-source` tree as the build keys it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceTree {
+    /// A git work tree with a commit: the build keys its cache by the commit (plus a hash of
+    /// the uncommitted diff of tracked files).
+    Git(PathBuf),
+    /// A tree without git of its own: its content is committed into a git directory of
+    /// truecold's under the kernel cache ([`snapshot`]), never into the tree, and the build
+    /// reads that directory as the tree's (`GIT_DIR`, `GIT_WORK_TREE`).
+    Snapshot { tree: PathBuf, git_dir: PathBuf },
+}
+
+impl SourceTree {
+    /// The tree the build compiles.
+    pub fn tree(&self) -> &Path {
+        match self {
+            SourceTree::Git(t) | SourceTree::Snapshot { tree: t, .. } => t,
+        }
     }
+
+    /// The git directory of truecold's own that stands for the tree's (a snapshot's).
+    pub fn git_dir(&self) -> Option<&Path> {
+        match self {
+            SourceTree::Git(_) => None,
+            SourceTree::Snapshot { git_dir, .. } => Some(git_dir),
+        }
+    }
+}
+
+/// A `--kernel-source` tree fit for the build: no in-tree build (kbuild's out-of-tree build
+/// refuses a source that holds one); a git work tree with a commit as it is, any other tree
+/// through a [`snapshot`] of its content in a git directory under `cache`.
+pub fn check_source(dir: &Path, cache: &Path) -> Result<SourceTree, OwnKernelError> {
     // What `make` leaves in a tree it configured or built in place (the markers kbuild's own
     // "source tree is not clean" check looks for).
     for found in [".config", "include/config", "arch/x86/include/generated"] {
@@ -303,7 +331,122 @@ pub fn check_source(dir: &Path) -> Result<(), OwnKernelError> {
             });
         }
     }
-    Ok(())
+    if is_git_top(dir) {
+        return Ok(SourceTree::Git(dir.to_path_buf()));
+    }
+    snapshot(dir, cache)
+}
+
+/// Whether `dir` is the top of a git work tree with a commit (a directory inside another
+/// repository, such as a source unpacked in a checkout, is not: that repository's commit
+/// does not describe it).
+fn is_git_top(dir: &Path) -> bool {
+    let out = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim_end().to_string())
+    };
+    if out(&["rev-parse", "--verify", "-q", "HEAD"]).is_none() {
+        return false;
+    }
+    let (Some(top), Ok(dir)) = (out(&["rev-parse", "--show-toplevel"]), dir.canonicalize()) else {
+        return false;
+    };
+    Path::new(&top).canonicalize().is_ok_and(|t| t == dir)
+}
+
+/// Where the snapshots of trees without git live: one git directory per tree path.
+pub const SNAPSHOT_DIR: &str = "trees";
+
+/// The snapshot commit's author, committer and date: fixed, so that its id is a function of
+/// the tree's content alone (the same files, modes and links at any path, on any machine,
+/// give the same commit and so the same kernel cache key).
+const SNAPSHOT_IDENT: [(&str, &str); 6] = [
+    ("GIT_AUTHOR_NAME", "truecold"),
+    ("GIT_AUTHOR_EMAIL", "truecold@localhost"),
+    ("GIT_AUTHOR_DATE", "@0 +0000"),
+    ("GIT_COMMITTER_NAME", "truecold"),
+    ("GIT_COMMITTER_EMAIL", "truecold@localhost"),
+    ("GIT_COMMITTER_DATE", "@0 +0000"),
+];
+
+/// Commits the content of `tree` (a kernel source without git) into the git directory
+/// `<cache>/trees/<16 hex of sha256(tree's absolute path)>.git` and makes it that directory's
+/// HEAD: every file, its executable bit and every symbolic link, as `git add -A` sees them
+/// (the tree's own `.gitignore` files apply, as they do to a git tree's untracked files;
+/// `.truecold-build/`, the build's object directory, is left out). The tree itself is only
+/// read. Later snapshots of the same path reuse the directory's index, so only changed files
+/// are read again.
+pub fn snapshot(tree: &Path, cache: &Path) -> Result<SourceTree, OwnKernelError> {
+    let tree = std::path::absolute(tree).unwrap_or_else(|_| tree.to_path_buf());
+    let name = truecold_proof::sums::sha256_hex(tree.as_os_str().as_encoded_bytes());
+    let git_dir = cache
+        .join(SNAPSHOT_DIR)
+        .join(format!("{}.git", &name[..16]));
+    let failed = |command: &str, detail: String| OwnKernelError::Snapshot {
+        dir: tree.clone(),
+        git_dir: git_dir.clone(),
+        command: command.to_string(),
+        detail,
+    };
+    let git = |args: &[&str]| -> Result<String, OwnKernelError> {
+        let mut c = std::process::Command::new("git");
+        c.arg("--git-dir")
+            .arg(&git_dir)
+            .arg("--work-tree")
+            .arg(&tree)
+            .args(["-c", "core.autocrlf=false", "-c", "core.fileMode=true"])
+            .args(args);
+        // Nothing of the caller's git environment may redirect the snapshot.
+        for v in [
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+            "GIT_INDEX_FILE",
+            "GIT_OBJECT_DIRECTORY",
+        ] {
+            c.env_remove(v);
+        }
+        c.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .envs(SNAPSHOT_IDENT);
+        let command = format!("git {}", args.join(" "));
+        let o = c.output().map_err(|e| failed(&command, e.to_string()))?;
+        if !o.status.success() {
+            return Err(failed(
+                &command,
+                format!(
+                    "{}: {}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr).trim_end()
+                ),
+            ));
+        }
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    if !git_dir.join("HEAD").is_file() {
+        std::fs::create_dir_all(&git_dir).map_err(|e| failed("mkdir", e.to_string()))?;
+        git(&["init", "-q"])?;
+    }
+    let exclude = git_dir.join("info").join("exclude");
+    std::fs::create_dir_all(git_dir.join("info")).map_err(|e| failed("mkdir", e.to_string()))?;
+    std::fs::write(&exclude, "/.truecold-build/\n").map_err(|e| failed("write", e.to_string()))?;
+    git(&["add", "-A", "."])?;
+    let t = git(&["write-tree"])?;
+    let c = git(&[
+        "commit-tree",
+        &t,
+        "-m",
+        "truecold: snapshot of a kernel source tree without git",
+    ])?;
+    git(&["update-ref", "HEAD", &c])?;
+    Ok(SourceTree::Snapshot { tree, git_dir })
 }
 
 /// The guest directory of the user's kernel, built (or found cached) under `root` (one
@@ -335,9 +478,10 @@ pub fn prepare(
         }
     };
     require(&k.config, &intended, vcpus, engines)?;
-    if let Some(src) = &k.source {
-        check_source(src)?;
-    }
+    let source = match &k.source {
+        Some(src) => Some(check_source(src, &crate::kernel::cache_root())?),
+        None => None,
+    };
     let dir = root.join(key(&given_bytes, k.form, k.source.as_deref()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| OwnKernelError::Read(PathIoError::at("create", &dir)(e)))?;
@@ -356,7 +500,8 @@ pub fn prepare(
         script,
         variant,
         args: vec![OsString::from(file)],
-        tree: k.source.as_deref(),
+        tree: source.as_ref().map(SourceTree::tree),
+        git_dir: source.as_ref().and_then(SourceTree::git_dir),
     };
     let dir = build.guest_dir(&dir, base).map_err(OwnKernelError::Build)?;
     let (_, resolved) = read_config(&dir.join("config"))?;
@@ -578,34 +723,166 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
-    #[test]
-    fn a_source_tree_with_an_in_tree_build_is_refused_naming_mrproper() {
-        let d = std::env::temp_dir().join(format!("truecold-own-src-{}", std::process::id()));
+    /// A scratch directory of this test's, removed first.
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("truecold-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        assert!(matches!(check_source(&d), Err(OwnKernelError::NotGit(_))));
-        let git = |args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .arg("-C")
-                .arg(&d)
-                .args(args)
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@t")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@t")
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
+        d
+    }
+
+    fn git_in(d: &Path, args: &[&str]) -> String {
+        let o = std::process::Command::new("git")
+            .arg("-C")
+            .arg(d)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    /// Every path under `d` with its bytes (a link: its target), sorted.
+    fn listing(d: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut v = Vec::new();
+        let mut todo = vec![d.to_path_buf()];
+        while let Some(p) = todo.pop() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                let e = e.unwrap();
+                let t = e.file_type().unwrap();
+                let rel = e.path().strip_prefix(d).unwrap().to_path_buf();
+                if t.is_dir() {
+                    v.push((rel, Vec::new()));
+                    todo.push(e.path());
+                } else if t.is_symlink() {
+                    let l = std::fs::read_link(e.path()).unwrap();
+                    v.push((rel, l.into_os_string().into_encoded_bytes()));
+                } else {
+                    v.push((rel, std::fs::read(e.path()).unwrap()));
+                }
+            }
+        }
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_source_tree_with_an_in_tree_build_is_refused_naming_mrproper() {
+        let d = scratch("own-src");
+        let cache = scratch("own-src-cache");
         std::fs::write(d.join("Makefile"), "all:\n").unwrap();
-        git(&["add", "Makefile"]);
-        git(&["commit", "-q", "-m", "x"]);
-        check_source(&d).unwrap();
+        git_in(&d, &["init", "-q"]);
+        git_in(&d, &["add", "Makefile"]);
+        git_in(&d, &["commit", "-q", "-m", "x"]);
+        assert_eq!(
+            check_source(&d, &cache).unwrap(),
+            SourceTree::Git(d.clone())
+        );
         std::fs::write(d.join(".config"), "CONFIG_A=y\n").unwrap();
-        let e = check_source(&d).unwrap_err();
+        let e = check_source(&d, &cache).unwrap_err();
         assert!(e.to_string().contains("make mrproper"), "{e}");
+        // The same refusal for a tree without git, before anything is snapshotted.
+        std::fs::remove_dir_all(d.join(".git")).unwrap();
+        let e = check_source(&d, &cache).unwrap_err();
+        assert!(matches!(e, OwnKernelError::InTreeBuild { .. }), "{e}");
+        assert!(!cache.join(SNAPSHOT_DIR).exists());
         std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_dir_all(&cache).unwrap();
+    }
+
+    #[test]
+    fn a_tree_without_git_is_snapshotted_by_content_outside_the_tree() {
+        let cache = scratch("snap-cache");
+        let a = scratch("snap-a");
+        std::fs::create_dir_all(a.join("scripts")).unwrap();
+        std::fs::write(a.join("Makefile"), "all:\n").unwrap();
+        std::fs::write(a.join("scripts/gen.sh"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("Makefile", a.join("GNUmakefile")).unwrap();
+        // The build's object directory is not the source.
+        std::fs::create_dir_all(a.join(".truecold-build")).unwrap();
+        std::fs::write(a.join(".truecold-build/vmlinux.o"), "obj").unwrap();
+        let before = listing(&a);
+        let s = check_source(&a, &cache).unwrap();
+        let SourceTree::Snapshot { tree, git_dir } = &s else {
+            panic!("a tree without git is snapshotted: {s:?}");
+        };
+        assert_eq!(tree, &std::path::absolute(&a).unwrap());
+        assert!(git_dir.starts_with(cache.join(SNAPSHOT_DIR)), "{git_dir:?}");
+        assert_eq!(listing(&a), before, "the tree is only read");
+        let head = |g: &Path| {
+            let o = std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(g)
+                .args(["rev-parse", "HEAD"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        let files = |g: &Path| {
+            let o = std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(g)
+                .args(["ls-tree", "-r", "HEAD"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let c1 = head(git_dir);
+        assert_eq!(c1.len(), 40, "{c1}");
+        let listed = files(git_dir);
+        assert!(listed.contains("\tMakefile"), "{listed}");
+        assert!(listed.contains("120000 blob") && listed.contains("\tGNUmakefile"));
+        assert!(!listed.contains(".truecold-build"), "{listed}");
+        // The same snapshot again: the same commit.
+        assert_eq!(check_source(&a, &cache).unwrap(), s);
+        assert_eq!(head(git_dir), c1);
+        // The same content at another path: another git directory, the same commit (the
+        // build's cache key is the content's).
+        let b = scratch("snap-b");
+        std::fs::remove_dir_all(&b).unwrap();
+        let cp = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&a)
+            .arg(&b)
+            .status()
+            .unwrap();
+        assert!(cp.success());
+        std::fs::write(b.join(".truecold-build/vmlinux.o"), "other obj").unwrap();
+        let sb = check_source(&b, &cache).unwrap();
+        let gb = sb.git_dir().unwrap().to_path_buf();
+        assert_ne!(gb, *git_dir);
+        assert_eq!(head(&gb), c1);
+        // A changed file, or a changed executable bit: another commit.
+        std::fs::write(b.join("Makefile"), "all: x\n").unwrap();
+        check_source(&b, &cache).unwrap();
+        let c2 = head(&gb);
+        assert_ne!(c2, c1);
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            b.join("scripts/gen.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        check_source(&b, &cache).unwrap();
+        assert_ne!(head(&gb), c2);
+        // What the build script sees through GIT_DIR / GIT_WORK_TREE: that commit, clean.
+        let o = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&b)
+            .args(["status", "--porcelain", "--untracked-files=no"])
+            .env("GIT_DIR", &gb)
+            .env("GIT_WORK_TREE", &b)
+            .output()
+            .unwrap();
+        assert!(o.status.success() && o.stdout.is_empty(), "{o:?}");
+        for d in [&a, &b, &cache] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
     }
 }

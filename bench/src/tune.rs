@@ -190,6 +190,7 @@ pub fn ensure_kernel(
         variant: "tune",
         args: paths,
         tree: None,
+        git_dir: None,
     };
     build
         .guest_dir(&dir, base)
