@@ -158,12 +158,36 @@ pub fn run_for(
         &mut progress,
         &harness,
     )?;
-    let table = vmlinux
-        .and_then(|p| std::fs::read(p).ok())
-        .map(|elf| FunctionTable::of(&elf))
-        .unwrap_or_default();
+    let table = vmlinux.map(function_table).unwrap_or_default();
     let reports = ex.reports.to_vec()?;
     Ok(lines(&reports, &table))
+}
+
+/// The function table of the kernel's ELF image at `path`; a file that cannot be read or
+/// holds no function symbols gives an empty table, said on stderr (its RIPs and initcall
+/// addresses then stay unnamed: `[no symbol]` rows), never silently.
+fn function_table(path: &Path) -> FunctionTable {
+    match std::fs::read(path) {
+        Ok(elf) => {
+            let t = FunctionTable::of(&elf);
+            if t.by_address.is_empty() {
+                crate::note!(
+                    "truecold: attribution: warning: {} has no function symbols: the samples' \
+                     functions are not named",
+                    path.display()
+                );
+            }
+            t
+        }
+        Err(e) => {
+            crate::note!(
+                "truecold: attribution: warning: cannot read {} ({e}): the samples' functions \
+                 are not named",
+                path.display()
+            );
+            FunctionTable::default()
+        }
+    }
 }
 
 /// Wraps each `reports.jsonl` line with the names of its trace's addresses and the

@@ -758,7 +758,7 @@ fn attribute(
         &p.spec,
         &command,
         plan.attribution,
-        p.guest.as_ref().map(|g| g.vmlinux.as_path()),
+        p.guest.as_ref().map(|g| g.symbols.as_path()),
         stop,
     )
     .map_err(PhaseError::from)?;
