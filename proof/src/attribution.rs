@@ -1,10 +1,10 @@
 //! Attribution: where one boot's time goes, on one clock (pure).
 //!
 //! An attribution campaign (`truecold run … --attribution K`) boots K more times after the
-//! measured rows, never a measured row, measured by an [`Instrument`]: `initcall` (the
-//! default) adds [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] to the guest's command line
-//! (`initcall_debug` and the larger log buffer change the boot); `rip` has the VMM sample
-//! each vCPU's RIP from outside the guest. Each launch is one line of
+//! measured rows, never a measured row, measured by an [`Instrument`]: `rip` (the default)
+//! has the VMM sample each vCPU's RIP from outside the guest; `initcall` adds
+//! [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] to the guest's command line
+//! (`initcall_debug` and the larger log buffer change the boot). Each launch is one line of
 //! [`JSONL_FILE`] ([`AttributionLine`]: the launch's `reports.jsonl`-style line and the
 //! bench's symbol map). From those lines and the measured rows this module makes
 //! [`CSV_FILE`] and [`SVG_FILE`]; `verify` recomputes both byte for byte ([`check_bundle`])
@@ -111,9 +111,9 @@ pub enum Instrument {
     // `truecold_proto::cmdline::ATTRIBUTION_CMDLINE`.
     /// The guest's `initcall_debug` trace (`initcall_debug log_buf_len=4M
     /// truecold.attribution=1` added to its command line), which slows the boot it measures
-    #[default]
     Initcall,
     /// Host-side sampling of each vCPU's RIP by the VMM; nothing changes in the guest
+    #[default]
     Rip,
 }
 
@@ -122,10 +122,11 @@ impl Instrument {
     pub const ALL: [Instrument; 2] = [Instrument::Initcall, Instrument::Rip];
 
     /// What a record that asks for attribution launches but names no instrument means:
-    /// `initcall`, the default, whose writers leave the instrument out there (a
-    /// `cmdline.txt` run line's `--attribution-instrument`, `tune.json`'s
+    /// `initcall`, the default until 2026-12-03, whose writers left the instrument out at the
+    /// default (a `cmdline.txt` run line's `--attribution-instrument`, `tune.json`'s
     /// `invocation.options`, a phase plan's field). Every reader of an absent instrument
-    /// resolves it to this, so a record reads as it was written whatever
+    /// resolves it to this, and every writer since names the instrument whenever it makes
+    /// attribution launches, so a record reads as it was written whatever
     /// [`Instrument::default`] becomes.
     pub const ABSENT: Instrument = Instrument::Initcall;
 
