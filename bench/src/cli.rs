@@ -238,11 +238,21 @@ pub struct InstrumentArgs {
 }
 
 impl InstrumentArgs {
-    pub fn instrumentation(&self) -> crate::attribution::Instrumentation {
-        crate::attribution::Instrumentation {
+    /// The instrumentation asked for; a period given to `initcall` (which samples nothing) is
+    /// refused, never dropped.
+    pub fn instrumentation(
+        &self,
+    ) -> Result<crate::attribution::Instrumentation, crate::plan::ArgError> {
+        let i = crate::attribution::Instrumentation {
             instrument: self.attribution_instrument,
             period: self.attribution_sample_us,
+        };
+        if i.instrument != crate::attribution::Instrument::Rip
+            && i.period != crate::attribution::default_period()
+        {
+            return Err(crate::plan::ArgError::SamplePeriodNotRip(i.period));
         }
+        Ok(i)
     }
 }
 
@@ -398,7 +408,8 @@ pub struct RunArgs {
     /// After the measured campaign, K more sequential launches measured by
     /// --attribution-instrument (default `rip`: the VMM samples each vCPU's RIP): never rows
     /// of samples.csv; their lines go to attribution.jsonl, and attribution.csv / .svg (where
-    /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
+    /// the time goes, on one clock, reconciled with the measured p50) into the bundle. A
+    /// campaign of truecold-vmm alone: refused with --engine/--engines and --parity.
     #[arg(long, default_value_t = 0)]
     pub attribution: u64,
     #[command(flatten)]

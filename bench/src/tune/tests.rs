@@ -198,7 +198,7 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
 
 /// `truecold tune`'s attribution launches are `rip` by default; `tune.json`'s invocation
 /// names the instrument (and `rip`'s period) whenever it makes them, and nothing when it
-/// makes none.
+/// makes none; a period given to `initcall` is refused.
 #[test]
 fn tune_attributes_with_rip_by_default_and_records_the_instrument() {
     use crate::attribution::Instrument;
@@ -222,6 +222,16 @@ fn tune_attributes_with_rip_by_default_and_records_the_instrument() {
         (None, None)
     );
     assert_eq!(o.instrument(), None);
+    assert_eq!(
+        TunePlan::of_words(&[
+            "--attribution-instrument",
+            "initcall",
+            "--attribution-sample-us",
+            "50"
+        ])
+        .unwrap_err(),
+        ArgError::SamplePeriodNotRip(SamplePeriod::from_us(50).unwrap())
+    );
 }
 
 #[test]
