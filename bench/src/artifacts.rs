@@ -95,10 +95,14 @@ pub fn guest_dir(explicit: Option<&Path>) -> PathBuf {
 /// The Linux guest's files.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinuxGuest {
+    /// The kernel image the VMM boots (`vmlinux`, or `bzImage`: [`linux_guest_bzimage`]).
     pub vmlinux: PathBuf,
     pub initramfs: PathBuf,
     pub init: PathBuf,
     pub config: PathBuf,
+    /// The ELF image whose symbol table names the kernel's functions (attribution): the
+    /// `vmlinux`, also when the guest boots the `bzImage` built with it (which has none).
+    pub symbols: PathBuf,
 }
 
 /// Checks that every Linux guest artifact exists in `dir`.
@@ -115,8 +119,10 @@ pub fn linux_guest(dir: &Path) -> Result<LinuxGuest, ArtifactError> {
             })
         }
     };
+    let vmlinux = need("vmlinux")?;
     Ok(LinuxGuest {
-        vmlinux: need("vmlinux")?,
+        symbols: vmlinux.clone(),
+        vmlinux,
         initramfs: need("initramfs.cpio")?,
         init: need("init")?,
         config: need("config")?,
@@ -135,6 +141,7 @@ pub fn linux_guest_bzimage(dir: &Path) -> Result<LinuxGuest, ArtifactError> {
             dir: dir.to_path_buf(),
         });
     }
+    // Booted instead of vmlinux; the functions keep vmlinux's names (`symbols`).
     g.vmlinux = bz;
     Ok(g)
 }
@@ -190,6 +197,22 @@ mod tests {
             sha256_file(&d.path().join("nope")),
             Err(ArtifactError::Io(_))
         ));
+    }
+
+    /// A guest booting its `bzImage` keeps `vmlinux` as its symbol file (the bzImage has no
+    /// symbol table): attribution names its functions from the same build's ELF image.
+    #[test]
+    fn a_bzimage_guest_names_its_functions_from_its_vmlinux() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["vmlinux", "initramfs.cpio", "init", "config", "bzImage"] {
+            std::fs::write(d.path().join(f), f.as_bytes()).unwrap();
+        }
+        let g = linux_guest(d.path()).unwrap();
+        assert_eq!(g.symbols, d.path().join("vmlinux"));
+        assert_eq!(g.symbols, g.vmlinux);
+        let bz = linux_guest_bzimage(d.path()).unwrap();
+        assert_eq!(bz.vmlinux, d.path().join("bzImage"));
+        assert_eq!(bz.symbols, d.path().join("vmlinux"));
     }
 
     #[test]

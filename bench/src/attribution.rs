@@ -1,9 +1,9 @@
 //! `--attribution K`: K more launches after the measured campaign, instrumented by
-//! `--attribution-instrument` ([`Instrument`]): `initcall` (the default) adds
+//! `--attribution-instrument` ([`Instrument`]): `rip` (the default) leaves the guest as
+//! measured and has the VMM sample each vCPU's RIP every `--attribution-sample-us`
+//! (`truecold-vmm boot --sample-rip-us`, `truecold_proto::rip`); `initcall` adds
 //! [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] to a Linux guest's command line (a probe
-//! guest has no kernel: its launches carry the host stages only); `rip` leaves the guest
-//! as measured and has the VMM sample each vCPU's RIP every `--attribution-sample-us`
-//! (`truecold-vmm boot --sample-rip-us`, `truecold_proto::rip`). Their lines go to
+//! guest has no kernel: its launches carry the host stages only). Their lines go to
 //! `attribution.jsonl`, never to `samples.csv`; `truecold_proof::attribution` makes
 //! `attribution.csv` and `attribution.svg` from them and the measured rows.
 //!
@@ -23,35 +23,10 @@ use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::progress::{Progress, Style};
 use crate::schedule::Schedule;
 
-/// What the attribution launches measure the boot with (`--attribution-instrument`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Instrument {
-    /// The guest's `initcall_debug` trace ([`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`]).
-    #[default]
-    Initcall,
-    /// Host-side sampling of each vCPU's RIP by the VMM; nothing changes in the guest.
-    Rip,
-}
-
-impl Instrument {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Instrument::Initcall => "initcall",
-            Instrument::Rip => "rip",
-        }
-    }
-}
+/// What the attribution launches measure the boot with (`--attribution-instrument`): one
+/// definition, the verifier's, with its default ([`Instrument::default`], `rip`) and what a
+/// record that names none means ([`Instrument::ABSENT`], `initcall`).
+pub use truecold_proof::attribution::Instrument;
 
 /// The attribution launches' instrument and, for [`Instrument::Rip`], its period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -61,9 +36,10 @@ pub struct Instrumentation {
 }
 
 impl Default for Instrumentation {
+    /// [`Instrument::default`] at [`default_period`].
     fn default() -> Self {
         Instrumentation {
-            instrument: Instrument::Initcall,
+            instrument: Instrument::default(),
             period: default_period(),
         }
     }
@@ -80,8 +56,13 @@ pub fn parse_period(s: &str) -> Result<SamplePeriod, String> {
 }
 
 impl Instrumentation {
-    pub fn is_default(&self) -> bool {
-        *self == Instrumentation::default()
+    /// What a record that names no instrumentation means ([`Instrument::ABSENT`]; its period
+    /// unused): a serde `default` function.
+    pub fn absent() -> Self {
+        Instrumentation {
+            instrument: Instrument::ABSENT,
+            period: default_period(),
+        }
     }
 
     /// The attribution launches' guest command line extra, from the measured one's.
@@ -101,15 +82,17 @@ impl Instrumentation {
         command
     }
 
-    /// The `truecold run` / `tune` flags that give this instrumentation (none at the
-    /// default, so a default campaign's line is what it was).
+    /// The `truecold run` / `tune` flags that give this instrumentation, every one spelt out
+    /// whatever the defaults (`--attribution-instrument`, and with `rip` its
+    /// `--attribution-sample-us`): a line without them means [`Instrument::ABSENT`], not
+    /// today's default, so a recorded line runs and reads the same whatever a later default
+    /// is.
     pub fn flags(&self) -> Vec<String> {
-        let mut v = Vec::new();
-        if self.instrument != Instrument::default() {
-            v.push("--attribution-instrument".into());
-            v.push(self.instrument.as_str().into());
-        }
-        if self.period != default_period() {
+        let mut v = vec![
+            "--attribution-instrument".to_string(),
+            self.instrument.as_str().to_string(),
+        ];
+        if self.instrument == Instrument::Rip {
             v.push("--attribution-sample-us".into());
             v.push(self.period.to_string());
         }
@@ -158,12 +141,36 @@ pub fn run_for(
         &mut progress,
         &harness,
     )?;
-    let table = vmlinux
-        .and_then(|p| std::fs::read(p).ok())
-        .map(|elf| FunctionTable::of(&elf))
-        .unwrap_or_default();
+    let table = vmlinux.map(function_table).unwrap_or_default();
     let reports = ex.reports.to_vec()?;
     Ok(lines(&reports, &table))
+}
+
+/// The function table of the kernel's ELF image at `path`; a file that cannot be read or
+/// holds no function symbols gives an empty table, said on stderr (its RIPs and initcall
+/// addresses then stay unnamed: `[no symbol]` rows), never silently.
+fn function_table(path: &Path) -> FunctionTable {
+    match std::fs::read(path) {
+        Ok(elf) => {
+            let t = FunctionTable::of(&elf);
+            if t.by_address.is_empty() {
+                crate::note!(
+                    "truecold: attribution: warning: {} has no function symbols: the samples' \
+                     functions are not named",
+                    path.display()
+                );
+            }
+            t
+        }
+        Err(e) => {
+            crate::note!(
+                "truecold: attribution: warning: cannot read {} ({e}): the samples' functions \
+                 are not named",
+                path.display()
+            );
+            FunctionTable::default()
+        }
+    }
 }
 
 /// Wraps each `reports.jsonl` line with the names of its trace's addresses and the
@@ -366,16 +373,53 @@ mod tests {
         );
     }
 
+    /// `rip` is the default instrument (`--attribution-instrument`'s, a plan's, a tune's);
+    /// a record that names none means `initcall`, the default it was written under.
+    #[test]
+    fn the_default_is_rip_and_an_absent_instrument_is_initcall() {
+        assert_eq!(Instrument::default(), Instrument::Rip);
+        assert_eq!(Instrumentation::default().instrument, Instrument::Rip);
+        assert_eq!(Instrumentation::default().period, SamplePeriod::DEFAULT);
+        assert_eq!(Instrument::ABSENT, Instrument::Initcall);
+        assert_eq!(Instrumentation::absent().instrument, Instrument::Initcall);
+        assert_eq!(Instrument::or_absent(None), Instrument::Initcall);
+        assert_eq!(
+            Instrument::or_absent(Some(Instrument::Rip)),
+            Instrument::Rip
+        );
+        for i in Instrument::ALL {
+            assert_eq!(Instrument::parse(i.as_str()), Ok(i));
+            assert_eq!(
+                serde_json::to_string(&i).unwrap(),
+                format!("\"{}\"", i.as_str())
+            );
+        }
+        assert!(Instrument::parse("Rip").is_err());
+    }
+
     #[test]
     fn instrumentation_changes_only_what_its_instrument_needs() {
         let base = VmmCommand {
             program: "/vmm".into(),
             args: vec!["boot".into()],
         };
-        let initcall = Instrumentation::default();
+        let initcall = Instrumentation {
+            instrument: Instrument::Initcall,
+            period: default_period(),
+        };
         assert_eq!(initcall.command(base.clone()).args, base.args);
-        assert!(initcall.flags().is_empty());
+        assert_eq!(initcall.flags(), ["--attribution-instrument", "initcall"]);
         assert_eq!(initcall.cmdline_extra("quiet"), cmdline_extra("quiet"));
+        // The default spelt out too: a line without the flags means `initcall`.
+        assert_eq!(
+            Instrumentation::default().flags(),
+            [
+                "--attribution-instrument",
+                "rip",
+                "--attribution-sample-us",
+                "100"
+            ]
+        );
         let rip = Instrumentation {
             instrument: Instrument::Rip,
             period: SamplePeriod::from_us(250).unwrap(),

@@ -223,11 +223,14 @@ pub struct GuestArgs {
 pub struct InstrumentArgs {
     /// What the attribution launches measure the boot with (docs/attribution.md).
     ///
-    /// `initcall`: the guest's `initcall_debug` trace (a larger log buffer,
-    /// `truecold.attribution=1`; the printk per initcall slows the boot it measures). `rip`:
-    /// the VMM samples each vCPU's RIP every --attribution-sample-us from outside the guest
-    /// (`truecold-vmm boot --sample-rip-us`), the guest unchanged; a flat profile per vCPU.
-    #[arg(long, value_enum, default_value_t = crate::attribution::Instrument::Initcall)]
+    /// `rip` (the default): the VMM samples each vCPU's RIP every --attribution-sample-us
+    /// from outside the guest (`truecold-vmm boot --sample-rip-us`), the guest unchanged; a
+    /// flat profile per vCPU. `initcall`: the guest's `initcall_debug` trace (a larger log
+    /// buffer, `truecold.attribution=1`; the printk per initcall slows the boot it
+    /// measures), with guest phases and the longest initcalls. The bundle's run line always
+    /// names the instrument; a recorded line without it (written before `rip` became the
+    /// default) means `initcall`.
+    #[arg(long, value_enum, default_value_t = crate::attribution::Instrument::default())]
     pub attribution_instrument: crate::attribution::Instrument,
     /// With --attribution-instrument rip: the sampling period, µs (10 to 1000000).
     #[arg(long, value_name = "US", value_parser = crate::attribution::parse_period, default_value_t = truecold_proto::rip::SamplePeriod::DEFAULT)]
@@ -235,11 +238,21 @@ pub struct InstrumentArgs {
 }
 
 impl InstrumentArgs {
-    pub fn instrumentation(&self) -> crate::attribution::Instrumentation {
-        crate::attribution::Instrumentation {
+    /// The instrumentation asked for; a period given to `initcall` (which samples nothing) is
+    /// refused, never dropped.
+    pub fn instrumentation(
+        &self,
+    ) -> Result<crate::attribution::Instrumentation, crate::plan::ArgError> {
+        let i = crate::attribution::Instrumentation {
             instrument: self.attribution_instrument,
             period: self.attribution_sample_us,
+        };
+        if i.instrument != crate::attribution::Instrument::Rip
+            && i.period != crate::attribution::default_period()
+        {
+            return Err(crate::plan::ArgError::SamplePeriodNotRip(i.period));
         }
+        Ok(i)
     }
 }
 
@@ -392,10 +405,11 @@ pub struct RunArgs {
     pub qemu: Option<PathBuf>,
     /// Attribution launches after the campaign: where the boot's time goes (0: none).
     ///
-    /// After the measured campaign, K more sequential launches with the attribution command
-    /// line (`initcall_debug`, a larger log buffer, `truecold.attribution=1`): never rows of
-    /// samples.csv; their lines go to attribution.jsonl, and attribution.csv / .svg (where
-    /// the time goes, on one clock, reconciled with the measured p50) into the bundle.
+    /// After the measured campaign, K more sequential launches measured by
+    /// --attribution-instrument (default `rip`: the VMM samples each vCPU's RIP): never rows
+    /// of samples.csv; their lines go to attribution.jsonl, and attribution.csv / .svg (where
+    /// the time goes, on one clock, reconciled with the measured p50) into the bundle. A
+    /// campaign of truecold-vmm alone: refused with --engine/--engines and --parity.
     #[arg(long, default_value_t = 0)]
     pub attribution: u64,
     #[command(flatten)]
@@ -583,9 +597,10 @@ pub struct TuneArgs {
     /// Attribution launches for the baseline and recommended arms (0: none).
     ///
     /// Attribution launches for the last phase's `baseline` and `recommended` arms (the
-    /// screen's `baseline` when no knob won): `initcall_debug` on their command line, run
-    /// after the measured rounds, never rows; their attribution.csv / .svg go into those arms'
-    /// bundles and side by side into the README. 0: none.
+    /// screen's `baseline` when no knob won), measured by --attribution-instrument (default
+    /// `rip`), run after the measured rounds, never rows; their attribution.csv / .svg go
+    /// into those arms' bundles and side by side into the README. tune.json and each
+    /// attributed arm's run line record the instrument. 0: none.
     #[arg(long, default_value_t = 2)]
     pub attribution: u64,
     #[command(flatten)]

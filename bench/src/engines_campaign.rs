@@ -248,6 +248,7 @@ fn parity_guest(guest_dir: &Path) -> Result<(LinuxGuest, PathBuf), RunError> {
         }
         *slot = p;
     }
+    lg.symbols = lg.vmlinux.clone();
     let base_image = guest_dir.join(WORKSPACE_IMAGE);
     if base_image.symlink_metadata().is_err() {
         return Err(RunError::Parity(format!(

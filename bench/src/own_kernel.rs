@@ -611,6 +611,7 @@ mod tests {
             initramfs: t.path().join("initramfs"),
             init: t.path().join("init"),
             config: t.path().join("config"),
+            symbols: t.path().join("vmlinux"),
         };
         match prepare(
             &k,

@@ -152,14 +152,13 @@ pub struct PhasePlan {
     pub deadline_ms: u64,
     pub kill_grace_ms: u64,
     pub arms: Vec<PhaseArm>,
-    /// Attribution launches (`initcall_debug`, after the measured rounds, never rows) for
-    /// each arm named in `attribute`.
+    /// Attribution launches (after the measured rounds, never rows) for each arm named in
+    /// `attribute`.
     pub attribution: u64,
-    /// How the attribution launches measure the boot (left out of the JSON at the default).
-    #[serde(
-        default,
-        skip_serializing_if = "crate::attribution::Instrumentation::is_default"
-    )]
+    /// How the attribution launches measure the boot: always written; a plan without it
+    /// means [`crate::attribution::Instrumentation::absent`] (`initcall`), what plans written
+    /// before left out at that default.
+    #[serde(default = "crate::attribution::Instrumentation::absent")]
     pub instrument: crate::attribution::Instrumentation,
     pub attribute: Vec<String>,
 }
@@ -363,12 +362,20 @@ fn arm_command(
     }
 }
 
-/// The `truecold run` that runs `arm` alone (its bundle's `cmdline.txt`).
+/// Whether `arm`'s bundle gets attribution launches: the plan asks for them for it and the
+/// measured rounds were not interrupted.
+fn attributes(plan: &PhasePlan, arm: &PhaseArm, interrupted: bool) -> bool {
+    plan.attribution > 0 && !interrupted && plan.attribute.contains(&arm.name)
+}
+
+/// The `truecold run` that runs `arm` alone (its bundle's `cmdline.txt`); with `attributed`
+/// ([`attributes`]) its attribution launches too, the instrument spelt out.
 fn arm_run_args(
     plan: &PhasePlan,
     p: &PreparedArm,
     vmm: &Path,
     out: &Path,
+    attributed: bool,
 ) -> Result<Vec<String>, PhaseError> {
     let guest = GuestSpec {
         vcpus: plan.vcpus,
@@ -379,13 +386,17 @@ fn arm_run_args(
         bzimage: p.applied.bzimage,
         ram_layout: p.applied.ram_layout,
     };
-    let run = CampaignPlan::sequential(
+    let mut run = CampaignPlan::sequential(
         Target::of_contract(plan.contract),
         guest,
         plan.rounds,
         plan.deadline_ms,
         plan.kill_grace_ms,
     )?;
+    if attributed {
+        run = run.attributed(plan.attribution);
+        run.instrument = plan.instrument;
+    }
     Ok(explicit_args(
         &run,
         guest_flag(plan.contract),
@@ -427,11 +438,8 @@ pub fn run_phase(
     // Attribution launches, after every measured round (never rows).
     let k = prepared.len();
     let mut attributions: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new(); k];
-    if plan.attribution > 0 && !ran.interrupted {
-        for (i, p) in prepared.iter().enumerate() {
-            if !plan.attribute.contains(&p.arm.name) {
-                continue;
-            }
+    for (i, p) in prepared.iter().enumerate() {
+        if attributes(plan, &p.arm, ran.interrupted) {
             attributions[i] = attribute(plan, p, env, &ran.rows[i].samples, stop)?;
         }
     }
@@ -440,7 +448,13 @@ pub fn run_phase(
         let ex = executed(plan, &ran, r, repeated[i]);
         let written = ArmOut {
             dir: tmp.join(&p.arm.name),
-            explicit: arm_run_args(plan, p, &env.vmm, &abs_dest.join(&p.arm.name))?,
+            explicit: arm_run_args(
+                plan,
+                p,
+                &env.vmm,
+                &abs_dest.join(&p.arm.name),
+                attributes(plan, &p.arm, ran.interrupted),
+            )?,
             files,
         };
         write_arm(plan, env, p, &ex, &version, written)?;
@@ -735,9 +749,9 @@ fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>) -> Vec<String> {
     warnings
 }
 
-/// `p`'s attribution files: `plan.attribution` launches with the attribution command line,
-/// then attribution.jsonl (always) and attribution.csv / .svg (when they can be made; kept
-/// as data otherwise: the arm's verifier names why).
+/// `p`'s attribution files: `plan.attribution` launches measured by `plan.instrument`, then
+/// attribution.jsonl (always) and attribution.csv / .svg (when they can be made; kept as
+/// data otherwise: the arm's verifier names why).
 fn attribute(
     plan: &PhasePlan,
     p: &PreparedArm,
@@ -758,7 +772,7 @@ fn attribute(
         &p.spec,
         &command,
         plan.attribution,
-        p.guest.as_ref().map(|g| g.vmlinux.as_path()),
+        p.guest.as_ref().map(|g| g.symbols.as_path()),
         stop,
     )
     .map_err(PhaseError::from)?;

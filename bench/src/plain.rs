@@ -437,7 +437,7 @@ fn attribution_files(
         &p.spec,
         &command,
         plan.attribution,
-        p.guest.as_ref().map(|g| g.vmlinux.as_path()),
+        p.guest.as_ref().map(|g| g.symbols.as_path()),
         stop,
     )?;
     let clock = result.environment.host_kind.clock().describe();

@@ -58,6 +58,21 @@ pub enum ArgError {
     EnginesMode,
     #[error("--{0} does not apply to an engines campaign (the guest is Linux; its serial port is the transport)")]
     NotForEngines(&'static str),
+    #[error(
+        "--attribution does not apply to an engines campaign: attribution launches are \
+         truecold-vmm boots read from its own boot report (host stages with exits and page \
+         faults; `rip` samples through `truecold-vmm boot --sample-rip-us`, which no peer \
+         engine has), and an engines campaign observes every arm, truecold's included, on \
+         the serial port; attribute truecold-vmm's boot in a campaign of its own (no \
+         --engine/--engines)"
+    )]
+    AttributionEngines,
+    #[error(
+        "--attribution-sample-us {0} is the `rip` instrument's sampling period; \
+         --attribution-instrument initcall samples nothing (leave the period out, or use \
+         --attribution-instrument rip)"
+    )]
+    SamplePeriodNotRip(truecold_proto::rip::SamplePeriod),
     #[error("--{0} applies to an engines campaign only (--engine …)")]
     EnginesOnly(&'static str),
     #[error("--seed applies to an engines campaign (--engine …) or a --nested one only")]
@@ -300,7 +315,7 @@ impl CampaignPlan {
             kill_grace_ms: a.kill_grace_ms,
             drop_caches: a.drop_caches,
             attribution: a.attribution,
-            instrument: a.instrument.instrumentation(),
+            instrument: a.instrument.instrumentation()?,
             parity: a.parity,
             inject_tap_name: a.inject_tap_name.clone(),
             engines,
@@ -529,7 +544,7 @@ fn arms(a: &RunArgs) -> Result<Vec<Engine>, ArgError> {
         return Err(ArgError::NotForEngines("console"));
     }
     if a.attribution > 0 {
-        return Err(ArgError::NotForEngines("attribution"));
+        return Err(ArgError::AttributionEngines);
     }
     Ok(arms)
 }

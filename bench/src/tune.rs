@@ -584,6 +584,12 @@ fn invocation_record(
             kernel: own.map(|o| o.record.clone()),
             already_set,
             ram_layout: Some(truecold_proto::tune::TUNE_BASELINE_LAYOUT),
+            // Named whenever attribution launches are made (absent reads as
+            // `Instrument::ABSENT`), the period with `rip`.
+            attribution_instrument: (tp.attribution > 0).then_some(tp.instrument.instrument),
+            attribution_sample_us: (tp.attribution > 0
+                && tp.instrument.instrument == crate::attribution::Instrument::Rip)
+                .then_some(tp.instrument.period),
         },
     }
 }

@@ -105,6 +105,45 @@ fn flag_combinations_refused_after_parsing_exit_125() {
             ],
             "-n must be at least 3",
         ),
+        // Attribution launches are truecold-vmm's alone, whatever the instrument.
+        (
+            &[
+                "run",
+                "--engines",
+                "truecold,firecracker",
+                "--attribution",
+                "2",
+                "--out",
+                out,
+            ],
+            "--attribution does not apply to an engines campaign",
+        ),
+        (
+            &[
+                "run",
+                "--attribution",
+                "2",
+                "--attribution-instrument",
+                "initcall",
+                "--attribution-sample-us",
+                "50",
+                "--out",
+                out,
+            ],
+            "--attribution-instrument initcall samples nothing",
+        ),
+        (
+            &[
+                "tune",
+                "--attribution-instrument",
+                "initcall",
+                "--attribution-sample-us",
+                "50",
+                "--out",
+                out,
+            ],
+            "--attribution-sample-us 50 is the `rip` instrument's sampling period",
+        ),
     ] {
         let o = run(args);
         let err = stderr(&o);

@@ -289,7 +289,9 @@ fn bad_arguments_and_missing_artifacts_fail_clearly_before_launching() {
 
 /// `--attribution K` on the probe guest: K more launches after the measured rows, never rows
 /// of samples.csv; attribution.jsonl/csv/svg in the bundle, covered by SHA256SUMS, verified
-/// (recomputed) by the verifier; the host stages carry the VMM's exits and page faults.
+/// (recomputed) by the verifier; the host stages carry the VMM's exits and page faults. The
+/// default instrument is `rip`: the launches carry the VMM's RIP samples, and the explicit run
+/// line names the instrument and its period.
 #[test]
 fn probe_attribution_files_verify() {
     require_kvm();
@@ -313,6 +315,16 @@ fn probe_attribution_files_verify() {
     }
     let jsonl = std::fs::read_to_string(out.join("attribution.jsonl")).unwrap();
     assert_eq!(jsonl.lines().count(), 3);
+    for l in jsonl.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["report"]["vmm"]["rip_samples"]["period_us"], 100, "{l}");
+    }
+    let cmdline = std::fs::read_to_string(out.join("cmdline.txt")).unwrap();
+    assert!(
+        cmdline
+            .contains(" --attribution 3 --attribution-instrument rip --attribution-sample-us 100 "),
+        "{cmdline}"
+    );
     let csv = std::fs::read_to_string(out.join("attribution.csv")).unwrap();
     let guest_boot = csv
         .lines()
@@ -399,4 +411,33 @@ fn probe_rip_attribution_verifies() {
     // The measured rows were not sampled.
     let reports = std::fs::read_to_string(out.join("reports.jsonl")).unwrap();
     assert!(!reports.contains("rip_samples"));
+}
+
+/// `--attribution-instrument initcall` on the probe guest, which has no kernel command line
+/// to trace: its launches are the plain ones (no RIP samples), the explicit run line names
+/// `initcall` (a line without it would mean the same, `Instrument::ABSENT`, whatever the
+/// default), and the bundle verifies, its launches held to that instrument.
+#[test]
+fn probe_initcall_attribution_is_named_and_unsampled() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("bundle");
+    let o = base_cmd(&out, "3")
+        .args(["--attribution", "2", "--attribution-instrument", "initcall"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "truecold failed: {stdout}\n{stderr}");
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 10));
+    let jsonl = std::fs::read_to_string(out.join("attribution.jsonl")).unwrap();
+    assert_eq!(jsonl.lines().count(), 2);
+    assert!(!jsonl.contains("rip_samples"), "{jsonl}");
+    let cmdline = std::fs::read_to_string(out.join("cmdline.txt")).unwrap();
+    assert!(
+        cmdline.contains(" --attribution 2 --attribution-instrument initcall --stop-after "),
+        "{cmdline}"
+    );
+    assert!(!cmdline.contains("--sample-rip-us"), "{cmdline}");
 }

@@ -1,11 +1,15 @@
 //! Attribution: where one boot's time goes, on one clock (pure).
 //!
 //! An attribution campaign (`truecold run … --attribution K`) boots K more times after the
-//! measured rows, with [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] added (never a
-//! measured row: `initcall_debug` and the larger log buffer change the boot). Each launch is
-//! one line of [`JSONL_FILE`] ([`AttributionLine`]: the launch's `reports.jsonl`-style line
-//! and the bench's symbol map). From those lines and the measured rows this module makes
-//! [`CSV_FILE`] and [`SVG_FILE`]; `verify` recomputes both byte for byte ([`check_bundle`]).
+//! measured rows, never a measured row, measured by an [`Instrument`]: `rip` (the default)
+//! has the VMM sample each vCPU's RIP from outside the guest; `initcall` adds
+//! [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] to the guest's command line
+//! (`initcall_debug` and the larger log buffer change the boot). Each launch is one line of
+//! [`JSONL_FILE`] ([`AttributionLine`]: the launch's `reports.jsonl`-style line and the
+//! bench's symbol map). From those lines and the measured rows this module makes
+//! [`CSV_FILE`] and [`SVG_FILE`]; `verify` recomputes both byte for byte ([`check_bundle`])
+//! and holds the lines to the instrument the campaign's record asks for
+//! ([`instrument_disagreements`]).
 //!
 //! # One timeline
 //! - Host stages: the representative launch's stamps through the one tiling rule, each with
@@ -81,6 +85,78 @@ pub const CSV_HEADER: [&str; 13] = [
     "lane", "name", "start_ns", "dur_ns", "io_in", "io_out", "mmio", "hlt", "shutdown", "other",
     "minflt", "majflt", "note",
 ];
+
+/// What the attribution launches measure the boot with (`truecold run` / `truecold tune
+/// --attribution-instrument`).
+///
+/// [`Instrument::default`] is what a campaign started today uses; what a record that names
+/// no instrument means is a separate, fixed thing: [`Instrument::ABSENT`].
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    Serialize,
+    Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Instrument {
+    // Each variant's doc is its `--help` line: the words the bench adds are
+    // `truecold_proto::cmdline::ATTRIBUTION_CMDLINE`.
+    /// The guest's `initcall_debug` trace (`initcall_debug log_buf_len=4M
+    /// truecold.attribution=1` added to its command line), which slows the boot it measures
+    Initcall,
+    /// Host-side sampling of each vCPU's RIP by the VMM; nothing changes in the guest
+    #[default]
+    Rip,
+}
+
+impl Instrument {
+    /// Every instrument, in the order the CLI lists them.
+    pub const ALL: [Instrument; 2] = [Instrument::Initcall, Instrument::Rip];
+
+    /// What a record that asks for attribution launches but names no instrument means:
+    /// `initcall`, the default until 2026-12-03, whose writers left the instrument out at the
+    /// default (a `cmdline.txt` run line's `--attribution-instrument`, `tune.json`'s
+    /// `invocation.options`, a phase plan's field). Every reader of an absent instrument
+    /// resolves it to this, and every writer since names the instrument whenever it makes
+    /// attribution launches, so a record reads as it was written whatever
+    /// [`Instrument::default`] becomes.
+    pub const ABSENT: Instrument = Instrument::Initcall;
+
+    /// The CLI, JSON and command-line spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Instrument::Initcall => "initcall",
+            Instrument::Rip => "rip",
+        }
+    }
+
+    /// Parses [`Instrument::as_str`].
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|i| i.as_str() == s)
+            .ok_or_else(|| format!("`{s}` is not one of initcall, rip"))
+    }
+
+    /// A recorded instrument, [`Instrument::ABSENT`] when none was recorded.
+    pub fn or_absent(recorded: Option<Instrument>) -> Self {
+        recorded.unwrap_or(Self::ABSENT)
+    }
+}
+
+impl std::fmt::Display for Instrument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What makes the attribution impossible.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -1015,15 +1091,28 @@ fn no_attribution(lines: &[AttributionLine]) -> Attribution {
     }
 }
 
+/// What a campaign's record asks of its attribution launches (`cmdline.txt`: its run line's
+/// instrument, [`Instrument::ABSENT`] when a line with launches names none, and the measured
+/// launches' guest kernel command line when recorded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Asked<'a> {
+    pub instrument: Instrument,
+    /// The measured launches' guest kernel command line (Linux, when recorded).
+    pub measured_cmdline: Option<&'a str>,
+}
+
 /// `verify`: with [`JSONL_FILE`] in the bundle, [`CSV_FILE`] and [`SVG_FILE`] must be there
-/// and equal to their recomputation; without it, neither may be. `read` gives a file's
-/// bytes (`None` when absent). Every disagreement is one reason: `(file, why)`, `file`
-/// naming the generated file when the reason is that it is missing or stale (what `report`
-/// regenerates), `None` otherwise.
+/// and equal to their recomputation; without it, neither may be; and with `asked` (the
+/// record asks for the launches) the lines are those of its instrument
+/// ([`instrument_disagreements`]). `read` gives a file's bytes (`None` when absent). Every
+/// disagreement is one reason: `(file, why)`, `file` naming the generated file when the
+/// reason is that it is missing or stale (what `report` regenerates), [`JSONL_FILE`] when
+/// its launches are not its instrument's, `None` otherwise.
 pub fn check_bundle(
     read: impl Fn(&str) -> Option<Vec<u8>>,
     measured: &[Sample],
     clock: &str,
+    asked: Option<Asked<'_>>,
 ) -> Vec<(Option<String>, String)> {
     let Some(jsonl) = read(JSONL_FILE) else {
         return [CSV_FILE, SVG_FILE]
@@ -1032,6 +1121,14 @@ pub fn check_bundle(
             .map(|n| (None, format!("{n} without {JSONL_FILE}")))
             .collect();
     };
+    let instrument = match (asked, parse_lines(&jsonl)) {
+        (Some(a), Ok(lines)) => instrument_disagreements(&lines, a),
+        // Unreadable lines are `generate`'s reason, below.
+        _ => Vec::new(),
+    };
+    let instrument = instrument
+        .into_iter()
+        .map(|why| (Some(JSONL_FILE.to_string()), why));
     match generate(&jsonl, measured, clock) {
         Err(e) => vec![(None, e.to_string())],
         Ok(files) => {
@@ -1057,9 +1154,99 @@ pub fn check_bundle(
                         format!("{SVG_FILE} beside an attribution whose launches all failed"),
                     )
                 }))
+                .chain(instrument)
                 .collect()
         }
     }
+}
+
+/// Why the launches of `lines` were not measured as `asked` (empty: as far as the lines
+/// show, they were; at most one reason of each kind, naming its first line). The VMM samples
+/// RIPs only when asked (`truecold-vmm boot --sample-rip-us`), so an `initcall` launch carries
+/// no RIP samples and a `rip` launch that reached strict-ready carries them. Where the
+/// measured launches' guest kernel command line is recorded, a launch's reported one is it
+/// under `rip` (the guest as measured) and it with exactly the words of
+/// [`truecold_proto::cmdline::ATTRIBUTION_CMDLINE`] added under `initcall` (word counts,
+/// whatever the order).
+pub fn instrument_disagreements(lines: &[AttributionLine], asked: Asked<'_>) -> Vec<String> {
+    /// One way a line contradicts the instrument, in the order the reasons are listed.
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum Against {
+        Sampled,
+        NotSampled,
+        Cmdline,
+    }
+    /// A command line's words, counted.
+    fn words(line: &str) -> BTreeMap<&str, i64> {
+        let mut m = BTreeMap::new();
+        for w in line.split_whitespace() {
+            *m.entry(w).or_insert(0) += 1;
+        }
+        m
+    }
+    let instrument = asked.instrument;
+    // The words the instrument adds to the measured command line.
+    let added = match instrument {
+        Instrument::Initcall => words(truecold_proto::cmdline::ATTRIBUTION_CMDLINE),
+        Instrument::Rip => BTreeMap::new(),
+    };
+    let mut first: BTreeMap<Against, (usize, String)> = BTreeMap::new();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(core) = l.report.core() else {
+            continue;
+        };
+        let sampled = core.rip_samples.is_some();
+        let mut found = Vec::new();
+        match instrument {
+            Instrument::Initcall if sampled => found.push((Against::Sampled, String::new())),
+            Instrument::Rip if !sampled && usable(l).is_some() => {
+                found.push((Against::NotSampled, String::new()))
+            }
+            _ => {}
+        }
+        if let (Some(measured), Some(got)) = (asked.measured_cmdline, &core.guest_cmdline) {
+            let mut diff = words(got);
+            for (w, n) in words(measured).into_iter().chain(added.clone()) {
+                *diff.entry(w).or_insert(0) -= n;
+            }
+            let off: Vec<String> = diff
+                .into_iter()
+                .filter(|(_, n)| *n != 0)
+                .map(|(w, n)| format!("{}{w}", if n > 0 { "+" } else { "-" }))
+                .collect();
+            if !off.is_empty() {
+                found.push((Against::Cmdline, off.join(" ")));
+            }
+        }
+        for (a, detail) in found {
+            first.entry(a).or_insert((i + 1, detail));
+        }
+    }
+    let asked_for = format!("asked for with `--attribution-instrument {instrument}`");
+    first
+        .into_iter()
+        .map(|(a, (line, detail))| match a {
+            Against::Sampled => format!(
+                "{JSONL_FILE} line {line} carries RIP samples, but its launches were \
+                 {asked_for} (the VMM samples only under `rip`)"
+            ),
+            Against::NotSampled => format!(
+                "{JSONL_FILE} line {line} reached strict-ready without RIP samples, but its \
+                 launches were {asked_for}"
+            ),
+            Against::Cmdline => format!(
+                "{JSONL_FILE} line {line}: its guest kernel command line is not the measured \
+                 one {} ({detail} against that), but its launches were {asked_for}",
+                match instrument {
+                    Instrument::Initcall => format!(
+                        "with `{}` added",
+                        truecold_proto::cmdline::ATTRIBUTION_CMDLINE
+                    ),
+                    Instrument::Rip => "unchanged".to_string(),
+                }
+            ),
+        })
+        .collect()
 }
 
 /// Generated files: (name, bytes).

@@ -82,19 +82,28 @@ use crate::verdict::{chain, Check, SignatureState, Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 
 /// The attribution files ([`crate::attribution::check_bundle`]), each read capped at
-/// [`crate::attribution::JSONL_MAX_BYTES`].
+/// [`crate::attribution::JSONL_MAX_BYTES`], held to the instrument `cmdline.txt`'s run line
+/// asks for (when it asks for attribution launches; an unreadable line is its own reason).
 fn check_attribution(
     v: &mut Verdict,
     r: &ResultJson,
     samples: &[Sample],
     files: &BTreeMap<String, Entry>,
+    cmdline: Option<&[u8]>,
 ) {
     let read = |name: &str| {
         let f = files.get(name)?;
         f.reread(crate::attribution::JSONL_MAX_BYTES).ok().flatten()
     };
     let clock = r.environment.host_kind.clock().describe();
-    for (file, why) in crate::attribution::check_bundle(read, samples, clock) {
+    let rec = cmdline.and_then(|c| parse_cmdline_txt(c).ok());
+    let asked = rec.as_ref().and_then(|rec| {
+        Some(crate::attribution::Asked {
+            instrument: rec.attribution_instrument().ok().flatten()?,
+            measured_cmdline: rec.guest_cmdline.as_deref(),
+        })
+    });
+    for (file, why) in crate::attribution::check_bundle(read, samples, clock, asked) {
         match file {
             Some(f) => v.add_file(Check::Attribution, &f, why),
             None => v.add(Check::Attribution, why),
@@ -200,7 +209,13 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         check_residue(&mut v, r);
         check_nested(&mut v, r);
         check_generated(&mut v, r, s, &digests);
-        check_attribution(&mut v, r, s, &files);
+        check_attribution(
+            &mut v,
+            r,
+            s,
+            &files,
+            parsed.get(CMDLINE_FILE).map(Vec::as_slice),
+        );
     }
     check_signature(
         &mut v,

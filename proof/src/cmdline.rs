@@ -30,6 +30,7 @@
 //! run line `--deadline-ms`): nothing is read from a default, so no default is copied here.
 //! The mode and count are not compared: the rows themselves are checked against the mode.
 
+use crate::attribution::Instrument;
 use crate::schema::{ContractKind, Engine, ResultJson};
 use truecold_proto::kinds::RamLayout;
 
@@ -509,9 +510,35 @@ fn is_placeholder(v: &str) -> bool {
 }
 
 impl Recorded {
+    /// The instrument of the attribution launches the `truecold run` line asks for: `None`
+    /// when it asks for none (no `--attribution`, or 0); its `--attribution-instrument`, or
+    /// [`Instrument::ABSENT`] when the line leaves that out (written while `initcall` was the
+    /// default; every line written since names it).
+    pub fn attribution_instrument(&self) -> Result<Option<Instrument>, CmdlineError> {
+        let s = INVOCATION_HEADING;
+        let inv = &self.invocation;
+        if inv.get("--attribution").is_none() || num::<u64>(s, inv, "--attribution")? == 0 {
+            return Ok(None);
+        }
+        let flag = "--attribution-instrument";
+        inv.get(flag)
+            .map(|v| {
+                Instrument::parse(v).map_err(|_| CmdlineError::BadValue {
+                    section: s,
+                    flag: flag.into(),
+                    value: v.into(),
+                })
+            })
+            .transpose()
+            .map(|i| Some(Instrument::or_absent(i)))
+    }
+
     /// Every way this record and `r` disagree (empty when they agree), or why the
     /// recorded values cannot be read.
     pub fn disagreements(&self, r: &ResultJson) -> Result<Vec<String>, CmdlineError> {
+        // Read here so an unreadable instrument is this record's reason; the attribution
+        // check holds the launches to it.
+        self.attribution_instrument()?;
         let cfg = &r.configuration;
         let mut bad = Vec::new();
         // The configured backing is `name` or `name (obtained: …)`.
@@ -852,6 +879,46 @@ mod tests {
         assert!(matches!(
             parse_run("truecold-vmm boot --vcpus 2"),
             Err(CmdlineError::NotTheCommand { .. })
+        ));
+    }
+
+    /// The run line's attribution instrument: none without attribution launches; the
+    /// named one; [`Instrument::ABSENT`] (`initcall`) when a line with launches leaves it out,
+    /// as lines written under that default did; an unknown one is the record's error.
+    #[test]
+    fn a_run_line_without_the_instrument_means_initcall() {
+        let rec = |run: &str| {
+            let t = format_cmdline_txt(
+                "label",
+                run,
+                run,
+                "truecold-vmm boot --probe --vcpus 2 --mem-mib 64 --backing anon",
+                None,
+            );
+            parse_cmdline_txt(t.as_bytes()).unwrap()
+        };
+        let i = |run: &str| rec(run).attribution_instrument();
+        assert_eq!(i("truecold run --probe"), Ok(None));
+        assert_eq!(i("truecold run --probe --attribution 0"), Ok(None));
+        assert_eq!(
+            i("truecold run --probe --attribution 3"),
+            Ok(Some(Instrument::Initcall))
+        );
+        assert_eq!(
+            i("truecold run --probe --attribution 3 --attribution-instrument rip"),
+            Ok(Some(Instrument::Rip))
+        );
+        assert_eq!(
+            i("truecold run --probe --attribution=3 --attribution-instrument=initcall"),
+            Ok(Some(Instrument::Initcall))
+        );
+        assert!(matches!(
+            i("truecold run --probe --attribution 3 --attribution-instrument perf"),
+            Err(CmdlineError::BadValue { .. })
+        ));
+        assert!(matches!(
+            i("truecold run --probe --attribution x"),
+            Err(CmdlineError::BadValue { .. })
         ));
     }
 

@@ -689,3 +689,110 @@ fn attribution_launches_that_all_failed_are_a_row_not_an_invalid_bundle() {
         w.verdict.render(&dest, 50)
     );
 }
+
+/// The run line's instrument holds the attribution launches (`cmdline.txt`'s `truecold run`
+/// with `--attribution`): `initcall` launches carry no RIP samples and the measured command
+/// line with the trace's words added, `rip` launches that reached strict-ready carry samples
+/// and the measured command line. A line with launches that names no instrument was written
+/// while `initcall` was the default and reads as `initcall` (`Instrument::ABSENT`); a line
+/// without launches (an arm of a tune written before arms named them) holds them to nothing.
+#[test]
+fn the_launches_are_held_to_the_instrument_the_run_line_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle_with = |name: &str, rip: bool, flags: &str, more_words: &str| {
+        let f = Fixture::linux(6);
+        let samples = f.samples();
+        let result = f.result(&samples);
+        let mut inputs = f.inputs_for(&samples);
+        let run = f.invocation();
+        assert!(inputs.cmdline.contains(&run));
+        inputs.cmdline = inputs.cmdline.replace(&run, &format!("{run}{flags}"));
+        // The kernel command line each launch reports: the measured one under `rip`, the
+        // trace's words added under `initcall`.
+        let (mut lines, cmdline) = if rip {
+            (rip_lines_for(&samples), GUEST_CMDLINE.to_string())
+        } else {
+            (
+                lines_for(&samples),
+                format!(
+                    "{GUEST_CMDLINE} {}",
+                    truecold_proto::cmdline::ATTRIBUTION_CMDLINE
+                ),
+            )
+        };
+        for l in &mut lines {
+            l.report.vmm.as_mut().unwrap()["guest_cmdline"] =
+                format!("{cmdline}{more_words}").into();
+        }
+        let j = jsonl(&lines);
+        let clock = result.environment.host_kind.clock().describe();
+        inputs.extra_files.push((JSONL_FILE.into(), j.clone()));
+        inputs
+            .extra_files
+            .extend(attribution::generate(&j, &samples, clock).unwrap());
+        let dest = tmp.path().join(name);
+        let w = write_bundle(&dest, &result, &samples, &inputs).unwrap();
+        let text = w.verdict.render(&dest, 50);
+        (w.verdict.is_valid(), checks(&w.verdict), text)
+    };
+    let bundle = |name: &str, rip: bool, flags: &str| bundle_with(name, rip, flags, "");
+    type Seen = (bool, std::collections::BTreeSet<Check>, String);
+    let valid = |(ok, _, text): Seen| assert!(ok, "{text}");
+    let refused = |(ok, c, text): Seen, why: &[&str]| {
+        assert!(!ok, "{text}");
+        assert_eq!(c, [Check::Attribution].into(), "{text}");
+        for w in why {
+            assert!(text.contains(w), "`{w}` not in {text}");
+        }
+    };
+    // `initcall` launches: under a line that names no instrument, and one that names it.
+    valid(bundle("i-absent", false, " --attribution 3"));
+    valid(bundle(
+        "i-named",
+        false,
+        " --attribution 3 --attribution-instrument initcall",
+    ));
+    refused(
+        bundle(
+            "i-as-rip",
+            false,
+            " --attribution 3 --attribution-instrument rip",
+        ),
+        &[
+            "reached strict-ready without RIP samples",
+            "not the measured one unchanged (+initcall_debug +log_buf_len=4M \
+             +truecold.attribution=1 against that)",
+            "--attribution-instrument rip",
+        ],
+    );
+    // `rip` launches: under a line that names `rip`; under one that names none they
+    // contradict the `initcall` it means.
+    valid(bundle(
+        "r-named",
+        true,
+        " --attribution 3 --attribution-instrument rip --attribution-sample-us 100",
+    ));
+    refused(
+        bundle("r-absent", true, " --attribution 3"),
+        &[
+            "carries RIP samples",
+            "not the measured one with `initcall_debug log_buf_len=4M \
+             truecold.attribution=1` added (-initcall_debug -log_buf_len=4M \
+             -truecold.attribution=1 against that)",
+            "--attribution-instrument initcall",
+        ],
+    );
+    // A word the measured boot did not have, under either instrument.
+    let named_rip = " --attribution 3 --attribution-instrument rip --attribution-sample-us 100";
+    refused(
+        bundle_with("r-word", true, named_rip, " initcall_debug"),
+        &["not the measured one unchanged (+initcall_debug against that)"],
+    );
+    refused(
+        bundle_with("i-word", false, " --attribution 3", " quiet"),
+        &["(+quiet against that)"],
+    );
+    // No launches on the line: nothing to hold them to.
+    valid(bundle("r-unnamed", true, ""));
+    valid(bundle("i-unnamed", false, ""));
+}

@@ -75,6 +75,60 @@ fn report_on_a_legacy_tune_directory_changes_no_byte() {
     }
 }
 
+/// The committed records made while `initcall` was the default attribution instrument read
+/// as they were written now that `rip` is: a run line with `--attribution` and no
+/// `--attribution-instrument` means `initcall` (`Instrument::ABSENT`), one that names `rip`
+/// means `rip`; a `tune.json` with attribution launches and no recorded instrument means
+/// `initcall`. `report` on them rewrites nothing: the attribution files, the run bundle's and
+/// the tune's READMEs (whose attribution section says `initcall_debug`) keep their bytes.
+#[test]
+fn committed_attribution_records_keep_their_instrument_under_the_rip_default() {
+    use truecold_proof::attribution::Instrument;
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+    let recorded = |dir: &str| {
+        let c = std::fs::read(results.join(dir).join("cmdline.txt")).unwrap();
+        truecold_proof::cmdline::parse_cmdline_txt(&c)
+            .unwrap()
+            .attribution_instrument()
+            .unwrap()
+    };
+    let initcall = "20261203T2016Z-nested-linux-2vcpu-1024mib-attribution-initcall";
+    let rip = "20261203T2015Z-nested-linux-2vcpu-1024mib-attribution-rip";
+    let tune = "20261203T1625Z-tune-nested-linux-2vcpu-16384mib-thp-ram-layout";
+    let c = std::fs::read_to_string(results.join(initcall).join("cmdline.txt")).unwrap();
+    assert!(
+        c.contains("--attribution 3") && !c.contains("--attribution-instrument"),
+        "the fixture no longer leaves the instrument out: {c}"
+    );
+    assert_eq!(recorded(initcall), Some(Instrument::Initcall));
+    assert_eq!(recorded(rip), Some(Instrument::Rip));
+    let t: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(results.join(tune).join("tune.json")).unwrap())
+            .unwrap();
+    let o: truecold_proof::tune::TuneOptions =
+        serde_json::from_value(t["invocation"]["options"].clone()).unwrap();
+    assert_eq!((o.attribution, o.attribution_instrument), (2, None));
+    assert_eq!(o.instrument(), Some(Instrument::Initcall));
+    for dir in [initcall, rip, tune] {
+        let src = results.join(dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dst = tmp.path().join("d");
+        let st = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(&dst)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        truecold_proof::verify::report_dir(&dst).unwrap();
+        let (before, after) = (tree(&src), tree(&dst));
+        assert_eq!(before.len(), after.len(), "{dir}");
+        for ((n, a), (m, b)) in before.iter().zip(&after) {
+            assert!(n == m && a == b, "{dir}: {n} changed under report");
+        }
+    }
+}
+
 /// The lines the generators write about a seed (an interleaving's, a tune's bootstrap, a
 /// bisect's rule, the nested harness's L1 `-seed`) show it in hex in every committed README;
 /// a warning recorded in a bundle keeps the words it was written with.

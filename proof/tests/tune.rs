@@ -194,6 +194,8 @@ fn invocation() -> tune::Invocation {
             kernel: None,
             already_set: Vec::new(),
             ram_layout: None,
+            attribution_instrument: None,
+            attribution_sample_us: None,
         },
     }
 }

@@ -487,6 +487,7 @@ fn campaign_directory(layout: RamLayout) {
         initramfs: d.path().join("initramfs.cpio"),
         init: d.path().join("init"),
         config: d.path().join("config"),
+        symbols: d.path().join("vmlinux"),
     };
     for p in [&guest.vmlinux, &guest.initramfs, &guest.init] {
         std::fs::write(p, b"x").unwrap();
@@ -501,6 +502,7 @@ fn campaign_directory(layout: RamLayout) {
         initramfs: own_dir.join("initramfs.cpio"),
         init: own_dir.join("init"),
         config: own_dir.join("config"),
+        symbols: own_dir.join("vmlinux"),
     };
     for p in [&own.initramfs, &own.init] {
         std::fs::write(p, b"x").unwrap();
@@ -864,6 +866,7 @@ fn the_ram_layout_reaches_truecold_vmms_arm_only() {
         initramfs: "/g/initramfs.cpio".into(),
         init: "/g/init".into(),
         config: "/g/config".into(),
+        symbols: "/g/vmlinux".into(),
     };
     let g = guest_of(&a, &lg);
     assert_eq!(g.ram_layout, RamLayout::HoleInside);

@@ -111,7 +111,7 @@ fn an_arms_run_is_a_plain_sequential_plan() {
         guest: None,
         guest_dir: Some("/g".into()),
     };
-    let e = arm_run_args(&plan, &p, Path::new("/v"), Path::new("/o")).unwrap();
+    let e = arm_run_args(&plan, &p, Path::new("/v"), Path::new("/o"), false).unwrap();
     let line = e.join(" ");
     assert!(
         line.starts_with(
@@ -123,6 +123,54 @@ fn an_arms_run_is_a_plain_sequential_plan() {
     assert!(
         line.ends_with(" --vmm /v --guest-dir /g --out /o"),
         "{line}"
+    );
+    assert!(!line.contains("--attribution"), "{line}");
+    // An attributed arm's line runs its attribution launches too, the instrument spelt out
+    // (the default `rip` with its period; `initcall` alone).
+    let mut attributed = plan.clone();
+    attributed.attribution = 2;
+    attributed.attribute = vec!["console".into()];
+    assert!(attributes(&attributed, &attributed.arms[1], false));
+    assert!(!attributes(&attributed, &attributed.arms[1], true));
+    assert!(!attributes(&attributed, &attributed.arms[0], false));
+    let line = |plan: &PhasePlan| {
+        arm_run_args(plan, &p, Path::new("/v"), Path::new("/o"), true)
+            .unwrap()
+            .join(" ")
+    };
+    let l = line(&attributed);
+    assert!(
+        l.contains(" --attribution 2 --attribution-instrument rip --attribution-sample-us 100 "),
+        "{l}"
+    );
+    attributed.instrument.instrument = crate::attribution::Instrument::Initcall;
+    let l = line(&attributed);
+    assert!(
+        l.contains(" --attribution 2 --attribution-instrument initcall --keep-going "),
+        "{l}"
+    );
+}
+
+/// A phase plan always carries its instrumentation; one without the field (written before
+/// `rip` became the default, which plans then left out) reads as `initcall`.
+#[test]
+fn a_phase_plan_names_its_instrument_and_an_absent_one_is_initcall() {
+    let mut good = plan(vec![arm(BASELINE, &[])]);
+    good.attribution = 2;
+    good.attribute = vec![BASELINE.into()];
+    let json = serde_json::to_value(&good).unwrap();
+    assert_eq!(json["instrument"]["instrument"], "rip", "{json}");
+    assert_eq!(json["instrument"]["period"], 100, "{json}");
+    let mut old = json.clone();
+    old.as_object_mut().unwrap().remove("instrument");
+    let read: PhasePlan = serde_json::from_value(old).unwrap();
+    assert_eq!(
+        read.instrument.instrument,
+        crate::attribution::Instrument::Initcall
+    );
+    assert_eq!(
+        read.instrument,
+        crate::attribution::Instrumentation::absent()
     );
 }
 

@@ -184,6 +184,96 @@ fn engines_campaigns_are_sequential_linux_without_console() {
     assert_eq!(a.seed, 3);
 }
 
+/// Attribution launches are truecold-vmm's own (its boot report, its RIP sampler): an
+/// engines campaign refuses them, whatever the instrument, and says why; so does the parity
+/// contract.
+#[test]
+fn attribution_is_refused_in_engines_and_parity_campaigns() {
+    for inst in ["rip", "initcall"] {
+        for engines in [
+            "truecold",
+            "truecold,firecracker",
+            "firecracker,cloud-hypervisor",
+        ] {
+            let e = plan(&[
+                "--engines",
+                engines,
+                "--attribution",
+                "2",
+                "--attribution-instrument",
+                inst,
+            ])
+            .unwrap_err();
+            assert_eq!(e, ArgError::AttributionEngines, "{engines} {inst}");
+            let m = e.to_string();
+            assert!(
+                m.contains("--sample-rip-us") && m.contains("no --engine"),
+                "{m}"
+            );
+        }
+    }
+    assert!(matches!(
+        plan(&["--parity", "--attribution", "2"]).unwrap_err(),
+        ArgError::Parity(why) if why.contains("attribution")
+    ));
+}
+
+/// `rip` is the default instrument; the explicit line names the instrument whenever the
+/// campaign makes attribution launches (`rip` with its period, `initcall` alone), so the line
+/// means the same whatever a later default is; `initcall` with a period is refused.
+#[test]
+fn the_attribution_instrument_is_rip_by_default_and_always_spelt_out() {
+    use crate::attribution::{Instrument, Instrumentation};
+    let a = plan_of(&["--probe", "--attribution", "2"]);
+    assert_eq!(a.instrument, Instrumentation::default());
+    assert_eq!(a.instrument.instrument, Instrument::Rip);
+    let line = explicit(&a, ContractKind::Probe).join(" ");
+    assert!(
+        line.contains(" --attribution 2 --attribution-instrument rip --attribution-sample-us 100 "),
+        "{line}"
+    );
+    let a = plan_of(&[
+        "--linux",
+        "--attribution",
+        "3",
+        "--attribution-sample-us",
+        "250",
+    ]);
+    let line = explicit(&a, ContractKind::Linux).join(" ");
+    assert!(
+        line.contains(" --attribution 3 --attribution-instrument rip --attribution-sample-us 250 "),
+        "{line}"
+    );
+    let a = plan_of(&[
+        "--linux",
+        "--attribution",
+        "3",
+        "--attribution-instrument",
+        "initcall",
+    ]);
+    assert_eq!(a.instrument.instrument, Instrument::Initcall);
+    let line = explicit(&a, ContractKind::Linux).join(" ");
+    assert!(
+        line.contains(" --attribution 3 --attribution-instrument initcall --stop-after "),
+        "{line}"
+    );
+    // No attribution launches: no instrument on the line.
+    let line = explicit(&plan_of(&["--linux"]), ContractKind::Linux).join(" ");
+    assert!(!line.contains("--attribution"), "{line}");
+    assert_eq!(
+        plan(&[
+            "--attribution",
+            "2",
+            "--attribution-instrument",
+            "initcall",
+            "--attribution-sample-us",
+            "50"
+        ])
+        .unwrap_err(),
+        ArgError::SamplePeriodNotRip(truecold_proto::rip::SamplePeriod::from_us(50).unwrap())
+    );
+}
+
 #[test]
 fn a_plain_nested_campaign_takes_a_seed_for_l1() {
     let a = plan(&["--nested", "--seed", "3", "-n", "2"]).unwrap();

@@ -196,6 +196,44 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
     assert!(TunePlan::of_words(&["--probe", "--budget", "20", "--noise-from", "x"]).is_ok());
 }
 
+/// `truecold tune`'s attribution launches are `rip` by default; `tune.json`'s invocation
+/// names the instrument (and `rip`'s period) whenever it makes them, and nothing when it
+/// makes none; a period given to `initcall` is refused.
+#[test]
+fn tune_attributes_with_rip_by_default_and_records_the_instrument() {
+    use crate::attribution::Instrument;
+    use truecold_proto::rip::SamplePeriod;
+    let tp = parse(&["--nested"]);
+    assert_eq!(tp.attribution, 2);
+    assert_eq!(tp.instrument.instrument, Instrument::Rip);
+    let o = invocation_record(&tp, ContractKind::Linux, None, Vec::new()).options;
+    assert_eq!(o.attribution_instrument, Some(Instrument::Rip));
+    assert_eq!(o.attribution_sample_us, Some(SamplePeriod::DEFAULT));
+    assert_eq!(o.instrument(), Some(Instrument::Rip));
+    assert!(o.instrument_problems().is_empty());
+    let tp = parse(&["--nested", "--attribution-instrument", "initcall"]);
+    let o = invocation_record(&tp, ContractKind::Linux, None, Vec::new()).options;
+    assert_eq!(o.attribution_instrument, Some(Instrument::Initcall));
+    assert_eq!(o.attribution_sample_us, None);
+    let tp = parse(&["--nested", "--attribution", "0"]);
+    let o = invocation_record(&tp, ContractKind::Linux, None, Vec::new()).options;
+    assert_eq!(
+        (o.attribution_instrument, o.attribution_sample_us),
+        (None, None)
+    );
+    assert_eq!(o.instrument(), None);
+    assert_eq!(
+        TunePlan::of_words(&[
+            "--attribution-instrument",
+            "initcall",
+            "--attribution-sample-us",
+            "50"
+        ])
+        .unwrap_err(),
+        ArgError::SamplePeriodNotRip(SamplePeriod::from_us(50).unwrap())
+    );
+}
+
 #[test]
 fn a_screen_that_cannot_name_a_winner_is_warned_with_the_rounds_that_can() {
     // 19 knobs at 5 rounds: Holm compares the smallest p (about 0.012) with 0.05 / 19.

@@ -234,6 +234,9 @@ fn check_measured(
     }
     compare_results(v, file, &fresh);
     check_tune_readme(v, dir, &fresh, &m);
+    if let Some(i) = &file.invocation {
+        check_arm_instruments(v, dir, &i.options, &m);
+    }
     check_recommended(v, dir, file, &fresh);
     let kernel = file
         .invocation
@@ -246,6 +249,46 @@ fn check_measured(
     crate::kconfig::check_user_kernel(v, dir, kernel, &base_config);
     if let Some(i) = &file.invocation {
         check_already_set(v, plan, &i.options, &base_config);
+    }
+}
+
+/// Each attributed arm whose run line (`cmdline.txt`) asks for attribution launches — an
+/// arm written since the tune records its instrument — asks for the instrument `tune.json`
+/// records ([`TuneOptions::instrument`]; the README says what that one measured). The arm's
+/// own verifier holds its launches to its line, and reports a line it cannot read.
+fn check_arm_instruments(v: &mut Verdict, dir: &Path, o: &TuneOptions, m: &Measured) {
+    let want = o.instrument();
+    for (phase_dir, phase) in [
+        (SCREEN_DIR, Some(&m.screen)),
+        (CONFIRM_DIR, m.confirm.as_ref()),
+    ] {
+        for arm in phase.map(|p| &p.attributed).into_iter().flatten() {
+            let path = dir
+                .join(phase_dir)
+                .join(arm)
+                .join(crate::bundle::CMDLINE_FILE);
+            let Ok(Some(bytes)) = read_capped(&path, MAX_PARSED_BYTES) else {
+                continue;
+            };
+            let Ok(Some(got)) =
+                crate::cmdline::parse_cmdline_txt(&bytes).and_then(|r| r.attribution_instrument())
+            else {
+                continue;
+            };
+            if want != Some(got) {
+                v.add(
+                    Check::TunePlan,
+                    format!(
+                        "{phase_dir}/{arm}: its attribution launches were asked for with \
+                         `--attribution-instrument {got}`; {TUNE_FILE}'s invocation records {}",
+                        match want {
+                            Some(w) => format!("`{w}`"),
+                            None => "no attribution launches".into(),
+                        }
+                    ),
+                );
+            }
+        }
     }
 }
 

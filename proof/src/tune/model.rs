@@ -126,6 +126,7 @@ pub fn tune_plan_problems(plan: &TunePlan) -> Vec<String> {
         if i.argv.is_empty() {
             bad.push("the invocation's argv is empty".into());
         }
+        bad.extend(o.instrument_problems());
     }
     bad
 }

@@ -6,12 +6,14 @@ use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{apply, Change, Knob, VmmChange};
 
 use crate::arms::{knob_list, BASELINE_ARM, RECOMMENDED_ARM, RESAMPLES};
+use crate::attribution::Instrument;
 use crate::report::{ms, README_FILE};
 use crate::schema::{ResultJson, HEADLINE};
 use crate::sums::SUMS_FILE;
 
 use super::measure::*;
 use super::model::*;
+use super::recommended::TuneOptions;
 use super::stats::*;
 
 pub(super) use crate::report::{opt_ms, signed_ms};
@@ -466,7 +468,10 @@ fn readme_method(s: &mut String, f: &TuneFile) {
 pub(super) fn generated(f: &TuneFile, m: &Measured) -> Vec<(String, Vec<u8>)> {
     let baseline = m.screen.data.get(BASELINE_ARM).map(|a| &a.result);
     let mut text = readme(f, baseline);
-    text.push_str(&attribution_section(m));
+    text.push_str(&attribution_section(
+        m,
+        f.invocation.as_ref().map(|i| &i.options),
+    ));
     let mut v = vec![
         (TUNE_FILE.to_string(), tune_bytes(f)),
         (README_FILE.to_string(), text.into_bytes()),
@@ -483,8 +488,10 @@ pub(super) fn generated(f: &TuneFile, m: &Measured) -> Vec<(String, Vec<u8>)> {
 
 /// The README's attribution section: the attributed arms of the last phase (the confirm
 /// phase's `baseline` and `recommended` when it ran, else the screen's `baseline`), side by
-/// side; empty when no arm carries one.
-pub(super) fn attribution_section(m: &Measured) -> String {
+/// side, under what their instrument measured (`options`' recorded one; a tune that recorded
+/// none, or no invocation, [`Instrument::ABSENT`], the text as it was written); empty when no
+/// arm carries one.
+pub(super) fn attribution_section(m: &Measured, options: Option<&TuneOptions>) -> String {
     let (dir, phase) = match &m.confirm {
         Some(c) => (CONFIRM_DIR, c),
         None => (SCREEN_DIR, &m.screen),
@@ -496,13 +503,28 @@ pub(super) fn attribution_section(m: &Measured) -> String {
     if arms.is_empty() {
         return String::new();
     }
-    let mut s = String::from(
-        "\n## Attribution: where the time goes\n\nEach from launches run after the phase's \
-         measured rounds with `initcall_debug` (never rows of samples.csv): host stages with \
-         the VMM's exits and page faults, guest phases and the longest initcalls on one \
-         clock; each `attribution.csv` says whether its total represents the arm's measured \
-         p50 (bound 10 %).\n\n",
-    );
+    let instrument = Instrument::or_absent(options.and_then(|o| o.attribution_instrument));
+    let mut s = match instrument {
+        Instrument::Initcall => String::from(
+            "\n## Attribution: where the time goes\n\nEach from launches run after the phase's \
+             measured rounds with `initcall_debug` (never rows of samples.csv): host stages \
+             with the VMM's exits and page faults, guest phases and the longest initcalls on \
+             one clock; each `attribution.csv` says whether its total represents the arm's \
+             measured p50 (bound 10 %).\n\n",
+        ),
+        Instrument::Rip => format!(
+            "\n## Attribution: where the time goes\n\nEach from launches run after the phase's \
+             measured rounds, the VMM sampling each vCPU's RIP {} (`--attribution-instrument \
+             rip`; the guest as measured, never rows of samples.csv): host stages with the \
+             VMM's exits and page faults and a flat profile per vCPU on one clock; each \
+             `attribution.csv` says whether its total represents the arm's measured p50 (bound \
+             10 %) and what the sampling cost.\n\n",
+            match options.and_then(|o| o.attribution_sample_us) {
+                Some(p) => format!("every {p} µs"),
+                None => "(period not recorded)".into(),
+            }
+        ),
+    };
     let _ = writeln!(s, "| {} |", arms.join(" | "));
     let _ = writeln!(s, "|{}", "---|".repeat(arms.len()));
     let cells: Vec<String> = arms

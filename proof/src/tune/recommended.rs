@@ -21,8 +21,10 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use truecold_proto::tune::{apply, Change, Knob, VmmChange};
 
+use crate::attribution::Instrument;
 use crate::kconfig::{ConfigForm, UserKernel, USER_KERNEL_FILE};
 use crate::schema::Backing;
+use truecold_proto::rip::SamplePeriod;
 
 /// The directory.
 pub const RECOMMENDED_DIR: &str = "recommended";
@@ -92,6 +94,44 @@ pub struct TuneOptions {
     /// spelt only off [`truecold_proto::kinds::RamLayout::ABSENT`], as it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ram_layout: Option<truecold_proto::kinds::RamLayout>,
+    /// How the attribution launches measured the boot (`--attribution-instrument`),
+    /// recorded whenever the tune makes them (`attribution` > 0) since `rip` became the
+    /// default. Absent: no attribution launches, or a tune written before, whose launches
+    /// [`TuneOptions::instrument`] reads as [`Instrument::ABSENT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution_instrument: Option<Instrument>,
+    /// With `rip`: the sampling period (`--attribution-sample-us`), recorded with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution_sample_us: Option<SamplePeriod>,
+}
+
+impl TuneOptions {
+    /// The instrument of the tune's attribution launches: `None` when it made none; the
+    /// recorded one, else [`Instrument::ABSENT`].
+    pub fn instrument(&self) -> Option<Instrument> {
+        (self.attribution > 0).then(|| Instrument::or_absent(self.attribution_instrument))
+    }
+
+    /// Every way the recorded instrument is not one a tune writes (empty when it is).
+    pub fn instrument_problems(&self) -> Vec<String> {
+        let mut bad = Vec::new();
+        if self.attribution == 0 && self.attribution_instrument.is_some() {
+            bad.push(
+                "the invocation records an attribution instrument but no attribution launches"
+                    .into(),
+            );
+        }
+        match (self.attribution_instrument, self.attribution_sample_us) {
+            (Some(Instrument::Rip), None) => bad.push(
+                "the invocation records the `rip` instrument without its sampling period".into(),
+            ),
+            (i, Some(p)) if i != Some(Instrument::Rip) => bad.push(format!(
+                "the invocation records a sampling period ({p} µs) without the `rip` instrument"
+            )),
+            _ => {}
+        }
+        bad
+    }
 }
 
 /// How the tune was started (`tune.json` schema 2).
@@ -355,8 +395,70 @@ mod tests {
                 kernel: None,
                 already_set: Vec::new(),
                 ram_layout: None,
+                attribution_instrument: None,
+                attribution_sample_us: None,
             },
         }
+    }
+
+    /// `tune.json` names the instrument (and `rip`'s period) of a tune's attribution
+    /// launches; a tune that records none — written while `initcall` was the default — reads
+    /// as `initcall`, and its README's attribution section keeps the words it was written
+    /// with; the README of a `rip` tune says what `rip` measured.
+    #[test]
+    fn a_tune_without_a_recorded_instrument_attributed_with_initcall() {
+        use super::super::measure::{Measured, Phase};
+        use super::super::readme::attribution_section;
+        let mut o = inv(RunGuest::Nested).options;
+        o.attribution = 2;
+        assert_eq!(o.instrument(), Some(Instrument::Initcall));
+        assert!(o.instrument_problems().is_empty());
+        let json = serde_json::to_string(&o).unwrap();
+        assert!(!json.contains("attribution_instrument"), "{json}");
+        let read: TuneOptions = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.instrument(), Some(Instrument::ABSENT));
+        let m = Measured {
+            screen: Phase {
+                verdict: Default::default(),
+                arms: None,
+                rounds: 0,
+                data: Default::default(),
+                attributed: [crate::arms::BASELINE_ARM.to_string()].into(),
+            },
+            confirm: None,
+        };
+        let old = attribution_section(&m, Some(&o));
+        assert!(
+            old.contains("measured rounds with `initcall_debug` (never rows"),
+            "{old}"
+        );
+        assert_eq!(attribution_section(&m, None), old, "a schema-1 tune");
+        o.attribution_instrument = Some(Instrument::Initcall);
+        assert_eq!(attribution_section(&m, Some(&o)), old);
+        o.attribution_instrument = Some(Instrument::Rip);
+        o.attribution_sample_us = Some(SamplePeriod::DEFAULT);
+        assert_eq!(o.instrument(), Some(Instrument::Rip));
+        assert!(o.instrument_problems().is_empty());
+        let json = serde_json::to_string(&o).unwrap();
+        assert!(
+            json.contains("\"attribution_instrument\":\"rip\",\"attribution_sample_us\":100"),
+            "{json}"
+        );
+        let rip = attribution_section(&m, Some(&o));
+        assert!(
+            rip.contains("sampling each vCPU's RIP every 100 µs"),
+            "{rip}"
+        );
+        assert!(!rip.contains("initcall"), "{rip}");
+        // What a tune does not write.
+        o.attribution_sample_us = None;
+        assert_eq!(o.instrument_problems().len(), 1);
+        o.attribution_instrument = Some(Instrument::Initcall);
+        o.attribution_sample_us = Some(SamplePeriod::DEFAULT);
+        assert_eq!(o.instrument_problems().len(), 1);
+        o.attribution = 0;
+        assert_eq!(o.instrument(), None);
+        assert_eq!(o.instrument_problems().len(), 2);
     }
 
     fn file(v: &[(String, Vec<u8>)], name: &str) -> String {
