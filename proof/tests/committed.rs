@@ -105,11 +105,27 @@ fn committed_attribution_records_keep_their_instrument_under_the_rip_default() {
     let t: serde_json::Value =
         serde_json::from_slice(&std::fs::read(results.join(tune).join("tune.json")).unwrap())
             .unwrap();
-    let o: truecold_proof::tune::TuneOptions =
-        serde_json::from_value(t["invocation"]["options"].clone()).unwrap();
-    assert_eq!((o.attribution, o.attribution_instrument), (2, None));
-    assert_eq!(o.instrument(), Some(Instrument::Initcall));
-    for dir in [initcall, rip, tune] {
+    let i: truecold_proof::tune::Invocation =
+        serde_json::from_value(t["invocation"].clone()).unwrap();
+    assert_eq!(
+        (i.options.attribution, i.options.attribution_instrument),
+        (2, None)
+    );
+    assert_eq!(i.instrument(), Some(Instrument::Initcall));
+    // A tune of before the record, run with `--attribution-instrument rip`: its argv says
+    // what ran, and its README says what that measured.
+    let fc = "20261203T2018Z-tune-nested-linux-2vcpu-1024mib-firecracker-guest-config";
+    let t: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(results.join(fc).join("tune.json")).unwrap())
+            .unwrap();
+    let i: truecold_proof::tune::Invocation =
+        serde_json::from_value(t["invocation"].clone()).unwrap();
+    assert_eq!(i.options.attribution_instrument, None);
+    assert_eq!(i.instrument(), Some(Instrument::Rip));
+    let readme = std::fs::read_to_string(results.join(fc).join("README.md")).unwrap();
+    assert!(readme.contains("`--attribution-instrument rip`"), "{fc}");
+    assert!(!readme.contains("with `initcall_debug`"), "{fc}");
+    for dir in [initcall, rip, tune, fc] {
         let src = results.join(dir);
         let tmp = tempfile::tempdir().unwrap();
         let dst = tmp.path().join("d");

@@ -206,22 +206,24 @@ fn tune_attributes_with_rip_by_default_and_records_the_instrument() {
     let tp = parse(&["--nested"]);
     assert_eq!(tp.attribution, 2);
     assert_eq!(tp.instrument.instrument, Instrument::Rip);
-    let o = invocation_record(&tp, ContractKind::Linux, None, Vec::new()).options;
+    let i = invocation_record(&tp, ContractKind::Linux, None, Vec::new());
+    assert_eq!(i.instrument(), Some(Instrument::Rip));
+    let o = i.options;
     assert_eq!(o.attribution_instrument, Some(Instrument::Rip));
     assert_eq!(o.attribution_sample_us, Some(SamplePeriod::DEFAULT));
-    assert_eq!(o.instrument(), Some(Instrument::Rip));
     assert!(o.instrument_problems().is_empty());
     let tp = parse(&["--nested", "--attribution-instrument", "initcall"]);
     let o = invocation_record(&tp, ContractKind::Linux, None, Vec::new()).options;
     assert_eq!(o.attribution_instrument, Some(Instrument::Initcall));
     assert_eq!(o.attribution_sample_us, None);
     let tp = parse(&["--nested", "--attribution", "0"]);
-    let o = invocation_record(&tp, ContractKind::Linux, None, Vec::new()).options;
+    let i = invocation_record(&tp, ContractKind::Linux, None, Vec::new());
+    assert_eq!(i.instrument(), None);
+    let o = i.options;
     assert_eq!(
         (o.attribution_instrument, o.attribution_sample_us),
         (None, None)
     );
-    assert_eq!(o.instrument(), None);
     assert_eq!(
         TunePlan::of_words(&[
             "--attribution-instrument",

@@ -235,7 +235,7 @@ fn check_measured(
     compare_results(v, file, &fresh);
     check_tune_readme(v, dir, &fresh, &m);
     if let Some(i) = &file.invocation {
-        check_arm_instruments(v, dir, &i.options, &m);
+        check_arm_instruments(v, dir, i, &m);
     }
     check_recommended(v, dir, file, &fresh);
     let kernel = file
@@ -256,8 +256,8 @@ fn check_measured(
 /// arm written since the tune records its instrument — asks for the instrument `tune.json`
 /// records ([`TuneOptions::instrument`]; the README says what that one measured). The arm's
 /// own verifier holds its launches to its line, and reports a line it cannot read.
-fn check_arm_instruments(v: &mut Verdict, dir: &Path, o: &TuneOptions, m: &Measured) {
-    let want = o.instrument();
+fn check_arm_instruments(v: &mut Verdict, dir: &Path, i: &Invocation, m: &Measured) {
+    let want = i.instrument();
     for (phase_dir, phase) in [
         (SCREEN_DIR, Some(&m.screen)),
         (CONFIRM_DIR, m.confirm.as_ref()),

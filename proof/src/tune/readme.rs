@@ -13,7 +13,7 @@ use crate::sums::SUMS_FILE;
 
 use super::measure::*;
 use super::model::*;
-use super::recommended::TuneOptions;
+use super::recommended::Invocation;
 use super::stats::*;
 
 pub(super) use crate::report::{opt_ms, signed_ms};
@@ -468,10 +468,7 @@ fn readme_method(s: &mut String, f: &TuneFile) {
 pub(super) fn generated(f: &TuneFile, m: &Measured) -> Vec<(String, Vec<u8>)> {
     let baseline = m.screen.data.get(BASELINE_ARM).map(|a| &a.result);
     let mut text = readme(f, baseline);
-    text.push_str(&attribution_section(
-        m,
-        f.invocation.as_ref().map(|i| &i.options),
-    ));
+    text.push_str(&attribution_section(m, f.invocation.as_ref()));
     let mut v = vec![
         (TUNE_FILE.to_string(), tune_bytes(f)),
         (README_FILE.to_string(), text.into_bytes()),
@@ -491,7 +488,7 @@ pub(super) fn generated(f: &TuneFile, m: &Measured) -> Vec<(String, Vec<u8>)> {
 /// side, under what their instrument measured (`options`' recorded one; a tune that recorded
 /// none, or no invocation, [`Instrument::ABSENT`], the text as it was written); empty when no
 /// arm carries one.
-pub(super) fn attribution_section(m: &Measured, options: Option<&TuneOptions>) -> String {
+pub(super) fn attribution_section(m: &Measured, invocation: Option<&Invocation>) -> String {
     let (dir, phase) = match &m.confirm {
         Some(c) => (CONFIRM_DIR, c),
         None => (SCREEN_DIR, &m.screen),
@@ -503,7 +500,7 @@ pub(super) fn attribution_section(m: &Measured, options: Option<&TuneOptions>) -
     if arms.is_empty() {
         return String::new();
     }
-    let instrument = Instrument::or_absent(options.and_then(|o| o.attribution_instrument));
+    let instrument = Instrument::or_absent(invocation.and_then(Invocation::instrument));
     let mut s = match instrument {
         Instrument::Initcall => String::from(
             "\n## Attribution: where the time goes\n\nEach from launches run after the phase's \
@@ -519,7 +516,7 @@ pub(super) fn attribution_section(m: &Measured, options: Option<&TuneOptions>) -
              VMM's exits and page faults and a flat profile per vCPU on one clock; each \
              `attribution.csv` says whether its total represents the arm's measured p50 (bound \
              10 %) and what the sampling cost.\n\n",
-            match options.and_then(|o| o.attribution_sample_us) {
+            match invocation.and_then(|i| i.options.attribution_sample_us) {
                 Some(p) => format!("every {p} µs"),
                 None => "(period not recorded)".into(),
             }

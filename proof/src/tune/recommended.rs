@@ -106,12 +106,6 @@ pub struct TuneOptions {
 }
 
 impl TuneOptions {
-    /// The instrument of the tune's attribution launches: `None` when it made none; the
-    /// recorded one, else [`Instrument::ABSENT`].
-    pub fn instrument(&self) -> Option<Instrument> {
-        (self.attribution > 0).then(|| Instrument::or_absent(self.attribution_instrument))
-    }
-
     /// Every way the recorded instrument is not one a tune writes (empty when it is).
     pub fn instrument_problems(&self) -> Vec<String> {
         let mut bad = Vec::new();
@@ -141,6 +135,36 @@ pub struct Invocation {
     /// `truecold tune`'s argv as typed (the program first).
     pub argv: Vec<String>,
     pub options: TuneOptions,
+}
+
+impl Invocation {
+    /// The instrument of the tune's attribution launches: `None` when it made none; the one
+    /// `options` records; else the one `argv` asked for (a tune written before `options`
+    /// carried it, run with `--attribution-instrument`: the argv is what ran); else
+    /// [`Instrument::ABSENT`].
+    pub fn instrument(&self) -> Option<Instrument> {
+        let typed = self
+            .options
+            .attribution_instrument
+            .or_else(|| self.argv_instrument());
+        (self.options.attribution > 0).then(|| Instrument::or_absent(typed))
+    }
+
+    /// `--attribution-instrument X` (or `=X`) as `argv` gives it, the last one winning as
+    /// clap reads it; `None` when absent or unreadable.
+    fn argv_instrument(&self) -> Option<Instrument> {
+        const FLAG: &str = "--attribution-instrument";
+        let mut found = None;
+        let mut it = self.argv.iter();
+        while let Some(a) = it.next() {
+            if a == FLAG {
+                found = it.next().and_then(|v| Instrument::parse(v).ok());
+            } else if let Some(v) = a.strip_prefix(FLAG).and_then(|r| r.strip_prefix('=')) {
+                found = Instrument::parse(v).ok();
+            }
+        }
+        found
+    }
 }
 
 /// The flag a VMM knob needs (`None` for a command-line or Kconfig knob).
@@ -411,12 +435,12 @@ mod tests {
         use super::super::readme::attribution_section;
         let mut o = inv(RunGuest::Nested).options;
         o.attribution = 2;
-        assert_eq!(o.instrument(), Some(Instrument::Initcall));
+        assert_eq!(with_argv(&o, &[]).instrument(), Some(Instrument::Initcall));
         assert!(o.instrument_problems().is_empty());
         let json = serde_json::to_string(&o).unwrap();
         assert!(!json.contains("attribution_instrument"), "{json}");
         let read: TuneOptions = serde_json::from_str(&json).unwrap();
-        assert_eq!(read.instrument(), Some(Instrument::ABSENT));
+        assert_eq!(with_argv(&read, &[]).instrument(), Some(Instrument::ABSENT));
         let m = Measured {
             screen: Phase {
                 verdict: Default::default(),
@@ -427,24 +451,24 @@ mod tests {
             },
             confirm: None,
         };
-        let old = attribution_section(&m, Some(&o));
+        let old = attribution_section(&m, Some(&with_argv(&o, &[])));
         assert!(
             old.contains("measured rounds with `initcall_debug` (never rows"),
             "{old}"
         );
         assert_eq!(attribution_section(&m, None), old, "a schema-1 tune");
         o.attribution_instrument = Some(Instrument::Initcall);
-        assert_eq!(attribution_section(&m, Some(&o)), old);
+        assert_eq!(attribution_section(&m, Some(&with_argv(&o, &[]))), old);
         o.attribution_instrument = Some(Instrument::Rip);
         o.attribution_sample_us = Some(SamplePeriod::DEFAULT);
-        assert_eq!(o.instrument(), Some(Instrument::Rip));
+        assert_eq!(with_argv(&o, &[]).instrument(), Some(Instrument::Rip));
         assert!(o.instrument_problems().is_empty());
         let json = serde_json::to_string(&o).unwrap();
         assert!(
             json.contains("\"attribution_instrument\":\"rip\",\"attribution_sample_us\":100"),
             "{json}"
         );
-        let rip = attribution_section(&m, Some(&o));
+        let rip = attribution_section(&m, Some(&with_argv(&o, &[])));
         assert!(
             rip.contains("sampling each vCPU's RIP every 100 µs"),
             "{rip}"
@@ -457,8 +481,56 @@ mod tests {
         o.attribution_sample_us = Some(SamplePeriod::DEFAULT);
         assert_eq!(o.instrument_problems().len(), 1);
         o.attribution = 0;
-        assert_eq!(o.instrument(), None);
+        assert_eq!(with_argv(&o, &[]).instrument(), None);
         assert_eq!(o.instrument_problems().len(), 2);
+    }
+
+    fn with_argv(o: &TuneOptions, argv: &[&str]) -> Invocation {
+        Invocation {
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            options: o.clone(),
+        }
+    }
+
+    /// A tune written before `tune.json` recorded the instrument, run with
+    /// `--attribution-instrument rip`: its argv is what ran, so it reads as `rip` (its README
+    /// says so); without the flag, as `initcall`; what `options` records comes first.
+    #[test]
+    fn a_tune_recording_no_instrument_reads_the_one_its_argv_asked_for() {
+        let mut o = inv(RunGuest::Nested).options;
+        o.attribution = 2;
+        let t = ["truecold", "tune", "--nested"];
+        assert_eq!(with_argv(&o, &t).instrument(), Some(Instrument::Initcall));
+        let rip = [
+            "truecold",
+            "tune",
+            "--attribution-instrument",
+            "rip",
+            "-n",
+            "7",
+        ];
+        assert_eq!(with_argv(&o, &rip).instrument(), Some(Instrument::Rip));
+        let eq = ["truecold", "tune", "--attribution-instrument=rip"];
+        assert_eq!(with_argv(&o, &eq).instrument(), Some(Instrument::Rip));
+        let last = [
+            "truecold",
+            "tune",
+            "--attribution-instrument",
+            "rip",
+            "--attribution-instrument",
+            "initcall",
+        ];
+        assert_eq!(
+            with_argv(&o, &last).instrument(),
+            Some(Instrument::Initcall)
+        );
+        let bad = ["truecold", "tune", "--attribution-instrument", "perf"];
+        assert_eq!(with_argv(&o, &bad).instrument(), Some(Instrument::ABSENT));
+        o.attribution_instrument = Some(Instrument::Initcall);
+        assert_eq!(with_argv(&o, &rip).instrument(), Some(Instrument::Initcall));
+        o.attribution = 0;
+        o.attribution_instrument = None;
+        assert_eq!(with_argv(&o, &rip).instrument(), None);
     }
 
     fn file(v: &[(String, Vec<u8>)], name: &str) -> String {
