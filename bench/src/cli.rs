@@ -784,8 +784,10 @@ pub struct ConfigBisectArgs {
     /// The bad kernel config.
     #[arg(long)]
     pub bad: PathBuf,
-    /// Build this kernel source tree (default: the pinned linux-source-6.12): a git work
-    /// tree's checkout, or a tree without git through a snapshot of its content.
+    /// Build this kernel source tree (default: the pinned linux-source-6.12).
+    ///
+    /// A git work tree's checkout, or a tree without git through a snapshot of its content
+    /// under the kernel cache (docs/your-kernel.md); an in-tree build is refused.
     #[arg(long)]
     pub kernel_tree: Option<PathBuf>,
     /// The bisect directory (default `results/<UTC>-bisect-config-…`); must not exist.
