@@ -102,11 +102,13 @@ fn committed_attribution_records_keep_their_instrument_under_the_rip_default() {
     );
     assert_eq!(recorded(initcall), Some(Instrument::Initcall));
     assert_eq!(recorded(rip), Some(Instrument::Rip));
-    let t: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(results.join(tune).join("tune.json")).unwrap())
-            .unwrap();
-    let i: truecold_proof::tune::Invocation =
-        serde_json::from_value(t["invocation"].clone()).unwrap();
+    let invocation = |dir: &str| -> truecold_proof::tune::Invocation {
+        let t: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(results.join(dir).join("tune.json")).unwrap())
+                .unwrap();
+        serde_json::from_value(t["invocation"].clone()).unwrap()
+    };
+    let i = invocation(tune);
     assert_eq!(
         (i.options.attribution, i.options.attribution_instrument),
         (2, None)
@@ -115,11 +117,7 @@ fn committed_attribution_records_keep_their_instrument_under_the_rip_default() {
     // A tune of before the record, run with `--attribution-instrument rip`: its argv says
     // what ran, and its README says what that measured.
     let fc = "20261203T2018Z-tune-nested-linux-2vcpu-1024mib-firecracker-guest-config";
-    let t: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(results.join(fc).join("tune.json")).unwrap())
-            .unwrap();
-    let i: truecold_proof::tune::Invocation =
-        serde_json::from_value(t["invocation"].clone()).unwrap();
+    let i = invocation(fc);
     assert_eq!(i.options.attribution_instrument, None);
     assert_eq!(i.instrument(), Some(Instrument::Rip));
     let readme = std::fs::read_to_string(results.join(fc).join("README.md")).unwrap();
