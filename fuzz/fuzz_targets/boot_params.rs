@@ -20,7 +20,7 @@ use truecold_proto::layout::check_map;
 use truecold_proto::limits::{GuestMem, MAX_MEM_MIB, MIN_MEM_MIB};
 use truecold_proto::GuestConfig;
 use truecold_vmm::boot_params::{
-    base_cmdline, cmdline, e820, e820_ram, map_entries, place_initramfs, pvh_memmap,
+    base_cmdline, cmdline, e820, e820_ram, hash_caps, map_entries, place_initramfs, pvh_memmap,
     pvh_start_info, zero_page, BootParamsError, E820Entry, SerialUse, CMDLINE_MAX, E820_RAM,
     INITRD_MAX_END, PVH_MAGIC, ZERO_PAGE_E820_MAX,
 };
@@ -96,7 +96,12 @@ fn serial_use(sel: u8) -> SerialUse {
 }
 
 fn check_cmdline(serial: SerialUse, mem: GuestMem, extra: &str) {
-    let mut want = format!("{} truecold.mem={}", base_cmdline(serial), mem.bytes());
+    let mut want = base_cmdline(serial).to_string();
+    for w in hash_caps(mem) {
+        want.push(' ');
+        want.push_str(w);
+    }
+    want.push_str(&format!(" truecold.mem={}", mem.bytes()));
     if let SerialUse::Transport(e) = serial {
         want.push_str(&format!(
             " truecold.transport=serial truecold.engine={}",

@@ -65,11 +65,54 @@ pub fn base_cmdline(serial: SerialUse) -> &'static str {
     }
 }
 
-/// The full command line (pure): base + `truecold.mem=<bytes>` (+ `truecold.transport=serial
-/// truecold.engine=<engine>` for the serial transport) + extra. The one definition every
+/// The dentry-cache hash at the size Linux 6.12 gives a 1 GiB guest (`alloc_large_system_hash`,
+/// one bucket per 8 KiB of low memory rounded up to a power of two): 131,072 buckets, 1 MiB.
+pub const DHASH_CAP: &str = "dhash_entries=131072";
+/// The inode-cache hash at its 1 GiB size (one bucket per 16 KiB): 65,536 buckets, 512 KiB.
+pub const IHASH_CAP: &str = "ihash_entries=65536";
+/// The TCP established hash at its 1 GiB size (one bucket per 128 KiB; the bind and listen
+/// tables follow it): 8,192 buckets.
+pub const THASH_CAP: &str = "thash_entries=8192";
+/// The UDP hash at its 1 GiB size (one slot per 2 MiB): 512 slots.
+pub const UHASH_CAP: &str = "uhash_entries=512";
+/// The four boot hash tables' caps, in the order the base command line has them.
+pub const HASH_CAPS: [&str; 4] = [DHASH_CAP, IHASH_CAP, THASH_CAP, UHASH_CAP];
+/// The four boot hash tables sized by the kernel from the guest's memory (a zero count leaves
+/// the size to `alloc_large_system_hash`): what the `kernel-hash-sizes` tune knob appends, after
+/// the caps, to undo them.
+pub const HASH_SIZES_BY_MEMORY: &str =
+    "dhash_entries=0 ihash_entries=0 thash_entries=0 uhash_entries=0";
+/// Guest memory above which the base command line caps the boot hash tables
+/// ([`hash_caps`]), MiB: at this size and below the caps equal or exceed the kernel's own sizes.
+pub const HASH_CAPS_ABOVE_MIB: u64 = 1024;
+
+/// The boot hash tables' caps for a guest of `mem` (pure): [`HASH_CAPS`] above
+/// [`HASH_CAPS_ABOVE_MIB`], none at or below it. The kernel sizes these tables by the guest's
+/// memory and zeroes them at boot (16 MiB of dentry and 8 MiB of inode hash for a 16 GiB
+/// guest); capped at their 1 GiB sizes they never grow a table, and each was measured faster at
+/// 2 vCPU / 16 GiB (results/20261204T2031Z-tune-nested-linux-2vcpu-16384mib-thp-hash-knobs;
+/// kernel-config/README.md says how the default was chosen and what it costs a guest that
+/// caches millions of dentries). A user's own `dhash_entries=` (`--cmdline-extra`) comes later
+/// on the line and wins: the kernel keeps the last.
+pub fn hash_caps(mem: GuestMem) -> &'static [&'static str] {
+    if mem.mib() > HASH_CAPS_ABOVE_MIB {
+        &HASH_CAPS
+    } else {
+        &[]
+    }
+}
+
+/// The full command line (pure): the base, the hash caps of a guest above 1 GiB
+/// ([`hash_caps`]), `truecold.mem=<bytes>` (and `truecold.transport=serial
+/// truecold.engine=<engine>` for the serial transport), then extra. The one definition every
 /// engine's guest gets.
 pub fn cmdline(serial: SerialUse, mem: GuestMem, extra: &str) -> Result<String, CmdlineError> {
-    let mut s = format!("{} {}={}", base_cmdline(serial), keys::MEM, mem.bytes());
+    let mut s = base_cmdline(serial).to_string();
+    for w in hash_caps(mem) {
+        s.push(' ');
+        s.push_str(w);
+    }
+    s.push_str(&format!(" {}={}", keys::MEM, mem.bytes()));
     if let SerialUse::Transport(engine) = serial {
         s.push_str(&format!(
             " {}={} {}={}",
@@ -202,6 +245,40 @@ mod tests {
         }
         assert_eq!(CmdlineError::Invalid.kind(), "cmdline-invalid");
         assert_eq!(CmdlineError::TooLong(3000).kind(), "cmdline-invalid");
+    }
+
+    #[test]
+    fn hash_caps_only_above_one_gib() {
+        for m in [4, 128, 1023, 1024] {
+            assert!(hash_caps(mib(m)).is_empty(), "{m}");
+            let c = cmdline(SerialUse::Off, mib(m), "").unwrap();
+            assert!(!c.contains("hash_entries"), "{c}");
+        }
+        for m in [1025, 4096, 16384] {
+            assert_eq!(hash_caps(mib(m)), HASH_CAPS, "{m}");
+        }
+        let c = cmdline(SerialUse::Off, mib(16384), "dhash_entries=4096").unwrap();
+        assert!(
+            c.starts_with(base_cmdline(SerialUse::Off))
+                && c.contains(
+                    " pty.legacy_count=0 dhash_entries=131072 ihash_entries=65536 \
+                     thash_entries=8192 uhash_entries=512 truecold.mem=17179869184"
+                ),
+            "{c}"
+        );
+        // The user's word comes last, so the kernel (which keeps the last) takes it.
+        let last = c
+            .split_whitespace()
+            .rfind(|w| w.starts_with("dhash_entries="));
+        assert_eq!(last, Some("dhash_entries=4096"));
+        // Every engine's guest gets them: the parity agent's line too.
+        let pair = NetPair::for_slot(0).unwrap();
+        let fc = agent_cmdline(Engine::Firecracker, mib(16384), pair, "").unwrap();
+        assert!(HASH_CAPS.iter().all(|w| fc.contains(w)), "{fc}");
+        assert_eq!(
+            crate::GuestConfig::from_cmdline(&c).unwrap().mem,
+            16384 << 20
+        );
     }
 
     #[test]

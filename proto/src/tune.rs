@@ -77,6 +77,7 @@ pub enum Knob {
     IhashEntries,
     ThashEntries,
     UhashEntries,
+    KernelHashSizes,
     RodataOff,
     // Kconfig.
     Hz100,
@@ -105,7 +106,7 @@ pub enum TuneGuest {
 
 impl Knob {
     /// The catalogue, in its documented order.
-    pub const ALL: [Knob; 27] = [
+    pub const ALL: [Knob; 28] = [
         Knob::TscReliable,
         Knob::Lpj,
         Knob::RcuExpedited,
@@ -120,6 +121,7 @@ impl Knob {
         Knob::IhashEntries,
         Knob::ThashEntries,
         Knob::UhashEntries,
+        Knob::KernelHashSizes,
         Knob::RodataOff,
         Knob::Hz100,
         Knob::Hz1000,
@@ -152,6 +154,7 @@ impl Knob {
             Knob::IhashEntries => "ihash-entries",
             Knob::ThashEntries => "thash-entries",
             Knob::UhashEntries => "uhash-entries",
+            Knob::KernelHashSizes => "kernel-hash-sizes",
             Knob::RodataOff => "rodata-off",
             Knob::Hz100 => "hz-100",
             Knob::Hz1000 => "hz-1000",
@@ -205,11 +208,14 @@ impl Knob {
             Knob::Nowatchdog => Cmdline("nowatchdog"),
             Knob::NoLegacyPtys => Cmdline("pty.legacy_count=0"),
             // The sizes the kernel itself gives a 1 GiB guest (alloc_large_system_hash, see
-            // `what`): a null control at 1 GiB, 1/16 of a 16 GiB guest's tables.
-            Knob::DhashEntries => Cmdline("dhash_entries=131072"),
-            Knob::IhashEntries => Cmdline("ihash_entries=65536"),
-            Knob::ThashEntries => Cmdline("thash_entries=8192"),
-            Knob::UhashEntries => Cmdline("uhash_entries=512"),
+            // `what`): a null control at 1 GiB, 1/16 of a 16 GiB guest's tables; above 1 GiB
+            // the base command line has them (`boot_cmdline::hash_caps`), so a null control
+            // there too, and `kernel-hash-sizes` measures them.
+            Knob::DhashEntries => Cmdline(crate::boot_cmdline::DHASH_CAP),
+            Knob::IhashEntries => Cmdline(crate::boot_cmdline::IHASH_CAP),
+            Knob::ThashEntries => Cmdline(crate::boot_cmdline::THASH_CAP),
+            Knob::UhashEntries => Cmdline(crate::boot_cmdline::UHASH_CAP),
+            Knob::KernelHashSizes => Cmdline(crate::boot_cmdline::HASH_SIZES_BY_MEMORY),
             Knob::RodataOff => Cmdline("rodata=off"),
             Knob::Hz100 => Kconfig("CONFIG_HZ_100=y\n# CONFIG_HZ_250 is not set\n"),
             Knob::Hz1000 => Kconfig("CONFIG_HZ_1000=y\n# CONFIG_HZ_250 is not set\n"),
@@ -268,6 +274,7 @@ impl Knob {
             Knob::IhashEntries => "the inode-cache hash at 65536 buckets (512 KiB, the size the kernel gives a 1 GiB guest) instead of one per 16 KiB of RAM: 1048576 (8 MiB, zeroed at boot) for a 16 GiB guest",
             Knob::ThashEntries => "the TCP established hash at 8192 buckets (the size the kernel gives a 1 GiB guest) instead of one per 128 KiB of RAM: 131072 for a 16 GiB guest (the bind and listen tables follow it)",
             Knob::UhashEntries => "the UDP hash at 512 slots (the size the kernel gives a 1 GiB guest) instead of one per 2 MiB of RAM: 8192 for a 16 GiB guest",
+            Knob::KernelHashSizes => "the four boot hash tables (dentry, inode, TCP, UDP) sized by the kernel from the guest's memory (`=0`: its own rule) instead of the base command line's 1 GiB caps, which it has above 1 GiB of guest memory since 2026-12-05 (a null control at 1 GiB and below, where the base has none)",
             Knob::RodataOff => "leaves the kernel's read-only data and text writable (no mark_rodata_ro: no page-attribute changes at the end of boot); SECURITY TRADE-OFF: never adopted as a default, whatever it measures",
             Knob::NoLegacyPtys => "registers no BSD legacy PTYs (LEGACY_PTYS makes pty_init register 256 pairs: 512 devices, each waking kdevtmpfs); measured faster, so the base command line has had it since 2026-12-01: a null control against today's base",
             Knob::Hz100 => "timer tick 100 Hz instead of 250 Hz",
@@ -299,6 +306,7 @@ impl Knob {
             | Knob::Nowatchdog => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12)",
             Knob::DhashEntries | Knob::IhashEntries => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12); fs/dcache.c, fs/inode.c and mm/mm_init.c (alloc_large_system_hash: scale 13 and 14, memblock-allocated and zeroed at boot); issue 25 (memory-proportional boot work at 16 GiB)",
             Knob::ThashEntries | Knob::UhashEntries => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12); net/ipv4/tcp.c (scale 17), net/ipv4/udp.c (scale 21); issue 25 (memory-proportional boot work at 16 GiB)",
+            Knob::KernelHashSizes => "fs/dcache.c, fs/inode.c, net/ipv4/tcp.c, net/ipv4/udp.c (Linux 6.12: a zero count leaves the size to alloc_large_system_hash in mm/mm_init.c); the caps it undoes: results/20261204T2031Z-tune-nested-linux-2vcpu-16384mib-thp-hash-knobs",
             Knob::RodataOff => "Documentation/admin-guide/kernel-parameters.txt (Linux 6.12); init/main.c (rodata=, mark_readonly); arch/Kconfig (STRICT_KERNEL_RWX, always on x86); issue 25",
             Knob::NoLegacyPtys => "drivers/tty/pty.c (module parameter legacy_count, LEGACY_PTY_COUNT); measured: pty_init 21–46 ms of a 2-vCPU nested boot (docs/virtual-clock.md)",
             Knob::Hz100 | Knob::Hz1000 => "kernel/Kconfig.hz",
@@ -323,6 +331,10 @@ impl Knob {
             Knob::RodataOff => Some(
                 "security: the kernel's text and read-only data stay writable (no \
                  STRICT_KERNEL_RWX protection)",
+            ),
+            Knob::IdlePoll => Some(
+                "host CPU: an idle vCPU spins instead of halting, a host core busy for as long \
+                 as the guest idles, a cost no boot-time figure shows",
             ),
             _ => None,
         }
@@ -433,14 +445,22 @@ pub enum KnobSetError {
 
 /// Two knobs that set the same thing (both backings, both HZ values) cannot be combined.
 pub fn conflicts(a: Knob, b: Knob) -> bool {
-    use Knob::{BackingHugetlb, BackingThp, Hz100, Hz1000};
-    matches!(
-        (a, b),
-        (BackingThp, BackingHugetlb)
-            | (BackingHugetlb, BackingThp)
-            | (Hz100, Hz1000)
-            | (Hz1000, Hz100)
-    )
+    use Knob::{
+        BackingHugetlb, BackingThp, DhashEntries, Hz100, Hz1000, IhashEntries, KernelHashSizes,
+        ThashEntries, UhashEntries,
+    };
+    let one_way = |a, b| {
+        matches!(
+            (a, b),
+            (BackingThp, BackingHugetlb)
+                | (Hz100, Hz1000)
+                | (
+                    KernelHashSizes,
+                    DhashEntries | IhashEntries | ThashEntries | UhashEntries
+                )
+        )
+    };
+    one_way(a, b) || one_way(b, a)
 }
 
 /// Parses a comma-separated `--knobs` list into knobs in catalogue order, checked: each known,
@@ -665,9 +685,64 @@ mod tests {
         );
         assert!(Knob::RodataOff.trade_off().unwrap().starts_with("security"));
         assert!(Knob::RodataOff.what().contains("SECURITY TRADE-OFF"));
+        assert!(Knob::IdlePoll.trade_off().unwrap().starts_with("host CPU"));
         for k in Knob::ALL {
-            assert_eq!(k.trade_off().is_some(), k == Knob::RodataOff, "{k}");
+            assert_eq!(
+                k.trade_off().is_some(),
+                matches!(k, Knob::RodataOff | Knob::IdlePoll),
+                "{k}"
+            );
         }
+    }
+
+    /// `kernel-hash-sizes` undoes the base command line's caps: its words come after them and
+    /// each sets a size of zero (the kernel's own rule); it cannot run beside a cap knob.
+    #[test]
+    fn kernel_hash_sizes_undoes_the_base_caps() {
+        use crate::boot_cmdline::{cmdline, hash_caps, SerialUse, HASH_CAPS};
+        use crate::limits::GuestMem;
+        let k = Knob::KernelHashSizes;
+        assert_eq!(Knob::parse("kernel-hash-sizes"), Some(k));
+        assert_eq!(k.class(), KnobClass::Cmdline);
+        let (add, remove) = k.cmdline_delta();
+        assert!(remove.is_empty());
+        let mem = GuestMem::from_mib(16384).unwrap();
+        let line = cmdline(
+            SerialUse::Off,
+            mem,
+            &apply(&[k], Backing::Thp).cmdline_extra,
+        )
+        .unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(hash_caps(mem).len(), HASH_CAPS.len());
+        for cap in HASH_CAPS {
+            let key = cap.split('=').next().unwrap();
+            // The knob names every capped table, with 0, once.
+            assert_eq!(
+                add.iter().filter(|w| w.starts_with(key)).count(),
+                1,
+                "{key}"
+            );
+            let last = words
+                .iter()
+                .rev()
+                .find(|w| w.starts_with(&format!("{key}=")));
+            assert_eq!(last, Some(&format!("{key}=0").as_str()), "{line}");
+        }
+        for cap in [
+            Knob::DhashEntries,
+            Knob::IhashEntries,
+            Knob::ThashEntries,
+            Knob::UhashEntries,
+        ] {
+            assert_eq!(
+                check_set(&[cap, k], TuneGuest::Linux),
+                Err(KnobSetError::Conflict(cap, k))
+            );
+            assert!(conflicts(k, cap) && conflicts(cap, k));
+        }
+        assert!(!conflicts(k, Knob::RodataOff));
+        assert!(conflicts(Knob::Hz1000, Knob::Hz100));
     }
 
     #[test]

@@ -10,7 +10,8 @@ use truecold_proto::layout::{MapEntry, MapKind};
 
 // The guest's command line is built in proto, once for every engine.
 pub use truecold_proto::boot_cmdline::{
-    agent_cmdline, base_cmdline, cmdline, parity_keys, CmdlineError, SerialUse, CMDLINE_MAX,
+    agent_cmdline, base_cmdline, cmdline, hash_caps, parity_keys, CmdlineError, SerialUse,
+    CMDLINE_MAX,
 };
 
 /// GDT used by the 64-bit protocol entry (and loaded for PVH too).

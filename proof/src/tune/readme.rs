@@ -281,6 +281,19 @@ fn readme_recommended(s: &mut String, f: &TuneFile) {
         );
     } else {
         let _ = writeln!(s, "Winners (rank order): {}.", knob_list(&f.screen.winners));
+        let traded = f
+            .screen
+            .recommended
+            .iter()
+            .filter_map(|k| Some((k, k.trade_off()?)));
+        for (k, cost) in traded {
+            let _ = writeln!(
+                s,
+                "\n**Trade-off:** `{k}` is in the recommendation for its time alone; it costs \
+                 {cost} — weigh that before applying it (truecold never makes such a knob a \
+                 default, kernel-config/README.md)."
+            );
+        }
         for d in &f.screen.dropped {
             let _ = writeln!(
                 s,
