@@ -280,15 +280,19 @@ pub struct RunArgs {
     /// e.g. `--arm-backing firecracker=hugetlb`.
     #[arg(long, value_name = "ENGINE=BACKING", value_parser = parse_arm_backing)]
     pub arm_backing: Vec<(Engine, Backing)>,
-    /// truecold-vmm's guest RAM layout: around-hole or hole-inside [default: hole-inside].
+    /// truecold-vmm's guest RAM layout: around-hole, hole-inside or above-4g [default: by memory].
     ///
     /// around-hole: RAM = the configured size, laid around the 640 KiB – 1 MiB hole (it ends
     /// 384 KiB past the size). hole-inside: RAM ends at the configured size, the hole
     /// declared E820 reserved; the memory contract holds configured = RAM + the hole, to the
-    /// byte (truecold_proto::layout). In an engines or parity campaign, truecold-vmm's arm
-    /// (the peers lay RAM out their own way).
-    #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::default())]
-    pub ram_layout: RamLayout,
+    /// byte (truecold_proto::layout). above-4g: as hole-inside, with RAM below 4 GiB ending at
+    /// 256 MiB and the rest from 4 GiB (Linux initialises the struct pages below 4 GiB on one
+    /// CPU, those above in parallel). The default: above-4g from 4096 MiB, hole-inside below
+    /// (truecold_proto::layout::RamLayout::default_for, where the tunes measured each the
+    /// faster). In an engines or parity campaign, truecold-vmm's arm (the peers lay RAM out
+    /// their own way).
+    #[arg(long, value_parser = RamLayout::parse)]
+    pub ram_layout: Option<RamLayout>,
     /// Concurrency (burst, churn; default 2) or the most launches in flight (open loop;
     /// default 64).
     #[arg(long)]

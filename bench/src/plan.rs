@@ -207,7 +207,7 @@ impl GuestSpec {
             cmdline_extra: String::new(),
             console: false,
             bzimage: false,
-            ram_layout: RamLayout::default(),
+            ram_layout: RamLayout::default_for(mem),
         }
     }
 }
@@ -308,7 +308,9 @@ impl CampaignPlan {
                 cmdline_extra: a.cmdline_extra.clone(),
                 console: a.console,
                 bzimage: a.bzimage,
-                ram_layout: a.ram_layout,
+                ram_layout: a
+                    .ram_layout
+                    .unwrap_or_else(|| RamLayout::default_for(a.guest.mem)),
             },
             schedule,
             deadline_ms: deadline_ms(a.deadline_ms, a.nested),

@@ -36,7 +36,7 @@ fn probe_report_projects_onto_a_row() {
     assert_eq!(o.error, None);
     // RAM under the default layout (hole-inside: 64 MiB less the declared legacy hole).
     let ram = truecold_proto::kinds::Engine::Truecold
-        .expected_firmware_ram(64 << 20, truecold_proto::kinds::RamLayout::default());
+        .expected_firmware_ram(64 << 20, truecold_proto::kinds::RamLayout::HoleInside);
     assert_eq!(o.memslots, Some(ram));
     assert_eq!(o.e820_usable, Some(ram));
     let t = &o.stamps;

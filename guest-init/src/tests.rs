@@ -321,6 +321,24 @@ fn exact_ram_under_truecolds_layouts() {
     assert!(check_layout(RamLayout::HoleInside, m + 4096, &hole_inside).is_err());
 }
 
+/// `above-4g` as the guest sees it: the hole-inside rule on a map whose RAM is split at 256 MiB
+/// and resumes at 4 GiB; one page missing above 4 GiB is a mismatch.
+#[test]
+fn exact_ram_under_the_above_4g_layout() {
+    let m = 16384 * MIB;
+    let low_top = 256 * MIB;
+    let four_g = 4096 * MIB;
+    let mut map = two_ranges(0xA_0000, low_top);
+    map.push(e(four_g, four_g + m - low_top - 1, SYSTEM_RAM));
+    assert_eq!(check_layout(RamLayout::Above4g, m, &map), Ok(()));
+    assert!(check_layout(RamLayout::AroundHole, m, &map).is_err());
+    let mut short = map.clone();
+    short[3] = e(four_g, four_g + m - low_top - 4096 - 1, SYSTEM_RAM);
+    let err = check_layout(RamLayout::Above4g, m, &short).unwrap_err();
+    assert_eq!(err.expected, m - 0x6_0000);
+    assert!(err.to_string().contains("(above-4g)"), "{err}");
+}
+
 #[test]
 fn exact_ram_per_engine_layout() {
     let m = 256 * MIB;

@@ -171,7 +171,9 @@ fn vmm_boots_the_real_guest_to_strict_ready_in_l1() {
     // (truecold_proto::layout, one definition).
     let m = &r["memory_figures"];
     let bytes = mem_mib << 20;
-    let layout = truecold_proto::kinds::RamLayout::default();
+    let layout = truecold_proto::kinds::RamLayout::default_for(
+        truecold_proto::limits::GuestMem::from_mib(mem_mib).unwrap(),
+    );
     let ram = truecold_proto::kinds::Engine::Truecold.expected_firmware_ram(bytes, layout);
     let hole = layout.hole().map_or(0, |h| h.len());
     assert_eq!(m["configured"], bytes, "{ctx}");
@@ -242,14 +244,26 @@ fn two_vcpus_and_16_gib_reach_strict_ready_in_the_2_cpu_l1() {
         configured.to_string(),
         "{rows:?}"
     );
-    // The RAM truecold-vmm's default layout gives 16 GiB (truecold_proto::layout).
+    // The RAM truecold-vmm's default layout gives 16 GiB (truecold_proto::layout): above-4g,
+    // RAM below 4 GiB ending at 256 MiB.
+    let layout = truecold_proto::kinds::RamLayout::default_for(
+        truecold_proto::limits::GuestMem::from_mib(16384).unwrap(),
+    );
+    assert_eq!(layout, truecold_proto::kinds::RamLayout::Above4g);
     let ram = truecold_proto::kinds::Engine::Truecold
-        .expected_firmware_ram(configured, truecold_proto::kinds::RamLayout::default())
+        .expected_firmware_ram(configured, layout)
         .to_string();
     for col in ["host_memslots", "host_e820_usable", "guest_mem_firmware"] {
         assert_eq!(rows[0][col], ram, "{col}: {rows:?}");
     }
     assert_eq!(rows[0]["guest_cpus"], "2", "{rows:?}");
+    // A guest above 1 GiB boots with the boot hash tables capped (boot_cmdline::hash_caps).
+    let line = result["configuration"]["cmdline"]
+        .as_str()
+        .unwrap_or_default();
+    for cap in truecold_proto::boot_cmdline::HASH_CAPS {
+        assert!(line.split_whitespace().any(|w| w == cap), "{cap}: {line}");
+    }
 }
 
 /// Issue 12: the parity contract in L1. `truecold run --nested --parity -n 3`: every launch's

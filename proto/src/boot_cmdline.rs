@@ -149,6 +149,7 @@ pub fn ram_layout_word(layout: RamLayout) -> Option<&'static str> {
     match layout {
         RamLayout::AroundHole => None,
         RamLayout::HoleInside => Some("truecold.ram_layout=hole-inside"),
+        RamLayout::Above4g => Some("truecold.ram_layout=above-4g"),
     }
 }
 

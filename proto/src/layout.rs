@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::kinds::{Engine, RamHole};
+use crate::limits::GuestMem;
 
 /// The legacy VGA / option-ROM / BIOS area `[640 KiB, 1 MiB)`: never RAM in truecold-vmm's
 /// layouts.
@@ -24,11 +25,9 @@ pub const LEGACY_HOLE: RamHole = RamHole {
 /// `truecold.ram_layout=`, a bundle's `configuration.ram_layout`). Peers have their own
 /// layouts ([`Engine::low_ram_hole`]); this names only truecold's.
 ///
-/// [`RamLayout::default`] is truecold-vmm's default; what a record that names no layout
-/// means is a separate, fixed thing: [`RamLayout::ABSENT`].
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+/// [`RamLayout::default_for`] is truecold-vmm's default (it depends on the guest's memory);
+/// what a record that names no layout means is a separate, fixed thing: [`RamLayout::ABSENT`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RamLayout {
     /// `M` bytes of RAM around the hole: `[0, 640 KiB)` and from 1 MiB, so RAM ends 384 KiB
@@ -38,21 +37,49 @@ pub enum RamLayout {
     /// RAM ends at `M`: `[0, 640 KiB)` and `[1 MiB, M)` (above 3 GiB: the rest from 4 GiB),
     /// so RAM = `M` − 384 KiB and the hole, declared as one E820 reserved entry, makes up the
     /// difference — what Firecracker and Cloud Hypervisor do (issue 25's RAM-layout knob).
-    /// truecold-vmm's default since 2026-12-03: a confirmed tune winner at 2 vCPU / 16 GiB
-    /// on THP and 2 vCPU / 1 GiB on anon (kernel-config/README.md).
-    #[default]
+    /// truecold-vmm's default since 2026-12-03 below [`ABOVE_4G_DEFAULT_FROM_MIB`]: a
+    /// confirmed tune winner at 2 vCPU / 16 GiB on THP and 2 vCPU / 1 GiB on anon
+    /// (kernel-config/README.md).
     HoleInside,
+    /// As `hole-inside` (RAM ends at `M`, the legacy hole declared reserved), but below 4 GiB
+    /// only up to [`ABOVE_4G_LOW_TOP`] (256 MiB): the rest of RAM starts at 4 GiB, so the
+    /// 32-bit gap spans `[256 MiB, 4 GiB)` instead of `[3 GiB, 4 GiB)`. Linux initialises
+    /// the struct pages of its low zones (DMA, DMA32: everything below 4 GiB) on the boot CPU
+    /// before the other CPUs start, and only the highest zone's in parallel, one thread per
+    /// CPU (`DEFERRED_STRUCT_PAGE_INIT`); this layout moves all but 256 MiB into that zone.
+    /// Neither Firecracker nor Cloud Hypervisor lays RAM out this way (both end low RAM at 3
+    /// GiB). truecold-vmm's default from [`ABOVE_4G_DEFAULT_FROM_MIB`] since 2026-12-05
+    /// (kernel-config/README.md: faster than `hole-inside` there, slower at 1 GiB).
+    #[serde(rename = "above-4g")]
+    Above4g,
 }
+
+/// Where the 32-bit gap (no RAM up to 4 GiB) starts in `around-hole` and `hole-inside`: 3 GiB,
+/// as Firecracker and Cloud Hypervisor place theirs.
+pub const GAP_START: u64 = 3 << 30;
+/// Where RAM below 4 GiB ends in `above-4g`: 256 MiB (room for the kernel, loaded at 16 MiB,
+/// and the initramfs above it).
+pub const ABOVE_4G_LOW_TOP: u64 = 256 << 20;
+/// Where RAM resumes above the 32-bit gap.
+pub const ABOVE_4G: u64 = 4 << 30;
+/// Guest memory from which truecold-vmm's default layout is `above-4g` (MiB); below it,
+/// `hole-inside` ([`RamLayout::default_for`]).
+pub const ABOVE_4G_DEFAULT_FROM_MIB: u64 = 4096;
 
 impl RamLayout {
     /// Every layout, in the order the CLI lists them.
-    pub const ALL: [RamLayout; 2] = [RamLayout::AroundHole, RamLayout::HoleInside];
+    pub const ALL: [RamLayout; 3] = [
+        RamLayout::AroundHole,
+        RamLayout::HoleInside,
+        RamLayout::Above4g,
+    ];
 
     /// The CLI, JSON and command-line (`truecold.ram_layout=`) spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             RamLayout::AroundHole => "around-hole",
             RamLayout::HoleInside => "hole-inside",
+            RamLayout::Above4g => "above-4g",
         }
     }
 
@@ -61,7 +88,7 @@ impl RamLayout {
         Self::ALL
             .into_iter()
             .find(|l| l.as_str() == s)
-            .ok_or_else(|| format!("`{s}` is not one of around-hole, hole-inside"))
+            .ok_or_else(|| format!("`{s}` is not one of around-hole, hole-inside, above-4g"))
     }
 
     /// What a record that names no layout means: `around-hole`, the only layout before
@@ -89,26 +116,43 @@ impl RamLayout {
         recorded.unwrap_or(Self::ABSENT)
     }
 
-    /// Whether this is truecold-vmm's default ([`RamLayout::default`]).
-    pub fn is_default(&self) -> bool {
-        *self == RamLayout::default()
+    /// truecold-vmm's layout for a guest of `mem` when none is asked for (the VMM's
+    /// `--ram-layout` default and `truecold run`'s; the one definition): `above-4g` from
+    /// [`ABOVE_4G_DEFAULT_FROM_MIB`], `hole-inside` below it — each where the tunes measured it
+    /// the faster (kernel-config/README.md). Every guest, the probe included: the probe has no
+    /// struct pages for the layout to change and walks whatever E820 map it is given.
+    pub fn default_for(mem: GuestMem) -> RamLayout {
+        if mem.mib() >= ABOVE_4G_DEFAULT_FROM_MIB {
+            RamLayout::Above4g
+        } else {
+            RamLayout::HoleInside
+        }
     }
 
     /// The part of the configured size that is not RAM, declared E820 reserved.
     pub fn hole(self) -> Option<RamHole> {
         match self {
             RamLayout::AroundHole => None,
-            RamLayout::HoleInside => Some(LEGACY_HOLE),
+            RamLayout::HoleInside | RamLayout::Above4g => Some(LEGACY_HOLE),
         }
     }
 
-    /// Bytes of guest-physical address space the RAM of `configured` bytes spans below 3 GiB
-    /// and from 4 GiB together: `configured` + the legacy hole when RAM is laid around it,
-    /// `configured` when the hole is inside.
+    /// Where the 32-bit gap starts: RAM below 4 GiB ends here, the rest resumes at
+    /// [`ABOVE_4G`].
+    pub fn gap_start(self) -> u64 {
+        match self {
+            RamLayout::AroundHole | RamLayout::HoleInside => GAP_START,
+            RamLayout::Above4g => ABOVE_4G_LOW_TOP,
+        }
+    }
+
+    /// Bytes of guest-physical address space the RAM of `configured` bytes spans below the
+    /// 32-bit gap and from 4 GiB together: `configured` + the legacy hole when RAM is laid
+    /// around it, `configured` when the hole is inside.
     pub fn span(self, configured: u64) -> u64 {
         match self {
             RamLayout::AroundHole => configured.saturating_add(LEGACY_HOLE.len()),
-            RamLayout::HoleInside => configured,
+            RamLayout::HoleInside | RamLayout::Above4g => configured,
         }
     }
 }
@@ -295,6 +339,29 @@ pub fn check_map(
 mod tests {
     use super::*;
 
+    #[test]
+    fn above_4g_is_hole_inside_with_a_lower_gap() {
+        let l = RamLayout::Above4g;
+        assert_eq!(RamLayout::parse("above-4g"), Ok(l));
+        assert_eq!(serde_json::to_string(&l).unwrap(), "\"above-4g\"");
+        assert_eq!(
+            serde_json::from_str::<RamLayout>("\"above-4g\"").unwrap(),
+            l
+        );
+        assert_eq!(l.to_string(), "above-4g");
+        assert!(RamLayout::parse("above4g")
+            .unwrap_err()
+            .contains("above-4g"));
+        assert_eq!(l.hole(), RamLayout::HoleInside.hole());
+        assert_eq!(l.span(1 << 34), 1 << 34);
+        assert_eq!(l.gap_start(), 256 << 20);
+        assert!(!l.is_absent());
+        assert_eq!(
+            Expected::of(Engine::Truecold, l, 1 << 34),
+            Expected::of(Engine::Truecold, RamLayout::HoleInside, 1 << 34)
+        );
+    }
+
     const MIB: u64 = 1 << 20;
 
     fn e(start: u64, end: u64, kind: MapKind) -> MapEntry {
@@ -302,7 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn spellings_round_trip_the_default_is_hole_inside_and_absent_is_around_hole() {
+    fn spellings_round_trip_the_default_follows_memory_and_absent_is_around_hole() {
         for l in RamLayout::ALL {
             assert_eq!(RamLayout::parse(l.as_str()), Ok(l));
             assert_eq!(
@@ -311,8 +378,16 @@ mod tests {
             );
         }
         assert!(RamLayout::parse("inside").is_err());
-        assert_eq!(RamLayout::default(), RamLayout::HoleInside);
-        assert!(RamLayout::HoleInside.is_default() && !RamLayout::AroundHole.is_default());
+        let mib = |n| GuestMem::from_mib(n).unwrap();
+        for (n, want) in [
+            (4, RamLayout::HoleInside),
+            (1024, RamLayout::HoleInside),
+            (ABOVE_4G_DEFAULT_FROM_MIB - 1, RamLayout::HoleInside),
+            (ABOVE_4G_DEFAULT_FROM_MIB, RamLayout::Above4g),
+            (16384, RamLayout::Above4g),
+        ] {
+            assert_eq!(RamLayout::default_for(mib(n)), want, "{n} MiB");
+        }
         // What an absent record means never moves with the default.
         assert_eq!(RamLayout::ABSENT, RamLayout::AroundHole);
         assert_eq!(RamLayout::absent(), RamLayout::ABSENT);

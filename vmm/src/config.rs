@@ -160,7 +160,7 @@ impl BootConfig {
             vcpus,
             mem,
             backing,
-            ram_layout: RamLayout::default(),
+            ram_layout: RamLayout::default_for(mem),
             cmdline_extra: String::new(),
             deadline: Deadline::AfterBootStartMs(10_000),
             console: false,

@@ -108,10 +108,12 @@ struct BootArgs {
     #[arg(long, value_parser = Backing::parse)]
     backing: Option<Backing>,
     /// Guest RAM layout: around-hole (RAM = the configured size, laid around the 640 KiB –
-    /// 1 MiB hole, so it ends 384 KiB past it) or hole-inside (RAM ends at the configured
-    /// size; the hole, declared E820 reserved, is part of it; the default). truecold_proto::layout.
-    #[arg(long, value_parser = RamLayout::parse, default_value_t = RamLayout::default())]
-    ram_layout: RamLayout,
+    /// 1 MiB hole, so it ends 384 KiB past it), hole-inside (RAM ends at the configured size;
+    /// the hole, declared E820 reserved, is part of it) or above-4g (as hole-inside, RAM below
+    /// 4 GiB ending at 256 MiB, the rest from 4 GiB) [default: above-4g from 4096 MiB,
+    /// hole-inside below: truecold_proto::layout::RamLayout::default_for].
+    #[arg(long, value_parser = RamLayout::parse)]
+    ram_layout: Option<RamLayout>,
     /// Appended to the tuned base command line.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     cmdline_extra: String,
@@ -248,7 +250,9 @@ impl BootArgs {
             vcpus: vcpus.get(),
             mem,
             backing,
-            ram_layout: self.ram_layout,
+            ram_layout: self
+                .ram_layout
+                .unwrap_or_else(|| RamLayout::default_for(mem)),
             cmdline_extra: self.cmdline_extra,
             deadline,
             console: self.console,

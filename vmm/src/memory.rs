@@ -17,10 +17,11 @@ const HUGE_2M: u64 = 2 * MIB;
 pub const LOW_RAM_END: u64 = truecold_proto::layout::LEGACY_HOLE.start;
 /// Start of the second RAM range (where the legacy hole ends).
 pub const HIGH_RAM_START: u64 = truecold_proto::layout::LEGACY_HOLE.end;
-/// Start of the 32-bit MMIO hole.
-pub const HOLE_START: u64 = 3 << 30;
+/// Start of the 32-bit MMIO hole of the `around-hole` and `hole-inside` layouts
+/// ([`RamLayout::gap_start`] is each layout's).
+pub const HOLE_START: u64 = truecold_proto::layout::GAP_START;
 /// RAM resumes here.
-pub const ABOVE_4G: u64 = 4 << 30;
+pub const ABOVE_4G: u64 = truecold_proto::layout::ABOVE_4G;
 
 pub use truecold_proto::kinds::{Backing, ObtainedBacking, RamLayout};
 
@@ -105,9 +106,9 @@ pub fn layout(mem: GuestMem, how: RamLayout) -> Vec<RamRange> {
     // RAM from 1 MiB up, as if contiguous; above the 32-bit hole it resumes at 4 GiB.
     let rest = match how {
         RamLayout::AroundHole => total - LOW_RAM_END,
-        RamLayout::HoleInside => total - HIGH_RAM_START,
+        RamLayout::HoleInside | RamLayout::Above4g => total - HIGH_RAM_START,
     };
-    let below_hole = rest.min(HOLE_START - HIGH_RAM_START);
+    let below_hole = rest.min(how.gap_start() - HIGH_RAM_START);
     ranges.push(RamRange {
         start: HIGH_RAM_START,
         size: below_hole,
@@ -522,6 +523,37 @@ mod tests {
         }
         // 3072 MiB exactly: nothing left for above 4 GiB.
         assert_eq!(layout(mib(3072), RamLayout::HoleInside).len(), 2);
+    }
+
+    /// `above-4g`: the RAM of `hole-inside` (the same sum, the same declared hole), but below
+    /// 4 GiB only up to 256 MiB; the rest from 4 GiB.
+    #[test]
+    fn above_4g_layout_keeps_256_mib_below_4_gib() {
+        use truecold_proto::layout::ABOVE_4G_LOW_TOP;
+        use truecold_proto::limits::{MAX_MEM_MIB, MIN_MEM_MIB};
+        for n in [MIN_MEM_MIB, 255, 256, 257, 1024, 3073, 16384, MAX_MEM_MIB] {
+            let r = layout(mib(n), RamLayout::Above4g);
+            let inside = layout(mib(n), RamLayout::HoleInside);
+            let sum = |v: &[RamRange]| v.iter().map(|r| r.size).sum::<u64>();
+            assert_eq!(sum(&r), sum(&inside), "{n} MiB");
+            assert_eq!(
+                sum(&r),
+                truecold_proto::kinds::Engine::Truecold
+                    .expected_firmware_ram(n * MIB, RamLayout::Above4g),
+                "{n}"
+            );
+            assert_eq!((r[0], r[1].start), (inside[0], HIGH_RAM_START), "{n}");
+            if n * MIB <= ABOVE_4G_LOW_TOP {
+                assert_eq!(r, inside, "{n} MiB: all below 256 MiB, as hole-inside");
+            } else {
+                assert_eq!(r.len(), 3, "{n}");
+                assert_eq!(r[1].end(), ABOVE_4G_LOW_TOP, "{n}");
+                assert_eq!(r[2].start, ABOVE_4G, "{n}");
+                assert_eq!(r[2].end(), ABOVE_4G + n * MIB - ABOVE_4G_LOW_TOP, "{n}");
+            }
+        }
+        assert_eq!(RamLayout::Above4g.gap_start(), ABOVE_4G_LOW_TOP);
+        assert_eq!(RamLayout::HoleInside.gap_start(), HOLE_START);
     }
 
     #[test]

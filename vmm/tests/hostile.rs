@@ -339,7 +339,7 @@ fn honest_guest_is_a_clean_success() {
     assert!(c.liveness.verified);
     assert!(
         c.memory_figures
-            .agree(truecold_proto::kinds::RamLayout::default()),
+            .agree(truecold_proto::kinds::RamLayout::HoleInside),
         "{:?}",
         c.memory_figures
     );
@@ -694,7 +694,7 @@ fn memory_figure_that_lies_is_caught() {
         let f = &r.report.core.memory_figures;
         // The RAM the default layout gives 128 MiB (hole-inside: less the declared hole).
         let ram = truecold_proto::kinds::Engine::Truecold
-            .expected_firmware_ram(128 << 20, truecold_proto::kinds::RamLayout::default());
+            .expected_firmware_ram(128 << 20, truecold_proto::kinds::RamLayout::HoleInside);
         assert_eq!(f.guest, Some(ram.wrapping_add(delta)));
         assert_eq!(f.e820_ram, ram);
         assert!(

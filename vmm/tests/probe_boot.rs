@@ -218,7 +218,7 @@ fn hugetlb_pool_empty_then_boots() {
                 // The default layout's mapping in 2 MiB pages (hole-inside: 64; around the
                 // hole it was 65).
                 let mapped = truecold_proto::kinds::Engine::Truecold
-                    .expected_mapping(128 << 20, truecold_proto::kinds::RamLayout::default());
+                    .expected_mapping(128 << 20, truecold_proto::kinds::RamLayout::HoleInside);
                 assert_eq!(needed, mapped / (2 << 20));
                 assert_eq!(needed, 64);
                 assert_eq!(free, 0);

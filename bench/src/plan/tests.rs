@@ -312,14 +312,14 @@ fn explicit_arguments_fill_in_every_default() {
     assert_eq!(
         explicit(&a, ContractKind::Probe).join(" "),
         "--probe --mode sequential --count 1000 --vcpus 2 --mem-mib 16384 --backing anon \
-         --ram-layout hole-inside --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --stop-after 10 \
+         --ram-layout above-4g --deadline-ms 2000 --kill-grace-ms 500 --cmdline-extra  --stop-after 10 \
          --vmm /bin/truecold-vmm --out /r/b"
     );
     let a = plan_of(&["--mode", "burst", "--deadline-ms", "750", "--drop-caches"]);
     assert_eq!(
         explicit(&a, ContractKind::Linux).join(" "),
         "--linux --mode burst --count 1000 --vcpus 2 --mem-mib 16384 --backing thp \
-         --ram-layout hole-inside --concurrency 2 --deadline-ms 750 --kill-grace-ms 500 --cmdline-extra  \
+         --ram-layout above-4g --concurrency 2 --deadline-ms 750 --kill-grace-ms 500 --cmdline-extra  \
          --drop-caches --vmm /bin/truecold-vmm --guest-dir /g --out /r/b"
     );
 }
@@ -346,7 +346,7 @@ fn bzimage_boots_a_linux_guest_of_truecold_vmm() {
     }
 }
 
-/// `--ram-layout`: the plan's (default `hole-inside`), spelt out in the explicit arguments
+/// `--ram-layout`: the plan's (default by memory), spelt out in the explicit arguments
 /// and passed to the VMM whatever it is (a line without it means `RamLayout::ABSENT`, not the
 /// default), parsed back to the same plan; engines and parity campaigns take it too
 /// (truecold-vmm's arm).
@@ -363,7 +363,11 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
     assert_eq!(e[i + 1], "hole-inside");
     let words: Vec<&str> = e.iter().map(String::as_str).collect();
     assert_eq!(plan_of(&words).guest.ram_layout, RamLayout::HoleInside);
+    // The default follows the memory (RamLayout::default_for): above-4g at run's 16 GiB,
+    // hole-inside at 1 GiB.
     let d = plan_of(&["--linux"]);
+    assert_eq!(d.guest.ram_layout, RamLayout::Above4g);
+    let d = plan_of(&["--linux", "--mem-mib", "1024"]);
     assert_eq!(d.guest.ram_layout, RamLayout::HoleInside);
     let a = plan_of(&["--linux", "--ram-layout", "around-hole"]);
     let e = explicit(&a, ContractKind::Linux);
@@ -563,7 +567,7 @@ fn backings_default_per_engine_and_are_spelled_out() {
     assert_eq!(explicit_engines(&again), e);
     // --backing: every arm; --arm-backing over it for one.
     let a = plan_of(&[three[0], three[1], "--backing", "anon"]);
-    assert!(explicit_engines(&a).contains("--backing anon --ram-layout hole-inside --deadline-ms"));
+    assert!(explicit_engines(&a).contains("--backing anon --ram-layout above-4g --deadline-ms"));
     assert!(!explicit_engines(&a).contains("--arm-backing"));
     let a = plan_of(&[
         three[0],
