@@ -850,12 +850,32 @@ pub fn run_l1(r: &L1Run) -> Result<L1Outcome, NestedError> {
     }
     fs::create_dir_all(&r.workdir).map_err(PathIoError::at("create", &r.workdir))?;
     let start = Instant::now();
-    let mut child = qemu_command(r)
-        .spawn()
-        .map_err(|source| NestedError::Spawn {
-            qemu: r.l0.bin.clone(),
-            source,
-        })?;
+    let mut cmd = qemu_command(r);
+    // L1 dies with this process: a campaign, tune or bisect that is killed (SIGTERM, SIGKILL,
+    // a CI timeout) leaves no emulator running on the host. The waiting below happens on this
+    // thread, so the thread the signal is tied to outlives the child.
+    {
+        use std::os::unix::process::CommandExt;
+        let parent = std::process::id();
+        // SAFETY: the closure runs in the forked child before exec and only calls prctl(2) and
+        // getppid(2), both async-signal-safe, with constant arguments. A parent that died
+        // before the prctl took effect is caught by the getppid check (the spawn then fails).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() as u32 != parent {
+                    return Err(std::io::Error::other("the spawning process is gone"));
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().map_err(|source| NestedError::Spawn {
+        qemu: r.l0.bin.clone(),
+        source,
+    })?;
     let status = wait_bounded(&mut child, r.timeout);
     let console_log = r.workdir.join("console.log");
     let console = tail(&console_log);
