@@ -32,6 +32,14 @@ pub const JOB_FILE: &str = "/l1/job";
 pub const OUT_DIR: &str = "/out";
 /// `argv[0]` of the built-in job that checks L1's `/dev/kvm` (API version, VM creation).
 pub const KVM_CHECK: &str = "@kvm-check";
+/// Iterations of the busy loop [`KVM_CHECK`] times on one L1 CPU and then on two at once
+/// (about 4 instructions each: ~20 ms of virtual time per CPU, a fraction of a second of
+/// wall time).
+pub const CLOCK_CHECK_ITERS: u64 = 5_000_000;
+/// The band [`KVM_CHECK`]'s two-CPU time must fall in, as a multiple of its one-CPU time,
+/// for the harness's reading of its clock to hold (docs/virtual-clock.md, finding 8): about
+/// 2 when L1's CPUs' instructions add on one virtual clock, about 1 if they overlapped.
+pub const CLOCK_TWO_CPU_RATIO: std::ops::RangeInclusive<f64> = 1.9..=2.1;
 /// L1's second serial port: the data stream (the first is the console).
 pub const STREAM_TTY: &str = "/dev/ttyS1";
 

@@ -74,6 +74,26 @@ fn l1_has_a_working_kvm() {
     assert!(text.contains("create_vm=true"), "{text}");
     assert!(text.contains("svm_flag=true"), "{text}");
     assert_eq!(out.job_exit, 0, "{text}");
+    // How the virtual clock counts parallel work, which every 2-vCPU conclusion rests on
+    // (docs/virtual-clock.md, finding 8): L1 has its two CPUs, and the same loop on both at
+    // once takes the sum of its time on one, not the same time.
+    let field = |k: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("kvm-check.txt has no {k}: {text}"))
+            .parse()
+            .unwrap_or_else(|e| panic!("{k}: {e}: {text}"))
+    };
+    assert_eq!(field("cpus_online"), 2, "{text}");
+    let (one, two) = (field("clock_one_cpu_ns"), field("clock_two_cpus_ns"));
+    assert!(one > 0, "{text}");
+    let ratio = two as f64 / one as f64;
+    assert!(
+        truecold_nested::CLOCK_TWO_CPU_RATIO.contains(&ratio),
+        "two CPUs' loop / one CPU's = {ratio:.3}, outside {:?}: L1's clock no longer adds the \
+         CPUs' work (docs/virtual-clock.md, finding 8)\n{text}",
+        truecold_nested::CLOCK_TWO_CPU_RATIO
+    );
 }
 
 #[test]

@@ -233,7 +233,9 @@ fn mount_flags(
 }
 
 /// The built-in job [`KVM_CHECK`]: opens L1's `/dev/kvm`, asks the API version and creates
-/// (and drops) a VM; writes what it saw to `/out/kvm-check.txt`. Exit 0 when both worked.
+/// (and drops) a VM, then measures how L1's clock counts work on two CPUs at once
+/// ([`clock_check`]); writes what it saw to `/out/kvm-check.txt`. Exit 0 when KVM worked (the
+/// clock's figures are for the host to judge).
 fn kvm_check() -> io::Result<i32> {
     const KVM_GET_API_VERSION: libc::c_ulong = 0xAE00;
     const KVM_CREATE_VM: libc::c_ulong = 0xAE01;
@@ -249,10 +251,11 @@ fn kvm_check() -> io::Result<i32> {
     let vm = unsafe { libc::ioctl(kvm.as_raw_fd(), KVM_CREATE_VM, 0) };
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let svm = cpuinfo.split_whitespace().any(|w| w == "svm");
+    let clock = clock_check()?;
     fs::write(
         format!("{OUT_DIR}/kvm-check.txt"),
         format!(
-            "api_version={version}\ncreate_vm={}\nsvm_flag={svm}\n",
+            "api_version={version}\ncreate_vm={}\nsvm_flag={svm}\n{clock}",
             vm >= 0
         ),
     )?;
@@ -261,4 +264,80 @@ fn kvm_check() -> io::Result<i32> {
         unsafe { libc::close(vm) };
     }
     Ok(if version == 12 && vm >= 0 { 0 } else { 1 })
+}
+
+/// How L1's clock counts parallel work (docs/virtual-clock.md, finding 8): the same busy loop
+/// ([`truecold_nested::CLOCK_CHECK_ITERS`] iterations) timed on L1's CLOCK_MONOTONIC alone on
+/// CPU 0, then on CPUs 0 and 1 at once. Under `-icount` QEMU runs every L1 CPU on one host
+/// thread and charges each CPU's instructions to the one virtual clock, so the second time is
+/// about twice the first: the two CPUs' work adds instead of overlapping. Returns the lines
+/// `cpus_online=`, `clock_one_cpu_ns=`, `clock_two_cpus_ns=`.
+fn clock_check() -> io::Result<String> {
+    use std::time::Instant;
+    let iters = truecold_nested::CLOCK_CHECK_ITERS;
+    let spin = move || {
+        let mut x = 0u64;
+        for i in 0..iters {
+            x = std::hint::black_box(x.wrapping_add(i));
+        }
+        std::hint::black_box(x);
+    };
+    // SAFETY: sysconf takes an integer name and returns an integer.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    pin(Some(0))?;
+    let t = Instant::now();
+    spin();
+    let one = t.elapsed();
+    let start = std::sync::Barrier::new(2);
+    let t = Instant::now();
+    std::thread::scope(|s| -> io::Result<()> {
+        let workers: Vec<_> = [0usize, 1]
+            .into_iter()
+            .map(|cpu| {
+                let start = &start;
+                s.spawn(move || -> io::Result<()> {
+                    pin(Some(cpu))?;
+                    start.wait();
+                    spin();
+                    Ok(())
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join()
+                .map_err(|_| io::Error::other("a clock-check thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    let two = t.elapsed();
+    pin(None)?;
+    Ok(format!(
+        "cpus_online={online}\nclock_one_cpu_ns={}\nclock_two_cpus_ns={}\n",
+        one.as_nanos(),
+        two.as_nanos()
+    ))
+}
+
+/// Pins the calling thread to one CPU, or (None) lets it run on every CPU again.
+fn pin(cpu: Option<usize>) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let cpus = match cpu {
+        Some(c) => c..c + 1,
+        None => 0..libc::CPU_SETSIZE as usize,
+    };
+    for c in cpus {
+        // SAFETY: c < CPU_SETSIZE, the set's capacity.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: a valid set of the size passed; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("sched_setaffinity({cpu:?}): {e}"),
+        ));
+    }
+    Ok(())
 }
