@@ -238,9 +238,9 @@ impl Knob {
             Knob::NoSmp => Kconfig(
                 "# CONFIG_SMP is not set\nCONFIG_NR_CPUS=1\n# CONFIG_DEFERRED_STRUCT_PAGE_INIT is not set\n",
             ),
-            // The switch lives in the crypto menu (`if CRYPTO`), which the base leaves out,
-            // so the library's self-tests run however it defaults; the fragment opens the menu
-            // for it.
+            // The switch lives in the crypto menu (`if CRYPTO`): without the menu the
+            // library's self-tests run however it defaults, so the fragment opens the menu for
+            // it. `base.config` has both lines since 2026-12-05 (a null control there).
             Knob::NoCryptoSelftests => {
                 Kconfig("CONFIG_CRYPTO=y\nCONFIG_CRYPTO_MANAGER_DISABLE_TESTS=y\n")
             }
