@@ -13,7 +13,10 @@ pub mod exchange;
 pub mod kmsg;
 pub mod panic;
 pub mod platform;
+pub mod probe;
 pub mod roundtrip;
+
+pub use probe::{probe_check, probe_fill, probe_word};
 
 use sha2::{Digest, Sha256};
 use std::io::{self, Read};
@@ -453,12 +456,6 @@ impl NetSpec {
         };
         m.to_be_bytes()
     }
-}
-
-/// The memory probe's pattern for the 8-byte word at `index`: distinct per word and per
-/// bit position, so a stuck bit, a missing page or an aliased page reads back wrong.
-pub fn probe_word(index: u64) -> u64 {
-    (index ^ 0xa5a5_5a5a_c3c3_3c3c).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// Size of the workload's fixed payload.

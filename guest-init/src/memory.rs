@@ -4,7 +4,8 @@
 use crate::error::InitError;
 use std::fs;
 use truecold_init::{
-    exact_ram, memtotal_bounds, parse_meminfo_total, probe_word, summarize_ram, MemmapEntry,
+    exact_ram, memtotal_bounds, parse_meminfo_total, probe_check, probe_fill, summarize_ram,
+    MemmapEntry,
 };
 use truecold_proto::kinds::{Engine, RamLayout};
 use truecold_proto::ErrorCode;
@@ -92,7 +93,9 @@ pub fn verify(
     Ok(())
 }
 
-/// Maps `bytes` of anonymous memory, writes the pattern to every word, reads it back.
+/// Maps `bytes` of anonymous memory (populated by the kernel in one call, not one fault per
+/// page), writes the pattern to every word, reads every word back ([`probe_fill`],
+/// [`probe_check`]).
 fn probe_memory(bytes: u64) -> Result<(), InitError> {
     let words = (bytes / 8) as usize;
     if words == 0 {
@@ -105,7 +108,7 @@ fn probe_memory(bytes: u64) -> Result<(), InitError> {
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
             -1,
             0,
         )
@@ -119,23 +122,14 @@ fn probe_memory(bytes: u64) -> Result<(), InitError> {
     // SAFETY: `p` is a live, page-aligned, writable mapping of `len` = `words * 8` bytes,
     // used only through this slice until the munmap below.
     let s = unsafe { std::slice::from_raw_parts_mut(p.cast::<u64>(), words) };
-    for (i, w) in s.iter_mut().enumerate() {
-        // Volatile: the compiler must really store and really load every word.
-        // SAFETY: `w` is a valid, aligned &mut u64.
-        unsafe { std::ptr::write_volatile(w, probe_word(i as u64)) };
-    }
-    let mut bad = None;
-    for (i, w) in s.iter().enumerate() {
-        // SAFETY: `w` is a valid, aligned &u64.
-        if unsafe { std::ptr::read_volatile(w) } != probe_word(i as u64) {
-            bad = Some(i as u64 * 8);
-            break;
-        }
-    }
+    probe_fill(s);
+    let bad = probe_check(s);
     // SAFETY: unmapping exactly the mapping made above; `s` is not used afterwards.
     unsafe { libc::munmap(p, len) };
     match bad {
-        Some(offset) => Err(InitError::ProbeMismatch { offset }),
+        Some(i) => Err(InitError::ProbeMismatch {
+            offset: i as u64 * 8,
+        }),
         None => Ok(()),
     }
 }

@@ -530,3 +530,62 @@ fn transport_hint_reads_only_the_exact_serial_word() {
         Transport::Ports
     );
 }
+
+#[test]
+fn probe_fill_and_check_agree_with_the_pattern_at_every_alignment_and_length() {
+    // Lengths around the vector loop's block (16 words) and check span (512 words), every
+    // start within a 32-byte vector, so the head, the blocks and the tail are all exercised
+    // on whichever path this CPU takes (AVX2 or one word at a time).
+    let mut buf = vec![0u64; 2048 + 8];
+    for start in 0..4 {
+        for len in [0, 1, 3, 15, 16, 17, 31, 33, 511, 512, 513, 1040, 2048] {
+            let s = &mut buf[start..start + len];
+            s.fill(0);
+            probe_fill(s);
+            for (i, w) in s.iter().enumerate() {
+                assert_eq!(*w, probe_word(i as u64), "start {start} len {len} word {i}");
+            }
+            assert_eq!(probe_check(s), None, "start {start} len {len}");
+        }
+    }
+}
+
+#[test]
+fn probe_check_finds_the_first_wrong_word() {
+    let mut buf = vec![0u64; 1500 + 4];
+    for start in 0..4 {
+        let s = &mut buf[start..start + 1500];
+        probe_fill(s);
+        for bad in [0, 1, 5, 16, 500, 511, 512, 700, 1487, 1499] {
+            let keep = s[bad];
+            // One flipped bit, and a word that holds another word's pattern (an alias).
+            for wrong in [keep ^ (1 << 37), probe_word(bad as u64 + 1)] {
+                s[bad] = wrong;
+                assert_eq!(probe_check(s), Some(bad), "start {start} word {bad}");
+                s[bad] = keep;
+            }
+            // A later word wrong too: the first is still the one named.
+            if bad + 3 < s.len() {
+                let (k1, k2) = (s[bad], s[bad + 3]);
+                s[bad] ^= 1;
+                s[bad + 3] ^= 1;
+                assert_eq!(probe_check(s), Some(bad));
+                s[bad] = k1;
+                s[bad + 3] = k2;
+            }
+        }
+        assert_eq!(probe_check(s), None);
+    }
+}
+
+#[test]
+fn probe_words_are_affine_in_the_index() {
+    // The vector path advances by one addition: the pattern must be base + index × step.
+    for i in [0u64, 1, 2, 1000, u64::MAX / 3, u64::MAX] {
+        assert_eq!(
+            probe_word(i),
+            probe::PROBE_BASE.wrapping_add(i.wrapping_mul(probe::PROBE_STEP))
+        );
+    }
+    assert_eq!(probe::PROBE_STEP % 2, 1);
+}

@@ -13,7 +13,7 @@ use linux_loader::loader::bzimage::BzImage;
 use linux_loader::loader::elf::{Elf, PvhBootCapability};
 use linux_loader::loader::KernelLoader;
 use serde::{Deserialize, Serialize};
-use vm_memory::{Bytes, GuestAddress};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryError};
 
 use crate::boot_params::{
     e820, gdt, identity_page_tables, place_initramfs, pvh_memmap, pvh_module, pvh_start_info,
@@ -308,14 +308,40 @@ pub fn load(
     let initramfs = match initramfs {
         None => None,
         Some(p) => {
-            let bytes = std::fs::read(p).map_err(|source| LoaderError::Initramfs {
+            // Read straight into guest memory: no buffer in the VMM's own heap (a buffer the
+            // size of the initramfs is that many page faults and one more copy).
+            let unreadable = |source| LoaderError::Initramfs {
                 path: p.to_path_buf(),
                 source,
+            };
+            let mut f = File::open(p).map_err(unreadable)?;
+            let meta = f.metadata().map_err(unreadable)?;
+            if !meta.is_file() {
+                return Err(unreadable(std::io::Error::other("not a regular file")));
+            }
+            let len = meta.len();
+            let addr =
+                place_initramfs(&ram.ranges, image.kernel_end, len).map_err(LoaderError::Params)?;
+            let count = usize::try_from(len).map_err(|_| {
+                unreadable(std::io::Error::other(
+                    "initramfs larger than the address space",
+                ))
             })?;
-            let addr = place_initramfs(&ram.ranges, image.kernel_end, bytes.len() as u64)
-                .map_err(LoaderError::Params)?;
-            write(ram, addr, &bytes)?;
-            Some((addr, bytes.len() as u64))
+            ram.mem
+                .read_exact_volatile_from(GuestAddress(addr), &mut f, count)
+                .map_err(|e| match e {
+                    // The file's bytes (a short read: it shrank while read) or the read itself.
+                    GuestMemoryError::IOError(source) => unreadable(source),
+                    GuestMemoryError::PartialBuffer {
+                        expected,
+                        completed,
+                    } => unreadable(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("read {completed} of its {expected} bytes"),
+                    )),
+                    source => LoaderError::Write { addr, source },
+                })?;
+            Some((addr, len))
         }
     };
 
@@ -433,6 +459,40 @@ mod tests {
         let e = load(&ram, &src, None, "").unwrap_err();
         assert!(matches!(e, LoaderError::ImageBeyondRam { .. }), "{e}");
         assert_eq!(e.kind(), "kernel-corrupt");
+    }
+
+    #[test]
+    fn the_initramfs_lands_in_guest_memory_byte_for_byte_and_a_bad_one_is_typed() {
+        let mem = truecold_proto::limits::GuestMem::from_mib(16).unwrap();
+        let ram = crate::memory::allocate(
+            mem,
+            crate::memory::Backing::Anon,
+            crate::memory::RamLayout::AroundHole,
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = dir.path().join("vmlinux");
+        std::fs::write(&kernel, elf(0x10_0000)).unwrap();
+        let src = KernelSource::File(kernel);
+        // Read straight into guest memory (no buffer in between): the same bytes at the
+        // placed address, its length as the file's.
+        let rd = dir.path().join("initramfs");
+        let bytes: Vec<u8> = (0..300_001u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(&rd, &bytes).unwrap();
+        let ok = load(&ram, &src, Some(&rd), "").unwrap();
+        let (addr, len) = ok.initramfs.unwrap();
+        assert_eq!(len, bytes.len() as u64);
+        let mut back = vec![0u8; bytes.len()];
+        ram.mem.read_slice(&mut back, GuestAddress(addr)).unwrap();
+        assert!(
+            back == bytes,
+            "the initramfs in guest memory differs from the file"
+        );
+        // Missing, and not a regular file (a directory opens): each its own kind.
+        let e = load(&ram, &src, Some(&dir.path().join("absent")), "").unwrap_err();
+        assert_eq!(e.kind(), "initramfs-missing", "{e}");
+        let e = load(&ram, &src, Some(dir.path()), "").unwrap_err();
+        assert_eq!(e.kind(), "initramfs-unreadable", "{e}");
     }
 
     #[test]
