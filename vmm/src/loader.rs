@@ -424,9 +424,10 @@ mod tests {
         b
     }
 
-    #[test]
-    fn an_entry_point_outside_guest_ram_is_a_corrupt_kernel() {
-        let mem = truecold_proto::limits::GuestMem::from_mib(4).unwrap();
+    /// `mib` MiB of anonymous guest RAM around the hole, and a directory holding `elf(entry)`
+    /// as `vmlinux`.
+    fn ram_and_kernel(mib: u64, entry: u64) -> (GuestRam, tempfile::TempDir, PathBuf) {
+        let mem = truecold_proto::limits::GuestMem::from_mib(mib).unwrap();
         let ram = crate::memory::allocate(
             mem,
             crate::memory::Backing::Anon,
@@ -435,7 +436,13 @@ mod tests {
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vmlinux");
-        std::fs::write(&path, elf(0x10_0000)).unwrap();
+        std::fs::write(&path, elf(entry)).unwrap();
+        (ram, dir, path)
+    }
+
+    #[test]
+    fn an_entry_point_outside_guest_ram_is_a_corrupt_kernel() {
+        let (ram, _dir, path) = ram_and_kernel(4, 0x10_0000);
         let src = KernelSource::File(path.clone());
         let ok = load(&ram, &src, None, "").unwrap();
         assert_eq!((ok.format, ok.entry), (KernelFormat::Elf, 0x10_0000));
@@ -463,16 +470,7 @@ mod tests {
 
     #[test]
     fn the_initramfs_lands_in_guest_memory_byte_for_byte_and_a_bad_one_is_typed() {
-        let mem = truecold_proto::limits::GuestMem::from_mib(16).unwrap();
-        let ram = crate::memory::allocate(
-            mem,
-            crate::memory::Backing::Anon,
-            crate::memory::RamLayout::AroundHole,
-        )
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kernel = dir.path().join("vmlinux");
-        std::fs::write(&kernel, elf(0x10_0000)).unwrap();
+        let (ram, dir, kernel) = ram_and_kernel(16, 0x10_0000);
         let src = KernelSource::File(kernel);
         // Read straight into guest memory (no buffer in between): the same bytes at the
         // placed address, its length as the file's.
