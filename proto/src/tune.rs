@@ -88,6 +88,8 @@ pub enum Knob {
     PreemptVoluntary,
     NoSmp,
     NoCryptoSelftests,
+    JumpLabel,
+    OptimizeForPerformance,
     // VMM.
     BackingThp,
     BackingHugetlb,
@@ -108,7 +110,7 @@ pub enum TuneGuest {
 
 impl Knob {
     /// The catalogue, in its documented order.
-    pub const ALL: [Knob; 30] = [
+    pub const ALL: [Knob; 32] = [
         Knob::TscReliable,
         Knob::Lpj,
         Knob::RcuExpedited,
@@ -133,6 +135,8 @@ impl Knob {
         Knob::PreemptVoluntary,
         Knob::NoSmp,
         Knob::NoCryptoSelftests,
+        Knob::JumpLabel,
+        Knob::OptimizeForPerformance,
         Knob::BackingThp,
         Knob::BackingHugetlb,
         Knob::Console,
@@ -168,6 +172,8 @@ impl Knob {
             Knob::PreemptVoluntary => "preempt-voluntary",
             Knob::NoSmp => "no-smp",
             Knob::NoCryptoSelftests => "no-crypto-selftests",
+            Knob::JumpLabel => "jump-label",
+            Knob::OptimizeForPerformance => "cc-optimize-for-performance",
             Knob::BackingThp => "backing-thp",
             Knob::BackingHugetlb => "backing-hugetlb",
             Knob::Console => "console",
@@ -244,6 +250,10 @@ impl Knob {
             Knob::NoCryptoSelftests => {
                 Kconfig("CONFIG_CRYPTO=y\nCONFIG_CRYPTO_MANAGER_DISABLE_TESTS=y\n")
             }
+            Knob::JumpLabel => Kconfig("CONFIG_JUMP_LABEL=y\n"),
+            Knob::OptimizeForPerformance => Kconfig(
+                "CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE=y\n# CONFIG_CC_OPTIMIZE_FOR_SIZE is not set\n",
+            ),
             Knob::BackingThp => Vmm(VmmChange::Backing(Backing::Thp)),
             Knob::BackingHugetlb => Vmm(VmmChange::Backing(Backing::Hugetlb)),
             Knob::Console => Vmm(VmmChange::Console),
@@ -298,6 +308,8 @@ impl Knob {
             Knob::PreemptVoluntary => "voluntary kernel preemption instead of none",
             Knob::NoSmp => "a uniprocessor kernel (NR_CPUS=1, and so no deferred struct-page init; one CPU whatever the VM has: breaks strict-ready with 2 vCPUs)",
             Knob::NoCryptoSelftests => "skips the crypto library's boot self-tests (in the base kernel only BLAKE2s's, which the RNG needs: `blake2s_mod_init` took 5.6 ms of a 2 vCPU / 16 GiB nested boot) by building the crypto menu with CRYPTO_MANAGER_DISABLE_TESTS, its default; measured faster at 2 vCPU / 1 and 16 GiB, so `base.config` has had it since 2026-12-05: a null control against today's base",
+            Knob::JumpLabel => "static keys as patched jumps (JUMP_LABEL) instead of tinyconfig's memory read, test and branch at every `static_branch_*` site: the page allocator reads one for every page of every block it frees at boot (4 Mi pages at 16 GiB); the kernel patches its sites once at boot; measured faster at 2 vCPU / 16 GiB and no effect at 1 GiB, so `base.config` has had it since 2026-12-05: a null control against today's base",
+            Knob::OptimizeForPerformance => "the kernel compiled with -O2 (CC_OPTIMIZE_FOR_PERFORMANCE, the kernel's default and Firecracker's guest configs') instead of tinyconfig's -Os: small functions inlined, among them the ones the boot's per-page loops call for every struct page (`__init_single_page`, `is_check_pages_enabled`); a larger text for the VMM to load; measured faster at 2 vCPU / 1 and 16 GiB, so `base.config` has had it since 2026-12-05: a null control against today's base",
             Knob::BackingThp => "guest memory on anonymous memory with MADV_HUGEPAGE (THP)",
             Knob::BackingHugetlb => "guest memory on 2 MiB hugetlbfs pages (MAP_HUGETLB)",
             Knob::Console => "the kernel console on the 8250 (console=ttyS0; every byte a VM exit)",
@@ -331,6 +343,8 @@ impl Knob {
             Knob::PreemptVoluntary => "kernel/Kconfig.preempt",
             Knob::NoSmp => "arch/x86/Kconfig (SMP)",
             Knob::NoCryptoSelftests => "crypto/Kconfig (CRYPTO_MANAGER_DISABLE_TESTS, default y inside `if CRYPTO`); lib/crypto/blake2s.c, chacha20poly1305.c, curve25519.c (the self-test in each module_init unless it is set); measured: docs/virtual-clock.md finding 9",
+            Knob::JumpLabel => "arch/Kconfig (JUMP_LABEL), include/linux/jump_label.h; mm/page_alloc.c (free_pages_prepare: `is_check_pages_enabled()` for every tail page); Firecracker's microvm-kernel-ci-x86_64-6.1.config has it; measured: docs/virtual-clock.md finding 11",
+            Knob::OptimizeForPerformance => "init/Kconfig (CC_OPTIMIZE_FOR_PERFORMANCE, the default; kernel/configs/tiny.config selects CC_OPTIMIZE_FOR_SIZE); Firecracker's microvm-kernel-ci-x86_64-6.1.config has -O2; measured: docs/virtual-clock.md finding 11",
             Knob::BackingThp | Knob::BackingHugetlb => {
                 "Documentation/admin-guide/mm/transhuge.rst, hugetlbpage.rst: fewer page faults and TLB misses"
             }
