@@ -343,6 +343,13 @@ pub struct RunArgs {
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
     #[arg(long)]
     pub console: bool,
+    /// Pin each vCPU of truecold-vmm to a CPU of its own (`truecold-vmm boot --pin-vcpus`).
+    ///
+    /// vCPU i runs on the i-th CPU the VMM may run on; each report's `vcpu_cpus` says where.
+    /// Without it the host's scheduler places the vCPU threads. truecold-vmm only: refused
+    /// with --engines and --parity (no peer engine is pinned the same way).
+    #[arg(long)]
+    pub pin_vcpus: bool,
     /// Boot the guest directory's `bzImage` instead of `vmlinux` (Linux, truecold-vmm only).
     ///
     /// The 64-bit boot protocol with decompression in the guest, instead of `vmlinux`'s PVH
@@ -543,7 +550,7 @@ pub struct TuneArgs {
     /// Each knob's name, class, what it changes and the source of its expected effect.
     #[arg(long)]
     pub list_knobs: bool,
-    /// Tune the VMM floor on the embedded probe guest (only memory-backing knobs apply).
+    /// Tune the VMM floor on the embedded probe guest (only the memory-backing and vCPU-pinning knobs apply).
     #[arg(long, group = "guest")]
     pub probe: bool,
     /// Tune a Linux boot on this host's /dev/kvm.

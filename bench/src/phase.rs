@@ -355,7 +355,10 @@ fn arm_command(
             spec,
             guest.map(|g| (g.vmlinux.as_path(), g.initramfs.as_path())),
             cmdline_extra,
-            applied.console,
+            plain::VmmFlags {
+                console: applied.console,
+                pin_vcpus: applied.pin_vcpus,
+            },
             env.force && plan.contract == ContractKind::Linux,
             env.host,
         ),
@@ -385,6 +388,7 @@ fn arm_run_args(
         console: p.applied.console,
         bzimage: p.applied.bzimage,
         ram_layout: p.applied.ram_layout,
+        pin_vcpus: p.applied.pin_vcpus,
     };
     let mut run = CampaignPlan::sequential(
         Target::of_contract(plan.contract),

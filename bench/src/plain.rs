@@ -69,14 +69,15 @@ pub fn cmdline_txt(
 }
 
 /// The VMM's fixed arguments for a launch of `spec`: `guest` is the kernel image and
-/// initramfs (`None`: the probe guest); `host` is the kind detected once for the campaign,
+/// initramfs (`None`: the probe guest); `vmm` the flags a campaign or a tune arm adds
+/// (`--console`, `--pin-vcpus`); `host` is the kind detected once for the campaign,
 /// passed as `--host-kind` so no sample spends its measured window detecting it. One
 /// definition for campaigns, tune arms and bisect steps.
 pub fn vmm_args(
     spec: &CampaignSpec,
     guest: Option<(&Path, &Path)>,
     cmdline_extra: &str,
-    console: bool,
+    vmm: VmmFlags,
     force: bool,
     host: HostKind,
 ) -> Vec<OsString> {
@@ -107,8 +108,11 @@ pub fn vmm_args(
         v.push("--cmdline-extra".into());
         v.push(cmdline_extra.into());
     }
-    if console {
+    if vmm.console {
         v.push("--console".into());
+    }
+    if vmm.pin_vcpus {
+        v.push("--pin-vcpus".into());
     }
     if force {
         v.push("--force".into());
@@ -120,6 +124,15 @@ pub fn vmm_args(
             .map(OsString::from),
     );
     v
+}
+
+/// The switches of truecold-vmm's command that a campaign or a tune arm chooses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VmmFlags {
+    /// `--console`: the guest's console on the 8250.
+    pub console: bool,
+    /// `--pin-vcpus`: each vCPU thread on a CPU of its own.
+    pub pin_vcpus: bool,
 }
 
 /// `p` resolved through links, or as given when it cannot be.
@@ -265,7 +278,10 @@ fn launch_command(
             spec,
             guest.map(|g| (g.vmlinux.as_path(), g.initramfs.as_path())),
             cmdline_extra,
-            plan.guest.console,
+            VmmFlags {
+                console: plan.guest.console,
+                pin_vcpus: plan.guest.pin_vcpus,
+            },
             force,
             kind,
         ),

@@ -59,6 +59,12 @@ pub enum ArgError {
     #[error("--{0} does not apply to an engines campaign (the guest is Linux; its serial port is the transport)")]
     NotForEngines(&'static str),
     #[error(
+        "--pin-vcpus pins truecold-vmm's vCPU threads, and no peer engine pins its own the same \
+         way: an engines campaign would set unlike placements side by side (pin in a campaign \
+         of truecold alone)"
+    )]
+    PinEngines,
+    #[error(
         "--attribution does not apply to an engines campaign: attribution launches are \
          truecold-vmm boots read from its own boot report (host stages with exits and page \
          faults; `rip` samples through `truecold-vmm boot --sample-rip-us`, which no peer \
@@ -195,6 +201,8 @@ pub struct GuestSpec {
     pub bzimage: bool,
     /// truecold-vmm's RAM layout (`--ram-layout`).
     pub ram_layout: RamLayout,
+    /// Each vCPU thread pinned to a CPU of its own (`--pin-vcpus`).
+    pub pin_vcpus: bool,
 }
 
 impl GuestSpec {
@@ -208,6 +216,7 @@ impl GuestSpec {
             console: false,
             bzimage: false,
             ram_layout: RamLayout::default_for(mem),
+            pin_vcpus: false,
         }
     }
 }
@@ -311,6 +320,7 @@ impl CampaignPlan {
                 ram_layout: a
                     .ram_layout
                     .unwrap_or_else(|| RamLayout::default_for(a.guest.mem)),
+                pin_vcpus: a.pin_vcpus,
             },
             schedule,
             deadline_ms: deadline_ms(a.deadline_ms, a.nested),
@@ -545,6 +555,9 @@ fn arms(a: &RunArgs) -> Result<Vec<Engine>, ArgError> {
     if a.console {
         return Err(ArgError::NotForEngines("console"));
     }
+    if a.pin_vcpus {
+        return Err(ArgError::PinEngines);
+    }
     if a.attribution > 0 {
         return Err(ArgError::AttributionEngines);
     }
@@ -638,6 +651,10 @@ fn check_parity(a: &RunArgs, arms: &[Engine]) -> Result<(), ArgError> {
         (
             a.console,
             "the serial console is not part of the contract (no --console)",
+        ),
+        (
+            a.pin_vcpus,
+            "no peer engine pins its vCPUs the same way (no --pin-vcpus)",
         ),
         (
             a.attribution > 0,
@@ -837,6 +854,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
                 console,
                 bzimage,
                 ram_layout,
+                pin_vcpus,
             },
         schedule,
         deadline_ms,
@@ -910,6 +928,9 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
     }
     if *bzimage {
         v.push("--bzimage".into());
+    }
+    if *pin_vcpus {
+        v.push("--pin-vcpus".into());
     }
     if *drop_caches {
         v.push("--drop-caches".into());

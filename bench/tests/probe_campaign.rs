@@ -441,3 +441,39 @@ fn probe_initcall_attribution_is_named_and_unsampled() {
     );
     assert!(!cmdline.contains("--sample-rip-us"), "{cmdline}");
 }
+
+/// `--pin-vcpus` on the probe guest: every launch's VMM command carries it, every report
+/// says where its two vCPUs ran (two CPUs of its own each), the explicit run line
+/// keeps it, and the bundle verifies.
+#[test]
+fn probe_campaign_with_pinned_vcpus_verifies() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("bundle");
+    let o = base_cmd(&out, "3").arg("--pin-vcpus").output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "truecold failed: {stderr}");
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 10));
+    let reports = std::fs::read_to_string(out.join("reports.jsonl")).unwrap();
+    assert_eq!(reports.lines().count(), 3);
+    for l in reports.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["vmm"]["config"]["pin_vcpus"], true, "{l}");
+        // Two vCPUs, two CPUs of the VMM's affinity in ascending order.
+        let cpus: Vec<u64> = v["vmm"]["vcpu_cpus"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no vcpu_cpus: {l}"))
+            .iter()
+            .filter_map(serde_json::Value::as_u64)
+            .collect();
+        assert!(cpus.len() == 2 && cpus[0] < cpus[1], "{l}");
+    }
+    let cmdline = std::fs::read_to_string(out.join("cmdline.txt")).unwrap();
+    let pinned: Vec<&str> = cmdline
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(" --pin-vcpus"))
+        .collect();
+    // The line as typed, the explicit line and the VMM command.
+    assert_eq!(pinned.len(), 3, "{cmdline}");
+}

@@ -96,6 +96,7 @@ pub const RUN_SWITCHES: &[&str] = &[
     "--nested",
     "--console",
     "--bzimage",
+    "--pin-vcpus",
     "--drop-caches",
     "--parity",
     "--keep-going",

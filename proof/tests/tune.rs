@@ -33,8 +33,8 @@ fn arm_cmdline(knobs: &[Knob]) -> String {
     v.join(" ")
 }
 
-/// The VMM command of an arm applying `knobs`: the fixture's, with `--console` and the
-/// bzImage when they are among them.
+/// The VMM command of an arm applying `knobs`: the fixture's, with `--console`,
+/// `--pin-vcpus` and the bzImage when they are among them.
 fn arm_vmm_command(f: &Fixture, knobs: &[Knob]) -> String {
     let mut c = f.vmm_command();
     if knobs.contains(&Knob::BzImage) {
@@ -42,6 +42,9 @@ fn arm_vmm_command(f: &Fixture, knobs: &[Knob]) -> String {
     }
     if knobs.contains(&Knob::Console) {
         c = c.replace(" --request-ns", " --console --request-ns");
+    }
+    if knobs.contains(&Knob::PinVcpus) {
+        c = c.replace(" --request-ns", " --pin-vcpus --request-ns");
     }
     c
 }
@@ -805,7 +808,7 @@ fn set_guest_cmdline(arm: &Path, to: &str) {
 fn each_arm_applies_exactly_its_knobs() {
     let t = tempfile::tempdir().unwrap();
     // A phase with one knob of each kind: every arm as its knobs make it verifies.
-    let arms = tune::screen_arms(&[Knob::Hz100, Knob::Console, Knob::BzImage]);
+    let arms = tune::screen_arms(&[Knob::Hz100, Knob::Console, Knob::BzImage, Knob::PinVcpus]);
     let phase = t.path().join("p");
     write_phase(&phase, &arms, 6, 5, &[]);
     let v = verify_dir(&phase);
@@ -857,6 +860,9 @@ fn each_arm_applies_exactly_its_knobs() {
     for (arm, from, to) in [
         ("console", " --console --request-ns", " --request-ns"),
         ("bzimage", "out/guest/bzImage", "out/guest/vmlinux"),
+        ("pin-vcpus", " --pin-vcpus --request-ns", " --request-ns"),
+        // The baseline pinned: a flag no knob of it asks for.
+        ("baseline", " --request-ns", " --pin-vcpus --request-ns"),
     ] {
         let d = phase.join(arm);
         let c = read(&d, "cmdline.txt").replace(from, to);
@@ -870,6 +876,8 @@ fn each_arm_applies_exactly_its_knobs() {
         "arm `hz-100`: knob `hz-100` did nothing",
         "arm `console`: knob `console`: its VMM command has no `--console`",
         "arm `bzimage`: knob `bzimage`: its VMM command boots `out/guest/vmlinux`, not the bzImage",
+        "arm `pin-vcpus`: knob `pin-vcpus`: its VMM command has no `--pin-vcpus`",
+        "arm `baseline`: the baseline's VMM command has `--pin-vcpus`",
     ] {
         assert_reason(&v, &phase, Check::KnobApplied, want);
     }

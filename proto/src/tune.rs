@@ -45,6 +45,8 @@ pub enum VmmChange {
     BzImage,
     /// `--ram-layout <l>` instead of the tune baseline's ([`TUNE_BASELINE_LAYOUT`]).
     RamLayout(RamLayout),
+    /// `--pin-vcpus`: each vCPU thread on a CPU of its own.
+    PinVcpus,
 }
 
 /// The one change a knob makes.
@@ -97,6 +99,7 @@ pub enum Knob {
     BzImage,
     RamLayoutHoleInside,
     RamLayoutAbove4g,
+    PinVcpus,
 }
 
 /// The guest a tune boots (the campaign's contract).
@@ -110,7 +113,7 @@ pub enum TuneGuest {
 
 impl Knob {
     /// The catalogue, in its documented order.
-    pub const ALL: [Knob; 32] = [
+    pub const ALL: [Knob; 33] = [
         Knob::TscReliable,
         Knob::Lpj,
         Knob::RcuExpedited,
@@ -143,6 +146,7 @@ impl Knob {
         Knob::BzImage,
         Knob::RamLayoutHoleInside,
         Knob::RamLayoutAbove4g,
+        Knob::PinVcpus,
     ];
 
     /// The knob's name (arm directory, `--knobs`, JSON).
@@ -180,6 +184,7 @@ impl Knob {
             Knob::BzImage => "bzimage",
             Knob::RamLayoutHoleInside => "ram-layout-hole-inside",
             Knob::RamLayoutAbove4g => "ram-layout-above-4g",
+            Knob::PinVcpus => "pin-vcpus",
         }
     }
 
@@ -260,6 +265,7 @@ impl Knob {
             Knob::BzImage => Vmm(VmmChange::BzImage),
             Knob::RamLayoutHoleInside => Vmm(VmmChange::RamLayout(RamLayout::HoleInside)),
             Knob::RamLayoutAbove4g => Vmm(VmmChange::RamLayout(RamLayout::Above4g)),
+            Knob::PinVcpus => Vmm(VmmChange::PinVcpus),
         }
     }
 
@@ -273,11 +279,14 @@ impl Knob {
     }
 
     /// Whether the knob means anything for `guest` (the probe guest has no kernel: only the
-    /// memory backing changes its boot).
+    /// memory backing and where its vCPU threads run change its boot).
     pub fn applies_to(self, guest: TuneGuest) -> bool {
         match guest {
             TuneGuest::Linux => true,
-            TuneGuest::Probe => matches!(self.change(), Change::Vmm(VmmChange::Backing(_))),
+            TuneGuest::Probe => matches!(
+                self.change(),
+                Change::Vmm(VmmChange::Backing(_) | VmmChange::PinVcpus)
+            ),
         }
     }
 
@@ -316,6 +325,7 @@ impl Knob {
             Knob::BzImage => "boots bzImage through the 64-bit boot protocol (decompression in the guest) instead of vmlinux's PVH entry",
             Knob::RamLayoutHoleInside => "truecold-vmm's --ram-layout hole-inside: RAM ends at the configured size (the 640 KiB – 1 MiB hole declared E820 reserved, counted in it) instead of 384 KiB past it in a fresh 128 MiB memory section",
             Knob::RamLayoutAbove4g => "truecold-vmm's --ram-layout above-4g: as hole-inside, but RAM below 4 GiB ends at 256 MiB and the rest starts at 4 GiB, so the struct pages Linux initialises on the boot CPU before SMP (the DMA32 zone: all RAM below 4 GiB) are 256 MiB's instead of 3 GiB's, the rest initialised in parallel (deferred struct-page init)",
+            Knob::PinVcpus => "truecold-vmm's --pin-vcpus: vCPU i's thread pinned to the i-th CPU the VMM may run on (one CPU per vCPU; refused with fewer), instead of wherever the host's scheduler wakes it; a campaign of truecold alone (no peer engine pins the same way)",
         }
     }
 
@@ -352,6 +362,7 @@ impl Knob {
             Knob::BzImage => "Documentation/arch/x86/boot.rst; arch/x86/platform/pvh",
             Knob::RamLayoutHoleInside => "issue 25 (RAM layout): 32,672 struct pages initialised as unavailable in the partly used section; −25.7 ms at 2 vCPU / 1 GiB when tried; the layout Firecracker and Cloud Hypervisor use",
             Knob::RamLayoutAbove4g => "mm/mm_init.c (Linux 6.12): defer_init() always initialises the low zones in full and defers only the highest zone's pages, which deferred_init_memmap spreads over the node's CPUs; measured: 2 vCPU / 16 GiB THP p50 338.2 → 329.9 ms with the gap at 1 GiB, 328.1 ms at 256 MiB (n = 6 each, 2026-12-05)",
+            Knob::PinVcpus => "sched_setaffinity(2); Firecracker docs/prod-host-setup.md (pinning a microVM's threads to dedicated cores); measured: docs/virtual-clock.md finding 12 (a 2-vCPU guest's second boot mode in the nested harness, a vCPU thread waiting behind another on one L1 CPU)",
         }
     }
 
@@ -541,6 +552,7 @@ pub struct Applied {
     pub console: bool,
     pub bzimage: bool,
     pub ram_layout: RamLayout,
+    pub pin_vcpus: bool,
 }
 
 /// The RAM layout of a tune's baseline: `around-hole` ([`Knob::RamLayoutHoleInside`] changes
@@ -562,6 +574,7 @@ pub fn apply(knobs: &[Knob], backing: Backing) -> Applied {
         // `hole-inside` (as its backing stays anon against run's THP): the layout knob
         // measures `hole-inside` against it.
         ram_layout: TUNE_BASELINE_LAYOUT,
+        pin_vcpus: false,
     };
     for k in sorted {
         match k.change() {
@@ -580,6 +593,7 @@ pub fn apply(knobs: &[Knob], backing: Backing) -> Applied {
             Change::Vmm(VmmChange::Console) => a.console = true,
             Change::Vmm(VmmChange::BzImage) => a.bzimage = true,
             Change::Vmm(VmmChange::RamLayout(l)) => a.ram_layout = l,
+            Change::Vmm(VmmChange::PinVcpus) => a.pin_vcpus = true,
         }
     }
     a
@@ -641,7 +655,8 @@ mod tests {
                 + usize::from(a.backing != Backing::Anon)
                 + usize::from(a.console)
                 + usize::from(a.bzimage)
-                + usize::from(a.ram_layout != TUNE_BASELINE_LAYOUT);
+                + usize::from(a.ram_layout != TUNE_BASELINE_LAYOUT)
+                + usize::from(a.pin_vcpus);
             assert_eq!(changed, 1, "{k}");
             if let Change::Kconfig(text) = k.change() {
                 assert!(text
@@ -683,6 +698,14 @@ mod tests {
                 vec!["8250.nr_uarts=0", "quiet", "loglevel=0"]
             )
         );
+        // Pinning: the VMM flag alone, for the probe guest too; no guest word.
+        assert_eq!(Knob::PinVcpus.change(), Change::Vmm(VmmChange::PinVcpus));
+        assert_eq!(Knob::PinVcpus.cmdline_delta(), (vec![], vec![]));
+        assert!(apply(&[Knob::PinVcpus], Backing::Thp).pin_vcpus);
+        assert!(!apply(&[Knob::Console], Backing::Thp).pin_vcpus);
+        assert!(Knob::PinVcpus.applies_to(TuneGuest::Probe));
+        assert_eq!(Knob::parse("pin-vcpus"), Some(Knob::PinVcpus));
+        assert_eq!(Knob::PinVcpus.trade_off(), None);
         for k in [Knob::Hz100, Knob::BackingThp, Knob::BzImage] {
             assert_eq!(k.cmdline_delta(), (vec![], vec![]), "{k}");
         }

@@ -93,6 +93,8 @@ pub enum Error {
     Virtio(#[source] VirtioError),
     #[error("cannot run the vCPUs")]
     Run(#[source] RunError),
+    #[error("cannot place the vCPUs")]
+    Pin(#[source] crate::pin::PinError),
     #[error("cannot confine the VMM process")]
     Sandbox(#[source] SandboxError),
     #[error("cannot jail the VMM process")]
@@ -123,6 +125,7 @@ impl Error {
             Error::Devices(_) => "device-setup-failed",
             Error::Virtio(e) => e.kind(),
             Error::Run(_) => "vcpu-run-failed",
+            Error::Pin(e) => e.kind(),
             Error::Sandbox(e) => e.kind(),
             Error::Jail(e) => e.kind(),
             Error::Guest { .. } => "guest-failed",
@@ -426,11 +429,21 @@ fn run_inner(
         None => Backends::open(&cfg.virtio).map_err(Error::Virtio)?,
     };
     let virtio = virtio_setup::attach(&vm, &ram.mem, backends).map_err(Error::Virtio)?;
-    let needs = sandbox::DeviceNeeds::of(&cfg.virtio);
+    let needs = sandbox::DeviceNeeds {
+        pin: cfg.pin_vcpus,
+        ..sandbox::DeviceNeeds::of(&cfg.virtio)
+    };
     st.kernel_loaded = Some(now_ns());
     acct.take(Mark::KernelLoaded, host::counters(no_exits));
     crate::fault::at(Mark::KernelLoaded);
 
+    // Where each vCPU will run (`--pin-vcpus`; nothing pinned by default), read before the
+    // filters.
+    let placement = if cfg.pin_vcpus {
+        Some(crate::pin::Placement::of_this_process(usize::from(cfg.vcpus)).map_err(Error::Pin)?)
+    } else {
+        None
+    };
     // The RIP sampler's buffers, before the filters (`--sample-rip-us`; none by default).
     let sampler = cfg
         .sample_rip_us
@@ -484,11 +497,15 @@ fn run_inner(
     };
     let bus = Mutex::new(bus);
     let (out, serial_input) = match cfg.transport {
-        Transport::Ports | Transport::Vsock => (run::run(vcpus, &bus, deadline_at, sampler), None),
+        Transport::Ports | Transport::Vsock => (
+            run::run(vcpus, &bus, deadline_at, sampler, placement.as_ref()),
+            None,
+        ),
         Transport::Serial => {
-            let (out, input) =
-                devices::with_stdin_input(&bus, || run::run(vcpus, &bus, deadline_at, sampler))
-                    .map_err(Error::Devices)?;
+            let (out, input) = devices::with_stdin_input(&bus, || {
+                run::run(vcpus, &bus, deadline_at, sampler, placement.as_ref())
+            })
+            .map_err(Error::Devices)?;
             (out, Some(input))
         }
     };
@@ -603,6 +620,7 @@ fn run_inner(
             end: out.end,
             vcpu_errors: out.errors,
             vcpu_last_rip: out.last_rip,
+            vcpu_cpus: placement,
             rip_samples: out.rip_samples,
             serial_input,
             sandbox,

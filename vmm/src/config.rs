@@ -52,6 +52,10 @@ pub struct BootConfig {
     /// default and then left out of the JSON, so reports without it keep their bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_rip_us: Option<truecold_proto::rip::SamplePeriod>,
+    /// Each vCPU thread pinned to a CPU of its own (`--pin-vcpus`, [`crate::pin`]); off by
+    /// default and then left out of the JSON, so reports without it keep their bytes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pin_vcpus: bool,
 }
 
 /// The virtio devices asked for (`--workspace`, `--tap`/`--net-pair`, `--vsock-uds`).
@@ -170,6 +174,7 @@ impl BootConfig {
             host_kind: None,
             virtio: VirtioConfig::default(),
             sample_rip_us: None,
+            pin_vcpus: false,
         }
     }
 

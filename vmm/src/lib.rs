@@ -18,6 +18,7 @@ pub mod kvm;
 pub mod loader;
 pub mod memory;
 pub mod mptable;
+pub mod pin;
 pub mod probe;
 pub mod report;
 pub mod run;

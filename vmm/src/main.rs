@@ -208,6 +208,11 @@ struct BootArgs {
     /// report's `rip_samples` holds them (bounded: truecold_proto::rip). Off by default.
     #[arg(long, value_name = "N", value_parser = parse_sample_period)]
     sample_rip_us: Option<truecold_proto::rip::SamplePeriod>,
+    /// Pin vCPU i to the i-th CPU this process may run on (its affinity at start: taskset, a
+    /// cpuset), one CPU per vCPU; refused when there are fewer CPUs than vCPUs. The report's
+    /// `vcpu_cpus` says where each ran. Off by default: the host's scheduler places them.
+    #[arg(long)]
+    pin_vcpus: bool,
     /// Reliability tests only: send this process SIGNAL right after MARK
     /// (`sigkill@memory_ready`, see vmm/src/fault.rs). Never a measurement.
     #[arg(long, hide = true, value_parser = truecold_vmm::fault::Fault::parse)]
@@ -272,6 +277,7 @@ impl BootArgs {
                 },
             },
             sample_rip_us: self.sample_rip_us,
+            pin_vcpus: self.pin_vcpus,
         };
         validate(&cfg)?;
         Ok(cfg)

@@ -134,6 +134,10 @@ pub struct BootReport {
     pub vcpu_errors: Vec<String>,
     /// Each vCPU's RIP when the run ended (diagnoses a guest stuck before the deadline).
     pub vcpu_last_rip: Vec<u64>,
+    /// Under `--pin-vcpus`: the CPU each vCPU's thread was pinned to, in vCPU order (left
+    /// out of the JSON when nothing was pinned, so reports without it keep their bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpu_cpus: Option<crate::pin::Placement>,
     /// How the run ended (stop reason; `None` at the deadline or on a vCPU failure).
     pub stop: Option<StopReason>,
     /// Under the serial transport: what the stdin → 8250 input thread did.
@@ -173,6 +177,7 @@ pub struct Observed {
     pub end: RunEnd,
     pub vcpu_errors: Vec<RunError>,
     pub vcpu_last_rip: Vec<u64>,
+    pub vcpu_cpus: Option<crate::pin::Placement>,
     pub rip_samples: Option<truecold_proto::rip::RipSamples>,
     pub serial_input: Option<SerialInput>,
     pub sandbox: Option<crate::sandbox::SandboxReport>,
@@ -225,6 +230,7 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
             .map(|e| truecold_proto::measure::error_chain(e))
             .collect(),
         vcpu_last_rip: o.vcpu_last_rip,
+        vcpu_cpus: o.vcpu_cpus,
         stop: match o.end {
             RunEnd::Stopped(r) => Some(r),
             _ => None,

@@ -47,6 +47,13 @@ pub enum RunError {
     Signal(#[source] vmm_sys_util::errno::Error),
     #[error("cannot spawn the vCPU thread")]
     Spawn(#[source] std::io::Error),
+    #[error("vCPU {vcpu}: cannot pin its thread to CPU {cpu} (--pin-vcpus)")]
+    Pin {
+        vcpu: usize,
+        cpu: u32,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("vCPU {vcpu}: cannot install the vCPU thread's seccomp filter")]
     Filter {
         vcpu: usize,
@@ -243,8 +250,21 @@ fn vcpu_loop(
     sh: &Shared<'_>,
     tx: &mpsc::Sender<Event>,
     mut rec: Option<&mut Recorder>,
+    cpu: Option<u32>,
 ) -> Result<(), RunError> {
-    // First thing: this thread's own, stricter seccomp filter (when the boot armed one).
+    // First thing: its CPU (`--pin-vcpus`), while the process filter still allows pinning
+    // oneself; the vCPU filter below does not.
+    if let Some(cpu) = cpu {
+        if let Err(source) = crate::pin::pin_this_thread(cpu) {
+            let _ = tx.send(Event::Failed(i));
+            return Err(RunError::Pin {
+                vcpu: i,
+                cpu,
+                source,
+            });
+        }
+    }
+    // Then this thread's own, stricter seccomp filter (when the boot armed one).
     if let Err(source) = crate::sandbox::enter_vcpu_thread(i) {
         let _ = tx.send(Event::Failed(i));
         return Err(RunError::Filter { vcpu: i, source });
@@ -317,6 +337,7 @@ pub fn run(
     bus: &Mutex<Bus>,
     deadline_at_ns: u64,
     mut sampler: Option<Sampler>,
+    placement: Option<&crate::pin::Placement>,
 ) -> Result<RunOutcome, RunError> {
     install_kick_handler()?;
     let n = vcpus.len();
@@ -363,9 +384,10 @@ pub fn run(
         for ((i, mut vcpu), rec) in vcpus.into_iter().enumerate().zip(recorders) {
             let tx = tx.clone();
             let sh = &sh;
+            let cpu = placement.and_then(|p| p.cpu(i));
             let h = std::thread::Builder::new()
                 .name(format!("vcpu{i}"))
-                .spawn_scoped(s, move || vcpu_loop(i, &mut vcpu, sh, &tx, rec));
+                .spawn_scoped(s, move || vcpu_loop(i, &mut vcpu, sh, &tx, rec, cpu));
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {

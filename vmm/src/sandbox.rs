@@ -456,6 +456,9 @@ pub struct DeviceNeeds {
     pub blk: bool,
     /// virtio-vsock: AF_UNIX socket + connect to `<uds>_<port>`, shutdown.
     pub vsock: bool,
+    /// Not a device: `--pin-vcpus`, each vCPU thread pinning itself before its own filter
+    /// (`sched_setaffinity(0, …)`, in the process's list only; [`VCPU_DROPS`] has it).
+    pub pin: bool,
 }
 
 impl DeviceNeeds {
@@ -465,15 +468,17 @@ impl DeviceNeeds {
             thread: !cfg.is_empty(),
             blk: cfg.workspace.is_some(),
             vsock: cfg.vsock_uds.is_some(),
+            pin: false,
         }
     }
 
-    /// Every device.
+    /// Every device (and no pinning, which is not one).
     pub fn all() -> Self {
         DeviceNeeds {
             thread: true,
             blk: true,
             vsock: true,
+            pin: false,
         }
     }
 }
@@ -528,6 +533,14 @@ pub fn allowlist_for(pid: u32, needs: DeviceNeeds) -> Vec<Allowed> {
             "shutdown",
             SYS_shutdown,
             "virtio-vsock passing the guest's SHUTDOWN to the Unix socket",
+        ));
+    }
+    if needs.pin {
+        list.push(only(
+            "sched_setaffinity",
+            SYS_sched_setaffinity,
+            vec![vec![Arg::Eq { index: 0, value: 0 }]],
+            "--pin-vcpus: a vCPU thread pinning itself (pid 0, the calling thread, only), before its own filter",
         ));
     }
     list
@@ -643,7 +656,7 @@ const SECCOMP_SET_MODE_FILTER: u32 = 1;
 /// `epoll_ctl` stays: a guest's device reset, an MMIO write on a vCPU thread, removes the
 /// vsock connections' sockets from the device thread's epoll; `fcntl` (`F_GETFD`) too: the
 /// standard library's debug check when a vCPU thread closes its descriptor.
-pub const VCPU_DROPS: [&str; 14] = [
+pub const VCPU_DROPS: [&str; 15] = [
     "socket",
     "connect",
     "shutdown",
@@ -658,6 +671,7 @@ pub const VCPU_DROPS: [&str; 14] = [
     "eventfd2",
     "seccomp",
     "prctl",
+    "sched_setaffinity",
 ];
 
 /// The allowlist of a vCPU thread: [`allowlist_for`] without [`VCPU_DROPS`].
@@ -1290,11 +1304,18 @@ mod tests {
             );
             assert!(!vcpu_filter(&vcpu).unwrap().is_empty());
         }
-        let all = allowlist_for(0, DeviceNeeds::all());
+        let all = allowlist_for(
+            0,
+            DeviceNeeds {
+                pin: true,
+                ..DeviceNeeds::all()
+            },
+        );
         for d in VCPU_DROPS {
             assert!(all.iter().any(|a| a.name == d), "{d} is in no list");
         }
-        // 36 − clone, poll, ppoll, rt_sigaction, eventfd2, seccomp, prctl; 44 − all 14.
+        // 36 − clone, poll, ppoll, rt_sigaction, eventfd2, seccomp, prctl; 44 − the 14 device
+        // and thread ones (sched_setaffinity, the 15th, is in neither without pinning).
         assert_eq!(vcpu_allowlist(0, DeviceNeeds::default()).len(), 29);
         assert_eq!(vcpu_allowlist(0, DeviceNeeds::all()).len(), 30);
     }
@@ -1408,8 +1429,22 @@ mod tests {
             thread: true,
             blk: true,
             vsock: false,
+            pin: false,
         };
         assert_eq!(allowlist_for(0, blk).len(), 41);
+        // --pin-vcpus: one more, for the calling thread only, and none in a vCPU's list.
+        let pin = DeviceNeeds {
+            pin: true,
+            ..DeviceNeeds::default()
+        };
+        let list = allowlist_for(0, pin);
+        assert_eq!(list.len(), 37);
+        let set = list.iter().find(|a| a.name == "sched_setaffinity").unwrap();
+        assert_eq!(set.rules, vec![vec![Arg::Eq { index: 0, value: 0 }]]);
+        assert_eq!(
+            vcpu_allowlist(0, pin),
+            vcpu_allowlist(0, DeviceNeeds::default())
+        );
     }
 
     #[test]

@@ -418,3 +418,42 @@ fn no_sampling_no_rip_samples_key() {
     assert!(v.get("rip_samples").is_none());
     assert!(v["config"].get("sample_rip_us").is_none());
 }
+
+/// `--pin-vcpus` under the CLI's jail and seccomp filters: each vCPU thread pins itself to
+/// the next CPU of the process's affinity (the report's `vcpu_cpus`), the process filter has
+/// one more syscall for it; with fewer CPUs than vCPUs (`taskset`) the boot is refused,
+/// typed, before anything runs.
+#[test]
+fn pin_vcpus_places_each_vcpu_on_a_cpu_of_its_own() {
+    common::require_kvm();
+    let allowed = truecold_vmm::pin::allowed_cpus().unwrap();
+    let o = vmm(&["boot", "--probe", "--pin-vcpus"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r.config.pin_vcpus);
+    assert_eq!(
+        r.vcpu_cpus.as_ref().map(|p| p.cpus().to_vec()),
+        Some(vec![allowed[0]])
+    );
+    let seccomp = &r.sandbox.as_ref().unwrap().seccomp;
+    assert!(seccomp.installed);
+    assert_eq!(seccomp.allowed_syscalls, 37);
+    // Unpinned: no key, the 36 syscalls.
+    let o = vmm(&["boot", "--probe"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.get("vcpu_cpus").is_none() && v["config"].get("pin_vcpus").is_none());
+    assert_eq!(v["sandbox"]["seccomp"]["allowed_syscalls"], 36);
+    // One CPU for two vCPUs.
+    let o = std::process::Command::new("taskset")
+        .args(["-c", &allowed[0].to_string()])
+        .arg(env!("CARGO_BIN_EXE_truecold-vmm"))
+        .args(["boot", "--probe", "--vcpus", "2", "--pin-vcpus"])
+        .output()
+        .expect("taskset (util-linux) runs");
+    assert_eq!(o.status.code(), Some(1));
+    let e: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(e["error"]["kind"], "pin-too-few-cpus", "{e}");
+    assert!(e["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("2 vCPUs") && m.contains("1 CPU(s)")));
+}

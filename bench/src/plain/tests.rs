@@ -122,10 +122,33 @@ fn every_sample_gets_the_campaign_host_kind() {
         kill_grace_ns: 500_000_000,
     };
     for kind in [HostKind::Hardware, HostKind::Pvm, HostKind::NestedEmulated] {
-        let v: Vec<String> = vmm_args(&spec, None, "", false, false, kind)
+        let v: Vec<String> = vmm_args(&spec, None, "", VmmFlags::default(), false, kind)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
+        assert!(!v.iter().any(|a| a == "--console" || a == "--pin-vcpus"));
+        let flagged: Vec<String> = vmm_args(
+            &spec,
+            None,
+            "",
+            VmmFlags {
+                console: true,
+                pin_vcpus: true,
+            },
+            false,
+            kind,
+        )
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+        assert_eq!(
+            flagged
+                .iter()
+                .filter(|a| *a == "--console" || *a == "--pin-vcpus")
+                .count(),
+            2,
+            "{flagged:?}"
+        );
         assert_eq!(
             v[..9].join(" "),
             "boot --probe --vcpus 2 --mem-mib 16384 --backing anon --host-kind",

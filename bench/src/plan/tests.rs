@@ -164,6 +164,19 @@ fn engines_campaigns_are_sequential_linux_without_console() {
         e(&["--engine", "firecracker", "--console"]),
         ArgError::NotForEngines("console")
     );
+    // Pinning is truecold-vmm's alone: refused with engines (even truecold alone as one)
+    // and under the parity contract, kept in a plain campaign's plan.
+    assert_eq!(
+        e(&["--engine", "truecold", "--pin-vcpus"]),
+        ArgError::PinEngines
+    );
+    assert!(ArgError::PinEngines.to_string().contains("no peer engine"));
+    assert!(matches!(
+        e(&["--parity", "--pin-vcpus"]),
+        ArgError::Parity(why) if why.contains("--pin-vcpus")
+    ));
+    assert!(plan(&["--nested", "--pin-vcpus"]).unwrap().guest.pin_vcpus);
+    assert!(!plan(&["--nested"]).unwrap().guest.pin_vcpus);
     assert_eq!(
         e(&["--firecracker", "/x"]),
         ArgError::EnginesOnly("firecracker")
@@ -411,7 +424,7 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         &spec,
         None,
         "",
-        false,
+        crate::plain::VmmFlags::default(),
         false,
         truecold_proof::schema::HostKind::Hardware,
     )
@@ -428,7 +441,7 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         &spec,
         None,
         "",
-        false,
+        crate::plain::VmmFlags::default(),
         false,
         truecold_proof::schema::HostKind::Hardware,
     )
@@ -482,6 +495,10 @@ fn explicit_arguments_rerun_the_same_campaign() {
         (vec!["--stop-after", "3"], ContractKind::Linux),
         (vec!["--keep-going", "--probe"], ContractKind::Probe),
         (vec!["--bzimage", "--nested"], ContractKind::Linux),
+        (
+            vec!["--nested", "--pin-vcpus", "--vcpus", "2"],
+            ContractKind::Linux,
+        ),
     ] {
         let a = plan_of(&argv);
         let e = explicit(&a, contract);

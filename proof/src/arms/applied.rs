@@ -112,7 +112,7 @@ fn kernel_name(r: &Recorded) -> Option<&str> {
 /// the baseline's (the symbols Kconfig derives from them are held by the kernel-digest rule
 /// of the phase: arms with the same Kconfig knobs have one config); its VMM command runs the
 /// baseline's backing with its knobs applied, `--console` exactly when `console` is one of
-/// them, the `bzImage` exactly when `bzimage` is, and `--ram-layout` as its layout knob sets
+/// them, `--pin-vcpus` exactly when `pin-vcpus` is, the `bzImage` exactly when `bzimage` is, and `--ram-layout` as its layout knob sets
 /// it (absent: the default).
 pub(super) fn check_applied(
     v: &mut Verdict,
@@ -133,11 +133,13 @@ pub(super) fn check_applied(
         return; // the plan's own reason (`baseline` applies no knob).
     }
     if let Some(r) = &base_ran.cmdline {
-        if r.vmm.has("--console") {
-            add(
-                BASELINE_ARM,
-                "the baseline's VMM command has `--console`".into(),
-            );
+        for flag in ["--console", "--pin-vcpus"] {
+            if r.vmm.has(flag) {
+                add(
+                    BASELINE_ARM,
+                    format!("the baseline's VMM command has `{flag}`"),
+                );
+            }
         }
         if kernel_name(r) == Some("bzImage") {
             add(BASELINE_ARM, "the baseline boots the bzImage".into());
@@ -214,16 +216,22 @@ pub(super) fn check_applied(
                     );
                 }
             }
-            let console = knobs.contains(&Knob::Console);
-            if r.vmm.has("--console") != console {
-                add(
-                    name,
-                    if console {
-                        "knob `console`: its VMM command has no `--console`".into()
-                    } else {
-                        "its VMM command has `--console`, which no knob of it asks for".into()
-                    },
-                );
+            // The VMM switches a knob sets: there exactly when the knob is.
+            for (k, flag) in [
+                (Knob::Console, "--console"),
+                (Knob::PinVcpus, "--pin-vcpus"),
+            ] {
+                let on = knobs.contains(&k);
+                if r.vmm.has(flag) != on {
+                    add(
+                        name,
+                        if on {
+                            format!("knob `{k}`: its VMM command has no `{flag}`")
+                        } else {
+                            format!("its VMM command has `{flag}`, which no knob of it asks for")
+                        },
+                    );
+                }
             }
             // The RAM layout: `--ram-layout` as the knobs set it (absent: `RamLayout::ABSENT`).
             let layout = apply(knobs, truecold_proto::kinds::Backing::Anon).ram_layout;

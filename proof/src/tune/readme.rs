@@ -64,6 +64,7 @@ pub(super) fn vmm_flag(k: Knob) -> Option<String> {
         Change::Vmm(VmmChange::BzImage) => {
             Some("boot the bzImage (64-bit boot protocol) instead of vmlinux's PVH entry".into())
         }
+        Change::Vmm(VmmChange::PinVcpus) => Some("`--pin-vcpus`".into()),
         _ => None,
     }
 }

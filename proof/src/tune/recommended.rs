@@ -174,6 +174,7 @@ pub fn recommended_flag(k: Knob) -> Option<String> {
         Change::Vmm(VmmChange::Console) => Some("--console".into()),
         Change::Vmm(VmmChange::BzImage) => Some("--bzimage".into()),
         Change::Vmm(VmmChange::RamLayout(l)) => Some(format!("--ram-layout {}", l.as_str())),
+        Change::Vmm(VmmChange::PinVcpus) => Some("--pin-vcpus".into()),
         Change::Cmdline(_) | Change::Kconfig(_) => None,
     }
 }
@@ -320,6 +321,9 @@ fn run_words(knobs: &[Knob], o: &TuneOptions, rounds: u64) -> Vec<String> {
     }
     if a.bzimage {
         v.push("--bzimage".into());
+    }
+    if a.pin_vcpus {
+        v.push("--pin-vcpus".into());
     }
     if o.ram_layout.is_some() || !a.ram_layout.is_absent() {
         v.push("--ram-layout".into());
