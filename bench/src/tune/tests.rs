@@ -15,7 +15,7 @@ fn chosen_knobs(list: Option<&str>, guest: TuneGuest) -> Result<Vec<Knob>, ArgEr
 fn the_default_catalogue_is_every_knob_that_applies() {
     assert_eq!(
         chosen_knobs(None, TuneGuest::Probe).unwrap(),
-        vec![Knob::BackingThp, Knob::BackingHugetlb]
+        vec![Knob::BackingThp, Knob::BackingHugetlb, Knob::PinVcpus]
     );
     assert_eq!(
         chosen_knobs(None, TuneGuest::Linux).unwrap(),
@@ -180,12 +180,12 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
     let zero = crate::cli::Cli::try_parse_from(["truecold", "tune", "--deadline-ms", "0"])
         .expect_err("a deadline of 0 is out of range");
     assert_eq!(zero.kind(), clap::error::ErrorKind::ValueValidation);
-    // 2 probe knobs: 3 + 4 arms; 20 launches leave 2 rounds.
+    // 3 probe knobs: 4 + 5 arms; 20 launches leave 2 rounds.
     assert!(matches!(
         e(&["--probe", "--budget", "20"]),
         ArgError::Budget {
             rounds: 2,
-            arms: 7,
+            arms: 9,
             ..
         }
     ));
