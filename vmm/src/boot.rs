@@ -360,6 +360,13 @@ fn run_inner(
     }
     let host_kind = host::for_boot(cfg.host_kind);
     refuse_linux_on_pvm(cfg, host_kind.kind)?;
+    // Where each vCPU will run (`--pin-vcpus`; nothing pinned by default): part of checking
+    // the request, so too few CPUs is refused before the boot starts.
+    let placement = if cfg.pin_vcpus {
+        Some(crate::pin::Placement::of_this_process(usize::from(cfg.vcpus)).map_err(Error::Pin)?)
+    } else {
+        None
+    };
 
     // Checking the request is not boot work: the boot starts here (request → boot_start
     // holds the process start, argument parsing, validation and any host-kind detection).
@@ -437,13 +444,6 @@ fn run_inner(
     acct.take(Mark::KernelLoaded, host::counters(no_exits));
     crate::fault::at(Mark::KernelLoaded);
 
-    // Where each vCPU will run (`--pin-vcpus`; nothing pinned by default), read before the
-    // filters.
-    let placement = if cfg.pin_vcpus {
-        Some(crate::pin::Placement::of_this_process(usize::from(cfg.vcpus)).map_err(Error::Pin)?)
-    } else {
-        None
-    };
     // The RIP sampler's buffers, before the filters (`--sample-rip-us`; none by default).
     let sampler = cfg
         .sample_rip_us

@@ -2,7 +2,8 @@
 //! process may run on (its affinity when it starts: `taskset`, a cpuset cgroup or the whole
 //! machine), each vCPU on a CPU of its own.
 //!
-//! The set is read once, before the seccomp filter; each vCPU thread pins itself first thing
+//! The set is read once, with the request's checks before the boot starts (so before the
+//! seccomp filter); each vCPU thread pins itself first thing
 //! (`sched_setaffinity(0, …)`, the only form the filter allows, and only with this option),
 //! before its own filter. Without the option nothing is pinned and the host's scheduler places
 //! the vCPU threads (docs/virtual-clock.md finding 12 measures what that costs in the nested

@@ -112,8 +112,8 @@ fn kernel_name(r: &Recorded) -> Option<&str> {
 /// the baseline's (the symbols Kconfig derives from them are held by the kernel-digest rule
 /// of the phase: arms with the same Kconfig knobs have one config); its VMM command runs the
 /// baseline's backing with its knobs applied, `--console` exactly when `console` is one of
-/// them, `--pin-vcpus` exactly when `pin-vcpus` is, the `bzImage` exactly when `bzimage` is, and `--ram-layout` as its layout knob sets
-/// it (absent: the default).
+/// them, `--pin-vcpus` exactly when `pin-vcpus` is, the `bzImage` exactly when `bzimage` is,
+/// and `--ram-layout` as its layout knob sets it (absent: the default).
 pub(super) fn check_applied(
     v: &mut Verdict,
     dir: &Path,
