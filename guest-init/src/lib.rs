@@ -20,8 +20,8 @@ pub use probe::{probe_check, probe_fill, probe_word};
 
 use sha2::{Digest, Sha256};
 use std::io::{self, Read};
-use truecold_proto::kinds::{Engine, RamHole, RamLayout, Transport};
-use truecold_proto::layout::{check_map, AccountingError, MapEntry, MapKind};
+use truecold_proto::kinds::{Engine, RamLayout, Transport};
+use truecold_proto::layout::{check_map, AccountingError, MapEntry, MapKind, RamHole};
 use truecold_proto::parity::{WORKSPACE_MOUNT, WORKSPACE_SEED};
 use truecold_proto::{BootId, GuestPlatform, Message, ProtoError, MAX_LINE, NONCE_LEN};
 

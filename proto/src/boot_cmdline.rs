@@ -222,10 +222,10 @@ mod tests {
                 && !t.contains("console="),
             "{t}"
         );
-        let g = crate::GuestConfig::from_cmdline(&t).unwrap();
+        let g = crate::cmdline::GuestConfig::from_cmdline(&t).unwrap();
         assert_eq!(g.transport, Transport::Serial);
         assert_eq!(g.engine, Engine::Firecracker);
-        let parsed = crate::GuestConfig::from_cmdline(&c).unwrap();
+        let parsed = crate::cmdline::GuestConfig::from_cmdline(&c).unwrap();
         assert_eq!(parsed.mem, 128 << 20);
 
         // Exactly CMDLINE_MAX bytes (2048 with the NUL) is accepted, one more is not.
@@ -277,7 +277,7 @@ mod tests {
         let fc = agent_cmdline(Engine::Firecracker, mib(16384), pair, "").unwrap();
         assert!(HASH_CAPS.iter().all(|w| fc.contains(w)), "{fc}");
         assert_eq!(
-            crate::GuestConfig::from_cmdline(&c).unwrap().mem,
+            crate::cmdline::GuestConfig::from_cmdline(&c).unwrap().mem,
             16384 << 20
         );
     }
@@ -292,7 +292,7 @@ mod tests {
             format!("{}={}", crate::cmdline::RAM_LAYOUT, RamLayout::HoleInside)
         );
         let c = cmdline(SerialUse::Off, mib(1024), &w).unwrap();
-        let g = crate::GuestConfig::from_cmdline(&c).unwrap();
+        let g = crate::cmdline::GuestConfig::from_cmdline(&c).unwrap();
         assert_eq!(
             (g.engine, g.ram_layout),
             (Engine::Truecold, RamLayout::HoleInside)
@@ -312,7 +312,7 @@ mod tests {
             ),
             "{fc}"
         );
-        let g = crate::GuestConfig::from_cmdline(&fc).unwrap();
+        let g = crate::cmdline::GuestConfig::from_cmdline(&fc).unwrap();
         assert_eq!(g.transport, Transport::Vsock);
         assert_eq!(g.engine, Engine::Firecracker);
         assert!(g.workspace);

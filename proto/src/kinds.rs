@@ -4,8 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::layout::RamLayout;
-
 /// Label of a Linux-boot campaign.
 pub const LINUX_LABEL: &str = "Linux boot: request to strict-ready";
 /// Label of a probe-guest campaign. Appears in every file of such a bundle.
@@ -22,14 +20,6 @@ pub enum ContractKind {
 }
 
 impl ContractKind {
-    /// The tune guest this contract boots (what `truecold_proto::tune` judges knobs against).
-    pub fn tune_guest(self) -> crate::tune::TuneGuest {
-        match self {
-            ContractKind::Linux => crate::tune::TuneGuest::Linux,
-            ContractKind::Probe => crate::tune::TuneGuest::Probe,
-        }
-    }
-
     /// The human label written into every file of the bundle.
     pub fn label(self) -> &'static str {
         match self {
@@ -68,26 +58,6 @@ pub enum Engine {
     CloudHypervisor,
     /// QEMU's `microvm` machine with a PVH `-kernel`.
     QemuMicrovm,
-}
-
-/// A range of guest-physical addresses below 1 MiB that an engine's E820 map leaves out of RAM
-/// (`[start, end)`), although the engine counts it in the configured memory size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RamHole {
-    pub start: u64,
-    pub end: u64,
-}
-
-impl RamHole {
-    /// Bytes in the hole.
-    pub fn len(self) -> u64 {
-        self.end.saturating_sub(self.start)
-    }
-
-    /// Never true for a documented hole.
-    pub fn is_empty(self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl Engine {
@@ -140,71 +110,101 @@ impl Engine {
     pub fn virtio_pci_only(self) -> bool {
         self == Engine::CloudHypervisor
     }
-
-    /// The engine's low-memory hole under `layout` (truecold's own; peers ignore it): the part
-    /// of the configured size its E820 map does not give the guest as RAM. The exact-RAM rule
-    /// is `System RAM == configured − hole` with no RAM inside the hole
-    /// ([`crate::layout::check_map`], guest-init/README.md).
-    /// - truecold: [`RamLayout::hole`] — none laid `around-hole` (RAM below 640 KiB and from
-    ///   1 MiB adds to exactly the configured size), `[0xa0000, 0x100000)` laid
-    ///   `hole-inside` (declared reserved: [`Engine::declared_hole`]).
-    /// - Firecracker v1.16.1: `[EBDA_START = 0x9fc00, HIMEM_START = 0x100000)`
-    ///   (src/vmm/src/arch/x86_64/layout.rs; measured: 268,041,216 bytes of RAM for 256 MiB).
-    /// - Cloud Hypervisor v53.0: `[EBDA_START = 0xa0000, HIGH_RAM_START = 0x100000)`
-    ///   (arch/src/x86_64/layout.rs; measured: 268,042,240 bytes for 256 MiB).
-    /// - QEMU microvm: see the match arm (measured in L1, documented there).
-    pub fn low_ram_hole(self, layout: RamLayout) -> Option<RamHole> {
-        match self {
-            Engine::Truecold => layout.hole(),
-            Engine::Firecracker => Some(RamHole {
-                start: 0x9_fc00,
-                end: 0x10_0000,
-            }),
-            Engine::CloudHypervisor => Some(RamHole {
-                start: 0xa_0000,
-                end: 0x10_0000,
-            }),
-            // qboot (QEMU's microvm firmware) reports RAM [0, 0x9fc00) and from 1 MiB.
-            Engine::QemuMicrovm => Some(RamHole {
-                start: 0x9_fc00,
-                end: 0x10_0000,
-            }),
-        }
-    }
-
-    /// The hole the engine's map declares as E820 reserved entries covering exactly it, which
-    /// the rule then requires: truecold's `hole-inside` hole. `None` for every peer (their
-    /// holes are documented, not held to a declaration) and for `around-hole`.
-    pub fn declared_hole(self, layout: RamLayout) -> Option<RamHole> {
-        match self {
-            Engine::Truecold => layout.hole(),
-            Engine::Firecracker | Engine::CloudHypervisor | Engine::QemuMicrovm => None,
-        }
-    }
-
-    /// The size of the host mapping(s) that back `configured` bytes of guest memory in this
-    /// engine's process, as `/proc/<pid>/smaps` shows them. Firecracker, Cloud Hypervisor and
-    /// QEMU map exactly the configured size (their low-RAM hole is inside it). truecold-vmm
-    /// maps the guest-physical span of its RAM ([`RamLayout::span`]: laid `around-hole` it
-    /// spans the hole too, 384 KiB, the read-only ROM-area slot), rounded up to 2 MiB so that
-    /// guest-physical and host-virtual addresses stay 2 MiB co-aligned for THP
-    /// (vmm/src/memory.rs `allocate`, held to this by a VMM test).
-    pub fn expected_mapping(self, configured: u64, layout: RamLayout) -> u64 {
-        const ALIGN: u64 = 2 << 20;
-        match self {
-            Engine::Truecold => layout.span(configured).div_ceil(ALIGN) * ALIGN,
-            Engine::Firecracker | Engine::CloudHypervisor | Engine::QemuMicrovm => configured,
-        }
-    }
-
-    /// The System RAM the guest must find for `configured` bytes under this engine (and
-    /// truecold's `layout`): [`crate::layout::Expected::ram`].
-    pub fn expected_firmware_ram(self, configured: u64, layout: RamLayout) -> u64 {
-        crate::layout::Expected::of(self, layout, configured).ram
-    }
 }
 
 impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How truecold-vmm lays `M` configured bytes out around the legacy hole
+/// (`truecold-vmm boot --ram-layout`, `truecold run --ram-layout`, the guest's
+/// `truecold.ram_layout=`, a bundle's `configuration.ram_layout`). Peers have their own
+/// layouts ([`Engine::low_ram_hole`]); this names only truecold's. Where each layout puts RAM:
+/// `crate::layout` (its `impl RamLayout`).
+///
+/// [`RamLayout::default_for`] is truecold-vmm's default (it depends on the guest's memory);
+/// what a record that names no layout means is a separate, fixed thing: [`RamLayout::ABSENT`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RamLayout {
+    /// `M` bytes of RAM around the hole: `[0, 640 KiB)` and from 1 MiB, so RAM ends 384 KiB
+    /// past `M` (the address space spans `M` + the hole). No reserved entry. What a record
+    /// without a layout means ([`RamLayout::ABSENT`]), and `truecold tune`'s baseline.
+    AroundHole,
+    /// RAM ends at `M`: `[0, 640 KiB)` and `[1 MiB, M)` (above 3 GiB: the rest from 4 GiB),
+    /// so RAM = `M` − 384 KiB and the hole, declared as one E820 reserved entry, makes up the
+    /// difference — what Firecracker and Cloud Hypervisor do (the tune knob
+    /// `ram-layout-hole-inside`). truecold-vmm's default below
+    /// [`crate::layout::ABOVE_4G_DEFAULT_FROM_MIB`]: a confirmed tune winner at 2 vCPU /
+    /// 16 GiB on THP and 2 vCPU / 1 GiB on anon (kernel-config/README.md).
+    HoleInside,
+    /// As `hole-inside` (RAM ends at `M`, the legacy hole declared reserved), but below 4 GiB
+    /// only up to [`crate::layout::ABOVE_4G_LOW_TOP`] (256 MiB): the rest of RAM starts at 4 GiB, so the
+    /// 32-bit gap spans `[256 MiB, 4 GiB)` instead of `[3 GiB, 4 GiB)`. Linux initialises
+    /// the struct pages of its low zones (DMA, DMA32: everything below 4 GiB) on the boot CPU
+    /// before the other CPUs start, and only the highest zone's in parallel, one thread per
+    /// CPU (`DEFERRED_STRUCT_PAGE_INIT`); this layout moves all but 256 MiB into that zone.
+    /// Neither Firecracker nor Cloud Hypervisor lays RAM out this way (both end low RAM at 3
+    /// GiB). truecold-vmm's default from [`crate::layout::ABOVE_4G_DEFAULT_FROM_MIB`]
+    /// (kernel-config/README.md: faster than `hole-inside` there, slower at 1 GiB).
+    #[serde(rename = "above-4g")]
+    Above4g,
+}
+
+impl RamLayout {
+    /// Every layout, in the order the CLI lists them.
+    pub const ALL: [RamLayout; 3] = [
+        RamLayout::AroundHole,
+        RamLayout::HoleInside,
+        RamLayout::Above4g,
+    ];
+
+    /// The CLI, JSON and command-line (`truecold.ram_layout=`) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RamLayout::AroundHole => "around-hole",
+            RamLayout::HoleInside => "hole-inside",
+            RamLayout::Above4g => "above-4g",
+        }
+    }
+
+    /// Parses [`RamLayout::as_str`] (a clap value parser).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|l| l.as_str() == s)
+            .ok_or_else(|| format!("`{s}` is not one of around-hole, hole-inside, above-4g"))
+    }
+
+    /// What a record that names no layout means: `around-hole`, the layout of every record
+    /// that has no layout field. Every reader of an absent layout — a bundle's
+    /// `configuration.ram_layout`, the VMM report's `config.ram_layout`, a `cmdline.txt`
+    /// line's `--ram-layout`, the guest's `truecold.ram_layout=` — resolves it to this, and
+    /// every writer leaves the field out exactly for this layout
+    /// ([`RamLayout::is_absent`]), so a record without the field reads as `around-hole`
+    /// whatever [`RamLayout::default_for`] (truecold-vmm's default) gives.
+    pub const ABSENT: RamLayout = RamLayout::AroundHole;
+
+    /// [`RamLayout::ABSENT`] (a serde `default` function).
+    pub fn absent() -> Self {
+        Self::ABSENT
+    }
+
+    /// Whether a writer leaves this layout out of its record: it is
+    /// [`RamLayout::ABSENT`] (a serde `skip_serializing_if` function).
+    pub fn is_absent(&self) -> bool {
+        *self == Self::ABSENT
+    }
+
+    /// A recorded layout, [`RamLayout::ABSENT`] when none was recorded.
+    pub fn or_absent(recorded: Option<RamLayout>) -> Self {
+        recorded.unwrap_or(Self::ABSENT)
+    }
+}
+
+impl std::fmt::Display for RamLayout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
@@ -743,7 +743,7 @@ pub enum ErrorKind {
     /// during a launch that otherwise succeeded: an untrusted guest's noise fails the row.
     GuestProtocol,
     /// The guest reported this failing code (exit port or record).
-    Guest(crate::ErrorCode),
+    Guest(crate::wire::ErrorCode),
     /// The VMM reported this failure kind (`[a-z0-9_]+`).
     Vmm(String),
 }
@@ -803,8 +803,8 @@ impl ErrorKind {
             return Some(k.clone());
         }
         if let Some(code) = s.strip_prefix("guest_") {
-            return crate::ErrorCode::from_name(code)
-                .filter(|c| *c != crate::ErrorCode::Ok)
+            return crate::wire::ErrorCode::from_name(code)
+                .filter(|c| *c != crate::wire::ErrorCode::Ok)
                 .map(ErrorKind::Guest);
         }
         s.strip_prefix("vmm_")
@@ -862,9 +862,9 @@ mod tests {
     fn error_kinds_round_trip() {
         let mut all: Vec<ErrorKind> = ErrorKind::FIXED.iter().map(|(k, _)| k.clone()).collect();
         all.extend(
-            crate::ErrorCode::ALL
+            crate::wire::ErrorCode::ALL
                 .iter()
-                .filter(|c| **c != crate::ErrorCode::Ok)
+                .filter(|c| **c != crate::wire::ErrorCode::Ok)
                 .map(|c| ErrorKind::Guest(*c)),
         );
         all.push(ErrorKind::vmm("kernel-missing").expect("valid"));

@@ -1,6 +1,8 @@
-//! truecold-vmm's guest RAM layout ([`RamLayout`]) and the one exact-accounting memory rule
-//! ([`check_map`], [`Expected`]) that the VMM (its E820 map and memory figures), guest-init
-//! (the firmware map it reads), the bench and the verifier all hold:
+//! What the kinds mean for guest memory: where truecold-vmm puts RAM under each
+//! [`RamLayout`], each engine's hole below 1 MiB ([`RamHole`], the `impl Engine` memory
+//! methods), the guest's `MemTotal` bound ([`memtotal_bounds`]) and the one exact-accounting
+//! memory rule ([`check_map`], [`Expected`]) that the VMM (its E820 map and memory figures),
+//! guest-init (the firmware map it reads), the bench and the verifier all hold:
 //!
 //! *configured = E820 RAM + the engine's hole below 1 MiB, to the byte*; no RAM meets the
 //! hole; where the layout declares its hole ([`Engine::declared_hole`]: truecold's
@@ -10,8 +12,29 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::kinds::{Engine, RamHole};
+use crate::kinds::Engine;
+pub use crate::kinds::RamLayout;
 use crate::limits::GuestMem;
+
+/// A range of guest-physical addresses below 1 MiB that an engine's E820 map leaves out of RAM
+/// (`[start, end)`), although the engine counts it in the configured memory size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RamHole {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl RamHole {
+    /// Bytes in the hole.
+    pub fn len(self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// Never true for a documented hole.
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// The legacy VGA / option-ROM / BIOS area `[640 KiB, 1 MiB)`: never RAM in truecold-vmm's
 /// layouts.
@@ -19,40 +42,6 @@ pub const LEGACY_HOLE: RamHole = RamHole {
     start: 0xa_0000,
     end: 0x10_0000,
 };
-
-/// How truecold-vmm lays `M` configured bytes out around the legacy hole
-/// (`truecold-vmm boot --ram-layout`, `truecold run --ram-layout`, the guest's
-/// `truecold.ram_layout=`, a bundle's `configuration.ram_layout`). Peers have their own
-/// layouts ([`Engine::low_ram_hole`]); this names only truecold's.
-///
-/// [`RamLayout::default_for`] is truecold-vmm's default (it depends on the guest's memory);
-/// what a record that names no layout means is a separate, fixed thing: [`RamLayout::ABSENT`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RamLayout {
-    /// `M` bytes of RAM around the hole: `[0, 640 KiB)` and from 1 MiB, so RAM ends 384 KiB
-    /// past `M` (the address space spans `M` + the hole). No reserved entry. The only layout
-    /// before `--ram-layout` existed ([`RamLayout::ABSENT`]), and `truecold tune`'s baseline.
-    AroundHole,
-    /// RAM ends at `M`: `[0, 640 KiB)` and `[1 MiB, M)` (above 3 GiB: the rest from 4 GiB),
-    /// so RAM = `M` − 384 KiB and the hole, declared as one E820 reserved entry, makes up the
-    /// difference — what Firecracker and Cloud Hypervisor do (issue 25's RAM-layout knob).
-    /// truecold-vmm's default since 2026-12-03 below [`ABOVE_4G_DEFAULT_FROM_MIB`]: a
-    /// confirmed tune winner at 2 vCPU / 16 GiB on THP and 2 vCPU / 1 GiB on anon
-    /// (kernel-config/README.md).
-    HoleInside,
-    /// As `hole-inside` (RAM ends at `M`, the legacy hole declared reserved), but below 4 GiB
-    /// only up to [`ABOVE_4G_LOW_TOP`] (256 MiB): the rest of RAM starts at 4 GiB, so the
-    /// 32-bit gap spans `[256 MiB, 4 GiB)` instead of `[3 GiB, 4 GiB)`. Linux initialises
-    /// the struct pages of its low zones (DMA, DMA32: everything below 4 GiB) on the boot CPU
-    /// before the other CPUs start, and only the highest zone's in parallel, one thread per
-    /// CPU (`DEFERRED_STRUCT_PAGE_INIT`); this layout moves all but 256 MiB into that zone.
-    /// Neither Firecracker nor Cloud Hypervisor lays RAM out this way (both end low RAM at 3
-    /// GiB). truecold-vmm's default from [`ABOVE_4G_DEFAULT_FROM_MIB`] since 2026-12-05
-    /// (kernel-config/README.md: faster than `hole-inside` there, slower at 1 GiB).
-    #[serde(rename = "above-4g")]
-    Above4g,
-}
 
 /// Where the 32-bit gap (no RAM up to 4 GiB) starts in `around-hole` and `hole-inside`: 3 GiB,
 /// as Firecracker and Cloud Hypervisor place theirs.
@@ -66,56 +55,8 @@ pub const ABOVE_4G: u64 = 4 << 30;
 /// `hole-inside` ([`RamLayout::default_for`]).
 pub const ABOVE_4G_DEFAULT_FROM_MIB: u64 = 4096;
 
+/// Where each layout puts RAM (the layouts and their spellings: [`crate::kinds::RamLayout`]).
 impl RamLayout {
-    /// Every layout, in the order the CLI lists them.
-    pub const ALL: [RamLayout; 3] = [
-        RamLayout::AroundHole,
-        RamLayout::HoleInside,
-        RamLayout::Above4g,
-    ];
-
-    /// The CLI, JSON and command-line (`truecold.ram_layout=`) spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RamLayout::AroundHole => "around-hole",
-            RamLayout::HoleInside => "hole-inside",
-            RamLayout::Above4g => "above-4g",
-        }
-    }
-
-    /// Parses [`RamLayout::as_str`] (a clap value parser).
-    pub fn parse(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|l| l.as_str() == s)
-            .ok_or_else(|| format!("`{s}` is not one of around-hole, hole-inside, above-4g"))
-    }
-
-    /// What a record that names no layout means: `around-hole`, the only layout before
-    /// `--ram-layout` existed. Every reader of an absent layout — a bundle's
-    /// `configuration.ram_layout`, the VMM report's `config.ram_layout`, a `cmdline.txt`
-    /// line's `--ram-layout`, the guest's `truecold.ram_layout=` — resolves it to this, and
-    /// every writer leaves the field out exactly for this layout
-    /// ([`RamLayout::is_absent`]), so records written before the layouts existed read as
-    /// they were written whatever [`RamLayout::default`] (truecold-vmm's default) becomes.
-    pub const ABSENT: RamLayout = RamLayout::AroundHole;
-
-    /// [`RamLayout::ABSENT`] (a serde `default` function).
-    pub fn absent() -> Self {
-        Self::ABSENT
-    }
-
-    /// Whether a writer leaves this layout out of its record: it is
-    /// [`RamLayout::ABSENT`] (a serde `skip_serializing_if` function).
-    pub fn is_absent(&self) -> bool {
-        *self == Self::ABSENT
-    }
-
-    /// A recorded layout, [`RamLayout::ABSENT`] when none was recorded.
-    pub fn or_absent(recorded: Option<RamLayout>) -> Self {
-        recorded.unwrap_or(Self::ABSENT)
-    }
-
     /// truecold-vmm's layout for a guest of `mem` when none is asked for (the VMM's
     /// `--ram-layout` default and `truecold run`'s; the one definition): `above-4g` from
     /// [`ABOVE_4G_DEFAULT_FROM_MIB`], `hole-inside` below it — each where the tunes measured it
@@ -157,9 +98,68 @@ impl RamLayout {
     }
 }
 
-impl std::fmt::Display for RamLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+/// Each engine's guest memory: its hole below 1 MiB and its host mapping.
+impl Engine {
+    /// The engine's low-memory hole under `layout` (truecold's own; peers ignore it): the part
+    /// of the configured size its E820 map does not give the guest as RAM. The exact-RAM rule
+    /// is `System RAM == configured − hole` with no RAM inside the hole
+    /// ([`check_map`], guest-init/README.md).
+    /// - truecold: [`RamLayout::hole`] — none laid `around-hole` (RAM below 640 KiB and from
+    ///   1 MiB adds to exactly the configured size), `[0xa0000, 0x100000)` laid
+    ///   `hole-inside` (declared reserved: [`Engine::declared_hole`]).
+    /// - Firecracker v1.16.1: `[EBDA_START = 0x9fc00, HIMEM_START = 0x100000)`
+    ///   (src/vmm/src/arch/x86_64/layout.rs; measured: 268,041,216 bytes of RAM for 256 MiB).
+    /// - Cloud Hypervisor v53.0: `[EBDA_START = 0xa0000, HIGH_RAM_START = 0x100000)`
+    ///   (arch/src/x86_64/layout.rs; measured: 268,042,240 bytes for 256 MiB).
+    /// - QEMU microvm: see the match arm (measured in L1, documented there).
+    pub fn low_ram_hole(self, layout: RamLayout) -> Option<RamHole> {
+        match self {
+            Engine::Truecold => layout.hole(),
+            Engine::Firecracker => Some(RamHole {
+                start: 0x9_fc00,
+                end: 0x10_0000,
+            }),
+            Engine::CloudHypervisor => Some(RamHole {
+                start: 0xa_0000,
+                end: 0x10_0000,
+            }),
+            // qboot (QEMU's microvm firmware) reports RAM [0, 0x9fc00) and from 1 MiB.
+            Engine::QemuMicrovm => Some(RamHole {
+                start: 0x9_fc00,
+                end: 0x10_0000,
+            }),
+        }
+    }
+
+    /// The hole the engine's map declares as E820 reserved entries covering exactly it, which
+    /// the rule then requires: truecold's `hole-inside` hole. `None` for every peer (their
+    /// holes are documented, not held to a declaration) and for `around-hole`.
+    pub fn declared_hole(self, layout: RamLayout) -> Option<RamHole> {
+        match self {
+            Engine::Truecold => layout.hole(),
+            Engine::Firecracker | Engine::CloudHypervisor | Engine::QemuMicrovm => None,
+        }
+    }
+
+    /// The size of the host mapping(s) that back `configured` bytes of guest memory in this
+    /// engine's process, as `/proc/<pid>/smaps` shows them. Firecracker, Cloud Hypervisor and
+    /// QEMU map exactly the configured size (their low-RAM hole is inside it). truecold-vmm
+    /// maps the guest-physical span of its RAM ([`RamLayout::span`]: laid `around-hole` it
+    /// spans the hole too, 384 KiB, the read-only ROM-area slot), rounded up to 2 MiB so that
+    /// guest-physical and host-virtual addresses stay 2 MiB co-aligned for THP
+    /// (vmm/src/memory.rs `allocate`, held to this by a VMM test).
+    pub fn expected_mapping(self, configured: u64, layout: RamLayout) -> u64 {
+        const ALIGN: u64 = 2 << 20;
+        match self {
+            Engine::Truecold => layout.span(configured).div_ceil(ALIGN) * ALIGN,
+            Engine::Firecracker | Engine::CloudHypervisor | Engine::QemuMicrovm => configured,
+        }
+    }
+
+    /// The System RAM the guest must find for `configured` bytes under this engine (and
+    /// truecold's `layout`): [`Expected::ram`].
+    pub fn expected_firmware_ram(self, configured: u64, layout: RamLayout) -> u64 {
+        Expected::of(self, layout, configured).ram
     }
 }
 
@@ -333,6 +333,38 @@ pub fn check_map(
     };
     want.sums(configured, sum, declared)?;
     Ok(Accounted { ram: sum, declared })
+}
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// The accepted range of `MemTotal` for `ram` bytes of firmware RAM whose highest byte is
+/// below `top`. `MemTotal` counts the pages the kernel hands to its page allocator, so it
+/// is at most `ram` and lower by what the kernel keeps for itself at boot:
+/// - the `struct page` array: 64 bytes per 4 KiB page = `ram / 64`;
+/// - the kernel image, early page tables, per-CPU areas, the log buffer and other
+///   memblock allocations: a few MiB for this config, allowed 32 MiB;
+/// - the swiotlb bounce buffer, 64 MiB, which x86-64 sets up when RAM reaches above 4 GiB.
+///
+/// Anything below that means RAM the firmware map announces but the kernel did not get.
+pub fn memtotal_bounds(ram: u64, top: u64) -> (u64, u64) {
+    let swiotlb = if top > 4 * GIB { 64 * MIB } else { 0 };
+    let deficit = ram / 64 + 32 * MIB + swiotlb;
+    (ram.saturating_sub(deficit), ram)
+}
+
+/// The guest's own `MemTotal` bound ([`memtotal_bounds`]) as a host can apply it knowing only
+/// the configured size: RAM may reach above 4 GiB (and so the swiotlb allowance applies)
+/// when more than 3 GiB − 1 MiB is configured (truecold: 640 KiB low RAM, then RAM from
+/// 1 MiB up to the 32-bit hole at 3 GiB). A layout whose hole starts lower would need its own
+/// threshold.
+pub fn memtotal_bounds_for(configured: u64) -> (u64, u64) {
+    let top = if configured > 3 * GIB - MIB {
+        4 * GIB + 1
+    } else {
+        configured
+    };
+    memtotal_bounds(configured, top)
 }
 
 #[cfg(test)]

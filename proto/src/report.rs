@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::kinds::{Engine, RamLayout, Transport};
 use crate::layout::{AccountingError, Expected};
 use crate::measure::{Mark, Stage, Stamps};
-use crate::{BootId, GuestRecord};
+use crate::wire::{BootId, GuestRecord};
 
 /// Version of the VMM's report JSON. 2: one [`Stamps`] object (was `timeline` +
 /// `durations`), a typed guest record, the verified reply's boot id only. 3: the

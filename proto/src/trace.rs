@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ProtoError;
+use crate::wire::ProtoError;
 
 /// Most `initcall` lines the host keeps (a tinyconfig-based kernel runs a few hundred).
 pub const MAX_INITCALLS: usize = 2048;

@@ -7,7 +7,7 @@
 //! checks an arm's configuration against the same, and the README tables are written from
 //! [`Knob::what`] and [`Knob::source`].
 
-use crate::kinds::{Backing, RamLayout};
+use crate::kinds::{Backing, ContractKind, RamLayout};
 use serde::{Deserialize, Serialize};
 
 /// The three places a knob acts.
@@ -109,6 +109,23 @@ pub enum TuneGuest {
     Probe,
     /// The Linux guest.
     Linux,
+}
+
+impl From<ContractKind> for TuneGuest {
+    /// The tune guest a contract boots (what knobs are judged against).
+    fn from(kind: ContractKind) -> Self {
+        match kind {
+            ContractKind::Linux => TuneGuest::Linux,
+            ContractKind::Probe => TuneGuest::Probe,
+        }
+    }
+}
+
+impl ContractKind {
+    /// [`TuneGuest::from`] as a method: what `truecold-proof` calls.
+    pub fn tune_guest(self) -> TuneGuest {
+        TuneGuest::from(self)
+    }
 }
 
 impl Knob {
