@@ -46,7 +46,7 @@ pub fn args(g: &Guest) -> Result<Vec<String>, EngineError> {
 /// 3), virtio-net on the launch's tap (Cloud Hypervisor creates it, addresses the host side
 /// and brings it up; it is gone with the process) with the pair's guest MAC, and the
 /// workspace clone `image` as a raw disk.
-pub fn parity_args(uds: &str, p: &crate::parity::PerLaunch<'_>, image: &str) -> Vec<String> {
+pub fn parity_args(uds: &str, p: &crate::PerLaunch<'_>, image: &str) -> Vec<String> {
     vec![
         "--vsock".into(),
         format!("cid={},socket={uds}", truecold_proto::parity::GUEST_CID),

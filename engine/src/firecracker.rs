@@ -64,7 +64,7 @@ pub fn parity_config(
     g: &Guest,
     boot_args: &str,
     uds: &str,
-    p: &crate::parity::PerLaunch<'_>,
+    p: &crate::PerLaunch<'_>,
     image: &str,
 ) -> Result<String, EngineError> {
     let mut v: serde_json::Value =

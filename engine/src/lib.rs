@@ -28,6 +28,7 @@ use truecold_proto::boot_cmdline::{cmdline, CmdlineError, SerialUse};
 pub use truecold_proto::kinds::Engine;
 use truecold_proto::kinds::{Backing, HostKind, RamLayout};
 pub use truecold_proto::limits::GuestMem;
+use truecold_proto::parity::{uds_port_path, NetPair, AGENT_PORT};
 
 /// One guest, identical for every engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,6 +173,43 @@ pub struct Agent {
     /// The guest's listener for the network proof (its network-pair address and
     /// `truecold_proto::parity::TCP_PORT`).
     pub tcp: std::net::SocketAddrV4,
+}
+
+/// The name of the hybrid vsock's socket in a launch's run directory (the agent listens on
+/// `<it>_<AGENT_PORT>`).
+pub const VSOCK_UDS: &str = "v.sock";
+/// The per-launch workspace clone's name in the run directory.
+pub const WORKSPACE_CLONE: &str = "workspace.img";
+
+/// What one parity launch gives the engine (the parity contract: [`parity`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PerLaunch<'a> {
+    /// The launch's own directory (the vsock sockets, the workspace clone).
+    pub run_dir: &'a Path,
+    /// The launch's tap name.
+    pub tap: &'a str,
+    pub pair: NetPair,
+}
+
+impl PerLaunch<'_> {
+    /// The hybrid vsock's socket.
+    pub fn vsock_uds(&self) -> PathBuf {
+        self.run_dir.join(VSOCK_UDS)
+    }
+
+    /// The workspace clone.
+    pub fn image(&self) -> PathBuf {
+        self.run_dir.join(WORKSPACE_CLONE)
+    }
+
+    /// The files the launch leaves in its run directory besides the clone, which the bench
+    /// removes: the agent's socket and the engine's own vsock socket.
+    pub fn sockets(&self) -> Vec<PathBuf> {
+        vec![
+            uds_port_path(&self.vsock_uds(), AGENT_PORT),
+            self.vsock_uds(),
+        ]
+    }
 }
 
 /// The per-sample flag carrying the request stamp (CLOCK_MONOTONIC ns).

@@ -20,47 +20,11 @@
 //! convention, which Cloud Hypervisor's muxer shares), so the agent's listener is the same.
 
 use crate::{cloud_hypervisor, firecracker, utf8, Agent, EngineError, Guest, Launch};
+// The bench names it by this path (`truecold_engine::parity::PerLaunch`).
+pub use crate::PerLaunch;
 use std::net::SocketAddrV4;
-use std::path::{Path, PathBuf};
 use truecold_proto::kinds::Engine;
 use truecold_proto::parity::{uds_port_path, NetPair, AGENT_PORT, TCP_PORT};
-
-/// The name of the hybrid vsock's socket in a launch's run directory (the agent listens on
-/// `<it>_<AGENT_PORT>`).
-pub const VSOCK_UDS: &str = "v.sock";
-/// The per-launch workspace clone's name in the run directory.
-pub const WORKSPACE_CLONE: &str = "workspace.img";
-
-/// What one parity launch gives the engine.
-#[derive(Clone, Copy, Debug)]
-pub struct PerLaunch<'a> {
-    /// The launch's own directory (the vsock sockets, the workspace clone).
-    pub run_dir: &'a Path,
-    /// The launch's tap name.
-    pub tap: &'a str,
-    pub pair: NetPair,
-}
-
-impl PerLaunch<'_> {
-    /// The hybrid vsock's socket.
-    pub fn vsock_uds(&self) -> PathBuf {
-        self.run_dir.join(VSOCK_UDS)
-    }
-
-    /// The workspace clone.
-    pub fn image(&self) -> PathBuf {
-        self.run_dir.join(WORKSPACE_CLONE)
-    }
-
-    /// The files the launch leaves in its run directory besides the clone, which the bench
-    /// removes: the agent's socket and the engine's own vsock socket.
-    pub fn sockets(&self) -> Vec<PathBuf> {
-        vec![
-            uds_port_path(&self.vsock_uds(), AGENT_PORT),
-            self.vsock_uds(),
-        ]
-    }
-}
 
 /// An engine without a parity launch ([`Engine::no_parity_launch`]: QEMU's microvm).
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +124,7 @@ fn set_flag(
 mod tests {
     use super::*;
     use crate::GuestMem;
+    use std::path::{Path, PathBuf};
     use truecold_proto::kinds::{Backing, HostKind};
 
     fn guest() -> Guest {
