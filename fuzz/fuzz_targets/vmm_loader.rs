@@ -10,7 +10,8 @@ use libfuzzer_sys::fuzz_target;
 use truecold_fuzz::Input;
 use truecold_proto::boot_cmdline::{cmdline, SerialUse};
 use truecold_proto::limits::GuestMem;
-use truecold_vmm::loader::{self, KernelSource};
+use truecold_vmm::config::KernelSource;
+use truecold_vmm::loader;
 use truecold_vmm::memory::{self, Backing, GuestRam};
 
 /// One small guest RAM for the process (mapping it per input would dominate the run).

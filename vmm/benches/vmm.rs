@@ -5,7 +5,8 @@
 //! hugetlb cases reserve the pool through /proc/sys/vm/nr_hugepages (root) and restore it.
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use truecold_proto::limits::GuestMem;
-use truecold_vmm::loader::{self, KernelSource};
+use truecold_vmm::config::KernelSource;
+use truecold_vmm::loader;
 use truecold_vmm::memory::{self, Backing};
 use truecold_vmm::{cpu, kvm, vm, BootConfig};
 

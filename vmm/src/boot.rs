@@ -5,13 +5,13 @@ use truecold_proto::limits::{LimitError, Vcpus};
 use vm_memory::{Bytes, GuestAddress};
 
 use crate::boot_params;
-use crate::config::{BootConfig, Deadline};
+use crate::config::{BootConfig, Deadline, KernelSource};
 use crate::cpu::{self, CpuError};
 use crate::devices::{self, Bus, DeviceError, StopReason};
 use crate::host::{self, HostKind};
 use crate::jail::{self, JailError, JailPlan};
 use crate::kvm::{self, KvmError};
-use crate::loader::{self, KernelSource, LoaderError};
+use crate::loader::{self, LoaderError};
 use crate::memory::{self, MemoryError};
 use crate::mptable;
 use crate::probe::{ProbeReport, ProbeSummary};
@@ -27,7 +27,8 @@ use truecold_proto::kinds::{Engine, Observer, Transport};
 use truecold_proto::measure::{now_ns, Mark, Stamps, Taker};
 use truecold_proto::parity::{check_ifname, ParityError};
 use truecold_proto::report::{
-    Accounting, Containment, ContainmentSteps, ExitTally, Liveness, MemoryFigures,
+    Accounting, Containment, ContainmentSteps, ErrorBody, ErrorReport, ExitTally, Liveness,
+    MemoryFigures,
 };
 
 /// Invalid configuration.
@@ -129,6 +130,18 @@ impl Error {
             Error::Sandbox(e) => e.kind(),
             Error::Jail(e) => e.kind(),
             Error::Guest { .. } => "guest-failed",
+        }
+    }
+
+    /// What the CLI prints on stdout when a boot fails before the guest runs (a guest that
+    /// ran and failed prints its [`BootReport`] instead).
+    pub fn report(&self) -> ErrorReport {
+        ErrorReport {
+            schema: report::SCHEMA,
+            error: ErrorBody {
+                kind: self.kind().to_string(),
+                message: truecold_proto::measure::error_chain(self),
+            },
         }
     }
 }
@@ -1141,7 +1154,7 @@ mod tests {
         ));
         assert_eq!(huge.kind(), "memory-too-large");
         assert_eq!(Error::HostCannotBootLinux.kind(), "host-cannot-boot-linux");
-        let json = serde_json::to_value(crate::report::error_report(&zero)).unwrap();
+        let json = serde_json::to_value(zero.report()).unwrap();
         assert_eq!(
             json,
             serde_json::json!({"schema": 3, "error": {

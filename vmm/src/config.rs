@@ -7,9 +7,23 @@ use truecold_proto::limits::GuestMem;
 use truecold_proto::parity::NetPair;
 
 use crate::host::HostKind;
-use crate::loader::KernelSource;
 use crate::memory::Backing;
 use crate::virtio::rate::DeviceLimits;
+
+/// Where the kernel comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelSource {
+    File(PathBuf),
+    /// The embedded probe guest.
+    Probe,
+    /// The embedded probe guest built never to ring (deadline tests).
+    ProbeSilent,
+    /// The embedded probe guest without a PVH note (64-bit boot protocol).
+    ProbeLinux64,
+    /// The embedded probe guest touching one byte per GiB instead of per 2 MiB.
+    ProbeSparse,
+}
 
 /// One boot's configuration (also echoed in the report).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,41 +17,11 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryError};
 
 use crate::boot_params::{
     e820, gdt, identity_page_tables, place_initramfs, pvh_memmap, pvh_module, pvh_start_info,
-    zero_page, BootParamsError, CMDLINE_ADDR, GDT_ADDR, PVH_INFO_ADDR, PVH_MEMMAP_ADDR,
+    zero_page, BootParamsError, E820Entry, CMDLINE_ADDR, GDT_ADDR, PVH_INFO_ADDR, PVH_MEMMAP_ADDR,
     PVH_MODLIST_ADDR, ZERO_PAGE_ADDR,
 };
+use crate::config::KernelSource;
 use crate::memory::{GuestRam, HIGH_RAM_START};
-
-// Used by other crates and by the report under their old path.
-pub use crate::boot_params::{cmdline, E820Entry};
-
-/// Where the kernel comes from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum KernelSource {
-    File(PathBuf),
-    /// The embedded probe guest.
-    Probe,
-    /// The embedded probe guest built never to ring (deadline tests).
-    ProbeSilent,
-    /// The embedded probe guest without a PVH note (64-bit boot protocol).
-    ProbeLinux64,
-    /// The embedded probe guest touching one byte per GiB instead of per 2 MiB.
-    ProbeSparse,
-}
-
-impl KernelSource {
-    /// Bytes between the probe's memory touches (`None` for a kernel file).
-    pub fn touch_stride(&self) -> Option<u64> {
-        match self {
-            KernelSource::File(_) => None,
-            KernelSource::ProbeSparse => Some(crate::probe::TOUCH_STRIDE_SPARSE),
-            KernelSource::Probe | KernelSource::ProbeSilent | KernelSource::ProbeLinux64 => {
-                Some(crate::probe::TOUCH_STRIDE)
-            }
-        }
-    }
-}
 
 /// How the guest is entered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,11 +17,11 @@ use truecold_proto::measure::error_chain as chain;
 use truecold_proto::report::{ErrorBody, ErrorReport};
 use truecold_vmm::boot::{validate, ConfigError};
 use truecold_vmm::config::Deadline;
+use truecold_vmm::config::KernelSource;
 use truecold_vmm::host::HostKind;
 use truecold_vmm::jail::{self, JailPlan, UserSource};
-use truecold_vmm::loader::KernelSource;
 use truecold_vmm::memory::Backing;
-use truecold_vmm::report::{error_report, SCHEMA};
+use truecold_vmm::report::SCHEMA;
 use truecold_vmm::sandbox::{self, SelfTest};
 use truecold_vmm::virtio::rate::{DeviceLimits, RateLimit};
 use truecold_vmm::{BootConfig, Error};
@@ -444,7 +444,7 @@ fn main() -> ExitCode {
     };
     let fail = |e: Error, sink: &mut Sink| {
         eprintln!("error: {}", chain(&e));
-        emit_json(&error_report(&e), sink);
+        emit_json(&e.report(), sink);
         ExitCode::FAILURE
     };
     let prelude = match prelude {

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::boot_params::E820Entry;
+use crate::config::KernelSource;
 
 /// The probe, entered through PVH like a Linux vmlinux.
 pub static PROBE_ELF: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/probe.elf"));
@@ -176,6 +177,20 @@ impl ProbeReport {
     /// All checks passed.
     pub fn ok(&self) -> bool {
         self.checksum_ok && self.touched_ok && self.ram_ok && self.aps_ok
+    }
+}
+
+/// What the probe does under each kernel source.
+impl KernelSource {
+    /// Bytes between the probe's memory touches (`None` for a kernel file).
+    pub fn touch_stride(&self) -> Option<u64> {
+        match self {
+            KernelSource::File(_) => None,
+            KernelSource::ProbeSparse => Some(TOUCH_STRIDE_SPARSE),
+            KernelSource::Probe | KernelSource::ProbeSilent | KernelSource::ProbeLinux64 => {
+                Some(TOUCH_STRIDE)
+            }
+        }
     }
 }
 

@@ -4,15 +4,14 @@
 //! module adds the VMM's diagnostics and assembles the report from what a boot observed.
 use serde::{Deserialize, Serialize};
 use truecold_proto::measure::Stamps;
-use truecold_proto::report::{
-    ErrorBody, ErrorReport, Liveness, MemoryFigures, Outcome, ReportCore, REPORT_SCHEMA,
-};
+use truecold_proto::report::{Liveness, MemoryFigures, Outcome, ReportCore, REPORT_SCHEMA};
 use truecold_proto::{ErrorCode, GuestRecord, Workload};
 
+use crate::boot_params::E820Entry;
 use crate::config::BootConfig;
 use crate::devices::{ExitCounts, SerialInput, StopReason};
 use crate::host::HostKind;
-use crate::loader::{E820Entry, Loaded};
+use crate::loader::Loaded;
 use crate::memory::{BackingReport, RamRange};
 use crate::probe::ProbeReport;
 use crate::run::{RunEnd, RunError};
@@ -239,17 +238,5 @@ pub fn assemble(cfg: &BootConfig, o: Observed, failure: Option<GuestFailure>) ->
         failure,
         sandbox: o.sandbox,
         devices: o.devices,
-    }
-}
-
-/// What the CLI prints on stdout when a boot fails before the guest runs (a guest that ran
-/// and failed prints its [`BootReport`] instead).
-pub fn error_report(e: &crate::Error) -> ErrorReport {
-    ErrorReport {
-        schema: SCHEMA,
-        error: ErrorBody {
-            kind: e.kind().to_string(),
-            message: truecold_proto::measure::error_chain(e),
-        },
     }
 }

@@ -5,7 +5,7 @@ mod common;
 use truecold_proto::limits::{GuestMem, LimitError};
 use truecold_vmm::boot::ConfigError;
 use truecold_vmm::config::Deadline;
-use truecold_vmm::loader::KernelSource;
+use truecold_vmm::config::KernelSource;
 use truecold_vmm::memory::{Backing, MemoryError};
 use truecold_vmm::report::GuestFailure;
 use truecold_vmm::timeline::now_ns;

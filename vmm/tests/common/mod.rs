@@ -129,7 +129,7 @@ pub fn check_probe_report(r: &BootReport, cfg: &BootConfig) {
 
     // kernel: the probe, entered through PVH like Linux (or the 64-bit protocol variant)
     let protocol = match cfg.kernel {
-        truecold_vmm::loader::KernelSource::ProbeLinux64 => truecold_vmm::loader::Protocol::Linux64,
+        truecold_vmm::config::KernelSource::ProbeLinux64 => truecold_vmm::loader::Protocol::Linux64,
         _ => truecold_vmm::loader::Protocol::Pvh,
     };
     assert_eq!(r.kernel.protocol, protocol);
