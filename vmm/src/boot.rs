@@ -7,28 +7,28 @@ use vm_memory::{Bytes, GuestAddress};
 use crate::boot_params;
 use crate::config::{BootConfig, Deadline, KernelSource};
 use crate::cpu::{self, CpuError};
-use crate::devices::{self, Bus, DeviceError, StopReason};
+use crate::devices::{self, Bus, DeviceError};
 use crate::host::{self, HostKind};
 use crate::jail::{self, JailError, JailPlan};
+use crate::judge::{judge, GuestView};
 use crate::kvm::{self, KvmError};
 use crate::loader::{self, LoaderError};
 use crate::memory::{self, MemoryError};
 use crate::mptable;
-use crate::probe::{ProbeReport, ProbeSummary};
 use crate::report::{self, BootReport, GuestFailure, HostReport, MemoryDetail};
-use crate::run::{self, RunEnd, RunError};
+use crate::run::{self, RunError};
 use crate::sandbox::{
     self, Prelude, SandboxError, SandboxReport, SeccompReport, SelfTest, UserDrop,
 };
 use crate::timeline::process_start_ns;
 use crate::virtio::setup::{self as virtio_setup, Backends, VirtioError};
+use crate::virtio::thread::VirtioDevices;
 use crate::vm::{self, VmError};
 use truecold_proto::kinds::{Engine, Observer, Transport};
 use truecold_proto::measure::{now_ns, Mark, Stamps, Taker};
 use truecold_proto::parity::{check_ifname, ParityError};
 use truecold_proto::report::{
-    Accounting, Containment, ContainmentSteps, ErrorBody, ErrorReport, ExitTally, Liveness,
-    MemoryFigures,
+    Accounting, Containment, ContainmentSteps, ErrorBody, ErrorReport, ExitTally, MemoryFigures,
 };
 
 /// Invalid configuration.
@@ -362,60 +362,182 @@ fn confine_now(c: &Confinement, needs: sandbox::DeviceNeeds) -> Result<Confined,
     })
 }
 
+/// The boot, top-down: the request checked, then each stage of the stage table up to its
+/// mark, the confinement, the run, and [`finish`]. Every VMM mark is taken here (through
+/// [`Stamper`]) or in the run; the order of these steps is the order of the stages.
 fn run_inner(
     cfg: &BootConfig,
     confine: Option<&Confinement>,
     backends: Option<Backends>,
 ) -> Result<BootReport, Error> {
+    let request = check_request(cfg)?;
+
+    // Checking the request is not boot work: the boot starts here (request → boot_start
+    // holds the process start, argument parsing, validation and any host-kind detection).
+    let boot_start = now_ns();
+    let mut stamper = Stamper::start(cfg.request_ns, boot_start);
+    let deadline_at = cfg.deadline.at_ns(boot_start);
+
+    let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
+    stamper.mark(Mark::KvmOpen);
+
+    let vm = vm::create(&kvm).map_err(Error::Vm)?;
+    stamper.mark(Mark::VmCreated);
+
+    let ram = memory::allocate(cfg.mem, cfg.backing, cfg.ram_layout).map_err(Error::Memory)?;
+    let rom_area = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
+    memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
+    stamper.mark(Mark::MemoryReady);
+
+    let loaded = load_guest(cfg, &ram)?;
+    let virtio = attach_virtio(cfg, &vm, &ram, backends)?;
+    let needs = sandbox::DeviceNeeds {
+        pin: cfg.pin_vcpus,
+        ..sandbox::DeviceNeeds::of(&cfg.virtio)
+    };
+    stamper.mark(Mark::KernelLoaded);
+
+    // The RIP sampler's buffers, before the filters (`--sample-rip-us`; none by default).
+    let sampler = cfg
+        .sample_rip_us
+        .map(|p| run::Sampler::new(p, usize::from(cfg.vcpus)));
+    let confined = match confine {
+        Some(c) => Some(confine_now(c, needs)?),
+        None => None,
+    };
+    if confined.as_ref().is_some_and(|c| c.seccomp.installed) {
+        // The seccomp stage: kernel_loaded → here (the jail, when there is one, and the
+        // filters; absent without a filter).
+        stamper.stamp(Mark::Sandboxed, ExitTally::default());
+    }
+    if let Some(t) = confine.and_then(|c| c.selftest.as_ref()) {
+        run_selftest(t);
+    }
+
+    let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
+    let ran = run_guest(
+        cfg,
+        &vm,
+        vcpus,
+        virtio,
+        deadline_at,
+        sampler,
+        request.placement.as_ref(),
+    )?;
+    finish(
+        cfg,
+        stamper,
+        Machine { kvm, vm, ram },
+        Booted {
+            request,
+            kvm_caps,
+            loaded,
+        },
+        ran,
+        (confine, confined),
+    )
+}
+
+/// The VMM's own marks as the boot reaches them: each stamp (`now_ns`), then the process's
+/// counters read right after it ([`Accounting`]; before the vCPUs run there are no exits
+/// yet), then, for a mark a fault can follow ([`crate::fault::FAULT_MARKS`]), the fault
+/// injection point of the reliability tests.
+struct Stamper {
+    stamps: Stamps,
+    accounting: Accounting,
+    /// The `boot_start` stamp.
+    boot_start: u64,
+}
+
+impl Stamper {
+    /// The boot started at `boot_start` (stamped by the caller, first thing).
+    fn start(request_ns: Option<u64>, boot_start: u64) -> Self {
+        let mut s = Stamper {
+            stamps: Stamps {
+                request: request_ns,
+                boot_start: Some(boot_start),
+                ..Stamps::default()
+            },
+            accounting: Accounting::default(),
+            boot_start,
+        };
+        s.accounting
+            .take(Mark::BootStart, host::counters(ExitTally::default()));
+        crate::fault::at(Mark::BootStart);
+        s
+    }
+
+    /// A stage of the boot is done: `m` stamped now, its counters, its fault point.
+    fn mark(&mut self, m: Mark) {
+        self.stamp(m, ExitTally::default());
+        crate::fault::at(m);
+    }
+
+    /// `m` stamped now, the counters read with `exits` (no fault point).
+    fn stamp(&mut self, m: Mark, exits: ExitTally) {
+        self.stamps.set(m, Some(now_ns()));
+        self.accounting.take(m, host::counters(exits));
+    }
+
+    /// The run's marks: `first_run` (its first `KVM_RUN`) and `exit` (when it stopped).
+    fn ran(&mut self, out: &run::RunOutcome) {
+        self.stamps.first_run = out.first_run;
+        self.stamps.exit = Some(out.exit);
+        crate::fault::at(Mark::Exit);
+    }
+
+    /// The marks the bus took at VM exits, with their counters. Under the serial and vsock
+    /// transports strict_ready and record are the bench's (it reads them on the serial or
+    /// the agent channel); the bus never takes them then.
+    fn take_vm_exit_marks(&mut self, bus: &mut Bus, transport: Transport) {
+        let observer = match transport {
+            Transport::Ports => Observer::VmExit,
+            Transport::Serial | Transport::Vsock => Observer::Serial,
+        };
+        for m in Mark::ALL
+            .into_iter()
+            .filter(|m| m.taker_under(observer) == Taker::VmExit)
+        {
+            self.stamps.set(m, bus.stamps.get(m));
+        }
+        for (k, v) in std::mem::take(&mut bus.accounting.at) {
+            self.accounting.at.insert(k, v);
+        }
+    }
+}
+
+/// What checking the request found, before the boot starts.
+struct Request {
+    host_kind: host::Detection,
+    /// Where each vCPU will run (`--pin-vcpus`; `None`: nothing pinned).
+    placement: Option<crate::pin::Placement>,
+}
+
+/// The request's checks: the configuration, the kernel file, the host kind, the vCPUs'
+/// placement (too few CPUs is refused before the boot starts).
+fn check_request(cfg: &BootConfig) -> Result<Request, Error> {
     validate(cfg).map_err(Error::Config)?;
     if let KernelSource::File(path) = &cfg.kernel {
         loader::check_kernel(path).map_err(Error::Loader)?;
     }
     let host_kind = host::for_boot(cfg.host_kind);
     refuse_linux_on_pvm(cfg, host_kind.kind)?;
-    // Where each vCPU will run (`--pin-vcpus`; nothing pinned by default): part of checking
-    // the request, so too few CPUs is refused before the boot starts.
     let placement = if cfg.pin_vcpus {
         Some(crate::pin::Placement::of_this_process(usize::from(cfg.vcpus)).map_err(Error::Pin)?)
     } else {
         None
     };
+    Ok(Request {
+        host_kind,
+        placement,
+    })
+}
 
-    // Checking the request is not boot work: the boot starts here (request → boot_start
-    // holds the process start, argument parsing, validation and any host-kind detection).
-    let boot_start = now_ns();
-    let mut st = Stamps {
-        request: cfg.request_ns,
-        boot_start: Some(boot_start),
-        ..Stamps::default()
-    };
-    // Each VMM mark's counters are read right after its stamp (before the vCPUs run there
-    // are no exits yet).
-    let mut acct = Accounting::default();
-    let no_exits = ExitTally::default();
-    acct.take(Mark::BootStart, host::counters(no_exits));
-    crate::fault::at(Mark::BootStart);
-    let deadline_at = cfg.deadline.at_ns(boot_start);
-
-    let (kvm, kvm_caps) = kvm::open().map_err(Error::Kvm)?;
-    st.kvm_open = Some(now_ns());
-    acct.take(Mark::KvmOpen, host::counters(no_exits));
-    crate::fault::at(Mark::KvmOpen);
-
-    let vm = vm::create(&kvm).map_err(Error::Vm)?;
-    st.vm_created = Some(now_ns());
-    acct.take(Mark::VmCreated, host::counters(no_exits));
-    crate::fault::at(Mark::VmCreated);
-
-    let ram = memory::allocate(cfg.mem, cfg.backing, cfg.ram_layout).map_err(Error::Memory)?;
-    let rom_area = kvm.check_extension(kvm_ioctls::Cap::ReadonlyMem);
-    memory::register(&vm, &ram, rom_area).map_err(Error::Memory)?;
-    st.memory_ready = Some(now_ns());
-    acct.take(Mark::MemoryReady, host::counters(no_exits));
-    crate::fault::at(Mark::MemoryReady);
-
-    // The layout's word (none at the default) after the virtio arguments, so that a default
-    // boot's command line is what it was before the layouts existed.
+/// The kernel stage's guest half: the command line built, the kernel, initramfs and boot
+/// parameters loaded, the MP table written.
+fn load_guest(cfg: &BootConfig, ram: &memory::GuestRam) -> Result<loader::Loaded, Error> {
+    // The layout's word (none under `RamLayout::ABSENT`) after the virtio arguments, before
+    // the caller's extra words.
     let layout_word = truecold_proto::boot_cmdline::ram_layout_key(cfg.ram_layout);
     let extra = format!(
         "{}{} {}",
@@ -433,7 +555,7 @@ fn run_inner(
         &extra,
     )
     .map_err(|e| Error::Loader(LoaderError::Params(e.into())))?;
-    let loaded = loader::load(&ram, &cfg.kernel, cfg.initramfs.as_deref(), &cmdline)
+    let loaded = loader::load(ram, &cfg.kernel, cfg.initramfs.as_deref(), &cmdline)
         .map_err(Error::Loader)?;
     ram.mem
         .write_slice(
@@ -441,59 +563,61 @@ fn run_inner(
             GuestAddress(mptable::MPTABLE_ADDR),
         )
         .map_err(Error::MpTable)?;
-    // The parity contract's virtio devices (none by default): backends opened (unless the
-    // CLI opened them before its privilege drop), irqfds and ioeventfds registered — all
-    // before the seccomp filter. Part of the kernel_loaded stage.
+    Ok(loaded)
+}
+
+/// The kernel stage's device half: the parity contract's virtio devices (none by default):
+/// backends opened (unless the CLI opened them before its privilege drop), irqfds and
+/// ioeventfds registered — all before the seccomp filter.
+fn attach_virtio(
+    cfg: &BootConfig,
+    vm: &kvm_ioctls::VmFd,
+    ram: &memory::GuestRam,
+    backends: Option<Backends>,
+) -> Result<Option<VirtioDevices>, Error> {
     let backends = match backends {
         Some(b) => b,
         None => Backends::open(&cfg.virtio).map_err(Error::Virtio)?,
     };
-    let virtio = virtio_setup::attach(&vm, &ram.mem, backends).map_err(Error::Virtio)?;
-    let needs = sandbox::DeviceNeeds {
-        pin: cfg.pin_vcpus,
-        ..sandbox::DeviceNeeds::of(&cfg.virtio)
-    };
-    st.kernel_loaded = Some(now_ns());
-    acct.take(Mark::KernelLoaded, host::counters(no_exits));
-    crate::fault::at(Mark::KernelLoaded);
+    virtio_setup::attach(vm, &ram.mem, backends).map_err(Error::Virtio)
+}
 
-    // The RIP sampler's buffers, before the filters (`--sample-rip-us`; none by default).
-    let sampler = cfg
-        .sample_rip_us
-        .map(|p| run::Sampler::new(p, usize::from(cfg.vcpus)));
-    let confined = match confine {
-        Some(c) => Some(confine_now(c, needs)?),
-        None => None,
-    };
-    if confined.as_ref().is_some_and(|c| c.seccomp.installed) {
-        // The seccomp stage: kernel_loaded → here (the jail, when there is one, and the
-        // filters; absent without a filter, as before the jail existed).
-        st.sandboxed = Some(now_ns());
-        acct.take(Mark::Sandboxed, host::counters(no_exits));
+/// `--sandbox-selftest`: the call, once the process is confined. Returns unless the filter
+/// refuses the call (then the process ends with a diagnosis).
+fn run_selftest(t: &SelfTest) {
+    if let Some((r, errno)) = t.call() {
+        eprintln!("truecold-vmm: --sandbox-selftest {t:?}: the call returned {r} (errno {errno})");
     }
-    if let Some(t) = confine.and_then(|c| c.selftest.as_ref()) {
-        // Returns unless the filter refuses the call (then the process ends with a
-        // diagnosis).
-        if let Some((r, errno)) = t.call() {
-            eprintln!(
-                "truecold-vmm: --sandbox-selftest {t:?}: the call returned {r} (errno {errno})"
-            );
-        }
-    }
-    let (mut seccomp, mut containment, jail_user) = match confined {
-        Some(c) => (Some(c.seccomp), Some(c.containment), c.user),
-        None => (None, None, None),
-    };
+}
 
-    let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
+/// What the run left: its outcome, the bus (the devices' view of the guest), and what the
+/// serial input thread and the virtio devices did.
+struct Ran {
+    out: run::RunOutcome,
+    bus: Mutex<Bus>,
+    serial_input: Option<devices::SerialInput>,
+    devices: Vec<crate::virtio::DeviceReport>,
+}
+
+/// The vcpus stage and the guest's run: the bus and the device thread (started before the
+/// vCPUs, stopped after the run), the vCPU threads (their first `KVM_RUN` is `first_run`),
+/// until the guest stops, fails or meets the deadline.
+fn run_guest(
+    cfg: &BootConfig,
+    vm: &kvm_ioctls::VmFd,
+    vcpus: Vec<kvm_ioctls::VcpuFd>,
+    virtio: Option<VirtioDevices>,
+    deadline_at: u64,
+    sampler: Option<run::Sampler>,
+    placement: Option<&crate::pin::Placement>,
+) -> Result<Ran, Error> {
     let serial_out: Box<dyn std::io::Write + Send> = match (cfg.transport, cfg.console) {
         (Transport::Serial, _) => Box::new(devices::LineOut::new(std::io::stdout())),
         (Transport::Ports | Transport::Vsock, true) => Box::new(std::io::stderr()),
         (Transport::Ports | Transport::Vsock, false) => Box::new(std::io::sink()),
     };
     let mut bus =
-        Bus::new(&vm, cfg.is_probe(), cfg.transport, serial_out).map_err(Error::Devices)?;
-    // The device thread starts before the vCPUs and is stopped after the run.
+        Bus::new(vm, cfg.is_probe(), cfg.transport, serial_out).map_err(Error::Devices)?;
     let (device_thread, device_reporter) = match virtio {
         Some(v) => {
             bus.set_virtio(v.windows());
@@ -510,13 +634,12 @@ fn run_inner(
     };
     let bus = Mutex::new(bus);
     let (out, serial_input) = match cfg.transport {
-        Transport::Ports | Transport::Vsock => (
-            run::run(vcpus, &bus, deadline_at, sampler, placement.as_ref()),
-            None,
-        ),
+        Transport::Ports | Transport::Vsock => {
+            (run::run(vcpus, &bus, deadline_at, sampler, placement), None)
+        }
         Transport::Serial => {
             let (out, input) = devices::with_stdin_input(&bus, || {
-                run::run(vcpus, &bus, deadline_at, sampler, placement.as_ref())
+                run::run(vcpus, &bus, deadline_at, sampler, placement)
             })
             .map_err(Error::Devices)?;
             (out, Some(input))
@@ -530,67 +653,85 @@ fn run_inner(
     // What each virtio device did (after its thread stopped: the counters are final).
     let devices = device_reporter.map(|r| r.reports()).unwrap_or_default();
     let out = out.map_err(Error::Run)?;
-    st.first_run = out.first_run;
-    st.exit = Some(out.exit);
-    crate::fault::at(Mark::Exit);
-    // After the run: the vCPU threads are joined, guest memory is still mapped.
-    acct.rss_final_bytes = host::self_rss();
+    Ok(Ran {
+        out,
+        bus,
+        serial_input,
+        devices,
+    })
+}
 
-    let backing = memory::observe(&ram);
+/// The VM's host resources, held until the teardown.
+struct Machine {
+    kvm: kvm_ioctls::Kvm,
+    vm: kvm_ioctls::VmFd,
+    ram: memory::GuestRam,
+}
+
+impl Machine {
+    /// The teardown (the vCPU fds were closed in their threads): the VM, guest memory,
+    /// /dev/kvm, in that order.
+    fn teardown(self) {
+        let Machine { kvm, vm, ram } = self;
+        drop(vm);
+        drop(ram);
+        drop(kvm);
+    }
+}
+
+/// What the boot set up that its report names.
+struct Booted {
+    request: Request,
+    kvm_caps: Vec<String>,
+    loaded: loader::Loaded,
+}
+
+/// The post-run half: the run's marks, what the guest and the devices reported, the
+/// teardown (`teardown_done`), then, outside the boot's window, what confined the process
+/// and the report, judged.
+fn finish(
+    cfg: &BootConfig,
+    mut stamper: Stamper,
+    machine: Machine,
+    booted: Booted,
+    ran: Ran,
+    (confine, confined): (Option<&Confinement>, Option<Confined>),
+) -> Result<BootReport, Error> {
+    let Ran {
+        out,
+        bus,
+        serial_input,
+        devices,
+    } = ran;
+    stamper.ran(&out);
+    // After the run: the vCPU threads are joined, guest memory is still mapped.
+    stamper.accounting.rss_final_bytes = host::self_rss();
+
+    let backing = memory::observe(&machine.ram);
     let mut bus = bus.into_inner().unwrap_or_else(|p| p.into_inner());
-    // Under the serial transport strict_ready and record are the bench's (it reads them on
-    // the serial); the bus never takes them then.
-    let observer = match cfg.transport {
-        Transport::Ports => Observer::VmExit,
-        // Under vsock the bench reads the agent channel: strict_ready and record are its.
-        Transport::Serial | Transport::Vsock => Observer::Serial,
-    };
-    for m in Mark::ALL
-        .into_iter()
-        .filter(|m| m.taker_under(observer) == Taker::VmExit)
-    {
-        st.set(m, bus.stamps.get(m));
-    }
-    for (k, v) in std::mem::take(&mut bus.accounting.at) {
-        acct.at.insert(k, v);
-    }
+    stamper.take_vm_exit_marks(&mut bus, cfg.transport);
     let trace = bus.trace.take();
     let exit_tally = bus.exits.tally();
-    let mut guest = GuestView::collect(bus, cfg, &loaded.e820);
+    let mut guest = GuestView::collect(bus, cfg, &booted.loaded.e820);
     guest.vcpus_not_started = out.never_started.clone();
-    let memslots = ram.ranges.clone();
-    // Teardown: vCPU fds closed in their threads; now VM, memory, /dev/kvm.
-    drop(vm);
-    drop(ram);
-    drop(kvm);
-    st.teardown_done = Some(now_ns());
-    acct.take(Mark::TeardownDone, host::counters(exit_tally));
-    acct.rss_peak_bytes = host::self_rss_peak();
-    if let Some(s) = seccomp.as_mut() {
-        // The kernel's view, outside the boot's window (a filter is never removed).
-        s.mode_observed = host::read_text(host::PROC_SELF_STATUS)
-            .as_deref()
-            .and_then(sandbox::seccomp_mode);
-    }
-    let sandbox = confine.zip(seccomp).map(|(c, seccomp)| SandboxReport {
-        prelude: c.prelude.clone(),
-        user: jail_user.or_else(|| c.user.clone()),
-        seccomp,
-    });
-    if let Some(c) = containment.as_mut() {
-        c.steps.vcpu_filter_ns = sandbox::vcpu_install_ns();
-    }
+    let memslots = machine.ram.ranges.clone();
+    machine.teardown();
+    stamper.stamp(Mark::TeardownDone, exit_tally);
+    stamper.accounting.rss_peak_bytes = host::self_rss_peak();
+    let (sandbox, containment) = confinement_reports(confine, confined);
     // Informational (never in a duration): read after the boot, outside its window.
     let process_start_boottime_ns = process_start_ns();
 
     let memory_figures = MemoryFigures {
         configured: cfg.mem.bytes(),
         memslots: memslots.iter().map(|r| r.size).sum(),
-        e820_ram: boot_params::e820_ram(&loaded.e820),
-        e820_hole_reserved: boot_params::e820_hole_reserved(&loaded.e820, cfg.ram_layout),
+        e820_ram: boot_params::e820_ram(&booted.loaded.e820),
+        e820_hole_reserved: boot_params::e820_hole_reserved(&booted.loaded.e820, cfg.ram_layout),
         guest: guest.guest_bytes,
     };
-    let deadline_ms = cfg.deadline.budget_ms(cfg.request_ns.unwrap_or(boot_start));
+    let deadline_ms = cfg
+        .deadline
+        .budget_ms(cfg.request_ns.unwrap_or(stamper.boot_start));
     let failure = judge(
         deadline_ms,
         cfg.transport,
@@ -603,26 +744,18 @@ fn run_inner(
     let report = report::assemble(
         cfg,
         report::Observed {
-            stamps: st,
+            stamps: stamper.stamps,
             process_start_boottime_ns,
-            host: HostReport {
-                kind: host_kind.kind,
-                detected: host_kind.detected,
-                forced: host_kind.forced,
-                kernel: host::kernel_release(),
-                hypervisor_signature: host::hypervisor_signature(),
-                mem_total_bytes: host::host_mem_total(),
-                kvm_caps,
-            },
+            host: host_report(&booted.request.host_kind, booted.kvm_caps),
             memory: MemoryDetail {
                 memslots,
-                e820: loaded.e820.clone(),
+                e820: booted.loaded.e820.clone(),
             },
             memory_figures,
             backing,
-            kernel: loaded,
+            kernel: booted.loaded,
             vmm_rss_bytes: guest.rss_at_strict_ready,
-            accounting: acct,
+            accounting: stamper.accounting,
             guest_trace: trace,
             exits: guest.exits,
             liveness: guest.liveness,
@@ -633,7 +766,7 @@ fn run_inner(
             end: out.end,
             vcpu_errors: out.errors,
             vcpu_last_rip: out.last_rip,
-            vcpu_cpus: placement,
+            vcpu_cpus: booted.request.placement,
             rip_samples: out.rip_samples,
             serial_input,
             sandbox,
@@ -651,451 +784,56 @@ fn run_inner(
     }
 }
 
-/// What the devices learned from the guest, detached from the bus.
-struct GuestView {
-    exits: devices::ExitCounts,
-    liveness: Liveness,
-    record: Option<truecold_proto::GuestRecord>,
-    probe: Option<ProbeReport>,
-    protocol_error_count: u64,
-    protocol_errors: Vec<String>,
-    guest_bytes: Option<u64>,
-    last_phase: Option<u8>,
-    rss_at_strict_ready: Option<u64>,
-    exit_after_ready: Option<bool>,
-    /// APs the guest never started (the run's `never_started`).
-    vcpus_not_started: Vec<usize>,
+/// What confined the process, read after the boot: the seccomp mode the kernel reports (a
+/// filter is never removed) and the vCPU threads' filter install time.
+fn confinement_reports(
+    confine: Option<&Confinement>,
+    confined: Option<Confined>,
+) -> (Option<SandboxReport>, Option<Containment>) {
+    let (mut seccomp, mut containment, jail_user) = match confined {
+        Some(c) => (Some(c.seccomp), Some(c.containment), c.user),
+        None => (None, None, None),
+    };
+    if let Some(s) = seccomp.as_mut() {
+        s.mode_observed = host::read_text(host::PROC_SELF_STATUS)
+            .as_deref()
+            .and_then(sandbox::seccomp_mode);
+    }
+    let sandbox = confine.zip(seccomp).map(|(c, seccomp)| SandboxReport {
+        prelude: c.prelude.clone(),
+        user: jail_user.or_else(|| c.user.clone()),
+        seccomp,
+    });
+    if let Some(c) = containment.as_mut() {
+        c.steps.vcpu_filter_ns = sandbox::vcpu_install_ns();
+    }
+    (sandbox, containment)
 }
 
-impl GuestView {
-    fn collect(bus: Bus, cfg: &BootConfig, e820: &[boot_params::E820Entry]) -> Self {
-        let probe = cfg.is_probe().then(|| {
-            ProbeReport::judge(
-                ProbeSummary::parse(bus.probe_summary_bytes()),
-                e820,
-                cfg.vcpus,
-                cfg.kernel
-                    .touch_stride()
-                    .unwrap_or(crate::probe::TOUCH_STRIDE),
-                bus.ap_checkins.clone(),
-            )
-        });
-        let guest_bytes = match &probe {
-            Some(p) => p.summary.as_ref().map(|s| s.ram_bytes),
-            None => bus.record.as_ref().map(|r| r.mem_firmware_ram),
-        };
-        GuestView {
-            exits: bus.exits,
-            liveness: bus.liveness,
-            record: bus.record,
-            probe,
-            protocol_error_count: bus.protocol_error_count,
-            protocol_errors: bus.protocol_errors,
-            guest_bytes,
-            last_phase: bus.last_phase,
-            rss_at_strict_ready: bus.rss_at_strict_ready,
-            exit_after_ready: bus.exit_after_ready,
-            vcpus_not_started: Vec::new(),
-        }
+/// The host the boot ran on, as the report says it.
+fn host_report(d: &host::Detection, kvm_caps: Vec<String>) -> HostReport {
+    HostReport {
+        kind: d.kind,
+        detected: d.detected,
+        forced: d.forced,
+        kernel: host::kernel_release(),
+        hypervisor_signature: host::hypervisor_signature(),
+        mem_total_bytes: host::host_mem_total(),
+        kvm_caps,
     }
-}
-
-/// The first failure of a boot that ran, in order of cause (pure given its inputs).
-fn judge(
-    deadline_ms: u64,
-    transport: Transport,
-    end: &RunEnd,
-    errors: &[RunError],
-    g: &GuestView,
-    mem: &MemoryFigures,
-    how: truecold_proto::kinds::RamLayout,
-) -> Option<GuestFailure> {
-    match end {
-        RunEnd::Deadline => {
-            return Some(GuestFailure::Deadline {
-                deadline_ms,
-                last_phase: g.last_phase,
-            })
-        }
-        RunEnd::VcpuFailed(_) => {
-            return Some(GuestFailure::Vcpu {
-                message: errors
-                    .iter()
-                    .map(|e| truecold_proto::measure::error_chain(e))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            })
-        }
-        RunEnd::Stopped(StopReason::ExitPort(0)) => {}
-        RunEnd::Stopped(StopReason::ExitPort(code)) => {
-            return Some(GuestFailure::ExitCode {
-                code: *code,
-                name: Bus::code_name(*code),
-            })
-        }
-        RunEnd::Stopped(StopReason::Reset) => return Some(GuestFailure::Reset),
-        RunEnd::Stopped(StopReason::Shutdown(vcpu)) => {
-            return Some(GuestFailure::Shutdown { vcpu: *vcpu })
-        }
-        RunEnd::Stopped(StopReason::SystemEvent(event)) => {
-            return Some(GuestFailure::SystemEvent { event: *event })
-        }
-    }
-    // A guest that finished with vCPUs it never started did not boot the machine it was
-    // given, whatever it says (its record's CPU count is its own word).
-    if !g.vcpus_not_started.is_empty() {
-        return Some(GuestFailure::VcpusNotStarted {
-            vcpus: g.vcpus_not_started.clone(),
-        });
-    }
-    if matches!(transport, Transport::Serial | Transport::Vsock) {
-        // The bench judges liveness, the record and the memory on the serial; the VMM
-        // judges what it sees: the exit after the Ready doorbell, and no protocol error.
-        if g.exit_after_ready != Some(true) {
-            return Some(GuestFailure::ExitBeforeReady);
-        }
-        if g.protocol_error_count > 0 {
-            return Some(GuestFailure::Protocol {
-                count: g.protocol_error_count,
-                first: g.protocol_errors.first().cloned().unwrap_or_default(),
-            });
-        }
-        return None;
-    }
-    if !g.liveness.verified {
-        return Some(GuestFailure::NotStrictReady {
-            detail: if g.protocol_errors.is_empty() {
-                "no answer to the challenge".to_string()
-            } else {
-                g.protocol_errors.join("; ")
-            },
-        });
-    }
-    if let Some(p) = &g.probe {
-        if !p.ok() {
-            return Some(GuestFailure::Probe {
-                detail: format!(
-                    "checksum_ok={} touched_ok={} ram_ok={} aps_ok={} summary_error={:?}",
-                    p.checksum_ok, p.touched_ok, p.ram_ok, p.aps_ok, p.summary_error
-                ),
-            });
-        }
-    } else {
-        match &g.record {
-            None => return Some(GuestFailure::RecordMissing),
-            Some(r)
-                if r.code != truecold_proto::ErrorCode::Ok
-                    || r.workload != truecold_proto::Workload::BenchOk =>
-            {
-                return Some(GuestFailure::RecordFailed {
-                    code: r.code,
-                    workload: r.workload,
-                });
-            }
-            Some(_) => {}
-        }
-    }
-    if let Some(rule) = mem.problem(how) {
-        return Some(GuestFailure::MemoryDisagrees {
-            layout: how,
-            configured: mem.configured,
-            memslots: mem.memslots,
-            e820: mem.e820_ram,
-            hole_reserved: mem.e820_hole_reserved,
-            guest: mem.guest,
-            rule,
-        });
-    }
-    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::RamLayout;
     use truecold_proto::limits::GuestMem;
 
     fn mib(n: u64) -> GuestMem {
         GuestMem::from_mib(n).expect("a size within the limits")
     }
 
-    fn view(record: Option<truecold_proto::GuestRecord>, verified: bool) -> GuestView {
-        let mut liveness = Liveness::new(truecold_proto::report::LivenessKind::Binding);
-        liveness.verified = verified;
-        GuestView {
-            exits: devices::ExitCounts::default(),
-            liveness,
-            guest_bytes: record.as_ref().map(|r| r.mem_firmware_ram),
-            record,
-            probe: None,
-            protocol_error_count: 0,
-            protocol_errors: vec![],
-            last_phase: Some(2),
-            rss_at_strict_ready: None,
-            exit_after_ready: Some(true),
-            vcpus_not_started: vec![],
-        }
-    }
-
-    fn mem(guest: Option<u64>) -> MemoryFigures {
-        let ranges = memory::layout(mib(128), RamLayout::AroundHole);
-        let e820 = boot_params::e820(&ranges, RamLayout::AroundHole);
-        MemoryFigures {
-            configured: 128 << 20,
-            memslots: 128 << 20,
-            e820_ram: boot_params::e820_ram(&e820),
-            e820_hole_reserved: boot_params::e820_hole_reserved(&e820, RamLayout::AroundHole),
-            guest,
-        }
-    }
-
-    fn record(code: truecold_proto::ErrorCode, ram: u64) -> truecold_proto::GuestRecord {
-        truecold_proto::GuestRecord {
-            boot_id: None,
-            t_init_ns: 1,
-            t_ready_ns: 2,
-            t_reply_ns: 3,
-            t_record_ns: 4,
-            mem_configured: 128 << 20,
-            mem_firmware_ram: ram,
-            mem_total: 1,
-            mem_probe: 1,
-            cpus: 2,
-            platform: Default::default(),
-            workload: if code == truecold_proto::ErrorCode::Ok {
-                truecold_proto::Workload::BenchOk
-            } else {
-                truecold_proto::Workload::NotRun
-            },
-            code,
-        }
-    }
-
     #[test]
-    fn judge_orders_failures() {
-        use truecold_proto::ErrorCode;
-        const DEADLINE_MS: u64 = 10_000;
-        let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
-        let good = record(ErrorCode::Ok, 128 << 20);
-        assert_eq!(
-            judge(
-                DEADLINE_MS,
-                Transport::Ports,
-                &ok_end,
-                &[],
-                &view(Some(good.clone()), true),
-                &mem(Some(128 << 20)),
-                RamLayout::AroundHole
-            ),
-            None
-        );
-        let f = judge(
-            DEADLINE_MS,
-            Transport::Ports,
-            &RunEnd::Stopped(StopReason::ExitPort(41)),
-            &[],
-            &view(None, false),
-            &mem(None),
-            RamLayout::AroundHole,
-        );
-        assert_eq!(
-            f,
-            Some(GuestFailure::ExitCode {
-                code: 41,
-                name: "mem_firmware_mismatch".into()
-            })
-        );
-        assert!(matches!(
-            judge(
-                DEADLINE_MS,
-                Transport::Ports,
-                &ok_end,
-                &[],
-                &view(Some(good.clone()), false),
-                &mem(None),
-                RamLayout::AroundHole
-            ),
-            Some(GuestFailure::NotStrictReady { .. })
-        ));
-        assert_eq!(
-            judge(
-                DEADLINE_MS,
-                Transport::Ports,
-                &ok_end,
-                &[],
-                &view(None, true),
-                &mem(None),
-                RamLayout::AroundHole
-            ),
-            Some(GuestFailure::RecordMissing)
-        );
-        assert!(matches!(
-            judge(
-                DEADLINE_MS,
-                Transport::Ports,
-                &ok_end,
-                &[],
-                &view(Some(record(ErrorCode::Network, 128 << 20)), true),
-                &mem(Some(128 << 20)),
-                RamLayout::AroundHole
-            ),
-            Some(GuestFailure::RecordFailed { .. })
-        ));
-        assert!(matches!(
-            judge(
-                DEADLINE_MS,
-                Transport::Ports,
-                &ok_end,
-                &[],
-                &view(Some(record(ErrorCode::Ok, 1 << 20)), true),
-                &mem(Some(1 << 20)),
-                RamLayout::AroundHole
-            ),
-            Some(GuestFailure::MemoryDisagrees { .. })
-        ));
-        // APs never started fail a boot that is otherwise clean, under either transport.
-        let mut aps = view(Some(good.clone()), true);
-        aps.vcpus_not_started = vec![1, 3];
-        for transport in [Transport::Ports, Transport::Serial] {
-            let f = judge(
-                DEADLINE_MS,
-                transport,
-                &ok_end,
-                &[],
-                &aps,
-                &mem(Some(128 << 20)),
-                RamLayout::AroundHole,
-            );
-            assert_eq!(f, Some(GuestFailure::VcpusNotStarted { vcpus: vec![1, 3] }));
-            assert_eq!(f.map(|f| f.kind()), Some("vcpus_not_started"));
-        }
-        assert_eq!(
-            judge(
-                DEADLINE_MS,
-                Transport::Ports,
-                &RunEnd::Stopped(StopReason::Reset),
-                &[],
-                &view(None, true),
-                &mem(None),
-                RamLayout::AroundHole
-            ),
-            Some(GuestFailure::Reset)
-        );
-        assert!(matches!(
-            judge(
-                DEADLINE_MS,
-                Transport::Ports,
-                &RunEnd::Deadline,
-                &[],
-                &view(None, false),
-                &mem(None),
-                RamLayout::AroundHole
-            ),
-            Some(GuestFailure::Deadline {
-                deadline_ms: 10_000,
-                last_phase: Some(2)
-            })
-        ));
-    }
-
-    #[test]
-    fn judge_under_the_serial_transport() {
-        const DEADLINE_MS: u64 = 10_000;
-        let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
-        let judge_serial = |end: &RunEnd, g: &GuestView| {
-            judge(
-                DEADLINE_MS,
-                Transport::Serial,
-                end,
-                &[],
-                g,
-                &mem(None),
-                RamLayout::AroundHole,
-            )
-        };
-        // No challenge, no record, no guest memory figure: the bench judges those.
-        let mut g = view(None, false);
-        assert_eq!(judge_serial(&ok_end, &g), None);
-        g.exit_after_ready = Some(false);
-        assert_eq!(
-            judge_serial(&ok_end, &g),
-            Some(GuestFailure::ExitBeforeReady)
-        );
-        g.exit_after_ready = None;
-        assert_eq!(
-            judge_serial(&ok_end, &g),
-            Some(GuestFailure::ExitBeforeReady)
-        );
-        g.exit_after_ready = Some(true);
-        g.protocol_error_count = 3;
-        g.protocol_errors = vec!["challenge port read under the serial transport".into()];
-        let f = judge_serial(&ok_end, &g).unwrap();
-        assert_eq!(f.kind(), "protocol");
-        assert_eq!(
-            f,
-            GuestFailure::Protocol {
-                count: 3,
-                first: "challenge port read under the serial transport".into()
-            }
-        );
-        // The run's end comes first, as under the ports.
-        assert!(matches!(
-            judge_serial(&RunEnd::Deadline, &g),
-            Some(GuestFailure::Deadline { .. })
-        ));
-        assert!(matches!(
-            judge_serial(
-                &RunEnd::Stopped(StopReason::ExitPort(41)),
-                &view(None, false)
-            ),
-            Some(GuestFailure::ExitCode { code: 41, .. })
-        ));
-    }
-
-    #[test]
-    fn vsock_transport_is_judged_like_serial() {
-        let ok_end = RunEnd::Stopped(StopReason::ExitPort(0));
-        let mut g = view(None, false);
-        // No challenge, no record: the bench reads them on the agent channel.
-        assert_eq!(
-            judge(
-                10_000,
-                Transport::Vsock,
-                &ok_end,
-                &[],
-                &g,
-                &mem(None),
-                RamLayout::AroundHole
-            ),
-            None
-        );
-        g.exit_after_ready = Some(false);
-        assert_eq!(
-            judge(
-                10_000,
-                Transport::Vsock,
-                &ok_end,
-                &[],
-                &g,
-                &mem(None),
-                RamLayout::AroundHole
-            ),
-            Some(GuestFailure::ExitBeforeReady)
-        );
-        // Under the ports the same view fails (no verified challenge).
-        g.exit_after_ready = Some(true);
-        assert!(matches!(
-            judge(
-                10_000,
-                Transport::Ports,
-                &ok_end,
-                &[],
-                &g,
-                &mem(None),
-                RamLayout::AroundHole
-            ),
-            Some(GuestFailure::NotStrictReady { .. })
-        ));
+    fn vsock_transport_needs_its_socket() {
         let mut cfg = BootConfig::probe(1, mib(128), memory::Backing::Anon);
         cfg.kernel = KernelSource::File("/vmlinux".into());
         cfg.transport = Transport::Vsock;

@@ -3,7 +3,7 @@
 //!
 //! The recipe is [`boot::run`]; each stage lives in its own module:
 //! [`kvm`] → [`vm`] → [`memory`] → [`loader`] (+ [`boot_params`], [`mptable`]) → [`cpu`] → [`devices`] →
-//! [`run`]; [`report`] is the JSON the CLI prints; [`sandbox`] confines the CLI's process
+//! [`run`]; [`judge`] finds a boot's first failure, [`report`] is the JSON the CLI prints; [`sandbox`] confines the CLI's process
 //! (seccomp filter installed between the kernel load and the vCPUs).
 pub mod boot;
 pub mod boot_params;
@@ -14,6 +14,7 @@ pub mod devices;
 pub mod fault;
 pub mod host;
 pub mod jail;
+pub mod judge;
 pub mod kvm;
 pub mod loader;
 pub mod memory;
