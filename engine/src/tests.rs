@@ -331,7 +331,7 @@ fn the_ram_layout_is_truecold_vmms_alone() {
         );
     }
     // ABSENT (around-hole): the flag spelt out all the same (the VMM's own default is
-    // hole-inside), no word on the guest command line (as before the layouts).
+    // hole-inside), no word on the guest command line.
     g.ram_layout = RamLayout::ABSENT;
     let l = line(Engine::Truecold, &g);
     let i = l.args.iter().position(|a| a == "--ram-layout").unwrap();

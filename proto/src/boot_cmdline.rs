@@ -138,8 +138,7 @@ pub fn cmdline(serial: SerialUse, mem: GuestMem, extra: &str) -> Result<String, 
 
 /// truecold-vmm's word for its RAM layout (pure): `truecold.ram_layout=<layout>` for every
 /// layout but [`RamLayout::ABSENT`], so that the guest's exact-RAM rule uses the layout's
-/// hole; nothing for that one (what the guest reads when the word is absent: command lines
-/// stay as they were before the layouts existed).
+/// hole; nothing for that one, which is what the guest reads when the word is absent.
 pub fn ram_layout_key(layout: RamLayout) -> Option<String> {
     ram_layout_word(layout).map(str::to_string)
 }

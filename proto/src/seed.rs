@@ -1,7 +1,7 @@
 //! Seeds as the command lines take and show them: decimal or `0x` hexadecimal on input
 //! ([`parse`]), hexadecimal on output ([`hex`]): every message, generated README and
 //! command line the bench writes shows a seed with [`hex`]. A bundle's JSON stores its
-//! seeds as numbers, as before.
+//! seeds as numbers.
 
 /// The default seed of every seeded shuffle and bootstrap (`truecold run`/`tune`'s
 /// `--seed`, `truecold-proof compare`'s): "truecold" in ASCII.

@@ -210,9 +210,9 @@ impl Knob {
         Self::ALL.iter().copied().find(|k| k.as_str() == s)
     }
 
-    /// The spelling JSON files written before 2026-12-03 used where it is not
-    /// [`Knob::as_str`] (serde's kebab case of the variant: `hz100`, `hz1000`, `bz-image`);
-    /// every other knob was spelt as today.
+    /// The legacy spelling a JSON file may hold where it is not [`Knob::as_str`] (serde's
+    /// kebab case of the variant: `hz100`, `hz1000`, `bz-image`); every other knob is
+    /// spelt the same in both.
     pub fn legacy_str(self) -> &'static str {
         match self {
             Knob::Hz100 => "hz100",
@@ -268,7 +268,7 @@ impl Knob {
             ),
             // The switch lives in the crypto menu (`if CRYPTO`): without the menu the
             // library's self-tests run however it defaults, so the fragment opens the menu for
-            // it. `base.config` has both lines since 2026-12-05 (a null control there).
+            // it. `base.config` has both lines (a null control there).
             Knob::NoCryptoSelftests => {
                 Kconfig("CONFIG_CRYPTO=y\nCONFIG_CRYPTO_MANAGER_DISABLE_TESTS=y\n")
             }
@@ -443,8 +443,7 @@ thread_local! {
 }
 
 /// Runs `f` with knobs serialised in [`Knob::legacy_str`]: how a verifier re-derives the
-/// canonical bytes of a file written before the spelling was unified
-/// ([`is_canonical_either`]). Writers never call it.
+/// canonical bytes of a file written in the legacy spelling ([`is_canonical_either`]). Writers never call it.
 pub fn with_legacy_spelling<R>(f: impl FnOnce() -> R) -> R {
     struct Reset(bool);
     impl Drop for Reset {
@@ -456,8 +455,8 @@ pub fn with_legacy_spelling<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Whether `bytes` are what `write` gives, with knobs in today's spelling or (a file written
-/// before it) in the legacy one.
+/// Whether `bytes` are what `write` gives, with knobs in [`Knob::as_str`]'s spelling or in
+/// [`Knob::legacy_str`]'s.
 pub fn is_canonical_either(bytes: &[u8], write: impl Fn() -> Vec<u8>) -> bool {
     write() == bytes || with_legacy_spelling(&write) == bytes
 }

@@ -85,7 +85,7 @@ fn listen(path: &std::path::Path) -> UnixListener {
 }
 
 /// As root, by default: contained, as the `truecold-vmm` user, in three new namespaces,
-/// each step timed; the filters counted per thread; the probe boots as before.
+/// each step timed; the filters counted per thread; the probe boots.
 #[test]
 fn contained_by_default_with_each_step_timed() {
     let (uid, gid) = jail_user();
