@@ -434,7 +434,8 @@ fn run_inner(
             loaded,
         },
         ran,
-        (confine, confined),
+        confine,
+        confined,
     )
 }
 
@@ -695,7 +696,8 @@ fn finish(
     machine: Machine,
     booted: Booted,
     ran: Ran,
-    (confine, confined): (Option<&Confinement>, Option<Confined>),
+    confine: Option<&Confinement>,
+    confined: Option<Confined>,
 ) -> Result<BootReport, Error> {
     let Ran {
         out,
