@@ -50,11 +50,6 @@ pub fn default_period() -> SamplePeriod {
     SamplePeriod::DEFAULT
 }
 
-/// `--attribution-sample-us`'s parser.
-pub fn parse_period(s: &str) -> Result<SamplePeriod, String> {
-    SamplePeriod::parse(s).map_err(|e| e.to_string())
-}
-
 impl Instrumentation {
     /// What a record that names no instrumentation means ([`Instrument::ABSENT`]; its period
     /// unused): a serde `default` function.
@@ -122,7 +117,7 @@ pub fn run_for(
     k: u64,
     vmlinux: Option<&Path>,
     stop: &AtomicBool,
-) -> Result<Vec<u8>, crate::error::RunError> {
+) -> Result<Vec<u8>, campaign::ExecuteError> {
     let mut aspec = spec.clone();
     aspec.schedule = Schedule::Sequential { n: k };
     let launcher = ProcessLauncher {

@@ -1,13 +1,12 @@
 //! One campaign end to end: run the schedule, turn attempts into rows, gather the host
 //! conditions, build `result.json` and write the bundle through `truecold-proof`.
 
-use crate::error::RunError;
 use crate::host::{self, RunFacts, Snapshot};
 use crate::launch::{Attempt, End};
 use crate::progress::Progress;
 use crate::sample::{mark_repeated_boot_ids, to_sample, Observed, RowContext};
-use crate::schedule::{self, Launcher, Schedule, Slot};
-use record::{Recorder, Spool};
+use crate::schedule::{self, Launcher, Schedule, ScheduleError, Slot};
+use record::{Recorder, Spool, StagingError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -317,6 +316,15 @@ pub struct Executed {
     pub prepare_errors: Vec<String>,
 }
 
+/// Why [`execute`] could not run the campaign or read its staged rows back.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    #[error("scheduling")]
+    Schedule(#[from] ScheduleError),
+    #[error("the campaign's staged rows")]
+    Staging(#[from] StagingError),
+}
+
 /// Runs the campaign. `stop` ends it early (Ctrl-C): the result is then marked interrupted
 /// and holds every attempt made. Each sample's row is built and shown (`progress`) as soon as
 /// it finishes; on one closed-loop lane that happens before the next request stamp.
@@ -327,7 +335,7 @@ pub fn execute<L, W>(
     stop: &AtomicBool,
     progress: &mut Progress<W>,
     harness: &Harness<'_>,
-) -> Result<Executed, RunError>
+) -> Result<Executed, ExecuteError>
 where
     L: Launcher<Output = Attempt>,
     W: Write,
@@ -515,7 +523,7 @@ pub fn result_json(
     // Only for a cap the user chose (`--concurrency`): the default's is far above what a
     // host sustains, and a loop that fell behind gets its own warning (`host::warnings`).
     if let Schedule::OpenLoop { max_in_flight, .. } = spec.schedule {
-        if max_in_flight != crate::plan::DEFAULT_OPEN_LOOP_IN_FLIGHT {
+        if max_in_flight != schedule::DEFAULT_OPEN_LOOP_IN_FLIGHT {
             warnings.push(format!(
             "open loop ran with at most {max_in_flight} samples in flight; arrivals waiting for \
              a free slot count their wait in the latency"

@@ -66,6 +66,15 @@ pub enum RunError {
     Staging(#[from] crate::campaign::record::StagingError),
 }
 
+impl From<crate::campaign::ExecuteError> for RunError {
+    fn from(e: crate::campaign::ExecuteError) -> Self {
+        match e {
+            crate::campaign::ExecuteError::Schedule(e) => RunError::Schedule(e),
+            crate::campaign::ExecuteError::Staging(e) => RunError::Staging(e),
+        }
+    }
+}
+
 impl RunError {
     /// The argument error this is, when it is one (a flag combination the plan refuses):
     /// `truecold` exits 125 for it, as for any usage error.

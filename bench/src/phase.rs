@@ -779,7 +779,7 @@ fn attribute(
         p.guest.as_ref().map(|g| g.symbols.as_path()),
         stop,
     )
-    .map_err(PhaseError::from)?;
+    .map_err(|e| PhaseError::from(RunError::from(e)))?;
     let mut files = Vec::new();
     match truecold_proof::attribution::generate(&jsonl, measured, env.host.clock().describe()) {
         Ok(f) => files.extend(f),

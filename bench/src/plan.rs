@@ -10,10 +10,11 @@
 pub mod bisect;
 pub mod tune;
 
-use crate::cli::{KernelPaths, ModeArg, RunArgs, DEFAULT_SEED};
+use crate::attribution::{Instrument, Instrumentation};
+use crate::cli::{InstrumentArgs, KernelPaths, ModeArg, RunArgs, DEFAULT_SEED};
 use crate::launch::shell_quote;
 use crate::own_kernel::OwnKernel;
-use crate::schedule::{Schedule, ScheduleError};
+use crate::schedule::{Schedule, ScheduleError, DEFAULT_OPEN_LOOP_IN_FLIGHT};
 use std::path::{Path, PathBuf};
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, Engine, RamLayout};
@@ -132,8 +133,6 @@ fn mode_name(m: ModeArg) -> &'static str {
 
 /// Default concurrency of burst and churn.
 pub const DEFAULT_CONCURRENCY: u32 = 2;
-/// Default in-flight cap of the open loop.
-pub const DEFAULT_OPEN_LOOP_IN_FLIGHT: u32 = 64;
 /// Default top level of the sweep.
 pub const DEFAULT_SWEEP_MAX: u32 = 4;
 
@@ -243,7 +242,7 @@ pub struct CampaignPlan {
     /// Attribution launches after the measured campaign (0: none).
     pub attribution: u64,
     /// How they measure the boot.
-    pub instrument: crate::attribution::Instrumentation,
+    pub instrument: Instrumentation,
     /// The parity contract.
     pub parity: bool,
     /// Reliability tests only: every parity launch's tap name.
@@ -327,7 +326,7 @@ impl CampaignPlan {
             kill_grace_ms: a.kill_grace_ms,
             drop_caches: a.drop_caches,
             attribution: a.attribution,
-            instrument: a.instrument.instrumentation()?,
+            instrument: instrumentation(&a.instrument)?,
             parity: a.parity,
             inject_tap_name: a.inject_tap_name.clone(),
             engines,
@@ -380,7 +379,7 @@ impl CampaignPlan {
             kill_grace_ms,
             drop_caches: false,
             attribution: 0,
-            instrument: crate::attribution::Instrumentation::default(),
+            instrument: Instrumentation::default(),
             parity: false,
             inject_tap_name: None,
             engines: Vec::new(),
@@ -462,6 +461,20 @@ impl CampaignPlan {
     pub fn planned(&self) -> Result<u64, ScheduleError> {
         self.schedule.validate()
     }
+}
+
+/// The attribution launches' instrumentation `--attribution-instrument` and
+/// `--attribution-sample-us` ask for (`truecold run`, `truecold tune`); a period given to
+/// `initcall` (which samples nothing) is refused, never dropped.
+pub fn instrumentation(a: &InstrumentArgs) -> Result<Instrumentation, ArgError> {
+    let i = Instrumentation {
+        instrument: a.attribution_instrument,
+        period: a.attribution_sample_us,
+    };
+    if i.instrument != Instrument::Rip && i.period != crate::attribution::default_period() {
+        return Err(ArgError::SamplePeriodNotRip(i.period));
+    }
+    Ok(i)
 }
 
 /// `--kernel-config` / `--kernel-source`: a Linux campaign under the strict contract.

@@ -44,6 +44,9 @@ pub enum Schedule {
     },
 }
 
+/// Default in-flight cap of the open loop (`--concurrency` unset).
+pub const DEFAULT_OPEN_LOOP_IN_FLIGHT: u32 = 64;
+
 /// Errors in the schedule itself (bad arguments), before anything is launched.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ScheduleError {

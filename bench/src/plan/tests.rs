@@ -38,7 +38,7 @@ fn modes_and_their_flags() {
         Schedule::OpenLoop {
             n: 10,
             interval_ns: 400_000_000,
-            max_in_flight: DEFAULT_OPEN_LOOP_IN_FLIGHT
+            max_in_flight: crate::schedule::DEFAULT_OPEN_LOOP_IN_FLIGHT
         }
     );
     let a = plan(&["--mode", "sweep", "-n", "5", "--max-concurrency", "3"]).unwrap();

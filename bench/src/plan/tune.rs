@@ -186,7 +186,7 @@ impl TunePlan {
             kill_grace_ms: a.kill_grace_ms,
             out: a.out.clone(),
             attribution: a.attribution,
-            instrument: a.instrument.instrumentation()?,
+            instrument: super::instrumentation(&a.instrument)?,
             paths: KernelPlan::from_cli(&a.paths, crate::cli::TUNE_KERNEL_DIR),
             own_kernel,
         })
