@@ -18,10 +18,11 @@ use truecold_proof::attribution::{AttributionLine, RipFunction};
 use truecold_proof::reports::ReportLine;
 use truecold_proto::rip::SamplePeriod;
 
-use crate::campaign::{self, CampaignSpec, Harness};
-use crate::launch::{ProcessLauncher, VmmCommand};
-use crate::progress::{Progress, Style};
-use crate::schedule::Schedule;
+use crate::campaign::execute::{execute, ExecuteError, Harness};
+use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
+use crate::campaign::schedule::Schedule;
+use crate::campaign::spec::CampaignSpec;
+use crate::terminal::progress::{Progress, Style};
 
 /// What the attribution launches measure the boot with (`--attribution-instrument`): one
 /// definition, the verifier's, with its default ([`Instrument::default`], `rip`) and what a
@@ -117,7 +118,7 @@ pub fn run_for(
     k: u64,
     vmlinux: Option<&Path>,
     stop: &AtomicBool,
-) -> Result<Vec<u8>, campaign::ExecuteError> {
+) -> Result<Vec<u8>, ExecuteError> {
     let mut aspec = spec.clone();
     aspec.schedule = Schedule::Sequential { n: k };
     let launcher = ProcessLauncher {
@@ -128,10 +129,10 @@ pub fn run_for(
     };
     let mut progress = Progress::new(std::io::stderr(), Style::detect(), "attribution", k);
     let harness = Harness::plain();
-    let ex = campaign::execute(
+    let ex = execute(
         &aspec,
         &launcher,
-        &crate::vmm_report::observe_attempt,
+        &crate::campaign::vmm_output::observe_attempt,
         stop,
         &mut progress,
         &harness,

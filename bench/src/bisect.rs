@@ -773,7 +773,7 @@ impl KernelAb<'_> {
 
 /// `results/<UTC>-bisect-<kind>-<host>-<v>vcpu-<m>mib`.
 pub(crate) fn default_out(kind: &str, c: &BisectContext) -> PathBuf {
-    let (stamp, _) = crate::clock::utc_now();
+    let (stamp, _) = crate::campaign::clock::utc_now();
     PathBuf::from("results").join(format!(
         "{stamp}-bisect-{kind}-{}-{}vcpu-{}mib",
         if c.nested { "nested-linux" } else { "linux" },

@@ -120,7 +120,7 @@ impl Cli {
     }
 }
 
-/// Campaign shapes (see `truecold_bench::schedule`); each variant's doc line is its
+/// Campaign shapes (see `truecold_bench::campaign::schedule`); each variant's doc line is its
 /// `--help` text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {

@@ -10,17 +10,19 @@
 //! them ([`ArmsPlan`]); the directory appears atomically.
 
 use crate::artifacts::{self, LinuxGuest};
+use crate::campaign::bundle_out;
+use crate::campaign::execute::{BeforeEach, Executed};
+use crate::campaign::process_launcher::Attempt;
 use crate::campaign::record::{Recorder, Spool, StagingError};
-use crate::campaign::{self, BeforeEach, CampaignSpec, Executed};
-use crate::host::{RunFacts, Snapshot};
-use crate::launch::Attempt;
-use crate::plan::CampaignPlan;
-use crate::progress::Progress;
-use crate::sample::{
+use crate::campaign::sample::{
     mark_repeated_across_arms, mark_repeated_boot_ids, to_sample, Observed, RowContext,
 };
-use crate::schedule::{LevelRun, Schedule, Slot};
-use crate::vmm_report;
+use crate::campaign::schedule::{LevelRun, Schedule, Slot};
+use crate::campaign::spec::CampaignSpec;
+use crate::campaign::vmm_output;
+use crate::host::{RunFacts, Snapshot};
+use crate::plan::CampaignPlan;
+use crate::terminal::progress::Progress;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -285,8 +287,8 @@ pub fn observed(l: &Launched, guest_cmdline: &str) -> Observed {
     let run = &l.run;
     let mut o = match (run.engine, &run.vmm) {
         (Engine::Truecold, Some(v)) => match VmmOutput::parse(v.to_string().as_bytes()) {
-            Ok(VmmOutput::Boot(c)) => vmm_report::observe(&c),
-            Ok(VmmOutput::Error(e)) => vmm_report::observe_error(&e),
+            Ok(VmmOutput::Boot(c)) => vmm_output::observe(&c),
+            Ok(VmmOutput::Error(e)) => vmm_output::observe_error(&e),
             Err(e) => Observed {
                 error: Some((ErrorKind::BadReport, e.to_string())),
                 ..Observed::default()
@@ -645,7 +647,7 @@ pub fn write_dir(
     ran: &EnginesRun,
     mut extras: Vec<ArmExtras>,
 ) -> Result<WrittenArms, EnginesError> {
-    let tmp = campaign::staging_dir(dest, "tmp")?;
+    let tmp = bundle_out::staging_dir(dest, "tmp")?;
     let spec = shared.spec;
     let mut arms = Vec::new();
     extras.resize_with(bundles.len(), ArmExtras::default);
@@ -770,7 +772,7 @@ pub fn write_arm_bundle(
     let configuration = Configuration {
         vcpus: u32::from(spec.vcpus.get()),
         mem_bytes: spec.mem.bytes(),
-        backing: campaign::backing_description(spec.backing(b.engine), &ex.backings),
+        backing: bundle_out::backing_description(spec.backing(b.engine), &ex.backings),
         ram_layout: spec.layout(b.engine),
         cmdline: b.guest_cmdline.clone(),
         vmm_path: b.binary.display().to_string(),
@@ -788,7 +790,7 @@ pub fn write_arm_bundle(
             source,
         })?;
     let mut result =
-        campaign::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
+        bundle_out::result_json(&cspec, &ex, configuration, digests, shared.facts, warnings);
     result.environment.parity = parity;
     let mut extra_files = extra;
     if b.engine == Engine::Firecracker {
@@ -813,7 +815,7 @@ pub fn write_arm_bundle(
         staged_files: Vec::new(),
     };
     arm.reports.add_to(REPORTS_FILE, &mut inputs)?;
-    let w = campaign::write(dir, &result, &ex.samples, &inputs).map_err(|source| {
+    let w = bundle_out::write(dir, &result, &ex.samples, &inputs).map_err(|source| {
         EnginesError::Bundle {
             engine: b.engine,
             source,

@@ -5,18 +5,19 @@
 //! in the guest, the launcher and the files of each bundle.
 
 use crate::artifacts::{self, LinuxGuest, PARITY_KERNEL_DIR, WORKSPACE_IMAGE};
-use crate::campaign::{self, RunOutcome};
+use crate::campaign::bundle_out::{self, RunOutcome};
+use crate::campaign::execute::{self_cpu_ns, BeforeEach};
 use crate::engines::{
     self, ArmBundle, ArmExtras, DriverLauncher, EnginesRun, EnginesSpec, PreparedArm, Shared,
 };
 use crate::error::RunError;
 use crate::host::{drop_page_cache, kvm_host};
-use crate::interrupt;
 use crate::nested;
 use crate::parity::{launch::ParityLauncher, state::StateDb};
 use crate::plain::{absolute, kernel_config};
 use crate::plan::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths, CampaignPlan};
-use crate::progress::{Progress, Style};
+use crate::terminal::interrupt;
+use crate::terminal::progress::{Progress, Style};
 use std::path::{Path, PathBuf};
 use truecold_engine::Guest;
 use truecold_proof::bundle::Written;
@@ -197,10 +198,9 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         &launcher,
         stop,
         &mut progress,
-        plan.drop_caches
-            .then_some(&drop_page_cache as &campaign::BeforeEach),
-        &campaign::self_cpu_ns,
-        &campaign::staging_for(&s.dest),
+        plan.drop_caches.then_some(&drop_page_cache as &BeforeEach),
+        &self_cpu_ns,
+        &bundle_out::staging_for(&s.dest),
     )?;
     let explicit = s.explicit(plan, &guest_dir, true);
     let bundles: Vec<ArmBundle<'_>> = s
@@ -398,8 +398,8 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
         stop,
         &mut progress,
         None,
-        &campaign::self_cpu_ns,
-        &campaign::staging_for(&s.dest),
+        &self_cpu_ns,
+        &bundle_out::staging_for(&s.dest),
     )?;
     let explicit = s.explicit(plan, &guest_dir, !single);
     // Each arm's command as recorded: its parity form with the per-launch values named.

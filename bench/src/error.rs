@@ -2,12 +2,12 @@
 //! through it) could not run or write a bundle.
 
 use crate::artifacts::ArtifactError;
+use crate::campaign::schedule::ScheduleError;
 use crate::engines::EnginesError;
 use crate::host::{HostError, DROP_CACHES};
-use crate::interrupt::InstallError;
 use crate::nested::NestedError;
 use crate::plan::ArgError;
-use crate::schedule::ScheduleError;
+use crate::terminal::interrupt::InstallError;
 use std::path::PathBuf;
 use truecold_proof::bundle::BundleError;
 use truecold_proto::path_io::PathIoError;
@@ -66,11 +66,11 @@ pub enum RunError {
     Staging(#[from] crate::campaign::record::StagingError),
 }
 
-impl From<crate::campaign::ExecuteError> for RunError {
-    fn from(e: crate::campaign::ExecuteError) -> Self {
+impl From<crate::campaign::execute::ExecuteError> for RunError {
+    fn from(e: crate::campaign::execute::ExecuteError) -> Self {
         match e {
-            crate::campaign::ExecuteError::Schedule(e) => RunError::Schedule(e),
-            crate::campaign::ExecuteError::Staging(e) => RunError::Staging(e),
+            crate::campaign::execute::ExecuteError::Schedule(e) => RunError::Schedule(e),
+            crate::campaign::execute::ExecuteError::Staging(e) => RunError::Staging(e),
         }
     }
 }

@@ -166,7 +166,7 @@ pub fn kvm_host() -> Result<(HostKind, Vec<String>), HostError> {
     let (kind, forced) = host_kind()?;
     let mut warnings = Vec::new();
     if let Some(w) = forced {
-        crate::output::note_once(&w, &format!("truecold: warning: {w}"));
+        crate::terminal::output::note_once(&w, &format!("truecold: warning: {w}"));
         warnings.push(w);
     }
     Ok((kind, warnings))

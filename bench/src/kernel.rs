@@ -123,7 +123,7 @@ impl KernelBuild<'_> {
             String::from_utf8_lossy(&out.stderr)
         );
         // The build's own output is a note (`--quiet` hides it) unless the build failed.
-        if !crate::output::quiet() || !out.status.success() {
+        if !crate::terminal::output::quiet() || !out.status.success() {
             eprint!("{text}");
         }
         if !out.status.success() {

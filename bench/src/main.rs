@@ -10,8 +10,8 @@
 
 use clap::Parser;
 use std::process::ExitCode;
+use truecold_bench::campaign::process_launcher::shell_quote;
 use truecold_bench::cli::{Cli, Cmd, EXIT_LAUNCHES_FAILED, EXIT_USAGE};
-use truecold_bench::launch::shell_quote;
 use truecold_bench::plan::bisect::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
 use truecold_bench::plan::tune::{TunePhaseRun, TunePlan};
 use truecold_bench::plan::CampaignPlan;
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
         .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
         .join(" ");
-    truecold_bench::output::set_quiet(match &cli.cmd {
+    truecold_bench::terminal::output::set_quiet(match &cli.cmd {
         Cmd::Run(a) => a.quiet,
         Cmd::Tune(a) => a.quiet,
         Cmd::Bisect(a) => a.quiet,
@@ -159,7 +159,7 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
             // The campaign's warnings on stderr, each once: what was printed before the first
             // launch is not repeated.
             for w in &out.warnings {
-                truecold_bench::output::note_once(w, &format!("truecold: warning: {w}"));
+                truecold_bench::terminal::output::note_once(w, &format!("truecold: warning: {w}"));
             }
             let code = run_exit(&out, args.allow_failures);
             // The human summary: stdout, or stderr when stdout carries the JSON document.
@@ -336,7 +336,7 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
     match truecold_bench::tune::tune(&plan, invocation) {
         Ok(out) => {
             for w in &out.warnings {
-                truecold_bench::output::note_once(w, &format!("truecold: warning: {w}"));
+                truecold_bench::terminal::output::note_once(w, &format!("truecold: warning: {w}"));
             }
             let v = &out.written.verdict;
             if args.quiet {

@@ -7,7 +7,7 @@
 //! atomically under `--out`, and verified here. Its SHA256SUMS were made in L1, so the transfer
 //! cannot alter a byte unnoticed.
 
-use crate::campaign::RunOutcome;
+use crate::campaign::bundle_out::RunOutcome;
 use crate::plan::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths, CampaignPlan};
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -5,17 +5,19 @@
 //! ([`nested_phase`]); every arm a complete bundle, the phase a multi-arm directory.
 
 use crate::artifacts::{self, ArtifactError, LinuxGuest};
+use crate::campaign::bundle_out;
+use crate::campaign::execute::{report_line, self_cpu_ns, Executed};
+use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
 use crate::campaign::record::{Recorder, Spool, StagingError};
-use crate::campaign::{self, CampaignSpec, Executed};
+use crate::campaign::sample::{mark_repeated_across_arms, mark_repeated_boot_ids, to_sample};
+use crate::campaign::schedule::{Launcher, LevelRun, Schedule, Slot};
+use crate::campaign::spec::CampaignSpec;
+use crate::campaign::vmm_output;
 use crate::error::RunError;
 use crate::host::{kvm_host, HostError, RunFacts, Snapshot};
-use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::plain;
 use crate::plan::{explicit_args, guest_flag, ArgPaths, CampaignPlan, GuestSpec, Target};
-use crate::progress::{ms_3_digits, Progress, Running, Style};
-use crate::sample::{mark_repeated_across_arms, mark_repeated_boot_ids, to_sample};
-use crate::schedule::{Launcher, LevelRun, Schedule, Slot};
-use crate::vmm_report;
+use crate::terminal::progress::{ms_3_digits, Progress, Running, Style};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -433,11 +435,12 @@ pub fn run_phase(
         .map(|a| prepare_arm(plan, a, env))
         .collect::<Result<_, _>>()?;
     let version = plain::engine_version(&env.vmm)?;
-    let stop = crate::interrupt::install().map_err(|e| PhaseError::from(RunError::from(e)))?;
+    let stop =
+        crate::terminal::interrupt::install().map_err(|e| PhaseError::from(RunError::from(e)))?;
     announce(plan, &prepared, dest);
-    let mut ran = run_rounds(plan, &prepared, stop, &campaign::staging_for(dest))?;
+    let mut ran = run_rounds(plan, &prepared, stop, &bundle_out::staging_for(dest))?;
     let repeated = mark_repeats(&prepared, &mut ran.rows);
-    let tmp = campaign::staging_dir(dest, "tmp")?;
+    let tmp = bundle_out::staging_dir(dest, "tmp")?;
     let abs_dest = std::path::absolute(dest).unwrap_or_else(|_| dest.to_path_buf());
     // Attribution launches, after every measured round (never rows).
     let k = prepared.len();
@@ -505,7 +508,9 @@ fn announce(plan: &PhasePlan, prepared: &[PreparedArm], dest: &Path) {
         crate::note!(
             "truecold:   {}: {}",
             p.arm.name,
-            crate::launch::shell_quote(&p.launcher.command.display(p.spec.deadline_ns, false))
+            crate::campaign::process_launcher::shell_quote(
+                &p.launcher.command.display(p.spec.deadline_ns, false)
+            )
         );
     }
 }
@@ -593,14 +598,14 @@ fn launch_one(p: &PreparedArm, arm: &mut ArmRows) -> (Sample, String) {
         level: 1,
         intended_ns: now_ns(),
     };
-    let (c0, t0) = (campaign::self_cpu_ns(), now_ns());
+    let (c0, t0) = (self_cpu_ns(), now_ns());
     let attempt = p.launcher.launch(slot);
-    let (c1, t1) = (campaign::self_cpu_ns(), now_ns());
+    let (c1, t1) = (self_cpu_ns(), now_ns());
     arm.cpu_ns = arm.cpu_ns.saturating_add(c1.saturating_sub(c0));
     arm.wall_ns = arm.wall_ns.saturating_add(t1.saturating_sub(t0));
     arm.t_start_ns.get_or_insert(attempt.request_ns);
     arm.t_end_ns = attempt.reaped_ns;
-    let (observed, why) = match vmm_report::observe_attempt(&attempt) {
+    let (observed, why) = match vmm_output::observe_attempt(&attempt) {
         Ok(o) => (Some(o), None),
         Err(e) => (None, Some(e)),
     };
@@ -611,7 +616,7 @@ fn launch_one(p: &PreparedArm, arm: &mut ArmRows) -> (Sample, String) {
         }
     }
     let s = to_sample(&attempt, observed.as_ref(), why.as_deref(), &ctx);
-    let line = campaign::report_line(slot.index, &s, &attempt);
+    let line = report_line(slot.index, &s, &attempt);
     (s, line)
 }
 
@@ -691,7 +696,7 @@ fn write_arm(
     let configuration = Configuration {
         vcpus: u32::from(p.spec.vcpus.get()),
         mem_bytes: p.spec.mem.bytes(),
-        backing: campaign::backing_description(p.spec.backing, &ex.backings),
+        backing: bundle_out::backing_description(p.spec.backing, &ex.backings),
         ram_layout: p.spec.ram_layout,
         cmdline: match (&guest_cmdline, plan.contract) {
             (Some(c), ContractKind::Linux) => c.clone(),
@@ -707,7 +712,7 @@ fn write_arm(
         knobs: p.arm.knobs.clone(),
     };
     let digests = artifacts::digests(&env.vmm, p.guest.as_ref())?;
-    let result = campaign::result_json(
+    let result = bundle_out::result_json(
         &p.spec,
         ex,
         configuration,
@@ -732,7 +737,7 @@ fn write_arm(
         staged_files: Vec::new(),
     };
     ex.reports.add_to(REPORTS_FILE, &mut inputs)?;
-    campaign::write(&out.dir, &result, &ex.samples, &inputs).map_err(|source| {
+    bundle_out::write(&out.dir, &result, &ex.samples, &inputs).map_err(|source| {
         PhaseError::Bundle {
             arm: p.arm.name.clone(),
             source,

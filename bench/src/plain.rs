@@ -2,17 +2,19 @@
 //! command every truecold launch (campaign, tune arm, bisect step) is made of.
 
 use crate::artifacts::{self, LinuxGuest};
-use crate::campaign::{self, CampaignSpec, Executed, Harness, RunOutcome};
+use crate::campaign::bundle_out::{self, RunOutcome};
+use crate::campaign::execute::{execute, self_cpu_ns, BeforeEach, Executed, Harness};
+use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
+use crate::campaign::schedule::Schedule;
+use crate::campaign::spec::CampaignSpec;
+use crate::campaign::vmm_output;
 use crate::error::RunError;
 use crate::host::{drop_page_cache, kvm_host, PVM_EXPLANATION};
-use crate::interrupt;
-use crate::launch::{ProcessLauncher, VmmCommand};
 use crate::plan::{
     explicit_args, explicit_line, guest_flag, ArgError, ArgPaths, CampaignPlan, Target,
 };
-use crate::progress::{Progress, Style};
-use crate::schedule::Schedule;
-use crate::vmm_report;
+use crate::terminal::interrupt;
+use crate::terminal::progress::{Progress, Style};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -161,11 +163,14 @@ fn contract_for(target: Target, kind: HostKind) -> (ContractKind, bool, Option<S
             let w = "--linux on a kvm_pvm host: an unmodified Linux kernel is not expected to \
                      boot here; every failure is kept as data"
                 .to_string();
-            crate::output::note_once(&w, &format!("truecold: warning: {w}"));
+            crate::terminal::output::note_once(&w, &format!("truecold: warning: {w}"));
             (ContractKind::Linux, true, Some(w))
         }
         (_, HostKind::Pvm) => {
-            crate::output::note_once(PVM_EXPLANATION, &format!("truecold: {PVM_EXPLANATION}"));
+            crate::terminal::output::note_once(
+                PVM_EXPLANATION,
+                &format!("truecold: {PVM_EXPLANATION}"),
+            );
             (
                 ContractKind::Probe,
                 false,
@@ -234,7 +239,7 @@ fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
     };
     let dest = match &plan.out {
         Some(p) => p.clone(),
-        None => campaign::default_dest(Path::new("results"), &spec),
+        None => bundle_out::default_dest(Path::new("results"), &spec),
     };
     if dest.symlink_metadata().is_ok() {
         return Err(RunError::OutExists(dest));
@@ -310,25 +315,23 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
     };
     let mut progress = Progress::new(std::io::stderr(), Style::detect(), label, planned);
     // The rows and evidence are staged beside the bundle as they come.
-    let staging = campaign::staging_for(&p.dest);
+    let staging = bundle_out::staging_for(&p.dest);
     let harness = Harness {
-        before_each: plan
-            .drop_caches
-            .then_some(&drop_page_cache as &campaign::BeforeEach),
-        cpu_ns: &campaign::self_cpu_ns,
+        before_each: plan.drop_caches.then_some(&drop_page_cache as &BeforeEach),
+        cpu_ns: &self_cpu_ns,
         staging: Some(&staging),
     };
-    let ex = campaign::execute(
+    let ex = execute(
         &p.spec,
         &launcher,
-        &vmm_report::observe_attempt,
+        &vmm_output::observe_attempt,
         stop,
         &mut progress,
         &harness,
     )?;
     let guest_cmdline = ex.cmdlines.iter().next().cloned();
     let configuration = configuration(&p, &ex, guest_cmdline.as_deref(), &vmm_line)?;
-    let result = campaign::result_json(
+    let result = bundle_out::result_json(
         &p.spec,
         &ex,
         configuration,
@@ -407,7 +410,7 @@ fn configuration(
     Ok(Configuration {
         vcpus: u32::from(p.spec.vcpus.get()),
         mem_bytes: p.spec.mem.bytes(),
-        backing: campaign::backing_description(p.spec.backing, &ex.backings),
+        backing: bundle_out::backing_description(p.spec.backing, &ex.backings),
         ram_layout: p.spec.ram_layout,
         cmdline: match (guest_cmdline, p.spec.contract) {
             (Some(c), ContractKind::Linux) => c.to_string(),
@@ -475,7 +478,7 @@ fn write_or_save(
     ex: &Executed,
     inputs: &BundleInputs,
 ) -> Result<Written, RunError> {
-    match campaign::write(&dest, result, &ex.samples, inputs) {
+    match bundle_out::write(&dest, result, &ex.samples, inputs) {
         Ok(w) => Ok(w),
         Err(source) => {
             let name = dest.file_name().map_or_else(
@@ -484,14 +487,16 @@ fn write_or_save(
             );
             let saved = std::env::temp_dir()
                 .join(format!("truecold-unsaved-{}-{name}", std::process::id()));
-            Err(match campaign::write(&saved, result, &ex.samples, inputs) {
-                Ok(_) => RunError::SavedElsewhere {
-                    dest,
-                    saved,
-                    source,
+            Err(
+                match bundle_out::write(&saved, result, &ex.samples, inputs) {
+                    Ok(_) => RunError::SavedElsewhere {
+                        dest,
+                        saved,
+                        source,
+                    },
+                    Err(_) => RunError::Bundle(source),
                 },
-                Err(_) => RunError::Bundle(source),
-            })
+            )
         }
     }
 }

@@ -11,10 +11,10 @@ pub mod bisect;
 pub mod tune;
 
 use crate::attribution::{Instrument, Instrumentation};
+use crate::campaign::process_launcher::shell_quote;
+use crate::campaign::schedule::{Schedule, ScheduleError, DEFAULT_OPEN_LOOP_IN_FLIGHT};
 use crate::cli::{InstrumentArgs, KernelPaths, ModeArg, RunArgs, DEFAULT_SEED};
-use crate::launch::shell_quote;
 use crate::own_kernel::OwnKernel;
-use crate::schedule::{Schedule, ScheduleError, DEFAULT_OPEN_LOOP_IN_FLIGHT};
 use std::path::{Path, PathBuf};
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, Engine, RamLayout};
@@ -748,7 +748,7 @@ fn schedule(a: &RunArgs) -> Result<Schedule, ArgError> {
             if per_ks < 1.0 {
                 return Err(ArgError::RateTooLow(rate));
             }
-            let interval_ns = crate::schedule::interval_for_rate(per_ks / 1000.0)?;
+            let interval_ns = crate::campaign::schedule::interval_for_rate(per_ks / 1000.0)?;
             Schedule::OpenLoop {
                 n,
                 interval_ns,
@@ -814,7 +814,7 @@ pub fn guest_flag(contract: ContractKind) -> &'static str {
 /// The rate of an open loop as `truecold run --rate` takes it: arrivals per second with
 /// the three decimals the schema keeps, which gives the same interval.
 fn rate_arg(interval_ns: u64) -> String {
-    let per_ks = crate::campaign::rate_per_ks(interval_ns);
+    let per_ks = crate::campaign::schedule::rate_per_ks(interval_ns);
     format!("{}.{:03}", per_ks / 1000, per_ks % 1000)
 }
 
@@ -1022,7 +1022,7 @@ pub fn engines_label(arms: &[Engine]) -> String {
 /// `results/<UTC timestamp>-<what>-<v>vcpu-<m>mib`, unless the plan names its `--out`.
 pub fn dest_or(plan: &CampaignPlan, what: &str) -> PathBuf {
     plan.out.clone().unwrap_or_else(|| {
-        let (stamp, _) = crate::clock::utc_now();
+        let (stamp, _) = crate::campaign::clock::utc_now();
         PathBuf::from("results").join(format!(
             "{stamp}-{what}-{}vcpu-{}mib",
             plan.guest.vcpus,

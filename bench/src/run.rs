@@ -4,7 +4,7 @@
 //! ([`crate::plain`]).
 
 use crate::artifacts;
-pub use crate::campaign::RunOutcome;
+pub use crate::campaign::bundle_out::RunOutcome;
 use crate::engines_campaign;
 pub use crate::error::RunError;
 use crate::host::HostLimits;

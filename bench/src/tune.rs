@@ -18,7 +18,7 @@
 //! the phase's plan (`phase.json`) into L1, and `truecold tune-phase` runs the phase there.
 
 use crate::artifacts::{self, ArtifactError, LinuxGuest};
-use crate::campaign;
+use crate::campaign::bundle_out;
 pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
 use crate::error::RunError;
 use crate::host::{kvm_host, HostError, PVM_EXPLANATION};
@@ -380,7 +380,7 @@ fn phase_name(p: &str) -> &'static str {
 
 /// `results/<UTC>-tune-<probe|linux|nested>-<v>vcpu-<m>mib`.
 pub fn default_dest(plan: &TunePlan, contract: ContractKind) -> PathBuf {
-    let (stamp, _) = crate::clock::utc_now();
+    let (stamp, _) = crate::campaign::clock::utc_now();
     let what = match (contract, plan.nested()) {
         (ContractKind::Probe, _) => "probe",
         (ContractKind::Linux, true) => "nested-linux",
@@ -411,12 +411,15 @@ fn tune_host(
             let w = "--linux on a kvm_pvm host: an unmodified Linux kernel is not expected \
                      to boot here; every failure is kept as data"
                 .to_string();
-            crate::output::note_once(&w, &format!("truecold: warning: {w}"));
+            crate::terminal::output::note_once(&w, &format!("truecold: warning: {w}"));
             warnings.push(w);
             (kind, true, ContractKind::Linux)
         }
         (false, false, HostKind::Pvm) => {
-            crate::output::note_once(PVM_EXPLANATION, &format!("truecold: {PVM_EXPLANATION}"));
+            crate::terminal::output::note_once(
+                PVM_EXPLANATION,
+                &format!("truecold: {PVM_EXPLANATION}"),
+            );
             warnings.push(PVM_EXPLANATION.to_string());
             (kind, false, ContractKind::Probe)
         }
@@ -636,7 +639,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let (knobs, already_set) = screen_knobs(knobs, own.as_ref(), listed)?;
     let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
     if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
-        crate::output::note_once(&w, &format!("truecold: tune: warning: {w}"));
+        crate::terminal::output::note_once(&w, &format!("truecold: tune: warning: {w}"));
         warnings.push(w);
     }
     let deadline_ms = tp.deadline_ms;
@@ -695,7 +698,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     // (the README shows it when no confirm phase runs); the confirm phase attributes its own
     // baseline and the recommended arm.
     let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
-    let tmp = campaign::staging_dir(&dest, "tune")?;
+    let tmp = bundle_out::staging_dir(&dest, "tune")?;
     let winners = winners_of(&runner.run(&screen, &tmp.join(SCREEN))?, tp.seed, &knobs)?;
     if !winners.is_empty() {
         let confirm = plan_of(

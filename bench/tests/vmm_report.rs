@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use truecold_bench::vmm_report::{observe, parse_output};
+use truecold_bench::campaign::vmm_output::{observe, parse_output};
 use truecold_proto::report::{ReportCore, VmmOutput};
 use truecold_proto::{ErrorCode, Workload};
 
@@ -128,8 +128,8 @@ fn a_report_with_an_untyped_guest_record_is_not_a_report() {
 
 #[test]
 fn a_vmm_that_fails_before_its_guest_runs_is_a_typed_row() {
-    use truecold_bench::launch::{Attempt, End};
-    use truecold_bench::sample::{to_sample, RowContext};
+    use truecold_bench::campaign::process_launcher::{Attempt, End};
+    use truecold_bench::campaign::sample::{to_sample, RowContext};
     use truecold_proof::schema::ContractKind;
     let vmm = common::vmm_next_to(&PathBuf::from(env!("CARGO_BIN_EXE_truecold")));
     for (args, kind) in [
@@ -145,7 +145,7 @@ fn a_vmm_that_fails_before_its_guest_runs_is_a_typed_row() {
         let o = Command::new(&vmm).args(&args).output().unwrap();
         assert_eq!(o.status.code(), Some(1), "{args:?}");
         let a = Attempt {
-            slot: truecold_bench::schedule::Slot {
+            slot: truecold_bench::campaign::schedule::Slot {
                 index: 0,
                 level: 1,
                 intended_ns: 0,
@@ -158,7 +158,7 @@ fn a_vmm_that_fails_before_its_guest_runs_is_a_typed_row() {
             stdout_truncated: false,
             stderr_tail: String::from_utf8_lossy(&o.stderr).into_owned(),
         };
-        let observed = truecold_bench::vmm_report::observe_attempt(&a).unwrap();
+        let observed = truecold_bench::campaign::vmm_output::observe_attempt(&a).unwrap();
         let ctx = RowContext {
             contract: ContractKind::Probe,
             intended: false,

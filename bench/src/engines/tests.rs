@@ -1,5 +1,5 @@
 use super::*;
-use crate::progress::Style;
+use crate::terminal::progress::Style;
 use std::cell::Cell;
 use truecold_engine::driver::{Launched, ProcessEnd};
 use truecold_proto::kinds::RamLayout;

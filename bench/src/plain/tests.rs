@@ -112,7 +112,7 @@ fn every_sample_gets_the_campaign_host_kind() {
         observer: truecold_proof::schema::Observer::VmExit,
         interleaved: false,
         stop_after: None,
-        schedule: crate::schedule::Schedule::Sequential { n: 1 },
+        schedule: crate::campaign::schedule::Schedule::Sequential { n: 1 },
         contract: ContractKind::Probe,
         vcpus: Vcpus::new(2).unwrap(),
         mem: GuestMem::from_mib(16384).unwrap(),

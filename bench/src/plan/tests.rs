@@ -38,7 +38,7 @@ fn modes_and_their_flags() {
         Schedule::OpenLoop {
             n: 10,
             interval_ns: 400_000_000,
-            max_in_flight: crate::schedule::DEFAULT_OPEN_LOOP_IN_FLIGHT
+            max_in_flight: crate::campaign::schedule::DEFAULT_OPEN_LOOP_IN_FLIGHT
         }
     );
     let a = plan(&["--mode", "sweep", "-n", "5", "--max-concurrency", "3"]).unwrap();
@@ -407,11 +407,11 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         }
     }
     // The VMM's arguments: the flag off the default only.
-    let mut spec = crate::campaign::CampaignSpec {
+    let mut spec = crate::campaign::spec::CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
         interleaved: false,
         stop_after: None,
-        schedule: crate::schedule::Schedule::Sequential { n: 1 },
+        schedule: crate::campaign::schedule::Schedule::Sequential { n: 1 },
         contract: ContractKind::Linux,
         vcpus: Vcpus::new(1).unwrap(),
         mem: GuestMem::from_mib(1024).unwrap(),

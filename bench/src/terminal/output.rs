@@ -1,5 +1,5 @@
 //! What `truecold` prints besides the summary: notes and warnings on stderr, silenced by
-//! `--quiet` (`-q`) for the whole process, and the progress display ([`crate::progress`]),
+//! `--quiet` (`-q`) for the whole process, and the progress display ([`crate::terminal::progress`]),
 //! hidden alike. Errors are never silenced: they are printed with `eprintln!` directly.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +20,7 @@ pub fn quiet() -> bool {
 #[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {
-        if !$crate::output::quiet() {
+        if !$crate::terminal::output::quiet() {
             eprintln!($($arg)*);
         }
     };

@@ -6,10 +6,10 @@
 //! from the same origin.
 //!
 //! The launcher only runs the process and keeps what it printed; turning that into a
-//! bundle row is [`crate::sample`]'s job, so another launcher (the nested harness) can
+//! bundle row is [`crate::campaign::sample`]'s job, so another launcher (the nested harness) can
 //! produce the same [`Attempt`].
 
-use crate::schedule::{Launcher, Slot};
+use crate::campaign::schedule::{Launcher, Slot};
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::AsRawFd;

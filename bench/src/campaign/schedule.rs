@@ -14,7 +14,7 @@
 //! competes with the next boot for a CPU. With more lanes, `on_done` runs on the calling
 //! thread while the lanes keep launching, so it overlaps their boots.
 
-use crate::clock::sleep_until_ns;
+use crate::campaign::clock::sleep_until_ns;
 use truecold_proto::measure::now_ns;
 
 /// Longest single sleep of the open-loop dispatcher, so a stop is seen promptly.
@@ -75,6 +75,15 @@ pub fn interval_for_rate(rate_per_s: f64) -> Result<u64, ScheduleError> {
         return Err(ScheduleError::RateTooHigh(rate_per_s));
     }
     Ok(interval as u64)
+}
+
+/// Arrivals per 1,000 s for an interval (exact integer arithmetic, rounded to nearest): what
+/// the schema records, the inverse of [`interval_for_rate`].
+pub fn rate_per_ks(interval_ns: u64) -> u64 {
+    if interval_ns == 0 {
+        return 0;
+    }
+    ((1_000_000_000_000u128 + u128::from(interval_ns) / 2) / u128::from(interval_ns)) as u64
 }
 
 /// Intended start of open-loop arrival `i`: `t0 + i·interval`, or `None` on overflow.

@@ -8,7 +8,7 @@
 //! A VMM that failed before its guest ran prints an [`ErrorReport`] instead of a report; its
 //! kebab-case kind becomes the row's `vmm_<kind>` error.
 
-use crate::sample::Observed;
+use crate::campaign::sample::Observed;
 use truecold_proto::kinds::ErrorKind;
 use truecold_proto::report::{ErrorReport, ReportCore, ReportError, VmmOutput};
 
@@ -85,7 +85,7 @@ pub fn observe_error(e: &ErrorReport) -> Observed {
 }
 
 /// Stdout of one attempt → observation (the campaign's `observe` hook).
-pub fn observe_attempt(a: &crate::launch::Attempt) -> Result<Observed, String> {
+pub fn observe_attempt(a: &crate::campaign::process_launcher::Attempt) -> Result<Observed, String> {
     match parse_output(&a.stdout, a.stdout_truncated) {
         Ok(VmmOutput::Boot(r)) => Ok(observe(&r)),
         Ok(VmmOutput::Error(e)) => Ok(observe_error(&e)),
@@ -119,8 +119,8 @@ mod tests {
     /// before strict-ready, `post_ready_overrun` after a verified strict-ready in time.
     #[test]
     fn a_vmm_deadline_report_is_the_deadline_kind() {
-        use crate::launch::{Attempt, End};
-        use crate::sample::{to_sample, RowContext};
+        use crate::campaign::process_launcher::{Attempt, End};
+        use crate::campaign::sample::{to_sample, RowContext};
         use truecold_proof::schema::ContractKind;
         use truecold_proto::measure::Stamps;
         use truecold_proto::report::{Liveness, LivenessKind, MemoryFigures, Outcome};
@@ -172,7 +172,7 @@ mod tests {
         };
         for (ready, want) in [(false, "deadline"), (true, "post_ready_overrun")] {
             let a = Attempt {
-                slot: crate::schedule::Slot {
+                slot: crate::campaign::schedule::Slot {
                     index: 0,
                     level: 1,
                     intended_ns: 0,

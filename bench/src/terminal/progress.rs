@@ -109,10 +109,10 @@ pub enum Style {
 }
 
 impl Style {
-    /// Hidden with `--quiet` ([`crate::output::quiet`]); else live on a terminal stderr
+    /// Hidden with `--quiet` ([`crate::terminal::output::quiet`]); else live on a terminal stderr
     /// unless `CI` is set to anything but `false`/`0`; else plain.
     pub fn detect() -> Style {
-        if crate::output::quiet() {
+        if crate::terminal::output::quiet() {
             return Style::Hidden;
         }
         let ci = std::env::var("CI")

@@ -1,5 +1,5 @@
 use super::*;
-use crate::schedule::Slot;
+use crate::campaign::schedule::Slot;
 use truecold_proto::kinds::ErrorKind;
 use truecold_proto::measure::Stage;
 
