@@ -790,7 +790,8 @@ pub(crate) fn context_host(c: &BisectContext) -> Result<(HostKind, u64), BisectR
             crate::plan::DEFAULT_NESTED_DEADLINE_MS,
         ));
     }
-    let (k, _) = crate::host::kvm_host().map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
+    let (k, _) = crate::checks::preflight::kvm_host()
+        .map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
     Ok((k, crate::plan::DEFAULT_DEADLINE_MS))
 }
 

@@ -20,7 +20,8 @@ use crate::campaign::sample::{
 use crate::campaign::schedule::{LevelRun, Schedule, Slot};
 use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
-use crate::host::{RunFacts, Snapshot};
+use crate::checks::environment::RunFacts;
+use crate::checks::snapshot::Snapshot;
 use crate::plan::CampaignPlan;
 use crate::terminal::progress::Progress;
 use std::collections::{BTreeMap, BTreeSet};

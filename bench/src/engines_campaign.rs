@@ -7,11 +7,11 @@
 use crate::artifacts::{self, LinuxGuest, PARITY_KERNEL_DIR, WORKSPACE_IMAGE};
 use crate::campaign::bundle_out::{self, RunOutcome};
 use crate::campaign::execute::{self_cpu_ns, BeforeEach};
+use crate::checks::preflight::{drop_page_cache, kvm_host};
 use crate::engines::{
     self, ArmBundle, ArmExtras, DriverLauncher, EnginesRun, EnginesSpec, PreparedArm, Shared,
 };
 use crate::error::RunError;
-use crate::host::{drop_page_cache, kvm_host};
 use crate::nested;
 use crate::parity::{launch::ParityLauncher, state::StateDb};
 use crate::plain::{absolute, kernel_config};
@@ -157,7 +157,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         work,
         Observer::Serial,
     )?;
-    let facts = crate::host::read_facts(s.kind);
+    let facts = crate::checks::environment::read_facts(s.kind);
     let stop = interrupt::install()?;
     crate::note!(
         "truecold: engines campaign — {} — {rounds} round(s) of {} arm(s) in seeded shuffled \
@@ -368,7 +368,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
     let workspace_sha256 = crate::parity::workspace::image_digest(&base_image)
         .unwrap_or_else(|e| format!("unreadable: {e}"));
     let pl = parity_launchers(plan, &s, &base_image, pair)?;
-    let facts = crate::host::read_facts(s.kind);
+    let facts = crate::checks::environment::read_facts(s.kind);
     let stop = interrupt::install()?;
     crate::note!(
         "truecold: parity campaign — {rounds} round(s) of {} arm(s){}, {} vCPU, {}, \

@@ -3,8 +3,8 @@
 
 use crate::artifacts::ArtifactError;
 use crate::campaign::schedule::ScheduleError;
+use crate::checks::preflight::{HostError, DROP_CACHES};
 use crate::engines::EnginesError;
-use crate::host::{HostError, DROP_CACHES};
 use crate::nested::NestedError;
 use crate::plan::ArgError;
 use crate::terminal::interrupt::InstallError;

@@ -13,8 +13,10 @@ use crate::campaign::sample::{mark_repeated_across_arms, mark_repeated_boot_ids,
 use crate::campaign::schedule::{Launcher, LevelRun, Schedule, Slot};
 use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
+use crate::checks::environment::RunFacts;
+use crate::checks::preflight::{kvm_host, HostError};
+use crate::checks::snapshot::Snapshot;
 use crate::error::RunError;
-use crate::host::{kvm_host, HostError, RunFacts, Snapshot};
 use crate::plain;
 use crate::plan::{explicit_args, guest_flag, ArgPaths, CampaignPlan, GuestSpec, Target};
 use crate::terminal::progress::{ms_3_digits, Progress, Running, Style};
@@ -976,7 +978,7 @@ pub fn run_here(
     invocation: &str,
 ) -> Result<(Written, bool), PhaseError> {
     let (host, warnings) = kvm_host()?;
-    let facts = crate::host::read_facts(host);
+    let facts = crate::checks::environment::read_facts(host);
     let env = PhaseEnv {
         vmm: artifacts::find_vmm(vmm)?,
         guest_dir: guest_dir.to_path_buf(),

@@ -8,8 +8,8 @@ use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
 use crate::campaign::schedule::Schedule;
 use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
+use crate::checks::preflight::{drop_page_cache, kvm_host, PVM_EXPLANATION};
 use crate::error::RunError;
-use crate::host::{drop_page_cache, kvm_host, PVM_EXPLANATION};
 use crate::plan::{
     explicit_args, explicit_line, guest_flag, ArgError, ArgPaths, CampaignPlan, Target,
 };
@@ -305,7 +305,7 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         from_intended: p.spec.mode().has_intended_time(),
     };
     let vmm_line = vmm_command_line(&p.command, &p.spec);
-    let facts = crate::host::read_facts(p.kind);
+    let facts = crate::checks::environment::read_facts(p.kind);
     let stop = interrupt::install()?;
     let planned = p.spec.schedule.validate()?;
     announce(plan, &p, planned)?;

@@ -5,9 +5,9 @@
 
 use crate::artifacts;
 pub use crate::campaign::bundle_out::RunOutcome;
+use crate::checks::preflight::HostLimits;
 use crate::engines_campaign;
 pub use crate::error::RunError;
-use crate::host::HostLimits;
 use crate::kernel::DEFAULT_KERNEL_BUILD;
 use crate::nested;
 use crate::own_kernel::{self, OwnKernel};
@@ -49,7 +49,7 @@ fn build_own_kernel(
     engines: &[truecold_proto::kinds::Engine],
     who: &str,
 ) -> Result<std::path::PathBuf, RunError> {
-    if plan.target == Target::Auto && crate::host::kvm_host()?.0 == HostKind::Pvm {
+    if plan.target == Target::Auto && crate::checks::preflight::kvm_host()?.0 == HostKind::Pvm {
         return Err(RunError::OwnKernelOnPvm);
     }
     let base = artifacts::linux_guest(&artifacts::guest_dir(plan.guest_dir.as_deref()))?;
@@ -76,7 +76,11 @@ fn run_plan(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunErro
     if !plan.nested() {
         // Every rule the VMM would refuse each launch by, checked once before the first
         // (the nested harness's L1 checks its own).
-        crate::host::preflight(HostLimits::read(), plan.guest.mem, &plan.asked_backings())?;
+        crate::checks::preflight::preflight(
+            HostLimits::read(),
+            plan.guest.mem,
+            &plan.asked_backings(),
+        )?;
     }
     if plan.parity {
         return engines_campaign::run_parity(plan, invocation);

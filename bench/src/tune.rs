@@ -19,9 +19,9 @@
 
 use crate::artifacts::{self, ArtifactError, LinuxGuest};
 use crate::campaign::bundle_out;
+use crate::checks::preflight::{kvm_host, HostError, PVM_EXPLANATION};
 pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
 use crate::error::RunError;
-use crate::host::{kvm_host, HostError, PVM_EXPLANATION};
 use crate::own_kernel::{self, OwnKernel};
 use crate::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
@@ -603,7 +603,11 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let (host, force, contract) = tune_host(tp, &mut warnings)?;
     if !tp.nested() {
         // The baseline's guest against this host, before any kernel is built or launched.
-        crate::host::preflight(crate::host::HostLimits::read(), tp.mem, &[tp.backing])?;
+        crate::checks::preflight::preflight(
+            crate::checks::preflight::HostLimits::read(),
+            tp.mem,
+            &[tp.backing],
+        )?;
     }
     let guest = match contract {
         ContractKind::Probe => TuneGuest::Probe,
@@ -651,7 +655,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         true => tp.paths.vmm.clone().unwrap_or_default(),
         false => artifacts::find_vmm(tp.paths.vmm.as_deref())?,
     };
-    let facts = crate::host::read_facts(host);
+    let facts = crate::checks::environment::read_facts(host);
     let runner = if tp.nested() {
         Runner::Nested {
             vmm: tp.paths.vmm.clone(),

@@ -5,7 +5,7 @@
 use super::execute::Executed;
 use super::schedule::{Schedule, DEFAULT_OPEN_LOOP_IN_FLIGHT};
 use super::spec::CampaignSpec;
-use crate::host;
+use crate::checks::environment;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::{write_bundle, BundleError, BundleInputs, Written};
@@ -57,7 +57,7 @@ pub fn result_json(
         ));
     }
     // Only for a cap the user chose (`--concurrency`): the default's is far above what a
-    // host sustains, and a loop that fell behind gets its own warning (`host::warnings`).
+    // host sustains, and a loop that fell behind gets its own warning (`environment::warnings`).
     if let Schedule::OpenLoop { max_in_flight, .. } = spec.schedule {
         if max_in_flight != DEFAULT_OPEN_LOOP_IN_FLIGHT {
             warnings.push(format!(
@@ -81,12 +81,12 @@ pub fn result_json(
         ));
     }
     if let Some((cpu, wall)) = ex.run_facts.in_window {
-        if wall > 0 && cpu as f64 / wall as f64 > host::HARNESS_CPU_SHARE {
+        if wall > 0 && cpu as f64 / wall as f64 > environment::HARNESS_CPU_SHARE {
             warnings.push(format!(
                 "inside the measured windows the harness itself used {:.0}% of a core \
                  (threshold {:.0}%): it competed with the boots it measured",
                 cpu as f64 / wall as f64 * 100.0,
-                host::HARNESS_CPU_SHARE * 100.0
+                environment::HARNESS_CPU_SHARE * 100.0
             ));
         }
     }
@@ -108,7 +108,7 @@ pub fn result_json(
             backing_counts(&ex.backings)
         ));
     }
-    let env = host::environment(facts, &ex.before, &ex.after, &ex.run_facts, warnings);
+    let env = environment::environment(facts, &ex.before, &ex.after, &ex.run_facts, warnings);
     // The clock is the host kind's (the verifier holds the bundle to it).
     let clock = env.host_kind.clock();
     let mut contract = Contract::new(

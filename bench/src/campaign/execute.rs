@@ -7,7 +7,8 @@ use super::record::{Recorder, Spool, StagingError};
 use super::sample::{mark_repeated_boot_ids, to_sample, Observed};
 use super::schedule::{self, Launcher, Schedule, ScheduleError, Slot};
 use super::spec::CampaignSpec;
-use crate::host::{self, RunFacts, Snapshot};
+use crate::checks::environment::RunFacts;
+use crate::checks::snapshot::{self, Snapshot};
 use crate::terminal::progress::Progress;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -52,7 +53,7 @@ impl Harness<'_> {
 
 /// This process's user + system CPU time, ns (`getrusage(RUSAGE_SELF)`: every thread).
 pub fn self_cpu_ns() -> u64 {
-    let (user, sys) = host::rusage(libc::RUSAGE_SELF);
+    let (user, sys) = snapshot::rusage(libc::RUSAGE_SELF);
     user.saturating_add(sys)
 }
 

@@ -212,7 +212,7 @@ fn facts(contract: ContractKind) -> Environment {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
-        ..crate::host::empty_environment(kind)
+        ..crate::checks::environment::empty_environment(kind)
     }
 }
 

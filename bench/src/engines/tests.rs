@@ -562,7 +562,7 @@ fn campaign_directory(layout: RamLayout) {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
-        ..crate::host::empty_environment(HostKind::Hardware)
+        ..crate::checks::environment::empty_environment(HostKind::Hardware)
     };
     let shared = Shared {
         spec: &sp,

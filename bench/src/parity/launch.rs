@@ -13,7 +13,7 @@
 use super::cleanup::{remove_run_dir, verify_cleanup, CleanupPlan};
 use super::state::StateDb;
 use super::workspace::{clone_image, remove_image};
-use crate::host::Snapshot;
+use crate::checks::snapshot::Snapshot;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use truecold_engine::driver::{launch_once_with, Launched};

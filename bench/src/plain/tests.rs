@@ -1,5 +1,5 @@
 use super::*;
-use crate::host::forced_warning;
+use crate::checks::preflight::forced_warning;
 use truecold_proto::kinds::Detection;
 use truecold_proto::kinds::HostKind as V;
 use truecold_proto::limits::{GuestMem, Vcpus};

@@ -1,4 +1,9 @@
-use super::*;
+use super::environment::*;
+use super::preflight::*;
+use super::snapshot::*;
+use truecold_proof::schema::{Environment, HostKind};
+use truecold_proto::kinds::Backing;
+use truecold_proto::limits::GuestMem;
 
 fn facts(kind: HostKind, cores: u32) -> Environment {
     Environment {
