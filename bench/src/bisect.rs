@@ -23,9 +23,9 @@
 //! Every step uses the clock of the host it runs on (virtual in the nested harness, wall on
 //! hardware KVM); the baseline's clock is every step's, never mixed.
 
-use crate::artifacts::{self, LinuxGuest};
+use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::artifacts::kernel_build::{KernelBuild, KernelError};
 pub use crate::cli::DEFAULT_N;
-use crate::kernel::{KernelBuild, KernelError};
 use crate::phase::PhaseError;
 use crate::phase::{PhaseArm, PhasePlan};
 pub use crate::plan::bisect::abs;
@@ -99,7 +99,7 @@ pub enum BisectRunError {
     #[error("{0}")]
     CommitBuild(String),
     #[error("your kernel")]
-    OwnKernel(#[from] crate::own_kernel::OwnKernelError),
+    OwnKernel(#[from] crate::artifacts::own_kernel::OwnKernelError),
     #[error(
         "{} builds every commit from {recorded}, not {given}: continue without \
          --kernel-config/--kernel-fragment, or in a new --dir",
@@ -134,7 +134,7 @@ pub(crate) fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -
 /// The base guest directory and its guest (the initramfs and init every kernel goes with).
 pub(crate) fn base(j: &JudgePlan) -> Result<(PathBuf, LinuxGuest), BisectRunError> {
     let dir = j.paths.guest_dir.clone();
-    let g = artifacts::linux_guest(&dir).map_err(|e| BisectRunError::Baseline {
+    let g = guest_files::linux_guest(&dir).map_err(|e| BisectRunError::Baseline {
         path: dir.clone(),
         why: format!(
             "{} (scripts/build-artifacts.sh builds the guest)",
@@ -468,7 +468,7 @@ fn good_places(
         places.extend(p.parent().map(Path::to_path_buf));
     }
     for p in &places {
-        if artifacts::sha256_file(&p.join("vmlinux")).is_ok_and(|d| d == want) {
+        if guest_files::sha256_file(&p.join("vmlinux")).is_ok_and(|d| d == want) {
             return Ok(p.clone());
         }
     }
@@ -486,7 +486,7 @@ fn good_places(
 /// The guest directory of the checked-out `commit` of `tree`: truecold's base fragments on
 /// its tinyconfig (`kernel-config/build.sh base`, into `<kernel dir>/commit-<commit>`), or,
 /// when the record names the user's kernel, that config (the file beside the record in
-/// `dir`) resolved by olddefconfig on this commit, through [`crate::own_kernel::prepare`]'s
+/// `dir`) resolved by olddefconfig on this commit, through [`crate::artifacts::own_kernel::prepare`]'s
 /// checks and build (into `<kernel dir>/commit-<commit>/<key>`). A kernel that did not build,
 /// or whose resolved config lost what strict-ready needs, is
 /// [`BisectRunError::CommitBuild`] (a step skips it).
@@ -498,7 +498,7 @@ pub(crate) fn commit_kernel(
     j: &JudgePlan,
     base: &LinuxGuest,
 ) -> Result<PathBuf, BisectRunError> {
-    use crate::own_kernel::OwnKernelError;
+    use crate::artifacts::own_kernel::OwnKernelError;
     let kdir = j.paths.kernel_root.join(format!("commit-{commit}"));
     let failed = |e: &dyn std::error::Error| {
         let why = truecold_proto::measure::error_chain(e);
@@ -518,12 +518,12 @@ pub(crate) fn commit_kernel(
             Err(e) => Err(BisectRunError::Kernel("step", e)),
         };
     };
-    let own = crate::own_kernel::OwnKernel {
+    let own = crate::artifacts::own_kernel::OwnKernel {
         config: dir.join(USER_KERNEL_FILE),
         form: k.form,
         source: Some(tree.to_path_buf()),
     };
-    match crate::own_kernel::prepare(&own, f.vcpus, &[], &j.paths.script, base, &kdir) {
+    match crate::artifacts::own_kernel::prepare(&own, f.vcpus, &[], &j.paths.script, base, &kdir) {
         Ok((d, _)) => Ok(d),
         Err(OwnKernelError::Build(e @ KernelError::Failed { .. })) => Err(failed(&e)),
         Err(e @ OwnKernelError::Lost { .. }) => Err(failed(&e)),
@@ -535,10 +535,10 @@ pub(crate) fn commit_kernel(
 /// the record (what every commit is built from), its digest; the symbols that did not carry
 /// over are filled in once the good side's config is known ([`carried_into`]).
 fn own_kernel_record(
-    k: &crate::own_kernel::OwnKernel,
+    k: &crate::artifacts::own_kernel::OwnKernel,
     dir: &Path,
 ) -> Result<UserKernel, BisectRunError> {
-    let (bytes, _) = crate::own_kernel::read_config(&k.config)?;
+    let (bytes, _) = crate::artifacts::own_kernel::read_config(&k.config)?;
     let to = dir.join(USER_KERNEL_FILE);
     std::fs::write(&to, &bytes).map_err(io("write", &to))?;
     Ok(UserKernel {
@@ -555,9 +555,9 @@ fn own_kernel_record(
 fn same_kernel(
     f: &BisectFile,
     dir: &Path,
-    k: &crate::own_kernel::OwnKernel,
+    k: &crate::artifacts::own_kernel::OwnKernel,
 ) -> Result<(), BisectRunError> {
-    let (bytes, _) = crate::own_kernel::read_config(&k.config)?;
+    let (bytes, _) = crate::artifacts::own_kernel::read_config(&k.config)?;
     let given = truecold_proof::sums::sha256_hex(&bytes);
     match &f.kernel {
         Some(r) if r.sha256 == given && r.form == k.form => Ok(()),
@@ -582,11 +582,12 @@ fn carried_into(f: &mut BisectFile, dir: &Path, config: &Path) -> Result<(), Bis
     let read = |p: &Path| std::fs::read(p).map_err(io("read", p));
     let (u, c) = (read(&user)?, read(config)?);
     k.not_carried = not_carried_lines(&String::from_utf8_lossy(&u), &String::from_utf8_lossy(&c));
-    let nc: Vec<crate::own_kernel::NotCarried> = crate::own_kernel::not_carried(
-        &crate::own_kernel::parse_config(&String::from_utf8_lossy(&u)),
-        &crate::own_kernel::parse_config(&String::from_utf8_lossy(&c)),
-    );
-    crate::own_kernel::note_not_carried(
+    let nc: Vec<crate::artifacts::own_kernel::NotCarried> =
+        crate::artifacts::own_kernel::not_carried(
+            &crate::artifacts::own_kernel::parse_config(&String::from_utf8_lossy(&u)),
+            &crate::artifacts::own_kernel::parse_config(&String::from_utf8_lossy(&c)),
+        );
+    crate::artifacts::own_kernel::note_not_carried(
         "good side's ",
         Path::new(&k.given_as),
         config.parent().unwrap_or(Path::new(".")),

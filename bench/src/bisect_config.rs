@@ -5,9 +5,9 @@
 //! nested harness); Zeller's delta debugging ([`ddmin`]) narrows the set. A candidate that
 //! does not build or breaks strict-ready is unresolved.
 
-use crate::artifacts::LinuxGuest;
+use crate::artifacts::guest_files::LinuxGuest;
+use crate::artifacts::kernel_build::{KernelBuild, KernelError};
 use crate::bisect::{abs, context_host, default_out, io, save, BisectRunError, KernelAb};
-use crate::kernel::{KernelBuild, KernelError};
 use crate::plan::bisect::ConfigBisectPlan;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -155,7 +155,7 @@ struct ConfigSearch<'a> {
     script: PathBuf,
     root: PathBuf,
     /// `--kernel-tree` as the build reads it (a tree without git through its snapshot).
-    source: Option<crate::own_kernel::SourceTree>,
+    source: Option<crate::artifacts::own_kernel::SourceTree>,
     good_dir: PathBuf,
     good_cfg: String,
     good_sha: String,
@@ -186,11 +186,11 @@ impl ConfigSearch<'_> {
             tree: self
                 .source
                 .as_ref()
-                .map(crate::own_kernel::SourceTree::tree),
+                .map(crate::artifacts::own_kernel::SourceTree::tree),
             git_dir: self
                 .source
                 .as_ref()
-                .and_then(crate::own_kernel::SourceTree::git_dir),
+                .and_then(crate::artifacts::own_kernel::SourceTree::git_dir),
         }
         .guest_dir(dir, &self.base)
     }
@@ -463,12 +463,12 @@ pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectR
     // `--kernel-config` (a side that cannot boot to strict-ready has nothing to measure).
     let vcpus = u32::from(a.context.vcpus.get());
     for (path, text) in [(&a.good, &good_in), (&a.bad, &bad_in)] {
-        crate::own_kernel::require(path, &parse_config(text), vcpus, &[])?;
+        crate::artifacts::own_kernel::require(path, &parse_config(text), vcpus, &[])?;
     }
     if let Some(t) = &a.kernel_tree {
-        s.source = Some(crate::own_kernel::check_source(
+        s.source = Some(crate::artifacts::own_kernel::check_source(
             t,
-            &crate::kernel::cache_root(),
+            &crate::artifacts::kernel_build::cache_root(),
         )?);
     }
     let good_dir = s

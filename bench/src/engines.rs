@@ -9,7 +9,7 @@
 //! the multi-arm files (arms.json, comparison, README, cdf.svg, SHA256SUMS) are written over
 //! them ([`ArmsPlan`]); the directory appears atomically.
 
-use crate::artifacts::{self, LinuxGuest};
+use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::campaign::bundle_out;
 use crate::campaign::execute::{BeforeEach, Executed};
 use crate::campaign::process_launcher::Attempt;
@@ -70,7 +70,7 @@ pub enum EnginesError {
     Digests {
         binary: PathBuf,
         #[source]
-        source: artifacts::ArtifactError,
+        source: guest_files::ArtifactError,
     },
     #[error("writing the {engine} arm's bundle")]
     Bundle {
@@ -96,7 +96,7 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EnginesEr
 pub fn find_binary(engine: Engine, plan: &CampaignPlan) -> Result<PathBuf, EnginesError> {
     let flag = match engine {
         Engine::Truecold => {
-            return artifacts::find_vmm(plan.vmm.as_deref()).map_err(|e| {
+            return guest_files::find_vmm(plan.vmm.as_deref()).map_err(|e| {
                 EnginesError::BinaryMissing(truecold_engine::locate::Missing {
                     engine,
                     looked: e.to_string(),
@@ -786,7 +786,7 @@ pub fn write_arm_bundle(
         knobs: vec![],
     };
     let digests =
-        artifacts::digests(&b.binary, Some(b.guest)).map_err(|source| EnginesError::Digests {
+        guest_files::digests(&b.binary, Some(b.guest)).map_err(|source| EnginesError::Digests {
             binary: b.binary.clone(),
             source,
         })?;

@@ -4,7 +4,7 @@
 //! resolve every arm, prepare its launch and write through [`crate::engines`]; they differ
 //! in the guest, the launcher and the files of each bundle.
 
-use crate::artifacts::{self, LinuxGuest, PARITY_KERNEL_DIR, WORKSPACE_IMAGE};
+use crate::artifacts::guest_files::{self, LinuxGuest, PARITY_KERNEL_DIR, WORKSPACE_IMAGE};
 use crate::campaign::bundle_out::{self, RunOutcome};
 use crate::campaign::execute::{self_cpu_ns, BeforeEach};
 use crate::checks::preflight::{drop_page_cache, kvm_host};
@@ -59,7 +59,7 @@ impl Setup {
         for r in resolved {
             let own = plan.arm_guest_dir.iter().find(|(e, _)| *e == r.engine);
             let g = match own {
-                Some((_, dir)) => artifacts::linux_guest(dir)?,
+                Some((_, dir)) => guest_files::linux_guest(dir)?,
                 None => lg.clone(),
             };
             guests.push(engines::ArmGuest {
@@ -130,13 +130,13 @@ impl Setup {
 pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {
     let arms = &plan.engines;
     let rounds = plan.planned()?;
-    let guest_dir = artifacts::guest_dir(plan.guest_dir.as_deref());
+    let guest_dir = guest_files::guest_dir(plan.guest_dir.as_deref());
     if plan.nested() {
         return Ok(nested::run_engines(plan, arms, rounds, &guest_dir)?);
     }
     // Argument-level problems first: every engine's binary and version, the guest.
     let resolved = engines::resolve(arms, plan)?;
-    let lg = artifacts::linux_guest(&guest_dir)?;
+    let lg = guest_files::linux_guest(&guest_dir)?;
     let (kind, mut warnings) = kvm_host()?;
     if kind == HostKind::Pvm {
         let w = "an engines campaign on a kvm_pvm host: an unmodified Linux kernel is not \
@@ -237,7 +237,7 @@ fn parity_err(e: &dyn std::error::Error) -> RunError {
 /// fragment: virtio-mmio, -pci, -blk, -net, vsock, ext4) from `<guest-dir>/parity/`, and the
 /// base workspace image.
 fn parity_guest(guest_dir: &Path) -> Result<(LinuxGuest, PathBuf), RunError> {
-    let mut lg = artifacts::linux_guest(guest_dir)?;
+    let mut lg = guest_files::linux_guest(guest_dir)?;
     for (slot, name) in [(&mut lg.vmlinux, "vmlinux"), (&mut lg.config, "config")] {
         let p = guest_dir.join(PARITY_KERNEL_DIR).join(name);
         if !p.is_file() {
@@ -320,7 +320,7 @@ fn parity_launchers(
 /// table as `state.csv`.
 pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {
     let rounds = plan.planned()?;
-    let guest_dir = artifacts::guest_dir(plan.guest_dir.as_deref());
+    let guest_dir = guest_files::guest_dir(plan.guest_dir.as_deref());
     // No engine named: truecold-vmm alone, one bundle (as before engine arms existed).
     let single = plan.engines.is_empty();
     let arms = if single {

@@ -1,7 +1,7 @@
 //! The campaign layer's error: why `truecold run` (and the campaigns tune and bisect run
 //! through it) could not run or write a bundle.
 
-use crate::artifacts::ArtifactError;
+use crate::artifacts::guest_files::ArtifactError;
 use crate::campaign::schedule::ScheduleError;
 use crate::checks::preflight::{HostError, DROP_CACHES};
 use crate::engines::EnginesError;
@@ -34,7 +34,7 @@ pub enum RunError {
     #[error("the guest kernel config")]
     Config(#[source] PathIoError),
     #[error("your kernel (--kernel-config / --kernel-fragment / --arm-kernel-config)")]
-    OwnKernel(#[from] crate::own_kernel::OwnKernelError),
+    OwnKernel(#[from] crate::artifacts::own_kernel::OwnKernelError),
     #[error(
         "your kernel (--kernel-config / --kernel-fragment) needs a Linux boot, and this host's /dev/kvm is kvm_pvm (no unmodified \
          Linux boots on it): add --nested to boot your kernel in the nested harness"

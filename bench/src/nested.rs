@@ -148,9 +148,9 @@ pub fn run_parity(
         .map(|a| format!("-{}", crate::plan::engines_label(a)))
         .unwrap_or_default();
     let dest = dest_or(plan, &format!("nested-parity{label}"));
-    let parity = crate::artifacts::PARITY_KERNEL_DIR;
+    let parity = crate::artifacts::guest_files::PARITY_KERNEL_DIR;
     let mut extra: Vec<L1File> = [
-        crate::artifacts::WORKSPACE_IMAGE.to_string(),
+        crate::artifacts::guest_files::WORKSPACE_IMAGE.to_string(),
         format!("{parity}/vmlinux"),
         format!("{parity}/config"),
     ]

@@ -4,7 +4,7 @@
 //! on this host's /dev/kvm ([`run_phase`]) or in one L1 boot of the nested harness
 //! ([`nested_phase`]); every arm a complete bundle, the phase a multi-arm directory.
 
-use crate::artifacts::{self, ArtifactError, LinuxGuest};
+use crate::artifacts::guest_files::{self, ArtifactError, LinuxGuest};
 use crate::campaign::bundle_out;
 use crate::campaign::execute::{report_line, self_cpu_ns, Executed};
 use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
@@ -312,9 +312,9 @@ fn prepare_arm(
                 .clone()
                 .unwrap_or_else(|| env.guest_dir.clone());
             let g = if applied.bzimage {
-                artifacts::linux_guest_bzimage(&dir)?
+                guest_files::linux_guest_bzimage(&dir)?
             } else {
-                artifacts::linux_guest(&dir)?
+                guest_files::linux_guest(&dir)?
             };
             (Some(g), Some(dir))
         }
@@ -713,7 +713,7 @@ fn write_arm(
         },
         knobs: p.arm.knobs.clone(),
     };
-    let digests = artifacts::digests(&env.vmm, p.guest.as_ref())?;
+    let digests = guest_files::digests(&env.vmm, p.guest.as_ref())?;
     let result = bundle_out::result_json(
         &p.spec,
         ex,
@@ -980,7 +980,7 @@ pub fn run_here(
     let (host, warnings) = kvm_host()?;
     let facts = crate::checks::environment::read_facts(host);
     let env = PhaseEnv {
-        vmm: artifacts::find_vmm(vmm)?,
+        vmm: guest_files::find_vmm(vmm)?,
         guest_dir: guest_dir.to_path_buf(),
         host,
         facts: &facts,

@@ -1,7 +1,7 @@
 //! The plain campaign: truecold-vmm alone on this host's /dev/kvm, one bundle; and the VMM
 //! command every truecold launch (campaign, tune arm, bisect step) is made of.
 
-use crate::artifacts::{self, LinuxGuest};
+use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::campaign::bundle_out::{self, RunOutcome};
 use crate::campaign::execute::{execute, self_cpu_ns, BeforeEach, Executed, Harness};
 use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
@@ -212,7 +212,7 @@ struct Prepared {
 /// command and the bundle's place.
 fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
     let (kind, mut warnings) = kvm_host()?;
-    let guest_dir = artifacts::guest_dir(plan.guest_dir.as_deref());
+    let guest_dir = guest_files::guest_dir(plan.guest_dir.as_deref());
     let (contract, force, warning) = contract_for(plan.target, kind);
     check_cmdline_extra(plan, contract)?;
     warnings.extend(warning);
@@ -229,12 +229,12 @@ fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
         deadline_ns: plan.deadline_ns(),
         kill_grace_ns: plan.kill_grace_ns(),
     };
-    let vmm = artifacts::find_vmm(plan.vmm.as_deref())?;
+    let vmm = guest_files::find_vmm(plan.vmm.as_deref())?;
     let guest = match contract {
         ContractKind::Linux if plan.guest.bzimage => {
-            Some(artifacts::linux_guest_bzimage(&guest_dir)?)
+            Some(guest_files::linux_guest_bzimage(&guest_dir)?)
         }
-        ContractKind::Linux => Some(artifacts::linux_guest(&guest_dir)?),
+        ContractKind::Linux => Some(guest_files::linux_guest(&guest_dir)?),
         ContractKind::Probe => None,
     };
     let dest = match &plan.out {
@@ -296,7 +296,7 @@ fn launch_command(
 /// Runs the plain campaign `plan` describes and writes its bundle.
 pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {
     let p = prepare(plan)?;
-    let digests = artifacts::digests(&p.vmm, p.guest.as_ref())?;
+    let digests = guest_files::digests(&p.vmm, p.guest.as_ref())?;
     let kernel_config = p.guest.as_ref().map(kernel_config).transpose()?;
     let launcher = ProcessLauncher {
         command: p.command.clone(),

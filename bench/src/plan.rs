@@ -10,11 +10,11 @@
 pub mod bisect;
 pub mod tune;
 
+use crate::artifacts::own_kernel::OwnKernel;
 use crate::attribution::{Instrument, Instrumentation};
 use crate::campaign::process_launcher::shell_quote;
 use crate::campaign::schedule::{Schedule, ScheduleError, DEFAULT_OPEN_LOOP_IN_FLIGHT};
 use crate::cli::{InstrumentArgs, KernelPaths, ModeArg, RunArgs, DEFAULT_SEED};
-use crate::own_kernel::OwnKernel;
 use std::path::{Path, PathBuf};
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, Engine, RamLayout};
@@ -508,7 +508,7 @@ pub fn kernel_config_of(
     k: &crate::cli::KernelConfigArgs,
     source: Option<&Path>,
 ) -> Result<Option<OwnKernel>, ArgError> {
-    use crate::own_kernel::ConfigForm;
+    use crate::artifacts::own_kernel::ConfigForm;
     let (config, form) = match (&k.kernel_config, &k.kernel_fragment) {
         (Some(c), None) => (c, ConfigForm::Full),
         (None, Some(f)) => (f, ConfigForm::Fragment),
@@ -625,7 +625,7 @@ fn arm_guests(
             *e,
             OwnKernel {
                 config: f.clone(),
-                form: crate::own_kernel::ConfigForm::Full,
+                form: crate::artifacts::own_kernel::ConfigForm::Full,
                 source: a.kernel_source.clone(),
             },
         ));
@@ -779,15 +779,14 @@ impl KernelPlan {
     pub fn from_cli(p: &KernelPaths, default_root: &str) -> KernelPlan {
         KernelPlan {
             vmm: p.vmm.clone(),
-            guest_dir: crate::artifacts::guest_dir(p.guest_dir.as_deref()),
+            guest_dir: crate::artifacts::guest_files::guest_dir(p.guest_dir.as_deref()),
             kernel_root: p
                 .kernel_dir
                 .clone()
                 .unwrap_or_else(|| PathBuf::from(default_root)),
-            script: p
-                .kernel_build
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(crate::kernel::DEFAULT_KERNEL_BUILD)),
+            script: p.kernel_build.clone().unwrap_or_else(|| {
+                PathBuf::from(crate::artifacts::kernel_build::DEFAULT_KERNEL_BUILD)
+            }),
         }
     }
 }

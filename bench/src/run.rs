@@ -3,14 +3,14 @@
 //! ([`crate::engines_campaign`]), the nested harness ([`crate::nested`]), or the plain one
 //! ([`crate::plain`]).
 
-use crate::artifacts;
+use crate::artifacts::guest_files;
+use crate::artifacts::kernel_build::DEFAULT_KERNEL_BUILD;
+use crate::artifacts::own_kernel::{self, OwnKernel};
 pub use crate::campaign::bundle_out::RunOutcome;
 use crate::checks::preflight::HostLimits;
 use crate::engines_campaign;
 pub use crate::error::RunError;
-use crate::kernel::DEFAULT_KERNEL_BUILD;
 use crate::nested;
-use crate::own_kernel::{self, OwnKernel};
 use crate::plain::{self, check_drop_caches};
 use crate::plan::{CampaignPlan, Target};
 use std::path::Path;
@@ -52,7 +52,7 @@ fn build_own_kernel(
     if plan.target == Target::Auto && crate::checks::preflight::kvm_host()?.0 == HostKind::Pvm {
         return Err(RunError::OwnKernelOnPvm);
     }
-    let base = artifacts::linux_guest(&artifacts::guest_dir(plan.guest_dir.as_deref()))?;
+    let base = guest_files::linux_guest(&guest_files::guest_dir(plan.guest_dir.as_deref()))?;
     let (dir, not_carried) = own_kernel::prepare(
         k,
         u32::from(plan.guest.vcpus.get()),
@@ -91,10 +91,10 @@ fn run_plan(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunErro
     if plan.nested() {
         // Needs no KVM here: QEMU emulates the CPU, L1 brings its own KVM.
         let planned = plan.planned()?;
-        let guest_dir = artifacts::guest_dir(plan.guest_dir.as_deref());
+        let guest_dir = guest_files::guest_dir(plan.guest_dir.as_deref());
         if plan.guest.bzimage {
             // The bzImage is packed into L1 beside the guest: there before L1 boots.
-            artifacts::linux_guest_bzimage(&guest_dir)?;
+            guest_files::linux_guest_bzimage(&guest_dir)?;
         }
         return Ok(RunOutcome {
             written: nested::run(plan, planned, &guest_dir)?,

@@ -17,12 +17,12 @@
 //! In the nested harness each phase is one L1 boot: the host builds kernels, packs them with
 //! the phase's plan (`phase.json`) into L1, and `truecold tune-phase` runs the phase there.
 
-use crate::artifacts::{self, ArtifactError, LinuxGuest};
+use crate::artifacts::guest_files::{self, ArtifactError, LinuxGuest};
+use crate::artifacts::own_kernel::{self, OwnKernel};
 use crate::campaign::bundle_out;
 use crate::checks::preflight::{kvm_host, HostError, PVM_EXPLANATION};
 pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
 use crate::error::RunError;
-use crate::own_kernel::{self, OwnKernel};
 use crate::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
 };
@@ -57,7 +57,7 @@ pub enum TuneError {
     Kernel {
         knobs: String,
         #[source]
-        source: crate::kernel::KernelError,
+        source: crate::artifacts::kernel_build::KernelError,
     },
     #[error("the host")]
     Run(#[source] Box<RunError>),
@@ -78,7 +78,7 @@ pub enum TuneError {
     #[error(transparent)]
     Phase(#[from] PhaseError),
     #[error("your kernel")]
-    OwnKernel(#[from] crate::own_kernel::OwnKernelError),
+    OwnKernel(#[from] crate::artifacts::own_kernel::OwnKernelError),
     #[error(
         "--knobs {knobs}: your kernel's resolved config ({config}) already sets every symbol of \
          the fragment, so the arm would measure your kernel again: leave it out of --knobs"
@@ -185,7 +185,7 @@ pub fn ensure_kernel(
             paths.push(p.into_os_string());
         }
     }
-    let build = crate::kernel::KernelBuild {
+    let build = crate::artifacts::kernel_build::KernelBuild {
         script,
         variant: "tune",
         args: paths,
@@ -619,7 +619,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         return Err(TuneError::OutExists(dest));
     }
     let base = match contract {
-        ContractKind::Linux => Some(artifacts::linux_guest(&tp.paths.guest_dir)?),
+        ContractKind::Linux => Some(guest_files::linux_guest(&tp.paths.guest_dir)?),
         ContractKind::Probe => None,
     };
     // The user's kernel, checked and built before any launch: the baseline's guest.
@@ -653,7 +653,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     };
     let vmm = match tp.nested() {
         true => tp.paths.vmm.clone().unwrap_or_default(),
-        false => artifacts::find_vmm(tp.paths.vmm.as_deref())?,
+        false => guest_files::find_vmm(tp.paths.vmm.as_deref())?,
     };
     let facts = crate::checks::environment::read_facts(host);
     let runner = if tp.nested() {

@@ -100,8 +100,8 @@ fn the_cli_takes_the_three_subcommands_and_checks_sizes() {
 
 #[test]
 fn run_and_step_take_the_users_kernel_and_config_does_not() {
+    use crate::artifacts::own_kernel::ConfigForm;
     use crate::cli::BisectCmd;
-    use crate::own_kernel::ConfigForm;
     let p = bisect_words;
     let Ok(BisectCmd::Run(r)) = p(&[
         "run",
@@ -215,7 +215,7 @@ fn each_commit_is_built_from_the_users_config() {
     for f in ["vmlinux", "initramfs.cpio", "init", "config"] {
         std::fs::write(guest.join(f), f).unwrap();
     }
-    let base = artifacts::linux_guest(&guest).unwrap();
+    let base = guest_files::linux_guest(&guest).unwrap();
     // build.sh config with the tree: the "resolved" config is the start config, less
     // CONFIG_PVH when the tree's marker file says this commit dropped it.
     let script = d.path().join("build.sh");
@@ -241,15 +241,15 @@ fn each_commit_is_built_from_the_users_config() {
     .unwrap();
     let dir = d.path().join("bisect");
     std::fs::create_dir(&dir).unwrap();
-    let user: String = crate::own_kernel::REQUIREMENTS
+    let user: String = crate::artifacts::own_kernel::REQUIREMENTS
         .iter()
         .map(|r| format!("{}=y\n", r.symbol))
         .collect();
     let given = d.path().join("fc.config");
     std::fs::write(&given, &user).unwrap();
-    let k = crate::own_kernel::OwnKernel {
+    let k = crate::artifacts::own_kernel::OwnKernel {
         config: given.clone(),
-        form: crate::own_kernel::ConfigForm::Full,
+        form: crate::artifacts::own_kernel::ConfigForm::Full,
         source: None,
     };
     let mut f = record(Some(own_kernel_record(&k, &dir).unwrap()));
@@ -292,6 +292,6 @@ fn each_commit_is_built_from_the_users_config() {
 /// [`good_kernel`]'s search, on a guest directory's own vmlinux digest (what a baseline
 /// records) and the path L1 gave it.
 fn good_dir_of(built: &Path, j: &JudgePlan) -> PathBuf {
-    let want = artifacts::sha256_file(&built.join("vmlinux")).unwrap();
+    let want = guest_files::sha256_file(&built.join("vmlinux")).unwrap();
     good_places(Some("aaaa"), Some("/guest/vmlinux"), &want, j).unwrap()
 }

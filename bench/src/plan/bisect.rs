@@ -4,8 +4,8 @@
 //! every step runs).
 
 use super::{ArgError, KernelPlan};
+use crate::artifacts::own_kernel::OwnKernel;
 use crate::cli::{ConfigBisectArgs, ContextArgs, JudgeArgs, RunBisectArgs, StepArgs};
-use crate::own_kernel::OwnKernel;
 use std::path::{Path, PathBuf};
 use truecold_proof::bisect::JudgeOptions;
 use truecold_proto::limits::{GuestMem, Vcpus};

@@ -1,6 +1,6 @@
 use super::*;
+use crate::artifacts::own_kernel::ConfigForm;
 use crate::cli::Cli;
-use crate::own_kernel::ConfigForm;
 
 fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
     let mut v = vec!["truecold", "run"];

@@ -121,7 +121,7 @@ pub struct TunePlan {
     pub paths: KernelPlan,
     /// The user's kernel (`--kernel-config` / `--kernel-fragment`, `--kernel-source`): the
     /// baseline's, and the base of every Kconfig knob.
-    pub own_kernel: Option<crate::own_kernel::OwnKernel>,
+    pub own_kernel: Option<crate::artifacts::own_kernel::OwnKernel>,
 }
 
 impl TunePlan {
@@ -231,7 +231,7 @@ impl TunePhaseRun {
             plan_file: a.plan.clone(),
             out: a.out.clone(),
             vmm: a.vmm.clone(),
-            guest_dir: crate::artifacts::guest_dir(a.guest_dir.as_deref()),
+            guest_dir: crate::artifacts::guest_files::guest_dir(a.guest_dir.as_deref()),
         }
     }
 }

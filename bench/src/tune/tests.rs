@@ -91,7 +91,7 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
     for f in ["vmlinux", "initramfs.cpio", "init", "config"] {
         std::fs::write(base_dir.join(f), f).unwrap();
     }
-    let base = artifacts::linux_guest(&base_dir).unwrap();
+    let base = guest_files::linux_guest(&base_dir).unwrap();
     // A stand-in for kernel-config/build.sh: checks its arguments, writes the kernel files.
     let script = d.path().join("build.sh");
     std::fs::write(
@@ -103,7 +103,7 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
     let root = d.path().join("kernels");
     let dir = ensure_kernel(&[Knob::Hz1000, Knob::NoPrintk], &base, &root, &script).unwrap();
     assert_eq!(dir, root.join("hz-1000+no-printk"));
-    let g = artifacts::linux_guest(&dir).unwrap();
+    let g = guest_files::linux_guest(&dir).unwrap();
     let config = std::fs::read_to_string(&g.config).unwrap();
     assert_eq!(
         config,
@@ -117,7 +117,7 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
         matches!(
             e,
             TuneError::Kernel {
-                source: crate::kernel::KernelError::Failed { .. },
+                source: crate::artifacts::kernel_build::KernelError::Failed { .. },
                 ..
             }
         ),
@@ -129,7 +129,7 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
         matches!(
             e,
             TuneError::Kernel {
-                source: crate::kernel::KernelError::ScriptMissing(_),
+                source: crate::artifacts::kernel_build::KernelError::ScriptMissing(_),
                 ..
             }
         ),
@@ -269,7 +269,7 @@ fn fake_base_guest(d: &Path) -> LinuxGuest {
     for f in ["vmlinux", "initramfs.cpio", "init", "config"] {
         std::fs::write(base_dir.join(f), f).unwrap();
     }
-    artifacts::linux_guest(&base_dir).unwrap()
+    guest_files::linux_guest(&base_dir).unwrap()
 }
 
 /// The user's complete config: every strict-ready requirement, HZ 100, and a symbol the
@@ -386,7 +386,7 @@ fn a_users_kernel_missing_a_requirement_is_refused_before_the_build() {
 
 #[test]
 fn tune_takes_the_users_kernel_flags() {
-    use crate::own_kernel::ConfigForm;
+    use crate::artifacts::own_kernel::ConfigForm;
     let p = parse(&[
         "--nested",
         "--kernel-config",

@@ -11,8 +11,8 @@
 //! build, every missing symbol named; a symbol of the given config that `olddefconfig` did
 //! not keep (a 6.1 config on the pinned 6.12 source, say) is reported, never hidden.
 
-use crate::artifacts::LinuxGuest;
-use crate::kernel::{KernelBuild, KernelError};
+use crate::artifacts::guest_files::LinuxGuest;
+use crate::artifacts::kernel_build::{KernelBuild, KernelError};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -479,7 +479,10 @@ pub fn prepare(
     };
     require(&k.config, &intended, vcpus, engines)?;
     let source = match &k.source {
-        Some(src) => Some(check_source(src, &crate::kernel::cache_root())?),
+        Some(src) => Some(check_source(
+            src,
+            &crate::artifacts::kernel_build::cache_root(),
+        )?),
         None => None,
     };
     let dir = root.join(key(&given_bytes, k.form, k.source.as_deref()));
@@ -570,7 +573,7 @@ mod tests {
     /// fragment is refused only for what it turns off).
     #[test]
     fn the_base_fragment_meets_every_requirement() {
-        let base = parse_config(include_str!("../../kernel-config/base.config"));
+        let base = parse_config(include_str!("../../../kernel-config/base.config"));
         assert_eq!(missing(&base, 2, &[]), Vec::<Requirement>::new());
     }
 
@@ -631,7 +634,7 @@ mod tests {
 
     #[test]
     fn the_doc_shows_this_requirement_table() {
-        let doc = include_str!("../../docs/your-kernel.md");
+        let doc = include_str!("../../../docs/your-kernel.md");
         let want = requirements_markdown();
         assert!(
             doc.contains(&want),

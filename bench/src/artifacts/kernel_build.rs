@@ -3,7 +3,7 @@
 //! manifest.json) and, beside them, every other file of the base guest directory (its
 //! initramfs and init, and what the nested harness packs with them).
 
-use crate::artifacts::LinuxGuest;
+use crate::artifacts::guest_files::LinuxGuest;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use truecold_proto::path_io::PathIoError;
@@ -27,7 +27,7 @@ pub struct KernelBuild<'a> {
     /// `TRUECOLD_KERNEL_TREE`: a kernel git work tree to build instead of the package.
     pub tree: Option<&'a Path>,
     /// The git directory that stands for `tree`'s own (`GIT_DIR`, with `GIT_WORK_TREE` the
-    /// tree): a tree without git, snapshotted ([`crate::own_kernel::snapshot`]).
+    /// tree): a tree without git, snapshotted ([`crate::artifacts::own_kernel::snapshot`]).
     pub git_dir: Option<&'a Path>,
 }
 
