@@ -744,7 +744,7 @@ impl KernelAb<'_> {
                 },
             ],
             attribution: 0,
-            instrument: crate::attribution::Instrumentation::default(),
+            instrument: crate::attribution::instrumentation::Instrumentation::default(),
             attribute: Vec::new(),
         };
         let dest = dir.join(&rel);

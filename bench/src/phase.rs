@@ -160,10 +160,10 @@ pub struct PhasePlan {
     /// `attribute`.
     pub attribution: u64,
     /// How the attribution launches measure the boot: always written; a plan without it
-    /// means [`crate::attribution::Instrumentation::absent`] (`initcall`), what plans written
+    /// means [`crate::attribution::instrumentation::Instrumentation::absent`] (`initcall`), what plans written
     /// before left out at that default.
-    #[serde(default = "crate::attribution::Instrumentation::absent")]
-    pub instrument: crate::attribution::Instrumentation,
+    #[serde(default = "crate::attribution::instrumentation::Instrumentation::absent")]
+    pub instrument: crate::attribution::instrumentation::Instrumentation,
     pub attribute: Vec<String>,
 }
 
@@ -779,7 +779,7 @@ fn attribute(
         &extra,
         env,
     ));
-    let jsonl = crate::attribution::run_for(
+    let jsonl = crate::attribution::launches::run_for(
         &p.spec,
         &command,
         plan.attribution,

@@ -452,7 +452,7 @@ fn attribution_files(
         p.force,
         p.kind,
     ));
-    let jsonl = crate::attribution::run_for(
+    let jsonl = crate::attribution::launches::run_for(
         &p.spec,
         &command,
         plan.attribution,

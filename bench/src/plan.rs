@@ -11,7 +11,7 @@ pub mod bisect;
 pub mod tune;
 
 use crate::artifacts::own_kernel::OwnKernel;
-use crate::attribution::{Instrument, Instrumentation};
+use crate::attribution::instrumentation::{Instrument, Instrumentation};
 use crate::campaign::process_launcher::shell_quote;
 use crate::campaign::schedule::{Schedule, ScheduleError, DEFAULT_OPEN_LOOP_IN_FLIGHT};
 use crate::cli::{InstrumentArgs, KernelPaths, ModeArg, RunArgs, DEFAULT_SEED};
@@ -471,7 +471,9 @@ pub fn instrumentation(a: &InstrumentArgs) -> Result<Instrumentation, ArgError> 
         instrument: a.attribution_instrument,
         period: a.attribution_sample_us,
     };
-    if i.instrument != Instrument::Rip && i.period != crate::attribution::default_period() {
+    if i.instrument != Instrument::Rip
+        && i.period != crate::attribution::instrumentation::default_period()
+    {
         return Err(ArgError::SamplePeriodNotRip(i.period));
     }
     Ok(i)

@@ -591,7 +591,8 @@ fn invocation_record(
             // `Instrument::ABSENT`), the period with `rip`.
             attribution_instrument: (tp.attribution > 0).then_some(tp.instrument.instrument),
             attribution_sample_us: (tp.attribution > 0
-                && tp.instrument.instrument == crate::attribution::Instrument::Rip)
+                && tp.instrument.instrument
+                    == crate::attribution::instrumentation::Instrument::Rip)
                 .then_some(tp.instrument.period),
         },
     }

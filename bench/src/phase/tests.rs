@@ -13,7 +13,7 @@ fn plan(arms: Vec<PhaseArm>) -> PhasePlan {
         kill_grace_ms: 500,
         arms,
         attribution: 0,
-        instrument: crate::attribution::Instrumentation::default(),
+        instrument: crate::attribution::instrumentation::Instrumentation::default(),
         attribute: Vec::new(),
     }
 }
@@ -143,7 +143,7 @@ fn an_arms_run_is_a_plain_sequential_plan() {
         l.contains(" --attribution 2 --attribution-instrument rip --attribution-sample-us 100 "),
         "{l}"
     );
-    attributed.instrument.instrument = crate::attribution::Instrument::Initcall;
+    attributed.instrument.instrument = crate::attribution::instrumentation::Instrument::Initcall;
     let l = line(&attributed);
     assert!(
         l.contains(" --attribution 2 --attribution-instrument initcall --keep-going "),
@@ -166,11 +166,11 @@ fn a_phase_plan_names_its_instrument_and_an_absent_one_is_initcall() {
     let read: PhasePlan = serde_json::from_value(old).unwrap();
     assert_eq!(
         read.instrument.instrument,
-        crate::attribution::Instrument::Initcall
+        crate::attribution::instrumentation::Instrument::Initcall
     );
     assert_eq!(
         read.instrument,
-        crate::attribution::Instrumentation::absent()
+        crate::attribution::instrumentation::Instrumentation::absent()
     );
 }
 

@@ -236,7 +236,7 @@ fn attribution_is_refused_in_engines_and_parity_campaigns() {
 /// means the same whatever a later default is; `initcall` with a period is refused.
 #[test]
 fn the_attribution_instrument_is_rip_by_default_and_always_spelt_out() {
-    use crate::attribution::{Instrument, Instrumentation};
+    use crate::attribution::instrumentation::{Instrument, Instrumentation};
     let a = plan_of(&["--probe", "--attribution", "2"]);
     assert_eq!(a.instrument, Instrumentation::default());
     assert_eq!(a.instrument.instrument, Instrument::Rip);

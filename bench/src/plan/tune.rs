@@ -117,7 +117,7 @@ pub struct TunePlan {
     /// Attribution launches of the last phase's baseline and recommended arms.
     pub attribution: u64,
     /// How they measure the boot.
-    pub instrument: crate::attribution::Instrumentation,
+    pub instrument: crate::attribution::instrumentation::Instrumentation,
     pub paths: KernelPlan,
     /// The user's kernel (`--kernel-config` / `--kernel-fragment`, `--kernel-source`): the
     /// baseline's, and the base of every Kconfig knob.

@@ -201,7 +201,7 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
 /// makes none; a period given to `initcall` is refused.
 #[test]
 fn tune_attributes_with_rip_by_default_and_records_the_instrument() {
-    use crate::attribution::Instrument;
+    use crate::attribution::instrumentation::Instrument;
     use truecold_proto::rip::SamplePeriod;
     let tp = parse(&["--nested"]);
     assert_eq!(tp.attribution, 2);
