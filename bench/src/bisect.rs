@@ -28,9 +28,10 @@ use crate::artifacts::kernel_build::{KernelBuild, KernelError};
 pub use crate::cli::DEFAULT_N;
 use crate::phase::PhaseError;
 use crate::phase::{PhaseArm, PhasePlan};
-pub use crate::plan::bisect::abs;
-use crate::plan::bisect::{BisectContext, BisectRunPlan, BisectStepPlan, JudgePlan};
-use crate::plan::{CampaignPlan, GuestSpec, Target};
+pub use crate::plan::bisect_plan::abs;
+use crate::plan::bisect_plan::{BisectContext, BisectRunPlan, BisectStepPlan, JudgePlan};
+use crate::plan::campaign_plan::CampaignPlan;
+use crate::plan::guest::{GuestSpec, Target};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -53,7 +54,7 @@ pub const EXIT_ABORT: u8 = 200;
 pub enum BisectRunError {
     /// The command line (`-n`, `--max-n`).
     #[error(transparent)]
-    Plan(#[from] crate::plan::ArgError),
+    Plan(#[from] crate::plan::arg_error::ArgError),
     #[error("{0} already exists; a bisect directory is never overwritten (choose another --out)")]
     OutExists(PathBuf),
     #[error("the baseline {}: {why}", path.display())]
@@ -118,7 +119,7 @@ impl BisectRunError {
     /// The argument error this is, when it is one (`-n`, `--max-n`, …): exit 125 for `bisect
     /// run` and `bisect config`. An argument error of a record read back from a directory is
     /// wrapped in a campaign's error, not this.
-    pub fn usage(&self) -> Option<&crate::plan::ArgError> {
+    pub fn usage(&self) -> Option<&crate::plan::arg_error::ArgError> {
         match self {
             BisectRunError::Plan(e) => Some(e),
             _ => None,
@@ -205,7 +206,7 @@ fn campaign_plan(
 /// The record's guest, checked (a record read back from a directory is a boundary).
 pub(crate) fn record_guest(f: &BisectFile) -> Result<(Vcpus, GuestMem), BisectRunError> {
     let bad = |e: truecold_proto::limits::LimitError| {
-        BisectRunError::Run(Box::new(crate::plan::ArgError::from(e).into()))
+        BisectRunError::Run(Box::new(crate::plan::arg_error::ArgError::from(e).into()))
     };
     Ok((
         Vcpus::new(u64::from(f.vcpus)).map_err(bad)?,
@@ -712,7 +713,7 @@ impl KernelAb<'_> {
         let looks = f.looks();
         let planned = looks.size(look).ok_or_else(|| {
             BisectRunError::Run(Box::new(
-                crate::plan::ArgError::BisectSizes {
+                crate::plan::arg_error::ArgError::BisectSizes {
                     n: f.n,
                     max_n: f.max_n,
                 }
@@ -788,12 +789,12 @@ pub(crate) fn context_host(c: &BisectContext) -> Result<(HostKind, u64), BisectR
     if c.nested {
         return Ok((
             HostKind::NestedEmulated,
-            crate::plan::DEFAULT_NESTED_DEADLINE_MS,
+            crate::plan::common_flags::DEFAULT_NESTED_DEADLINE_MS,
         ));
     }
     let (k, _) = crate::checks::preflight::kvm_host()
         .map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
-    Ok((k, crate::plan::DEFAULT_DEADLINE_MS))
+    Ok((k, crate::plan::common_flags::DEFAULT_DEADLINE_MS))
 }
 
 /// `truecold bisect run`: the whole session; returns the directory.

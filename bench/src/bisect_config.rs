@@ -8,7 +8,7 @@
 use crate::artifacts::guest_files::LinuxGuest;
 use crate::artifacts::kernel_build::{KernelBuild, KernelError};
 use crate::bisect::{abs, context_host, default_out, io, save, BisectRunError, KernelAb};
-use crate::plan::bisect::ConfigBisectPlan;
+use crate::plan::bisect_plan::ConfigBisectPlan;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

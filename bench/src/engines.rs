@@ -22,7 +22,7 @@ use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
 use crate::checks::environment::RunFacts;
 use crate::checks::snapshot::Snapshot;
-use crate::plan::CampaignPlan;
+use crate::plan::campaign_plan::CampaignPlan;
 use crate::terminal::progress::Progress;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -807,7 +807,7 @@ pub fn write_arm_bundle(
         cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
             ContractKind::Linux.label(),
             shared.invocation,
-            &crate::plan::explicit_line(&shared.explicit),
+            &crate::plan::explicit_args::explicit_line(&shared.explicit),
             b.engine,
             &b.launch.display(spec.deadline_ns),
             Some(&b.guest_cmdline),

@@ -15,7 +15,8 @@ use crate::error::RunError;
 use crate::nested;
 use crate::parity::{launch::ParityLauncher, state::StateDb};
 use crate::plain::{absolute, kernel_config};
-use crate::plan::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths, CampaignPlan};
+use crate::plan::campaign_plan::CampaignPlan;
+use crate::plan::explicit_args::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths};
 use crate::terminal::interrupt;
 use crate::terminal::progress::{Progress, Style};
 use std::path::{Path, PathBuf};
@@ -345,7 +346,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
     let label = if single {
         String::new()
     } else {
-        format!("-{}", crate::plan::engines_label(&arms))
+        format!("-{}", crate::plan::explicit_args::engines_label(&arms))
     };
     let work = std::env::temp_dir().join(format!("truecold-parity-{}", std::process::id()));
     // A stale directory of an earlier process with this pid would hold its lifecycle rows.

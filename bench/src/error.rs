@@ -6,7 +6,7 @@ use crate::campaign::schedule::ScheduleError;
 use crate::checks::preflight::{HostError, DROP_CACHES};
 use crate::engines::EnginesError;
 use crate::nested::NestedError;
-use crate::plan::ArgError;
+use crate::plan::arg_error::ArgError;
 use crate::terminal::interrupt::InstallError;
 use std::path::PathBuf;
 use truecold_proof::bundle::BundleError;

@@ -12,9 +12,9 @@ use clap::Parser;
 use std::process::ExitCode;
 use truecold_bench::campaign::process_launcher::shell_quote;
 use truecold_bench::cli::{Cli, Cmd, EXIT_LAUNCHES_FAILED, EXIT_USAGE};
-use truecold_bench::plan::bisect::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
-use truecold_bench::plan::tune::{TunePhaseRun, TunePlan};
-use truecold_bench::plan::CampaignPlan;
+use truecold_bench::plan::bisect_plan::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
+use truecold_bench::plan::campaign_plan::CampaignPlan;
+use truecold_bench::plan::tune_plan::{TunePhaseRun, TunePlan};
 use truecold_bench::run::{failed_kinds, failure_lines, level_lines, run, RunError};
 use truecold_proto::measure::error_chain as chain;
 

@@ -8,7 +8,8 @@
 //! cannot alter a byte unnoticed.
 
 use crate::campaign::bundle_out::RunOutcome;
-use crate::plan::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths, CampaignPlan};
+use crate::plan::campaign_plan::CampaignPlan;
+use crate::plan::explicit_args::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use truecold_nested::{run_l1, write_initramfs, Job, L1File, L1Run, Layout};
@@ -46,7 +47,7 @@ pub enum NestedError {
 }
 
 /// The inner `truecold run` arguments: the same campaign, every argument explicit
-/// ([`crate::plan::explicit_args`]), as a Linux campaign on L1's KVM with L1's paths.
+/// ([`crate::plan::explicit_args::explicit_args`]), as a Linux campaign on L1's KVM with L1's paths.
 pub fn inner_args(plan: &CampaignPlan) -> Vec<String> {
     inner_engine_args(plan, &[])
 }
@@ -145,7 +146,7 @@ pub fn run_parity(
     guest_dir: &Path,
 ) -> Result<RunOutcome, NestedError> {
     let label = arms
-        .map(|a| format!("-{}", crate::plan::engines_label(a)))
+        .map(|a| format!("-{}", crate::plan::explicit_args::engines_label(a)))
         .unwrap_or_default();
     let dest = dest_or(plan, &format!("nested-parity{label}"));
     let parity = crate::artifacts::guest_files::PARITY_KERNEL_DIR;

@@ -18,7 +18,9 @@ use crate::checks::preflight::{kvm_host, HostError};
 use crate::checks::snapshot::Snapshot;
 use crate::error::RunError;
 use crate::plain;
-use crate::plan::{explicit_args, guest_flag, ArgPaths, CampaignPlan, GuestSpec, Target};
+use crate::plan::campaign_plan::CampaignPlan;
+use crate::plan::explicit_args::{explicit_args, guest_flag, ArgPaths};
+use crate::plan::guest::{GuestSpec, Target};
 use crate::terminal::progress::{ms_3_digits, Progress, Running, Style};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,7 +67,7 @@ pub enum PhaseError {
     #[error("the phase plan is not consistent: {0}")]
     PlanInvalid(String),
     #[error("the phase plan is not consistent")]
-    Args(#[from] crate::plan::ArgError),
+    Args(#[from] crate::plan::arg_error::ArgError),
     #[error("writing arm `{arm}`'s bundle")]
     Bundle {
         arm: String,
@@ -189,7 +191,7 @@ impl PhasePlan {
         // (`-n`, at least its fewest: a look at 3 launches a side can still call a step good
         // or break strict-ready).
         let least = if kernel_ab {
-            crate::plan::bisect::MIN_N
+            crate::plan::bisect_plan::MIN_N
         } else {
             MIN_ROUNDS
         };

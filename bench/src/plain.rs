@@ -10,9 +10,10 @@ use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
 use crate::checks::preflight::{drop_page_cache, kvm_host, PVM_EXPLANATION};
 use crate::error::RunError;
-use crate::plan::{
-    explicit_args, explicit_line, guest_flag, ArgError, ArgPaths, CampaignPlan, Target,
-};
+use crate::plan::arg_error::ArgError;
+use crate::plan::campaign_plan::CampaignPlan;
+use crate::plan::explicit_args::{explicit_args, explicit_line, guest_flag, ArgPaths};
+use crate::plan::guest::Target;
 use crate::terminal::interrupt;
 use crate::terminal::progress::{Progress, Style};
 use std::ffi::OsString;
@@ -35,7 +36,7 @@ pub fn check_drop_caches(
         return Ok(());
     }
     if !matches!(schedule, Schedule::Sequential { .. }) {
-        return Err(crate::plan::ArgError::DropCachesMode.into());
+        return Err(crate::plan::arg_error::ArgError::DropCachesMode.into());
     }
     match euid {
         Some(uid) if uid != 0 => Err(RunError::DropCachesNotRoot(uid)),

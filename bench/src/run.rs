@@ -12,7 +12,8 @@ use crate::engines_campaign;
 pub use crate::error::RunError;
 use crate::nested;
 use crate::plain::{self, check_drop_caches};
-use crate::plan::{CampaignPlan, Target};
+use crate::plan::campaign_plan::CampaignPlan;
+use crate::plan::guest::Target;
 use std::path::Path;
 use truecold_proof::schema::HostKind;
 

@@ -27,8 +27,9 @@ use crate::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
 };
 pub use crate::phase::{BASELINE, CONFIRM, MIN_ROUNDS, SCREEN};
-use crate::plan::tune::{phase_rounds, TunePlan, DEFAULT_ROUNDS};
-use crate::plan::{ArgError, Target};
+use crate::plan::arg_error::ArgError;
+use crate::plan::guest::Target;
+use crate::plan::tune_plan::{phase_rounds, TunePlan, DEFAULT_ROUNDS};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::{rename_noreplace, BundleError, Written};
@@ -640,7 +641,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         }
         (None, _) => None,
     };
-    let listed = matches!(tp.knobs, crate::plan::tune::KnobChoice::Listed(_));
+    let listed = matches!(tp.knobs, crate::plan::tune_plan::KnobChoice::Listed(_));
     let (knobs, already_set) = screen_knobs(knobs, own.as_ref(), listed)?;
     let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
     if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {

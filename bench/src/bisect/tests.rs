@@ -1,6 +1,6 @@
 use super::*;
-use crate::plan::bisect::{bisect_words, ConfigBisectPlan};
-use crate::plan::ArgError;
+use crate::plan::arg_error::ArgError;
+use crate::plan::bisect_plan::{bisect_words, ConfigBisectPlan};
 
 #[test]
 fn the_cli_takes_the_three_subcommands_and_checks_sizes() {

@@ -588,10 +588,10 @@ fn campaign_directory(layout: RamLayout) {
             ])
             .unwrap();
             let bins: Vec<(Engine, PathBuf)> = arms.iter().map(|e| (*e, bin.clone())).collect();
-            crate::plan::explicit_args(
+            crate::plan::explicit_args::explicit_args(
                 &a,
                 "--linux",
-                crate::plan::ArgPaths {
+                crate::plan::explicit_args::ArgPaths {
                     vmm: &bin,
                     guest_dir: Some(d.path()),
                     out: &d.path().join("results").join("campaign"),
@@ -776,13 +776,13 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
         (Engine::Firecracker, PathBuf::from("/p/firecracker")),
         (Engine::Truecold, PathBuf::from("/p/truecold-vmm")),
     ];
-    let paths = crate::plan::ArgPaths {
+    let paths = crate::plan::explicit_args::ArgPaths {
         vmm: Path::new("/p/truecold-vmm"),
         guest_dir: Some(Path::new("/g")),
         out: Path::new("/r/x"),
         engines: &bins,
     };
-    let e = crate::plan::explicit_args(&a, "--linux", paths);
+    let e = crate::plan::explicit_args::explicit_args(&a, "--linux", paths);
     let line = e.join(" ");
     assert!(
         line.contains("--engines firecracker,truecold --seed 0x0000000000000009 --firecracker /p/firecracker --vmm /p/truecold-vmm"),
@@ -792,17 +792,20 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
     let b = parse(&words);
     assert_eq!(b.engines, a.engines);
     assert_eq!(b.seed, 9);
-    assert_eq!(crate::plan::explicit_args(&b, "--linux", paths), e);
+    assert_eq!(
+        crate::plan::explicit_args::explicit_args(&b, "--linux", paths),
+        e
+    );
     // Without truecold among the arms there is no VMM to name.
     let a = parse(&["--engine", "qemu-microvm"]);
     let bins = vec![(
         Engine::QemuMicrovm,
         PathBuf::from("/usr/bin/qemu-system-x86_64"),
     )];
-    let e = crate::plan::explicit_args(
+    let e = crate::plan::explicit_args::explicit_args(
         &a,
         "--linux",
-        crate::plan::ArgPaths {
+        crate::plan::explicit_args::ArgPaths {
             engines: &bins,
             ..paths
         },

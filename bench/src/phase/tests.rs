@@ -197,7 +197,9 @@ fn a_phase_in_l1_is_a_nested_campaign_seeded_by_the_phase() {
     p.deadline_ms = 0;
     assert!(matches!(
         l1_plan(&p, None, Path::new("/g"), Path::new("/d")),
-        Err(PhaseError::Args(crate::plan::ArgError::DeadlineZero))
+        Err(PhaseError::Args(
+            crate::plan::arg_error::ArgError::DeadlineZero
+        ))
     ));
 }
 
@@ -228,7 +230,7 @@ fn a_kernel_ab_takes_the_bisects_fewest_rounds() {
         kernel(truecold_proof::bisect::GOOD_ARM),
         kernel(truecold_proof::bisect::CANDIDATE_ARM),
     ]);
-    ab.rounds = crate::plan::bisect::MIN_N;
+    ab.rounds = crate::plan::bisect_plan::MIN_N;
     assert!(ab.problems().is_empty(), "{:?}", ab.problems());
     ab.rounds -= 1;
     assert!(
@@ -237,7 +239,7 @@ fn a_kernel_ab_takes_the_bisects_fewest_rounds() {
         ab.problems()
     );
     let mut tune = plan(vec![arm(BASELINE, &[]), arm("console", &[Knob::Console])]);
-    tune.rounds = crate::plan::bisect::MIN_N;
+    tune.rounds = crate::plan::bisect_plan::MIN_N;
     assert!(
         tune.problems()
             .join(" ")

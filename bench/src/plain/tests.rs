@@ -90,7 +90,9 @@ fn drop_caches_needs_root_and_the_sequential_mode() {
     let a = parse(&["--drop-caches", "--mode", "churn"]);
     assert!(matches!(
         check_drop_caches(a.drop_caches, &a.schedule, Some(0)),
-        Err(RunError::Args(crate::plan::ArgError::DropCachesMode))
+        Err(RunError::Args(
+            crate::plan::arg_error::ArgError::DropCachesMode
+        ))
     ));
     let a = parse(&[]);
     assert!(check_drop_caches(a.drop_caches, &a.schedule, Some(1000)).is_ok());

@@ -1,6 +1,17 @@
-use super::*;
+use super::arg_error::ArgError;
+use super::campaign_plan::CampaignPlan;
+use super::common_flags::*;
+use super::explicit_args::*;
+use super::guest::{GuestSpec, Target};
 use crate::artifacts::own_kernel::ConfigForm;
+use crate::artifacts::own_kernel::OwnKernel;
+use crate::campaign::schedule::{Schedule, ScheduleError};
 use crate::cli::Cli;
+use crate::cli::{RunArgs, DEFAULT_SEED};
+use std::path::{Path, PathBuf};
+use truecold_proof::schema::ContractKind;
+use truecold_proto::kinds::{Backing, Engine};
+use truecold_proto::limits::{GuestMem, Vcpus};
 
 fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
     let mut v = vec!["truecold", "run"];

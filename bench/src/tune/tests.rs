@@ -1,6 +1,6 @@
 use super::*;
 use crate::phase::kconfig_knobs;
-use crate::plan::tune::KnobChoice;
+use crate::plan::tune_plan::KnobChoice;
 use truecold_proto::tune::KnobSetError;
 
 fn parse(extra: &[&str]) -> TunePlan {
@@ -152,11 +152,17 @@ fn the_cli_takes_a_tune() {
     assert_eq!((a.rounds, a.mem.mib()), (Some(5), 2048));
     assert_eq!(a.knobs, KnobChoice::Listed(vec![Knob::BackingThp]));
     assert_eq!(a.paths.kernel_root, PathBuf::from("out/tune-kernels"));
-    assert_eq!(a.deadline_ms, crate::plan::DEFAULT_DEADLINE_MS);
+    assert_eq!(
+        a.deadline_ms,
+        crate::plan::common_flags::DEFAULT_DEADLINE_MS
+    );
     let a = parse(&["--nested", "--budget", "1000"]);
     assert_eq!(a.budget, Some(1000));
     assert_eq!(a.mem.mib(), DEFAULT_TUNE_MEM_MIB);
-    assert_eq!(a.deadline_ms, crate::plan::DEFAULT_NESTED_DEADLINE_MS);
+    assert_eq!(
+        a.deadline_ms,
+        crate::plan::common_flags::DEFAULT_NESTED_DEADLINE_MS
+    );
     assert_eq!(a.knobs, KnobChoice::All);
 }
 

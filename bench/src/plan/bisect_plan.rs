@@ -3,7 +3,8 @@
 //! measured and judged) and, for `run` and `config`, its [`BisectContext`] (the campaign
 //! every step runs).
 
-use super::{ArgError, KernelPlan};
+use super::arg_error::ArgError;
+use super::kernel_plan::{kernel_config_of, KernelPlan};
 use crate::artifacts::own_kernel::OwnKernel;
 use crate::cli::{ConfigBisectArgs, ContextArgs, JudgeArgs, RunBisectArgs, StepArgs};
 use std::path::{Path, PathBuf};
@@ -123,7 +124,7 @@ impl BisectStepPlan {
             baseline: a.baseline.clone(),
             kernel_tree: a.kernel_tree.clone(),
             dir: a.dir.clone(),
-            own_kernel: super::kernel_config_of(&a.own_kernel, None)?,
+            own_kernel: kernel_config_of(&a.own_kernel, None)?,
             judge: JudgePlan::from_cli(&a.judge)?,
         })
     }
@@ -154,7 +155,7 @@ impl BisectRunPlan {
             good: a.good.clone(),
             bad: a.bad.clone(),
             out: a.out.clone(),
-            own_kernel: super::kernel_config_of(&a.own_kernel, None)?,
+            own_kernel: kernel_config_of(&a.own_kernel, None)?,
             context: BisectContext::from_cli(&a.context),
             judge: JudgePlan::from_cli(&a.judge)?,
         })

@@ -1,9 +1,16 @@
 //! `truecold tune` and `truecold tune-phase`, checked once: [`TunePlan::from_cli`] and
 //! [`TunePhaseRun::from_cli`].
 
-use super::{deadline_ms, ArgError, KernelPlan, Target, MIN_ROUNDS};
+use super::arg_error::ArgError;
+use super::common_flags::{deadline_ms, instrumentation};
+use super::guest::Target;
+use super::kernel_plan::{kernel_config_of, KernelPlan};
+use crate::artifacts::guest_files::guest_dir;
+use crate::artifacts::own_kernel::OwnKernel;
+use crate::attribution::instrumentation::Instrumentation;
 use crate::cli::{TuneArgs, TunePhaseArgs};
 use std::path::PathBuf;
+use truecold_proof::tune::MIN_ROUNDS;
 use truecold_proto::kinds::Backing;
 use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::tune::{self as knobs, Knob, TuneGuest};
@@ -117,11 +124,11 @@ pub struct TunePlan {
     /// Attribution launches of the last phase's baseline and recommended arms.
     pub attribution: u64,
     /// How they measure the boot.
-    pub instrument: crate::attribution::instrumentation::Instrumentation,
+    pub instrument: Instrumentation,
     pub paths: KernelPlan,
     /// The user's kernel (`--kernel-config` / `--kernel-fragment`, `--kernel-source`): the
     /// baseline's, and the base of every Kconfig knob.
-    pub own_kernel: Option<crate::artifacts::own_kernel::OwnKernel>,
+    pub own_kernel: Option<OwnKernel>,
 }
 
 impl TunePlan {
@@ -161,7 +168,7 @@ impl TunePlan {
                 a.budget,
             )?;
         }
-        let own_kernel = super::kernel_config_of(&a.own_kernel, a.kernel_source.as_deref())?;
+        let own_kernel = kernel_config_of(&a.own_kernel, a.kernel_source.as_deref())?;
         if own_kernel.is_some() && target == Target::Probe {
             return Err(ArgError::OwnKernel(
                 "the probe guest has no kernel: tune Linux (--linux, --nested)",
@@ -186,7 +193,7 @@ impl TunePlan {
             kill_grace_ms: a.kill_grace_ms,
             out: a.out.clone(),
             attribution: a.attribution,
-            instrument: super::instrumentation(&a.instrument)?,
+            instrument: instrumentation(&a.instrument)?,
             paths: KernelPlan::from_cli(&a.paths, crate::cli::TUNE_KERNEL_DIR),
             own_kernel,
         })
@@ -231,7 +238,7 @@ impl TunePhaseRun {
             plan_file: a.plan.clone(),
             out: a.out.clone(),
             vmm: a.vmm.clone(),
-            guest_dir: crate::artifacts::guest_files::guest_dir(a.guest_dir.as_deref()),
+            guest_dir: guest_dir(a.guest_dir.as_deref()),
         }
     }
 }
