@@ -13,7 +13,8 @@ use crate::engines::{
 };
 use crate::error::RunError;
 use crate::nested;
-use crate::parity::{launch::ParityLauncher, state::StateDb};
+use crate::parity::parity_launcher::ParityLauncher;
+use crate::parity::state::StateDb;
 use crate::plain::{absolute, kernel_config};
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::explicit_args::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths};
@@ -315,7 +316,7 @@ fn parity_launchers(
 }
 
 /// A parity campaign (`--parity`): each arm's engine under the agent channel
-/// ([`crate::parity::launch::ParityLauncher`]); truecold-vmm alone is one bundle, engine arms
+/// ([`crate::parity::parity_launcher::ParityLauncher`]); truecold-vmm alone is one bundle, engine arms
 /// (`--engine`/`--engines`) run interleaved like an engines campaign into one directory.
 /// Every bundle's rows carry the network proof and the cleanup, with its arm's lifecycle
 /// table as `state.csv`.
@@ -366,7 +367,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
         .map_err(|e| RunError::Parity(e.to_string()))?;
     // The base image's digest (a directory or unreadable file has none: every clone of it
     // fails, typed, per launch), its pages dropped after so the clones stay sparse.
-    let workspace_sha256 = crate::parity::workspace::image_digest(&base_image)
+    let workspace_sha256 = crate::parity::workspace_clone::image_digest(&base_image)
         .unwrap_or_else(|e| format!("unreadable: {e}"));
     let pl = parity_launchers(plan, &s, &base_image, pair)?;
     let facts = crate::checks::environment::read_facts(s.kind);

@@ -22,7 +22,7 @@
 //! before-snapshot after the launcher's threads have run once (a warm-up launch) or judge
 //! mappings from the second launch on.
 
-use super::workspace::{verify_gone, RemoveError};
+use super::workspace_clone::{verify_gone, RemoveError};
 use crate::checks::snapshot::{maps_count, stat_parent_and_state, Snapshot};
 use std::io;
 use std::path::{Path, PathBuf};

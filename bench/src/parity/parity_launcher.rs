@@ -12,7 +12,7 @@
 
 use super::cleanup::{remove_run_dir, verify_cleanup, CleanupPlan};
 use super::state::StateDb;
-use super::workspace::{clone_image, remove_image};
+use super::workspace_clone::{clone_image, remove_image};
 use crate::checks::snapshot::Snapshot;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};

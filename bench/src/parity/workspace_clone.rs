@@ -16,7 +16,7 @@
 //! KiB), fsynced: 1288 KiB allocated, of which 204 KiB (208 896 bytes) in 4 data extents
 //! (the rest is the 1 MiB journal, allocated unwritten: a hole to SEEK_DATA). 20 clones
 //! each way, three runs (`cargo test -p truecold-bench --lib
-//! parity::workspace::tests::clone_figures -- --nocapture`):
+//! parity::workspace_clone::tests::clone_figures -- --nocapture`):
 //!
 //! | policy       | mode        | copied              | clone median | clone min | remove median |
 //! |--------------|-------------|---------------------|--------------|-----------|---------------|
