@@ -8,9 +8,10 @@ use crate::artifacts::guest_files::{self, LinuxGuest, PARITY_KERNEL_DIR, WORKSPA
 use crate::campaign::bundle_out::{self, RunOutcome};
 use crate::campaign::execute::{self_cpu_ns, BeforeEach};
 use crate::checks::preflight::{drop_page_cache, kvm_host};
-use crate::engines::{
-    self, ArmBundle, ArmExtras, DriverLauncher, EnginesRun, EnginesSpec, PreparedArm, Shared,
-};
+use crate::engines::arm_setup::{self, PreparedArm};
+use crate::engines::arms_dir::{self, ArmBundle, ArmExtras, Shared};
+use crate::engines::engines_spec::EnginesSpec;
+use crate::engines::rounds::{self, DriverLauncher, EnginesRun};
 use crate::error::RunError;
 use crate::nested;
 use crate::parity::parity_launcher::ParityLauncher;
@@ -43,7 +44,7 @@ impl Setup {
     #[allow(clippy::too_many_arguments)]
     fn new(
         plan: &CampaignPlan,
-        resolved: &[engines::Resolved],
+        resolved: &[arm_setup::Resolved],
         arms: &[Engine],
         rounds: u64,
         lg: LinuxGuest,
@@ -52,7 +53,7 @@ impl Setup {
         work: PathBuf,
         observer: Observer,
     ) -> Result<Setup, RunError> {
-        let guest = engines::guest_of(plan, &lg);
+        let guest = arm_setup::guest_of(plan, &lg);
         if dest.symlink_metadata().is_ok() {
             return Err(RunError::OutExists(dest));
         }
@@ -64,13 +65,13 @@ impl Setup {
                 Some((_, dir)) => guest_files::linux_guest(dir)?,
                 None => lg.clone(),
             };
-            guests.push(engines::ArmGuest {
+            guests.push(arm_setup::ArmGuest {
                 kernel_config: kernel_config(&g)?,
                 lg: g,
                 own: own.is_some(),
             });
         }
-        let prepared = engines::prepare(resolved, &guest, guests, &spec, &work, kind)?;
+        let prepared = arm_setup::prepare(resolved, &guest, guests, &spec, &work, kind)?;
         Ok(Setup {
             kind,
             warnings,
@@ -137,7 +138,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         return Ok(nested::run_engines(plan, arms, rounds, &guest_dir)?);
     }
     // Argument-level problems first: every engine's binary and version, the guest.
-    let resolved = engines::resolve(arms, plan)?;
+    let resolved = arm_setup::resolve(arms, plan)?;
     let lg = guest_files::linux_guest(&guest_dir)?;
     let (kind, mut warnings) = kvm_host()?;
     if kind == HostKind::Pvm {
@@ -194,7 +195,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
     };
     let total = rounds.saturating_mul(arms.len() as u64);
     let mut progress = Progress::new(std::io::stderr(), Style::detect(), "engines", total);
-    let ran = engines::execute(
+    let ran = rounds::execute(
         &s.spec,
         &cmdlines,
         &launcher,
@@ -220,7 +221,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         })
         .collect();
     let shared = s.shared(&facts, invocation, explicit);
-    let w = engines::write_dir(&s.dest, &shared, &bundles, &ran, Vec::new())?;
+    let w = arms_dir::write_dir(&s.dest, &shared, &bundles, &ran, Vec::new())?;
     let _ = std::fs::remove_dir_all(&s.work);
     Ok(RunOutcome {
         written: w.written,
@@ -341,7 +342,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
             &guest_dir,
         )?);
     }
-    let resolved = engines::resolve(&arms, plan)?;
+    let resolved = arm_setup::resolve(&arms, plan)?;
     let (lg, base_image) = parity_guest(&guest_dir)?;
     let host = kvm_host()?;
     let label = if single {
@@ -393,7 +394,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
     );
     let total = rounds.saturating_mul(arms.len() as u64);
     let mut progress = Progress::new(std::io::stderr(), Style::detect(), "parity", total);
-    let ran = engines::execute(
+    let ran = rounds::execute(
         &s.spec,
         &pl.cmdlines,
         &ParityArms(&pl.launchers),
@@ -418,7 +419,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
     let outcome = if single {
         write_single(&s, &shared, &bundles, &ran, extras)?
     } else {
-        let w = engines::write_dir(&s.dest, &shared, &bundles, &ran, extras)?;
+        let w = arms_dir::write_dir(&s.dest, &shared, &bundles, &ran, extras)?;
         RunOutcome {
             written: w.written,
             interrupted: ran.interrupted,
@@ -510,7 +511,7 @@ fn write_single(
     };
     let mut e = extras.into_iter().next().unwrap_or_default();
     e.warnings.splice(0..0, s.warnings.iter().cloned());
-    let verdict = engines::write_arm_bundle(&s.dest, shared, b, arm, ran, e)?;
+    let verdict = arms_dir::write_arm_bundle(&s.dest, shared, b, arm, ran, e)?;
     Ok(RunOutcome {
         written: Written {
             path: s.dest.clone(),
@@ -525,12 +526,12 @@ fn write_single(
 /// Every arm's parity launcher, as the engines campaign's launcher.
 struct ParityArms<'a>(&'a [ParityLauncher]);
 
-impl engines::ArmLauncher for ParityArms<'_> {
+impl rounds::ArmLauncher for ParityArms<'_> {
     fn launch(
         &self,
         arm: usize,
         round: u64,
-        row: &engines::RowOf<'_>,
+        row: &rounds::RowOf<'_>,
     ) -> (
         truecold_engine::driver::Launched,
         truecold_proof::schema::Sample,

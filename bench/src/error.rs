@@ -4,7 +4,7 @@
 use crate::artifacts::guest_files::ArtifactError;
 use crate::campaign::schedule::ScheduleError;
 use crate::checks::preflight::{HostError, DROP_CACHES};
-use crate::engines::EnginesError;
+use crate::engines::engines_error::EnginesError;
 use crate::nested::NestedError;
 use crate::plan::arg_error::ArgError;
 use crate::terminal::interrupt::InstallError;

@@ -41,7 +41,7 @@ pub enum NestedError {
     #[error("{0} already exists; a bundle is never overwritten (choose another --out)")]
     OutExists(PathBuf),
     #[error("the engines campaign")]
-    Engines(#[from] crate::engines::EnginesError),
+    Engines(#[from] crate::engines::engines_error::EnginesError),
     #[error("writing the received bundle")]
     Io(#[source] PathIoError),
 }
@@ -110,7 +110,7 @@ fn engine_files(plan: &CampaignPlan, arms: &[Engine]) -> Result<Vec<L1File>, Nes
         b.cloud_hypervisor.as_deref(),
         b.qemu.as_deref(),
     )
-    .map_err(crate::engines::EnginesError::BinaryMissing)?;
+    .map_err(crate::engines::engines_error::EnginesError::BinaryMissing)?;
     Ok(truecold_nested::engine_files(arms, &bins)?)
 }
 

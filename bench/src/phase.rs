@@ -754,7 +754,7 @@ fn write_arm(
 /// phase.
 fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>) -> Vec<String> {
     let mut warnings = env.warnings.clone();
-    warnings.push(crate::engines::interleaved_arm_warning(
+    warnings.push(crate::engines::arms_dir::interleaved_arm_warning(
         &format!("the tune's {} phase", plan.phase),
         plan.arms.iter().map(|a| a.name.as_str()),
         plan.seed,

@@ -1,9 +1,27 @@
-use super::*;
+use super::arm_rows::*;
+use super::arm_setup::*;
+use super::arms_dir::*;
+use super::engines_error::*;
+use super::engines_spec::*;
+use super::rounds::*;
+use crate::artifacts::guest_files::LinuxGuest;
+use crate::campaign::sample::RowContext;
+use crate::plan::campaign_plan::CampaignPlan;
+use crate::terminal::progress::Progress;
 use crate::terminal::progress::Style;
 use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use truecold_engine::driver::{Launched, ProcessEnd};
+use truecold_engine::{Guest, Launch};
+use truecold_proof::reports::ReportLine;
+use truecold_proof::schema::{Environment, Sample};
 use truecold_proto::kinds::RamLayout;
+use truecold_proto::kinds::{Backing, Engine, HostKind, ObtainedBacking};
+use truecold_proto::limits::{GuestMem, Vcpus};
+use truecold_proto::measure::now_ns;
 use truecold_proto::measure::Stamps;
+use truecold_proto::report::EngineRun;
 use truecold_proto::report::{
     HostMapping, Liveness, LivenessKind, MemoryFigures, Outcome, ProcessExit, ReportCore,
 };

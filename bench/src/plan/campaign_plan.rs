@@ -15,7 +15,7 @@ use crate::cli::{RunArgs, DEFAULT_SEED};
 use std::path::PathBuf;
 use truecold_proto::kinds::{Backing, Engine, RamLayout};
 
-/// The peer engines' binaries as given (each located by `crate::engines::find_binary`).
+/// The peer engines' binaries as given (each located by `crate::engines::arm_setup::find_binary`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineBins {
     pub firecracker: Option<PathBuf>,
