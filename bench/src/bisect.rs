@@ -79,7 +79,7 @@ pub enum BisectRunError {
     #[error("the {0} side's kernel")]
     Kernel(&'static str, #[source] KernelError),
     #[error("the campaign")]
-    Run(#[source] Box<crate::run::RunError>),
+    Run(#[source] Box<crate::run::run_error::RunError>),
     #[error("the A/B")]
     Phase(#[source] Box<PhaseError>),
     #[error("the bisect directory")]
@@ -216,7 +216,8 @@ pub(crate) fn record_guest(f: &BisectFile) -> Result<(Vcpus, GuestMem), BisectRu
 
 /// Runs one campaign into `out` and checks it verifies.
 fn campaign(ra: &CampaignPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
-    let o = crate::run::run(ra, invocation).map_err(|e| BisectRunError::Run(Box::new(e)))?;
+    let o =
+        crate::run::dispatch::run(ra, invocation).map_err(|e| BisectRunError::Run(Box::new(e)))?;
     let w = o.written;
     if !w.verdict.is_valid() {
         return Err(BisectRunError::Invalid {

@@ -15,7 +15,9 @@ use truecold_bench::cli::{Cli, Cmd, EXIT_LAUNCHES_FAILED, EXIT_USAGE};
 use truecold_bench::plan::bisect_plan::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
 use truecold_bench::plan::campaign_plan::CampaignPlan;
 use truecold_bench::plan::tune_plan::{TunePhaseRun, TunePlan};
-use truecold_bench::run::{failed_kinds, failure_lines, level_lines, run, RunError};
+use truecold_bench::run::dispatch::run;
+use truecold_bench::run::outcome::{failed_kinds, failure_lines, level_lines};
+use truecold_bench::run::run_error::RunError;
 use truecold_proto::measure::error_chain as chain;
 
 fn main() -> ExitCode {
@@ -212,7 +214,7 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
 }
 
 /// `truecold run`'s exit status for a written campaign (the table of `--help`).
-fn run_exit(out: &truecold_bench::run::RunOutcome, allow_failures: bool) -> u8 {
+fn run_exit(out: &truecold_bench::run::outcome::RunOutcome, allow_failures: bool) -> u8 {
     let v = &out.written.verdict;
     if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
         2
@@ -228,7 +230,7 @@ fn run_exit(out: &truecold_bench::run::RunOutcome, allow_failures: bool) -> u8 {
 /// The end-of-run summary a person reads: each arm's and the bundle's verdict, the levels,
 /// how to verify, the error-kind table. With `quiet`, the verdict lines and their reasons
 /// only.
-fn summary_text(out: &truecold_bench::run::RunOutcome, quiet: bool, s: &mut String) {
+fn summary_text(out: &truecold_bench::run::outcome::RunOutcome, quiet: bool, s: &mut String) {
     use std::fmt::Write as _;
     let v = &out.written.verdict;
     let path = &out.written.path;
@@ -261,7 +263,7 @@ fn summary_text(out: &truecold_bench::run::RunOutcome, quiet: bool, s: &mut Stri
 }
 
 /// `truecold run --json`'s document (docs/verify.md lists the fields).
-fn run_json(out: &truecold_bench::run::RunOutcome, exit: u8) -> String {
+fn run_json(out: &truecold_bench::run::outcome::RunOutcome, exit: u8) -> String {
     use serde_json::json;
     let v = &out.written.verdict;
     let path = &out.written.path;

@@ -16,11 +16,11 @@ use crate::campaign::vmm_output;
 use crate::checks::environment::RunFacts;
 use crate::checks::preflight::{kvm_host, HostError};
 use crate::checks::snapshot::Snapshot;
-use crate::error::RunError;
-use crate::plain;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::explicit_args::{explicit_args, guest_flag, ArgPaths};
 use crate::plan::guest::{GuestSpec, Target};
+use crate::run::plain_campaign;
+use crate::run::run_error::RunError;
 use crate::terminal::progress::{ms_3_digits, Progress, Running, Style};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -83,7 +83,7 @@ pub enum PhaseError {
     #[error("writing the phase's comparison")]
     Arms(#[source] truecold_proof::arms::ArmsError),
     #[error("the nested harness")]
-    Nested(#[source] Box<crate::nested::NestedError>),
+    Nested(#[source] Box<crate::run::nested_campaign::NestedError>),
     #[error("interrupted (Ctrl-C) during the {0} phase; the phase directory is kept incomplete")]
     Interrupted(&'static str),
     #[error("the phase's staged rows")]
@@ -357,11 +357,11 @@ fn arm_command(
 ) -> VmmCommand {
     VmmCommand {
         program: env.vmm.clone(),
-        args: plain::vmm_args(
+        args: plain_campaign::vmm_args(
             spec,
             guest.map(|g| (g.vmlinux.as_path(), g.initramfs.as_path())),
             cmdline_extra,
-            plain::VmmFlags {
+            plain_campaign::VmmFlags {
                 console: applied.console,
                 pin_vcpus: applied.pin_vcpus,
             },
@@ -438,7 +438,7 @@ pub fn run_phase(
         .iter()
         .map(|a| prepare_arm(plan, a, env))
         .collect::<Result<_, _>>()?;
-    let version = plain::engine_version(&env.vmm)?;
+    let version = plain_campaign::engine_version(&env.vmm)?;
     let stop =
         crate::terminal::interrupt::install().map_err(|e| PhaseError::from(RunError::from(e)))?;
     announce(plan, &prepared, dest);
@@ -696,7 +696,7 @@ fn write_arm(
     out: ArmOut,
 ) -> Result<(), PhaseError> {
     let guest_cmdline = ex.cmdlines.iter().next().cloned();
-    let vmm_line = plain::vmm_command_line(&p.launcher.command, &p.spec);
+    let vmm_line = plain_campaign::vmm_command_line(&p.launcher.command, &p.spec);
     let configuration = Configuration {
         vcpus: u32::from(p.spec.vcpus.get()),
         mem_bytes: p.spec.mem.bytes(),
@@ -730,7 +730,7 @@ fn write_arm(
     };
     let mut inputs = BundleInputs {
         kernel_config,
-        cmdline: plain::cmdline_txt(
+        cmdline: plain_campaign::cmdline_txt(
             plan.contract.label(),
             env.invocation,
             &out.explicit,
@@ -887,7 +887,11 @@ pub fn nested_phase(
         "--plan",
         L1_PHASE_PLAN,
         "--out",
-        &format!("{}/{}", truecold_nested::OUT_DIR, crate::nested::L1_BUNDLE),
+        &format!(
+            "{}/{}",
+            truecold_nested::OUT_DIR,
+            crate::run::nested_campaign::L1_BUNDLE
+        ),
         "--vmm",
         truecold_nested::engine_l1_path(Engine::Truecold),
         "--guest-dir",
@@ -898,7 +902,7 @@ pub fn nested_phase(
     .collect();
     let ra = l1_plan(plan, vmm, base_guest_dir, dest)?;
     let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
-    let w = crate::nested::in_l1(
+    let w = crate::run::nested_campaign::in_l1(
         &ra,
         argv,
         extra,
@@ -921,7 +925,7 @@ fn l1_plan(
     dest: &Path,
 ) -> Result<CampaignPlan, PhaseError> {
     // Sized for the arms' backings: an arm on hugetlb (the baseline's, or a backing knob's)
-    // makes L1 reserve a pool for it (`nested::l1_hugetlb_pages`).
+    // makes L1 reserve a pool for it (`nested_campaign::l1_hugetlb_pages`).
     let hugetlb = plan
         .arms
         .iter()

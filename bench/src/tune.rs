@@ -22,7 +22,6 @@ use crate::artifacts::own_kernel::{self, OwnKernel};
 use crate::campaign::bundle_out;
 use crate::checks::preflight::{kvm_host, HostError, PVM_EXPLANATION};
 pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
-use crate::error::RunError;
 use crate::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
 };
@@ -30,6 +29,7 @@ pub use crate::phase::{BASELINE, CONFIRM, MIN_ROUNDS, SCREEN};
 use crate::plan::arg_error::ArgError;
 use crate::plan::guest::Target;
 use crate::plan::tune_plan::{phase_rounds, TunePlan, DEFAULT_ROUNDS};
+use crate::run::run_error::RunError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::{rename_noreplace, BundleError, Written};

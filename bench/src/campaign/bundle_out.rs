@@ -13,17 +13,6 @@ use truecold_proof::schema::{Configuration, Contract, Environment, ResultJson, S
 use truecold_proto::kinds::{Backing, ObtainedBacking};
 use truecold_proto::path_io::PathIoError;
 
-/// A finished `truecold run`.
-#[derive(Debug)]
-pub struct RunOutcome {
-    /// The bundle, or (engines campaign) the multi-arm directory.
-    pub written: Written,
-    pub interrupted: bool,
-    pub warnings: Vec<String>,
-    /// Engines campaign: each arm's bundle and its own verdict.
-    pub arms: Vec<(truecold_proto::kinds::Engine, Written)>,
-}
-
 /// Builds `result.json` (summaries are computed by `truecold-proof`).
 pub fn result_json(
     spec: &CampaignSpec,

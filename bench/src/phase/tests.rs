@@ -209,13 +209,13 @@ fn a_phase_in_l1_is_a_nested_campaign_seeded_by_the_phase() {
 fn a_phase_with_a_hugetlb_arm_sizes_l1_for_a_pool() {
     let p = plan(vec![arm(BASELINE, &[]), arm("console", &[Knob::Console])]);
     let l1 = l1_plan(&p, None, Path::new("/g"), Path::new("/d")).unwrap();
-    assert_eq!(crate::nested::l1_hugetlb_pages(&l1), 0);
+    assert_eq!(crate::run::nested_campaign::l1_hugetlb_pages(&l1), 0);
     let p = plan(vec![
         arm(BASELINE, &[]),
         arm("backing-hugetlb", &[Knob::BackingHugetlb]),
     ]);
     let l1 = l1_plan(&p, None, Path::new("/g"), Path::new("/d")).unwrap();
-    assert!(crate::nested::l1_hugetlb_pages(&l1) >= p.mem.huge_pages_at_least());
+    assert!(crate::run::nested_campaign::l1_hugetlb_pages(&l1) >= p.mem.huge_pages_at_least());
 }
 
 /// A bisect's kernel A/B is sized by the bisect (`-n` 3 is its fewest), a tune phase by

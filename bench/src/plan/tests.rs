@@ -431,11 +431,11 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     };
-    let around: Vec<String> = crate::plain::vmm_args(
+    let around: Vec<String> = crate::run::plain_campaign::vmm_args(
         &spec,
         None,
         "",
-        crate::plain::VmmFlags::default(),
+        crate::run::plain_campaign::VmmFlags::default(),
         false,
         truecold_proof::schema::HostKind::Hardware,
     )
@@ -448,11 +448,11 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         .expect("passed on");
     assert_eq!(around[i + 1], "around-hole");
     spec.ram_layout = RamLayout::HoleInside;
-    let v: Vec<String> = crate::plain::vmm_args(
+    let v: Vec<String> = crate::run::plain_campaign::vmm_args(
         &spec,
         None,
         "",
-        crate::plain::VmmFlags::default(),
+        crate::run::plain_campaign::VmmFlags::default(),
         false,
         truecold_proof::schema::HostKind::Hardware,
     )

@@ -7,7 +7,7 @@
 //! atomically under `--out`, and verified here. Its SHA256SUMS were made in L1, so the transfer
 //! cannot alter a byte unnoticed.
 
-use crate::campaign::bundle_out::RunOutcome;
+use super::outcome::RunOutcome;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::explicit_args::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths};
 use std::path::{Path, PathBuf};

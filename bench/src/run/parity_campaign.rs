@@ -1,236 +1,31 @@
-//! The campaigns of several engine arms: the engines campaign (`--engine …`, strict-ready on
-//! each engine's serial port) and the parity campaign (`--parity`, the agent channel over
-//! vsock plus a TCP round trip, per-launch taps and workspaces, a lifecycle table). Both
-//! resolve every arm, prepare its launch and write through [`crate::engines`]; they differ
-//! in the guest, the launcher and the files of each bundle.
+//! The parity campaign (`--parity`): the agent channel over vsock plus a TCP round trip,
+//! per-launch taps and workspaces, a lifecycle table; truecold-vmm alone (one bundle) or
+//! engine arms interleaved like an engines campaign (one directory), on the same
+//! [`super::engines_campaign::Setup`] and [`crate::engines`] as the engines campaign, with
+//! the parity launcher ([`crate::parity`]) and its files in each bundle.
 
+use super::engines_campaign::Setup;
+use super::nested_campaign;
+use super::outcome::RunOutcome;
+use super::run_error::RunError;
 use crate::artifacts::guest_files::{self, LinuxGuest, PARITY_KERNEL_DIR, WORKSPACE_IMAGE};
-use crate::campaign::bundle_out::{self, RunOutcome};
-use crate::campaign::execute::{self_cpu_ns, BeforeEach};
-use crate::checks::preflight::{drop_page_cache, kvm_host};
-use crate::engines::arm_setup::{self, PreparedArm};
+use crate::campaign::bundle_out;
+use crate::campaign::execute::self_cpu_ns;
+use crate::checks::preflight::kvm_host;
+use crate::engines::arm_setup::{self};
 use crate::engines::arms_dir::{self, ArmBundle, ArmExtras, Shared};
-use crate::engines::engines_spec::EnginesSpec;
-use crate::engines::rounds::{self, DriverLauncher, EnginesRun};
-use crate::error::RunError;
-use crate::nested;
+use crate::engines::rounds::{self, EnginesRun};
 use crate::parity::parity_launcher::ParityLauncher;
 use crate::parity::state::StateDb;
-use crate::plain::{absolute, kernel_config};
 use crate::plan::campaign_plan::CampaignPlan;
-use crate::plan::explicit_args::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths};
+use crate::plan::explicit_args::dest_or;
 use crate::terminal::interrupt;
 use crate::terminal::progress::{Progress, Style};
 use std::path::{Path, PathBuf};
 use truecold_engine::Guest;
 use truecold_proof::bundle::Written;
-use truecold_proof::schema::{ContractKind, Environment, HostKind, Observer};
+use truecold_proof::schema::Observer;
 use truecold_proto::kinds::Engine;
-
-/// What both kinds of campaign have once every arm is prepared.
-struct Setup {
-    kind: HostKind,
-    warnings: Vec<String>,
-    guest: Guest,
-    dest: PathBuf,
-    work: PathBuf,
-    prepared: Vec<PreparedArm>,
-    spec: EnginesSpec,
-}
-
-impl Setup {
-    /// Every arm resolved against `lg` on this host, its launch prepared in `work`, the
-    /// bundle's place `dest` checked free.
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        plan: &CampaignPlan,
-        resolved: &[arm_setup::Resolved],
-        arms: &[Engine],
-        rounds: u64,
-        lg: LinuxGuest,
-        (kind, warnings): (HostKind, Vec<String>),
-        dest: PathBuf,
-        work: PathBuf,
-        observer: Observer,
-    ) -> Result<Setup, RunError> {
-        let guest = arm_setup::guest_of(plan, &lg);
-        if dest.symlink_metadata().is_ok() {
-            return Err(RunError::OutExists(dest));
-        }
-        let spec = EnginesSpec::of_plan(plan, arms.to_vec(), rounds, observer);
-        let mut guests = Vec::new();
-        for r in resolved {
-            let own = plan.arm_guest_dir.iter().find(|(e, _)| *e == r.engine);
-            let g = match own {
-                Some((_, dir)) => guest_files::linux_guest(dir)?,
-                None => lg.clone(),
-            };
-            guests.push(arm_setup::ArmGuest {
-                kernel_config: kernel_config(&g)?,
-                lg: g,
-                own: own.is_some(),
-            });
-        }
-        let prepared = arm_setup::prepare(resolved, &guest, guests, &spec, &work, kind)?;
-        Ok(Setup {
-            kind,
-            warnings,
-            guest,
-            dest,
-            work,
-            prepared,
-            spec,
-        })
-    }
-
-    /// Each arm's engine and binary, in order.
-    fn bins(&self) -> Vec<(Engine, PathBuf)> {
-        self.prepared
-            .iter()
-            .map(|p| (p.engine, p.binary.clone()))
-            .collect()
-    }
-
-    /// The campaign's explicit `truecold run` arguments; `engines`: whether the arms are
-    /// named (not for truecold-vmm alone under the parity contract).
-    fn explicit(&self, plan: &CampaignPlan, guest_dir: &Path, engines: bool) -> Vec<String> {
-        let bins = self.bins();
-        let vmm = bins
-            .iter()
-            .find(|(e, _)| *e == Engine::Truecold)
-            .map(|(_, b)| b.clone())
-            .unwrap_or_default();
-        explicit_args(
-            plan,
-            guest_flag(ContractKind::Linux),
-            ArgPaths {
-                vmm: &vmm,
-                guest_dir: Some(&absolute(guest_dir)),
-                out: &std::path::absolute(&self.dest).unwrap_or_else(|_| self.dest.clone()),
-                engines: if engines { &bins } else { &[] },
-            },
-        )
-    }
-
-    /// What every bundle of the campaign shares.
-    fn shared<'a>(
-        &'a self,
-        facts: &'a Environment,
-        invocation: &'a str,
-        explicit: Vec<String>,
-    ) -> Shared<'a> {
-        Shared {
-            spec: &self.spec,
-            facts,
-            warnings: self.warnings.clone(),
-            invocation,
-            explicit,
-        }
-    }
-}
-
-/// An engines campaign (`--engine …`): see [`crate::engines`].
-pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {
-    let arms = &plan.engines;
-    let rounds = plan.planned()?;
-    let guest_dir = guest_files::guest_dir(plan.guest_dir.as_deref());
-    if plan.nested() {
-        return Ok(nested::run_engines(plan, arms, rounds, &guest_dir)?);
-    }
-    // Argument-level problems first: every engine's binary and version, the guest.
-    let resolved = arm_setup::resolve(arms, plan)?;
-    let lg = guest_files::linux_guest(&guest_dir)?;
-    let (kind, mut warnings) = kvm_host()?;
-    if kind == HostKind::Pvm {
-        let w = "an engines campaign on a kvm_pvm host: an unmodified Linux kernel is not \
-                 expected to boot here; every failure is kept as data"
-            .to_string();
-        crate::note!("truecold: warning: {w}");
-        warnings.push(w);
-    }
-    let work = std::env::temp_dir().join(format!("truecold-engines-{}", std::process::id()));
-    let s = Setup::new(
-        plan,
-        &resolved,
-        arms,
-        rounds,
-        lg,
-        (kind, warnings),
-        engines_dest(plan, arms),
-        work,
-        Observer::Serial,
-    )?;
-    let facts = crate::checks::environment::read_facts(s.kind);
-    let stop = interrupt::install()?;
-    crate::note!(
-        "truecold: engines campaign — {} — {rounds} round(s) of {} arm(s) in seeded shuffled \
-         order (seed {}), {} vCPU, {}, backing {}, deadline {} ms → {}",
-        ContractKind::Linux.label(),
-        arms.len(),
-        truecold_proof::seed::hex(plan.seed),
-        s.spec.vcpus,
-        s.spec.mem,
-        s.spec.backings_label(),
-        plan.deadline_ms,
-        s.dest.display()
-    );
-    for p in &s.prepared {
-        crate::note!(
-            "truecold:   {}: {} ({})",
-            p.engine,
-            p.binary.display(),
-            p.version
-        );
-    }
-    if plan.drop_caches {
-        drop_page_cache().map_err(RunError::DropCaches)?;
-    }
-    let launches: Vec<_> = s.prepared.iter().map(|p| p.launch.clone()).collect();
-    let cmdlines: Vec<String> = s.prepared.iter().map(|p| p.cmdline.clone()).collect();
-    let launcher = DriverLauncher {
-        launches: &launches,
-        mem: s.spec.mem,
-        deadline_ns: s.spec.deadline_ns,
-        kill_grace_ns: s.spec.kill_grace_ns,
-    };
-    let total = rounds.saturating_mul(arms.len() as u64);
-    let mut progress = Progress::new(std::io::stderr(), Style::detect(), "engines", total);
-    let ran = rounds::execute(
-        &s.spec,
-        &cmdlines,
-        &launcher,
-        stop,
-        &mut progress,
-        plan.drop_caches.then_some(&drop_page_cache as &BeforeEach),
-        &self_cpu_ns,
-        &bundle_out::staging_for(&s.dest),
-    )?;
-    let explicit = s.explicit(plan, &guest_dir, true);
-    let bundles: Vec<ArmBundle<'_>> = s
-        .prepared
-        .iter()
-        .map(|p| ArmBundle {
-            engine: p.engine,
-            binary: p.binary.clone(),
-            version: p.version.clone(),
-            launch: &p.launch,
-            guest_cmdline: p.cmdline.clone(),
-            guest: &p.lg,
-            kernel_config: &p.kernel_config,
-            own_guest: p.own_guest,
-        })
-        .collect();
-    let shared = s.shared(&facts, invocation, explicit);
-    let w = arms_dir::write_dir(&s.dest, &shared, &bundles, &ran, Vec::new())?;
-    let _ = std::fs::remove_dir_all(&s.work);
-    Ok(RunOutcome {
-        written: w.written,
-        interrupted: ran.interrupted,
-        warnings: s.warnings.clone(),
-        arms: w.arms,
-    })
-}
-
 /// A parity error from any layer, its chain as the message.
 fn parity_err(e: &dyn std::error::Error) -> RunError {
     RunError::Parity(truecold_proto::measure::error_chain(e))
@@ -335,7 +130,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
         truecold_engine::parity::supported(*e).map_err(|e| RunError::Parity(e.to_string()))?;
     }
     if plan.nested() {
-        return Ok(nested::run_parity(
+        return Ok(nested_campaign::run_parity(
             plan,
             (!single).then_some(arms.as_slice()),
             rounds,

@@ -1,15 +1,16 @@
 //! The plain campaign: truecold-vmm alone on this host's /dev/kvm, one bundle; and the VMM
 //! command every truecold launch (campaign, tune arm, bisect step) is made of.
 
+use super::outcome::RunOutcome;
+use super::run_error::RunError;
 use crate::artifacts::guest_files::{self, LinuxGuest};
-use crate::campaign::bundle_out::{self, RunOutcome};
+use crate::campaign::bundle_out;
 use crate::campaign::execute::{execute, self_cpu_ns, BeforeEach, Executed, Harness};
 use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
 use crate::campaign::schedule::Schedule;
 use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
 use crate::checks::preflight::{drop_page_cache, kvm_host, PVM_EXPLANATION};
-use crate::error::RunError;
 use crate::plan::arg_error::ArgError;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::explicit_args::{explicit_args, explicit_line, guest_flag, ArgPaths};

@@ -1,11 +1,11 @@
 //! The campaign layer's error: why `truecold run` (and the campaigns tune and bisect run
 //! through it) could not run or write a bundle.
 
+use super::nested_campaign::NestedError;
 use crate::artifacts::guest_files::ArtifactError;
 use crate::campaign::schedule::ScheduleError;
 use crate::checks::preflight::{HostError, DROP_CACHES};
 use crate::engines::engines_error::EnginesError;
-use crate::nested::NestedError;
 use crate::plan::arg_error::ArgError;
 use crate::terminal::interrupt::InstallError;
 use std::path::PathBuf;
