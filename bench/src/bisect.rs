@@ -26,12 +26,12 @@
 use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::artifacts::kernel_build::{KernelBuild, KernelError};
 pub use crate::cli::DEFAULT_N;
-use crate::phase::PhaseError;
-use crate::phase::{PhaseArm, PhasePlan};
 pub use crate::plan::bisect_plan::abs;
 use crate::plan::bisect_plan::{BisectContext, BisectRunPlan, BisectStepPlan, JudgePlan};
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::guest::{GuestSpec, Target};
+use crate::tune::phase::PhaseError;
+use crate::tune::phase::{PhaseArm, PhasePlan};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -685,7 +685,7 @@ fn measure_commit(
 
 /// The interleaved A/B every schema-2 step runs: the good side's kernel (arm `good`)
 /// against a step's (arm `candidate`), in one L1 boot when nested, else on this host's
-/// /dev/kvm ([`crate::phase::run_one_phase`]: the machinery of `tune`'s phases).
+/// /dev/kvm ([`crate::tune::phase::run_one_phase`]: the machinery of `tune`'s phases).
 pub(crate) struct KernelAb<'a> {
     pub nested: bool,
     pub vmm: Option<&'a Path>,
@@ -750,7 +750,7 @@ impl KernelAb<'_> {
             attribute: Vec::new(),
         };
         let dest = dir.join(&rel);
-        let w = crate::phase::run_one_phase(
+        let w = crate::tune::phase::run_one_phase(
             &plan,
             self.nested,
             self.vmm,

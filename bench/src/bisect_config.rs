@@ -1,7 +1,7 @@
 //! `truecold bisect config`: the smallest set of symbols between two resolved kernel
 //! configs that explains a slowdown. Each candidate is the good config with a subset of the
 //! bad one's assignments, resolved by olddefconfig, built incrementally, and judged in an
-//! interleaved A/B against the good kernel ([`crate::phase`]; one L1 boot per A/B in the
+//! interleaved A/B against the good kernel ([`crate::tune::phase`]; one L1 boot per A/B in the
 //! nested harness); Zeller's delta debugging ([`ddmin`]) narrows the set. A candidate that
 //! does not build or breaks strict-ready is unresolved.
 

@@ -21,7 +21,6 @@ pub mod checks;
 pub mod cli;
 pub mod engines;
 pub mod parity;
-pub mod phase;
 pub mod plan;
 pub mod run;
 pub mod terminal;

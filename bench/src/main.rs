@@ -325,7 +325,7 @@ fn run_json(out: &truecold_bench::run::outcome::RunOutcome, exit: u8) -> String 
 /// `truecold tune`: 0 written and verified, 2 written but invalid, 1 nothing written.
 fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode {
     if args.list_knobs {
-        print!("{}", truecold_bench::tune::catalogue_text());
+        print!("{}", truecold_bench::tune::tune_run::catalogue_text());
         return ExitCode::SUCCESS;
     }
     let plan = match TunePlan::from_cli(args) {
@@ -335,7 +335,7 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match truecold_bench::tune::tune(&plan, invocation) {
+    match truecold_bench::tune::tune_run::tune(&plan, invocation) {
         Ok(out) => {
             for w in &out.warnings {
                 truecold_bench::terminal::output::note_once(w, &format!("truecold: warning: {w}"));
@@ -377,7 +377,7 @@ fn exit_of(usage: bool) -> ExitCode {
 /// `truecold tune-phase`: 0 written and verified, 2 written but invalid, 130 interrupted,
 /// 1 nothing written.
 fn tune_phase_main(args: &truecold_bench::cli::TunePhaseArgs, invocation: &str) -> ExitCode {
-    use truecold_bench::phase::{run_here, PhasePlan};
+    use truecold_bench::tune::phase::{run_here, PhasePlan};
     let p = TunePhaseRun::from_cli(args);
     let ran = PhasePlan::read(&p.plan_file)
         .and_then(|plan| run_here(&plan, p.vmm.as_deref(), &p.guest_dir, &p.out, invocation));

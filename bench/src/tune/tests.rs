@@ -1,7 +1,17 @@
-use super::*;
-use crate::phase::kconfig_knobs;
-use crate::plan::tune_plan::KnobChoice;
+use super::knob_kernels::*;
+use super::phase::{kconfig_knobs, variant_name};
+use super::tune_error::TuneError;
+use super::tune_run::{catalogue_text, invocation_record};
+use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::artifacts::own_kernel::{self, OwnKernel};
+use crate::cli::DEFAULT_TUNE_MEM_MIB;
+use crate::plan::arg_error::ArgError;
+use crate::plan::guest::Target;
+use crate::plan::tune_plan::{phase_rounds, KnobChoice, TunePlan};
+use std::path::{Path, PathBuf};
+use truecold_proof::schema::ContractKind;
 use truecold_proto::tune::KnobSetError;
+use truecold_proto::tune::{Knob, TuneGuest};
 
 fn parse(extra: &[&str]) -> TunePlan {
     TunePlan::of_words(extra).unwrap()
@@ -245,14 +255,14 @@ fn tune_attributes_with_rip_by_default_and_records_the_instrument() {
 #[test]
 fn a_screen_that_cannot_name_a_winner_is_warned_with_the_rounds_that_can() {
     // 19 knobs at 5 rounds: Holm compares the smallest p (about 0.012) with 0.05 / 19.
-    let w = super::unreachable_winner(5, 19).expect("a warning");
+    let w = super::tune_run::unreachable_winner(5, 19).expect("a warning");
     let need = truecold_proof::tune::least_rounds_for_a_winner(5, 19).unwrap();
     assert!(w.contains(&format!("-n {need} or more")), "{w}");
     assert!(w.contains("19 knobs"), "{w}");
     // Two knobs at 5 rounds can win; so can 19 knobs at the rounds the warning names.
-    assert_eq!(super::unreachable_winner(5, 2), None);
-    assert_eq!(super::unreachable_winner(need, 19), None);
-    assert_eq!(super::unreachable_winner(5, 0), None);
+    assert_eq!(super::tune_run::unreachable_winner(5, 2), None);
+    assert_eq!(super::tune_run::unreachable_winner(need, 19), None);
+    assert_eq!(super::tune_run::unreachable_winner(5, 0), None);
 }
 
 /// A stand-in for `kernel-config/build.sh config`: olddefconfig as the identity, except that

@@ -1,119 +1,29 @@
-//! `truecold tune`: which knob changes a true-cold boot, by how much, with evidence.
-//!
-//! 1. The knobs (`truecold_proto::tune`, each one typed change) are checked against the guest.
-//! 2. Kconfig knobs get their kernel from `kernel-config/build.sh tune` (base.config plus the
-//!    knob's fragment, cached by content), each in a complete guest directory.
-//! 3. The screen phase: `baseline` and one arm per knob, interleaved launch by launch in
-//!    rounds shuffled from the seed ([`truecold_engine::order`]), strict-ready stamped at the
-//!    VM exit as in every truecold campaign; each arm is a complete bundle, the phase a
-//!    multi-arm directory ([`crate::phase`]).
-//! 4. The winners, from the screen's verified rows by the same function the verifier runs
-//!    (`truecold_proof::tune`).
-//! 5. The confirm phase (when there is a winner): `baseline`, `recommended` (every winner)
-//!    and, with two winners or more, `recommended-minus-<knob>` (leave one out).
-//! 6. `truecold_proof::tune::write_tune` writes tune.json, README.md and SHA256SUMS over
-//!    both phases; the directory is renamed into place.
-//!
-//! In the nested harness each phase is one L1 boot: the host builds kernels, packs them with
-//! the phase's plan (`phase.json`) into L1, and `truecold tune-phase` runs the phase there.
+//! The whole tune ([`tune`]): the host, the knobs and their kernels, the screen phase, the
+//! winners, the confirm phase, and the tune directory written and renamed into place.
 
-use crate::artifacts::guest_files::{self, ArtifactError, LinuxGuest};
-use crate::artifacts::own_kernel::{self, OwnKernel};
-use crate::campaign::bundle_out;
-use crate::checks::preflight::{kvm_host, HostError, PVM_EXPLANATION};
-pub use crate::cli::DEFAULT_TUNE_MEM_MIB;
-use crate::phase::{
+use super::knob_kernels::{ensure_kernel, screen_knobs, OwnBase};
+use super::phase::{
     kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
 };
-pub use crate::phase::{BASELINE, CONFIRM, MIN_ROUNDS, SCREEN};
+use super::phase::{BASELINE, CONFIRM, SCREEN};
+use super::tune_error::TuneError;
+use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::campaign::bundle_out;
+use crate::checks::preflight::{kvm_host, PVM_EXPLANATION};
 use crate::plan::arg_error::ArgError;
 use crate::plan::guest::Target;
 use crate::plan::tune_plan::{phase_rounds, TunePlan, DEFAULT_ROUNDS};
-use crate::run::run_error::RunError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use truecold_proof::bundle::{rename_noreplace, BundleError, Written};
-use truecold_proof::kconfig::{not_carried_lines, sets_all, UserKernel, USER_KERNEL_FILE};
+use truecold_proof::bundle::{rename_noreplace, Written};
+use truecold_proof::kconfig::USER_KERNEL_FILE;
 use truecold_proof::schema::ContractKind;
-use truecold_proof::tune::own_kernel_start;
 use truecold_proto::kinds::HostKind;
 use truecold_proto::path_io::PathIoError;
-use truecold_proto::tune::{Change, Knob, TuneGuest};
+use truecold_proto::tune::{Knob, TuneGuest};
 
 /// The arm with every winner.
 pub const RECOMMENDED: &str = "recommended";
-
-/// Why a tune could not run or be written.
-#[derive(Debug, thiserror::Error)]
-pub enum TuneError {
-    /// A check of the plan that needs the guest or the noise (a `--knobs` that does not
-    /// apply to the guest found on this host, a `--budget` too small for the rounds).
-    #[error(transparent)]
-    Plan(#[from] ArgError),
-    #[error("--noise-from {}: {why}", path.display())]
-    NoiseBundle { path: PathBuf, why: String },
-    #[error("{0} already exists; a tune directory is never overwritten (choose another --out)")]
-    OutExists(PathBuf),
-    #[error("the kernel for {knobs}")]
-    Kernel {
-        knobs: String,
-        #[source]
-        source: crate::artifacts::kernel_build::KernelError,
-    },
-    #[error("the host")]
-    Run(#[source] Box<RunError>),
-    #[error("missing artifact")]
-    Artifact(#[from] ArtifactError),
-    #[error(transparent)]
-    Io(#[from] PathIoError),
-    #[error("placing {}", path.display())]
-    Place {
-        path: PathBuf,
-        #[source]
-        source: BundleError,
-    },
-    #[error("the screen phase in {} does not verify: {reasons}", path.display())]
-    PhaseInvalid { path: PathBuf, reasons: String },
-    #[error("writing the tune directory")]
-    Tune(#[source] truecold_proof::tune::TuneError),
-    #[error(transparent)]
-    Phase(#[from] PhaseError),
-    #[error("your kernel")]
-    OwnKernel(#[from] crate::artifacts::own_kernel::OwnKernelError),
-    #[error(
-        "--knobs {knobs}: your kernel's resolved config ({config}) already sets every symbol of \
-         the fragment, so the arm would measure your kernel again: leave it out of --knobs"
-    )]
-    KnobAlreadySet { knobs: String, config: PathBuf },
-    #[error(
-        "knob `{knob}` did not take on your kernel: olddefconfig did not keep its fragment \
-         ({lines}; resolved config {}): leave it out of --knobs",
-        config.display()
-    )]
-    KnobDidNotTake {
-        knob: Knob,
-        lines: String,
-        config: PathBuf,
-    },
-    #[error("no knob left to tune: your kernel already sets every Kconfig knob of --knobs")]
-    NoKnobLeft,
-}
-
-impl TuneError {
-    /// The argument error this is, when it is one (`--knobs`, `--budget`, …): exit 125.
-    pub fn usage(&self) -> Option<&ArgError> {
-        match self {
-            TuneError::Plan(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<HostError> for TuneError {
-    fn from(e: HostError) -> Self {
-        TuneError::Run(Box::new(RunError::from(e)))
-    }
-}
 
 /// The noise of a verified bundle: its successful headlines' coefficient of variation.
 pub fn noise_of(bundle: &Path) -> Result<truecold_proof::tune::Noise, TuneError> {
@@ -163,178 +73,6 @@ pub fn catalogue_text() -> String {
         ));
     }
     s
-}
-
-/// Builds (or finds, cached by content) the guest directory of the Kconfig knob set
-/// `kconfig`: the kernel from `script tune <dir> <fragments…>`, the base guest's initramfs
-/// and init beside it.
-pub fn ensure_kernel(
-    kconfig: &[Knob],
-    base: &LinuxGuest,
-    root: &Path,
-    script: &Path,
-) -> Result<PathBuf, TuneError> {
-    let name = variant_name(kconfig);
-    let dir = root.join(&name);
-    let frags = root.join(format!("{name}.fragments"));
-    std::fs::create_dir_all(&frags).map_err(PathIoError::at("create directory", &frags))?;
-    let mut paths = Vec::new();
-    for k in kconfig {
-        if let (Change::Kconfig(text), Some(file)) = (k.change(), k.fragment_name()) {
-            let p = frags.join(file);
-            std::fs::write(&p, text).map_err(PathIoError::at("write", &p))?;
-            paths.push(p.into_os_string());
-        }
-    }
-    let build = crate::artifacts::kernel_build::KernelBuild {
-        script,
-        variant: "tune",
-        args: paths,
-        tree: None,
-        git_dir: None,
-    };
-    build
-        .guest_dir(&dir, base)
-        .map_err(|source| TuneError::Kernel {
-            knobs: name,
-            source,
-        })
-}
-
-/// The user's kernel of a tune (`--kernel-config` / `--kernel-fragment`), built: what the
-/// baseline boots and every Kconfig knob's fragment goes over.
-pub struct OwnBase {
-    pub kernel: OwnKernel,
-    /// The config file's bytes as read (and checked) once.
-    pub bytes: Vec<u8>,
-    /// `tune.json`'s record of it.
-    pub record: UserKernel,
-    /// Its guest directory (the baseline's).
-    pub dir: PathBuf,
-    /// Its resolved config.
-    pub resolved: String,
-}
-
-impl OwnBase {
-    /// Builds (or finds cached) the user's kernel `k` under `root` for `vcpus` vCPUs, beside
-    /// the base guest's initramfs and init; the symbols that did not carry over noted and
-    /// recorded.
-    pub fn build(
-        k: &OwnKernel,
-        vcpus: u32,
-        base: &LinuxGuest,
-        root: &Path,
-        script: &Path,
-    ) -> Result<OwnBase, TuneError> {
-        let (bytes, _) = own_kernel::read_config(&k.config)?;
-        let (dir, nc) = own_kernel::prepare(k, vcpus, &[], script, base, root)?;
-        own_kernel::note_not_carried("", &k.config, &dir, &nc);
-        let cfg = dir.join("config");
-        let resolved = std::fs::read_to_string(&cfg).map_err(PathIoError::at("read", &cfg))?;
-        let record = UserKernel {
-            form: k.form,
-            sha256: truecold_proof::sums::sha256_hex(&bytes),
-            given_as: k.config.display().to_string(),
-            source: k
-                .source
-                .as_deref()
-                .map(|s| std::path::absolute(s).unwrap_or_else(|_| s.to_path_buf()))
-                .map(|s| s.display().to_string()),
-            not_carried: not_carried_lines(&String::from_utf8_lossy(&bytes), &resolved),
-        };
-        Ok(OwnBase {
-            kernel: k.clone(),
-            bytes,
-            record,
-            dir,
-            resolved,
-        })
-    }
-
-    /// The Kconfig knobs of `knobs` whose every symbol the resolved config already sets (an
-    /// arm of one would measure this kernel again).
-    pub fn already_set(&self, knobs: &[Knob]) -> Vec<Knob> {
-        knobs
-            .iter()
-            .copied()
-            .filter(|k| match k.change() {
-                Change::Kconfig(text) => sets_all(&self.resolved, text),
-                _ => false,
-            })
-            .collect()
-    }
-
-    /// The guest directory of the Kconfig knob set `kconfig` over this kernel: the user's file
-    /// with the knobs' lines after it ([`own_kernel_start`], what `recommended/reproduce.sh`
-    /// writes), built as the user's kernel is; each knob's fragment must have taken.
-    fn arm_kernel(
-        &self,
-        kconfig: &[Knob],
-        base: &LinuxGuest,
-        root: &Path,
-        script: &Path,
-    ) -> Result<PathBuf, TuneError> {
-        let name = variant_name(kconfig);
-        std::fs::create_dir_all(root).map_err(PathIoError::at("create directory", root))?;
-        let file = root.join(format!("{name}.own.config"));
-        let start = own_kernel_start(&self.bytes, kconfig, &self.record);
-        std::fs::write(&file, &start).map_err(PathIoError::at("write", &file))?;
-        let k = OwnKernel {
-            config: file,
-            form: self.kernel.form,
-            source: self.kernel.source.clone(),
-        };
-        // What every boot needs is checked; what more vCPUs need is measured, as on
-        // truecold's base: a knob that takes SMP away (`no-smp`) breaks strict-ready at 2 vCPUs
-        // and is reported so, never refused.
-        let (dir, _) = own_kernel::prepare(&k, 1, &[], script, base, root)?;
-        let cfg = dir.join("config");
-        let resolved = std::fs::read_to_string(&cfg).map_err(PathIoError::at("read", &cfg))?;
-        for knob in kconfig {
-            if let Change::Kconfig(text) = knob.change() {
-                let lost = not_carried_lines(text, &resolved);
-                if !lost.is_empty() {
-                    return Err(TuneError::KnobDidNotTake {
-                        knob: *knob,
-                        lines: lost.join("; "),
-                        config: cfg,
-                    });
-                }
-            }
-        }
-        Ok(dir)
-    }
-}
-
-/// The knobs to screen over the user's kernel `own`: `knobs` less the Kconfig knobs it
-/// already sets (refused when `listed`, left out otherwise, with a note); and those.
-fn screen_knobs(
-    knobs: Vec<Knob>,
-    own: Option<&OwnBase>,
-    listed: bool,
-) -> Result<(Vec<Knob>, Vec<Knob>), TuneError> {
-    let Some(own) = own else {
-        return Ok((knobs, Vec::new()));
-    };
-    let set = own.already_set(&knobs);
-    if set.is_empty() {
-        return Ok((knobs, set));
-    }
-    if listed {
-        return Err(TuneError::KnobAlreadySet {
-            knobs: variant_name(&set).replace('+', ","),
-            config: own.dir.join("config"),
-        });
-    }
-    crate::note!(
-        "truecold: tune: left out (your kernel already sets every symbol of their fragment): {}",
-        variant_name(&set).replace('+', ", ")
-    );
-    let rest: Vec<Knob> = knobs.into_iter().filter(|k| !set.contains(k)).collect();
-    if rest.is_empty() {
-        return Err(TuneError::NoKnobLeft);
-    }
-    Ok((rest, set))
 }
 
 /// A finished tune.
@@ -463,7 +201,7 @@ fn rounds_of(
 
 /// The warning for a screen whose rounds are too few for any knob to be named a winner under
 /// the current verdict rule (Holm over `k` knobs), with the least rounds that can.
-fn unreachable_winner(rounds: u64, k: u64) -> Option<String> {
+pub(super) fn unreachable_winner(rounds: u64, k: u64) -> Option<String> {
     use truecold_proof::tune::{can_name_a_winner, least_rounds_for_a_winner};
     if k == 0 || can_name_a_winner(rounds, k) {
         return None;
@@ -563,7 +301,7 @@ fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, 
 
 /// `tune.json`'s record of how this tune was started: the argv as typed, and the options as
 /// resolved (the guest found) that `recommended/reproduce.sh` repeats.
-fn invocation_record(
+pub(super) fn invocation_record(
     tp: &TunePlan,
     contract: ContractKind,
     own: Option<&OwnBase>,
@@ -747,6 +485,3 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         warnings,
     })
 }
-
-#[cfg(test)]
-mod tests;
