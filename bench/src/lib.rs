@@ -15,7 +15,6 @@
 pub mod artifacts;
 pub mod attribution;
 pub mod bisect;
-pub mod bisect_config;
 pub mod campaign;
 pub mod checks;
 pub mod cli;

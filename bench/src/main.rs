@@ -94,7 +94,9 @@ fn cli_docs_main(dir: &std::path::Path) -> ExitCode {
 /// 200 cannot judge: stop); `run` and `config` exit 0 when the directory names a culprit and
 /// verifies, 2 when it does not verify, 1 when nothing was found or written.
 fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> ExitCode {
-    use truecold_bench::bisect::{self, EXIT_ABORT};
+    use truecold_bench::bisect::bisect_error::BisectRunError;
+    use truecold_bench::bisect::commit_bisect::{self, EXIT_ABORT};
+    use truecold_bench::bisect::config_bisect;
     use truecold_bench::cli::BisectCmd;
     let quiet = args.quiet;
     let done = |dir: std::path::PathBuf| {
@@ -117,14 +119,14 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
     };
     // An argument error (the plan refused the flags, before or during the search) is a
     // usage error: 125; any other failure 1.
-    let failed = |e: &bisect::BisectRunError| {
+    let failed = |e: &BisectRunError| {
         eprintln!("truecold: error: {}", chain(e));
         exit_of(e.usage().is_some())
     };
     match &args.cmd {
         BisectCmd::Step(a) => match BisectStepPlan::from_cli(a)
-            .map_err(bisect::BisectRunError::from)
-            .and_then(|p| bisect::step(&p, invocation))
+            .map_err(BisectRunError::from)
+            .and_then(|p| commit_bisect::step(&p, invocation))
         {
             Ok(o) => {
                 println!("truecold bisect step: {}", o.as_str());
@@ -136,15 +138,15 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
             }
         },
         BisectCmd::Run(a) => match BisectRunPlan::from_cli(a)
-            .map_err(bisect::BisectRunError::from)
-            .and_then(|p| bisect::run(&p, invocation))
+            .map_err(BisectRunError::from)
+            .and_then(|p| commit_bisect::run(&p, invocation))
         {
             Ok(dir) => done(dir),
             Err(e) => failed(&e),
         },
         BisectCmd::Config(a) => match ConfigBisectPlan::from_cli(a)
-            .map_err(bisect::BisectRunError::from)
-            .and_then(|p| truecold_bench::bisect_config::config(&p, invocation))
+            .map_err(BisectRunError::from)
+            .and_then(|p| config_bisect::config(&p, invocation))
         {
             Ok(dir) => done(dir),
             Err(e) => failed(&e),

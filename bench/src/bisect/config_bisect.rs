@@ -5,9 +5,11 @@
 //! nested harness); Zeller's delta debugging ([`ddmin`]) narrows the set. A candidate that
 //! does not build or breaks strict-ready is unresolved.
 
+use super::bisect_error::{io, BisectRunError};
+use super::bisect_steps::{base, context_host, default_out, note_small_n, save, KernelAb};
 use crate::artifacts::guest_files::LinuxGuest;
 use crate::artifacts::kernel_build::{KernelBuild, KernelError};
-use crate::bisect::{abs, context_host, default_out, io, save, BisectRunError, KernelAb};
+use crate::plan::bisect_plan::abs;
 use crate::plan::bisect_plan::ConfigBisectPlan;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -428,7 +430,7 @@ fn config_record(
 /// `truecold bisect config`: returns the directory.
 pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
     let t0 = Instant::now();
-    crate::bisect::note_small_n(&a.judge);
+    note_small_n(&a.judge);
     let sizes = (a.judge.n, a.judge.max_n);
     let out = a
         .out
@@ -437,7 +439,7 @@ pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectR
     if out.symlink_metadata().is_ok() {
         return Err(BisectRunError::OutExists(out));
     }
-    let (base_dir, base) = crate::bisect::base(&a.judge)?;
+    let (base_dir, base) = base(&a.judge)?;
     let (host, deadline_ms) = context_host(&a.context)?;
     let mut s = ConfigSearch {
         a,

@@ -1,149 +1,31 @@
-//! `truecold bisect`: which commit of a kernel tree, or which symbols of a kernel config,
-//! made a true-cold boot slower.
-//!
-//! - `step` is what `git bisect run` calls: build the tree's checkout (base fragments on its
-//!   tinyconfig, `kernel-config/build.sh` with `TRUECOLD_KERNEL_TREE`, incremental and cached
-//!   by commit), run an n-launch campaign with the baseline's contract, judge it against the
-//!   baseline ([`truecold_proof::bisect::judge`]: `compare`'s rule), and exit 0 (good), 1
-//!   (bad) or 125 (skip: the build failed, strict-ready broke, or still inconclusive after n
-//!   grew to its cap). A setup error (no baseline, another host kind) exits 200, which stops
-//!   `git bisect run`. Every step is appended to the bisect directory, which verifies after
-//!   each one.
-//! - `run` wraps a whole `git bisect` session: the good commit's baseline, a check that the
-//!   bad commit is bad, `git bisect start/run/log/reset` with `step` as the judge, and the
-//!   result (first bad commit, last good commit) written into the directory. The tree is left
-//!   on the commit it was on.
-//! - `config` searches the assignments that differ between two resolved configs for the
-//!   smallest set that explains the slowdown (delta debugging, ddmin): each candidate is the
-//!   good config with a subset of the bad one's assignments, resolved by olddefconfig, built
-//!   incrementally, and judged in an interleaved A/B against the good kernel (one L1 boot per
-//!   A/B in the nested harness); a candidate that does not build or breaks strict-ready is
-//!   unresolved ([`crate::bisect_config`]).
-//!
-//! Every step uses the clock of the host it runs on (virtual in the nested harness, wall on
-//! hardware KVM); the baseline's clock is every step's, never mixed.
+//! The commit bisect: `truecold bisect step` (what `git bisect run` calls: build the
+//! checkout, A/B it against the good side's kernel, judge, exit 0/1/125, 200 to stop) and
+//! `truecold bisect run` (the good commit's baseline, the bad commit checked bad, then the
+//! whole `git bisect` session with `step` as the judge).
 
+use super::bisect_error::{io, BisectRunError};
+use super::bisect_steps::{
+    base, context_host, default_out, note_small_n, record_guest, save, KernelAb,
+};
 use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::artifacts::kernel_build::{KernelBuild, KernelError};
-pub use crate::cli::DEFAULT_N;
-pub use crate::plan::bisect_plan::abs;
-use crate::plan::bisect_plan::{BisectContext, BisectRunPlan, BisectStepPlan, JudgePlan};
+use crate::plan::bisect_plan::abs;
+use crate::plan::bisect_plan::{BisectRunPlan, BisectStepPlan, JudgePlan};
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::guest::{GuestSpec, Target};
-use crate::tune::phase::PhaseError;
-use crate::tune::phase::{PhaseArm, PhasePlan};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use truecold_proof::bisect::{
-    judge_look, read_bisect, write_bisect, BisectError, BisectFile, BisectKind, BisectResult,
-    Judgement, Step, StepOutcome, BASELINE_DIR, BISECT_SCHEMA, CANDIDATE_ARM, GOOD_ARM, LOG_FILE,
-    STEPS_DIR,
+    read_bisect, BisectFile, BisectKind, BisectResult, Step, StepOutcome, BASELINE_DIR,
+    BISECT_SCHEMA, LOG_FILE, STEPS_DIR,
 };
 use truecold_proof::kconfig::{not_carried_lines, UserKernel, USER_KERNEL_FILE};
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, HostKind};
-use truecold_proto::limits::{GuestMem, Vcpus};
-use truecold_proto::path_io::PathIoError;
 
 /// Exit status of a step that could not judge at all (stops `git bisect run`).
 pub const EXIT_ABORT: u8 = 200;
-
-/// Why a bisect could not run (a step's own verdicts are not errors).
-#[derive(Debug, thiserror::Error)]
-pub enum BisectRunError {
-    /// The command line (`-n`, `--max-n`).
-    #[error(transparent)]
-    Plan(#[from] crate::plan::arg_error::ArgError),
-    #[error("{0} already exists; a bisect directory is never overwritten (choose another --out)")]
-    OutExists(PathBuf),
-    #[error("the baseline {}: {why}", path.display())]
-    Baseline { path: PathBuf, why: String },
-    #[error(
-        "{} is a bisect directory of schema {schema} (each step one campaign against the \
-         baseline); a step now appends an A/B of schema {}: continue in a new --dir",
-        dir.display(),
-        BISECT_SCHEMA
-    )]
-    OldSchema { dir: PathBuf, schema: u32 },
-    #[error("{} holds another baseline than {}", dir.display(), baseline.display())]
-    OtherBaseline { dir: PathBuf, baseline: PathBuf },
-    #[error("`git {args}` in {}: {why}", tree.display())]
-    Git {
-        tree: PathBuf,
-        args: String,
-        why: String,
-    },
-    #[error("the kernel tree {} has uncommitted changes to tracked files; commit or stash them", .0.display())]
-    Dirty(PathBuf),
-    #[error("the {0} side's kernel")]
-    Kernel(&'static str, #[source] KernelError),
-    #[error("the campaign")]
-    Run(#[source] Box<crate::run::run_error::RunError>),
-    #[error("the A/B")]
-    Phase(#[source] Box<PhaseError>),
-    #[error("the bisect directory")]
-    Record(#[source] BisectError),
-    #[error("judging {}", path.display())]
-    Judge {
-        path: PathBuf,
-        #[source]
-        source: truecold_proof::bisect::JudgeError,
-    },
-    #[error("the bad side is not slower than the good one ({0}): nothing to bisect")]
-    NotBad(String),
-    #[error("the two configs resolve to the same kernel config: nothing to bisect")]
-    SameConfig,
-    #[error(transparent)]
-    Io(#[from] PathIoError),
-    /// A commit's kernel that could not be had from its source (a step skips it).
-    #[error("{0}")]
-    CommitBuild(String),
-    #[error("your kernel")]
-    OwnKernel(#[from] crate::artifacts::own_kernel::OwnKernelError),
-    #[error(
-        "{} builds every commit from {recorded}, not {given}: continue without \
-         --kernel-config/--kernel-fragment, or in a new --dir",
-        dir.display()
-    )]
-    OtherKernel {
-        dir: PathBuf,
-        recorded: String,
-        given: String,
-    },
-    #[error("the campaign wrote {} but it does not verify: {why}", path.display())]
-    Invalid { path: PathBuf, why: String },
-}
-
-impl BisectRunError {
-    /// The argument error this is, when it is one (`-n`, `--max-n`, …): exit 125 for `bisect
-    /// run` and `bisect config`. An argument error of a record read back from a directory is
-    /// wrapped in a campaign's error, not this.
-    pub fn usage(&self) -> Option<&crate::plan::arg_error::ArgError> {
-        match self {
-            BisectRunError::Plan(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-pub(crate) fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BisectRunError {
-    let at = PathIoError::at(op, path);
-    move |source| BisectRunError::Io(at(source))
-}
-
-/// The base guest directory and its guest (the initramfs and init every kernel goes with).
-pub(crate) fn base(j: &JudgePlan) -> Result<(PathBuf, LinuxGuest), BisectRunError> {
-    let dir = j.paths.guest_dir.clone();
-    let g = guest_files::linux_guest(&dir).map_err(|e| BisectRunError::Baseline {
-        path: dir.clone(),
-        why: format!(
-            "{} (scripts/build-artifacts.sh builds the guest)",
-            truecold_proto::measure::error_chain(&e)
-        ),
-    })?;
-    Ok((dir, g))
-}
 
 /// `git -C tree args…`'s stdout, trimmed.
 fn git(tree: &Path, args: &[&str]) -> Result<String, BisectRunError> {
@@ -200,17 +82,6 @@ fn campaign_plan(
         j.paths.vmm.clone(),
         Some(guest_dir.to_path_buf()),
         Some(out.to_path_buf()),
-    ))
-}
-
-/// The record's guest, checked (a record read back from a directory is a boundary).
-pub(crate) fn record_guest(f: &BisectFile) -> Result<(Vcpus, GuestMem), BisectRunError> {
-    let bad = |e: truecold_proto::limits::LimitError| {
-        BisectRunError::Run(Box::new(crate::plan::arg_error::ArgError::from(e).into()))
-    };
-    Ok((
-        Vcpus::new(u64::from(f.vcpus)).map_err(bad)?,
-        GuestMem::from_bytes(f.mem_bytes).map_err(bad)?,
     ))
 }
 
@@ -307,37 +178,8 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), BisectRunError> {
     Ok(())
 }
 
-pub(crate) fn save(dir: &Path, f: &BisectFile, log: &str) -> Result<(), BisectRunError> {
-    write_bisect(dir, f, log).map_err(BisectRunError::Record)?;
-    Ok(())
-}
-
 fn read_log(dir: &Path) -> String {
     std::fs::read_to_string(dir.join(LOG_FILE)).unwrap_or_default()
-}
-
-/// The next step directory's name: `steps/NN-<what>-n<n>`.
-pub(crate) fn step_dir(f: &BisectFile, what: &str, n: u64) -> String {
-    format!("{STEPS_DIR}/{:02}-{what}-n{n}", f.steps.len() + 1)
-}
-
-/// A note when the first look cannot call a step bad at all (n below
-/// [`truecold_proof::bisect::Looks::smallest_n`]): it can still call it good, and a later look
-/// can call it bad.
-pub(crate) fn note_small_n(j: &JudgePlan) {
-    let looks = truecold_proof::bisect::Looks::new(j.n, j.max_n);
-    match looks.smallest_n(j.options.alpha) {
-        Some(m) if j.n < m => crate::note!(
-            "truecold bisect: note: {} launches a side cannot reach the first look's p < {} \
-             ({} looks share α {}); a regression needs a later look (-n {m} or more reaches it \
-             at the first)",
-            j.n,
-            truecold_proof::compare::fmt_p(looks.alpha(j.options.alpha)),
-            looks.count(),
-            j.options.alpha
-        ),
-        _ => {}
-    }
 }
 
 /// `truecold bisect step`: returns the exit code for `git bisect run`.
@@ -492,7 +334,7 @@ fn good_places(
 /// checks and build (into `<kernel dir>/commit-<commit>/<key>`). A kernel that did not build,
 /// or whose resolved config lost what strict-ready needs, is
 /// [`BisectRunError::CommitBuild`] (a step skips it).
-pub(crate) fn commit_kernel(
+pub(super) fn commit_kernel(
     f: &BisectFile,
     dir: &Path,
     tree: &Path,
@@ -681,121 +523,6 @@ fn measure_commit(
             None => return Ok(outcome),
         }
     }
-}
-
-/// The interleaved A/B every schema-2 step runs: the good side's kernel (arm `good`)
-/// against a step's (arm `candidate`), in one L1 boot when nested, else on this host's
-/// /dev/kvm ([`crate::tune::phase::run_one_phase`]: the machinery of `tune`'s phases).
-pub(crate) struct KernelAb<'a> {
-    pub nested: bool,
-    pub vmm: Option<&'a Path>,
-    /// The base guest directory (initramfs, init).
-    pub base_dir: &'a Path,
-    /// The good side's guest directory.
-    pub good_dir: &'a Path,
-    pub backing: Backing,
-    pub deadline_ms: u64,
-    pub invocation: &'a str,
-}
-
-impl KernelAb<'_> {
-    /// Look `look` of the step for the kernel in `cand_dir`: its A/B written at the next
-    /// step directory (`steps/NN-<what>-n<size>`), verified, and judged by the looks' rule
-    /// ([`judge_look`]). Returns the directory (relative), the launches a side and the
-    /// judgement.
-    pub fn look(
-        &self,
-        f: &BisectFile,
-        dir: &Path,
-        cand_dir: &Path,
-        what: &str,
-        look: u32,
-    ) -> Result<(String, u64, Judgement), BisectRunError> {
-        let looks = f.looks();
-        let planned = looks.size(look).ok_or_else(|| {
-            BisectRunError::Run(Box::new(
-                crate::plan::arg_error::ArgError::BisectSizes {
-                    n: f.n,
-                    max_n: f.max_n,
-                }
-                .into(),
-            ))
-        })?;
-        let (vcpus, mem) = record_guest(f)?;
-        let rel = step_dir(f, what, planned);
-        let plan = PhasePlan {
-            phase: "ab".into(),
-            contract: ContractKind::Linux,
-            seed: crate::cli::DEFAULT_SEED.wrapping_add(f.steps.len() as u64),
-            rounds: planned,
-            vcpus,
-            mem,
-            backing: self.backing,
-            deadline_ms: self.deadline_ms,
-            kill_grace_ms: 500,
-            arms: vec![
-                PhaseArm {
-                    name: GOOD_ARM.into(),
-                    knobs: Vec::new(),
-                    guest_dir: Some(self.good_dir.to_path_buf()),
-                },
-                PhaseArm {
-                    name: CANDIDATE_ARM.into(),
-                    knobs: Vec::new(),
-                    guest_dir: Some(cand_dir.to_path_buf()),
-                },
-            ],
-            attribution: 0,
-            instrument: crate::attribution::instrumentation::Instrumentation::default(),
-            attribute: Vec::new(),
-        };
-        let dest = dir.join(&rel);
-        let w = crate::tune::phase::run_one_phase(
-            &plan,
-            self.nested,
-            self.vmm,
-            self.base_dir,
-            &dest,
-            self.invocation,
-        )
-        .map_err(|e| BisectRunError::Phase(Box::new(e)))?;
-        if !w.verdict.is_valid() {
-            return Err(BisectRunError::Invalid {
-                why: w.verdict.render(&w.path, 3).trim().replace('\n', "; "),
-                path: w.path,
-            });
-        }
-        let (g, c) = truecold_proof::bisect::ab_sides(&dest);
-        let jd = judge_look(&g, &c, &f.judge, &looks).map_err(|source| BisectRunError::Judge {
-            path: dest.clone(),
-            source,
-        })?;
-        Ok((rel, planned, jd))
-    }
-}
-
-/// `results/<UTC>-bisect-<kind>-<host>-<v>vcpu-<m>mib`.
-pub(crate) fn default_out(kind: &str, c: &BisectContext) -> PathBuf {
-    let (stamp, _) = crate::campaign::clock::utc_now();
-    PathBuf::from("results").join(format!(
-        "{stamp}-bisect-{kind}-{}-{}vcpu-{}mib",
-        if c.nested { "nested-linux" } else { "linux" },
-        c.vcpus,
-        c.mem.mib()
-    ))
-}
-
-/// The host a bisect measures on and its deadline default.
-pub(crate) fn context_host(c: &BisectContext) -> Result<(HostKind, u64), BisectRunError> {
-    if c.nested {
-        return Ok((
-            HostKind::NestedEmulated,
-            crate::plan::common_flags::DEFAULT_NESTED_DEADLINE_MS,
-        ));
-    }
-    let (k, _) = crate::checks::preflight::kvm_host()
-        .map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
-    Ok((k, crate::plan::common_flags::DEFAULT_DEADLINE_MS))
 }
 
 /// `truecold bisect run`: the whole session; returns the directory.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::cli::DEFAULT_N;
 use crate::plan::arg_error::ArgError;
 use crate::plan::bisect_plan::{bisect_words, ConfigBisectPlan};
 
