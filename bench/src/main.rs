@@ -379,7 +379,8 @@ fn exit_of(usage: bool) -> ExitCode {
 /// `truecold tune-phase`: 0 written and verified, 2 written but invalid, 130 interrupted,
 /// 1 nothing written.
 fn tune_phase_main(args: &truecold_bench::cli::TunePhaseArgs, invocation: &str) -> ExitCode {
-    use truecold_bench::tune::phase::{run_here, PhasePlan};
+    use truecold_bench::tune::nested_phase::run_here;
+    use truecold_bench::tune::phase_plan::PhasePlan;
     let p = TunePhaseRun::from_cli(args);
     let ran = PhasePlan::read(&p.plan_file)
         .and_then(|plan| run_here(&plan, p.vmm.as_deref(), &p.guest_dir, &p.out, invocation));

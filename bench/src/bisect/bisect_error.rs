@@ -1,7 +1,7 @@
 //! [`BisectRunError`]: why a bisect could not run (a step's own verdicts are not errors).
 
 use crate::artifacts::kernel_build::KernelError;
-use crate::tune::phase::PhaseError;
+use crate::tune::phase_error::PhaseError;
 use std::path::{Path, PathBuf};
 use truecold_proof::bisect::{BisectError, BISECT_SCHEMA};
 use truecold_proto::path_io::PathIoError;

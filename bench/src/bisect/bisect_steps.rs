@@ -6,7 +6,7 @@
 use super::bisect_error::BisectRunError;
 use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::plan::bisect_plan::{BisectContext, JudgePlan};
-use crate::tune::phase::{PhaseArm, PhasePlan};
+use crate::tune::phase_plan::{PhaseArm, PhasePlan};
 use std::path::{Path, PathBuf};
 use truecold_proof::bisect::{
     judge_look, write_bisect, BisectFile, Judgement, CANDIDATE_ARM, GOOD_ARM, STEPS_DIR,
@@ -70,7 +70,7 @@ pub(super) fn note_small_n(j: &JudgePlan) {
 
 /// The interleaved A/B every schema-2 step runs: the good side's kernel (arm `good`)
 /// against a step's (arm `candidate`), in one L1 boot when nested, else on this host's
-/// /dev/kvm ([`crate::tune::phase::run_one_phase`]: the machinery of `tune`'s phases).
+/// /dev/kvm ([`crate::tune::nested_phase::run_one_phase`]: the machinery of `tune`'s phases).
 pub(super) struct KernelAb<'a> {
     pub nested: bool,
     pub vmm: Option<&'a Path>,
@@ -135,7 +135,7 @@ impl KernelAb<'_> {
             attribute: Vec::new(),
         };
         let dest = dir.join(&rel);
-        let w = crate::tune::phase::run_one_phase(
+        let w = crate::tune::nested_phase::run_one_phase(
             &plan,
             self.nested,
             self.vmm,

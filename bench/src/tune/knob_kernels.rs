@@ -2,7 +2,7 @@
 //! truecold's base ([`ensure_kernel`]) or over the user's own kernel ([`OwnBase`]), and the
 //! knobs left to screen over the user's kernel ([`screen_knobs`]).
 
-use super::phase::variant_name;
+use super::phase_plan::variant_name;
 use super::tune_error::TuneError;
 use crate::artifacts::guest_files::LinuxGuest;
 use crate::artifacts::own_kernel::{self, OwnKernel};

@@ -17,12 +17,16 @@
 //! In the nested harness each phase is one L1 boot: the host builds kernels, packs them with
 //! the phase's plan (`phase.json`) into L1, and `truecold tune-phase` runs the phase there.
 //!
-//! The parts: [`tune_run`] (the whole tune, [`tune_run::tune`]), [`phase`] (one phase of
-//! interleaved arms, also a bisect's kernel A/B), [`knob_kernels`] (the arms' kernels, over
-//! truecold's base or the user's), [`tune_error`].
+//! The parts: [`tune_run`] (the whole tune, [`tune_run::tune`]); a phase of interleaved
+//! arms, also a bisect's kernel A/B: its plan ([`phase_plan`]), its run on this host
+//! ([`phase`]) or in one L1 boot ([`nested_phase`]), its error ([`phase_error`]);
+//! [`knob_kernels`] (the arms' kernels, over truecold's base or the user's); [`tune_error`].
 
 pub mod knob_kernels;
+pub mod nested_phase;
 pub mod phase;
+pub mod phase_error;
+pub mod phase_plan;
 pub mod tune_error;
 pub mod tune_run;
 

@@ -1,20 +1,22 @@
 //! One phase of interleaved arms, what `truecold tune` and `truecold bisect config` share:
-//! a plan ([`PhasePlan`]: the arms, each a knob set and a guest directory, the rounds, the
-//! seed), run launch by launch in rounds shuffled from the seed ([`truecold_engine::order`])
-//! on this host's /dev/kvm ([`run_phase`]) or in one L1 boot of the nested harness
-//! ([`nested_phase`]); every arm a complete bundle, the phase a multi-arm directory.
+//! a plan ([`super::phase_plan::PhasePlan`]: the arms, each a knob set and a guest
+//! directory, the rounds, the seed), run launch by launch in rounds shuffled from the seed
+//! ([`truecold_engine::order`]) on this host's /dev/kvm ([`run_phase`]) or in one L1 boot of
+//! the nested harness ([`super::nested_phase::nested_phase`]); every arm a complete bundle,
+//! the phase a multi-arm directory.
 
-use crate::artifacts::guest_files::{self, ArtifactError, LinuxGuest};
+use super::phase_error::PhaseError;
+use super::phase_plan::{PhaseArm, PhasePlan, BASELINE};
+use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::campaign::bundle_out;
 use crate::campaign::execute::{report_line, self_cpu_ns, Executed};
 use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
-use crate::campaign::record::{Recorder, Spool, StagingError};
+use crate::campaign::record::{Recorder, Spool};
 use crate::campaign::sample::{mark_repeated_across_arms, mark_repeated_boot_ids, to_sample};
 use crate::campaign::schedule::{Launcher, LevelRun, Schedule, Slot};
 use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
 use crate::checks::environment::RunFacts;
-use crate::checks::preflight::{kvm_host, HostError};
 use crate::checks::snapshot::Snapshot;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::explicit_args::{explicit_args, guest_flag, ArgPaths};
@@ -22,226 +24,19 @@ use crate::plan::guest::{GuestSpec, Target};
 use crate::run::plain_campaign;
 use crate::run::run_error::RunError;
 use crate::terminal::progress::{ms_3_digits, Progress, Running, Style};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use truecold_proof::arms::{ArmRef, ArmsPlan};
-use truecold_proof::bundle::{rename_noreplace, BundleError, BundleInputs, Written};
+use truecold_proof::bundle::{rename_noreplace, BundleInputs, Written};
 use truecold_proof::reports::REPORTS_FILE;
 use truecold_proof::schema::{
     Configuration, ContractKind, EngineInfo, Environment, Observer, Sample,
 };
-use truecold_proto::kinds::{Backing, Engine, HostKind, ObtainedBacking};
-use truecold_proto::limits::{GuestMem, Vcpus};
+use truecold_proto::kinds::{Engine, HostKind, ObtainedBacking};
 use truecold_proto::measure::now_ns;
 use truecold_proto::path_io::PathIoError;
-use truecold_proto::tune::{self as knobs, Applied, Change, Knob, TuneGuest};
-
-/// A tune's phase directories.
-pub const SCREEN: &str = "screen";
-pub const CONFIRM: &str = "confirm";
-/// The baseline arm's name.
-pub const BASELINE: &str = "baseline";
-pub use truecold_proof::tune::MIN_ROUNDS;
-/// The phase plan's name inside L1.
-pub const L1_PHASE_PLAN: &str = "/l1/phase.json";
-
-/// Why a phase could not run or be written.
-#[derive(Debug, thiserror::Error)]
-pub enum PhaseError {
-    #[error("{0} already exists; a tune directory is never overwritten (choose another --out)")]
-    OutExists(PathBuf),
-    #[error("the host")]
-    Run(#[source] Box<RunError>),
-    #[error("missing artifact")]
-    Artifact(#[from] ArtifactError),
-    #[error(transparent)]
-    Io(#[from] PathIoError),
-    #[error("the phase plan {} does not parse", path.display())]
-    Plan {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("the phase plan is not consistent: {0}")]
-    PlanInvalid(String),
-    #[error("the phase plan is not consistent")]
-    Args(#[from] crate::plan::arg_error::ArgError),
-    #[error("writing arm `{arm}`'s bundle")]
-    Bundle {
-        arm: String,
-        #[source]
-        source: BundleError,
-    },
-    #[error("placing {}", path.display())]
-    Place {
-        path: PathBuf,
-        #[source]
-        source: BundleError,
-    },
-    #[error("writing the phase's comparison")]
-    Arms(#[source] truecold_proof::arms::ArmsError),
-    #[error("the nested harness")]
-    Nested(#[source] Box<crate::run::nested_campaign::NestedError>),
-    #[error("interrupted (Ctrl-C) during the {0} phase; the phase directory is kept incomplete")]
-    Interrupted(&'static str),
-    #[error("the phase's staged rows")]
-    Staging(#[from] StagingError),
-}
-
-impl From<RunError> for PhaseError {
-    fn from(e: RunError) -> Self {
-        PhaseError::Run(Box::new(e))
-    }
-}
-
-impl From<HostError> for PhaseError {
-    fn from(e: HostError) -> Self {
-        RunError::from(e).into()
-    }
-}
-
-/// The phase plan's vCPU count, checked when the plan is read (L1 reads the host's).
-mod vcpus_count {
-    use super::Vcpus;
-    use serde::{de::Error, Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &Vcpus, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u8(v.get())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vcpus, D::Error> {
-        Vcpus::new(u64::deserialize(d)?).map_err(D::Error::custom)
-    }
-}
-
-/// The phase plan's guest memory, bytes, checked when the plan is read.
-mod mem_bytes {
-    use super::GuestMem;
-    use serde::{de::Error, Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(m: &GuestMem, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(m.bytes())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<GuestMem, D::Error> {
-        GuestMem::from_bytes(u64::deserialize(d)?).map_err(D::Error::custom)
-    }
-}
-
-/// One arm of a phase: its name, its knobs and (Linux) the guest directory it boots.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PhaseArm {
-    pub name: String,
-    pub knobs: Vec<Knob>,
-    /// A complete guest directory (vmlinux, bzImage when the arm boots it, config,
-    /// initramfs.cpio, init); `None`: the base guest directory (or the probe guest).
-    pub guest_dir: Option<PathBuf>,
-}
-
-/// One phase: everything `truecold tune-phase` needs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PhasePlan {
-    pub phase: String,
-    pub contract: ContractKind,
-    pub seed: u64,
-    pub rounds: u64,
-    #[serde(with = "vcpus_count")]
-    pub vcpus: Vcpus,
-    #[serde(rename = "mem_bytes", with = "mem_bytes")]
-    pub mem: GuestMem,
-    /// The baseline's backing.
-    pub backing: Backing,
-    pub deadline_ms: u64,
-    pub kill_grace_ms: u64,
-    pub arms: Vec<PhaseArm>,
-    /// Attribution launches (after the measured rounds, never rows) for each arm named in
-    /// `attribute`.
-    pub attribution: u64,
-    /// How the attribution launches measure the boot: always written; a plan without it
-    /// means [`crate::attribution::instrumentation::Instrumentation::absent`] (`initcall`), what plans written
-    /// before left out at that default.
-    #[serde(default = "crate::attribution::instrumentation::Instrumentation::absent")]
-    pub instrument: crate::attribution::instrumentation::Instrumentation,
-    pub attribute: Vec<String>,
-}
-
-impl PhasePlan {
-    fn guest(&self) -> TuneGuest {
-        match self.contract {
-            ContractKind::Probe => TuneGuest::Probe,
-            ContractKind::Linux => TuneGuest::Linux,
-        }
-    }
-
-    /// Every way the plan is not runnable (empty when it is).
-    pub fn problems(&self) -> Vec<String> {
-        let mut bad = Vec::new();
-        let kernel_ab = self.arms.len() == 2
-            && self.arms[0].name == truecold_proof::bisect::GOOD_ARM
-            && self.arms[1].name == truecold_proof::bisect::CANDIDATE_ARM
-            && self
-                .arms
-                .iter()
-                .all(|a| a.knobs.is_empty() && a.guest_dir.is_some());
-        // A tune phase's rounds are sized by its rule; a bisect's kernel A/B by the bisect's
-        // (`-n`, at least its fewest: a look at 3 launches a side can still call a step good
-        // or break strict-ready).
-        let least = if kernel_ab {
-            crate::plan::bisect_plan::MIN_N
-        } else {
-            MIN_ROUNDS
-        };
-        if self.rounds < least {
-            bad.push(format!("{} rounds, at least {least}", self.rounds));
-        }
-        if !kernel_ab
-            && self
-                .arms
-                .first()
-                .is_none_or(|a| a.name != BASELINE || !a.knobs.is_empty())
-        {
-            bad.push(format!(
-                "the first arm is not `{BASELINE}` without knobs (nor is the plan a kernel A/B)"
-            ));
-        }
-        let mut names = BTreeSet::new();
-        for a in &self.arms {
-            if !names.insert(a.name.as_str()) {
-                bad.push(format!("arm `{}` twice", a.name));
-            }
-            if let Err(e) = knobs::check_set(&a.knobs, self.guest()) {
-                bad.push(format!("arm `{}`: {e}", a.name));
-            }
-            let mut sorted = a.knobs.clone();
-            sorted.sort();
-            if sorted != a.knobs {
-                bad.push(format!("arm `{}`: knobs not in catalogue order", a.name));
-            }
-        }
-        bad
-    }
-}
-
-/// The Kconfig knobs of a set (the ones that need their own kernel).
-pub fn kconfig_knobs(set: &[Knob]) -> Vec<Knob> {
-    set.iter()
-        .copied()
-        .filter(|k| matches!(k.change(), Change::Kconfig(_)))
-        .collect()
-}
-
-/// A kernel variant's directory name: its Kconfig knobs joined by `+`.
-pub fn variant_name(kconfig: &[Knob]) -> String {
-    kconfig
-        .iter()
-        .map(|k| k.as_str())
-        .collect::<Vec<_>>()
-        .join("+")
-}
+use truecold_proto::tune::{self as knobs, Applied};
 
 /// What one arm launches.
 struct PreparedArm {
@@ -818,194 +613,6 @@ fn abs(p: &Path) -> String {
         .unwrap_or_else(|_| p.to_path_buf())
         .display()
         .to_string()
-}
-
-/// One phase in one L1 boot: the arms' guest directories are packed into L1 under
-/// `/tune/<variant>/`, the plan (with L1's paths) at [`L1_PHASE_PLAN`], and `truecold
-/// tune-phase` writes the phase directory, which is received, placed at `dest` and verified.
-pub fn nested_phase(
-    plan: &PhasePlan,
-    vmm: Option<&Path>,
-    base_guest_dir: &Path,
-    dest: &Path,
-) -> Result<Written, PhaseError> {
-    use truecold_nested::L1File;
-    let mut inner = plan.clone();
-    let mut extra: Vec<L1File> = Vec::new();
-    let mut packed: BTreeSet<PathBuf> = BTreeSet::new();
-    // A guest directory's place in L1: by its Kconfig knobs (tune), else by the first arm
-    // that boots it (a kernel A/B).
-    let mut placed: BTreeMap<PathBuf, String> = BTreeMap::new();
-    let file = |dest: String, src: PathBuf| L1File {
-        dest,
-        src,
-        executable: false,
-    };
-    for (a, ia) in plan.arms.iter().zip(inner.arms.iter_mut()) {
-        let bz = knobs::apply(&a.knobs, plan.backing).bzimage;
-        match &a.guest_dir {
-            Some(d) => {
-                let name = match variant_name(&kconfig_knobs(&a.knobs)) {
-                    n if n.is_empty() => a.name.clone(),
-                    n => n,
-                };
-                let l1 = placed
-                    .entry(d.clone())
-                    .or_insert_with(|| format!("tune/{name}"))
-                    .clone();
-                if packed.insert(d.clone()) {
-                    for f in ["vmlinux", "config", "initramfs.cpio", "init"] {
-                        extra.push(file(format!("{l1}/{f}"), d.join(f)));
-                    }
-                }
-                if bz && packed.insert(d.join("bzImage")) {
-                    extra.push(file(format!("{l1}/bzImage"), d.join("bzImage")));
-                }
-                ia.guest_dir = Some(PathBuf::from(format!("/{l1}")));
-            }
-            None if bz && packed.insert(base_guest_dir.join("bzImage")) => {
-                extra.push(file("guest/bzImage".into(), base_guest_dir.join("bzImage")));
-            }
-            None => {}
-        }
-    }
-    let work = std::env::temp_dir().join(format!("truecold-tune-{}", std::process::id()));
-    std::fs::create_dir_all(&work).map_err(PathIoError::at("create directory", &work))?;
-    let plan_file = work.join(format!("{}.json", plan.phase));
-    let bytes = serde_json::to_vec_pretty(&inner).map_err(|source| PhaseError::Plan {
-        path: plan_file.clone(),
-        source,
-    })?;
-    std::fs::write(&plan_file, bytes).map_err(PathIoError::at("write", &plan_file))?;
-    extra.push(file(
-        L1_PHASE_PLAN.trim_start_matches('/').to_string(),
-        plan_file,
-    ));
-    let argv: Vec<String> = [
-        "/bin/truecold",
-        "tune-phase",
-        "--plan",
-        L1_PHASE_PLAN,
-        "--out",
-        &format!(
-            "{}/{}",
-            truecold_nested::OUT_DIR,
-            crate::run::nested_campaign::L1_BUNDLE
-        ),
-        "--vmm",
-        truecold_nested::engine_l1_path(Engine::Truecold),
-        "--guest-dir",
-        "/guest",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let ra = l1_plan(plan, vmm, base_guest_dir, dest)?;
-    let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
-    let w = crate::run::nested_campaign::in_l1(
-        &ra,
-        argv,
-        extra,
-        planned,
-        base_guest_dir,
-        dest.to_path_buf(),
-    )
-    .map_err(|e| PhaseError::Nested(Box::new(e)))?;
-    let _ = std::fs::remove_dir_all(&work);
-    Ok(w)
-}
-
-/// The campaign of a phase's L1 boot, as the nested harness sizes and seeds it: every
-/// arm's launches (the rounds here; `planned` counts the arms), the attribution launches of
-/// every attributed arm, L1's QEMU seed.
-fn l1_plan(
-    plan: &PhasePlan,
-    vmm: Option<&Path>,
-    base_guest_dir: &Path,
-    dest: &Path,
-) -> Result<CampaignPlan, PhaseError> {
-    // Sized for the arms' backings: an arm on hugetlb (the baseline's, or a backing knob's)
-    // makes L1 reserve a pool for it (`nested_campaign::l1_hugetlb_pages`).
-    let hugetlb = plan
-        .arms
-        .iter()
-        .any(|a| truecold_proto::tune::apply(&a.knobs, plan.backing).backing == Backing::Hugetlb);
-    let sized = if hugetlb {
-        Backing::Hugetlb
-    } else {
-        plan.backing
-    };
-    let guest = GuestSpec::plain(plan.vcpus, plan.mem, sized);
-    Ok(CampaignPlan::sequential(
-        Target::Nested,
-        guest,
-        plan.rounds,
-        plan.deadline_ms,
-        plan.kill_grace_ms,
-    )?
-    .at(
-        vmm.map(Path::to_path_buf),
-        Some(base_guest_dir.to_path_buf()),
-        Some(dest.to_path_buf()),
-    )
-    // L1's QEMU seed: the tune's, offset by the phase, so the phases' L1 runs draw
-    // different random numbers (nonces, boot ids) and each is reproducible.
-    .seeded(plan.seed.wrapping_add(u64::from(plan.phase != SCREEN)))
-    .attributed(plan.attribution.saturating_mul(plan.attribute.len() as u64)))
-}
-
-/// Runs one phase outside a tune (a bisect's kernel A/B): in one L1 boot when `nested`,
-/// else on this host's /dev/kvm. `guest_dir` is the base guest directory.
-pub fn run_one_phase(
-    plan: &PhasePlan,
-    nested: bool,
-    vmm: Option<&Path>,
-    guest_dir: &Path,
-    dest: &Path,
-    invocation: &str,
-) -> Result<Written, PhaseError> {
-    if nested {
-        return nested_phase(plan, vmm, guest_dir, dest);
-    }
-    let (w, interrupted) = run_here(plan, vmm, guest_dir, dest, invocation)?;
-    if interrupted {
-        return Err(PhaseError::Interrupted("A/B"));
-    }
-    Ok(w)
-}
-
-/// Runs `plan` on this host's /dev/kvm (what `truecold tune-phase` does in L1): the written
-/// phase directory and whether Ctrl-C cut it short.
-pub fn run_here(
-    plan: &PhasePlan,
-    vmm: Option<&Path>,
-    guest_dir: &Path,
-    dest: &Path,
-    invocation: &str,
-) -> Result<(Written, bool), PhaseError> {
-    let (host, warnings) = kvm_host()?;
-    let facts = crate::checks::environment::read_facts(host);
-    let env = PhaseEnv {
-        vmm: guest_files::find_vmm(vmm)?,
-        guest_dir: guest_dir.to_path_buf(),
-        host,
-        facts: &facts,
-        warnings,
-        invocation,
-        force: host == HostKind::Pvm,
-    };
-    run_phase(plan, &env, dest)
-}
-
-impl PhasePlan {
-    /// The plan file `path` (written by `truecold tune`), its guest checked as it is read.
-    pub fn read(path: &Path) -> Result<PhasePlan, PhaseError> {
-        let bytes = std::fs::read(path).map_err(PathIoError::at("read", path))?;
-        serde_json::from_slice(&bytes).map_err(|source| PhaseError::Plan {
-            path: path.to_path_buf(),
-            source,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 use super::knob_kernels::*;
-use super::phase::{kconfig_knobs, variant_name};
+use super::phase_plan::{kconfig_knobs, variant_name};
 use super::tune_error::TuneError;
 use super::tune_run::{catalogue_text, invocation_record};
 use crate::artifacts::guest_files::{self, LinuxGuest};

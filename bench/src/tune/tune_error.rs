@@ -1,6 +1,6 @@
 //! [`TuneError`]: why a tune could not run or be written.
 
-use super::phase::PhaseError;
+use super::phase_error::PhaseError;
 use crate::artifacts::guest_files::ArtifactError;
 use crate::checks::preflight::HostError;
 use crate::plan::arg_error::ArgError;

@@ -2,10 +2,12 @@
 //! winners, the confirm phase, and the tune directory written and renamed into place.
 
 use super::knob_kernels::{ensure_kernel, screen_knobs, OwnBase};
-use super::phase::{
-    kconfig_knobs, nested_phase, run_phase, variant_name, PhaseArm, PhaseEnv, PhaseError, PhasePlan,
+use super::nested_phase::nested_phase;
+use super::phase::{run_phase, PhaseEnv};
+use super::phase_error::PhaseError;
+use super::phase_plan::{
+    kconfig_knobs, variant_name, PhaseArm, PhasePlan, BASELINE, CONFIRM, SCREEN,
 };
-use super::phase::{BASELINE, CONFIRM, SCREEN};
 use super::tune_error::TuneError;
 use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::campaign::bundle_out;

@@ -1,4 +1,9 @@
 use super::*;
+use crate::tune::nested_phase::l1_plan;
+use crate::tune::phase_plan::{CONFIRM, MIN_ROUNDS, SCREEN};
+use truecold_proto::kinds::Backing;
+use truecold_proto::limits::{GuestMem, Vcpus};
+use truecold_proto::tune::Knob;
 
 fn plan(arms: Vec<PhaseArm>) -> PhasePlan {
     PhasePlan {
