@@ -12,7 +12,7 @@ use crate::artifacts::guest_files::{self, LinuxGuest, PARITY_KERNEL_DIR, WORKSPA
 use crate::campaign::bundle_out;
 use crate::campaign::execute::self_cpu_ns;
 use crate::checks::preflight::kvm_host;
-use crate::engines::arm_setup::{self};
+use crate::engines::arm_setup;
 use crate::engines::arms_dir::{self, ArmBundle, ArmExtras, Shared};
 use crate::engines::rounds::{self, EnginesRun};
 use crate::parity::parity_launcher::ParityLauncher;

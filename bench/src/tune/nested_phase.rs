@@ -5,7 +5,7 @@
 use super::phase::{run_phase, PhaseEnv};
 use super::phase_error::PhaseError;
 use super::phase_plan::{kconfig_knobs, variant_name, PhasePlan, L1_PHASE_PLAN, SCREEN};
-use crate::artifacts::guest_files::{self};
+use crate::artifacts::guest_files;
 use crate::checks::preflight::kvm_host;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::guest::{GuestSpec, Target};
