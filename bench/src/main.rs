@@ -16,8 +16,11 @@ use truecold_bench::plan::bisect_plan::{BisectRunPlan, BisectStepPlan, ConfigBis
 use truecold_bench::plan::campaign_plan::CampaignPlan;
 use truecold_bench::plan::tune_plan::{TunePhaseRun, TunePlan};
 use truecold_bench::run::dispatch::run;
+use truecold_bench::run::outcome::RunOutcome;
 use truecold_bench::run::outcome::{failed_kinds, failure_lines, level_lines};
 use truecold_bench::run::run_error::RunError;
+use truecold_bench::terminal::output;
+use truecold_bench::tune::tune_run;
 use truecold_proto::measure::error_chain as chain;
 
 fn main() -> ExitCode {
@@ -39,7 +42,7 @@ fn main() -> ExitCode {
         .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
         .join(" ");
-    truecold_bench::terminal::output::set_quiet(match &cli.cmd {
+    output::set_quiet(match &cli.cmd {
         Cmd::Run(a) => a.quiet,
         Cmd::Tune(a) => a.quiet,
         Cmd::Bisect(a) => a.quiet,
@@ -163,7 +166,7 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
             // The campaign's warnings on stderr, each once: what was printed before the first
             // launch is not repeated.
             for w in &out.warnings {
-                truecold_bench::terminal::output::note_once(w, &format!("truecold: warning: {w}"));
+                output::note_once(w, &format!("truecold: warning: {w}"));
             }
             let code = run_exit(&out, args.allow_failures);
             // The human summary: stdout, or stderr when stdout carries the JSON document.
@@ -216,7 +219,7 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
 }
 
 /// `truecold run`'s exit status for a written campaign (the table of `--help`).
-fn run_exit(out: &truecold_bench::run::outcome::RunOutcome, allow_failures: bool) -> u8 {
+fn run_exit(out: &RunOutcome, allow_failures: bool) -> u8 {
     let v = &out.written.verdict;
     if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
         2
@@ -232,7 +235,7 @@ fn run_exit(out: &truecold_bench::run::outcome::RunOutcome, allow_failures: bool
 /// The end-of-run summary a person reads: each arm's and the bundle's verdict, the levels,
 /// how to verify, the error-kind table. With `quiet`, the verdict lines and their reasons
 /// only.
-fn summary_text(out: &truecold_bench::run::outcome::RunOutcome, quiet: bool, s: &mut String) {
+fn summary_text(out: &RunOutcome, quiet: bool, s: &mut String) {
     use std::fmt::Write as _;
     let v = &out.written.verdict;
     let path = &out.written.path;
@@ -265,7 +268,7 @@ fn summary_text(out: &truecold_bench::run::outcome::RunOutcome, quiet: bool, s: 
 }
 
 /// `truecold run --json`'s document (docs/verify.md lists the fields).
-fn run_json(out: &truecold_bench::run::outcome::RunOutcome, exit: u8) -> String {
+fn run_json(out: &RunOutcome, exit: u8) -> String {
     use serde_json::json;
     let v = &out.written.verdict;
     let path = &out.written.path;
@@ -327,7 +330,7 @@ fn run_json(out: &truecold_bench::run::outcome::RunOutcome, exit: u8) -> String 
 /// `truecold tune`: 0 written and verified, 2 written but invalid, 1 nothing written.
 fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode {
     if args.list_knobs {
-        print!("{}", truecold_bench::tune::tune_run::catalogue_text());
+        print!("{}", tune_run::catalogue_text());
         return ExitCode::SUCCESS;
     }
     let plan = match TunePlan::from_cli(args) {
@@ -337,10 +340,10 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match truecold_bench::tune::tune_run::tune(&plan, invocation) {
+    match tune_run::tune(&plan, invocation) {
         Ok(out) => {
             for w in &out.warnings {
-                truecold_bench::terminal::output::note_once(w, &format!("truecold: warning: {w}"));
+                output::note_once(w, &format!("truecold: warning: {w}"));
             }
             let v = &out.written.verdict;
             if args.quiet {

@@ -3,7 +3,8 @@
 //! manifest.json) and, beside them, every other file of the base guest directory (its
 //! initramfs and init, and what the nested harness packs with them).
 
-use crate::artifacts::guest_files::LinuxGuest;
+use super::guest_files::LinuxGuest;
+use crate::terminal::output;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use truecold_proto::path_io::PathIoError;
@@ -123,7 +124,7 @@ impl KernelBuild<'_> {
             String::from_utf8_lossy(&out.stderr)
         );
         // The build's own output is a note (`--quiet` hides it) unless the build failed.
-        if !crate::terminal::output::quiet() || !out.status.success() {
+        if !output::quiet() || !out.status.success() {
             eprint!("{text}");
         }
         if !out.status.success() {
@@ -164,13 +165,13 @@ mod tests {
 
     #[test]
     fn relative_fragments_reach_the_script_absolute_and_naming_the_same_file() {
-        // The test runs in the crate's directory: src/kernel.rs is this file.
-        let args = absolute_args(&[OsString::from("src/kernel.rs")]).unwrap();
+        // The test runs in the crate's directory: src/artifacts/kernel_build.rs is this file.
+        let args = absolute_args(&[OsString::from("src/artifacts/kernel_build.rs")]).unwrap();
         let p = Path::new(&args[0]);
         assert!(p.is_absolute(), "{p:?}");
         assert_eq!(
             std::fs::read(p).unwrap(),
-            std::fs::read("src/kernel.rs").unwrap()
+            std::fs::read("src/artifacts/kernel_build.rs").unwrap()
         );
         let already = absolute_args(&[OsString::from("/etc/hostname")]).unwrap();
         assert_eq!(already, [OsString::from("/etc/hostname")]);

@@ -11,8 +11,9 @@
 //! build, every missing symbol named; a symbol of the given config that `olddefconfig` did
 //! not keep (a 6.1 config on the pinned 6.12 source, say) is reported, never hidden.
 
-use crate::artifacts::guest_files::LinuxGuest;
-use crate::artifacts::kernel_build::{KernelBuild, KernelError};
+use super::guest_files::LinuxGuest;
+use super::kernel_build;
+use super::kernel_build::{KernelBuild, KernelError};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -479,10 +480,7 @@ pub fn prepare(
     };
     require(&k.config, &intended, vcpus, engines)?;
     let source = match &k.source {
-        Some(src) => Some(check_source(
-            src,
-            &crate::artifacts::kernel_build::cache_root(),
-        )?),
+        Some(src) => Some(check_source(src, &kernel_build::cache_root())?),
         None => None,
     };
     let dir = root.join(key(&given_bytes, k.form, k.source.as_deref()));

@@ -7,6 +7,7 @@ use crate::campaign::execute::{execute, ExecuteError, Harness};
 use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
 use crate::campaign::schedule::Schedule;
 use crate::campaign::spec::CampaignSpec;
+use crate::campaign::vmm_output;
 use crate::terminal::progress::{Progress, Style};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -37,7 +38,7 @@ pub fn run_for(
     let ex = execute(
         &aspec,
         &launcher,
-        &crate::campaign::vmm_output::observe_attempt,
+        &vmm_output::observe_attempt,
         stop,
         &mut progress,
         &harness,

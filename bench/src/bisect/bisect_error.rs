@@ -1,6 +1,9 @@
 //! [`BisectRunError`]: why a bisect could not run (a step's own verdicts are not errors).
 
 use crate::artifacts::kernel_build::KernelError;
+use crate::artifacts::own_kernel::OwnKernelError;
+use crate::plan::arg_error::ArgError;
+use crate::run::run_error::RunError;
 use crate::tune::phase_error::PhaseError;
 use std::path::{Path, PathBuf};
 use truecold_proof::bisect::{BisectError, BISECT_SCHEMA};
@@ -11,7 +14,7 @@ use truecold_proto::path_io::PathIoError;
 pub enum BisectRunError {
     /// The command line (`-n`, `--max-n`).
     #[error(transparent)]
-    Plan(#[from] crate::plan::arg_error::ArgError),
+    Plan(#[from] ArgError),
     #[error("{0} already exists; a bisect directory is never overwritten (choose another --out)")]
     OutExists(PathBuf),
     #[error("the baseline {}: {why}", path.display())]
@@ -36,7 +39,7 @@ pub enum BisectRunError {
     #[error("the {0} side's kernel")]
     Kernel(&'static str, #[source] KernelError),
     #[error("the campaign")]
-    Run(#[source] Box<crate::run::run_error::RunError>),
+    Run(#[source] Box<RunError>),
     #[error("the A/B")]
     Phase(#[source] Box<PhaseError>),
     #[error("the bisect directory")]
@@ -57,7 +60,7 @@ pub enum BisectRunError {
     #[error("{0}")]
     CommitBuild(String),
     #[error("your kernel")]
-    OwnKernel(#[from] crate::artifacts::own_kernel::OwnKernelError),
+    OwnKernel(#[from] OwnKernelError),
     #[error(
         "{} builds every commit from {recorded}, not {given}: continue without \
          --kernel-config/--kernel-fragment, or in a new --dir",
@@ -76,7 +79,7 @@ impl BisectRunError {
     /// The argument error this is, when it is one (`-n`, `--max-n`, …): exit 125 for `bisect
     /// run` and `bisect config`. An argument error of a record read back from a directory is
     /// wrapped in a campaign's error, not this.
-    pub fn usage(&self) -> Option<&crate::plan::arg_error::ArgError> {
+    pub fn usage(&self) -> Option<&ArgError> {
         match self {
             BisectRunError::Plan(e) => Some(e),
             _ => None,

@@ -5,7 +5,14 @@
 
 use super::bisect_error::BisectRunError;
 use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::attribution::instrumentation::Instrumentation;
+use crate::campaign::clock;
+use crate::checks::preflight;
+use crate::plan::arg_error::ArgError;
 use crate::plan::bisect_plan::{BisectContext, JudgePlan};
+use crate::plan::common_flags::DEFAULT_DEADLINE_MS;
+use crate::plan::common_flags::DEFAULT_NESTED_DEADLINE_MS;
+use crate::tune::nested_phase;
 use crate::tune::phase_plan::{PhaseArm, PhasePlan};
 use std::path::{Path, PathBuf};
 use truecold_proof::bisect::{
@@ -31,7 +38,7 @@ pub(super) fn base(j: &JudgePlan) -> Result<(PathBuf, LinuxGuest), BisectRunErro
 /// The record's guest, checked (a record read back from a directory is a boundary).
 pub(super) fn record_guest(f: &BisectFile) -> Result<(Vcpus, GuestMem), BisectRunError> {
     let bad = |e: truecold_proto::limits::LimitError| {
-        BisectRunError::Run(Box::new(crate::plan::arg_error::ArgError::from(e).into()))
+        BisectRunError::Run(Box::new(ArgError::from(e).into()))
     };
     Ok((
         Vcpus::new(u64::from(f.vcpus)).map_err(bad)?,
@@ -99,7 +106,7 @@ impl KernelAb<'_> {
         let looks = f.looks();
         let planned = looks.size(look).ok_or_else(|| {
             BisectRunError::Run(Box::new(
-                crate::plan::arg_error::ArgError::BisectSizes {
+                ArgError::BisectSizes {
                     n: f.n,
                     max_n: f.max_n,
                 }
@@ -131,11 +138,11 @@ impl KernelAb<'_> {
                 },
             ],
             attribution: 0,
-            instrument: crate::attribution::instrumentation::Instrumentation::default(),
+            instrument: Instrumentation::default(),
             attribute: Vec::new(),
         };
         let dest = dir.join(&rel);
-        let w = crate::tune::nested_phase::run_one_phase(
+        let w = nested_phase::run_one_phase(
             &plan,
             self.nested,
             self.vmm,
@@ -161,7 +168,7 @@ impl KernelAb<'_> {
 
 /// `results/<UTC>-bisect-<kind>-<host>-<v>vcpu-<m>mib`.
 pub(super) fn default_out(kind: &str, c: &BisectContext) -> PathBuf {
-    let (stamp, _) = crate::campaign::clock::utc_now();
+    let (stamp, _) = clock::utc_now();
     PathBuf::from("results").join(format!(
         "{stamp}-bisect-{kind}-{}-{}vcpu-{}mib",
         if c.nested { "nested-linux" } else { "linux" },
@@ -173,12 +180,8 @@ pub(super) fn default_out(kind: &str, c: &BisectContext) -> PathBuf {
 /// The host a bisect measures on and its deadline default.
 pub(super) fn context_host(c: &BisectContext) -> Result<(HostKind, u64), BisectRunError> {
     if c.nested {
-        return Ok((
-            HostKind::NestedEmulated,
-            crate::plan::common_flags::DEFAULT_NESTED_DEADLINE_MS,
-        ));
+        return Ok((HostKind::NestedEmulated, DEFAULT_NESTED_DEADLINE_MS));
     }
-    let (k, _) = crate::checks::preflight::kvm_host()
-        .map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
-    Ok((k, crate::plan::common_flags::DEFAULT_DEADLINE_MS))
+    let (k, _) = preflight::kvm_host().map_err(|e| BisectRunError::Run(Box::new(e.into())))?;
+    Ok((k, DEFAULT_DEADLINE_MS))
 }

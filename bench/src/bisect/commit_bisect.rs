@@ -9,10 +9,14 @@ use super::bisect_steps::{
 };
 use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::artifacts::kernel_build::{KernelBuild, KernelError};
+use crate::artifacts::own_kernel;
+use crate::artifacts::own_kernel::NotCarried;
+use crate::artifacts::own_kernel::OwnKernel;
 use crate::plan::bisect_plan::abs;
 use crate::plan::bisect_plan::{BisectRunPlan, BisectStepPlan, JudgePlan};
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::guest::{GuestSpec, Target};
+use crate::run::dispatch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -87,8 +91,7 @@ fn campaign_plan(
 
 /// Runs one campaign into `out` and checks it verifies.
 fn campaign(ra: &CampaignPlan, invocation: &str) -> Result<PathBuf, BisectRunError> {
-    let o =
-        crate::run::dispatch::run(ra, invocation).map_err(|e| BisectRunError::Run(Box::new(e)))?;
+    let o = dispatch::run(ra, invocation).map_err(|e| BisectRunError::Run(Box::new(e)))?;
     let w = o.written;
     if !w.verdict.is_valid() {
         return Err(BisectRunError::Invalid {
@@ -362,12 +365,12 @@ pub(super) fn commit_kernel(
             Err(e) => Err(BisectRunError::Kernel("step", e)),
         };
     };
-    let own = crate::artifacts::own_kernel::OwnKernel {
+    let own = OwnKernel {
         config: dir.join(USER_KERNEL_FILE),
         form: k.form,
         source: Some(tree.to_path_buf()),
     };
-    match crate::artifacts::own_kernel::prepare(&own, f.vcpus, &[], &j.paths.script, base, &kdir) {
+    match own_kernel::prepare(&own, f.vcpus, &[], &j.paths.script, base, &kdir) {
         Ok((d, _)) => Ok(d),
         Err(OwnKernelError::Build(e @ KernelError::Failed { .. })) => Err(failed(&e)),
         Err(e @ OwnKernelError::Lost { .. }) => Err(failed(&e)),
@@ -378,11 +381,8 @@ pub(super) fn commit_kernel(
 /// The record of the user's kernel `k` for a bisect directory `dir`: the file copied beside
 /// the record (what every commit is built from), its digest; the symbols that did not carry
 /// over are filled in once the good side's config is known ([`carried_into`]).
-fn own_kernel_record(
-    k: &crate::artifacts::own_kernel::OwnKernel,
-    dir: &Path,
-) -> Result<UserKernel, BisectRunError> {
-    let (bytes, _) = crate::artifacts::own_kernel::read_config(&k.config)?;
+fn own_kernel_record(k: &OwnKernel, dir: &Path) -> Result<UserKernel, BisectRunError> {
+    let (bytes, _) = own_kernel::read_config(&k.config)?;
     let to = dir.join(USER_KERNEL_FILE);
     std::fs::write(&to, &bytes).map_err(io("write", &to))?;
     Ok(UserKernel {
@@ -396,12 +396,8 @@ fn own_kernel_record(
 
 /// A step given `--kernel-config`/`--kernel-fragment` `k` on a directory whose record builds
 /// every commit otherwise: refused (a bisect builds every commit from one config).
-fn same_kernel(
-    f: &BisectFile,
-    dir: &Path,
-    k: &crate::artifacts::own_kernel::OwnKernel,
-) -> Result<(), BisectRunError> {
-    let (bytes, _) = crate::artifacts::own_kernel::read_config(&k.config)?;
+fn same_kernel(f: &BisectFile, dir: &Path, k: &OwnKernel) -> Result<(), BisectRunError> {
+    let (bytes, _) = own_kernel::read_config(&k.config)?;
     let given = truecold_proof::sums::sha256_hex(&bytes);
     match &f.kernel {
         Some(r) if r.sha256 == given && r.form == k.form => Ok(()),
@@ -426,12 +422,11 @@ fn carried_into(f: &mut BisectFile, dir: &Path, config: &Path) -> Result<(), Bis
     let read = |p: &Path| std::fs::read(p).map_err(io("read", p));
     let (u, c) = (read(&user)?, read(config)?);
     k.not_carried = not_carried_lines(&String::from_utf8_lossy(&u), &String::from_utf8_lossy(&c));
-    let nc: Vec<crate::artifacts::own_kernel::NotCarried> =
-        crate::artifacts::own_kernel::not_carried(
-            &crate::artifacts::own_kernel::parse_config(&String::from_utf8_lossy(&u)),
-            &crate::artifacts::own_kernel::parse_config(&String::from_utf8_lossy(&c)),
-        );
-    crate::artifacts::own_kernel::note_not_carried(
+    let nc: Vec<NotCarried> = own_kernel::not_carried(
+        &own_kernel::parse_config(&String::from_utf8_lossy(&u)),
+        &own_kernel::parse_config(&String::from_utf8_lossy(&c)),
+    );
+    own_kernel::note_not_carried(
         "good side's ",
         Path::new(&k.given_as),
         config.parent().unwrap_or(Path::new(".")),

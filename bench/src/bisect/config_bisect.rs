@@ -8,7 +8,10 @@
 use super::bisect_error::{io, BisectRunError};
 use super::bisect_steps::{base, context_host, default_out, note_small_n, save, KernelAb};
 use crate::artifacts::guest_files::LinuxGuest;
+use crate::artifacts::kernel_build;
 use crate::artifacts::kernel_build::{KernelBuild, KernelError};
+use crate::artifacts::own_kernel;
+use crate::artifacts::own_kernel::SourceTree;
 use crate::plan::bisect_plan::abs;
 use crate::plan::bisect_plan::ConfigBisectPlan;
 use std::collections::BTreeMap;
@@ -157,7 +160,7 @@ struct ConfigSearch<'a> {
     script: PathBuf,
     root: PathBuf,
     /// `--kernel-tree` as the build reads it (a tree without git through its snapshot).
-    source: Option<crate::artifacts::own_kernel::SourceTree>,
+    source: Option<SourceTree>,
     good_dir: PathBuf,
     good_cfg: String,
     good_sha: String,
@@ -185,14 +188,8 @@ impl ConfigSearch<'_> {
             script: &self.script,
             variant: "config",
             args: vec![cfg.as_os_str().to_owned()],
-            tree: self
-                .source
-                .as_ref()
-                .map(crate::artifacts::own_kernel::SourceTree::tree),
-            git_dir: self
-                .source
-                .as_ref()
-                .and_then(crate::artifacts::own_kernel::SourceTree::git_dir),
+            tree: self.source.as_ref().map(SourceTree::tree),
+            git_dir: self.source.as_ref().and_then(SourceTree::git_dir),
         }
         .guest_dir(dir, &self.base)
     }
@@ -465,13 +462,10 @@ pub fn config(a: &ConfigBisectPlan, invocation: &str) -> Result<PathBuf, BisectR
     // `--kernel-config` (a side that cannot boot to strict-ready has nothing to measure).
     let vcpus = u32::from(a.context.vcpus.get());
     for (path, text) in [(&a.good, &good_in), (&a.bad, &bad_in)] {
-        crate::artifacts::own_kernel::require(path, &parse_config(text), vcpus, &[])?;
+        own_kernel::require(path, &parse_config(text), vcpus, &[])?;
     }
     if let Some(t) = &a.kernel_tree {
-        s.source = Some(crate::artifacts::own_kernel::check_source(
-            t,
-            &crate::artifacts::kernel_build::cache_root(),
-        )?);
+        s.source = Some(own_kernel::check_source(t, &kernel_build::cache_root())?);
     }
     let good_dir = s
         .build(

@@ -2,6 +2,7 @@
 //! host and its warnings; the statistics are `truecold-proof`'s), the bundle written
 //! atomically beside where its rows were staged.
 
+use super::clock;
 use super::execute::Executed;
 use super::schedule::{Schedule, DEFAULT_OPEN_LOOP_IN_FLIGHT};
 use super::spec::CampaignSpec;
@@ -134,7 +135,7 @@ pub fn backing_counts(b: &BTreeMap<ObtainedBacking, u64>) -> String {
 
 /// `results/<UTC timestamp>-<slug>` under `root`.
 pub fn default_dest(root: &Path, spec: &CampaignSpec) -> PathBuf {
-    let (stamp, _) = crate::campaign::clock::utc_now();
+    let (stamp, _) = clock::utc_now();
     root.join(format!("{stamp}-{}", spec.slug()))
 }
 

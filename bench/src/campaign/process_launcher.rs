@@ -9,7 +9,7 @@
 //! bundle row is [`crate::campaign::sample`]'s job, so another launcher (the nested harness) can
 //! produce the same [`Attempt`].
 
-use crate::campaign::schedule::{Launcher, Slot};
+use super::schedule::{Launcher, Slot};
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::AsRawFd;

@@ -2,7 +2,7 @@
 //! reported ([`Observed`]) become a [`Sample`], failures included. Nothing is dropped,
 //! retried or replaced; every failure gets a stable error kind.
 
-use crate::campaign::process_launcher::{Attempt, End};
+use super::process_launcher::{Attempt, End};
 use std::collections::HashMap;
 use truecold_proof::schema::{ContractKind, Sample};
 use truecold_proto::kinds::{Backing, Engine, ErrorKind, Observer};

@@ -14,7 +14,7 @@
 //! competes with the next boot for a CPU. With more lanes, `on_done` runs on the calling
 //! thread while the lanes keep launching, so it overlaps their boots.
 
-use crate::campaign::clock::sleep_until_ns;
+use super::clock::sleep_until_ns;
 use truecold_proto::measure::now_ns;
 
 /// Longest single sleep of the open-loop dispatcher, so a stop is seen promptly.

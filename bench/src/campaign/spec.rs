@@ -1,8 +1,8 @@
 //! What a campaign is ([`CampaignSpec`]): its schedule, contract, guest, deadline and
 //! observer, and what every row of it shares.
 
-use crate::campaign::sample::RowContext;
-use crate::campaign::schedule::{rate_per_ks, Schedule};
+use super::sample::RowContext;
+use super::schedule::{rate_per_ks, Schedule};
 use truecold_proof::schema::{ContractKind, Mode};
 use truecold_proto::kinds::Backing;
 use truecold_proto::limits::{GuestMem, Vcpus};

@@ -8,7 +8,8 @@
 //! A VMM that failed before its guest ran prints an [`ErrorReport`] instead of a report; its
 //! kebab-case kind becomes the row's `vmm_<kind>` error.
 
-use crate::campaign::sample::Observed;
+use super::process_launcher::Attempt;
+use super::sample::Observed;
 use truecold_proto::kinds::ErrorKind;
 use truecold_proto::report::{ErrorReport, ReportCore, ReportError, VmmOutput};
 
@@ -85,7 +86,7 @@ pub fn observe_error(e: &ErrorReport) -> Observed {
 }
 
 /// Stdout of one attempt → observation (the campaign's `observe` hook).
-pub fn observe_attempt(a: &crate::campaign::process_launcher::Attempt) -> Result<Observed, String> {
+pub fn observe_attempt(a: &Attempt) -> Result<Observed, String> {
     match parse_output(&a.stdout, a.stdout_truncated) {
         Ok(VmmOutput::Boot(r)) => Ok(observe(&r)),
         Ok(VmmOutput::Error(e)) => Ok(observe_error(&e)),

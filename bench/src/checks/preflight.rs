@@ -2,6 +2,7 @@
 //! the VMM applies at every launch (memory, the hugetlb pool) checked once, and the page
 //! cache dropped (`--drop-caches`).
 
+use crate::terminal::output;
 use std::path::Path;
 use truecold_proof::residue::proc_field;
 use truecold_proof::schema::HostKind;
@@ -165,7 +166,7 @@ pub fn kvm_host() -> Result<(HostKind, Vec<String>), HostError> {
     let (kind, forced) = host_kind()?;
     let mut warnings = Vec::new();
     if let Some(w) = forced {
-        crate::terminal::output::note_once(&w, &format!("truecold: warning: {w}"));
+        output::note_once(&w, &format!("truecold: warning: {w}"));
         warnings.push(w);
     }
     Ok((kind, warnings))

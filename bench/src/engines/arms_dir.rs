@@ -12,6 +12,7 @@ use crate::campaign::execute::Executed;
 use crate::campaign::record::Spool;
 use crate::campaign::schedule::LevelRun;
 use crate::checks::environment::RunFacts;
+use crate::plan::explicit_args;
 use std::path::{Path, PathBuf};
 use truecold_engine::Launch;
 use truecold_proof::arms::ArmsPlan;
@@ -242,7 +243,7 @@ pub fn write_arm_bundle(
         cmdline: truecold_proof::cmdline::format_engine_cmdline_txt(
             ContractKind::Linux.label(),
             shared.invocation,
-            &crate::plan::explicit_args::explicit_line(&shared.explicit),
+            &explicit_args::explicit_line(&shared.explicit),
             b.engine,
             &b.launch.display(spec.deadline_ns),
             Some(&b.guest_cmdline),

@@ -5,6 +5,7 @@
 use super::campaign_plan::CampaignPlan;
 use super::guest::GuestSpec;
 use super::run_flags::rule_runs;
+use crate::campaign::clock;
 use crate::campaign::process_launcher::shell_quote;
 use crate::campaign::schedule::{rate_per_ks, Schedule};
 use std::path::{Path, PathBuf};
@@ -241,7 +242,7 @@ pub fn engines_label(arms: &[Engine]) -> String {
 /// `results/<UTC timestamp>-<what>-<v>vcpu-<m>mib`, unless the plan names its `--out`.
 pub fn dest_or(plan: &CampaignPlan, what: &str) -> PathBuf {
     plan.out.clone().unwrap_or_else(|| {
-        let (stamp, _) = crate::campaign::clock::utc_now();
+        let (stamp, _) = clock::utc_now();
         PathBuf::from("results").join(format!(
             "{stamp}-{what}-{}vcpu-{}mib",
             plan.guest.vcpus,

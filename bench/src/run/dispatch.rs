@@ -12,6 +12,7 @@ use super::run_error::RunError;
 use crate::artifacts::guest_files;
 use crate::artifacts::kernel_build::DEFAULT_KERNEL_BUILD;
 use crate::artifacts::own_kernel::{self, OwnKernel};
+use crate::checks::preflight;
 use crate::checks::preflight::HostLimits;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::guest::Target;
@@ -51,7 +52,7 @@ fn build_own_kernel(
     engines: &[truecold_proto::kinds::Engine],
     who: &str,
 ) -> Result<std::path::PathBuf, RunError> {
-    if plan.target == Target::Auto && crate::checks::preflight::kvm_host()?.0 == HostKind::Pvm {
+    if plan.target == Target::Auto && preflight::kvm_host()?.0 == HostKind::Pvm {
         return Err(RunError::OwnKernelOnPvm);
     }
     let base = guest_files::linux_guest(&guest_files::guest_dir(plan.guest_dir.as_deref()))?;
@@ -78,11 +79,7 @@ fn run_plan(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunErro
     if !plan.nested() {
         // Every rule the VMM would refuse each launch by, checked once before the first
         // (the nested harness's L1 checks its own).
-        crate::checks::preflight::preflight(
-            HostLimits::read(),
-            plan.guest.mem,
-            &plan.asked_backings(),
-        )?;
+        preflight::preflight(HostLimits::read(), plan.guest.mem, &plan.asked_backings())?;
     }
     if plan.parity {
         return parity_campaign::run_parity(plan, invocation);

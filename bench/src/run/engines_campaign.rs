@@ -10,6 +10,7 @@ use super::run_error::RunError;
 use crate::artifacts::guest_files::{self, LinuxGuest};
 use crate::campaign::bundle_out;
 use crate::campaign::execute::{self_cpu_ns, BeforeEach};
+use crate::checks::environment;
 use crate::checks::preflight::{drop_page_cache, kvm_host};
 use crate::engines::arm_setup::{self, PreparedArm};
 use crate::engines::arms_dir::{self, ArmBundle, Shared};
@@ -164,7 +165,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         work,
         Observer::Serial,
     )?;
-    let facts = crate::checks::environment::read_facts(s.kind);
+    let facts = environment::read_facts(s.kind);
     let stop = interrupt::install()?;
     crate::note!(
         "truecold: engines campaign — {} — {rounds} round(s) of {} arm(s) in seeded shuffled \

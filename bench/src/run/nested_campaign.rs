@@ -8,7 +8,11 @@
 //! cannot alter a byte unnoticed.
 
 use super::outcome::RunOutcome;
+use crate::artifacts::guest_files::PARITY_KERNEL_DIR;
+use crate::artifacts::guest_files::WORKSPACE_IMAGE;
+use crate::engines::engines_error::EnginesError;
 use crate::plan::campaign_plan::CampaignPlan;
+use crate::plan::explicit_args;
 use crate::plan::explicit_args::{dest_or, engines_dest, explicit_args, guest_flag, ArgPaths};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -41,7 +45,7 @@ pub enum NestedError {
     #[error("{0} already exists; a bundle is never overwritten (choose another --out)")]
     OutExists(PathBuf),
     #[error("the engines campaign")]
-    Engines(#[from] crate::engines::engines_error::EnginesError),
+    Engines(#[from] EnginesError),
     #[error("writing the received bundle")]
     Io(#[source] PathIoError),
 }
@@ -110,7 +114,7 @@ fn engine_files(plan: &CampaignPlan, arms: &[Engine]) -> Result<Vec<L1File>, Nes
         b.cloud_hypervisor.as_deref(),
         b.qemu.as_deref(),
     )
-    .map_err(crate::engines::engines_error::EnginesError::BinaryMissing)?;
+    .map_err(EnginesError::BinaryMissing)?;
     Ok(truecold_nested::engine_files(arms, &bins)?)
 }
 
@@ -146,12 +150,12 @@ pub fn run_parity(
     guest_dir: &Path,
 ) -> Result<RunOutcome, NestedError> {
     let label = arms
-        .map(|a| format!("-{}", crate::plan::explicit_args::engines_label(a)))
+        .map(|a| format!("-{}", explicit_args::engines_label(a)))
         .unwrap_or_default();
     let dest = dest_or(plan, &format!("nested-parity{label}"));
-    let parity = crate::artifacts::guest_files::PARITY_KERNEL_DIR;
+    let parity = PARITY_KERNEL_DIR;
     let mut extra: Vec<L1File> = [
-        crate::artifacts::guest_files::WORKSPACE_IMAGE.to_string(),
+        WORKSPACE_IMAGE.to_string(),
         format!("{parity}/vmlinux"),
         format!("{parity}/config"),
     ]

@@ -11,13 +11,17 @@ use super::run_error::RunError;
 use crate::artifacts::guest_files::{self, LinuxGuest, PARITY_KERNEL_DIR, WORKSPACE_IMAGE};
 use crate::campaign::bundle_out;
 use crate::campaign::execute::self_cpu_ns;
+use crate::checks::environment;
 use crate::checks::preflight::kvm_host;
 use crate::engines::arm_setup;
 use crate::engines::arms_dir::{self, ArmBundle, ArmExtras, Shared};
 use crate::engines::rounds::{self, EnginesRun};
+use crate::parity::lifecycle::STATE_CSV;
 use crate::parity::parity_launcher::ParityLauncher;
 use crate::parity::state::StateDb;
+use crate::parity::workspace_clone;
 use crate::plan::campaign_plan::CampaignPlan;
+use crate::plan::explicit_args;
 use crate::plan::explicit_args::dest_or;
 use crate::terminal::interrupt;
 use crate::terminal::progress::{Progress, Style};
@@ -143,7 +147,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
     let label = if single {
         String::new()
     } else {
-        format!("-{}", crate::plan::explicit_args::engines_label(&arms))
+        format!("-{}", explicit_args::engines_label(&arms))
     };
     let work = std::env::temp_dir().join(format!("truecold-parity-{}", std::process::id()));
     // A stale directory of an earlier process with this pid would hold its lifecycle rows.
@@ -163,10 +167,10 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
         .map_err(|e| RunError::Parity(e.to_string()))?;
     // The base image's digest (a directory or unreadable file has none: every clone of it
     // fails, typed, per launch), its pages dropped after so the clones stay sparse.
-    let workspace_sha256 = crate::parity::workspace_clone::image_digest(&base_image)
-        .unwrap_or_else(|e| format!("unreadable: {e}"));
+    let workspace_sha256 =
+        workspace_clone::image_digest(&base_image).unwrap_or_else(|e| format!("unreadable: {e}"));
     let pl = parity_launchers(plan, &s, &base_image, pair)?;
-    let facts = crate::checks::environment::read_facts(s.kind);
+    let facts = environment::read_facts(s.kind);
     let stop = interrupt::install()?;
     crate::note!(
         "truecold: parity campaign — {rounds} round(s) of {} arm(s){}, {} vCPU, {}, \
@@ -280,7 +284,7 @@ fn parity_extras(
                  window"
                     .to_string(),
             ],
-            files: vec![(crate::parity::lifecycle::STATE_CSV.to_string(), state_csv)],
+            files: vec![(STATE_CSV.to_string(), state_csv)],
             parity: Some(truecold_proof::schema::ParityFacts {
                 state_sha256: export.sha256.clone(),
                 net_pair: pair.to_string(),

@@ -4,18 +4,21 @@
 use super::outcome::RunOutcome;
 use super::run_error::RunError;
 use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::attribution::launches;
 use crate::campaign::bundle_out;
 use crate::campaign::execute::{execute, self_cpu_ns, BeforeEach, Executed, Harness};
 use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
 use crate::campaign::schedule::Schedule;
 use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
+use crate::checks::environment;
 use crate::checks::preflight::{drop_page_cache, kvm_host, PVM_EXPLANATION};
 use crate::plan::arg_error::ArgError;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::explicit_args::{explicit_args, explicit_line, guest_flag, ArgPaths};
 use crate::plan::guest::Target;
 use crate::terminal::interrupt;
+use crate::terminal::output;
 use crate::terminal::progress::{Progress, Style};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -37,7 +40,7 @@ pub fn check_drop_caches(
         return Ok(());
     }
     if !matches!(schedule, Schedule::Sequential { .. }) {
-        return Err(crate::plan::arg_error::ArgError::DropCachesMode.into());
+        return Err(ArgError::DropCachesMode.into());
     }
     match euid {
         Some(uid) if uid != 0 => Err(RunError::DropCachesNotRoot(uid)),
@@ -165,14 +168,11 @@ fn contract_for(target: Target, kind: HostKind) -> (ContractKind, bool, Option<S
             let w = "--linux on a kvm_pvm host: an unmodified Linux kernel is not expected to \
                      boot here; every failure is kept as data"
                 .to_string();
-            crate::terminal::output::note_once(&w, &format!("truecold: warning: {w}"));
+            output::note_once(&w, &format!("truecold: warning: {w}"));
             (ContractKind::Linux, true, Some(w))
         }
         (_, HostKind::Pvm) => {
-            crate::terminal::output::note_once(
-                PVM_EXPLANATION,
-                &format!("truecold: {PVM_EXPLANATION}"),
-            );
+            output::note_once(PVM_EXPLANATION, &format!("truecold: {PVM_EXPLANATION}"));
             (
                 ContractKind::Probe,
                 false,
@@ -307,7 +307,7 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         from_intended: p.spec.mode().has_intended_time(),
     };
     let vmm_line = vmm_command_line(&p.command, &p.spec);
-    let facts = crate::checks::environment::read_facts(p.kind);
+    let facts = environment::read_facts(p.kind);
     let stop = interrupt::install()?;
     let planned = p.spec.schedule.validate()?;
     announce(plan, &p, planned)?;
@@ -454,7 +454,7 @@ fn attribution_files(
         p.force,
         p.kind,
     ));
-    let jsonl = crate::attribution::launches::run_for(
+    let jsonl = launches::run_for(
         &p.spec,
         &command,
         plan.attribution,

@@ -3,6 +3,9 @@
 
 use super::nested_campaign::NestedError;
 use crate::artifacts::guest_files::ArtifactError;
+use crate::artifacts::own_kernel::OwnKernelError;
+use crate::campaign::execute::ExecuteError;
+use crate::campaign::record::StagingError;
 use crate::campaign::schedule::ScheduleError;
 use crate::checks::preflight::{HostError, DROP_CACHES};
 use crate::engines::engines_error::EnginesError;
@@ -34,7 +37,7 @@ pub enum RunError {
     #[error("the guest kernel config")]
     Config(#[source] PathIoError),
     #[error("your kernel (--kernel-config / --kernel-fragment / --arm-kernel-config)")]
-    OwnKernel(#[from] crate::artifacts::own_kernel::OwnKernelError),
+    OwnKernel(#[from] OwnKernelError),
     #[error(
         "your kernel (--kernel-config / --kernel-fragment) needs a Linux boot, and this host's /dev/kvm is kvm_pvm (no unmodified \
          Linux boots on it): add --nested to boot your kernel in the nested harness"
@@ -63,14 +66,14 @@ pub enum RunError {
     #[error("the parity campaign: {0}")]
     Parity(String),
     #[error("the campaign's staged rows")]
-    Staging(#[from] crate::campaign::record::StagingError),
+    Staging(#[from] StagingError),
 }
 
-impl From<crate::campaign::execute::ExecuteError> for RunError {
-    fn from(e: crate::campaign::execute::ExecuteError) -> Self {
+impl From<ExecuteError> for RunError {
+    fn from(e: ExecuteError) -> Self {
         match e {
-            crate::campaign::execute::ExecuteError::Schedule(e) => RunError::Schedule(e),
-            crate::campaign::execute::ExecuteError::Staging(e) => RunError::Staging(e),
+            ExecuteError::Schedule(e) => RunError::Schedule(e),
+            ExecuteError::Staging(e) => RunError::Staging(e),
         }
     }
 }

@@ -5,6 +5,7 @@
 use super::phase_plan::variant_name;
 use super::tune_error::TuneError;
 use crate::artifacts::guest_files::LinuxGuest;
+use crate::artifacts::kernel_build::KernelBuild;
 use crate::artifacts::own_kernel::{self, OwnKernel};
 use std::path::{Path, PathBuf};
 use truecold_proof::kconfig::{not_carried_lines, sets_all, UserKernel};
@@ -33,7 +34,7 @@ pub fn ensure_kernel(
             paths.push(p.into_os_string());
         }
     }
-    let build = crate::artifacts::kernel_build::KernelBuild {
+    let build = KernelBuild {
         script,
         variant: "tune",
         args: paths,

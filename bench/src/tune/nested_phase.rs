@@ -6,9 +6,12 @@ use super::phase::{run_phase, PhaseEnv};
 use super::phase_error::PhaseError;
 use super::phase_plan::{kconfig_knobs, variant_name, PhasePlan, L1_PHASE_PLAN, SCREEN};
 use crate::artifacts::guest_files;
+use crate::checks::environment;
 use crate::checks::preflight::kvm_host;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::guest::{GuestSpec, Target};
+use crate::run::nested_campaign;
+use crate::run::nested_campaign::L1_BUNDLE;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::Written;
@@ -83,11 +86,7 @@ pub fn nested_phase(
         "--plan",
         L1_PHASE_PLAN,
         "--out",
-        &format!(
-            "{}/{}",
-            truecold_nested::OUT_DIR,
-            crate::run::nested_campaign::L1_BUNDLE
-        ),
+        &format!("{}/{}", truecold_nested::OUT_DIR, L1_BUNDLE),
         "--vmm",
         truecold_nested::engine_l1_path(Engine::Truecold),
         "--guest-dir",
@@ -98,7 +97,7 @@ pub fn nested_phase(
     .collect();
     let ra = l1_plan(plan, vmm, base_guest_dir, dest)?;
     let planned = plan.rounds.saturating_mul(plan.arms.len() as u64);
-    let w = crate::run::nested_campaign::in_l1(
+    let w = nested_campaign::in_l1(
         &ra,
         argv,
         extra,
@@ -180,7 +179,7 @@ pub fn run_here(
     invocation: &str,
 ) -> Result<(Written, bool), PhaseError> {
     let (host, warnings) = kvm_host()?;
-    let facts = crate::checks::environment::read_facts(host);
+    let facts = environment::read_facts(host);
     let env = PhaseEnv {
         vmm: guest_files::find_vmm(vmm)?,
         guest_dir: guest_dir.to_path_buf(),

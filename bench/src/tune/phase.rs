@@ -8,8 +8,10 @@
 use super::phase_error::PhaseError;
 use super::phase_plan::{PhaseArm, PhasePlan, BASELINE};
 use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::attribution::launches;
 use crate::campaign::bundle_out;
 use crate::campaign::execute::{report_line, self_cpu_ns, Executed};
+use crate::campaign::process_launcher;
 use crate::campaign::process_launcher::{ProcessLauncher, VmmCommand};
 use crate::campaign::record::{Recorder, Spool};
 use crate::campaign::sample::{mark_repeated_across_arms, mark_repeated_boot_ids, to_sample};
@@ -18,11 +20,13 @@ use crate::campaign::spec::CampaignSpec;
 use crate::campaign::vmm_output;
 use crate::checks::environment::RunFacts;
 use crate::checks::snapshot::Snapshot;
+use crate::engines::arms_dir;
 use crate::plan::campaign_plan::CampaignPlan;
 use crate::plan::explicit_args::{explicit_args, guest_flag, ArgPaths};
 use crate::plan::guest::{GuestSpec, Target};
 use crate::run::plain_campaign;
 use crate::run::run_error::RunError;
+use crate::terminal::interrupt;
 use crate::terminal::progress::{ms_3_digits, Progress, Running, Style};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -234,8 +238,7 @@ pub fn run_phase(
         .map(|a| prepare_arm(plan, a, env))
         .collect::<Result<_, _>>()?;
     let version = plain_campaign::engine_version(&env.vmm)?;
-    let stop =
-        crate::terminal::interrupt::install().map_err(|e| PhaseError::from(RunError::from(e)))?;
+    let stop = interrupt::install().map_err(|e| PhaseError::from(RunError::from(e)))?;
     announce(plan, &prepared, dest);
     let mut ran = run_rounds(plan, &prepared, stop, &bundle_out::staging_for(dest))?;
     let repeated = mark_repeats(&prepared, &mut ran.rows);
@@ -307,9 +310,7 @@ fn announce(plan: &PhasePlan, prepared: &[PreparedArm], dest: &Path) {
         crate::note!(
             "truecold:   {}: {}",
             p.arm.name,
-            crate::campaign::process_launcher::shell_quote(
-                &p.launcher.command.display(p.spec.deadline_ns, false)
-            )
+            process_launcher::shell_quote(&p.launcher.command.display(p.spec.deadline_ns, false))
         );
     }
 }
@@ -549,7 +550,7 @@ fn write_arm(
 /// phase.
 fn arm_warnings(plan: &PhasePlan, env: &PhaseEnv<'_>) -> Vec<String> {
     let mut warnings = env.warnings.clone();
-    warnings.push(crate::engines::arms_dir::interleaved_arm_warning(
+    warnings.push(arms_dir::interleaved_arm_warning(
         &format!("the tune's {} phase", plan.phase),
         plan.arms.iter().map(|a| a.name.as_str()),
         plan.seed,
@@ -576,7 +577,7 @@ fn attribute(
         &extra,
         env,
     ));
-    let jsonl = crate::attribution::launches::run_for(
+    let jsonl = launches::run_for(
         &p.spec,
         &command,
         plan.attribution,

@@ -3,6 +3,8 @@
 use crate::artifacts::guest_files::ArtifactError;
 use crate::campaign::record::StagingError;
 use crate::checks::preflight::HostError;
+use crate::plan::arg_error::ArgError;
+use crate::run::nested_campaign::NestedError;
 use crate::run::run_error::RunError;
 use std::path::PathBuf;
 use truecold_proof::bundle::BundleError;
@@ -28,7 +30,7 @@ pub enum PhaseError {
     #[error("the phase plan is not consistent: {0}")]
     PlanInvalid(String),
     #[error("the phase plan is not consistent")]
-    Args(#[from] crate::plan::arg_error::ArgError),
+    Args(#[from] ArgError),
     #[error("writing arm `{arm}`'s bundle")]
     Bundle {
         arm: String,
@@ -44,7 +46,7 @@ pub enum PhaseError {
     #[error("writing the phase's comparison")]
     Arms(#[source] truecold_proof::arms::ArmsError),
     #[error("the nested harness")]
-    Nested(#[source] Box<crate::run::nested_campaign::NestedError>),
+    Nested(#[source] Box<NestedError>),
     #[error("interrupted (Ctrl-C) during the {0} phase; the phase directory is kept incomplete")]
     Interrupted(&'static str),
     #[error("the phase's staged rows")]

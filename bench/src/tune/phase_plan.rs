@@ -3,6 +3,8 @@
 //! names a tune gives its phases, arms and kernel variants.
 
 use super::phase_error::PhaseError;
+use crate::attribution::instrumentation::Instrumentation;
+use crate::plan::bisect_plan::MIN_N;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -84,7 +86,7 @@ pub struct PhasePlan {
     /// means [`crate::attribution::instrumentation::Instrumentation::absent`] (`initcall`), what plans written
     /// before left out at that default.
     #[serde(default = "crate::attribution::instrumentation::Instrumentation::absent")]
-    pub instrument: crate::attribution::instrumentation::Instrumentation,
+    pub instrument: Instrumentation,
     pub attribute: Vec<String>,
 }
 
@@ -109,11 +111,7 @@ impl PhasePlan {
         // A tune phase's rounds are sized by its rule; a bisect's kernel A/B by the bisect's
         // (`-n`, at least its fewest: a look at 3 launches a side can still call a step good
         // or break strict-ready).
-        let least = if kernel_ab {
-            crate::plan::bisect_plan::MIN_N
-        } else {
-            MIN_ROUNDS
-        };
+        let least = if kernel_ab { MIN_N } else { MIN_ROUNDS };
         if self.rounds < least {
             bad.push(format!("{} rounds, at least {least}", self.rounds));
         }

@@ -2,6 +2,8 @@
 
 use super::phase_error::PhaseError;
 use crate::artifacts::guest_files::ArtifactError;
+use crate::artifacts::kernel_build::KernelError;
+use crate::artifacts::own_kernel::OwnKernelError;
 use crate::checks::preflight::HostError;
 use crate::plan::arg_error::ArgError;
 use crate::run::run_error::RunError;
@@ -25,7 +27,7 @@ pub enum TuneError {
     Kernel {
         knobs: String,
         #[source]
-        source: crate::artifacts::kernel_build::KernelError,
+        source: KernelError,
     },
     #[error("the host")]
     Run(#[source] Box<RunError>),
@@ -46,7 +48,7 @@ pub enum TuneError {
     #[error(transparent)]
     Phase(#[from] PhaseError),
     #[error("your kernel")]
-    OwnKernel(#[from] crate::artifacts::own_kernel::OwnKernelError),
+    OwnKernel(#[from] OwnKernelError),
     #[error(
         "--knobs {knobs}: your kernel's resolved config ({config}) already sets every symbol of \
          the fragment, so the arm would measure your kernel again: leave it out of --knobs"

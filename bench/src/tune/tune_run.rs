@@ -10,11 +10,18 @@ use super::phase_plan::{
 };
 use super::tune_error::TuneError;
 use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::attribution::instrumentation::Instrument;
 use crate::campaign::bundle_out;
+use crate::campaign::clock;
+use crate::checks::environment;
+use crate::checks::preflight;
+use crate::checks::preflight::HostLimits;
 use crate::checks::preflight::{kvm_host, PVM_EXPLANATION};
 use crate::plan::arg_error::ArgError;
 use crate::plan::guest::Target;
+use crate::plan::tune_plan::KnobChoice;
 use crate::plan::tune_plan::{phase_rounds, TunePlan, DEFAULT_ROUNDS};
+use crate::terminal::output;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use truecold_proof::bundle::{rename_noreplace, Written};
@@ -121,7 +128,7 @@ fn phase_name(p: &str) -> &'static str {
 
 /// `results/<UTC>-tune-<probe|linux|nested>-<v>vcpu-<m>mib`.
 pub fn default_dest(plan: &TunePlan, contract: ContractKind) -> PathBuf {
-    let (stamp, _) = crate::campaign::clock::utc_now();
+    let (stamp, _) = clock::utc_now();
     let what = match (contract, plan.nested()) {
         (ContractKind::Probe, _) => "probe",
         (ContractKind::Linux, true) => "nested-linux",
@@ -152,15 +159,12 @@ fn tune_host(
             let w = "--linux on a kvm_pvm host: an unmodified Linux kernel is not expected \
                      to boot here; every failure is kept as data"
                 .to_string();
-            crate::terminal::output::note_once(&w, &format!("truecold: warning: {w}"));
+            output::note_once(&w, &format!("truecold: warning: {w}"));
             warnings.push(w);
             (kind, true, ContractKind::Linux)
         }
         (false, false, HostKind::Pvm) => {
-            crate::terminal::output::note_once(
-                PVM_EXPLANATION,
-                &format!("truecold: {PVM_EXPLANATION}"),
-            );
+            output::note_once(PVM_EXPLANATION, &format!("truecold: {PVM_EXPLANATION}"));
             warnings.push(PVM_EXPLANATION.to_string());
             (kind, false, ContractKind::Probe)
         }
@@ -332,8 +336,7 @@ pub(super) fn invocation_record(
             // `Instrument::ABSENT`), the period with `rip`.
             attribution_instrument: (tp.attribution > 0).then_some(tp.instrument.instrument),
             attribution_sample_us: (tp.attribution > 0
-                && tp.instrument.instrument
-                    == crate::attribution::instrumentation::Instrument::Rip)
+                && tp.instrument.instrument == Instrument::Rip)
                 .then_some(tp.instrument.period),
         },
     }
@@ -345,11 +348,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     let (host, force, contract) = tune_host(tp, &mut warnings)?;
     if !tp.nested() {
         // The baseline's guest against this host, before any kernel is built or launched.
-        crate::checks::preflight::preflight(
-            crate::checks::preflight::HostLimits::read(),
-            tp.mem,
-            &[tp.backing],
-        )?;
+        preflight::preflight(HostLimits::read(), tp.mem, &[tp.backing])?;
     }
     let guest = match contract {
         ContractKind::Probe => TuneGuest::Probe,
@@ -381,11 +380,11 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         }
         (None, _) => None,
     };
-    let listed = matches!(tp.knobs, crate::plan::tune_plan::KnobChoice::Listed(_));
+    let listed = matches!(tp.knobs, KnobChoice::Listed(_));
     let (knobs, already_set) = screen_knobs(knobs, own.as_ref(), listed)?;
     let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
     if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
-        crate::terminal::output::note_once(&w, &format!("truecold: tune: warning: {w}"));
+        output::note_once(&w, &format!("truecold: tune: warning: {w}"));
         warnings.push(w);
     }
     let deadline_ms = tp.deadline_ms;
@@ -397,7 +396,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         true => tp.paths.vmm.clone().unwrap_or_default(),
         false => guest_files::find_vmm(tp.paths.vmm.as_deref())?,
     };
-    let facts = crate::checks::environment::read_facts(host);
+    let facts = environment::read_facts(host);
     let runner = if tp.nested() {
         Runner::Nested {
             vmm: tp.paths.vmm.clone(),
