@@ -1,6 +1,6 @@
 //! What every step of a commit or config bisect shares: the base guest, the record's guest,
 //! the next step directory's name, the interleaved A/B of the good side's kernel against a
-//! step's ([`KernelAb`]), the directory saved, the host a bisect measures on and where its
+//! step's (`KernelAb`), the directory saved, the host a bisect measures on and where its
 //! directory goes by default.
 
 use super::bisect_error::BisectRunError;

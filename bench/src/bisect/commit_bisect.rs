@@ -333,10 +333,10 @@ fn good_places(
 /// The guest directory of the checked-out `commit` of `tree`: truecold's base fragments on
 /// its tinyconfig (`kernel-config/build.sh base`, into `<kernel dir>/commit-<commit>`), or,
 /// when the record names the user's kernel, that config (the file beside the record in
-/// `dir`) resolved by olddefconfig on this commit, through [`crate::artifacts::own_kernel::prepare`]'s
-/// checks and build (into `<kernel dir>/commit-<commit>/<key>`). A kernel that did not build,
-/// or whose resolved config lost what strict-ready needs, is
-/// [`BisectRunError::CommitBuild`] (a step skips it).
+/// `dir`) resolved by olddefconfig on this commit, through
+/// [`crate::artifacts::own_kernel::prepare`]'s checks and build (into `<kernel
+/// dir>/commit-<commit>/<key>`). A kernel that did not build, or whose resolved config lost
+/// what strict-ready needs, is [`BisectRunError::CommitBuild`] (a step skips it).
 pub(super) fn commit_kernel(
     f: &BisectFile,
     dir: &Path,

@@ -139,7 +139,7 @@ pub fn default_dest(root: &Path, spec: &CampaignSpec) -> PathBuf {
     root.join(format!("{stamp}-{}", spec.slug()))
 }
 
-/// Where a campaign writing `dest` stages its rows and evidence as they come ([`record`]):
+/// Where a campaign writing `dest` stages its rows and evidence as they come ([`super::record`]):
 /// `dest`'s parent directory (the bundle's filesystem), `.` for a bare name.
 pub fn staging_for(dest: &Path) -> PathBuf {
     dest.parent()

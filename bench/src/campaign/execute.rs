@@ -35,7 +35,7 @@ pub struct Harness<'a> {
     /// The harness process's CPU time so far (user + system, all threads), ns:
     /// [`self_cpu_ns`] in a campaign, a fake clock in tests.
     pub cpu_ns: &'a (dyn Fn() -> u64 + Sync),
-    /// Where the rows and evidence are staged as they come ([`record`]): the bundle's
+    /// Where the rows and evidence are staged as they come ([`super::record`]): the bundle's
     /// parent directory. `None`: the system's temporary directory.
     pub staging: Option<&'a Path>,
 }
@@ -181,7 +181,7 @@ pub fn expired_detail(a: &Attempt, kill_grace_ns: u64) -> String {
 #[derive(Debug)]
 pub struct Executed {
     /// Every attempt, in index order: read back from the staged `samples.csv` rows
-    /// ([`record`]), so what the bundle is computed from is what was written.
+    /// ([`super::record`]), so what the bundle is computed from is what was written.
     pub samples: Vec<Sample>,
     /// `reports.jsonl`: each attempt's harness marks and VMM output, one line per row in
     /// index order (the row's evidence; `truecold_proof::reports`), in its staging file.

@@ -23,7 +23,7 @@ pub struct CampaignSpec {
     /// How long past its deadline the launcher lets a VMM run before killing it. In modes
     /// with intended times, an arrival whose turn comes at or after its intended time plus
     /// the deadline plus this grace (the moment the launcher would kill it at once) is not
-    /// launched: see [`expired_attempt`].
+    /// launched: see [`super::execute::expired_attempt`].
     pub kill_grace_ns: u64,
     /// Where strict-ready is stamped (the contract's observer).
     pub observer: truecold_proof::schema::Observer,

@@ -106,8 +106,9 @@ fn open_kvm() -> std::io::Result<()> {
 /// ([`GuestMem::fits_host`], the VMM's own rule); with `backing` hugetlb, the 2 MiB pool
 /// holds at least one guest ([`GuestMem::huge_pages_at_least`]; a pool that runs out later,
 /// with guests in flight, is a typed row, data).
-/// `backings`: the backings asked for ([`crate::plan::campaign_plan::CampaignPlan::asked_backings`]; no
-/// engine's default needs a pool, [`Backing::default_for`]).
+/// `backings`: the backings asked for
+/// ([`crate::plan::campaign_plan::CampaignPlan::asked_backings`]; no engine's default needs a
+/// pool, [`Backing::default_for`]).
 pub fn preflight(limits: HostLimits, mem: GuestMem, backings: &[Backing]) -> Result<(), HostError> {
     limits.kvm_open.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => HostError::NoKvm,

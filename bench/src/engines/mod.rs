@@ -5,9 +5,10 @@
 //! so drift and thermal effects hit every arm alike. Each launch is one
 //! [`truecold_engine::driver::launch_once`] (request stamp right before the spawn, no
 //! retries); its [`truecold_proto::report::EngineRun`] becomes the row ([`arm_rows::row`],
-//! through the same classifier as every campaign) and the `reports.jsonl` line. Each arm is a complete bundle in `<dir>/<engine>/`;
-//! the multi-arm files (arms.json, comparison, README, cdf.svg, SHA256SUMS) are written over
-//! them ([`truecold_proof::arms::ArmsPlan`]); the directory appears atomically.
+//! through the same classifier as every campaign) and the `reports.jsonl` line. Each arm is
+//! a complete bundle in `<dir>/<engine>/`; the multi-arm files (arms.json, comparison,
+//! README, cdf.svg, SHA256SUMS) are written over them ([`truecold_proof::arms::ArmsPlan`]);
+//! the directory appears atomically.
 //!
 //! The parts, by role: [`engines_error`], the campaign's spec ([`engines_spec`]), each arm's
 //! binary, version, guest and launch set up ([`arm_setup`]), the rounds run

@@ -57,7 +57,7 @@ impl ArmLauncher for DriverLauncher<'_> {
 /// One arm as it ran.
 #[derive(Debug)]
 pub struct ArmRun {
-    /// Its rows in index order, read back from their staging file ([`campaign::record`]).
+    /// Its rows in index order, read back from their staging file ([`crate::campaign::record`]).
     pub samples: Vec<Sample>,
     /// Its `reports.jsonl`, staged as the launches finished: one line per row, each engine
     /// run's outcome what its row says.

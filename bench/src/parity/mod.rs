@@ -13,9 +13,10 @@
 //!   the harness holding no more descriptors, threads or mappings than before.
 //!
 //! One launch, in order (the spec's "Bench" section): [`state::StateDb::created`] →
-//! [`workspace_clone::clone_image`] → listen → spawn → [`state::StateDb::running`] → … → reap →
-//! [`state::StateDb::destroyed`] → remove the image ([`workspace_clone::remove_image`]), sockets
-//! and run directory ([`cleanup::remove_run_dir`]) → [`cleanup::verify_cleanup`] (the row's
+//! [`workspace_clone::clone_image`] → listen → spawn → [`state::StateDb::running`] → … →
+//! reap → [`state::StateDb::destroyed`] → remove the image
+//! ([`workspace_clone::remove_image`]), sockets and run directory
+//! ([`cleanup::remove_run_dir`]) → [`cleanup::verify_cleanup`] (the row's
 //! `cleanup_ok`, `cleanup_ns`).
 //! - [`parity_launcher`]: the launch itself, in that order, one [`parity_launcher::ParityLauncher`]
 //!   per arm (the parity and engines campaigns call it).

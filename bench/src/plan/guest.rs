@@ -45,7 +45,7 @@ pub struct GuestSpec {
     pub vcpus: Vcpus,
     pub mem: GuestMem,
     /// The backing asked for (`--backing`); `None`: each engine's own default for the guest
-    /// ([`Backing::default_for`], resolved by [`CampaignPlan::backing_of`]).
+    /// ([`Backing::default_for`], resolved by [`super::campaign_plan::CampaignPlan::backing_of`]).
     pub backing: Option<Backing>,
     /// Appended to the guest kernel command line.
     pub cmdline_extra: String,

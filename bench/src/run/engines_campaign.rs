@@ -1,6 +1,6 @@
 //! The engines campaign (`--engine …`): every arm resolved and prepared, the rounds run
 //! through the engines driver with strict-ready on each engine's serial port, and the
-//! multi-arm directory written ([`crate::engines`]). [`Setup`] is what it and the parity
+//! multi-arm directory written ([`crate::engines`]). `Setup` is what it and the parity
 //! campaign ([`super::parity_campaign`]) have once every arm is prepared.
 
 use super::nested_campaign;

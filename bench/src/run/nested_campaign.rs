@@ -51,7 +51,8 @@ pub enum NestedError {
 }
 
 /// The inner `truecold run` arguments: the same campaign, every argument explicit
-/// ([`crate::plan::explicit_args::explicit_args`]), as a Linux campaign on L1's KVM with L1's paths.
+/// ([`crate::plan::explicit_args::explicit_args`]), as a Linux campaign on L1's KVM with L1's
+/// paths.
 pub fn inner_args(plan: &CampaignPlan) -> Vec<String> {
     inner_engine_args(plan, &[])
 }

@@ -1,7 +1,7 @@
 //! The parity campaign (`--parity`): the agent channel over vsock plus a TCP round trip,
 //! per-launch taps and workspaces, a lifecycle table; truecold-vmm alone (one bundle) or
 //! engine arms interleaved like an engines campaign (one directory), on the same
-//! [`super::engines_campaign::Setup`] and [`crate::engines`] as the engines campaign, with
+//! `super::engines_campaign::Setup` and [`crate::engines`] as the engines campaign, with
 //! the parity launcher ([`crate::parity`]) and its files in each bundle.
 
 use super::engines_campaign::Setup;
@@ -116,8 +116,9 @@ fn parity_launchers(
 }
 
 /// A parity campaign (`--parity`): each arm's engine under the agent channel
-/// ([`crate::parity::parity_launcher::ParityLauncher`]); truecold-vmm alone is one bundle, engine arms
-/// (`--engine`/`--engines`) run interleaved like an engines campaign into one directory.
+/// ([`crate::parity::parity_launcher::ParityLauncher`]); truecold-vmm alone is one bundle,
+/// engine arms (`--engine`/`--engines`) run interleaved like an engines campaign into one
+/// directory.
 /// Every bundle's rows carry the network proof and the cleanup, with its arm's lifecycle
 /// table as `state.csv`.
 pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError> {

@@ -1,6 +1,7 @@
 //! What `truecold` prints besides the summary: notes and warnings on stderr, silenced by
-//! `--quiet` (`-q`) for the whole process, and the progress display ([`crate::terminal::progress`]),
-//! hidden alike. Errors are never silenced: they are printed with `eprintln!` directly.
+//! `--quiet` (`-q`) for the whole process, and the progress display
+//! ([`super::progress`]), hidden alike. Errors are never silenced: they are printed with
+//! `eprintln!` directly.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

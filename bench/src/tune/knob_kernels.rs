@@ -1,6 +1,6 @@
 //! The kernels of a tune's arms: each Kconfig knob set's guest directory, built over
 //! truecold's base ([`ensure_kernel`]) or over the user's own kernel ([`OwnBase`]), and the
-//! knobs left to screen over the user's kernel ([`screen_knobs`]).
+//! knobs left to screen over the user's kernel (`screen_knobs`).
 
 use super::phase_plan::variant_name;
 use super::tune_error::TuneError;

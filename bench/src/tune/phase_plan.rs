@@ -83,8 +83,8 @@ pub struct PhasePlan {
     /// `attribute`.
     pub attribution: u64,
     /// How the attribution launches measure the boot: always written; a plan without it
-    /// means [`crate::attribution::instrumentation::Instrumentation::absent`] (`initcall`), what plans written
-    /// before left out at that default.
+    /// means [`crate::attribution::instrumentation::Instrumentation::absent`] (`initcall`),
+    /// what plans written before left out at that default.
     #[serde(default = "crate::attribution::instrumentation::Instrumentation::absent")]
     pub instrument: Instrumentation,
     pub attribute: Vec<String>,
