@@ -4,8 +4,10 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+use truecold_proof::attribution::Instrument;
 use truecold_proto::kinds::{Backing, Engine, RamLayout};
 use truecold_proto::limits::{GuestMem, Vcpus};
+use truecold_proto::rip::SamplePeriod;
 
 /// Exit status of a usage error (an unknown flag, a bad or missing value), for every
 /// subcommand, as `truecold-proof` does: `git bisect run` reads 125 as "skip this commit",
@@ -118,7 +120,7 @@ impl Cli {
     }
 }
 
-/// Campaign shapes (see `truecold_bench::schedule`); each variant's doc line is its
+/// Campaign shapes (see `truecold_bench::campaign::schedule`); each variant's doc line is its
 /// `--help` text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
@@ -189,6 +191,11 @@ fn parse_arm_path(s: &str) -> Result<(Engine, PathBuf), String> {
     Ok((Engine::parse(e)?, PathBuf::from(p)))
 }
 
+/// `--attribution-sample-us`'s value: [`SamplePeriod::parse`], its error as text.
+fn parse_period(s: &str) -> Result<SamplePeriod, String> {
+    SamplePeriod::parse(s).map_err(|e| e.to_string())
+}
+
 /// `--arm-backing`'s value: `ENGINE=BACKING`.
 fn parse_arm_backing(s: &str) -> Result<(Engine, Backing), String> {
     let (e, b) = s
@@ -230,30 +237,11 @@ pub struct InstrumentArgs {
     /// measures), with guest phases and the longest initcalls. The bundle's run line always
     /// names the instrument; a recorded line without it (written before `rip` became the
     /// default) means `initcall`.
-    #[arg(long, value_enum, default_value_t = crate::attribution::Instrument::default())]
-    pub attribution_instrument: crate::attribution::Instrument,
+    #[arg(long, value_enum, default_value_t = Instrument::default())]
+    pub attribution_instrument: Instrument,
     /// With --attribution-instrument rip: the sampling period, µs (10 to 1000000).
-    #[arg(long, value_name = "US", value_parser = crate::attribution::parse_period, default_value_t = truecold_proto::rip::SamplePeriod::DEFAULT)]
-    pub attribution_sample_us: truecold_proto::rip::SamplePeriod,
-}
-
-impl InstrumentArgs {
-    /// The instrumentation asked for; a period given to `initcall` (which samples nothing) is
-    /// refused, never dropped.
-    pub fn instrumentation(
-        &self,
-    ) -> Result<crate::attribution::Instrumentation, crate::plan::ArgError> {
-        let i = crate::attribution::Instrumentation {
-            instrument: self.attribution_instrument,
-            period: self.attribution_sample_us,
-        };
-        if i.instrument != crate::attribution::Instrument::Rip
-            && i.period != crate::attribution::default_period()
-        {
-            return Err(crate::plan::ArgError::SamplePeriodNotRip(i.period));
-        }
-        Ok(i)
-    }
+    #[arg(long, value_name = "US", value_parser = parse_period, default_value_t = SamplePeriod::DEFAULT)]
+    pub attribution_sample_us: SamplePeriod,
 }
 
 #[derive(Args, Debug, Clone)]

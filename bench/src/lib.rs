@@ -2,40 +2,31 @@
 //! a fresh KVM VM, a fresh kernel boot per sample) and writes each campaign as a proof bundle
 //! through `truecold-proof`.
 //!
-//! Flow of `truecold run` ([`run::run`]): arguments ([`cli`]) → a checked plan, built once
-//! ([`plan`]) → the kind of campaign ([`plain`], [`engines_campaign`], [`nested`]; tune and
-//! bisect arms run as a [`phase`]) → host kind and artifacts
-//! ([`host`], [`artifacts`]) → one [`launch::ProcessLauncher`] (a fresh `truecold-vmm` per
-//! sample, request stamp right before the spawn, killed at its deadline) driven by
-//! [`schedule`] (sequential, burst, open loop, sweep, churn) → each attempt becomes a row
-//! ([`vmm_report`], [`sample`]; failures are rows too) → [`campaign`] builds `result.json`
-//! with `truecold-proof`'s statistics and writes the bundle atomically with its writer.
-//! Ctrl-C ([`interrupt`]) stops launching and writes a partial bundle marked incomplete.
+//! Flow of `truecold run` ([`run::dispatch::run`]): arguments ([`cli`]) → a checked plan,
+//! built once ([`plan`]) → the kind of campaign ([`run`]: plain, engines, parity, nested;
+//! tune and bisect arms run as a phase, [`tune::phase`]) → host kind and artifacts
+//! ([`checks`], [`artifacts`]) → one [`campaign::process_launcher::ProcessLauncher`] (a
+//! fresh `truecold-vmm` per sample, request stamp right before the spawn, killed at its
+//! deadline) driven by [`campaign::schedule`] (sequential, burst, open loop, sweep, churn)
+//! → each attempt becomes a row ([`campaign::vmm_output`], [`campaign::sample`]; failures
+//! are rows too) → [`campaign::bundle_out`] builds `result.json` with `truecold-proof`'s
+//! statistics and writes the bundle atomically with its writer. Ctrl-C
+//! ([`terminal::interrupt`]) stops launching and writes a partial bundle marked incomplete.
+//!
+//! The folders, lowest first (each imports only from those before it; `cli` imports
+//! nothing of the crate): [`terminal`], [`checks`], [`artifacts`], [`campaign`] (one
+//! campaign's machinery), [`attribution`], [`plan`], [`parity`], [`engines`] (the engines
+//! campaign's arms), [`run`] (`truecold run`), [`tune`], [`bisect`].
 
 pub mod artifacts;
 pub mod attribution;
 pub mod bisect;
-pub mod bisect_config;
 pub mod campaign;
+pub mod checks;
 pub mod cli;
-pub mod clock;
 pub mod engines;
-pub mod engines_campaign;
-pub mod error;
-pub mod host;
-pub mod interrupt;
-pub mod kernel;
-pub mod launch;
-pub mod nested;
-pub mod output;
-pub mod own_kernel;
 pub mod parity;
-pub mod phase;
-pub mod plain;
 pub mod plan;
-pub mod progress;
 pub mod run;
-pub mod sample;
-pub mod schedule;
+pub mod terminal;
 pub mod tune;
-pub mod vmm_report;

@@ -10,12 +10,17 @@
 
 use clap::Parser;
 use std::process::ExitCode;
+use truecold_bench::campaign::process_launcher::shell_quote;
 use truecold_bench::cli::{Cli, Cmd, EXIT_LAUNCHES_FAILED, EXIT_USAGE};
-use truecold_bench::launch::shell_quote;
-use truecold_bench::plan::bisect::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
-use truecold_bench::plan::tune::{TunePhaseRun, TunePlan};
-use truecold_bench::plan::CampaignPlan;
-use truecold_bench::run::{failed_kinds, failure_lines, level_lines, run, RunError};
+use truecold_bench::plan::bisect_plan::{BisectRunPlan, BisectStepPlan, ConfigBisectPlan};
+use truecold_bench::plan::campaign_plan::CampaignPlan;
+use truecold_bench::plan::tune_plan::{TunePhaseRun, TunePlan};
+use truecold_bench::run::dispatch::run;
+use truecold_bench::run::outcome::RunOutcome;
+use truecold_bench::run::outcome::{failed_kinds, failure_lines, level_lines};
+use truecold_bench::run::run_error::RunError;
+use truecold_bench::terminal::output;
+use truecold_bench::tune::tune_run;
 use truecold_proto::measure::error_chain as chain;
 
 fn main() -> ExitCode {
@@ -37,7 +42,7 @@ fn main() -> ExitCode {
         .map(|a| shell_quote(&a))
         .collect::<Vec<_>>()
         .join(" ");
-    truecold_bench::output::set_quiet(match &cli.cmd {
+    output::set_quiet(match &cli.cmd {
         Cmd::Run(a) => a.quiet,
         Cmd::Tune(a) => a.quiet,
         Cmd::Bisect(a) => a.quiet,
@@ -92,7 +97,9 @@ fn cli_docs_main(dir: &std::path::Path) -> ExitCode {
 /// 200 cannot judge: stop); `run` and `config` exit 0 when the directory names a culprit and
 /// verifies, 2 when it does not verify, 1 when nothing was found or written.
 fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> ExitCode {
-    use truecold_bench::bisect::{self, EXIT_ABORT};
+    use truecold_bench::bisect::bisect_error::BisectRunError;
+    use truecold_bench::bisect::commit_bisect::{self, EXIT_ABORT};
+    use truecold_bench::bisect::config_bisect;
     use truecold_bench::cli::BisectCmd;
     let quiet = args.quiet;
     let done = |dir: std::path::PathBuf| {
@@ -115,14 +122,14 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
     };
     // An argument error (the plan refused the flags, before or during the search) is a
     // usage error: 125; any other failure 1.
-    let failed = |e: &bisect::BisectRunError| {
+    let failed = |e: &BisectRunError| {
         eprintln!("truecold: error: {}", chain(e));
         exit_of(e.usage().is_some())
     };
     match &args.cmd {
         BisectCmd::Step(a) => match BisectStepPlan::from_cli(a)
-            .map_err(bisect::BisectRunError::from)
-            .and_then(|p| bisect::step(&p, invocation))
+            .map_err(BisectRunError::from)
+            .and_then(|p| commit_bisect::step(&p, invocation))
         {
             Ok(o) => {
                 println!("truecold bisect step: {}", o.as_str());
@@ -134,15 +141,15 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
             }
         },
         BisectCmd::Run(a) => match BisectRunPlan::from_cli(a)
-            .map_err(bisect::BisectRunError::from)
-            .and_then(|p| bisect::run(&p, invocation))
+            .map_err(BisectRunError::from)
+            .and_then(|p| commit_bisect::run(&p, invocation))
         {
             Ok(dir) => done(dir),
             Err(e) => failed(&e),
         },
         BisectCmd::Config(a) => match ConfigBisectPlan::from_cli(a)
-            .map_err(bisect::BisectRunError::from)
-            .and_then(|p| truecold_bench::bisect_config::config(&p, invocation))
+            .map_err(BisectRunError::from)
+            .and_then(|p| config_bisect::config(&p, invocation))
         {
             Ok(dir) => done(dir),
             Err(e) => failed(&e),
@@ -159,7 +166,7 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
             // The campaign's warnings on stderr, each once: what was printed before the first
             // launch is not repeated.
             for w in &out.warnings {
-                truecold_bench::output::note_once(w, &format!("truecold: warning: {w}"));
+                output::note_once(w, &format!("truecold: warning: {w}"));
             }
             let code = run_exit(&out, args.allow_failures);
             // The human summary: stdout, or stderr when stdout carries the JSON document.
@@ -212,7 +219,7 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
 }
 
 /// `truecold run`'s exit status for a written campaign (the table of `--help`).
-fn run_exit(out: &truecold_bench::run::RunOutcome, allow_failures: bool) -> u8 {
+fn run_exit(out: &RunOutcome, allow_failures: bool) -> u8 {
     let v = &out.written.verdict;
     if !v.is_valid() || out.arms.iter().any(|(_, w)| !w.verdict.is_valid()) {
         2
@@ -228,7 +235,7 @@ fn run_exit(out: &truecold_bench::run::RunOutcome, allow_failures: bool) -> u8 {
 /// The end-of-run summary a person reads: each arm's and the bundle's verdict, the levels,
 /// how to verify, the error-kind table. With `quiet`, the verdict lines and their reasons
 /// only.
-fn summary_text(out: &truecold_bench::run::RunOutcome, quiet: bool, s: &mut String) {
+fn summary_text(out: &RunOutcome, quiet: bool, s: &mut String) {
     use std::fmt::Write as _;
     let v = &out.written.verdict;
     let path = &out.written.path;
@@ -261,7 +268,7 @@ fn summary_text(out: &truecold_bench::run::RunOutcome, quiet: bool, s: &mut Stri
 }
 
 /// `truecold run --json`'s document (docs/verify.md lists the fields).
-fn run_json(out: &truecold_bench::run::RunOutcome, exit: u8) -> String {
+fn run_json(out: &RunOutcome, exit: u8) -> String {
     use serde_json::json;
     let v = &out.written.verdict;
     let path = &out.written.path;
@@ -323,7 +330,7 @@ fn run_json(out: &truecold_bench::run::RunOutcome, exit: u8) -> String {
 /// `truecold tune`: 0 written and verified, 2 written but invalid, 1 nothing written.
 fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode {
     if args.list_knobs {
-        print!("{}", truecold_bench::tune::catalogue_text());
+        print!("{}", tune_run::catalogue_text());
         return ExitCode::SUCCESS;
     }
     let plan = match TunePlan::from_cli(args) {
@@ -333,10 +340,10 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match truecold_bench::tune::tune(&plan, invocation) {
+    match tune_run::tune(&plan, invocation) {
         Ok(out) => {
             for w in &out.warnings {
-                truecold_bench::output::note_once(w, &format!("truecold: warning: {w}"));
+                output::note_once(w, &format!("truecold: warning: {w}"));
             }
             let v = &out.written.verdict;
             if args.quiet {
@@ -375,7 +382,8 @@ fn exit_of(usage: bool) -> ExitCode {
 /// `truecold tune-phase`: 0 written and verified, 2 written but invalid, 130 interrupted,
 /// 1 nothing written.
 fn tune_phase_main(args: &truecold_bench::cli::TunePhaseArgs, invocation: &str) -> ExitCode {
-    use truecold_bench::phase::{run_here, PhasePlan};
+    use truecold_bench::tune::nested_phase::run_here;
+    use truecold_bench::tune::phase_plan::PhasePlan;
     let p = TunePhaseRun::from_cli(args);
     let ran = PhasePlan::read(&p.plan_file)
         .and_then(|plan| run_here(&plan, p.vmm.as_deref(), &p.guest_dir, &p.out, invocation));

@@ -1,5 +1,5 @@
 //! The harness's own memory over a long campaign (issue 27): the campaign recording path —
-//! [`campaign::execute`] with its schedule, rows, evidence and progress display — driven by
+//! [`execute`] with its schedule, rows, evidence and progress display — driven by
 //! a fake launcher (no VMM, no KVM) for 10,001 launches. A counting global allocator (this
 //! test binary only; one test, so nothing else allocates beside it) reads the bytes the
 //! process holds on the heap once 1,000 and once 10,000 launches were recorded, and its
@@ -15,10 +15,11 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use truecold_bench::campaign::{self, CampaignSpec, Harness};
-use truecold_bench::launch::{Attempt, End};
-use truecold_bench::progress::{Progress, Style};
-use truecold_bench::schedule::{Launcher, Schedule, Slot};
+use truecold_bench::campaign::execute::{execute, Harness};
+use truecold_bench::campaign::process_launcher::{Attempt, End};
+use truecold_bench::campaign::schedule::{Launcher, Schedule, Slot};
+use truecold_bench::campaign::spec::CampaignSpec;
+use truecold_bench::terminal::progress::{Progress, Style};
 use truecold_proof::schema::{ContractKind, Observer};
 use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::measure::{now_ns, Stamps};
@@ -212,10 +213,10 @@ fn the_harness_memory_after_10000_launches_is_within_a_small_bound_of_after_1000
     };
     let stop = AtomicBool::new(false);
     let mut progress = Progress::new(std::io::sink(), Style::Plain, "memory", N);
-    let ex = campaign::execute(
+    let ex = execute(
         &spec,
         &fake,
-        &truecold_bench::vmm_report::observe_attempt,
+        &truecold_bench::campaign::vmm_output::observe_attempt,
         &stop,
         &mut progress,
         &Harness::plain(),

@@ -1,10 +1,18 @@
-use super::*;
-use crate::launch::End;
-use crate::progress::Style;
-use crate::schedule::Slot;
+use super::bundle_out::*;
+use super::execute::*;
+use super::process_launcher::{Attempt, End};
+use super::sample::Observed;
+use super::schedule::*;
+use super::spec::*;
+use crate::terminal::progress::{Progress, Style};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use truecold_proof::bundle::{BundleError, BundleInputs, Written};
+use truecold_proof::schema::{Configuration, ContractKind, Environment, Mode};
 use truecold_proof::schema::{HostKind, Stage};
+use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::measure::{now_ns, Stamps};
 use truecold_proto::{BootId, ErrorCode, GuestRecord, Workload};
 
@@ -171,7 +179,7 @@ fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> 
 
 /// The real adapter, as the bench uses it.
 fn observe(a: &Attempt) -> Result<Observed, String> {
-    crate::vmm_report::observe_attempt(a)
+    crate::campaign::vmm_output::observe_attempt(a)
 }
 
 fn spec(schedule: Schedule) -> CampaignSpec {
@@ -204,7 +212,7 @@ fn facts(contract: ContractKind) -> Environment {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
-        ..crate::host::empty_environment(kind)
+        ..crate::checks::environment::empty_environment(kind)
     }
 }
 

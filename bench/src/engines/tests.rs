@@ -1,9 +1,27 @@
-use super::*;
-use crate::progress::Style;
+use super::arm_rows::*;
+use super::arm_setup::*;
+use super::arms_dir::*;
+use super::engines_error::*;
+use super::engines_spec::*;
+use super::rounds::*;
+use crate::artifacts::guest_files::LinuxGuest;
+use crate::campaign::sample::RowContext;
+use crate::plan::campaign_plan::CampaignPlan;
+use crate::terminal::progress::Progress;
+use crate::terminal::progress::Style;
 use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use truecold_engine::driver::{Launched, ProcessEnd};
+use truecold_engine::{Guest, Launch};
+use truecold_proof::reports::ReportLine;
+use truecold_proof::schema::{Environment, Sample};
 use truecold_proto::kinds::RamLayout;
+use truecold_proto::kinds::{Backing, Engine, HostKind, ObtainedBacking};
+use truecold_proto::limits::{GuestMem, Vcpus};
+use truecold_proto::measure::now_ns;
 use truecold_proto::measure::Stamps;
+use truecold_proto::report::EngineRun;
 use truecold_proto::report::{
     HostMapping, Liveness, LivenessKind, MemoryFigures, Outcome, ProcessExit, ReportCore,
 };
@@ -562,7 +580,7 @@ fn campaign_directory(layout: RamLayout) {
         thp_defrag: "[madvise]".into(),
         hugepages: "2048kB:0".into(),
         governor: None,
-        ..crate::host::empty_environment(HostKind::Hardware)
+        ..crate::checks::environment::empty_environment(HostKind::Hardware)
     };
     let shared = Shared {
         spec: &sp,
@@ -588,10 +606,10 @@ fn campaign_directory(layout: RamLayout) {
             ])
             .unwrap();
             let bins: Vec<(Engine, PathBuf)> = arms.iter().map(|e| (*e, bin.clone())).collect();
-            crate::plan::explicit_args(
+            crate::plan::explicit_args::explicit_args(
                 &a,
                 "--linux",
-                crate::plan::ArgPaths {
+                crate::plan::explicit_args::ArgPaths {
                     vmm: &bin,
                     guest_dir: Some(d.path()),
                     out: &d.path().join("results").join("campaign"),
@@ -776,13 +794,13 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
         (Engine::Firecracker, PathBuf::from("/p/firecracker")),
         (Engine::Truecold, PathBuf::from("/p/truecold-vmm")),
     ];
-    let paths = crate::plan::ArgPaths {
+    let paths = crate::plan::explicit_args::ArgPaths {
         vmm: Path::new("/p/truecold-vmm"),
         guest_dir: Some(Path::new("/g")),
         out: Path::new("/r/x"),
         engines: &bins,
     };
-    let e = crate::plan::explicit_args(&a, "--linux", paths);
+    let e = crate::plan::explicit_args::explicit_args(&a, "--linux", paths);
     let line = e.join(" ");
     assert!(
         line.contains("--engines firecracker,truecold --seed 0x0000000000000009 --firecracker /p/firecracker --vmm /p/truecold-vmm"),
@@ -792,17 +810,20 @@ fn explicit_arguments_of_an_engines_campaign_rerun_it() {
     let b = parse(&words);
     assert_eq!(b.engines, a.engines);
     assert_eq!(b.seed, 9);
-    assert_eq!(crate::plan::explicit_args(&b, "--linux", paths), e);
+    assert_eq!(
+        crate::plan::explicit_args::explicit_args(&b, "--linux", paths),
+        e
+    );
     // Without truecold among the arms there is no VMM to name.
     let a = parse(&["--engine", "qemu-microvm"]);
     let bins = vec![(
         Engine::QemuMicrovm,
         PathBuf::from("/usr/bin/qemu-system-x86_64"),
     )];
-    let e = crate::plan::explicit_args(
+    let e = crate::plan::explicit_args::explicit_args(
         &a,
         "--linux",
-        crate::plan::ArgPaths {
+        crate::plan::explicit_args::ArgPaths {
             engines: &bins,
             ..paths
         },

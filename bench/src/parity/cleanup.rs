@@ -22,8 +22,8 @@
 //! before-snapshot after the launcher's threads have run once (a warm-up launch) or judge
 //! mappings from the second launch on.
 
-use super::workspace::{verify_gone, RemoveError};
-use crate::host::{maps_count, stat_parent_and_state, Snapshot};
+use super::workspace_clone::{verify_gone, RemoveError};
+use crate::checks::snapshot::{maps_count, stat_parent_and_state, Snapshot};
 use std::io;
 use std::path::{Path, PathBuf};
 use truecold_proto::measure::now_ns;
@@ -114,7 +114,7 @@ impl HarnessCounts {
         }
     }
 
-    /// Reads the counts now, by the same rules as [`crate::host::residue_reading`] and
+    /// Reads the counts now, by the same rules as [`crate::checks::snapshot::residue_reading`] and
     /// [`maps_count`] (without its scan of every process).
     pub fn now() -> HarnessCounts {
         HarnessCounts {
@@ -126,7 +126,7 @@ impl HarnessCounts {
 }
 
 /// Entries of `/proc/self/fd`, less the directory handle being read (as
-/// [`crate::host::residue_reading`] counts them).
+/// [`crate::checks::snapshot::residue_reading`] counts them).
 fn fd_count() -> Option<u64> {
     std::fs::read_dir("/proc/self/fd")
         .ok()

@@ -1,6 +1,17 @@
-use super::*;
+use super::arg_error::ArgError;
+use super::campaign_plan::CampaignPlan;
+use super::common_flags::*;
+use super::explicit_args::*;
+use super::guest::{GuestSpec, Target};
+use crate::artifacts::own_kernel::ConfigForm;
+use crate::artifacts::own_kernel::OwnKernel;
+use crate::campaign::schedule::{Schedule, ScheduleError};
 use crate::cli::Cli;
-use crate::own_kernel::ConfigForm;
+use crate::cli::{RunArgs, DEFAULT_SEED};
+use std::path::{Path, PathBuf};
+use truecold_proof::schema::ContractKind;
+use truecold_proto::kinds::{Backing, Engine};
+use truecold_proto::limits::{GuestMem, Vcpus};
 
 fn args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
     let mut v = vec!["truecold", "run"];
@@ -38,7 +49,7 @@ fn modes_and_their_flags() {
         Schedule::OpenLoop {
             n: 10,
             interval_ns: 400_000_000,
-            max_in_flight: DEFAULT_OPEN_LOOP_IN_FLIGHT
+            max_in_flight: crate::campaign::schedule::DEFAULT_OPEN_LOOP_IN_FLIGHT
         }
     );
     let a = plan(&["--mode", "sweep", "-n", "5", "--max-concurrency", "3"]).unwrap();
@@ -236,7 +247,7 @@ fn attribution_is_refused_in_engines_and_parity_campaigns() {
 /// means the same whatever a later default is; `initcall` with a period is refused.
 #[test]
 fn the_attribution_instrument_is_rip_by_default_and_always_spelt_out() {
-    use crate::attribution::{Instrument, Instrumentation};
+    use crate::attribution::instrumentation::{Instrument, Instrumentation};
     let a = plan_of(&["--probe", "--attribution", "2"]);
     assert_eq!(a.instrument, Instrumentation::default());
     assert_eq!(a.instrument.instrument, Instrument::Rip);
@@ -407,11 +418,11 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         }
     }
     // The VMM's arguments: the flag off the default only.
-    let mut spec = crate::campaign::CampaignSpec {
+    let mut spec = crate::campaign::spec::CampaignSpec {
         observer: truecold_proof::schema::Observer::VmExit,
         interleaved: false,
         stop_after: None,
-        schedule: crate::schedule::Schedule::Sequential { n: 1 },
+        schedule: crate::campaign::schedule::Schedule::Sequential { n: 1 },
         contract: ContractKind::Linux,
         vcpus: Vcpus::new(1).unwrap(),
         mem: GuestMem::from_mib(1024).unwrap(),
@@ -420,11 +431,11 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     };
-    let around: Vec<String> = crate::plain::vmm_args(
+    let around: Vec<String> = crate::run::plain_campaign::vmm_args(
         &spec,
         None,
         "",
-        crate::plain::VmmFlags::default(),
+        crate::run::plain_campaign::VmmFlags::default(),
         false,
         truecold_proof::schema::HostKind::Hardware,
     )
@@ -437,11 +448,11 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         .expect("passed on");
     assert_eq!(around[i + 1], "around-hole");
     spec.ram_layout = RamLayout::HoleInside;
-    let v: Vec<String> = crate::plain::vmm_args(
+    let v: Vec<String> = crate::run::plain_campaign::vmm_args(
         &spec,
         None,
         "",
-        crate::plain::VmmFlags::default(),
+        crate::run::plain_campaign::VmmFlags::default(),
         false,
         truecold_proof::schema::HostKind::Hardware,
     )

@@ -1,7 +1,17 @@
-use super::*;
-use crate::phase::kconfig_knobs;
-use crate::plan::tune::KnobChoice;
+use super::knob_kernels::*;
+use super::phase_plan::{kconfig_knobs, variant_name};
+use super::tune_error::TuneError;
+use super::tune_run::{catalogue_text, invocation_record};
+use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::artifacts::own_kernel::{self, OwnKernel};
+use crate::cli::DEFAULT_TUNE_MEM_MIB;
+use crate::plan::arg_error::ArgError;
+use crate::plan::guest::Target;
+use crate::plan::tune_plan::{phase_rounds, KnobChoice, TunePlan};
+use std::path::{Path, PathBuf};
+use truecold_proof::schema::ContractKind;
 use truecold_proto::tune::KnobSetError;
+use truecold_proto::tune::{Knob, TuneGuest};
 
 fn parse(extra: &[&str]) -> TunePlan {
     TunePlan::of_words(extra).unwrap()
@@ -91,7 +101,7 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
     for f in ["vmlinux", "initramfs.cpio", "init", "config"] {
         std::fs::write(base_dir.join(f), f).unwrap();
     }
-    let base = artifacts::linux_guest(&base_dir).unwrap();
+    let base = guest_files::linux_guest(&base_dir).unwrap();
     // A stand-in for kernel-config/build.sh: checks its arguments, writes the kernel files.
     let script = d.path().join("build.sh");
     std::fs::write(
@@ -103,7 +113,7 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
     let root = d.path().join("kernels");
     let dir = ensure_kernel(&[Knob::Hz1000, Knob::NoPrintk], &base, &root, &script).unwrap();
     assert_eq!(dir, root.join("hz-1000+no-printk"));
-    let g = artifacts::linux_guest(&dir).unwrap();
+    let g = guest_files::linux_guest(&dir).unwrap();
     let config = std::fs::read_to_string(&g.config).unwrap();
     assert_eq!(
         config,
@@ -117,7 +127,7 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
         matches!(
             e,
             TuneError::Kernel {
-                source: crate::kernel::KernelError::Failed { .. },
+                source: crate::artifacts::kernel_build::KernelError::Failed { .. },
                 ..
             }
         ),
@@ -129,7 +139,7 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
         matches!(
             e,
             TuneError::Kernel {
-                source: crate::kernel::KernelError::ScriptMissing(_),
+                source: crate::artifacts::kernel_build::KernelError::ScriptMissing(_),
                 ..
             }
         ),
@@ -152,11 +162,17 @@ fn the_cli_takes_a_tune() {
     assert_eq!((a.rounds, a.mem.mib()), (Some(5), 2048));
     assert_eq!(a.knobs, KnobChoice::Listed(vec![Knob::BackingThp]));
     assert_eq!(a.paths.kernel_root, PathBuf::from("out/tune-kernels"));
-    assert_eq!(a.deadline_ms, crate::plan::DEFAULT_DEADLINE_MS);
+    assert_eq!(
+        a.deadline_ms,
+        crate::plan::common_flags::DEFAULT_DEADLINE_MS
+    );
     let a = parse(&["--nested", "--budget", "1000"]);
     assert_eq!(a.budget, Some(1000));
     assert_eq!(a.mem.mib(), DEFAULT_TUNE_MEM_MIB);
-    assert_eq!(a.deadline_ms, crate::plan::DEFAULT_NESTED_DEADLINE_MS);
+    assert_eq!(
+        a.deadline_ms,
+        crate::plan::common_flags::DEFAULT_NESTED_DEADLINE_MS
+    );
     assert_eq!(a.knobs, KnobChoice::All);
 }
 
@@ -201,7 +217,7 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
 /// makes none; a period given to `initcall` is refused.
 #[test]
 fn tune_attributes_with_rip_by_default_and_records_the_instrument() {
-    use crate::attribution::Instrument;
+    use crate::attribution::instrumentation::Instrument;
     use truecold_proto::rip::SamplePeriod;
     let tp = parse(&["--nested"]);
     assert_eq!(tp.attribution, 2);
@@ -239,14 +255,14 @@ fn tune_attributes_with_rip_by_default_and_records_the_instrument() {
 #[test]
 fn a_screen_that_cannot_name_a_winner_is_warned_with_the_rounds_that_can() {
     // 19 knobs at 5 rounds: Holm compares the smallest p (about 0.012) with 0.05 / 19.
-    let w = super::unreachable_winner(5, 19).expect("a warning");
+    let w = super::tune_run::unreachable_winner(5, 19).expect("a warning");
     let need = truecold_proof::tune::least_rounds_for_a_winner(5, 19).unwrap();
     assert!(w.contains(&format!("-n {need} or more")), "{w}");
     assert!(w.contains("19 knobs"), "{w}");
     // Two knobs at 5 rounds can win; so can 19 knobs at the rounds the warning names.
-    assert_eq!(super::unreachable_winner(5, 2), None);
-    assert_eq!(super::unreachable_winner(need, 19), None);
-    assert_eq!(super::unreachable_winner(5, 0), None);
+    assert_eq!(super::tune_run::unreachable_winner(5, 2), None);
+    assert_eq!(super::tune_run::unreachable_winner(need, 19), None);
+    assert_eq!(super::tune_run::unreachable_winner(5, 0), None);
 }
 
 /// A stand-in for `kernel-config/build.sh config`: olddefconfig as the identity, except that
@@ -269,7 +285,7 @@ fn fake_base_guest(d: &Path) -> LinuxGuest {
     for f in ["vmlinux", "initramfs.cpio", "init", "config"] {
         std::fs::write(base_dir.join(f), f).unwrap();
     }
-    artifacts::linux_guest(&base_dir).unwrap()
+    guest_files::linux_guest(&base_dir).unwrap()
 }
 
 /// The user's complete config: every strict-ready requirement, HZ 100, and a symbol the
@@ -386,7 +402,7 @@ fn a_users_kernel_missing_a_requirement_is_refused_before_the_build() {
 
 #[test]
 fn tune_takes_the_users_kernel_flags() {
-    use crate::own_kernel::ConfigForm;
+    use crate::artifacts::own_kernel::ConfigForm;
     let p = parse(&[
         "--nested",
         "--kernel-config",

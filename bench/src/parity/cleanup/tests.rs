@@ -180,7 +180,7 @@ fn leftover_files_sockets_and_dirs_fail_and_remove_run_dir_clears_them() {
     assert!(!sock.exists(), "the socket went first");
     std::fs::remove_file(run.join("stray")).expect("rm");
     remove_run_dir(&run, std::slice::from_ref(&sock)).expect("remove");
-    super::super::workspace::remove_image(&image).expect("rm image");
+    super::super::workspace_clone::remove_image(&image).expect("rm image");
     let o = verify_cleanup(&plan, &before);
     assert!(
         !o.failures.iter().any(|f| matches!(
@@ -243,7 +243,7 @@ fn live_scenarios() {
     child.wait().expect("wait");
     drop(listener);
     remove_run_dir(&run, std::slice::from_ref(&sock)).expect("rm run");
-    super::super::workspace::remove_image(&image).expect("rm image");
+    super::super::workspace_clone::remove_image(&image).expect("rm image");
     let plan = CleanupPlan {
         vmm_pid: Some(pid),
         tap: Some("tcgone0".into()),

@@ -1,0 +1,488 @@
+//! The whole tune ([`tune`]): the host, the knobs and their kernels, the screen phase, the
+//! winners, the confirm phase, and the tune directory written and renamed into place.
+
+use super::knob_kernels::{ensure_kernel, screen_knobs, OwnBase};
+use super::nested_phase::nested_phase;
+use super::phase::{run_phase, PhaseEnv};
+use super::phase_error::PhaseError;
+use super::phase_plan::{
+    kconfig_knobs, variant_name, PhaseArm, PhasePlan, BASELINE, CONFIRM, SCREEN,
+};
+use super::tune_error::TuneError;
+use crate::artifacts::guest_files::{self, LinuxGuest};
+use crate::attribution::instrumentation::Instrument;
+use crate::campaign::bundle_out;
+use crate::campaign::clock;
+use crate::checks::environment;
+use crate::checks::preflight;
+use crate::checks::preflight::HostLimits;
+use crate::checks::preflight::{kvm_host, PVM_EXPLANATION};
+use crate::plan::arg_error::ArgError;
+use crate::plan::guest::Target;
+use crate::plan::tune_plan::KnobChoice;
+use crate::plan::tune_plan::{phase_rounds, TunePlan, DEFAULT_ROUNDS};
+use crate::terminal::output;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use truecold_proof::bundle::{rename_noreplace, Written};
+use truecold_proof::kconfig::USER_KERNEL_FILE;
+use truecold_proof::schema::ContractKind;
+use truecold_proto::kinds::HostKind;
+use truecold_proto::path_io::PathIoError;
+use truecold_proto::tune::{Knob, TuneGuest};
+
+/// The arm with every winner.
+pub const RECOMMENDED: &str = "recommended";
+
+/// The noise of a verified bundle: its successful headlines' coefficient of variation.
+pub fn noise_of(bundle: &Path) -> Result<truecold_proof::tune::Noise, TuneError> {
+    let v = truecold_proof::verify::verify_dir(bundle);
+    let why = |w: String| TuneError::NoiseBundle {
+        path: bundle.to_path_buf(),
+        why: w,
+    };
+    if !v.is_valid() {
+        return Err(why(v.render(bundle, 3)));
+    }
+    let (_, rows) = truecold_proof::read_bundle(bundle).map_err(|e| why(e.to_string()))?;
+    let ok: Vec<u64> = rows
+        .iter()
+        .filter(|s| s.ok)
+        .filter_map(|s| s.latency_ns)
+        .collect();
+    let cv = truecold_proof::tune::cv_ppm(&ok).ok_or_else(|| {
+        why(format!(
+            "{} successful row(s): no variation to measure",
+            ok.len()
+        ))
+    })?;
+    Ok(truecold_proof::tune::Noise {
+        cv_ppm: cv,
+        source: format!(
+            "{} ({} successful rows)",
+            bundle
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| bundle.display().to_string()),
+            ok.len()
+        ),
+    })
+}
+
+/// The catalogue as `--list-knobs` prints it.
+pub fn catalogue_text() -> String {
+    let mut s = String::from("knob\tclass\twhat it changes\tsource of the expected effect\n");
+    for k in Knob::ALL {
+        s.push_str(&format!(
+            "{}\t{}\t{}\t{}\n",
+            k.as_str(),
+            k.class().as_str(),
+            k.what(),
+            k.source()
+        ));
+    }
+    s
+}
+
+/// A finished tune.
+#[derive(Debug)]
+pub struct TuneOutcome {
+    pub written: Written,
+    pub warnings: Vec<String>,
+}
+
+/// Where a phase runs: here on /dev/kvm, or in one L1 boot of the nested harness.
+enum Runner<'a> {
+    Native(PhaseEnv<'a>),
+    Nested {
+        vmm: Option<PathBuf>,
+        base_guest_dir: PathBuf,
+    },
+}
+
+impl Runner<'_> {
+    fn run(&self, plan: &PhasePlan, dest: &Path) -> Result<Written, TuneError> {
+        match self {
+            Runner::Native(env) => {
+                let (w, interrupted) = run_phase(plan, env, dest)?;
+                if interrupted {
+                    return Err(PhaseError::Interrupted(phase_name(&plan.phase)).into());
+                }
+                Ok(w)
+            }
+            Runner::Nested {
+                vmm,
+                base_guest_dir,
+            } => Ok(nested_phase(plan, vmm.as_deref(), base_guest_dir, dest)?),
+        }
+    }
+}
+
+fn phase_name(p: &str) -> &'static str {
+    if p == SCREEN {
+        SCREEN
+    } else {
+        CONFIRM
+    }
+}
+
+/// `results/<UTC>-tune-<probe|linux|nested>-<v>vcpu-<m>mib`.
+pub fn default_dest(plan: &TunePlan, contract: ContractKind) -> PathBuf {
+    let (stamp, _) = clock::utc_now();
+    let what = match (contract, plan.nested()) {
+        (ContractKind::Probe, _) => "probe",
+        (ContractKind::Linux, true) => "nested-linux",
+        (ContractKind::Linux, false) => "linux",
+    };
+    PathBuf::from("results").join(format!(
+        "{stamp}-tune-{what}-{}vcpu-{}mib",
+        plan.vcpus,
+        plan.mem.mib()
+    ))
+}
+
+/// The host a tune runs on: its kind, whether the VMM is forced (Linux on kvm_pvm) and the
+/// contract (a nested tune needs no KVM here: L1 brings its own).
+fn tune_host(
+    plan: &TunePlan,
+    warnings: &mut Vec<String>,
+) -> Result<(HostKind, bool, ContractKind), TuneError> {
+    if plan.nested() {
+        return Ok((HostKind::NestedEmulated, false, ContractKind::Linux));
+    }
+    let (kind, w) = kvm_host()?;
+    warnings.extend(w);
+    let (probe, linux) = (plan.target == Target::Probe, plan.target == Target::Linux);
+    Ok(match (probe, linux, kind) {
+        (true, _, _) => (kind, false, ContractKind::Probe),
+        (false, true, HostKind::Pvm) => {
+            let w = "--linux on a kvm_pvm host: an unmodified Linux kernel is not expected \
+                     to boot here; every failure is kept as data"
+                .to_string();
+            output::note_once(&w, &format!("truecold: warning: {w}"));
+            warnings.push(w);
+            (kind, true, ContractKind::Linux)
+        }
+        (false, false, HostKind::Pvm) => {
+            output::note_once(PVM_EXPLANATION, &format!("truecold: {PVM_EXPLANATION}"));
+            warnings.push(PVM_EXPLANATION.to_string());
+            (kind, false, ContractKind::Probe)
+        }
+        (false, _, _) => (kind, false, ContractKind::Linux),
+    })
+}
+
+/// The rounds of both phases and the noise they were sized from (`--noise-from`).
+fn rounds_of(
+    plan: &TunePlan,
+    k: usize,
+) -> Result<(u64, u64, Option<truecold_proof::tune::Noise>), TuneError> {
+    let noise = match &plan.noise_from {
+        Some(b) => Some(noise_of(b)?),
+        None => None,
+    };
+    let rounds = match (plan.rounds, &noise) {
+        (Some(n), _) => n,
+        (None, Some(n)) => {
+            use truecold_proof::tune::{rounds_for_rule, RuleVersion, MIN_EFFECT_PPM};
+            rounds_for_rule(RuleVersion::CURRENT, n.cv_ppm, MIN_EFFECT_PPM, k as u64)
+        }
+        (None, None) => DEFAULT_ROUNDS,
+    };
+    if let Some(n) = &noise {
+        crate::note!(
+            "truecold: tune: noise {} ppm CV from {} → {rounds} round(s) per arm",
+            n.cv_ppm,
+            n.source
+        );
+    }
+    let (screen, confirm) = phase_rounds(
+        k as u64,
+        rounds,
+        plan.confirm_rounds.unwrap_or(rounds),
+        plan.budget,
+    )?;
+    Ok((screen, confirm, noise))
+}
+
+/// The warning for a screen whose rounds are too few for any knob to be named a winner under
+/// the current verdict rule (Holm over `k` knobs), with the least rounds that can.
+pub(super) fn unreachable_winner(rounds: u64, k: u64) -> Option<String> {
+    use truecold_proof::tune::{can_name_a_winner, least_rounds_for_a_winner};
+    if k == 0 || can_name_a_winner(rounds, k) {
+        return None;
+    }
+    let need = least_rounds_for_a_winner(rounds, k)
+        .map(|n| format!("-n {n} or more"))
+        .unwrap_or_else(|| "fewer knobs".to_string());
+    Some(format!(
+        "with {rounds} rounds an arm and {k} knobs no knob can be named a winner (the smallest \
+         possible Mann–Whitney p, Holm-adjusted over {k}, is not below 0.05): use {need}"
+    ))
+}
+
+/// Every arm's guest directory: the base one, or the kernel its Kconfig knobs build (each
+/// variant built once).
+struct Arms<'a> {
+    base: Option<&'a LinuxGuest>,
+    /// The user's kernel every Kconfig knob goes over (`None`: truecold's base).
+    own: Option<&'a OwnBase>,
+    kernel_root: PathBuf,
+    script: PathBuf,
+    kernels: BTreeMap<String, PathBuf>,
+}
+
+impl Arms<'_> {
+    fn arm(&mut self, name: String, set: Vec<Knob>) -> Result<PhaseArm, TuneError> {
+        let kc = kconfig_knobs(&set);
+        let guest_dir = match (self.base, kc.is_empty()) {
+            (Some(b), false) => {
+                let key = variant_name(&kc);
+                match self.kernels.get(&key) {
+                    Some(d) => Some(d.clone()),
+                    None => {
+                        let d = match self.own {
+                            Some(o) => o.arm_kernel(&kc, b, &self.kernel_root, &self.script)?,
+                            None => ensure_kernel(&kc, b, &self.kernel_root, &self.script)?,
+                        };
+                        self.kernels.insert(key, d.clone());
+                        Some(d)
+                    }
+                }
+            }
+            _ => None,
+        };
+        Ok(PhaseArm {
+            name,
+            knobs: set,
+            guest_dir,
+        })
+    }
+}
+
+/// The confirm phase's arms: `baseline`, `recommended` (every winner) and, with two winners
+/// or more, `recommended-minus-<knob>` (leave one out).
+fn confirm_arms(arms: &mut Arms<'_>, winners: &[Knob]) -> Result<Vec<PhaseArm>, TuneError> {
+    let mut v = vec![
+        arms.arm(BASELINE.to_string(), Vec::new())?,
+        arms.arm(RECOMMENDED.to_string(), winners.to_vec())?,
+    ];
+    if winners.len() >= 2 {
+        for w in winners {
+            let rest: Vec<Knob> = winners.iter().copied().filter(|k| k != w).collect();
+            v.push(arms.arm(format!("{RECOMMENDED}-minus-{w}"), rest)?);
+        }
+    }
+    Ok(v)
+}
+
+/// The winners of a screen phase written at `screen`, which must verify: by the same
+/// function the verifier runs (`truecold_proof::tune::screen_of_dir`).
+fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, TuneError> {
+    if !screen.verdict.is_valid() {
+        return Err(TuneError::PhaseInvalid {
+            path: screen.path.clone(),
+            reasons: screen
+                .verdict
+                .reasons
+                .iter()
+                .map(|r| r.detail.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    let winners = truecold_proof::tune::screen_of_dir(&screen.path, seed, knobs)
+        .map_err(TuneError::Tune)?
+        .recommended;
+    crate::note!(
+        "truecold: tune: winners of the screen phase: {}",
+        if winners.is_empty() {
+            "none".to_string()
+        } else {
+            variant_name(&winners)
+        }
+    );
+    Ok(winners)
+}
+
+/// `tune.json`'s record of how this tune was started: the argv as typed, and the options as
+/// resolved (the guest found) that `recommended/reproduce.sh` repeats.
+pub(super) fn invocation_record(
+    tp: &TunePlan,
+    contract: ContractKind,
+    own: Option<&OwnBase>,
+    already_set: Vec<Knob>,
+) -> truecold_proof::tune::Invocation {
+    use truecold_proof::tune::{Invocation, RunGuest, TuneOptions};
+    Invocation {
+        argv: std::env::args().collect(),
+        options: TuneOptions {
+            guest: match (contract, tp.nested()) {
+                (ContractKind::Probe, _) => RunGuest::Probe,
+                (ContractKind::Linux, true) => RunGuest::Nested,
+                (ContractKind::Linux, false) => RunGuest::Linux,
+            },
+            vcpus: u32::from(tp.vcpus.get()),
+            mem_mib: tp.mem.mib(),
+            backing: tp.backing,
+            deadline_ms: tp.deadline_ms,
+            kill_grace_ms: tp.kill_grace_ms,
+            attribution: tp.attribution,
+            noise_from: tp.noise_from.as_ref().map(|p| p.display().to_string()),
+            kernel: own.map(|o| o.record.clone()),
+            already_set,
+            ram_layout: Some(truecold_proto::tune::TUNE_BASELINE_LAYOUT),
+            // Named whenever attribution launches are made (absent reads as
+            // `Instrument::ABSENT`), the period with `rip`.
+            attribution_instrument: (tp.attribution > 0).then_some(tp.instrument.instrument),
+            attribution_sample_us: (tp.attribution > 0
+                && tp.instrument.instrument == Instrument::Rip)
+                .then_some(tp.instrument.period),
+        },
+    }
+}
+
+/// Runs the whole tune `plan` describes (see the module doc) and writes its directory.
+pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
+    let mut warnings: Vec<String> = Vec::new();
+    let (host, force, contract) = tune_host(tp, &mut warnings)?;
+    if !tp.nested() {
+        // The baseline's guest against this host, before any kernel is built or launched.
+        preflight::preflight(HostLimits::read(), tp.mem, &[tp.backing])?;
+    }
+    let guest = match contract {
+        ContractKind::Probe => TuneGuest::Probe,
+        ContractKind::Linux => TuneGuest::Linux,
+    };
+    let knobs = tp.knobs.for_guest(guest)?;
+    let dest = tp.out.clone().unwrap_or_else(|| default_dest(tp, contract));
+    if dest.symlink_metadata().is_ok() {
+        return Err(TuneError::OutExists(dest));
+    }
+    let base = match contract {
+        ContractKind::Linux => Some(guest_files::linux_guest(&tp.paths.guest_dir)?),
+        ContractKind::Probe => None,
+    };
+    // The user's kernel, checked and built before any launch: the baseline's guest.
+    let own = match (&tp.own_kernel, &base) {
+        (Some(k), Some(b)) => Some(OwnBase::build(
+            k,
+            u32::from(tp.vcpus.get()),
+            b,
+            &tp.paths.kernel_root,
+            &tp.paths.script,
+        )?),
+        (Some(_), None) => {
+            return Err(ArgError::OwnKernel(
+                "the probe guest has no kernel: tune Linux (--linux, --nested)",
+            )
+            .into())
+        }
+        (None, _) => None,
+    };
+    let listed = matches!(tp.knobs, KnobChoice::Listed(_));
+    let (knobs, already_set) = screen_knobs(knobs, own.as_ref(), listed)?;
+    let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
+    if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
+        output::note_once(&w, &format!("truecold: tune: warning: {w}"));
+        warnings.push(w);
+    }
+    let deadline_ms = tp.deadline_ms;
+    let base_guest_dir = match &own {
+        Some(o) => o.dir.clone(),
+        None => tp.paths.guest_dir.clone(),
+    };
+    let vmm = match tp.nested() {
+        true => tp.paths.vmm.clone().unwrap_or_default(),
+        false => guest_files::find_vmm(tp.paths.vmm.as_deref())?,
+    };
+    let facts = environment::read_facts(host);
+    let runner = if tp.nested() {
+        Runner::Nested {
+            vmm: tp.paths.vmm.clone(),
+            base_guest_dir: base_guest_dir.clone(),
+        }
+    } else {
+        Runner::Native(PhaseEnv {
+            vmm,
+            guest_dir: base_guest_dir.clone(),
+            host,
+            facts: &facts,
+            warnings: warnings.clone(),
+            invocation,
+            force,
+        })
+    };
+    let mut arms = Arms {
+        base: base.as_ref(),
+        own: own.as_ref(),
+        kernel_root: tp.paths.kernel_root.clone(),
+        script: tp.paths.script.clone(),
+        kernels: BTreeMap::new(),
+    };
+    let plan_of = |phase: &str, rounds: u64, arms: Vec<PhaseArm>, attribute: &[&str]| PhasePlan {
+        attribution: tp.attribution,
+        instrument: tp.instrument,
+        attribute: attribute.iter().map(|a| a.to_string()).collect(),
+        phase: phase.to_string(),
+        contract,
+        seed: tp.seed,
+        rounds,
+        vcpus: tp.vcpus,
+        mem: tp.mem,
+        backing: tp.backing,
+        deadline_ms,
+        kill_grace_ms: tp.kill_grace_ms,
+        arms,
+    };
+    let mut screen_arms = vec![arms.arm(BASELINE.to_string(), Vec::new())?];
+    for k in &knobs {
+        screen_arms.push(arms.arm(k.as_str().to_string(), vec![*k])?);
+    }
+    // The screen cannot know whether a knob will win, so it always attributes its baseline
+    // (the README shows it when no confirm phase runs); the confirm phase attributes its own
+    // baseline and the recommended arm.
+    let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
+    let tmp = bundle_out::staging_dir(&dest, "tune")?;
+    let winners = winners_of(&runner.run(&screen, &tmp.join(SCREEN))?, tp.seed, &knobs)?;
+    if !winners.is_empty() {
+        let confirm = plan_of(
+            CONFIRM,
+            rounds_confirm,
+            confirm_arms(&mut arms, &winners)?,
+            &[BASELINE, RECOMMENDED],
+        );
+        runner.run(&confirm, &tmp.join(CONFIRM))?;
+    }
+    let plan = truecold_proof::tune::TunePlan {
+        seed: tp.seed,
+        guest,
+        knobs: knobs.clone(),
+        vcpus: u32::from(tp.vcpus.get()),
+        mem_bytes: tp.mem.bytes(),
+        backing: tp.backing,
+        rounds_screen,
+        rounds_confirm,
+        budget: tp.budget,
+        noise,
+        rule: truecold_proof::tune::RuleVersion::CURRENT,
+        invocation: Some(invocation_record(tp, contract, own.as_ref(), already_set)),
+    };
+    if let Some(o) = &own {
+        // The user's file as given, beside tune.json (its record's digest; reproduce.sh reads it).
+        let f = tmp.join(USER_KERNEL_FILE);
+        std::fs::write(&f, &o.bytes).map_err(PathIoError::at("write", &f))?;
+    }
+    let verdict = truecold_proof::tune::write_tune(&tmp, &plan).map_err(TuneError::Tune)?;
+    rename_noreplace(&tmp, &dest).map_err(|source| TuneError::Place {
+        path: dest.clone(),
+        source,
+    })?;
+    Ok(TuneOutcome {
+        written: Written {
+            path: dest,
+            verdict,
+        },
+        warnings,
+    })
+}
