@@ -20,8 +20,6 @@
 //! convention, which Cloud Hypervisor's muxer shares), so the agent's listener is the same.
 
 use crate::{cloud_hypervisor, firecracker, utf8, Agent, EngineError, Guest, Launch};
-// The bench names it by this path (`truecold_engine::parity::PerLaunch`).
-pub use crate::PerLaunch;
 use std::net::SocketAddrV4;
 use truecold_proto::kinds::Engine;
 use truecold_proto::parity::{uds_port_path, NetPair, AGENT_PORT, TCP_PORT};

@@ -10,7 +10,7 @@
 //!   RSS, read with wait4(2).
 //!
 //! "Success" is what a bundle row makes of the report: `outcome.ok` with no protocol error
-//! (bench/src/sample.rs; a row with any is `guest_protocol`, proof/src/schema.rs).
+//! (bench/src/campaign/sample.rs; a row with any is `guest_protocol`, proof/src/schema.rs).
 //! [`verdict`] is that rule. The honest case is the control: the same image, told to follow the
 //! protocol, reaches strict-ready and a clean success, so every failure below is the attack's.
 //! These tests fail (never skip) without a usable /dev/kvm.
