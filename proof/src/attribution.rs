@@ -831,7 +831,7 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
         let _ = root.draw(&Text::new(
             format!(
                 "attribution: request -> strict-ready {} ms; {verdict}",
-                crate::report::ms(total)
+                crate::fmt::ms(total)
             ),
             (8, 8),
             style.clone(),
@@ -915,7 +915,7 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
             red.stroke_width(2),
         ));
         let _ = root.draw(&Text::new(
-            format!("strict-ready {} ms", crate::report::ms(total)),
+            format!("strict-ready {} ms", crate::fmt::ms(total)),
             (sr.min((W - 170) as i32), bars_y1 + 20),
             (FONT, 12).into_font().color(&red),
         ));
@@ -989,7 +989,7 @@ pub fn svg(a: &Attribution, clock: &str) -> String {
                 let label: String = r.name.chars().take(38).collect();
                 let _ = root.draw(&Text::new(label, (4, y + 2), (FONT, 11).into_font()));
                 let _ = root.draw(&Text::new(
-                    format!("{} ms", crate::report::ms(d)),
+                    format!("{} ms", crate::fmt::ms(d)),
                     (x0 + len.max(1) + 6, y + 2),
                     (FONT, 11).into_font(),
                 ));

@@ -46,10 +46,13 @@ use truecold_proto::kinds::Clock;
 use crate::arms::verify_arms_or_bundle;
 use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::bundle_verify::check_signature;
-use crate::compare::{compare_verified, fmt_p, CompareOptions, Outcome};
-use crate::report::{ms, opt_ms, README_FILE};
+use crate::compare::{compare_verified, CompareOptions, Outcome};
+use crate::fmt::p_text;
+use crate::fmt::{ms, opt_ms};
+use crate::names::README_FILE;
+use crate::names::SUMS_FILE;
 use crate::schema::{ContractKind, HostKind, HEADLINE};
-use crate::sums::{parse_sums_with, SumsError, SUMS_FILE};
+use crate::sums::{parse_sums_with, SumsError};
 use crate::verdict::{Check, Verdict, VerifyOptions};
 
 /// A bundle or an A/B directory of the record (the baseline, a step, a judged side),
@@ -61,8 +64,6 @@ fn verify_dir(dir: &Path) -> Verdict {
 mod looks;
 pub use looks::Looks;
 
-/// The record; its presence makes a directory a bisect directory.
-pub const BISECT_FILE: &str = "bisect.json";
 /// The record's schema the bench writes: 2, every step an interleaved A/B against the good
 /// side and the looks spending α ([`Looks`]).
 pub const BISECT_SCHEMA: u32 = 2;
@@ -75,6 +76,8 @@ pub const LOG_FILE: &str = "log.txt";
 pub const BASELINE_DIR: &str = "baseline";
 /// The steps' directories.
 pub const STEPS_DIR: &str = "steps";
+/// The bench's path to [`crate::names::BISECT_FILE`].
+pub use crate::names::BISECT_FILE;
 pub use crate::names::{CANDIDATE_ARM, GOOD_ARM};
 
 /// What is bisected.
@@ -489,7 +492,7 @@ pub fn readme(f: &BisectFile) -> String {
         "- contract: {} ({} vCPU, {}); every step on this clock, never mixed",
         f.contract.label(),
         f.vcpus,
-        crate::report::mem_text(f.mem_bytes)
+        crate::fmt::mem_text(f.mem_bytes)
     );
     let _ = writeln!(s, "- source: `{}`", f.source);
     if let Some(k) = &f.kernel {
@@ -558,7 +561,7 @@ pub fn readme(f: &BisectFile) -> String {
                             .map(|d| format!("{d:+.2} %"))
                             .unwrap_or_else(|| "–".into()),
                         ci_text(j.ci95_ns),
-                        j.p_value.map(fmt_p).unwrap_or_else(|| "–".into())
+                        j.p_value.map(p_text).unwrap_or_else(|| "–".into())
                     );
                 }
             }
@@ -601,7 +604,7 @@ pub fn readme(f: &BisectFile) -> String {
                 "{} a side (look {k}/{}, p < {})",
                 st.planned,
                 f.looks().count(),
-                fmt_p(a)
+                p_text(a)
             ),
             _ => st.planned.to_string(),
         };
@@ -617,7 +620,7 @@ pub fn readme(f: &BisectFile) -> String {
                 .unwrap_or_else(|| "–".into()),
             ci_text(j.and_then(|j| j.ci95_ns)),
             j.and_then(|j| j.p_value)
-                .map(fmt_p)
+                .map(p_text)
                 .unwrap_or_else(|| "–".into()),
             st.outcome.as_str(),
             st.why.replace('|', "\\|").replace('\n', " "),
@@ -678,7 +681,7 @@ pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, Bi
 /// regenerated.
 pub fn is_regenerated(name: &str) -> bool {
     match name.split_once('/') {
-        None => name == README_FILE || name == crate::html::HTML_FILE,
+        None => name == README_FILE || name == crate::names::HTML_FILE,
         Some((top, rest)) if top == BASELINE_DIR => bundle_generated(rest),
         Some((top, rest)) if top == STEPS_DIR => match rest.split_once('/') {
             Some((_, f)) => bundle_generated(f) || crate::arms::is_regenerated(f),
@@ -715,7 +718,7 @@ pub fn regenerate_bisect(dir: &Path) -> Result<Vec<String>, BisectError> {
         if !crate::fsio::is_real_dir(&d) {
             continue;
         }
-        let names = if crate::fsio::exists_here(&d.join(crate::arms::ARMS_FILE)) {
+        let names = if crate::fsio::exists_here(&d.join(crate::names::ARMS_FILE)) {
             crate::arms::regenerate_arms(&d).map_err(|e| BisectError::Step {
                 step: rel.clone(),
                 why: crate::verdict::chain(&e),
@@ -840,7 +843,7 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             &mut v,
             dir,
             f.kernel.as_ref(),
-            &dir.join(BASELINE_DIR).join(crate::bundle::CONFIG_FILE),
+            &dir.join(BASELINE_DIR).join(crate::names::CONFIG_FILE),
         );
         let readme_bytes = read_capped(&dir.join(README_FILE), MAX_PARSED_BYTES)
             .ok()
@@ -1154,10 +1157,10 @@ fn check_ab(v: &mut Verdict, sc: &Steps<'_>, i: usize, rel: &str, st: &Step) -> 
     if !ok {
         return false;
     }
-    let plan = read_capped(&d.join(crate::arms::ARMS_FILE), MAX_PARSED_BYTES)
+    let plan = read_capped(&d.join(crate::names::ARMS_FILE), MAX_PARSED_BYTES)
         .ok()
         .flatten()
-        .ok_or_else(|| format!("no readable {}", crate::arms::ARMS_FILE))
+        .ok_or_else(|| format!("no readable {}", crate::names::ARMS_FILE))
         .and_then(|b| crate::arms::parse_arms(&b));
     let plan = match plan {
         Ok(p) => p,

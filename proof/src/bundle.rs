@@ -8,24 +8,19 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::csv::{read_schema_samples_from, write_samples, CsvError};
-use crate::plot::{CDF_FILE, STAGES_FILE};
-use crate::report::{generated_files, README_FILE};
+use crate::digest::sha256_hex;
+use crate::names::README_FILE;
+use crate::names::{is_valid_name, SUMS_FILE};
+use crate::names::{CDF_FILE, STAGES_FILE};
+use crate::report::generated_files;
 use crate::schema::{ContractKind, ResultJson, Sample, READABLE_SCHEMAS, SCHEMA_VERSION};
 use crate::skeleton::{self, DirError};
-use crate::sums::{format_sums, is_valid_name, parse_sums, sha256_hex, SUMS_FILE};
+use crate::sums::{format_sums, parse_sums};
 use crate::verdict::{Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 
-/// `result.json`.
-pub const RESULT_FILE: &str = "result.json";
-/// `samples.csv`.
-pub const SAMPLES_FILE: &str = "samples.csv";
-/// The exact command line.
-pub const CMDLINE_FILE: &str = "cmdline.txt";
-/// The guest kernel's `.config` (Linux bundles).
-pub const CONFIG_FILE: &str = "config";
-
 pub use crate::fsio::{read_capped, MAX_PARSED_BYTES};
+use crate::names::{CMDLINE_FILE, CONFIG_FILE, RESULT_FILE, SAMPLES_FILE};
 
 /// Errors of this layer.
 #[derive(Debug, thiserror::Error)]
@@ -144,7 +139,7 @@ impl<R: std::io::Read> std::io::Read for Tee<'_, R> {
 /// Copies `staged` to the new file `path` (fsynced) and returns its digest.
 fn copy_staged(path: &Path, staged: &fs::File) -> Result<String, BundleError> {
     let mut out = crate::fsio::create_new(path)?;
-    let (digest, _) = crate::sums::sha256_reader(Tee {
+    let (digest, _) = crate::digest::sha256_reader(Tee {
         from: ReadAt {
             file: staged,
             pos: 0,
@@ -334,7 +329,7 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
     let sf = crate::fsio::open_regular(&sp)?;
     // Hashed while it is parsed, from the same descriptor: within a verification, the rows
     // are the bytes the bundle's digest was checked on ([`crate::fsio::note`]).
-    let mut hr = crate::fsio::HashingReader::new(sf);
+    let mut hr = crate::digest::HashingReader::new(sf);
     let samples = read_schema_samples_from(std::io::BufReader::new(&mut hr), result.schema_version)
         .map_err(BundleError::Csv)?;
     let (digest, _) = hr.finish().map_err(PathIoError::at("read", &sp))?;
@@ -347,7 +342,7 @@ pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError>
 pub fn is_regenerated(name: &str, attribution: bool) -> bool {
     matches!(
         name,
-        README_FILE | CDF_FILE | STAGES_FILE | crate::html::HTML_FILE
+        README_FILE | CDF_FILE | STAGES_FILE | crate::names::HTML_FILE
     ) || (attribution && crate::attribution::is_generated(name))
 }
 

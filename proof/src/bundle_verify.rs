@@ -5,7 +5,7 @@
 //! signature check cannot run). Usage errors exit 125 (see `truecold-proof --help`).
 //!
 //! A bundle is untrusted input. Every file is hashed as a stream through one fixed buffer
-//! ([`crate::sums::sha256_reader`]), except the files the verifier parses, which are hashed
+//! ([`crate::digest::sha256_reader`]), except the files the verifier parses, which are hashed
 //! from the bytes it parses: `result.json`, `cmdline.txt` and `SHA256SUMS`, each read only up
 //! to [`MAX_PARSED_BYTES`], and `samples.csv`, read as [`crate::csv::read_samples`] takes
 //! it. No other file (an extra file of any size) is held in memory. Everything printed from the bundle
@@ -59,25 +59,27 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::bundle::{
-    parse_result, read_capped, result_bytes, JsonError, CMDLINE_FILE, CONFIG_FILE,
-    MAX_PARSED_BYTES, RESULT_FILE, SAMPLES_FILE,
-};
+use crate::bundle::{parse_result, read_capped, result_bytes, JsonError, MAX_PARSED_BYTES};
 use crate::cmdline::parse_cmdline_txt;
 use crate::csv::read_schema_samples_from;
+use crate::digest::{is_sha256_hex, sha256_hex, sha256_reader};
 use crate::fsio::{open_regular, FileError};
-use crate::plot::{CDF_FILE, STAGES_FILE};
-use crate::report::{generated_files, README_FILE};
-use crate::reports::REPORTS_FILE;
+use crate::names::README_FILE;
+use crate::names::REPORTS_FILE;
+use crate::names::SIG_FILE;
+use crate::names::SUMS_FILE;
+use crate::names::{CDF_FILE, STAGES_FILE};
+use crate::names::{CMDLINE_FILE, CONFIG_FILE, RESULT_FILE, SAMPLES_FILE};
+use crate::report::generated_files;
 use crate::schema::TimelineProblem;
 use crate::schema::{
     description_of, required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer,
     ResultJson, Sample, Stage, StageKind, StopRule, HEADLINE, PERCENTILE_DEFINITION,
     SCHEMA_VERSION,
 };
-use crate::signature::{SignError, SIG_FILE};
+use crate::signature::SignError;
 use crate::summary::Summaries;
-use crate::sums::{is_sha256_hex, parse_sums, sha256_hex, sha256_reader, SUMS_FILE};
+use crate::sums::parse_sums;
 use crate::verdict::{chain, Check, SignatureState, Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 
@@ -1038,8 +1040,8 @@ fn check_times(v: &mut Verdict, mode_has_intended: bool, s: &Sample) {
             Check::Latency,
             format!(
                 "sample {i}: latency_ns {} ≠ ready − request origin = {}",
-                crate::report::opt_ns(s.latency_ns),
-                crate::report::opt_ns(s.derived_latency())
+                crate::fmt::opt_ns(s.latency_ns),
+                crate::fmt::opt_ns(s.derived_latency())
             ),
         );
     }
@@ -1420,9 +1422,9 @@ fn check_lifecycle_file(
                     "row {}: its lifecycle (created {}, running {}) is not CREATED before \
                      the request and RUNNING between the request and strict-ready ({})",
                     s.index,
-                    crate::report::opt_ns(row.created_ns),
-                    crate::report::opt_ns(row.running_ns),
-                    crate::report::opt_ns(s.ready_ns)
+                    crate::fmt::opt_ns(row.created_ns),
+                    crate::fmt::opt_ns(row.running_ns),
+                    crate::fmt::opt_ns(s.ready_ns)
                 ),
             );
         }

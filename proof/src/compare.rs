@@ -38,7 +38,7 @@
 //! stage's row too with `stages`), a warning when A and B are the same campaign, and, when a
 //! side's host was busy, says so on the outcome line. Every line of the default text output
 //! is at most [`TEXT_WIDTH`] columns. Text from a bundle and paths are escaped
-//! ([`crate::verdict::escape_untrusted`]).
+//! ([`crate::fmt::escape_untrusted`]).
 //!
 //! **Clocks.** Both bundles must be on the same clock (`contract.clock`: wall, or the nested
 //! harness's virtual clock); durations on different clocks are never compared, not even with
@@ -53,10 +53,12 @@ use std::path::Path;
 
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use crate::report::{ms, opt_ms, signed_ms, VIRTUAL_CLOCK_MEANS};
+use crate::fmt::escape_untrusted;
+use crate::fmt::p_text;
+use crate::fmt::{ms, opt_ms, signed_ms, VIRTUAL_CLOCK_MEANS};
 use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
 use crate::stats::{percentile_sorted, with_failures};
-use crate::verdict::{chain, escape_untrusted, Verdict};
+use crate::verdict::{chain, Verdict};
 
 /// Exit status of a comparison that cannot be made at all (a bundle invalid or unreadable, a
 /// multi-arm, tune or bisect directory instead of a bundle, bundles not comparable or on
@@ -509,7 +511,7 @@ pub fn compare_values(
         };
         m.why = format!(
             "p {} < {} and |Δmedian| {:.2}% ≥ {}%",
-            fmt_p(p),
+            p_text(p),
             o.alpha,
             dp.abs(),
             o.threshold_pct
@@ -538,7 +540,7 @@ pub fn compare_values(
                  too few values to confirm the change",
                 dp.abs(),
                 o.threshold_pct,
-                fmt_p(p),
+                p_text(p),
                 o.alpha
             );
             return m;
@@ -547,25 +549,16 @@ pub fn compare_values(
     // 6. No change.
     m.verdict = MetricVerdict::NoChange;
     m.why = if p >= o.alpha {
-        format!("p {} ≥ {}", fmt_p(p), o.alpha)
+        format!("p {} ≥ {}", p_text(p), o.alpha)
     } else {
         format!(
             "significant (p {}) but |Δmedian| {:.2}% < {}%",
-            fmt_p(p),
+            p_text(p),
             dp.abs(),
             o.threshold_pct
         )
     };
     m
-}
-
-/// A p-value for people: three significant digits; below f64's range, "< 1e-300".
-pub fn fmt_p(p: f64) -> String {
-    if p < 1e-300 {
-        "< 1e-300".into()
-    } else {
-        format!("{p:.2e}")
-    }
 }
 
 /// Reasons two bundles' contracts or hosts differ (empty: comparable).
@@ -646,9 +639,9 @@ pub fn require_bundle_dir(side: &'static str, dir: &Path) -> Result<(), CompareE
     use crate::verify::Kind;
     let (what, marker) = match crate::verify::kind_of(dir) {
         Kind::Bundle => return Ok(()),
-        Kind::Arms => ("a multi-arm directory", crate::arms::ARMS_FILE),
-        Kind::Tune => ("a tune directory", crate::tune::TUNE_FILE),
-        Kind::Bisect => ("a bisect directory", crate::bisect::BISECT_FILE),
+        Kind::Arms => ("a multi-arm directory", crate::names::ARMS_FILE),
+        Kind::Tune => ("a tune directory", crate::names::TUNE_FILE),
+        Kind::Bisect => ("a bisect directory", crate::names::BISECT_FILE),
     };
     let mut found = Vec::new();
     bundles_inside(dir, 2, &mut found);
@@ -859,7 +852,7 @@ fn cells(m: &MetricComparison) -> [String; 11] {
         m.ci95_ns
             .map(|(l, h)| format!("[{}, {}]", signed_ms(l), signed_ms(h)))
             .unwrap_or_else(|| "–".into()),
-        m.p_value.map(fmt_p).unwrap_or_else(|| "–".into()),
+        m.p_value.map(p_text).unwrap_or_else(|| "–".into()),
         m.verdict.as_str().to_string(),
     ]
 }

@@ -27,14 +27,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::report::ms;
+use crate::fmt::esc;
+use crate::fmt::ms;
+use crate::names::HTML_FILE;
 use crate::schema::{ResultJson, Sample, Stage, StageKind};
 use crate::stats::percentile_sorted;
-use crate::verdict::{escape_untrusted, Reason, Verdict};
+use crate::verdict::{Reason, Verdict};
 use crate::verify::Kind;
 
-/// The page's file name.
-pub const HTML_FILE: &str = "report.html";
 /// Most sample rows in the drill-down table.
 pub const MAX_ROWS: usize = 200;
 /// Most bytes of a README or image read from a directory for the page.
@@ -55,26 +55,8 @@ pub enum HtmlError {
     File(#[from] crate::fsio::FileError),
     #[error(transparent)]
     Dir(#[from] crate::skeleton::DirError),
-    #[error("{}", crate::sums::SUMS_FILE)]
+    #[error("{}", crate::names::SUMS_FILE)]
     Sums(#[source] crate::sums::SumsError),
-}
-
-/// `s` as HTML text: control and bidirectional characters written as escapes
-/// ([`escape_untrusted`]), then `&`, `<`, `>`, `"` and `'` as character references. Safe in
-/// element content and in a quoted attribute.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in escape_untrusted(s).chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The verdict the page shows: `v` less every reason and warning about the page itself,
@@ -123,7 +105,7 @@ pub fn page(dir: &Path, kind: Kind, v: &Verdict) -> Result<String, HtmlError> {
             bundle_sections(&mut s, dir, r, samples)?;
         }
         Kind::Arms | Kind::Tune | Kind::Bisect => {
-            let readme = crate::fsio::read_file(&dir.join(crate::report::README_FILE), MAX_INPUT)?;
+            let readme = crate::fsio::read_file(&dir.join(crate::names::README_FILE), MAX_INPUT)?;
             let text = String::from_utf8_lossy(&readme);
             let images = linked_images(dir, &text)?;
             s.push_str(&markdown(&text, &images));
@@ -202,7 +184,7 @@ fn bundle_sections(
         .collect();
     let readme = generated
         .iter()
-        .find(|(n, _)| n == crate::report::README_FILE)
+        .find(|(n, _)| n == crate::names::README_FILE)
         .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
         .unwrap_or_default();
     s.push_str(&markdown(&readme, &images));
@@ -690,12 +672,12 @@ pub fn write(dir: &Path) -> Result<Vec<String>, HtmlError> {
         listed.into_iter().filter(|(n, _)| n != HTML_FILE).collect();
     entries.push((
         HTML_FILE.to_string(),
-        crate::sums::sha256_hex(page.as_bytes()),
+        crate::digest::sha256_hex(page.as_bytes()),
     ));
     crate::skeleton::write_sums(dir, &entries)?;
     Ok(vec![
         HTML_FILE.to_string(),
-        crate::sums::SUMS_FILE.to_string(),
+        crate::names::SUMS_FILE.to_string(),
     ])
 }
 
@@ -720,9 +702,9 @@ mod tests {
         let none = BTreeMap::new();
         let md = format!(
             "# t\n\n- cpu: {}\n- cmd: {}\n\n| a | b |\n|---|---:|\n| {} | `x|y` |\n",
-            crate::report::md_text("<img src=x onerror=alert(1)> **b** [l](javascript:x)"),
-            crate::report::md_code("</code><script>"),
-            crate::report::md_text("p|q")
+            crate::fmt::md_text("<img src=x onerror=alert(1)> **b** [l](javascript:x)"),
+            crate::fmt::md_code("</code><script>"),
+            crate::fmt::md_text("p|q")
         );
         let h = markdown(&md, &none);
         assert!(!h.contains("<img") && !h.contains("<script"), "{h}");

@@ -164,7 +164,7 @@ pub fn check_user_kernel(
             return;
         }
     };
-    let got = crate::sums::sha256_hex(&bytes);
+    let got = crate::digest::sha256_hex(&bytes);
     if got != k.sha256 {
         v.add_file(
             Check::UserKernel,

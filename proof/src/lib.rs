@@ -53,6 +53,8 @@ pub mod cli_docs;
 pub mod cmdline;
 pub mod compare;
 pub mod csv;
+pub mod digest;
+pub mod fmt;
 pub mod fsio;
 pub mod html;
 pub mod kconfig;

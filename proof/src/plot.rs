@@ -21,14 +21,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::report::ms;
+use crate::fmt::ms;
 use crate::schema::{ResultJson, Sample};
 use crate::stats::{percentile_sorted, with_failures, Summary};
-
-/// File name of the CDF plot.
-pub const CDF_FILE: &str = "latency-cdf.svg";
-/// File name of the stage plot.
-pub const STAGES_FILE: &str = "stages.svg";
 
 const W: u32 = 800;
 const H: u32 = 520;
@@ -310,7 +305,7 @@ fn step_points(
 }
 
 fn error_svg(w: u32, h: u32, what: &str) -> String {
-    let esc = crate::html::esc(what);
+    let esc = crate::fmt::esc(what);
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\">\
          <text x=\"10\" y=\"20\">plot failed: {esc}</text></svg>\n"
@@ -720,7 +715,7 @@ fn draw_arms_cdf(
 mod tests {
     use super::*;
 
-    /// A failed plot's message is HTML text as the page writes it ([`crate::html::esc`]):
+    /// A failed plot's message is HTML text as the page writes it ([`crate::fmt::esc`]):
     /// markup, quotes and control characters cannot leave the `<text>` element.
     #[test]
     fn a_failed_plot_escapes_its_message_as_the_page_does() {
@@ -731,7 +726,7 @@ mod tests {
             format!(
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"20\">\
                  <text x=\"10\" y=\"20\">plot failed: {}</text></svg>\n",
-                crate::html::esc(what)
+                crate::fmt::esc(what)
             )
         );
         assert!(svg.contains("plot failed: &lt;script&gt;&quot;a&quot;&amp;&#39;b&#39;\\n<"));

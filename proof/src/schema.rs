@@ -16,8 +16,8 @@ pub use truecold_proto::kinds::{
 pub use truecold_proto::measure::{Stage, StageKind, StageTimes, Stamps, STAGE_COUNT};
 pub use truecold_proto::tune::{Knob, TuneGuest};
 
+use crate::fmt::or_none;
 use crate::summary::Summaries;
-use crate::verdict::or_none;
 
 /// The one percentile definition used everywhere (stored in `result.json`, too).
 pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n sorted values \

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::report::{mem_text, ms};
+use crate::fmt::{mem_text, ms};
+use crate::names::SIG_FILE;
 use crate::schema::{ResultJson, Sample, HEADLINE};
 use crate::signature::SshKeygen;
-use crate::sums::SIG_FILE;
 
 /// The kind of a reason; tests and tools match on it, humans read [`Reason::detail`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -230,37 +230,6 @@ pub struct Verdict {
     /// What the directory is when it is neither a bundle nor a multi-arm directory (a bisect
     /// directory), in words.
     pub label: Option<String>,
-}
-
-/// An optional figure as a verify message shows it: the value itself, or `none` (never
-/// Rust's `Some(..)`/`None`).
-pub fn or_none<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map_or_else(|| "none".into(), |v| v.to_string())
-}
-
-/// `s` with every character that could act on a terminal written as an escape: C0 and C1
-/// controls and DEL (`\u{1b}`, `\r`, `\n` …) and the Unicode bidirectional and line/paragraph
-/// separator controls. Everything else, including non-ASCII text, is kept.
-pub fn escape_untrusted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        let bidi = matches!(
-            c,
-            '\u{061c}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{2028}'
-                | '\u{2029}'
-        );
-        if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 impl Verdict {
@@ -503,5 +472,6 @@ pub struct SignatureCheck {
     pub ssh_keygen: SshKeygen,
 }
 
+use crate::fmt::escape_untrusted;
 /// An error and its `source()` chain on one line (the one formatter, from proto).
 pub use truecold_proto::measure::error_chain as chain;

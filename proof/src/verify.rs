@@ -11,8 +11,9 @@
 
 use std::path::Path;
 
+pub use crate::fmt::escape_untrusted;
 pub use crate::verdict::{
-    chain, escape_untrusted, Check, Reason, SignatureCheck, SignatureState, Verdict, VerifyOptions,
+    chain, Check, Reason, SignatureCheck, SignatureState, Verdict, VerifyOptions,
 };
 
 /// Verifies the directory `dir`, whatever its kind (no signature check).
@@ -31,16 +32,16 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
 /// The kind's verifier, the page ([`crate::html`]) aside.
 fn verify_kind(dir: &Path, opts: &VerifyOptions) -> Verdict {
     if dir
-        .join(crate::bisect::BISECT_FILE)
+        .join(crate::names::BISECT_FILE)
         .symlink_metadata()
         .is_ok()
     {
         return crate::bisect::verify_bisect_dir(dir, opts);
     }
-    if dir.join(crate::tune::TUNE_FILE).symlink_metadata().is_ok() {
+    if dir.join(crate::names::TUNE_FILE).symlink_metadata().is_ok() {
         return crate::tune::verify_tune_dir(dir, opts);
     }
-    if dir.join(crate::arms::ARMS_FILE).symlink_metadata().is_ok() {
+    if dir.join(crate::names::ARMS_FILE).symlink_metadata().is_ok() {
         return crate::arms::verify_arms_dir(dir, opts);
     }
     crate::bundle_verify::verify_bundle_with(dir, opts)
@@ -57,11 +58,11 @@ pub enum Kind {
 
 pub(crate) fn kind_of(dir: &Path) -> Kind {
     let here = |name: &str| dir.join(name).symlink_metadata().is_ok();
-    if here(crate::bisect::BISECT_FILE) {
+    if here(crate::names::BISECT_FILE) {
         Kind::Bisect
-    } else if here(crate::tune::TUNE_FILE) {
+    } else if here(crate::names::TUNE_FILE) {
         Kind::Tune
-    } else if here(crate::arms::ARMS_FILE) {
+    } else if here(crate::names::ARMS_FILE) {
         Kind::Arms
     } else {
         Kind::Bundle
@@ -197,7 +198,7 @@ pub fn report_dir(dir: &Path) -> Result<Vec<String>, ReportError> {
 /// directory already has one (a page left as it was would be stale).
 pub fn report_dir_with(dir: &Path, html: bool) -> Result<Vec<String>, ReportError> {
     let mut written = report_kind(dir)?;
-    if html || crate::fsio::is_real_file(&dir.join(crate::html::HTML_FILE)) {
+    if html || crate::fsio::is_real_file(&dir.join(crate::names::HTML_FILE)) {
         let names = crate::html::write(dir).map_err(ReportError::Html)?;
         written.retain(|n| !names.contains(n));
         written.extend(names);

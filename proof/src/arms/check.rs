@@ -8,19 +8,21 @@ use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::bundle_verify::{
     check_signature, check_sums, fully_stamped, gap_threshold, last_stamp, verify_bundle_with,
 };
-use crate::report::README_FILE;
+use crate::digest::sha256_hex;
+use crate::fmt::or_none;
+use crate::names::README_FILE;
+use crate::names::SIG_FILE;
+use crate::names::SUMS_FILE;
 use crate::schema::{ContractKind, Observer, ResultJson, Sample};
 use crate::skeleton::DirError;
-use crate::sums::SIG_FILE;
-use crate::sums::{sha256_hex, SUMS_FILE};
-use crate::verdict::{or_none, Check, Verdict, VerifyOptions};
+use crate::verdict::{Check, Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{apply, check_set, Change, Knob, VmmChange};
 
-/// The plan's file; its presence makes a directory a multi-arm directory.
 use super::model::*;
 use super::readme::*;
 use super::stats::*;
+use crate::names::ARMS_FILE;
 
 /// Digests of every regular file of the top directory and of each arm directory (arm files
 /// as `<arm>/<file>`), `SHA256SUMS` and `SHA256SUMS.sig` of the top excluded.

@@ -39,7 +39,7 @@
 //! pair (0-based, in `comparison.json` order; `seed` from `arms.json`); the two-sided
 //! Mann–Whitney p and the verdict of [`crate::compare`]'s rule (b against a, lower is
 //! better; its own bootstrap seeded with `seed`), the p written as text with three
-//! significant digits ([`crate::compare::fmt_p`]).
+//! significant digits ([`crate::fmt::p_text`]).
 
 mod applied;
 mod check;

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use crate::compare::{compare_values, fmt_p, mann_whitney_p, CompareOptions, SplitMix64};
+use crate::compare::{compare_values, mann_whitney_p, CompareOptions, SplitMix64};
+use crate::fmt::p_text;
 use crate::schema::{Clock, Engine, HostKind, ResultJson, Sample, HEADLINE, PERCENTILE_DEFINITION};
 use crate::stats::percentile_sorted;
 
@@ -207,7 +208,7 @@ pub fn compare_arms(seed: u64, arms: &[ArmData]) -> ArmsComparison {
                 ratio_p99_ci95_ppm: ci99,
                 // Reported whatever the verdict (compare's rule computes none below its
                 // minimum sample count).
-                mann_whitney_p: mann_whitney_p(&a.ok, &b.ok).map(fmt_p),
+                mann_whitney_p: mann_whitney_p(&a.ok, &b.ok).map(p_text),
                 verdict: m.verdict.as_str().to_string(),
                 why: m.why,
             });

@@ -94,7 +94,7 @@ impl Looks {
              bad)",
             self.count(),
             sizes.join(", "),
-            crate::compare::fmt_p(self.alpha(alpha))
+            crate::fmt::p_text(self.alpha(alpha))
         )
     }
 }

@@ -10,9 +10,8 @@ use crate::schema::{Backing, ContractKind, HostKind, HEADLINE};
 
 use super::recommended::{Invocation, RunGuest};
 use super::stats::*;
+use crate::names::TUNE_FILE;
 
-/// The tune's file; its presence makes a directory a tune directory.
-pub const TUNE_FILE: &str = "tune.json";
 /// Version of `tune.json` a tune is written with: 2 records the invocation
 /// ([`Invocation`]) and comes with `recommended/` ([`crate::tune::recommended_files`]).
 /// Schema 1 (neither) is still read.

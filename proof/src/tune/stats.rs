@@ -10,7 +10,8 @@ use statrs::distribution::{ContinuousCDF, Normal};
 use truecold_proto::tune::{conflicts, Knob};
 
 use crate::arms::{ArmData, RESAMPLES};
-use crate::compare::{bootstrap_delta_ci, fmt_p, mann_whitney_p};
+use crate::compare::{bootstrap_delta_ci, mann_whitney_p};
+use crate::fmt::p_text;
 use crate::schema::Sample;
 use crate::stats::percentile_sorted;
 use crate::summary::OK_WITHOUT_LATENCY;
@@ -441,7 +442,7 @@ fn measure_effect(base: &TuneArm, arm: &TuneArm, knobs: Vec<Knob>, seed: u64) ->
             delta_p50_ns: delta,
             delta_ppm: delta.and_then(ppm),
             ci95_ns: ci,
-            mann_whitney_p: p.map(fmt_p),
+            mann_whitney_p: p.map(p_text),
             holm_p: None,
             seed,
             verdict: KnobVerdict::Inconclusive,
@@ -603,7 +604,7 @@ pub fn screen(rule: RuleVersion, seed: u64, baseline: &TuneArm, arms: &[TuneArm]
                 .zip(adjusted)
                 .map(|(m, q)| {
                     let mut e = m.effect;
-                    e.holm_p = m.p.map(|_| fmt_p(q));
+                    e.holm_p = m.p.map(|_| p_text(q));
                     e.verdict = verdict(rule, &e, m.p.map(|_| q));
                     e
                 })
