@@ -49,6 +49,7 @@ use crate::bundle_verify::check_signature;
 use crate::compare::{compare_verified, CompareOptions, Outcome};
 use crate::fmt::p_text;
 use crate::fmt::{ms, opt_ms};
+use crate::kind::{DirKind, Kind};
 use crate::names::README_FILE;
 use crate::names::SUMS_FILE;
 use crate::schema::{ContractKind, HostKind, HEADLINE};
@@ -79,6 +80,27 @@ pub const STEPS_DIR: &str = "steps";
 /// The bench's path to [`crate::names::BISECT_FILE`].
 pub use crate::names::BISECT_FILE;
 pub use crate::names::{CANDIDATE_ARM, GOOD_ARM};
+
+/// A bisect directory: its implementation of [`DirKind`], which [`crate::verify`]
+/// dispatches to.
+pub struct BisectDir;
+
+impl DirKind for BisectDir {
+    const KIND: Kind = Kind::Bisect;
+    type Error = BisectError;
+
+    fn verify(dir: &Path, opts: &VerifyOptions) -> Verdict {
+        verify_bisect_dir(dir, opts)
+    }
+
+    fn is_generated(_dir: &Path, name: &str) -> bool {
+        is_regenerated(name)
+    }
+
+    fn regenerate(dir: &Path) -> Result<Vec<String>, BisectError> {
+        regenerate_bisect(dir)
+    }
+}
 
 /// What is bisected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

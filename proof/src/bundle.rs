@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::csv::{read_schema_samples_from, write_samples, CsvError};
 use crate::digest::sha256_hex;
+use crate::kind::{DirKind, Kind};
 use crate::names::README_FILE;
 use crate::names::{is_valid_name, SUMS_FILE};
 use crate::names::{CDF_FILE, STAGES_FILE};
@@ -21,6 +22,33 @@ use truecold_proto::path_io::PathIoError;
 
 pub use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::names::{CMDLINE_FILE, CONFIG_FILE, RESULT_FILE, SAMPLES_FILE};
+
+/// A bundle: its implementation of [`DirKind`], which [`crate::verify`] dispatches to (a
+/// directory that holds no other kind's marker).
+pub struct BundleDir;
+
+impl DirKind for BundleDir {
+    const KIND: Kind = Kind::Bundle;
+    type Error = BundleError;
+
+    fn verify(dir: &Path, opts: &VerifyOptions) -> Verdict {
+        crate::bundle_verify::verify_bundle_with(dir, opts)
+    }
+
+    /// The attribution plots are generated only where the bundle holds its attribution
+    /// file.
+    fn is_generated(dir: &Path, name: &str) -> bool {
+        let attribution = dir
+            .join(crate::attribution::JSONL_FILE)
+            .symlink_metadata()
+            .is_ok();
+        is_regenerated(name, attribution)
+    }
+
+    fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
+        regenerate(dir)
+    }
+}
 
 /// Errors of this layer.
 #[derive(Debug, thiserror::Error)]

@@ -71,6 +71,7 @@ use crate::names::SUMS_FILE;
 use crate::names::{CDF_FILE, STAGES_FILE};
 use crate::names::{CMDLINE_FILE, CONFIG_FILE, RESULT_FILE, SAMPLES_FILE};
 use crate::report::generated_files;
+use crate::schema::Summaries;
 use crate::schema::TimelineProblem;
 use crate::schema::{
     description_of, required_artifacts, Backing, ContractKind, Engine, HostKind, Mode, Observer,
@@ -78,7 +79,6 @@ use crate::schema::{
     SCHEMA_VERSION,
 };
 use crate::signature::SignError;
-use crate::summary::Summaries;
 use crate::sums::parse_sums;
 use crate::verdict::{chain, Check, SignatureState, Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;

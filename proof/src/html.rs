@@ -29,11 +29,11 @@ use std::path::Path;
 
 use crate::fmt::esc;
 use crate::fmt::ms;
+use crate::kind::Kind;
 use crate::names::HTML_FILE;
 use crate::schema::{ResultJson, Sample, Stage, StageKind};
 use crate::stats::percentile_sorted;
 use crate::verdict::{Reason, Verdict};
-use crate::verify::Kind;
 
 /// Most sample rows in the drill-down table.
 pub const MAX_ROWS: usize = 200;
@@ -660,12 +660,11 @@ pub(crate) fn check(dir: &Path, kind: Kind, v: &mut Verdict) {
     }
 }
 
-/// Writes `dir`'s page from the verifier's verdict on it and lists it in `dir`'s top
-/// `SHA256SUMS` (its other entries kept as they are). Returns the names written.
-pub fn write(dir: &Path) -> Result<Vec<String>, HtmlError> {
-    let kind = crate::verify::kind_of(dir);
-    let v = crate::verify::verify_dir(dir);
-    let page = page(dir, kind, &v)?;
+/// Writes the page of `dir`, a directory of `kind`, from `v`, the verifier's verdict on it
+/// ([`crate::verify::verify_dir`]'s), and lists it in `dir`'s top `SHA256SUMS` (its other
+/// entries kept as they are). Returns the names written.
+pub fn write(dir: &Path, kind: Kind, v: &Verdict) -> Result<Vec<String>, HtmlError> {
+    let page = page(dir, kind, v)?;
     crate::skeleton::write(dir, HTML_FILE, page.as_bytes())?;
     let listed = crate::skeleton::read_listing(dir, |b| crate::sums::parse_sums_with(b, |_| true))?;
     let mut entries: Vec<(String, String)> =

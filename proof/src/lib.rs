@@ -58,6 +58,7 @@ pub mod fmt;
 pub mod fsio;
 pub mod html;
 pub mod kconfig;
+pub mod kind;
 pub mod lifecycle;
 pub mod names;
 pub mod plot;
@@ -80,10 +81,10 @@ pub mod verify;
 
 pub use bundle::{read_bundle, regenerate, write_bundle, BundleError, BundleInputs, Written};
 pub use compare::{compare_bundles, CompareOptions, Comparison, Outcome};
+pub use schema::Summaries;
 pub use schema::{
     Clock, Configuration, Contract, ContractKind, Environment, HarnessLoad, HostKind, Mode,
     ResultJson, Sample, Stage, StageKind, StageTimes, Stamps, StopRule, HEADLINE, SCHEMA_VERSION,
 };
 pub use stats::Summary;
-pub use summary::Summaries;
 pub use verify::{verify_dir, verify_dir_with, Check, Verdict, VerifyOptions};

@@ -8,13 +8,13 @@ use crate::names::README_FILE;
 use crate::names::SUMS_FILE;
 use crate::names::{CDF_FILE, STAGES_FILE};
 use crate::plot::{cdf_svg, stages_svg};
+use crate::schema::Pair;
+use crate::schema::Summaries;
 use crate::schema::{
     description_of, Clock, Configuration, Contract, ContractKind, ResultJson, Sample, HEADLINE,
     PERCENTILE_DEFINITION,
 };
 use crate::stats::Summary;
-use crate::summary::Pair;
-use crate::summary::Summaries;
 
 fn row(name: &str, s: &Option<Summary>) -> String {
     match s {

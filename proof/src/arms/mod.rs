@@ -54,6 +54,31 @@ pub use readme::*;
 pub use stats::*;
 pub use write::*;
 
+use std::path::Path;
+
+use crate::kind::{DirKind, Kind};
+use crate::verdict::{Verdict, VerifyOptions};
+
+/// A multi-arm directory: its implementation of [`DirKind`], which [`crate::verify`] dispatches to.
+pub struct ArmsDir;
+
+impl DirKind for ArmsDir {
+    const KIND: Kind = Kind::Arms;
+    type Error = ArmsError;
+
+    fn verify(dir: &Path, opts: &VerifyOptions) -> Verdict {
+        verify_arms_dir(dir, opts)
+    }
+
+    fn is_generated(_dir: &Path, name: &str) -> bool {
+        is_regenerated(name)
+    }
+
+    fn regenerate(dir: &Path) -> Result<Vec<String>, ArmsError> {
+        regenerate_arms(dir)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

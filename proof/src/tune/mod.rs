@@ -89,6 +89,31 @@ pub use recommended::*;
 pub use stats::*;
 pub use write::*;
 
+use std::path::Path;
+
+use crate::kind::{DirKind, Kind};
+use crate::verdict::{Verdict, VerifyOptions};
+
+/// A tune directory: its implementation of [`DirKind`], which [`crate::verify`] dispatches to.
+pub struct TuneDir;
+
+impl DirKind for TuneDir {
+    const KIND: Kind = Kind::Tune;
+    type Error = TuneError;
+
+    fn verify(dir: &Path, opts: &VerifyOptions) -> Verdict {
+        verify_tune_dir(dir, opts)
+    }
+
+    fn is_generated(_dir: &Path, name: &str) -> bool {
+        is_regenerated(name)
+    }
+
+    fn regenerate(dir: &Path) -> Result<Vec<String>, TuneError> {
+        regenerate_tune(dir)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::measure::*;
