@@ -122,12 +122,12 @@ impl Instrument {
     pub const ALL: [Instrument; 2] = [Instrument::Initcall, Instrument::Rip];
 
     /// What a record that asks for attribution launches but names no instrument means:
-    /// `initcall`, the default until 2026-12-03, whose writers left the instrument out at the
-    /// default (a `cmdline.txt` run line's `--attribution-instrument`, `tune.json`'s
+    /// `initcall`, the default of the writers that left the instrument out (of a
+    /// `cmdline.txt` run line's `--attribution-instrument`, `tune.json`'s
     /// `invocation.options`, a phase plan's field). Every reader of an absent instrument
-    /// resolves it to this, and every writer since names the instrument whenever it makes
-    /// attribution launches, so a record reads as it was written whatever
-    /// [`Instrument::default`] becomes.
+    /// resolves it to this, and every writer that makes attribution launches names the
+    /// instrument, so a record reads as it was written whatever [`Instrument::default`]
+    /// becomes.
     pub const ABSENT: Instrument = Instrument::Initcall;
 
     /// The CLI, JSON and command-line spelling.

@@ -44,15 +44,15 @@ use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
 
 use crate::arms::verify_arms_or_bundle;
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
-use crate::bundle_verify::check_signature;
 use crate::compare::{compare_verified, CompareOptions, Outcome};
 use crate::fmt::p_text;
 use crate::fmt::{ms, opt_ms};
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::kind::{DirKind, Kind};
 use crate::names::README_FILE;
 use crate::names::SUMS_FILE;
 use crate::schema::{ContractKind, HostKind, HEADLINE};
+use crate::skeleton::check_signature;
 use crate::sums::{parse_sums_with, SumsError};
 use crate::verdict::{Check, Verdict, VerifyOptions};
 
@@ -824,13 +824,9 @@ pub fn verify_bisect_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
             );
         }
     }
-    let Some((sums, sig)) = crate::bundle_verify::check_tree_sums(
-        &mut v,
-        dir,
-        4,
-        parse_bisect_sums,
-        "a step's directory",
-    ) else {
+    let Some((sums, sig)) =
+        crate::skeleton::check_tree_sums(&mut v, dir, 4, parse_bisect_sums, "a step's directory")
+    else {
         return v;
     };
     if let Some(f) = &file {

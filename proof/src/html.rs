@@ -176,7 +176,7 @@ fn bundle_sections(
     r: &ResultJson,
     samples: &[Sample],
 ) -> Result<(), HtmlError> {
-    let generated = crate::report::generated_files(r, samples);
+    let generated = crate::bundle::generated_files(r, samples);
     let images: BTreeMap<String, Vec<u8>> = generated
         .iter()
         .filter(|(n, _)| n.ends_with(".svg"))

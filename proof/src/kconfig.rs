@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::verdict::{Check, Verdict};
 
 /// The user's config file as given, in a tune or bisect directory (beside its record).

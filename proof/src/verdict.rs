@@ -111,7 +111,7 @@ pub enum Check {
     /// Sequential mode: an idle gap as long as the shortest launch (or 10 ms) — a *warning*
     /// ([`Verdict::warnings`]), never a reason: a dropped row leaves such a gap, and so does a
     /// harness descheduled on a busy host (a 2-core CI host running other tests stalled one
-    /// 33.1 ms between probe launches whose shortest took 32.2 ms, on 2026-12-02).
+    /// 33.1 ms between probe launches whose shortest took 32.2 ms).
     SequentialGap,
     /// The rows span more than the harness's wall time.
     WallTime,

@@ -666,7 +666,7 @@ fn parsed_files_over_the_cap_are_a_typed_reason() {
             .append(true)
             .open(dir.join(name))
             .unwrap();
-        f.set_len(truecold_proof::bundle::MAX_PARSED_BYTES + 1)
+        f.set_len(truecold_proof::fsio::MAX_PARSED_BYTES + 1)
             .unwrap();
         resum(&dir);
         let v = verify_dir(&dir);

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
 use crate::cmdline::{parse_cmdline_txt, Recorded};
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::names::{CMDLINE_FILE, CONFIG_FILE};
 use crate::schema::{ContractKind, Sample};
 use crate::verdict::{Check, Verdict};

@@ -4,17 +4,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
-use crate::bundle_verify::{
-    check_signature, check_sums, fully_stamped, gap_threshold, last_stamp, verify_bundle_with,
-};
+use crate::bundle::{fully_stamped, gap_threshold, last_stamp, verify_bundle_with};
 use crate::digest::sha256_hex;
 use crate::fmt::or_none;
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::names::README_FILE;
 use crate::names::SIG_FILE;
 use crate::names::SUMS_FILE;
 use crate::schema::{ContractKind, Observer, ResultJson, Sample};
 use crate::skeleton::DirError;
+use crate::skeleton::{check_signature, check_sums};
 use crate::verdict::{Check, Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{apply, check_set, Change, Knob, VmmChange};

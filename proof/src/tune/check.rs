@@ -8,10 +8,10 @@ use truecold_proto::tune::check_set;
 
 use super::recommended::*;
 use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
-use crate::bundle_verify::check_signature;
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::names::README_FILE;
 use crate::names::SUMS_FILE;
+use crate::skeleton::check_signature;
 use crate::verdict::{Check, Verdict, VerifyOptions};
 
 use super::measure::*;
@@ -49,7 +49,7 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     // SHA256SUMS over every file of the tree.
-    let Some((sums, sig)) = crate::bundle_verify::check_tree_sums(
+    let Some((sums, sig)) = crate::skeleton::check_tree_sums(
         &mut v,
         dir,
         3,

@@ -649,7 +649,7 @@ pub fn forge_with(dir: &Path, evidence: bool, f: impl FnOnce(&mut ResultJson, &m
     let mut csv = Vec::new();
     truecold_proof::csv::write_schema_samples_to(&mut csv, &s, r.schema_version).unwrap();
     std::fs::write(dir.join("samples.csv"), csv).unwrap();
-    for (name, bytes) in truecold_proof::report::generated_files(&r, &s) {
+    for (name, bytes) in truecold_proof::bundle::generated_files(&r, &s) {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
     resum(dir);

@@ -4,15 +4,11 @@
 use std::fmt::Write as _;
 
 use crate::fmt::{md_code, md_text, mem_text, ms, VIRTUAL_CLOCK_MEANS};
-use crate::names::README_FILE;
-use crate::names::SUMS_FILE;
-use crate::names::{CDF_FILE, STAGES_FILE};
+use crate::names::{CDF_FILE, README_FILE, STAGES_FILE, SUMS_FILE};
 use crate::plot::{cdf_svg, stages_svg};
-use crate::schema::Pair;
-use crate::schema::Summaries;
 use crate::schema::{
-    description_of, Clock, Configuration, Contract, ContractKind, ResultJson, Sample, HEADLINE,
-    PERCENTILE_DEFINITION,
+    description_of, Clock, Configuration, Contract, ContractKind, Pair, ResultJson, Sample,
+    Summaries, HEADLINE, PERCENTILE_DEFINITION,
 };
 use crate::stats::Summary;
 
