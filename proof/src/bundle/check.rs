@@ -26,7 +26,7 @@ use super::summaries::*;
 use super::timeline::*;
 use crate::names::{CMDLINE_FILE, SIG_FILE, SUMS_FILE};
 use crate::schema::SCHEMA_VERSION;
-use crate::skeleton::{check_signature, check_sums};
+use crate::skeleton::check::{check_signature, check_sums};
 use crate::sums::parse_sums;
 use crate::verdict::{Verdict, VerifyOptions};
 

@@ -11,7 +11,7 @@ use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
 use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::names::README_FILE;
 use crate::names::SUMS_FILE;
-use crate::skeleton::check_signature;
+use crate::skeleton::check::check_signature;
 use crate::verdict::{Check, Verdict, VerifyOptions};
 
 use super::measure::*;
@@ -49,7 +49,7 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     // SHA256SUMS over every file of the tree.
-    let Some((sums, sig)) = crate::skeleton::check_tree_sums(
+    let Some((sums, sig)) = crate::skeleton::check::check_tree_sums(
         &mut v,
         dir,
         3,
