@@ -57,7 +57,8 @@ use crate::fmt::escape_untrusted;
 use crate::fmt::p_text;
 use crate::fmt::{ms, opt_ms, signed_ms, VIRTUAL_CLOCK_MEANS};
 use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
-use crate::stats::{percentile_sorted, with_failures};
+use crate::stats::{ascending, percentile_of, percentile_sorted, with_failures};
+use crate::summary::success_latencies;
 use crate::verdict::{chain, Verdict};
 
 /// Exit status of a comparison that cannot be made at all (a bundle invalid or unreadable, a
@@ -359,12 +360,11 @@ impl SplitMix64 {
     }
 }
 
-/// Nearest-rank median of a resample of `src` drawn into `buf`.
-fn resample_median(src: &[u64], buf: &mut Vec<u64>, rng: &mut SplitMix64) -> u64 {
+/// Nearest-rank median of a resample of `src` drawn into `buf`; `None` when `src` is empty.
+fn resample_median(src: &[u64], buf: &mut Vec<u64>, rng: &mut SplitMix64) -> Option<u64> {
     buf.clear();
     buf.extend((0..src.len()).map(|_| src[rng.below(src.len())]));
-    let k = (src.len().div_ceil(2)).max(1) - 1; // rank ceil(n/2), 0-based
-    *buf.select_nth_unstable(k).1
+    percentile_of(buf, 50, 100)
 }
 
 /// Percentile-bootstrap 95 % interval of median(B) − median(A).
@@ -374,18 +374,17 @@ pub fn bootstrap_delta_ci(a: &[u64], b: &[u64], resamples: usize, seed: u64) -> 
     }
     let mut rng = SplitMix64(seed);
     let (mut ba, mut bb) = (Vec::with_capacity(a.len()), Vec::with_capacity(b.len()));
-    let mut d: Vec<i64> = (0..resamples)
-        .map(|_| {
-            let ma = resample_median(a, &mut ba, &mut rng) as i128;
-            let mb = resample_median(b, &mut bb, &mut rng) as i128;
-            (mb - ma).clamp(i64::MIN as i128, i64::MAX as i128) as i64
-        })
-        .collect();
-    d.sort_unstable();
-    let n = d.len();
-    let lo = ((25 * n).div_ceil(1000)).clamp(1, n) - 1;
-    let hi = ((975 * n).div_ceil(1000)).clamp(1, n) - 1;
-    Some((d[lo], d[hi]))
+    let mut d: Vec<i64> = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        let ma = i128::from(resample_median(a, &mut ba, &mut rng)?);
+        let mb = i128::from(resample_median(b, &mut bb, &mut rng)?);
+        d.push((mb - ma).clamp(i64::MIN as i128, i64::MAX as i128) as i64);
+    }
+    let d = ascending(&d);
+    Some((
+        percentile_sorted(&d, 25, 1000)?,
+        percentile_sorted(&d, 975, 1000)?,
+    ))
 }
 
 /// Two-sided Mann–Whitney U p-value (normal approximation with tie and continuity
@@ -447,9 +446,7 @@ pub fn compare_values(
     b: &[u64],
     o: &CompareOptions,
 ) -> MetricComparison {
-    let (mut sa, mut sb) = (a.to_vec(), b.to_vec());
-    sa.sort_unstable();
-    sb.sort_unstable();
+    let (sa, sb) = (ascending(a), ascending(b));
     let (ka, kb) = (side(&sa), side(&sb));
     let delta = match (ka.p50, kb.p50) {
         (Some(x), Some(y)) => {
@@ -608,15 +605,8 @@ pub fn mismatches(a: &ResultJson, b: &ResultJson) -> Vec<String> {
     out
 }
 
-fn headline_ok(s: &[Sample]) -> Vec<u64> {
-    s.iter()
-        .filter(|x| x.ok)
-        .filter_map(|x| x.latency_ns)
-        .collect()
-}
-
 fn headline_all(s: &[Sample], deadline: u64) -> Vec<u64> {
-    let ok = headline_ok(s);
+    let ok = success_latencies(s);
     let failed = (s.len() - ok.len()) as u64;
     with_failures(&ok, failed, deadline)
 }
@@ -682,8 +672,8 @@ pub fn compare_bundles(
         compare_values(
             &format!("{HEADLINE} (successes)"),
             true,
-            &headline_ok(a.1),
-            &headline_ok(b.1),
+            &success_latencies(a.1),
+            &success_latencies(b.1),
             o,
         ),
         compare_values(

@@ -33,6 +33,7 @@ use crate::kind::Kind;
 use crate::names::HTML_FILE;
 use crate::schema::{ResultJson, Sample, Stage, StageKind};
 use crate::stats::percentile_sorted;
+use crate::summary::success_latencies;
 use crate::verdict::{Reason, Verdict};
 
 /// Most sample rows in the drill-down table.
@@ -214,12 +215,7 @@ fn bundle_sections(
 /// one real launch's request → strict-ready, not a sum of percentiles.
 fn waterfall(s: &mut String, samples: &[Sample]) {
     let _ = writeln!(s, "<h2>Stage waterfall (the median launch)</h2>");
-    let mut lat: Vec<u64> = samples
-        .iter()
-        .filter(|x| x.ok)
-        .filter_map(|x| x.latency_ns)
-        .collect();
-    lat.sort_unstable();
+    let lat = success_latencies(samples);
     let median = percentile_sorted(&lat, 50, 100);
     let Some(m) = median.and_then(|p| samples.iter().find(|x| x.ok && x.latency_ns == Some(p)))
     else {

@@ -23,7 +23,8 @@ use plotters::prelude::*;
 
 use crate::fmt::ms;
 use crate::schema::{ResultJson, Sample};
-use crate::stats::{percentile_sorted, with_failures, Summary};
+use crate::stats::{ascending, percentile_sorted, with_failures, Summary};
+use crate::summary::success_latencies;
 
 const W: u32 = 800;
 const H: u32 = 520;
@@ -322,16 +323,10 @@ pub fn cdf_svg(result: &ResultJson, samples: &[Sample]) -> String {
 }
 
 fn draw_cdf(out: &mut String, result: &ResultJson, samples: &[Sample]) -> PlotResult<()> {
-    let mut ok: Vec<u64> = samples
-        .iter()
-        .filter(|s| s.ok)
-        .filter_map(|s| s.latency_ns)
-        .collect();
-    ok.sort_unstable();
+    let ok = success_latencies(samples);
     let failed = samples.len() as u64 - ok.len() as u64;
     let deadline = result.contract.deadline_ns;
-    let mut all = with_failures(&ok, failed, deadline);
-    all.sort_unstable();
+    let all = ascending(&with_failures(&ok, failed, deadline));
     let log = long_tail(&ok);
     // The axis covers the successes, from the fastest to the slowest plus a tenth of their
     // spread; values beyond it (failures at the deadline) are drawn at its right edge and
@@ -648,11 +643,7 @@ fn draw_arms_cdf(
 ) -> PlotResult<()> {
     let sorted: Vec<(&str, Vec<u64>)> = arms
         .iter()
-        .map(|(n, v)| {
-            let mut v = v.clone();
-            v.sort_unstable();
-            (n.as_str(), v)
-        })
+        .map(|(n, v)| (n.as_str(), ascending(v)))
         .collect();
     let lo_ns = sorted.iter().filter_map(|(_, v)| v.first()).min().copied();
     let hi_ns = sorted.iter().filter_map(|(_, v)| v.last()).max().copied();

@@ -7,7 +7,7 @@ use crate::schema::{
     Configuration, Contract, Environment, GroupSummary, Pair, ResultJson, Sample, StageSummary,
     Summaries, SCHEMA_VERSION,
 };
-use crate::stats::{with_failures, Summary};
+use crate::stats::{ascending, with_failures, Summary};
 
 /// Error-histogram key of a row marked ok that has no latency (scored as a failure).
 pub const OK_WITHOUT_LATENCY: &str = "ok_without_latency";
@@ -49,17 +49,26 @@ fn pair(success_values: &[u64], failures: u64, deadline_ns: u64) -> Pair {
     }
 }
 
+/// The headline (request → strict-ready) of every successful row, ascending: the values every
+/// successes-only figure is computed from — the summaries, the plots, the page, `compare`,
+/// a multi-arm directory's arms, a tune's arms, the attribution's reconciliation. A row
+/// marked ok without a latency is not among them: it is scored as a failure
+/// ([`OK_WITHOUT_LATENCY`]).
+pub fn success_latencies<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<u64> {
+    let ok: Vec<u64> = samples
+        .into_iter()
+        .filter(|s| s.ok)
+        .filter_map(|s| s.latency_ns)
+        .collect();
+    ascending(&ok)
+}
+
+/// The successes' headlines ([`success_latencies`]) and how many rows are scored as
+/// failures: every other row (a "success" without a latency is invalid, the verifier says
+/// so; it is scored like a failure here so it is never silently dropped).
 fn headline_values(samples: &[&Sample]) -> (Vec<u64>, u64) {
-    let mut ok = Vec::new();
-    let mut failed = 0;
-    for s in samples {
-        match (s.ok, s.latency_ns) {
-            (true, Some(l)) => ok.push(l),
-            // A "success" without a latency is invalid (the verifier says so); it is
-            // scored like a failure here so it is never silently dropped.
-            _ => failed += 1,
-        }
-    }
+    let ok = success_latencies(samples.iter().copied());
+    let failed = samples.len() as u64 - ok.len() as u64;
     (ok, failed)
 }
 

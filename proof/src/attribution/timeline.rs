@@ -10,7 +10,8 @@ use truecold_proto::report::{Counters, ReportCore};
 use super::model::*;
 use super::rip::*;
 use crate::schema::Sample;
-use crate::stats::percentile_sorted;
+use crate::stats::{ascending, percentile_sorted};
+use crate::summary::success_latencies;
 
 /// The launch's core, when it reached strict-ready with a VMM report.
 pub(super) fn usable(l: &AttributionLine) -> Option<(ReportCore, u64)> {
@@ -40,20 +41,14 @@ pub fn attribute(
         .enumerate()
         .filter_map(|(i, l)| usable(l).map(|(c, t)| (i, c, t)))
         .collect();
-    let mut totals: Vec<u64> = runs.iter().map(|r| r.2).collect();
-    totals.sort_unstable();
+    let totals = ascending(&runs.iter().map(|r| r.2).collect::<Vec<u64>>());
     let median = percentile_sorted(&totals, 50, 100).ok_or(AttributionError::NoUsableRun)?;
     let (idx, core, total) = runs
         .into_iter()
         .find(|r| r.2 == median)
         .ok_or(AttributionError::NoUsableRun)?;
     let symbols = &lines[idx].symbols;
-    let mut measured_ok: Vec<u64> = measured
-        .iter()
-        .filter(|s| s.ok)
-        .filter_map(|s| s.latency_ns)
-        .collect();
-    measured_ok.sort_unstable();
+    let measured_ok = success_latencies(measured);
     let p50 = percentile_sorted(&measured_ok, 50, 100);
     let delta = p50.map(|p| ppm_delta(total, p));
     let represents = delta.is_some_and(|d| d <= RECONCILE_BOUND_PPM);

@@ -14,7 +14,7 @@ use crate::compare::{bootstrap_delta_ci, mann_whitney_p};
 use crate::fmt::p_text;
 use crate::schema::Sample;
 use crate::stats::percentile_sorted;
-use crate::summary::OK_WITHOUT_LATENCY;
+use crate::summary::{success_latencies, OK_WITHOUT_LATENCY};
 
 /// Significance level of the Mann–Whitney test (two-sided); under rule 2 the screen's
 /// family-wise level (Holm).
@@ -277,16 +277,15 @@ pub struct TuneArm {
 impl TuneArm {
     /// From an arm's rows (the bench, while it runs).
     pub fn new(name: impl Into<String>, knobs: Vec<Knob>, samples: &[Sample]) -> Self {
-        let mut ok = Vec::new();
+        let ok = success_latencies(samples);
         let mut errors = BTreeMap::new();
         for s in samples {
             match (s.ok, s.latency_ns) {
-                (true, Some(l)) => ok.push(l),
+                (true, Some(_)) => {}
                 (true, None) => *errors.entry(OK_WITHOUT_LATENCY.to_string()).or_insert(0) += 1,
                 (false, _) => *errors.entry(s.error_kind.clone()).or_insert(0) += 1,
             }
         }
-        ok.sort_unstable();
         TuneArm {
             name: name.into(),
             knobs,
