@@ -47,19 +47,20 @@
 //! ([`crate::schema::NestedHarness::clock_differs`]; [`CompareError::VirtualClock`]). Every
 //! output names the clock.
 
-use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use crate::fmt::escape_untrusted;
-use crate::fmt::p_text;
-use crate::fmt::{ms, opt_ms, signed_ms, VIRTUAL_CLOCK_MEANS};
+use crate::fmt::{escape_untrusted, ms, opt_ms, p_text, signed_ms, VIRTUAL_CLOCK_MEANS};
 use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
 use crate::stats::{ascending, percentile_of, percentile_sorted, with_failures};
 use crate::summary::success_latencies;
 use crate::verdict::{chain, Verdict};
+
+/// The bench's path to [`crate::fmt::p_text`].
+pub use crate::fmt::p_text as fmt_p;
 
 /// Exit status of a comparison that cannot be made at all (a bundle invalid or unreadable, a
 /// multi-arm, tune or bisect directory instead of a bundle, bundles not comparable or on

@@ -16,7 +16,7 @@
 //!   [`MAX_ROWS`] rows (the page says which rows it shows; `samples.csv` has every one).
 //!
 //! Every string from the directory is HTML-escaped ([`esc`]) after its control and
-//! bidirectional characters are written as escapes ([`escape_untrusted`]): a hostile label
+//! bidirectional characters are written as escapes ([`crate::fmt::escape_untrusted`]): a hostile label
 //! or error detail renders as text, never as markup.
 //!
 //! `verify DIR` checks `DIR/report.html` when there is one (a page inside a multi-arm, tune or
@@ -27,8 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::fmt::esc;
-use crate::fmt::ms;
+use crate::fmt::{esc, ms};
 use crate::kind::Kind;
 use crate::names::HTML_FILE;
 use crate::schema::{ResultJson, Sample, Stage, StageKind};

@@ -5,9 +5,10 @@
 //! [`USER_KERNEL_FILE`]). One definition: the bench reads and builds with these, the verifier
 //! recomputes them.
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+use serde::{Deserialize, Serialize};
 
 use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::verdict::{Check, Verdict};

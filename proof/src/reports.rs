@@ -13,8 +13,7 @@ use serde::{Deserialize, Serialize};
 use truecold_proto::measure::{Mark, Stamps, Taker};
 use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 
-use crate::fmt::opt_ns;
-use crate::fmt::or_none;
+use crate::fmt::{opt_ns, or_none};
 use crate::schema::{ContractKind, Engine, Observer, ResultJson, Sample, Stage, StageKind};
 
 /// The bench's path to [`crate::names::REPORTS_FILE`].

@@ -5,19 +5,20 @@
 //! All times are integer nanoseconds of CLOCK_MONOTONIC (absolute stamps) or durations;
 //! all sizes are bytes. Nothing stored is a float.
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::RamLayout;
 use truecold_proto::{BootId, GuestPlatform};
+
+use crate::fmt::or_none;
+use crate::stats::Summary;
 
 pub use truecold_proto::kinds::{
     Backing, Clock, ContractKind, Engine, HostKind, Mode, Observer, LINUX_LABEL, PROBE_LABEL,
 };
 pub use truecold_proto::measure::{Stage, StageKind, StageTimes, Stamps, STAGE_COUNT};
 pub use truecold_proto::tune::{Knob, TuneGuest};
-
-use crate::fmt::or_none;
-use crate::stats::Summary;
 
 /// The one percentile definition used everywhere (stored in `result.json`, too).
 pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n sorted values \

@@ -13,6 +13,9 @@ use crate::names::SIG_FILE;
 use crate::schema::{ResultJson, Sample, HEADLINE};
 use crate::signature::SshKeygen;
 
+/// The bench's path to [`crate::fmt::escape_untrusted`].
+pub use crate::fmt::escape_untrusted;
+
 /// The kind of a reason; tests and tools match on it, humans read [`Reason::detail`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Check {
@@ -472,6 +475,5 @@ pub struct SignatureCheck {
     pub ssh_keygen: SshKeygen,
 }
 
-use crate::fmt::escape_untrusted;
 /// An error and its `source()` chain on one line (the one formatter, from proto).
 pub use truecold_proto::measure::error_chain as chain;

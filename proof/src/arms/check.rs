@@ -4,24 +4,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use crate::bundle::{fully_stamped, gap_threshold, last_stamp, verify_bundle_with};
-use crate::digest::sha256_hex;
-use crate::fmt::or_none;
-use crate::fsio::{read_capped, MAX_PARSED_BYTES};
-use crate::names::README_FILE;
-use crate::names::SIG_FILE;
-use crate::names::SUMS_FILE;
-use crate::schema::{ContractKind, Observer, ResultJson, Sample};
-use crate::skeleton::check::{check_signature, check_sums};
-use crate::skeleton::DirError;
-use crate::verdict::{Check, Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{apply, check_set, Change, Knob, VmmChange};
 
 use super::model::*;
 use super::readme::*;
 use super::stats::*;
-use crate::names::ARMS_FILE;
+use crate::bundle::{fully_stamped, gap_threshold, last_stamp, verify_bundle_with};
+use crate::digest::sha256_hex;
+use crate::fmt::or_none;
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
+use crate::names::{ARMS_FILE, README_FILE, SIG_FILE, SUMS_FILE};
+use crate::schema::{ContractKind, Observer, ResultJson, Sample};
+use crate::skeleton::{
+    check::{check_signature, check_sums},
+    DirError,
+};
+use crate::verdict::{Check, Verdict, VerifyOptions};
 
 /// Digests of every regular file of the top directory and of each arm directory (arm files
 /// as `<arm>/<file>`), `SHA256SUMS` and `SHA256SUMS.sig` of the top excluded.

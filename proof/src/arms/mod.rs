@@ -48,16 +48,16 @@ mod readme;
 mod stats;
 mod write;
 
+use std::path::Path;
+
+use crate::kind::{DirKind, Kind};
+use crate::verdict::{Verdict, VerifyOptions};
+
 pub use check::*;
 pub use model::*;
 pub use readme::*;
 pub use stats::*;
 pub use write::*;
-
-use std::path::Path;
-
-use crate::kind::{DirKind, Kind};
-use crate::verdict::{Verdict, VerifyOptions};
 
 /// A multi-arm directory: its implementation of [`DirKind`], which [`crate::verify`] dispatches to.
 pub struct ArmsDir;

@@ -4,17 +4,15 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-
-use crate::bundle::BundleError;
-use crate::names::README_FILE;
-use crate::names::SUMS_FILE;
-use crate::names::{CDF_FILE, STAGES_FILE};
-use crate::schema::Engine;
-use crate::skeleton::DirError;
-use crate::sums::{parse_sums_with, SumsError};
 use truecold_proto::kinds::Backing;
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{check_set, Knob, TuneGuest};
+
+use crate::bundle::BundleError;
+use crate::names::{CDF_FILE, README_FILE, STAGES_FILE, SUMS_FILE};
+use crate::schema::Engine;
+use crate::skeleton::DirError;
+use crate::sums::{parse_sums_with, SumsError};
 
 /// The comparison's file.
 pub const COMPARISON_FILE: &str = "comparison.json";

@@ -3,8 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::fmt::{clock_caption, ms};
-use crate::names::README_FILE;
-use crate::names::SUMS_FILE;
+use crate::names::{README_FILE, SUMS_FILE};
 use crate::plot::arms_cdf_svg;
 use crate::schema::{Observer, HEADLINE};
 

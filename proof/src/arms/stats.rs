@@ -3,13 +3,12 @@
 
 use serde::Serialize;
 
+use super::model::*;
 use crate::compare::{compare_values, mann_whitney_p, CompareOptions, SplitMix64};
 use crate::fmt::p_text;
 use crate::schema::{Clock, Engine, HostKind, ResultJson, Sample, HEADLINE, PERCENTILE_DEFINITION};
 use crate::stats::{ascending, percentile_of, percentile_sorted};
 use crate::summary::success_latencies;
-
-use super::model::*;
 
 /// One arm as the comparison sees it.
 #[derive(Clone, Debug)]

@@ -3,16 +3,14 @@
 
 use std::path::Path;
 
-use crate::bundle::{read_bundle, regenerate};
-use crate::names::SUMS_FILE;
-use crate::skeleton::{self};
-use crate::verdict::{Verdict, VerifyOptions};
-
 use super::check::*;
 use super::model::*;
 use super::readme::*;
 use super::stats::*;
-use crate::names::ARMS_FILE;
+use crate::bundle::{read_bundle, regenerate};
+use crate::names::{ARMS_FILE, SUMS_FILE};
+use crate::skeleton;
+use crate::verdict::{Verdict, VerifyOptions};
 
 pub(super) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArmsError> {
     Ok(skeleton::write(dir, name, bytes)?)

@@ -30,7 +30,7 @@
 //! (commits) and every step directory verify; schema 2 and config steps hold both arms of a
 //! kernel A/B whose order interleaves them over the planned rounds, a schema-2 commit step's
 //! good arm booting the baseline's kernel; schema 2's looks follow [`Looks`]
-//! ([`check_looks`]); each step's outcome and figures equal the recomputation from the
+//! (`check_looks`); each step's outcome and figures equal the recomputation from the
 //! verified rows; the result names a bad step (commits: the first bad commit's; config: the
 //! culprit set's) and, when it names one, a good one; `README.md` is byte for byte what the
 //! record gives; `SHA256SUMS` covers every file.

@@ -13,7 +13,7 @@ use crate::schema::{ContractKind, HostKind, HEADLINE};
 use crate::sums::{parse_sums_with, SumsError};
 
 /// The record's schema the bench writes: 2, every step an interleaved A/B against the good
-/// side and the looks spending α ([`Looks`]).
+/// side and the looks spending α ([`Looks`](crate::bisect::Looks)).
 pub const BISECT_SCHEMA: u32 = 2;
 
 /// Schema 1 (still read and verified by its own rule): a commit step one campaign judged
@@ -70,7 +70,7 @@ impl JudgeOptions {
         self.compare_options_at(self.alpha)
     }
 
-    /// `compare`'s options at the nominal level `alpha` (a look's: [`Looks::alpha`]).
+    /// `compare`'s options at the nominal level `alpha` (a look's: [`Looks::alpha`](crate::bisect::Looks::alpha)).
     pub fn compare_options_at(&self, alpha: f64) -> CompareOptions {
         CompareOptions {
             threshold_pct: self.threshold_pct,
@@ -151,7 +151,7 @@ impl StepOutcome {
     }
 }
 
-/// What [`judge`] found.
+/// What [`judge`](crate::bisect::judge) found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Judgement {
@@ -165,7 +165,7 @@ pub struct Judgement {
     pub p_value: Option<f64>,
     /// One line: why this outcome.
     pub why: String,
-    /// Schema 2: the nominal level this look was judged at ([`Looks::alpha`]).
+    /// Schema 2: the nominal level this look was judged at ([`Looks::alpha`](crate::bisect::Looks::alpha)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha: Option<f64>,
 }
@@ -191,7 +191,7 @@ pub struct Step {
     /// Launches planned for the step's side (schema 2: for each arm of its A/B).
     pub planned: u64,
     /// Schema 2, a measured step: which look of its commit or candidate it is (1-based;
-    /// [`Looks`]).
+    /// [`Looks`](crate::bisect::Looks)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub look: Option<u32>,
     pub outcome: StepOutcome,

@@ -6,19 +6,16 @@ use std::path::Path;
 
 use truecold_proto::tune::check_set;
 
-use super::recommended::*;
-use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
-use crate::fsio::{read_capped, MAX_PARSED_BYTES};
-use crate::names::README_FILE;
-use crate::names::SUMS_FILE;
-use crate::skeleton::check::check_signature;
-use crate::verdict::{Check, Verdict, VerifyOptions};
-
 use super::measure::*;
 use super::model::*;
 use super::readme::*;
+use super::recommended::*;
 use super::stats::*;
-use crate::names::TUNE_FILE;
+use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
+use crate::names::{README_FILE, SUMS_FILE, TUNE_FILE};
+use crate::skeleton::check::check_signature;
+use crate::verdict::{Check, Verdict, VerifyOptions};
 
 /// Verifies a tune directory (see the module doc); [`crate::verify_dir`] calls this when
 /// `dir` holds `tune.json`: the record ([`read_tune_record`]), the top entries

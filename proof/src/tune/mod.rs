@@ -82,17 +82,17 @@ mod recommended;
 mod stats;
 mod write;
 
+use std::path::Path;
+
+use crate::kind::{DirKind, Kind};
+use crate::verdict::{Verdict, VerifyOptions};
+
 pub use check::*;
 pub use measure::*;
 pub use model::*;
 pub use recommended::*;
 pub use stats::*;
 pub use write::*;
-
-use std::path::Path;
-
-use crate::kind::{DirKind, Kind};
-use crate::verdict::{Verdict, VerifyOptions};
 
 /// A tune directory: its implementation of [`DirKind`], which [`crate::verify`] dispatches to.
 pub struct TuneDir;

@@ -5,20 +5,17 @@ use std::fmt::Write as _;
 use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{apply, Change, Knob, VmmChange};
 
-use crate::arms::{knob_list, BASELINE_ARM, RECOMMENDED_ARM, RESAMPLES};
-use crate::attribution::Instrument;
-use crate::fmt::ms;
-use crate::names::README_FILE;
-use crate::names::SUMS_FILE;
-use crate::schema::{ResultJson, HEADLINE};
-
 use super::measure::*;
 use super::model::*;
 use super::recommended::Invocation;
 use super::stats::*;
+use crate::arms::{knob_list, BASELINE_ARM, RECOMMENDED_ARM, RESAMPLES};
+use crate::attribution::Instrument;
+use crate::fmt::ms;
+use crate::names::{README_FILE, SUMS_FILE, TUNE_FILE};
+use crate::schema::{ResultJson, HEADLINE};
 
 pub(super) use crate::fmt::{opt_ms, signed_ms};
-use crate::names::TUNE_FILE;
 
 /// ppm as a percentage with two decimals, truncated: `-5.23 %`.
 pub(super) fn pct(ppm: i64) -> String {

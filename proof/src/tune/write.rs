@@ -3,16 +3,13 @@
 
 use std::path::Path;
 
-use crate::arms::regenerate_arms;
-use crate::names::README_FILE;
-use crate::names::SUMS_FILE;
-use crate::verdict::{Verdict, VerifyOptions};
-
 use super::check::*;
 use super::measure::*;
 use super::model::*;
 use super::readme::*;
-use crate::names::TUNE_FILE;
+use crate::arms::regenerate_arms;
+use crate::names::{README_FILE, SUMS_FILE, TUNE_FILE};
+use crate::verdict::{Verdict, VerifyOptions};
 
 /// Writes `dir/name` atomically; a name `sub/file` (`recommended/…`) into `dir/sub`, made
 /// when missing.
