@@ -33,15 +33,19 @@ impl Kind {
         }
     }
 
-    /// The kind of `dir`: the first of [`Kind::ALL`] whose marker is there (anything by that
-    /// name, even a link: the kind's verifier says what is wrong with it), else a bundle.
+    /// Whether `dir` holds this kind's marker (anything by that name, even a link: the
+    /// kind's verifier says what is wrong with it); never for a bundle, which has none.
+    pub fn is_marked(self, dir: &Path) -> bool {
+        self.marker()
+            .is_some_and(|m| dir.join(m).symlink_metadata().is_ok())
+    }
+
+    /// The kind of `dir`: the first of [`Kind::ALL`] whose marker it holds
+    /// ([`Kind::is_marked`]), else a bundle.
     pub fn of(dir: &Path) -> Kind {
         Kind::ALL
             .into_iter()
-            .find(|k| {
-                k.marker()
-                    .is_some_and(|m| dir.join(m).symlink_metadata().is_ok())
-            })
+            .find(|k| k.is_marked(dir))
             .unwrap_or(Kind::Bundle)
     }
 

@@ -14,6 +14,7 @@ use crate::bundle::{fully_stamped, gap_threshold, last_stamp, verify_bundle_with
 use crate::digest::sha256_hex;
 use crate::fmt::or_none;
 use crate::fsio::{read_capped, MAX_PARSED_BYTES};
+use crate::kind::Kind;
 use crate::names::{ARMS_FILE, README_FILE, SIG_FILE, SUMS_FILE};
 use crate::schema::{ContractKind, Observer, ResultJson, Sample};
 use crate::skeleton::{
@@ -52,12 +53,12 @@ pub(super) fn digests_of(
     Ok(out)
 }
 
-/// Verifies `dir` as a multi-arm directory when it holds [`ARMS_FILE`] (anything by that
-/// name, even a link: [`verify_arms_dir`] says what is wrong with it), else as one bundle:
-/// what a directory that holds bundles or A/B directories (a bisect's steps) verifies each
-/// one with.
+/// Verifies `dir` as a multi-arm directory when it holds [`ARMS_FILE`]
+/// ([`Kind::is_marked`]: anything by that name, even a link: [`verify_arms_dir`] says what is
+/// wrong with it), else as one bundle: what a directory that holds bundles or A/B directories
+/// (a bisect's steps) verifies each one with.
 pub fn verify_arms_or_bundle(dir: &Path, opts: &VerifyOptions) -> Verdict {
-    if crate::fsio::exists_here(&dir.join(ARMS_FILE)) {
+    if Kind::Arms.is_marked(dir) {
         verify_arms_dir(dir, opts)
     } else {
         verify_bundle_with(dir, opts)

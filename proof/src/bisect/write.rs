@@ -6,6 +6,7 @@ use std::path::Path;
 use super::check::*;
 use super::model::*;
 use super::readme::*;
+use crate::kind::Kind;
 use crate::names::{BISECT_FILE, README_FILE, SUMS_FILE};
 use crate::verdict::{Verdict, VerifyOptions};
 
@@ -69,7 +70,7 @@ pub fn regenerate_bisect(dir: &Path) -> Result<Vec<String>, BisectError> {
         if !crate::fsio::is_real_dir(&d) {
             continue;
         }
-        let names = if crate::fsio::exists_here(&d.join(crate::names::ARMS_FILE)) {
+        let names = if Kind::Arms.is_marked(&d) {
             crate::arms::regenerate_arms(&d).map_err(|e| BisectError::Step {
                 step: rel.clone(),
                 why: crate::verdict::chain(&e),
