@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(r) = parse_result(data) {
         let again = result_bytes(&r).expect("a parsed result.json serialises");
         assert_eq!(parse_result(&again).as_ref().ok(), Some(&r));
-        let _ = truecold_proof::report::readme(&r);
+        let _ = truecold_proof::bundle::readme(&r);
         let _ = Expect::of(&r);
     }
 });

@@ -4,7 +4,9 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use truecold_proof::arms::parse_arms_sums;
-use truecold_proof::sums::{format_sums, is_sha256_hex, is_valid_name, parse_sums};
+use truecold_proof::digest::is_sha256_hex;
+use truecold_proof::names::is_valid_name;
+use truecold_proof::sums::{format_sums, parse_sums};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(entries) = parse_sums(data) {

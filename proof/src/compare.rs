@@ -38,7 +38,7 @@
 //! stage's row too with `stages`), a warning when A and B are the same campaign, and, when a
 //! side's host was busy, says so on the outcome line. Every line of the default text output
 //! is at most [`TEXT_WIDTH`] columns. Text from a bundle and paths are escaped
-//! ([`crate::verdict::escape_untrusted`]).
+//! ([`crate::fmt::escape_untrusted`]).
 //!
 //! **Clocks.** Both bundles must be on the same clock (`contract.clock`: wall, or the nested
 //! harness's virtual clock); durations on different clocks are never compared, not even with
@@ -47,16 +47,20 @@
 //! ([`crate::schema::NestedHarness::clock_differs`]; [`CompareError::VirtualClock`]). Every
 //! output names the clock.
 
-use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use crate::report::{ms, opt_ms, signed_ms, VIRTUAL_CLOCK_MEANS};
+use crate::fmt::{escape_untrusted, ms, opt_ms, p_text, signed_ms, VIRTUAL_CLOCK_MEANS};
 use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
-use crate::stats::{percentile_sorted, with_failures};
-use crate::verdict::{chain, escape_untrusted, Verdict};
+use crate::stats::{ascending, percentile_of, percentile_sorted, with_failures};
+use crate::summary::success_latencies;
+use crate::verdict::{chain, Verdict};
+
+/// The bench's path to [`crate::fmt::p_text`].
+pub use crate::fmt::p_text as fmt_p;
 
 /// Exit status of a comparison that cannot be made at all (a bundle invalid or unreadable, a
 /// multi-arm, tune or bisect directory instead of a bundle, bundles not comparable or on
@@ -357,12 +361,11 @@ impl SplitMix64 {
     }
 }
 
-/// Nearest-rank median of a resample of `src` drawn into `buf`.
-fn resample_median(src: &[u64], buf: &mut Vec<u64>, rng: &mut SplitMix64) -> u64 {
+/// Nearest-rank median of a resample of `src` drawn into `buf`; `None` when `src` is empty.
+fn resample_median(src: &[u64], buf: &mut Vec<u64>, rng: &mut SplitMix64) -> Option<u64> {
     buf.clear();
     buf.extend((0..src.len()).map(|_| src[rng.below(src.len())]));
-    let k = (src.len().div_ceil(2)).max(1) - 1; // rank ceil(n/2), 0-based
-    *buf.select_nth_unstable(k).1
+    percentile_of(buf, 50, 100)
 }
 
 /// Percentile-bootstrap 95 % interval of median(B) − median(A).
@@ -372,18 +375,17 @@ pub fn bootstrap_delta_ci(a: &[u64], b: &[u64], resamples: usize, seed: u64) -> 
     }
     let mut rng = SplitMix64(seed);
     let (mut ba, mut bb) = (Vec::with_capacity(a.len()), Vec::with_capacity(b.len()));
-    let mut d: Vec<i64> = (0..resamples)
-        .map(|_| {
-            let ma = resample_median(a, &mut ba, &mut rng) as i128;
-            let mb = resample_median(b, &mut bb, &mut rng) as i128;
-            (mb - ma).clamp(i64::MIN as i128, i64::MAX as i128) as i64
-        })
-        .collect();
-    d.sort_unstable();
-    let n = d.len();
-    let lo = ((25 * n).div_ceil(1000)).clamp(1, n) - 1;
-    let hi = ((975 * n).div_ceil(1000)).clamp(1, n) - 1;
-    Some((d[lo], d[hi]))
+    let mut d: Vec<i64> = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        let ma = i128::from(resample_median(a, &mut ba, &mut rng)?);
+        let mb = i128::from(resample_median(b, &mut bb, &mut rng)?);
+        d.push((mb - ma).clamp(i64::MIN as i128, i64::MAX as i128) as i64);
+    }
+    let d = ascending(&d);
+    Some((
+        percentile_sorted(&d, 25, 1000)?,
+        percentile_sorted(&d, 975, 1000)?,
+    ))
 }
 
 /// Two-sided Mann–Whitney U p-value (normal approximation with tie and continuity
@@ -445,9 +447,7 @@ pub fn compare_values(
     b: &[u64],
     o: &CompareOptions,
 ) -> MetricComparison {
-    let (mut sa, mut sb) = (a.to_vec(), b.to_vec());
-    sa.sort_unstable();
-    sb.sort_unstable();
+    let (sa, sb) = (ascending(a), ascending(b));
     let (ka, kb) = (side(&sa), side(&sb));
     let delta = match (ka.p50, kb.p50) {
         (Some(x), Some(y)) => {
@@ -509,7 +509,7 @@ pub fn compare_values(
         };
         m.why = format!(
             "p {} < {} and |Δmedian| {:.2}% ≥ {}%",
-            fmt_p(p),
+            p_text(p),
             o.alpha,
             dp.abs(),
             o.threshold_pct
@@ -538,7 +538,7 @@ pub fn compare_values(
                  too few values to confirm the change",
                 dp.abs(),
                 o.threshold_pct,
-                fmt_p(p),
+                p_text(p),
                 o.alpha
             );
             return m;
@@ -547,25 +547,16 @@ pub fn compare_values(
     // 6. No change.
     m.verdict = MetricVerdict::NoChange;
     m.why = if p >= o.alpha {
-        format!("p {} ≥ {}", fmt_p(p), o.alpha)
+        format!("p {} ≥ {}", p_text(p), o.alpha)
     } else {
         format!(
             "significant (p {}) but |Δmedian| {:.2}% < {}%",
-            fmt_p(p),
+            p_text(p),
             dp.abs(),
             o.threshold_pct
         )
     };
     m
-}
-
-/// A p-value for people: three significant digits; below f64's range, "< 1e-300".
-pub fn fmt_p(p: f64) -> String {
-    if p < 1e-300 {
-        "< 1e-300".into()
-    } else {
-        format!("{p:.2e}")
-    }
 }
 
 /// Reasons two bundles' contracts or hosts differ (empty: comparable).
@@ -615,15 +606,8 @@ pub fn mismatches(a: &ResultJson, b: &ResultJson) -> Vec<String> {
     out
 }
 
-fn headline_ok(s: &[Sample]) -> Vec<u64> {
-    s.iter()
-        .filter(|x| x.ok)
-        .filter_map(|x| x.latency_ns)
-        .collect()
-}
-
 fn headline_all(s: &[Sample], deadline: u64) -> Vec<u64> {
-    let ok = headline_ok(s);
+    let ok = success_latencies(s);
     let failed = (s.len() - ok.len()) as u64;
     with_failures(&ok, failed, deadline)
 }
@@ -638,81 +622,6 @@ pub fn compare_verified(
     let (ra, sa) = verified_data("A", a)?;
     let (rb, sb) = verified_data("B", b)?;
     compare_bundles((ra, sa), (rb, sb), o)
-}
-
-/// `dir` refused unless it is one bundle: a multi-arm, tune or bisect directory (the kinds
-/// [`crate::verify::verify_dir`] tells apart) is named as such, with the bundles inside it.
-pub fn require_bundle_dir(side: &'static str, dir: &Path) -> Result<(), CompareError> {
-    use crate::verify::Kind;
-    let (what, marker) = match crate::verify::kind_of(dir) {
-        Kind::Bundle => return Ok(()),
-        Kind::Arms => ("a multi-arm directory", crate::arms::ARMS_FILE),
-        Kind::Tune => ("a tune directory", crate::tune::TUNE_FILE),
-        Kind::Bisect => ("a bisect directory", crate::bisect::BISECT_FILE),
-    };
-    let mut found = Vec::new();
-    bundles_inside(dir, 2, &mut found);
-    let mut bundles: Vec<String> = found
-        .iter()
-        .take(MAX_LISTED)
-        .map(|p| p.display().to_string())
-        .collect();
-    if found.len() > MAX_LISTED {
-        bundles.push(format!("… {} more", found.len() - MAX_LISTED));
-    }
-    Err(CompareError::NotABundle {
-        side,
-        path: dir.display().to_string(),
-        what,
-        marker,
-        bundles,
-    })
-}
-
-/// The directories under `dir` (at most `depth` levels down, symlinks not followed, at most
-/// 4096 entries read a directory) that hold a `result.json`, sorted.
-fn bundles_inside(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut subs: Vec<std::path::PathBuf> = rd
-        .take(4096)
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect();
-    subs.sort();
-    for s in subs {
-        if s.join("result.json").symlink_metadata().is_ok() {
-            out.push(s);
-        } else if depth > 1 {
-            bundles_inside(&s, depth - 1, out);
-        }
-    }
-}
-
-/// `compare A B` from two directories: each must be one bundle
-/// ([`require_bundle_dir`]), then both are verified (`on_invalid` sees each verdict that is
-/// not valid, e.g. to print its reasons), compared ([`compare_verified`]) and the paths
-/// recorded in the comparison.
-pub fn compare_dirs(
-    a: &Path,
-    b: &Path,
-    o: &CompareOptions,
-    mut on_invalid: impl FnMut(&Path, &Verdict),
-) -> Result<Comparison, CompareError> {
-    require_bundle_dir("A", a)?;
-    require_bundle_dir("B", b)?;
-    let (va, vb) = (crate::verify::verify_dir(a), crate::verify::verify_dir(b));
-    for (dir, v) in [(a, &va), (b, &vb)] {
-        if !v.is_valid() {
-            on_invalid(dir, v);
-        }
-    }
-    let mut c = compare_verified(&va, &vb, o)?;
-    c.path_a = Some(a.display().to_string());
-    c.path_b = Some(b.display().to_string());
-    Ok(c)
 }
 
 fn verified_data<'v>(
@@ -764,8 +673,8 @@ pub fn compare_bundles(
         compare_values(
             &format!("{HEADLINE} (successes)"),
             true,
-            &headline_ok(a.1),
-            &headline_ok(b.1),
+            &success_latencies(a.1),
+            &success_latencies(b.1),
             o,
         ),
         compare_values(
@@ -859,7 +768,7 @@ fn cells(m: &MetricComparison) -> [String; 11] {
         m.ci95_ns
             .map(|(l, h)| format!("[{}, {}]", signed_ms(l), signed_ms(h)))
             .unwrap_or_else(|| "–".into()),
-        m.p_value.map(fmt_p).unwrap_or_else(|| "–".into()),
+        m.p_value.map(p_text).unwrap_or_else(|| "–".into()),
         m.verdict.as_str().to_string(),
     ]
 }

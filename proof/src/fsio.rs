@@ -26,7 +26,7 @@ use truecold_proto::path_io::PathIoError;
 
 /// The most bytes read into memory from `result.json`, `cmdline.txt`, `SHA256SUMS`,
 /// `SHA256SUMS.sig` or a directory's record (each is far smaller); every other file is
-/// hashed as a stream ([`crate::sums::sha256_reader`]).
+/// hashed as a stream ([`crate::digest::sha256_reader`]).
 pub const MAX_PARSED_BYTES: u64 = 16 << 20;
 
 /// The flags every read of a directory's file opens with (besides read-only).
@@ -83,7 +83,7 @@ thread_local! {
 
 /// One verification's record of what it read: while a `Session` lives, every file this module
 /// reads whole ([`read_file`]), hashes ([`hash_file`]) or parses as a stream
-/// ([`HashingReader`]) has its digest noted by path ([`note`]), and a second read of the
+/// ([`crate::digest::HashingReader`]) has its digest noted by path ([`note`]), and a second read of the
 /// same path whose bytes hash otherwise is [`FileError::Changed`]. So whatever a verifier
 /// parses is the bytes that were hashed and checked against `SHA256SUMS`, at whatever level
 /// (a tune's top listing, a phase's, an arm bundle's) and in whatever order each was read.
@@ -133,49 +133,6 @@ pub fn note(path: &Path, digest: &str) -> Result<(), FileError> {
     })
 }
 
-/// A reader that hashes every byte it yields: a file parsed as a stream is hashed from the
-/// same descriptor and the same bytes ([`HashingReader::finish`]).
-pub struct HashingReader<R> {
-    inner: R,
-    hasher: sha2::Sha256,
-    len: u64,
-}
-
-impl<R: Read> HashingReader<R> {
-    pub fn new(inner: R) -> Self {
-        use sha2::Digest as _;
-        HashingReader {
-            inner,
-            hasher: sha2::Sha256::new(),
-            len: 0,
-        }
-    }
-
-    /// Reads what the parser left (so the digest covers the whole file), then returns the
-    /// digest (lowercase hex) and the length.
-    pub fn finish(mut self) -> io::Result<(String, u64)> {
-        use sha2::Digest as _;
-        let mut buf = vec![0u8; crate::sums::HASH_BUFFER];
-        while self.read(&mut buf)? != 0 {}
-        Ok((truecold_proto::hex(&self.hasher.finalize()), self.len))
-    }
-}
-
-impl<R: Read> Read for HashingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        use sha2::Digest as _;
-        let n = loop {
-            match self.inner.read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => break r?,
-            }
-        };
-        self.hasher.update(&buf[..n]);
-        self.len = self.len.saturating_add(n as u64);
-        Ok(n)
-    }
-}
-
 /// Opens `path` for reading once, refusing links (`O_NOFOLLOW`), never blocking on a FIFO
 /// (`O_NONBLOCK`), and refusing, after `fstat` of the open descriptor, anything that is not
 /// a regular file.
@@ -212,7 +169,7 @@ pub fn read_file(path: &Path, cap: u64) -> Result<Vec<u8>, FileError> {
             path: path.to_path_buf(),
             cap,
         })?;
-    note(path, &crate::sums::sha256_hex(&b))?;
+    note(path, &crate::digest::sha256_hex(&b))?;
     Ok(b)
 }
 
@@ -230,7 +187,7 @@ pub fn read_capped(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
 /// a fixed buffer from the one descriptor [`open_regular`] opens (and noted: [`note`]).
 pub fn hash_file(path: &Path) -> Result<(String, u64), FileError> {
     let f = open_regular(path)?;
-    let (d, n) = crate::sums::sha256_reader(f).map_err(PathIoError::at("read", path))?;
+    let (d, n) = crate::digest::sha256_reader(f).map_err(PathIoError::at("read", path))?;
     note(path, &d)?;
     Ok((d, n))
 }
@@ -348,6 +305,7 @@ pub fn sync_dir(dir: &Path) -> Result<(), PathIoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::HashingReader;
 
     #[test]
     fn a_link_a_fifo_and_a_directory_are_refused_and_a_file_is_capped() {
@@ -400,7 +358,7 @@ mod tests {
             let mut first = [0u8; 2];
             r.read_exact(&mut first).unwrap();
             let (digest, len) = r.finish().unwrap();
-            assert_eq!((digest, len), (crate::sums::sha256_hex(b"parsed"), 6));
+            assert_eq!((digest, len), (crate::digest::sha256_hex(b"parsed"), 6));
         }
         // Outside a session nothing is noted.
         read_file(&f, 100).unwrap();

@@ -16,7 +16,7 @@
 //!   [`MAX_ROWS`] rows (the page says which rows it shows; `samples.csv` has every one).
 //!
 //! Every string from the directory is HTML-escaped ([`esc`]) after its control and
-//! bidirectional characters are written as escapes ([`escape_untrusted`]): a hostile label
+//! bidirectional characters are written as escapes ([`crate::fmt::escape_untrusted`]): a hostile label
 //! or error detail renders as text, never as markup.
 //!
 //! `verify DIR` checks `DIR/report.html` when there is one (a page inside a multi-arm, tune or
@@ -27,14 +27,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::report::ms;
+use crate::fmt::{esc, ms};
+use crate::kind::Kind;
+use crate::names::HTML_FILE;
 use crate::schema::{ResultJson, Sample, Stage, StageKind};
 use crate::stats::percentile_sorted;
-use crate::verdict::{escape_untrusted, Reason, Verdict};
-use crate::verify::Kind;
+use crate::summary::success_latencies;
+use crate::verdict::{Reason, Verdict};
 
-/// The page's file name.
-pub const HTML_FILE: &str = "report.html";
 /// Most sample rows in the drill-down table.
 pub const MAX_ROWS: usize = 200;
 /// Most bytes of a README or image read from a directory for the page.
@@ -55,26 +55,8 @@ pub enum HtmlError {
     File(#[from] crate::fsio::FileError),
     #[error(transparent)]
     Dir(#[from] crate::skeleton::DirError),
-    #[error("{}", crate::sums::SUMS_FILE)]
+    #[error("{}", crate::names::SUMS_FILE)]
     Sums(#[source] crate::sums::SumsError),
-}
-
-/// `s` as HTML text: control and bidirectional characters written as escapes
-/// ([`escape_untrusted`]), then `&`, `<`, `>`, `"` and `'` as character references. Safe in
-/// element content and in a quoted attribute.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in escape_untrusted(s).chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The verdict the page shows: `v` less every reason and warning about the page itself,
@@ -123,7 +105,7 @@ pub fn page(dir: &Path, kind: Kind, v: &Verdict) -> Result<String, HtmlError> {
             bundle_sections(&mut s, dir, r, samples)?;
         }
         Kind::Arms | Kind::Tune | Kind::Bisect => {
-            let readme = crate::fsio::read_file(&dir.join(crate::report::README_FILE), MAX_INPUT)?;
+            let readme = crate::fsio::read_file(&dir.join(crate::names::README_FILE), MAX_INPUT)?;
             let text = String::from_utf8_lossy(&readme);
             let images = linked_images(dir, &text)?;
             s.push_str(&markdown(&text, &images));
@@ -194,7 +176,7 @@ fn bundle_sections(
     r: &ResultJson,
     samples: &[Sample],
 ) -> Result<(), HtmlError> {
-    let generated = crate::report::generated_files(r, samples);
+    let generated = crate::bundle::generated_files(r, samples);
     let images: BTreeMap<String, Vec<u8>> = generated
         .iter()
         .filter(|(n, _)| n.ends_with(".svg"))
@@ -202,7 +184,7 @@ fn bundle_sections(
         .collect();
     let readme = generated
         .iter()
-        .find(|(n, _)| n == crate::report::README_FILE)
+        .find(|(n, _)| n == crate::names::README_FILE)
         .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
         .unwrap_or_default();
     s.push_str(&markdown(&readme, &images));
@@ -232,12 +214,7 @@ fn bundle_sections(
 /// one real launch's request → strict-ready, not a sum of percentiles.
 fn waterfall(s: &mut String, samples: &[Sample]) {
     let _ = writeln!(s, "<h2>Stage waterfall (the median launch)</h2>");
-    let mut lat: Vec<u64> = samples
-        .iter()
-        .filter(|x| x.ok)
-        .filter_map(|x| x.latency_ns)
-        .collect();
-    lat.sort_unstable();
+    let lat = success_latencies(samples);
     let median = percentile_sorted(&lat, 50, 100);
     let Some(m) = median.and_then(|p| samples.iter().find(|x| x.ok && x.latency_ns == Some(p)))
     else {
@@ -678,24 +655,23 @@ pub(crate) fn check(dir: &Path, kind: Kind, v: &mut Verdict) {
     }
 }
 
-/// Writes `dir`'s page from the verifier's verdict on it and lists it in `dir`'s top
-/// `SHA256SUMS` (its other entries kept as they are). Returns the names written.
-pub fn write(dir: &Path) -> Result<Vec<String>, HtmlError> {
-    let kind = crate::verify::kind_of(dir);
-    let v = crate::verify::verify_dir(dir);
-    let page = page(dir, kind, &v)?;
+/// Writes the page of `dir`, a directory of `kind`, from `v`, the verifier's verdict on it
+/// ([`crate::verify::verify_dir`]'s), and lists it in `dir`'s top `SHA256SUMS` (its other
+/// entries kept as they are). Returns the names written.
+pub fn write(dir: &Path, kind: Kind, v: &Verdict) -> Result<Vec<String>, HtmlError> {
+    let page = page(dir, kind, v)?;
     crate::skeleton::write(dir, HTML_FILE, page.as_bytes())?;
     let listed = crate::skeleton::read_listing(dir, |b| crate::sums::parse_sums_with(b, |_| true))?;
     let mut entries: Vec<(String, String)> =
         listed.into_iter().filter(|(n, _)| n != HTML_FILE).collect();
     entries.push((
         HTML_FILE.to_string(),
-        crate::sums::sha256_hex(page.as_bytes()),
+        crate::digest::sha256_hex(page.as_bytes()),
     ));
     crate::skeleton::write_sums(dir, &entries)?;
     Ok(vec![
         HTML_FILE.to_string(),
-        crate::sums::SUMS_FILE.to_string(),
+        crate::names::SUMS_FILE.to_string(),
     ])
 }
 
@@ -720,9 +696,9 @@ mod tests {
         let none = BTreeMap::new();
         let md = format!(
             "# t\n\n- cpu: {}\n- cmd: {}\n\n| a | b |\n|---|---:|\n| {} | `x|y` |\n",
-            crate::report::md_text("<img src=x onerror=alert(1)> **b** [l](javascript:x)"),
-            crate::report::md_code("</code><script>"),
-            crate::report::md_text("p|q")
+            crate::fmt::md_text("<img src=x onerror=alert(1)> **b** [l](javascript:x)"),
+            crate::fmt::md_code("</code><script>"),
+            crate::fmt::md_text("p|q")
         );
         let h = markdown(&md, &none);
         assert!(!h.contains("<img") && !h.contains("<script"), "{h}");

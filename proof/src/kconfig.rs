@@ -5,11 +5,12 @@
 //! [`USER_KERNEL_FILE`]). One definition: the bench reads and builds with these, the verifier
 //! recomputes them.
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
+use serde::{Deserialize, Serialize};
+
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::verdict::{Check, Verdict};
 
 /// The user's config file as given, in a tune or bisect directory (beside its record).
@@ -164,7 +165,7 @@ pub fn check_user_kernel(
             return;
         }
     };
-    let got = crate::sums::sha256_hex(&bytes);
+    let got = crate::digest::sha256_hex(&bytes);
     if got != k.sha256 {
         v.add_file(
             Check::UserKernel,

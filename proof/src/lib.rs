@@ -14,7 +14,7 @@
 //!    deadline_ns, incomplete), configuration, environment, artifacts, &samples)` computes
 //!    every summary (`clock` is `environment.host_kind.clock()`; `interleaved` true for an
 //!    arm of a multi-arm directory).
-//!    Artifact digests: [`sums::sha256_hex`]; names in [`schema::required_artifacts`].
+//!    Artifact digests: [`digest::sha256_hex`]; names in [`schema::required_artifacts`].
 //! 3. [`write_bundle`]`(dest, &result, &samples, &BundleInputs{..})` writes atomically
 //!    and returns the verifier's [`Verdict`] on what it wrote.
 //!
@@ -48,18 +48,23 @@ pub mod arms;
 pub mod attribution;
 pub mod bisect;
 pub mod bundle;
-pub mod bundle_verify;
 pub mod cli_docs;
 pub mod cmdline;
 pub mod compare;
 pub mod csv;
+pub mod digest;
+pub mod fmt;
 pub mod fsio;
 pub mod html;
 pub mod kconfig;
+pub mod kind;
 pub mod lifecycle;
 pub mod names;
 pub mod plot;
-pub mod report;
+/// The bench's path to [`fmt::ms`].
+pub mod report {
+    pub use crate::fmt::ms;
+}
 pub mod reports;
 pub mod residue;
 pub mod schema;
@@ -80,8 +85,8 @@ pub use bundle::{read_bundle, regenerate, write_bundle, BundleError, BundleInput
 pub use compare::{compare_bundles, CompareOptions, Comparison, Outcome};
 pub use schema::{
     Clock, Configuration, Contract, ContractKind, Environment, HarnessLoad, HostKind, Mode,
-    ResultJson, Sample, Stage, StageKind, StageTimes, Stamps, StopRule, HEADLINE, SCHEMA_VERSION,
+    ResultJson, Sample, Stage, StageKind, StageTimes, Stamps, StopRule, Summaries, HEADLINE,
+    SCHEMA_VERSION,
 };
 pub use stats::Summary;
-pub use summary::Summaries;
 pub use verify::{verify_dir, verify_dir_with, Check, Verdict, VerifyOptions};

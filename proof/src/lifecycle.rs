@@ -1,8 +1,7 @@
 //! The launch lifecycle as rows: the states, one launch's row, the canonical `state.csv`
 //! (bytes and SHA-256), and [`check_lifecycle`], the rule a verifier applies to it.
 //!
-//! Pure (no SQLite, no clock): the verifier can share this file as it is (it needs `csv`,
-//! `sha2`, `thiserror` and `truecold-proto`, all of which `truecold-proof` already has).
+//! Pure (no SQLite, no clock): the bench and the verifier share it.
 //!
 //! # The lifecycle rule
 //! Every launch `idx` in `0..n_launches` has exactly one row, and no other row exists. A
@@ -18,7 +17,6 @@
 //! non-empty. Stamps are CLOCK_MONOTONIC ns (the clock of every host stamp).
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 /// The journal settings the contract requires, as `environment.parity.journal` spells them
 /// (SQLite's `journal_mode` and `synchronous` read back: WAL, FULL).
@@ -152,10 +150,9 @@ pub fn csv_bytes(rows: &[LaunchRow]) -> Result<Vec<u8>, CsvError> {
     w.into_inner().map_err(|e| CsvError::Flush(e.into_error()))
 }
 
-/// Lowercase hex SHA-256 of `bytes` (the digest of `state.csv` that goes into the bundle).
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    truecold_proto::hex(&Sha256::digest(bytes))
-}
+/// Lowercase hex SHA-256 of `bytes` (the digest of `state.csv` that goes into the bundle):
+/// [`crate::digest::sha256_hex`], the one digest of every file.
+pub use crate::digest::sha256_hex;
 
 /// Parses `state.csv` (as [`csv_bytes`] writes it) back into rows, in file order. A field
 /// that does not parse is a finding of [`check_lifecycle`]'s caller's making: here it is an

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use truecold_proof::compare::compare_dirs;
+use truecold_proof::fmt::escape_untrusted;
 use truecold_proof::sign::{sign_bundle, SignError, SshKeygen};
-use truecold_proof::verify::{chain, escape_untrusted, verify_dir_with, SignatureCheck};
+use truecold_proof::verify::{chain, compare_dirs, verify_dir_with, SignatureCheck};
 use truecold_proof::{CompareOptions, VerifyOptions};
 
 /// Exit status of a usage error (bad or missing arguments), for every subcommand: `git bisect

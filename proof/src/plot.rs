@@ -21,14 +21,10 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::report::ms;
+use crate::fmt::ms;
 use crate::schema::{ResultJson, Sample};
-use crate::stats::{percentile_sorted, with_failures, Summary};
-
-/// File name of the CDF plot.
-pub const CDF_FILE: &str = "latency-cdf.svg";
-/// File name of the stage plot.
-pub const STAGES_FILE: &str = "stages.svg";
+use crate::stats::{ascending, percentile_sorted, with_failures, Summary};
+use crate::summary::success_latencies;
 
 const W: u32 = 800;
 const H: u32 = 520;
@@ -310,7 +306,7 @@ fn step_points(
 }
 
 fn error_svg(w: u32, h: u32, what: &str) -> String {
-    let esc = crate::html::esc(what);
+    let esc = crate::fmt::esc(what);
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\">\
          <text x=\"10\" y=\"20\">plot failed: {esc}</text></svg>\n"
@@ -327,16 +323,10 @@ pub fn cdf_svg(result: &ResultJson, samples: &[Sample]) -> String {
 }
 
 fn draw_cdf(out: &mut String, result: &ResultJson, samples: &[Sample]) -> PlotResult<()> {
-    let mut ok: Vec<u64> = samples
-        .iter()
-        .filter(|s| s.ok)
-        .filter_map(|s| s.latency_ns)
-        .collect();
-    ok.sort_unstable();
+    let ok = success_latencies(samples);
     let failed = samples.len() as u64 - ok.len() as u64;
     let deadline = result.contract.deadline_ns;
-    let mut all = with_failures(&ok, failed, deadline);
-    all.sort_unstable();
+    let all = ascending(&with_failures(&ok, failed, deadline));
     let log = long_tail(&ok);
     // The axis covers the successes, from the fastest to the slowest plus a tenth of their
     // spread; values beyond it (failures at the deadline) are drawn at its right edge and
@@ -653,11 +643,7 @@ fn draw_arms_cdf(
 ) -> PlotResult<()> {
     let sorted: Vec<(&str, Vec<u64>)> = arms
         .iter()
-        .map(|(n, v)| {
-            let mut v = v.clone();
-            v.sort_unstable();
-            (n.as_str(), v)
-        })
+        .map(|(n, v)| (n.as_str(), ascending(v)))
         .collect();
     let lo_ns = sorted.iter().filter_map(|(_, v)| v.first()).min().copied();
     let hi_ns = sorted.iter().filter_map(|(_, v)| v.last()).max().copied();
@@ -720,7 +706,7 @@ fn draw_arms_cdf(
 mod tests {
     use super::*;
 
-    /// A failed plot's message is HTML text as the page writes it ([`crate::html::esc`]):
+    /// A failed plot's message is HTML text as the page writes it ([`crate::fmt::esc`]):
     /// markup, quotes and control characters cannot leave the `<text>` element.
     #[test]
     fn a_failed_plot_escapes_its_message_as_the_page_does() {
@@ -731,7 +717,7 @@ mod tests {
             format!(
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"20\">\
                  <text x=\"10\" y=\"20\">plot failed: {}</text></svg>\n",
-                crate::html::esc(what)
+                crate::fmt::esc(what)
             )
         );
         assert!(svg.contains("plot failed: &lt;script&gt;&quot;a&quot;&amp;&#39;b&#39;\\n<"));

@@ -13,12 +13,11 @@ use serde::{Deserialize, Serialize};
 use truecold_proto::measure::{Mark, Stamps, Taker};
 use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 
-use crate::report::opt_ns;
+use crate::fmt::{opt_ns, or_none};
 use crate::schema::{ContractKind, Engine, Observer, ResultJson, Sample, Stage, StageKind};
-use crate::verdict::or_none;
 
-/// File name in a bundle.
-pub const REPORTS_FILE: &str = "reports.jsonl";
+/// The bench's path to [`crate::names::REPORTS_FILE`].
+pub use crate::names::REPORTS_FILE;
 
 /// The longest line the verifier reads (a VMM report is a few KiB).
 pub const MAX_LINE: usize = 1 << 20;

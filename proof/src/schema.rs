@@ -5,19 +5,20 @@
 //! All times are integer nanoseconds of CLOCK_MONOTONIC (absolute stamps) or durations;
 //! all sizes are bytes. Nothing stored is a float.
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::RamLayout;
 use truecold_proto::{BootId, GuestPlatform};
+
+use crate::fmt::or_none;
+use crate::stats::Summary;
 
 pub use truecold_proto::kinds::{
     Backing, Clock, ContractKind, Engine, HostKind, Mode, Observer, LINUX_LABEL, PROBE_LABEL,
 };
 pub use truecold_proto::measure::{Stage, StageKind, StageTimes, Stamps, STAGE_COUNT};
 pub use truecold_proto::tune::{Knob, TuneGuest};
-
-use crate::summary::Summaries;
-use crate::verdict::or_none;
 
 /// The one percentile definition used everywhere (stored in `result.json`, too).
 pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n sorted values \
@@ -742,6 +743,73 @@ pub fn virtual_clock_differs(a: &Environment, b: &Environment) -> Option<String>
     }
 }
 
+// The summaries `result.json` states, every one computed from the rows alone
+// ([`crate::summary`]: the bench writes them, the verifier recomputes them).
+
+/// A metric summarised twice: successes only, and with failures scored at the deadline.
+/// The second is **right-censored at the deadline**: a failure's latency is only known to
+/// exceed the deadline, so a percentile that reaches the deadline is a lower bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pair {
+    pub successes: Option<Summary>,
+    pub with_failures: Option<Summary>,
+}
+
+/// One stage's summary: the values of successful samples that have the stage (`None` for a
+/// stage no success has, e.g. the guest stages of a probe guest). There is no with-failures
+/// figure per stage (schema 3 dropped it): a failure would be scored at the whole deadline in
+/// every stage, which says nothing about any one stage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSummary {
+    pub name: String,
+    pub successes: Option<Summary>,
+}
+
+/// One concurrency level (sweep, burst, churn; sequential is level 1, open loop 0).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSummary {
+    pub concurrency: u32,
+    pub attempts: u64,
+    pub successes: u64,
+    pub headline: Pair,
+    /// Successes per 1,000 s over the group's span: first request (intended where
+    /// present) to last strict-ready; `floor(successes·10^12 / span_ns)`. `None` without
+    /// a success or with a zero span.
+    pub throughput_per_ks: Option<u64>,
+}
+
+/// Everything `result.json` states about the samples.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summaries {
+    pub attempts: u64,
+    pub successes: u64,
+    pub failures: u64,
+    /// `floor(successes·10^6 / attempts)`; 0 with no attempts.
+    pub success_rate_ppm: u64,
+    /// error kind → count, one count per failure: its values add up to `failures`. A row
+    /// marked ok without a latency is scored as a failure and counted under
+    /// [`OK_WITHOUT_LATENCY`](crate::summary::OK_WITHOUT_LATENCY).
+    pub errors: BTreeMap<String, u64>,
+    /// The headline metric ([`HEADLINE`]).
+    pub headline: Pair,
+    /// Every stage of the bundle's schema ([`schema_stages`]), in order.
+    pub stages: Vec<StageSummary>,
+    /// Per concurrency level, ascending.
+    pub by_concurrency: Vec<GroupSummary>,
+    /// With ≥ 2 levels: the level of the highest throughput (lowest level on a tie).
+    #[serde(default)]
+    pub peak_throughput_concurrency: Option<u32>,
+    /// The knee: the lowest concurrency level whose headline p50 (successes) exceeds
+    /// [`KNEE_FACTOR_NUM`](crate::summary::KNEE_FACTOR_NUM)/[`KNEE_FACTOR_DEN`](crate::summary::KNEE_FACTOR_DEN) (1.5) × the level-1 p50, compared exactly
+    /// in integers (`2·p50 > 3·p50₁`). `None` without a level 1 with successes, or when
+    /// no level gets that slow.
+    pub knee_concurrency: Option<u32>,
+}
+
 /// `result.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -753,27 +821,6 @@ pub struct ResultJson {
     /// Artifact name → sha256 (64 lowercase hex). See [`required_artifacts`].
     pub artifacts: BTreeMap<String, String>,
     pub summary: Summaries,
-}
-
-impl ResultJson {
-    /// Builds the result, computing every summary from `samples`.
-    pub fn new(
-        contract: Contract,
-        configuration: Configuration,
-        environment: Environment,
-        artifacts: BTreeMap<String, String>,
-        samples: &[Sample],
-    ) -> Self {
-        let summary = Summaries::compute(&contract, samples);
-        ResultJson {
-            schema_version: SCHEMA_VERSION,
-            contract,
-            configuration,
-            environment,
-            artifacts,
-            summary,
-        }
-    }
 }
 
 /// Artifact digest names a bundle of this kind must carry in `result.json`.

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::sums::SUMS_FILE;
+use crate::names::SUMS_FILE;
 
 pub use crate::signature::*;
 

@@ -21,7 +21,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-pub use crate::sums::SIG_FILE;
+pub use crate::names::SIG_FILE;
 /// The SSHSIG namespace: a signature made for another purpose never verifies as a bundle's.
 pub const NAMESPACE: &str = "truecold-bundle";
 

@@ -1,4 +1,7 @@
-//! The one percentile definition, used by the bench, the verifier and `compare`.
+//! The one percentile definition, used by the bench, the verifier and `compare`: the rank
+//! ([`nearest_rank_index`]) and the value at it ([`percentile_sorted`]). Nothing else
+//! computes a rank or sorts values for a percentile (`proof/tests/one_percentile.rs` holds
+//! every other file of this crate and of the bench to that).
 //!
 //! **Nearest rank.** For n ≥ 1 values sorted ascending, the p-th percentile is the value at
 //! 1-based rank `ceil(p·n/100)` (so p50 of `[1,2,3,4]` is 2 and p100 is the maximum).
@@ -21,15 +24,40 @@ pub struct Summary {
     pub mean: u64,
 }
 
-/// Nearest-rank percentile of an ascending slice: rank `ceil(num·n/den)`, 1-based,
-/// clamped to `[1, n]`. `None` for an empty slice. `num/den` is the quantile (e.g. 99/100).
-pub fn percentile_sorted(sorted: &[u64], num: u64, den: u64) -> Option<u64> {
-    let n = sorted.len() as u128;
+/// The one rank rule: the 0-based index, among `n` ascending values, of the nearest-rank
+/// `num/den` quantile (e.g. 99/100): rank `ceil(num·n/den)`, 1-based, clamped to `[1, n]`,
+/// exact in integers. `None` for no values or a zero `den`. Every percentile
+/// ([`percentile_sorted`], [`percentile_of`]) and every quantile of a resampling takes this
+/// index; so does the bench's histogram percentile (`truecold run`'s progress line).
+pub fn nearest_rank_index(n: usize, num: u64, den: u64) -> Option<usize> {
     if n == 0 || den == 0 {
         return None;
     }
+    let n = n as u128;
     let rank = (u128::from(num) * n).div_ceil(u128::from(den)).clamp(1, n);
-    sorted.get((rank - 1) as usize).copied()
+    usize::try_from(rank - 1).ok()
+}
+
+/// Nearest-rank percentile of an ascending slice: the value at [`nearest_rank_index`].
+/// `None` for an empty slice. `num/den` is the quantile (e.g. 99/100).
+pub fn percentile_sorted<T: Copy>(sorted: &[T], num: u64, den: u64) -> Option<T> {
+    sorted
+        .get(nearest_rank_index(sorted.len(), num, den)?)
+        .copied()
+}
+
+/// [`percentile_sorted`] of `values` in any order, found by selection (`values` is
+/// reordered, not sorted): what a resampling takes of each resample.
+pub fn percentile_of<T: Ord + Copy>(values: &mut [T], num: u64, den: u64) -> Option<T> {
+    let i = nearest_rank_index(values.len(), num, den)?;
+    Some(*values.select_nth_unstable(i).1)
+}
+
+/// `values` ascending: the order [`percentile_sorted`] reads.
+pub fn ascending<T: Ord + Copy>(values: &[T]) -> Vec<T> {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    v
 }
 
 /// `floor(sum/n)`, exact (u128 accumulator).
@@ -44,9 +72,7 @@ pub fn mean_floor(values: &[u64]) -> Option<u64> {
 impl Summary {
     /// Summarises `values` (any order). `None` when empty.
     pub fn of(values: &[u64]) -> Option<Summary> {
-        let mut v = values.to_vec();
-        v.sort_unstable();
-        Summary::of_sorted(&v)
+        Summary::of_sorted(&ascending(values))
     }
 
     /// Summarises ascending `sorted`. `None` when empty.
@@ -86,7 +112,31 @@ mod tests {
         assert_eq!(percentile_sorted(&v, 1, 100), Some(10));
         assert_eq!(percentile_sorted(&v, 0, 100), Some(10));
         assert_eq!(percentile_sorted(&v, 100, 100), Some(40));
-        assert_eq!(percentile_sorted(&[], 50, 100), None);
+        assert_eq!(percentile_sorted::<u64>(&[], 50, 100), None);
+    }
+
+    #[test]
+    fn one_rank_rule_for_every_percentile() {
+        assert_eq!(nearest_rank_index(0, 50, 100), None);
+        assert_eq!(nearest_rank_index(4, 50, 0), None);
+        // ceil(0.5·4) = 2 → index 1; ceil(0.025·100) = 3 → 2; ceil(0.975·100) = 98 → 97.
+        assert_eq!(nearest_rank_index(4, 50, 100), Some(1));
+        assert_eq!(nearest_rank_index(100, 25, 1000), Some(2));
+        assert_eq!(nearest_rank_index(100, 975, 1000), Some(97));
+        // Clamped to [1, n]: p0 is the minimum, anything past p100 the maximum.
+        assert_eq!(nearest_rank_index(7, 0, 100), Some(0));
+        assert_eq!(nearest_rank_index(7, 250, 100), Some(6));
+        // Selection and sorting read the same value.
+        let v = [55u64, 3, 34, 8, 21, 5, 13];
+        for q in 0..=100 {
+            let mut w = v;
+            assert_eq!(
+                percentile_of(&mut w, q, 100),
+                percentile_sorted(&ascending(&v), q, 100),
+                "p{q}"
+            );
+        }
+        assert_eq!(percentile_sorted(&ascending(&[3i64, -2, 7]), 1, 2), Some(3));
     }
 
     #[test]

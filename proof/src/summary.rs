@@ -1,75 +1,13 @@
 //! Every summary stored in `result.json`, computed from the samples alone (the bench
 //! calls [`Summaries::compute`] to write them, the verifier calls it again to check them).
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::schema::{Contract, Sample};
-use crate::stats::{with_failures, Summary};
-
-/// A metric summarised twice: successes only, and with failures scored at the deadline.
-/// The second is **right-censored at the deadline**: a failure's latency is only known to
-/// exceed the deadline, so a percentile that reaches the deadline is a lower bound.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Pair {
-    pub successes: Option<Summary>,
-    pub with_failures: Option<Summary>,
-}
-
-/// One stage's summary: the values of successful samples that have the stage (`None` for a
-/// stage no success has, e.g. the guest stages of a probe guest). There is no with-failures
-/// figure per stage (schema 3 dropped it): a failure would be scored at the whole deadline in
-/// every stage, which says nothing about any one stage.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StageSummary {
-    pub name: String,
-    pub successes: Option<Summary>,
-}
-
-/// One concurrency level (sweep, burst, churn; sequential is level 1, open loop 0).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupSummary {
-    pub concurrency: u32,
-    pub attempts: u64,
-    pub successes: u64,
-    pub headline: Pair,
-    /// Successes per 1,000 s over the group's span: first request (intended where
-    /// present) to last strict-ready; `floor(successes·10^12 / span_ns)`. `None` without
-    /// a success or with a zero span.
-    pub throughput_per_ks: Option<u64>,
-}
-
-/// Everything `result.json` states about the samples.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Summaries {
-    pub attempts: u64,
-    pub successes: u64,
-    pub failures: u64,
-    /// `floor(successes·10^6 / attempts)`; 0 with no attempts.
-    pub success_rate_ppm: u64,
-    /// error kind → count, one count per failure: its values add up to `failures`. A row
-    /// marked ok without a latency is scored as a failure and counted under
-    /// [`OK_WITHOUT_LATENCY`].
-    pub errors: BTreeMap<String, u64>,
-    /// The headline metric ([`crate::schema::HEADLINE`]).
-    pub headline: Pair,
-    /// Every stage of the bundle's schema ([`crate::schema::schema_stages`]), in order.
-    pub stages: Vec<StageSummary>,
-    /// Per concurrency level, ascending.
-    pub by_concurrency: Vec<GroupSummary>,
-    /// With ≥ 2 levels: the level of the highest throughput (lowest level on a tie).
-    #[serde(default)]
-    pub peak_throughput_concurrency: Option<u32>,
-    /// The knee: the lowest concurrency level whose headline p50 (successes) exceeds
-    /// [`KNEE_FACTOR_NUM`]/[`KNEE_FACTOR_DEN`] (1.5) × the level-1 p50, compared exactly
-    /// in integers (`2·p50 > 3·p50₁`). `None` without a level 1 with successes, or when
-    /// no level gets that slow.
-    pub knee_concurrency: Option<u32>,
-}
+use crate::schema::{
+    Configuration, Contract, Environment, GroupSummary, Pair, ResultJson, Sample, StageSummary,
+    Summaries, SCHEMA_VERSION,
+};
+use crate::stats::{ascending, with_failures, Summary};
 
 /// Error-histogram key of a row marked ok that has no latency (scored as a failure).
 pub const OK_WITHOUT_LATENCY: &str = "ok_without_latency";
@@ -111,17 +49,26 @@ fn pair(success_values: &[u64], failures: u64, deadline_ns: u64) -> Pair {
     }
 }
 
+/// The headline (request → strict-ready) of every successful row, ascending: the values every
+/// successes-only figure is computed from — the summaries, the plots, the page, `compare`,
+/// a multi-arm directory's arms, a tune's arms, the attribution's reconciliation. A row
+/// marked ok without a latency is not among them: it is scored as a failure
+/// ([`OK_WITHOUT_LATENCY`]).
+pub fn success_latencies<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<u64> {
+    let ok: Vec<u64> = samples
+        .into_iter()
+        .filter(|s| s.ok)
+        .filter_map(|s| s.latency_ns)
+        .collect();
+    ascending(&ok)
+}
+
+/// The successes' headlines ([`success_latencies`]) and how many rows are scored as
+/// failures: every other row (a "success" without a latency is invalid, the verifier says
+/// so; it is scored like a failure here so it is never silently dropped).
 fn headline_values(samples: &[&Sample]) -> (Vec<u64>, u64) {
-    let mut ok = Vec::new();
-    let mut failed = 0;
-    for s in samples {
-        match (s.ok, s.latency_ns) {
-            (true, Some(l)) => ok.push(l),
-            // A "success" without a latency is invalid (the verifier says so); it is
-            // scored like a failure here so it is never silently dropped.
-            _ => failed += 1,
-        }
-    }
+    let ok = success_latencies(samples.iter().copied());
+    let failed = samples.len() as u64 - ok.len() as u64;
     (ok, failed)
 }
 
@@ -221,6 +168,27 @@ impl Summaries {
             by_concurrency,
             peak_throughput_concurrency,
             knee_concurrency,
+        }
+    }
+}
+
+impl ResultJson {
+    /// Builds the result, computing every summary from `samples`.
+    pub fn new(
+        contract: Contract,
+        configuration: Configuration,
+        environment: Environment,
+        artifacts: BTreeMap<String, String>,
+        samples: &[Sample],
+    ) -> Self {
+        let summary = Summaries::compute(&contract, samples);
+        ResultJson {
+            schema_version: SCHEMA_VERSION,
+            contract,
+            configuration,
+            environment,
+            artifacts,
+            summary,
         }
     }
 }

@@ -3,13 +3,11 @@
 //! Bundle file names are restricted to `[A-Za-z0-9._-]`, not starting with `.`, so no
 //! escaping is ever needed.
 
-use sha2::{Digest, Sha256};
-use truecold_proto::hex;
+use crate::digest::is_sha256_hex;
+use crate::names::{is_valid_name, SIG_FILE, SUMS_FILE};
 
-/// The name of the checksum file.
-pub const SUMS_FILE: &str = "SHA256SUMS";
-/// The detached SSH signature over [`SUMS_FILE`] ([`crate::sign`]).
-pub const SIG_FILE: &str = "SHA256SUMS.sig";
+/// The bench's path to [`crate::digest::sha256_hex`].
+pub use crate::digest::sha256_hex;
 
 /// Why a `SHA256SUMS` line is not well formed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,51 +24,6 @@ pub enum SumsError {
     Duplicate(String),
     #[error("SHA256SUMS is not sorted by name at line {0}")]
     Unsorted(usize),
-}
-
-/// Lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-/// The buffer [`sha256_reader`] hashes through: memory use is this, whatever the size of
-/// the file.
-pub const HASH_BUFFER: usize = 64 * 1024;
-
-/// Lowercase hex sha256 of everything `r` yields, and how many bytes that was. Streams
-/// through one fixed [`HASH_BUFFER`]: a file of any size is hashed in constant memory.
-pub fn sha256_reader(mut r: impl std::io::Read) -> std::io::Result<(String, u64)> {
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; HASH_BUFFER];
-    let mut n: u64 = 0;
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(k) => {
-                h.update(&buf[..k]);
-                n = n.saturating_add(k as u64);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok((hex(&h.finalize()), n))
-}
-
-/// True for 64 lowercase hex digits.
-pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// A file name allowed in a bundle: `[A-Za-z0-9._-]+`, not starting with `.`.
-pub fn is_valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// Formats the file from `(name, digest)` pairs (sorted here).

@@ -8,10 +8,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::report::{mem_text, ms};
+use crate::fmt::{mem_text, ms};
+use crate::names::SIG_FILE;
 use crate::schema::{ResultJson, Sample, HEADLINE};
 use crate::signature::SshKeygen;
-use crate::sums::SIG_FILE;
+
+/// The bench's path to [`crate::fmt::escape_untrusted`].
+pub use crate::fmt::escape_untrusted;
 
 /// The kind of a reason; tests and tools match on it, humans read [`Reason::detail`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,7 +114,7 @@ pub enum Check {
     /// Sequential mode: an idle gap as long as the shortest launch (or 10 ms) — a *warning*
     /// ([`Verdict::warnings`]), never a reason: a dropped row leaves such a gap, and so does a
     /// harness descheduled on a busy host (a 2-core CI host running other tests stalled one
-    /// 33.1 ms between probe launches whose shortest took 32.2 ms, on 2026-12-02).
+    /// 33.1 ms between probe launches whose shortest took 32.2 ms).
     SequentialGap,
     /// The rows span more than the harness's wall time.
     WallTime,
@@ -230,37 +233,6 @@ pub struct Verdict {
     /// What the directory is when it is neither a bundle nor a multi-arm directory (a bisect
     /// directory), in words.
     pub label: Option<String>,
-}
-
-/// An optional figure as a verify message shows it: the value itself, or `none` (never
-/// Rust's `Some(..)`/`None`).
-pub fn or_none<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map_or_else(|| "none".into(), |v| v.to_string())
-}
-
-/// `s` with every character that could act on a terminal written as an escape: C0 and C1
-/// controls and DEL (`\u{1b}`, `\r`, `\n` …) and the Unicode bidirectional and line/paragraph
-/// separator controls. Everything else, including non-ASCII text, is kept.
-pub fn escape_untrusted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        let bidi = matches!(
-            c,
-            '\u{061c}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{2028}'
-                | '\u{2029}'
-        );
-        if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 impl Verdict {

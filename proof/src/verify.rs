@@ -1,18 +1,28 @@
-//! `verify DIR`: which kind of directory `DIR` is, and that kind's verifier. A directory
-//! holding `bisect.json` is a bisect directory ([`crate::bisect::verify_bisect_dir`]), one
-//! holding `tune.json` a tune directory ([`crate::tune::verify_tune_dir`]), one holding
-//! `arms.json` a multi-arm directory ([`crate::arms::verify_arms_dir`]), any other one
-//! bundle ([`crate::bundle_verify`]).
+//! `verify DIR` and `report DIR`, whatever the kind of `DIR`: the one dispatcher. A
+//! directory's kind is the record that marks it ([`Kind::of`]: `bisect.json` a bisect
+//! directory, `tune.json` a tune directory, `arms.json` a multi-arm directory, none of them
+//! a bundle), and each kind's verifier and regeneration are its [`DirKind`] implementation
+//! ([`BisectDir`], [`TuneDir`], [`ArmsDir`], [`BundleDir`]); this module is the one place
+//! that turns the one into the other. `compare A B` from two directories is here too
+//! ([`compare_dirs`]): it verifies both, then compares what they verified.
 //!
 //! This module sits above every kind: it uses them, none of them uses it (a kind that holds
 //! directories of another kind calls that kind's verifier itself). The names a verifier's
 //! caller needs are re-exported here from where they live: the verdict
-//! ([`crate::verdict`]) and the bundle verifier's checks ([`crate::bundle_verify`]).
+//! ([`crate::verdict`]) and the terminal escape ([`crate::fmt::escape_untrusted`]).
 
 use std::path::Path;
 
+use crate::arms::ArmsDir;
+use crate::bisect::BisectDir;
+use crate::bundle::BundleDir;
+use crate::compare::{compare_verified, CompareError, CompareOptions, Comparison};
+use crate::kind::{DirKind, Kind};
+use crate::tune::TuneDir;
+
+pub use crate::fmt::escape_untrusted;
 pub use crate::verdict::{
-    chain, escape_untrusted, Check, Reason, SignatureCheck, SignatureState, Verdict, VerifyOptions,
+    chain, Check, Reason, SignatureCheck, SignatureState, Verdict, VerifyOptions,
 };
 
 /// Verifies the directory `dir`, whatever its kind (no signature check).
@@ -20,51 +30,23 @@ pub fn verify_dir(dir: &Path) -> Verdict {
     verify_dir_with(dir, &VerifyOptions::default())
 }
 
-/// Verifies the directory `dir` with `opts`, by its kind (see the module doc).
+/// Verifies the directory `dir` with `opts`, by its kind (see the module doc), its page
+/// ([`crate::html`]) included.
 pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     let _session = crate::fsio::session();
-    let mut v = verify_kind(dir, opts);
-    crate::html::check(dir, kind_of(dir), &mut v);
+    let kind = Kind::of(dir);
+    let mut v = verify_kind(dir, kind, opts);
+    crate::html::check(dir, kind, &mut v);
     v
 }
 
-/// The kind's verifier, the page ([`crate::html`]) aside.
-fn verify_kind(dir: &Path, opts: &VerifyOptions) -> Verdict {
-    if dir
-        .join(crate::bisect::BISECT_FILE)
-        .symlink_metadata()
-        .is_ok()
-    {
-        return crate::bisect::verify_bisect_dir(dir, opts);
-    }
-    if dir.join(crate::tune::TUNE_FILE).symlink_metadata().is_ok() {
-        return crate::tune::verify_tune_dir(dir, opts);
-    }
-    if dir.join(crate::arms::ARMS_FILE).symlink_metadata().is_ok() {
-        return crate::arms::verify_arms_dir(dir, opts);
-    }
-    crate::bundle_verify::verify_bundle_with(dir, opts)
-}
-
-/// The kinds of directory, as [`verify_dir_with`] tells them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Bisect,
-    Tune,
-    Arms,
-    Bundle,
-}
-
-pub(crate) fn kind_of(dir: &Path) -> Kind {
-    let here = |name: &str| dir.join(name).symlink_metadata().is_ok();
-    if here(crate::bisect::BISECT_FILE) {
-        Kind::Bisect
-    } else if here(crate::tune::TUNE_FILE) {
-        Kind::Tune
-    } else if here(crate::arms::ARMS_FILE) {
-        Kind::Arms
-    } else {
-        Kind::Bundle
+/// The verifier of `kind`, the page aside.
+fn verify_kind(dir: &Path, kind: Kind, opts: &VerifyOptions) -> Verdict {
+    match kind {
+        Kind::Bisect => BisectDir::verify(dir, opts),
+        Kind::Tune => TuneDir::verify(dir, opts),
+        Kind::Arms => ArmsDir::verify(dir, opts),
+        Kind::Bundle => BundleDir::verify(dir, opts),
     }
 }
 
@@ -74,7 +56,7 @@ pub(crate) fn kind_of(dir: &Path) -> Kind {
 /// it), never terminal-escaped.
 pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
     use serde_json::json;
-    let kind = match kind_of(dir) {
+    let kind = match Kind::of(dir) {
         Kind::Bisect => "bisect",
         Kind::Tune => "tune",
         Kind::Bundle => "bundle",
@@ -186,27 +168,37 @@ pub fn reasons_report_keeps(v: &Verdict, regenerated: impl Fn(&str) -> bool) -> 
 
 /// `report DIR`, whatever its kind: refused unless `DIR` verifies but for reasons about the
 /// files `report` regenerates (a stale or missing README, plot or `SHA256SUMS` entry of
-/// one); then the kind's regeneration ([`crate::bundle::regenerate`],
-/// [`crate::arms::regenerate_arms`], [`crate::tune::regenerate_tune`],
-/// [`crate::bisect::regenerate_bisect`]). Returns the paths rewritten.
+/// one: [`DirKind::is_generated`]); then the kind's regeneration ([`DirKind::regenerate`]).
+/// Returns the paths rewritten.
 pub fn report_dir(dir: &Path) -> Result<Vec<String>, ReportError> {
     report_dir_with(dir, false)
 }
 
-/// [`report_dir`], then the page ([`crate::html::write`]) when `html` asks for one or the
-/// directory already has one (a page left as it was would be stale).
+/// [`report_dir`], then the page ([`crate::html::write`], from the verdict on the
+/// regenerated directory) when `html` asks for one or the directory already has one (a page
+/// left as it was would be stale).
 pub fn report_dir_with(dir: &Path, html: bool) -> Result<Vec<String>, ReportError> {
-    let mut written = report_kind(dir)?;
-    if html || crate::fsio::is_real_file(&dir.join(crate::html::HTML_FILE)) {
-        let names = crate::html::write(dir).map_err(ReportError::Html)?;
+    let kind = Kind::of(dir);
+    let mut written = match kind {
+        Kind::Bisect => report_as::<BisectDir>(dir)?,
+        Kind::Tune => report_as::<TuneDir>(dir)?,
+        Kind::Arms => report_as::<ArmsDir>(dir)?,
+        Kind::Bundle => report_as::<BundleDir>(dir)?,
+    };
+    if html || crate::fsio::is_real_file(&dir.join(crate::names::HTML_FILE)) {
+        let v = verify_dir(dir);
+        let names = crate::html::write(dir, kind, &v).map_err(ReportError::Html)?;
         written.retain(|n| !names.contains(n));
         written.extend(names);
     }
     Ok(written)
 }
 
-fn report_kind(dir: &Path) -> Result<Vec<String>, ReportError> {
-    let kind = kind_of(dir);
+/// [`report_dir`] on the directory `dir` of the kind `K`.
+fn report_as<K: DirKind>(dir: &Path) -> Result<Vec<String>, ReportError>
+where
+    ReportError: From<K::Error>,
+{
     let v = verify_dir(dir);
     if let Some(why) = v.unreadable {
         return Err(ReportError::Unreadable {
@@ -214,17 +206,7 @@ fn report_kind(dir: &Path) -> Result<Vec<String>, ReportError> {
             why: escape_untrusted(&why),
         });
     }
-    let attribution = dir
-        .join(crate::attribution::JSONL_FILE)
-        .symlink_metadata()
-        .is_ok();
-    let regenerated = |n: &str| match kind {
-        Kind::Bisect => crate::bisect::is_regenerated(n),
-        Kind::Tune => crate::tune::is_regenerated(n),
-        Kind::Arms => crate::arms::is_regenerated(n),
-        Kind::Bundle => crate::bundle::is_regenerated(n, attribution),
-    };
-    let kept = reasons_report_keeps(&v, regenerated);
+    let kept = reasons_report_keeps(&v, |n| K::is_generated(dir, n));
     if let Some(first) = kept.first() {
         return Err(ReportError::DoesNotVerify {
             dir: dir.to_path_buf(),
@@ -232,10 +214,81 @@ fn report_kind(dir: &Path) -> Result<Vec<String>, ReportError> {
             first: escape_untrusted(&first.detail),
         });
     }
-    Ok(match kind {
-        Kind::Bisect => crate::bisect::regenerate_bisect(dir)?,
-        Kind::Tune => crate::tune::regenerate_tune(dir)?,
-        Kind::Arms => crate::arms::regenerate_arms(dir)?,
-        Kind::Bundle => crate::bundle::regenerate(dir)?,
+    Ok(K::regenerate(dir)?)
+}
+
+/// `dir` refused unless it is one bundle: a multi-arm, tune or bisect directory (the kinds
+/// [`verify_dir`] tells apart) is named as such, with the bundles inside it.
+pub fn require_bundle_dir(side: &'static str, dir: &Path) -> Result<(), CompareError> {
+    let kind = Kind::of(dir);
+    let Some(marker) = kind.marker() else {
+        return Ok(());
+    };
+    let what = kind.describe();
+    let mut found = Vec::new();
+    bundles_inside(dir, 2, &mut found);
+    let mut bundles: Vec<String> = found
+        .iter()
+        .take(crate::compare::MAX_LISTED)
+        .map(|p| p.display().to_string())
+        .collect();
+    if found.len() > crate::compare::MAX_LISTED {
+        bundles.push(format!(
+            "… {} more",
+            found.len() - crate::compare::MAX_LISTED
+        ));
+    }
+    Err(CompareError::NotABundle {
+        side,
+        path: dir.display().to_string(),
+        what,
+        marker,
+        bundles,
     })
+}
+
+/// The directories under `dir` (at most `depth` levels down, symlinks not followed, at most
+/// 4096 entries read a directory) that hold a `result.json`, sorted.
+fn bundles_inside(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut subs: Vec<std::path::PathBuf> = rd
+        .take(4096)
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subs.sort();
+    for s in subs {
+        if s.join("result.json").symlink_metadata().is_ok() {
+            out.push(s);
+        } else if depth > 1 {
+            bundles_inside(&s, depth - 1, out);
+        }
+    }
+}
+
+/// `compare A B` from two directories: each must be one bundle
+/// ([`require_bundle_dir`]), then both are verified (`on_invalid` sees each verdict that is
+/// not valid, e.g. to print its reasons), compared ([`compare_verified`]) and the paths
+/// recorded in the comparison.
+pub fn compare_dirs(
+    a: &Path,
+    b: &Path,
+    o: &CompareOptions,
+    mut on_invalid: impl FnMut(&Path, &Verdict),
+) -> Result<Comparison, CompareError> {
+    require_bundle_dir("A", a)?;
+    require_bundle_dir("B", b)?;
+    let (va, vb) = (verify_dir(a), verify_dir(b));
+    for (dir, v) in [(a, &va), (b, &vb)] {
+        if !v.is_valid() {
+            on_invalid(dir, v);
+        }
+    }
+    let mut c = compare_verified(&va, &vb, o)?;
+    c.path_a = Some(a.display().to_string());
+    c.path_b = Some(b.display().to_string());
+    Ok(c)
 }

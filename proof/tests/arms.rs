@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use truecold_proof::arms::{self, ArmsPlan};
 use truecold_proof::schema::{Clock, Engine, HostKind, Stage};
-use truecold_proof::{verify_dir, Check, Verdict};
+use truecold_proof::{names, verify_dir, Check, Verdict};
 
 const ROUNDS: u64 = 25;
 
@@ -116,7 +116,7 @@ fn the_same_campaign_writes_the_same_bytes_and_report_regenerates_them() {
         arms::COMPARISON_FILE,
         "README.md",
         arms::ARMS_CDF_FILE,
-        arms::ARMS_FILE,
+        names::ARMS_FILE,
         "SHA256SUMS",
     ] {
         assert_eq!(read(&a, f), read(&b, f), "{f} is not deterministic");
@@ -227,7 +227,7 @@ fn an_arm_missing() {
 }
 
 fn rewrite_plan(dir: &Path, f: impl FnOnce(&mut ArmsPlan)) {
-    let p = dir.join(arms::ARMS_FILE);
+    let p = dir.join(names::ARMS_FILE);
     let mut plan = arms::parse_arms(&fs::read(&p).unwrap()).unwrap();
     f(&mut plan);
     fs::write(&p, arms::arms_bytes(&plan)).unwrap();
@@ -463,7 +463,7 @@ fn a_hostile_arms_json_is_a_reason_not_a_path() {
     assert_has(&v, &dir, Check::ArmMissing);
     // Not JSON at all, and a plan with absurd rounds.
     let dir2 = campaign(t.path(), "c2");
-    fs::write(dir2.join(arms::ARMS_FILE), b"\x1b[2Jnot json").unwrap();
+    fs::write(dir2.join(names::ARMS_FILE), b"\x1b[2Jnot json").unwrap();
     resum_arms(&dir2);
     let v = invalid(&dir2);
     assert_has(&v, &dir2, Check::ArmsPlan);

@@ -6,8 +6,9 @@ use common::*;
 use std::path::Path;
 use truecold_proof::bisect::{
     judge, read_bisect, write_bisect, BisectFile, BisectKind, BisectResult, JudgeOptions, Step,
-    StepOutcome, BASELINE_DIR, BISECT_FILE, BISECT_SCHEMA_V1,
+    StepOutcome, BASELINE_DIR, BISECT_SCHEMA_V1,
 };
+use truecold_proof::names::BISECT_FILE;
 use truecold_proof::schema::{Clock, ContractKind, HostKind};
 use truecold_proof::verify_dir;
 
@@ -360,8 +361,9 @@ fn a_judgement_reads_back_to_the_same_bits() {
 
 // Schema 2: every step an interleaved A/B (arms `good`, `candidate`) and the looks' rule.
 
-use truecold_proof::arms::{parse_arms, write_arms, ArmRef, ArmsPlan, ARMS_FILE};
+use truecold_proof::arms::{parse_arms, write_arms, ArmRef, ArmsPlan};
 use truecold_proof::bisect::{judge_look, Looks, BISECT_SCHEMA, CANDIDATE_ARM, GOOD_ARM};
+use truecold_proof::names::ARMS_FILE;
 use truecold_proof::schema::Sample;
 
 /// One A/B look: `rounds` rounds, each launching both arms in a seeded order, one at a
@@ -431,7 +433,7 @@ impl Ab {
             r.contract.interleaved = true;
             if let (0, Some(b)) = (k, self.good_kernel) {
                 r.artifacts
-                    .insert("vmlinux".into(), truecold_proof::sums::sha256_hex(b));
+                    .insert("vmlinux".into(), truecold_proof::digest::sha256_hex(b));
             }
             let dest = dir.join(names[k]);
             let w = truecold_proof::write_bundle(&dest, &r, &rows[k], &fx[k].inputs_for(&rows[k]))
@@ -821,7 +823,7 @@ fn a_bisect_over_the_users_kernel_records_it_and_tampering_is_caught() {
     let log = std::fs::read_to_string(dir.join("log.txt")).unwrap();
     f.kernel = Some(UserKernel {
         form: ConfigForm::Full,
-        sha256: truecold_proof::sums::sha256_hex(user),
+        sha256: truecold_proof::digest::sha256_hex(user),
         given_as: "fc.config".into(),
         source: None,
         not_carried: vec!["CONFIG_GONE: given y, gone".into()],

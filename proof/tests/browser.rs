@@ -79,7 +79,7 @@ fn chromium_renders_the_page() {
     truecold_proof::verify::report_dir_with(&dir, true).unwrap();
     let url = format!(
         "file://{}",
-        dir.join(truecold_proof::html::HTML_FILE).display()
+        dir.join(truecold_proof::names::HTML_FILE).display()
     );
 
     let dom = Command::new(browser)

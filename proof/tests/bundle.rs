@@ -4,8 +4,9 @@ mod common;
 use common::*;
 use std::fs;
 use std::process::Command;
-use truecold_proof::bundle::{parse_result, result_bytes, RESULT_FILE, SAMPLES_FILE};
+use truecold_proof::bundle::{parse_result, result_bytes};
 use truecold_proof::csv::{read_samples, write_samples};
+use truecold_proof::names::{RESULT_FILE, SAMPLES_FILE};
 use truecold_proof::schema::*;
 use truecold_proof::{regenerate, verify_dir, write_bundle, BundleError, Check};
 
@@ -440,8 +441,8 @@ fn plots_are_deterministic_with_round_ticks() {
     }
     let st = r.summary.headline.successes.unwrap();
     for t in [
-        format!("p50 {}", truecold_proof::report::ms(st.p50)),
-        format!("p99 {}", truecold_proof::report::ms(st.p99)),
+        format!("p50 {}", truecold_proof::fmt::ms(st.p50)),
+        format!("p99 {}", truecold_proof::fmt::ms(st.p99)),
     ] {
         assert!(texts.contains(&t), "marker {t} missing: {texts:?}");
     }

@@ -3,9 +3,10 @@ mod common;
 
 use common::*;
 use truecold_proof::compare::{
-    bootstrap_delta_ci, compare_values, compare_verified, fmt_p, mann_whitney_p, CompareError,
+    bootstrap_delta_ci, compare_values, compare_verified, mann_whitney_p, CompareError,
     MetricVerdict,
 };
+use truecold_proof::fmt::p_text;
 use truecold_proof::schema::{Clock, HostKind};
 use truecold_proof::{compare_bundles, verify_dir, CompareOptions, Outcome};
 
@@ -395,8 +396,8 @@ fn p_values_come_from_the_normal_tail() {
     let b: Vec<u64> = (1000..1500).collect();
     let p = mann_whitney_p(&a, &b).unwrap();
     assert!(p < 1e-100, "{p}");
-    assert!(fmt_p(0.0).starts_with('<'));
-    assert_eq!(fmt_p(0.0123), "1.23e-2");
+    assert!(p_text(0.0).starts_with('<'));
+    assert_eq!(p_text(0.0123), "1.23e-2");
 }
 
 #[test]

@@ -21,7 +21,7 @@ fn hole_inside(t: &Path, name: &str) -> PathBuf {
 
 /// Rewrites every report line's `memory_figures` / `config` with `f`, then SHA256SUMS.
 fn edit_reports(dir: &Path, f: impl Fn(&mut serde_json::Value)) {
-    let p = dir.join(truecold_proof::reports::REPORTS_FILE);
+    let p = dir.join(truecold_proof::names::REPORTS_FILE);
     let text = std::fs::read_to_string(&p).unwrap();
     let mut out = String::new();
     for line in text.lines() {

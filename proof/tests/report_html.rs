@@ -4,7 +4,8 @@ mod common;
 
 use common::*;
 use std::fs;
-use truecold_proof::html::{HTML_FILE, MAX_ROWS};
+use truecold_proof::html::MAX_ROWS;
+use truecold_proof::names::HTML_FILE;
 use truecold_proof::verify::{report_dir, report_dir_with, verify_dir};
 use truecold_proof::Check;
 

@@ -146,7 +146,7 @@ fn probe_label_claim_names_exactly_the_files_that_carry_it() {
     assert!(w.verdict.is_valid(), "{}", w.verdict.render(&w.path, 50));
     let read = |n: &str| fs::read_to_string(w.path.join(n)).unwrap();
     let readme = read("README.md");
-    for n in truecold_proof::report::LABELLED_FILES {
+    for n in truecold_proof::bundle::LABELLED_FILES {
         assert!(read(n).contains(PROBE_LABEL), "{n} lacks the label");
         assert!(
             readme.contains(&format!("`{n}`")),
@@ -167,7 +167,7 @@ fn probe_label_claim_names_exactly_the_files_that_carry_it() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     all.sort();
-    let mut named: Vec<String> = truecold_proof::report::LABELLED_FILES
+    let mut named: Vec<String> = truecold_proof::bundle::LABELLED_FILES
         .iter()
         .chain(&["samples.csv", "reports.jsonl", "SHA256SUMS"])
         .map(|s| s.to_string())

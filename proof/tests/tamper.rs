@@ -349,7 +349,7 @@ fn a_row_edited_without_its_evidence() {
     assert!(!text.contains("Some("), "{text}");
     // And a line of the evidence edited on its own: the same check.
     let dir = real_bundle(t.path(), "e");
-    let p = dir.join(truecold_proof::reports::REPORTS_FILE);
+    let p = dir.join(truecold_proof::names::REPORTS_FILE);
     let text = fs::read_to_string(&p).unwrap();
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut l: serde_json::Value = serde_json::from_str(&lines[3]).unwrap();
@@ -651,7 +651,7 @@ fn control_characters_are_printed_escaped() {
     // The stored reason keeps the bytes; only what is printed is escaped.
     assert!(v.reasons.iter().any(|r| r.detail.contains(evil)));
     assert_eq!(
-        truecold_proof::verify::escape_untrusted("a\tb\u{7f}c\u{85}ü"),
+        truecold_proof::fmt::escape_untrusted("a\tb\u{7f}c\u{85}ü"),
         "a\\tb\\u{7f}c\\u{85}ü"
     );
 }
@@ -666,7 +666,7 @@ fn parsed_files_over_the_cap_are_a_typed_reason() {
             .append(true)
             .open(dir.join(name))
             .unwrap();
-        f.set_len(truecold_proof::bundle::MAX_PARSED_BYTES + 1)
+        f.set_len(truecold_proof::fsio::MAX_PARSED_BYTES + 1)
             .unwrap();
         resum(&dir);
         let v = verify_dir(&dir);

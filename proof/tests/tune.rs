@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use truecold_proof::arms::{self, ArmRef, ArmsPlan};
 use truecold_proof::schema::{Backing, HostKind, ResultJson, Sample, Stage};
 use truecold_proof::tune::{self, KnobVerdict, TuneArm, TunePlan};
-use truecold_proof::{verify_dir, Check, Verdict};
+use truecold_proof::{names, verify_dir, Check, Verdict};
 use truecold_proto::tune::{Knob, TuneGuest};
 
 const ROUNDS: u64 = 20;
@@ -139,7 +139,7 @@ fn write_phase(dir: &Path, arms: &[ArmRef], rounds: u64, seed: u64, breaks: &[&s
         inputs.kernel_config = arm_config(f, &a.knobs);
         if let Some(c) = &inputs.kernel_config {
             r.artifacts
-                .insert("config".into(), truecold_proof::sums::sha256_hex(c));
+                .insert("config".into(), truecold_proof::digest::sha256_hex(c));
         }
         let dest = dir.join(&a.name);
         let w = truecold_proof::write_bundle(&dest, &r, rows, &inputs).unwrap();
@@ -279,7 +279,7 @@ fn resum_tune(dir: &Path) {
                 let f = fs::File::open(e.path()).unwrap();
                 out.push((
                     format!("{prefix}{name}"),
-                    truecold_proof::sums::sha256_reader(f).unwrap().0,
+                    truecold_proof::digest::sha256_reader(f).unwrap().0,
                 ));
             }
         }
@@ -294,8 +294,8 @@ fn resum_tune(dir: &Path) {
 }
 
 fn edit_tune_json(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
-    let p = dir.join(tune::TUNE_FILE);
-    let mut v: serde_json::Value = serde_json::from_str(&read(dir, tune::TUNE_FILE)).unwrap();
+    let p = dir.join(names::TUNE_FILE);
+    let mut v: serde_json::Value = serde_json::from_str(&read(dir, names::TUNE_FILE)).unwrap();
     f(&mut v);
     let mut b = serde_json::to_vec_pretty(&v).unwrap();
     b.push(b'\n');
@@ -310,7 +310,7 @@ fn a_tune_is_written_verified_and_says_what_it_found() {
     let v = verify_dir(&dir);
     assert!(v.is_valid(), "{}", v.render(&dir, 50));
     assert_eq!(v.rows, Some((5 + 4) * ROUNDS as usize));
-    let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, names::TUNE_FILE)).unwrap();
     assert_eq!(
         j["screen"]["winners"],
         serde_json::json!(["rcu-expedited", "mitigations-off"])
@@ -376,7 +376,7 @@ fn the_same_tune_writes_the_same_bytes() {
     let t = tempfile::tempdir().unwrap();
     let a = write_tune(t.path(), "a");
     let b = write_tune(t.path(), "b");
-    for f in [tune::TUNE_FILE, "README.md", "SHA256SUMS"] {
+    for f in [names::TUNE_FILE, "README.md", "SHA256SUMS"] {
         assert_eq!(read(&a, f), read(&b, f), "{f}");
     }
 }
@@ -417,12 +417,12 @@ fn tune_json_edited() {
     edit_tune_json(&dir, |j| j["seed"] = 1.into());
     assert_reason(&invalid(&dir), &dir, Check::TuneResults, "differs");
     let dir = write_tune(t.path(), "c");
-    let text = read(&dir, tune::TUNE_FILE).replacen("{\n", "{ \n", 1);
-    fs::write(dir.join(tune::TUNE_FILE), text).unwrap();
+    let text = read(&dir, names::TUNE_FILE).replacen("{\n", "{ \n", 1);
+    fs::write(dir.join(names::TUNE_FILE), text).unwrap();
     resum_tune(&dir);
     assert_reason(&invalid(&dir), &dir, Check::TunePlan, "canonical");
     let dir = write_tune(t.path(), "j");
-    fs::write(dir.join(tune::TUNE_FILE), b"\x1b[2Jnot json").unwrap();
+    fs::write(dir.join(names::TUNE_FILE), b"\x1b[2Jnot json").unwrap();
     resum_tune(&dir);
     let v = invalid(&dir);
     assert_reason(&v, &dir, Check::TunePlan, "does not parse");
@@ -431,7 +431,7 @@ fn tune_json_edited() {
     // 1, and its figures differ; a rule this verifier does not know does not parse.
     let dir = write_tune(t.path(), "r1");
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&read(&dir, tune::TUNE_FILE)).unwrap()["rule"]
+        serde_json::from_str::<serde_json::Value>(&read(&dir, names::TUNE_FILE)).unwrap()["rule"]
             ["version"],
         2
     );
@@ -444,7 +444,7 @@ fn tune_json_edited() {
     assert_reason(&invalid(&dir), &dir, Check::TunePlan, "verdict rule 3");
     // Without the SHA256SUMS rewritten, the digest says so.
     let dir = write_tune(t.path(), "d");
-    fs::write(dir.join(tune::TUNE_FILE), b"{}").unwrap();
+    fs::write(dir.join(names::TUNE_FILE), b"{}").unwrap();
     assert!(invalid(&dir).has(Check::DigestMismatch));
     // Over the budget.
     let dir = write_tune(t.path(), "b");
@@ -546,7 +546,7 @@ fn effects_at_run_time_match_the_verified_directory() {
     let screen_arms = tune::screen_arms(&p.knobs);
     let arms = tune_arms(&dir.join(tune::SCREEN_DIR), &screen_arms);
     let s = tune::screen(p.rule, p.seed, &arms[0], &arms[1..]);
-    let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, names::TUNE_FILE)).unwrap();
     assert_eq!(serde_json::to_value(&s).unwrap(), j["screen"]);
     assert_eq!(s.effects[3].verdict, KnobVerdict::Breaks);
 }
@@ -555,7 +555,7 @@ fn effects_at_run_time_match_the_verified_directory() {
 fn a_truncated_or_mangled_tune_json_is_a_reason_never_a_panic() {
     let t = tempfile::tempdir().unwrap();
     let dir = write_tune(t.path(), "t");
-    let good = fs::read(dir.join(tune::TUNE_FILE)).unwrap();
+    let good = fs::read(dir.join(names::TUNE_FILE)).unwrap();
     let mangled: Vec<Vec<u8>> = vec![
         good[..good.len() / 3].to_vec(),
         good[..good.len() - 2].to_vec(),
@@ -576,7 +576,7 @@ fn a_truncated_or_mangled_tune_json_is_a_reason_never_a_panic() {
             .into_bytes(),
     ];
     for (i, m) in mangled.into_iter().enumerate() {
-        fs::write(dir.join(tune::TUNE_FILE), &m).unwrap();
+        fs::write(dir.join(names::TUNE_FILE), &m).unwrap();
         resum_tune(&dir);
         let v = invalid(&dir);
         assert!(v.has(Check::TunePlan), "case {i}:\n{}", v.render(&dir, 50));
@@ -592,7 +592,7 @@ fn tune_arms_run_alike_except_what_their_knobs_change() {
     forge(&screen.join("rcu-expedited"), |r, _| {
         r.artifacts.insert(
             "vmlinux".into(),
-            truecold_proof::sums::sha256_hex(b"another vmlinux"),
+            truecold_proof::digest::sha256_hex(b"another vmlinux"),
         );
     });
     forge(&screen.join("mitigations-off"), |r, _| {
@@ -690,7 +690,7 @@ fn recommended_is_what_the_winners_make_and_report_regenerates_it() {
         ),
         "{sh}"
     );
-    let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, names::TUNE_FILE)).unwrap();
     assert_eq!(j["schema"], 2);
     assert_eq!(j["invocation"]["argv"][1], "tune");
     assert_eq!(j["invocation"]["options"]["guest"], "nested");
@@ -771,12 +771,12 @@ fn a_schema_1_tune_has_no_recommended_directory() {
     );
     let v = tune::write_tune(&dir, &p).unwrap();
     assert!(v.is_valid(), "{}", v.render(&dir, 50));
-    let j: serde_json::Value = serde_json::from_str(&read(&dir, tune::TUNE_FILE)).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, names::TUNE_FILE)).unwrap();
     assert_eq!(j["schema"], 1);
     assert!(j.get("invocation").is_none());
     assert!(!dir.join(tune::RECOMMENDED_DIR).exists());
     // Claiming schema 2 without an invocation, or a recommended/ in a schema-1 tune.
-    let original = fs::read(dir.join(tune::TUNE_FILE)).unwrap();
+    let original = fs::read(dir.join(names::TUNE_FILE)).unwrap();
     edit_tune_json(&dir, |j| j["schema"] = 2.into());
     assert_reason(
         &invalid(&dir),
@@ -784,7 +784,7 @@ fn a_schema_1_tune_has_no_recommended_directory() {
         Check::TunePlan,
         "schema 2 without an invocation",
     );
-    fs::write(dir.join(tune::TUNE_FILE), original).unwrap();
+    fs::write(dir.join(names::TUNE_FILE), original).unwrap();
     resum_tune(&dir);
     assert!(verify_dir(&dir).is_valid());
     fs::create_dir(dir.join(tune::RECOMMENDED_DIR)).unwrap();
@@ -852,7 +852,7 @@ fn each_arm_applies_exactly_its_knobs() {
     let hz_config = fs::read(hz.join("config")).unwrap();
     for (arm, config) in [(&hz, &base_config), (&phase.join("baseline"), &hz_config)] {
         fs::write(arm.join("config"), config).unwrap();
-        let digest = truecold_proof::sums::sha256_hex(config);
+        let digest = truecold_proof::digest::sha256_hex(config);
         forge(arm, |r, _| {
             r.artifacts.insert("config".into(), digest);
         });
@@ -896,7 +896,7 @@ fn write_own_tune(parent: &Path, name: &str) -> PathBuf {
         .extend(["--kernel-config".to_string(), "fc.config".to_string()]);
     inv.options.kernel = Some(UserKernel {
         form: ConfigForm::Full,
-        sha256: truecold_proof::sums::sha256_hex(USER_CONFIG),
+        sha256: truecold_proof::digest::sha256_hex(USER_CONFIG),
         given_as: "fc.config".into(),
         source: None,
         not_carried: vec!["CONFIG_GONE: given y, gone".into()],

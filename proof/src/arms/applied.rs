@@ -7,14 +7,15 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::bundle::{read_capped, CMDLINE_FILE, CONFIG_FILE, MAX_PARSED_BYTES};
-use crate::cmdline::{parse_cmdline_txt, Recorded};
-use crate::schema::{ContractKind, Sample};
-use crate::verdict::{Check, Verdict};
 use truecold_proto::tune::{apply, Change, Knob, VmmChange};
 
 use super::model::*;
 use super::stats::ArmData;
+use crate::cmdline::{parse_cmdline_txt, Recorded};
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
+use crate::names::{CMDLINE_FILE, CONFIG_FILE};
+use crate::schema::{ContractKind, Sample};
+use crate::verdict::{Check, Verdict};
 
 /// What an arm's bundle says it ran, beyond `result.json`.
 struct Ran {

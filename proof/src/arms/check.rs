@@ -4,23 +4,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
-use crate::bundle_verify::{
-    check_signature, check_sums, fully_stamped, gap_threshold, last_stamp, verify_bundle_with,
-};
-use crate::report::README_FILE;
-use crate::schema::{ContractKind, Observer, ResultJson, Sample};
-use crate::skeleton::DirError;
-use crate::sums::SIG_FILE;
-use crate::sums::{sha256_hex, SUMS_FILE};
-use crate::verdict::{or_none, Check, Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{apply, check_set, Change, Knob, VmmChange};
 
-/// The plan's file; its presence makes a directory a multi-arm directory.
 use super::model::*;
 use super::readme::*;
 use super::stats::*;
+use crate::bundle::{fully_stamped, gap_threshold, last_stamp, verify_bundle_with};
+use crate::digest::sha256_hex;
+use crate::fmt::or_none;
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
+use crate::kind::Kind;
+use crate::names::{ARMS_FILE, README_FILE, SIG_FILE, SUMS_FILE};
+use crate::schema::{ContractKind, Observer, ResultJson, Sample};
+use crate::skeleton::{
+    check::{check_signature, check_sums},
+    DirError,
+};
+use crate::verdict::{Check, Verdict, VerifyOptions};
 
 /// Digests of every regular file of the top directory and of each arm directory (arm files
 /// as `<arm>/<file>`), `SHA256SUMS` and `SHA256SUMS.sig` of the top excluded.
@@ -52,12 +53,12 @@ pub(super) fn digests_of(
     Ok(out)
 }
 
-/// Verifies `dir` as a multi-arm directory when it holds [`ARMS_FILE`] (anything by that
-/// name, even a link: [`verify_arms_dir`] says what is wrong with it), else as one bundle:
-/// what a directory that holds bundles or A/B directories (a bisect's steps) verifies each
-/// one with.
+/// Verifies `dir` as a multi-arm directory when it holds [`ARMS_FILE`]
+/// ([`Kind::is_marked`]: anything by that name, even a link: [`verify_arms_dir`] says what is
+/// wrong with it), else as one bundle: what a directory that holds bundles or A/B directories
+/// (a bisect's steps) verifies each one with.
 pub fn verify_arms_or_bundle(dir: &Path, opts: &VerifyOptions) -> Verdict {
-    if crate::fsio::exists_here(&dir.join(ARMS_FILE)) {
+    if Kind::Arms.is_marked(dir) {
         verify_arms_dir(dir, opts)
     } else {
         verify_bundle_with(dir, opts)

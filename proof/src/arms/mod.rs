@@ -39,7 +39,7 @@
 //! pair (0-based, in `comparison.json` order; `seed` from `arms.json`); the two-sided
 //! Mann–Whitney p and the verdict of [`crate::compare`]'s rule (b against a, lower is
 //! better; its own bootstrap seeded with `seed`), the p written as text with three
-//! significant digits ([`crate::compare::fmt_p`]).
+//! significant digits ([`crate::fmt::p_text`]).
 
 mod applied;
 mod check;
@@ -48,11 +48,36 @@ mod readme;
 mod stats;
 mod write;
 
+use std::path::Path;
+
+use crate::kind::{DirKind, Kind};
+use crate::verdict::{Verdict, VerifyOptions};
+
 pub use check::*;
 pub use model::*;
 pub use readme::*;
 pub use stats::*;
 pub use write::*;
+
+/// A multi-arm directory: its implementation of [`DirKind`], which [`crate::verify`] dispatches to.
+pub struct ArmsDir;
+
+impl DirKind for ArmsDir {
+    const KIND: Kind = Kind::Arms;
+    type Error = ArmsError;
+
+    fn verify(dir: &Path, opts: &VerifyOptions) -> Verdict {
+        verify_arms_dir(dir, opts)
+    }
+
+    fn is_generated(_dir: &Path, name: &str) -> bool {
+        is_regenerated(name)
+    }
+
+    fn regenerate(dir: &Path) -> Result<Vec<String>, ArmsError> {
+        regenerate_arms(dir)
+    }
+}
 
 #[cfg(test)]
 mod tests {

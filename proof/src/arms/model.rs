@@ -4,19 +4,15 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-
-use crate::bundle::BundleError;
-use crate::plot::{CDF_FILE, STAGES_FILE};
-use crate::report::README_FILE;
-use crate::schema::Engine;
-use crate::skeleton::DirError;
-use crate::sums::{parse_sums_with, SumsError, SUMS_FILE};
 use truecold_proto::kinds::Backing;
 use truecold_proto::path_io::PathIoError;
 use truecold_proto::tune::{check_set, Knob, TuneGuest};
 
-/// The plan's file; its presence makes a directory a multi-arm directory.
-pub const ARMS_FILE: &str = "arms.json";
+use crate::bundle::BundleError;
+use crate::names::{CDF_FILE, README_FILE, STAGES_FILE, SUMS_FILE};
+use crate::schema::Engine;
+use crate::skeleton::DirError;
+use crate::sums::{parse_sums_with, SumsError};
 
 /// The comparison's file.
 pub const COMPARISON_FILE: &str = "comparison.json";
@@ -99,6 +95,7 @@ impl ArmRef {
     }
 }
 
+use crate::names::ARMS_FILE;
 pub use crate::names::{BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM};
 
 /// What a tune arm's name says its knobs are, given the `recommended` arm's knobs (`None`:

@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
+use crate::fmt::{clock_caption, ms};
+use crate::names::{README_FILE, SUMS_FILE};
 use crate::plot::arms_cdf_svg;
-use crate::report::{clock_caption, ms, README_FILE};
 use crate::schema::{Observer, HEADLINE};
-use crate::sums::SUMS_FILE;
 
 /// The plan's file; its presence makes a directory a multi-arm directory.
 use super::model::*;
@@ -20,7 +20,8 @@ pub(super) fn ratio_text(r: Option<u64>, ci: Option<[u64; 2]>) -> String {
     }
 }
 
-pub(super) use crate::report::opt_ms;
+pub(super) use crate::fmt::opt_ms;
+use crate::names::ARMS_FILE;
 
 /// The directory's `README.md`.
 pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
@@ -77,7 +78,7 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
             s,
             "- each arm: {} vCPU, {}, backing {backing}, {}, deadline {} ms",
             cfg.vcpus,
-            crate::report::mem_text(cfg.mem_bytes),
+            crate::fmt::mem_text(cfg.mem_bytes),
             r.contract.mode.describe(),
             ms(r.contract.deadline_ns)
         );

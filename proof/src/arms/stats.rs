@@ -3,12 +3,12 @@
 
 use serde::Serialize;
 
-use crate::compare::{compare_values, fmt_p, mann_whitney_p, CompareOptions, SplitMix64};
-use crate::schema::{Clock, Engine, HostKind, ResultJson, Sample, HEADLINE, PERCENTILE_DEFINITION};
-use crate::stats::percentile_sorted;
-
-/// The plan's file; its presence makes a directory a multi-arm directory.
 use super::model::*;
+use crate::compare::{compare_values, mann_whitney_p, CompareOptions, SplitMix64};
+use crate::fmt::p_text;
+use crate::schema::{Clock, Engine, HostKind, ResultJson, Sample, HEADLINE, PERCENTILE_DEFINITION};
+use crate::stats::{ascending, percentile_of, percentile_sorted};
+use crate::summary::success_latencies;
 
 /// One arm as the comparison sees it.
 #[derive(Clone, Debug)]
@@ -24,12 +24,7 @@ pub struct ArmData {
 impl ArmData {
     /// From a verified (or about to be verified) bundle.
     pub fn new(arm: ArmRef, result: ResultJson, samples: &[Sample]) -> Self {
-        let mut ok: Vec<u64> = samples
-            .iter()
-            .filter(|s| s.ok)
-            .filter_map(|s| s.latency_ns)
-            .collect();
-        ok.sort_unstable();
+        let ok = success_latencies(samples);
         ArmData {
             arm,
             result,
@@ -100,35 +95,24 @@ pub fn ratio_ppm(a: u64, b: u64) -> Option<u64> {
     (a > 0).then(|| (u128::from(b) * 1_000_000 / u128::from(a)).min(u128::from(u64::MAX)) as u64)
 }
 
-/// 0-based index of the nearest-rank `p`-th percentile of `n` values.
-pub(super) fn rank0(p: u64, n: usize) -> usize {
-    ((p as usize * n).div_ceil(100)).clamp(1, n) - 1
-}
-
-/// A resample of `src` into `buf`, and its p50 and p99.
+/// A resample of `src` into `buf`, and its p50 and p99; `None` when `src` is empty.
 pub(super) fn resample_p50_p99(
     src: &[u64],
     buf: &mut Vec<u64>,
     rng: &mut SplitMix64,
-) -> (u64, u64) {
+) -> Option<(u64, u64)> {
     buf.clear();
     buf.extend((0..src.len()).map(|_| src[rng.below(src.len())]));
-    let n = buf.len();
-    let p50 = *buf.select_nth_unstable(rank0(50, n)).1;
-    let p99 = *buf.select_nth_unstable(rank0(99, n)).1;
-    (p50, p99)
+    Some((percentile_of(buf, 50, 100)?, percentile_of(buf, 99, 100)?))
 }
 
-/// The nearest-rank 2.5th and 97.5th of `v` (sorted here).
-pub(super) fn interval(mut v: Vec<u64>) -> Option<[u64; 2]> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable();
-    let n = v.len();
-    let lo = ((25 * n).div_ceil(1000)).clamp(1, n) - 1;
-    let hi = ((975 * n).div_ceil(1000)).clamp(1, n) - 1;
-    Some([v[lo], v[hi]])
+/// The nearest-rank 2.5th and 97.5th of `v`.
+pub(super) fn interval(v: &[u64]) -> Option<[u64; 2]> {
+    let v = ascending(v);
+    Some([
+        percentile_sorted(&v, 25, 1000)?,
+        percentile_sorted(&v, 975, 1000)?,
+    ])
 }
 
 /// Percentile-bootstrap 95 % intervals of the p50 and p99 ratios `b / a` (ppm).
@@ -145,8 +129,12 @@ pub fn bootstrap_ratio_ci(
     let (mut ba, mut bb) = (Vec::with_capacity(a.len()), Vec::with_capacity(b.len()));
     let (mut r50, mut r99) = (Vec::new(), Vec::new());
     for _ in 0..resamples {
-        let (a50, a99) = resample_p50_p99(a, &mut ba, &mut rng);
-        let (b50, b99) = resample_p50_p99(b, &mut bb, &mut rng);
+        let (Some((a50, a99)), Some((b50, b99))) = (
+            resample_p50_p99(a, &mut ba, &mut rng),
+            resample_p50_p99(b, &mut bb, &mut rng),
+        ) else {
+            return (None, None);
+        };
         match (ratio_ppm(a50, b50), ratio_ppm(a99, b99)) {
             (Some(x), Some(y)) => {
                 r50.push(x);
@@ -156,7 +144,7 @@ pub fn bootstrap_ratio_ci(
             _ => return (None, None),
         }
     }
-    (interval(r50), interval(r99))
+    (interval(&r50), interval(&r99))
 }
 
 /// The comparison of every pair of `arms` (in plan order).
@@ -207,7 +195,7 @@ pub fn compare_arms(seed: u64, arms: &[ArmData]) -> ArmsComparison {
                 ratio_p99_ci95_ppm: ci99,
                 // Reported whatever the verdict (compare's rule computes none below its
                 // minimum sample count).
-                mann_whitney_p: mann_whitney_p(&a.ok, &b.ok).map(fmt_p),
+                mann_whitney_p: mann_whitney_p(&a.ok, &b.ok).map(p_text),
                 verdict: m.verdict.as_str().to_string(),
                 why: m.why,
             });

@@ -3,16 +3,14 @@
 
 use std::path::Path;
 
-use crate::bundle::{read_bundle, regenerate};
-use crate::skeleton::{self};
-use crate::sums::SUMS_FILE;
-use crate::verdict::{Verdict, VerifyOptions};
-
 use super::check::*;
-/// The plan's file; its presence makes a directory a multi-arm directory.
 use super::model::*;
 use super::readme::*;
 use super::stats::*;
+use crate::bundle::{read_bundle, regenerate};
+use crate::names::{ARMS_FILE, SUMS_FILE};
+use crate::skeleton;
+use crate::verdict::{Verdict, VerifyOptions};
 
 pub(super) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArmsError> {
     Ok(skeleton::write(dir, name, bytes)?)
@@ -59,7 +57,7 @@ pub(super) fn write_sums(dir: &Path, plan: &ArmsPlan) -> Result<(), ArmsError> {
 /// multi-arm directory.
 pub fn is_regenerated(name: &str) -> bool {
     match name.split_once('/') {
-        None => GENERATED.contains(&name) || name == crate::html::HTML_FILE,
+        None => GENERATED.contains(&name) || name == crate::names::HTML_FILE,
         // An arm's attribution files are regenerated from its attribution.jsonl (whose
         // digest its own SHA256SUMS holds; without it they are a reason `report` keeps).
         Some((_, f)) => ARM_GENERATED.contains(&f) || crate::attribution::is_generated(f),

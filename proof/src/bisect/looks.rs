@@ -18,9 +18,8 @@
 //! could never reject; spending α/K there keeps the first look able to call a step bad from
 //! [`Looks::smallest_n`] launches a side.
 
+use super::model::{BisectFile, StepOutcome};
 use crate::compare::mann_whitney_p;
-
-use super::StepOutcome;
 
 /// The looks of a step: `n` launches a side first, doubled while inconclusive, at most
 /// `max_n`.
@@ -94,8 +93,15 @@ impl Looks {
              bad)",
             self.count(),
             sizes.join(", "),
-            crate::compare::fmt_p(self.alpha(alpha))
+            crate::fmt::p_text(self.alpha(alpha))
         )
+    }
+}
+
+impl BisectFile {
+    /// The looks every step of the record plans (schema 2).
+    pub fn looks(&self) -> Looks {
+        Looks::new(self.n, self.max_n)
     }
 }
 

@@ -6,18 +6,16 @@ use std::path::Path;
 
 use truecold_proto::tune::check_set;
 
-use super::recommended::*;
-use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
-use crate::bundle::{read_capped, MAX_PARSED_BYTES};
-use crate::bundle_verify::check_signature;
-use crate::report::README_FILE;
-use crate::sums::SUMS_FILE;
-use crate::verdict::{Check, Verdict, VerifyOptions};
-
 use super::measure::*;
 use super::model::*;
 use super::readme::*;
+use super::recommended::*;
 use super::stats::*;
+use crate::arms::{knob_list, ArmRef, BASELINE_ARM};
+use crate::fsio::{read_capped, MAX_PARSED_BYTES};
+use crate::names::{README_FILE, SUMS_FILE, TUNE_FILE};
+use crate::skeleton::check::check_signature;
+use crate::verdict::{Check, Verdict, VerifyOptions};
 
 /// Verifies a tune directory (see the module doc); [`crate::verify_dir`] calls this when
 /// `dir` holds `tune.json`: the record ([`read_tune_record`]), the top entries
@@ -48,7 +46,7 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
         }
     }
     // SHA256SUMS over every file of the tree.
-    let Some((sums, sig)) = crate::bundle_verify::check_tree_sums(
+    let Some((sums, sig)) = crate::skeleton::check::check_tree_sums(
         &mut v,
         dir,
         3,
@@ -245,7 +243,7 @@ fn check_measured(
     let base_config = dir
         .join(SCREEN_DIR)
         .join(BASELINE_ARM)
-        .join(crate::bundle::CONFIG_FILE);
+        .join(crate::names::CONFIG_FILE);
     crate::kconfig::check_user_kernel(v, dir, kernel, &base_config);
     if let Some(i) = &file.invocation {
         check_already_set(v, plan, &i.options, &base_config);
@@ -266,7 +264,7 @@ fn check_arm_instruments(v: &mut Verdict, dir: &Path, i: &Invocation, m: &Measur
             let path = dir
                 .join(phase_dir)
                 .join(arm)
-                .join(crate::bundle::CMDLINE_FILE);
+                .join(crate::names::CMDLINE_FILE);
             let Ok(Some(bytes)) = read_capped(&path, MAX_PARSED_BYTES) else {
                 continue;
             };

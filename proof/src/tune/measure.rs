@@ -6,13 +6,13 @@ use std::path::Path;
 
 use truecold_proto::tune::Knob;
 
-use crate::arms::{knob_list, verify_arms_rows, ArmData, ArmRef, BASELINE_ARM, RECOMMENDED_ARM};
-use crate::schema::{HostKind, ResultJson};
-use crate::sums::{is_valid_name, parse_sums_with, SumsError};
-use crate::verdict::{Verdict, VerifyOptions};
-
 use super::model::*;
 use super::stats::*;
+use crate::arms::{knob_list, verify_arms_rows, ArmData, ArmRef, BASELINE_ARM, RECOMMENDED_ARM};
+use crate::names::is_valid_name;
+use crate::schema::{HostKind, ResultJson};
+use crate::sums::{parse_sums_with, SumsError};
+use crate::verdict::{Verdict, VerifyOptions};
 
 /// A phase as read: its verdict and its arms by name.
 pub(super) struct Phase {

@@ -82,12 +82,37 @@ mod recommended;
 mod stats;
 mod write;
 
+use std::path::Path;
+
+use crate::kind::{DirKind, Kind};
+use crate::verdict::{Verdict, VerifyOptions};
+
 pub use check::*;
 pub use measure::*;
 pub use model::*;
 pub use recommended::*;
 pub use stats::*;
 pub use write::*;
+
+/// A tune directory: its implementation of [`DirKind`], which [`crate::verify`] dispatches to.
+pub struct TuneDir;
+
+impl DirKind for TuneDir {
+    const KIND: Kind = Kind::Tune;
+    type Error = TuneError;
+
+    fn verify(dir: &Path, opts: &VerifyOptions) -> Verdict {
+        verify_tune_dir(dir, opts)
+    }
+
+    fn is_generated(_dir: &Path, name: &str) -> bool {
+        is_regenerated(name)
+    }
+
+    fn regenerate(dir: &Path) -> Result<Vec<String>, TuneError> {
+        regenerate_tune(dir)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -5,14 +5,12 @@ use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{Knob, TuneGuest};
 
-use crate::arms::{ArmRef, ArmsError, BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES};
-use crate::schema::{Backing, ContractKind, HostKind, HEADLINE};
-
 use super::recommended::{Invocation, RunGuest};
 use super::stats::*;
+use crate::arms::{ArmRef, ArmsError, BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES};
+use crate::names::TUNE_FILE;
+use crate::schema::{Backing, ContractKind, HostKind, HEADLINE};
 
-/// The tune's file; its presence makes a directory a tune directory.
-pub const TUNE_FILE: &str = "tune.json";
 /// Version of `tune.json` a tune is written with: 2 records the invocation
 /// ([`Invocation`]) and comes with `recommended/` ([`crate::tune::recommended_files`]).
 /// Schema 1 (neither) is still read.

@@ -5,18 +5,17 @@ use std::fmt::Write as _;
 use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{apply, Change, Knob, VmmChange};
 
-use crate::arms::{knob_list, BASELINE_ARM, RECOMMENDED_ARM, RESAMPLES};
-use crate::attribution::Instrument;
-use crate::report::{ms, README_FILE};
-use crate::schema::{ResultJson, HEADLINE};
-use crate::sums::SUMS_FILE;
-
 use super::measure::*;
 use super::model::*;
 use super::recommended::Invocation;
 use super::stats::*;
+use crate::arms::{knob_list, BASELINE_ARM, RECOMMENDED_ARM, RESAMPLES};
+use crate::attribution::Instrument;
+use crate::fmt::ms;
+use crate::names::{README_FILE, SUMS_FILE, TUNE_FILE};
+use crate::schema::{ResultJson, HEADLINE};
 
-pub(super) use crate::report::{opt_ms, signed_ms};
+pub(super) use crate::fmt::{opt_ms, signed_ms};
 
 /// ppm as a percentage with two decimals, truncated: `-5.23 %`.
 pub(super) fn pct(ppm: i64) -> String {
@@ -140,7 +139,7 @@ fn readme_head(s: &mut String, f: &TuneFile, baseline: Option<&ResultJson>) {
         s,
         "- context (not knobs): {} vCPU, {}, backing {}",
         f.context.vcpus,
-        crate::report::mem_text(f.context.mem_bytes),
+        crate::fmt::mem_text(f.context.mem_bytes),
         f.context.backing.as_str()
     );
     let _ = writeln!(

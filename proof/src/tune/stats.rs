@@ -10,10 +10,11 @@ use statrs::distribution::{ContinuousCDF, Normal};
 use truecold_proto::tune::{conflicts, Knob};
 
 use crate::arms::{ArmData, RESAMPLES};
-use crate::compare::{bootstrap_delta_ci, fmt_p, mann_whitney_p};
+use crate::compare::{bootstrap_delta_ci, mann_whitney_p};
+use crate::fmt::p_text;
 use crate::schema::Sample;
 use crate::stats::percentile_sorted;
-use crate::summary::OK_WITHOUT_LATENCY;
+use crate::summary::{success_latencies, OK_WITHOUT_LATENCY};
 
 /// Significance level of the Mann–Whitney test (two-sided); under rule 2 the screen's
 /// family-wise level (Holm).
@@ -276,16 +277,15 @@ pub struct TuneArm {
 impl TuneArm {
     /// From an arm's rows (the bench, while it runs).
     pub fn new(name: impl Into<String>, knobs: Vec<Knob>, samples: &[Sample]) -> Self {
-        let mut ok = Vec::new();
+        let ok = success_latencies(samples);
         let mut errors = BTreeMap::new();
         for s in samples {
             match (s.ok, s.latency_ns) {
-                (true, Some(l)) => ok.push(l),
+                (true, Some(_)) => {}
                 (true, None) => *errors.entry(OK_WITHOUT_LATENCY.to_string()).or_insert(0) += 1,
                 (false, _) => *errors.entry(s.error_kind.clone()).or_insert(0) += 1,
             }
         }
-        ok.sort_unstable();
         TuneArm {
             name: name.into(),
             knobs,
@@ -441,7 +441,7 @@ fn measure_effect(base: &TuneArm, arm: &TuneArm, knobs: Vec<Knob>, seed: u64) ->
             delta_p50_ns: delta,
             delta_ppm: delta.and_then(ppm),
             ci95_ns: ci,
-            mann_whitney_p: p.map(fmt_p),
+            mann_whitney_p: p.map(p_text),
             holm_p: None,
             seed,
             verdict: KnobVerdict::Inconclusive,
@@ -603,7 +603,7 @@ pub fn screen(rule: RuleVersion, seed: u64, baseline: &TuneArm, arms: &[TuneArm]
                 .zip(adjusted)
                 .map(|(m, q)| {
                     let mut e = m.effect;
-                    e.holm_p = m.p.map(|_| fmt_p(q));
+                    e.holm_p = m.p.map(|_| p_text(q));
                     e.verdict = verdict(rule, &e, m.p.map(|_| q));
                     e
                 })

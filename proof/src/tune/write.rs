@@ -3,15 +3,13 @@
 
 use std::path::Path;
 
-use crate::arms::regenerate_arms;
-use crate::report::README_FILE;
-use crate::sums::SUMS_FILE;
-use crate::verdict::{Verdict, VerifyOptions};
-
 use super::check::*;
 use super::measure::*;
 use super::model::*;
 use super::readme::*;
+use crate::arms::regenerate_arms;
+use crate::names::{README_FILE, SUMS_FILE, TUNE_FILE};
+use crate::verdict::{Verdict, VerifyOptions};
 
 /// Writes `dir/name` atomically; a name `sub/file` (`recommended/…`) into `dir/sub`, made
 /// when missing.
@@ -55,7 +53,7 @@ pub fn write_tune(dir: &Path, plan: &TunePlan) -> Result<Verdict, TuneError> {
 pub fn is_regenerated(name: &str) -> bool {
     let parts: Vec<&str> = name.split('/').collect();
     match parts.as_slice() {
-        [f] => *f == README_FILE || *f == crate::html::HTML_FILE,
+        [f] => *f == README_FILE || *f == crate::names::HTML_FILE,
         [d, f] if *d == super::recommended::RECOMMENDED_DIR => {
             super::recommended::RECOMMENDED_FILES.contains(f)
         }
@@ -69,8 +67,8 @@ pub fn is_regenerated(name: &str) -> bool {
         [_, _, f] => {
             [
                 README_FILE,
-                crate::plot::CDF_FILE,
-                crate::plot::STAGES_FILE,
+                crate::names::CDF_FILE,
+                crate::names::STAGES_FILE,
                 SUMS_FILE,
             ]
             .contains(f)

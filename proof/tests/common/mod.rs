@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use truecold_proof::digest::sha256_hex;
 use truecold_proof::schema::*;
-use truecold_proof::sums::sha256_hex;
 use truecold_proof::verify::Verdict;
 use truecold_proof::{write_bundle, BundleInputs};
 use truecold_proto::{BootId, Clocksource, GuestPlatform};
@@ -527,7 +527,7 @@ impl Fixture {
                     Some(GUEST_CMDLINE),
                 ),
                 extra_files: vec![(
-                    truecold_proof::reports::REPORTS_FILE.to_string(),
+                    truecold_proof::names::REPORTS_FILE.to_string(),
                     engine_reports_jsonl(samples, DEADLINE, e),
                 )],
                 staged_files: vec![],
@@ -543,7 +543,7 @@ impl Fixture {
                 (self.kind == ContractKind::Linux).then_some(GUEST_CMDLINE),
             ),
             extra_files: vec![(
-                truecold_proof::reports::REPORTS_FILE.to_string(),
+                truecold_proof::names::REPORTS_FILE.to_string(),
                 reports_jsonl_layout(samples, DEADLINE, self.ram_layout),
             )],
             staged_files: vec![],
@@ -570,7 +570,7 @@ pub fn resum(dir: &Path) {
         let name = e.file_name().to_string_lossy().into_owned();
         if name != "SHA256SUMS" && name != "SHA256SUMS.sig" {
             let f = std::fs::File::open(e.path()).unwrap();
-            entries.push((name, truecold_proof::sums::sha256_reader(f).unwrap().0));
+            entries.push((name, truecold_proof::digest::sha256_reader(f).unwrap().0));
         }
     }
     std::fs::write(
@@ -634,7 +634,7 @@ pub fn forge_with(dir: &Path, evidence: bool, f: impl FnOnce(&mut ResultJson, &m
     f(&mut r, &mut s);
     if evidence {
         std::fs::write(
-            dir.join(truecold_proof::reports::REPORTS_FILE),
+            dir.join(truecold_proof::names::REPORTS_FILE),
             reports_jsonl_for(&s, &r),
         )
         .unwrap();
@@ -649,7 +649,7 @@ pub fn forge_with(dir: &Path, evidence: bool, f: impl FnOnce(&mut ResultJson, &m
     let mut csv = Vec::new();
     truecold_proof::csv::write_schema_samples_to(&mut csv, &s, r.schema_version).unwrap();
     std::fs::write(dir.join("samples.csv"), csv).unwrap();
-    for (name, bytes) in truecold_proof::report::generated_files(&r, &s) {
+    for (name, bytes) in truecold_proof::bundle::generated_files(&r, &s) {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
     resum(dir);
@@ -1035,12 +1035,12 @@ pub fn resum_arms(dir: &Path) {
                 let file = std::fs::File::open(f.path()).unwrap();
                 entries.push((
                     format!("{name}/{}", f.file_name().to_string_lossy()),
-                    truecold_proof::sums::sha256_reader(file).unwrap().0,
+                    truecold_proof::digest::sha256_reader(file).unwrap().0,
                 ));
             }
         } else if name != "SHA256SUMS" && name != "SHA256SUMS.sig" {
             let file = std::fs::File::open(e.path()).unwrap();
-            entries.push((name, truecold_proof::sums::sha256_reader(file).unwrap().0));
+            entries.push((name, truecold_proof::digest::sha256_reader(file).unwrap().0));
         }
     }
     std::fs::write(

@@ -5,12 +5,15 @@
 //! [`crate::fsio`]'s (opened once, never through a link, capped; written only as new
 //! files); the path rule is [`crate::names::is_valid_path`].
 
+pub(crate) mod check;
+
 use std::path::Path;
 
 use truecold_proto::path_io::PathIoError;
 
 use crate::fsio::{self, FileError, MAX_PARSED_BYTES};
-use crate::sums::{format_sums, tree_digests, SumsError, SUMS_FILE};
+use crate::names::SUMS_FILE;
+use crate::sums::{format_sums, tree_digests, SumsError};
 
 /// A `SHA256SUMS` parser: [`crate::sums::parse_sums`] or one with a kind's path rule.
 pub type ParseSums = fn(&[u8]) -> Result<Vec<(String, String)>, SumsError>;

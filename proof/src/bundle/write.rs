@@ -1,92 +1,24 @@
-//! Writing a bundle atomically, reading one, and regenerating its generated files.
-//!
-//! A bundle is one flat directory:
-//! `README.md`, `result.json`, `samples.csv`, `cmdline.txt`, `config` (Linux only),
-//! `latency-cdf.svg`, `stages.svg`, optional extra files, and `SHA256SUMS` over all others.
+//! Writing a bundle atomically, and `report` on one: its generated files (README, plots,
+//! the attribution files) regenerated from its records.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::csv::{read_schema_samples_from, write_samples, CsvError};
-use crate::plot::{CDF_FILE, STAGES_FILE};
-use crate::report::{generated_files, README_FILE};
-use crate::schema::{ContractKind, ResultJson, Sample, READABLE_SCHEMAS, SCHEMA_VERSION};
-use crate::skeleton::{self, DirError};
-use crate::sums::{format_sums, is_valid_name, parse_sums, sha256_hex, SUMS_FILE};
-use crate::verdict::{Verdict, VerifyOptions};
 use truecold_proto::path_io::PathIoError;
 
-/// `result.json`.
-pub const RESULT_FILE: &str = "result.json";
-/// `samples.csv`.
-pub const SAMPLES_FILE: &str = "samples.csv";
-/// The exact command line.
-pub const CMDLINE_FILE: &str = "cmdline.txt";
-/// The guest kernel's `.config` (Linux bundles).
-pub const CONFIG_FILE: &str = "config";
-
-pub use crate::fsio::{read_capped, MAX_PARSED_BYTES};
-
-/// Errors of this layer.
-#[derive(Debug, thiserror::Error)]
-pub enum BundleError {
-    #[error("destination {0} already exists; a bundle is never overwritten")]
-    Exists(PathBuf),
-    #[error("destination {0} has no parent directory or file name")]
-    BadDestination(PathBuf),
-    #[error("extra file name `{0}` is not allowed (want [A-Za-z0-9._-], no leading dot, not a bundle file name)")]
-    BadExtraName(String),
-    #[error("a Linux bundle needs the kernel .config; a probe bundle must not carry one")]
-    ConfigPresence,
-    #[error("result.json: {0}")]
-    Json(#[source] JsonError),
-    #[error("samples.csv")]
-    Csv(#[source] CsvError),
-    #[error("cannot serialise result.json")]
-    Serialize(#[source] serde_json::Error),
-    #[error("the attribution files cannot be regenerated")]
-    Attribution(#[source] crate::attribution::AttributionError),
-    #[error(transparent)]
-    Path(#[from] PathIoError),
-    #[error(transparent)]
-    File(#[from] crate::fsio::FileError),
-    #[error(transparent)]
-    Dir(#[from] DirError),
-}
-
-/// Why `result.json` could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum JsonError {
-    #[error("not valid JSON")]
-    Syntax(#[source] serde_json::Error),
-    #[error("no integer `schema_version`")]
-    NoVersion,
-    #[error("unknown schema_version {found} (this verifier reads 5 to {SCHEMA_VERSION})")]
-    UnknownVersion { found: u64 },
-    #[error("does not match its schema")]
-    Schema(#[source] serde_json::Error),
-}
-
-/// Parses `result.json`, checking the schema version first.
-pub fn parse_result(bytes: &[u8]) -> Result<ResultJson, JsonError> {
-    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(JsonError::Syntax)?;
-    let found = v
-        .get("schema_version")
-        .and_then(|x| x.as_u64())
-        .ok_or(JsonError::NoVersion)?;
-    if !READABLE_SCHEMAS.iter().any(|v| u64::from(*v) == found) {
-        return Err(JsonError::UnknownVersion { found });
-    }
-    serde_json::from_value(v).map_err(JsonError::Schema)
-}
-
-/// Serialises `result.json` (pretty, trailing newline; deterministic). An error is
-/// returned, never an empty document.
-pub fn result_bytes(r: &ResultJson) -> Result<Vec<u8>, BundleError> {
-    let mut v = serde_json::to_vec_pretty(r).map_err(BundleError::Serialize)?;
-    v.push(b'\n');
-    Ok(v)
-}
+use super::check::*;
+use super::readme::*;
+use super::record::*;
+use crate::csv::write_samples;
+use crate::digest::sha256_hex;
+use crate::names::{
+    is_valid_name, CDF_FILE, CMDLINE_FILE, CONFIG_FILE, README_FILE, RESULT_FILE, SAMPLES_FILE,
+    STAGES_FILE, SUMS_FILE,
+};
+use crate::schema::{ContractKind, ResultJson, Sample};
+use crate::skeleton;
+use crate::sums::{format_sums, parse_sums};
+use crate::verdict::{Verdict, VerifyOptions};
 
 /// What the caller supplies besides the result and the samples.
 #[derive(Clone, Debug, Default)]
@@ -144,7 +76,7 @@ impl<R: std::io::Read> std::io::Read for Tee<'_, R> {
 /// Copies `staged` to the new file `path` (fsynced) and returns its digest.
 fn copy_staged(path: &Path, staged: &fs::File) -> Result<String, BundleError> {
     let mut out = crate::fsio::create_new(path)?;
-    let (digest, _) = crate::sums::sha256_reader(Tee {
+    let (digest, _) = crate::digest::sha256_reader(Tee {
         from: ReadAt {
             file: staged,
             pos: 0,
@@ -267,7 +199,7 @@ pub fn write_bundle(
         }
         write_synced(&tmp.join(SUMS_FILE), format_sums(&sums).as_bytes())?;
         sync_dir(&tmp)?;
-        let verdict = crate::bundle_verify::verify_bundle_with(&tmp, &VerifyOptions::default());
+        let verdict = verify_bundle_with(&tmp, &VerifyOptions::default());
         rename_noreplace(&tmp, dest)?;
         sync_dir(parent)?;
         Ok(verdict)
@@ -325,29 +257,12 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> Result<(), BundleError> {
     }
 }
 
-/// Reads and parses `result.json` and `samples.csv` of `dir`.
-pub fn read_bundle(dir: &Path) -> Result<(ResultJson, Vec<Sample>), BundleError> {
-    let rp = dir.join(RESULT_FILE);
-    let rb = skeleton::read_record(&rp)?;
-    let result = parse_result(&rb).map_err(BundleError::Json)?;
-    let sp = dir.join(SAMPLES_FILE);
-    let sf = crate::fsio::open_regular(&sp)?;
-    // Hashed while it is parsed, from the same descriptor: within a verification, the rows
-    // are the bytes the bundle's digest was checked on ([`crate::fsio::note`]).
-    let mut hr = crate::fsio::HashingReader::new(sf);
-    let samples = read_schema_samples_from(std::io::BufReader::new(&mut hr), result.schema_version)
-        .map_err(BundleError::Csv)?;
-    let (digest, _) = hr.finish().map_err(PathIoError::at("read", &sp))?;
-    crate::fsio::note(&sp, &digest)?;
-    Ok((result, samples))
-}
-
 /// Whether `report` regenerates the file `name` of a bundle (the attribution plots only
 /// where the bundle lists its attribution file).
 pub fn is_regenerated(name: &str, attribution: bool) -> bool {
     matches!(
         name,
-        README_FILE | CDF_FILE | STAGES_FILE | crate::html::HTML_FILE
+        README_FILE | CDF_FILE | STAGES_FILE | crate::names::HTML_FILE
     ) || (attribution && crate::attribution::is_generated(name))
 }
 
