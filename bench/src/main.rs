@@ -186,7 +186,7 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
                     truecold_bench::note!(
                         "truecold: stopped after {k} consecutive `{}` failures (fail fast: \
                          --stop-after K, or --keep-going to run every launch)",
-                        truecold_proof::verdict::escape_untrusted(kind)
+                        truecold_proof::fmt::escape_untrusted(kind)
                     );
                 }
             }

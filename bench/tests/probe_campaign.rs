@@ -346,7 +346,7 @@ fn probe_attribution_files_verify() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name != "SHA256SUMS" {
             let bytes = std::fs::read(e.path()).unwrap();
-            entries.push((name, truecold_proof::sums::sha256_hex(&bytes)));
+            entries.push((name, truecold_proof::digest::sha256_hex(&bytes)));
         }
     }
     std::fs::write(

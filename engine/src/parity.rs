@@ -19,7 +19,7 @@
 //! Every engine connects a guest connection to host port P to `<uds>_<P>` (Firecracker's
 //! convention, which Cloud Hypervisor's muxer shares), so the agent's listener is the same.
 
-use crate::{cloud_hypervisor, firecracker, utf8, Agent, EngineError, Guest, Launch};
+use crate::{cloud_hypervisor, firecracker, utf8, Agent, EngineError, Guest, Launch, PerLaunch};
 use std::net::SocketAddrV4;
 use truecold_proto::kinds::Engine;
 use truecold_proto::parity::{uds_port_path, NetPair, AGENT_PORT, TCP_PORT};

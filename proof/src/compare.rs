@@ -59,13 +59,10 @@ use crate::stats::{ascending, percentile_of, percentile_sorted, with_failures};
 use crate::summary::success_latencies;
 use crate::verdict::{chain, Verdict};
 
-/// The bench's path to [`crate::fmt::p_text`].
-pub use crate::fmt::p_text as fmt_p;
-
 /// Exit status of a comparison that cannot be made at all (a bundle invalid or unreadable, a
 /// multi-arm, tune or bisect directory instead of a bundle, bundles not comparable or on
 /// different clocks). The number `truecold bisect step` exits with when it cannot judge
-/// (`EXIT_ABORT` in bench/src/bisect.rs): `git bisect run` stops on it, where 125 would skip
+/// (`EXIT_ABORT` in bench/src/bisect/commit_bisect.rs): `git bisect run` stops on it, where 125 would skip
 /// the commit and 1 would call it bad.
 pub const EXIT_CANNOT_COMPARE: i32 = 200;
 
@@ -77,7 +74,7 @@ pub const EXIT_USAGE: i32 = 125;
 pub const TEXT_WIDTH: usize = 100;
 
 /// How the bench's host-busy warnings begin (`environment.warnings`, written by
-/// bench/src/host.rs: "host busy before the campaign: …", "host busy during the campaign:
+/// bench/src/checks/environment.rs: "host busy before the campaign: …", "host busy during the campaign:
 /// …").
 pub const HOST_BUSY_PREFIX: &str = "host busy";
 

@@ -61,10 +61,6 @@ pub mod kind;
 pub mod lifecycle;
 pub mod names;
 pub mod plot;
-/// The bench's path to [`fmt::ms`].
-pub mod report {
-    pub use crate::fmt::ms;
-}
 pub mod reports;
 pub mod residue;
 pub mod schema;

@@ -150,10 +150,6 @@ pub fn csv_bytes(rows: &[LaunchRow]) -> Result<Vec<u8>, CsvError> {
     w.into_inner().map_err(|e| CsvError::Flush(e.into_error()))
 }
 
-/// Lowercase hex SHA-256 of `bytes` (the digest of `state.csv` that goes into the bundle):
-/// [`crate::digest::sha256_hex`], the one digest of every file.
-pub use crate::digest::sha256_hex;
-
 /// Parses `state.csv` (as [`csv_bytes`] writes it) back into rows, in file order. A field
 /// that does not parse is a finding of [`check_lifecycle`]'s caller's making: here it is an
 /// error ([`CsvError::Read`]).

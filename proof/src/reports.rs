@@ -16,9 +16,6 @@ use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 use crate::fmt::{opt_ns, or_none};
 use crate::schema::{ContractKind, Engine, Observer, ResultJson, Sample, Stage, StageKind};
 
-/// The bench's path to [`crate::names::REPORTS_FILE`].
-pub use crate::names::REPORTS_FILE;
-
 /// The longest line the verifier reads (a VMM report is a few KiB).
 pub const MAX_LINE: usize = 1 << 20;
 

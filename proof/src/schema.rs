@@ -562,7 +562,7 @@ impl Contract {
     /// The tune guest this contract boots (what [`truecold_proto::tune::check_set`] judges
     /// the configuration's knobs against).
     pub fn tune_guest(&self) -> TuneGuest {
-        self.kind.tune_guest()
+        TuneGuest::from(self.kind)
     }
 }
 

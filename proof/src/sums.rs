@@ -6,9 +6,6 @@
 use crate::digest::is_sha256_hex;
 use crate::names::{is_valid_name, SIG_FILE, SUMS_FILE};
 
-/// The bench's path to [`crate::digest::sha256_hex`].
-pub use crate::digest::sha256_hex;
-
 /// Why a `SHA256SUMS` line is not well formed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SumsError {

@@ -8,13 +8,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::fmt::{mem_text, ms};
+use crate::fmt::{escape_untrusted, mem_text, ms};
 use crate::names::SIG_FILE;
 use crate::schema::{ResultJson, Sample, HEADLINE};
 use crate::signature::SshKeygen;
-
-/// The bench's path to [`crate::fmt::escape_untrusted`].
-pub use crate::fmt::escape_untrusted;
 
 /// The kind of a reason; tests and tools match on it, humans read [`Reason::detail`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -24,28 +24,7 @@ const RANK_HOME: &str = "proof/src/stats.rs";
 const SUCCESSES_HOME: &str = "proof/src/summary.rs";
 
 /// Files of another crate that still break a rule, with the change that ends it.
-const PENDING: &[(&str, Rule, &str)] = &[
-    (
-        "bench/src/progress.rs",
-        Rule::Rank,
-        "Running::percentile: replace the rank arithmetic (`(num·n).div_ceil(den).clamp(1, n)`) \
-         with `truecold_proof::stats::nearest_rank_index(n, num, den)` (the 0-based index: \
-         return the first value whose running count exceeds it)",
-    ),
-    (
-        "bench/src/progress.rs",
-        Rule::SortForPercentile,
-        "the tests percentiles_are_the_bundles_definition and \
-         running_counts_are_the_percentiles_of_the_floored_values: sort with \
-         `truecold_proof::stats::ascending` instead of `sort_unstable`",
-    ),
-    (
-        "bench/src/tune.rs",
-        Rule::Successes,
-        "noise_of: `truecold_proof::summary::success_latencies(&rows)` instead of the \
-         filter/filter_map on `ok` and `latency_ns`",
-    ),
-];
+const PENDING: &[(&str, Rule, &str)] = &[];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rule {

@@ -121,13 +121,6 @@ impl From<ContractKind> for TuneGuest {
     }
 }
 
-impl ContractKind {
-    /// [`TuneGuest::from`] as a method: what `truecold-proof` calls.
-    pub fn tune_guest(self) -> TuneGuest {
-        TuneGuest::from(self)
-    }
-}
-
 impl Knob {
     /// The catalogue, in its documented order.
     pub const ALL: [Knob; 33] = [

@@ -387,7 +387,7 @@ const SNAPSHOT_IDENT: [(&str, &str); 6] = [
 /// are read again.
 pub fn snapshot(tree: &Path, cache: &Path) -> Result<SourceTree, OwnKernelError> {
     let tree = std::path::absolute(tree).unwrap_or_else(|_| tree.to_path_buf());
-    let name = truecold_proof::sums::sha256_hex(tree.as_os_str().as_encoded_bytes());
+    let name = truecold_proof::digest::sha256_hex(tree.as_os_str().as_encoded_bytes());
     let git_dir = cache
         .join(SNAPSHOT_DIR)
         .join(format!("{}.git", &name[..16]));
@@ -548,7 +548,7 @@ fn key(config: &[u8], form: ConfigForm, source: Option<&Path>) -> String {
         input.extend_from_slice(b"\0source=");
         input.extend_from_slice(s.as_os_str().as_encoded_bytes());
     }
-    truecold_proof::sums::sha256_hex(&input)[..16].to_string()
+    truecold_proof::digest::sha256_hex(&input)[..16].to_string()
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ pub(super) fn note_small_n(j: &JudgePlan) {
              ({} looks share α {}); a regression needs a later look (-n {m} or more reaches it \
              at the first)",
             j.n,
-            truecold_proof::compare::fmt_p(looks.alpha(j.options.alpha)),
+            truecold_proof::fmt::p_text(looks.alpha(j.options.alpha)),
             looks.count(),
             j.options.alpha
         ),

@@ -191,7 +191,7 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
     note_small_n(&a.judge);
     let baseline = if a
         .baseline
-        .join(truecold_proof::bisect::BISECT_FILE)
+        .join(truecold_proof::names::BISECT_FILE)
         .is_file()
     {
         a.baseline.join(BASELINE_DIR)
@@ -203,7 +203,7 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
     let subject = git(tree, &["log", "-1", "--format=%s"])?;
     // The good commit: the record the baseline belongs to, else the step's directory's.
     let record_of = |d: &Path| {
-        d.join(truecold_proof::bisect::BISECT_FILE)
+        d.join(truecold_proof::names::BISECT_FILE)
             .is_file()
             .then(|| read_bisect(d).ok())
             .flatten()
@@ -214,7 +214,7 @@ pub fn step(a: &BisectStepPlan, invocation: &str) -> Result<StepOutcome, BisectR
         .or_else(|| record_of(&a.dir))
         .map(|f| f.good)
         .filter(|g| g != "?");
-    let mut f = if a.dir.join(truecold_proof::bisect::BISECT_FILE).is_file() {
+    let mut f = if a.dir.join(truecold_proof::names::BISECT_FILE).is_file() {
         let f = read_bisect(&a.dir).map_err(BisectRunError::Record)?;
         if f.schema != BISECT_SCHEMA {
             return Err(BisectRunError::OldSchema {
@@ -387,7 +387,7 @@ fn own_kernel_record(k: &OwnKernel, dir: &Path) -> Result<UserKernel, BisectRunE
     std::fs::write(&to, &bytes).map_err(io("write", &to))?;
     Ok(UserKernel {
         form: k.form,
-        sha256: truecold_proof::sums::sha256_hex(&bytes),
+        sha256: truecold_proof::digest::sha256_hex(&bytes),
         given_as: k.config.display().to_string(),
         source: None,
         not_carried: Vec::new(),
@@ -398,7 +398,7 @@ fn own_kernel_record(k: &OwnKernel, dir: &Path) -> Result<UserKernel, BisectRunE
 /// every commit otherwise: refused (a bisect builds every commit from one config).
 fn same_kernel(f: &BisectFile, dir: &Path, k: &OwnKernel) -> Result<(), BisectRunError> {
     let (bytes, _) = own_kernel::read_config(&k.config)?;
-    let given = truecold_proof::sums::sha256_hex(&bytes);
+    let given = truecold_proof::digest::sha256_hex(&bytes);
     match &f.kernel {
         Some(r) if r.sha256 == given && r.form == k.form => Ok(()),
         r => Err(BisectRunError::OtherKernel {

@@ -20,8 +20,8 @@ use std::time::Instant;
 use truecold_proof::bisect::{
     BisectFile, BisectKind, BisectResult, Step, StepOutcome, BISECT_SCHEMA, STEPS_DIR,
 };
+use truecold_proof::digest::sha256_hex;
 use truecold_proof::schema::ContractKind;
-use truecold_proof::sums::sha256_hex;
 use truecold_proto::kinds::{Backing, HostKind};
 
 pub use truecold_proof::kconfig::parse_config;

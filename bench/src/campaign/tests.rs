@@ -264,7 +264,7 @@ fn run_with(
     };
     let mut inputs = inputs;
     ex.reports
-        .add_to(truecold_proof::reports::REPORTS_FILE, &mut inputs)
+        .add_to(truecold_proof::names::REPORTS_FILE, &mut inputs)
         .unwrap();
     let w = write(&dest, &result, &ex.samples, &inputs).unwrap();
     (ex, w, dir)

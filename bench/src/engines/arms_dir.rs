@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use truecold_engine::Launch;
 use truecold_proof::arms::ArmsPlan;
 use truecold_proof::bundle::{rename_noreplace, BundleInputs, Written};
-use truecold_proof::reports::REPORTS_FILE;
+use truecold_proof::names::REPORTS_FILE;
 use truecold_proof::schema::{Configuration, ContractKind, EngineInfo, Environment};
 use truecold_proto::kinds::Engine;
 
@@ -121,7 +121,7 @@ pub fn write_dir(
             .zip(bundles)
             .map(|(a, b)| {
                 if b.own_guest {
-                    a.with_kernel(truecold_proof::sums::sha256_hex(b.kernel_config))
+                    a.with_kernel(truecold_proof::digest::sha256_hex(b.kernel_config))
                 } else {
                     a
                 }

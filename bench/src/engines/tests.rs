@@ -701,7 +701,7 @@ fn campaign_directory(layout: RamLayout) {
         readme.contains("| `truecold 1.0` | the campaign's | thp | 3 | 3 |"),
         "{readme}"
     );
-    let own_digest = truecold_proof::sums::sha256_hex(b"CONFIG_Y=y\n");
+    let own_digest = truecold_proof::digest::sha256_hex(b"CONFIG_Y=y\n");
     assert!(
         arms_json.contains(&format!("\"kernel\": \"{own_digest}\"")),
         "{arms_json}"

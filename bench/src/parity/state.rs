@@ -438,7 +438,7 @@ impl StateDb {
         let path = dir.join(STATE_CSV);
         write_atomic(&path, &bytes).map_err(PathIoError::at("write", &path))?;
         Ok(Export {
-            sha256: lifecycle::sha256_hex(&bytes),
+            sha256: truecold_proof::digest::sha256_hex(&bytes),
             path,
             rows,
             ns: now_ns().saturating_sub(t0),

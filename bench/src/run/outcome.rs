@@ -17,7 +17,7 @@ pub struct RunOutcome {
 /// One line per concurrency level (burst, churn, sweep): latency and sustained throughput,
 /// and the knee as `truecold-proof` defines it.
 pub fn level_lines(r: &truecold_proof::schema::ResultJson) -> Vec<String> {
-    use truecold_proof::report::ms;
+    use truecold_proof::fmt::ms;
     let sm = &r.summary;
     let mut out: Vec<String> = sm
         .by_concurrency

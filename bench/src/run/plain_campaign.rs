@@ -369,7 +369,7 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         staged_files: Vec::new(),
     };
     ex.reports
-        .add_to(truecold_proof::reports::REPORTS_FILE, &mut inputs)?;
+        .add_to(truecold_proof::names::REPORTS_FILE, &mut inputs)?;
     let written = write_or_save(p.dest, &result, &ex, &inputs)?;
     Ok(RunOutcome {
         written,

@@ -3,7 +3,7 @@
 //! plain lines with the same figures, one each 10 % of the campaign (or after 10 s without
 //! one), and none with `--quiet`. No rate or ETA is shown before the first launch finished.
 //! Display only: the bundle is computed from the samples, never from this. The percentiles
-//! are `truecold-proof`'s one definition (nearest rank, [`percentile_sorted`]), the same as
+//! are `truecold-proof`'s one definition (nearest rank, [`nearest_rank_index`]), the same as
 //! the bundle's, of the latencies floored to three significant digits and shown to those
 //! digits (`p50 2.05 ms`): exact as shown, from one count per such value ([`Running`]), so
 //! the display's memory is bounded (at most 900 counts per decade) whatever the campaign's
@@ -12,8 +12,9 @@
 use indicatif::{HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::io::Write;
+use truecold_proof::stats::nearest_rank_index;
 #[cfg(test)]
-use truecold_proof::stats::percentile_sorted;
+use truecold_proof::stats::{ascending, percentile_sorted};
 
 /// `v` floored to three significant digits (`2_051_999` → `2_050_000`).
 pub fn floor_3_digits(v: u64) -> u64 {
@@ -78,18 +79,15 @@ impl Running {
         self.n == 0
     }
 
-    /// The nearest-rank `num/den` percentile (rank `ceil(num·n/den)`, clamped to `[1, n]`:
-    /// [`percentile_sorted`]'s) of the floored values; `None` when empty.
+    /// The nearest-rank `num/den` percentile of the floored values (the rank is
+    /// `truecold_proof::stats::nearest_rank_index`, the one definition); `None` when empty.
     pub fn percentile(&self, num: u64, den: u64) -> Option<u64> {
-        let n = u128::from(self.n);
-        if n == 0 || den == 0 {
-            return None;
-        }
-        let rank = (u128::from(num) * n).div_ceil(u128::from(den)).clamp(1, n);
-        let mut seen = 0u128;
+        let idx =
+            u64::try_from(nearest_rank_index(usize::try_from(self.n).ok()?, num, den)?).ok()?;
+        let mut seen = 0u64;
         for (&v, &c) in &self.counts {
-            seen += u128::from(c);
-            if seen >= rank {
+            seen = seen.saturating_add(c);
+            if seen > idx {
                 return Some(v);
             }
         }
@@ -367,8 +365,7 @@ mod tests {
         for &l in &lat {
             p.record(true, Some(l));
         }
-        let mut sorted = lat.clone();
-        sorted.sort_unstable();
+        let sorted = ascending(&lat);
         let want = |q| ms_3_digits(percentile_sorted(&sorted, q, 100).unwrap());
         assert_eq!(
             p.stats(),
@@ -387,7 +384,7 @@ mod tests {
             r.add(v);
             floored.push(floor_3_digits(v));
         }
-        floored.sort_unstable();
+        let floored = ascending(&floored);
         for q in 0..=100 {
             assert_eq!(
                 r.percentile(q, 100),

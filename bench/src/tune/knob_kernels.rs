@@ -81,7 +81,7 @@ impl OwnBase {
         let resolved = std::fs::read_to_string(&cfg).map_err(PathIoError::at("read", &cfg))?;
         let record = UserKernel {
             form: k.form,
-            sha256: truecold_proof::sums::sha256_hex(&bytes),
+            sha256: truecold_proof::digest::sha256_hex(&bytes),
             given_as: k.config.display().to_string(),
             source: k
                 .source

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use truecold_proof::arms::{ArmRef, ArmsPlan};
 use truecold_proof::bundle::{rename_noreplace, BundleInputs, Written};
-use truecold_proof::reports::REPORTS_FILE;
+use truecold_proof::names::REPORTS_FILE;
 use truecold_proof::schema::{
     Configuration, ContractKind, EngineInfo, Environment, Observer, Sample,
 };

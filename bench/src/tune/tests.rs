@@ -316,7 +316,7 @@ fn a_users_kernel_is_the_baseline_and_each_kconfig_knob_goes_over_it() {
     assert_eq!(own.record.not_carried, ["CONFIG_GONE: given y, gone"]);
     assert_eq!(
         own.record.sha256,
-        truecold_proof::sums::sha256_hex(&std::fs::read(&k.config).unwrap())
+        truecold_proof::digest::sha256_hex(&std::fs::read(&k.config).unwrap())
     );
     assert_eq!(
         std::fs::read(own.dir.join("initramfs.cpio")).unwrap(),

@@ -45,11 +45,7 @@ pub fn noise_of(bundle: &Path) -> Result<truecold_proof::tune::Noise, TuneError>
         return Err(why(v.render(bundle, 3)));
     }
     let (_, rows) = truecold_proof::read_bundle(bundle).map_err(|e| why(e.to_string()))?;
-    let ok: Vec<u64> = rows
-        .iter()
-        .filter(|s| s.ok)
-        .filter_map(|s| s.latency_ns)
-        .collect();
+    let ok = truecold_proof::summary::success_latencies(&rows);
     let cv = truecold_proof::tune::cv_ppm(&ok).ok_or_else(|| {
         why(format!(
             "{} successful row(s): no variation to measure",

@@ -405,7 +405,10 @@ fn check_each_arm(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Sample
             );
         }
         if tune {
-            if let Err(e) = check_set(&a.arm.knobs, r.contract.kind.tune_guest()) {
+            if let Err(e) = check_set(
+                &a.arm.knobs,
+                truecold_proto::tune::TuneGuest::from(r.contract.kind),
+            ) {
                 v.add(
                     Check::ArmsMismatch,
                     format!("arm `{}`: {e} ({})", a.arm.name, r.contract.kind.as_str()),

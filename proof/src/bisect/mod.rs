@@ -54,8 +54,6 @@ pub use model::*;
 pub use readme::*;
 pub use write::*;
 
-/// The bench's path to [`crate::names::BISECT_FILE`].
-pub use crate::names::BISECT_FILE;
 pub use crate::names::{CANDIDATE_ARM, GOOD_ARM};
 
 /// A bisect directory: its implementation of [`DirKind`], which [`crate::verify`]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::digest::sha256_hex;
 
 fn ran(idx: u64) -> LaunchRow {
     LaunchRow {

@@ -524,7 +524,10 @@ pub(super) fn check_context(
             );
         }
         for a in p.data.values() {
-            if let Err(e) = check_set(&a.arm.knobs, a.result.contract.kind.tune_guest()) {
+            if let Err(e) = check_set(
+                &a.arm.knobs,
+                truecold_proto::tune::TuneGuest::from(a.result.contract.kind),
+            ) {
                 v.add(Check::TunePlan, format!("{name}/{}: {e}", a.arm.name));
             }
         }

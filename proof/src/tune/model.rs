@@ -276,7 +276,7 @@ impl TuneFile {
     pub(super) fn plan(&self) -> TunePlan {
         TunePlan {
             seed: self.seed,
-            guest: self.guest.tune_guest(),
+            guest: TuneGuest::from(self.guest),
             knobs: self.knobs.clone(),
             vcpus: self.context.vcpus,
             mem_bytes: self.context.mem_bytes,

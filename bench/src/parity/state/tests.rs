@@ -1,5 +1,6 @@
 use super::*;
-use crate::parity::lifecycle::{check_lifecycle, read_csv, sha256_hex, OUTCOME_OK};
+use crate::parity::lifecycle::{check_lifecycle, read_csv, OUTCOME_OK};
+use truecold_proof::digest::sha256_hex;
 
 fn db() -> (tempfile::TempDir, StateDb) {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -51,7 +51,7 @@ fn hashing_the_base_does_not_make_its_clones_copy_more() {
     let digest = image_digest(&base).expect("digest");
     assert_eq!(
         digest,
-        truecold_proof::lifecycle::sha256_hex(&std::fs::read(&base).expect("read"))
+        truecold_proof::digest::sha256_hex(&std::fs::read(&base).expect("read"))
     );
     // (Reading it again, above, filled the cache: the digest's drop is what is measured.)
     image_digest(&base).expect("digest");
