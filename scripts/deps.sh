@@ -62,27 +62,34 @@ private_qemu() {
 }
 # The nested harness's L0 QEMU, which with the L1 kernel is the virtual clock
 # (docs/virtual-clock.md): QEMU 10.0.2, built here from the source of Debian's
-# bookworm-backports package, with one fix of truecold's to its SVM emulation, and run on the
-# firmware of that package (SeaBIOS from the same suite). The fix (finding 6): helper_vmrun
-# delivers an interrupt injected through the VMCB's EVENTINJ directly but leaves the CPU's
-# pending exception set to its vector, so the next exit request of TCG's CPU loop (under
-# -icount, the end of every instruction budget) delivers the same vector again, with the
-# guest's IF clear: an interrupt handler entered twice, the second time inside itself, which
-# deadlocks the guest on whatever lock the first one holds. The build is pinned by the source
-# tarball's digest, the fix, the configuration and Debian's toolchain; it goes into
-# /opt/truecold/qemu-<release>-<build> and is linked as /usr/local/bin/truecold-l0-qemu
-# (truecold_nested::L0_QEMU), beside whatever QEMU the machine has, never in its place. apt
-# reads the suite through a source list of truecold's own under /opt/truecold/apt, so the
-# machine's sources, preferences and packages stay as they are. meson and pycotap (QEMU's
-# build tools, newer than Debian 12's) come from PyPI, pinned by digest. A new machine
-# spends about 4 minutes of 2 cores here, once.
+# bookworm-backports package with truecold's patches (scripts/l0-qemu/, applied in order,
+# each exactly: a source they do not fit fails here instead of building without them), and
+# run on the firmware of that package (SeaBIOS from the same suite):
+#   0001  SVM: an interrupt injected through the VMCB's EVENTINJ is delivered once (without
+#         it the next exit request of TCG's CPU loop delivers the same vector again, inside
+#         its own handler with the guest's IF clear, which deadlocks the guest: finding 6);
+#   0002  the build leaves out the firmware blobs the +ds source does not carry;
+#   0003  a CPU's round-robin turn is at most 10,000 instructions (finding 13);
+#   0004  the parallel clock, which L1 reads through a CPUID leaf (nested/src/parallel.rs).
+# The build is pinned by the source tarball's digest, the patches, the configuration and
+# Debian's toolchain; it goes into /opt/truecold/qemu-<release>-<build> and is linked as
+# /usr/local/bin/truecold-l0-qemu (truecold_nested::L0_QEMU), beside whatever QEMU the
+# machine has, never in its place. A prefix whose recorded patch digest differs from
+# scripts/l0-qemu/ is refused: a change of the patches names another clock, so it comes with
+# a new L0_BUILD. apt reads the suite through a source list of truecold's own under
+# /opt/truecold/apt, so the machine's sources, preferences and packages stay as they are.
+# meson and pycotap (QEMU's build tools, newer than Debian 12's) come from PyPI, pinned by
+# digest. A new machine spends about 4 minutes of 2 cores here, once.
 L0_SUITE=bookworm-backports
 L0_QEMU_VERSION=1:10.0.2+ds-2+deb13u1~bpo12+1
 L0_QEMU_ORIG=qemu_10.0.2+ds.orig.tar.xz
 L0_QEMU_ORIG_SHA256=0901da33844a331bf8b3602b9c1fbd178e60b737c8e3ade678255bd090c9b9f1
 L0_SEABIOS_VERSION=1.16.3-2~bpo12+1
-L0_BUILD=truecold-1  # change with the fix or the configuration: it names another clock
-L0_PKGVERSION="$L0_BUILD: Debian $L0_QEMU_VERSION source, SVM EVENTINJ fix"
+L0_BUILD=truecold-2  # change with the patches or the configuration: it names another clock
+L0_PKGVERSION="$L0_BUILD: Debian $L0_QEMU_VERSION source, SVM EVENTINJ fix, 10k-instruction turns, parallel clock"
+L0_PATCHES=$(cd "$(dirname "${BASH_SOURCE[0]}")/l0-qemu" && pwd)
+# The digest of the patches, in order (file names and contents).
+l0_patch_digest() { (cd "$L0_PATCHES" && sha256sum ./*.patch) | sha256sum | cut -d" " -f1; }
 L0_PYPI=("meson==1.5.0 --hash=sha256:52b34f4903b882df52ad0d533146d4b992c018ea77399f825579737672ae7b20"
          "pycotap==1.3.1 --hash=sha256:1c3a25b3ff89e48f4e00f1f71dbbc1642b4f65c65d416524d07e73492fff25ea")
 L0_MIRROR=${TRUECOLD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -102,7 +109,7 @@ l0_qemu_build() {  # $1: the prefix to fill (…/usr)
     return 1
   fi
   apt_update
-  apt_install ninja-build pkg-config libglib2.0-dev python3-venv
+  apt_install ninja-build pkg-config libglib2.0-dev python3-venv patch
   tmp=$(mktemp -d)
   chmod 755 "$tmp"
   # The firmware, and the source (apt may fail on the Debian packaging tarball, which the
@@ -121,24 +128,11 @@ l0_qemu_build() {  # $1: the prefix to fill (…/usr)
     { echo "deps: pip could not install QEMU's build tools from PyPI" >&2; rm -rf "$tmp"; return 1; }
   tar -xJf "$tmp/$L0_QEMU_ORIG" -C "$tmp"
   local src=$tmp/qemu-10.0.2
-  # The fix, and the build without the firmware blobs the +ds source leaves out (each edit
-  # must match exactly once, so a different source fails here instead of building unfixed).
-  python3 - "$src" <<'PY' || { rm -rf "$tmp"; return 1; }
-import sys
-src = sys.argv[1]
-def edit(path, anchor, after):
-    p = f"{src}/{path}"
-    text = open(p).read()
-    if text.count(anchor) != 1:
-        sys.exit(f"deps: {path}: expected one `{anchor.strip()}`, found {text.count(anchor)}")
-    open(p, "w").write(text.replace(anchor, after))
-edit("target/i386/tcg/system/svm_helper.c",
-     "            do_interrupt_x86_hardirq(env, vector, 1);\n            break;\n",
-     "            do_interrupt_x86_hardirq(env, vector, 1);\n"
-     "            /* truecold: delivered here, so nothing is pending any more */\n"
-     "            cs->exception_index = -1;\n            break;\n")
-edit("meson.build", "    unpack_edk2_blobs = bzip2.found()\n", "    unpack_edk2_blobs = false\n")
-PY
+  local p
+  for p in "$L0_PATCHES"/*.patch; do
+    patch -d "$src" -p1 --batch --forward --fuzz=0 --no-backup-if-mismatch -s <"$p" ||
+      { echo "deps: $p does not apply exactly to $L0_QEMU_ORIG" >&2; rm -rf "$tmp"; return 1; }
+  done
   mkdir -p "$src/build"
   (cd "$src/build" && PATH=$tmp/venv/bin:$PATH ../configure --python="$tmp/venv/bin/python3" \
       --target-list=x86_64-softmmu --without-default-features --enable-tcg --disable-kvm \
@@ -147,10 +141,15 @@ PY
     ninja -j"$(nproc)" qemu-system-x86_64 >"$tmp/build.log" 2>&1) ||
     { echo "deps: building QEMU failed; its logs: $tmp/configure.log $tmp/build.log" >&2; return 1; }
   install -m 755 "$src/build/qemu-system-x86_64" "$prefix/bin/qemu-system-x86_64"
+  l0_patch_digest >"$prefix/../truecold-patches.sha256"
   rm -rf "$tmp"
 }
 l0_qemu() {
   local dir=/opt/truecold/qemu-10.0.2-$L0_BUILD link=/usr/local/bin/truecold-l0-qemu have
+  if [[ -x $dir/usr/bin/qemu-system-x86_64 ]] && [[ $(cat "$dir/truecold-patches.sha256" 2>/dev/null) != "$(l0_patch_digest)" ]]; then
+    echo "deps: $dir was built from other patches than scripts/l0-qemu/: a change of the patches names another clock, so give it a new L0_BUILD" >&2
+    return 1
+  fi
   if [[ ! -x $dir/usr/bin/qemu-system-x86_64 ]]; then
     echo "deps: building the nested harness's L0 QEMU ($L0_PKGVERSION) into $dir"
     rm -rf "$dir.partial"

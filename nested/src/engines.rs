@@ -67,8 +67,8 @@ pub fn truecold_args(g: &Guest, deadline_ms: u64) -> Vec<String> {
         &deadline_ms.to_string(),
         "--host-kind",
         "nested-emulated",
-        // The layout this check was written for, spelt out (the VMM's default is
-        // `hole-inside` since 2026-12-03).
+        // The layout this check was written for, spelt out: not the VMM's default, which
+        // follows the guest's memory.
         "--ram-layout",
         "around-hole",
     ]

@@ -11,10 +11,14 @@
 //! 3. Every file the job wrote under [`OUT_DIR`] comes back over L1's second serial port
 //!    ([`stream`]) and L1 reboots, which ends QEMU (`-no-reboot`).
 //!
-//! Timings under emulation are functional evidence only: never asserted, never published as
-//! results (bundles made this way say `nested-emulated`).
+//! Time inside L1 is the harness's virtual clock (docs/virtual-clock.md): under QEMU's
+//! `-icount` each emulated instruction is 1 ns, so reruns are bit-identical and host load does
+//! not move it; it is a cost model of the boot's work, never wall time, and bundles made this
+//! way say `nested-emulated` with clock `virtual`. Which of its verdicts hold on hardware is
+//! in docs/fidelity.md. No test asserts a time.
 
 pub mod engines;
+pub mod parallel;
 pub mod stream;
 
 pub use truecold_proto::kinds::Engine;
@@ -40,6 +44,10 @@ pub const CLOCK_CHECK_ITERS: u64 = 5_000_000;
 /// for the harness's reading of its clock to hold (docs/virtual-clock.md, finding 8): about
 /// 2 when L1's CPUs' instructions add on one virtual clock, about 1 if they overlapped.
 pub const CLOCK_TWO_CPU_RATIO: std::ops::RangeInclusive<f64> = 1.9..=2.1;
+/// The band the same two-CPU time must fall in on the parallel clock
+/// ([`parallel::ParallelClock`]), as a multiple of its one-CPU time there: about 1, since
+/// that clock counts the two CPUs' loops as overlapping.
+pub const PARALLEL_TWO_CPU_RATIO: std::ops::RangeInclusive<f64> = 0.98..=1.02;
 /// L1's second serial port: the data stream (the first is the console).
 pub const STREAM_TTY: &str = "/dev/ttyS1";
 

@@ -94,6 +94,17 @@ fn l1_has_a_working_kvm() {
          CPUs' work (docs/virtual-clock.md, finding 8)\n{text}",
         truecold_nested::CLOCK_TWO_CPU_RATIO
     );
+    // The parallel clock of the harness's L0 (docs/virtual-clock.md, "The parallel clock"):
+    // the same loop on two CPUs at once overlaps there, so it takes about its time on one.
+    let (p_one, p_two) = (field("parallel_one_cpu_ns"), field("parallel_two_cpus_ns"));
+    assert!(p_one > 0 && p_one <= one && p_two <= two, "{text}");
+    let p_ratio = p_two as f64 / p_one as f64;
+    assert!(
+        truecold_nested::PARALLEL_TWO_CPU_RATIO.contains(&p_ratio),
+        "on the parallel clock two CPUs' loop / one CPU's = {p_ratio:.3}, outside {:?}: the \
+         L0's parallel clock no longer overlaps the CPUs' work\n{text}",
+        truecold_nested::PARALLEL_TWO_CPU_RATIO
+    );
 }
 
 #[test]

@@ -142,8 +142,9 @@ pub fn warnings(
                 .to_string(),
         ),
         HostKind::NestedEmulated => w.push(
-            "KVM runs inside an emulated (TCG) L1: functional check, times are not \
-             representative"
+            "KVM runs inside an emulated (TCG) L1: times are the nested harness's virtual clock \
+             (1 ns per emulated instruction), a reproducible cost model of the boot's work, not \
+             wall time; which of its verdicts hold on hardware: docs/fidelity.md"
                 .to_string(),
         ),
         HostKind::Unknown => w.push(

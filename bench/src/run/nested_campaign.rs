@@ -27,7 +27,8 @@ use truecold_proto::path_io::PathIoError;
 
 /// Printed with every nested campaign.
 pub const WARNING: &str = "nested-emulated: L1 and the guest run under QEMU software \
-emulation; these timings are functional evidence only, never results";
+emulation; times are its virtual clock (1 ns per emulated instruction, never wall time): a \
+reproducible cost model of the boot's work, held against hardware in docs/fidelity.md";
 
 /// Where L1's bench writes its bundle (under `truecold_nested::OUT_DIR`).
 pub(crate) const L1_BUNDLE: &str = "bundle";

@@ -284,12 +284,17 @@ fn clock_check() -> io::Result<String> {
     };
     // SAFETY: sysconf takes an integer name and returns an integer.
     let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let parallel = truecold_nested::parallel::ParallelClock::detect();
+    let now = truecold_proto::measure::now_ns;
     pin(Some(0))?;
     let t = Instant::now();
+    let m0 = now();
     spin();
+    let m1 = now();
     let one = t.elapsed();
     let start = std::sync::Barrier::new(2);
     let t = Instant::now();
+    let m2 = now();
     std::thread::scope(|s| -> io::Result<()> {
         let workers: Vec<_> = [0usize, 1]
             .into_iter()
@@ -309,13 +314,25 @@ fn clock_check() -> io::Result<String> {
         }
         Ok(())
     })?;
+    let m3 = now();
     let two = t.elapsed();
     pin(None)?;
-    Ok(format!(
+    let mut text = format!(
         "cpus_online={online}\nclock_one_cpu_ns={}\nclock_two_cpus_ns={}\n",
         one.as_nanos(),
         two.as_nanos()
-    ))
+    );
+    // The same two spans on the parallel clock, where the L0 keeps one: about equal, since
+    // the two CPUs' loops overlap there.
+    if let Some(p) = parallel {
+        let span = |a, b| p.duration_ns(a, b).map_err(io::Error::other);
+        text.push_str(&format!(
+            "parallel_one_cpu_ns={}\nparallel_two_cpus_ns={}\n",
+            span(m0, m1)?,
+            span(m2, m3)?
+        ));
+    }
+    Ok(text)
 }
 
 /// Pins the calling thread to one CPU, or (None) lets it run on every CPU again.
