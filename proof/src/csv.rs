@@ -151,6 +151,9 @@ pub fn columns_for(schema: u32) -> Vec<String> {
     if schema >= 8 {
         c.extend(["cleanup_ok".to_string(), "cleanup_ns".to_string()]);
     }
+    if schema >= 11 {
+        c.push("parallel_latency_ns".to_string());
+    }
     c
 }
 
@@ -231,6 +234,9 @@ fn fill_record(s: &Sample, schema: u32, rec: &mut csv::StringRecord) {
     if schema >= 8 {
         rec.push_field(s.cleanup_ok.map_or("", bool_str));
         num(rec, s.cleanup_ns.as_ref().map(|x| x as _));
+    }
+    if schema >= 11 {
+        num(rec, s.parallel_latency_ns.as_ref().map(|x| x as _));
     }
 }
 
@@ -805,6 +811,11 @@ impl Row<'_> {
             } else {
                 None
             },
+            parallel_latency_ns: if self.schema >= 11 {
+                self.opt_u64(m + 16 + p)?
+            } else {
+                None
+            },
         })
     }
 }
@@ -903,8 +914,8 @@ mod tests {
     #[test]
     fn invalid_utf8_is_typed_with_line_and_column() {
         let mut b = text(3).into_bytes();
-        // The last field (cleanup_ns since schema 8, empty) of the row on line 3 gets a stray
-        // byte.
+        // The last field (parallel_latency_ns since schema 11, empty) of the row on line 3
+        // gets a stray byte.
         let nl: Vec<usize> = b
             .iter()
             .enumerate()
@@ -914,7 +925,7 @@ mod tests {
         b.insert(nl[2], 0xff);
         match read_samples(&b) {
             Err(CsvError::NotUtf8 { line, column }) => {
-                assert_eq!((line, column.as_str()), (3, "cleanup_ns"))
+                assert_eq!((line, column.as_str()), (3, "parallel_latency_ns"))
             }
             other => panic!("{other:?}"),
         }

@@ -171,6 +171,7 @@ fn plan() -> TunePlan {
         }),
         rule: tune::RuleVersion::CURRENT,
         invocation: Some(invocation()),
+        figure: truecold_proof::schema::Figure::Total,
     }
 }
 

@@ -281,6 +281,7 @@ fn run(sp: &EnginesSpec, f: &Fake, stop: &AtomicBool) -> EnginesRun {
         None,
         &|| 0,
         dir.path(),
+        None,
     )
     .unwrap()
 }

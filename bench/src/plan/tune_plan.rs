@@ -129,6 +129,8 @@ pub struct TunePlan {
     /// The user's kernel (`--kernel-config` / `--kernel-fragment`, `--kernel-source`): the
     /// baseline's, and the base of every Kconfig knob.
     pub own_kernel: Option<OwnKernel>,
+    /// The headline figure the arms are judged on (`--clock`).
+    pub figure: truecold_proof::schema::Figure,
 }
 
 impl TunePlan {
@@ -178,6 +180,9 @@ impl TunePlan {
         if deadline_ms == 0 {
             return Err(ArgError::DeadlineZero);
         }
+        if !a.clock.is_total() && target != Target::Nested {
+            return Err(ArgError::ParallelNeedsNested);
+        }
         Ok(TunePlan {
             target,
             knobs: choice,
@@ -196,6 +201,7 @@ impl TunePlan {
             instrument: instrumentation(&a.instrument)?,
             paths: KernelPlan::from_cli(&a.paths, crate::cli::TUNE_KERNEL_DIR),
             own_kernel,
+            figure: a.clock,
         })
     }
 

@@ -274,7 +274,12 @@ fn confirm_arms(arms: &mut Arms<'_>, winners: &[Knob]) -> Result<Vec<PhaseArm>, 
 
 /// The winners of a screen phase written at `screen`, which must verify: by the same
 /// function the verifier runs (`truecold_proof::tune::screen_of_dir`).
-fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, TuneError> {
+fn winners_of(
+    screen: &Written,
+    seed: u64,
+    knobs: &[Knob],
+    figure: truecold_proof::schema::Figure,
+) -> Result<Vec<Knob>, TuneError> {
     if !screen.verdict.is_valid() {
         return Err(TuneError::PhaseInvalid {
             path: screen.path.clone(),
@@ -287,7 +292,7 @@ fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, 
                 .join("; "),
         });
     }
-    let winners = truecold_proof::tune::screen_of_dir(&screen.path, seed, knobs)
+    let winners = truecold_proof::tune::screen_of_dir(&screen.path, seed, knobs, figure)
         .map_err(TuneError::Tune)?
         .recommended;
     crate::note!(
@@ -440,7 +445,12 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     // baseline and the recommended arm.
     let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
     let tmp = bundle_out::staging_dir(&dest, "tune")?;
-    let winners = winners_of(&runner.run(&screen, &tmp.join(SCREEN))?, tp.seed, &knobs)?;
+    let winners = winners_of(
+        &runner.run(&screen, &tmp.join(SCREEN))?,
+        tp.seed,
+        &knobs,
+        tp.figure,
+    )?;
     if !winners.is_empty() {
         let confirm = plan_of(
             CONFIRM,
@@ -463,6 +473,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         noise,
         rule: truecold_proof::tune::RuleVersion::CURRENT,
         invocation: Some(invocation_record(tp, contract, own.as_ref(), already_set)),
+        figure: tp.figure,
     };
     if let Some(o) = &own {
         // The user's file as given, beside tune.json (its record's digest; reproduce.sh reads it).

@@ -1,6 +1,7 @@
 //! A tune directory measured: its phases read (each a multi-arm directory, verified), the
 //! results recomputed from their verified rows, and the writer and `report` built on them.
 
+use crate::schema::Figure;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -60,12 +61,17 @@ pub(super) fn read_phase(dir: &Path) -> Phase {
 /// has just written; its verified arms go through [`screen`] by [`RuleVersion::CURRENT`], the
 /// computation [`write_tune`] (of a plan with that rule) and the verifier make later. An arm
 /// without a readable bundle is an error.
-pub fn screen_of_dir(dir: &Path, seed: u64, knobs: &[Knob]) -> Result<Screen, TuneError> {
+pub fn screen_of_dir(
+    dir: &Path,
+    seed: u64,
+    knobs: &[Knob],
+    figure: Figure,
+) -> Result<Screen, TuneError> {
     let p = read_phase(dir);
     let arm = |name: &str| {
         p.data
             .get(name)
-            .map(TuneArm::from_data)
+            .map(|a| TuneArm::from_data(a, figure))
             .ok_or_else(|| TuneError::Phase {
                 phase: SCREEN_DIR,
                 why: format!("arm `{name}` has no readable bundle"),
@@ -117,7 +123,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
     let arm = |phase: &'static str, p: &Phase, name: &str| -> Result<TuneArm, Missing> {
         p.data
             .get(name)
-            .map(TuneArm::from_data)
+            .map(|a| TuneArm::from_data(a, plan.figure))
             .ok_or_else(|| Missing::Arm(phase, name.to_string()))
     };
     let base = arm(SCREEN_DIR, &m.screen, BASELINE_ARM)?;
@@ -166,6 +172,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
             vcpus: plan.vcpus,
             mem_bytes: plan.mem_bytes,
             backing: plan.backing,
+            figure: plan.figure,
         },
         rounds: Rounds {
             screen: plan.rounds_screen,
@@ -174,7 +181,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         budget: plan.budget,
         noise: plan.noise.clone(),
         invocation: plan.invocation.clone(),
-        rule: rule(plan.rule, plan.knobs.len() as u64),
+        rule: rule(plan.rule, plan.knobs.len() as u64, plan.figure),
         host_kind: host,
         clock: host.map(HostKind::clock),
         launches,

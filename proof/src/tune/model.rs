@@ -1,6 +1,7 @@
 //! A tune's model: its names, its plan ([`TunePlan`]) and the arms of each phase, the
 //! record `tune.json` holds ([`TuneFile`]) and the errors of writing one.
 
+use crate::schema::Figure;
 use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{Knob, TuneGuest};
@@ -79,6 +80,8 @@ pub struct TunePlan {
     pub rule: RuleVersion,
     /// How the tune was started (a new tune: always; a schema-1 directory read back: none).
     pub invocation: Option<Invocation>,
+    /// The headline's figure every arm is judged on (`--clock`; total unless asked).
+    pub figure: Figure,
 }
 
 /// Every way `plan` is not a tune plan (empty when it is one).
@@ -136,6 +139,10 @@ pub(super) struct Context {
     pub(super) vcpus: u32,
     pub(super) mem_bytes: u64,
     pub(super) backing: Backing,
+    /// The figure judged; absent means the total one (the only one before the parallel
+    /// clock existed).
+    #[serde(default, skip_serializing_if = "Figure::is_total")]
+    pub(super) figure: Figure,
 }
 
 /// `tune.json`'s rounds.
@@ -169,10 +176,14 @@ pub(super) struct Rule {
 
 /// `tune.json`'s statement of `version` for a tune of `knobs` knobs (rule 1: the text
 /// written before the version existed, byte for byte).
-pub(super) fn rule(version: RuleVersion, knobs: u64) -> Rule {
+pub(super) fn rule(version: RuleVersion, knobs: u64, figure: Figure) -> Rule {
+    let on = match figure {
+        Figure::Total => "",
+        Figure::Parallel => " on the parallel clock",
+    };
     let common = |verdict: String, sizing: String, multiplicity: Option<String>| Rule {
         version,
-        metric: format!("{HEADLINE}, each arm's successful rows"),
+        metric: format!("{HEADLINE}{on}, each arm's successful rows"),
         alpha: ALPHA_TEXT.into(),
         min_effect_ppm: MIN_EFFECT_PPM,
         min_rounds: MIN_ROUNDS,
@@ -287,6 +298,7 @@ impl TuneFile {
             noise: self.noise.clone(),
             rule: self.rule.version,
             invocation: self.invocation.clone(),
+            figure: self.context.figure,
         }
     }
 }

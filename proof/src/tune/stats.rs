@@ -3,6 +3,7 @@
 //! confirm phase's leave-one-out check, under the verdict rule a tune was made with
 //! ([`RuleVersion`]).
 
+use crate::schema::Figure;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -295,13 +296,16 @@ impl TuneArm {
         }
     }
 
-    /// From a multi-arm directory's arm (its verified error histogram).
-    pub fn from_data(a: &ArmData) -> Self {
+    /// From a multi-arm directory's arm (its verified error histogram), judged on `figure`.
+    pub fn from_data(a: &ArmData, figure: Figure) -> Self {
         TuneArm {
             name: a.arm.name.clone(),
             knobs: a.arm.knobs.clone(),
             attempts: a.attempts,
-            ok: a.ok.clone(),
+            ok: match figure {
+                Figure::Total => a.ok.clone(),
+                Figure::Parallel => a.ok_parallel.clone(),
+            },
             errors: a.result.summary.errors.clone(),
         }
     }
