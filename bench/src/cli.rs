@@ -547,7 +547,7 @@ pub struct TuneArgs {
     /// Tune a Linux boot in the nested harness (virtual clock; each phase one L1 boot).
     #[arg(long, group = "guest")]
     pub nested: bool,
-    /// Rounds of the screen phase (default: sized from --noise-from, else 10).
+    /// Rounds of the screen phase (default: sized from a pilot, or from --noise-from).
     ///
     /// Each round launches every arm once, in a shuffled order. `-n/--count`, as in `run` and
     /// `bisect` (`--rounds` is the same flag).
@@ -560,8 +560,17 @@ pub struct TuneArgs {
     /// `truecold_proof::tune::rounds_for_rule` (enough rounds to find a true 1 % change of the
     /// p50 with 80 % power, family-wise α 0.05 over the knobs). Recorded in tune.json and the
     /// README.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pilot_rounds")]
     pub noise_from: Option<PathBuf>,
+    /// Rounds of the pilot that sizes the screen (default 5 when neither -n nor --noise-from
+    /// is given).
+    ///
+    /// The pilot runs the screen's arms, interleaved as the screen runs them, for this many
+    /// rounds (its own `pilot/` phase in the tune directory); the screen's rounds are then
+    /// sized from the pilot's noise (the root mean square of each arm's CV) by the same rule
+    /// as --noise-from. tune.json records the noise and verify recomputes it from `pilot/`.
+    #[arg(long, conflicts_with = "rounds")]
+    pub pilot_rounds: Option<u64>,
     /// Rounds of the confirm phase (default: --count).
     #[arg(long)]
     pub confirm_rounds: Option<u64>,

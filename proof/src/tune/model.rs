@@ -22,6 +22,9 @@ pub const TUNE_SCHEMA_MIN: u32 = 1;
 pub const SCREEN_DIR: &str = "screen";
 /// The confirm phase's directory.
 pub const CONFIRM_DIR: &str = "confirm";
+/// The pilot phase's directory: the screen's arms, interleaved over a few rounds, whose
+/// noise sizes the screen ([`Noise::pilot_rounds`]).
+pub const PILOT_DIR: &str = "pilot";
 /// The screen phase's arms: `baseline`, then one per knob (named by it).
 pub fn screen_arms(knobs: &[Knob]) -> Vec<ArmRef> {
     std::iter::once(ArmRef::tune(BASELINE_ARM, Vec::new()))
@@ -55,6 +58,11 @@ pub struct Noise {
     pub cv_ppm: u64,
     /// Where that figure was measured (a bundle, a pilot run).
     pub source: String,
+    /// The tune's own pilot phase ([`PILOT_DIR`]) measured it, over this many interleaved
+    /// rounds of the screen's arms: `cv_ppm` is [`crate::tune::pooled_cv_ppm`] of those arms,
+    /// which the verifier recomputes. Absent: a bundle given with `--noise-from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pilot_rounds: Option<u64>,
 }
 
 /// A tune's plan: what the bench ran.
