@@ -171,7 +171,8 @@ fn a_probe_tune_sized_by_its_pilot_records_the_pilot_and_verifies() {
     let v = truecold_proof::verify::verify_dir(&bad);
     assert!(!v.is_valid());
     assert!(
-        v.render(&bad, 50).contains("the pilot's verified rows give"),
+        v.render(&bad, 50)
+            .contains("the pilot's verified rows give"),
         "{}",
         v.render(&bad, 50)
     );

@@ -217,7 +217,6 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
         crate::plan::tune_plan::Sizing::Pilot(crate::plan::tune_plan::DEFAULT_PILOT_ROUNDS)
     );
     assert_eq!(e(&["--pilot-rounds", "3"]), ArgError::TooFewRounds(3));
-    use clap::Parser as _;
     assert!(crate::cli::Cli::try_parse_from([
         "truecold",
         "tune",
