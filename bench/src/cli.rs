@@ -331,6 +331,15 @@ pub struct RunArgs {
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
     #[arg(long)]
     pub console: bool,
+    /// L1's transparent-huge-page mode in the nested harness: always, madvise (the default)
+    /// or never.
+    ///
+    /// The host THP mode of everything in L1: under `always` an engine's anonymous guest
+    /// memory gets huge pages without asking for them (Firecracker's, whose `anon` backing
+    /// does not advise). Every bundle records the mode it ran under
+    /// (`environment.thp_enabled`). --nested only.
+    #[arg(long, value_name = "MODE", value_parser = truecold_nested::L1Thp::parse)]
+    pub l1_thp: Option<truecold_nested::L1Thp>,
     /// Pin each vCPU of truecold-vmm to a CPU of its own (`truecold-vmm boot --pin-vcpus`).
     ///
     /// vCPU i runs on the i-th CPU the VMM may run on; each report's `vcpu_cpus` says where.
