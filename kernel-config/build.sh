@@ -16,10 +16,11 @@
 #   when it has uncommitted changes to tracked files).
 # - `config`: start from a complete .config (resolved by olddefconfig) instead of tinyconfig
 #   plus fragments.
-# Both build incrementally: in the one object directory per source, <source>/.truecold-build,
-# so a bisect step recompiles only what its commit or symbols changed; the artifacts are
-# still cached per key. The released variants and tune knobs always build from scratch (in
-# that directory, emptied first: the next incremental build of the source starts from them).
+# Both build incrementally, a bisect step recompiling only what its commit or symbols changed;
+# the artifacts are still cached per key. Each build has an object directory of its own
+# (below, "Object directories"): a git tree's <tree>/.truecold-build, the pinned source's one
+# per lineage, <source>/.truecold-build-<lineage>. The released variants build from scratch; a
+# tune's Kconfig arm starts from a copy of the baseline's objects.
 #
 # Environment:
 #   TRUECOLD_CACHE              cache root (default /var/cache/truecold)
@@ -27,6 +28,11 @@
 #   TRUECOLD_KERNEL_FRESH_DIR   build from scratch in this (empty or absent) directory and
 #                               never read or write the build cache (reproducibility check)
 #   TRUECOLD_JOBS               make -j (default: nproc)
+#   TRUECOLD_KERNEL_LINEAGE     the pinned source's object directory to build in
+#                               (.truecold-build-<lineage>; defaults: the variant's name,
+#                               config-<sha> for a .config, tune-<key> for a tune arm)
+#   TRUECOLD_KERNEL_LINEAGE_FROM  the lineage whose objects a new directory starts from
+#                               (a tune arm: `base`, or its baseline's)
 set -euo pipefail
 
 PKG=linux-source-6.12
@@ -191,54 +197,85 @@ fi
 BUILD="$WORK/build"
 ART="$WORK/artifacts"
 if [[ -z ${TRUECOLD_KERNEL_FRESH_DIR:-} ]]; then
-  # One object directory per source tree, inside it: <source>/.truecold-build (kbuild writes
-  # a .gitignore there that ignores it). A direct subdirectory of the source is where kbuild
-  # names the source `..`, so no command line, dependency file or object holds an absolute
-  # path, and a copy of a built tree (`cp -a`, which keeps the times) is a built tree: the
-  # bisect fixture, a copy of the pinned source, starts from the build that source holds.
-  # Locked while in use (the lock is outside the tree: the package source's directory, or the
-  # tree's .git). A bisect build (a tree's commit, or a complete .config) starts from whatever
-  # the directory last built, so it recompiles only what its commit or symbols changed. A
-  # released variant or a tune knob builds from scratch: the directory is emptied first, and
-  # what it leaves there is where the next incremental build of the same source starts
-  # (scripts/build-artifacts.sh builds the base variant last, so `bisect config` from the base
-  # config recompiles only the symbols it changes; the reproducibility check builds in a
-  # directory of its own). A directory another version of this script or toolchain built is
-  # emptied first too (its stamp).
+  # Object directories inside the source, each a direct subdirectory of it, where kbuild names
+  # the source `..`, so no command line, dependency file or object holds an absolute path, and
+  # a copy of a built tree (`cp -a`, which keeps the times) is a built tree.
+  # - A git tree's (bisect) one: <tree>/.truecold-build, each build starting from whatever it
+  #   last built (a step recompiles only what its commit changed).
+  # - The pinned package source's: one per lineage, <source>/.truecold-build-<lineage>, so a
+  #   build of one config never leaves another's objects for the next build of a third:
+  #   `base`, `nested-host`, `parity`, `debug` (the released variants, built from scratch
+  #   each time); `config-<sha>` for a complete .config (a user's kernel), or the lineage the
+  #   caller names (TRUECOLD_KERNEL_LINEAGE: a `bisect config`'s steps share one, each
+  #   recompiling only the symbols it changes); `tune-<key>` for a tune's Kconfig arm.
+  # - A tune's Kconfig arm (and any build given TRUECOLD_KERNEL_LINEAGE_FROM=<lineage>)
+  #   starts from a copy of that lineage's tree when it has none of its own: the baseline's
+  #   objects, so only what the knob's symbols change is compiled (a full build of a large
+  #   config is many minutes; an arm's, about as long as its symbols' objects take).
+  # Each directory is locked while in use (the lock is beside it, outside the tree). A
+  # directory another version of this script or toolchain built is emptied first (its stamp).
   if [[ -n $TREE ]]; then
     LOCK=$(git -C "$TREE" rev-parse --absolute-git-dir)/truecold-build.lock
+    BUILD="$SRC/.truecold-build"
   else
-    LOCK=$SRC_PARENT/.build.lock
+    case "$VARIANT" in
+      config) LINEAGE=${TRUECOLD_KERNEL_LINEAGE:-config-$(sha "$START_CONFIG" | cut -c1-16)} ;;
+      tune) LINEAGE=${TRUECOLD_KERNEL_LINEAGE:-tune-${KEY:0:16}} ;;
+      *) LINEAGE=${TRUECOLD_KERNEL_LINEAGE:-$VARIANT} ;;
+    esac
+    [[ $LINEAGE =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || die "lineage '$LINEAGE' is not a plain name"
+    LOCK=$SRC_PARENT/.build-$LINEAGE.lock
+    BUILD="$SRC/.truecold-build-$LINEAGE"
   fi
   exec 7>"$LOCK"
   flock 7
-  BUILD="$SRC/.truecold-build"
   STAMP=$(printf 'script=%s\ntoolchain=%s\n' "$SCRIPT_SHA" "$TOOLCHAIN")
-  if [[ ( -n $TREE || -n $START_CONFIG ) && -f $BUILD/.truecold-stamp &&
-        $(cat "$BUILD/.truecold-stamp") == "$STAMP" ]]; then
+  FROM_LINEAGE=${TRUECOLD_KERNEL_LINEAGE_FROM:-}
+  if [[ $VARIANT == tune && -z $FROM_LINEAGE ]]; then FROM_LINEAGE=base; fi
+  INCREMENTAL=0
+  [[ -n $TREE || -n $START_CONFIG || -n $FROM_LINEAGE ]] && INCREMENTAL=1
+  if [[ $INCREMENTAL == 1 && -f $BUILD/.truecold-stamp && $(cat "$BUILD/.truecold-stamp") == "$STAMP" ]]; then
     log "incremental build directory $BUILD"
   else
     rm -rf "$BUILD"
+    FROM_DIR="$SRC/.truecold-build-$FROM_LINEAGE"
+    if [[ -z $TREE && -n $FROM_LINEAGE && -f $FROM_DIR/.truecold-stamp &&
+          $(cat "$FROM_DIR/.truecold-stamp") == "$STAMP" ]]; then
+      # The copy is made under the source lineage's lock, so it is not half a build.
+      exec 6>"$SRC_PARENT/.build-$FROM_LINEAGE.lock"
+      flock 6
+      log "object directory $BUILD copied from $FROM_DIR (lineage $FROM_LINEAGE)"
+      cp -a "$FROM_DIR" "$BUILD.tmp" && mv "$BUILD.tmp" "$BUILD" || die "copying $FROM_DIR failed"
+      flock -u 6
+    fi
   fi
   mkdir -p "$BUILD"
   printf '%s\n' "$STAMP" >"$BUILD/.truecold-stamp"
   # A copy of a built tree: kbuild names the source relatively, but the tools it builds with
   # their own make (objtool and its libsubcmd, under tools/) record the absolute paths of
-  # their sources and objects in their .cmd files. Those are rewritten to this tree, their
-  # times kept, or objtool would be rebuilt and every object it checks would be out of date.
+  # their sources and objects in their .cmd files. Those are rewritten to this source and this
+  # directory, their times kept, or objtool would be rebuilt and every object it checks would
+  # be out of date. `.truecold-source` names the source and the directory the objects were
+  # built in (`src=`, `build=`; one bare line: the source, its objects in .truecold-build).
   if [[ -f $BUILD/.truecold-source ]]; then
-    FROM=$(cat "$BUILD/.truecold-source")
-    if [[ $FROM != "$SRC" && -d $BUILD/tools ]]; then
-      log "object directory copied from $FROM: its tools' .cmd files renamed to $SRC"
+    FROM_SRC=$(sed -n 's/^src=//p' "$BUILD/.truecold-source")
+    FROM_BUILD=$(sed -n 's/^build=//p' "$BUILD/.truecold-source")
+    if [[ -z $FROM_SRC ]]; then
+      FROM_SRC=$(head -1 "$BUILD/.truecold-source")
+      FROM_BUILD=$FROM_SRC/.truecold-build
+    fi
+    if [[ ( $FROM_SRC != "$SRC" || $FROM_BUILD != "$BUILD" ) && -d $BUILD/tools ]]; then
+      log "object directory copied from $FROM_BUILD: its tools' .cmd files renamed to $BUILD"
       while IFS= read -r -d '' f; do
         touch -r "$f" "$BUILD/.truecold-mtime"
-        FROM=$FROM TO=$SRC perl -pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/g' "$f"
+        FB=$FROM_BUILD TB=$BUILD FS=$FROM_SRC TS=$SRC \
+          perl -pi -e 's/\Q$ENV{FB}\E/$ENV{TB}/g; s/\Q$ENV{FS}\E(?!\/\.truecold-build)/$ENV{TS}/g' "$f"
         touch -r "$BUILD/.truecold-mtime" "$f"
-      done < <(grep -rlFZ --include='.*.cmd' -e "$FROM" "$BUILD/tools" || true)
+      done < <(grep -rlFZ --include='.*.cmd' -e "$FROM_SRC" "$BUILD/tools" || true)
       rm -f "$BUILD/.truecold-mtime"
     fi
   fi
-  printf '%s\n' "$SRC" >"$BUILD/.truecold-source"
+  printf 'src=%s\nbuild=%s\n' "$SRC" "$BUILD" >"$BUILD/.truecold-source"
 fi
 mkdir -p "$BUILD" "$ART"
 BUILD=$(cd "$BUILD" && pwd)

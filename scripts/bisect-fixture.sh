@@ -16,7 +16,8 @@
 # Author, committer and dates are fixed, so the commit ids are the same on every machine and
 # every run (and the kernel build cache, keyed by commit, stays valid). An existing <dir> made
 # by this version of the script is reused, with the kernel build it holds
-# (<dir>/linux/.truecold-build); the tree is reset to its last commit.
+# (<dir>/linux/.truecold-build, first a copy of the pinned source's base build); the tree is
+# reset to its last commit.
 set -euo pipefail
 die() { echo "scripts/bisect-fixture.sh: error: $*" >&2; exit 1; }
 [[ $# -eq 1 ]] || die "usage: $0 <dir>"
@@ -52,14 +53,19 @@ if [[ -f $DIR/.done && $(cat "$DIR/.done") == "$SELF" ]]; then
 else
   rm -rf "$W" "$W.tmp"
   echo "scripts/bisect-fixture.sh: copying $SRC into $W (once)" >&2
-  # The source's object directory (kernel-config/build.sh: <source>/.truecold-build, where
-  # nothing names the source by an absolute path) comes along, its times kept, so the tree's
-  # first build starts from the pinned source's last build (after scripts/build-artifacts.sh,
-  # the base kernel) instead of from nothing. Copied under build.sh's lock on it.
-  exec 8>"${SRC%/linux-source-6.12}/.build.lock"
-  flock 8
-  cp -a "$SRC" "$W.tmp"
-  flock -u 8
+  # The source's base build (kernel-config/build.sh: <source>/.truecold-build-base, where
+  # nothing names the source by an absolute path) comes along as the tree's object directory
+  # (<tree>/.truecold-build), its times kept, so the tree's first build starts from the pinned
+  # base kernel's build instead of from nothing; the source's other object directories stay
+  # behind. Copied under build.sh's lock on it.
+  mkdir -p "$W.tmp"
+  tar -C "$SRC" --exclude='./.truecold-build*' -cf - . | tar -C "$W.tmp" -xf -
+  if [[ -d $SRC/.truecold-build-base ]]; then
+    exec 8>"${SRC%/linux-source-6.12}/.build-base.lock"
+    flock 8
+    cp -a "$SRC/.truecold-build-base" "$W.tmp/.truecold-build"
+    flock -u 8
+  fi
   mv "$W.tmp" "$W"
   git -C "$W" init -q -b main
   git -C "$W" config core.compression 1

@@ -30,6 +30,21 @@ pub struct KernelBuild<'a> {
     /// The git directory that stands for `tree`'s own (`GIT_DIR`, with `GIT_WORK_TREE` the
     /// tree): a tree without git, snapshotted ([`crate::artifacts::own_kernel::snapshot`]).
     pub git_dir: Option<&'a Path>,
+    /// The pinned source's object directory to build in (`TRUECOLD_KERNEL_LINEAGE`; `None`:
+    /// the script's default for the variant).
+    pub lineage: Option<String>,
+    /// The lineage whose objects a new object directory starts from
+    /// (`TRUECOLD_KERNEL_LINEAGE_FROM`: a tune arm's baseline, a bisect's start).
+    pub lineage_from: Option<String>,
+}
+
+/// The pinned source's object directory `kernel-config/build.sh` builds a complete `.config`
+/// with these bytes in by default: `config-` and the first 16 hex digits of its SHA-256.
+pub fn config_lineage(config_bytes: &[u8]) -> String {
+    format!(
+        "config-{}",
+        &truecold_proof::digest::sha256_hex(config_bytes)[..16]
+    )
 }
 
 /// The kernel cache, `${TRUECOLD_CACHE:-/var/cache/truecold}`, as `kernel-config/build.sh`
@@ -78,6 +93,12 @@ impl KernelBuild<'_> {
         if let Some(t) = self.tree {
             s.push_str(&format!("TRUECOLD_KERNEL_TREE={} ", t.display()));
         }
+        if let Some(l) = &self.lineage {
+            s.push_str(&format!("TRUECOLD_KERNEL_LINEAGE={l} "));
+        }
+        if let Some(l) = &self.lineage_from {
+            s.push_str(&format!("TRUECOLD_KERNEL_LINEAGE_FROM={l} "));
+        }
         s.push_str(&format!(
             "bash {} {} {}",
             self.script.display(),
@@ -113,6 +134,15 @@ impl KernelBuild<'_> {
             (Some(g), Some(t)) => cmd.env("GIT_DIR", g).env("GIT_WORK_TREE", t),
             _ => cmd.env_remove("GIT_DIR").env_remove("GIT_WORK_TREE"),
         };
+        for (var, v) in [
+            ("TRUECOLD_KERNEL_LINEAGE", &self.lineage),
+            ("TRUECOLD_KERNEL_LINEAGE_FROM", &self.lineage_from),
+        ] {
+            match v {
+                Some(v) => cmd.env(var, v),
+                None => cmd.env_remove(var),
+            };
+        }
         let out = cmd
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -462,6 +462,20 @@ pub fn prepare(
     base: &LinuxGuest,
     root: &Path,
 ) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
+    prepare_from(k, vcpus, engines, script, base, root, None)
+}
+
+/// [`prepare`], the build's new object directory (when it has none) starting from the
+/// objects of the lineage `from` (`kernel-config/build.sh`'s `TRUECOLD_KERNEL_LINEAGE_FROM`).
+pub fn prepare_from(
+    k: &OwnKernel,
+    vcpus: u32,
+    engines: &[Engine],
+    script: &Path,
+    base: &LinuxGuest,
+    root: &Path,
+    from: Option<String>,
+) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
     let (given_bytes, given) = read_config(&k.config)?;
     // What the build starts from, as far as the file says: the config itself, or the base
     // fragment with the user's lines over it (tinyconfig below both sets none of the
@@ -503,6 +517,8 @@ pub fn prepare(
         args: vec![OsString::from(file)],
         tree: source.as_ref().map(SourceTree::tree),
         git_dir: source.as_ref().and_then(SourceTree::git_dir),
+        lineage: None,
+        lineage_from: from.filter(|_| source.is_none()),
     };
     let dir = build.guest_dir(&dir, base).map_err(OwnKernelError::Build)?;
     let (_, resolved) = read_config(&dir.join("config"))?;

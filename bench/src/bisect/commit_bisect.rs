@@ -358,6 +358,8 @@ pub(super) fn commit_kernel(
             args: Vec::new(),
             tree: Some(tree),
             git_dir: None,
+            lineage: None,
+            lineage_from: None,
         };
         return match build.guest_dir(&kdir, base) {
             Ok(d) => Ok(d),

@@ -190,6 +190,13 @@ impl ConfigSearch<'_> {
             args: vec![cfg.as_os_str().to_owned()],
             tree: self.source.as_ref().map(SourceTree::tree),
             git_dir: self.source.as_ref().and_then(SourceTree::git_dir),
+            // Every step of this bisect in one object directory, started from the base
+            // kernel's objects: a step recompiles only the symbols it changes.
+            lineage: self
+                .source
+                .is_none()
+                .then(|| format!("bisect-{}", &self.good_sha[..16.min(self.good_sha.len())])),
+            lineage_from: self.source.is_none().then(|| "base".to_string()),
         }
         .guest_dir(dir, &self.base)
     }

@@ -5,7 +5,7 @@
 use super::phase_plan::variant_name;
 use super::tune_error::TuneError;
 use crate::artifacts::guest_files::LinuxGuest;
-use crate::artifacts::kernel_build::KernelBuild;
+use crate::artifacts::kernel_build::{self, KernelBuild};
 use crate::artifacts::own_kernel::{self, OwnKernel};
 use std::path::{Path, PathBuf};
 use truecold_proof::kconfig::{not_carried_lines, sets_all, UserKernel};
@@ -40,6 +40,10 @@ pub fn ensure_kernel(
         args: paths,
         tree: None,
         git_dir: None,
+        lineage: None,
+        // From the base kernel's objects (the script's default for a tune arm): only what the
+        // knobs' symbols change is compiled.
+        lineage_from: None,
     };
     build
         .guest_dir(&dir, base)
@@ -135,7 +139,10 @@ impl OwnBase {
         // What every boot needs is checked; what more vCPUs need is measured, as on
         // truecold's base: a knob that takes SMP away (`no-smp`) breaks strict-ready at 2 vCPUs
         // and is reported so, never refused.
-        let (dir, _) = own_kernel::prepare(&k, 1, &[], script, base, root)?;
+        // Built from the user's kernel's objects: only what the knobs' symbols change is
+        // compiled (a full build of a large config takes many minutes).
+        let from = kernel_build::config_lineage(&self.bytes);
+        let (dir, _) = own_kernel::prepare_from(&k, 1, &[], script, base, root, Some(from))?;
         let cfg = dir.join("config");
         let resolved = std::fs::read_to_string(&cfg).map_err(PathIoError::at("read", &cfg))?;
         for knob in kconfig {
