@@ -101,6 +101,9 @@ pub struct Expect {
     /// truecold-vmm's RAM layout (`configuration.ram_layout`): the rule the VMM's memory
     /// figures obey and the layout its configuration echoes.
     pub ram_layout: truecold_proto::kinds::RamLayout,
+    /// The bundle's schema: from [`crate::schema::ZONES_SCHEMA`] the rows carry the record's
+    /// zone figures too.
+    pub schema: u32,
 }
 
 impl Expect {
@@ -116,6 +119,7 @@ impl Expect {
                 format!("{guest}:{}", truecold_proto::parity::TCP_PORT)
             }),
             ram_layout: r.configuration.ram_layout,
+            schema: r.schema_version,
         }
     }
 }
@@ -287,7 +291,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
                     or_none(core.liveness.reply_boot_id)
                 ));
             }
-            check_guest(s, g, &mut bad);
+            check_guest(s, g, expect.schema, &mut bad);
         }
         ContractKind::Probe => {
             if s.guest_mem_firmware != f.guest {
@@ -537,11 +541,16 @@ fn check_engine_row(
             or_none(g.and_then(|g| g.boot_id))
         ));
     }
-    check_guest(s, g, bad);
+    check_guest(s, g, expect.schema, bad);
 }
 
 /// The row's guest columns against the guest's record (both observers).
-fn check_guest(s: &Sample, g: Option<&truecold_proto::GuestRecord>, bad: &mut Vec<String>) {
+fn check_guest(
+    s: &Sample,
+    g: Option<&truecold_proto::GuestRecord>,
+    schema: u32,
+    bad: &mut Vec<String>,
+) {
     let mut guest = crate::schema::StageTimes::default();
     if let Some(g) = g {
         guest.set_guest(g.t_init_ns, g.t_ready_ns);
@@ -556,7 +565,11 @@ fn check_guest(s: &Sample, g: Option<&truecold_proto::GuestRecord>, bad: &mut Ve
         && s.guest_cpus == g.map(|g| g.cpus)
         && s.guest_platform.as_ref() == g.map(|g| &g.platform)
         && s.workload == g.map(|g| g.workload.encode()).unwrap_or_default();
-    if !same {
+    // Schema 11: the zone figures are the record's too (an earlier row has no columns).
+    let zones_same = schema < crate::schema::ZONES_SCHEMA
+        || (s.guest_mem_present == g.map(|g| g.mem_present)
+            && s.guest_mem_managed == g.map(|g| g.mem_managed));
+    if !same || !zones_same {
         bad.push("guest figures (memory, CPUs, platform, workload) differ from the record".into());
     }
 }
@@ -636,6 +649,7 @@ mod tests {
             engine: Engine::Truecold,
             net_target: None,
             ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+            schema: crate::schema::SCHEMA_VERSION,
         };
         let c = |b: &[u8]| check(b, one, &e, 10).expect("reads");
         assert!(c(b"")[0].contains("0 lines for 1 rows"));
