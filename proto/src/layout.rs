@@ -812,6 +812,9 @@ mod tests {
     }
 
     /// Kernels as they were measured, with every figure the rule reads. Sources:
+    /// - truecold's base kernel (`kernel-config/base.config`, Linux 6.12.117), 2 vCPUs, in the
+    ///   nested harness under each engine (`truecold run --nested -n 3 --vcpus 2 --mem-mib M`
+    ///   and `--engines …`: the bundles' `guest_mem_*` columns, equal in every row);
     /// - truecold's tuned nested-host kernel and Debian's `linux-image-6.12.117+deb12-cloud-
     ///   amd64` (NUMA, ZONE_DMA, 1,801 symbols =y: a mainstream kernel) under QEMU 7.2 TCG
     ///   `-M microvm`, 2 vCPUs, their `/proc/zoneinfo` and `/proc/meminfo` read by a static
@@ -820,6 +823,56 @@ mod tests {
     ///   `/sys/firmware/memmap`, `/proc/zoneinfo` (the parser's fixture) and `/proc/meminfo`.
     fn measured() -> Vec<Kernel> {
         vec![
+            Kernel {
+                what: "truecold base, truecold-vmm, 1 GiB hole-inside",
+                engine: Engine::Truecold,
+                layout: RamLayout::HoleInside,
+                configured: GIB,
+                firmware_ram: 1_073_348_608,
+                present_pages: 262_047,
+                managed_pages: 255_331,
+                mem_total_kib: 1_021_324,
+            },
+            Kernel {
+                what: "truecold base, truecold-vmm, 16 GiB above-4g",
+                engine: Engine::Truecold,
+                layout: RamLayout::Above4g,
+                configured: 16 * GIB,
+                firmware_ram: 17_179_475_968,
+                present_pages: 4_194_207,
+                managed_pages: 4_126_050,
+                mem_total_kib: 16_504_200,
+            },
+            Kernel {
+                what: "truecold base, Firecracker, 1 GiB",
+                engine: Engine::Firecracker,
+                layout: RamLayout::AroundHole,
+                configured: GIB,
+                firmware_ram: 1_073_347_584,
+                present_pages: 262_046,
+                managed_pages: 255_331,
+                mem_total_kib: 1_021_324,
+            },
+            Kernel {
+                what: "truecold base, Cloud Hypervisor, 1 GiB",
+                engine: Engine::CloudHypervisor,
+                layout: RamLayout::AroundHole,
+                configured: GIB,
+                firmware_ram: 1_073_348_608,
+                present_pages: 262_047,
+                managed_pages: 255_331,
+                mem_total_kib: 1_021_324,
+            },
+            Kernel {
+                what: "truecold base, QEMU microvm, 1 GiB",
+                engine: Engine::QemuMicrovm,
+                layout: RamLayout::AroundHole,
+                configured: GIB,
+                firmware_ram: 1_073_347_584,
+                present_pages: 262_046,
+                managed_pages: 255_331,
+                mem_total_kib: 1_021_324,
+            },
             Kernel {
                 what: "tuned nested-host, QEMU microvm, 1 GiB",
                 engine: Engine::QemuMicrovm,
