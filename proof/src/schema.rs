@@ -406,7 +406,8 @@ impl Sample {
     }
 }
 
-/// The guest's own `MemTotal` bound ([`truecold_proto::memtotal_bounds`]) as a host can
+/// The rule for bundles before [`ZONES_SCHEMA`], whose rows carry no zone figures: the
+/// guest's calibrated `MemTotal` bound ([`truecold_proto::memtotal_bounds`]) as a host can
 /// apply it to an engine knowing only the configured size: the firmware RAM is
 /// `engine.expected_firmware_ram(configured, layout)` (configured − the engine's hole below 1 MiB),
 /// and RAM may reach above 4 GiB (the swiotlb allowance) from the same configured size as
