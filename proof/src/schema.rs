@@ -316,7 +316,8 @@ impl Sample {
 
     /// The zone rule on this row's figures ([`Sample::memory_problems`], schema 11+):
     /// required for Linux, checked whenever any of them is present. `firmware` is the RAM the
-    /// engine gives, `trim` the kernel's T for its map.
+    /// engine gives, `trim` the kernel's T for its map. A figure of 0 is one the guest did not
+    /// read (the record's convention), as incomplete as an empty one.
     fn zone_problems(&self, linux: bool, firmware: u64, trim: u64, bad: &mut Vec<String>) {
         let figures = [
             self.guest_mem_present,
@@ -326,7 +327,8 @@ impl Sample {
         if !linux && figures.iter().all(Option::is_none) {
             return;
         }
-        let [Some(present), Some(managed), Some(mem_total)] = figures else {
+        let read = figures.map(|v| v.filter(|x| *x > 0));
+        let [Some(present), Some(managed), Some(mem_total)] = read else {
             bad.push(format!(
                 "the guest's zone figures are incomplete: present {}, managed {}, MemTotal {}",
                 or_none(self.guest_mem_present),

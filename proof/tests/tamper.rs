@@ -1124,6 +1124,15 @@ fn zone_figures_that_do_not_add_up() {
     let text = v.render(std::path::Path::new("b"), 50);
     let want = "the guest's zone figures are incomplete: present none, managed 16865296384";
     assert!(text.contains(want), "`{want}` not in:\n{text}");
+    // Figures of 0 (the record's "not read") are as incomplete, even where they agree.
+    let v = forged_fixture(Fixture::linux(10), &[Check::Memory], |_, s| {
+        s[3].guest_mem_managed = Some(0);
+        s[3].guest_mem_total = Some(0);
+    });
+    let text = v.render(std::path::Path::new("b"), 50);
+    let want =
+        "the guest's zone figures are incomplete: present 17179865088, managed 0, MemTotal 0";
+    assert!(text.contains(want), "`{want}` not in:\n{text}");
 }
 
 /// A kernel that keeps more than truecold's own (a mainstream kernel's ~53 MiB at 1 GiB, here
