@@ -355,7 +355,7 @@ const PAGE_ZERO: RamHole = RamHole {
 /// The bytes of System RAM in `entries` that become the kernel's present pages (its zones'
 /// `present`, summed over every node and zone: Σpresent × [`PAGE`]), as x86-64 Linux takes a
 /// firmware map (Linux 6.12, `arch/x86/kernel/setup.c` `trim_bios_range`, `e820.c`
-/// `e820__memblock_setup`; the same steps in every x86-64 kernel since 2.6):
+/// `e820__memblock_setup`; exact on every kernel measured, 6.12 and 6.18):
 /// 1. the RAM ranges, merged where they touch or overlap (the kernel sanitises the map and
 ///    memblock merges adjacent regions);
 /// 2. less page 0 (made reserved) and any RAM in `[640 KiB, 1 MiB)` ([`LEGACY_HOLE`],
@@ -415,9 +415,10 @@ impl Engine {
     }
 
     /// T for the engine's map under `layout` ([`kernel_trim`] of its RAM below 1 MiB,
-    /// `[0, low RAM end)`): every other RAM boundary of all four engines is a MiB multiple
-    /// (the map's ranges start at 1 MiB and 4 GiB and end at the configured size, 3 GiB or
-    /// 256 MiB), which the kernel keeps whole. 4096 (page 0) for truecold (every layout)
+    /// `[0, low RAM end)`): every other RAM boundary of all four engines is page-aligned
+    /// (the map's other ranges start at 1 MiB or 4 GiB and end at the 32-bit gap, 256 MiB,
+    /// the configured size, or that size + 384 KiB laid `around-hole`), so the kernel keeps
+    /// them whole. 4096 (page 0) for truecold (every layout)
     /// and Cloud Hypervisor, whose low RAM ends at 0xa0000; 7168 for Firecracker and QEMU
     /// microvm, whose low RAM ends mid-page at 0x9fc00 (page 0 and the 3 KiB of page 0x9f).
     pub fn kernel_trim(self, layout: RamLayout) -> u64 {
