@@ -331,6 +331,15 @@ pub struct RunArgs {
     /// Guest serial console to the VMM's stderr (slow: every byte is a VM exit).
     #[arg(long)]
     pub console: bool,
+    /// L1's transparent-huge-page mode in the nested harness: always, madvise (the default)
+    /// or never.
+    ///
+    /// The host THP mode of everything in L1: under `always` an engine's anonymous guest
+    /// memory gets huge pages without asking for them (Firecracker's, whose `anon` backing
+    /// does not advise). Every bundle records the mode it ran under
+    /// (`environment.thp_enabled`). --nested only.
+    #[arg(long, value_name = "MODE", value_parser = truecold_nested::L1Thp::parse)]
+    pub l1_thp: Option<truecold_nested::L1Thp>,
     /// Pin each vCPU of truecold-vmm to a CPU of its own (`truecold-vmm boot --pin-vcpus`).
     ///
     /// vCPU i runs on the i-th CPU the VMM may run on; each report's `vcpu_cpus` says where.
@@ -547,7 +556,7 @@ pub struct TuneArgs {
     /// Tune a Linux boot in the nested harness (virtual clock; each phase one L1 boot).
     #[arg(long, group = "guest")]
     pub nested: bool,
-    /// Rounds of the screen phase (default: sized from --noise-from, else 10).
+    /// Rounds of the screen phase (default: sized from a pilot, or from --noise-from).
     ///
     /// Each round launches every arm once, in a shuffled order. `-n/--count`, as in `run` and
     /// `bisect` (`--rounds` is the same flag).
@@ -560,8 +569,17 @@ pub struct TuneArgs {
     /// `truecold_proof::tune::rounds_for_rule` (enough rounds to find a true 1 % change of the
     /// p50 with 80 % power, family-wise α 0.05 over the knobs). Recorded in tune.json and the
     /// README.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pilot_rounds")]
     pub noise_from: Option<PathBuf>,
+    /// Rounds of the pilot that sizes the screen (default 5 when neither -n nor --noise-from
+    /// is given).
+    ///
+    /// The pilot runs the screen's arms, interleaved as the screen runs them, for this many
+    /// rounds (its own `pilot/` phase in the tune directory); the screen's rounds are then
+    /// sized from the pilot's noise (the root mean square of each arm's CV) by the same rule
+    /// as --noise-from. tune.json records the noise and verify recomputes it from `pilot/`.
+    #[arg(long, conflicts_with = "rounds")]
+    pub pilot_rounds: Option<u64>,
     /// Rounds of the confirm phase (default: --count).
     #[arg(long)]
     pub confirm_rounds: Option<u64>,
@@ -602,6 +620,11 @@ pub struct TuneArgs {
     /// attributed arm's run line record the instrument. 0: none.
     #[arg(long, default_value_t = 2)]
     pub attribution: u64,
+    /// The headline figure every arm is judged on: total (the bundles' own clock) or parallel
+    /// (the nested harness's parallel clock, which counts work on several L1 CPUs at once as
+    /// overlapping; needs --nested). docs/virtual-clock.md says what each measures.
+    #[arg(long, value_name = "FIGURE", default_value = "total", value_parser = truecold_proof::schema::Figure::parse)]
+    pub clock: truecold_proof::schema::Figure,
     #[command(flatten)]
     pub instrument: InstrumentArgs,
     /// The VMM, the base guest, and where Kconfig knobs' kernels are built.
@@ -717,6 +740,10 @@ pub struct JudgeArgs {
     /// Significance level over all looks of a step (`compare --alpha`; each look at alpha/K).
     #[arg(long, default_value_t = 0.01)]
     pub alpha: f64,
+    /// The headline figure a step is judged on (`compare --clock`): total, or parallel (the
+    /// nested harness's parallel clock; the bisect must run --nested).
+    #[arg(long, value_name = "FIGURE", default_value = "total", value_parser = truecold_proof::schema::Figure::parse)]
+    pub clock: truecold_proof::schema::Figure,
     #[command(flatten)]
     pub paths: KernelPaths,
 }

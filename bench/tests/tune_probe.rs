@@ -95,3 +95,85 @@ fn a_probe_tune_of_the_backing_knobs_gives_a_verifiable_directory() {
     let v = truecold_proof::verify::verify_dir(&bad);
     assert!(!v.is_valid(), "an edited tune.json must be caught");
 }
+
+/// Without -n, the tune sizes its screen from a pilot: the screen's arms interleaved for
+/// `--pilot-rounds` rounds in its own `pilot/` phase, whose noise tune.json records and the
+/// verifier recomputes from `pilot/` (a forged noise is caught).
+#[test]
+fn a_probe_tune_sized_by_its_pilot_records_the_pilot_and_verifies() {
+    require_kvm();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("tune");
+    let o = Command::new(truecold())
+        .args([
+            "tune",
+            "--probe",
+            "--knobs",
+            "backing-thp",
+            "--pilot-rounds",
+            "5",
+            "--budget",
+            "60",
+            "--attribution",
+            "0",
+            "--vcpus",
+            "1",
+            "--mem-mib",
+            "256",
+            "--deadline-ms",
+            "60000",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--vmm")
+        .arg(common::vmm_next_to(&truecold()))
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(out.is_dir(), "nothing written: {stderr}");
+    sha256sum_check(&out);
+    let v = truecold_proof::verify::verify_dir(&out);
+    assert!(v.is_valid(), "{}", v.render(&out, 20));
+    for arm in ["baseline", "backing-thp"] {
+        let (_, rows) = truecold_proof::read_bundle(&out.join("pilot").join(arm)).unwrap();
+        assert_eq!(rows.len(), 5, "pilot {arm}");
+    }
+    let tune: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    assert_eq!(tune["noise"]["pilot_rounds"], 5, "{tune:#}");
+    let cv = tune["noise"]["cv_ppm"].as_u64().unwrap();
+    let screen = tune["rounds"]["screen"].as_u64().unwrap();
+    assert_eq!(
+        screen,
+        truecold_proof::tune::rounds_for_rule(
+            truecold_proof::tune::RuleVersion::CURRENT,
+            cv,
+            truecold_proof::tune::MIN_EFFECT_PPM,
+            1
+        )
+        .min((60 - 10) / 5),
+        "{tune:#}"
+    );
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(readme.contains("the noise is the pilot's"), "{readme}");
+    // A forged noise figure (and the README made to agree) is caught against `pilot/`.
+    let bad = d.path().join("forged");
+    copy_dir(&out, &bad);
+    let text = std::fs::read_to_string(bad.join("tune.json")).unwrap();
+    let forged = text.replacen(
+        &format!("\"cv_ppm\": {cv}"),
+        &format!("\"cv_ppm\": {}", cv + 1),
+        1,
+    );
+    assert_ne!(forged, text);
+    std::fs::write(bad.join("tune.json"), forged).unwrap();
+    let v = truecold_proof::verify::verify_dir(&bad);
+    assert!(!v.is_valid());
+    assert!(
+        v.render(&bad, 50)
+            .contains("the pilot's verified rows give"),
+        "{}",
+        v.render(&bad, 50)
+    );
+}

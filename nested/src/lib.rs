@@ -754,7 +754,44 @@ pub struct L1Run {
     /// in the guest, so the nonces and boot ids) is a sequence drawn from it. Two runs with
     /// one seed repeat them; a caller gives each run of one campaign or tune its own.
     pub seed: u64,
+    /// L1's transparent-huge-page mode (`transparent_hugepage=` on its command line); `None`:
+    /// the harness's, `madvise` (set by L1's init). It is the "host THP mode" of everything
+    /// in L1: a peer engine's anonymous guest memory gets huge pages under `always` without
+    /// asking for them. Every bundle made in L1 records the mode it ran under
+    /// (`environment.thp_enabled`).
+    pub thp: Option<L1Thp>,
 }
+
+/// L1's transparent-huge-page mode (`/sys/kernel/mm/transparent_hugepage/enabled`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L1Thp {
+    Always,
+    Madvise,
+    Never,
+}
+
+impl L1Thp {
+    pub const ALL: [L1Thp; 3] = [L1Thp::Always, L1Thp::Madvise, L1Thp::Never];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            L1Thp::Always => "always",
+            L1Thp::Madvise => "madvise",
+            L1Thp::Never => "never",
+        }
+    }
+
+    /// Parses [`L1Thp::as_str`].
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("`{s}` is not a THP mode (want always, madvise or never)"))
+    }
+}
+
+/// The L1 kernel command-line key of its THP mode.
+pub const L1_THP_KEY: &str = "transparent_hugepage";
 
 /// L1's `-seed` when the caller has no seed of its own (the harness's tests, the engines
 /// tool).
@@ -773,14 +810,18 @@ pub struct L1Outcome {
 /// L1's kernel command line (before [`l1_cmdline`]'s hugetlb pool).
 pub const L1_CMDLINE: &str = "console=ttyS0 reboot=k panic=-1 rdinit=/init";
 
-/// L1's kernel command line for `r`: [`L1_CMDLINE`], and `hugepages=N` when the run reserves
-/// a pool ([`L1Run::hugepages_2m`]; 2 MiB is the x86 default huge page size).
+/// L1's kernel command line for `r`: [`L1_CMDLINE`], `hugepages=N` when the run reserves a
+/// pool ([`L1Run::hugepages_2m`]; 2 MiB is the x86 default huge page size), and its THP mode
+/// when the run sets one ([`L1Run::thp`]: L1's init then leaves the kernel's mode alone).
 pub fn l1_cmdline(r: &L1Run) -> String {
-    if r.hugepages_2m == 0 {
-        L1_CMDLINE.to_string()
-    } else {
-        format!("{L1_CMDLINE} hugepages={}", r.hugepages_2m)
+    let mut s = L1_CMDLINE.to_string();
+    if r.hugepages_2m > 0 {
+        s.push_str(&format!(" hugepages={}", r.hugepages_2m));
     }
+    if let Some(t) = r.thp {
+        s.push_str(&format!(" {L1_THP_KEY}={}", t.as_str()));
+    }
+    s
 }
 
 /// How QEMU emulates L1: TCG with an instruction-counting virtual clock (`-icount`, each
@@ -1174,6 +1215,7 @@ mod tests {
             initramfs: "i".into(),
             mem_mib: 2048,
             hugepages_2m: 0,
+            thp: None,
             cpus: 2,
             timeout: Duration::from_secs(1),
             workdir: "/w".into(),
@@ -1210,6 +1252,20 @@ mod tests {
             .collect();
         let at = args.iter().position(|a| a == "-append").expect("-append");
         assert_eq!(args[at + 1], format!("{L1_CMDLINE} hugepages=8194"));
+    }
+
+    #[test]
+    fn l1s_thp_mode_goes_on_its_command_line_only_when_set() {
+        let mut r = sample_run();
+        assert!(!l1_cmdline(&r).contains(L1_THP_KEY));
+        r.thp = Some(L1Thp::Always);
+        r.hugepages_2m = 4;
+        assert_eq!(
+            l1_cmdline(&r),
+            format!("{L1_CMDLINE} hugepages=4 transparent_hugepage=always")
+        );
+        assert_eq!(L1Thp::parse("never"), Ok(L1Thp::Never));
+        assert!(L1Thp::parse("sometimes").is_err());
     }
 
     #[test]

@@ -164,31 +164,17 @@ impl ParallelClock {
     /// `(b − a) − (D(b) − D(a))`.
     pub fn duration_ns(&self, a: u64, b: u64) -> Result<u64, ParallelError> {
         let (da, db) = (self.saved_ns(a)?, self.saved_ns(b)?);
-        Ok(parallel_duration(b.saturating_sub(a), da, db))
+        Ok(truecold_proto::parallel::duration(
+            b.saturating_sub(a),
+            da,
+            db,
+        ))
     }
-}
-
-/// `total − (d_end − d_start)`, the one definition of a parallel duration from a total one
-/// and the savings at its ends (the verifier uses it too). D never decreases and grows by at
-/// most the total time between its readings, so the result lies in `0..=total`; readings
-/// that break that (a bad record) saturate.
-pub fn parallel_duration(total_ns: u64, d_start: u64, d_end: u64) -> u64 {
-    total_ns.saturating_sub(d_end.saturating_sub(d_start))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parallel_duration_subtracts_what_was_saved() {
-        assert_eq!(parallel_duration(1_000, 100, 100), 1_000);
-        assert_eq!(parallel_duration(1_000, 100, 600), 500);
-        assert_eq!(parallel_duration(1_000, 0, 1_000), 0);
-        // a record whose savings exceed the span or run backwards saturates
-        assert_eq!(parallel_duration(1_000, 0, 5_000), 0);
-        assert_eq!(parallel_duration(1_000, 600, 100), 1_000);
-    }
 
     #[test]
     fn outside_the_harness_there_is_no_parallel_clock() {

@@ -52,6 +52,7 @@ fn l1_run(
         initramfs,
         mem_mib: 2048,
         hugepages_2m: 0,
+        thp: None,
         cpus: 2,
         timeout: Duration::from_secs(timeout_s),
         workdir: work,

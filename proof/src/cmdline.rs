@@ -81,6 +81,7 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--stop-after",
     "--arm-kernel-config",
     "--arm-guest-dir",
+    "--l1-thp",
 ];
 /// `truecold run`'s flags that may be given more than once (each time adds a value).
 pub const RUN_REPEATABLE: &[&str] = &[

@@ -54,9 +54,10 @@ use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::fmt::{escape_untrusted, ms, opt_ms, p_text, signed_ms, VIRTUAL_CLOCK_MEANS};
+use crate::schema::Figure;
 use crate::schema::{Clock, ResultJson, Sample, Stage, HEADLINE};
 use crate::stats::{ascending, percentile_of, percentile_sorted, with_failures};
-use crate::summary::success_latencies;
+use crate::summary::success_figures;
 use crate::verdict::{chain, Verdict};
 
 /// Exit status of a comparison that cannot be made at all (a bundle invalid or unreadable, a
@@ -95,6 +96,11 @@ pub struct CompareOptions {
     pub seed: u64,
     /// Compare even when contracts or host kinds differ (the differences are printed).
     pub allow_mismatch: bool,
+    /// Which figure of the headline is compared (`--clock`): the total one (every bundle's
+    /// `latency_ns`) or the nested harness's parallel clock (`parallel_latency_ns`, which
+    /// both bundles must carry). The stages are always on the bundles' own clock.
+    #[serde(skip_serializing_if = "Figure::is_total")]
+    pub figure: Figure,
 }
 
 impl Default for CompareOptions {
@@ -107,6 +113,7 @@ impl Default for CompareOptions {
             resamples: 2000,
             seed: crate::seed::DEFAULT,
             allow_mismatch: false,
+            figure: Figure::Total,
         }
     }
 }
@@ -143,6 +150,11 @@ pub enum CompareError {
     Invalid { side: &'static str },
     #[error("bad option: {0}")]
     BadOption(String),
+    #[error(
+        "--clock parallel: {side} has no parallel-clock figure (only bundles made in the nested \
+         harness on an L0 that keeps the parallel clock, schema 11+, have one)"
+    )]
+    NoParallel { side: &'static str },
     #[error("cannot serialise the comparison as JSON")]
     Serialize(#[source] serde_json::Error),
 }
@@ -160,6 +172,7 @@ impl CompareError {
             CompareError::VirtualClock(_) => "virtual_clock",
             CompareError::Invalid { .. } => "invalid",
             CompareError::BadOption(_) => "bad_option",
+            CompareError::NoParallel { .. } => "no_parallel",
             CompareError::Serialize(_) => "serialize",
         }
     }
@@ -603,9 +616,14 @@ pub fn mismatches(a: &ResultJson, b: &ResultJson) -> Vec<String> {
     out
 }
 
-fn headline_all(s: &[Sample], deadline: u64) -> Vec<u64> {
-    let ok = success_latencies(s);
-    let failed = (s.len() - ok.len()) as u64;
+/// The headline on `figure` with the failures scored at the deadline. A success without the
+/// figure (a parallel reading that could not be read) is neither a value nor a failure.
+fn headline_all(s: &[Sample], deadline: u64, figure: Figure) -> Vec<u64> {
+    let ok = success_figures(s, figure);
+    let failed = s
+        .iter()
+        .filter(|x| !(x.ok && x.latency_ns.is_some()))
+        .count() as u64;
     with_failures(&ok, failed, deadline)
 }
 
@@ -666,19 +684,31 @@ pub fn compare_bundles(
     if !mm.is_empty() && !o.allow_mismatch {
         return Err(CompareError::Mismatch(mm));
     }
+    let f = o.figure;
+    if f == Figure::Parallel {
+        for (side, s) in [("A", a.1), ("B", b.1)] {
+            if s.iter().all(|x| x.parallel_latency_ns.is_none()) {
+                return Err(CompareError::NoParallel { side });
+            }
+        }
+    }
+    let on = match f {
+        Figure::Total => String::new(),
+        Figure::Parallel => " on the parallel clock".to_string(),
+    };
     let mut metrics = vec![
         compare_values(
-            &format!("{HEADLINE} (successes)"),
+            &format!("{HEADLINE}{on} (successes)"),
             true,
-            &success_latencies(a.1),
-            &success_latencies(b.1),
+            &success_figures(a.1, f),
+            &success_figures(b.1, f),
             o,
         ),
         compare_values(
-            &format!("{HEADLINE} (with failures)"),
+            &format!("{HEADLINE}{on} (with failures)"),
             true,
-            &headline_all(a.1, a.0.contract.deadline_ns),
-            &headline_all(b.1, b.0.contract.deadline_ns),
+            &headline_all(a.1, a.0.contract.deadline_ns, f),
+            &headline_all(b.1, b.0.contract.deadline_ns, f),
             o,
         ),
     ];

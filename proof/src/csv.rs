@@ -151,6 +151,9 @@ pub fn columns_for(schema: u32) -> Vec<String> {
     if schema >= 8 {
         c.extend(["cleanup_ok".to_string(), "cleanup_ns".to_string()]);
     }
+    if schema >= 11 {
+        c.push("parallel_latency_ns".to_string());
+    }
     // Schema 11: the kernel's zone figures (the zone rule).
     if schema >= crate::schema::ZONES_SCHEMA {
         c.extend(ZONE_COLUMNS.iter().map(|s| s.to_string()));
@@ -238,6 +241,9 @@ fn fill_record(s: &Sample, schema: u32, rec: &mut csv::StringRecord) {
     if schema >= 8 {
         rec.push_field(s.cleanup_ok.map_or("", bool_str));
         num(rec, s.cleanup_ns.as_ref().map(|x| x as _));
+    }
+    if schema >= 11 {
+        num(rec, s.parallel_latency_ns.as_ref().map(|x| x as _));
     }
     // Schema 11: the kernel's zone figures.
     if schema >= crate::schema::ZONES_SCHEMA {
@@ -817,14 +823,19 @@ impl Row<'_> {
             } else {
                 None
             },
-            // Schema 11: the kernel's zone figures, after `cleanup_ns`.
-            guest_mem_present: if self.schema >= crate::schema::ZONES_SCHEMA {
+            parallel_latency_ns: if self.schema >= 11 {
                 self.opt_u64(m + 16 + p)?
             } else {
                 None
             },
-            guest_mem_managed: if self.schema >= crate::schema::ZONES_SCHEMA {
+            // Schema 11: the kernel's zone figures, after `parallel_latency_ns`.
+            guest_mem_present: if self.schema >= crate::schema::ZONES_SCHEMA {
                 self.opt_u64(m + 17 + p)?
+            } else {
+                None
+            },
+            guest_mem_managed: if self.schema >= crate::schema::ZONES_SCHEMA {
+                self.opt_u64(m + 18 + p)?
             } else {
                 None
             },

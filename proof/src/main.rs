@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use truecold_proof::schema::Figure;
 
 use clap::{Parser, Subcommand};
 use truecold_proof::fmt::escape_untrusted;
@@ -151,6 +152,12 @@ enum Cmd {
         /// across clocks).
         #[arg(long)]
         allow_mismatch: bool,
+        /// The headline figure compared: `total` (every bundle's latency: the wall clock, or
+        /// the nested harness's virtual clock, which adds the work of L1's CPUs) or
+        /// `parallel` (the nested harness's parallel clock, which overlaps it; both bundles
+        /// must carry it). The stages stay on the bundles' own clock.
+        #[arg(long, value_name = "FIGURE", default_value = "total", value_parser = Figure::parse)]
+        clock: Figure,
         /// Only the outcome line (with --json: only the document); errors still on stderr.
         #[arg(short, long)]
         quiet: bool,
@@ -325,6 +332,7 @@ fn main() -> ExitCode {
             resamples,
             seed,
             allow_mismatch,
+            clock,
             quiet,
         } => {
             let mut o = CompareOptions {
@@ -334,6 +342,7 @@ fn main() -> ExitCode {
                 max_ci_width_pct,
                 resamples,
                 allow_mismatch,
+                figure: clock,
                 ..CompareOptions::default()
             };
             if let Some(s) = seed {

@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 use truecold_proto::measure::{Mark, Stamps, Taker};
+use truecold_proto::parallel::Reading;
 use truecold_proto::report::{EngineRun, ReportCore, VmmOutput};
 
 use crate::fmt::{opt_ns, or_none};
@@ -34,6 +35,13 @@ pub struct ReportLine {
     /// Serial observer (engines campaigns): what the bench saw of this launch; the truecold
     /// engine's VMM report is inside it, and `vmm` is then empty.
     pub engine: Option<truecold_proto::report::EngineRun>,
+    /// The parallel clock read for a success (schema 11+, an L0 that keeps it): the row's
+    /// `parallel_latency_ns` is [`Reading::latency`] of its `latency_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<Reading>,
+    /// Why a success of such a bundle has no parallel reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_missing: Option<String>,
 }
 
 /// The marks the harness takes itself.
@@ -65,6 +73,8 @@ impl ReportLine {
             vmm,
             vmm_missing,
             engine: None,
+            parallel: None,
+            parallel_missing: None,
         }
     }
 
@@ -101,6 +111,9 @@ pub struct Expect {
     /// truecold-vmm's RAM layout (`configuration.ram_layout`): the rule the VMM's memory
     /// figures obey and the layout its configuration echoes.
     pub ram_layout: truecold_proto::kinds::RamLayout,
+    /// The parallel clock: `Some(L1's CPUs)` when the bundle's L0 keeps it (every success
+    /// then has a reading or says why not), `None` when no row may carry one.
+    pub parallel_cpus: Option<u32>,
     /// The bundle's schema: from [`crate::schema::ZONES_SCHEMA`] the rows carry the record's
     /// zone figures too.
     pub schema: u32,
@@ -119,6 +132,12 @@ impl Expect {
                 format!("{guest}:{}", truecold_proto::parity::TCP_PORT)
             }),
             ram_layout: r.configuration.ram_layout,
+            parallel_cpus: (r.schema_version >= 11
+                && r.environment
+                    .nested
+                    .as_ref()
+                    .is_some_and(|n| truecold_proto::parallel::l0_has_parallel_clock(&n.l0_qemu)))
+            .then_some(r.environment.cores),
             schema: r.schema_version,
         }
     }
@@ -187,6 +206,48 @@ pub fn check<R: std::io::BufRead>(
     Ok(bad)
 }
 
+/// The row's parallel latency against its reading: re-derived exactly, possible on the
+/// bundle's L1, present on every success where the L0 keeps the clock unless the line says
+/// why not, absent everywhere else.
+fn check_parallel(l: &ReportLine, s: &Sample, expect: &Expect, bad: &mut Vec<String>) {
+    let Some(cpus) = expect.parallel_cpus else {
+        if l.parallel.is_some() || l.parallel_missing.is_some() || s.parallel_latency_ns.is_some() {
+            bad.push("a parallel-clock figure in a bundle whose L0 keeps no parallel clock".into());
+        }
+        return;
+    };
+    match (&l.parallel, s.latency_ns) {
+        (Some(p), Some(lat)) => {
+            if let Some(why) = p.problem(lat, cpus) {
+                bad.push(why);
+            }
+            let want = p.latency(lat);
+            if s.parallel_latency_ns != Some(want) {
+                bad.push(format!(
+                    "parallel latency {} in the row, its reading gives {want} ns",
+                    opt_ns(s.parallel_latency_ns)
+                ));
+            }
+            if l.parallel_missing.is_some() {
+                bad.push("a parallel reading and a reason why it is missing".into());
+            }
+        }
+        (Some(_), None) => bad.push("a parallel reading for a row that has no latency".into()),
+        (None, _) => {
+            if s.parallel_latency_ns.is_some() {
+                bad.push("a parallel latency without its reading".into());
+            }
+            if s.ok && s.latency_ns.is_some() && l.parallel_missing.is_none() {
+                bad.push(
+                    "a success without a parallel reading, and no reason why (its L0 keeps the \
+                     parallel clock)"
+                        .into(),
+                );
+            }
+        }
+    }
+}
+
 /// What in `s` disagrees with its evidence `l`.
 pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
     let mut bad = Vec::new();
@@ -194,6 +255,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
         bad.push(format!("the report line is for index {}", l.index));
         return bad;
     }
+    check_parallel(l, s, expect, &mut bad);
     let deadline_ns = expect.deadline_ns;
     match (expect.observer, &l.engine) {
         (o @ (Observer::Serial | Observer::Agent), Some(run)) => {
@@ -649,6 +711,7 @@ mod tests {
             engine: Engine::Truecold,
             net_target: None,
             ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+            parallel_cpus: None,
             schema: crate::schema::SCHEMA_VERSION,
         };
         let c = |b: &[u8]| check(b, one, &e, 10).expect("reads");

@@ -44,9 +44,12 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 /// 10: the fail-fast rule — `contract.stop_after` (the K of `truecold run --stop-after`, absent
 /// under `--keep-going` and where no rule ran) and `contract.stopped` (the error kind of the K
 /// consecutive failures that ended the campaign), checked against the rows ([`StopRule`]).
-/// 11: the kernel's zone figures — the `guest_mem_present` and `guest_mem_managed` columns
-/// (after `cleanup_ns`), held to the zone rule instead of the calibrated MemTotal bound
-/// ([`ZONES_SCHEMA`], [`Sample::memory_problems`]).
+/// 11: the parallel clock — the `parallel_latency_ns` column (after `cleanup_ns`), re-derived
+/// from the [`truecold_proto::parallel::Reading`] in the row's `reports.jsonl` line, required
+/// on every success of a bundle whose L0 keeps that clock unless the line says why it is
+/// missing, and its summary `summaries.parallel_latency`; and the kernel's zone figures — the
+/// `guest_mem_present` and `guest_mem_managed` columns (last), held to the zone rule instead
+/// of the calibrated MemTotal bound ([`ZONES_SCHEMA`], [`Sample::memory_problems`]).
 pub const SCHEMA_VERSION: u32 = 11;
 
 /// The schemas this crate reads: the one it writes, and 5 to 10, whose bundles (those
@@ -79,6 +82,58 @@ pub fn schema_stages(schema: u32) -> impl Iterator<Item = Stage> {
 /// Name of the headline metric: request (intended request time where there is one) →
 /// strict-ready.
 pub const HEADLINE: &str = "request_to_strict_ready";
+
+/// Which figure of a row's headline a statistic reads (`--clock` of `compare`, `tune` and
+/// `bisect`): the bundle's own clock (`latency_ns`: the wall clock, or the nested harness's
+/// total virtual clock) or the nested harness's parallel clock (`parallel_latency_ns`, schema
+/// 11+; docs/virtual-clock.md). The total figure is the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Figure {
+    #[default]
+    Total,
+    Parallel,
+}
+
+impl Figure {
+    /// Both, in their documented order.
+    pub const ALL: [Figure; 2] = [Figure::Total, Figure::Parallel];
+
+    /// The name `--clock` takes and every text prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::Total => "total",
+            Figure::Parallel => "parallel",
+        }
+    }
+
+    /// Whether it is the total figure (a record leaves that one out).
+    pub fn is_total(&self) -> bool {
+        *self == Figure::Total
+    }
+
+    /// Parses [`Figure::name`].
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("`{s}` is not a clock figure (want total or parallel)"))
+    }
+
+    /// The row's headline on this figure (`None` when the row has none).
+    pub fn of(self, s: &Sample) -> Option<u64> {
+        match self {
+            Figure::Total => s.latency_ns,
+            Figure::Parallel => s.parallel_latency_ns,
+        }
+    }
+}
+
+impl std::fmt::Display for Figure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// One attempt: a row of `samples.csv`. Failures are rows too.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +201,11 @@ pub struct Sample {
     pub cleanup_ok: Option<bool>,
     /// Parity contract: from the reap to the end of that check (removal included), ns.
     pub cleanup_ns: Option<u64>,
+    /// The headline on the nested harness's parallel clock (schema 11+): `latency_ns` with the
+    /// work done on several L1 CPUs at once counted as overlapping
+    /// ([`truecold_proto::parallel`]); empty where the L0 keeps no such clock, for a failure,
+    /// or where the row's evidence says why it could not be read.
+    pub parallel_latency_ns: Option<u64>,
 }
 
 impl Sample {
@@ -398,6 +458,7 @@ impl Sample {
             error_detail: String::new(),
             cleanup_ok: None,
             cleanup_ns: None,
+            parallel_latency_ns: None,
         }
     }
 
@@ -873,6 +934,20 @@ pub struct Summaries {
     /// in integers (`2·p50 > 3·p50₁`). `None` without a level 1 with successes, or when
     /// no level gets that slow.
     pub knee_concurrency: Option<u32>,
+    /// The headline on the parallel clock (schema 11+): present when any row has a
+    /// `parallel_latency_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_latency: Option<ParallelSummary>,
+}
+
+/// [`Summaries::parallel_latency`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelSummary {
+    /// The successes that have the figure.
+    pub successes: Option<Summary>,
+    /// Successes without it (their `reports.jsonl` line says why).
+    pub missing: u64,
 }
 
 /// `result.json`.

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use crate::schema::{
-    Configuration, Contract, Environment, GroupSummary, Pair, ResultJson, Sample, StageSummary,
-    Summaries, SCHEMA_VERSION,
+    Configuration, Contract, Environment, Figure, GroupSummary, Pair, ParallelSummary, ResultJson,
+    Sample, StageSummary, Summaries, SCHEMA_VERSION,
 };
 use crate::stats::{ascending, with_failures, Summary};
 
@@ -55,12 +55,38 @@ fn pair(success_values: &[u64], failures: u64, deadline_ns: u64) -> Pair {
 /// marked ok without a latency is not among them: it is scored as a failure
 /// ([`OK_WITHOUT_LATENCY`]).
 pub fn success_latencies<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<u64> {
+    success_figures(samples, Figure::Total)
+}
+
+/// [`success_latencies`] on either figure of the headline: the successful rows that have it,
+/// ascending. On [`Figure::Parallel`] a success whose parallel reading is missing is left out
+/// (the parallel summary counts it: [`ParallelSummary::missing`]).
+pub fn success_figures<'a>(
+    samples: impl IntoIterator<Item = &'a Sample>,
+    figure: Figure,
+) -> Vec<u64> {
     let ok: Vec<u64> = samples
         .into_iter()
-        .filter(|s| s.ok)
-        .filter_map(|s| s.latency_ns)
+        .filter(|s| s.ok && s.latency_ns.is_some())
+        .filter_map(|s| figure.of(s))
         .collect();
     ascending(&ok)
+}
+
+/// [`Summaries::parallel_latency`]: `None` when no row has the figure.
+fn parallel_summary(samples: &[Sample]) -> Option<ParallelSummary> {
+    if samples.iter().all(|s| s.parallel_latency_ns.is_none()) {
+        return None;
+    }
+    let have = success_figures(samples, Figure::Parallel);
+    let successes = samples
+        .iter()
+        .filter(|s| s.ok && s.latency_ns.is_some())
+        .count();
+    Some(ParallelSummary {
+        successes: Summary::of(&have),
+        missing: (successes - have.len()) as u64,
+    })
 }
 
 /// The successes' headlines ([`success_latencies`]) and how many rows are scored as
@@ -168,6 +194,7 @@ impl Summaries {
             by_concurrency,
             peak_throughput_concurrency,
             knee_concurrency,
+            parallel_latency: parallel_summary(samples),
         }
     }
 }

@@ -333,6 +333,15 @@ impl Verdict {
                     ms(h.max)
                 );
             }
+            if let Some(p) = sm.parallel_latency.and_then(|p| p.successes) {
+                let _ = writeln!(
+                    s,
+                    "  {HEADLINE} on the parallel clock (successes): p50 {} ms, p99 {} ms, max {} ms",
+                    ms(p.p50),
+                    ms(p.p99),
+                    ms(p.max)
+                );
+            }
         }
         match &self.signature {
             SignatureState::NotChecked | SignatureState::Bad => {}

@@ -512,3 +512,42 @@ fn another_engine_cannot_claim_the_vm_exit_observer() {
     resum_arms(&dir);
     assert_has(&invalid(&dir), &dir, Check::ArmsMismatch);
 }
+
+/// The one guest command line (docs/engines.md): an arm whose line lost a word that every
+/// other arm boots with (as a forger would drop the boot hash caps from one engine's arm,
+/// in every file of it) is not one campaign; the per-engine words may differ.
+#[test]
+fn an_arm_whose_guest_command_line_differs_beyond_its_engine_words() {
+    let edit = |dir: &Path, from: &str, to: &str| {
+        let fc = dir.join("firecracker");
+        forge(&fc, |r, _| r.configuration.cmdline = to.to_string());
+        let p = fc.join("cmdline.txt");
+        fs::write(&p, read(&fc, "cmdline.txt").replace(from, to)).unwrap();
+        resum(&fc);
+        resum_arms(dir);
+    };
+    let t = tempfile::tempdir().unwrap();
+    let dir = campaign(t.path(), "c");
+    let dropped = GUEST_CMDLINE.replace("8250.nr_uarts=0 ", "");
+    edit(&dir, GUEST_CMDLINE, &dropped);
+    let v = invalid(&dir);
+    assert!(
+        v.reasons.iter().any(|r| r.check == Check::ArmsMismatch
+            && r.detail.contains("guest command line")
+            && r.detail.contains("arm `firecracker`")),
+        "{}",
+        v.render(&dir, 50)
+    );
+    // A per-engine word only: the arms are still alike.
+    let dir = campaign(t.path(), "d");
+    let engine_word = format!("{GUEST_CMDLINE} truecold.engine=firecracker");
+    edit(&dir, GUEST_CMDLINE, &engine_word);
+    let v = verify_dir(&dir);
+    assert!(
+        !v.reasons
+            .iter()
+            .any(|r| r.detail.contains("guest command line")),
+        "{}",
+        v.render(&dir, 50)
+    );
+}

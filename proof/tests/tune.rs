@@ -168,9 +168,11 @@ fn plan() -> TunePlan {
         noise: Some(tune::Noise {
             cv_ppm: 10_000,
             source: "a pilot of the baseline".into(),
+            pilot_rounds: None,
         }),
         rule: tune::RuleVersion::CURRENT,
         invocation: Some(invocation()),
+        figure: truecold_proof::schema::Figure::Total,
     }
 }
 

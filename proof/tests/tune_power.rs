@@ -1,10 +1,16 @@
 //! The tune statistics hold what they say, by seeded simulation through the crate's own
 //! functions (`tune::screen`, `tune::rounds_for_rule`): under rule 2, at the n the sizing
-//! gives, a true change of exactly the minimum effect is found in at least 80 % of screens
-//! (cv 0.35 %, 1 %, 2 %; a screen of one knob and of 20), and a screen of 20 knobs without an
-//! effect names no winner in at least 95 % of screens. Rule 1's figures under the same
-//! simulation are printed, not asserted (the "before" of issue 28). `--nocapture` prints
-//! every figure with its exact 95 % (Clopper–Pearson) interval.
+//! gives, a true change of exactly the minimum effect is found in at least 80 % of screens,
+//! shown for every case on its own (the lower bound of its exact 95 % interval at or above
+//! 80 %: one knob alone and a screen of 20, at cv 0.35 %, 1 % and 2 %), and a screen of 20
+//! knobs without an effect names no winner in at least 95 % of screens (each case's lower
+//! bound at or above 95 %). The trial counts are sized so that a true power of 85 % passes
+//! (300 trials put the lower bound of an 85 % rate near 80.4 %; one knob alone, which is
+//! cheap, gets 1,000, and the screen of 20 at cv 2 %, whose power is nearer 82 %, 1,200). The crate is compiled at opt-level 2 in the test profile
+//! (`[profile.dev.package.truecold-proof]`), which makes this affordable in the ordinary
+//! `cargo test`. Rule 1's figures under the same simulation are printed, not asserted (the
+//! "before" of the rule change). `--nocapture` prints every figure with its exact 95 %
+//! (Clopper–Pearson) interval.
 //!
 //! The sample model: log-normal headlines around a p50 of 100 ms (a boot's right skew), the
 //! log-sd set for the coefficient of variation cv (σ² = ln(1 + cv²)); the real knob's p50 is
@@ -112,8 +118,8 @@ fn one_screen(
 /// The minimum effect as a fraction of the p50.
 const E: f64 = MIN_EFFECT_PPM as f64 / 1e6;
 
-/// Trials scaled by `TRUECOLD_POWER_SCALE` (default 1: sized for a debug build's minute; a
-/// release build can afford 20 for tighter intervals). The assertions are the same.
+/// Trials scaled by `TRUECOLD_POWER_SCALE` (default 1; more for tighter intervals). The
+/// assertions are the same.
 fn trials(base: u64) -> u64 {
     let scale: u64 = std::env::var("TRUECOLD_POWER_SCALE")
         .ok()
@@ -182,16 +188,16 @@ fn check(
 #[test]
 fn rule_2_finds_a_true_minimum_effect_with_the_power_it_claims() {
     // (knobs in the screen, cv ppm, trials, seed): one knob alone at each noise, and screens
-    // of 20 (the real knob and 19 without effect, so Holm adjusts over all 20), as many as a
-    // debug build affords in about half a minute (each screen runs 20 bootstraps of 2000
-    // resamples).
+    // of 20 (the real knob and 19 without effect, so Holm adjusts over all 20). The sizing
+    // asks its approximation for 85 %; simulated, the screen of 20 at cv 2 % has about 82 %,
+    // which 1,200 trials show above 80 %.
     let cases = [
-        (1, 3_500, trials(200), 0x5eed_0100_0000),
-        (1, 10_000, trials(200), 0x5eed_0200_0000),
-        (1, 20_000, trials(100), 0x5eed_0300_0000),
-        (20, 3_500, trials(40), 0x5eed_0400_0000),
-        (20, 10_000, trials(12), 0x5eed_0500_0000),
-        (20, 20_000, trials(4), 0x5eed_0600_0000),
+        (1, 3_500, trials(1_000), 0x5eed_0100_0000),
+        (1, 10_000, trials(1_000), 0x5eed_0200_0000),
+        (1, 20_000, trials(1_000), 0x5eed_0300_0000),
+        (20, 3_500, trials(300), 0x5eed_0400_0000),
+        (20, 10_000, trials(300), 0x5eed_0500_0000),
+        (20, 20_000, trials(1_200), 0x5eed_0600_0000),
     ];
     let claim = tune::POWER_PCT as f64;
     let (pooled, figures) = check(
@@ -214,29 +220,24 @@ fn rule_2_finds_a_true_minimum_effect_with_the_power_it_claims() {
         ],
         |r| r.1,
     );
-    // Each case's interval reaches the claim (none contradicts it); the pooled rate's lower
-    // bound is past it (together they show it).
+    // Every case shows the claim on its own: its interval's lower bound reaches it.
     for (line, rate) in &figures {
         assert!(
-            rate.interval().1 >= claim,
-            "contradicts {claim} % power: {line}"
+            rate.interval().0 >= claim,
+            "power not shown ≥ {claim} % (lower bound {:.1} %): {line}",
+            rate.interval().0
         );
     }
-    let (lo, _) = pooled.interval();
-    assert!(
-        lo >= claim,
-        "pooled power not shown ≥ {claim} %: {}",
-        pooled.text()
-    );
+    println!("pooled lower bound {:.1} %", pooled.interval().0);
 }
 
 #[test]
 fn rule_2_a_screen_of_20_knobs_without_effect_names_no_winner_95_times_in_100() {
     let cases = [
-        (20, 3_500, trials(100), 0x9000_0100_0000),
-        (20, 10_000, trials(20), 0x9000_0200_0000),
+        (20, 3_500, trials(150), 0x9000_0100_0000),
+        (20, 10_000, trials(150), 0x9000_0200_0000),
     ];
-    let (pooled, each) = check(
+    let (_, each) = check(
         "rule 2: 20 knobs without effect, no winner",
         RuleVersion::V2,
         0.0,
@@ -255,7 +256,10 @@ fn rule_2_a_screen_of_20_knobs_without_effect_names_no_winner_95_times_in_100() 
         |r| r.3,
     );
     for (line, rate) in &each {
-        assert!(rate.interval().1 >= 95.0, "contradicts 95 %: {line}");
+        assert!(
+            rate.interval().0 >= 95.0,
+            "no-winner rate not shown ≥ 95 % (lower bound {:.1} %): {line}",
+            rate.interval().0
+        );
     }
-    assert!(pooled.pct() >= 95.0, "{}", pooled.text());
 }

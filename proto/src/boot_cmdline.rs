@@ -136,6 +136,37 @@ pub fn cmdline(serial: SerialUse, mem: GuestMem, extra: &str) -> Result<String, 
     Ok(s)
 }
 
+/// Whether a word of a guest command line is one that the arms of a side-by-side campaign
+/// differ in by design, and which is then the only kind of word they may differ in (the
+/// verifier holds every other word to be the same in every arm): the engine the guest runs
+/// under (`truecold.engine=`, its firmware-map rule), truecold-vmm's RAM layout
+/// (`truecold.ram_layout=`), and, under the parity contract, where an engine puts its
+/// virtio devices (its `virtio_mmio.device=` entries, or the PCI bus probed instead:
+/// [`agent_cmdline`] drops `pci=off`).
+pub fn is_per_engine_word(word: &str, parity: bool) -> bool {
+    let key = |k: &str| {
+        word.strip_prefix(k)
+            .is_some_and(|rest| rest.starts_with('='))
+    };
+    key(keys::ENGINE)
+        || key(keys::RAM_LAYOUT)
+        || (parity && (key(VIRTIO_MMIO_DEVICE) || word == PCI_OFF))
+}
+
+/// A guest command line's words that every arm of a side-by-side campaign shares: all but
+/// the per-engine ones ([`is_per_engine_word`]), in order.
+pub fn shared_words(cmdline: &str, parity: bool) -> Vec<&str> {
+    cmdline
+        .split_whitespace()
+        .filter(|w| !is_per_engine_word(w, parity))
+        .collect()
+}
+
+/// The kernel's key of a virtio-MMIO device's placement.
+pub const VIRTIO_MMIO_DEVICE: &str = "virtio_mmio.device";
+/// The base line's word that keeps the kernel off the PCI bus.
+pub const PCI_OFF: &str = "pci=off";
+
 /// truecold-vmm's word for its RAM layout (pure): `truecold.ram_layout=<layout>` for every
 /// layout but [`RamLayout::ABSENT`], so that the guest's exact-RAM rule uses the layout's
 /// hole; nothing for that one, which is what the guest reads when the word is absent.
@@ -188,7 +219,7 @@ pub fn agent_cmdline(
     v.push(extra.trim().to_string());
     let s = cmdline(SerialUse::Off, mem, &v.join(" "))?;
     Ok(if engine.virtio_pci_only() {
-        s.replacen(" pci=off", "", 1)
+        s.replacen(&format!(" {PCI_OFF}"), "", 1)
     } else {
         s
     })
@@ -197,6 +228,35 @@ pub fn agent_cmdline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_per_engine_words_may_differ_between_arms() {
+        let mem = GuestMem::from_mib(16384).unwrap();
+        let line = |e: Engine| cmdline(SerialUse::Transport(e), mem, "").unwrap();
+        let (tc, fc) = (line(Engine::Truecold), line(Engine::Firecracker));
+        let tc = format!("{tc} truecold.ram_layout=above-4g");
+        assert_ne!(tc, fc);
+        assert_eq!(shared_words(&tc, false), shared_words(&fc, false));
+        // Anything else differs: a hash cap dropped from one arm, a word added.
+        let dropped = fc.replace(" dhash_entries=131072", "");
+        assert_ne!(shared_words(&tc, false), shared_words(&dropped, false));
+        assert_ne!(
+            shared_words(&tc, false),
+            shared_words(&format!("{fc} tsc=reliable"), false)
+        );
+        // `pci=off` and virtio placements are per engine under the parity contract only.
+        assert!(is_per_engine_word("pci=off", true) && !is_per_engine_word("pci=off", false));
+        assert!(is_per_engine_word(
+            "virtio_mmio.device=4K@0xd0000000:5",
+            true
+        ));
+        assert!(!is_per_engine_word(
+            "virtio_mmio.device=4K@0xd0000000:5",
+            false
+        ));
+        assert!(!is_per_engine_word("truecold.enginex=1", false));
+        assert!(!is_per_engine_word("truecold.engine", false));
+    }
 
     fn mib(n: u64) -> GuestMem {
         GuestMem::from_mib(n).expect("a size within the limits")

@@ -172,6 +172,29 @@ pub struct VcpuSamples {
     /// Requests still pending when the run stopped (served after `exit`: not samples of the
     /// run).
     pub at_stop: u64,
+    /// The samples asked of this vCPU: every tick of the sampler's grid from the first run
+    /// to the stop while its thread ran, the ticks the waiting thread slept through
+    /// (`missed_ticks`) included. Absent in a report made before the VMM counted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<u64>,
+}
+
+/// The share of its requested samples a vCPU obtained below which an attribution says its
+/// rate was not obtained (README, HTML, the run's summary): 90 %, in ppm.
+pub const OBTAINED_FLOOR_PPM: u64 = 900_000;
+
+impl VcpuSamples {
+    /// Samples kept.
+    pub fn obtained(&self) -> u64 {
+        self.dt_ns.len() as u64
+    }
+
+    /// [`VcpuSamples::obtained`] per million [`VcpuSamples::requested`]; `None` without the
+    /// count or with nothing requested.
+    pub fn obtained_ppm(&self) -> Option<u64> {
+        let r = self.requested.filter(|&r| r > 0)?;
+        Some((u128::from(self.obtained()) * 1_000_000 / u128::from(r)) as u64)
+    }
 }
 
 /// A boot's RIP samples (the report's `rip_samples`; absent when sampling is off).

@@ -1,8 +1,9 @@
-//! Stage 3: guest memory. Layout (docs/architecture.md, [`RamLayout`]): memslots
-//! `[0, 0xA0000)`, `[0x100000, 3 GiB)` and from 4 GiB, summing to exactly `mem_mib` MiB laid
-//! `around-hole` (the default), or to `mem_mib` MiB less the 384 KiB hole laid `hole-inside`
-//! (RAM ends at `mem_mib` MiB; the hole is an E820 reserved entry); E820 RAM = memslots, and
-//! both obey `truecold_proto::layout::check_map`.
+//! Stage 3: guest memory. Layout (docs/architecture.md, [`RamLayout`]; the default follows
+//! the guest's memory: `RamLayout::default_for`): memslots `[0, 0xA0000)`, `[0x100000, 3 GiB)`
+//! and from 4 GiB, summing to exactly `mem_mib` MiB laid `around-hole`, or to `mem_mib` MiB
+//! less the 384 KiB hole laid `hole-inside` (RAM ends at `mem_mib` MiB; the hole is an E820
+//! reserved entry) or `above-4g` (the same, with RAM below 4 GiB ending at 256 MiB); E820 RAM
+//! = memslots, and both obey `truecold_proto::layout::check_map`.
 //! Backed by anonymous 4 KiB pages, THP (`MADV_HUGEPAGE`) or hugetlb 2 MiB pages; a backing
 //! that cannot be had is an error, never a silent fallback.
 use kvm_bindings::kvm_userspace_memory_region;

@@ -163,6 +163,9 @@ struct Shared<'a> {
     sample_req: Vec<AtomicBool>,
     /// Per vCPU: ticks at which the previous request was still pending.
     coalesced: Vec<AtomicU64>,
+    /// Per vCPU: the grid's ticks while its thread ran (asked, or slept through): the
+    /// samples requested of it.
+    requested: Vec<AtomicU64>,
 }
 
 const MP_STATE_UNREAD: u32 = u32::MAX;
@@ -187,22 +190,25 @@ fn sample_state(mp_state: u32) -> VcpuState {
     }
 }
 
-/// On a sampling kick's `EINTR`: the time first, then RIP and the MP state. A sample whose
-/// stamp precedes a `stop` seen unset precedes the run's `exit` stamp (taken after `stop`
-/// is set), so every kept sample lies between `first_run` and `exit`.
+/// On a sampling kick's `EINTR`: the time first, then the MP state, then RIP. The MP state
+/// comes first because reading it makes KVM process the vCPU's pending INIT/SIPI, which
+/// moves RIP: read the other way round, an AP started between the two reads showed its reset
+/// RIP beside the state "running". A sample whose stamp precedes a `stop` seen unset
+/// precedes the run's `exit` stamp (taken after `stop` is set), so every kept sample lies
+/// between `first_run` and `exit`.
 fn take_sample(vcpu: &VcpuFd, sh: &Shared<'_>, rec: &mut Recorder) {
     let t_ns = now_ns();
     if rec.full() {
         rec.over_cap();
         return;
     }
+    let state = vcpu
+        .get_mp_state()
+        .map_or(VcpuState::Unknown, |m| sample_state(m.mp_state));
     let Ok(regs) = vcpu.get_regs() else {
         rec.unread();
         return;
     };
-    let state = vcpu
-        .get_mp_state()
-        .map_or(VcpuState::Unknown, |m| sample_state(m.mp_state));
     if sh.stop.load(Ordering::SeqCst) {
         rec.at_stop();
         return;
@@ -384,6 +390,7 @@ pub fn run(
         mp_state: (0..n).map(|_| AtomicU32::new(MP_STATE_UNREAD)).collect(),
         sample_req: (0..n).map(|_| AtomicBool::new(false)).collect(),
         coalesced: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        requested: (0..n).map(|_| AtomicU64::new(0)).collect(),
     };
     let mut ticks = Ticks::default();
     let (tx, rx) = mpsc::channel();
@@ -455,10 +462,17 @@ pub fn run(
         vcpus: s
             .recorders
             .into_iter()
-            .zip(&sh.coalesced)
-            .map(|(r, c)| {
+            .zip(sh.coalesced.iter().zip(&sh.requested))
+            .zip(&sh.sample_req)
+            .map(|((r, (c, q)), pending)| {
                 let mut v = r.finish();
                 v.coalesced = c.load(Ordering::Relaxed);
+                v.requested = Some(q.load(Ordering::Relaxed));
+                // A tick the waiting thread made after this vCPU's thread had left its loop
+                // (the stop and the timer at once) was never served: counted, not lost.
+                if pending.swap(false, Ordering::SeqCst) {
+                    v.at_stop += 1;
+                }
                 v
             })
             .collect(),
@@ -515,6 +529,11 @@ fn wait_sampling(
         }
         ticks.made += 1;
         ticks.missed += late;
+        for (i, t) in sh.tids.iter().enumerate() {
+            if t.load(Ordering::SeqCst) != 0 {
+                sh.requested[i].fetch_add(late + 1, Ordering::Relaxed);
+            }
+        }
         request_samples(sh);
     }
 }

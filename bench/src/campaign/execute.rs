@@ -15,10 +15,12 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use truecold_nested::parallel::ParallelClock;
 use truecold_proof::reports::{HarnessMarks, ReportLine};
 use truecold_proof::schema::{Sample, StopRule};
 use truecold_proto::kinds::ObtainedBacking;
 use truecold_proto::measure::now_ns;
+use truecold_proto::parallel::Reading;
 
 /// Turns one attempt's stdout into what the VMM observed, or why it could not.
 pub type Observe<'a> = dyn Fn(&Attempt) -> Result<Observed, String> + 'a;
@@ -38,6 +40,9 @@ pub struct Harness<'a> {
     /// Where the rows and evidence are staged as they come ([`super::record`]): the bundle's
     /// parent directory. `None`: the system's temporary directory.
     pub staging: Option<&'a Path>,
+    /// The nested harness's parallel clock, read after each success ([`super::parallel`]);
+    /// `None` on any other host.
+    pub parallel: Option<ParallelClock>,
 }
 
 impl Harness<'_> {
@@ -47,6 +52,7 @@ impl Harness<'_> {
             before_each: None,
             cpu_ns: &self_cpu_ns,
             staging: None,
+            parallel: None,
         }
     }
 }
@@ -292,7 +298,8 @@ where
             }
         }
         let mut s = to_sample(attempt, observed.as_ref(), why.as_deref(), &ctx);
-        let line = report_line(slot.index, &s, attempt);
+        let parallel = super::parallel::apply(harness.parallel.as_ref(), &mut s);
+        let line = report_line(slot.index, &s, attempt, parallel);
         if let Some(i) = s.intended_request_ns.filter(|_| ctx.intended) {
             let lag = s.actual_request_ns.saturating_sub(i);
             max_start_lag_ns = Some(max_start_lag_ns.map_or(lag, |m| m.max(lag)));
@@ -356,19 +363,28 @@ where
     })
 }
 
-/// Row `index`'s `reports.jsonl` line (`s` is its row): the harness's marks and the VMM's
-/// whole output.
-pub fn report_line(index: u64, s: &Sample, attempt: &Attempt) -> String {
-    let line = ReportLine::new(
-        index,
-        HarnessMarks {
-            intended: s.intended_request_ns,
-            request: attempt.request_ns,
-            reaped: Some(attempt.reaped_ns),
-        },
-        &attempt.stdout,
-        attempt.stdout_truncated,
-    );
+/// Row `index`'s `reports.jsonl` line (`s` is its row): the harness's marks, the VMM's
+/// whole output and the parallel clock's reading (or why there is none).
+pub fn report_line(
+    index: u64,
+    s: &Sample,
+    attempt: &Attempt,
+    (parallel, parallel_missing): (Option<Reading>, Option<String>),
+) -> String {
+    let line = ReportLine {
+        parallel,
+        parallel_missing,
+        ..ReportLine::new(
+            index,
+            HarnessMarks {
+                intended: s.intended_request_ns,
+                request: attempt.request_ns,
+                reaped: Some(attempt.reaped_ns),
+            },
+            &attempt.stdout,
+            attempt.stdout_truncated,
+        )
+    };
     line.to_line().unwrap_or_else(|e| {
         // Only numbers and strings remain, which always serialize: the line still says
         // why the VMM's output is missing from it.

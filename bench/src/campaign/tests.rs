@@ -623,6 +623,7 @@ fn sequential_bookkeeping_is_outside_the_windows_and_their_cpu_is_recorded() {
         before_each: None,
         cpu_ns: &cpu_ns,
         staging: None,
+        parallel: None,
     };
     let sp = spec(Schedule::Sequential { n: 5 });
     let (ex, w, _d) = run_with(&sp, &f, &stop, &observe_logged, &harness);
@@ -654,6 +655,7 @@ fn overlapping_windows_count_their_cpu_once() {
         before_each: None,
         cpu_ns: &cpu_ns,
         staging: None,
+        parallel: None,
     };
     let sp = spec(Schedule::Churn {
         n: 12,
@@ -691,6 +693,7 @@ fn before_each_runs_outside_the_window_and_is_recorded() {
         before_each: Some(&prep),
         cpu_ns: &cpu_ns,
         staging: None,
+        parallel: None,
     };
     let sp = spec(Schedule::Sequential { n: 4 });
     let (ex, w, _d) = run_with(&sp, &f, &stop, &observe, &harness);

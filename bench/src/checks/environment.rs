@@ -216,6 +216,12 @@ pub fn warnings(
     w
 }
 
+/// The L0 QEMU's version line, as L1's initramfs holds it; None outside the harness or when
+/// the file is absent or malformed.
+pub fn l0_qemu() -> Option<String> {
+    nested_harness().map(|h| h.l0_qemu)
+}
+
 /// The nested harness's facts, as L1's initramfs holds them ([`truecold_nested::HARNESS_FILE`]);
 /// None when the file is absent or malformed (the bundle then fails verify's
 /// `NestedHarness` check, which names what is missing).

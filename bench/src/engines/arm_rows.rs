@@ -11,6 +11,7 @@ use truecold_engine::driver::Launched;
 use truecold_proof::reports::{HarnessMarks, ReportLine};
 use truecold_proof::schema::Sample;
 use truecold_proto::kinds::{Engine, ErrorKind};
+use truecold_proto::parallel::Reading;
 use truecold_proto::report::{EngineRun, Outcome, VmmOutput};
 
 /// What the row needs from one launch: the truecold VMM's report where there is one (its
@@ -111,8 +112,13 @@ pub fn row(
     (s, run)
 }
 
-/// Row `s`'s `reports.jsonl` line: its engine run `r`.
-pub fn report_line(s: &Sample, r: &EngineRun) -> String {
+/// Row `s`'s `reports.jsonl` line: its engine run `r`, and the parallel clock's reading (or
+/// why there is none).
+pub fn report_line(
+    s: &Sample,
+    r: &EngineRun,
+    (parallel, parallel_missing): (Option<Reading>, Option<String>),
+) -> String {
     let line = ReportLine {
         index: s.index,
         harness: HarnessMarks {
@@ -123,6 +129,8 @@ pub fn report_line(s: &Sample, r: &EngineRun) -> String {
         vmm: None,
         vmm_missing: None,
         engine: Some(r.clone()),
+        parallel,
+        parallel_missing,
     };
     match line.to_line() {
         Ok(t) => t,

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use truecold_engine::driver::Launched;
 use truecold_engine::Launch;
+use truecold_nested::parallel::ParallelClock;
 use truecold_proof::reports::ReportLine;
 use truecold_proof::schema::Sample;
 use truecold_proto::kinds::{Engine, ErrorKind, ObtainedBacking};
@@ -123,6 +124,7 @@ pub fn execute<W: Write>(
     before_each: Option<&BeforeEach<'_>>,
     cpu_ns: &dyn Fn() -> u64,
     staging: &Path,
+    parallel: Option<&ParallelClock>,
 ) -> Result<EnginesRun, EnginesError> {
     let mut tallies: Vec<ArmTally> = spec.arms.iter().map(|_| ArmTally::default()).collect();
     let mut recorders: Vec<Recorder> = spec
@@ -153,7 +155,7 @@ pub fn execute<W: Write>(
         let cmdline = guest_cmdlines.get(i).map(String::as_str).unwrap_or("");
         let ctx = spec.row_context(engine);
         let (c0, t0) = (cpu_ns(), now_ns());
-        let (l, s, mut run) = launcher.launch(i, round, &|l| {
+        let (l, mut s, mut run) = launcher.launch(i, round, &|l| {
             row(l, round, &ctx, spec.deadline_ns, cmdline)
         });
         let (c1, t1) = (cpu_ns(), now_ns());
@@ -170,7 +172,8 @@ pub fn execute<W: Write>(
         progress.record(s.ok, s.latency_ns);
         // A row's evidence says what the row says.
         agree(&s, &mut run);
-        let line = report_line(&s, &run);
+        let reading = crate::campaign::parallel::apply(parallel, &mut s);
+        let line = report_line(&s, &run, reading);
         recorders[i].record(s, line);
         order.push((round, engine));
     }

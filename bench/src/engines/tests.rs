@@ -283,6 +283,7 @@ fn run(sp: &EnginesSpec, f: &Fake, stop: &AtomicBool) -> EnginesRun {
         None,
         &|| 0,
         dir.path(),
+        None,
     )
     .unwrap()
 }

@@ -11,6 +11,13 @@ use truecold_proto::tune::KnobSetError;
 /// Argument errors.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ArgError {
+    #[error("--l1-thp sets the nested harness's L1: it needs --nested")]
+    L1ThpNeedsNested,
+    #[error(
+        "--clock parallel reads the nested harness's parallel clock: it needs --nested (no \
+         other host keeps one)"
+    )]
+    ParallelNeedsNested,
     #[error("--{flag} applies to --mode {applies_to} only (this campaign is --mode {mode})")]
     NotForMode {
         flag: &'static str,

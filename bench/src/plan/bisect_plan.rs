@@ -38,6 +38,7 @@ impl JudgePlan {
         let mut options = JudgeOptions::with_min_samples(j.n as usize);
         options.threshold_pct = j.threshold_pct;
         options.alpha = j.alpha;
+        options.figure = j.clock;
         Ok(JudgePlan {
             n: j.n,
             max_n,
@@ -60,6 +61,9 @@ impl JudgePlan {
         ];
         if let Some(m) = self.max_n_given {
             v.extend(["--max-n".into(), m.to_string()]);
+        }
+        if !self.options.figure.is_total() {
+            v.extend(["--clock".into(), self.options.figure.name().into()]);
         }
         if let Some(p) = &self.paths.vmm {
             v.extend(["--vmm".into(), abs(p)]);
@@ -157,7 +161,7 @@ impl BisectRunPlan {
             out: a.out.clone(),
             own_kernel: kernel_config_of(&a.own_kernel, None)?,
             context: BisectContext::from_cli(&a.context),
-            judge: JudgePlan::from_cli(&a.judge)?,
+            judge: judge_for(&a.judge, &a.context)?,
         })
     }
 }
@@ -185,9 +189,18 @@ impl ConfigBisectPlan {
             kernel_tree: a.kernel_tree.clone(),
             out: a.out.clone(),
             context: BisectContext::from_cli(&a.context),
-            judge: JudgePlan::from_cli(&a.judge)?,
+            judge: judge_for(&a.judge, &a.context)?,
         })
     }
+}
+
+/// The judge of a bisect whose steps run in `context`: `--clock parallel` only in the
+/// nested harness, the one host that keeps a parallel clock.
+fn judge_for(j: &JudgeArgs, context: &ContextArgs) -> Result<JudgePlan, ArgError> {
+    if !j.clock.is_total() && !context.nested {
+        return Err(ArgError::ParallelNeedsNested);
+    }
+    JudgePlan::from_cli(j)
 }
 
 /// A bisect command from its words (tests: `truecold bisect <words>`).

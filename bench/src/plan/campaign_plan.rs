@@ -68,6 +68,8 @@ pub struct CampaignPlan {
     /// [`truecold_proof::StopRule::DEFAULT_AFTER`]): `None` under `--keep-going` and where no
     /// rule runs (engines campaigns, the concurrent modes, tune arms, bisect steps).
     pub stop_after: Option<u64>,
+    /// L1's THP mode (`--l1-thp`, nested only; `None`: the harness's `madvise`).
+    pub l1_thp: Option<truecold_nested::L1Thp>,
 }
 
 impl CampaignPlan {
@@ -102,6 +104,9 @@ impl CampaignPlan {
             (_, _, true) => Target::Nested,
             _ => Target::Auto,
         };
+        if a.l1_thp.is_some() && target != Target::Nested {
+            return Err(ArgError::L1ThpNeedsNested);
+        }
         Ok(CampaignPlan {
             target,
             guest: GuestSpec {
@@ -139,6 +144,7 @@ impl CampaignPlan {
             guest_dir: a.guest_dir.clone(),
             own_kernel: own_kernel(a)?,
             stop_after,
+            l1_thp: a.l1_thp,
         })
     }
 
@@ -188,6 +194,7 @@ impl CampaignPlan {
             guest_dir: None,
             own_kernel: None,
             stop_after: None,
+            l1_thp: None,
         })
     }
 

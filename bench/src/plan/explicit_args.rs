@@ -108,8 +108,15 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
         guest_dir: _,   // `paths`
         own_kernel: _,  // built before the campaign: its guest directory is `paths`' (run.rs)
         stop_after,
+        l1_thp,
     } = plan;
     let mut v: Vec<String> = vec![guest.to_string()];
+    // The harness's own setting: only on the line that boots L1 (the run inside L1 is a
+    // `--linux` campaign, whose bundle records the mode it ran under).
+    if let (Some(t), "--nested") = (l1_thp, guest) {
+        v.push("--l1-thp".into());
+        v.push(t.as_str().into());
+    }
     if *parity {
         v.push("--parity".into());
     }

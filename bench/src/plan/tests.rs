@@ -823,3 +823,27 @@ fn an_own_kernel_is_a_linux_campaign_under_the_strict_contract() {
     // Both forms at once is a usage error (clap's: exit 125 like every other).
     assert!(args(&["--kernel-config", "a", "--kernel-fragment", "b"]).is_err());
 }
+
+#[test]
+fn l1s_thp_mode_is_a_nested_setting_spelt_out_on_the_line_that_boots_l1() {
+    let p = CampaignPlan::of_words(&["--nested", "--l1-thp", "always"]).unwrap();
+    assert_eq!(p.l1_thp, Some(truecold_nested::L1Thp::Always));
+    assert_eq!(
+        CampaignPlan::of_words(&["--linux", "--l1-thp", "always"]).unwrap_err(),
+        ArgError::L1ThpNeedsNested
+    );
+    let paths = |out: &'static str| crate::plan::explicit_args::ArgPaths {
+        vmm: std::path::Path::new("/v"),
+        guest_dir: Some(std::path::Path::new("/g")),
+        out: std::path::Path::new(out),
+        engines: &[],
+    };
+    let outer = crate::plan::explicit_args::explicit_args(&p, "--nested", paths("/o"));
+    assert!(
+        outer.windows(2).any(|w| w == ["--l1-thp", "always"]),
+        "{outer:?}"
+    );
+    // The run inside L1 is a --linux campaign: the harness's setting is not its flag.
+    let inner = crate::plan::explicit_args::explicit_args(&p, "--linux", paths("/o"));
+    assert!(!inner.iter().any(|a| a == "--l1-thp"), "{inner:?}");
+}

@@ -15,8 +15,20 @@ use truecold_proto::kinds::Backing;
 use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::tune::{self as knobs, Knob, TuneGuest};
 
-/// Rounds per arm when neither -n nor --noise-from says.
-pub const DEFAULT_ROUNDS: u64 = 10;
+/// The pilot's rounds when neither -n, --noise-from nor --pilot-rounds says (the tune's
+/// minimum: each arm's CV is measured on this many rows, and the arms' CVs pooled).
+pub const DEFAULT_PILOT_ROUNDS: u64 = MIN_ROUNDS;
+
+/// The rounds of a tune's screen the plan fixes before anything runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sizing {
+    /// `-n`: as given.
+    Given(u64),
+    /// `--noise-from`: from a bundle's noise.
+    NoiseFrom,
+    /// From a pilot phase of this many rounds of the screen's arms.
+    Pilot(u64),
+}
 
 /// The knobs a tune tries.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,8 +114,10 @@ pub struct TunePlan {
     /// probe).
     pub target: Target,
     pub knobs: KnobChoice,
-    /// Screen rounds as given (`None`: sized from `noise_from`, else [`DEFAULT_ROUNDS`]).
+    /// Screen rounds as given (`None`: sized from `noise_from` or a pilot).
     pub rounds: Option<u64>,
+    /// How the screen is sized.
+    pub sizing: Sizing,
     /// The bundle whose noise sizes the rounds.
     pub noise_from: Option<PathBuf>,
     /// Confirm rounds as given (`None`: the screen's).
@@ -129,6 +143,8 @@ pub struct TunePlan {
     /// The user's kernel (`--kernel-config` / `--kernel-fragment`, `--kernel-source`): the
     /// baseline's, and the base of every Kconfig knob.
     pub own_kernel: Option<OwnKernel>,
+    /// The headline figure the arms are judged on (`--clock`).
+    pub figure: truecold_proof::schema::Figure,
 }
 
 impl TunePlan {
@@ -148,19 +164,26 @@ impl TunePlan {
             Target::Auto => None,
         };
         let choice = KnobChoice::parse(a.knobs.as_deref(), known.unwrap_or(TuneGuest::Linux))?;
-        for r in [a.rounds, a.confirm_rounds].into_iter().flatten() {
+        for r in [a.rounds, a.confirm_rounds, a.pilot_rounds]
+            .into_iter()
+            .flatten()
+        {
             if r < MIN_ROUNDS {
                 return Err(ArgError::TooFewRounds(r));
             }
         }
+        let sizing = match (a.rounds, &a.noise_from) {
+            (Some(n), _) => Sizing::Given(n),
+            (None, Some(_)) => Sizing::NoiseFrom,
+            (None, None) => Sizing::Pilot(a.pilot_rounds.unwrap_or(DEFAULT_PILOT_ROUNDS)),
+        };
         // The budget against the worst case, when every number it needs is known here.
         let k = match (&choice, known) {
             (KnobChoice::Listed(v), _) => Some(v.len()),
             (KnobChoice::All, Some(g)) => Some(choice.for_guest(g)?.len()),
             (KnobChoice::All, None) => None,
         };
-        if let (Some(k), None) = (k, &a.noise_from) {
-            let rounds = a.rounds.unwrap_or(DEFAULT_ROUNDS);
+        if let (Some(k), Sizing::Given(rounds)) = (k, sizing) {
             phase_rounds(
                 k as u64,
                 rounds,
@@ -178,10 +201,14 @@ impl TunePlan {
         if deadline_ms == 0 {
             return Err(ArgError::DeadlineZero);
         }
+        if !a.clock.is_total() && target != Target::Nested {
+            return Err(ArgError::ParallelNeedsNested);
+        }
         Ok(TunePlan {
             target,
             knobs: choice,
             rounds: a.rounds,
+            sizing,
             noise_from: a.noise_from.clone(),
             confirm_rounds: a.confirm_rounds,
             budget: a.budget,
@@ -196,6 +223,7 @@ impl TunePlan {
             instrument: instrumentation(&a.instrument)?,
             paths: KernelPlan::from_cli(&a.paths, crate::cli::TUNE_KERNEL_DIR),
             own_kernel,
+            figure: a.clock,
         })
     }
 

@@ -209,6 +209,7 @@ pub fn run_engines(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, 
         plan.drop_caches.then_some(&drop_page_cache as &BeforeEach),
         &self_cpu_ns,
         &bundle_out::staging_for(&s.dest),
+        crate::campaign::parallel::clock_for(s.kind)?.as_ref(),
     )?;
     let explicit = s.explicit(plan, &guest_dir, true);
     let bundles: Vec<ArmBundle<'_>> = s

@@ -275,6 +275,7 @@ fn l1_run(
         initramfs,
         mem_mib: u32::try_from(l1_mem_mib(plan.guest.mem.mib(), hugepages_2m)).unwrap_or(u32::MAX),
         hugepages_2m,
+        thp: plan.l1_thp,
         cpus: u32::from(plan.guest.vcpus.get()).max(2),
         timeout: Duration::from_secs(300)
             + Duration::from_millis(

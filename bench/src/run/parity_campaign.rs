@@ -203,6 +203,7 @@ pub fn run_parity(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, R
         None,
         &self_cpu_ns,
         &bundle_out::staging_for(&s.dest),
+        crate::campaign::parallel::clock_for(s.kind)?.as_ref(),
     )?;
     let explicit = s.explicit(plan, &guest_dir, !single);
     // Each arm's command as recorded: its parity form with the per-launch values named.

@@ -322,6 +322,7 @@ pub fn run(plan: &CampaignPlan, invocation: &str) -> Result<RunOutcome, RunError
         before_each: plan.drop_caches.then_some(&drop_page_cache as &BeforeEach),
         cpu_ns: &self_cpu_ns,
         staging: Some(&staging),
+        parallel: crate::campaign::parallel::clock_for(p.kind)?,
     };
     let ex = execute(
         &p.spec,

@@ -28,6 +28,8 @@ pub enum RunError {
     Artifact(#[from] ArtifactError),
     #[error("--nested")]
     Nested(#[from] NestedError),
+    #[error(transparent)]
+    ParallelClock(#[from] crate::campaign::parallel::ClockMissing),
     #[error("{0} already exists; a bundle is never overwritten (choose another --out)")]
     OutExists(PathBuf),
     #[error("Ctrl-C handling")]

@@ -4,7 +4,7 @@
 
 use super::phase::{run_phase, PhaseEnv};
 use super::phase_error::PhaseError;
-use super::phase_plan::{kconfig_knobs, variant_name, PhasePlan, L1_PHASE_PLAN, SCREEN};
+use super::phase_plan::{kconfig_knobs, phase_seed_offset, variant_name, PhasePlan, L1_PHASE_PLAN};
 use crate::artifacts::guest_files;
 use crate::checks::environment;
 use crate::checks::preflight::kvm_host;
@@ -145,7 +145,7 @@ pub(super) fn l1_plan(
     )
     // L1's QEMU seed: the tune's, offset by the phase, so the phases' L1 runs draw
     // different random numbers (nonces, boot ids) and each is reproducible.
-    .seeded(plan.seed.wrapping_add(u64::from(plan.phase != SCREEN)))
+    .seeded(plan.seed.wrapping_add(phase_seed_offset(&plan.phase)))
     .attributed(plan.attribution.saturating_mul(plan.attribute.len() as u64)))
 }
 

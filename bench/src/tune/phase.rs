@@ -31,6 +31,7 @@ use crate::terminal::progress::{ms_3_digits, Progress, Running, Style};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use truecold_nested::parallel::ParallelClock;
 use truecold_proof::arms::{ArmRef, ArmsPlan};
 use truecold_proof::bundle::{rename_noreplace, BundleInputs, Written};
 use truecold_proof::names::REPORTS_FILE;
@@ -240,7 +241,15 @@ pub fn run_phase(
     let version = plain_campaign::engine_version(&env.vmm)?;
     let stop = interrupt::install().map_err(|e| PhaseError::from(RunError::from(e)))?;
     announce(plan, &prepared, dest);
-    let mut ran = run_rounds(plan, &prepared, stop, &bundle_out::staging_for(dest))?;
+    let parallel = crate::campaign::parallel::clock_for(env.host)
+        .map_err(|e| PhaseError::from(RunError::from(e)))?;
+    let mut ran = run_rounds(
+        plan,
+        &prepared,
+        stop,
+        &bundle_out::staging_for(dest),
+        parallel.as_ref(),
+    )?;
     let repeated = mark_repeats(&prepared, &mut ran.rows);
     let tmp = bundle_out::staging_dir(dest, "tmp")?;
     let abs_dest = std::path::absolute(dest).unwrap_or_else(|_| dest.to_path_buf());
@@ -332,6 +341,7 @@ fn run_rounds(
     prepared: &[PreparedArm],
     stop: &AtomicBool,
     staging: &Path,
+    parallel: Option<&ParallelClock>,
 ) -> Result<Rounds, PhaseError> {
     let k = prepared.len();
     let total = plan.rounds.saturating_mul(k as u64);
@@ -357,7 +367,7 @@ fn run_rounds(
             break;
         }
         let p = &prepared[i];
-        let (s, line) = launch_one(p, &mut rows[i]);
+        let (s, line) = launch_one(p, &mut rows[i], parallel);
         progress.record(s.ok, s.latency_ns);
         let arm = &mut rows[i];
         if let (true, Some(l)) = (s.ok, s.latency_ns) {
@@ -391,7 +401,11 @@ fn run_rounds(
 
 /// One launch of arm `p`: its row and its report line, with the harness's CPU and wall
 /// time and the observed command line and backing added to `arm`.
-fn launch_one(p: &PreparedArm, arm: &mut ArmRows) -> (Sample, String) {
+fn launch_one(
+    p: &PreparedArm,
+    arm: &mut ArmRows,
+    parallel: Option<&ParallelClock>,
+) -> (Sample, String) {
     let ctx = p.spec.row_context();
     let slot = Slot {
         index: arm.launched,
@@ -415,8 +429,9 @@ fn launch_one(p: &PreparedArm, arm: &mut ArmRows) -> (Sample, String) {
             *arm.backings.entry(b).or_insert(0) += 1;
         }
     }
-    let s = to_sample(&attempt, observed.as_ref(), why.as_deref(), &ctx);
-    let line = report_line(slot.index, &s, &attempt);
+    let mut s = to_sample(&attempt, observed.as_ref(), why.as_deref(), &ctx);
+    let reading = crate::campaign::parallel::apply(parallel, &mut s);
+    let line = report_line(slot.index, &s, &attempt, reading);
     (s, line)
 }
 

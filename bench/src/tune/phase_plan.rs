@@ -17,6 +17,17 @@ use truecold_proto::tune::{self as knobs, Change, Knob, TuneGuest};
 /// A tune's phase directories.
 pub const SCREEN: &str = "screen";
 pub const CONFIRM: &str = "confirm";
+pub const PILOT: &str = "pilot";
+
+/// What the L1 QEMU seed of a phase adds to the tune's: each phase's L1 run draws its own
+/// random numbers (nonces, boot ids), and each is reproducible.
+pub fn phase_seed_offset(phase: &str) -> u64 {
+    match phase {
+        SCREEN => 0,
+        CONFIRM => 1,
+        _ => 2,
+    }
+}
 /// The baseline arm's name.
 pub const BASELINE: &str = "baseline";
 pub use truecold_proof::tune::MIN_ROUNDS;

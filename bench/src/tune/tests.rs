@@ -198,7 +198,7 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
     assert_eq!(zero.kind(), clap::error::ErrorKind::ValueValidation);
     // 3 probe knobs: 4 + 5 arms; 20 launches leave 2 rounds.
     assert!(matches!(
-        e(&["--probe", "--budget", "20"]),
+        e(&["--probe", "--budget", "20", "-n", "5"]),
         ArgError::Budget {
             rounds: 2,
             arms: 9,
@@ -208,8 +208,24 @@ fn the_plan_refuses_what_the_flags_alone_rule_out() {
     // With the guest unknown (no --probe/--linux/--nested) and every knob, the budget waits
     // for the host: the plan is made.
     assert!(TunePlan::of_words(&["--budget", "20"]).is_ok());
-    // So does it with rounds sized from a noise bundle.
+    // So does it with rounds sized from a noise bundle, or from the pilot (the default
+    // without -n), whose noise is known only once it ran.
     assert!(TunePlan::of_words(&["--probe", "--budget", "20", "--noise-from", "x"]).is_ok());
+    let p = TunePlan::of_words(&["--probe", "--budget", "20"]).unwrap();
+    assert_eq!(
+        p.sizing,
+        crate::plan::tune_plan::Sizing::Pilot(crate::plan::tune_plan::DEFAULT_PILOT_ROUNDS)
+    );
+    assert_eq!(e(&["--pilot-rounds", "3"]), ArgError::TooFewRounds(3));
+    assert!(crate::cli::Cli::try_parse_from([
+        "truecold",
+        "tune",
+        "-n",
+        "5",
+        "--pilot-rounds",
+        "6"
+    ])
+    .is_err());
 }
 
 /// `truecold tune`'s attribution launches are `rip` by default; `tune.json`'s invocation

@@ -21,6 +21,13 @@ pub enum TuneError {
     Plan(#[from] ArgError),
     #[error("--noise-from {}: {why}", path.display())]
     NoiseBundle { path: PathBuf, why: String },
+    #[error("the screen's rounds are neither given (-n) nor sized from a noise")]
+    Sizing,
+    #[error(
+        "--budget {budget}: the pilot alone makes {launches} launches (--pilot-rounds × the \
+         screen's arms); give -n, or a larger budget"
+    )]
+    PilotOverBudget { budget: u64, launches: u64 },
     #[error("{0} already exists; a tune directory is never overwritten (choose another --out)")]
     OutExists(PathBuf),
     #[error("the kernel for {knobs}")]

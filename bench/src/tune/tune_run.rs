@@ -6,7 +6,7 @@ use super::nested_phase::nested_phase;
 use super::phase::{run_phase, PhaseEnv};
 use super::phase_error::PhaseError;
 use super::phase_plan::{
-    kconfig_knobs, variant_name, PhaseArm, PhasePlan, BASELINE, CONFIRM, SCREEN,
+    kconfig_knobs, variant_name, PhaseArm, PhasePlan, BASELINE, CONFIRM, PILOT, SCREEN,
 };
 use super::tune_error::TuneError;
 use crate::artifacts::guest_files::{self, LinuxGuest};
@@ -20,7 +20,7 @@ use crate::checks::preflight::{kvm_host, PVM_EXPLANATION};
 use crate::plan::arg_error::ArgError;
 use crate::plan::guest::Target;
 use crate::plan::tune_plan::KnobChoice;
-use crate::plan::tune_plan::{phase_rounds, TunePlan, DEFAULT_ROUNDS};
+use crate::plan::tune_plan::{phase_rounds, Sizing, TunePlan};
 use crate::terminal::output;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,6 +53,7 @@ pub fn noise_of(bundle: &Path) -> Result<truecold_proof::tune::Noise, TuneError>
         ))
     })?;
     Ok(truecold_proof::tune::Noise {
+        pilot_rounds: None,
         cv_ppm: cv,
         source: format!(
             "{} ({} successful rows)",
@@ -115,10 +116,10 @@ impl Runner<'_> {
 }
 
 fn phase_name(p: &str) -> &'static str {
-    if p == SCREEN {
-        SCREEN
-    } else {
-        CONFIRM
+    match p {
+        SCREEN => SCREEN,
+        PILOT => PILOT,
+        _ => CONFIRM,
     }
 }
 
@@ -172,20 +173,18 @@ fn tune_host(
 fn rounds_of(
     plan: &TunePlan,
     k: usize,
-) -> Result<(u64, u64, Option<truecold_proof::tune::Noise>), TuneError> {
-    let noise = match &plan.noise_from {
-        Some(b) => Some(noise_of(b)?),
-        None => None,
-    };
-    let rounds = match (plan.rounds, &noise) {
+    noise: Option<&truecold_proof::tune::Noise>,
+    launched: u64,
+) -> Result<(u64, u64), TuneError> {
+    let rounds = match (plan.rounds, noise) {
         (Some(n), _) => n,
         (None, Some(n)) => {
             use truecold_proof::tune::{rounds_for_rule, RuleVersion, MIN_EFFECT_PPM};
             rounds_for_rule(RuleVersion::CURRENT, n.cv_ppm, MIN_EFFECT_PPM, k as u64)
         }
-        (None, None) => DEFAULT_ROUNDS,
+        (None, None) => return Err(TuneError::Sizing),
     };
-    if let Some(n) = &noise {
+    if let Some(n) = noise {
         crate::note!(
             "truecold: tune: noise {} ppm CV from {} → {rounds} round(s) per arm",
             n.cv_ppm,
@@ -196,9 +195,9 @@ fn rounds_of(
         k as u64,
         rounds,
         plan.confirm_rounds.unwrap_or(rounds),
-        plan.budget,
+        plan.budget.map(|b| b.saturating_sub(launched)),
     )?;
-    Ok((screen, confirm, noise))
+    Ok((screen, confirm))
 }
 
 /// The warning for a screen whose rounds are too few for any knob to be named a winner under
@@ -274,7 +273,12 @@ fn confirm_arms(arms: &mut Arms<'_>, winners: &[Knob]) -> Result<Vec<PhaseArm>, 
 
 /// The winners of a screen phase written at `screen`, which must verify: by the same
 /// function the verifier runs (`truecold_proof::tune::screen_of_dir`).
-fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, TuneError> {
+fn winners_of(
+    screen: &Written,
+    seed: u64,
+    knobs: &[Knob],
+    figure: truecold_proof::schema::Figure,
+) -> Result<Vec<Knob>, TuneError> {
     if !screen.verdict.is_valid() {
         return Err(TuneError::PhaseInvalid {
             path: screen.path.clone(),
@@ -287,7 +291,7 @@ fn winners_of(screen: &Written, seed: u64, knobs: &[Knob]) -> Result<Vec<Knob>, 
                 .join("; "),
         });
     }
-    let winners = truecold_proof::tune::screen_of_dir(&screen.path, seed, knobs)
+    let winners = truecold_proof::tune::screen_of_dir(&screen.path, seed, knobs, figure)
         .map_err(TuneError::Tune)?
         .recommended;
     crate::note!(
@@ -378,10 +382,14 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     };
     let listed = matches!(tp.knobs, KnobChoice::Listed(_));
     let (knobs, already_set) = screen_knobs(knobs, own.as_ref(), listed)?;
-    let (rounds_screen, rounds_confirm, noise) = rounds_of(tp, knobs.len())?;
-    if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
-        output::note_once(&w, &format!("truecold: tune: warning: {w}"));
-        warnings.push(w);
+    // The noise that sizes the screen, when known before any launch (a pilot measures it
+    // later); `-n` given, the screen's rounds are known now and checked against the budget.
+    let mut noise = match (&tp.sizing, &tp.noise_from) {
+        (Sizing::NoiseFrom, Some(b)) => Some(noise_of(b)?),
+        _ => None,
+    };
+    if !matches!(tp.sizing, Sizing::Pilot(_)) {
+        rounds_of(tp, knobs.len(), noise.as_ref(), 0)?;
     }
     let deadline_ms = tp.deadline_ms;
     let base_guest_dir = match &own {
@@ -438,9 +446,37 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     // The screen cannot know whether a knob will win, so it always attributes its baseline
     // (the README shows it when no confirm phase runs); the confirm phase attributes its own
     // baseline and the recommended arm.
-    let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
     let tmp = bundle_out::staging_dir(&dest, "tune")?;
-    let winners = winners_of(&runner.run(&screen, &tmp.join(SCREEN))?, tp.seed, &knobs)?;
+    // The pilot: the screen's arms, interleaved as the screen runs them, for a few rounds;
+    // their noise sizes the screen.
+    let mut launched = 0;
+    if let Sizing::Pilot(p) = tp.sizing {
+        let pilot = plan_of(PILOT, p, screen_arms.clone(), &[]);
+        launched = p.saturating_mul(screen_arms.len() as u64);
+        if let Some(b) = tp.budget.filter(|b| *b < launched) {
+            return Err(TuneError::PilotOverBudget {
+                budget: b,
+                launches: launched,
+            });
+        }
+        runner.run(&pilot, &tmp.join(PILOT))?;
+        noise = Some(
+            truecold_proof::tune::noise_of_pilot(&tmp.join(PILOT), p, tp.figure)
+                .map_err(TuneError::Tune)?,
+        );
+    }
+    let (rounds_screen, rounds_confirm) = rounds_of(tp, knobs.len(), noise.as_ref(), launched)?;
+    if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
+        output::note_once(&w, &format!("truecold: tune: warning: {w}"));
+        warnings.push(w);
+    }
+    let screen = plan_of(SCREEN, rounds_screen, screen_arms, &[BASELINE]);
+    let winners = winners_of(
+        &runner.run(&screen, &tmp.join(SCREEN))?,
+        tp.seed,
+        &knobs,
+        tp.figure,
+    )?;
     if !winners.is_empty() {
         let confirm = plan_of(
             CONFIRM,
@@ -463,6 +499,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         noise,
         rule: truecold_proof::tune::RuleVersion::CURRENT,
         invocation: Some(invocation_record(tp, contract, own.as_ref(), already_set)),
+        figure: tp.figure,
     };
     if let Some(o) = &own {
         // The user's file as given, beside tune.json (its record's digest; reproduce.sh reads it).

@@ -49,7 +49,15 @@ fn run() -> io::Result<i32> {
     // `always`: under `always` the peer engines' guest memory silently got transparent huge
     // pages while truecold-vmm's `anon` backing asks for 4 KiB pages, so engines arms did not
     // run on the same backing (seen in smaps: AnonHugePages 40-44 MiB against 0).
-    fs::write(THP_ENABLED, "madvise").map_err(ctx(THP_ENABLED))?;
+    // A mode L1's command line names (`truecold run --nested --l1-thp`) is the kernel's
+    // already: left as it is.
+    let cmdline = fs::read_to_string("/proc/cmdline").map_err(ctx("/proc/cmdline"))?;
+    let named = cmdline
+        .split_whitespace()
+        .any(|w| w.starts_with(&format!("{}=", truecold_nested::L1_THP_KEY)));
+    if !named {
+        fs::write(THP_ENABLED, "madvise").map_err(ctx(THP_ENABLED))?;
+    }
     fs::create_dir_all(OUT_DIR).map_err(ctx(OUT_DIR))?;
     wait_for_settled_clock()?;
     let job = Job::decode(&fs::read_to_string(JOB_FILE).map_err(ctx(JOB_FILE))?)

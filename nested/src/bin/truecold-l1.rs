@@ -47,6 +47,9 @@ struct Cli {
     /// 2 MiB hugetlb pages L1 reserves at boot (`hugepages=N`, out of --mem-mib).
     #[arg(long, default_value_t = 0)]
     hugepages_2m: u64,
+    /// L1's transparent-huge-page mode (always, madvise, never); default: madvise.
+    #[arg(long, value_parser = truecold_nested::L1Thp::parse)]
+    thp: Option<truecold_nested::L1Thp>,
     #[arg(long, default_value_t = 2)]
     cpus: u32,
     #[arg(long, default_value_t = 3600)]
@@ -118,6 +121,7 @@ fn run(cli: Cli) -> Result<i32, Box<dyn std::error::Error>> {
         initramfs: initramfs.clone(),
         mem_mib: cli.mem_mib,
         hugepages_2m: cli.hugepages_2m,
+        thp: cli.thp,
         cpus: cli.cpus,
         timeout: Duration::from_secs(cli.timeout_s),
         workdir: cli.out.clone(),

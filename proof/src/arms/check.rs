@@ -12,7 +12,7 @@ use super::readme::*;
 use super::stats::*;
 use crate::bundle::{fully_stamped, gap_threshold, last_stamp, verify_bundle_with};
 use crate::digest::sha256_hex;
-use crate::fmt::or_none;
+use crate::fmt::{escape_untrusted, or_none};
 use crate::fsio::{read_capped, MAX_PARSED_BYTES};
 use crate::kind::Kind;
 use crate::names::{ARMS_FILE, README_FILE, SIG_FILE, SUMS_FILE};
@@ -565,6 +565,11 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
             f.contract.kind.as_str().into(),
             r.contract.kind.as_str().into(),
         );
+        same(
+            "observer",
+            f.contract.observer.as_str().into(),
+            r.contract.observer.as_str().into(),
+        );
         // Parity arms: one workspace image, one network pair, one journal setting.
         if let (Some(x), Some(y)) = (&f.environment.parity, &r.environment.parity) {
             same(
@@ -581,6 +586,31 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
                 or_none(artifact(f, k)),
                 or_none(artifact(r, k)),
             );
+        }
+        // One guest command line in every arm but the words declared per engine
+        // (`truecold_proto::boot_cmdline::is_per_engine_word`); a tune's arms differ by their
+        // knobs' deltas instead, which its own check holds.
+        if !tune {
+            let parity = f.contract.observer == Observer::Agent;
+            let shared = |c: &str| truecold_proto::boot_cmdline::shared_words(c, parity).join(" ");
+            let (x, y) = (
+                shared(&f.configuration.cmdline),
+                shared(&r.configuration.cmdline),
+            );
+            if x != y {
+                differ.push(format!(
+                    "guest command line `{}` (`{}` has `{}`; only the per-engine words \
+                     truecold.engine=, truecold.ram_layout={} may differ)",
+                    escape_untrusted(&r.configuration.cmdline),
+                    first.arm.name,
+                    escape_untrusted(&f.configuration.cmdline),
+                    if parity {
+                        ", virtio_mmio.device= and pci=off"
+                    } else {
+                        ""
+                    }
+                ));
+            }
         }
         // The campaign's kernel: alike in every arm that does not declare its own.
         if let Some(c) = campaign_kernel.filter(|_| !(tune || kernel_ab || a.arm.kernel.is_some()))

@@ -19,17 +19,20 @@ pub struct ArmData {
     pub attempts: u64,
     /// The successful rows' headlines, ascending.
     pub ok: Vec<u64>,
+    /// The same on the parallel clock: the successes that have the figure, ascending (empty
+    /// for a bundle without it).
+    pub ok_parallel: Vec<u64>,
 }
 
 impl ArmData {
     /// From a verified (or about to be verified) bundle.
     pub fn new(arm: ArmRef, result: ResultJson, samples: &[Sample]) -> Self {
-        let ok = success_latencies(samples);
         ArmData {
             arm,
             result,
             attempts: samples.len() as u64,
-            ok,
+            ok: success_latencies(samples),
+            ok_parallel: crate::summary::success_figures(samples, crate::schema::Figure::Parallel),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! every step and its judgement, the result; read, written in canonical bytes, and the
 //! path rule of its `SHA256SUMS`.
 
+use crate::schema::Figure;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,10 @@ pub struct JudgeOptions {
     pub max_ci_width_pct: f64,
     pub resamples: usize,
     pub seed: u64,
+    /// The headline's figure judged (`--clock`); absent in a record means the total one,
+    /// the only one before the parallel clock existed.
+    #[serde(default, skip_serializing_if = "Figure::is_total")]
+    pub figure: Figure,
 }
 
 impl JudgeOptions {
@@ -63,6 +68,7 @@ impl JudgeOptions {
             max_ci_width_pct: d.max_ci_width_pct,
             resamples: d.resamples,
             seed: d.seed,
+            figure: d.figure,
         }
     }
 
@@ -80,13 +86,18 @@ impl JudgeOptions {
             resamples: self.resamples,
             seed: self.seed,
             allow_mismatch: false,
+            figure: self.figure,
         }
     }
 
     /// The rule in words (README).
     pub fn describe(&self) -> String {
+        let on = match self.figure {
+            Figure::Total => "",
+            Figure::Parallel => " on the parallel clock",
+        };
         format!(
-            "`truecold-proof compare`'s rule on {HEADLINE}: bad when the step's median is at \
+            "`truecold-proof compare`'s rule on {HEADLINE}{on}: bad when the step's median is at \
              least {}% above the good side's with Mann–Whitney p < {} and a 95 % bootstrap \
              interval ({} resamples, seed {}) no wider than {}% of the good median, with at \
              least {} successes a side; good when it is not; otherwise inconclusive",

@@ -347,7 +347,25 @@ fn readme_headline(s: &mut String, r: &ResultJson) {
     );
     s.push_str(TABLE_HEAD);
     *s += &pair_rows(HEADLINE, &sm.headline, r.contract.deadline_ns);
+    if let Some(p) = &sm.parallel_latency {
+        *s += &row(
+            &format!("{HEADLINE} on the parallel clock (successes only)"),
+            &p.successes,
+        );
+    }
     s.push_str(&p99_is_max_note(&sm.headline));
+    if let Some(p) = &sm.parallel_latency {
+        let _ = writeln!(
+            s,
+            "\nThe parallel clock counts work done on several L1 CPUs at once as overlapping, \
+             where the total (virtual) clock adds it (docs/virtual-clock.md, \"The parallel \
+             clock\"); {}.",
+            match p.missing {
+                0 => "every success has it".to_string(),
+                m => format!("{m} success(es) without it, each with its reason in reports.jsonl"),
+            }
+        );
+    }
     let _ = writeln!(s, "\n## Errors\n");
     if sm.errors.is_empty() {
         let _ = writeln!(s, "none");

@@ -1,5 +1,6 @@
 //! The tune directory's verifier (see the module doc of [`crate::tune`]).
 
+use crate::fmt::or_none;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
@@ -55,9 +56,9 @@ pub fn verify_tune_dir(dir: &Path, opts: &VerifyOptions) -> Verdict {
     ) else {
         return v;
     };
-    let (screen, confirm) = read_phases(&mut v, dir, &phases_present);
+    let (pilot, screen, confirm) = read_phases(&mut v, dir, &phases_present);
     if let (Some(file), Some(plan)) = (file, plan) {
-        check_measured(&mut v, dir, &file, &plan, screen, confirm);
+        check_measured(&mut v, dir, &file, &plan, pilot, screen, confirm);
     }
     check_signature(&mut v, dir, opts, sig, sums.as_deref());
     v
@@ -133,7 +134,11 @@ fn top_phases(v: &mut Verdict, dir: &Path) -> Option<BTreeSet<String>> {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    if name == SCREEN_DIR || name == CONFIRM_DIR || name == RECOMMENDED_DIR {
+                    if name == SCREEN_DIR
+                        || name == CONFIRM_DIR
+                        || name == PILOT_DIR
+                        || name == RECOMMENDED_DIR
+                    {
                         phases_present.insert(name);
                     } else {
                         v.add(
@@ -158,7 +163,7 @@ fn read_phases(
     v: &mut Verdict,
     dir: &Path,
     present: &BTreeSet<String>,
-) -> (Option<Phase>, Option<Phase>) {
+) -> (Option<Phase>, Option<Phase>, Option<Phase>) {
     let mut phase = |name: &'static str| -> Option<Phase> {
         if !present.contains(name) {
             return None;
@@ -170,19 +175,22 @@ fn read_phases(
         v.add_inner(name, &p.verdict);
         Some(p)
     };
+    let pilot = phase(PILOT_DIR);
     let screen = phase(SCREEN_DIR);
     let confirm = phase(CONFIRM_DIR);
     v.rows = Some(
-        screen
+        pilot
             .iter()
+            .chain(screen.iter())
             .chain(confirm.iter())
             .map(|p| p.verdict.rows.unwrap_or(0))
             .sum(),
     );
     v.arms = Some(
-        screen
+        pilot
             .iter()
-            .map(|p| (SCREEN_DIR, p))
+            .map(|p| (PILOT_DIR, p))
+            .chain(screen.iter().map(|p| (SCREEN_DIR, p)))
             .chain(confirm.iter().map(|p| (CONFIRM_DIR, p)))
             .flat_map(|(n, p)| {
                 p.arms
@@ -192,16 +200,18 @@ fn read_phases(
             })
             .collect(),
     );
-    (screen, confirm)
+    (pilot, screen, confirm)
 }
 
 /// The phases against the plan, the results recomputed from their verified rows against
 /// the record's, and the README against what those rows give.
+#[allow(clippy::too_many_arguments)]
 fn check_measured(
     v: &mut Verdict,
     dir: &Path,
     file: &TuneFile,
     plan: &TunePlan,
+    pilot: Option<Phase>,
     screen: Option<Phase>,
     confirm: Option<Phase>,
 ) {
@@ -213,8 +223,16 @@ fn check_measured(
         return;
     };
     check_screen(v, plan, &screen);
+    check_pilot(v, plan, pilot.as_ref());
     check_context(v, plan, &screen, confirm.as_ref());
-    let m = Measured { screen, confirm };
+    if let Some(p) = &pilot {
+        check_context(v, plan, p, None);
+    }
+    let m = Measured {
+        pilot,
+        screen,
+        confirm,
+    };
     // The results, recomputed from the verified rows.
     let fresh = match results(plan, &m) {
         Ok(f) => f,
@@ -387,6 +405,62 @@ fn check_recommended(v: &mut Verdict, dir: &Path, file: &TuneFile, fresh: &TuneF
 }
 
 /// The screen phase's arms and rounds are the plan's.
+/// The pilot phase: present exactly when the noise says it measured it, its arms the screen's
+/// over the rounds the noise names, and the noise's figure what its verified rows give.
+fn check_pilot(v: &mut Verdict, plan: &TunePlan, pilot: Option<&Phase>) {
+    let rounds = plan.noise.as_ref().and_then(|n| n.pilot_rounds);
+    let (rounds, p) = match (rounds, pilot) {
+        (None, None) => return,
+        (None, Some(_)) => {
+            v.add(
+                Check::TunePhase,
+                format!("a pilot phase `{PILOT_DIR}/`, and {TUNE_FILE}'s noise is not its"),
+            );
+            return;
+        }
+        (Some(_), None) => {
+            v.add(
+                Check::TunePhase,
+                format!("{TUNE_FILE}'s noise names a pilot, and `{PILOT_DIR}/` is missing"),
+            );
+            return;
+        }
+        (Some(r), Some(p)) => (r, p),
+    };
+    let want = screen_arms(&plan.knobs);
+    if p.arms.as_ref() != Some(&want) {
+        v.add(
+            Check::TunePhase,
+            format!(
+                "{PILOT_DIR}: arms [{}], the screen's are [{}]",
+                p.arms.as_deref().map(names).unwrap_or_default(),
+                names(&want)
+            ),
+        );
+    }
+    if p.rounds != rounds {
+        v.add(
+            Check::TunePhase,
+            format!(
+                "{PILOT_DIR}: {} rounds, {TUNE_FILE}'s noise names {rounds}",
+                p.rounds
+            ),
+        );
+    }
+    let got = pilot_cv(p, plan.figure);
+    let said = plan.noise.as_ref().map(|n| n.cv_ppm);
+    if got != said {
+        v.add(
+            Check::TuneResults,
+            format!(
+                "{TUNE_FILE}'s noise is {} ppm CV, the pilot's verified rows give {}",
+                or_none(said),
+                or_none(got)
+            ),
+        );
+    }
+}
+
 fn check_screen(v: &mut Verdict, plan: &TunePlan, screen: &Phase) {
     let want = screen_arms(&plan.knobs);
     if let Some(a) = &screen.arms {

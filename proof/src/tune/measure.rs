@@ -1,6 +1,7 @@
 //! A tune directory measured: its phases read (each a multi-arm directory, verified), the
 //! results recomputed from their verified rows, and the writer and `report` built on them.
 
+use crate::schema::Figure;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -60,12 +61,17 @@ pub(super) fn read_phase(dir: &Path) -> Phase {
 /// has just written; its verified arms go through [`screen`] by [`RuleVersion::CURRENT`], the
 /// computation [`write_tune`] (of a plan with that rule) and the verifier make later. An arm
 /// without a readable bundle is an error.
-pub fn screen_of_dir(dir: &Path, seed: u64, knobs: &[Knob]) -> Result<Screen, TuneError> {
+pub fn screen_of_dir(
+    dir: &Path,
+    seed: u64,
+    knobs: &[Knob],
+    figure: Figure,
+) -> Result<Screen, TuneError> {
     let p = read_phase(dir);
     let arm = |name: &str| {
         p.data
             .get(name)
-            .map(TuneArm::from_data)
+            .map(|a| TuneArm::from_data(a, figure))
             .ok_or_else(|| TuneError::Phase {
                 phase: SCREEN_DIR,
                 why: format!("arm `{name}` has no readable bundle"),
@@ -81,8 +87,48 @@ pub fn screen_of_dir(dir: &Path, seed: u64, knobs: &[Knob]) -> Result<Screen, Tu
 
 /// Everything the results are computed from.
 pub(super) struct Measured {
+    /// The pilot that sized the screen, when the tune ran one.
+    pub(super) pilot: Option<Phase>,
     pub(super) screen: Phase,
     pub(super) confirm: Option<Phase>,
+}
+
+/// The noise a pilot phase's verified arms give: [`pooled_cv_ppm`] of their successful
+/// headlines (on `figure`).
+pub(super) fn pilot_cv(p: &Phase, figure: Figure) -> Option<u64> {
+    let arms: Vec<Vec<u64>> = p
+        .data
+        .values()
+        .map(|a| TuneArm::from_data(a, figure).ok)
+        .collect();
+    let refs: Vec<&[u64]> = arms.iter().map(Vec::as_slice).collect();
+    pooled_cv_ppm(&refs)
+}
+
+/// The noise of the pilot the bench has just written to `dir` (a multi-arm directory of the
+/// screen's arms over `rounds` rounds), as [`Noise`] for `tune.json`; the verifier recomputes
+/// the same figure from the directory. An invalid pilot, or one without two successes in an
+/// arm, is an error.
+pub fn noise_of_pilot(dir: &Path, rounds: u64, figure: Figure) -> Result<Noise, TuneError> {
+    let p = read_phase(dir);
+    if !p.verdict.is_valid() {
+        return Err(TuneError::Phase {
+            phase: PILOT_DIR,
+            why: p.verdict.render(dir, 3),
+        });
+    }
+    let cv = pilot_cv(&p, figure).ok_or_else(|| TuneError::Phase {
+        phase: PILOT_DIR,
+        why: "no arm has two successful rows: no noise to measure".into(),
+    })?;
+    Ok(Noise {
+        cv_ppm: cv,
+        source: format!(
+            "{PILOT_DIR}/: {rounds} interleaved round(s) of the screen's {} arms",
+            p.data.len()
+        ),
+        pilot_rounds: Some(rounds),
+    })
 }
 
 /// Why the results cannot be computed: a phase (or an arm of it) is missing.
@@ -117,7 +163,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
     let arm = |phase: &'static str, p: &Phase, name: &str| -> Result<TuneArm, Missing> {
         p.data
             .get(name)
-            .map(TuneArm::from_data)
+            .map(|a| TuneArm::from_data(a, plan.figure))
             .ok_or_else(|| Missing::Arm(phase, name.to_string()))
     };
     let base = arm(SCREEN_DIR, &m.screen, BASELINE_ARM)?;
@@ -151,9 +197,10 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
     let first: Option<&ResultJson> = m.screen.data.get(BASELINE_ARM).map(|a| &a.result);
     let host = first.map(|r| r.environment.host_kind);
     let launches = m
-        .screen
-        .data
-        .values()
+        .pilot
+        .iter()
+        .flat_map(|p| p.data.values())
+        .chain(m.screen.data.values())
         .chain(m.confirm.iter().flat_map(|c| c.data.values()))
         .map(|a| a.attempts)
         .sum();
@@ -166,6 +213,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
             vcpus: plan.vcpus,
             mem_bytes: plan.mem_bytes,
             backing: plan.backing,
+            figure: plan.figure,
         },
         rounds: Rounds {
             screen: plan.rounds_screen,
@@ -174,7 +222,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         budget: plan.budget,
         noise: plan.noise.clone(),
         invocation: plan.invocation.clone(),
-        rule: rule(plan.rule, plan.knobs.len() as u64),
+        rule: rule(plan.rule, plan.knobs.len() as u64, plan.figure),
         host_kind: host,
         clock: host.map(HostKind::clock),
         launches,
@@ -214,7 +262,13 @@ pub(super) fn measure(dir: &Path, plan: &TunePlan) -> Result<(Measured, TuneFile
     }
     let cdir = dir.join(CONFIRM_DIR);
     let confirm = crate::fsio::is_real_dir(&cdir).then(|| read_phase(&cdir));
-    let m = Measured { screen, confirm };
+    let pdir = dir.join(PILOT_DIR);
+    let pilot = crate::fsio::is_real_dir(&pdir).then(|| read_phase(&pdir));
+    let m = Measured {
+        pilot,
+        screen,
+        confirm,
+    };
     let f = results(plan, &m).map_err(|e| TuneError::Phase {
         phase: e.phase(),
         why: e.why(),

@@ -120,7 +120,7 @@ mod tests {
     use super::model::*;
     use super::readme::*;
     use super::stats::*;
-    use crate::schema::Backing;
+    use crate::schema::{Backing, Figure};
     use std::collections::BTreeMap;
     use truecold_proto::tune::{Knob, TuneGuest};
 
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn the_rule_version_reads_absent_as_1_and_writes_1_as_absent() {
-        let r1 = rule(RuleVersion::V1, 3);
+        let r1 = rule(RuleVersion::V1, 3, Figure::Total);
         let j = serde_json::to_value(&r1).unwrap();
         assert!(
             j.get("version").is_none() && j.get("multiplicity").is_none(),
@@ -263,10 +263,10 @@ mod tests {
         );
         let back: Rule = serde_json::from_value(j).unwrap();
         assert_eq!(back.version, RuleVersion::V1);
-        let j2 = serde_json::to_value(rule(RuleVersion::V2, 3)).unwrap();
+        let j2 = serde_json::to_value(rule(RuleVersion::V2, 3, Figure::Total)).unwrap();
         assert_eq!(j2["version"], 2);
         let back: Rule = serde_json::from_value(j2.clone()).unwrap();
-        assert_eq!(back, rule(RuleVersion::V2, 3));
+        assert_eq!(back, rule(RuleVersion::V2, 3, Figure::Total));
         let mut j3 = j2;
         j3["version"] = 3.into();
         let e = serde_json::from_value::<Rule>(j3).unwrap_err().to_string();
@@ -475,6 +475,7 @@ mod tests {
             noise: None,
             rule: RuleVersion::CURRENT,
             invocation: None,
+            figure: Figure::Total,
         };
         let bad = tune_plan_problems(&p);
         assert!(bad.iter().any(|m| m.contains("catalogue order")), "{bad:?}");

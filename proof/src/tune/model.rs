@@ -1,6 +1,7 @@
 //! A tune's model: its names, its plan ([`TunePlan`]) and the arms of each phase, the
 //! record `tune.json` holds ([`TuneFile`]) and the errors of writing one.
 
+use crate::schema::Figure;
 use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{Knob, TuneGuest};
@@ -21,6 +22,9 @@ pub const TUNE_SCHEMA_MIN: u32 = 1;
 pub const SCREEN_DIR: &str = "screen";
 /// The confirm phase's directory.
 pub const CONFIRM_DIR: &str = "confirm";
+/// The pilot phase's directory: the screen's arms, interleaved over a few rounds, whose
+/// noise sizes the screen ([`Noise::pilot_rounds`]).
+pub const PILOT_DIR: &str = "pilot";
 /// The screen phase's arms: `baseline`, then one per knob (named by it).
 pub fn screen_arms(knobs: &[Knob]) -> Vec<ArmRef> {
     std::iter::once(ArmRef::tune(BASELINE_ARM, Vec::new()))
@@ -54,6 +58,11 @@ pub struct Noise {
     pub cv_ppm: u64,
     /// Where that figure was measured (a bundle, a pilot run).
     pub source: String,
+    /// The tune's own pilot phase ([`PILOT_DIR`]) measured it, over this many interleaved
+    /// rounds of the screen's arms: `cv_ppm` is [`crate::tune::pooled_cv_ppm`] of those arms,
+    /// which the verifier recomputes. Absent: a bundle given with `--noise-from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pilot_rounds: Option<u64>,
 }
 
 /// A tune's plan: what the bench ran.
@@ -79,6 +88,8 @@ pub struct TunePlan {
     pub rule: RuleVersion,
     /// How the tune was started (a new tune: always; a schema-1 directory read back: none).
     pub invocation: Option<Invocation>,
+    /// The headline's figure every arm is judged on (`--clock`; total unless asked).
+    pub figure: Figure,
 }
 
 /// Every way `plan` is not a tune plan (empty when it is one).
@@ -136,6 +147,10 @@ pub(super) struct Context {
     pub(super) vcpus: u32,
     pub(super) mem_bytes: u64,
     pub(super) backing: Backing,
+    /// The figure judged; absent means the total one (the only one before the parallel
+    /// clock existed).
+    #[serde(default, skip_serializing_if = "Figure::is_total")]
+    pub(super) figure: Figure,
 }
 
 /// `tune.json`'s rounds.
@@ -169,10 +184,14 @@ pub(super) struct Rule {
 
 /// `tune.json`'s statement of `version` for a tune of `knobs` knobs (rule 1: the text
 /// written before the version existed, byte for byte).
-pub(super) fn rule(version: RuleVersion, knobs: u64) -> Rule {
+pub(super) fn rule(version: RuleVersion, knobs: u64, figure: Figure) -> Rule {
+    let on = match figure {
+        Figure::Total => "",
+        Figure::Parallel => " on the parallel clock",
+    };
     let common = |verdict: String, sizing: String, multiplicity: Option<String>| Rule {
         version,
-        metric: format!("{HEADLINE}, each arm's successful rows"),
+        metric: format!("{HEADLINE}{on}, each arm's successful rows"),
         alpha: ALPHA_TEXT.into(),
         min_effect_ppm: MIN_EFFECT_PPM,
         min_rounds: MIN_ROUNDS,
@@ -287,6 +306,7 @@ impl TuneFile {
             noise: self.noise.clone(),
             rule: self.rule.version,
             invocation: self.invocation.clone(),
+            figure: self.context.figure,
         }
     }
 }

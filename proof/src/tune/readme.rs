@@ -440,6 +440,14 @@ fn readme_method(s: &mut String, f: &TuneFile) {
                 n.source,
                 rounds_for_rule(f.rule.version, n.cv_ppm, MIN_EFFECT_PPM, k)
             );
+            if n.pilot_rounds.is_some() {
+                let _ = writeln!(
+                    s,
+                    "- the noise is the pilot's: the root mean square of each arm's own CV \
+                     in [`{PILOT_DIR}/`]({PILOT_DIR}/README.md), the arms run as the screen \
+                     runs them (interleaved), which verify recomputes"
+                );
+            }
         }
         None => {
             let _ = writeln!(s, "- n was given, not sized from a measured noise");

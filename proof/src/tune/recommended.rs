@@ -446,6 +446,7 @@ mod tests {
         let read: TuneOptions = serde_json::from_str(&json).unwrap();
         assert_eq!(with_argv(&read, &[]).instrument(), Some(Instrument::ABSENT));
         let m = Measured {
+            pilot: None,
             screen: Phase {
                 verdict: Default::default(),
                 arms: None,

@@ -3,6 +3,7 @@
 //! confirm phase's leave-one-out check, under the verdict rule a tune was made with
 //! ([`RuleVersion`]).
 
+use crate::schema::Figure;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -242,6 +243,24 @@ pub fn rounds_for_rule(rule: RuleVersion, cv_ppm: u64, min_effect_ppm: u64, knob
     }
 }
 
+/// The noise of arms run side by side, as a tune's pilot measures it: the root mean square of
+/// each arm's own coefficient of variation ([`cv_ppm`] of its successful headlines; an arm
+/// with fewer than two is left out), ppm, floored. Each arm's spread is about its own
+/// median, so a difference between the arms' medians (a knob's effect) is not noise here.
+/// `None` without an arm to measure.
+pub fn pooled_cv_ppm(arms: &[&[u64]]) -> Option<u64> {
+    let cvs: Vec<u128> = arms
+        .iter()
+        .filter_map(|a| cv_ppm(a))
+        .map(u128::from)
+        .collect();
+    if cvs.is_empty() {
+        return None;
+    }
+    let mean_sq = cvs.iter().map(|c| c * c).sum::<u128>() / cvs.len() as u128;
+    Some(mean_sq.isqrt() as u64)
+}
+
 /// The coefficient of variation of `values` (sample standard deviation over the mean), ppm,
 /// floored; `None` with fewer than two values or a zero mean.
 pub fn cv_ppm(values: &[u64]) -> Option<u64> {
@@ -295,13 +314,16 @@ impl TuneArm {
         }
     }
 
-    /// From a multi-arm directory's arm (its verified error histogram).
-    pub fn from_data(a: &ArmData) -> Self {
+    /// From a multi-arm directory's arm (its verified error histogram), judged on `figure`.
+    pub fn from_data(a: &ArmData, figure: Figure) -> Self {
         TuneArm {
             name: a.arm.name.clone(),
             knobs: a.arm.knobs.clone(),
             attempts: a.attempts,
-            ok: a.ok.clone(),
+            ok: match figure {
+                Figure::Total => a.ok.clone(),
+                Figure::Parallel => a.ok_parallel.clone(),
+            },
             errors: a.result.summary.errors.clone(),
         }
     }

@@ -89,7 +89,7 @@ pub fn regenerate_tune(dir: &Path) -> Result<Vec<String>, TuneError> {
     let tb = crate::skeleton::read_record(&dir.join(TUNE_FILE))?;
     let file: TuneFile = serde_json::from_slice(&tb).map_err(TuneError::Json)?;
     let mut written = Vec::new();
-    for phase in [SCREEN_DIR, CONFIRM_DIR] {
+    for phase in [PILOT_DIR, SCREEN_DIR, CONFIRM_DIR] {
         let pd = dir.join(phase);
         if crate::fsio::is_real_dir(&pd) {
             let names = regenerate_arms(&pd).map_err(|source| TuneError::Arms { phase, source })?;

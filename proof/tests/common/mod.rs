@@ -222,6 +222,7 @@ impl Fixture {
             error_detail: String::new(),
             cleanup_ok: None,
             cleanup_ns: None,
+            parallel_latency_ns: None,
         };
         if fails {
             s.ok = false;
@@ -324,6 +325,7 @@ impl Fixture {
             error_detail: String::new(),
             cleanup_ok: None,
             cleanup_ns: None,
+            parallel_latency_ns: None,
         };
         if self.fail_every.is_some_and(|k| i % k == k - 1) {
             s.ok = false;
@@ -816,6 +818,8 @@ pub fn engine_reports_jsonl(samples: &[Sample], deadline_ns: u64, engine: Engine
             vmm: None,
             vmm_missing: None,
             engine: Some(run),
+            parallel: None,
+            parallel_missing: None,
         };
         out.extend_from_slice(line.to_line().unwrap().as_bytes());
     }

@@ -266,5 +266,12 @@ pub fn check_rip_samples(r: &BootReport, period_us: u64) -> Vec<Vec<truecold_pro
         rs.ticks,
         "vCPU 0: every tick is a sample or counted: {v0:?}"
     );
+    // Requested: every tick of the grid while vCPU 0's thread ran, slept-through ones too.
+    assert_eq!(
+        v0.requested,
+        Some(rs.ticks + rs.missed_ticks),
+        "vCPU 0: {v0:?}"
+    );
+    assert!(v0.obtained() <= v0.requested.unwrap_or(0), "{v0:?}");
     decoded
 }

@@ -232,6 +232,7 @@ fn each_commit_is_built_from_the_users_config() {
         max_n: None,
         threshold_pct: 2.0,
         alpha: 0.01,
+        clock: truecold_proof::schema::Figure::Total,
         paths: crate::cli::KernelPaths {
             vmm: None,
             guest_dir: Some(guest.clone()),
