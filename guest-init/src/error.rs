@@ -4,6 +4,8 @@ use std::io;
 use truecold_init::exchange::{ExchangeError, TcpProofError};
 use truecold_init::roundtrip::RoundTripError;
 use truecold_init::{NonceLineError, ParseError, RamMismatch};
+use truecold_proto::layout::ZoneError;
+use truecold_proto::zoneinfo::ZoneinfoError;
 use truecold_proto::{ErrorCode, ProtoError};
 
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +40,10 @@ pub enum InitError {
     },
     #[error("firmware memmap breaks the exact-RAM rule")]
     MemFirmwareMismatch(#[source] RamMismatch),
-    #[error("MemTotal {mem_total} outside [{min}, {max}]")]
-    MemTotalOutOfBounds { mem_total: u64, min: u64, max: u64 },
+    #[error("parsing /proc/zoneinfo")]
+    Zoneinfo(#[source] ZoneinfoError),
+    #[error("the kernel's zones break the zone rule")]
+    Zones(#[source] ZoneError),
     #[error("probe of {bytes} bytes: mmap")]
     ProbeMap {
         bytes: u64,
@@ -118,7 +122,12 @@ impl InitError {
             InitError::BadBootId(_) => ErrorCode::BootId,
             InitError::Cmdline(_) => ErrorCode::Cmdline,
             InitError::MemFirmwareMismatch(_) => ErrorCode::MemFirmwareMismatch,
-            InitError::MemTotalOutOfBounds { .. } => ErrorCode::MemTotalOutOfBounds,
+            InitError::Zoneinfo(_) => ErrorCode::MemZoneinfoUnreadable,
+            InitError::Zones(ZoneError::Present { .. }) => ErrorCode::MemPresentMismatch,
+            InitError::Zones(ZoneError::Managed { .. }) => ErrorCode::MemTotalNotManaged,
+            InitError::Zones(ZoneError::ManagedAbovePresent { .. }) => {
+                ErrorCode::MemManagedAbovePresent
+            }
             InitError::ProbeMap { .. } | InitError::ProbeMismatch { .. } => ErrorCode::MemProbe,
             InitError::Serial { .. } => ErrorCode::Serial,
             InitError::BadNonce(_) => ErrorCode::BadNonce,
@@ -186,6 +195,42 @@ mod tests {
         ] {
             assert_eq!(e.code(), want, "{e:?}");
         }
+    }
+
+    /// Each way the zone rule fails reaches the host as its own code; code 43 (the
+    /// calibrated MemTotal bound) is no longer sent.
+    #[test]
+    fn zone_rule_failures_have_their_own_codes() {
+        let (p, m) = (1 << 30, 1 << 29);
+        let codes: Vec<ErrorCode> = [
+            InitError::Zoneinfo(ZoneinfoError::NoZones),
+            InitError::Zones(ZoneError::Present {
+                present: p,
+                firmware_ram: p,
+                trim: 4096,
+            }),
+            InitError::Zones(ZoneError::Managed {
+                mem_total: m,
+                managed: m + 4096,
+            }),
+            InitError::Zones(ZoneError::ManagedAbovePresent {
+                present: m,
+                managed: p,
+            }),
+        ]
+        .iter()
+        .map(InitError::code)
+        .collect();
+        assert_eq!(
+            codes,
+            [
+                ErrorCode::MemZoneinfoUnreadable,
+                ErrorCode::MemPresentMismatch,
+                ErrorCode::MemTotalNotManaged,
+                ErrorCode::MemManagedAbovePresent
+            ]
+        );
+        assert!(!codes.contains(&ErrorCode::MemTotalOutOfBounds));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Host-testable parts of `truecold-init`, the guest's PID 1: parsers of what the kernel
 //! shows the guest (`/sys/firmware/memmap`, `/proc/meminfo`, CPU lists, the `truecold.net`
-//! spec), the exact-RAM rule per engine, the memory bounds, the agent channel's bounded line
+//! spec; `/proc/zoneinfo`'s is `truecold_proto::zoneinfo`), the exact-RAM rule per engine,
+//! the zone rule, the agent channel's bounded line
 //! reader and nonce line, the probe pattern and the workload payload, all pure (the line
 //! reader takes any [`Read`]); and the few pieces that do I/O on what a host test can give
 //! them too: the exchanges over any stream and the TCP proof on a listener ([`exchange`]),
@@ -21,7 +22,10 @@ pub use probe::{probe_check, probe_fill, probe_word};
 use sha2::{Digest, Sha256};
 use std::io::{self, Read};
 use truecold_proto::kinds::{Engine, RamLayout, Transport};
-use truecold_proto::layout::{check_map, AccountingError, MapEntry, MapKind, RamHole};
+use truecold_proto::layout::{
+    check_map, check_zones, kernel_trim, AccountingError, MapEntry, MapKind, RamHole, ZoneError,
+    ZoneFigures,
+};
 use truecold_proto::parity::{WORKSPACE_MOUNT, WORKSPACE_SEED};
 use truecold_proto::{BootId, GuestPlatform, Message, ProtoError, MAX_LINE, NONCE_LEN};
 
@@ -251,7 +255,19 @@ fn in_hole_text(in_hole: &Option<(u64, u64)>) -> String {
         .unwrap_or_default()
 }
 
-pub use truecold_proto::memtotal_bounds;
+/// The zone rule (guest-init/README.md) on the map the guest read, the one definition in
+/// [`truecold_proto::layout::check_zones`]: the kernel's zones hold the map's System RAM less
+/// the kernel's own trims of that map ([`truecold_proto::layout::kernel_trim`]: page 0, RAM
+/// in `[640 KiB, 1 MiB)`, partial pages), to the byte; `MemTotal` is their managed pages;
+/// no more are managed than present.
+pub fn zone_rule(entries: &[MemmapEntry], zones: ZoneFigures) -> Result<(), ZoneError> {
+    let map: Vec<MapEntry> = entries.iter().map(MemmapEntry::map_entry).collect();
+    let ram = map
+        .iter()
+        .filter(|e| e.kind == MapKind::Ram)
+        .fold(0u64, |a, e| a.saturating_add(e.end.saturating_sub(e.start)));
+    check_zones(ram, kernel_trim(&map), zones)
+}
 
 /// What [`read_line_bounded`] got.
 #[derive(Clone, Debug, PartialEq, Eq)]

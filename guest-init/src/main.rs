@@ -58,6 +58,8 @@ fn main() {
         mem_configured: 0,
         mem_firmware_ram: 0,
         mem_total: 0,
+        mem_present: 0,
+        mem_managed: 0,
         mem_probe: 0,
         cpus: 0,
         platform: Default::default(),
@@ -142,6 +144,8 @@ fn boot(p: Ports, agent: &mut Option<Agent>, rec: &mut GuestRecord) -> Result<()
     let checked = memory::verify(cfg.engine, cfg.ram_layout, cfg.mem, cfg.probe, &mut figures);
     rec.mem_firmware_ram = figures.firmware_ram;
     rec.mem_total = figures.mem_total;
+    rec.mem_present = figures.present;
+    rec.mem_managed = figures.managed;
     rec.mem_probe = figures.probe;
     checked?;
     if cfg.workspace {

@@ -1,22 +1,29 @@
 //! The memory verification step: the exact-RAM rule of the engine (firmware map vs
-//! `truecold.mem`, `truecold_init::exact_ram`), MemTotal bound, probe.
+//! `truecold.mem`, `truecold_init::exact_ram`), the zone rule (the kernel's zones and
+//! MemTotal vs that map, `truecold_init::zone_rule`), probe.
 
 use crate::error::InitError;
 use std::fs;
+use std::io::Read;
 use truecold_init::{
-    exact_ram, memtotal_bounds, parse_meminfo_total, probe_check, probe_fill, summarize_ram,
-    MemmapEntry,
+    exact_ram, parse_meminfo_total, probe_check, probe_fill, summarize_ram, zone_rule, MemmapEntry,
 };
 use truecold_proto::kinds::{Engine, RamLayout};
-use truecold_proto::ErrorCode;
+use truecold_proto::layout::ZoneFigures;
+use truecold_proto::{zoneinfo, ErrorCode};
 
 const MEMMAP: &str = "/sys/firmware/memmap";
+const ZONEINFO: &str = "/proc/zoneinfo";
 
 /// What the memory step measured.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MemFigures {
     pub firmware_ram: u64,
     pub mem_total: u64,
+    /// Σpresent × 4096 (`/proc/zoneinfo`).
+    pub present: u64,
+    /// Σmanaged × 4096.
+    pub managed: u64,
     pub probe: u64,
 }
 
@@ -54,6 +61,23 @@ fn firmware_map() -> Result<Vec<MemmapEntry>, InitError> {
     Ok(out)
 }
 
+/// `/proc/zoneinfo`'s sums, read to at most one byte past what the parser accepts.
+fn zones() -> Result<zoneinfo::ZoneTotals, InitError> {
+    let code = ErrorCode::MemZoneinfoUnreadable;
+    let io = |source| InitError::Read {
+        code,
+        path: ZONEINFO.into(),
+        source,
+    };
+    let mut text = String::new();
+    fs::File::open(ZONEINFO)
+        .map_err(io)?
+        .take(zoneinfo::MAX_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(io)?;
+    zoneinfo::parse(&text).map_err(InitError::Zoneinfo)
+}
+
 /// Checks the guest's RAM against `configured` bytes under `engine`'s layout; `figures` is
 /// filled as far as it got.
 pub fn verify(
@@ -80,14 +104,15 @@ pub fn verify(
         source,
     })?;
     figures.mem_total = total;
-    let (min, max) = memtotal_bounds(ram.ram_bytes, ram.top);
-    if total < min || total > max {
-        return Err(InitError::MemTotalOutOfBounds {
-            mem_total: total,
-            min,
-            max,
-        });
-    }
+    let z = zones()?;
+    figures.present = z.present_bytes();
+    figures.managed = z.managed_bytes();
+    let account = ZoneFigures {
+        present: figures.present,
+        managed: figures.managed,
+        mem_total: total,
+    };
+    zone_rule(&map, account).map_err(InitError::Zones)?;
     probe_memory(probe)?;
     figures.probe = probe;
     Ok(())

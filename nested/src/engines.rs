@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn rows_round_trip_and_records_are_found() {
         let line = "junk\r\n[    0.5] x\nTC1 record boot_id=none t_init_ns=1 t_ready_ns=0 \
-t_reply_ns=0 t_record_ns=2 mem_configured=0 mem_firmware_ram=0 mem_total=0 mem_probe=0 \
+t_reply_ns=0 t_record_ns=2 mem_configured=0 mem_firmware_ram=0 mem_total=0 mem_present=0 mem_managed=0 mem_probe=0 \
 cpus=0 packages=1 cores_per_package=2 threads_per_core=1 tsc_deadline_timer=1 \
 constant_tsc=0 nonstop_tsc=0 tsc_unstable=0 clocksource=kvm-clock workload=not_run code=ok\r\n";
         let rec = record_in(line.as_bytes()).expect("record");

@@ -154,8 +154,15 @@ pub fn columns_for(schema: u32) -> Vec<String> {
     if schema >= 11 {
         c.push("parallel_latency_ns".to_string());
     }
+    // Schema 11: the kernel's zone figures (the zone rule).
+    if schema >= crate::schema::ZONES_SCHEMA {
+        c.extend(ZONE_COLUMNS.iter().map(|s| s.to_string()));
+    }
     c
 }
+
+/// The zone-figure columns of schema 11 ([`crate::schema::ZONES_SCHEMA`]), in order.
+const ZONE_COLUMNS: [&str; 2] = ["guest_mem_present", "guest_mem_managed"];
 
 /// Number of platform columns (all empty without a platform).
 const PLATFORM_FIELDS: usize = 8;
@@ -237,6 +244,11 @@ fn fill_record(s: &Sample, schema: u32, rec: &mut csv::StringRecord) {
     }
     if schema >= 11 {
         num(rec, s.parallel_latency_ns.as_ref().map(|x| x as _));
+    }
+    // Schema 11: the kernel's zone figures.
+    if schema >= crate::schema::ZONES_SCHEMA {
+        num(rec, s.guest_mem_present.as_ref().map(|x| x as _));
+        num(rec, s.guest_mem_managed.as_ref().map(|x| x as _));
     }
 }
 
@@ -816,6 +828,17 @@ impl Row<'_> {
             } else {
                 None
             },
+            // Schema 11: the kernel's zone figures, after `parallel_latency_ns`.
+            guest_mem_present: if self.schema >= crate::schema::ZONES_SCHEMA {
+                self.opt_u64(m + 17 + p)?
+            } else {
+                None
+            },
+            guest_mem_managed: if self.schema >= crate::schema::ZONES_SCHEMA {
+                self.opt_u64(m + 18 + p)?
+            } else {
+                None
+            },
         })
     }
 }
@@ -914,8 +937,7 @@ mod tests {
     #[test]
     fn invalid_utf8_is_typed_with_line_and_column() {
         let mut b = text(3).into_bytes();
-        // The last field (parallel_latency_ns since schema 11, empty) of the row on line 3
-        // gets a stray byte.
+        // The last field (empty) of the row on line 3 gets a stray byte.
         let nl: Vec<usize> = b
             .iter()
             .enumerate()
@@ -925,7 +947,7 @@ mod tests {
         b.insert(nl[2], 0xff);
         match read_samples(&b) {
             Err(CsvError::NotUtf8 { line, column }) => {
-                assert_eq!((line, column.as_str()), (3, "parallel_latency_ns"))
+                assert_eq!((line, Some(&column)), (3, columns().last()))
             }
             other => panic!("{other:?}"),
         }

@@ -114,6 +114,9 @@ pub struct Expect {
     /// The parallel clock: `Some(L1's CPUs)` when the bundle's L0 keeps it (every success
     /// then has a reading or says why not), `None` when no row may carry one.
     pub parallel_cpus: Option<u32>,
+    /// The bundle's schema: from [`crate::schema::ZONES_SCHEMA`] the rows carry the record's
+    /// zone figures too.
+    pub schema: u32,
 }
 
 impl Expect {
@@ -135,6 +138,7 @@ impl Expect {
                     .as_ref()
                     .is_some_and(|n| truecold_proto::parallel::l0_has_parallel_clock(&n.l0_qemu)))
             .then_some(r.environment.cores),
+            schema: r.schema_version,
         }
     }
 }
@@ -349,7 +353,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
                     or_none(core.liveness.reply_boot_id)
                 ));
             }
-            check_guest(s, g, &mut bad);
+            check_guest(s, g, expect.schema, &mut bad);
         }
         ContractKind::Probe => {
             if s.guest_mem_firmware != f.guest {
@@ -599,11 +603,16 @@ fn check_engine_row(
             or_none(g.and_then(|g| g.boot_id))
         ));
     }
-    check_guest(s, g, bad);
+    check_guest(s, g, expect.schema, bad);
 }
 
 /// The row's guest columns against the guest's record (both observers).
-fn check_guest(s: &Sample, g: Option<&truecold_proto::GuestRecord>, bad: &mut Vec<String>) {
+fn check_guest(
+    s: &Sample,
+    g: Option<&truecold_proto::GuestRecord>,
+    schema: u32,
+    bad: &mut Vec<String>,
+) {
     let mut guest = crate::schema::StageTimes::default();
     if let Some(g) = g {
         guest.set_guest(g.t_init_ns, g.t_ready_ns);
@@ -618,7 +627,11 @@ fn check_guest(s: &Sample, g: Option<&truecold_proto::GuestRecord>, bad: &mut Ve
         && s.guest_cpus == g.map(|g| g.cpus)
         && s.guest_platform.as_ref() == g.map(|g| &g.platform)
         && s.workload == g.map(|g| g.workload.encode()).unwrap_or_default();
-    if !same {
+    // Schema 11: the zone figures are the record's too (an earlier row has no columns).
+    let zones_same = schema < crate::schema::ZONES_SCHEMA
+        || (s.guest_mem_present == g.map(|g| g.mem_present)
+            && s.guest_mem_managed == g.map(|g| g.mem_managed));
+    if !same || !zones_same {
         bad.push("guest figures (memory, CPUs, platform, workload) differ from the record".into());
     }
 }
@@ -699,6 +712,7 @@ mod tests {
             net_target: None,
             ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
             parallel_cpus: None,
+            schema: crate::schema::SCHEMA_VERSION,
         };
         let c = |b: &[u8]| check(b, one, &e, 10).expect("reads");
         assert!(c(b"")[0].contains("0 lines for 1 rows"));

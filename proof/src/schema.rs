@@ -44,17 +44,27 @@ pub const PERCENTILE_DEFINITION: &str = "nearest-rank: the p-th percentile of n 
 /// 10: the fail-fast rule — `contract.stop_after` (the K of `truecold run --stop-after`, absent
 /// under `--keep-going` and where no rule ran) and `contract.stopped` (the error kind of the K
 /// consecutive failures that ended the campaign), checked against the rows ([`StopRule`]).
-/// 11: the parallel clock — the `parallel_latency_ns` column (last), re-derived from the
-/// [`truecold_proto::parallel::Reading`] in the row's `reports.jsonl` line, required on every
-/// success of a bundle whose L0 keeps that clock unless the line says why it is missing, and
-/// its summary `summaries.parallel_latency`.
+/// 11: the parallel clock — the `parallel_latency_ns` column (after `cleanup_ns`), re-derived
+/// from the [`truecold_proto::parallel::Reading`] in the row's `reports.jsonl` line, required
+/// on every success of a bundle whose L0 keeps that clock unless the line says why it is
+/// missing, and its summary `summaries.parallel_latency`; and the kernel's zone figures — the
+/// `guest_mem_present` and `guest_mem_managed` columns (last), held to the zone rule instead
+/// of the calibrated MemTotal bound ([`ZONES_SCHEMA`], [`Sample::memory_problems`]).
 pub const SCHEMA_VERSION: u32 = 11;
 
-/// The schemas this crate reads: the one it writes, and 5 to 9, whose bundles (those
+/// The schemas this crate reads: the one it writes, and 5 to 10, whose bundles (those
 /// committed under results/ among them) stay verifiable: a schema-5 `samples.csv` has no
 /// `seccomp_ns` column and its summary no `seccomp` stage ([`stage_in_schema`]); schemas 5
-/// and 6 have no `environment.nested`, schemas 7 and 8 no L1 kernel digest in it.
+/// and 6 have no `environment.nested`, schemas 7 and 8 no L1 kernel digest in it; schemas
+/// before 11 have no zone figures, and their MemTotal is held to the calibrated bound.
 pub const READABLE_SCHEMAS: [u32; 7] = [5, 6, 7, 8, 9, 10, SCHEMA_VERSION];
+
+/// The first schema whose rows carry the kernel's zone figures (`guest_mem_present`,
+/// `guest_mem_managed`) and whose Linux rows are held to the zone rule
+/// ([`truecold_proto::layout::check_zones`]); a bundle of an earlier schema has neither
+/// column, and its MemTotal is held to the calibrated bound
+/// ([`truecold_proto::memtotal_bounds_for`], [`memtotal_bounds_engine`]) its guests checked.
+pub const ZONES_SCHEMA: u32 = 11;
 
 /// Whether a stage has a column in a bundle of `schema` (every stage but `seccomp`, which
 /// schema 6 added, exists in schema 5).
@@ -164,6 +174,11 @@ pub struct Sample {
     pub guest_mem_firmware: Option<u64>,
     /// Guest: `MemTotal` (bytes).
     pub guest_mem_total: Option<u64>,
+    /// Guest (schema 11+): Σpresent × 4096 over the kernel's zones (`/proc/zoneinfo`,
+    /// bytes). Empty in earlier schemas.
+    pub guest_mem_present: Option<u64>,
+    /// Guest (schema 11+): Σmanaged × 4096 over the same zones (bytes).
+    pub guest_mem_managed: Option<u64>,
     /// Guest: online CPUs.
     pub guest_cpus: Option<u32>,
     /// Guest: the platform its kernel saw (topology, TSC, clocksource); Linux rows only.
@@ -268,17 +283,23 @@ impl Sample {
     /// `around-hole`, 384 KiB laid `hole-inside`).
     ///
     /// Under the VM-exit observer (truecold alone): memslots = E820 usable = the guest's own
-    /// RAM figure = that RAM (required for Linux, checked whenever present), and
-    /// (Linux) the guest's MemTotal within the guest's own bound
-    /// ([`truecold_proto::memtotal_bounds_for`]).
+    /// RAM figure = that RAM (required for Linux, checked whenever present).
     ///
     /// Under the serial and agent observers (an engines or parity campaign, `engine` booted
     /// the guest, the bench read its lines): the guest's firmware RAM is
     /// `engine.expected_firmware_ram(configured, layout)` (the configured size
     /// less the engine's documented hole below 1 MiB), the engine process's guest-memory
     /// mapping is exactly the configured size with the page size `backing` gives
-    /// ([`Backing::page_size`]), the guest's MemTotal is within [`memtotal_bounds_engine`],
-    /// and for the truecold engine memslots = E820 usable = its RAM as well.
+    /// ([`Backing::page_size`]), and for the truecold engine memslots = E820 usable = its RAM
+    /// as well.
+    ///
+    /// Under both, the kernel's account of that RAM (Linux, and whenever present): in a
+    /// bundle of `schema` [`ZONES_SCHEMA`] or later, the zone rule
+    /// ([`truecold_proto::layout::check_zones`]): Σpresent = that RAM less the engine's T
+    /// ([`Engine::kernel_trim`]), MemTotal = Σmanaged, managed ≤ present; in an earlier one,
+    /// whose rows have no zone figures, MemTotal within the calibrated bound
+    /// ([`memtotal_bounds_engine`]; [`truecold_proto::memtotal_bounds_for`] for truecold
+    /// without a layout).
     pub fn memory_problems(
         &self,
         linux: bool,
@@ -286,6 +307,7 @@ impl Sample {
         engine: Engine,
         backing: Backing,
         layout: RamLayout,
+        schema: u32,
     ) -> Vec<String> {
         let m = self.host_mem_configured;
         let mut bad = Vec::new();
@@ -330,7 +352,10 @@ impl Sample {
                 ));
             }
         }
-        if linux || self.guest_mem_total.is_some() {
+        if schema >= ZONES_SCHEMA {
+            let guest = if serial { engine } else { Engine::Truecold };
+            self.zone_problems(linux, firmware, guest.kernel_trim(layout), &mut bad);
+        } else if linux || self.guest_mem_total.is_some() {
             // The guest's own bound (guest-init fails its boot outside it), applied from the
             // configured size.
             let (lo, hi) = if serial || !layout.is_absent() {
@@ -340,10 +365,46 @@ impl Sample {
             };
             match self.guest_mem_total {
                 Some(t) if t > 0 && t >= lo && t <= hi => {}
-                other => bad.push(format!("guest MemTotal {other:?} not in [{lo}, {hi}]")),
+                other => bad.push(format!(
+                    "guest MemTotal {} not in [{lo}, {hi}]",
+                    or_none(other)
+                )),
             }
         }
         bad
+    }
+
+    /// The zone rule on this row's figures ([`Sample::memory_problems`], schema 11+):
+    /// required for Linux, checked whenever any of them is present. `firmware` is the RAM the
+    /// engine gives, `trim` the kernel's T for its map. A figure of 0 is one the guest did not
+    /// read (the record's convention), as incomplete as an empty one.
+    fn zone_problems(&self, linux: bool, firmware: u64, trim: u64, bad: &mut Vec<String>) {
+        let figures = [
+            self.guest_mem_present,
+            self.guest_mem_managed,
+            self.guest_mem_total,
+        ];
+        if !linux && figures.iter().all(Option::is_none) {
+            return;
+        }
+        let read = figures.map(|v| v.filter(|x| *x > 0));
+        let [Some(present), Some(managed), Some(mem_total)] = read else {
+            bad.push(format!(
+                "the guest's zone figures are incomplete: present {}, managed {}, MemTotal {}",
+                or_none(self.guest_mem_present),
+                or_none(self.guest_mem_managed),
+                or_none(self.guest_mem_total)
+            ));
+            return;
+        };
+        let z = truecold_proto::layout::ZoneFigures {
+            present,
+            managed,
+            mem_total,
+        };
+        if let Err(e) = truecold_proto::layout::check_zones(firmware, trim, z) {
+            bad.push(format!("zone rule: {e}"));
+        }
     }
 
     /// Why this row's guest platform is not the one configured (`vcpus` vCPUs as one package
@@ -386,6 +447,8 @@ impl Sample {
             host_page_size: None,
             guest_mem_firmware: None,
             guest_mem_total: None,
+            guest_mem_present: None,
+            guest_mem_managed: None,
             guest_cpus: None,
             guest_platform: None,
             protocol_errors: 0,
@@ -406,7 +469,8 @@ impl Sample {
     }
 }
 
-/// The guest's own `MemTotal` bound ([`truecold_proto::memtotal_bounds`]) as a host can
+/// The rule for bundles before [`ZONES_SCHEMA`], whose rows carry no zone figures: the
+/// guest's calibrated `MemTotal` bound ([`truecold_proto::memtotal_bounds`]) as a host can
 /// apply it to an engine knowing only the configured size: the firmware RAM is
 /// `engine.expected_firmware_ram(configured, layout)` (configured − the engine's hole below 1 MiB),
 /// and RAM may reach above 4 GiB (the swiotlb allowance) from the same configured size as

@@ -29,6 +29,8 @@ fn linux_success_on_a_pvm_host_is_mislabelled_data() {
             x.stages.set(Stage::Spawn, Some(3_000_000));
             x.guest_mem_firmware = None;
             x.guest_mem_total = None;
+            x.guest_mem_present = None;
+            x.guest_mem_managed = None;
             x.guest_cpus = None;
             x.guest_platform = None;
             x.workload = String::new();

@@ -1072,3 +1072,91 @@ fn the_fail_fast_rule_is_re_applied_to_the_rows() {
         r.contract.stop_after = Some(2)
     });
 }
+
+/// Schema 11: every Linux success's zone figures obey the zone rule, re-checked from the row
+/// alone (the forger rewrites the records to agree, so only the rule can catch it): a hidden
+/// hole (the firmware RAM right, Σpresent short), a reservation that does not add up (more
+/// present than the map gives), MemTotal that is not the managed pages, more managed than
+/// present, a figure missing. Each is a `Memory` reason that states the figures.
+#[test]
+fn zone_figures_that_do_not_add_up() {
+    use truecold_proof::Sample;
+    const MIB: u64 = 1 << 20;
+    type Edit = fn(&mut Sample);
+    let cases: [(Edit, &str); 4] = [
+        (
+            |s| *s.guest_mem_present.as_mut().unwrap() -= 2 * MIB,
+            "zone rule: the kernel's zones hold 17177767936 bytes (Σpresent × 4096), expected \
+             17179865088 (firmware RAM 17179869184 − T 4096)",
+        ),
+        (
+            |s| *s.guest_mem_present.as_mut().unwrap() += 4096,
+            "the kernel's zones hold 17179869184 bytes (Σpresent × 4096), expected 17179865088",
+        ),
+        (
+            |s| *s.guest_mem_managed.as_mut().unwrap() -= 4096,
+            "zone rule: MemTotal 16865296384 ≠ Σmanaged × 4096 = 16865292288",
+        ),
+        (
+            |s| {
+                let over = s.guest_mem_present.unwrap() + 4096;
+                s.guest_mem_managed = Some(over);
+                s.guest_mem_total = Some(over);
+            },
+            "zone rule: Σmanaged × 4096 = 17179869184 exceeds Σpresent × 4096 = 17179865088",
+        ),
+    ];
+    for (edit, want) in cases {
+        let v = forged_fixture(Fixture::linux(10), &[Check::Memory], |r, s| {
+            assert_eq!(r.schema_version, 11);
+            edit(&mut s[3]);
+        });
+        let text = v.render(std::path::Path::new("b"), 50);
+        assert!(text.contains("successful sample 3"), "{text}");
+        assert!(text.contains(want), "`{want}` not in:\n{text}");
+    }
+    // A figure missing from the row (the record, which always carries it, then disagrees).
+    let v = forged_fixture(
+        Fixture::linux(10),
+        &[Check::Memory, Check::Reports],
+        |_, s| s[3].guest_mem_present = None,
+    );
+    let text = v.render(std::path::Path::new("b"), 50);
+    let want = "the guest's zone figures are incomplete: present none, managed 16865296384";
+    assert!(text.contains(want), "`{want}` not in:\n{text}");
+    // Figures of 0 (the record's "not read") are as incomplete, even where they agree.
+    let v = forged_fixture(Fixture::linux(10), &[Check::Memory], |_, s| {
+        s[3].guest_mem_managed = Some(0);
+        s[3].guest_mem_total = Some(0);
+    });
+    let text = v.render(std::path::Path::new("b"), 50);
+    let want =
+        "the guest's zone figures are incomplete: present 17179865088, managed 0, MemTotal 0";
+    assert!(text.contains(want), "`{want}` not in:\n{text}");
+}
+
+/// A kernel that keeps more than truecold's own (a mainstream kernel's ~53 MiB at 1 GiB, here
+/// 400 MiB of 16 GiB) is valid under the zone rule, while a bundle of schema 10, whose rows
+/// have no zone figures, is still held to the calibrated MemTotal bound its guests checked.
+#[test]
+fn the_calibrated_bound_holds_only_before_schema_11() {
+    let mainstream = |s: &mut Vec<truecold_proof::Sample>| {
+        for x in s.iter_mut().filter(|x| x.ok) {
+            let kept = (16u64 << 30) - (400 << 20);
+            x.guest_mem_managed = Some(kept);
+            x.guest_mem_total = Some(kept);
+        }
+    };
+    forged_fixture(Fixture::linux(10), &[], |_, s| mainstream(s));
+    let v = forged_fixture(Fixture::linux(10), &[Check::Memory], |r, s| {
+        r.schema_version = 10;
+        mainstream(s);
+    });
+    let text = v.render(std::path::Path::new("b"), 50);
+    assert!(
+        text.contains("guest MemTotal 16760438784 not in ["),
+        "{text}"
+    );
+    // Schema 10 as it was (MemTotal inside the bound) is valid: its rows lack the columns.
+    forged_fixture(Fixture::linux(10), &[], |r, _| r.schema_version = 10);
+}

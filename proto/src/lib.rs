@@ -5,7 +5,8 @@
 //! memory ([`layout`]), marks, stamps and the stage table ([`measure`]), the VMM report core
 //! ([`report`]), the tune knobs ([`tune`]), the nested harness's parallel clock ([`parallel`]), the parity
 //! contract's constants ([`parity`]), the
-//! attribution trace ([`trace`]) and RIP samples ([`rip`]), seeds ([`seed`]), the one
+//! attribution trace ([`trace`]) and RIP samples ([`rip`]), seeds ([`seed`]), the kernel's
+//! zone sums ([`zoneinfo`], the parser of `/proc/zoneinfo`), the one
 //! path-I/O error ([`path_io`]) and the cpio writer ([`cpio`]). No KVM, no file I/O (the
 //! clock is its one syscall).
 #![deny(unsafe_code)]
@@ -26,6 +27,7 @@ pub mod seed;
 pub mod trace;
 pub mod tune;
 pub mod wire;
+pub mod zoneinfo;
 
 pub use cmdline::{GuestConfig, GuestFault};
 pub use layout::{memtotal_bounds, memtotal_bounds_for};

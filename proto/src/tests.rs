@@ -13,6 +13,8 @@ fn record() -> GuestRecord {
         mem_configured: 1 << 30,
         mem_firmware_ram: 1 << 30,
         mem_total: 1000,
+        mem_present: 4096,
+        mem_managed: 1000,
         mem_probe: 4 << 20,
         cpus: 2,
         platform: GuestPlatform {

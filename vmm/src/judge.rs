@@ -221,6 +221,8 @@ mod tests {
             mem_configured: 128 << 20,
             mem_firmware_ram: ram,
             mem_total: 1,
+            mem_present: 0,
+            mem_managed: 0,
             mem_probe: 1,
             cpus: 2,
             platform: Default::default(),

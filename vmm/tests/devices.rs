@@ -35,6 +35,8 @@ fn record() -> GuestRecord {
         mem_configured: 128 << 20,
         mem_firmware_ram: 128 << 20,
         mem_total: 100 << 20,
+        mem_present: (128 << 20) - 4096,
+        mem_managed: 100 << 20,
         mem_probe: 4 << 20,
         cpus: 2,
         platform: Default::default(),

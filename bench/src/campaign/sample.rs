@@ -128,6 +128,16 @@ pub fn to_sample(
             o.guest_ram
         },
         guest_mem_total: if linux { g.map(|g| g.mem_total) } else { None },
+        guest_mem_present: if linux {
+            g.map(|g| g.mem_present)
+        } else {
+            None
+        },
+        guest_mem_managed: if linux {
+            g.map(|g| g.mem_managed)
+        } else {
+            None
+        },
         guest_cpus: if linux { g.map(|g| g.cpus) } else { None },
         guest_platform: if linux {
             g.map(|g| g.platform.clone())
@@ -301,7 +311,15 @@ fn classify(
 /// observer and engine), plus an smaps mapping the bench could not pick, as a failure detail.
 fn memory_mismatch(s: &Sample, o: &Observed, ctx: &RowContext) -> Option<String> {
     let linux = ctx.contract == ContractKind::Linux;
-    let mut bad = s.memory_problems(linux, ctx.observer, ctx.engine, ctx.backing, ctx.ram_layout);
+    // The bench writes the current schema: its rows carry the zone figures.
+    let mut bad = s.memory_problems(
+        linux,
+        ctx.observer,
+        ctx.engine,
+        ctx.backing,
+        ctx.ram_layout,
+        truecold_proof::schema::SCHEMA_VERSION,
+    );
     if let Some(why) = &o.mapping_error {
         bad.push(why.clone());
     }

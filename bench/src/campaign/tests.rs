@@ -145,6 +145,8 @@ fn fake_report(r: u64, id: u64, failed: bool, linux: bool, deadline_at: u64) -> 
             mem_configured: 64 * MIB,
             mem_firmware_ram: 64 * MIB,
             mem_total: 50 * MIB,
+            mem_present: 64 * MIB - 4096,
+            mem_managed: 50 * MIB,
             mem_probe: 4 * MIB,
             cpus: 1,
             platform: truecold_proto::GuestPlatform {

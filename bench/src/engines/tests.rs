@@ -67,6 +67,8 @@ fn record_in(engine: Engine, layout: RamLayout, id: BootId) -> GuestRecord {
         mem_configured: MEM,
         mem_firmware_ram: engine.expected_firmware_ram(MEM, layout),
         mem_total: MEM - 20 * MIB,
+        mem_present: engine.expected_firmware_ram(MEM, layout) - engine.kernel_trim(layout),
+        mem_managed: MEM - 20 * MIB,
         mem_probe: 4 * MIB,
         cpus: 2,
         platform: truecold_proto::GuestPlatform {

@@ -42,6 +42,8 @@ fn record() -> String {
         mem_configured: 1 << 28,
         mem_firmware_ram: 1 << 28,
         mem_total: 250 << 20,
+        mem_present: (1 << 28) - 4096,
+        mem_managed: 250 << 20,
         mem_probe: 1 << 20,
         cpus: 1,
         platform: GuestPlatform {

@@ -25,6 +25,8 @@ fn record(n: u8) -> String {
         mem_configured: 1 << 28,
         mem_firmware_ram: (1 << 28) - 0x6_0400,
         mem_total: 250 << 20,
+        mem_present: (1 << 28) - 0x6_0400 - 7168,
+        mem_managed: 250 << 20,
         mem_probe: 1 << 20,
         cpus: 2,
         platform: GuestPlatform {

@@ -23,6 +23,8 @@ fn main() {
         mem_configured: 0,
         mem_firmware_ram: 0,
         mem_total: 0,
+        mem_present: 0,
+        mem_managed: 0,
         mem_probe: 0,
         cpus: 0,
         platform: truecold_init::platform::read(),

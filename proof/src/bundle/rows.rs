@@ -307,7 +307,14 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
     let m = s.host_mem_configured;
     // An unknown backing name is a `Configuration` reason of its own (check_rows).
     let backing = r.configuration.backing_kind().unwrap_or(Backing::Anon);
-    let mem_bad = s.memory_problems(linux, observer, engine, backing, r.configuration.ram_layout);
+    let mem_bad = s.memory_problems(
+        linux,
+        observer,
+        engine,
+        backing,
+        r.configuration.ram_layout,
+        r.schema_version,
+    );
     if !mem_bad.is_empty() {
         v.add(
             Check::Memory,

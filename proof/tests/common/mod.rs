@@ -201,6 +201,9 @@ impl Fixture {
             host_page_size: None,
             guest_mem_firmware: linux.then_some(self.ram()),
             guest_mem_total: linux.then_some(MEM - (300 << 20)),
+            guest_mem_present: linux
+                .then(|| self.ram() - Engine::Truecold.kernel_trim(self.ram_layout)),
+            guest_mem_managed: linux.then_some(MEM - (300 << 20)),
             guest_cpus: linux.then_some(2),
             guest_platform: linux.then(|| GuestPlatform {
                 packages: 1,
@@ -230,6 +233,8 @@ impl Fixture {
             s.boot_id = None;
             s.guest_mem_firmware = None;
             s.guest_mem_total = None;
+            s.guest_mem_present = None;
+            s.guest_mem_managed = None;
             s.guest_cpus = None;
             s.guest_platform = None;
             s.workload = String::new();
@@ -297,6 +302,11 @@ impl Fixture {
                 e.expected_firmware_ram(MEM, truecold_proto::kinds::RamLayout::AroundHole),
             ),
             guest_mem_total: Some(MEM - (300 << 20)),
+            guest_mem_present: Some(
+                e.expected_firmware_ram(MEM, truecold_proto::kinds::RamLayout::AroundHole)
+                    - e.kernel_trim(truecold_proto::kinds::RamLayout::AroundHole),
+            ),
+            guest_mem_managed: Some(MEM - (300 << 20)),
             guest_cpus: Some(2),
             guest_platform: Some(GuestPlatform {
                 packages: 1,
@@ -330,6 +340,8 @@ impl Fixture {
             s.host_page_size = None;
             s.guest_mem_firmware = None;
             s.guest_mem_total = None;
+            s.guest_mem_present = None;
+            s.guest_mem_managed = None;
             s.guest_cpus = None;
             s.guest_platform = None;
             s.workload = String::new();
@@ -709,6 +721,8 @@ pub fn record_of(s: &Sample) -> Option<truecold_proto::GuestRecord> {
         mem_configured: s.host_mem_configured,
         mem_firmware_ram: s.guest_mem_firmware.unwrap_or(0),
         mem_total: s.guest_mem_total.unwrap_or(0),
+        mem_present: s.guest_mem_present.unwrap_or(0),
+        mem_managed: s.guest_mem_managed.unwrap_or(0),
         mem_probe: 1 << 20,
         cpus: s.guest_cpus.unwrap_or(0),
         platform: s.guest_platform.clone().unwrap_or_default(),

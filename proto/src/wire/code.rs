@@ -47,10 +47,21 @@ pub enum ErrorCode {
     MemFirmwareMismatch = 41,
     /// `/proc/meminfo` could not be read or parsed.
     MemInfoUnreadable = 42,
-    /// `MemTotal` is outside the documented bound of `truecold.mem`.
+    /// `MemTotal` is outside the calibrated bound of `truecold.mem`
+    /// (`truecold_proto::layout::memtotal_bounds`): what guests whose records carry no zone
+    /// figures checked. A guest that reads the zones fails with 45 to 48 instead.
     MemTotalOutOfBounds = 43,
     /// The allocate/touch/read-back probe failed.
     MemProbe = 44,
+    /// `/proc/zoneinfo` could not be read or parsed (`truecold_proto::zoneinfo`).
+    MemZoneinfoUnreadable = 45,
+    /// The kernel's zones do not hold the firmware map's RAM less the kernel's named trims:
+    /// Σpresent × 4096 ≠ System RAM − T (`truecold_proto::layout::check_zones`).
+    MemPresentMismatch = 46,
+    /// `MemTotal` ≠ Σmanaged × 4096.
+    MemTotalNotManaged = 47,
+    /// Σmanaged > Σpresent.
+    MemManagedAbovePresent = 48,
     Loopback = 50,
     Network = 51,
     /// Parity: the workspace disk could not be mounted, or its seed file is not the image's.
@@ -81,7 +92,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// All codes, for tables and exhaustive tests.
-    pub const ALL: [ErrorCode; 27] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::Ok,
         ErrorCode::MountProc,
         ErrorCode::MountSys,
@@ -93,6 +104,10 @@ impl ErrorCode {
         ErrorCode::MemInfoUnreadable,
         ErrorCode::MemTotalOutOfBounds,
         ErrorCode::MemProbe,
+        ErrorCode::MemZoneinfoUnreadable,
+        ErrorCode::MemPresentMismatch,
+        ErrorCode::MemTotalNotManaged,
+        ErrorCode::MemManagedAbovePresent,
         ErrorCode::Loopback,
         ErrorCode::Network,
         ErrorCode::WorkspaceMount,
@@ -139,6 +154,10 @@ impl ErrorCode {
             ErrorCode::MemInfoUnreadable => "mem_info_unreadable",
             ErrorCode::MemTotalOutOfBounds => "mem_total_out_of_bounds",
             ErrorCode::MemProbe => "mem_probe",
+            ErrorCode::MemZoneinfoUnreadable => "mem_zoneinfo_unreadable",
+            ErrorCode::MemPresentMismatch => "mem_present_mismatch",
+            ErrorCode::MemTotalNotManaged => "mem_total_not_managed",
+            ErrorCode::MemManagedAbovePresent => "mem_managed_above_present",
             ErrorCode::Loopback => "loopback",
             ErrorCode::Network => "network",
             ErrorCode::WorkspaceMount => "workspace_mount",

@@ -64,6 +64,8 @@ const RECORD_KEYS: &[&str] = &[
     "mem_configured",
     "mem_firmware_ram",
     "mem_total",
+    "mem_present",
+    "mem_managed",
     "mem_probe",
     "cpus",
     "packages",
@@ -92,7 +94,7 @@ impl Message {
             Message::Record(r) => format!(
                 "{LINE_TAG} record boot_id={} t_init_ns={} t_ready_ns={} t_reply_ns={} \
                  t_record_ns={} mem_configured={} mem_firmware_ram={} mem_total={} \
-                 mem_probe={} cpus={} packages={} cores_per_package={} threads_per_core={} \
+                 mem_present={} mem_managed={} mem_probe={} cpus={} packages={} cores_per_package={} threads_per_core={} \
                  tsc_deadline_timer={} constant_tsc={} nonstop_tsc={} tsc_unstable={} \
                  clocksource={} workload={} code={}\n",
                 r.boot_id
@@ -105,6 +107,8 @@ impl Message {
                 r.mem_configured,
                 r.mem_firmware_ram,
                 r.mem_total,
+                r.mem_present,
+                r.mem_managed,
                 r.mem_probe,
                 r.cpus,
                 r.platform.packages,
@@ -302,6 +306,8 @@ impl Message {
                     mem_configured: num("mem_configured")?,
                     mem_firmware_ram: num("mem_firmware_ram")?,
                     mem_total: num("mem_total")?,
+                    mem_present: num("mem_present")?,
+                    mem_managed: num("mem_managed")?,
                     mem_probe: num("mem_probe")?,
                     cpus: u32::try_from(cpus)
                         .map_err(|_| bad("cpus", get("cpus").unwrap_or("")))?,

@@ -162,6 +162,15 @@ pub struct GuestRecord {
     pub mem_firmware_ram: u64,
     /// MemTotal from /proc/meminfo (bytes).
     pub mem_total: u64,
+    /// Σpresent × 4096 over every zone of /proc/zoneinfo (bytes): the RAM the kernel put in
+    /// its zones (`truecold_proto::layout::check_zones`). 0 when not read; a record without
+    /// it (written before the field existed) reads as 0, and one with 0 is written without it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mem_present: u64,
+    /// Σmanaged × 4096 over the same zones (bytes): what the kernel handed to its page
+    /// allocator. 0 when not read, absent as [`GuestRecord::mem_present`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mem_managed: u64,
     /// Bytes allocated, pattern-written and read back by the probe.
     pub mem_probe: u64,
     /// Online CPUs the guest sees.
@@ -170,4 +179,8 @@ pub struct GuestRecord {
     pub platform: GuestPlatform,
     pub workload: Workload,
     pub code: ErrorCode,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

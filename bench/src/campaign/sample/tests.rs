@@ -58,6 +58,8 @@ fn observed(linux: bool, id: u8) -> Observed {
             mem_configured: 128 * MIB,
             mem_firmware_ram: 128 * MIB,
             mem_total: 100 * MIB,
+            mem_present: 128 * MIB - 4096,
+            mem_managed: 100 * MIB,
             mem_probe: 4 * MIB,
             cpus: 1,
             platform: truecold_proto::GuestPlatform {
@@ -301,11 +303,29 @@ fn rows_failing_a_verifier_criterion_are_never_ok() {
     let mut o = observed(false, 1);
     o.e820_usable = Some(129 * MIB);
     assert_eq!(k(&o, &probe), "memory_mismatch");
-    // The guest's own bound: at most 128 MiB / 64 + 32 MiB below the configured size.
-    for total in [0, 93 * MIB, 128 * MIB + 1] {
+    // The zone rule: Σpresent = the firmware RAM less page 0, MemTotal = Σmanaged, managed
+    // ≤ present. A kernel that keeps far more than the old calibrated bound allowed (93 of
+    // 128 MiB managed) passes when its figures add up.
+    let zones = |present: u64, managed: u64, total: u64| {
         let mut o = good.clone();
-        o.guest.as_mut().unwrap().mem_total = total;
-        assert_eq!(k(&o, &linux), "memory_mismatch", "MemTotal {total}");
+        let g = o.guest.as_mut().unwrap();
+        (g.mem_present, g.mem_managed, g.mem_total) = (present, managed, total);
+        o
+    };
+    let fw_less_t = 128 * MIB - 4096;
+    assert_eq!(k(&zones(fw_less_t, 93 * MIB, 93 * MIB), &linux), "");
+    for (present, managed, total) in [
+        (fw_less_t - 4096, 100 * MIB, 100 * MIB),
+        (128 * MIB, 100 * MIB, 100 * MIB),
+        (fw_less_t, 100 * MIB, 100 * MIB + 4096),
+        (fw_less_t, 128 * MIB, 128 * MIB),
+        (0, 0, 0),
+    ] {
+        assert_eq!(
+            k(&zones(present, managed, total), &linux),
+            "memory_mismatch",
+            "present {present}, managed {managed}, MemTotal {total}"
+        );
     }
 
     // CPUs: the guest saw what was configured.
