@@ -173,6 +173,7 @@ fn plan() -> TunePlan {
         rule: tune::RuleVersion::CURRENT,
         invocation: Some(invocation()),
         figure: truecold_proof::schema::Figure::Total,
+        kernel_builds: Vec::new(),
     }
 }
 

@@ -225,6 +225,8 @@ struct Arms<'a> {
     kernel_root: PathBuf,
     script: PathBuf,
     kernels: BTreeMap<String, PathBuf>,
+    /// Each Kconfig arm's kernel as it was got, in order (tune.json's `kernel_builds`).
+    builds: Vec<truecold_proof::tune::KernelBuild>,
 }
 
 impl Arms<'_> {
@@ -236,10 +238,15 @@ impl Arms<'_> {
                 match self.kernels.get(&key) {
                     Some(d) => Some(d.clone()),
                     None => {
+                        let t0 = std::time::Instant::now();
                         let d = match self.own {
                             Some(o) => o.arm_kernel(&kc, b, &self.kernel_root, &self.script)?,
                             None => ensure_kernel(&kc, b, &self.kernel_root, &self.script)?,
                         };
+                        self.builds.push(truecold_proof::tune::KernelBuild {
+                            knobs: key.clone(),
+                            wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        });
                         self.kernels.insert(key, d.clone());
                         Some(d)
                     }
@@ -423,6 +430,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         kernel_root: tp.paths.kernel_root.clone(),
         script: tp.paths.script.clone(),
         kernels: BTreeMap::new(),
+        builds: Vec::new(),
     };
     let plan_of = |phase: &str, rounds: u64, arms: Vec<PhaseArm>, attribute: &[&str]| PhasePlan {
         attribution: tp.attribution,
@@ -500,6 +508,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         rule: truecold_proof::tune::RuleVersion::CURRENT,
         invocation: Some(invocation_record(tp, contract, own.as_ref(), already_set)),
         figure: tp.figure,
+        kernel_builds: arms.builds.clone(),
     };
     if let Some(o) = &own {
         // The user's file as given, beside tune.json (its record's digest; reproduce.sh reads it).

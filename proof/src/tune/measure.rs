@@ -228,6 +228,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         launches,
         screen: sc,
         confirm,
+        kernel_builds: plan.kernel_builds.clone(),
     })
 }
 

@@ -476,6 +476,7 @@ mod tests {
             rule: RuleVersion::CURRENT,
             invocation: None,
             figure: Figure::Total,
+            kernel_builds: Vec::new(),
         };
         let bad = tune_plan_problems(&p);
         assert!(bad.iter().any(|m| m.contains("catalogue order")), "{bad:?}");

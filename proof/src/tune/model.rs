@@ -65,6 +65,17 @@ pub struct Noise {
     pub pilot_rounds: Option<u64>,
 }
 
+/// One Kconfig arm's kernel as the tune got it (a record: `verify` cannot recompute a build's
+/// time, it checks the knob sets against the plan's).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelBuild {
+    /// The arm's Kconfig knobs (their variant name: `hz-1000+no-printk`).
+    pub knobs: String,
+    /// The wall time the bench waited for it, ms (a cached kernel: the time to find it).
+    pub wall_ms: u64,
+}
+
 /// A tune's plan: what the bench ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TunePlan {
@@ -90,6 +101,9 @@ pub struct TunePlan {
     pub invocation: Option<Invocation>,
     /// The headline's figure every arm is judged on (`--clock`; total unless asked).
     pub figure: Figure,
+    /// Each Kconfig arm's kernel, in the order the tune built them (absent before the tune
+    /// recorded them).
+    pub kernel_builds: Vec<KernelBuild>,
 }
 
 /// Every way `plan` is not a tune plan (empty when it is one).
@@ -272,6 +286,9 @@ pub(super) struct TuneFile {
     pub(super) launches: u64,
     pub(super) screen: Screen,
     pub(super) confirm: Option<Confirm>,
+    /// [`TunePlan::kernel_builds`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) kernel_builds: Vec<KernelBuild>,
 }
 
 /// The schema a tune of `plan` is written with: 2 with an invocation, else 1 (a directory
@@ -307,6 +324,7 @@ impl TuneFile {
             rule: self.rule.version,
             invocation: self.invocation.clone(),
             figure: self.context.figure,
+            kernel_builds: self.kernel_builds.clone(),
         }
     }
 }

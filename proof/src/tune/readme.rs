@@ -458,6 +458,23 @@ fn readme_method(s: &mut String, f: &TuneFile) {
         "- run: {} rounds (screen), {} rounds (confirm)",
         f.rounds.screen, f.rounds.confirm
     );
+    if !f.kernel_builds.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Kernel builds\n\nEach Kconfig arm's kernel, built over the baseline's objects \
+             (only what its symbols change is compiled) or found in the kernel cache; the wall \
+             time the tune waited for it:\n\n| knobs | wall time |\n|---|---:|"
+        );
+        for b in &f.kernel_builds {
+            let _ = writeln!(
+                s,
+                "| `{}` | {}.{} s |",
+                b.knobs,
+                b.wall_ms / 1000,
+                (b.wall_ms % 1000) / 100
+            );
+        }
+    }
     if let (Some(cv), Some(n)) = (b.cv_ppm, b.rounds_for_cv) {
         let _ = writeln!(
             s,
