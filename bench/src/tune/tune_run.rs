@@ -200,6 +200,31 @@ fn rounds_of(
     Ok((screen, confirm))
 }
 
+/// The pilot's first look on stderr: each knob's p50 against the baseline's, not a verdict (the
+/// screen gives those).
+fn announce_pilot(dir: &Path, figure: truecold_proof::schema::Figure) {
+    let p50s = truecold_proof::tune::pilot_p50s(dir, figure);
+    let base = p50s
+        .iter()
+        .find(|(n, _)| n == BASELINE)
+        .and_then(|(_, p)| *p);
+    for (name, p50) in p50s.iter().filter(|(n, _)| n != BASELINE) {
+        let line = match (p50, base) {
+            (Some(a), Some(b)) if b > 0 => {
+                let d = *a as i128 - b as i128;
+                format!(
+                    "{name}: p50 {} ms, {:+.1} % against the baseline's {} ms",
+                    truecold_proof::fmt::ms(*a),
+                    d as f64 * 100.0 / b as f64,
+                    truecold_proof::fmt::ms(b)
+                )
+            }
+            _ => format!("{name}: no p50 (no successful launch)"),
+        };
+        crate::note!("truecold: tune: pilot (a first look, not a verdict): {line}");
+    }
+}
+
 /// The warning for a screen whose rounds are too few for any knob to be named a winner under
 /// the current verdict rule (Holm over `k` knobs), with the least rounds that can.
 pub(super) fn unreachable_winner(rounds: u64, k: u64) -> Option<String> {
@@ -447,32 +472,49 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         kill_grace_ms: tp.kill_grace_ms,
         arms,
     };
-    let mut screen_arms = vec![arms.arm(BASELINE.to_string(), Vec::new())?];
-    for k in &knobs {
-        screen_arms.push(arms.arm(k.as_str().to_string(), vec![*k])?);
+    // The command-line and VMM knobs' arms first: they need no kernel of their own.
+    let is_kconfig = |k: &Knob| matches!(k.change(), truecold_proto::tune::Change::Kconfig(_));
+    let baseline = arms.arm(BASELINE.to_string(), Vec::new())?;
+    let mut quick = BTreeMap::new();
+    for k in knobs.iter().filter(|k| !is_kconfig(k)) {
+        quick.insert(*k, arms.arm(k.as_str().to_string(), vec![*k])?);
     }
-    // The screen cannot know whether a knob will win, so it always attributes its baseline
-    // (the README shows it when no confirm phase runs); the confirm phase attributes its own
-    // baseline and the recommended arm.
     let tmp = bundle_out::staging_dir(&dest, "tune")?;
-    // The pilot: the screen's arms, interleaved as the screen runs them, for a few rounds;
+    // The pilot: the baseline and those knobs, interleaved as the screen runs its arms, for a
+    // few rounds, before any Kconfig arm's kernel is built (a first look at them in minutes);
     // their noise sizes the screen.
     let mut launched = 0;
     if let Sizing::Pilot(p) = tp.sizing {
-        let pilot = plan_of(PILOT, p, screen_arms.clone(), &[]);
-        launched = p.saturating_mul(screen_arms.len() as u64);
+        let pilot_arms: Vec<PhaseArm> = std::iter::once(baseline.clone())
+            .chain(quick.values().cloned())
+            .collect();
+        launched = p.saturating_mul(pilot_arms.len() as u64);
         if let Some(b) = tp.budget.filter(|b| *b < launched) {
             return Err(TuneError::PilotOverBudget {
                 budget: b,
                 launches: launched,
             });
         }
+        let pilot = plan_of(PILOT, p, pilot_arms, &[]);
         runner.run(&pilot, &tmp.join(PILOT))?;
         noise = Some(
             truecold_proof::tune::noise_of_pilot(&tmp.join(PILOT), p, tp.figure)
                 .map_err(TuneError::Tune)?,
         );
+        announce_pilot(&tmp.join(PILOT), tp.figure);
     }
+    // Then every Kconfig arm's kernel (built over the baseline's objects), and the screen's
+    // arms in the plan's knob order.
+    let mut screen_arms = vec![baseline];
+    for k in &knobs {
+        screen_arms.push(match quick.remove(k) {
+            Some(a) => a,
+            None => arms.arm(k.as_str().to_string(), vec![*k])?,
+        });
+    }
+    // The screen cannot know whether a knob will win, so it always attributes its baseline
+    // (the README shows it when no confirm phase runs); the confirm phase attributes its own
+    // baseline and the recommended arm.
     let (rounds_screen, rounds_confirm) = rounds_of(tp, knobs.len(), noise.as_ref(), launched)?;
     if let Some(w) = unreachable_winner(rounds_screen, knobs.len() as u64) {
         output::note_once(&w, &format!("truecold: tune: warning: {w}"));

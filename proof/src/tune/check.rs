@@ -427,12 +427,13 @@ fn check_pilot(v: &mut Verdict, plan: &TunePlan, pilot: Option<&Phase>) {
         }
         (Some(r), Some(p)) => (r, p),
     };
-    let want = screen_arms(&plan.knobs);
+    let want = pilot_arms(&plan.knobs);
     if p.arms.as_ref() != Some(&want) {
         v.add(
             Check::TunePhase,
             format!(
-                "{PILOT_DIR}: arms [{}], the screen's are [{}]",
+                "{PILOT_DIR}: arms [{}], the baseline and the screen's command-line and VMM \
+                 knobs are [{}]",
                 p.arms.as_deref().map(names).unwrap_or_default(),
                 names(&want)
             ),

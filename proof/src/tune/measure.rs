@@ -105,6 +105,23 @@ pub(super) fn pilot_cv(p: &Phase, figure: Figure) -> Option<u64> {
     pooled_cv_ppm(&refs)
 }
 
+/// Each pilot arm's successful headlines' p50 (on `figure`), in the phase's arm order: what
+/// the bench prints once the pilot ran (a first look, not a verdict).
+pub fn pilot_p50s(dir: &Path, figure: Figure) -> Vec<(String, Option<u64>)> {
+    let p = read_phase(dir);
+    p.arms
+        .iter()
+        .flatten()
+        .map(|a| {
+            let p50 = p.data.get(&a.name).and_then(|d| {
+                let ok = TuneArm::from_data(d, figure).ok;
+                crate::stats::percentile_sorted(&ok, 50, 100)
+            });
+            (a.name.clone(), p50)
+        })
+        .collect()
+}
+
 /// The noise of the pilot the bench has just written to `dir` (a multi-arm directory of the
 /// screen's arms over `rounds` rounds), as [`Noise`] for `tune.json`; the verifier recomputes
 /// the same figure from the directory. An invalid pilot, or one without two successes in an
@@ -124,7 +141,8 @@ pub fn noise_of_pilot(dir: &Path, rounds: u64, figure: Figure) -> Result<Noise, 
     Ok(Noise {
         cv_ppm: cv,
         source: format!(
-            "{PILOT_DIR}/: {rounds} interleaved round(s) of the screen's {} arms",
+            "{PILOT_DIR}/: {rounds} interleaved round(s) of {} arm(s): the baseline and the \
+             screen's command-line and VMM knobs",
             p.data.len()
         ),
         pilot_rounds: Some(rounds),

@@ -22,14 +22,26 @@ pub const TUNE_SCHEMA_MIN: u32 = 1;
 pub const SCREEN_DIR: &str = "screen";
 /// The confirm phase's directory.
 pub const CONFIRM_DIR: &str = "confirm";
-/// The pilot phase's directory: the screen's arms, interleaved over a few rounds, whose
-/// noise sizes the screen ([`Noise::pilot_rounds`]).
+/// The pilot phase's directory: the baseline and the screen's command-line and VMM knobs
+/// ([`pilot_arms`]), interleaved over a few rounds, whose noise sizes the screen
+/// ([`Noise::pilot_rounds`]).
 pub const PILOT_DIR: &str = "pilot";
 /// The screen phase's arms: `baseline`, then one per knob (named by it).
 pub fn screen_arms(knobs: &[Knob]) -> Vec<ArmRef> {
     std::iter::once(ArmRef::tune(BASELINE_ARM, Vec::new()))
         .chain(knobs.iter().map(|k| ArmRef::tune(k.as_str(), vec![*k])))
         .collect()
+}
+
+/// The pilot phase's arms: `baseline` and the screen's knobs that need no kernel of their own
+/// (command-line and VMM knobs), so the pilot runs before any Kconfig arm's kernel is built.
+pub fn pilot_arms(knobs: &[Knob]) -> Vec<ArmRef> {
+    let quick: Vec<Knob> = knobs
+        .iter()
+        .copied()
+        .filter(|k| !matches!(k.change(), truecold_proto::tune::Change::Kconfig(_)))
+        .collect();
+    screen_arms(&quick)
 }
 
 /// The confirm phase's arms for `recommended` (every winner, catalogue order): `baseline`,

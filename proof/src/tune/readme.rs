@@ -444,8 +444,9 @@ fn readme_method(s: &mut String, f: &TuneFile) {
                 let _ = writeln!(
                     s,
                     "- the noise is the pilot's: the root mean square of each arm's own CV \
-                     in [`{PILOT_DIR}/`]({PILOT_DIR}/README.md), the arms run as the screen \
-                     runs them (interleaved), which verify recomputes"
+                     in [`{PILOT_DIR}/`]({PILOT_DIR}/README.md) (the baseline and the \
+                     command-line and VMM knobs, interleaved as the screen runs its arms, \
+                     before any Kconfig arm's kernel is built), which verify recomputes"
                 );
             }
         }
