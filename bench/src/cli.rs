@@ -620,9 +620,11 @@ pub struct TuneArgs {
     /// attributed arm's run line record the instrument. 0: none.
     #[arg(long, default_value_t = 2)]
     pub attribution: u64,
-    /// The headline figure every arm is judged on: total (the bundles' own clock) or parallel
-    /// (the nested harness's parallel clock, which counts work on several L1 CPUs at once as
-    /// overlapping; needs --nested). docs/virtual-clock.md says what each measures.
+    /// The headline figure every arm is judged on: total (the bundles' own clock) or parallel.
+    ///
+    /// `parallel` is the nested harness's parallel clock, which counts work on several L1
+    /// CPUs at once as overlapping; it needs --nested. docs/virtual-clock.md says what each
+    /// measures.
     #[arg(long, value_name = "FIGURE", default_value = "total", value_parser = truecold_proof::schema::Figure::parse)]
     pub clock: truecold_proof::schema::Figure,
     #[command(flatten)]
@@ -740,8 +742,9 @@ pub struct JudgeArgs {
     /// Significance level over all looks of a step (`compare --alpha`; each look at alpha/K).
     #[arg(long, default_value_t = 0.01)]
     pub alpha: f64,
-    /// The headline figure a step is judged on (`compare --clock`): total, or parallel (the
-    /// nested harness's parallel clock; the bisect must run --nested).
+    /// The headline figure a step is judged on (`compare --clock`): total or parallel.
+    ///
+    /// `parallel` is the nested harness's parallel clock: the bisect must run --nested.
     #[arg(long, value_name = "FIGURE", default_value = "total", value_parser = truecold_proof::schema::Figure::parse)]
     pub clock: truecold_proof::schema::Figure,
     #[command(flatten)]

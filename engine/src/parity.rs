@@ -47,11 +47,20 @@ pub fn tap_by_harness(engine: Engine) -> bool {
     engine == Engine::Firecracker
 }
 
-/// The guest kernel command line of a peer engine's parity launch (truecold-vmm builds its
-/// own from its flags).
+/// The guest kernel command line of an engine's parity launch: a peer's
+/// ([`truecold_proto::boot_cmdline::agent_cmdline`]), or the one truecold-vmm builds from
+/// its flags ([`truecold_proto::boot_cmdline::vmm_agent_cmdline`]).
 pub fn cmdline(engine: Engine, g: &Guest, pair: NetPair) -> Result<String, EngineError> {
-    truecold_proto::boot_cmdline::agent_cmdline(engine, g.mem, pair, &g.cmdline_extra)
-        .map_err(EngineError::Cmdline)
+    match engine {
+        Engine::Truecold => truecold_proto::boot_cmdline::vmm_agent_cmdline(
+            g.mem,
+            pair,
+            g.layout_of(engine),
+            &g.cmdline_extra,
+        ),
+        _ => truecold_proto::boot_cmdline::agent_cmdline(engine, g.mem, pair, &g.cmdline_extra),
+    }
+    .map_err(EngineError::Cmdline)
 }
 
 /// Launch `p` of the arm whose strict launch is `base` (for `g`): see the module's list.

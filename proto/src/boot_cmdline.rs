@@ -186,7 +186,7 @@ pub fn ram_layout_word(layout: RamLayout) -> Option<&'static str> {
 /// The parity contract's guest keys (pure), in this order: `truecold.net=eth0,<guest>/30`
 /// with a network pair, `truecold.workspace=1` with a workspace, `truecold.transport=vsock`
 /// under that transport. Every engine's parity guest gets them (truecold-vmm's
-/// `boot_params::virtio_args`, [`agent_cmdline`]).
+/// [`vmm_cmdline`], [`agent_cmdline`]).
 pub fn parity_keys(net: Option<NetPair>, workspace: bool, transport: Transport) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(p) = net {
@@ -201,13 +201,90 @@ pub fn parity_keys(net: Option<NetPair>, workspace: bool, transport: Transport) 
     v
 }
 
+/// Base of truecold-vmm's first virtio-MMIO window (the parity contract's devices).
+pub const VIRTIO_MMIO_BASE: u64 = 0xd000_0000;
+/// Size of one virtio-MMIO window.
+pub const VIRTIO_MMIO_SIZE: u64 = 0x1000;
+/// The IRQs of truecold-vmm's virtio devices 0, 1, 2 (ISA IRQs routed identity to IOAPIC
+/// pins by the MP table).
+pub const VIRTIO_DEVICE_IRQS: [u32; 3] = [5, 6, 7];
+
+/// Device `i`'s virtio-MMIO window base.
+pub const fn virtio_window_base(i: usize) -> u64 {
+    VIRTIO_MMIO_BASE + (i as u64) * VIRTIO_MMIO_SIZE
+}
+
+/// The guest command line entry for truecold-vmm's virtio device `i`:
+/// `virtio_mmio.device=4K@0x<base>:<irq>` (pure; the format of Linux's
+/// `drivers/virtio/virtio_mmio.c`).
+pub fn virtio_mmio_entry(i: usize) -> String {
+    format!(
+        "{VIRTIO_MMIO_DEVICE}=4K@{:#x}:{}",
+        virtio_window_base(i),
+        VIRTIO_DEVICE_IRQS[i % VIRTIO_DEVICE_IRQS.len()]
+    )
+}
+
+/// What truecold-vmm attaches and tells the guest about, for its command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VmmDevices {
+    /// How many virtio-MMIO devices it attaches (entries `0..devices`).
+    pub devices: usize,
+    /// The network pair, when it attaches a network device.
+    pub net: Option<NetPair>,
+    /// Whether it attaches the workspace disk.
+    pub workspace: bool,
+}
+
+/// truecold-vmm's guest command line (pure): the one definition the VMM boots and the bench
+/// records for its arm. [`cmdline`] with `serial`, then the virtio entries
+/// ([`virtio_mmio_entry`]) and the parity keys ([`parity_keys`]), the layout's word
+/// ([`ram_layout_key`]), then `extra`.
+pub fn vmm_cmdline(
+    serial: SerialUse,
+    mem: GuestMem,
+    devices: VmmDevices,
+    transport: Transport,
+    layout: RamLayout,
+    extra: &str,
+) -> Result<String, CmdlineError> {
+    let mut v: Vec<String> = (0..devices.devices).map(virtio_mmio_entry).collect();
+    v.extend(parity_keys(devices.net, devices.workspace, transport));
+    v.extend(ram_layout_key(layout));
+    v.push(extra.trim().to_string());
+    cmdline(serial, mem, &v.join(" "))
+}
+
+/// truecold-vmm's guest command line under the parity contract (pure): no serial port, its
+/// three devices (workspace disk, network, vsock), the parity keys under the vsock
+/// transport, its RAM layout's word, then `extra` ([`vmm_cmdline`]).
+pub fn vmm_agent_cmdline(
+    mem: GuestMem,
+    pair: NetPair,
+    layout: RamLayout,
+    extra: &str,
+) -> Result<String, CmdlineError> {
+    vmm_cmdline(
+        SerialUse::Off,
+        mem,
+        VmmDevices {
+            devices: 3,
+            net: Some(pair),
+            workspace: true,
+        },
+        Transport::Vsock,
+        layout,
+        extra,
+    )
+}
+
 /// A peer engine's guest command line under the parity contract (pure): no serial port
 /// ([`SerialUse::Off`]: the agent channel is vsock), the parity keys ([`parity_keys`]: the
 /// network pair, the workspace, `truecold.transport=vsock`), `truecold.engine=<engine>` (its
 /// E820 rule), then `extra`. Firecracker appends its own `virtio_mmio.device=` entries to
 /// it; an engine whose virtio devices are PCI functions only ([`Engine::virtio_pci_only`]:
 /// Cloud Hypervisor) gets its PCI bus probed (the base's `pci=off` dropped). truecold-vmm
-/// builds its own (`boot_params::virtio_args`).
+/// builds its own ([`vmm_agent_cmdline`]).
 pub fn agent_cmdline(
     engine: Engine,
     mem: GuestMem,

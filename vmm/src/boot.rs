@@ -537,23 +537,18 @@ fn check_request(cfg: &BootConfig) -> Result<Request, Error> {
 /// The kernel stage's guest half: the command line built, the kernel, initramfs and boot
 /// parameters loaded, the MP table written.
 fn load_guest(cfg: &BootConfig, ram: &memory::GuestRam) -> Result<loader::Loaded, Error> {
-    // The layout's word (none under `RamLayout::ABSENT`) after the virtio arguments, before
-    // the caller's extra words.
-    let layout_word = truecold_proto::boot_cmdline::ram_layout_key(cfg.ram_layout);
-    let extra = format!(
-        "{}{} {}",
-        boot_params::virtio_args(&cfg.virtio, cfg.transport),
-        layout_word.map(|w| format!(" {w}")).unwrap_or_default(),
-        cfg.cmdline_extra
-    );
-    let cmdline = boot_params::cmdline(
+    // The one definition of truecold-vmm's line (the bench records the same for its arm).
+    let cmdline = truecold_proto::boot_cmdline::vmm_cmdline(
         match (cfg.transport, cfg.console) {
             (Transport::Serial, _) => boot_params::SerialUse::Transport(Engine::Truecold),
             (Transport::Ports | Transport::Vsock, true) => boot_params::SerialUse::Console,
             (Transport::Ports | Transport::Vsock, false) => boot_params::SerialUse::Off,
         },
         cfg.mem,
-        &extra,
+        boot_params::virtio_devices(&cfg.virtio),
+        cfg.transport,
+        cfg.ram_layout,
+        &cfg.cmdline_extra,
     )
     .map_err(|e| Error::Loader(LoaderError::Params(e.into())))?;
     let loaded = loader::load(ram, &cfg.kernel, cfg.initramfs.as_deref(), &cmdline)

@@ -11,7 +11,7 @@ use truecold_proto::layout::{MapEntry, MapKind};
 // The guest's command line is built in proto, once for every engine.
 pub use truecold_proto::boot_cmdline::{
     agent_cmdline, base_cmdline, cmdline, hash_caps, parity_keys, CmdlineError, SerialUse,
-    CMDLINE_MAX,
+    VmmDevices, CMDLINE_MAX,
 };
 
 /// GDT used by the 64-bit protocol entry (and loaded for PVH too).
@@ -146,23 +146,18 @@ pub fn map_entries(map: &[E820Entry]) -> Vec<MapEntry> {
         .collect()
 }
 
-/// The parity contract's command line additions (pure): one
-/// `virtio_mmio.device=4K@0x<base>:<irq>` per device in [`VirtioConfig::device_names`]
-/// order, then `truecold.net=eth0,<guest>/30` with a network pair, `truecold.workspace=1`
-/// with a workspace, `truecold.transport=vsock` under that transport. Empty without them.
-pub fn virtio_args(
-    cfg: &crate::config::VirtioConfig,
-    transport: truecold_proto::kinds::Transport,
-) -> String {
-    let mut v: Vec<String> = (0..cfg.device_names().len())
-        .map(crate::virtio::cmdline_entry)
-        .collect();
-    v.extend(parity_keys(
-        cfg.tap.as_ref().and(cfg.net_pair),
-        cfg.workspace.is_some(),
-        transport,
-    ));
-    v.join(" ")
+/// What truecold-vmm tells the guest's command line about its virtio devices (pure): one
+/// `virtio_mmio.device=` entry per device in [`VirtioConfig::device_names`] order, the network
+/// pair when it attaches a network device, the workspace when it attaches the disk
+/// ([`truecold_proto::boot_cmdline::vmm_cmdline`] writes them).
+///
+/// [`VirtioConfig::device_names`]: crate::config::VirtioConfig::device_names
+pub fn virtio_devices(cfg: &crate::config::VirtioConfig) -> VmmDevices {
+    VmmDevices {
+        devices: cfg.device_names().len(),
+        net: cfg.tap.as_ref().and(cfg.net_pair),
+        workspace: cfg.workspace.is_some(),
+    }
 }
 
 /// `hvm_start_info` v1 (56 bytes, pure).
@@ -665,11 +660,28 @@ mod tests {
     }
 
     #[test]
-    fn virtio_args_per_device() {
+    fn virtio_devices_on_the_line_and_the_parity_line_is_the_benchs() {
         use crate::config::VirtioConfig;
-        use truecold_proto::kinds::Transport;
+        use truecold_proto::boot_cmdline::{vmm_agent_cmdline, vmm_cmdline};
+        use truecold_proto::kinds::{RamLayout, Transport};
         use truecold_proto::parity::NetPair;
-        assert_eq!(virtio_args(&VirtioConfig::default(), Transport::Ports), "");
+        let line = |cfg: &VirtioConfig, t: Transport, layout: RamLayout| {
+            vmm_cmdline(
+                SerialUse::Off,
+                gm(128),
+                virtio_devices(cfg),
+                t,
+                layout,
+                "x=1",
+            )
+            .unwrap()
+        };
+        let plain = line(
+            &VirtioConfig::default(),
+            Transport::Ports,
+            RamLayout::AroundHole,
+        );
+        assert!(plain.ends_with("truecold.mem=134217728 x=1"), "{plain}");
         let all = VirtioConfig {
             workspace: Some("/w.img".into()),
             tap: Some("tc0".into()),
@@ -677,27 +689,35 @@ mod tests {
             vsock_uds: Some("/run/v.sock".into()),
             ..VirtioConfig::default()
         };
+        let parity = line(&all, Transport::Vsock, RamLayout::HoleInside);
+        assert!(
+            parity.ends_with(
+                "truecold.mem=134217728 virtio_mmio.device=4K@0xd0000000:5 \
+                 virtio_mmio.device=4K@0xd0001000:6 virtio_mmio.device=4K@0xd0002000:7 \
+                 truecold.net=eth0,10.200.0.2/30 truecold.workspace=1 truecold.transport=vsock \
+                 truecold.ram_layout=hole-inside x=1"
+            ),
+            "{parity}"
+        );
+        // What the bench records for truecold-vmm's parity arm is what it boots.
         assert_eq!(
-            virtio_args(&all, Transport::Vsock),
-            "virtio_mmio.device=4K@0xd0000000:5 virtio_mmio.device=4K@0xd0001000:6 \
-             virtio_mmio.device=4K@0xd0002000:7 truecold.net=eth0,10.200.0.2/30 \
-             truecold.workspace=1 truecold.transport=vsock"
+            vmm_agent_cmdline(
+                gm(128),
+                NetPair::for_slot(0).unwrap(),
+                RamLayout::HoleInside,
+                "x=1"
+            )
+            .unwrap(),
+            parity
         );
         let vsock_only = VirtioConfig {
             vsock_uds: Some("/run/v.sock".into()),
             ..VirtioConfig::default()
         };
-        assert_eq!(
-            virtio_args(&vsock_only, Transport::Vsock),
-            "virtio_mmio.device=4K@0xd0000000:5 truecold.transport=vsock"
+        let v = line(&vsock_only, Transport::Vsock, RamLayout::AroundHole);
+        assert!(
+            v.ends_with("virtio_mmio.device=4K@0xd0000000:5 truecold.transport=vsock x=1"),
+            "{v}"
         );
-        // The whole line stays valid with everything on it.
-        let line = cmdline(
-            SerialUse::Off,
-            gm(128),
-            &virtio_args(&all, Transport::Vsock),
-        )
-        .unwrap();
-        assert!(line.ends_with("truecold.transport=vsock"), "{line}");
     }
 }

@@ -95,10 +95,9 @@ fn parity_launchers(
                 .map(|j| truecold_proof::lifecycle::journal(&j.journal_mode, j.synchronous))
                 .map_err(|e| parity_err(&e))?,
         );
-        out.cmdlines.push(match p.engine {
-            Engine::Truecold => p.cmdline.clone(),
-            e => truecold_engine::parity::cmdline(e, &guest, pair).map_err(|e| parity_err(&e))?,
-        });
+        out.cmdlines.push(
+            truecold_engine::parity::cmdline(p.engine, &guest, pair).map_err(|e| parity_err(&e))?,
+        );
         out.launchers.push(ParityLauncher {
             base: p.launch.clone(),
             guest,

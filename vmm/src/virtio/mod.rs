@@ -38,29 +38,14 @@ pub mod setup;
 pub mod thread;
 pub mod vsock;
 
-/// Base of the first device's MMIO window.
-pub const MMIO_BASE: u64 = 0xd000_0000;
-/// Size of one device's MMIO window.
-pub const MMIO_SIZE: u64 = 0x1000;
-/// The IRQs of devices 0, 1, 2 (ISA IRQs routed identity to IOAPIC pins by the MP table).
-pub const DEVICE_IRQS: [u32; 3] = [5, 6, 7];
+/// The windows and IRQs of the devices: one definition, the guest command line's
+/// (`truecold_proto::boot_cmdline`).
+pub use truecold_proto::boot_cmdline::{
+    virtio_window_base as window_base, VIRTIO_DEVICE_IRQS as DEVICE_IRQS,
+    VIRTIO_MMIO_BASE as MMIO_BASE, VIRTIO_MMIO_SIZE as MMIO_SIZE,
+};
 /// Offset of the QueueNotify register in a window.
 pub const QUEUE_NOTIFY: u64 = 0x50;
-
-/// Device `i`'s MMIO window base.
-pub const fn window_base(i: usize) -> u64 {
-    MMIO_BASE + (i as u64) * MMIO_SIZE
-}
-
-/// The guest command line entry for device `i`: `virtio_mmio.device=4K@0x<base>:<irq>`
-/// (pure; the format of Linux's `drivers/virtio/virtio_mmio.c` and linux-loader).
-pub fn cmdline_entry(i: usize) -> String {
-    format!(
-        "virtio_mmio.device=4K@{:#x}:{}",
-        window_base(i),
-        DEVICE_IRQS[i % DEVICE_IRQS.len()]
-    )
-}
 
 /// Interrupt status bit: a used buffer was added.
 pub const INT_VRING: u32 = 1;
