@@ -271,6 +271,14 @@ impl StackEnd {
     }
 }
 
+/// The address a return address `ret` is looked up at to name its calling function: the
+/// byte before it, inside the call instruction (a call that ends its function, to a
+/// `noreturn` callee, returns past the function's end). One definition for the bench's
+/// symbol map and the proof's profile.
+pub fn call_site(ret: u64) -> u64 {
+    ret.wrapping_sub(1)
+}
+
 /// One walked call stack: the return addresses from the innermost caller outwards, and how
 /// the walk ended.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

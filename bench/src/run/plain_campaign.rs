@@ -454,7 +454,9 @@ fn attribution_files(
         plan,
         p.force,
         p.kind,
-    ));
+    ),
+        p.guest.as_ref().map(|g| g.config.as_path()),
+    );
     let jsonl = launches::run_for(
         &p.spec,
         &command,

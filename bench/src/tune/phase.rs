@@ -591,7 +591,9 @@ fn attribute(
         &p.applied,
         &extra,
         env,
-    ));
+    ),
+        p.guest.as_ref().map(|g| g.config.as_path()),
+    );
     let jsonl = launches::run_for(
         &p.spec,
         &command,

@@ -17,6 +17,14 @@ pub const CSV_FILE: &str = "attribution.csv";
 /// The timeline.
 pub const SVG_FILE: &str = "attribution.svg";
 
+/// The shown launch's folded stacks (flamegraph.pl's format; [`super::profile`]): made for
+/// launches whose VMM counted the samples it asked for (`requested`), never for an older
+/// record.
+pub const FOLDED_FILE: &str = "attribution.folded";
+
+/// The shown launch's flame graph, drawn from [`FOLDED_FILE`]'s stacks.
+pub const FLAME_FILE: &str = "attribution-flame.svg";
+
 /// The reconciliation bound: the attribution launch's total may differ from the measured
 /// p50 by at most 10 % (100,000 ppm) of that p50.
 pub const RECONCILE_BOUND_PPM: u64 = 100_000;
@@ -214,6 +222,9 @@ pub struct Attribution {
     pub represents: bool,
     /// The shown launch's RIP samples as the SVG draws them (`None` without samples).
     pub rip: Option<RipView>,
+    /// The shown launch's index and profile on the one clock, when its samples carry
+    /// `requested` counts ([`FOLDED_FILE`], [`FLAME_FILE`]).
+    pub flame: Option<(usize, super::profile::Profile)>,
 }
 
 /// What a RIP sample is shown as.

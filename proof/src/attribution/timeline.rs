@@ -207,6 +207,12 @@ pub fn attribute(
             });
         }
     }
+    let flame = match &rip {
+        Some(rs) if rs.vcpus.iter().any(|v| v.requested.is_some()) => {
+            super::profile::profile(&lines[idx])?.map(|p| (idx, p))
+        }
+        _ => None,
+    };
     let rip = match rip {
         None => None,
         Some(rs) => {
@@ -219,6 +225,7 @@ pub fn attribute(
         rows,
         represents,
         rip,
+        flame,
     })
 }
 
