@@ -199,7 +199,12 @@ mod tests {
             vec!["boot", "--sample-rip-us", "250", "--sample-stacks"]
         );
         assert_eq!(rip.command(base.clone(), Some(&flat)).args.len(), 3);
-        assert_eq!(rip.command(base.clone(), Some(&d.path().join("none"))).args.len(), 3);
+        assert_eq!(
+            rip.command(base.clone(), Some(&d.path().join("none")))
+                .args
+                .len(),
+            3
+        );
         assert_eq!(initcall.command(base, Some(&fp)).args.len(), 1);
         assert!(!config_has_frame_pointers(b"CONFIG_FRAME_POINTER=n\n"));
         assert_eq!(rip.cmdline_extra("quiet"), "quiet", "no initcall_debug");

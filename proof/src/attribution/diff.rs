@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use super::flame::{differential_svg, mean_stacks};
 use super::model::*;
-use super::profile::{profile, self_times, Profile};
+use super::profile::{profile, self_times};
 
 /// Bootstrap resamples of the launches.
 pub const RESAMPLES: usize = 2000;
@@ -111,6 +111,20 @@ pub fn differential(
     Ok(differential_of(&pa, &pb))
 }
 
+/// [`differential`] of two verified bundles' [`JSONL_FILE`]s (each read capped at
+/// [`JSONL_MAX_BYTES`]): `None` when either has none, or no launch with a profile, or lines
+/// that do not give one (verify has said why).
+pub fn differential_of_dirs(a: &std::path::Path, b: &std::path::Path) -> Option<DiffProfile> {
+    let lines = |d: &std::path::Path| -> Option<Vec<AttributionLine>> {
+        let p = d.join(JSONL_FILE);
+        if !crate::fsio::exists_here(&p) {
+            return None;
+        }
+        parse_lines(&crate::fsio::read_file(&p, JSONL_MAX_BYTES).ok()?).ok()
+    };
+    differential(&lines(a)?, &lines(b)?).ok().flatten()
+}
+
 /// [`differential`] of the profiles themselves.
 pub fn differential_of(pa: &[Profile], pb: &[Profile]) -> Option<DiffProfile> {
     if pa.is_empty() || pb.is_empty() {
@@ -124,7 +138,9 @@ pub fn differential_of(pa: &[Profile], pb: &[Profile]) -> Option<DiffProfile> {
     let period = pa.iter().chain(pb).map(|p| p.period_ns).max().unwrap_or(0);
     // Per function, each launch's ns (0 where it has none).
     let per = |side: &[BTreeMap<String, u64>], n: &str| -> Vec<u64> {
-        side.iter().map(|m| m.get(n).copied().unwrap_or(0)).collect()
+        side.iter()
+            .map(|m| m.get(n).copied().unwrap_or(0))
+            .collect()
     };
     let names: Vec<&String> = names.into_iter().collect();
     let va: Vec<Vec<u64>> = names.iter().map(|n| per(&sa, n)).collect();
@@ -202,50 +218,179 @@ impl DiffProfile {
         )
     }
 
-    /// The text table: the [`SHOWN`] largest changes, each with its interval and whether it
-    /// is above the noise, and how many more are.
-    pub fn render_text(&self) -> String {
-        use std::fmt::Write as _;
-        let ms = |v: i64| crate::fmt::signed_ms(v);
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "differential profile (attribution launches: A {}, B {}; {}): per function, the \
-             change in ms of the boot (self time; Δ = B − A, 95 % bootstrap CI; * above the \
-             noise)",
+    /// The words above the table.
+    pub fn heading(&self) -> String {
+        format!(
+            "differential profile of the attribution launches (A {}, B {}; {}): per function, \
+             the change in ms of the boot (self time, Δ = B − A, 95 % bootstrap CI over the \
+             launches; * above the noise: {} of {} functions)",
             self.a_launches,
             self.b_launches,
             if self.with_stacks {
                 "call stacks"
             } else {
                 "flat: leaf functions"
-            }
-        );
-        for f in self.functions.iter().take(SHOWN) {
-            let _ = writeln!(
-                s,
-                "  {}{:>10} ms  [{}, {}]  A {} ms, B {} ms  {}",
-                if f.above_noise { "*" } else { " " },
-                ms(f.delta_ns),
-                ms(f.ci95_ns.0),
-                ms(f.ci95_ns.1),
-                crate::fmt::ms(f.a_ns),
-                crate::fmt::ms(f.b_ns),
-                crate::fmt::escape_untrusted(&f.name)
-            );
+            },
+            self.above_noise().count(),
+            self.functions.len()
+        )
+    }
+
+    /// The [`SHOWN`] largest changes as table cells: the noise mark, Δ, its interval, A's
+    /// and B's means (ms) and the function (escaped, cut at [`NAME_CHARS`]).
+    pub fn rows(&self) -> Vec<[String; 6]> {
+        let ms = |v: i64| crate::fmt::signed_ms(v);
+        self.functions
+            .iter()
+            .take(SHOWN)
+            .map(|f| {
+                let name = crate::fmt::escape_untrusted(&f.name);
+                let name = if name.chars().count() > NAME_CHARS {
+                    name.chars().take(NAME_CHARS - 1).chain(['…']).collect()
+                } else {
+                    name
+                };
+                [
+                    if f.above_noise { "*" } else { "" }.to_string(),
+                    ms(f.delta_ns),
+                    format!("[{}, {}]", ms(f.ci95_ns.0), ms(f.ci95_ns.1)),
+                    crate::fmt::ms(f.a_ns),
+                    crate::fmt::ms(f.b_ns),
+                    name,
+                ]
+            })
+            .collect()
+    }
+}
+
+/// The table's column heads ([`DiffProfile::rows`]).
+pub const DIFF_HEAD: [&str; 6] = ["", "Δ ms", "95% CI", "A ms", "B ms", "function"];
+
+/// The longest function name a row shows.
+pub const NAME_CHARS: usize = 40;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prof(stacks: &[(&str, u64)]) -> Profile {
+        Profile {
+            stacks: stacks.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+            total: stacks.iter().map(|s| s.1).sum(),
+            period_ns: 100_000,
+            with_stacks: true,
         }
-        let more = self.above_noise().skip(SHOWN).count();
-        let shown_above = self.functions.iter().take(SHOWN).filter(|f| f.above_noise).count();
-        let _ = writeln!(
-            s,
-            "  {} function(s) above the noise{}",
-            shown_above + more,
-            if self.functions.len() > SHOWN {
-                format!(" ({} more rows in --json)", self.functions.len() - SHOWN)
-            } else {
-                String::new()
-            }
+    }
+
+    /// Three identical launches a side (a deterministic clock): the interval is a point, and
+    /// the noise tells a 30 ms change from one sample's worth moved between functions.
+    #[test]
+    fn a_change_is_named_with_its_size_and_a_moved_sample_is_noise() {
+        let a = prof(&[
+            ("r;guest_boot;k;ksysfs_init", 200_000),
+            ("r;guest_boot;k;other", 40_000_000),
+            ("r;guest_boot;k;small", 300_000),
+            ("r;spawn", 1_000_000),
+        ]);
+        let b = prof(&[
+            ("r;guest_boot;k;ksysfs_init;delay_tsc", 30_000_000),
+            ("r;guest_boot;k;ksysfs_init", 200_000),
+            ("r;guest_boot;k;other", 40_000_000),
+            ("r;guest_boot;k;small", 400_000),
+            ("r;spawn", 1_000_000),
+        ]);
+        let d = differential_of(&[a.clone(), a.clone(), a], &[b.clone(), b.clone(), b]).unwrap();
+        assert_eq!((d.a_launches, d.b_launches), (3, 3));
+        let top = &d.functions[0];
+        assert_eq!(top.name, "delay_tsc");
+        assert_eq!(
+            (top.a_ns, top.b_ns, top.delta_ns),
+            (0, 30_000_000, 30_000_000)
         );
-        s
+        assert_eq!(top.ci95_ns, (30_000_000, 30_000_000));
+        // 2 × √(30 ms × 100 µs) = 2 × √(3e12) ns ≈ 3.46 ms.
+        assert_eq!(top.noise_ns, 3_464_100);
+        assert!(top.above_noise);
+        // One sample (100 µs) more in `small`: a point interval, but under the noise.
+        let small = d.functions.iter().find(|f| f.name == "small").unwrap();
+        assert_eq!(small.delta_ns, 100_000);
+        assert!(!small.above_noise, "{small:?}");
+        assert_eq!(d.above_noise().count(), 1);
+        // Unchanged functions: 0, and sorted after the changes (then by name).
+        let names: Vec<&str> = d.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["delay_tsc", "small", "ksysfs_init", "other", "spawn"]
+        );
+        assert!(d.functions[2..]
+            .iter()
+            .all(|f| f.delta_ns == 0 && !f.above_noise));
+        // The differential flame graph: B's stacks, each with A's and B's ns.
+        assert_eq!(
+            d.b_stacks["r;guest_boot;k;ksysfs_init;delay_tsc"],
+            30_000_000
+        );
+        assert!(!d
+            .a_stacks
+            .contains_key("r;guest_boot;k;ksysfs_init;delay_tsc"));
+        let svg = d.flame_svg();
+        assert!(svg.contains("delay_tsc") && svg.contains("<svg"));
+        assert_eq!(svg, d.flame_svg());
+        let rows = d.rows();
+        assert_eq!(
+            rows[0],
+            [
+                "*",
+                "+30.000",
+                "[+30.000, +30.000]",
+                "0.000",
+                "30.000",
+                "delay_tsc"
+            ]
+            .map(String::from)
+        );
+        assert_eq!(rows[1][0], "");
+        assert!(d.heading().contains("1 of 5 functions"), "{}", d.heading());
+    }
+
+    /// Launches that differ: the interval comes from resampling them, and a change inside
+    /// the spread of the launches is not above the noise however large the noise term.
+    #[test]
+    fn the_interval_resamples_the_launches() {
+        let side = |v: &[u64]| -> Vec<Profile> {
+            v.iter()
+                .map(|n| prof(&[("r;f", *n), ("r;g", 10_000_000)]))
+                .collect()
+        };
+        let a = side(&[10_000_000, 12_000_000, 8_000_000, 11_000_000]);
+        let b = side(&[9_000_000, 13_000_000, 10_000_000, 12_000_000]);
+        let d = differential_of(&a, &b).unwrap();
+        let f = d.functions.iter().find(|x| x.name == "f").unwrap();
+        assert_eq!(f.delta_ns, 11_000_000 - 10_250_000);
+        assert!(f.ci95_ns.0 < 0 && f.ci95_ns.1 > 0, "{f:?}");
+        assert!(!f.above_noise);
+        // Seeded: the same data give the same interval.
+        assert_eq!(differential_of(&a, &b).unwrap(), d);
+        // No launch on a side: no profile.
+        assert!(differential_of(&a, &[]).is_none());
+    }
+
+    #[test]
+    fn isqrt_is_the_floor() {
+        for v in [
+            0u128,
+            1,
+            2,
+            3,
+            4,
+            15,
+            16,
+            17,
+            3_000_000_000_000,
+            u64::MAX as u128,
+        ] {
+            let r = isqrt(v);
+            assert!(r * r <= v && (r + 1) * (r + 1) > v, "{v}");
+        }
     }
 }

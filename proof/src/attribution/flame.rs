@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use inferno::flamegraph::{self, Options};
 
-use super::profile::Profile;
+use super::model::Profile;
 
 /// The width of the drawings, px.
 const WIDTH: usize = 1200;
@@ -79,7 +79,11 @@ pub fn mean_stacks(profiles: &[Profile]) -> BTreeMap<String, u64> {
 /// The differential flame graph of B against A (mean stacks of each side): the frames as
 /// B has them, red where B spent more than A, blue where less (flamegraph.pl's differential
 /// colouring).
-pub fn differential_svg(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>, what: &str) -> String {
+pub fn differential_svg(
+    a: &BTreeMap<String, u64>,
+    b: &BTreeMap<String, u64>,
+    what: &str,
+) -> String {
     let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
     let lines: Vec<String> = keys
         .into_iter()

@@ -27,11 +27,10 @@
 use std::collections::BTreeMap;
 
 use truecold_proto::measure::{Stage, StageKind};
-use truecold_proto::rip::{call_site, StackEnd, VcpuState};
+use truecold_proto::rip::{call_site, VcpuState};
 
 use super::model::*;
 use super::rip::function_index;
-use super::timeline::usable;
 
 /// The root frame: the launch's request → strict-ready.
 pub const ROOT: &str = "request->strict-ready";
@@ -40,18 +39,6 @@ pub const NOT_SAMPLED: &str = "[not sampled]";
 pub const NO_SYMBOL: &str = "[no symbol]";
 pub const HALTED: &str = "[halted]";
 pub const WAITING: &str = "[waiting for start]";
-
-/// One launch's folded stacks: stack → ns (stacks as `;`-joined frames, root first).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Profile {
-    pub stacks: BTreeMap<String, u64>,
-    /// Request → strict-ready, ns (the stacks' sum).
-    pub total: u64,
-    /// The sampling period, ns.
-    pub period_ns: u64,
-    /// Whether the samples carry call stacks.
-    pub with_stacks: bool,
-}
 
 /// A name as a folded frame: its characters outside `[A-Za-z0-9_.]` (the names the bench
 /// writes hold none) as `_`, so a line's `;` and the count's space stay the format's.
@@ -212,22 +199,4 @@ pub fn self_times(p: &Profile) -> BTreeMap<String, u64> {
         *out.entry(leaf.to_string()).or_insert(0) += ns;
     }
     out
-}
-
-/// How the stacks' walks ended, over every sample of a launch's samples (for the CSV's
-/// stacks row): per end, the samples.
-pub fn stack_ends(rs: &truecold_proto::rip::RipSamples) -> Option<BTreeMap<StackEnd, u64>> {
-    let stacks = rs.stacks().ok()?;
-    if stacks.iter().all(Option::is_none) {
-        return None;
-    }
-    let mut out = BTreeMap::new();
-    for vs in stacks.iter().flatten() {
-        for &i in &vs.of_sample {
-            if let Some(s) = vs.table.get(i as usize) {
-                *out.entry(s.end).or_insert(0) += 1;
-            }
-        }
-    }
-    Some(out)
 }

@@ -250,7 +250,7 @@ fn rate_row(vcpu: usize, v: &truecold_proto::rip::VcpuSamples) -> Option<Row> {
 
 /// The row that says whether the samples carry call stacks, and how their walks ended.
 fn stacks_row(rs: &truecold_proto::rip::RipSamples) -> Row {
-    let note = match super::profile::stack_ends(rs) {
+    let note = match stack_ends(rs) {
         None => "flat: no call stacks walked (the bench walks them only for a guest kernel built \
                  with CONFIG_FRAME_POINTER): each sample is its leaf function"
             .to_string(),
@@ -276,4 +276,24 @@ fn stacks_row(rs: &truecold_proto::rip::RipSamples) -> Row {
         counters: None,
         note,
     }
+}
+
+/// How the stacks' walks ended, over every sample of a launch's samples (for the CSV's
+/// stacks row): per end, the samples.
+pub(super) fn stack_ends(
+    rs: &truecold_proto::rip::RipSamples,
+) -> Option<BTreeMap<truecold_proto::rip::StackEnd, u64>> {
+    let stacks = rs.stacks().ok()?;
+    if stacks.iter().all(Option::is_none) {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    for vs in stacks.iter().flatten() {
+        for &i in &vs.of_sample {
+            if let Some(s) = vs.table.get(i as usize) {
+                *out.entry(s.end).or_insert(0) += 1;
+            }
+        }
+    }
+    Some(out)
 }

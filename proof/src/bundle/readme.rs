@@ -493,7 +493,10 @@ pub fn generated_files_with(
     attribution: Option<&str>,
 ) -> Vec<(String, Vec<u8>)> {
     vec![
-        (README_FILE.to_string(), readme_with(r, attribution).into_bytes()),
+        (
+            README_FILE.to_string(),
+            readme_with(r, attribution).into_bytes(),
+        ),
         (CDF_FILE.to_string(), cdf_svg(r, samples).into_bytes()),
         (STAGES_FILE.to_string(), stages_svg(r).into_bytes()),
     ]
