@@ -571,6 +571,7 @@ fn config_result(
         bad_step,
         good_step: None,
         effects,
+        profile: None,
     }
 }
 

@@ -34,11 +34,7 @@ pub fn generate(jsonl: &[u8], measured: &[Sample], clock: &str) -> Result<Files,
         files.push((FOLDED_FILE.to_string(), folded_bytes(p)));
         files.push((
             FLAME_FILE.to_string(),
-            flame_svg(
-                p,
-                &format!("attribution launch {idx} (the median); clock: {clock}"),
-            )
-            .into_bytes(),
+            flame_svg(p, &format!("attribution launch {idx} (the median)")).into_bytes(),
         ));
     }
     Ok(files)

@@ -263,6 +263,42 @@ impl DiffProfile {
     }
 }
 
+impl DiffProfile {
+    /// The profile as a Markdown document (`what`: the sides, in words): the heading, the
+    /// table of the [`SHOWN`] largest changes, and every function above the noise.
+    pub fn markdown(&self, what: &str) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(s, "# Differential profile: {what}\n\n{}\n", self.heading());
+        let _ = writeln!(s, "| {} |", DIFF_HEAD.join(" | "));
+        let _ = writeln!(s, "|---|---:|---|---:|---:|---|");
+        for r in self.rows() {
+            let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+            let _ = writeln!(s, "| {} |", cells.join(" | "));
+        }
+        let above: Vec<String> = self
+            .above_noise()
+            .map(|f| {
+                format!(
+                    "`{}` {} ms",
+                    crate::fmt::escape_untrusted(&f.name).replace('`', "'"),
+                    crate::fmt::signed_ms(f.delta_ns)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "\nAbove the noise: {}.",
+            if above.is_empty() {
+                "nothing".to_string()
+            } else {
+                above.join(", ")
+            }
+        );
+        s
+    }
+}
+
 /// The table's column heads ([`DiffProfile::rows`]).
 pub const DIFF_HEAD: [&str; 6] = ["", "Δ ms", "95% CI", "A ms", "B ms", "function"];
 

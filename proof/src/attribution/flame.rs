@@ -44,22 +44,18 @@ fn render(mut o: Options<'_>, lines: &[String]) -> String {
 pub fn flame_svg(p: &Profile, what: &str) -> String {
     let lines: Vec<String> = p.stacks.iter().map(|(s, n)| format!("{s} {n}")).collect();
     let kind = if p.with_stacks {
-        "call stacks from the guest kernel's frame pointers"
+        "call stacks (frame pointers)"
     } else {
-        "flat: leaf functions only (no call stacks walked: the guest kernel has no frame \
-         pointers)"
+        "flat: leaf functions (no frame pointers)"
     };
-    render(
-        options(
-            "request -> strict-ready: host stages and guest samples on one clock",
-            format!(
-                "{what}; {} ms; {kind}; widths in ns of the boot (each sampling period shared by \
-                 the vCPUs running in it)",
-                crate::fmt::ms(p.total)
-            ),
-        ),
-        &lines,
-    )
+    let mut o = options(
+        "request -> strict-ready: host stages and guest samples on one clock",
+        format!("{what}; {} ms; {kind}", crate::fmt::ms(p.total)),
+    );
+    o.notes = "widths: ns of the boot; each sampling period shared by the vCPUs running guest \
+               code in it"
+        .to_string();
+    render(o, &lines)
 }
 
 /// Per stack, the mean ns over profiles (floor; a stack missing from a profile counts 0).
