@@ -1104,6 +1104,28 @@ fn verify_holds_the_folded_stacks_and_flame_graph_to_the_samples() {
         "{}",
         v.render(&d2, 20)
     );
+    // The page: the flame graph among the attribution's images, the rate not obtained said
+    // where a reader looks; it verifies, and a second `report` writes the same bytes.
+    let dh = make("html", lines());
+    truecold_proof::verify::report_dir_with(&dh, true).unwrap();
+    let page = fs::read_to_string(dh.join(truecold_proof::names::HTML_FILE)).unwrap();
+    assert!(page.contains("<h3>Flame graph</h3>"), "flame graph section");
+    assert!(page.contains("<b>Rate not obtained:</b> attribution launch 0 vCPU 1: 5 of 20"));
+    assert!(
+        page.contains("The rate asked for was not obtained"),
+        "the README's section"
+    );
+    assert!(!page.contains("<script"));
+    assert!(
+        verify_dir(&dh).is_valid(),
+        "{}",
+        verify_dir(&dh).render(&dh, 20)
+    );
+    truecold_proof::verify::report_dir_with(&dh, true).unwrap();
+    assert_eq!(
+        fs::read_to_string(dh.join(truecold_proof::names::HTML_FILE)).unwrap(),
+        page
+    );
     // The README without its attribution section.
     let d3 = make("readme", lines());
     let r = fs::read_to_string(d3.join("README.md")).unwrap();
