@@ -1202,7 +1202,7 @@ fn compare_adds_the_differential_profile() {
     assert_eq!(names, ["fn_a", "fn_d"], "{:?}", p.functions);
     let fd = p.functions.iter().find(|f| f.name == "fn_d").unwrap();
     assert_eq!((fd.a_ns, fd.b_ns, fd.delta_ns), (0, 500_000, 500_000));
-    assert_eq!(fd.ci95_ns, (500_000, 500_000));
+    assert_eq!(fd.ci95_ns, Some((500_000, 500_000)));
     let t = c.render_text(false);
     assert!(
         t.contains("differential profile of the attribution launches"),

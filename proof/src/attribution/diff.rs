@@ -32,6 +32,11 @@ pub const SEED: u64 = 0x7275_6563_6f6c_6421;
 /// Rows shown by the text renderings (the JSON has every function).
 pub const SHOWN: usize = 15;
 
+/// The functions given a bootstrap interval: the largest changes (the bootstrap's work is
+/// resamples × functions × launches, and a hostile pair of bundles may hold tens of
+/// thousands of functions); a function past them has none and is never above the noise.
+pub const CI_FUNCTIONS: usize = 100;
+
 /// One function's change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FunctionDelta {
@@ -41,8 +46,9 @@ pub struct FunctionDelta {
     pub b_ns: u64,
     /// `b_ns − a_ns`.
     pub delta_ns: i64,
-    /// Percentile-bootstrap 95 % interval of Δ, ns.
-    pub ci95_ns: (i64, i64),
+    /// Percentile-bootstrap 95 % interval of Δ, ns (`None` past the [`CI_FUNCTIONS`]
+    /// largest changes).
+    pub ci95_ns: Option<(i64, i64)>,
     /// Twice the sampling error of Δ, ns.
     pub noise_ns: u64,
     pub above_noise: bool,
@@ -145,41 +151,58 @@ pub fn differential_of(pa: &[Profile], pb: &[Profile]) -> Option<DiffProfile> {
     let names: Vec<&String> = names.into_iter().collect();
     let va: Vec<Vec<u64>> = names.iter().map(|n| per(&sa, n)).collect();
     let vb: Vec<Vec<u64>> = names.iter().map(|n| per(&sb, n)).collect();
+    let deltas: Vec<i64> = (0..names.len())
+        .map(|f| clamp_i64(i128::from(mean(&vb[f])) - i128::from(mean(&va[f]))))
+        .collect();
+    // The functions bootstrapped: the largest changes, then by name (`names` is sorted).
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    order.sort_by(|&x, &y| {
+        deltas[y]
+            .unsigned_abs()
+            .cmp(&deltas[x].unsigned_abs())
+            .then(x.cmp(&y))
+    });
+    let boot: Vec<usize> = order.iter().copied().take(CI_FUNCTIONS).collect();
     // The bootstrap: one draw of launch indices per side per resample, shared by every
     // function (the launches are the unit resampled).
-    let mut rng = crate::compare::SplitMix64(SEED);
-    let mut deltas: Vec<Vec<i64>> = vec![Vec::with_capacity(RESAMPLES); names.len()];
+    let mut rng = crate::stats::SplitMix64(SEED);
+    let mut draws: Vec<Vec<i64>> = vec![Vec::with_capacity(RESAMPLES); boot.len()];
     let (ka, kb) = (pa.len(), pb.len());
     let mut ia = vec![0usize; ka];
     let mut ib = vec![0usize; kb];
     for _ in 0..RESAMPLES {
         ia.iter_mut().for_each(|x| *x = rng.below(ka));
         ib.iter_mut().for_each(|x| *x = rng.below(kb));
-        for (f, d) in deltas.iter_mut().enumerate() {
+        for (d, &f) in draws.iter_mut().zip(&boot) {
             let ma: u128 = ia.iter().map(|&i| u128::from(va[f][i])).sum::<u128>() / ka as u128;
             let mb: u128 = ib.iter().map(|&i| u128::from(vb[f][i])).sum::<u128>() / kb as u128;
             d.push(clamp_i64(mb as i128 - ma as i128));
         }
+    }
+    let mut ci: Vec<Option<(i64, i64)>> = vec![None; names.len()];
+    for (d, &f) in draws.iter().zip(&boot) {
+        let d = crate::stats::ascending(d);
+        ci[f] = Some((
+            crate::stats::percentile_sorted(&d, 25, 1000).unwrap_or(deltas[f]),
+            crate::stats::percentile_sorted(&d, 975, 1000).unwrap_or(deltas[f]),
+        ));
     }
     let mut functions: Vec<FunctionDelta> = names
         .iter()
         .enumerate()
         .map(|(f, n)| {
             let (a_ns, b_ns) = (mean(&va[f]), mean(&vb[f]));
-            let delta_ns = clamp_i64(i128::from(b_ns) - i128::from(a_ns));
-            let d = crate::stats::ascending(&deltas[f]);
-            let lo = crate::stats::percentile_sorted(&d, 25, 1000).unwrap_or(delta_ns);
-            let hi = crate::stats::percentile_sorted(&d, 975, 1000).unwrap_or(delta_ns);
             let noise = 2 * isqrt((u128::from(a_ns) + u128::from(b_ns)) * u128::from(period));
             let noise_ns = u64::try_from(noise).unwrap_or(u64::MAX);
             FunctionDelta {
                 name: (*n).clone(),
                 a_ns,
                 b_ns,
-                delta_ns,
-                ci95_ns: (lo, hi),
+                delta_ns: deltas[f],
+                ci95_ns: ci[f],
                 noise_ns,
-                above_noise: (lo > 0 || hi < 0) && delta_ns.unsigned_abs() > noise_ns,
+                above_noise: ci[f].is_some_and(|(lo, hi)| lo > 0 || hi < 0)
+                    && deltas[f].unsigned_abs() > noise_ns,
             }
         })
         .collect();
@@ -253,7 +276,10 @@ impl DiffProfile {
                 [
                     if f.above_noise { "*" } else { "" }.to_string(),
                     ms(f.delta_ns),
-                    format!("[{}, {}]", ms(f.ci95_ns.0), ms(f.ci95_ns.1)),
+                    f.ci95_ns.map_or_else(
+                        || "–".to_string(),
+                        |(lo, hi)| format!("[{}, {}]", ms(lo), ms(hi)),
+                    ),
                     crate::fmt::ms(f.a_ns),
                     crate::fmt::ms(f.b_ns),
                     name,
@@ -343,7 +369,7 @@ mod tests {
             (top.a_ns, top.b_ns, top.delta_ns),
             (0, 30_000_000, 30_000_000)
         );
-        assert_eq!(top.ci95_ns, (30_000_000, 30_000_000));
+        assert_eq!(top.ci95_ns, Some((30_000_000, 30_000_000)));
         // 2 × √(30 ms × 100 µs) = 2 × √(3e12) ns ≈ 3.46 ms.
         assert_eq!(top.noise_ns, 3_464_100);
         assert!(top.above_noise);
@@ -403,12 +429,34 @@ mod tests {
         let d = differential_of(&a, &b).unwrap();
         let f = d.functions.iter().find(|x| x.name == "f").unwrap();
         assert_eq!(f.delta_ns, 11_000_000 - 10_250_000);
-        assert!(f.ci95_ns.0 < 0 && f.ci95_ns.1 > 0, "{f:?}");
+        assert!(f.ci95_ns.is_some_and(|(lo, hi)| lo < 0 && hi > 0), "{f:?}");
         assert!(!f.above_noise);
         // Seeded: the same data give the same interval.
         assert_eq!(differential_of(&a, &b).unwrap(), d);
         // No launch on a side: no profile.
         assert!(differential_of(&a, &[]).is_none());
+    }
+
+    /// Past the [`CI_FUNCTIONS`] largest changes a function has no interval and is never
+    /// above the noise: the bootstrap's work stays bounded whatever the bundles hold.
+    #[test]
+    fn only_the_largest_changes_are_bootstrapped() {
+        let many = |k: u64| -> Profile {
+            let v: Vec<(String, u64)> = (0..CI_FUNCTIONS as u64 + 20)
+                .map(|i| (format!("r;f{i:04}"), 1_000_000 + k * i * 1_000))
+                .collect();
+            prof(&v.iter().map(|(s, n)| (s.as_str(), *n)).collect::<Vec<_>>())
+        };
+        let d = differential_of(&[many(0)], &[many(1)]).unwrap();
+        assert_eq!(d.functions.len(), CI_FUNCTIONS + 20);
+        assert!(d.functions[..CI_FUNCTIONS]
+            .iter()
+            .all(|f| f.ci95_ns.is_some()));
+        assert!(d.functions[CI_FUNCTIONS..]
+            .iter()
+            .all(|f| f.ci95_ns.is_none() && !f.above_noise));
+        assert_eq!(d.functions[0].name, "f0119");
+        assert_eq!(d.rows()[SHOWN - 1][2].chars().next(), Some('['));
     }
 
     #[test]
