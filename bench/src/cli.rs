@@ -797,6 +797,13 @@ pub struct RunBisectArgs {
     /// The bisect directory (default `results/<UTC>-bisect-commit-…`); must not exist.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Attribution launches a side of the culprit's differential profile (0: none).
+    ///
+    /// Attaches the first bad commit's differential profile against its parent: a campaign
+    /// of each kernel (one measured launch) with this many RIP-sampled attribution launches,
+    /// and which functions took the time (docs/bisect.md).
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    pub profile: u64,
     #[command(flatten)]
     pub own_kernel: KernelConfigArgs,
     #[command(flatten)]

@@ -218,6 +218,19 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
     }
 }
 
+/// The bundle's attribution launches whose vCPUs obtained under 90 % of the samples asked
+/// for (`truecold_proof::attribution::rate_warnings`), one line each; none without an
+/// attribution.
+fn attribution_rate_lines(bundle: &std::path::Path) -> Vec<String> {
+    let p = bundle.join(truecold_proof::attribution::JSONL_FILE);
+    std::fs::read(&p)
+        .map(|b| truecold_proof::attribution::rate_warnings(&b))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| format!("WARNING: {w}"))
+        .collect()
+}
+
 /// `truecold run`'s exit status for a written campaign (the table of `--help`).
 fn run_exit(out: &RunOutcome, allow_failures: bool) -> u8 {
     let v = &out.written.verdict;
@@ -255,6 +268,9 @@ fn summary_text(out: &RunOutcome, quiet: bool, s: &mut String) {
         for l in level_lines(r) {
             let _ = writeln!(s, "{l}");
         }
+    }
+    for l in attribution_rate_lines(path) {
+        let _ = writeln!(s, "{l}");
     }
     let _ = writeln!(
         s,

@@ -158,6 +158,29 @@ fn bisect_run_names_the_commit_that_adds_the_delay_and_step_skips_what_it_cannot
     let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(readme.contains("clock: virtual"), "{readme}");
     assert!(readme.contains(&ids["regression"][..12]), "{readme}");
+    // Which function took the time: the culprit's differential profile against its parent
+    // (the default --profile, 3 RIP-sampled attribution launches a side, flat on the base
+    // kernel) names one function above the noise, the one that spins in mdelay, with about
+    // 30 ms of the boot.
+    let p = r
+        .profile
+        .as_ref()
+        .expect("the culprit's profile is attached");
+    assert_eq!(p.attribution, 3);
+    assert!(readme.contains("profile/differential.md"), "{readme}");
+    let diff = truecold_proof::attribution::differential_of_dirs(
+        &out.join("profile/parent"),
+        &out.join("profile/culprit"),
+    )
+    .expect("both sides sampled");
+    let table = diff.markdown("the mdelay commit against its parent");
+    let above: Vec<_> = diff.above_noise().collect();
+    assert_eq!(above.len(), 1, "{table}");
+    assert!(above[0].name.contains("delay"), "{table}");
+    assert!(
+        (25_000_000..=35_000_000).contains(&above[0].delta_ns),
+        "{table}"
+    );
 
     // The step's skips, against the same baseline: a commit that does not build (125, no
     // campaign) and one that never reaches strict-ready (125, its failures are the evidence).

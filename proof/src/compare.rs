@@ -352,24 +352,14 @@ pub struct Comparison {
     pub options: CompareOptions,
     pub metrics: Vec<MetricComparison>,
     pub outcome: Outcome,
+    /// The differential profile of B's attribution launches against A's, when both bundles
+    /// carry RIP-sampled ones ([`crate::attribution::differential`]; never gating).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::attribution::DiffProfile>,
 }
 
-/// SplitMix64: a tiny, well-known, seedable generator (deterministic across platforms).
-pub(crate) struct SplitMix64(pub(crate) u64);
-
-impl SplitMix64 {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (n > 0), by multiply-shift.
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
-    }
-}
+/// The seedable generator of the bootstraps ([`crate::stats::SplitMix64`]).
+pub(crate) use crate::stats::SplitMix64;
 
 /// Nearest-rank median of a resample of `src` drawn into `buf`; `None` when `src` is empty.
 fn resample_median(src: &[u64], buf: &mut Vec<u64>, rng: &mut SplitMix64) -> Option<u64> {
@@ -776,6 +766,7 @@ pub fn compare_bundles(
         options: o.clone(),
         metrics,
         outcome,
+        profile: None,
     })
 }
 
@@ -1025,6 +1016,10 @@ impl Comparison {
                 s += &wrapped("", &format!("({n} stage rows: --stages)"));
             }
         }
+        if let Some(p) = &self.profile {
+            s += &wrapped("", &p.heading());
+            s += &table(crate::attribution::DIFF_HEAD, &p.rows(), &[0, 5]);
+        }
         s += &wrapped("", &outcome_line(self));
         s
     }
@@ -1058,6 +1053,15 @@ impl Comparison {
         let _ = writeln!(s);
         for m in self.metrics.iter().filter(|m| m.gating) {
             let _ = writeln!(s, "- {}: **{}** — {}", m.name, m.verdict.as_str(), m.why);
+        }
+        if let Some(p) = &self.profile {
+            let _ = writeln!(s, "\n{}\n", p.heading());
+            let _ = writeln!(s, "| {} |", crate::attribution::DIFF_HEAD.join(" | "));
+            let _ = writeln!(s, "|---|---:|---|---:|---:|---|");
+            for r in p.rows() {
+                let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+                let _ = writeln!(s, "| {} |", cells.join(" | "));
+            }
         }
         let _ = writeln!(s, "\n**{}**", outcome_line(self));
         s

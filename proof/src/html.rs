@@ -176,7 +176,8 @@ fn bundle_sections(
     r: &ResultJson,
     samples: &[Sample],
 ) -> Result<(), HtmlError> {
-    let generated = crate::bundle::generated_files(r, samples);
+    let section = crate::attribution::readme_section_of_dir(dir);
+    let generated = crate::bundle::generated_files_with(r, samples, section.as_deref());
     let images: BTreeMap<String, Vec<u8>> = generated
         .iter()
         .filter(|(n, _)| n.ends_with(".svg"))
@@ -204,10 +205,37 @@ fn bundle_sections(
                 crate::attribution::CSV_FILE,
                 img(name, svg)
             );
+            attribution_flame(s, dir, &files);
         }
     }
     sample_table(s, samples);
     Ok(())
+}
+
+/// With samples that counted their `requested` (a record made since): the rates not
+/// obtained, said where a reader looks, and the flame graph of the shown launch.
+fn attribution_flame(s: &mut String, dir: &Path, files: &[(String, Vec<u8>)]) {
+    let warnings = crate::fsio::read_file(
+        &dir.join(crate::attribution::JSONL_FILE),
+        crate::attribution::JSONL_MAX_BYTES,
+    )
+    .map(|b| crate::attribution::rate_warnings(&b))
+    .unwrap_or_default();
+    for w in warnings {
+        let _ = writeln!(s, "<p><b>Rate not obtained:</b> {}</p>", esc(&w));
+    }
+    if let Some((name, svg)) = files
+        .iter()
+        .find(|(n, _)| n == crate::attribution::FLAME_FILE)
+    {
+        let _ = writeln!(
+            s,
+            "<h3>Flame graph</h3>\n<p>The median launch's request → strict-ready: the host \
+             stages and the guest's samples on one clock (<code>{}</code>).</p>\n{}",
+            crate::attribution::FOLDED_FILE,
+            img(name, svg)
+        );
+    }
 }
 
 /// The host stages (those that tile the headline) of the median success, laid end to end:

@@ -161,6 +161,10 @@ enum Cmd {
         /// Only the outcome line (with --json: only the document); errors still on stderr.
         #[arg(short, long)]
         quiet: bool,
+        /// Write the differential flame graph of B's attribution launches against A's (both
+        /// bundles RIP-sampled) to this SVG file (never overwritten).
+        #[arg(long, value_name = "FILE")]
+        diff_flame: Option<PathBuf>,
     },
     /// Regenerate a bundle's README.md, plots and SHA256SUMS (--html: report.html too).
     ///
@@ -191,6 +195,29 @@ enum Cmd {
         /// and man/truecold-proof*.1 (created as needed; an existing file there is refused).
         dir: PathBuf,
     },
+}
+
+/// `compare --diff-flame FILE`: the differential flame graph, when both sides carry a
+/// profile; otherwise, or when the file cannot be written (it exists, …), said on stderr.
+fn write_diff_flame(c: &truecold_proof::compare::Comparison, path: &std::path::Path) {
+    let Some(p) = &c.profile else {
+        eprintln!(
+            "truecold-proof compare: no differential flame graph: A and B do not both carry \
+             RIP-sampled attribution launches"
+        );
+        return;
+    };
+    let r = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, p.flame_svg().as_bytes()));
+    if let Err(e) = r {
+        eprintln!(
+            "truecold-proof compare: cannot write the differential flame graph to {}: {e}",
+            path.display()
+        );
+    }
 }
 
 /// `report DIR`: a bundle, a multi-arm directory (it holds `arms.json`), a tune directory
@@ -334,6 +361,7 @@ fn main() -> ExitCode {
             allow_mismatch,
             clock,
             quiet,
+            diff_flame,
         } => {
             let mut o = CompareOptions {
                 threshold_pct,
@@ -356,6 +384,9 @@ fn main() -> ExitCode {
                 }
             };
             let text = compare_dirs(&a, &b, &o, shown).and_then(|c| {
+                if let Some(path) = &diff_flame {
+                    write_diff_flame(&c, path);
+                }
                 let t = if json {
                     c.render_json()?
                 } else if quiet {

@@ -99,6 +99,23 @@ pub fn with_failures(successes: &[u64], failures: u64, deadline_ns: u64) -> Vec<
     v
 }
 
+/// SplitMix64: a tiny, well-known, seedable generator (deterministic across platforms).
+pub(crate) struct SplitMix64(pub(crate) u64);
+
+impl SplitMix64 {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0), by multiply-shift.
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -290,5 +290,6 @@ pub fn compare_dirs(
     let mut c = compare_verified(&va, &vb, o)?;
     c.path_a = Some(a.display().to_string());
     c.path_b = Some(b.display().to_string());
+    c.profile = crate::attribution::differential_of_dirs(a, b);
     Ok(c)
 }

@@ -796,3 +796,437 @@ fn the_launches_are_held_to_the_instrument_the_run_line_names() {
     valid(bundle("r-unnamed", true, ""));
     valid(bundle("i-unnamed", false, ""));
 }
+
+/// Two more functions, the callers of the stacked lines.
+const FN_C: u64 = 0xffff_ffff_8100_0200;
+const FN_D: u64 = 0xffff_ffff_8100_0300;
+
+/// [`rip_lines_for`] from a VMM that counts `requested` (one count per vCPU) and, with
+/// `stacks`, walks call stacks: vCPU 0's samples in fn_a called from fn_c (a complete
+/// chain), in fn_b called from fn_d then fn_c, its halted sample under fn_c with a chain that
+/// looped; vCPU 1's not walked.
+fn counted_lines_for(
+    samples: &[Sample],
+    requested: [u64; 2],
+    stacks: bool,
+) -> Vec<AttributionLine> {
+    use truecold_proto::rip::{Recorder, RipSamples, StackEnd, VcpuState};
+    rip_lines_for(samples)
+        .into_iter()
+        .map(|mut l| {
+            let vmm = l.report.vmm.as_mut().unwrap();
+            if vmm["rip_samples"].is_object() {
+                let mut rs: RipSamples =
+                    serde_json::from_value(vmm["rip_samples"].clone()).unwrap();
+                let decoded = rs.decode().unwrap();
+                let mut vcpus = Vec::new();
+                for (v, d) in decoded.iter().enumerate() {
+                    let mut r = if stacks {
+                        Recorder::with_stacks(2)
+                    } else {
+                        Recorder::new(2)
+                    };
+                    r.start(rs.t0_ns);
+                    for s in d {
+                        let in_fn = |f: u64| (f..f + 0x100).contains(&s.rip);
+                        let (frames, end): (Vec<u64>, StackEnd) = if v == 1 {
+                            (vec![], StackEnd::NotWalked)
+                        } else if s.state == VcpuState::Halted {
+                            (vec![FN_C + 0x40], StackEnd::NotAbove)
+                        } else if in_fn(FN_A) {
+                            (vec![FN_C + 0x10], StackEnd::End)
+                        } else if in_fn(FN_B) {
+                            (vec![FN_D + 0x8, FN_C + 0x20], StackEnd::End)
+                        } else {
+                            (vec![], StackEnd::End)
+                        };
+                        assert!(r.push_with_stack(*s, &frames, end));
+                    }
+                    let mut out = r.finish();
+                    out.requested = Some(requested[v]);
+                    vcpus.push(out);
+                }
+                rs.vcpus = vcpus;
+                vmm["rip_samples"] = serde_json::to_value(rs).unwrap();
+            }
+            for (start, name) in [(FN_C, "fn_c"), (FN_D, "fn_d")] {
+                l.functions.push(attribution::RipFunction {
+                    start,
+                    end: start + 0x100,
+                    name: name.into(),
+                });
+            }
+            l
+        })
+        .collect()
+}
+
+fn file<'a>(files: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+    files
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, b)| b.as_slice())
+}
+
+/// A record whose VMM counted `requested`: a rate row per vCPU (one below the floor says
+/// so), the call-stacks row, and the shown launch's folded stacks and flame graph, whose
+/// stacks add up to its request → strict-ready; without the counts (an older record),
+/// none of them.
+#[test]
+fn requested_counts_give_rates_folded_stacks_and_a_flame_graph() {
+    let f = Fixture::linux(5);
+    let samples = f.samples();
+    // vCPU 0: 10 of 10 (100 %); vCPU 1: 5 of 20 (25 %).
+    for stacks in [false, true] {
+        let lines = counted_lines_for(&samples, [10, 20], stacks);
+        let a = attribute(&lines, &samples).unwrap();
+        let r0 = &row(&a, "vcpu0 rate").note;
+        assert!(
+            r0.starts_with("10 of 10 requested samples (100.0 %): the rate asked for was obtained"),
+            "{r0}"
+        );
+        let r1 = &row(&a, "vcpu1 rate").note;
+        assert!(
+            r1.starts_with("5 of 20 requested samples (25.0 %): below the 90.0 % floor"),
+            "{r1}"
+        );
+        let st = &row(&a, "call stacks").note;
+        if stacks {
+            assert!(
+                st.starts_with(
+                    "call stacks from the guest kernel's frame pointers: 15 samples, 4 distinct \
+                     stacks; walks: 9 complete, 1 bad chain: a frame not above the previous, 5 \
+                     not walked"
+                ),
+                "{st}"
+            );
+        } else {
+            assert!(st.starts_with("flat: no call stacks walked"), "{st}");
+        }
+        let j = jsonl(&lines);
+        let files = attribution::generate(&j, &samples, CLOCK).unwrap();
+        assert_eq!(files, attribution::generate(&j, &samples, CLOCK).unwrap());
+        let folded =
+            String::from_utf8(file(&files, attribution::FOLDED_FILE).unwrap().to_vec()).unwrap();
+        let total = row(&a, "attribution_total").dur_ns.unwrap();
+        let mut sum = 0u64;
+        let mut prev = "";
+        for line in folded.lines() {
+            let (stack, n) = line.rsplit_once(' ').unwrap();
+            assert!(stack > prev, "sorted, each stack once");
+            prev = stack;
+            assert!(stack.starts_with("request->strict-ready;"), "{line}");
+            sum += n.parse::<u64>().unwrap();
+        }
+        assert_eq!(sum, total, "the root is request -> strict-ready");
+        assert!(folded.contains(";spawn "), "{folded}");
+        if stacks {
+            assert!(folded.contains(";fn_c;fn_a "), "{folded}");
+            assert!(folded.contains(";fn_c;fn_d;fn_b "), "{folded}");
+            assert!(
+                folded.contains(
+                    ";[stack: bad chain: a frame not above the previous];fn_c;fn_b;[halted] "
+                ),
+                "{folded}"
+            );
+        } else {
+            assert!(!folded.contains("fn_c"), "{folded}");
+            assert!(folded.contains(";fn_b;[halted] "), "{folded}");
+        }
+        let flame =
+            String::from_utf8(file(&files, attribution::FLAME_FILE).unwrap().to_vec()).unwrap();
+        assert!(
+            flame.starts_with("<?xml") && flame.contains("<svg"),
+            "{}",
+            &flame[..200]
+        );
+        assert!(flame.contains("fn_a") && flame.contains("spawn"));
+        // The README and the run's summary say the rate was not obtained.
+        let section = attribution::readme_section(&j).unwrap();
+        assert!(section.contains("| 0 | 1 | 20 | 5 | 25.0 % |"), "{section}");
+        assert!(
+            section.contains(
+                "**The rate asked for was not obtained**: launch 0 vCPU 1: 5 of 20 (25.0 %)"
+            ),
+            "{section}"
+        );
+        let w = attribution::rate_warnings(&j);
+        let sampled = lines
+            .iter()
+            .filter(|l| {
+                l.report
+                    .vmm
+                    .as_ref()
+                    .is_some_and(|v| v["rip_samples"].is_object())
+            })
+            .count();
+        assert_eq!(w.len(), sampled, "{w:?}");
+        assert!(w[0].starts_with("attribution launch 0 vCPU 1: 5 of 20 requested samples (25.0 %)"));
+    }
+    // Every rate obtained: said once, no warning.
+    let ok = jsonl(&counted_lines_for(&samples, [10, 5], false));
+    assert!(attribution::readme_section(&ok)
+        .unwrap()
+        .contains("Every vCPU obtained the rate asked for."));
+    assert!(attribution::rate_warnings(&ok).is_empty());
+    // An older record: no rate rows, no stacks row, no folded stacks, no README section.
+    let old = rip_lines_for(&samples);
+    let a = attribute(&old, &samples).unwrap();
+    assert!(a
+        .rows
+        .iter()
+        .all(|r| !r.name.ends_with(" rate") && r.name != "call stacks"));
+    let files = attribution::generate(&jsonl(&old), &samples, CLOCK).unwrap();
+    assert_eq!(files.len(), 2);
+    assert!(attribution::readme_section(&jsonl(&old)).is_none());
+}
+
+/// The sharing rule of the folded stacks: a sampling period's time goes to the samples of
+/// the vCPUs running guest code in it, shared equally; one with only idle samples to them;
+/// one without a sample to `[not sampled]`.
+#[test]
+fn each_period_is_shared_by_the_vcpus_running_in_it() {
+    let f = Fixture::linux(3);
+    let samples = f.samples();
+    let lines = counted_lines_for(&samples, [10, 5], false);
+    let p = attribution::profile(&lines[0]).unwrap().unwrap();
+    // A leaf's ns over the stages its samples fall in.
+    let ns = |s: &str| -> u64 {
+        p.stacks
+            .iter()
+            .filter(|(k, _)| k.ends_with(&format!(";{s}")))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    // vCPU 0: A A B A A A(unknown) B B halted A; vCPU 1: waiting waiting B B user, periods
+    // 1..=10 after the sampler's start (one sample of each vCPU a period, from period 1).
+    // fn_a: periods 1, 2 whole (vCPU 1 waiting), 4, 5 half (vCPU 1 in fn_b, then in user
+    // space), 6 and 10 whole: 5 periods.
+    assert_eq!(ns("fn_a"), 500_000);
+    // fn_b: periods 3 (both vCPUs in it), 7 and 8 whole, period 4 half (vCPU 1).
+    assert_eq!(ns("fn_b"), 350_000);
+    assert_eq!(ns("[no symbol]"), 50_000);
+    // Period 9: vCPU 0 halted alone: the idle sample has it.
+    assert_eq!(ns("[halted]"), 100_000);
+    // The waiting AP never had a period: vCPU 0 ran in each of its.
+    assert!(p.stacks.keys().all(|k| !k.ends_with("[waiting for start]")));
+    let sampled: u64 = p
+        .stacks
+        .iter()
+        .filter(|(k, _)| !k.ends_with(attribution::NOT_SAMPLED) && k.matches(';').count() > 1)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(sampled, 1_000_000, "ten sampled periods");
+}
+
+/// verify recomputes the folded stacks and the flame graph like every generated file, and
+/// the README's attribution section: an altered folded-stack file, a flame graph that does
+/// not match the samples, a README without its section, and folded stacks beside an
+/// attribution that does not make them are each a reason; `report` regenerates them.
+#[test]
+fn verify_holds_the_folded_stacks_and_flame_graph_to_the_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let make = |name: &str, lines: Vec<AttributionLine>| {
+        let f = Fixture::linux(6);
+        let samples = f.samples();
+        let result = f.result(&samples);
+        let mut inputs = f.inputs_for(&samples);
+        let j = jsonl(&lines);
+        let clock = result.environment.host_kind.clock().describe();
+        inputs.extra_files.push((JSONL_FILE.into(), j.clone()));
+        inputs
+            .extra_files
+            .extend(attribution::generate(&j, &samples, clock).unwrap());
+        let dest = tmp.path().join(name);
+        let w = write_bundle(&dest, &result, &samples, &inputs).unwrap();
+        assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+        dest
+    };
+    let samples = Fixture::linux(6).samples();
+    let lines = || counted_lines_for(&samples, [10, 20], true);
+    let d = make("ok", lines());
+    let readme = fs::read_to_string(d.join("README.md")).unwrap();
+    assert!(readme.contains("\n## Attribution\n"), "{readme}");
+    assert!(readme.contains("**The rate asked for was not obtained**"));
+    let sums = fs::read_to_string(d.join("SHA256SUMS")).unwrap();
+    for n in [attribution::FOLDED_FILE, attribution::FLAME_FILE] {
+        assert!(sums.contains(n), "{n}");
+    }
+    assert!(verify_dir(&d).is_valid());
+    // An altered folded-stack file.
+    let d1 = make("folded", lines());
+    let folded = fs::read_to_string(d1.join(attribution::FOLDED_FILE)).unwrap();
+    let (first, rest) = folded.split_once('\n').unwrap();
+    let (stack, n) = first.rsplit_once(' ').unwrap();
+    let n: u64 = n.parse().unwrap();
+    fs::write(
+        d1.join(attribution::FOLDED_FILE),
+        format!("{stack} {}\n{rest}", n + 1),
+    )
+    .unwrap();
+    resum(&d1);
+    let v = verify_dir(&d1);
+    assert!(
+        checks(&v).contains(&Check::Attribution),
+        "{}",
+        v.render(&d1, 20)
+    );
+    assert!(truecold_proof::regenerate(&d1).is_ok());
+    assert_eq!(
+        fs::read_to_string(d1.join(attribution::FOLDED_FILE)).unwrap(),
+        folded
+    );
+    assert!(verify_dir(&d1).is_valid());
+    // A flame graph that does not match the samples: one sample moved from fn_a to fn_b in
+    // the jsonl, the flame graph (and every other file) left as they were.
+    let d2 = make("flame", lines());
+    let flame = fs::read(d2.join(attribution::FLAME_FILE)).unwrap();
+    let other = make("other", {
+        let mut l = lines();
+        for x in &mut l {
+            if let Some(v) = x.report.vmm.as_mut() {
+                if v["rip_samples"].is_object() {
+                    v["rip_samples"]["vcpus"][0]["drip"][0] = (FN_B as i64).into();
+                }
+            }
+        }
+        l
+    });
+    let other_flame = fs::read(other.join(attribution::FLAME_FILE)).unwrap();
+    assert_ne!(flame, other_flame, "the samples change the flame graph");
+    fs::write(d2.join(attribution::FLAME_FILE), &other_flame).unwrap();
+    resum(&d2);
+    let v = verify_dir(&d2);
+    assert!(
+        v.reasons
+            .iter()
+            .any(|r| r.check == Check::Attribution && r.detail.contains(attribution::FLAME_FILE)),
+        "{}",
+        v.render(&d2, 20)
+    );
+    // The page: the flame graph among the attribution's images, the rate not obtained said
+    // where a reader looks; it verifies, and a second `report` writes the same bytes.
+    let dh = make("html", lines());
+    truecold_proof::verify::report_dir_with(&dh, true).unwrap();
+    let page = fs::read_to_string(dh.join(truecold_proof::names::HTML_FILE)).unwrap();
+    assert!(page.contains("<h3>Flame graph</h3>"), "flame graph section");
+    assert!(page.contains("<b>Rate not obtained:</b> attribution launch 0 vCPU 1: 5 of 20"));
+    assert!(
+        page.contains("The rate asked for was not obtained"),
+        "the README's section"
+    );
+    assert!(!page.contains("<script"));
+    assert!(
+        verify_dir(&dh).is_valid(),
+        "{}",
+        verify_dir(&dh).render(&dh, 20)
+    );
+    truecold_proof::verify::report_dir_with(&dh, true).unwrap();
+    assert_eq!(
+        fs::read_to_string(dh.join(truecold_proof::names::HTML_FILE)).unwrap(),
+        page
+    );
+    // The README without its attribution section.
+    let d3 = make("readme", lines());
+    let r = fs::read_to_string(d3.join("README.md")).unwrap();
+    let cut = r.find("\n## Attribution\n").unwrap();
+    let end = r[cut + 1..].find("\n## ").unwrap() + cut + 1;
+    fs::write(d3.join("README.md"), format!("{}{}", &r[..cut], &r[end..])).unwrap();
+    resum(&d3);
+    assert!(checks(&verify_dir(&d3)).contains(&Check::GeneratedStale));
+    // Folded stacks planted beside an older record's attribution.
+    let d4 = make("old", rip_lines_for(&samples));
+    assert!(!d4.join(attribution::FOLDED_FILE).exists());
+    assert!(!fs::read_to_string(d4.join("README.md"))
+        .unwrap()
+        .contains("## Attribution"));
+    fs::write(d4.join(attribution::FOLDED_FILE), &folded).unwrap();
+    resum(&d4);
+    assert!(checks(&verify_dir(&d4)).contains(&Check::Attribution));
+}
+
+/// `compare A B` of two bundles with RIP-sampled attribution launches: the differential
+/// profile names the function whose samples B added, with its ms, above the noise, and
+/// nothing else; every line of the text output within its width; a bundle without
+/// attribution gives none.
+#[test]
+fn compare_adds_the_differential_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let make = |name: &str, lines: Vec<AttributionLine>| {
+        let f = Fixture::linux(30);
+        let samples = f.samples();
+        let result = f.result(&samples);
+        let mut inputs = f.inputs_for(&samples);
+        let j = jsonl(&lines);
+        let clock = result.environment.host_kind.clock().describe();
+        inputs.extra_files.push((JSONL_FILE.into(), j.clone()));
+        inputs
+            .extra_files
+            .extend(attribution::generate(&j, &samples, clock).unwrap());
+        let dest = tmp.path().join(name);
+        let w = write_bundle(&dest, &result, &samples, &inputs).unwrap();
+        assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+        dest
+    };
+    let samples = Fixture::linux(30).samples();
+    let a = make("a", counted_lines_for(&samples, [10, 5], false));
+    // B: vCPU 0's samples in fn_a moved to fn_d (5 of its periods, 0.5 ms of the boot).
+    let mut lb = counted_lines_for(&samples, [10, 5], false);
+    for l in &mut lb {
+        let v = l.report.vmm.as_mut().unwrap();
+        if v["rip_samples"].is_object() {
+            let mut rs: truecold_proto::rip::RipSamples =
+                serde_json::from_value(v["rip_samples"].clone()).unwrap();
+            let d = rs.decode().unwrap();
+            let mut r = truecold_proto::rip::Recorder::new(2);
+            r.start(rs.t0_ns);
+            for s in &d[0] {
+                let mut s = *s;
+                if (FN_A..FN_A + 0x100).contains(&s.rip) {
+                    s.rip = FN_D + 4;
+                }
+                r.push(s);
+            }
+            let mut v0 = r.finish();
+            v0.requested = rs.vcpus[0].requested;
+            rs.vcpus[0] = v0;
+            v["rip_samples"] = serde_json::to_value(rs).unwrap();
+        }
+    }
+    let b = make("b", lb);
+    let o = truecold_proof::CompareOptions::default();
+    let c = truecold_proof::verify::compare_dirs(&a, &b, &o, |_, _| {}).unwrap();
+    let p = c.profile.as_ref().expect("both sides sampled");
+    assert!(p.a_launches > 1 && p.a_launches == p.b_launches);
+    let names: Vec<&str> = p.above_noise().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["fn_a", "fn_d"], "{:?}", p.functions);
+    let fd = p.functions.iter().find(|f| f.name == "fn_d").unwrap();
+    assert_eq!((fd.a_ns, fd.b_ns, fd.delta_ns), (0, 500_000, 500_000));
+    assert_eq!(fd.ci95_ns, Some((500_000, 500_000)));
+    let t = c.render_text(false);
+    assert!(
+        t.contains("differential profile of the attribution launches"),
+        "{t}"
+    );
+    assert!(
+        t.lines()
+            .all(|l| l.chars().count() <= truecold_proof::compare::TEXT_WIDTH),
+        "{t}"
+    );
+    let m = c.render_markdown(false);
+    assert!(
+        m.contains("| * | +0.500 | [+0.500, +0.500] | 0.000 | 0.500 | fn_d |"),
+        "{m}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&c.render_json().unwrap()).unwrap();
+    assert_eq!(j["profile"]["functions"][0]["name"], "fn_a");
+    assert!(p.flame_svg().contains("fn_d"));
+    // A without attribution: no profile, no key.
+    let plain = tmp.path().join("plain");
+    let f = Fixture::linux(30);
+    let s = f.samples();
+    write_bundle(&plain, &f.result(&s), &s, &f.inputs_for(&s)).unwrap();
+    let c = truecold_proof::verify::compare_dirs(&plain, &b, &o, |_, _| {}).unwrap();
+    assert!(c.profile.is_none());
+    assert!(!c.render_json().unwrap().contains("\"profile\""));
+}

@@ -145,6 +145,7 @@ fn bisect_dir_on(root: &Path, host: HostKind) -> std::path::PathBuf {
             good_step: Some(0),
             effects: Vec::new(),
             summary: "First bad commit: `bbbb`.".into(),
+            profile: None,
         }),
         wall_seconds: Some(100),
         commands: vec![
@@ -544,6 +545,7 @@ fn ab_bisect_dir(root: &Path) -> std::path::PathBuf {
             good_step: Some(1),
             effects: Vec::new(),
             summary: "First bad commit: `bbbb`.".into(),
+            profile: None,
         }),
         wall_seconds: Some(100),
         commands: vec!["truecold bisect run --kernel-tree /src/linux".into()],
@@ -797,6 +799,7 @@ fn a_schema_2_config_bisect_follows_the_same_rule() {
             good_step: None,
             effects: vec![("CONFIG_B=y".into(), 2)],
             summary: "Culprit: `CONFIG_B=y`.".into(),
+            profile: None,
         }),
         wall_seconds: Some(10),
         commands: Vec::new(),
@@ -869,4 +872,63 @@ fn a_bisect_over_the_users_kernel_records_it_and_tampering_is_caught() {
         &write_bisect(&dir, &cfg, &log).unwrap(),
         "a config bisect records",
     );
+}
+
+/// The culprit's differential profile attached to a commit bisect: the parent's and the
+/// culprit's bundles under `profile/`, the table and the differential flame graph their
+/// attribution launches give (the function that holds the added time named, above the
+/// noise), the README's link; verify holds each to its recomputation, and refuses a
+/// `profile/` the record does not attach; `report` regenerates them.
+#[test]
+fn the_culprits_differential_profile_is_attached_and_verified() {
+    use truecold_proof::bisect::{CulpritProfile, PROFILE_DIR, PROFILE_FLAME, PROFILE_TABLE};
+    let d = tempfile::tempdir().unwrap();
+    let dir = bisect_dir(d.path());
+    let p = dir.join(PROFILE_DIR);
+    std::fs::create_dir_all(&p).unwrap();
+    let launches = fixture(30e6, 1, None).samples().len() as u64;
+    fixture(30e6, 1, None).write_sampled(&p, "parent", 0);
+    fixture(30e6, 1, None).write_sampled(&p, "culprit", 30);
+    edit_record(&dir, |f| {
+        f.result.as_mut().unwrap().profile = Some(CulpritProfile {
+            attribution: launches,
+        })
+    });
+    let v = verify_dir(&dir);
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    let table = std::fs::read_to_string(p.join(PROFILE_TABLE)).unwrap();
+    assert!(
+        table.contains("| * | +3.000 | [+3.000, +3.000] | 0.000 | 3.000 | fn_delay |"),
+        "{table}"
+    );
+    // The samples added in the fixture's same boots cover time that was not sampled: its
+    // change mirrors the function's, within its noise (the launches' stages vary).
+    assert!(table.contains("| -3.000 | "), "{table}");
+    assert!(
+        table.contains("Above the noise: `fn_delay` +3.000 ms."),
+        "{table}"
+    );
+    assert!(std::fs::read_to_string(p.join(PROFILE_FLAME))
+        .unwrap()
+        .contains("fn_delay"));
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(readme.contains("(profile/differential.md)"), "{readme}");
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
+    assert!(
+        sums.contains("  profile/culprit/attribution.jsonl\n"),
+        "{sums}"
+    );
+    // A hand-edited table: a reason, which `report` cures.
+    std::fs::write(p.join(PROFILE_TABLE), table.replace("+3.000", "+0.000")).unwrap();
+    truecold_proof::skeleton::write_tree_sums(&dir, 4).unwrap();
+    assert!(reasons(&dir).contains("differential.md is not what the two bundles"));
+    truecold_proof::verify::report_dir_with(&dir, false).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.join(PROFILE_TABLE)).unwrap(),
+        table
+    );
+    assert!(verify_dir(&dir).is_valid());
+    // The record without its profile, the directory still there.
+    edit_record(&dir, |f| f.result.as_mut().unwrap().profile = None);
+    assert!(reasons(&dir).contains("beside a record that attaches no differential profile"));
 }

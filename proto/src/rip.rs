@@ -13,13 +13,31 @@
 //! bench's 1 MiB report cap whatever the period and the boot's length); a sample past a
 //! bound is counted ([`VcpuSamples::over_cap`]), never silently dropped.
 //! [`RipSamples::decode`] is the one reading (bounded, linear, a typed [`RipError`]).
+//!
+//! # Call stacks (`--sample-stacks`)
+//! With a guest kernel built with frame pointers the VMM also walks the guest's frame-pointer
+//! chain at each sample (truecold-vmm's `unwind`): the return addresses from the innermost
+//! caller outwards, at most [`MAX_STACK_DEPTH`], and how the walk ended ([`StackEnd`]). A
+//! vCPU's stacks are kept once each in a table ([`VcpuSamples::stacks`], each return address
+//! as a difference from the previous one, [`VcpuSamples::stack_end`]) and each sample names
+//! its entry ([`VcpuSamples::stack`]); the table and the indices count against the same
+//! byte bound as the samples, and at most [`MAX_STACKS`] entries are kept over all vCPUs. A
+//! stack past a bound keeps its sample: it names the one entry [`StackEnd::OverCap`] without
+//! frames, so nothing is dropped silently. [`RipSamples::stacks`] is the one reading.
 
 use serde::{Deserialize, Serialize};
 
 /// Most samples kept over all vCPUs (each vCPU gets an equal share).
 pub const MAX_SAMPLES: usize = 65_536;
-/// Most bytes of the encoded arrays (`dt_ns`, `drip`, `state`, separators) over all vCPUs.
+/// Most bytes of the encoded arrays (`dt_ns`, `drip`, `state`, and with call stacks `stack`,
+/// `stacks`, `stack_end`; separators) over all vCPUs.
 pub const MAX_SAMPLE_BYTES: usize = 640 << 10;
+
+/// Most return addresses walked per sample.
+pub const MAX_STACK_DEPTH: usize = 48;
+
+/// Most distinct call stacks kept over all vCPUs (each vCPU an equal share).
+pub const MAX_STACKS: usize = 16_384;
 
 /// Why sampling input is unusable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +63,32 @@ pub enum RipError {
     TimeOverflow { vcpu: usize },
     #[error("more than {MAX_SAMPLES} samples")]
     TooMany,
+    #[error("vCPU {vcpu}: {samples} samples and {indices} stack indices differ")]
+    StackIndices {
+        vcpu: usize,
+        samples: usize,
+        indices: usize,
+    },
+    #[error("vCPU {vcpu}: {stacks} stacks and {ends} stack ends differ")]
+    StackEnds {
+        vcpu: usize,
+        stacks: usize,
+        ends: usize,
+    },
+    #[error("vCPU {vcpu}: stack index {index} is outside its {stacks} stacks")]
+    StackIndex {
+        vcpu: usize,
+        index: u32,
+        stacks: usize,
+    },
+    #[error("vCPU {vcpu}: stack end `{ch}` is none of e, d, l, o, a, u, r, n, c")]
+    StackEnd { vcpu: usize, ch: char },
+    #[error("vCPU {vcpu}: a stack of more than {MAX_STACK_DEPTH} frames, or frames where the walk ended without any")]
+    StackDepth { vcpu: usize },
+    #[error("more than {MAX_STACKS} stacks")]
+    TooManyStacks,
+    #[error("vCPU {vcpu}: call stacks without their samples' indices, or the reverse")]
+    StackParts { vcpu: usize },
 }
 
 /// The sampling period, µs ([`SamplePeriod::MIN_US`] to [`SamplePeriod::MAX_US`]); checked
@@ -142,6 +186,107 @@ impl VcpuState {
     }
 }
 
+/// How the walk of a sample's call stack ended (one character per entry of
+/// [`VcpuSamples::stack_end`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StackEnd {
+    /// `e`: where the kernel ends a chain: a zero frame pointer, or an encoded `pt_regs`
+    /// pointer (the frame of an entry: from user space, an interrupt, a new task).
+    End,
+    /// `d`: [`MAX_STACK_DEPTH`] return addresses walked, the chain going on.
+    Depth,
+    /// `l`: a frame pointer not above the previous one (a loop, or a chain going down).
+    NotAbove,
+    /// `o`: a frame pointer outside the stack's span (below RSP, or more than
+    /// [`MAX_STACK_SPAN`] above it: another stack, an interrupt's for one).
+    OutOfSpan,
+    /// `a`: a frame pointer misaligned, non-canonical or outside the kernel's half.
+    BadAddress,
+    /// `u`: a frame not mapped by the guest's page tables, or outside its RAM.
+    Unmapped,
+    /// `r`: a return address outside the kernel's half.
+    BadReturn,
+    /// `n`: not walked: the vCPU was not running 64-bit kernel code (user space, or before
+    /// long mode with paging).
+    NotWalked,
+    /// `c`: not kept: the vCPU's share of [`MAX_STACKS`] or of [`MAX_SAMPLE_BYTES`] was full
+    /// (the sample is kept, its stack is not).
+    OverCap,
+}
+
+/// The span above RSP in which a frame pointer is taken as the same stack's (a kernel
+/// thread's stack is 16 KiB without KASAN; an IRQ stack is another stack).
+pub const MAX_STACK_SPAN: u64 = 64 << 10;
+
+impl StackEnd {
+    pub const ALL: [StackEnd; 9] = [
+        StackEnd::End,
+        StackEnd::Depth,
+        StackEnd::NotAbove,
+        StackEnd::OutOfSpan,
+        StackEnd::BadAddress,
+        StackEnd::Unmapped,
+        StackEnd::BadReturn,
+        StackEnd::NotWalked,
+        StackEnd::OverCap,
+    ];
+
+    pub fn as_char(self) -> char {
+        match self {
+            StackEnd::End => 'e',
+            StackEnd::Depth => 'd',
+            StackEnd::NotAbove => 'l',
+            StackEnd::OutOfSpan => 'o',
+            StackEnd::BadAddress => 'a',
+            StackEnd::Unmapped => 'u',
+            StackEnd::BadReturn => 'r',
+            StackEnd::NotWalked => 'n',
+            StackEnd::OverCap => 'c',
+        }
+    }
+
+    pub fn from_char(c: char) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_char() == c)
+    }
+
+    /// Whether the chain ended where the kernel ends it, or was not walked at all: every
+    /// other end leaves the outer frames unknown.
+    pub fn complete(self) -> bool {
+        matches!(self, StackEnd::End | StackEnd::NotWalked)
+    }
+
+    /// The words for an incomplete stack (a flame graph's marker frame).
+    pub fn describe(self) -> &'static str {
+        match self {
+            StackEnd::End => "complete",
+            StackEnd::Depth => "deeper than the walk's bound",
+            StackEnd::NotAbove => "bad chain: a frame not above the previous",
+            StackEnd::OutOfSpan => "chain left the stack",
+            StackEnd::BadAddress => "bad chain: a bad frame address",
+            StackEnd::Unmapped => "bad chain: a frame not mapped",
+            StackEnd::BadReturn => "bad chain: a return address outside the kernel",
+            StackEnd::NotWalked => "not walked",
+            StackEnd::OverCap => "not kept: the stack table was full",
+        }
+    }
+}
+
+/// The address a return address `ret` is looked up at to name its calling function: the
+/// byte before it, inside the call instruction (a call that ends its function, to a
+/// `noreturn` callee, returns past the function's end). One definition for the bench's
+/// symbol map and the proof's profile.
+pub fn call_site(ret: u64) -> u64 {
+    ret.wrapping_sub(1)
+}
+
+/// One walked call stack: the return addresses from the innermost caller outwards, and how
+/// the walk ended.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Stack {
+    pub frames: Vec<u64>,
+    pub end: StackEnd,
+}
+
 /// One decoded sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sample {
@@ -177,6 +322,18 @@ pub struct VcpuSamples {
     /// (`missed_ticks`) included. Absent in a report made before the VMM counted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested: Option<u64>,
+    /// Per sample, its call stack's index in [`VcpuSamples::stacks`]. Absent when the VMM
+    /// walked no stacks (no `--sample-stacks`, and every report made before it could).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<Vec<u32>>,
+    /// The distinct call stacks: each one's return addresses from the innermost caller
+    /// outwards, the first as its value (as i64), each next as its difference from the
+    /// previous one (wrapping).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<Vec<i64>>,
+    /// One [`StackEnd`] character per entry of [`VcpuSamples::stacks`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stack_end: String,
 }
 
 /// The share of its requested samples a vCPU obtained below which an attribution says its
@@ -229,6 +386,132 @@ pub struct Recorder {
     cap: usize,
     cap_bytes: usize,
     bytes: usize,
+    stacks: Option<StackTable>,
+}
+
+/// A vCPU's call stacks while recording: the distinct ones in a flat array with an
+/// open-addressing index, all allocated by [`Recorder::with_stacks`] (no allocation after).
+#[derive(Clone, Debug)]
+struct StackTable {
+    /// Every entry's frames, one after the other.
+    frames: Vec<u64>,
+    /// Entry i's frames are `frames[start[i]..start[i + 1]]`.
+    start: Vec<u32>,
+    end: Vec<StackEnd>,
+    /// Open addressing: an entry's index, or `u32::MAX` (empty); a power of two ≥ twice
+    /// the entries.
+    slots: Vec<u32>,
+    /// Most entries.
+    cap: usize,
+    /// The sample's entries.
+    index: Vec<u32>,
+    /// The [`StackEnd::OverCap`] entry, once made.
+    over_cap: Option<u32>,
+}
+
+const EMPTY_SLOT: u32 = u32::MAX;
+
+fn stack_hash(frames: &[u64], end: StackEnd) -> u64 {
+    // FNV-1a over the frames' bytes and the end's character.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: u8| {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    for f in frames {
+        for b in f.to_le_bytes() {
+            eat(b);
+        }
+    }
+    eat(end.as_char() as u8);
+    h
+}
+
+/// The bytes one table entry adds to the report: `[`, each delta and its comma, `],`, and
+/// its end character.
+fn entry_bytes(frames: &[u64]) -> usize {
+    let mut prev = 0u64;
+    let mut b = 3 + 1;
+    for f in frames {
+        b += dec_len_i64(f.wrapping_sub(prev) as i64) + 1;
+        prev = *f;
+    }
+    b
+}
+
+impl StackTable {
+    fn new(cap: usize, frames: usize, samples: usize) -> Self {
+        let slots = (cap.max(1) * 2).next_power_of_two();
+        StackTable {
+            frames: Vec::with_capacity(frames),
+            start: {
+                let mut v = Vec::with_capacity(cap + 1);
+                v.push(0);
+                v
+            },
+            end: Vec::with_capacity(cap),
+            slots: vec![EMPTY_SLOT; slots],
+            cap,
+            index: Vec::with_capacity(samples),
+            over_cap: None,
+        }
+    }
+
+    fn entry(&self, i: usize) -> (&[u64], StackEnd) {
+        (
+            &self.frames[self.start[i] as usize..self.start[i + 1] as usize],
+            self.end[i],
+        )
+    }
+
+    /// The slot holding `frames`/`end`, or the empty one where it goes (the table is never
+    /// full: at most half its slots are used).
+    fn find(&self, frames: &[u64], end: StackEnd) -> (usize, Option<u32>) {
+        let mask = self.slots.len() - 1;
+        let mut at = stack_hash(frames, end) as usize & mask;
+        loop {
+            match self.slots[at] {
+                EMPTY_SLOT => return (at, None),
+                i if self.entry(i as usize) == (frames, end) => return (at, Some(i)),
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
+    /// Whether a new entry of `frames` fits the entry and frame bounds (the last entry is
+    /// kept for the [`StackEnd::OverCap`] one until that is made).
+    fn fits(&self, frames: &[u64]) -> bool {
+        self.end.len() + usize::from(self.over_cap.is_none()) < self.cap
+            && self.frames.len() + frames.len() <= self.frames.capacity()
+    }
+
+    fn insert(&mut self, slot: usize, frames: &[u64], end: StackEnd) -> u32 {
+        let i = self.end.len() as u32;
+        self.frames.extend_from_slice(frames);
+        self.start.push(self.frames.len() as u32);
+        self.end.push(end);
+        self.slots[slot] = i;
+        i
+    }
+
+    fn finish(self) -> (Vec<u32>, Vec<Vec<i64>>, String) {
+        let stacks = (0..self.end.len())
+            .map(|i| {
+                let mut prev = 0u64;
+                self.entry(i)
+                    .0
+                    .iter()
+                    .map(|f| {
+                        let d = f.wrapping_sub(prev) as i64;
+                        prev = *f;
+                        d
+                    })
+                    .collect()
+            })
+            .collect();
+        let ends = self.end.iter().map(|e| e.as_char()).collect();
+        (self.index, stacks, ends)
+    }
 }
 
 impl Recorder {
@@ -248,7 +531,20 @@ impl Recorder {
             cap,
             cap_bytes: MAX_SAMPLE_BYTES / n,
             bytes: 0,
+            stacks: None,
         }
+    }
+
+    /// [`Recorder::new`] with a call-stack table ([`Recorder::push_with_stack`]), its share
+    /// of [`MAX_STACKS`] entries and as many frames as its byte share can encode (two bytes
+    /// each at least).
+    pub fn with_stacks(vcpus: usize) -> Self {
+        let mut r = Recorder::new(vcpus);
+        let n = vcpus.max(1);
+        let cap = MAX_STACKS / n;
+        let frames = (r.cap_bytes / 2).min(cap * MAX_STACK_DEPTH);
+        r.stacks = Some(StackTable::new(cap, frames, r.cap));
+        r
     }
 
     /// Sets the time origin (before the first sample).
@@ -261,16 +557,79 @@ impl Recorder {
         self.out.dt_ns.len() >= self.cap
     }
 
+    /// Whether this recorder keeps call stacks ([`Recorder::with_stacks`]).
+    pub fn walks_stacks(&self) -> bool {
+        self.stacks.is_some()
+    }
+
     /// Appends one sample, or counts it in `over_cap` when a bound is reached (returns
     /// whether it was kept). Times before the origin or the previous sample count as 0.
+    /// A recorder with stacks records this sample's as not walked.
     pub fn push(&mut self, s: Sample) -> bool {
+        self.push_with_stack(s, &[], StackEnd::NotWalked)
+    }
+
+    /// [`Recorder::push`] with the sample's call stack (`frames` beyond [`MAX_STACK_DEPTH`]
+    /// are not kept; ignored without a stack table). A stack that does not fit the table or
+    /// the bytes keeps its sample under the one [`StackEnd::OverCap`] entry; a sample that
+    /// does not fit is counted in `over_cap`.
+    pub fn push_with_stack(&mut self, s: Sample, frames: &[u64], end: StackEnd) -> bool {
         let dt = s.t_ns.saturating_sub(self.last_t);
         let drip = s.rip.wrapping_sub(self.last_rip) as i64;
         // Each number and its comma, and the state's character.
-        let b = dec_len_u64(dt) + dec_len_i64(drip) + 3;
+        let mut b = dec_len_u64(dt) + dec_len_i64(drip) + 3;
         if self.full() || self.bytes + b > self.cap_bytes {
             self.over_cap();
             return false;
+        }
+        if let Some(t) = self.stacks.as_mut() {
+            let frames = &frames[..frames.len().min(MAX_STACK_DEPTH)];
+            let frames: &[u64] = if end == StackEnd::OverCap {
+                &[]
+            } else {
+                frames
+            };
+            let (slot, found) = t.find(frames, end);
+            let index = match found {
+                Some(i) => i,
+                None => {
+                    let cost = entry_bytes(frames);
+                    // The index of the entry and its comma.
+                    let ib = dec_len_u64(u64::from(t.end.len() as u32)) + 1;
+                    if t.fits(frames) && self.bytes + b + ib + cost <= self.cap_bytes {
+                        b += cost;
+                        t.insert(slot, frames, end)
+                    } else {
+                        match t.over_cap {
+                            Some(i) => i,
+                            None => {
+                                // The table kept an entry for it ([`StackTable::fits`]); the
+                                // bytes may still be short, and then the sample is counted.
+                                let (slot, _) = t.find(&[], StackEnd::OverCap);
+                                let cost = entry_bytes(&[]);
+                                if t.end.len() >= t.cap
+                                    || self.bytes + b + ib + cost > self.cap_bytes
+                                {
+                                    self.over_cap();
+                                    return false;
+                                }
+                                b += cost;
+                                let i = t.insert(slot, &[], StackEnd::OverCap);
+                                t.over_cap = Some(i);
+                                i
+                            }
+                        }
+                    }
+                }
+            };
+            let ib = dec_len_u64(u64::from(index)) + 1;
+            if self.bytes + b + ib > self.cap_bytes {
+                // A known entry's index must fit too (a new one's was counted above).
+                self.over_cap();
+                return false;
+            }
+            b += ib;
+            t.index.push(index);
         }
         self.bytes += b;
         self.last_t = self.last_t.saturating_add(dt);
@@ -303,9 +662,31 @@ impl Recorder {
         self.len() == 0
     }
 
-    pub fn finish(self) -> VcpuSamples {
-        self.out
+    /// The bytes of the encoded arrays so far (bounded by this recorder's share of
+    /// [`MAX_SAMPLE_BYTES`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
+
+    pub fn finish(self) -> VcpuSamples {
+        let mut out = self.out;
+        if let Some(t) = self.stacks {
+            let (index, stacks, ends) = t.finish();
+            out.stack = Some(index);
+            out.stacks = stacks;
+            out.stack_end = ends;
+        }
+        out
+    }
+}
+
+/// One vCPU's call stacks, decoded ([`RipSamples::stacks`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VcpuStacks {
+    /// The distinct stacks.
+    pub table: Vec<Stack>,
+    /// Per sample, its stack's index in `table`.
+    pub of_sample: Vec<u32>,
 }
 
 impl RipSamples {
@@ -342,6 +723,78 @@ impl RipSamples {
                 });
             }
             out.push(samples);
+        }
+        Ok(out)
+    }
+
+    /// Whether the VMM walked call stacks (any vCPU carries stack indices).
+    pub fn has_stacks(&self) -> bool {
+        self.vcpus.iter().any(|v| v.stack.is_some())
+    }
+
+    /// Every vCPU's call stacks (`None` for a vCPU without them), checked: one index per
+    /// sample, each inside its table, one end per entry, at most [`MAX_STACK_DEPTH`] frames
+    /// an entry and none where the walk did not run, at most [`MAX_STACKS`] entries in all
+    /// (bounded, linear).
+    pub fn stacks(&self) -> Result<Vec<Option<VcpuStacks>>, RipError> {
+        let total: usize = self.vcpus.iter().map(|v| v.stacks.len()).sum();
+        if total > MAX_STACKS {
+            return Err(RipError::TooManyStacks);
+        }
+        let mut out = Vec::with_capacity(self.vcpus.len());
+        for (i, v) in self.vcpus.iter().enumerate() {
+            let Some(of_sample) = &v.stack else {
+                if !v.stacks.is_empty() || !v.stack_end.is_empty() {
+                    return Err(RipError::StackParts { vcpu: i });
+                }
+                out.push(None);
+                continue;
+            };
+            if of_sample.len() != v.dt_ns.len() {
+                return Err(RipError::StackIndices {
+                    vcpu: i,
+                    samples: v.dt_ns.len(),
+                    indices: of_sample.len(),
+                });
+            }
+            let ends = v.stack_end.chars().count();
+            if ends != v.stacks.len() {
+                return Err(RipError::StackEnds {
+                    vcpu: i,
+                    stacks: v.stacks.len(),
+                    ends,
+                });
+            }
+            let mut table = Vec::with_capacity(v.stacks.len());
+            for (deltas, ch) in v.stacks.iter().zip(v.stack_end.chars()) {
+                let end = StackEnd::from_char(ch).ok_or(RipError::StackEnd { vcpu: i, ch })?;
+                if deltas.len() > MAX_STACK_DEPTH
+                    || (!deltas.is_empty()
+                        && matches!(end, StackEnd::NotWalked | StackEnd::OverCap))
+                {
+                    return Err(RipError::StackDepth { vcpu: i });
+                }
+                let mut f = 0u64;
+                let frames = deltas
+                    .iter()
+                    .map(|d| {
+                        f = f.wrapping_add(*d as u64);
+                        f
+                    })
+                    .collect();
+                table.push(Stack { frames, end });
+            }
+            if let Some(&index) = of_sample.iter().find(|&&x| x as usize >= table.len()) {
+                return Err(RipError::StackIndex {
+                    vcpu: i,
+                    index,
+                    stacks: table.len(),
+                });
+            }
+            out.push(Some(VcpuStacks {
+                table,
+                of_sample: of_sample.clone(),
+            }));
         }
         Ok(out)
     }
@@ -466,5 +919,154 @@ mod tests {
         assert_eq!(rs.decode(), Err(RipError::TimeOverflow { vcpu: 0 }));
         rs.vcpus[0].dt_ns = vec![0; MAX_SAMPLES + 1];
         assert_eq!(rs.decode(), Err(RipError::TooMany));
+    }
+
+    #[test]
+    fn stacks_are_kept_once_each_and_round_trip() {
+        let k = 0xffff_ffff_8100_0000u64;
+        let mut r = Recorder::with_stacks(2);
+        assert!(r.walks_stacks());
+        r.start(0);
+        let a = [k + 0x10, k + 0x2000, k + 0x30];
+        let b = [k + 0x10, k + 0x40];
+        assert!(r.push_with_stack(s(10, k, VcpuState::Running), &a, StackEnd::End));
+        assert!(r.push_with_stack(s(20, k + 1, VcpuState::Running), &b, StackEnd::NotAbove));
+        assert!(r.push_with_stack(s(30, k + 2, VcpuState::Halted), &a, StackEnd::End));
+        // The same frames with another end are another stack.
+        assert!(r.push_with_stack(s(40, k, VcpuState::Running), &a, StackEnd::Depth));
+        assert!(r.push(s(50, 0x40_1000, VcpuState::Running)));
+        let v = r.finish();
+        assert_eq!(v.stack.as_deref(), Some(&[0, 1, 0, 2, 3][..]));
+        assert_eq!(v.stack_end, "eldn");
+        assert_eq!(v.stacks[3], Vec::<i64>::new());
+        assert_eq!(v.stacks[0][1], 0x1ff0);
+        let rs = RipSamples {
+            period_us: SamplePeriod::from_us(100).unwrap(),
+            t0_ns: 0,
+            ticks: 5,
+            missed_ticks: 0,
+            vcpus: vec![v, VcpuSamples::default()],
+        };
+        let back: RipSamples = serde_json::from_str(&serde_json::to_string(&rs).unwrap()).unwrap();
+        assert!(back.has_stacks());
+        let st = back.stacks().unwrap();
+        let st0 = st[0].as_ref().unwrap();
+        assert_eq!(st0.table[0].frames, a);
+        assert_eq!(
+            st0.table[1],
+            Stack {
+                frames: b.to_vec(),
+                end: StackEnd::NotAbove
+            }
+        );
+        assert_eq!(st0.table[3].end, StackEnd::NotWalked);
+        assert!(st[1].is_none());
+        // Without stacks nothing of them is written: a report keeps its bytes.
+        let mut plain = Recorder::new(1);
+        plain.push(s(1, 2, VcpuState::Running));
+        let json = serde_json::to_string(&plain.finish()).unwrap();
+        assert!(!json.contains("stack"), "{json}");
+    }
+
+    #[test]
+    fn a_stack_past_the_table_keeps_its_sample_under_the_over_cap_entry() {
+        let k = 0xffff_ffff_8100_0000u64;
+        // 64 vCPUs: 256 entries each.
+        let n = 64;
+        let mut r = Recorder::with_stacks(n);
+        let cap = MAX_STACKS / n;
+        let mut kept = 0;
+        for i in 0..(cap as u64 + 10) {
+            if r.push_with_stack(s(i, k, VcpuState::Running), &[k + i * 16], StackEnd::End) {
+                kept += 1;
+            }
+        }
+        let v = r.finish();
+        assert_eq!(kept, cap + 10, "every sample kept");
+        assert_eq!(v.stacks.len(), cap);
+        assert_eq!(v.stack_end.chars().last(), Some('c'));
+        let over = (cap - 1) as u32;
+        assert_eq!(
+            v.stack
+                .as_ref()
+                .unwrap()
+                .iter()
+                .filter(|&&x| x == over)
+                .count(),
+            11
+        );
+        assert!(v.stacks[cap - 1].is_empty());
+    }
+
+    #[test]
+    fn stacks_count_against_the_byte_bound() {
+        let mut r = Recorder::with_stacks(1);
+        let mut refused = 0u64;
+        // Deep stacks of far-apart frames: ~48 × 21 bytes each; distinct every time.
+        for i in 0..(MAX_SAMPLES as u64) {
+            let frames: Vec<u64> = (0..MAX_STACK_DEPTH as u64)
+                .map(|d| if d % 2 == 0 { i } else { i64::MIN as u64 })
+                .collect();
+            if !r.push_with_stack(s(i, 1, VcpuState::Running), &frames, StackEnd::Depth) {
+                refused += 1;
+            }
+        }
+        assert!(r.bytes() <= MAX_SAMPLE_BYTES);
+        let v = r.finish();
+        assert_eq!(v.over_cap, refused);
+        assert!(
+            v.stack_end.ends_with('c'),
+            "the table filled up to the bound"
+        );
+        let json = serde_json::to_string(&v).unwrap();
+        assert!(json.len() <= MAX_SAMPLE_BYTES + 300, "{}", json.len());
+    }
+
+    #[test]
+    fn stack_decoding_refuses_what_does_not_add_up() {
+        let base = || VcpuSamples {
+            dt_ns: vec![1, 2],
+            drip: vec![1, 1],
+            state: "rr".into(),
+            stack: Some(vec![0, 1]),
+            stacks: vec![vec![-5, 8], vec![]],
+            stack_end: "en".into(),
+            ..VcpuSamples::default()
+        };
+        let rs = |v: VcpuSamples| RipSamples {
+            period_us: SamplePeriod::from_us(100).unwrap(),
+            t0_ns: 0,
+            ticks: 2,
+            missed_ticks: 0,
+            vcpus: vec![v],
+        };
+        assert!(rs(base()).stacks().is_ok());
+        let mut v = base();
+        v.stack = Some(vec![0]);
+        assert!(matches!(rs(v).stacks(), Err(RipError::StackIndices { .. })));
+        let mut v = base();
+        v.stack = Some(vec![0, 2]);
+        assert!(matches!(
+            rs(v).stacks(),
+            Err(RipError::StackIndex { index: 2, .. })
+        ));
+        let mut v = base();
+        v.stack_end = "e".into();
+        assert!(matches!(rs(v).stacks(), Err(RipError::StackEnds { .. })));
+        let mut v = base();
+        v.stack_end = "ez".into();
+        assert_eq!(rs(v).stacks(), Err(RipError::StackEnd { vcpu: 0, ch: 'z' }));
+        let mut v = base();
+        v.stacks[1] = vec![1];
+        assert_eq!(rs(v).stacks(), Err(RipError::StackDepth { vcpu: 0 }));
+        let mut v = base();
+        v.stacks[0] = vec![1; MAX_STACK_DEPTH + 1];
+        assert_eq!(rs(v).stacks(), Err(RipError::StackDepth { vcpu: 0 }));
+        let mut v = base();
+        v.stack = None;
+        assert_eq!(rs(v).stacks(), Err(RipError::StackParts { vcpu: 0 }));
+        let mut v = base();
+        v.stacks = vec![vec![]; MAX_STACKS + 1];
+        assert_eq!(rs(v).stacks(), Err(RipError::TooManyStacks));
     }
 }

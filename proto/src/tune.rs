@@ -92,6 +92,7 @@ pub enum Knob {
     NoCryptoSelftests,
     JumpLabel,
     OptimizeForPerformance,
+    FramePointer,
     // VMM.
     BackingThp,
     BackingHugetlb,
@@ -123,7 +124,7 @@ impl From<ContractKind> for TuneGuest {
 
 impl Knob {
     /// The catalogue, in its documented order.
-    pub const ALL: [Knob; 33] = [
+    pub const ALL: [Knob; 34] = [
         Knob::TscReliable,
         Knob::Lpj,
         Knob::RcuExpedited,
@@ -150,6 +151,7 @@ impl Knob {
         Knob::NoCryptoSelftests,
         Knob::JumpLabel,
         Knob::OptimizeForPerformance,
+        Knob::FramePointer,
         Knob::BackingThp,
         Knob::BackingHugetlb,
         Knob::Console,
@@ -188,6 +190,7 @@ impl Knob {
             Knob::NoCryptoSelftests => "no-crypto-selftests",
             Knob::JumpLabel => "jump-label",
             Knob::OptimizeForPerformance => "cc-optimize-for-performance",
+            Knob::FramePointer => "frame-pointer",
             Knob::BackingThp => "backing-thp",
             Knob::BackingHugetlb => "backing-hugetlb",
             Knob::Console => "console",
@@ -269,6 +272,11 @@ impl Knob {
             Knob::OptimizeForPerformance => Kconfig(
                 "CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE=y\n# CONFIG_CC_OPTIMIZE_FOR_SIZE is not set\n",
             ),
+            // x86's frame-pointer unwinder selects FRAME_POINTER (and ARCH_WANT_FRAME_POINTERS);
+            // the base's unwinder (tinyconfig's choice, the guess unwinder) is unset for it.
+            Knob::FramePointer => Kconfig(
+                "CONFIG_UNWINDER_FRAME_POINTER=y\n# CONFIG_UNWINDER_GUESS is not set\nCONFIG_FRAME_POINTER=y\n",
+            ),
             Knob::BackingThp => Vmm(VmmChange::Backing(Backing::Thp)),
             Knob::BackingHugetlb => Vmm(VmmChange::Backing(Backing::Hugetlb)),
             Knob::Console => Vmm(VmmChange::Console),
@@ -329,6 +337,7 @@ impl Knob {
             Knob::NoCryptoSelftests => "skips the crypto library's boot self-tests (in the base kernel only BLAKE2s's, which the RNG needs: `blake2s_mod_init` took 5.6 ms of a 2 vCPU / 16 GiB nested boot) by building the crypto menu with CRYPTO_MANAGER_DISABLE_TESTS, its default; measured faster at 2 vCPU / 1 and 16 GiB, so `base.config` has had it since 2026-12-05: a null control against today's base",
             Knob::JumpLabel => "static keys as patched jumps (JUMP_LABEL) instead of tinyconfig's memory read, test and branch at every `static_branch_*` site: the page allocator reads one for every page of every block it frees at boot (4 Mi pages at 16 GiB); the kernel patches its sites once at boot; measured faster at 2 vCPU / 16 GiB and no effect at 1 GiB, so `base.config` has had it since 2026-12-05: a null control against today's base",
             Knob::OptimizeForPerformance => "the kernel compiled with -O2 (CC_OPTIMIZE_FOR_PERFORMANCE, the kernel's default and Firecracker's guest configs') instead of tinyconfig's -Os: small functions inlined, among them the ones the boot's per-page loops call for every struct page (`__init_single_page`, `is_check_pages_enabled`); a larger text for the VMM to load; measured faster at 2 vCPU / 1 and 16 GiB, so `base.config` has had it since 2026-12-05: a null control against today's base",
+            Knob::FramePointer => "the kernel compiled with frame pointers (UNWINDER_FRAME_POINTER, which selects FRAME_POINTER) instead of the base's guess unwinder without them: every non-leaf function keeps its caller's frame pointer (a push, a mov and a pop more per call, RBP no longer a free register), which is what the RIP sampler's call stacks walk (`--sample-stacks`, docs/attribution.md): the knob's boot cost is the price of the attribution's call stacks",
             Knob::BackingThp => "guest memory on anonymous memory with MADV_HUGEPAGE (THP)",
             Knob::BackingHugetlb => "guest memory on 2 MiB hugetlbfs pages (MAP_HUGETLB)",
             Knob::Console => "the kernel console on the 8250 (console=ttyS0; every byte a VM exit)",
@@ -365,6 +374,7 @@ impl Knob {
             Knob::NoCryptoSelftests => "crypto/Kconfig (CRYPTO_MANAGER_DISABLE_TESTS, default y inside `if CRYPTO`); lib/crypto/blake2s.c, chacha20poly1305.c, curve25519.c (the self-test in each module_init unless it is set); measured: docs/virtual-clock.md finding 9",
             Knob::JumpLabel => "arch/Kconfig (JUMP_LABEL), include/linux/jump_label.h; mm/page_alloc.c (free_pages_prepare: `is_check_pages_enabled()` for every tail page); Firecracker's microvm-kernel-ci-x86_64-6.1.config has it; measured: docs/virtual-clock.md finding 11",
             Knob::OptimizeForPerformance => "init/Kconfig (CC_OPTIMIZE_FOR_PERFORMANCE, the default; kernel/configs/tiny.config selects CC_OPTIMIZE_FOR_SIZE); Firecracker's microvm-kernel-ci-x86_64-6.1.config has -O2; measured: docs/virtual-clock.md finding 11",
+            Knob::FramePointer => "arch/x86/Kconfig.debug (UNWINDER_FRAME_POINTER selects FRAME_POINTER), lib/Kconfig.debug (FRAME_POINTER), arch/x86/include/asm/frame.h (ENCODE_FRAME_POINTER: an entry's frame); docs/attribution.md (call stacks)",
             Knob::BackingThp | Knob::BackingHugetlb => {
                 "Documentation/admin-guide/mm/transhuge.rst, hugetlbpage.rst: fewer page faults and TLB misses"
             }

@@ -397,10 +397,15 @@ fn run_inner(
     };
     stamper.mark(Mark::KernelLoaded);
 
-    // The RIP sampler's buffers, before the filters (`--sample-rip-us`; none by default).
-    let sampler = cfg
-        .sample_rip_us
-        .map(|p| run::Sampler::new(p, usize::from(cfg.vcpus)));
+    // The RIP sampler's buffers, before the filters (`--sample-rip-us`; none by default),
+    // with call stacks' tables and a handle on guest memory (`--sample-stacks`).
+    let sampler = cfg.sample_rip_us.map(|p| {
+        if cfg.sample_stacks {
+            run::Sampler::with_stacks(p, usize::from(cfg.vcpus), &ram.mem)
+        } else {
+            run::Sampler::new(p, usize::from(cfg.vcpus))
+        }
+    });
     let confined = match confine {
         Some(c) => Some(confine_now(c, needs)?),
         None => None,

@@ -66,6 +66,10 @@ pub struct BootConfig {
     /// default and then left out of the JSON, so reports without it keep their bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_rip_us: Option<truecold_proto::rip::SamplePeriod>,
+    /// With RIP sampling: each sample also walks the guest kernel's frame-pointer chain
+    /// (`--sample-stacks`, `crate::unwind`); off by default and then left out of the JSON.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sample_stacks: bool,
     /// Each vCPU thread pinned to a CPU of its own (`--pin-vcpus`, [`crate::pin`]); off by
     /// default and then left out of the JSON, so reports without it keep their bytes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -188,6 +192,7 @@ impl BootConfig {
             host_kind: None,
             virtio: VirtioConfig::default(),
             sample_rip_us: None,
+            sample_stacks: false,
             pin_vcpus: false,
         }
     }

@@ -25,6 +25,7 @@ pub mod report;
 pub mod run;
 pub mod sandbox;
 pub mod timeline;
+pub mod unwind;
 pub mod virtio;
 pub mod vm;
 

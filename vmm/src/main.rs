@@ -208,6 +208,12 @@ struct BootArgs {
     /// report's `rip_samples` holds them (bounded: truecold_proto::rip). Off by default.
     #[arg(long, value_name = "N", value_parser = parse_sample_period)]
     sample_rip_us: Option<truecold_proto::rip::SamplePeriod>,
+    /// With --sample-rip-us: each sample also walks the guest kernel's frame-pointer chain
+    /// (meaningful for a kernel built with CONFIG_FRAME_POINTER) through the guest's page
+    /// tables, bounded (truecold_proto::rip::MAX_STACK_DEPTH return addresses); the report's
+    /// `rip_samples` then carries each sample's call stack.
+    #[arg(long, requires = "sample_rip_us")]
+    sample_stacks: bool,
     /// Pin vCPU i to the i-th CPU this process may run on (its affinity at start: taskset, a
     /// cpuset), one CPU per vCPU; refused when there are fewer CPUs than vCPUs. The report's
     /// `vcpu_cpus` says where each ran. Off by default: the host's scheduler places them.
@@ -277,6 +283,7 @@ impl BootArgs {
                 },
             },
             sample_rip_us: self.sample_rip_us,
+            sample_stacks: self.sample_stacks,
             pin_vcpus: self.pin_vcpus,
         };
         validate(&cfg)?;

@@ -5,7 +5,9 @@
 //! With a [`Sampler`] (`--sample-rip-us`) the waiting thread also wakes every period and
 //! kicks each started vCPU with its "sample requested" flag set; on that `EINTR` the vCPU
 //! thread stamps the time, reads RIP and its MP state and appends them to its own buffer
-//! (allocated before the seccomp filters; `truecold_proto::rip`).
+//! (allocated before the seccomp filters; `truecold_proto::rip`). With call stacks
+//! (`--sample-stacks`) it also reads the special registers (`KVM_GET_SREGS`) and walks the
+//! guest's frame-pointer chain in guest memory ([`crate::unwind`]).
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -15,7 +17,10 @@ use std::time::Duration;
 use kvm_ioctls::{VcpuExit, VcpuFd};
 use serde::{Deserialize, Serialize};
 
-use truecold_proto::rip::{Recorder, RipSamples, Sample, SamplePeriod, VcpuState};
+use truecold_proto::rip::{
+    Recorder, RipSamples, Sample, SamplePeriod, StackEnd, VcpuState, MAX_STACK_DEPTH,
+};
+use vm_memory::GuestMemoryMmap;
 
 use crate::devices::{lock, Action, Bus, DeviceError, StopReason};
 use crate::timeline::now_ns;
@@ -94,6 +99,8 @@ pub struct RunOutcome {
 pub struct Sampler {
     pub period: SamplePeriod,
     recorders: Vec<Recorder>,
+    /// Guest memory, when each sample walks the guest's call stack.
+    mem: Option<GuestMemoryMmap>,
 }
 
 impl Sampler {
@@ -109,7 +116,18 @@ impl Sampler {
         Sampler {
             period,
             recorders: (0..vcpus).map(|_| Recorder::new(vcpus)).collect(),
+            mem: None,
         }
+    }
+
+    /// [`Sampler::new`] whose samples also walk the guest's call stack in `mem`
+    /// (`--sample-stacks`, [`crate::unwind`]): the recorders with their stack tables, and
+    /// `mem` (a handle on the same mapping), both before the seccomp filters.
+    pub fn with_stacks(period: SamplePeriod, vcpus: usize, mem: &GuestMemoryMmap) -> Self {
+        let mut s = Sampler::new(period, vcpus);
+        s.recorders = (0..vcpus).map(|_| Recorder::with_stacks(vcpus)).collect();
+        s.mem = Some(mem.clone());
+        s
     }
 }
 
@@ -166,6 +184,8 @@ struct Shared<'a> {
     /// Per vCPU: the grid's ticks while its thread ran (asked, or slept through): the
     /// samples requested of it.
     requested: Vec<AtomicU64>,
+    /// Guest memory, when the samples walk call stacks.
+    mem: Option<&'a GuestMemoryMmap>,
 }
 
 const MP_STATE_UNREAD: u32 = u32::MAX;
@@ -193,9 +213,10 @@ fn sample_state(mp_state: u32) -> VcpuState {
 /// On a sampling kick's `EINTR`: the time first, then the MP state, then RIP. The MP state
 /// comes first because reading it makes KVM process the vCPU's pending INIT/SIPI, which
 /// moves RIP: read the other way round, an AP started between the two reads showed its reset
-/// RIP beside the state "running". A sample whose stamp precedes a `stop` seen unset
-/// precedes the run's `exit` stamp (taken after `stop` is set), so every kept sample lies
-/// between `first_run` and `exit`.
+/// RIP beside the state "running". With call stacks, the special registers and the walk
+/// follow (a vCPU whose special registers cannot be read has its sample's stack not walked).
+/// A sample whose stamp precedes a `stop` seen unset precedes the run's `exit` stamp (taken
+/// after `stop` is set), so every kept sample lies between `first_run` and `exit`.
 fn take_sample(vcpu: &VcpuFd, sh: &Shared<'_>, rec: &mut Recorder) {
     let t_ns = now_ns();
     if rec.full() {
@@ -209,15 +230,30 @@ fn take_sample(vcpu: &VcpuFd, sh: &Shared<'_>, rec: &mut Recorder) {
         rec.unread();
         return;
     };
+    // The walk's buffer is on this thread's stack: nothing is allocated.
+    let mut frames = [0u64; MAX_STACK_DEPTH];
+    let walked = match sh.mem {
+        Some(mem) if rec.walks_stacks() => Some(match vcpu.get_sregs() {
+            Ok(sregs) => {
+                crate::unwind::walk(&crate::unwind::Cpu::of(&regs, &sregs), mem, &mut frames)
+            }
+            Err(_) => (0, StackEnd::NotWalked),
+        }),
+        _ => None,
+    };
     if sh.stop.load(Ordering::SeqCst) {
         rec.at_stop();
         return;
     }
-    rec.push(Sample {
+    let sample = Sample {
         t_ns,
         rip: regs.rip,
         state,
-    });
+    };
+    match walked {
+        Some((n, end)) => rec.push_with_stack(sample, &frames[..n], end),
+        None => rec.push(sample),
+    };
 }
 
 fn handle(i: usize, exit: VcpuExit<'_>, bus: &Mutex<Bus>, t: u64) -> Result<Action, RunError> {
@@ -369,6 +405,7 @@ pub fn run(
     }
     let t0 = now;
     let period = sampler.as_ref().map(|s| s.period);
+    let mem = sampler.as_mut().and_then(|s| s.mem.take());
     let mut recorders: Vec<Option<&mut Recorder>> = match sampler.as_mut() {
         Some(s) => s
             .recorders
@@ -391,6 +428,7 @@ pub fn run(
         sample_req: (0..n).map(|_| AtomicBool::new(false)).collect(),
         coalesced: (0..n).map(|_| AtomicU64::new(0)).collect(),
         requested: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        mem: mem.as_ref(),
     };
     let mut ticks = Ticks::default();
     let (tx, rx) = mpsc::channel();

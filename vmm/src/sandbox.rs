@@ -398,7 +398,7 @@ const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
 
 /// The KVM ioctls the VMM issues once the filter is in place (vCPU creation and set-up, the
 /// serial's irqfd, the run loop, the last registers and MP state — also what the RIP
-/// sampler reads on each sample), by name and request number; nothing
+/// sampler reads on each sample, `KVM_GET_SREGS` too with `--sample-stacks`), by name and request number; nothing
 /// else may be an ioctl. Everything before (KVM_CREATE_VM, memslots, irqchip, PIT, …) is done.
 pub fn kvm_ioctls() -> Vec<(&'static str, u32)> {
     use kvm_bindings::{

@@ -407,6 +407,50 @@ fn sample_rip_us_samples_the_guest_under_the_filters() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("outside 10..=1000000"));
 }
 
+/// `--sample-stacks` under the CLI's jail and seccomp filters: each sample also reads the
+/// special registers (`KVM_GET_SREGS`, in the vCPU threads' filter) and walks the stack;
+/// the probe guest never runs 64-bit kernel code, so every sample's stack is "not walked",
+/// one entry of each vCPU's table. Without `--sample-rip-us` the flag is refused.
+#[test]
+fn sample_stacks_walks_under_the_filters() {
+    common::require_kvm();
+    let o = vmm(&[
+        "boot",
+        "--probe-silent",
+        "--vcpus",
+        "2",
+        "--deadline-ms",
+        "300",
+        "--sample-rip-us",
+        "1000",
+        "--sample-stacks",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: BootReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r.core.outcome.failure_kind.as_deref(), Some("deadline"));
+    assert!(r.config.sample_stacks);
+    let samples = common::check_rip_samples(&r, 1000);
+    assert!(!samples[0].is_empty());
+    let rs = r.core.rip_samples.as_ref().unwrap();
+    let stacks = rs.stacks().unwrap();
+    for (v, st) in stacks.iter().enumerate() {
+        let st = st.as_ref().expect("every vCPU has its stack indices");
+        assert_eq!(st.of_sample.len(), samples[v].len());
+        assert!(st.table.len() <= 1, "{:?}", st.table);
+        assert!(st
+            .table
+            .iter()
+            .all(|s| s.frames.is_empty() && s.end == truecold_proto::rip::StackEnd::NotWalked));
+    }
+    let bad = vmm(&["boot", "--probe", "--sample-stacks"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
 /// Without `--sample-rip-us` the report has no `rip_samples` key (old reports keep their
 /// bytes).
 #[test]
@@ -417,6 +461,7 @@ fn no_sampling_no_rip_samples_key() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v.get("rip_samples").is_none());
     assert!(v["config"].get("sample_rip_us").is_none());
+    assert!(v["config"].get("sample_stacks").is_none());
 }
 
 /// `--pin-vcpus` under the CLI's jail and seccomp filters: each vCPU thread pins itself to

@@ -3,6 +3,7 @@
 //! what it changes in a launch (the VMM's flags, the guest's command line).
 
 use crate::campaign::process_launcher::VmmCommand;
+use std::path::Path;
 use truecold_proto::rip::SamplePeriod;
 
 /// What the attribution launches measure the boot with (`--attribution-instrument`): one
@@ -50,11 +51,17 @@ impl Instrumentation {
         }
     }
 
-    /// The measured launches' VMM command, instrumented.
-    pub fn command(&self, mut command: VmmCommand) -> VmmCommand {
+    /// The measured launches' VMM command, instrumented. With `rip`, the samples also walk
+    /// the guest's call stacks (`--sample-stacks`) when its kernel's `.config`
+    /// (`kernel_config`, a Linux guest's) builds frame pointers ([`frame_pointers`]):
+    /// without them the walk would follow whatever RBP holds.
+    pub fn command(&self, mut command: VmmCommand, kernel_config: Option<&Path>) -> VmmCommand {
         if self.instrument == Instrument::Rip {
             command.args.push("--sample-rip-us".into());
             command.args.push(self.period.to_string().into());
+            if kernel_config.is_some_and(frame_pointers) {
+                command.args.push("--sample-stacks".into());
+            }
         }
         command
     }
@@ -75,6 +82,29 @@ impl Instrumentation {
         }
         v
     }
+}
+
+/// Whether the kernel `.config` at `path` builds frame pointers (`CONFIG_FRAME_POINTER=y`,
+/// which x86's `UNWINDER_FRAME_POINTER` selects). A file that cannot be read says no, on
+/// stderr: the profile then stays flat, as the attribution says.
+pub fn frame_pointers(path: &Path) -> bool {
+    match std::fs::read(path) {
+        Ok(c) => config_has_frame_pointers(&c),
+        Err(e) => {
+            crate::note!(
+                "truecold: attribution: warning: cannot read {} ({e}): no call stacks are walked",
+                path.display()
+            );
+            false
+        }
+    }
+}
+
+/// Whether a `.config`'s bytes set `CONFIG_FRAME_POINTER=y`.
+pub fn config_has_frame_pointers(config: &[u8]) -> bool {
+    config
+        .split(|b| *b == b'\n')
+        .any(|l| l.trim_ascii() == b"CONFIG_FRAME_POINTER=y")
 }
 
 /// The attribution command line added to `extra` (space-separated; `extra` may be empty).
@@ -137,7 +167,7 @@ mod tests {
             instrument: Instrument::Initcall,
             period: default_period(),
         };
-        assert_eq!(initcall.command(base.clone()).args, base.args);
+        assert_eq!(initcall.command(base.clone(), None).args, base.args);
         assert_eq!(initcall.flags(), ["--attribution-instrument", "initcall"]);
         assert_eq!(initcall.cmdline_extra("quiet"), cmdline_extra("quiet"));
         // The default spelt out too: a line without the flags means `initcall`.
@@ -155,9 +185,28 @@ mod tests {
             period: SamplePeriod::from_us(250).unwrap(),
         };
         assert_eq!(
-            rip.command(base).args,
+            rip.command(base.clone(), None).args,
             vec!["boot", "--sample-rip-us", "250"]
         );
+        // A kernel built with frame pointers: the samples walk its call stacks too.
+        let d = tempfile::tempdir().unwrap();
+        let fp = d.path().join("fp.config");
+        std::fs::write(&fp, "CONFIG_X=y\nCONFIG_FRAME_POINTER=y\n").unwrap();
+        let flat = d.path().join("flat.config");
+        std::fs::write(&flat, "# CONFIG_FRAME_POINTER is not set\n").unwrap();
+        assert_eq!(
+            rip.command(base.clone(), Some(&fp)).args,
+            vec!["boot", "--sample-rip-us", "250", "--sample-stacks"]
+        );
+        assert_eq!(rip.command(base.clone(), Some(&flat)).args.len(), 3);
+        assert_eq!(
+            rip.command(base.clone(), Some(&d.path().join("none")))
+                .args
+                .len(),
+            3
+        );
+        assert_eq!(initcall.command(base, Some(&fp)).args.len(), 1);
+        assert!(!config_has_frame_pointers(b"CONFIG_FRAME_POINTER=n\n"));
         assert_eq!(rip.cmdline_extra("quiet"), "quiet", "no initcall_debug");
         assert_eq!(
             rip.flags(),

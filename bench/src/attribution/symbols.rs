@@ -58,8 +58,7 @@ pub fn lines(reports: &[u8], table: &FunctionTable) -> Vec<u8> {
         let functions = report
             .core()
             .and_then(|c| c.rip_samples)
-            .and_then(|r| r.decode().ok())
-            .map(|d| table.functions_of(d.iter().flatten().map(|s| s.rip)))
+            .map(|r| table.functions_of(sampled_addresses(&r).into_iter()))
             .unwrap_or_default();
         let line = AttributionLine {
             report,
@@ -69,6 +68,24 @@ pub fn lines(reports: &[u8], table: &FunctionTable) -> Vec<u8> {
         if let Ok(s) = serde_json::to_string(&line) {
             out.extend_from_slice(s.as_bytes());
             out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// The addresses whose functions a launch's RIP samples name: each sample's RIP and, with
+/// call stacks, each frame's call site ([`truecold_proto::rip::call_site`]). Samples or
+/// stacks that do not decode name nothing (the proof refuses them).
+fn sampled_addresses(r: &truecold_proto::rip::RipSamples) -> BTreeSet<u64> {
+    let mut out: BTreeSet<u64> = r
+        .decode()
+        .map(|d| d.iter().flatten().map(|s| s.rip).collect())
+        .unwrap_or_default();
+    if let Ok(stacks) = r.stacks() {
+        for v in stacks.iter().flatten() {
+            for st in &v.table {
+                out.extend(st.frames.iter().map(|f| truecold_proto::rip::call_site(*f)));
+            }
         }
     }
     out

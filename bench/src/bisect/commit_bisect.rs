@@ -620,6 +620,12 @@ fn run_session(s: &Session<'_>, n: u64, t0: Instant) -> Result<(), BisectRunErro
         None
     };
     f.result = Some(s.result(&f, first_bad.clone(), status));
+    save(out, &f, &log)?;
+    if let Some(r) = f.result.clone() {
+        if let (Some(bad), Some(parent), true) = (&r.first_bad, &r.last_good, s.a.profile > 0) {
+            s.profile_culprit(&mut f, bad, parent)?;
+        }
+    }
     f.wall_seconds = Some(t0.elapsed().as_secs());
     f.commands = vec![
         s.invocation.to_string(),
@@ -707,6 +713,51 @@ impl Session<'_> {
         Ok((f, log, guest))
     }
 
+    /// The culprit's differential profile against its parent (`--profile K`): each kernel
+    /// built (cached by commit) and measured by one campaign of one launch and K RIP-sampled
+    /// attribution launches into `profile/parent` and `profile/culprit`; the record then
+    /// attaches them and the table and flame graph their lines give
+    /// (`truecold_proof::bisect::culprit_profile_files`, written with the record).
+    fn profile_culprit(
+        &self,
+        f: &mut BisectFile,
+        bad: &str,
+        parent: &str,
+    ) -> Result<(), BisectRunError> {
+        use truecold_proof::bisect::{
+            CulpritProfile, CULPRIT_PROFILE, PARENT_PROFILE, PROFILE_DIR,
+        };
+        let (a, tree, out) = (self.a, self.tree, self.out);
+        let (_, base) = base(&a.judge)?;
+        let (backing, deadline_ms) = baseline_context(&out.join(BASELINE_DIR))?;
+        for (side, commit) in [(PARENT_PROFILE, parent), (CULPRIT_PROFILE, bad)] {
+            git(tree, &["checkout", "--quiet", commit])?;
+            let guest = commit_kernel(f, out, tree, commit, &a.judge, &base)?;
+            crate::note!(
+                "truecold bisect: profile of the {side} {}: {} attribution launches",
+                short(commit),
+                a.profile
+            );
+            let mut ra = campaign_plan(
+                f,
+                backing,
+                deadline_ms,
+                1,
+                &a.judge,
+                &guest,
+                &out.join(PROFILE_DIR).join(side),
+            )?;
+            ra.attribution = a.profile;
+            campaign(&ra, self.invocation)?;
+        }
+        if let Some(r) = f.result.as_mut() {
+            r.profile = Some(CulpritProfile {
+                attribution: a.profile,
+            });
+        }
+        save(out, f, &read_log(out))
+    }
+
     /// `git bisect start` and `git bisect run` with `truecold bisect step` as the judge: the
     /// run's exit status and the step command it ran.
     fn git_bisect_run(&self) -> Result<(std::process::ExitStatus, Vec<String>), BisectRunError> {
@@ -785,6 +836,7 @@ impl Session<'_> {
             good_step,
             effects: Vec::new(),
             summary,
+            profile: None,
         }
     }
 }

@@ -578,6 +578,7 @@ fn config_result(
         bad_step,
         good_step: None,
         effects,
+        profile: None,
     }
 }
 

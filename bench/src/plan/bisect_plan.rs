@@ -150,6 +150,9 @@ pub struct BisectRunPlan {
     pub own_kernel: Option<OwnKernel>,
     pub context: BisectContext,
     pub judge: JudgePlan,
+    /// The attribution launches of each side of the culprit's differential profile
+    /// (`--profile`; 0: none attached).
+    pub profile: u64,
 }
 
 impl BisectRunPlan {
@@ -162,6 +165,7 @@ impl BisectRunPlan {
             own_kernel: kernel_config_of(&a.own_kernel, None)?,
             context: BisectContext::from_cli(&a.context),
             judge: judge_for(&a.judge, &a.context)?,
+            profile: a.profile,
         })
     }
 }

@@ -446,15 +446,18 @@ fn attribution_files(
     stop: &AtomicBool,
 ) -> Result<Vec<(String, Vec<u8>)>, RunError> {
     let extra = plan.instrument.cmdline_extra(&plan.guest.cmdline_extra);
-    let command = plan.instrument.command(launch_command(
-        &p.spec,
-        &p.vmm,
-        p.guest.as_ref(),
-        &extra,
-        plan,
-        p.force,
-        p.kind,
-    ));
+    let command = plan.instrument.command(
+        launch_command(
+            &p.spec,
+            &p.vmm,
+            p.guest.as_ref(),
+            &extra,
+            plan,
+            p.force,
+            p.kind,
+        ),
+        p.guest.as_ref().map(|g| g.config.as_path()),
+    );
     let jsonl = launches::run_for(
         &p.spec,
         &command,

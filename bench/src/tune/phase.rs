@@ -584,14 +584,10 @@ fn attribute(
     stop: &AtomicBool,
 ) -> Result<Vec<(String, Vec<u8>)>, PhaseError> {
     let extra = plan.instrument.cmdline_extra(&p.applied.cmdline_extra);
-    let command = plan.instrument.command(arm_command(
-        plan,
-        &p.spec,
-        p.guest.as_ref(),
-        &p.applied,
-        &extra,
-        env,
-    ));
+    let command = plan.instrument.command(
+        arm_command(plan, &p.spec, p.guest.as_ref(), &p.applied, &extra, env),
+        p.guest.as_ref().map(|g| g.config.as_path()),
+    );
     let jsonl = launches::run_for(
         &p.spec,
         &command,

@@ -3,8 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use super::flame::flame_svg;
 use super::model::*;
+use super::profile::folded_bytes;
 use super::render::*;
+use super::rip::rate_obtained;
 use super::timeline::*;
 use crate::schema::Sample;
 
@@ -23,10 +26,18 @@ pub fn generate(jsonl: &[u8], measured: &[Sample], clock: &str) -> Result<Files,
         }
         other => other?,
     };
-    Ok(vec![
+    let mut files = vec![
         (CSV_FILE.to_string(), csv_bytes(&a)),
         (SVG_FILE.to_string(), svg(&a, clock).into_bytes()),
-    ])
+    ];
+    if let Some((idx, p)) = &a.flame {
+        files.push((FOLDED_FILE.to_string(), folded_bytes(p)));
+        files.push((
+            FLAME_FILE.to_string(),
+            flame_svg(p, &format!("attribution launch {idx} (the median)")).into_bytes(),
+        ));
+    }
+    Ok(files)
 }
 
 /// The attribution of launches none of which reached strict-ready: one reconciliation row
@@ -67,6 +78,7 @@ fn no_attribution(lines: &[AttributionLine]) -> Attribution {
         }],
         represents: false,
         rip: None,
+        flame: None,
     }
 }
 
@@ -94,7 +106,7 @@ pub fn check_bundle(
     asked: Option<Asked<'_>>,
 ) -> Vec<(Option<String>, String)> {
     let Some(jsonl) = read(JSONL_FILE) else {
-        return [CSV_FILE, SVG_FILE]
+        return GENERATED
             .into_iter()
             .filter(|n| read(n).is_some())
             .map(|n| (None, format!("{n} without {JSONL_FILE}")))
@@ -112,6 +124,10 @@ pub fn check_bundle(
         Err(e) => vec![(None, e.to_string())],
         Ok(files) => {
             let svg_stray = !files.iter().any(|(n, _)| n == SVG_FILE) && read(SVG_FILE).is_some();
+            let flame_stray: Vec<&str> = [FOLDED_FILE, FLAME_FILE]
+                .into_iter()
+                .filter(|n| !files.iter().any(|(f, _)| f == n) && read(n).is_some())
+                .collect();
             files
                 .into_iter()
                 .filter_map(|(name, want)| match read(&name) {
@@ -131,6 +147,15 @@ pub fn check_bundle(
                     (
                         None,
                         format!("{SVG_FILE} beside an attribution whose launches all failed"),
+                    )
+                }))
+                .chain(flame_stray.into_iter().map(|n| {
+                    (
+                        None,
+                        format!(
+                            "{n} beside an attribution whose shown launch has no sampled profile \
+                             to make it from (no samples with `requested` counts)"
+                        ),
                     )
                 }))
                 .chain(instrument)
@@ -228,9 +253,13 @@ pub fn instrument_disagreements(lines: &[AttributionLine], asked: Asked<'_>) -> 
         .collect()
 }
 
+/// Every file generated beside [`JSONL_FILE`] (the last two only for launches whose samples
+/// carry `requested` counts).
+pub const GENERATED: [&str; 4] = [CSV_FILE, SVG_FILE, FOLDED_FILE, FLAME_FILE];
+
 /// Whether `report` regenerates `name` (beside [`JSONL_FILE`]).
 pub fn is_generated(name: &str) -> bool {
-    matches!(name, CSV_FILE | SVG_FILE)
+    GENERATED.contains(&name)
 }
 
 /// `report DIR`: the attribution files regenerated from the bundle's [`JSONL_FILE`] (whose
@@ -243,4 +272,131 @@ pub fn regenerate(
     let bytes = crate::fsio::read_file(&dir.join(JSONL_FILE), JSONL_MAX_BYTES)?;
     let clock = result.environment.host_kind.clock().describe();
     Ok(generate(&bytes, measured, clock))
+}
+
+/// The README's attribution section from [`JSONL_FILE`]'s bytes: the samples each launch's
+/// vCPUs obtained against those requested (and where one is below
+/// [`truecold_proto::rip::OBTAINED_FLOOR_PPM`], that its rate was not obtained), and whether
+/// the samples carry call stacks. `None` — the README as it always was — for lines that do
+/// not parse and for launches whose VMM did not count `requested` (a record made before).
+pub fn readme_section(jsonl: &[u8]) -> Option<String> {
+    use std::fmt::Write as _;
+    let lines = parse_lines(jsonl).ok()?;
+    let sampled: Vec<(usize, truecold_proto::rip::RipSamples)> = lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| Some((i, l.report.core()?.rip_samples?)))
+        .collect();
+    if !sampled
+        .iter()
+        .any(|(_, r)| r.vcpus.iter().any(|v| v.requested.is_some()))
+    {
+        return None;
+    }
+    let floor = truecold_proto::rip::OBTAINED_FLOOR_PPM;
+    let mut s = String::new();
+    let period = sampled.first().map_or(0, |(_, r)| r.period_us.us());
+    let _ = writeln!(
+        s,
+        "\n## Attribution\n\n`{JSONL_FILE}`: {} launch(es) after the measured rows (never rows of \
+         `samples.csv`), each vCPU's RIP sampled by the VMM every {period} µs. `{CSV_FILE}` \
+         and `{SVG_FILE}` are the median launch's timeline and flat profile; `{FOLDED_FILE}` \
+         its request → strict-ready as folded stacks (the host stages and the guest's samples \
+         on one clock) and `{FLAME_FILE}` their flame graph.\n",
+        lines.len()
+    );
+    let _ = writeln!(
+        s,
+        "Samples obtained against requested (every tick of the sampler's grid while the vCPU \
+         ran), floor {}:\n\n| launch | vCPU | requested | obtained | share |\n\
+         |---:|---:|---:|---:|---:|",
+        super::rip::pct(floor)
+    );
+    let mut below = Vec::new();
+    for (i, r) in &sampled {
+        for (v, vs) in r.vcpus.iter().enumerate() {
+            let (req, share) = match (vs.requested, rate_obtained(vs)) {
+                (Some(q), Some((ppm, ok))) => {
+                    if !ok {
+                        below.push(format!(
+                            "launch {i} vCPU {v}: {} of {q} ({})",
+                            vs.obtained(),
+                            super::rip::pct(ppm)
+                        ));
+                    }
+                    (q.to_string(), super::rip::pct(ppm))
+                }
+                (Some(q), None) => (q.to_string(), "–".into()),
+                (None, _) => ("–".into(), "–".into()),
+            };
+            let _ = writeln!(s, "| {i} | {v} | {req} | {} | {share} |", vs.obtained());
+        }
+    }
+    if below.is_empty() {
+        let _ = writeln!(s, "\nEvery vCPU obtained the rate asked for.");
+    } else {
+        let _ = writeln!(
+            s,
+            "\n**The rate asked for was not obtained**: {}, below the {} floor: those \
+             profiles are sparser than the period says.",
+            below.join("; "),
+            super::rip::pct(floor)
+        );
+    }
+    let stacks = sampled.iter().filter(|(_, r)| r.has_stacks()).count();
+    let _ = writeln!(
+        s,
+        "\n{}",
+        if stacks == sampled.len() {
+            "Call stacks: each sample's, walked by the VMM from the guest kernel's frame pointers."
+                .to_string()
+        } else if stacks == 0 {
+            "Flat: no call stacks were walked (the bench walks them only for a guest kernel \
+             built with CONFIG_FRAME_POINTER); each sample is its leaf function."
+                .to_string()
+        } else {
+            format!(
+                "Call stacks in {stacks} of the {} sampled launches.",
+                sampled.len()
+            )
+        }
+    );
+    Some(s)
+}
+
+/// The lines a run's summary prints of an attribution: each vCPU below the floor, by launch
+/// (none when every rate was obtained, or the record has no `requested` counts).
+pub fn rate_warnings(jsonl: &[u8]) -> Vec<String> {
+    let Ok(lines) = parse_lines(jsonl) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(r) = l.report.core().and_then(|c| c.rip_samples) else {
+            continue;
+        };
+        for (v, vs) in r.vcpus.iter().enumerate() {
+            if let (Some(q), Some((ppm, false))) = (vs.requested, rate_obtained(vs)) {
+                out.push(format!(
+                    "attribution launch {i} vCPU {v}: {} of {q} requested samples ({}), below \
+                     the {} floor: the rate asked for was not obtained",
+                    vs.obtained(),
+                    super::rip::pct(ppm),
+                    super::rip::pct(truecold_proto::rip::OBTAINED_FLOOR_PPM)
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// [`readme_section`] of the bundle at `dir` (its [`JSONL_FILE`], read capped at
+/// [`JSONL_MAX_BYTES`]; `None` without one).
+pub fn readme_section_of_dir(dir: &std::path::Path) -> Option<String> {
+    let p = dir.join(JSONL_FILE);
+    if !crate::fsio::exists_here(&p) {
+        return None;
+    }
+    let bytes = crate::fsio::read_file(&p, JSONL_MAX_BYTES).ok()?;
+    readme_section(&bytes)
 }

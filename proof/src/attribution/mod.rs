@@ -44,12 +44,19 @@
 //! `represents the measured boot`, else `does not represent the measured boot`.
 
 mod check;
+mod diff;
+mod flame;
 mod model;
+mod profile;
 mod render;
 mod rip;
 mod timeline;
 
 pub use check::*;
+pub use diff::*;
+pub use flame::*;
 pub use model::*;
+pub use profile::*;
 pub use render::*;
+pub use rip::rate_obtained;
 pub use timeline::*;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use truecold_proto::report::Counters;
+use truecold_proto::report::{Counters, ReportCore};
 
 use crate::reports::ReportLine;
 
@@ -16,6 +16,14 @@ pub const CSV_FILE: &str = "attribution.csv";
 
 /// The timeline.
 pub const SVG_FILE: &str = "attribution.svg";
+
+/// The shown launch's folded stacks (flamegraph.pl's format; [`super::profile`]): made for
+/// launches whose VMM counted the samples it asked for (`requested`), never for an older
+/// record.
+pub const FOLDED_FILE: &str = "attribution.folded";
+
+/// The shown launch's flame graph, drawn from [`FOLDED_FILE`]'s stacks.
+pub const FLAME_FILE: &str = "attribution-flame.svg";
 
 /// The reconciliation bound: the attribution launch's total may differ from the measured
 /// p50 by at most 10 % (100,000 ppm) of that p50.
@@ -167,6 +175,19 @@ pub struct RipFunction {
     pub name: String,
 }
 
+/// One launch's profile on the one clock ([`super::profile`]): its folded stacks, stack → ns
+/// (stacks as `;`-joined frames, root first).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Profile {
+    pub stacks: BTreeMap<String, u64>,
+    /// Request → strict-ready, ns (the stacks' sum).
+    pub total: u64,
+    /// The sampling period, ns.
+    pub period_ns: u64,
+    /// Whether the samples carry call stacks.
+    pub with_stacks: bool,
+}
+
 /// Which part of the timeline a row is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
@@ -214,6 +235,9 @@ pub struct Attribution {
     pub represents: bool,
     /// The shown launch's RIP samples as the SVG draws them (`None` without samples).
     pub rip: Option<RipView>,
+    /// The shown launch's index and profile on the one clock, when its samples carry
+    /// `requested` counts ([`FOLDED_FILE`], [`FLAME_FILE`]).
+    pub flame: Option<(usize, Profile)>,
 }
 
 /// What a RIP sample is shown as.
@@ -265,4 +289,14 @@ pub(super) fn signed(t: u64, origin: u64) -> i64 {
 
 pub(super) fn clamp_i64(v: i128) -> i64 {
     i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// The launch's core, when it reached strict-ready with a VMM report.
+pub(super) fn usable(l: &AttributionLine) -> Option<(ReportCore, u64)> {
+    let mut core = l.report.core()?;
+    core.stamps.request = Some(l.report.harness.request);
+    core.stamps.intended = l.report.harness.intended;
+    core.stamps.reaped = l.report.harness.reaped;
+    let total = core.stamps.latency()?;
+    core.liveness.verified.then_some((core, total))
 }

@@ -106,6 +106,12 @@ pub(super) fn rip_rows(
         .take(STRIP_COLOURS)
         .map(|(f, _)| funcs[*f].name.clone())
         .collect();
+    // A record whose VMM counted the samples asked of each vCPU (`requested`) also says
+    // whether its samples carry call stacks; an older one keeps its rows as they were.
+    let counted = rs.vcpus.iter().any(|v| v.requested.is_some());
+    if counted {
+        rows.push(stacks_row(rs));
+    }
     let mut strips = Vec::new();
     for (vcpu, samples) in classified.iter().enumerate() {
         let enc = &rs.vcpus[vcpu];
@@ -155,6 +161,9 @@ pub(super) fn rip_rows(
                 rs.missed_ticks
             ),
         });
+        if let Some(r) = rate_row(vcpu, enc) {
+            rows.push(r);
+        }
         let mut fl: Vec<(&usize, &(u64, i64))> = p.funcs.iter().collect();
         fl.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
         let mut row = |name: String, (c, first): (u64, i64), what: &str| {
@@ -195,4 +204,96 @@ pub(super) fn rip_rows(
         );
     }
     Ok(RipView { legend, strips })
+}
+
+/// Whether a vCPU obtained the rate asked of it: its obtained samples per million requested
+/// against [`truecold_proto::rip::OBTAINED_FLOOR_PPM`] (`None` without the count).
+pub fn rate_obtained(v: &truecold_proto::rip::VcpuSamples) -> Option<(u64, bool)> {
+    let ppm = v.obtained_ppm()?;
+    Some((ppm, ppm >= truecold_proto::rip::OBTAINED_FLOOR_PPM))
+}
+
+/// A ppm as a percentage with one decimal.
+pub(super) fn pct(ppm: u64) -> String {
+    format!("{}.{} %", ppm / 10_000, (ppm / 1_000) % 10)
+}
+
+/// The row of a vCPU's obtained rate (`None` when its record has no `requested`).
+fn rate_row(vcpu: usize, v: &truecold_proto::rip::VcpuSamples) -> Option<Row> {
+    let requested = v.requested?;
+    let floor = truecold_proto::rip::OBTAINED_FLOOR_PPM;
+    let note = match rate_obtained(v) {
+        Some((ppm, true)) => format!(
+            "{} of {requested} requested samples ({}): the rate asked for was obtained (floor {})",
+            v.obtained(),
+            pct(ppm),
+            pct(floor)
+        ),
+        Some((ppm, false)) => format!(
+            "{} of {requested} requested samples ({}): below the {} floor: the rate asked for \
+             was NOT obtained (the samples are sparser than the period says)",
+            v.obtained(),
+            pct(ppm),
+            pct(floor)
+        ),
+        None => "no sample requested (the vCPU's thread never ran on the sampler's grid)".into(),
+    };
+    Some(Row {
+        lane: Lane::Rip,
+        name: format!("vcpu{vcpu} rate"),
+        start_ns: None,
+        dur_ns: None,
+        counters: None,
+        note,
+    })
+}
+
+/// The row that says whether the samples carry call stacks, and how their walks ended.
+fn stacks_row(rs: &truecold_proto::rip::RipSamples) -> Row {
+    let note = match stack_ends(rs) {
+        None => "flat: no call stacks walked (the bench walks them only for a guest kernel built \
+                 with CONFIG_FRAME_POINTER): each sample is its leaf function"
+            .to_string(),
+        Some(ends) => {
+            let n: u64 = ends.values().sum();
+            let list: Vec<String> = ends
+                .iter()
+                .map(|(e, c)| format!("{c} {}", e.describe()))
+                .collect();
+            format!(
+                "call stacks from the guest kernel's frame pointers: {n} samples, {} distinct \
+                 stacks; walks: {}",
+                rs.vcpus.iter().map(|v| v.stacks.len()).sum::<usize>(),
+                list.join(", ")
+            )
+        }
+    };
+    Row {
+        lane: Lane::Rip,
+        name: "call stacks".into(),
+        start_ns: None,
+        dur_ns: None,
+        counters: None,
+        note,
+    }
+}
+
+/// How the stacks' walks ended, over every sample of a launch's samples (for the CSV's
+/// stacks row): per end, the samples.
+pub(super) fn stack_ends(
+    rs: &truecold_proto::rip::RipSamples,
+) -> Option<BTreeMap<truecold_proto::rip::StackEnd, u64>> {
+    let stacks = rs.stacks().ok()?;
+    if stacks.iter().all(Option::is_none) {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    for vs in stacks.iter().flatten() {
+        for &i in &vs.of_sample {
+            if let Some(s) = vs.table.get(i as usize) {
+                *out.entry(s.end).or_insert(0) += 1;
+            }
+        }
+    }
+    Some(out)
 }

@@ -9,19 +9,10 @@ use truecold_proto::report::{Counters, ReportCore};
 
 use super::model::*;
 use super::rip::*;
+
 use crate::schema::Sample;
 use crate::stats::{ascending, percentile_sorted};
 use crate::summary::success_latencies;
-
-/// The launch's core, when it reached strict-ready with a VMM report.
-pub(super) fn usable(l: &AttributionLine) -> Option<(ReportCore, u64)> {
-    let mut core = l.report.core()?;
-    core.stamps.request = Some(l.report.harness.request);
-    core.stamps.intended = l.report.harness.intended;
-    core.stamps.reaped = l.report.harness.reaped;
-    let total = core.stamps.latency()?;
-    core.liveness.verified.then_some((core, total))
-}
 
 fn ppm_delta(a: u64, p50: u64) -> u64 {
     if p50 == 0 {
@@ -207,6 +198,12 @@ pub fn attribute(
             });
         }
     }
+    let flame = match &rip {
+        Some(rs) if rs.vcpus.iter().any(|v| v.requested.is_some()) => {
+            super::profile::profile(&lines[idx])?.map(|p| (idx, p))
+        }
+        _ => None,
+    };
     let rip = match rip {
         None => None,
         Some(rs) => {
@@ -219,6 +216,7 @@ pub fn attribute(
         rows,
         represents,
         rip,
+        flame,
     })
 }
 

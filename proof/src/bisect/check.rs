@@ -183,6 +183,128 @@ fn check_record(v: &mut Verdict, dir: &Path, f: &BisectFile) {
         check_looks(v, f);
     }
     check_result(v, f);
+    check_profile(v, &mut st);
+}
+
+/// The culprit's differential profile ([`CulpritProfile`]): with one recorded, both bundles
+/// verify (never through a link), on the record's clock, with as many attribution launches
+/// as recorded, and the table and flame graph are what their `attribution.jsonl` give
+/// ([`culprit_profile_files`]); without one, no [`PROFILE_DIR`].
+fn check_profile(v: &mut Verdict, st: &mut Steps<'_>) {
+    let (dir, f) = (st.dir, st.f);
+    let recorded = f.result.as_ref().and_then(|r| r.profile.as_ref());
+    let Some(p) = recorded else {
+        if crate::fsio::exists_here(&dir.join(PROFILE_DIR)) {
+            v.add(
+                Check::BisectSteps,
+                format!("`{PROFILE_DIR}` beside a record that attaches no differential profile"),
+            );
+        }
+        return;
+    };
+    if f.kind != BisectKind::Commit
+        || f.result
+            .as_ref()
+            .and_then(|r| r.first_bad.as_ref())
+            .is_none()
+    {
+        v.add(
+            Check::BisectSteps,
+            "a differential profile without a first bad commit".to_string(),
+        );
+        return;
+    }
+    for side in [PARENT_PROFILE, CULPRIT_PROFILE] {
+        let rel = format!("{PROFILE_DIR}/{side}");
+        if !crate::fsio::is_real_dir_below(dir, &rel) {
+            v.add(
+                Check::BisectSteps,
+                format!("`{rel}` is not a directory (a link is never followed)"),
+            );
+            return;
+        }
+        let bv = verify_dir(&dir.join(&rel));
+        if let Some(u) = &bv.unreadable {
+            v.add(Check::BisectSteps, format!("{rel}: unreadable: {u}"));
+        }
+        v.add_inner(&rel, &bv);
+        if let Some(r) = &bv.result {
+            if r.contract.clock != f.clock || r.environment.host_kind != f.host_kind {
+                v.add(
+                    Check::BisectSteps,
+                    format!("{rel}: on another clock or host kind than {BISECT_FILE} says"),
+                );
+            }
+            st.one_clock(v, &rel, &r.environment);
+        }
+        let launches = crate::fsio::read_file(
+            &dir.join(&rel).join(crate::attribution::JSONL_FILE),
+            crate::attribution::JSONL_MAX_BYTES,
+        )
+        .ok()
+        .and_then(|b| crate::attribution::parse_lines(&b).ok())
+        .map_or(0, |l| l.len() as u64);
+        if launches != p.attribution {
+            v.add(
+                Check::BisectSteps,
+                format!(
+                    "{rel}: {launches} attribution launch(es), {BISECT_FILE} records {}",
+                    p.attribution
+                ),
+            );
+        }
+    }
+    match culprit_profile_files(dir) {
+        Err(why) => v.add(Check::Attribution, format!("{PROFILE_DIR}: {why}")),
+        Ok(files) => {
+            for (name, want) in files {
+                let rel = format!("{PROFILE_DIR}/{name}");
+                let got = read_capped(&dir.join(&rel), MAX_PARSED_BYTES)
+                    .ok()
+                    .flatten();
+                if got.as_deref() != Some(want.as_slice()) {
+                    v.add_file(
+                        Check::Attribution,
+                        &rel,
+                        format!(
+                            "{rel} is not what the two bundles' attribution launches give \
+                             (missing, or hand-edited)"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The differential profile's generated files ([`PROFILE_TABLE`], [`PROFILE_FLAME`]) from
+/// `dir`'s `profile/parent` and `profile/culprit` bundles' `attribution.jsonl` (each read
+/// capped), or why they cannot be made.
+pub fn culprit_profile_files(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let lines = |side: &str| -> Result<Vec<crate::attribution::AttributionLine>, String> {
+        let p = dir
+            .join(PROFILE_DIR)
+            .join(side)
+            .join(crate::attribution::JSONL_FILE);
+        let b = crate::fsio::read_file(&p, crate::attribution::JSONL_MAX_BYTES)
+            .map_err(|e| format!("{side}: {e}"))?;
+        crate::attribution::parse_lines(&b).map_err(|e| format!("{side}: {e}"))
+    };
+    let (a, b) = (lines(PARENT_PROFILE)?, lines(CULPRIT_PROFILE)?);
+    let d = crate::attribution::differential(&a, &b)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            "a side has no attribution launch that reached strict-ready with RIP samples"
+                .to_string()
+        })?;
+    Ok(vec![
+        (
+            PROFILE_TABLE.to_string(),
+            d.markdown("the first bad commit (B) against its parent (A)")
+                .into_bytes(),
+        ),
+        (PROFILE_FLAME.to_string(), d.flame_svg().into_bytes()),
+    ])
 }
 
 /// The campaigns of a bisect record as they are verified: the rows counted, and the first

@@ -30,6 +30,25 @@ pub const BASELINE_DIR: &str = "baseline";
 /// The steps' directories.
 pub const STEPS_DIR: &str = "steps";
 
+/// Commits: the culprit's differential profile against its parent ([`CulpritProfile`]):
+/// the bundles `profile/parent` and `profile/culprit` (each a campaign with RIP-sampled
+/// attribution launches) and, generated from their `attribution.jsonl`,
+/// [`PROFILE_TABLE`] and [`PROFILE_FLAME`].
+pub const PROFILE_DIR: &str = "profile";
+
+/// The bundle of the last good commit's (the culprit's parent's) launches, under
+/// [`PROFILE_DIR`].
+pub const PARENT_PROFILE: &str = "parent";
+
+/// The bundle of the first bad commit's launches, under [`PROFILE_DIR`].
+pub const CULPRIT_PROFILE: &str = "culprit";
+
+/// The differential profile's table, under [`PROFILE_DIR`].
+pub const PROFILE_TABLE: &str = "differential.md";
+
+/// The differential flame graph, under [`PROFILE_DIR`].
+pub const PROFILE_FLAME: &str = "differential-flame.svg";
+
 /// What is bisected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -233,6 +252,19 @@ pub struct BisectResult {
     pub effects: Vec<(String, usize)>,
     /// In words.
     pub summary: String,
+    /// Commits: the culprit's differential profile against its parent, attached under
+    /// [`PROFILE_DIR`]. Absent: none attached (a search that named no culprit, one run with
+    /// `--profile 0`, and every record made before bisect attached one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<CulpritProfile>,
+}
+
+/// The culprit's differential profile against its parent: two campaigns, one per kernel,
+/// each with `attribution` RIP-sampled attribution launches after its measured launch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CulpritProfile {
+    pub attribution: u64,
 }
 
 impl BisectResult {
@@ -246,6 +278,7 @@ impl BisectResult {
             good_step: None,
             effects: Vec::new(),
             summary,
+            profile: None,
         }
     }
 }

@@ -86,6 +86,18 @@ pub fn readme(f: &BisectFile) -> String {
             if !r.culprits.is_empty() {
                 let _ = writeln!(s, "- culprit symbols: `{}`", r.culprits.join("`, `"));
             }
+            if let Some(p) = &r.profile {
+                let _ = writeln!(
+                    s,
+                    "- the culprit's differential profile against its parent ({} RIP-sampled \
+                     attribution launches each, `{PROFILE_DIR}/{PARENT_PROFILE}` and \
+                     `{PROFILE_DIR}/{CULPRIT_PROFILE}`): which functions took the time, \
+                     [{PROFILE_DIR}/{PROFILE_TABLE}]({PROFILE_DIR}/{PROFILE_TABLE}), and its \
+                     differential flame graph, \
+                     [{PROFILE_DIR}/{PROFILE_FLAME}]({PROFILE_DIR}/{PROFILE_FLAME})",
+                    p.attribution
+                );
+            }
             for (sym, i) in &r.effects {
                 if let Some(j) = f.steps.get(*i).and_then(|st| st.judgement.as_ref()) {
                     let _ = writeln!(

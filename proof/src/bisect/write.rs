@@ -19,6 +19,17 @@ fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BisectError>
 /// atomically; the baseline and step directories are already there) and returns the
 /// verifier's verdict on the whole directory.
 pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, BisectError> {
+    if f.result.as_ref().is_some_and(|r| r.profile.is_some()) {
+        // The culprit's differential profile, from its two bundles (already there).
+        let p = dir.join(PROFILE_DIR);
+        let files = culprit_profile_files(dir).map_err(|why| BisectError::Step {
+            step: PROFILE_DIR.to_string(),
+            why,
+        })?;
+        for (name, bytes) in files {
+            write_atomic(&p, &name, &bytes)?;
+        }
+    }
     write_atomic(dir, BISECT_FILE, &bisect_bytes(f))?;
     write_atomic(dir, README_FILE, readme(f).as_bytes())?;
     write_atomic(dir, LOG_FILE, log.as_bytes())?;
@@ -27,7 +38,8 @@ pub fn write_bisect(dir: &Path, f: &BisectFile, log: &str) -> Result<Verdict, Bi
 }
 
 /// Whether `report` regenerates the file `name` (a `SHA256SUMS` path) of a bisect
-/// directory: the top `README.md` and page, and in the baseline and step directories the
+/// directory: the top `README.md` and page, the differential profile's table and flame
+/// graph, and in the baseline, step and profile directories the
 /// files `report` regenerates in a bundle or a multi-arm directory (their READMEs, plots,
 /// comparison and `SHA256SUMS`); the record, the log and every row are evidence, never
 /// regenerated.
@@ -38,6 +50,13 @@ pub fn is_regenerated(name: &str) -> bool {
         Some((top, rest)) if top == STEPS_DIR => match rest.split_once('/') {
             Some((_, f)) => bundle_generated(f) || crate::arms::is_regenerated(f),
             None => false,
+        },
+        Some((top, rest)) if top == PROFILE_DIR => match rest.split_once('/') {
+            Some((side, f)) if side == PARENT_PROFILE || side == CULPRIT_PROFILE => {
+                bundle_generated(f)
+            }
+            Some(_) => false,
+            None => rest == PROFILE_TABLE || rest == PROFILE_FLAME,
         },
         Some(_) => false,
     }
@@ -62,9 +81,16 @@ pub fn regenerate_bisect(dir: &Path) -> Result<Vec<String>, BisectError> {
     let log = String::from_utf8(crate::skeleton::read_record(&lp)?)
         .map_err(|source| BisectError::NotUtf8 { path: lp, source })?;
     let mut written = Vec::new();
+    let profile = f.result.as_ref().is_some_and(|r| r.profile.is_some());
     let inner = std::iter::once(BASELINE_DIR.to_string())
         .filter(|_| f.kind == BisectKind::Commit)
-        .chain(f.steps.iter().filter_map(|s| s.dir.clone()));
+        .chain(f.steps.iter().filter_map(|s| s.dir.clone()))
+        .chain(
+            [PARENT_PROFILE, CULPRIT_PROFILE]
+                .into_iter()
+                .filter(|_| profile)
+                .map(|side| format!("{PROFILE_DIR}/{side}")),
+        );
     for rel in inner {
         let d = dir.join(&rel);
         if !crate::fsio::is_real_dir(&d) {

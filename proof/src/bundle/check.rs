@@ -84,7 +84,10 @@ pub(crate) fn verify_bundle_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         check_statistics(&mut v, r, s);
         check_residue(&mut v, r);
         check_nested(&mut v, r);
-        check_generated(&mut v, r, s, &digests);
+        let attribution = files
+            .get(crate::attribution::JSONL_FILE)
+            .and_then(|f| f.reread(crate::attribution::JSONL_MAX_BYTES).ok().flatten());
+        check_generated(&mut v, r, s, &digests, attribution.as_deref());
         check_attribution(
             &mut v,
             r,

@@ -247,8 +247,10 @@ pub(super) fn check_generated(
     r: &ResultJson,
     s: &[Sample],
     digests: &BTreeMap<String, String>,
+    attribution: Option<&[u8]>,
 ) {
-    for (name, bytes) in generated_files(r, s) {
+    let section = attribution.and_then(crate::attribution::readme_section);
+    for (name, bytes) in generated_files_with(r, s, section.as_deref()) {
         if digests.get(&name).is_some_and(|d| *d != sha256_hex(&bytes)) {
             v.add_file(
                 Check::GeneratedStale,

@@ -1,5 +1,7 @@
-//! The bundle's README.md, generated from `result.json` alone (deterministic: same input,
-//! same bytes), and the set of generated files.
+//! The bundle's README.md, generated from `result.json` (deterministic: same input, same
+//! bytes) and, for a bundle whose attribution launches counted the samples they asked for,
+//! the attribution section from `attribution.jsonl`
+//! ([`crate::attribution::readme_section`]); and the set of generated files.
 
 use std::fmt::Write as _;
 
@@ -79,6 +81,13 @@ pub const LABELLED_FILES: [&str; 5] = [
 /// (the label, the description, the headline, the percentile definition: `verify` requires
 /// them to be these) or escaped ([`md_text`], [`md_code`]).
 pub fn readme(r: &ResultJson) -> String {
+    readme_with(r, None)
+}
+
+/// [`readme`] with the attribution section (`attribution`: the bundle's
+/// [`crate::attribution::readme_section`], `None` for a bundle without one), before the
+/// files.
+pub fn readme_with(r: &ResultJson, attribution: Option<&str>) -> String {
     let mut s = String::new();
     readme_head(&mut s, r);
     readme_contract(&mut s, &r.contract);
@@ -92,6 +101,9 @@ pub fn readme(r: &ResultJson) -> String {
     readme_stages(&mut s, &r.summary);
     readme_plots(&mut s);
     readme_concurrency(&mut s, &r.summary);
+    if let Some(a) = attribution {
+        s.push_str(a);
+    }
     readme_files(&mut s, r.contract.kind);
     s
 }
@@ -470,8 +482,21 @@ fn readme_files(s: &mut String, kind: ContractKind) {
 
 /// The generated files of a bundle: `(name, bytes)`, README first.
 pub fn generated_files(r: &ResultJson, samples: &[Sample]) -> Vec<(String, Vec<u8>)> {
+    generated_files_with(r, samples, None)
+}
+
+/// [`generated_files`] of a bundle whose README has the attribution section `attribution`
+/// ([`readme_with`]).
+pub fn generated_files_with(
+    r: &ResultJson,
+    samples: &[Sample],
+    attribution: Option<&str>,
+) -> Vec<(String, Vec<u8>)> {
     vec![
-        (README_FILE.to_string(), readme(r).into_bytes()),
+        (
+            README_FILE.to_string(),
+            readme_with(r, attribution).into_bytes(),
+        ),
         (CDF_FILE.to_string(), cdf_svg(r, samples).into_bytes()),
         (STAGES_FILE.to_string(), stages_svg(r).into_bytes()),
     ]

@@ -118,7 +118,16 @@ pub fn bundle_files(
     if let Some(cfg) = &inputs.kernel_config {
         files.push((CONFIG_FILE.to_string(), cfg.clone()));
     }
-    files.extend(generated_files(result, samples));
+    let attribution = inputs
+        .extra_files
+        .iter()
+        .find(|(n, _)| n == crate::attribution::JSONL_FILE)
+        .and_then(|(_, b)| crate::attribution::readme_section(b));
+    files.extend(generated_files_with(
+        result,
+        samples,
+        attribution.as_deref(),
+    ));
     for (name, bytes) in &inputs.extra_files {
         if !is_valid_name(name) || name == SUMS_FILE || files.iter().any(|(n, _)| n == name) {
             return Err(BundleError::BadExtraName(name.clone()));
@@ -278,7 +287,10 @@ pub fn regenerate(dir: &Path) -> Result<Vec<String>, BundleError> {
     let is_generated = |n: &str| is_regenerated(n, attribution);
     let mut sums = skeleton::check_unchanged(dir, &listed, is_generated)?;
     let (result, samples) = read_bundle(dir)?;
-    let mut generated = generated_files(&result, &samples);
+    let section = attribution
+        .then(|| crate::attribution::readme_section_of_dir(dir))
+        .flatten();
+    let mut generated = generated_files_with(&result, &samples, section.as_deref());
     if attribution {
         generated.extend(
             crate::attribution::regenerate(dir, &result, &samples)?

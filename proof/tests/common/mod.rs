@@ -564,6 +564,81 @@ impl Fixture {
         }
     }
 
+    /// Writes the bundle to `parent/name` with RIP-sampled attribution launches, one per
+    /// row that reached its first run (their lines the rows' own reports): vCPU 0 sampled
+    /// every 100 µs from its first run, 10 samples in `fn_x` then `extra` in `fn_delay`, each
+    /// sample requested; returns its path.
+    pub fn write_sampled(&self, parent: &Path, name: &str, extra: u64) -> PathBuf {
+        use truecold_proof::attribution::{self, AttributionLine, RipFunction};
+        use truecold_proto::rip::{Recorder, RipSamples, Sample as Rs, SamplePeriod, VcpuState};
+        const FN_X: u64 = 0xffff_ffff_8100_0000;
+        const FN_DELAY: u64 = 0xffff_ffff_8100_1000;
+        let samples = self.samples();
+        let result = self.result(&samples);
+        let mut inputs = self.inputs_for(&samples);
+        let mut jsonl = Vec::new();
+        for l in reports_jsonl(&samples, DEADLINE)
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
+            let mut report: truecold_proof::reports::ReportLine =
+                serde_json::from_slice(l).unwrap();
+            let vmm = report.vmm.as_mut().unwrap();
+            let Some(t0) = vmm["stamps"]["first_run"].as_u64() else {
+                continue;
+            };
+            let mut r = Recorder::new(1);
+            r.start(t0);
+            for k in 0..10 + extra {
+                let rip = if k < 10 { FN_X + k } else { FN_DELAY + 8 };
+                assert!(r.push(Rs {
+                    t_ns: t0 + (k + 1) * 100_000,
+                    rip,
+                    state: VcpuState::Running,
+                }));
+            }
+            let mut v = r.finish();
+            v.requested = Some(10 + extra);
+            vmm["rip_samples"] = serde_json::to_value(RipSamples {
+                period_us: SamplePeriod::from_us(100).unwrap(),
+                t0_ns: t0,
+                ticks: 10 + extra,
+                missed_ticks: 0,
+                vcpus: vec![v],
+            })
+            .unwrap();
+            let line = AttributionLine {
+                report,
+                symbols: BTreeMap::new(),
+                functions: vec![
+                    RipFunction {
+                        start: FN_X,
+                        end: FN_X + 0x100,
+                        name: "fn_x".into(),
+                    },
+                    RipFunction {
+                        start: FN_DELAY,
+                        end: FN_DELAY + 0x100,
+                        name: "fn_delay".into(),
+                    },
+                ],
+            };
+            jsonl.extend_from_slice(serde_json::to_string(&line).unwrap().as_bytes());
+            jsonl.push(b'\n');
+        }
+        let clock = result.environment.host_kind.clock().describe();
+        inputs
+            .extra_files
+            .extend(attribution::generate(&jsonl, &samples, clock).unwrap());
+        inputs
+            .extra_files
+            .push((attribution::JSONL_FILE.to_string(), jsonl));
+        let dest = parent.join(name);
+        let w = write_bundle(&dest, &result, &samples, &inputs).unwrap();
+        assert!(w.verdict.is_valid(), "{}", w.verdict.render(&dest, 50));
+        dest
+    }
+
     /// Writes the bundle to `parent/name` and returns its path.
     pub fn write(&self, parent: &Path, name: &str) -> PathBuf {
         let samples = self.samples();
