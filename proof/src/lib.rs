@@ -49,6 +49,7 @@ pub mod attribution;
 pub mod bisect;
 pub mod bundle;
 pub mod cli_docs;
+pub mod cli_text;
 pub mod cmdline;
 pub mod compare;
 pub mod csv;
