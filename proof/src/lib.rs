@@ -70,6 +70,7 @@ pub mod schema;
 pub use truecold_proto::seed;
 pub mod sign;
 pub mod signature;
+pub mod sizing;
 pub mod skeleton;
 pub mod stats;
 pub mod summary;

@@ -429,7 +429,7 @@ fn main() -> ExitCode {
                 } else if markdown {
                     c.render_markdown(stages)
                 } else {
-                    c.render_text(stages)
+                    c.render_text_at(stages, width())
                 };
                 Ok((t, c.outcome.exit_code()))
             });

@@ -16,7 +16,7 @@ use std::path::Path;
 use crate::arms::ArmsDir;
 use crate::bisect::BisectDir;
 use crate::bundle::BundleDir;
-use crate::compare::{compare_verified, CompareError, CompareOptions, Comparison};
+use crate::compare::{compare_verified_sized, CompareError, CompareOptions, Comparison};
 use crate::kind::{DirKind, Kind};
 use crate::tune::TuneDir;
 
@@ -271,7 +271,8 @@ fn bundles_inside(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
 
 /// `compare A B` from two directories: each must be one bundle
 /// ([`require_bundle_dir`]), then both are verified (`on_invalid` sees each verdict that is
-/// not valid, e.g. to print its reasons), compared ([`compare_verified`]) and the paths
+/// not valid, e.g. to print its reasons), compared ([`compare_verified_sized`], each
+/// inconclusive metric sized by [`crate::sizing::n_to_decide`]) and the paths
 /// recorded in the comparison.
 pub fn compare_dirs(
     a: &Path,
@@ -287,7 +288,7 @@ pub fn compare_dirs(
             on_invalid(dir, v);
         }
     }
-    let mut c = compare_verified(&va, &vb, o)?;
+    let mut c = compare_verified_sized(&va, &vb, o, &crate::sizing::n_to_decide)?;
     c.path_a = Some(a.display().to_string());
     c.path_b = Some(b.display().to_string());
     Ok(c)

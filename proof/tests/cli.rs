@@ -266,7 +266,7 @@ fn quiet_prints_the_verdict_line_and_the_reasons_only() {
         b.as_os_str(),
     ]);
     assert_eq!(code, 1, "{out}{err}");
-    assert_eq!(out, "outcome: REGRESSION (exit 1)\n");
+    assert_eq!(out, "outcome: REGRESSION: B slower than A (exit 1)\n");
     assert_eq!(err, "");
     // The bootstrap seed reads as decimal or 0x hex alike.
     let json = |seed: &str| {
