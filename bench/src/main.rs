@@ -129,7 +129,7 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
         let mut text = if quiet {
             v.render_quiet(&dir, 5)
         } else {
-            v.render(&dir, 5)
+            v.render_without_recorded(&dir, 5)
         };
         if !quiet {
             text += &format!(
@@ -293,9 +293,9 @@ fn summary_text(out: &RunOutcome, quiet: bool, s: &mut String) {
     }
     for (engine, w) in &out.arms {
         let _ = writeln!(s, "arm {engine}:");
-        s.push_str(&w.verdict.render(&w.path, 5));
+        s.push_str(&w.verdict.render_without_recorded(&w.path, 5));
     }
-    s.push_str(&v.render(path, 5));
+    s.push_str(&v.render_without_recorded(path, 5));
     if let Some(r) = &v.result {
         for l in level_lines(r) {
             let _ = writeln!(s, "{l}");
@@ -405,7 +405,7 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
             let mut text = if args.quiet {
                 v.render_quiet(path, 5)
             } else {
-                v.render(path, 5)
+                v.render_without_recorded(path, 5)
             };
             if !args.quiet {
                 text += &format!(

@@ -423,15 +423,48 @@ pub fn width() -> usize {
 /// `indent` (a space between a prefix and the text unless the prefix ends with one); a word
 /// longer than a line is cut.
 pub fn wrap(first: &str, text: &str, indent: &str, width: usize) -> String {
+    wrap_words(first, text, indent, width, true)
+}
+
+/// [`wrap`], but a word longer than any line (a long path) is kept whole where it falls,
+/// the line it is on running past `width`: a path to copy is never cut.
+pub fn wrap_keeping_words(first: &str, text: &str, indent: &str, width: usize) -> String {
+    wrap_words(first, text, indent, width, false)
+}
+
+/// The units a figure is never parted from at a line break (`16384 MiB`, `227.5 ms`).
+const UNITS: [&str; 9] = ["ms", "s", "µs", "ns", "MiB", "GiB", "KiB", "vCPU", "%"];
+
+/// `text`'s words, each unit kept with the figure before it (`16384 MiB` is one word).
+fn words_of(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in text.split(' ').filter(|w| !w.is_empty()) {
+        let bare = w.trim_end_matches([',', ';', ')', '.', ':']);
+        let after_figure = out
+            .last()
+            .is_some_and(|p| p.chars().last().is_some_and(|c| c.is_ascii_digit()));
+        match out.last_mut() {
+            Some(prev) if after_figure && UNITS.contains(&bare) => {
+                prev.push(' ');
+                prev.push_str(w);
+            }
+            _ => out.push(w.to_string()),
+        }
+    }
+    out
+}
+
+fn wrap_words(first: &str, text: &str, indent: &str, width: usize, cut: bool) -> String {
     let mut out = String::new();
     let mut line = first.to_string();
     let mut bare = true; // the line holds only its prefix
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
+    for word in words_of(text) {
         let mut word: Vec<char> = word.chars().collect();
         loop {
             let len = line.chars().count();
             let sep = usize::from(!(line.is_empty() || line.ends_with(' ')));
-            if len + sep + word.len() <= width {
+            let whole = !cut && indent.chars().count() + word.len() > width;
+            if len + sep + word.len() <= width || whole {
                 if sep == 1 {
                     line.push(' ');
                 }
@@ -483,7 +516,7 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
         } else {
             "  "
         };
-        out += &wrap(lead, body, &format!("{lead}{extra}"), width);
+        out += &wrap_keeping_words(lead, body, &format!("{lead}{extra}"), width);
     }
     out
 }
@@ -576,6 +609,14 @@ mod tests {
             t,
             "  contract: probe, host: pvm\n    (wall clock), 2 vCPU,\n    16384 MiB\n  - [X] a b c\n"
         );
+        // A figure keeps its unit.
+        assert_eq!(wrap("", "a bc 16384 MiB", "", 9), "a bc\n16384 MiB\n");
         assert!(!t.contains("Mi\n"), "{t}");
+        // A path longer than a line stays whole, where it falls.
+        let long = format!("VALID results/{}: a label", "x".repeat(40));
+        assert_eq!(
+            wrap_lines(&long, 30),
+            format!("VALID results/{}:\n  a label\n", "x".repeat(40))
+        );
     }
 }

@@ -35,9 +35,49 @@ pub fn verify_dir(dir: &Path) -> Verdict {
 pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     let _session = crate::fsio::session();
     let kind = Kind::of(dir);
+    if let Some(v) = not_a_bundle(dir, kind) {
+        return v;
+    }
     let mut v = verify_kind(dir, kind, opts);
     crate::html::check(dir, kind, &mut v);
     v
+}
+
+/// The files whose absence, all of them, makes a directory no bundle at all: a bundle's
+/// record and rows, and the checksums every kind has. A directory with any of them is judged
+/// as the bundle it claims to be (a bundle missing its `result.json` is INVALID, every
+/// missing file a reason).
+const ANY_OF_A_BUNDLE: [&str; 3] = [
+    crate::names::RESULT_FILE,
+    crate::names::SAMPLES_FILE,
+    crate::names::SUMS_FILE,
+];
+
+/// The verdict on a readable directory that holds none of any kind's files (no marker, none
+/// of [`ANY_OF_A_BUNDLE`]): not a bundle, said in one line (exit 2, nothing to judge), where
+/// the bundle verifier would list every required file missing. `None` for any other
+/// directory, and for one that cannot be read (its verifier says why).
+fn not_a_bundle(dir: &Path, kind: Kind) -> Option<Verdict> {
+    if kind != Kind::Bundle || std::fs::read_dir(dir).is_err() {
+        return None;
+    }
+    if ANY_OF_A_BUNDLE
+        .iter()
+        .any(|f| dir.join(f).symlink_metadata().is_ok())
+    {
+        return None;
+    }
+    let markers: Vec<&str> = Kind::ALL.iter().filter_map(|k| k.marker()).collect();
+    Some(Verdict {
+        unreadable: Some(format!(
+            "not a truecold directory: none of {}, nor {} (a multi-arm, tune or bisect \
+             directory's record)",
+            ANY_OF_A_BUNDLE.join(", "),
+            markers.join(", ")
+        )),
+        not_a_bundle: true,
+        ..Verdict::default()
+    })
 }
 
 /// The verifier of `kind`, the page aside.
@@ -57,6 +97,7 @@ fn verify_kind(dir: &Path, kind: Kind, opts: &VerifyOptions) -> Verdict {
 pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
     use serde_json::json;
     let kind = match Kind::of(dir) {
+        _ if v.not_a_bundle => "none",
         Kind::Bisect => "bisect",
         Kind::Tune => "tune",
         Kind::Bundle => "bundle",
@@ -111,6 +152,29 @@ pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
             "incomplete": r.contract.incomplete,
         })
     });
+    let parts: Vec<serde_json::Value> = v
+        .parts
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "valid": p.valid,
+                "clock": p.clock.as_str(),
+                "attempts": p.attempts,
+                "ok": p.ok,
+                "failed": p.failed,
+                "headline": p.headline.as_ref().map(|h| json!({
+                    "n": h.n, "p50_ns": h.p50, "p99_ns": h.p99, "max_ns": h.max,
+                })),
+                "host_warnings": p.host_warnings,
+            })
+        })
+        .collect();
+    let host_warnings: Vec<serde_json::Value> = v
+        .host_warnings()
+        .into_iter()
+        .map(|(text, by)| json!({ "text": text, "parts": by }))
+        .collect();
     json!({
         "path": dir.display().to_string(),
         "kind": kind,
@@ -124,6 +188,8 @@ pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
         "arms": v.arms,
         "rows": v.rows,
         "summary": summary,
+        "parts": parts,
+        "host_warnings": host_warnings,
     })
 }
 
