@@ -57,6 +57,7 @@ pub mod digest;
 pub mod fmt;
 pub mod fsio;
 pub mod html;
+pub mod html_page;
 pub mod kconfig;
 pub mod kind;
 pub mod lifecycle;

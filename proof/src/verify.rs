@@ -39,7 +39,7 @@ pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
         return v;
     }
     let mut v = verify_kind(dir, kind, opts);
-    crate::html::check(dir, kind, &mut v);
+    crate::html_page::check(dir, kind, &mut v);
     v
 }
 
@@ -240,9 +240,9 @@ pub fn report_dir(dir: &Path) -> Result<Vec<String>, ReportError> {
     report_dir_with(dir, false)
 }
 
-/// [`report_dir`], then the page ([`crate::html::write`], from the verdict on the
-/// regenerated directory) when `html` asks for one or the directory already has one (a page
-/// left as it was would be stale).
+/// [`report_dir`], then the page ([`crate::html_page::write`], from the verdict on the
+/// regenerated directory) when `html` asks for one (the current version) or the directory
+/// already has one (regenerated as the version it is: a page left as it was would be stale).
 pub fn report_dir_with(dir: &Path, html: bool) -> Result<Vec<String>, ReportError> {
     let kind = Kind::of(dir);
     let mut written = match kind {
@@ -253,7 +253,7 @@ pub fn report_dir_with(dir: &Path, html: bool) -> Result<Vec<String>, ReportErro
     };
     if html || crate::fsio::is_real_file(&dir.join(crate::names::HTML_FILE)) {
         let v = verify_dir(dir);
-        let names = crate::html::write(dir, kind, &v).map_err(ReportError::Html)?;
+        let names = crate::html_page::write(dir, kind, &v, html).map_err(ReportError::Html)?;
         written.retain(|n| !names.contains(n));
         written.extend(names);
     }
