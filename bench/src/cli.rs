@@ -9,21 +9,20 @@ use truecold_proto::kinds::{Backing, Engine, RamLayout};
 use truecold_proto::limits::{GuestMem, Vcpus};
 use truecold_proto::rip::SamplePeriod;
 
-/// Exit status of a usage error (an unknown flag, a bad or missing value), for every
-/// subcommand, as `truecold-proof` does: `git bisect run` reads 125 as "skip this commit",
-/// where clap's default 2 would read as "bad".
-pub const EXIT_USAGE: u8 = 125;
-/// `truecold run`: the bundle is written and VALID, but some launch failed (without
-/// `--allow-failures`).
-pub const EXIT_LAUNCHES_FAILED: u8 = 3;
+use truecold_proof::cli_text::{long_help, short_help, width};
+/// The exit statuses every command shares, from the one table
+/// ([`truecold_proof::cli_text::EXITS`]): a usage error (125, as in `truecold-proof`: `git
+/// bisect run` reads it as "skip this commit", where clap's default 2 would read as "bad"),
+/// and `truecold run`'s bundle written and VALID but some launch failed (3).
+pub use truecold_proof::cli_text::{EXIT_LAUNCHES_FAILED, EXIT_USAGE};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "truecold",
     version,
     about = "True-cold microVM launches, measured and written as a checksummed proof bundle",
-    after_help = "Exit status: each subcommand's --help says; any usage error (unknown flag, bad \
-                  or missing value) exits 125 whatever the subcommand; --help and --version 0."
+    after_help = short_help("truecold"),
+    after_long_help = long_help("truecold", width())
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -36,14 +35,20 @@ pub enum Cmd {
     ///
     /// Default: 1,000 sequential 2 vCPU / 16 GiB Linux boots; on a host whose /dev/kvm cannot
     /// boot Linux, the probe-guest campaign, labelled as such.
-    #[command(after_help = RUN_EXIT)]
+    #[command(
+        after_help = short_help("truecold run"),
+        after_long_help = long_help("truecold run", width())
+    )]
     Run(Box<RunArgs>),
     /// Tune the boot path: a baseline and one arm per knob, interleaved, winners confirmed.
     ///
     /// A baseline and one arm per knob (kernel command line, Kconfig, VMM), interleaved, each
     /// a complete bundle; the knobs' effects with bootstrap CIs and Mann–Whitney p; the
     /// winners combined and confirmed (final A/B, leave one out); one verifiable directory.
-    #[command(after_help = TUNE_EXIT)]
+    #[command(
+        after_help = short_help("truecold tune"),
+        after_long_help = long_help("truecold tune", width())
+    )]
     Tune(TuneArgs),
     /// One phase of a tune from its plan file (what `truecold tune --nested` runs in L1).
     #[command(hide = true, after_help = TUNE_PHASE_EXIT)]
@@ -53,7 +58,10 @@ pub enum Cmd {
     /// Find the commit of a kernel tree (`run`, or `step` under `git bisect run`) or the
     /// symbols of a kernel config (`config`) that made a true-cold boot slower; every step a
     /// bundle, judged by `truecold-proof compare`'s rule, in one verifiable directory.
-    #[command(after_help = BISECT_EXIT)]
+    #[command(
+        after_help = short_help("truecold bisect"),
+        after_long_help = long_help("truecold bisect", width())
+    )]
     Bisect(BisectArgs),
     /// Write shell completions and man pages for `truecold` into a directory (what
     /// scripts/cli-docs.sh runs; docs/building.md).
@@ -70,35 +78,12 @@ pub struct CliDocsArgs {
     pub dir: PathBuf,
 }
 
-/// `truecold run --help`'s exit statuses.
-const RUN_EXIT: &str = "Exit status: 0 bundle written and VALID, every launch strict-ready (or \
-    --allow-failures); 3 bundle written and VALID but some launch failed (the summary's error \
-    kinds say which; failures are data, kept in samples.csv), or --stop-after's K launches in \
-    a row failed alike and the campaign stopped (marked STOPPED); 2 bundle written but the \
-    verifier found problems; 130 interrupted (a VALID partial bundle, marked incomplete); 1 \
-    nothing launched or written (the error says why: a host limit checked before the first \
-    launch, a missing artifact); 125 usage error (an unknown flag, a bad value, or a flag \
-    combination refused, e.g. --rate without --mode open-loop).";
-/// `truecold tune --help`'s.
-const TUNE_EXIT: &str = "Exit status: 0 tune directory written and VALID; 2 written but \
-    invalid; 1 nothing written (the error says why); 125 usage error (also a flag combination \
-    refused: too few -n or --confirm-rounds, --knobs, --budget).";
-/// `truecold tune-phase --help`'s.
+/// `truecold tune-phase --help`'s (a hidden command, inside L1: not in the table).
 const TUNE_PHASE_EXIT: &str = "Exit status: 0 phase directory written and VALID; 2 written but \
     invalid; 130 interrupted; 1 nothing written; 125 usage error.";
-/// `truecold cli-docs --help`'s.
+/// `truecold cli-docs --help`'s (a hidden command: not in the table).
 const CLI_DOCS_EXIT: &str = "Exit status: 0 every file written; 1 refused or failed (the error \
     says why; an existing file is never overwritten); 125 usage error.";
-/// `truecold bisect --help`'s.
-const BISECT_EXIT: &str = "Exit status: each subcommand's --help says; any usage error 125.";
-/// `truecold bisect step --help`'s: what `git bisect run` reads.
-const BISECT_STEP_EXIT: &str = "Exit status (as `git bisect run` reads it): 0 good, 1 bad, 125 \
-    skip (the build failed, strict-ready broke, still inconclusive at --max-n; also any usage \
-    error), 200 cannot judge: stop (no baseline, another host kind, a bad -n / --max-n).";
-/// `truecold bisect run|config --help`'s.
-const BISECT_RUN_EXIT: &str = "Exit status: 0 the bisect directory names a culprit and is \
-    VALID; 2 written but invalid; 1 nothing found or written (the error says why); 125 usage \
-    error (also a flag combination refused, e.g. -n below 3).";
 
 impl Cli {
     /// `truecold run …` from its words: a parse error, or an error when they name another
@@ -254,7 +239,7 @@ pub struct RunArgs {
     pub count: u64,
     #[command(flatten)]
     pub guest: GuestArgs,
-    /// How guest RAM is backed on the host [default: each engine's own, see --help].
+    /// How guest RAM is backed on the host (default: each engine's own).
     ///
     /// Default: each engine's own — truecold-vmm `thp` for a Linux guest (its tuned default)
     /// and `anon` for the probe guest; Firecracker `anon`; Cloud Hypervisor `thp`; QEMU `anon`
@@ -493,9 +478,14 @@ pub const DEFAULT_SEED: u64 = truecold_proto::seed::DEFAULT;
 const DEFAULT_SEED_ARG: &str = "0x74727565636f6c64";
 
 /// The value parser of a count or a duration that must be at least 1 (`-n 0`, `--deadline-ms
-/// 0`): a usage error (125) at parse time, as a value out of range always is.
-fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
-    clap::value_parser!(u64).range(1..)
+/// 0`): a usage error (125) at parse time, as a value out of range always is, in words (`0:
+/// at least 1 is needed`), never a Rust range.
+fn at_least_one() -> fn(&str) -> Result<u64, String> {
+    |s: &str| match s.trim().parse::<u64>() {
+        Ok(0) => Err("at least 1 is needed".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number (1 or more)")),
+    }
 }
 
 /// `--seed`'s value parser: decimal or `0x` hexadecimal.
@@ -508,6 +498,18 @@ const TUNE_MEM_HELP: &str = "Guest memory per VM, MiB: context, not a knob (4..=
     The default is 1024 MiB, where `truecold run`'s is 16384 MiB: a tune screens many knobs \
     and every arm costs a boot each round, so it runs on a smaller guest; give \
     --mem-mib 16384 to tune the size `run` measures.";
+
+/// `truecold bisect run|config --help`'s `--vcpus`: why its default is not `run`'s.
+const BISECT_VCPUS_HELP: &str = "vCPUs per VM (1..=32). The default is 1, where `truecold \
+    run`'s and `tune`'s is 2: a bisect judges every step by a small interleaved A/B, and one \
+    vCPU leaves out the second mode two vCPUs show in the nested harness (a few launches in \
+    100 +1 to +3.5 ms, from where L1's scheduler places the vCPU threads), so fewer launches \
+    decide a step; give --vcpus 2 to bisect at `run`'s size.";
+/// `truecold bisect run|config --help`'s `--mem-mib`: why its default is not `run`'s.
+const BISECT_MEM_HELP: &str = "Guest memory per VM, MiB (4..=1048576). The default is 1024 \
+    MiB, where `truecold run`'s is 16384 MiB: a bisect boots every step many times, and a \
+    smaller guest costs less per boot (as `tune`'s); give --mem-mib 16384 to bisect at \
+    `run`'s size.";
 
 /// Default guest memory of a tune, MiB.
 pub const DEFAULT_TUNE_MEM_MIB: u64 = 1024;
@@ -617,14 +619,16 @@ pub struct TuneArgs {
     /// screen's `baseline` when no knob won), measured by --attribution-instrument (default
     /// `rip`), run after the measured rounds, never rows; their attribution.csv / .svg go
     /// into those arms' bundles and side by side into the README. tune.json and each
-    /// attributed arm's run line record the instrument. 0: none.
+    /// attributed arm's run line record the instrument. The default is 2, where `truecold
+    /// run`'s is 0: a tune's answer is which knobs win, and its README shows where their time
+    /// goes beside the baseline's; a campaign's is its latencies alone. 0: none.
     #[arg(long, default_value_t = 2)]
     pub attribution: u64,
-    /// The headline figure every arm is judged on: total (the bundles' own clock) or parallel.
+    /// The headline figure every arm is judged on: total or parallel.
     ///
-    /// `parallel` is the nested harness's parallel clock, which counts work on several L1
-    /// CPUs at once as overlapping; it needs --nested. docs/virtual-clock.md says what each
-    /// measures.
+    /// `total` (the bundles' own clock) or `parallel` (the nested harness's parallel clock,
+    /// which counts work on several L1 CPUs at once as overlapping; needs --nested).
+    /// docs/virtual-clock.md says what each measures.
     #[arg(long, value_name = "FIGURE", default_value = "total", value_parser = truecold_proof::schema::Figure::parse)]
     pub clock: truecold_proof::schema::Figure,
     #[command(flatten)]
@@ -643,7 +647,15 @@ pub struct TuneArgs {
     /// recommended/reproduce.sh.
     #[arg(long, value_name = "DIR")]
     pub kernel_source: Option<PathBuf>,
-    /// No progress, notes or warnings: errors and the verdict line only.
+    /// The end-of-tune verdict as one JSON document on stdout (the text goes to stderr).
+    ///
+    /// One JSON object on stdout and nothing else there: the tune directory, its verdict (as
+    /// `truecold-proof verify --json`) and the exit status; an `error` object with `exit`
+    /// when nothing was written. The human summary goes to stderr (none with -q).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress, notes or warnings: errors and the verdict line only (with --json, only
+    /// the document).
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -701,7 +713,16 @@ pub struct TunePhaseArgs {
 pub struct BisectArgs {
     #[command(subcommand)]
     pub cmd: BisectCmd,
-    /// No progress, notes or warnings: errors and the outcome line only.
+    /// The outcome as one JSON document on stdout (the text goes to stderr).
+    ///
+    /// One JSON object on stdout and nothing else there: `step`'s outcome (`good`, `bad`,
+    /// `skip`) and exit status; `run`'s and `config`'s bisect directory, its verdict (as
+    /// `truecold-proof verify --json`) and exit status; an `error` object with `exit` when
+    /// nothing was found or written.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// No progress, notes or warnings: errors and the outcome line only (with --json, only
+    /// the document).
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }
@@ -710,15 +731,24 @@ pub struct BisectArgs {
 pub enum BisectCmd {
     /// One step, for `git bisect run`: build, measure, judge against the baseline.
     ///
-    /// Build the tree's checkout, measure it, judge it against the baseline; exit 0 good,
-    /// 1 bad, 125 skip (200: cannot judge, stop).
-    #[command(after_help = BISECT_STEP_EXIT)]
+    /// Build the tree's checkout, measure it, judge it against the baseline: exits as `git
+    /// bisect run` reads it (below).
+    #[command(
+        after_help = short_help("truecold bisect step"),
+        after_long_help = long_help("truecold bisect step", width())
+    )]
     Step(StepArgs),
     /// A whole `git bisect` session between two commits of a kernel tree.
-    #[command(after_help = BISECT_RUN_EXIT)]
+    #[command(
+        after_help = short_help("truecold bisect run"),
+        after_long_help = long_help("truecold bisect run", width())
+    )]
     Run(RunBisectArgs),
     /// The smallest set of symbols between two kernel configs that explains a slowdown.
-    #[command(after_help = BISECT_RUN_EXIT)]
+    #[command(
+        after_help = short_help("truecold bisect config"),
+        after_long_help = long_help("truecold bisect config", width())
+    )]
     Config(ConfigBisectArgs),
 }
 
@@ -744,7 +774,8 @@ pub struct JudgeArgs {
     pub alpha: f64,
     /// The headline figure a step is judged on (`compare --clock`): total or parallel.
     ///
-    /// `parallel` is the nested harness's parallel clock: the bisect must run --nested.
+    /// `total` (the bundles' own clock) or `parallel` (the nested harness's parallel clock;
+    /// the bisect must run --nested).
     #[arg(long, value_name = "FIGURE", default_value = "total", value_parser = truecold_proof::schema::Figure::parse)]
     pub clock: truecold_proof::schema::Figure,
     #[command(flatten)]
@@ -753,11 +784,14 @@ pub struct JudgeArgs {
 
 /// The campaign every step runs (`run` and `config`; `step` takes it from its baseline).
 #[derive(Args, Debug, Clone)]
-#[command(mut_arg("vcpus", |a| a.default_value("1").help("vCPUs per VM")))]
+#[command(mut_arg("vcpus", |a| a
+    .default_value("1")
+    .help("vCPUs per VM")
+    .long_help(BISECT_VCPUS_HELP)))]
 #[command(mut_arg("mem", |a| a
     .default_value("1024")
     .help("Guest memory per VM, MiB")
-    .long_help(None::<&'static str>)))]
+    .long_help(BISECT_MEM_HELP)))]
 pub struct ContextArgs {
     /// Run in the nested harness (virtual clock) instead of this host's /dev/kvm.
     #[arg(long)]
@@ -859,6 +893,15 @@ pub struct KernelPaths {
 mod tests {
     use super::*;
 
+    /// The command tree built with help unwrapped (a test reads a sentence whole, whatever
+    /// the terminal).
+    fn unwrapped() -> clap::Command {
+        use clap::CommandFactory;
+        let mut c = Cli::command().term_width(0);
+        c.build();
+        c
+    }
+
     /// The verifier reads `cmdline.txt` with its own list of `truecold run`'s flags
     /// (`truecold_proof::cmdline`); every flag this parser has is there, with its arity, and
     /// nothing else is.
@@ -951,8 +994,8 @@ mod tests {
             (c.context.guest.vcpus.get(), c.context.guest.mem.mib()),
             (1, 1024)
         );
-        use clap::CommandFactory;
-        let mut cmd = Cli::command();
+
+        let mut cmd = unwrapped();
         let help = |cmd: &mut clap::Command, path: &[&str]| {
             let mut c = cmd.clone();
             let mut at = &mut c;
@@ -971,8 +1014,21 @@ mod tests {
         assert!(r.contains("--mem-mib <MEM_MIB>"), "{r}");
         assert!(r.contains("the host's RAM)"), "{r}");
         let b = help(&mut cmd, &["bisect", "run"]);
-        assert!(b.contains("vCPUs per VM\n"), "{b}");
-        assert!(b.contains("Guest memory per VM, MiB\n"), "{b}");
+        assert!(
+            b.contains("vCPUs per VM (1..=32). The default is 1, where"),
+            "{b}"
+        );
+        assert!(
+            b.contains("Guest memory per VM, MiB (4..=1048576). The default is 1024"),
+            "{b}"
+        );
+        let short = cmd
+            .find_subcommand_mut("bisect")
+            .and_then(|c| c.find_subcommand_mut("run"))
+            .expect("bisect run")
+            .render_help()
+            .to_string();
+        assert!(short.contains("vCPUs per VM [default: 1]"), "{short}");
     }
 
     /// Every edge of the VMM's limits, rejected by clap before anything launches, with a
@@ -1043,9 +1099,9 @@ mod tests {
             panic!("not a tune")
         };
         assert_eq!(t.seed, 255);
-        use clap::CommandFactory;
+
         for sub in ["run", "tune"] {
-            let mut cmd = Cli::command();
+            let mut cmd = unwrapped();
             let h = cmd
                 .find_subcommand_mut(sub)
                 .expect("a subcommand")
@@ -1058,9 +1114,8 @@ mod tests {
     /// `--kernel-dir` names the default of the command it is in, not both.
     #[test]
     fn kernel_dir_help_names_its_own_commands_default() {
-        use clap::CommandFactory;
         let help = |path: &[&str]| {
-            let mut cmd = Cli::command();
+            let mut cmd = unwrapped();
             let mut c = &mut cmd;
             for p in path {
                 c = c.find_subcommand_mut(p).expect("a subcommand");
@@ -1080,9 +1135,8 @@ mod tests {
     /// `--mem-mib`'s long help says run's default and tune's, and why they differ.
     #[test]
     fn mem_help_says_why_tune_boots_a_smaller_guest() {
-        use clap::CommandFactory;
         let help = |sub: &str| {
-            let mut cmd = Cli::command();
+            let mut cmd = unwrapped();
             cmd.find_subcommand_mut(sub)
                 .expect("a subcommand")
                 .render_long_help()
@@ -1099,8 +1153,7 @@ mod tests {
 
     #[test]
     fn help_documents_the_engine_flags() {
-        use clap::CommandFactory;
-        let mut cmd = Cli::command();
+        let mut cmd = unwrapped();
         let run = cmd.find_subcommand_mut("run").expect("a run subcommand");
         let help = run.render_long_help().to_string();
         for flag in [

@@ -1,12 +1,8 @@
 //! `truecold`: campaigns of true-cold microVM launches → checksummed proof bundles.
 //!
-//! Exit status (each subcommand's `--help` says its own): `run` 0 bundle written and
-//! verified, every launch strict-ready (or `--allow-failures`); 3 written and verified but
-//! some launch failed; 2 bundle written but the verifier found problems (e.g. a repeated boot
-//! id: a contract violation); 130 interrupted (a valid partial bundle, marked incomplete, was
-//! written); 1 nothing written (the error says why). Any usage error 125 (as
-//! `truecold-proof`), a flag combination the plan refuses after parsing too (a typed
-//! `ArgError`); `--help` and `--version` 0.
+//! Exit status: the one table, `truecold_proof::cli_text::EXITS`, which each subcommand's
+//! `--help` ends with. Any usage error 125 (as `truecold-proof`), a flag combination the plan
+//! refuses after parsing too (a typed `ArgError`); `--help` and `--version` 0.
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -57,23 +53,48 @@ fn main() -> ExitCode {
     }
 }
 
-/// `truecold run --json` with a usage error: the `error` object a script reads on stdout (as
-/// `run --json` prints one for any other failure), clap's text still on stderr; `None`
-/// without `--json` or for another subcommand.
+/// A usage error of a subcommand given `--json`: the `error` object a script reads on stdout
+/// (as `--json` prints one for any other failure), clap's text still on stderr; `None`
+/// without `--json`.
 fn run_usage_error_json(
     args: impl Iterator<Item = std::ffi::OsString>,
     e: &clap::Error,
 ) -> Option<String> {
     let args: Vec<std::ffi::OsString> = args.collect();
-    if args.first()? != "run" || !args.iter().any(|a| a == "--json") {
+    if !args.iter().any(|a| a == "--json") {
         return None;
     }
     let message = truecold_proof::cli_docs::usage_message(e);
+    Some(error_json("usage", &message, EXIT_USAGE))
+}
+
+/// The `error` object of `--json` when nothing was written: `{"error": {"kind", "message"},
+/// "exit"}`.
+fn error_json(kind: &str, message: &str, exit: u8) -> String {
     let v = serde_json::json!({
-        "error": { "kind": "usage", "message": message },
-        "exit": EXIT_USAGE,
+        "error": { "kind": kind, "message": message },
+        "exit": exit,
     });
-    Some(serde_json::to_string_pretty(&v).unwrap_or_else(|_| "{}".into()) + "\n")
+    serde_json::to_string_pretty(&v).unwrap_or_else(|_| "{}".into()) + "\n"
+}
+
+/// A human summary made to fit the terminal (100 columns when piped): long lines wrap at
+/// words, continuations indented.
+fn fit(text: &str) -> String {
+    use truecold_proof::cli_text::{width, wrap_lines};
+    wrap_lines(text, width())
+}
+
+/// A directory's verdict as `--json` prints it (`tune`, `bisect run|config`): the directory,
+/// whether it is valid, `verify --json`'s object for it and the exit status.
+fn dir_json(key: &str, dir: &std::path::Path, v: &truecold_proof::Verdict, exit: u8) -> String {
+    let doc = serde_json::json!({
+        key: dir.display().to_string(),
+        "valid": v.is_valid(),
+        "verdict": truecold_proof::verify::verdict_json(dir, v),
+        "exit": exit,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into()) + "\n"
 }
 
 /// `truecold cli-docs DIR`: 0 every file written, 1 refused (a file exists) or failed.
@@ -101,30 +122,50 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
     use truecold_bench::bisect::commit_bisect::{self, EXIT_ABORT};
     use truecold_bench::bisect::config_bisect;
     use truecold_bench::cli::BisectCmd;
-    let quiet = args.quiet;
+    let (quiet, json) = (args.quiet, args.json);
     let done = |dir: std::path::PathBuf| {
         let v = truecold_proof::verify_dir(&dir);
-        if quiet {
-            print!("{}", v.render_quiet(&dir, 5));
+        let code: u8 = if v.is_valid() { 0 } else { 2 };
+        let mut text = if quiet {
+            v.render_quiet(&dir, 5)
         } else {
-            print!("{}", v.render(&dir, 5));
-            println!(
-                "bisect: {}/README.md; verify: truecold-proof verify {}",
+            v.render_without_recorded(&dir, 5)
+        };
+        if !quiet {
+            text += &format!(
+                "bisect: {}/README.md; verify: truecold-proof verify {}\n",
                 dir.display(),
                 dir.display()
             );
         }
-        if v.is_valid() {
-            ExitCode::SUCCESS
+        if json {
+            if !quiet {
+                eprint!("{}", fit(&text));
+            }
+            print!("{}", dir_json("bisect", &dir, &v, code));
         } else {
-            ExitCode::from(2)
+            print!("{}", fit(&text));
         }
+        ExitCode::from(code)
     };
     // An argument error (the plan refused the flags, before or during the search) is a
-    // usage error: 125; any other failure 1.
-    let failed = |e: &BisectRunError| {
+    // usage error: 125; any other failure 1 (`step`: 200, which stops `git bisect run`).
+    let failed = |e: &BisectRunError, other: u8| {
         eprintln!("truecold: error: {}", chain(e));
-        exit_of(e.usage().is_some())
+        let code = if e.usage().is_some() {
+            EXIT_USAGE
+        } else {
+            other
+        };
+        if json {
+            let kind = if code == EXIT_USAGE {
+                "usage"
+            } else {
+                "nothing_written"
+            };
+            print!("{}", error_json(kind, &chain(e), code));
+        }
+        ExitCode::from(code)
     };
     match &args.cmd {
         BisectCmd::Step(a) => match BisectStepPlan::from_cli(a)
@@ -132,27 +173,33 @@ fn bisect_main(args: &truecold_bench::cli::BisectArgs, invocation: &str) -> Exit
             .and_then(|p| commit_bisect::step(&p, invocation))
         {
             Ok(o) => {
-                println!("truecold bisect step: {}", o.as_str());
-                ExitCode::from(o.exit_code() as u8)
+                let code = o.exit_code() as u8;
+                if json {
+                    let doc = serde_json::json!({ "outcome": o.as_str(), "exit": code });
+                    print!(
+                        "{}",
+                        serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into()) + "\n"
+                    );
+                } else {
+                    println!("truecold bisect step: {}", o.as_str());
+                }
+                ExitCode::from(code)
             }
-            Err(e) => {
-                eprintln!("truecold: error: {}", chain(&e));
-                ExitCode::from(EXIT_ABORT)
-            }
+            Err(e) => failed(&e, EXIT_ABORT),
         },
         BisectCmd::Run(a) => match BisectRunPlan::from_cli(a)
             .map_err(BisectRunError::from)
             .and_then(|p| commit_bisect::run(&p, invocation))
         {
             Ok(dir) => done(dir),
-            Err(e) => failed(&e),
+            Err(e) => failed(&e, 1),
         },
         BisectCmd::Config(a) => match ConfigBisectPlan::from_cli(a)
             .map_err(BisectRunError::from)
             .and_then(|p| config_bisect::config(&p, invocation))
         {
             Ok(dir) => done(dir),
-            Err(e) => failed(&e),
+            Err(e) => failed(&e, 1),
         },
     }
 }
@@ -174,11 +221,11 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
             summary_text(&out, args.quiet, &mut text);
             if args.json {
                 if !args.quiet {
-                    eprint!("{text}");
+                    eprint!("{}", fit(&text));
                 }
                 print!("{}", run_json(&out, code));
             } else {
-                print!("{text}");
+                print!("{}", fit(&text));
             }
             let v = &out.written.verdict;
             if let Some(c) = v.result.as_ref().map(|r| &r.contract) {
@@ -204,14 +251,12 @@ fn run_main(args: &truecold_bench::cli::RunArgs, invocation: &str) -> ExitCode {
             // A flag combination the plan refuses is a usage error (125), found after clap.
             let usage = e.usage().is_some();
             if args.json {
-                let doc = serde_json::json!({
-                    "error": {
-                        "kind": if usage { "usage" } else { "nothing_written" },
-                        "message": chain(&e),
-                    },
-                    "exit": if usage { EXIT_USAGE } else { 1 },
-                });
-                println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                let (kind, exit) = if usage {
+                    ("usage", EXIT_USAGE)
+                } else {
+                    ("nothing_written", 1)
+                };
+                print!("{}", error_json(kind, &chain(&e), exit));
             }
             exit_of(usage)
         }
@@ -261,9 +306,9 @@ fn summary_text(out: &RunOutcome, quiet: bool, s: &mut String) {
     }
     for (engine, w) in &out.arms {
         let _ = writeln!(s, "arm {engine}:");
-        s.push_str(&w.verdict.render(&w.path, 5));
+        s.push_str(&w.verdict.render_without_recorded(&w.path, 5));
     }
-    s.push_str(&v.render(path, 5));
+    s.push_str(&v.render_without_recorded(path, 5));
     if let Some(r) = &v.result {
         for l in level_lines(r) {
             let _ = writeln!(s, "{l}");
@@ -349,12 +394,21 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
         print!("{}", tune_run::catalogue_text());
         return ExitCode::SUCCESS;
     }
+    let failed = |e: &dyn std::error::Error, usage: bool| {
+        eprintln!("truecold: error: {}", chain(e));
+        if args.json {
+            let (kind, exit) = if usage {
+                ("usage", EXIT_USAGE)
+            } else {
+                ("nothing_written", 1)
+            };
+            print!("{}", error_json(kind, &chain(e), exit));
+        }
+        exit_of(usage)
+    };
     let plan = match TunePlan::from_cli(args) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("truecold: error: {}", chain(&e));
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(e) => return failed(&e, true),
     };
     match tune_run::tune(&plan, invocation) {
         Ok(out) => {
@@ -362,26 +416,31 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
                 output::note_once(w, &format!("truecold: warning: {w}"));
             }
             let v = &out.written.verdict;
-            if args.quiet {
-                print!("{}", v.render_quiet(&out.written.path, 5));
+            let path = &out.written.path;
+            let code: u8 = if v.is_valid() { 0 } else { 2 };
+            let mut text = if args.quiet {
+                v.render_quiet(path, 5)
             } else {
-                print!("{}", v.render(&out.written.path, 5));
-                println!(
-                    "tune: {}/README.md; verify: truecold-proof verify {}",
-                    out.written.path.display(),
-                    out.written.path.display()
+                v.render_without_recorded(path, 5)
+            };
+            if !args.quiet {
+                text += &format!(
+                    "tune: {}/README.md; verify: truecold-proof verify {}\n",
+                    path.display(),
+                    path.display()
                 );
             }
-            if v.is_valid() {
-                ExitCode::SUCCESS
+            if args.json {
+                if !args.quiet {
+                    eprint!("{}", fit(&text));
+                }
+                print!("{}", dir_json("tune", path, v, code));
             } else {
-                ExitCode::from(2)
+                print!("{}", fit(&text));
             }
+            ExitCode::from(code)
         }
-        Err(e) => {
-            eprintln!("truecold: error: {}", chain(&e));
-            exit_of(e.usage().is_some())
-        }
+        Err(e) => failed(&e, e.usage().is_some()),
     }
 }
 

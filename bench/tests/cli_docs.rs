@@ -175,10 +175,46 @@ fn cli_docs_writes_every_completion_and_a_man_page_per_visible_subcommand() {
     let run = text(&got[Path::new("man/truecold-run.1")]);
     assert!(run.contains("\\-\\-backing"), "{run}");
     assert!(run.contains("hugetlb"), "{run}");
+    // The synopsis shows each option's value; the exit statuses are the table's, under EXIT
+    // STATUS (never EXTRA), then EXAMPLES (the quick start) and SEE ALSO.
+    assert!(run.contains("[\\-\\-mode <MODE>]"), "{run}");
+    assert!(run.contains("[\\-n|\\-\\-count <COUNT>]"), "{run}");
     assert!(
-        run.contains("3 bundle written and VALID"),
+        run.contains(".TP\n\\fB3\\fR\nbundle written and VALID, but some launch failed"),
         "exit statuses:\n{run}"
     );
+    assert!(
+        run.contains("truecold run \\-n 50 \\-\\-probe \\-\\-out /tmp/tc\\-a"),
+        "{run}"
+    );
+    for (rel, bytes) in got.iter().filter(|(r, _)| r.starts_with("man")) {
+        let page = text(bytes);
+        let stem = rel.file_stem().unwrap().to_str().unwrap();
+        assert!(!page.contains(".SH EXTRA"), "{stem}:\n{page}");
+        for h in [".SH \"EXIT STATUS\"", ".SH EXAMPLES", ".SH \"SEE ALSO\""] {
+            assert!(page.contains(h), "{stem}: no {h}:\n{page}");
+        }
+        assert!(page.contains("\\fBtruecold\\-proof\\fR(1)"), "{stem}");
+        if let Some(e) = truecold_proof::cli_text::exits(&stem.replace('-', " ")) {
+            for c in e.codes {
+                assert!(
+                    page.contains(&format!(".TP\n\\fB{}\\fR\n", c.code)),
+                    "{stem}: exit {}",
+                    c.code
+                );
+            }
+        }
+    }
+
+    // The completions, in a real bash.
+    let script = dir.join("completions/truecold.bash");
+    let c = |w: &[&str]| support::complete_in_bash(&script, "truecold", w);
+    assert_eq!(c(&["truecold", "tu"]), ["tune"]);
+    assert_eq!(c(&["truecold", "run", "--back"]), ["--backing"]);
+    assert_eq!(c(&["truecold", "run", "--backing", "t"]), ["thp"]);
+    assert_eq!(c(&["truecold", "bisect", "st"]), ["step"]);
+    assert_eq!(c(&["truecold", "bisect", "step", "--max"]), ["--max-n"]);
+    assert_eq!(c(&["truecold", "tune", "--js"]), ["--json"]);
 }
 
 #[test]
@@ -255,7 +291,51 @@ fn every_argument_is_described_and_its_short_help_is_one_line() {
 }
 
 fn stdout(args: &[&str]) -> String {
-    support::stdout(BIN, args)
+    support::stdout_unwrapped(BIN, args)
+}
+
+/// Every `-h` and `--help` of every visible command fits 100 columns when piped; `-h` ends
+/// with the exit statuses in a line, `--help` with the one table's.
+#[test]
+fn help_fits_100_columns_and_ends_with_the_exit_statuses() {
+    use truecold_proof::cli_text::{long_help, short_help};
+    let (visible, _) = tree();
+    let mut paths: Vec<Vec<String>> = vec![vec![]];
+    paths.extend(
+        visible
+            .iter()
+            .map(|(_, p)| p.split('-').skip(1).map(str::to_owned).collect()),
+    );
+    for path in paths {
+        let command = std::iter::once("truecold".to_owned())
+            .chain(path.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        for h in ["-h", "--help"] {
+            let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+            args.push(h);
+            let out = support::stdout(BIN, &args);
+            for l in out.lines() {
+                assert!(
+                    l.chars().count() <= 100,
+                    "{command} {h}: {} columns: {l}",
+                    l.chars().count()
+                );
+            }
+            if h == "-h" {
+                assert!(
+                    words(&out).ends_with(&short_help(&command)),
+                    "{command} -h:\n{out}"
+                );
+            } else {
+                assert!(
+                    out.trim_end().ends_with(&long_help(&command, 100)),
+                    "{command} --help:\n{out}"
+                );
+            }
+        }
+    }
 }
 
 #[test]

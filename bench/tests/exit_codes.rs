@@ -54,14 +54,23 @@ fn usage_errors_exit_125_in_every_subcommand_help_and_version_0() {
         let o = run(args);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
     }
-    // The statuses are in each command's --help.
-    let help = |args: &[&str]| String::from_utf8_lossy(&run(args).stdout).into_owned();
-    assert!(help(&["run", "--help"]).contains("3 bundle written and VALID but some launch failed"));
+    // The statuses are in each command's --help (the one table; wrapped, so read as words).
+    let help = |args: &[&str]| {
+        String::from_utf8_lossy(&run(args).stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(help(&["run", "--help"]).contains("3 bundle written and VALID, but some launch failed"));
     assert!(help(&["run", "--help"]).contains("--allow-failures"));
     assert!(help(&["--help"]).contains("125"));
     assert!(help(&["tune", "--help"]).contains("125 usage error"));
     assert!(help(&["bisect", "step", "--help"]).contains("200 cannot judge"));
     assert!(help(&["bisect", "config", "--help"]).contains("125 usage"));
+    // A value out of range says so in words, never as a Rust range.
+    let e = stderr(&run(&["run", "-n", "0"]));
+    assert!(e.contains("at least 1 is needed"), "{e}");
+    assert!(!e.contains("18446744073709551615"), "{e}");
 }
 
 /// A flag combination the plan refuses after clap's parse (a typed argument error) is a

@@ -1,7 +1,9 @@
-//! A newcomer's first path, with the binaries a user types: `truecold run -n 20 --probe`,
+//! A newcomer's first path, with the binaries a user types: the README's quick start, its
+//! commands run as written ([`the_readmes_quick_start_runs_as_written`]: whatever the README
+//! says, read from its fenced `sh` blocks), then `truecold run -n 20 --probe`,
 //! `truecold-proof verify` on the bundle, and `truecold-proof compare` — the printed
 //! summaries' shape and the exit codes, not the figures (a probe campaign's latencies are
-//! the host's).
+//! the host's); and every `-h` and `--help` of both binaries within 100 columns.
 //!
 //! Needs /dev/kvm and the debug `truecold-vmm` and `truecold-proof` beside `truecold`
 //! (`cargo build --workspace`, which `scripts/test.sh` runs first). Missing any FAILS.
@@ -117,7 +119,7 @@ fn run_then_verify_then_compare_say_what_they_did() {
         .unwrap_or_else(|| panic!("no outcome line:\n{out}\n{err}"));
     let want = match o.status.code() {
         Some(0) => "(exit 0)",
-        Some(1) => "REGRESSION (exit 1)",
+        Some(1) => "REGRESSION: B slower than A (exit 1)",
         Some(125) => "inconclusive (exit 125)",
         other => panic!("compare exited {other:?}:\n{out}\n{err}"),
     };
@@ -135,6 +137,180 @@ fn run_then_verify_then_compare_say_what_they_did() {
     assert_eq!(o.status.code(), Some(200), "{out}\n{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert!(j["error"]["message"].is_string(), "{out}");
+}
+
+/// The commands of the README's "Quick start" section (from its heading to the next heading
+/// of its level): every line of its fenced `sh` blocks, a `\` continuation joined, comments
+/// and blank lines left out.
+fn quick_start_commands(readme: &str) -> Vec<String> {
+    let lines: Vec<&str> = readme.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with('#') && l.trim_start_matches('#').trim() == "Quick start")
+        .expect("the README has no `Quick start` heading");
+    let level = lines[start].chars().take_while(|&c| c == '#').count();
+    let mut out = Vec::new();
+    let (mut in_fence, mut in_sh) = (false, false);
+    let mut pending = String::new();
+    for l in &lines[start + 1..] {
+        let t = l.trim_start();
+        if !in_fence && t.starts_with('#') && t.chars().take_while(|&c| c == '#').count() <= level
+        {
+            break;
+        }
+        if t.starts_with("```") {
+            in_fence = !in_fence;
+            in_sh = in_fence && t.trim_start_matches('`').trim() == "sh";
+            continue;
+        }
+        if !in_sh {
+            continue;
+        }
+        let code = match l.find(" #") {
+            Some(i) if !l[..i].contains('\'') => &l[..i],
+            _ => l,
+        };
+        let code = code.trim();
+        if code.is_empty() || code.starts_with('#') {
+            continue;
+        }
+        if let Some(c) = code.strip_suffix('\\') {
+            pending.push_str(c.trim_end());
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(code);
+        out.push(std::mem::take(&mut pending));
+    }
+    out
+}
+
+/// The README's quick start, run as written with this build's binaries on `PATH` (the
+/// repository root the working directory, `/tmp/` a directory of the test's own): every
+/// command that runs `truecold` or `truecold-proof` (the ones that build — `scripts/…`,
+/// `cargo …`, `export …` — are what made these binaries, and are listed as skipped). Its
+/// campaigns must be the probe guest's and small (`--probe`, `-n` at most 100: what runs on
+/// any host with a `/dev/kvm`, in a test's time); a campaign must write a VALID bundle (exit
+/// 0, or 3 when a launch missed its deadline on a busy host), `verify` exit 0, `compare`
+/// give a verdict (0, 1 or 125), any other command exit 0.
+#[test]
+fn the_readmes_quick_start_runs_as_written() {
+    require_kvm();
+    proof();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let commands = quick_start_commands(&readme);
+    let bin_dir = truecold().parent().unwrap().to_path_buf();
+    assert!(
+        bin_dir.join("truecold-vmm").is_file(),
+        "{} has no truecold-vmm: build it first (`cargo build --workspace`)",
+        bin_dir.display()
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let t = tempfile::tempdir().unwrap();
+    let tmp = format!("{}/", t.path().display());
+    let runs = |c: &str| {
+        let first = c.split_whitespace().next().unwrap_or("");
+        first == "truecold" || first == "truecold-proof"
+    };
+    let (run, skipped): (Vec<&String>, Vec<&String>) = commands.iter().partition(|c| runs(c));
+    eprintln!("quick start: running {run:?}; skipped (they build): {skipped:?}");
+    assert!(
+        run.iter().any(|c| c.starts_with("truecold run ")),
+        "the quick start runs no campaign: {commands:?}"
+    );
+    assert!(
+        run.iter().any(|c| c.starts_with("truecold-proof verify ")),
+        "the quick start verifies nothing: {commands:?}"
+    );
+    for c in run {
+        for part in c.split("&&").map(str::trim) {
+            if part.starts_with("truecold run") {
+                let words: Vec<&str> = part.split_whitespace().collect();
+                assert!(words.contains(&"--probe"), "not the probe guest: {part}");
+                let n = words
+                    .windows(2)
+                    .find(|w| w[0] == "-n" || w[0] == "--count")
+                    .and_then(|w| w[1].parse::<u64>().ok());
+                assert!(n.is_some_and(|n| n <= 100), "not a small -n: {part}");
+            }
+        }
+        let line = c.replace("/tmp/", &tmp);
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(&line)
+            .current_dir(&root)
+            .env("PATH", &path)
+            .env("CI", "true")
+            .output()
+            .expect("run sh");
+        let (out, err) = text(&o);
+        let code = o.status.code();
+        let last = c.split("&&").last().unwrap_or(c).trim();
+        let ok = if last.starts_with("truecold run") {
+            matches!(code, Some(0 | 3)) && out.starts_with("VALID ")
+        } else if last.starts_with("truecold-proof compare") {
+            matches!(code, Some(0 | 1 | 125)) && out.contains("outcome: ")
+        } else {
+            code == Some(0)
+        };
+        assert!(ok, "`{c}` (as run: `{line}`) exited {code:?}:\n{out}\n{err}");
+    }
+}
+
+/// Every `-h` and `--help` of both binaries, of every visible subcommand, fits 100 columns
+/// when piped.
+#[test]
+fn every_help_fits_100_columns() {
+    use clap::CommandFactory;
+    let mut paths: Vec<Vec<String>> = vec![vec![]];
+    fn walk(c: &clap::Command, at: Vec<String>, out: &mut Vec<Vec<String>>) {
+        for s in c.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let mut p = at.clone();
+            p.push(s.get_name().to_owned());
+            out.push(p.clone());
+            walk(s, p, out);
+        }
+    }
+    walk(&truecold_bench::cli::Cli::command(), vec![], &mut paths);
+    let mut checked = 0;
+    for (bin, subs) in [
+        (truecold(), paths.clone()),
+        (
+            proof(),
+            [vec![], vec!["verify"], vec!["compare"], vec!["report"], vec!["sign"]]
+                .iter()
+                .map(|p| p.iter().map(|s| s.to_string()).collect())
+                .collect(),
+        ),
+    ] {
+        for sub in subs {
+            for h in ["-h", "--help"] {
+                let o = Command::new(&bin)
+                    .args(&sub)
+                    .arg(h)
+                    .env_remove("COLUMNS")
+                    .output()
+                    .unwrap();
+                assert_eq!(o.status.code(), Some(0), "{sub:?} {h}");
+                let (out, _) = text(&o);
+                for l in out.lines() {
+                    assert!(
+                        l.chars().count() <= 100,
+                        "{} {sub:?} {h}: {} columns: {l}",
+                        bin.display(),
+                        l.chars().count()
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 20, "{checked} helps checked");
 }
 
 /// `truecold run` with `extra` flags (5 probe launches into `out`).

@@ -35,8 +35,12 @@
 //!
 //! **Output.** The text and Markdown renderings show each side's path and label, each
 //! distinct host warning once with the side(s) that recorded it, the two headline rows (every
-//! stage's row too with `stages`), a warning when A and B are the same campaign, and, when a
-//! side's host was busy, says so on the outcome line. Every line of the default text output
+//! stage's row too with `stages`; the verdict naming the arm: `B faster`, `B slower`), a
+//! warning when A and B are the same campaign, and, when a side's host was busy (and A and B
+//! are two campaigns), says so on the outcome line. The outcome line gives the answer:
+//! `improved: B faster than A`, `REGRESSION: B slower than A`, `no change`, `no difference`,
+//! or `inconclusive` with the n a side that would decide at the observed effect (when the
+//! comparison was sized: [`compare_bundles_sized`]). Every line of the default text output
 //! is at most [`TEXT_WIDTH`] columns. Text from a bundle and paths are escaped
 //! ([`crate::fmt::escape_untrusted`]).
 //!
@@ -159,6 +163,9 @@ pub enum CompareError {
     Serialize(#[source] serde_json::Error),
 }
 
+/// How the warning that A and B are one campaign begins.
+pub const SAME_CAMPAIGN: &str = "A and B are the same campaign";
+
 /// The most bundle paths a [`CompareError::NotABundle`] lists.
 pub const MAX_LISTED: usize = 8;
 
@@ -267,7 +274,17 @@ pub enum MetricVerdict {
 }
 
 impl MetricVerdict {
-    /// The verdict in words.
+    /// The verdict as B against A reads it, naming the arm: `B faster`, `B slower`, or
+    /// [`MetricVerdict::as_str`] for the others.
+    pub fn arm_words(self) -> &'static str {
+        match self {
+            MetricVerdict::Improved => "B faster",
+            MetricVerdict::Regressed => "B slower",
+            v => v.as_str(),
+        }
+    }
+
+    /// The verdict in words (the records' word: `comparison.json`, `bisect.json`).
     pub fn as_str(self) -> &'static str {
         match self {
             MetricVerdict::NoDifference => "no difference",
@@ -306,6 +323,12 @@ pub struct MetricComparison {
     pub verdict: MetricVerdict,
     /// Why that verdict, in words.
     pub why: String,
+    /// An inconclusive metric: about how many values a side would decide it at the observed
+    /// effect (the [`Sizer`] the comparison was made with: `truecold-proof compare`'s is
+    /// `crate::sizing::n_to_decide`); `None` for any other verdict, without a sizer, or when
+    /// the values give no spread to size by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_to_decide: Option<u64>,
 }
 
 /// Overall outcome, as `git bisect run` reads it.
@@ -477,6 +500,7 @@ pub fn compare_values(
         p_value: None,
         verdict: MetricVerdict::Inconclusive,
         why: String::new(),
+        n_to_decide: None,
     };
     // 1. Too few values.
     if sa.len() < o.min_samples || sb.len() < o.min_samples {
@@ -617,6 +641,10 @@ fn headline_all(s: &[Sample], deadline: u64, figure: Figure) -> Vec<u64> {
     with_failures(&ok, failed, deadline)
 }
 
+/// How many values a side would decide an inconclusive metric, from its two sides' values,
+/// its Δmedian in percent of A's and the options (`None`: cannot tell).
+pub type Sizer<'s> = &'s dyn Fn(&[u64], &[u64], Option<f64>, &CompareOptions) -> Option<u64>;
+
 /// Compares the data two verdicts verified: each must be valid, and the rows compared
 /// are exactly the ones `verify` parsed and judged (nothing is read again).
 pub fn compare_verified(
@@ -624,9 +652,19 @@ pub fn compare_verified(
     b: &Verdict,
     o: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
+    compare_verified_sized(a, b, o, &|_, _, _, _| None)
+}
+
+/// [`compare_verified`], each inconclusive metric sized by `sizer`.
+pub fn compare_verified_sized(
+    a: &Verdict,
+    b: &Verdict,
+    o: &CompareOptions,
+    sizer: Sizer,
+) -> Result<Comparison, CompareError> {
     let (ra, sa) = verified_data("A", a)?;
     let (rb, sb) = verified_data("B", b)?;
-    compare_bundles((ra, sa), (rb, sb), o)
+    compare_bundles_sized((ra, sa), (rb, sb), o, sizer)
 }
 
 fn verified_data<'v>(
@@ -658,6 +696,24 @@ pub fn compare_bundles(
     b: (&ResultJson, &[Sample]),
     o: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
+    compare_bundles_sized(a, b, o, &|_, _, _, _| None)
+}
+
+/// [`compare_bundles`], each inconclusive metric sized by `sizer`
+/// ([`MetricComparison::n_to_decide`]).
+pub fn compare_bundles_sized(
+    a: (&ResultJson, &[Sample]),
+    b: (&ResultJson, &[Sample]),
+    o: &CompareOptions,
+    sizer: Sizer,
+) -> Result<Comparison, CompareError> {
+    let sized = |name: &str, gating: bool, va: &[u64], vb: &[u64]| {
+        let mut m = compare_values(name, gating, va, vb, o);
+        if m.verdict == MetricVerdict::Inconclusive {
+            m.n_to_decide = sizer(va, vb, m.delta_pct, o);
+        }
+        m
+    };
     if !(o.threshold_pct >= 0.0 && o.alpha > 0.0 && o.alpha < 1.0 && o.max_ci_width_pct > 0.0) {
         return Err(CompareError::BadOption(
             "need threshold ≥ 0, 0 < alpha < 1, max CI width > 0".into(),
@@ -687,19 +743,17 @@ pub fn compare_bundles(
         Figure::Parallel => " on the parallel clock".to_string(),
     };
     let mut metrics = vec![
-        compare_values(
+        sized(
             &format!("{HEADLINE}{on} (successes)"),
             true,
             &success_figures(a.1, f),
             &success_figures(b.1, f),
-            o,
         ),
-        compare_values(
+        sized(
             &format!("{HEADLINE}{on} (with failures)"),
             true,
             &headline_all(a.1, a.0.contract.deadline_ns, f),
             &headline_all(b.1, b.0.contract.deadline_ns, f),
-            o,
         ),
     ];
     for st in Stage::ALL {
@@ -713,7 +767,7 @@ pub fn compare_bundles(
         if va.is_empty() && vb.is_empty() {
             continue;
         }
-        metrics.push(compare_values(st.name(), false, &va, &vb, o));
+        metrics.push(sized(st.name(), false, &va, &vb));
     }
     let outcome = outcome_of(metrics.iter().filter(|m| m.gating).map(|m| m.verdict));
     let mut notes = Vec::new();
@@ -721,9 +775,10 @@ pub fn compare_bundles(
     if a == b {
         warnings.push(SidedWarning {
             sides: vec![],
-            text: "A and B are the same campaign (the same result.json and samples.csv): \
-                   \"no difference\" compares a bundle with itself"
-                .into(),
+            text: format!(
+                "{SAME_CAMPAIGN} (the same result.json and samples.csv): \"no difference\" \
+                 compares a bundle with itself; compare two campaigns"
+            ),
         });
     }
     let mut busy_hosts = Vec::new();
@@ -787,7 +842,7 @@ fn cells(m: &MetricComparison) -> [String; 11] {
             .map(|(l, h)| format!("[{}, {}]", signed_ms(l), signed_ms(h)))
             .unwrap_or_else(|| "–".into()),
         m.p_value.map(p_text).unwrap_or_else(|| "–".into()),
-        m.verdict.as_str().to_string(),
+        m.verdict.arm_words().to_string(),
     ]
 }
 
@@ -806,67 +861,15 @@ const HEAD: [&str; 11] = [
 ];
 
 fn outcome_line(c: &Comparison) -> String {
-    let head = outcome_head(c.outcome);
+    let head = c.outcome_head();
     match c.busy_line() {
         Some(b) => format!("{head}; {b}"),
-        None => head.into(),
+        None => head,
     }
 }
 
-/// The outcome line's first part: `outcome: REGRESSION (exit 1)`.
-fn outcome_head(o: Outcome) -> &'static str {
-    match o {
-        Outcome::NoRegression => "outcome: no regression (exit 0)",
-        Outcome::Regression => "outcome: REGRESSION (exit 1)",
-        Outcome::Inconclusive => "outcome: inconclusive (exit 125)",
-    }
-}
-
-/// `text` wrapped at `width` columns: the first line after `first`, the others after
-/// `indent` (a space between a prefix and the text unless the prefix ends with one); a word
-/// longer than a line is cut.
-pub fn wrap(first: &str, text: &str, indent: &str, width: usize) -> String {
-    let mut out = String::new();
-    let mut line = first.to_string();
-    let mut bare = true; // the line holds only its prefix
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        let mut word: Vec<char> = word.chars().collect();
-        loop {
-            let len = line.chars().count();
-            let sep = usize::from(!(line.is_empty() || line.ends_with(' ')));
-            if len + sep + word.len() <= width {
-                if sep == 1 {
-                    line.push(' ');
-                }
-                line.extend(word.iter());
-                bare = false;
-                break;
-            }
-            if bare {
-                // Not even a line of its own holds it: cut it.
-                let room = width.saturating_sub(len + sep).max(1);
-                if sep == 1 {
-                    line.push(' ');
-                }
-                let rest = word.split_off(room.min(word.len()));
-                line.extend(word.iter());
-                word = rest;
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-            line = indent.to_string();
-            bare = true;
-            if word.is_empty() {
-                break;
-            }
-        }
-    }
-    if !(bare && line.trim().is_empty() && !out.is_empty()) {
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
+/// `text` wrapped at `width` columns (the one wrapper: [`crate::cli_text::wrap`]).
+pub use crate::cli_text::wrap;
 
 /// The compact headline table's cells: metric (the headline's variant), n A/B, A p50, B p50,
 /// Δp50 (Δ%), verdict.
@@ -880,7 +883,7 @@ fn headline_cells(m: &MetricComparison) -> [String; 6] {
             (Some(d), Some(p)) => format!("{} ({p:+.2}%)", signed_ms(d)),
             _ => "–".into(),
         },
-        m.verdict.as_str().to_string(),
+        m.verdict.arm_words().to_string(),
     ]
 }
 
@@ -926,6 +929,49 @@ fn table<const N: usize>(head: [&str; N], rows: &[[String; N]], left: &[usize]) 
 }
 
 impl Comparison {
+    /// The outcome line's first part, the answer in words: `outcome: improved: B faster than
+    /// A (exit 0)`, `outcome: REGRESSION: B slower than A (exit 1)`, `outcome: inconclusive
+    /// (exit 125): about 140 launches a side would decide`.
+    pub fn outcome_head(&self) -> String {
+        let gating: Vec<&MetricComparison> = self.metrics.iter().filter(|m| m.gating).collect();
+        let any = |v: MetricVerdict| gating.iter().any(|m| m.verdict == v);
+        match self.outcome {
+            Outcome::Regression => "outcome: REGRESSION: B slower than A (exit 1)".into(),
+            Outcome::Inconclusive => {
+                let n = gating
+                    .iter()
+                    .filter(|m| m.verdict == MetricVerdict::Inconclusive)
+                    .filter_map(|m| m.n_to_decide)
+                    .max();
+                match n {
+                    Some(n) => format!(
+                        "outcome: inconclusive (exit 125): about {n} launches a side would \
+                         decide at the observed effect"
+                    ),
+                    None => "outcome: inconclusive (exit 125)".into(),
+                }
+            }
+            Outcome::NoRegression if any(MetricVerdict::Improved) => {
+                "outcome: improved: B faster than A (exit 0)".into()
+            }
+            Outcome::NoRegression
+                if gating
+                    .iter()
+                    .all(|m| m.verdict == MetricVerdict::NoDifference) =>
+            {
+                "outcome: no difference, the same values (exit 0)".into()
+            }
+            Outcome::NoRegression => "outcome: no change (exit 0)".into(),
+        }
+    }
+
+    /// Whether A and B are the same campaign (the warning [`compare_bundles`] adds).
+    pub fn same_campaign(&self) -> bool {
+        self.warnings
+            .iter()
+            .any(|w| w.sides.is_empty() && w.text.starts_with(SAME_CAMPAIGN))
+    }
+
     /// The clock both sides are on, in [`Clock::describe`]'s words (and, virtual, what that
     /// clock measures).
     pub fn clock_line(&self) -> String {
@@ -935,8 +981,12 @@ impl Comparison {
         }
     }
 
-    /// When a side's host was busy: which, and what to do about it (`None`: neither was).
+    /// When a side's host was busy: which, and what to do about it (`None`: neither was, or
+    /// A and B are one campaign, which saw one load).
     pub fn busy_line(&self) -> Option<String> {
+        if self.same_campaign() {
+            return None;
+        }
         let who = match self.busy_hosts.as_slice() {
             [] => return None,
             [one] => format!("{one}'s host was busy"),
@@ -968,18 +1018,24 @@ impl Comparison {
 
     /// Terminal output: the headline rows (`stages`: the full table of every metric), every
     /// line of the default within [`TEXT_WIDTH`] columns.
-    /// `--quiet`'s text: the outcome alone (`outcome: REGRESSION (exit 1)`), without the
+    /// `--quiet`'s text: the outcome alone (`outcome: REGRESSION: B slower than A (exit 1)`), without the
     /// busy-host note that points at warnings `--quiet` does not print.
     pub fn render_outcome(&self) -> String {
-        format!("{}\n", outcome_head(self.outcome))
+        format!("{}\n", self.outcome_head())
     }
 
     pub fn render_text(&self, stages: bool) -> String {
-        let wrapped = |first: &str, text: &str| wrap(first, text, "  ", TEXT_WIDTH);
+        self.render_text_at(stages, TEXT_WIDTH)
+    }
+
+    /// [`Comparison::render_text`] with its prose wrapped at `width` columns (the tables
+    /// keep their rows whole).
+    pub fn render_text_at(&self, stages: bool, width: usize) -> String {
+        let wrapped = |first: &str, text: &str| wrap(first, text, "  ", width);
         let mut s = String::new();
         for (side, label) in [("A", &self.a_label), ("B", &self.b_label)] {
-            s += &wrap(&format!("{side}:"), &self.path_of(side), "   ", TEXT_WIDTH);
-            s += &wrap("  ", &escape_untrusted(label), "   ", TEXT_WIDTH);
+            s += &wrap(&format!("{side}:"), &self.path_of(side), "   ", width);
+            s += &wrap("  ", &escape_untrusted(label), "   ", width);
         }
         s += &wrapped("", &self.clock_line());
         for m in &self.mismatches {
@@ -1007,7 +1063,7 @@ impl Comparison {
         for m in self.metrics.iter().filter(|m| m.gating) {
             s += &wrapped(
                 &format!("{}:", short_name(&m.name)),
-                &format!("{} — {}; {}", m.verdict.as_str(), m.why, details(m)),
+                &format!("{} — {}; {}", verdict_words(m), m.why, details(m)),
             );
         }
         if !stages {
@@ -1052,7 +1108,7 @@ impl Comparison {
         }
         let _ = writeln!(s);
         for m in self.metrics.iter().filter(|m| m.gating) {
-            let _ = writeln!(s, "- {}: **{}** — {}", m.name, m.verdict.as_str(), m.why);
+            let _ = writeln!(s, "- {}: **{}** — {}", m.name, verdict_words(m), m.why);
         }
         if let Some(p) = &self.profile {
             let _ = writeln!(s, "\n{}\n", p.heading());
@@ -1067,9 +1123,26 @@ impl Comparison {
         s
     }
 
-    /// JSON document (every metric). An error is returned, never an empty document.
+    /// JSON document (every metric, and `exit`, the exit status). An error is returned,
+    /// never an empty document.
     pub fn render_json(&self) -> Result<String, CompareError> {
-        Ok(serde_json::to_string_pretty(self).map_err(CompareError::Serialize)? + "\n")
+        let mut v = serde_json::to_value(self).map_err(CompareError::Serialize)?;
+        v["exit"] = self.outcome.exit_code().into();
+        Ok(serde_json::to_string_pretty(&v).map_err(CompareError::Serialize)? + "\n")
+    }
+}
+
+/// A gating metric's verdict in words, naming the arm (`regressed: B slower`), and for an
+/// inconclusive one the n that would decide it.
+fn verdict_words(m: &MetricComparison) -> String {
+    match (m.verdict, m.n_to_decide) {
+        (MetricVerdict::Improved | MetricVerdict::Regressed, _) => {
+            format!("{}: {}", m.verdict.as_str(), m.verdict.arm_words())
+        }
+        (MetricVerdict::Inconclusive, Some(n)) => {
+            format!("inconclusive (about {n} a side would decide)")
+        }
+        (v, _) => v.as_str().to_string(),
     }
 }
 

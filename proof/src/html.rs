@@ -1,5 +1,8 @@
-//! `report.html`: one self-contained page per directory (`truecold-proof report --html`),
-//! optional, and when present exactly what `report` writes ([`check`]).
+//! `report.html`, version 1 (the pages written before version 2, [`crate::html_page`], which
+//! regenerates a page as the version it is), and what both versions use: the Markdown of the
+//! READMEs as HTML ([`markdown`]), the plots as `data:` images ([`img`]), the images a README
+//! links ([`linked_images`]). One self-contained page per directory, optional, and when
+//! present exactly what `report` writes ([`crate::html_page::check`]).
 //!
 //! The page holds no script, loads nothing (no network, no external file): its CSS is
 //! inline and its plots are the directory's SVG plots as `data:` images (an SVG shown
@@ -19,9 +22,10 @@
 //! bidirectional characters are written as escapes ([`crate::fmt::escape_untrusted`]): a hostile label
 //! or error detail renders as text, never as markup.
 //!
-//! `verify DIR` checks `DIR/report.html` when there is one (a page inside a multi-arm, tune or
-//! bisect directory's bundles is covered by the directory's `SHA256SUMS`, and checked when
-//! that bundle is verified by itself). Deterministic: same directory, same bytes.
+//! `verify DIR` checks `DIR/report.html` when there is one ([`crate::html_page::check`]; a
+//! page inside a multi-arm, tune or bisect directory's bundles is covered by the directory's
+//! `SHA256SUMS`, and checked when that bundle is verified by itself). Deterministic: same
+//! directory, same bytes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,7 +42,7 @@ use crate::verdict::{Reason, Verdict};
 /// Most sample rows in the drill-down table.
 pub const MAX_ROWS: usize = 200;
 /// Most bytes of a README or image read from a directory for the page.
-const MAX_INPUT: u64 = 16 << 20;
+pub(crate) const MAX_INPUT: u64 = 16 << 20;
 /// Most reasons (and warnings) of one kind listed on the page.
 const PER_CHECK: usize = 20;
 
@@ -78,8 +82,8 @@ padding:0 2px}pre{background:#f3f3f3;padding:.5em;overflow-x:auto}img{max-width:
 .bar{position:relative;height:14px;background:#f3f3f3;min-width:400px}\
 .bar span{position:absolute;top:0;height:14px;background:#2c3e50}tr.fail{background:#fdecea}";
 
-/// The page of the directory `dir` of `kind`, from `v`, the verifier's verdict on it
-/// (`verify_dir`'s). A bundle's page is computed from the verdict's parsed rows; another
+/// The version-1 page of the directory `dir` of `kind`, from `v`, the verifier's verdict on
+/// it (`verify_dir`'s). A bundle's page is computed from the verdict's parsed rows; another
 /// kind's from its README and the images it links, read from `dir`.
 pub fn page(dir: &Path, kind: Kind, v: &Verdict) -> Result<String, HtmlError> {
     if let Some(u) = &v.unreadable {
@@ -363,7 +367,7 @@ fn sample_table(s: &mut String, samples: &[Sample]) {
 }
 
 /// A plot as an `<img>` with a `data:` URL.
-fn img(name: &str, svg: &[u8]) -> String {
+pub(crate) fn img(name: &str, svg: &[u8]) -> String {
     format!(
         "<p><img alt=\"{}\" src=\"data:image/svg+xml;base64,{}\"></p>",
         esc(name),
@@ -391,7 +395,10 @@ fn is_local(target: &str) -> bool {
 /// The SVG images a README links (`![alt](file.svg)`), read from `dir` (local targets only,
 /// capped); a target that is not a regular file there is left out (the page shows its alt
 /// text).
-fn linked_images(dir: &Path, text: &str) -> Result<BTreeMap<String, Vec<u8>>, HtmlError> {
+pub(crate) fn linked_images(
+    dir: &Path,
+    text: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, HtmlError> {
     let mut out = BTreeMap::new();
     let mut rest = text;
     while let Some(i) = rest.find("![") {
@@ -646,61 +653,6 @@ fn link<'a>(s: &'a str, open: &str) -> Option<(&'a str, &'a str, usize)> {
     let after = body.get(i..)?.strip_prefix("](")?;
     let k = after.find(')')?;
     Some((text, &after[..k], open.len() + i + 2 + k + 1))
-}
-
-/// `verify`: `dir`'s page, when it has one, is exactly what [`page`] makes of the verdict
-/// `v`; a page that differs (or cannot be made) is a [`crate::verdict::Check::GeneratedStale`]
-/// reason about [`HTML_FILE`] (which `report` cures).
-pub(crate) fn check(dir: &Path, kind: Kind, v: &mut Verdict) {
-    let p = dir.join(HTML_FILE);
-    if v.unreadable.is_some() || !crate::fsio::is_real_file(&p) {
-        return;
-    }
-    let want = match page(dir, kind, v) {
-        Ok(w) => w,
-        Err(e) => {
-            v.add_file(
-                crate::verdict::Check::GeneratedStale,
-                HTML_FILE,
-                format!(
-                    "`{HTML_FILE}` is present but cannot be recomputed: {}",
-                    crate::verdict::chain(&e)
-                ),
-            );
-            return;
-        }
-    };
-    let got = crate::fsio::read_file(&p, (want.len() as u64).saturating_add(1));
-    if got.ok().as_deref() != Some(want.as_bytes()) {
-        v.add_file(
-            crate::verdict::Check::GeneratedStale,
-            HTML_FILE,
-            format!(
-                "`{HTML_FILE}` differs from what `truecold-proof report --html` writes for \
-                 this directory (`truecold-proof report` regenerates it)"
-            ),
-        );
-    }
-}
-
-/// Writes the page of `dir`, a directory of `kind`, from `v`, the verifier's verdict on it
-/// ([`crate::verify::verify_dir`]'s), and lists it in `dir`'s top `SHA256SUMS` (its other
-/// entries kept as they are). Returns the names written.
-pub fn write(dir: &Path, kind: Kind, v: &Verdict) -> Result<Vec<String>, HtmlError> {
-    let page = page(dir, kind, v)?;
-    crate::skeleton::write(dir, HTML_FILE, page.as_bytes())?;
-    let listed = crate::skeleton::read_listing(dir, |b| crate::sums::parse_sums_with(b, |_| true))?;
-    let mut entries: Vec<(String, String)> =
-        listed.into_iter().filter(|(n, _)| n != HTML_FILE).collect();
-    entries.push((
-        HTML_FILE.to_string(),
-        crate::digest::sha256_hex(page.as_bytes()),
-    ));
-    crate::skeleton::write_sums(dir, &entries)?;
-    Ok(vec![
-        HTML_FILE.to_string(),
-        crate::names::SUMS_FILE.to_string(),
-    ])
 }
 
 #[cfg(test)]

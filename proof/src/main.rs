@@ -10,72 +10,74 @@ use truecold_proof::sign::{sign_bundle, SignError, SshKeygen};
 use truecold_proof::verify::{chain, compare_dirs, verify_dir_with, SignatureCheck};
 use truecold_proof::{CompareOptions, VerifyOptions};
 
-/// Exit status of a usage error (bad or missing arguments), for every subcommand: `git bisect
-/// run` reads 125 as "skip this commit", where clap's default 2 would read as "bad".
-const USAGE_EXIT: u8 = 125;
+use truecold_proof::cli_text::{
+    long_help, short_help, width, wrap_lines, EXIT_USAGE as USAGE_EXIT,
+};
 
 #[derive(Parser)]
 #[command(
     name = "truecold-proof",
     version,
     about = "Verify and compare truecold proof bundles",
-    after_help = "Exit status: verify 0 valid, 1 invalid, 2 unreadable; compare 0 no \
-                  regression, 1 regression, 125 inconclusive, 200 cannot compare; report and \
-                  sign 0 done, 2 failed; any usage error (unknown flag, missing argument) 125."
+    after_help = short_help("truecold-proof"),
+    after_long_help = long_help("truecold-proof", width())
 )]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
 
-/// `compare --help`: the rule, word for word what `truecold_proof::compare` does.
-const COMPARE_HELP: &str = "\
+/// `compare --help`: the rule, word for word what `truecold_proof::compare` does, then its
+/// exit statuses (the one table).
+fn compare_help() -> String {
+    format!(
+        "{COMPARE_RULE}\n\n{}",
+        long_help("truecold-proof compare", width())
+    )
+}
+
+/// The rule `compare --help` states.
+const COMPARE_RULE: &str = "\
 Both bundles are verified first; the rows compared are exactly the rows verify accepted.
 
-Metrics: the headline (successes only; and with failures scored at the deadline, which
-is right-censored: a failure's latency is only known to exceed the deadline) and every
-stage with data, over successful rows only.
+Metrics: the headline (successes only; and with failures scored at the deadline, which is \
+right-censored: a failure's latency is only known to exceed the deadline) and every stage \
+with data, over successful rows only.
 
-Test: Mann-Whitney U, two-sided, normal approximation with tie and continuity
-correction. Effect: the difference of medians, median(B) - median(A), with a
-percentile-bootstrap 95% interval (seeded, deterministic).
+Test: Mann-Whitney U, two-sided, normal approximation with tie and continuity correction. \
+Effect: the difference of medians, median(B) - median(A), with a percentile-bootstrap 95% \
+interval (seeded, deterministic).
 
 Verdict per metric, first rule that applies:
-  1. inconclusive   fewer than --min-samples values on a side
-  2. no difference  both sides hold exactly the same values
-  3. improved / regressed
-                    p < --alpha AND |median difference| >= --threshold-pct of A's median
-  4. inconclusive   the 95% interval is wider than --max-ci-width-pct of A's median
-                    (a change cannot be ruled out)
-  5. inconclusive   p >= --alpha, but |median difference| >= --threshold-pct and the
-                    95% interval excludes 0 (a change too few values cannot confirm)
-  6. no change      otherwise (not significant, or significant but below the threshold)
+  1. inconclusive: fewer than --min-samples values on a side
+  2. no difference: both sides hold exactly the same values
+  3. improved (B faster) / regressed (B slower): p < --alpha and |median difference| >= \
+--threshold-pct of A's median
+  4. inconclusive: the 95% interval is wider than --max-ci-width-pct of A's median (a change \
+cannot be ruled out)
+  5. inconclusive: p >= --alpha, but |median difference| >= --threshold-pct and the 95% \
+interval excludes 0 (a change too few values cannot confirm)
+  6. no change: otherwise (not significant, or significant but below the threshold)
+Only the two headline metrics set the exit status; an inconclusive one names the n a side \
+that would decide at the observed effect (the tune's sizing rule).
 
-Exit codes (from the two headline metrics; stage verdicts never gate):
-  0    no regression: neither headline metric regressed or is inconclusive
-  1    regression: a headline metric regressed
-  125  inconclusive (a headline metric is), or a usage error (a bad option value, an
-       argument error): `git bisect run` skips the commit
-  200  cannot compare: a bundle invalid or unreadable, a multi-arm, tune or bisect
-       directory instead of one bundle (the bundles inside it are listed), the bundles
-       on different clocks (wall and virtual: never compared, not even with
-       --allow-mismatch), the bundles not comparable (contract, mode, deadline, host
-       kind, vCPUs or memory differ; --allow-mismatch compares anyway). `git bisect run`
-       stops, as on `truecold bisect step`'s 200. With --json the error is JSON too:
-       an object with error (kind, message), path_a, path_b and exit
-
-Output: each side's path and label, each distinct host warning once with the side(s)
-that recorded it, the headline rows (--stages: every stage's row too; --json: every
-metric), a warning when A and B are the same campaign, and on the outcome line whether
-a side's host was busy. Both bundles are on one clock (contract.clock); every output
-names it.";
+Output: each side's path and label, each distinct host warning once with the side(s) that \
+recorded it, the headline rows (--stages: every stage's row too; --json: every metric), a \
+warning when A and B are the same campaign, and on the outcome line whether a side's host \
+was busy. Both bundles are on one clock (contract.clock); every output names it. With \
+--json an error is JSON too: an object with error (kind, message), path_a, path_b and exit.";
 
 #[derive(Subcommand)]
 enum Cmd {
     /// Check a bundle end to end.
     ///
-    /// Exit 0 valid, 1 invalid (every reason listed), 2 unreadable (or the signature check
-    /// could not run), 125 usage error.
+    /// Check a bundle, a multi-arm (engines), tune or bisect directory end to end: every
+    /// figure recomputed from the raw rows, every reason it is invalid listed, and the
+    /// headline figures of each arm, phase or step with the host warnings it recorded.
+    #[command(
+        after_help = short_help("truecold-proof verify"),
+        after_long_help = long_help("truecold-proof verify", width())
+    )]
     Verify {
         /// The bundle, or a multi-arm, tune or bisect directory.
         dir: PathBuf,
@@ -100,8 +102,12 @@ enum Cmd {
     },
     /// Sign a valid bundle's SHA256SUMS with an SSH key into SHA256SUMS.sig.
     ///
-    /// `ssh-keygen -Y sign -n truecold-bundle` over SHA256SUMS, with the SSH private key.
-    /// Exit 0 signed, 2 failed, 125 usage error.
+    /// `ssh-keygen -Y sign -n truecold-bundle` over SHA256SUMS, with the SSH private key;
+    /// the directory must verify first.
+    #[command(
+        after_help = short_help("truecold-proof sign"),
+        after_long_help = long_help("truecold-proof sign", width())
+    )]
     Sign {
         /// The SSH private key (e.g. ~/.ssh/id_ed25519).
         #[arg(long)]
@@ -109,12 +115,19 @@ enum Cmd {
         /// The directory to sign (it must verify): a bundle, or a multi-arm, tune or bisect
         /// directory.
         dir: PathBuf,
+        /// The result as one JSON document on stdout (`signed` and `exit`, or an `error`).
+        #[arg(long)]
+        json: bool,
+        /// No notes: the result line only (with --json, only the document); errors on stderr.
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Compare bundle B against baseline A.
     ///
-    /// Exit 0 no regression, 1 regression, 125 inconclusive or usage error (`git bisect
-    /// run`: skip), 200 cannot compare (stop).
-    #[command(after_long_help = COMPARE_HELP)]
+    /// Judge bundle B against baseline A: Mann-Whitney U and a bootstrap interval of the
+    /// median difference per metric; B improved, regressed (slower) or neither, and when it
+    /// cannot tell, the n that would.
+    #[command(after_help = short_help("truecold-proof compare"), after_long_help = compare_help())]
     Compare {
         /// The baseline bundle (A).
         a: PathBuf,
@@ -172,8 +185,11 @@ enum Cmd {
     /// comparison.json, README.md, cdf.svg and the top SHA256SUMS; a tune directory: each
     /// phase's, then README.md, recommended/ and the top SHA256SUMS, never tune.json; a
     /// bisect directory: each bundle's, then README.md and SHA256SUMS; refusing when any
-    /// other file changed; report.html where there is one, or with --html). Exit 0
-    /// regenerated, 2 refused or failed, 125 usage error.
+    /// other file changed; report.html where there is one, or with --html).
+    #[command(
+        after_help = short_help("truecold-proof report"),
+        after_long_help = long_help("truecold-proof report", width())
+    )]
     Report {
         /// The bundle, or the multi-arm, tune or bisect directory, to regenerate.
         dir: PathBuf,
@@ -182,7 +198,11 @@ enum Cmd {
         /// SHA256SUMS. A page already there is regenerated with or without this flag.
         #[arg(long)]
         html: bool,
-        /// Accepted as by every command; report prints only its one line anyway.
+        /// The result as one JSON document on stdout (`dir`, `written` and `exit`, or an
+        /// `error`).
+        #[arg(long)]
+        json: bool,
+        /// No notes: the result line only (with --json, only the document); errors on stderr.
         #[arg(short, long)]
         quiet: bool,
     },
@@ -232,15 +252,15 @@ fn json_text(v: &serde_json::Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".into()) + "\n"
 }
 
-/// `compare --json` (or `verify --json`) with a usage error: the `error` object a script
-/// reads on stdout, as for any other error of the command; `None` without `--json`.
+/// A subcommand's `--json` with a usage error: the `error` object a script reads on stdout,
+/// as for any other error of the command; `None` without `--json`.
 fn usage_error_json(
     args: impl Iterator<Item = std::ffi::OsString>,
     e: &clap::Error,
 ) -> Option<String> {
     let args: Vec<std::ffi::OsString> = args.collect();
     let sub = args.first()?.to_str()?;
-    if !matches!(sub, "compare" | "verify") || !args.iter().any(|a| a == "--json") {
+    if !args.iter().any(|a| a == "--json") {
         return None;
     }
     let message = truecold_proof::cli_docs::usage_message(e);
@@ -275,6 +295,24 @@ fn usage_error_json(
         v["path_b"] = positional.get(1).cloned().into();
     }
     Some(json_text(&v))
+}
+
+/// The `error` object of a subcommand's `--json` when it did nothing: `{"error": {"kind",
+/// "message"}, "dir", "exit"}`.
+fn error_json(dir: &std::path::Path, kind: &str, message: &str, exit: u8) -> String {
+    json_text(&serde_json::json!({
+        "error": { "kind": kind, "message": message },
+        "dir": dir.display().to_string(),
+        "exit": exit,
+    }))
+}
+
+/// `sign --json`'s `error.kind`.
+fn error_kind_of_sign(e: &SignError) -> &'static str {
+    match e {
+        SignError::InvalidBundle { .. } => "invalid",
+        _ => "not_signed",
+    }
 }
 
 fn main() -> ExitCode {
@@ -314,34 +352,62 @@ fn main() -> ExitCode {
                 },
             };
             let v = verify_dir_with(&dir, &opts);
+            let w = width();
             if json {
                 if !quiet {
-                    eprint!("{}", v.render(&dir, max_per_kind));
+                    eprint!("{}", wrap_lines(&v.render(&dir, max_per_kind), w));
                 }
                 print!(
                     "{}",
                     json_text(&truecold_proof::verify::verdict_json(&dir, &v))
                 );
             } else if quiet {
-                print!("{}", v.render_quiet(&dir, max_per_kind));
+                print!("{}", wrap_lines(&v.render_quiet(&dir, max_per_kind), w));
             } else {
-                print!("{}", v.render(&dir, max_per_kind));
+                print!("{}", wrap_lines(&v.render(&dir, max_per_kind), w));
             }
             v.exit_code()
         }
-        Cmd::Sign { key, dir } => {
+        Cmd::Sign {
+            key,
+            dir,
+            json,
+            quiet,
+        } => {
+            let _ = quiet; // sign prints its one result line and nothing else anyway
             match sign_bundle(&dir, &key, &SshKeygen::default()) {
                 Ok(p) => {
-                    println!("signed: {}", escape_untrusted(&p.display().to_string()));
+                    if json {
+                        print!(
+                            "{}",
+                            json_text(&serde_json::json!({
+                                "dir": dir.display().to_string(),
+                                "signed": p.display().to_string(),
+                                "exit": 0,
+                            }))
+                        );
+                    } else {
+                        println!("signed: {}", escape_untrusted(&p.display().to_string()));
+                    }
                     0
                 }
-                Err(SignError::InvalidBundle { report, .. }) => {
-                    // The verifier's report, already escaped, one reason per line.
-                    eprint!("truecold-proof sign: refusing to sign a bundle that does not verify\n{report}");
-                    2
-                }
                 Err(e) => {
-                    eprintln!("truecold-proof sign: {}", escape_untrusted(&chain(&e)));
+                    if json {
+                        print!(
+                            "{}",
+                            error_json(&dir, error_kind_of_sign(&e), &chain(&e), 2)
+                        );
+                    }
+                    if let SignError::InvalidBundle { report, .. } = &e {
+                        // The verifier's report, already escaped, one reason per line.
+                        eprint!(
+                            "truecold-proof sign: refusing to sign a bundle that does not \
+                             verify\n{}",
+                            wrap_lines(report, width())
+                        );
+                    } else {
+                        eprintln!("truecold-proof sign: {}", escape_untrusted(&chain(&e)));
+                    }
                     2
                 }
             }
@@ -394,7 +460,7 @@ fn main() -> ExitCode {
                 } else if markdown {
                     c.render_markdown(stages)
                 } else {
-                    c.render_text(stages)
+                    c.render_text_at(stages, width())
                 };
                 Ok((t, c.outcome.exit_code()))
             });
@@ -429,17 +495,35 @@ fn main() -> ExitCode {
         Cmd::Report {
             dir,
             html,
+            json,
             quiet: _,
         } => match report(&dir, html) {
             Ok(files) => {
-                println!(
-                    "regenerated in {}: {}",
-                    escape_untrusted(&dir.display().to_string()),
-                    files.join(", ")
-                );
+                if json {
+                    print!(
+                        "{}",
+                        json_text(&serde_json::json!({
+                            "dir": dir.display().to_string(),
+                            "written": files,
+                            "exit": 0,
+                        }))
+                    );
+                } else {
+                    println!(
+                        "regenerated in {}: {}",
+                        escape_untrusted(&dir.display().to_string()),
+                        files.join(", ")
+                    );
+                }
                 0
             }
             Err(e) => {
+                if json {
+                    print!(
+                        "{}",
+                        error_json(&dir, "not_regenerated", &chain(e.as_ref()), 2)
+                    );
+                }
                 eprintln!(
                     "truecold-proof report: {}",
                     escape_untrusted(&chain(e.as_ref()))

@@ -625,10 +625,22 @@ const ARM_COLOURS: [RGBColor; 6] = [
 /// (what the time axis measures). The axis is logarithmic when any arm has a long tail
 /// ([`long_tail`]) or the arms' medians are more than 10× apart.
 pub fn arms_cdf_svg(heading: &str, clock: &str, arms: &[(String, Vec<u64>)]) -> String {
+    arms_cdf(heading, clock, arms, false)
+}
+
+/// [`arms_cdf_svg`] with a linear latency axis that runs from the fastest success to just past
+/// the slowest ([`ticks_between`]), as the bundle's CDF does, not from 0 (where three curves
+/// near each other would share the right edge): the engines page of `report.html`. A
+/// directory's `cdf.svg` keeps its axis from 0 (`verify` holds it to its bytes).
+pub fn arms_cdf_svg_from_data(heading: &str, clock: &str, arms: &[(String, Vec<u64>)]) -> String {
+    arms_cdf(heading, clock, arms, true)
+}
+
+fn arms_cdf(heading: &str, clock: &str, arms: &[(String, Vec<u64>)], from_data: bool) -> String {
     let legend_h = 18 * arms.len() as u32;
     let h = H + legend_h;
     let mut out = String::new();
-    match draw_arms_cdf(&mut out, heading, clock, arms, h) {
+    match draw_arms_cdf(&mut out, heading, clock, arms, h, from_data) {
         Ok(()) => out,
         Err(e) => error_svg(W, h, &e.to_string()),
     }
@@ -640,6 +652,7 @@ fn draw_arms_cdf(
     clock: &str,
     arms: &[(String, Vec<u64>)],
     h: u32,
+    from_data: bool,
 ) -> PlotResult<()> {
     let sorted: Vec<(&str, Vec<u64>)> = arms
         .iter()
@@ -661,6 +674,8 @@ fn draw_arms_cdf(
         log,
         if log {
             log_ticks(ns_to_ms(lo_ns.unwrap_or(1).max(1)), ns_to_ms(hi_ns))
+        } else if from_data {
+            ticks_between(ns_to_ms(lo_ns.unwrap_or(0)), ns_to_ms(hi_ns), 8)
         } else {
             ticks(ns_to_ms(hi_ns), 8)
         },

@@ -50,7 +50,7 @@ pub enum SignError {
     Dir(#[from] crate::skeleton::DirError),
     #[error("refusing to sign {}: it does not verify\n{report}", dir.display())]
     InvalidBundle { dir: PathBuf, report: String },
-    #[error("ssh-keygen -Y sign failed (exit {code:?}): {stderr}")]
+    #[error("ssh-keygen -Y sign failed ({}): {stderr}", exit_words(*code))]
     SignFailed { code: Option<i32>, stderr: String },
     #[error(
         "the bundle has no {SIG_FILE} (sign it with `truecold-proof sign --key <key> <bundle>`)"
@@ -62,6 +62,14 @@ pub enum SignError {
     BadSignature { identity: String, stderr: String },
     #[error("{SIG_FILE} cannot be read as a signature (a link, a FIFO, another non-regular file or one over {MAX_SIG_BYTES} bytes is none)")]
     SigFile(#[source] crate::fsio::FileError),
+}
+
+/// A child's exit as words: `exit 255`, or `killed by a signal` when it has no code.
+fn exit_words(code: Option<i32>) -> String {
+    match code {
+        Some(c) => format!("exit {c}"),
+        None => "killed by a signal".to_string(),
+    }
 }
 
 /// The most bytes of a `SHA256SUMS.sig` read (an SSH signature is well under 2 KiB).

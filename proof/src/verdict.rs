@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::fmt::{escape_untrusted, mem_text, ms};
 use crate::names::SIG_FILE;
-use crate::schema::{ResultJson, Sample, HEADLINE};
+use crate::schema::{Clock, ResultJson, Sample, HEADLINE};
 use crate::signature::SshKeygen;
 
 /// The kind of a reason; tests and tools match on it, humans read [`Reason::detail`].
@@ -230,6 +230,72 @@ pub struct Verdict {
     /// What the directory is when it is neither a bundle nor a multi-arm directory (a bisect
     /// directory), in words.
     pub label: Option<String>,
+    /// The bundles inside a multi-arm, tune or bisect directory (each arm, each phase's arm,
+    /// each step's), as its verifier met them ([`Verdict::add_inner`]): what a reviewer reads
+    /// first of such a directory.
+    pub parts: Vec<Part>,
+    /// The directory is not a bundle nor any other kind (none of their files is there): what
+    /// [`Verdict::render_line`] says in one line instead of listing every file missing.
+    pub not_a_bundle: bool,
+}
+
+/// One bundle inside a directory: where it is, whether it verified, and its headline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// Its path relative to the directory (`firecracker`, `screen/baseline`).
+    pub name: String,
+    pub valid: bool,
+    pub clock: Clock,
+    pub attempts: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// The headline over the successes (`None`: no success).
+    pub headline: Option<crate::stats::Summary>,
+    /// What the bundle recorded of its host (`environment.warnings`), verbatim.
+    pub host_warnings: Vec<String>,
+}
+
+impl Part {
+    /// The part of the bundle whose verdict is `v`, at `name`; `None` when its result did
+    /// not parse.
+    fn of(name: &str, v: &Verdict) -> Option<Part> {
+        let r = v.result.as_ref()?;
+        Some(Part {
+            name: name.to_string(),
+            valid: v.is_valid(),
+            clock: r.contract.clock,
+            attempts: r.summary.attempts,
+            ok: r.summary.successes,
+            failed: r.summary.failures,
+            headline: r.summary.headline.successes,
+            host_warnings: r.environment.warnings.clone(),
+        })
+    }
+
+    /// One line: `name: ok 30 of 30; p50 227.5 ms, p99 228.4 ms, max 228.5 ms`, escaped.
+    pub fn line(&self) -> String {
+        let figures = match &self.headline {
+            Some(h) => format!(
+                "p50 {} ms, p99 {} ms, max {} ms",
+                ms(h.p50),
+                ms(h.p99),
+                ms(h.max)
+            ),
+            None => "no success".to_string(),
+        };
+        format!(
+            "{}: ok {} of {}{}; {figures}{}",
+            escape_untrusted(&self.name),
+            self.ok,
+            self.attempts,
+            if self.failed > 0 {
+                format!(" ({} failed)", self.failed)
+            } else {
+                String::new()
+            },
+            if self.valid { "" } else { " — INVALID" }
+        )
+    }
 }
 
 impl Verdict {
@@ -291,11 +357,60 @@ impl Verdict {
         };
         self.reasons.extend(inner.reasons.iter().map(moved));
         self.warnings.extend(inner.warnings.iter().map(moved));
+        // The bundle itself, or the bundles inside it, as parts of this directory.
+        self.parts.extend(Part::of(rel, inner));
+        self.parts.extend(inner.parts.iter().map(|p| Part {
+            name: format!("{rel}/{}", p.name),
+            ..p.clone()
+        }));
     }
 
-    /// The human report. At most `per_check` lines per kind of reason, then a count. All
-    /// text that comes from the bundle (or the path) is escaped ([`escape_untrusted`]).
+    /// What the directory recorded of its host, each distinct warning once: a bundle's
+    /// `environment.warnings`; in a directory of bundles, every part's, with the parts that
+    /// recorded it (all of them: an empty list).
+    pub fn host_warnings(&self) -> Vec<(String, Vec<String>)> {
+        if let Some(r) = &self.result {
+            return r
+                .environment
+                .warnings
+                .iter()
+                .map(|w| (w.clone(), Vec::new()))
+                .collect();
+        }
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for p in &self.parts {
+            for w in &p.host_warnings {
+                match out.iter_mut().find(|(t, _)| t == w) {
+                    Some((_, by)) => by.push(p.name.clone()),
+                    None => out.push((w.clone(), vec![p.name.clone()])),
+                }
+            }
+        }
+        let all = self.parts.len();
+        for (_, by) in &mut out {
+            if by.len() == all {
+                by.clear();
+            }
+        }
+        out
+    }
+
+    /// The human report: the verdict line, a bundle's contract and headline (a directory of
+    /// bundles: each part's headline), the host warnings the directory recorded, the
+    /// signature, every reason and warning (at most `per_check` lines per kind of reason, then
+    /// a count). All text that comes from the bundle (or the path) is escaped
+    /// ([`escape_untrusted`]).
     pub fn render(&self, dir: &Path, per_check: usize) -> String {
+        self.render_with(dir, per_check, true)
+    }
+
+    /// [`Verdict::render`] without the host warnings the directory recorded: the summary of a
+    /// command that printed them as it ran (`truecold run`, `tune`, `bisect`).
+    pub fn render_without_recorded(&self, dir: &Path, per_check: usize) -> String {
+        self.render_with(dir, per_check, false)
+    }
+
+    fn render_with(&self, dir: &Path, per_check: usize, recorded: bool) -> String {
         let e = escape_untrusted;
         let mut s = self.render_line(dir);
         if let Some(r) = &self.result {
@@ -343,6 +458,19 @@ impl Verdict {
                 );
             }
         }
+        if self.result.is_none() {
+            for p in &self.parts {
+                let _ = writeln!(s, "  {}", p.line());
+            }
+        }
+        for (w, by) in self.host_warnings().into_iter().filter(|_| recorded) {
+            let who = if by.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e(&by.join(", ")))
+            };
+            let _ = writeln!(s, "  recorded warning{who}: {}", e(&w));
+        }
         match &self.signature {
             SignatureState::NotChecked | SignatureState::Bad => {}
             SignatureState::PresentNotChecked => {
@@ -377,12 +505,17 @@ impl Verdict {
     }
 
     /// The verdict's first line, escaped: `VALID DIR: label[, N warning(s)]`, `INVALID DIR:
-    /// label: N reason(s)…` or `UNREADABLE DIR: why`.
+    /// label: N reason(s)…`, `UNREADABLE DIR: why` or `NOT A BUNDLE DIR: what it lacks`.
     pub fn render_line(&self, dir: &Path) -> String {
         let e = escape_untrusted;
         let dir = e(&dir.display().to_string());
         let label = e(&self.label_text());
-        if let Some(u) = &self.unreadable {
+        if self.not_a_bundle {
+            format!(
+                "NOT A BUNDLE {dir}: {}\n",
+                e(self.unreadable.as_deref().unwrap_or(""))
+            )
+        } else if let Some(u) = &self.unreadable {
             format!("UNREADABLE {dir}: {}\n", e(u))
         } else if self.reasons.is_empty() {
             format!("VALID {dir}: {label}{}\n", warned(self.warnings.len()))

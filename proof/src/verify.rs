@@ -16,7 +16,7 @@ use std::path::Path;
 use crate::arms::ArmsDir;
 use crate::bisect::BisectDir;
 use crate::bundle::BundleDir;
-use crate::compare::{compare_verified, CompareError, CompareOptions, Comparison};
+use crate::compare::{compare_verified_sized, CompareError, CompareOptions, Comparison};
 use crate::kind::{DirKind, Kind};
 use crate::tune::TuneDir;
 
@@ -35,9 +35,49 @@ pub fn verify_dir(dir: &Path) -> Verdict {
 pub fn verify_dir_with(dir: &Path, opts: &VerifyOptions) -> Verdict {
     let _session = crate::fsio::session();
     let kind = Kind::of(dir);
+    if let Some(v) = not_a_bundle(dir, kind) {
+        return v;
+    }
     let mut v = verify_kind(dir, kind, opts);
-    crate::html::check(dir, kind, &mut v);
+    crate::html_page::check(dir, kind, &mut v);
     v
+}
+
+/// The files whose absence, all of them, makes a directory no bundle at all: a bundle's
+/// record and rows, and the checksums every kind has. A directory with any of them is judged
+/// as the bundle it claims to be (a bundle missing its `result.json` is INVALID, every
+/// missing file a reason).
+const ANY_OF_A_BUNDLE: [&str; 3] = [
+    crate::names::RESULT_FILE,
+    crate::names::SAMPLES_FILE,
+    crate::names::SUMS_FILE,
+];
+
+/// The verdict on a readable directory that holds none of any kind's files (no marker, none
+/// of [`ANY_OF_A_BUNDLE`]): not a bundle, said in one line (exit 2, nothing to judge), where
+/// the bundle verifier would list every required file missing. `None` for any other
+/// directory, and for one that cannot be read (its verifier says why).
+fn not_a_bundle(dir: &Path, kind: Kind) -> Option<Verdict> {
+    if kind != Kind::Bundle || std::fs::read_dir(dir).is_err() {
+        return None;
+    }
+    if ANY_OF_A_BUNDLE
+        .iter()
+        .any(|f| dir.join(f).symlink_metadata().is_ok())
+    {
+        return None;
+    }
+    let markers: Vec<&str> = Kind::ALL.iter().filter_map(|k| k.marker()).collect();
+    Some(Verdict {
+        unreadable: Some(format!(
+            "not a truecold directory: none of {}, nor {} (a multi-arm, tune or bisect \
+             directory's record)",
+            ANY_OF_A_BUNDLE.join(", "),
+            markers.join(", ")
+        )),
+        not_a_bundle: true,
+        ..Verdict::default()
+    })
 }
 
 /// The verifier of `kind`, the page aside.
@@ -57,6 +97,7 @@ fn verify_kind(dir: &Path, kind: Kind, opts: &VerifyOptions) -> Verdict {
 pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
     use serde_json::json;
     let kind = match Kind::of(dir) {
+        _ if v.not_a_bundle => "none",
         Kind::Bisect => "bisect",
         Kind::Tune => "tune",
         Kind::Bundle => "bundle",
@@ -111,6 +152,29 @@ pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
             "incomplete": r.contract.incomplete,
         })
     });
+    let parts: Vec<serde_json::Value> = v
+        .parts
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "valid": p.valid,
+                "clock": p.clock.as_str(),
+                "attempts": p.attempts,
+                "ok": p.ok,
+                "failed": p.failed,
+                "headline": p.headline.as_ref().map(|h| json!({
+                    "n": h.n, "p50_ns": h.p50, "p99_ns": h.p99, "max_ns": h.max,
+                })),
+                "host_warnings": p.host_warnings,
+            })
+        })
+        .collect();
+    let host_warnings: Vec<serde_json::Value> = v
+        .host_warnings()
+        .into_iter()
+        .map(|(text, by)| json!({ "text": text, "parts": by }))
+        .collect();
     json!({
         "path": dir.display().to_string(),
         "kind": kind,
@@ -124,6 +188,8 @@ pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
         "arms": v.arms,
         "rows": v.rows,
         "summary": summary,
+        "parts": parts,
+        "host_warnings": host_warnings,
     })
 }
 
@@ -174,9 +240,9 @@ pub fn report_dir(dir: &Path) -> Result<Vec<String>, ReportError> {
     report_dir_with(dir, false)
 }
 
-/// [`report_dir`], then the page ([`crate::html::write`], from the verdict on the
-/// regenerated directory) when `html` asks for one or the directory already has one (a page
-/// left as it was would be stale).
+/// [`report_dir`], then the page ([`crate::html_page::write`], from the verdict on the
+/// regenerated directory) when `html` asks for one (the current version) or the directory
+/// already has one (regenerated as the version it is: a page left as it was would be stale).
 pub fn report_dir_with(dir: &Path, html: bool) -> Result<Vec<String>, ReportError> {
     let kind = Kind::of(dir);
     let mut written = match kind {
@@ -187,7 +253,7 @@ pub fn report_dir_with(dir: &Path, html: bool) -> Result<Vec<String>, ReportErro
     };
     if html || crate::fsio::is_real_file(&dir.join(crate::names::HTML_FILE)) {
         let v = verify_dir(dir);
-        let names = crate::html::write(dir, kind, &v).map_err(ReportError::Html)?;
+        let names = crate::html_page::write(dir, kind, &v, html).map_err(ReportError::Html)?;
         written.retain(|n| !names.contains(n));
         written.extend(names);
     }
@@ -271,7 +337,8 @@ fn bundles_inside(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
 
 /// `compare A B` from two directories: each must be one bundle
 /// ([`require_bundle_dir`]), then both are verified (`on_invalid` sees each verdict that is
-/// not valid, e.g. to print its reasons), compared ([`compare_verified`]) and the paths
+/// not valid, e.g. to print its reasons), compared ([`compare_verified_sized`], each
+/// inconclusive metric sized by [`crate::sizing::n_to_decide`]) and the paths
 /// recorded in the comparison.
 pub fn compare_dirs(
     a: &Path,
@@ -287,7 +354,7 @@ pub fn compare_dirs(
             on_invalid(dir, v);
         }
     }
-    let mut c = compare_verified(&va, &vb, o)?;
+    let mut c = compare_verified_sized(&va, &vb, o, &crate::sizing::n_to_decide)?;
     c.path_a = Some(a.display().to_string());
     c.path_b = Some(b.display().to_string());
     c.profile = crate::attribution::differential_of_dirs(a, b);

@@ -137,3 +137,168 @@ fn chromium_renders_the_page() {
     assert_eq!(v[..2], [800, 1000], "{out}");
     assert!(v[2] > 2, "the screenshot has {} colours: {out}", v[2]);
 }
+
+/// Measures a page as the browser lays it out at `width` × `height`: a copy of it with a
+/// script that, once the page has loaded, writes what it found into the DOM Chromium dumps
+/// (the page itself runs no script). Returns the JSON: the viewport, the document's scroll
+/// width, the verdict box's bottom and text, and every element wider than the viewport or
+/// past its right edge that is not inside a box that scrolls.
+fn layout(page: &Path, work: &Path, width: u32, height: u32) -> serde_json::Value {
+    const PROBE: &str = r#"<script>
+window.addEventListener('load', function () {
+  var W = window.innerWidth, H = window.innerHeight, wide = [];
+  document.querySelectorAll('body *').forEach(function (e) {
+    var s = e.parentElement && e.parentElement.closest('.scroll');
+    if (s) { return; }
+    var r = e.getBoundingClientRect();
+    if (r.right > W + 0.5 || r.width > W + 0.5) {
+      wide.push(e.tagName + '.' + e.className + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+    }
+  });
+  var box = document.getElementById('verdict');
+  var out = {
+    width: W, height: H, scroll_width: document.documentElement.scrollWidth, wide: wide,
+    box_bottom: box ? box.getBoundingClientRect().bottom : -1,
+    box_text: box ? box.innerText : ''
+  };
+  var pre = document.createElement('pre');
+  pre.id = 'layout-probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script></body>"#;
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(!html.contains("<script"), "the page itself holds a script");
+    let copy = work.join("probe.html");
+    std::fs::write(&copy, html.replace("</body>", PROBE)).unwrap();
+    let out = Command::new(chromium())
+        .args(headless(&work.join("profile-layout")))
+        .arg(format!("--window-size={width},{height}"))
+        .arg("--virtual-time-budget=10000")
+        .arg("--dump-dom")
+        .arg(format!("file://{}", copy.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let json = dom
+        .split("<pre id=\"layout-probe\">")
+        .nth(1)
+        .and_then(|r| r.split("</pre>").next())
+        .unwrap_or_else(|| panic!("no layout probe in the DOM of {}", page.display()));
+    let json = json
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+/// At 1280 × 800, the first viewport holds the verdict and the headline (VALID, p50, p99,
+/// the clock, the contract; an engines page who is fastest; a tune its winners; a bisect its
+/// culprit), and no element is wider than the viewport (a table too wide for it scrolls in
+/// its own box), for a bundle, an engines campaign, a tune and a bisect directory.
+#[test]
+fn the_first_screen_holds_the_verdict_and_nothing_is_wider_than_the_window() {
+    chromium();
+    let t = tempfile::tempdir().unwrap();
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+    let bundle = Fixture::linux(300).write(t.path(), "bundle");
+    let engines = Campaign::four(25).write(t.path(), "engines");
+    let tune = t.path().join("tune");
+    copy_tree(
+        &results.join("20261205T1918Z-tune-nested-linux-2vcpu-16384mib-thp-o2-and-jump-label"),
+        &tune,
+    );
+    let bisect = t.path().join("bisect");
+    copy_tree(
+        &results.join(
+            "20261204T2031Z-bisect-commit-nested-linux-2vcpu-1024mib-firecracker-guest-config",
+        ),
+        &bisect,
+    );
+    let r = truecold_proof::read_bundle(&bundle).unwrap().0;
+    let h = r.summary.headline.successes.unwrap();
+    let ms = truecold_proof::fmt::ms;
+    let cases: Vec<(&Path, Vec<String>)> = vec![
+        (
+            &bundle,
+            vec![
+                "VALID".into(),
+                r.contract.label.clone(),
+                format!("{} ms", ms(h.p50)),
+                format!("{} ms", ms(h.p99)),
+                "clock:".into(),
+                "contract: linux".into(),
+                format!("{} of {}", r.summary.successes, r.summary.attempts),
+            ],
+        ),
+        (
+            &engines,
+            vec![
+                "VALID".into(),
+                "is the fastest: p50".into(),
+                "× the time".into(),
+            ],
+        ),
+        (
+            &tune,
+            vec![
+                "VALID".into(),
+                "Winners: cc-optimize-for-performance, jump-label".into(),
+                "reproduce.sh".into(),
+            ],
+        ),
+        (
+            &bisect,
+            vec![
+                "VALID".into(),
+                "first bad commit 452ee01c2d5c5bb9721b7fc04b1a5730cfa9dfea".into(),
+            ],
+        ),
+    ];
+    for (dir, want) in cases {
+        truecold_proof::verify::report_dir_with(dir, true).unwrap();
+        let v = truecold_proof::verify::verify_dir(dir);
+        assert!(v.is_valid(), "{}", v.render(dir, 20));
+        let work = tempfile::tempdir().unwrap();
+        let l = layout(
+            &dir.join(truecold_proof::names::HTML_FILE),
+            work.path(),
+            1280,
+            800,
+        );
+        let what = dir.display();
+        assert_eq!(l["width"], 1280, "{what}: {l}");
+        let height = l["height"].as_f64().unwrap();
+        assert!(
+            l["box_bottom"].as_f64().unwrap() <= height,
+            "{what}: the verdict box ends below the first screen: {l}"
+        );
+        let text = l["box_text"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for w in &want {
+            assert!(
+                text.contains(w.as_str()),
+                "{what}: the first screen lacks `{w}`: {text}"
+            );
+        }
+        assert_eq!(
+            l["wide"],
+            serde_json::json!([]),
+            "{what}: wider than the window: {l}"
+        );
+        assert!(
+            l["scroll_width"].as_f64().unwrap() <= 1280.0,
+            "{what}: the page scrolls sideways: {l}"
+        );
+    }
+}

@@ -266,7 +266,7 @@ fn quiet_prints_the_verdict_line_and_the_reasons_only() {
         b.as_os_str(),
     ]);
     assert_eq!(code, 1, "{out}{err}");
-    assert_eq!(out, "outcome: REGRESSION (exit 1)\n");
+    assert_eq!(out, "outcome: REGRESSION: B slower than A (exit 1)\n");
     assert_eq!(err, "");
     // The bootstrap seed reads as decimal or 0x hex alike.
     let json = |seed: &str| {
@@ -496,4 +496,140 @@ fn a_missing_ssh_keygen_is_a_typed_error_naming_the_package() {
         "{:?}",
         v.unreadable
     );
+}
+
+/// A directory that is no bundle (none of any kind's files) says so in one line, exit 2;
+/// `--json` says `kind: none` with `exit`.
+#[test]
+fn a_directory_that_is_no_bundle_says_so_in_one_line() {
+    let t = tempfile::tempdir().unwrap();
+    let empty = t.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    fs::write(empty.join("notes.txt"), "mine").unwrap();
+    let (code, out, err) = run_cli(&["verify".as_ref(), empty.as_os_str()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.starts_with(&format!("NOT A BUNDLE {}: ", empty.display())),
+        "{out}"
+    );
+    // One line (wrapped at 100 columns: its continuation indented), not a list of every
+    // file missing.
+    assert!(!out.contains("RequiredFileMissing"), "{out}");
+    assert!(out.lines().skip(1).all(|l| l.starts_with("  ")), "{out}");
+    let (code, out, _) = run_cli(&["verify".as_ref(), "--json".as_ref(), empty.as_os_str()]);
+    assert_eq!(code, 2, "{out}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&j["kind"], &j["exit"]),
+        (&"none".into(), &2.into()),
+        "{out}"
+    );
+    // A bundle missing its SHA256SUMS is still a bundle: INVALID, SHA256SUMS named once.
+    let b = Fixture::linux(30).write(t.path(), "b");
+    fs::remove_file(b.join("SHA256SUMS")).unwrap();
+    let (code, out, _) = run_cli(&["verify".as_ref(), b.as_os_str()]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out.matches("`SHA256SUMS`").count(), 1, "{out}");
+}
+
+/// `verify` shows what a reviewer needs: a bundle's recorded host warnings (text and JSON),
+/// and each arm's headline figures in a multi-arm directory.
+#[test]
+fn verify_shows_recorded_warnings_and_every_arms_figures() {
+    let t = tempfile::tempdir().unwrap();
+    let real = real_bundle(t.path(), "real");
+    let (r, _) = truecold_proof::read_bundle(&real).unwrap();
+    assert!(!r.environment.warnings.is_empty(), "the fixture has none");
+    let (code, out, _) = run_cli(&["verify".as_ref(), real.as_os_str()]);
+    assert_eq!(code, 0, "{out}");
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for w in &r.environment.warnings {
+        let w = w.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains(&format!("recorded warning: {w}")), "{out}");
+    }
+    let (_, out, _) = run_cli(&["verify".as_ref(), "--json".as_ref(), real.as_os_str()]);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let recorded: Vec<&str> = j["host_warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(recorded, r.environment.warnings, "{out}");
+
+    let arms = Campaign::four(25).write(t.path(), "arms");
+    let (code, out, _) = run_cli(&["verify".as_ref(), arms.as_os_str()]);
+    assert_eq!(code, 0, "{out}");
+    let (_, json, _) = run_cli(&["verify".as_ref(), "--json".as_ref(), arms.as_os_str()]);
+    let j: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let parts = j["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 4, "{json}");
+    for p in parts {
+        let name = p["name"].as_str().unwrap();
+        let p50 = p["headline"]["p50_ns"].as_u64().unwrap();
+        let failed = match p["failed"].as_u64() {
+            Some(0) | None => String::new(),
+            Some(f) => format!(" ({f} failed)"),
+        };
+        let line = format!(
+            "  {name}: ok {} of {}{failed}; p50 {} ms",
+            p["ok"],
+            p["attempts"],
+            truecold_proof::fmt::ms(p50)
+        );
+        assert!(out.contains(&line), "no `{line}` in:\n{out}");
+    }
+}
+
+/// `-q` and `--json` on every subcommand: `report` and `sign` print one document with
+/// `exit` (an `error` object with `exit` when they did nothing), and a usage error of any
+/// subcommand given `--json` is a JSON error object with exit 125.
+#[test]
+fn report_and_sign_take_json_and_quiet_and_every_json_error_carries_exit() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = Fixture::linux(30).write(t.path(), "b");
+    let (code, out, err) = run_cli(&["report".as_ref(), "--json".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["exit"], 0, "{out}");
+    assert!(
+        j["written"].as_array().is_some_and(|w| !w.is_empty()),
+        "{out}"
+    );
+    let (code, out, _) = run_cli(&["report".as_ref(), "-q".as_ref(), dir.as_os_str()]);
+    assert_eq!((code, out.lines().count()), (0, 1), "{out}");
+    // Refused: a record changed.
+    fs::write(dir.join("extra"), "x").unwrap();
+    let (code, out, err) = run_cli(&["report".as_ref(), "--json".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 2, "{out}{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["exit"], 2, "{out}");
+    assert!(j["error"]["message"].is_string(), "{out}");
+    // sign: refused (the directory does not verify), as JSON; -q accepted.
+    let (code, out, err) = run_cli(&[
+        "sign".as_ref(),
+        "-q".as_ref(),
+        "--json".as_ref(),
+        "--key".as_ref(),
+        t.path().join("no-key").as_os_str(),
+        dir.as_os_str(),
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&j["exit"], &j["error"]["kind"]),
+        (&2.into(), &"invalid".into()),
+        "{out}"
+    );
+    for sub in ["verify", "compare", "report", "sign"] {
+        let (code, out, _) = run_cli(&[sub.as_ref(), "--json".as_ref(), "--bogus".as_ref()]);
+        assert_eq!(code, 125, "{sub}: {out}");
+        let j: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{sub}: {e}: {out}"));
+        assert_eq!(
+            (&j["exit"], &j["error"]["kind"]),
+            (&125.into(), &"usage".into()),
+            "{sub}"
+        );
+    }
 }

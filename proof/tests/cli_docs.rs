@@ -1,6 +1,8 @@
 //! `truecold-proof cli-docs DIR` with the built binary (shell completions and man pages from
 //! the clap definition), and the help texts they are made of: every positional and flag
-//! described, `-h` a summary of `--help`.
+//! described, `-h` a summary of `--help`, `--help` ending with the exit statuses of the one
+//! table, every line within 100 columns when piped; the completions tried in a real bash,
+//! the man pages' EXIT STATUS, EXAMPLES and SEE ALSO.
 
 #[path = "support/cli_docs.rs"]
 mod support;
@@ -8,6 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use support::{files, text};
+use truecold_proof::cli_text;
 
 /// The visible subcommands, and every visible long flag of each.
 const SUBCOMMANDS: &[(&str, &[&str])] = &[
@@ -22,7 +25,7 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
             "--quiet",
         ],
     ),
-    ("sign", &["--key"]),
+    ("sign", &["--key", "--json", "--quiet"]),
     (
         "compare",
         &[
@@ -38,7 +41,7 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
             "--quiet",
         ],
     ),
-    ("report", &["--quiet"]),
+    ("report", &["--html", "--json", "--quiet"]),
 ];
 
 const BIN: &str = env!("CARGO_BIN_EXE_truecold-proof");
@@ -119,6 +122,49 @@ fn cli_docs_writes_every_completion_and_a_man_page_per_visible_subcommand() {
     let compare = text(&got[Path::new("man/truecold-proof-compare.1")]);
     assert!(compare.contains("The baseline bundle (A)"), "{compare}");
     assert!(compare.contains("Mann\\-Whitney U"), "the rule:\n{compare}");
+    // The synopsis shows each option's value; the exit statuses are the table's, under EXIT
+    // STATUS (never EXTRA); EXAMPLES and SEE ALSO follow.
+    assert!(compare.contains("[\\-\\-clock <FIGURE>]"), "{compare}");
+    assert!(compare.contains("[\\-q|\\-\\-quiet]"), "{compare}");
+    for (rel, bytes) in got.iter().filter(|(r, _)| r.starts_with("man")) {
+        let page = text(bytes);
+        let stem = rel.file_stem().unwrap().to_str().unwrap();
+        assert!(!page.contains(".SH EXTRA"), "{stem}:\n{page}");
+        let at = |h: &str| {
+            page.find(h)
+                .unwrap_or_else(|| panic!("{stem}: no `{h}`:\n{page}"))
+        };
+        assert!(
+            at(".SH \"EXIT STATUS\"") < at(".SH EXAMPLES")
+                && at(".SH EXAMPLES") < at(".SH \"SEE ALSO\""),
+            "{stem}:\n{page}"
+        );
+        assert!(page.contains("\\fBtruecold\\fR(1)"), "{stem}: SEE ALSO");
+        let typed = stem.replacen("truecold-proof-", "truecold-proof ", 1);
+        if let Some(e) = truecold_proof::cli_text::exits(&typed) {
+            for c in e.codes {
+                assert!(
+                    page.contains(&format!(".TP\n\\fB{}\\fR\n", c.code)),
+                    "{stem}: exit {}",
+                    c.code
+                );
+            }
+        }
+    }
+    let verify = text(&got[Path::new("man/truecold-proof-verify.1")]);
+    assert!(
+        verify.contains("truecold\\-proof verify results/<dir>"),
+        "{verify}"
+    );
+
+    // The completions, in a real bash: a subcommand, a subcommand's flag (clap-rs/clap#6421
+    // broke this for a binary whose name holds a `-`).
+    let script = dir.join("completions/truecold-proof.bash");
+    let c = |w: &[&str]| support::complete_in_bash(&script, "truecold-proof", w);
+    assert_eq!(c(&["truecold-proof", "ver"]), ["verify"]);
+    assert_eq!(c(&["truecold-proof", "compare", "--st"]), ["--stages"]);
+    assert_eq!(c(&["truecold-proof", "verify", "--j"]), ["--json"]);
+    assert_eq!(c(&["truecold-proof", "report", "--ht"]), ["--html"]);
 }
 
 #[test]
@@ -204,13 +250,47 @@ fn every_positional_and_flag_is_described_and_h_summarises_help() {
                 "{sub} -h lacks {f}"
             );
         }
-        // The summary is the first line of --help; the exit statuses are --help's.
+        // The summary is the first line of --help; -h ends with the exit statuses in a line,
+        // --help with the table's (wrapped at 100 columns, as piped).
         let first = short.lines().next().unwrap_or_default();
         assert!(long.starts_with(first), "{sub}:\n{short}\n---\n{long}");
         assert!(first.len() <= 80, "{sub} -h summary: {first}");
-        assert!(!short.contains("Exit 0"), "{sub} -h:\n{short}");
-        assert!(long.contains("Exit 0"), "{sub} --help:\n{long}");
+        let command = format!("truecold-proof {sub}");
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words(&short).ends_with(&cli_text::short_help(&command)),
+            "{sub} -h:\n{short}"
+        );
+        assert!(
+            long.trim_end()
+                .ends_with(&cli_text::long_help(&command, 100)),
+            "{sub} --help:\n{long}"
+        );
+        for text in [&short, &long] {
+            for l in text.lines() {
+                assert!(
+                    l.chars().count() <= 100,
+                    "{sub}: {} columns: {l}",
+                    l.chars().count()
+                );
+            }
+        }
     }
+    // compare --help states its rule (unwrapped: one line a rule).
+    let rule = support::stdout_unwrapped(BIN, &["compare", "--help"]);
+    assert!(
+        rule.contains(
+            "  3. improved (B faster) / regressed (B slower): p < --alpha and |median \
+             difference| >= --threshold-pct of A's median\n"
+        ),
+        "{rule}"
+    );
+    let root = stdout(&["--help"]);
+    assert!(
+        root.trim_end()
+            .ends_with(&cli_text::long_help("truecold-proof", 100)),
+        "{root}"
+    );
     // The positionals, by name.
     for (sub, pos) in [
         ("verify", &["<DIR>"][..]),

@@ -1,6 +1,6 @@
-//! Every directory committed under results/ verifies with this verifier as it is (a format
-//! change that leaves one stale — a README rendered from a catalogue text that changed, say —
-//! fails here, not later in a reviewer's hands).
+//! Every directory committed under results/ (each one: none is skipped) verifies with this
+//! verifier as it is (a format change that leaves one stale — a README rendered from a
+//! catalogue text that changed, say — fails here, not later in a reviewer's hands).
 
 use std::path::Path;
 use truecold_proof::verify::verify_dir;
@@ -11,7 +11,10 @@ fn every_committed_results_directory_verifies() {
     let mut n = 0;
     for e in std::fs::read_dir(&results).unwrap() {
         let dir = e.unwrap().path();
-        if !dir.join("SHA256SUMS").is_file() {
+        // Every directory, not only those with a SHA256SUMS: `for d in results/*/; do
+        // truecold-proof verify "$d"; done` passes (raw data that is no bundle lives under
+        // docs/data/).
+        if !dir.is_dir() {
             continue;
         }
         let v = verify_dir(&dir);

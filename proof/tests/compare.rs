@@ -634,7 +634,7 @@ fn a_busy_host_is_said_on_the_outcome_line_with_the_interleaved_remedy() {
         .unwrap_or_else(|| panic!("no outcome line: {out}"))
         .replace("\n  ", " ");
     assert!(
-        outcome.starts_with(" REGRESSION (exit 1); both hosts were busy"),
+        outcome.starts_with(" REGRESSION: B slower than A (exit 1); both hosts were busy"),
         "{outcome}"
     );
     assert!(outcome.contains("`truecold run --engines …`"), "{outcome}");
@@ -680,6 +680,115 @@ fn the_same_campaign_twice_is_no_difference_with_a_warning() {
     }
     let (_, out, _) = run_cli(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
     assert!(!out.contains("same campaign"), "{out}");
+}
+
+/// One campaign twice on a busy host: the same-campaign warning, never the remedy for two
+/// campaigns at different times (they are one campaign, which saw one load).
+#[test]
+fn the_same_busy_campaign_twice_warns_without_the_two_campaigns_remedy() {
+    let f = Fixture::probe(50);
+    let s = f.samples();
+    let mut r = f.result(&s);
+    r.environment.warnings = vec![
+        "host busy during the campaign: other processes used 72% of all CPU time (threshold 25%)"
+            .into(),
+    ];
+    let c = compare_bundles((&r, &s), (&r, &s), &CompareOptions::default()).unwrap();
+    let text = c.render_text(false);
+    assert!(
+        text.contains("warning: A and B are the same campaign"),
+        "{text}"
+    );
+    assert!(!text.contains("different times"), "{text}");
+    assert!(
+        text.contains("outcome: no difference, the same values (exit 0)"),
+        "{text}"
+    );
+}
+
+/// The outcome names the answer and the arm: B faster is `improved`, not only "no
+/// regression"; B slower is a REGRESSION with the arm named; the table's verdict column says
+/// which arm is faster.
+#[test]
+fn the_outcome_names_the_arm_that_is_faster() {
+    let o = CompareOptions::default();
+    let f = Fixture::probe(50);
+    let s = f.samples();
+    let r = f.result(&s);
+    // B 30 % faster: every latency (and every stage) times 0.7.
+    let faster: Vec<_> = s
+        .iter()
+        .map(|x| {
+            let mut y = x.clone();
+            y.latency_ns = y.latency_ns.map(|l| l * 7 / 10);
+            y
+        })
+        .collect();
+    let c = compare_bundles((&r, &s), (&r, &faster), &o).unwrap();
+    assert_eq!(c.outcome, Outcome::NoRegression);
+    let text = c.render_text(false);
+    assert!(
+        text.contains("outcome: improved: B faster than A (exit 0)"),
+        "{text}"
+    );
+    assert!(text.contains("  B faster\n"), "{text}");
+    assert!(text.contains("improved: B faster — p "), "{text}");
+    let c = compare_bundles((&r, &faster), (&r, &s), &o).unwrap();
+    let text = c.render_text(false);
+    assert!(
+        text.contains("outcome: REGRESSION: B slower than A (exit 1)"),
+        "{text}"
+    );
+    assert!(text.contains("  B slower\n"), "{text}");
+    // --json: the exit status beside the outcome.
+    let j: serde_json::Value = serde_json::from_str(&c.render_json().unwrap()).unwrap();
+    assert_eq!(j["exit"], 1);
+    assert_eq!(j["outcome"], "regression");
+}
+
+/// An inconclusive comparison says how many launches a side would decide it (the tune's
+/// sizing rule at the observed effect), on the metric's line, the outcome line and in JSON.
+#[test]
+fn an_inconclusive_comparison_names_the_n_that_would_decide() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Fixture::probe(10).write(t.path(), "a");
+    let mut fb = Fixture::probe(10);
+    fb.seed = 9;
+    let b = fb.write(t.path(), "b");
+    let (code, out, err) = run_cli(&["compare".as_ref(), a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, 125, "{out}{err}");
+    let outcome = out
+        .lines()
+        .find(|l| l.starts_with("outcome: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        outcome.starts_with("outcome: inconclusive (exit 125): about "),
+        "{outcome}"
+    );
+    assert!(
+        outcome.contains(" launches a side would decide"),
+        "{outcome}"
+    );
+    let n: u64 = outcome
+        .trim_start_matches("outcome: inconclusive (exit 125): about ")
+        .split(' ')
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("{outcome}"));
+    assert!(n >= 20, "{outcome}");
+    let (_, out, _) = run_cli(&[
+        "compare".as_ref(),
+        "--json".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+    ]);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["exit"], 125, "{out}");
+    // The outcome's n is the larger of the two headline metrics'.
+    let gating: Vec<u64> = (0..2)
+        .filter_map(|i| j["metrics"][i]["n_to_decide"].as_u64())
+        .collect();
+    assert_eq!(gating.iter().max(), Some(&n), "{out}");
 }
 
 #[test]

@@ -261,12 +261,39 @@ impl<W: Write> Progress<W> {
         )
     }
 
-    /// Ends the display (the live bar stays on screen with its final figures).
+    /// Ends the display: the live bar stays on screen at the count actually reached, with
+    /// its final figures (a campaign stopped early, by Ctrl-C or the fail-fast rule, shows
+    /// `10/30`, never a full bar, and no ETA).
     pub fn finish(&mut self) {
+        if self.done < self.total {
+            self.bar.set_message(self.stopped_figures());
+        }
         if self.style == Style::Live {
-            self.bar.finish();
+            // `abandon`, not `finish`: indicatif's `finish` moves the bar to its length.
+            self.bar.abandon();
         }
         let _ = self.out.flush();
+    }
+
+    /// The figures of a display that ends before its total: the rate and the statistics,
+    /// `stopped` where the ETA was.
+    fn stopped_figures(&self) -> String {
+        let mut s = if self.done == 0 {
+            "stopped before the first launch finished".to_string()
+        } else {
+            format!(
+                "{:.1}/s, stopped at {}/{}, {}",
+                self.bar.per_sec(),
+                self.done,
+                self.total,
+                self.stats()
+            )
+        };
+        if !self.note.is_empty() {
+            s.push_str(" · ");
+            s.push_str(&self.note);
+        }
+        s
     }
 
     /// The writer (tests).
@@ -431,5 +458,31 @@ mod tests {
         );
         // Live output goes to the bar, never to the plain writer.
         assert!(p.into_inner().is_empty());
+    }
+
+    /// A campaign stopped early (Ctrl-C after 10 of 30): the bar ends at 10/30, not full,
+    /// and its message says where it stopped instead of an ETA.
+    #[test]
+    fn a_stopped_display_keeps_the_count_reached() {
+        let mut p = Progress::new(Vec::new(), Style::Live, "x", 30);
+        p.bar.set_draw_target(ProgressDrawTarget::hidden());
+        for _ in 0..10 {
+            p.record(true, Some(2_000_000));
+        }
+        p.finish();
+        assert!(p.bar.is_finished());
+        assert_eq!(p.bar.position(), 10);
+        assert_eq!(p.bar.length(), Some(30));
+        let m = p.bar.message();
+        assert!(m.contains("stopped at 10/30"), "{m}");
+        assert!(!m.contains("ETA"), "{m}");
+        // A complete campaign ends full, its message as it was.
+        let mut p = Progress::new(Vec::new(), Style::Live, "x", 2);
+        p.bar.set_draw_target(ProgressDrawTarget::hidden());
+        p.record(true, Some(2_000_000));
+        p.record(true, Some(2_000_000));
+        p.finish();
+        assert_eq!(p.bar.position(), 2);
+        assert!(p.bar.message().contains("ETA"), "{}", p.bar.message());
     }
 }

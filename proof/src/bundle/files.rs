@@ -225,8 +225,11 @@ pub(super) fn check_required(
         CMDLINE_FILE,
         CDF_FILE,
         STAGES_FILE,
-        SUMS_FILE,
     ];
+    // `SHA256SUMS` missing is already a reason of its own (`SumsMalformed`): not twice.
+    if !v.has(Check::SumsMalformed) {
+        required.push(SUMS_FILE);
+    }
     if result.map(|r| r.contract.kind) != Some(ContractKind::Probe) {
         required.push(CONFIG_FILE);
     }
