@@ -615,13 +615,35 @@ pub const GUEST_FILES: [&str; 6] = [
     "platform-initramfs.cpio",
 ];
 
+/// The checkout whose `out/` and `target/` the harness uses by default: the workspace above
+/// `CARGO_MANIFEST_DIR` while cargo runs this process (a test, `cargo run`), else the nearest
+/// directory above this executable that holds the workspace (a `Cargo.toml` beside
+/// `nested/`: a binary under `target/`), else the current directory. No path is compiled in,
+/// so one commit builds the same binaries in any checkout (docs/fleet.md, "Reproducible
+/// binaries").
+pub fn workspace_root() -> PathBuf {
+    let is_root = |d: &Path| d.join("Cargo.toml").is_file() && d.join("nested").is_dir();
+    let from_cargo = std::env::var_os("CARGO_MANIFEST_DIR")
+        .and_then(|m| Path::new(&m).parent().map(Path::to_path_buf))
+        .filter(|d| is_root(d));
+    let from_exe = || {
+        std::env::current_exe().ok().and_then(|e| {
+            e.ancestors()
+                .skip(1)
+                .find(|d| is_root(d))
+                .map(Path::to_path_buf)
+        })
+    };
+    from_cargo
+        .or_else(from_exe)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default()
+}
+
 impl Layout {
-    /// The default layout, with environment overrides.
+    /// The default layout ([`workspace_root`]'s), with environment overrides.
     pub fn discover() -> Layout {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        let root = workspace_root();
         let var = |k: &str| std::env::var_os(k).map(PathBuf::from);
         let target = var("CARGO_TARGET_DIR").unwrap_or_else(|| root.join("target"));
         let stat = var("TRUECOLD_STATIC_DIR")
