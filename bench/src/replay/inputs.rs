@@ -1,9 +1,10 @@
 //! A replay's inputs held to its record: each file the campaign will run on (the VMM, the
 //! guest's kernel, initramfs, init and config; in the nested harness the L0 QEMU's version
-//! line and the L1 kernel) found where the campaign itself finds it, digested, and compared
-//! with what the bundle recorded. Each difference is a [`Mismatch`]; any refuses the replay
-//! before anything runs. The files a bundle does not record (the static bench, L1's init
-//! and the engines tool that go into L1) are digested and reported, never compared.
+//! line, the L1 kernel, L1's init and the static bench that runs the campaign in L1) found
+//! where the campaign itself finds it, digested, and compared with what the bundle
+//! recorded. Each difference is a [`Mismatch`]; any refuses the replay before anything
+//! runs. A file the bundle does not record (L1's init and bench in a bundle written before
+//! they were recorded, the engines tool) is digested and reported, never compared.
 
 use super::recorded::Record;
 use crate::artifacts::guest_files::{self, artifact_files, sha256_file};
@@ -127,15 +128,29 @@ pub fn check(record: &Record, plan: &CampaignPlan) -> Inputs {
             }
             Err(e) => inputs.hold("L0 QEMU and L1 kernel", Some("recorded"), Err(e)),
         }
-        for (what, p) in [
-            ("truecold (the bench in L1)", &layout.bench),
-            ("truecold-l1-init", &layout.l1_init),
-            ("truecold-engines", &layout.engines),
-        ] {
-            let d = sha256_file(p).unwrap_or_else(|e| format!("unreadable: {e}"));
-            inputs
-                .unrecorded
-                .push((what.to_string(), p.display().to_string(), d));
+        let held = [
+            (
+                "truecold-l1-init",
+                &layout.l1_init,
+                recorded.and_then(|n| n.l1_init_sha256.as_deref()),
+            ),
+            (
+                "truecold (the bench in L1)",
+                &layout.bench,
+                recorded.and_then(|n| n.bench_sha256.as_deref()),
+            ),
+            ("truecold-engines", &layout.engines, None),
+        ];
+        for (what, p, rec) in held {
+            let here = sha256_file(p).map_err(|e| format!("unreadable ({e})"));
+            match rec {
+                Some(rec) => inputs.hold(what, Some(rec), here),
+                None => inputs.unrecorded.push((
+                    what.to_string(),
+                    p.display().to_string(),
+                    here.unwrap_or_else(|e| e),
+                )),
+            }
         }
     } else {
         let here = kvm_host()
