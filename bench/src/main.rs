@@ -182,7 +182,8 @@ fn fleet_main(args: &truecold_bench::cli::FleetArgs, invocation: &str) -> ExitCo
                     );
                     match &s.array_job_id {
                         Some(id) => println!(
-                            "fleet: submitted job array {id}, tasks {:?}; `truecold fleet status {}`                              then `truecold fleet gather {}`",
+                            "fleet: submitted job array {id}, tasks {:?}; `truecold fleet status {}` \
+                             then `truecold fleet gather {}`",
                             s.tasks,
                             s.dir.root.display(),
                             s.dir.root.display()

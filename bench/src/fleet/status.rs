@@ -116,7 +116,10 @@ pub fn shard_state(dir: &FleetDir, index: u64, name: &str) -> ShardState {
             .and_then(|b| serde_json::from_slice(&b).ok());
         return ShardState::Written {
             node: t.as_ref().map_or("?".into(), |t| t.node.clone()),
-            job: t.and_then(|t| t.job_id).unwrap_or_else(|| "-".into()),
+            job: t.map_or("-".into(), |t| match (t.array_job_id, t.array_task_id) {
+                (Some(a), Some(i)) => format!("{a}_{i}"),
+                _ => t.job_id.unwrap_or_else(|| "-".into()),
+            }),
         };
     }
     let Some((array, _)) = last_submission(dir, index) else {

@@ -224,10 +224,15 @@ impl MergeRule {
     pub fn render_text(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
+        let what = match self.kind {
+            FleetKind::Campaign => "each shard against the same launches of one unsharded run",
+            FleetKind::TuneScreen => {
+                "each knob's effect in its shard against its effect in one unsharded screen"
+            }
+        };
         let _ = writeln!(
             s,
-            "merge rule ({} clock, {}): each shard against the same launches of one unsharded \
-             run",
+            "merge rule ({} clock, {}): {what}",
             self.clock.as_str(),
             self.kind.as_str()
         );
