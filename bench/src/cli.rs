@@ -737,8 +737,10 @@ pub enum BisectCmd {
 pub struct ReplayArgs {
     /// The bundle to replay, or a tune, bisect or engines directory (with --arm).
     pub dir: PathBuf,
-    /// In a tune, bisect or engines directory: the bundle to replay, as a path inside it
-    /// (e.g. `screen/baseline`, `steps/01-…`, `firecracker`).
+    /// In a tune, bisect or engines directory: the bundle to replay, as a path inside it.
+    ///
+    /// E.g. `screen/baseline` in a tune, `steps/01-…` in a bisect, `firecracker` in an
+    /// engines directory; without it the error lists the bundles inside.
     #[arg(long, visible_alias = "step", value_name = "PATH")]
     pub arm: Option<String>,
     /// Where the replay's bundle goes (default `results/<UTC>-replay-<name>`); must not exist.
@@ -780,8 +782,7 @@ pub enum FleetCmd {
     /// (fleet.json), one shard directory per task and the task records. With --resume, only
     /// the shards not yet written are submitted again, under the plan already in DIR.
     Submit(FleetSubmitArgs),
-    /// One shard (what each array task runs): its campaign, written to DIR/shards/<name>.
-    #[command(hide = true)]
+    /// Run one shard of DIR's plan (what each array task runs) into DIR/shards/<name>.
     Shard(FleetShardArgs),
     /// Verify every shard and merge them into DIR's fleet record (SHA256SUMS over all).
     Gather(FleetGatherArgs),
@@ -800,8 +801,10 @@ pub struct FleetSubmitArgs {
     /// Shards of a campaign (`run`): -n is cut into this many ranges (default 2).
     #[arg(long)]
     pub shards: Option<u64>,
-    /// Memory each task asks Slurm for, MiB (default: L1's memory and 1 GiB for the bench;
-    /// a task above it is killed for memory, and `status` says so).
+    /// Memory each task asks Slurm for, MiB (default: L1's memory and 1 GiB).
+    ///
+    /// The default is L1's memory (the guest's and 1 GiB) and 1 GiB for the bench and QEMU; a
+    /// task above it is killed by Slurm, and `status` says `killed for memory`.
     #[arg(long, value_name = "MIB")]
     pub task_mem_mib: Option<u64>,
     /// Each task's time limit, minutes (default: Slurm's partition default).
@@ -833,8 +836,10 @@ pub struct FleetShardArgs {
 pub struct FleetGatherArgs {
     /// The fleet directory.
     pub dir: PathBuf,
-    /// Also hold the merged figures against this unsharded run of the same plan (a bundle
-    /// for `run`, a tune directory or phase for `tune`), by the merge rule (docs/fleet.md).
+    /// Apply the merge rule against this unsharded run of the same plan (docs/fleet.md).
+    ///
+    /// A bundle of the whole campaign for `run`; a tune directory or its screen phase for
+    /// `tune`. Each shard is held to the same launches (or the same knob) there.
     #[arg(long, value_name = "DIR")]
     pub against: Option<PathBuf>,
     /// The gathered record and the merge rule as one JSON document on stdout.

@@ -1,7 +1,6 @@
 //! The replay layer's error: why `truecold replay` ran nothing, or could not judge what it
 //! ran.
 
-use super::inputs::Mismatch;
 use crate::artifacts::guest_files::ArtifactError;
 use crate::plan::arg_error::ArgError;
 use crate::run::run_error::RunError;
@@ -34,12 +33,6 @@ pub enum ReplayError {
     Record { dir: PathBuf, why: String },
     #[error("{dir}: the recorded run line is not one this truecold replays: {why}")]
     NotReplayable { dir: PathBuf, why: String },
-    #[error(
-        "the inputs differ from the record ({} of them; nothing was run):\n{}",
-        .0.len(),
-        .0.iter().map(|m| format!("  {m}")).collect::<Vec<_>>().join("\n")
-    )]
-    Inputs(Vec<Mismatch>),
     #[error("an input of the replay")]
     Artifact(#[from] ArtifactError),
     #[error("the nested harness's inputs")]

@@ -9,11 +9,11 @@ use std::path::Path;
 use super::model::*;
 use crate::digest::sha256_hex;
 use crate::fsio::{is_real_dir, is_real_file, read_capped, MAX_PARSED_BYTES};
+use crate::kind::{DirKind, Kind};
 use crate::names::{FLEET_FILE, README_FILE, SUMS_FILE};
 use crate::schema::{NestedHarness, ResultJson};
 use crate::skeleton::check::{check_signature, check_tree_sums};
 use crate::verdict::{Check, Verdict, VerifyOptions};
-use crate::verify::verify_dir;
 
 /// One shard as verified: its plan, its verdict (its own kind's), and its task record.
 #[derive(Debug)]
@@ -107,7 +107,12 @@ pub fn verify_fleet(dir: &Path, opts: &VerifyOptions) -> (Verdict, VerifiedFleet
             );
             continue;
         }
-        let sv = verify_dir(&d);
+        // A shard is a bundle or a phase's multi-arm directory: its own kind's verifier.
+        let sv = if Kind::Arms.is_marked(&d) {
+            crate::arms::ArmsDir::verify(&d, &VerifyOptions::default())
+        } else {
+            crate::bundle::BundleDir::verify(&d, &VerifyOptions::default())
+        };
         if !sv.is_valid() {
             let first = sv
                 .unreadable
