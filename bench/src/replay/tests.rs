@@ -131,3 +131,110 @@ fn a_nested_record_needs_its_seed() {
     let r = recorded("truecold run --linux --count 2 --vcpus 1 --mem-mib 256 --backing thp");
     assert!(replay_words(&r, HostKind::NestedEmulated, None, None, paths()).is_err());
 }
+
+/// The committed replay fixture (the one `results/*-replay-fixture-nested-*`).
+fn fixture() -> std::path::PathBuf {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+    std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("-replay-fixture-nested-"))
+        })
+        .expect("a replay fixture under results/")
+}
+
+/// A copy of the fixture in `dir`, with `edit` applied to its `cmdline.txt` and its
+/// SHA256SUMS made anew (so only the replay's own checks can refuse it).
+fn forged(dir: &Path, edit: impl Fn(&str) -> String) -> std::path::PathBuf {
+    let src = fixture();
+    let dst = dir.join("forged");
+    std::fs::create_dir(&dst).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+    }
+    let c = std::fs::read_to_string(dst.join("cmdline.txt")).unwrap();
+    std::fs::write(dst.join("cmdline.txt"), edit(&c)).unwrap();
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(&dst).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name != "SHA256SUMS" {
+            let b = std::fs::read(e.path()).unwrap();
+            entries.push((name, truecold_proof::digest::sha256_hex(&b)));
+        }
+    }
+    std::fs::write(
+        dst.join("SHA256SUMS"),
+        truecold_proof::sums::format_sums(&entries),
+    )
+    .unwrap();
+    dst
+}
+
+fn plan(dir: &Path, arm: Option<&str>) -> crate::plan::replay_plan::ReplayPlan {
+    crate::plan::replay_plan::ReplayPlan {
+        dir: dir.to_path_buf(),
+        arm: arm.map(String::from),
+        out: Some(dir.join("out")),
+        vmm: None,
+        guest_dir: None,
+        check: true,
+        json: false,
+    }
+}
+
+/// A hostile record: a run line that plans more launches than its verified contract (the
+/// verifier does not compare the count: the rows are checked against the contract) is
+/// refused before anything is checked or run.
+#[test]
+fn a_line_planning_more_than_its_contract_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let d = forged(t.path(), |c| c.replace("--count 3 ", "--count 1000000 "));
+    assert!(truecold_proof::verify::verify_dir(&d).is_valid());
+    let e = super::replay_run::replay(&plan(&d, None), "test").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("its line plans 1000000 launches and its contract 3"),
+        "{e}"
+    );
+}
+
+/// A record that does not verify is never read for a replay; nor is a path outside the
+/// directory (a link, `..`), and a directory of arms needs `--arm`.
+#[test]
+fn an_unverified_record_or_a_path_out_of_the_directory_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let d = forged(t.path(), |c| c.to_string());
+    std::fs::write(d.join("samples.csv"), b"index\n").unwrap();
+    let e = super::replay_run::replay(&plan(&d, None), "test").unwrap_err();
+    assert!(e.to_string().contains("does not verify"), "{e}");
+    let e = super::recorded::load(&d, Some("x")).unwrap_err();
+    assert!(e.to_string().contains("is a bundle"), "{e}");
+    // A multi-arm directory: its bundles are listed; a link or a missing arm is refused.
+    let arms = t.path().join("arms");
+    std::fs::create_dir(&arms).unwrap();
+    std::fs::write(arms.join("arms.json"), b"{}").unwrap();
+    std::os::unix::fs::symlink(fixture(), arms.join("link")).unwrap();
+    let e = super::recorded::load(&arms, None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("name the bundle to replay with --arm"),
+        "{e}"
+    );
+    let e = super::recorded::load(&arms, Some("link")).unwrap_err();
+    assert!(e.to_string().contains("holds no bundle there"), "{e}");
+    let a = crate::cli::ReplayArgs {
+        dir: arms.clone(),
+        arm: Some("../x".into()),
+        out: None,
+        vmm: None,
+        guest_dir: None,
+        check: true,
+        json: false,
+        quiet: false,
+    };
+    assert!(crate::plan::replay_plan::ReplayPlan::from_cli(&a).is_err());
+}
