@@ -16,13 +16,17 @@ scripts/deps.sh
 cargo run -q -p xtask -- l1 --out out/l1
 cargo run -q -p xtask -- guest --out out/guest
 # Static host binaries (the nested harness copies them into L1's initramfs; the device script
-# carries them to machines without a toolchain). --target keeps RUSTFLAGS off build scripts.
-RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \
+# carries them to machines without a toolchain). --target keeps the flags off build scripts;
+# their paths are remapped (scripts/static-flags.sh), so the digests a bundle records do not
+# depend on where the clone is.
+. scripts/static-flags.sh
+target_dir=${CARGO_TARGET_DIR:-target}
+CARGO_ENCODED_RUSTFLAGS=$(static_rustflags . "$target_dir") RUSTFLAGS= cargo build -q --release \
   --target x86_64-unknown-linux-gnu \
   -p truecold-vmm -p truecold-bench -p truecold-nested -p truecold-proof
 # Completions and man pages from the binaries just built (they always match their --help):
 # written into a fresh directory, which then replaces out/cli-docs.
-bin=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release
+bin=$target_dir/x86_64-unknown-linux-gnu/release
 docs=out/.cli-docs.$$
 rm -rf "$docs"
 "$bin/truecold" cli-docs "$docs"

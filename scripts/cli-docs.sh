@@ -15,8 +15,10 @@ set -euo pipefail
 out=$1
 [[ $out == /* ]] || out=$PWD/$out
 cd "$(dirname "$0")/.."
-RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \
+. scripts/static-flags.sh
+target_dir=${CARGO_TARGET_DIR:-target}
+CARGO_ENCODED_RUSTFLAGS=$(static_rustflags . "$target_dir") RUSTFLAGS= cargo build -q --release \
   --target x86_64-unknown-linux-gnu -p truecold-bench -p truecold-proof
-bin=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release
+bin=$target_dir/x86_64-unknown-linux-gnu/release
 "$bin/truecold" cli-docs "$out"
 "$bin/truecold-proof" cli-docs "$out"

@@ -10,6 +10,8 @@
 #  engines campaign (truecold, Firecracker, Cloud Hypervisor, QEMU microvm; 2 interleaved
 #  rounds) whose bundles/directory pass `sha256sum -c --strict` and `truecold-proof verify`,
 #  `truecold bisect` of a fixture kernel tree and of two configs in the nested harness,
+#  `truecold replay` of a fresh and of the committed fixture bundle and `truecold fleet` on a
+#  single-node Slurm cluster (nested/tests/fleet.rs, scripts/slurm-local.sh),
 #  and the byte-for-byte reproducibility check of vmlinux and initramfs.
 #
 # Its own cost is measured, never asserted as a time: at the end it prints the wall time and

@@ -63,6 +63,28 @@ pub enum Cmd {
         after_long_help = long_help("truecold bisect", width())
     )]
     Bisect(BisectArgs),
+    /// Run a bundle's campaign again from its record and say whether it reproduced.
+    ///
+    /// The explicit `truecold run` line of `cmdline.txt`, with the recorded seed, on inputs
+    /// whose digests match the record (each mismatch named, nothing run); then a new bundle
+    /// and the replay's verdict: sample-by-sample equality on the virtual clock, `compare`'s
+    /// verdict on a wall clock (docs/fleet.md).
+    #[command(
+        after_help = short_help("truecold replay"),
+        after_long_help = long_help("truecold replay", width())
+    )]
+    Replay(ReplayArgs),
+    /// Fan a campaign or a tune phase out over a Slurm cluster (docs/fleet.md).
+    ///
+    /// `submit` turns the plan into a job array of shards (a range of launches with an L1 of
+    /// its own, or one tune arm's rounds), each writing its own shard directory; `gather`
+    /// verifies and merges them into one fleet directory; `status` says which shard ran
+    /// where and why a task failed.
+    #[command(
+        after_help = short_help("truecold fleet"),
+        after_long_help = long_help("truecold fleet", width())
+    )]
+    Fleet(FleetArgs),
     /// Write shell completions and man pages for `truecold` into a directory (what
     /// scripts/cli-docs.sh runs; docs/building.md).
     #[command(hide = true, after_help = CLI_DOCS_EXIT)]
@@ -95,12 +117,15 @@ impl Cli {
     {
         match Cli::try_parse_from(argv)?.cmd {
             Cmd::Run(a) => Ok(*a),
-            Cmd::Tune(_) | Cmd::TunePhase(_) | Cmd::Bisect(_) | Cmd::CliDocs(_) => {
-                Err(clap::Error::raw(
-                    clap::error::ErrorKind::InvalidSubcommand,
-                    "not `truecold run`",
-                ))
-            }
+            Cmd::Tune(_)
+            | Cmd::TunePhase(_)
+            | Cmd::Bisect(_)
+            | Cmd::Replay(_)
+            | Cmd::Fleet(_)
+            | Cmd::CliDocs(_) => Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidSubcommand,
+                "not `truecold run`",
+            )),
         }
     }
 }
@@ -750,6 +775,128 @@ pub enum BisectCmd {
         after_long_help = long_help("truecold bisect config", width())
     )]
     Config(ConfigBisectArgs),
+}
+
+/// `truecold replay`.
+#[derive(Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// The bundle to replay, or a tune, bisect or engines directory (with --arm).
+    pub dir: PathBuf,
+    /// In a tune, bisect or engines directory: the bundle to replay, as a path inside it.
+    ///
+    /// E.g. `screen/baseline` in a tune, `steps/01-…` in a bisect, `firecracker` in an
+    /// engines directory; without it the error lists the bundles inside.
+    #[arg(long, visible_alias = "step", value_name = "PATH")]
+    pub arm: Option<String>,
+    /// Where the replay's bundle goes (default `results/<UTC>-replay-<name>`); must not exist.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The truecold-vmm binary (default: where the campaign would find it; its digest must
+    /// be the record's).
+    #[arg(long)]
+    pub vmm: Option<PathBuf>,
+    /// The guest artifacts (default $TRUECOLD_GUEST_DIR, else out/guest; their digests must
+    /// be the record's).
+    #[arg(long)]
+    pub guest_dir: Option<PathBuf>,
+    /// Check the inputs against the record and print the line that would run; run nothing.
+    #[arg(long)]
+    pub check: bool,
+    /// The verdict as one JSON document on stdout (every difference listed).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress or notes: errors and the verdict only.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// `truecold fleet`.
+#[derive(Args, Debug, Clone)]
+pub struct FleetArgs {
+    #[command(subcommand)]
+    pub cmd: FleetCmd,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum FleetCmd {
+    /// Plan the shards into DIR and submit them to Slurm as one job array.
+    ///
+    /// The command after `--` is `run …` (a campaign: -n launches cut into --shards ranges,
+    /// each a campaign of its own with a seed of its own) or `tune …` (a tune's screen phase:
+    /// one shard per knob, each the knob's arm beside its own baseline). DIR holds the plan
+    /// (fleet.json), one shard directory per task and the task records. With --resume, only
+    /// the shards not yet written are submitted again, under the plan already in DIR.
+    Submit(FleetSubmitArgs),
+    /// Run one shard of DIR's plan (what each array task runs) into DIR/shards/<name>.
+    Shard(FleetShardArgs),
+    /// Verify every shard and merge them into DIR's fleet record (SHA256SUMS over all).
+    Gather(FleetGatherArgs),
+    /// Each shard's state: written, running, pending, or why its task failed.
+    Status(FleetDirArgs),
+}
+
+/// `truecold fleet submit`.
+#[derive(Args, Debug, Clone)]
+pub struct FleetSubmitArgs {
+    /// The fleet directory (created; with --resume, an existing one).
+    pub dir: PathBuf,
+    /// The Slurm partition every task runs in.
+    #[arg(long)]
+    pub partition: String,
+    /// Shards of a campaign (`run`): -n is cut into this many ranges (default 2).
+    #[arg(long)]
+    pub shards: Option<u64>,
+    /// Memory each task asks Slurm for, MiB (default: L1's memory and 1 GiB).
+    ///
+    /// The default is L1's memory (the guest's and 1 GiB) and 1 GiB for the bench and QEMU; a
+    /// task above it is killed by Slurm, and `status` says `killed for memory`.
+    #[arg(long, value_name = "MIB")]
+    pub task_mem_mib: Option<u64>,
+    /// Each task's time limit, minutes (default: Slurm's partition default).
+    #[arg(long, value_name = "MIN")]
+    pub time_min: Option<u64>,
+    /// Submit again only the shards DIR does not hold yet, under its plan.
+    #[arg(long)]
+    pub resume: bool,
+    /// Write the plan and the batch script; submit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The `truecold` command to fan out: `run …` or `tune …`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `truecold fleet shard`.
+#[derive(Args, Debug, Clone)]
+pub struct FleetShardArgs {
+    /// The fleet directory.
+    pub dir: PathBuf,
+    /// The shard's index in the plan (default $SLURM_ARRAY_TASK_ID).
+    #[arg(long)]
+    pub task: Option<u64>,
+}
+
+/// `truecold fleet gather`.
+#[derive(Args, Debug, Clone)]
+pub struct FleetGatherArgs {
+    /// The fleet directory.
+    pub dir: PathBuf,
+    /// Apply the merge rule against this unsharded run of the same plan (docs/fleet.md).
+    ///
+    /// A bundle of the whole campaign for `run`; a tune directory or its screen phase for
+    /// `tune`. Each shard is held to the same launches (or the same knob) there.
+    #[arg(long, value_name = "DIR")]
+    pub against: Option<PathBuf>,
+    /// The gathered record and the merge rule as one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A fleet directory.
+#[derive(Args, Debug, Clone)]
+pub struct FleetDirArgs {
+    /// The fleet directory.
+    pub dir: PathBuf,
 }
 
 /// How every step is measured and judged.

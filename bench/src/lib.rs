@@ -16,7 +16,8 @@
 //! The folders, lowest first (each imports only from those before it; `cli` imports
 //! nothing of the crate): [`terminal`], [`checks`], [`artifacts`], [`campaign`] (one
 //! campaign's machinery), [`attribution`], [`plan`], [`parity`], [`engines`] (the engines
-//! campaign's arms), [`run`] (`truecold run`), [`tune`], [`bisect`].
+//! campaign's arms), [`run`] (`truecold run`), [`tune`], [`bisect`], [`replay`] (`truecold
+//! replay`), [`fleet`] (`truecold fleet`: Slurm).
 
 pub mod artifacts;
 pub mod attribution;
@@ -25,8 +26,10 @@ pub mod campaign;
 pub mod checks;
 pub mod cli;
 pub mod engines;
+pub mod fleet;
 pub mod parity;
 pub mod plan;
+pub mod replay;
 pub mod run;
 pub mod terminal;
 pub mod tune;

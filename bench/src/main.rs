@@ -42,14 +42,219 @@ fn main() -> ExitCode {
         Cmd::Run(a) => a.quiet,
         Cmd::Tune(a) => a.quiet,
         Cmd::Bisect(a) => a.quiet,
-        Cmd::TunePhase(_) | Cmd::CliDocs(_) => false,
+        Cmd::Replay(a) => a.quiet || a.json,
+        Cmd::Fleet(_) | Cmd::TunePhase(_) | Cmd::CliDocs(_) => false,
     });
     match cli.cmd {
         Cmd::Run(args) => run_main(&args, &invocation),
         Cmd::Tune(args) => tune_main(&args, &invocation),
         Cmd::TunePhase(args) => tune_phase_main(&args, &invocation),
         Cmd::Bisect(args) => bisect_main(&args, &invocation),
+        Cmd::Replay(args) => replay_main(&args, &invocation),
+        Cmd::Fleet(args) => fleet_main(&args, &invocation),
         Cmd::CliDocs(args) => cli_docs_main(&args.dir),
+    }
+}
+
+/// `truecold replay`: the exit statuses of its `--help` (0 reproduced, 3 not, 2 the new
+/// bundle invalid, 4 an input differs from the record, 1 nothing run, 125 usage).
+fn replay_main(args: &truecold_bench::cli::ReplayArgs, invocation: &str) -> ExitCode {
+    use truecold_bench::plan::replay_plan::ReplayPlan;
+    use truecold_bench::replay::replay_error::ReplayError;
+    use truecold_bench::replay::replay_run::{replay, ReplayOutcome};
+    let done = ReplayPlan::from_cli(args)
+        .map_err(ReplayError::from)
+        .and_then(|p| replay(&p, invocation));
+    let out: ReplayOutcome = match done {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("truecold: error: {}", chain(&e));
+            let usage = e.usage().is_some();
+            if args.json {
+                let exit = if usage { EXIT_USAGE } else { 1 };
+                print!("{}", error_json("replay", &chain(&e), exit));
+            }
+            return exit_of(usage);
+        }
+    };
+    let code: u8 = match &out.ran {
+        _ if !out.inputs.mismatches.is_empty() => 4,
+        None => 0,
+        Some(r) => match &r.judged {
+            None => 2,
+            Some(j) if j.reproduced() => 0,
+            Some(_) => 3,
+        },
+    };
+    if args.json {
+        let doc = serde_json::json!({
+            "record": out.record.display().to_string(),
+            "line": out.line,
+            "inputs": out.inputs,
+            "notes": out.notes,
+            "replay": out.ran.as_ref().map(|r| serde_json::json!({
+                "bundle": r.bundle.display().to_string(),
+                "verdict": truecold_proof::verify::verdict_json(&r.bundle, &r.verdict),
+                "judged": r.judged.as_ref().map(|j| j.to_json()),
+            })),
+            "exit": code,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return ExitCode::from(code);
+    }
+    let esc = truecold_proof::fmt::escape_untrusted;
+    println!("replay of {}", out.record.display());
+    for (what, v) in &out.inputs.matched {
+        println!("  input {what}: matches the record ({v})");
+    }
+    for m in &out.inputs.mismatches {
+        println!(
+            "  input {}: DIFFERS: recorded {}, here {}",
+            m.what,
+            m.recorded,
+            esc(&m.here)
+        );
+    }
+    for (what, path, d) in &out.inputs.unrecorded {
+        println!("  input {what}: not recorded by the bundle; here {path} sha256 {d}");
+    }
+    for n in &out.notes {
+        println!("  note: {n}");
+    }
+    println!(
+        "  run: truecold run {}",
+        out.line
+            .iter()
+            .map(|w| shell_quote(w))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    match &out.ran {
+        None if code == 4 => {
+            eprintln!(
+                "truecold: replay refused: {} input(s) differ from the record; nothing was run",
+                out.inputs.mismatches.len()
+            );
+        }
+        None => println!("replay: inputs checked (--check); nothing run"),
+        Some(r) => {
+            print!("{}", r.verdict.render(&r.bundle, 5));
+            match &r.judged {
+                Some(j) => print!("{}", j.render_text()),
+                None => println!("replay: the new bundle does not verify; not judged"),
+            }
+        }
+    }
+    ExitCode::from(code)
+}
+
+/// `truecold fleet`: the exit statuses of its `--help`.
+fn fleet_main(args: &truecold_bench::cli::FleetArgs, invocation: &str) -> ExitCode {
+    use truecold_bench::cli::FleetCmd;
+    use truecold_bench::fleet::fleet_error::FleetError;
+    use truecold_bench::fleet::{gather, shard, status, submit};
+    use truecold_bench::plan::fleet_plan::FleetSubmitPlan;
+    let failed = |e: FleetError| {
+        eprintln!("truecold: error: {}", chain(&e));
+        ExitCode::from(e.exit_code())
+    };
+    match &args.cmd {
+        FleetCmd::Submit(a) => {
+            match FleetSubmitPlan::from_cli(a)
+                .map_err(FleetError::from)
+                .and_then(|p| submit::submit(&p))
+            {
+                Ok(s) => {
+                    println!(
+                        "fleet: {} ({} shard(s), {} clock, {} MiB a task{})",
+                        s.dir.root.display(),
+                        s.plan.shards.len(),
+                        s.plan.clock.as_str(),
+                        s.plan.task_mem_mib,
+                        if s.plan.exclusive {
+                            ", exclusive nodes"
+                        } else {
+                            ""
+                        }
+                    );
+                    match &s.array_job_id {
+                        Some(id) => println!(
+                            "fleet: submitted job array {id}, tasks {:?}; `truecold fleet status {}` \
+                             then `truecold fleet gather {}`",
+                            s.tasks,
+                            s.dir.root.display(),
+                            s.dir.root.display()
+                        ),
+                        None if s.tasks.is_empty() => {
+                            println!("fleet: every shard is written; nothing to submit")
+                        }
+                        None => println!("fleet: dry run: sbatch {}", s.sbatch.join(" ")),
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e),
+            }
+        }
+        FleetCmd::Shard(a) => match shard::run_shard(&a.dir, a.task, invocation) {
+            Ok(shard::ShardDone::AlreadyThere(n)) => {
+                println!("fleet: shard `{n}` is written already; nothing run");
+                ExitCode::SUCCESS
+            }
+            Ok(shard::ShardDone::Written { name, written }) => {
+                println!("fleet: shard `{name}`:");
+                print!("{}", written.verdict.render(&written.path, 5));
+                if written.verdict.is_valid() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(2)
+                }
+            }
+            Err(e) => failed(e),
+        },
+        FleetCmd::Status(a) => match status::status(&a.dir) {
+            Ok(v) => {
+                let mut code = 0u8;
+                for (name, s) in &v {
+                    println!("{name}: {s}");
+                    if s.failed() {
+                        code = 3;
+                    }
+                }
+                ExitCode::from(code)
+            }
+            Err(e) => failed(e),
+        },
+        FleetCmd::Gather(a) => match gather::gather(&a.dir, a.against.as_deref()) {
+            Ok(g) => {
+                if a.json {
+                    let doc = serde_json::json!({
+                        "fleet": g.dir.display().to_string(),
+                        "verdict": truecold_proof::verify::verdict_json(&g.dir, &g.verdict),
+                        "merge": g.merge,
+                        "leftovers": g.leftovers.as_ref().map(|p| p.display().to_string()),
+                    });
+                    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                } else {
+                    print!("{}", g.verdict.render(&g.dir, 5));
+                    if let Some(m) = &g.merge {
+                        print!("{}", m.render_text());
+                    }
+                    if let Some(l) = &g.leftovers {
+                        println!(
+                            "fleet: failed tasks' partial output is kept in {} (not part of \
+                             the fleet)",
+                            l.display()
+                        );
+                    }
+                }
+                if g.verdict.is_valid() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(2)
+                }
+            }
+            Err(e) => failed(e),
+        },
     }
 }
 

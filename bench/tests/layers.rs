@@ -25,6 +25,8 @@ const LAYERS: &[&str] = &[
     "run",
     "tune",
     "bisect",
+    "replay",
+    "fleet",
 ];
 
 /// The files at the top of `src/` beside the folders.

@@ -154,8 +154,7 @@ fn quick_start_commands(readme: &str) -> Vec<String> {
     let mut pending = String::new();
     for l in &lines[start + 1..] {
         let t = l.trim_start();
-        if !in_fence && t.starts_with('#') && t.chars().take_while(|&c| c == '#').count() <= level
-        {
+        if !in_fence && t.starts_with('#') && t.chars().take_while(|&c| c == '#').count() <= level {
             break;
         }
         if t.starts_with("```") {
@@ -258,7 +257,10 @@ fn the_readmes_quick_start_runs_as_written() {
         } else {
             code == Some(0)
         };
-        assert!(ok, "`{c}` (as run: `{line}`) exited {code:?}:\n{out}\n{err}");
+        assert!(
+            ok,
+            "`{c}` (as run: `{line}`) exited {code:?}:\n{out}\n{err}"
+        );
     }
 }
 
@@ -282,10 +284,16 @@ fn every_help_fits_100_columns() {
         (truecold(), paths.clone()),
         (
             proof(),
-            [vec![], vec!["verify"], vec!["compare"], vec!["report"], vec!["sign"]]
-                .iter()
-                .map(|p| p.iter().map(|s| s.to_string()).collect())
-                .collect(),
+            [
+                vec![],
+                vec!["verify"],
+                vec!["compare"],
+                vec!["report"],
+                vec!["sign"],
+            ]
+            .iter()
+            .map(|p| p.iter().map(|s| s.to_string()).collect())
+            .collect(),
         ),
     ] {
         for sub in subs {

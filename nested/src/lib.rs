@@ -232,17 +232,27 @@ pub struct HarnessFacts {
     pub l0_qemu: String,
     /// SHA-256 (lowercase hex) of the L1 kernel QEMU boots.
     pub l1_kernel_sha256: String,
+    /// SHA-256 of L1's init and of the static bench packed into L1 ([`Self::with_binaries`]);
+    /// `None` where the run packs none of its own (a harness test's job).
+    pub l1_init_sha256: Option<String>,
+    pub bench_sha256: Option<String>,
 }
 
 /// Why [`HarnessFacts`] could not be read or made.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessFactsError {
-    #[error("{HARNESS_FILE}: expected `l1_seed <u64>`, `l0_qemu <text>`, `l1_kernel <sha256>`, got {0:?}")]
+    #[error("{HARNESS_FILE}: expected `l1_seed <u64>`, `l0_qemu <text>`, `l1_kernel <sha256>`, then optionally `l1_init <sha256>` and `bench <sha256>`, got {0:?}")]
     Malformed(String),
     #[error("`{qemu} --version` gave no version line ({why}); install QEMU with scripts/deps.sh")]
     QemuVersion { qemu: String, why: String },
     #[error("reading the L1 kernel {}", path.display())]
     Kernel {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {}, packed into L1", path.display())]
+    Binary {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -288,15 +298,42 @@ impl HarnessFacts {
                 .take(Self::MAX_VERSION)
                 .collect(),
             l1_kernel_sha256: truecold_proto::hex(&sha2::Digest::finalize(h)),
+            l1_init_sha256: None,
+            bench_sha256: None,
         })
     }
 
-    /// The file's text: three lines.
+    /// The same facts with the digests of the L1 init and the bench that are packed into L1
+    /// (a campaign's, a tune phase's): inputs of the figures as much as the L1 kernel is.
+    pub fn with_binaries(
+        mut self,
+        l1_init: &Path,
+        bench: &Path,
+    ) -> Result<Self, HarnessFactsError> {
+        let digest = |p: &Path| -> Result<String, HarnessFactsError> {
+            let err = |source| HarnessFactsError::Binary {
+                path: p.to_path_buf(),
+                source,
+            };
+            let mut h = <sha2::Sha256 as sha2::Digest>::new();
+            std::io::copy(&mut fs::File::open(p).map_err(err)?, &mut h).map_err(err)?;
+            Ok(truecold_proto::hex(&sha2::Digest::finalize(h)))
+        };
+        self.l1_init_sha256 = Some(digest(l1_init)?);
+        self.bench_sha256 = Some(digest(bench)?);
+        Ok(self)
+    }
+
+    /// The file's text: three lines, then the binaries' two when recorded.
     pub fn encode(&self) -> String {
-        format!(
+        let mut s = format!(
             "l1_seed {}\nl0_qemu {}\nl1_kernel {}\n",
             self.l1_seed, self.l0_qemu, self.l1_kernel_sha256
-        )
+        );
+        if let (Some(i), Some(b)) = (&self.l1_init_sha256, &self.bench_sha256) {
+            s.push_str(&format!("l1_init {i}\nbench {b}\n"));
+        }
+        s
     }
 
     /// Parses [`HarnessFacts::encode`].
@@ -313,11 +350,25 @@ impl HarnessFacts {
             .and_then(|l| l.strip_prefix("l0_qemu "))
             .filter(|v| !v.is_empty() && v.len() <= Self::MAX_VERSION * 4)
             .ok_or_else(bad)?;
+        let hex64 =
+            |v: &&str| v.len() == 64 && v.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let kernel = lines
             .next()
             .and_then(|l| l.strip_prefix("l1_kernel "))
-            .filter(|v| v.len() == 64 && v.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .filter(hex64)
             .ok_or_else(bad)?;
+        let (l1_init, bench) = match lines.next() {
+            None => (None, None),
+            Some(l) => {
+                let i = l.strip_prefix("l1_init ").filter(hex64).ok_or_else(bad)?;
+                let b = lines
+                    .next()
+                    .and_then(|l| l.strip_prefix("bench "))
+                    .filter(hex64)
+                    .ok_or_else(bad)?;
+                (Some(i.to_string()), Some(b.to_string()))
+            }
+        };
         if lines.next().is_some() {
             return Err(bad());
         }
@@ -325,6 +376,8 @@ impl HarnessFacts {
             l1_seed: seed,
             l0_qemu: qemu.to_string(),
             l1_kernel_sha256: kernel.to_string(),
+            l1_init_sha256: l1_init,
+            bench_sha256: bench,
         })
     }
 }
@@ -615,13 +668,35 @@ pub const GUEST_FILES: [&str; 6] = [
     "platform-initramfs.cpio",
 ];
 
+/// The checkout whose `out/` and `target/` the harness uses by default: the workspace above
+/// `CARGO_MANIFEST_DIR` while cargo runs this process (a test, `cargo run`), else the nearest
+/// directory above this executable that holds the workspace (a `Cargo.toml` beside
+/// `nested/`: a binary under `target/`), else the current directory. No path is compiled in,
+/// so one commit builds the same binaries in any checkout (docs/fleet.md, "Reproducible
+/// binaries").
+pub fn workspace_root() -> PathBuf {
+    let is_root = |d: &Path| d.join("Cargo.toml").is_file() && d.join("nested").is_dir();
+    let from_cargo = std::env::var_os("CARGO_MANIFEST_DIR")
+        .and_then(|m| Path::new(&m).parent().map(Path::to_path_buf))
+        .filter(|d| is_root(d));
+    let from_exe = || {
+        std::env::current_exe().ok().and_then(|e| {
+            e.ancestors()
+                .skip(1)
+                .find(|d| is_root(d))
+                .map(Path::to_path_buf)
+        })
+    };
+    from_cargo
+        .or_else(from_exe)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default()
+}
+
 impl Layout {
-    /// The default layout, with environment overrides.
+    /// The default layout ([`workspace_root`]'s), with environment overrides.
     pub fn discover() -> Layout {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        let root = workspace_root();
         let var = |k: &str| std::env::var_os(k).map(PathBuf::from);
         let target = var("CARGO_TARGET_DIR").unwrap_or_else(|| root.join("target"));
         let stat = var("TRUECOLD_STATIC_DIR")
@@ -998,8 +1073,16 @@ mod tests {
             l1_seed: 8390898134065048676,
             l0_qemu: "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)".into(),
             l1_kernel_sha256: "ab".repeat(32),
+            l1_init_sha256: None,
+            bench_sha256: None,
         };
         assert_eq!(HarnessFacts::decode(&f.encode()).unwrap(), f);
+        let g = HarnessFacts {
+            l1_init_sha256: Some("cd".repeat(32)),
+            bench_sha256: Some("ef".repeat(32)),
+            ..f.clone()
+        };
+        assert_eq!(HarnessFacts::decode(&g.encode()).unwrap(), g);
         let k = "ab".repeat(32);
         for bad in [
             String::new(),
@@ -1011,6 +1094,8 @@ mod tests {
             "l1_seed 1\nl0_qemu q\nl1_kernel AB\n".into(),
             format!("l1_seed 1\nl0_qemu q\nl1_kernel {}\n", "AB".repeat(32)),
             format!("l1_seed 1\nl0_qemu q\nl1_kernel {k}\nmore\n"),
+            format!("l1_seed 1\nl0_qemu q\nl1_kernel {k}\nl1_init {k}\n"),
+            format!("l1_seed 1\nl0_qemu q\nl1_kernel {k}\nl1_init AB\nbench {k}\n"),
         ] {
             assert!(HarnessFacts::decode(&bad).is_err(), "{bad:?}");
         }
@@ -1031,6 +1116,8 @@ mod tests {
             l1_seed: 1,
             l0_qemu: "QEMU emulator version 10.0.2 (test)".into(),
             l1_kernel_sha256: "ab".repeat(32),
+            l1_init_sha256: None,
+            bench_sha256: None,
         };
         let job = Job {
             argv: vec!["/bin/truecold".into()],

@@ -159,6 +159,58 @@ pub const EXITS: &[Exits] = &[
         ],
     },
     Exits {
+        command: "truecold replay",
+        codes: &[
+            c(
+                EXIT_OK,
+                "reproduced",
+                "replayed and reproduced (virtual clock: every sample identical; wall clock: \
+                 compare finds no regression), or with --check every input matches",
+            ),
+            c(
+                3,
+                "not reproduced",
+                "replayed, not reproduced (each difference listed)",
+            ),
+            c(2, "INVALID", "the new bundle does not verify"),
+            c(
+                4,
+                "input differs",
+                "refused: an input's digest differs from the record (each named; nothing run)",
+            ),
+            c(
+                1,
+                "nothing run",
+                "nothing run: the directory is not a valid, replayable record, or the campaign \
+                 could not run (the error says why)",
+            ),
+            c(EXIT_USAGE, "usage error", USAGE),
+        ],
+    },
+    Exits {
+        command: "truecold fleet",
+        codes: &[
+            c(
+                EXIT_OK,
+                "done",
+                "done: submitted, a shard written, or gathered and VALID",
+            ),
+            c(2, "INVALID", "gathered or a shard written, but invalid"),
+            c(
+                3,
+                "task failed",
+                "a shard or task failed (status names it: killed for memory, cancelled, failed)",
+            ),
+            c(
+                4,
+                "cluster error",
+                "a cluster error (no slurmctld, no such partition, sbatch refused)",
+            ),
+            c(1, "failed", "anything else (the error says why)"),
+            c(EXIT_USAGE, "usage error", USAGE),
+        ],
+    },
+    Exits {
         command: "truecold-proof verify",
         codes: &[
             c(EXIT_OK, "valid", "valid"),

@@ -108,7 +108,7 @@ pub fn page(dir: &Path, kind: Kind, v: &Verdict) -> Result<String, HtmlError> {
             };
             bundle_sections(&mut s, dir, r, samples)?;
         }
-        Kind::Arms | Kind::Tune | Kind::Bisect => {
+        Kind::Arms | Kind::Tune | Kind::Bisect | Kind::Fleet => {
             let readme = crate::fsio::read_file(&dir.join(crate::names::README_FILE), MAX_INPUT)?;
             let text = String::from_utf8_lossy(&readme);
             let images = linked_images(dir, &text)?;

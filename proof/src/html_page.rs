@@ -176,7 +176,7 @@ pub fn page(dir: &Path, kind: Kind, v: &Verdict) -> Result<String, HtmlError> {
     let title = match kind {
         Kind::Bisect => label.split(": ").next().unwrap_or(&label).to_string(),
         Kind::Tune => readme_title(dir).unwrap_or_else(|| label.clone()),
-        Kind::Bundle | Kind::Arms => label.clone(),
+        Kind::Bundle | Kind::Arms | Kind::Fleet => label.clone(),
     };
     let mut s = String::new();
     let _ = write!(
@@ -212,6 +212,8 @@ pub fn page(dir: &Path, kind: Kind, v: &Verdict) -> Result<String, HtmlError> {
         Kind::Arms => Some(arms_box(&mut s, dir, v)),
         Kind::Tune => Some(tune_box(&mut s, dir, v)),
         Kind::Bisect => Some(bisect_box(&mut s, v)),
+        // A fleet's answer is its shards' verdicts (the parts table) and its README's merge.
+        Kind::Fleet => None,
     };
     if let Some(a) = answer.filter(|a| !a.is_empty()) {
         let _ = writeln!(s, "<p class=\"answer\">{a}</p>");
@@ -226,7 +228,7 @@ pub fn page(dir: &Path, kind: Kind, v: &Verdict) -> Result<String, HtmlError> {
             };
             bundle_sections(&mut s, dir, r, samples)?;
         }
-        Kind::Arms | Kind::Tune | Kind::Bisect => {
+        Kind::Arms | Kind::Tune | Kind::Bisect | Kind::Fleet => {
             if kind == Kind::Arms {
                 arms_cdf(&mut s, dir, v);
             }

@@ -1,17 +1,18 @@
 //! The kinds of directory `verify` and `report` know — a bundle, a multi-arm directory, a
-//! tune, a bisect — and the one trait each kind implements ([`DirKind`]). Which kind a
+//! tune, a bisect, a fleet — and the one trait each kind implements ([`DirKind`]). Which kind a
 //! directory is comes from the record that marks it ([`Kind::of`]); the one place that
 //! turns a kind into its implementation is [`crate::verify`], above every kind. This module
 //! sits below them all: a kind implements [`DirKind`] in its own module.
 
 use std::path::Path;
 
-use crate::names::{ARMS_FILE, BISECT_FILE, TUNE_FILE};
+use crate::names::{ARMS_FILE, BISECT_FILE, FLEET_FILE, TUNE_FILE};
 use crate::verdict::{Verdict, VerifyOptions};
 
 /// The kinds of directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    Fleet,
     Bisect,
     Tune,
     Arms,
@@ -20,12 +21,19 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order [`Kind::of`] looks for their markers.
-    pub const ALL: [Kind; 4] = [Kind::Bisect, Kind::Tune, Kind::Arms, Kind::Bundle];
+    pub const ALL: [Kind; 5] = [
+        Kind::Fleet,
+        Kind::Bisect,
+        Kind::Tune,
+        Kind::Arms,
+        Kind::Bundle,
+    ];
 
     /// The record whose presence makes a directory of this kind; `None` for a bundle, the
     /// kind of a directory that holds none of the other kinds' markers.
     pub fn marker(self) -> Option<&'static str> {
         match self {
+            Kind::Fleet => Some(FLEET_FILE),
             Kind::Bisect => Some(BISECT_FILE),
             Kind::Tune => Some(TUNE_FILE),
             Kind::Arms => Some(ARMS_FILE),
@@ -52,6 +60,7 @@ impl Kind {
     /// The kind in words, with its article (`a bundle`, `a multi-arm directory`, …).
     pub fn describe(self) -> &'static str {
         match self {
+            Kind::Fleet => "a fleet directory",
             Kind::Bisect => "a bisect directory",
             Kind::Tune => "a tune directory",
             Kind::Arms => "a multi-arm directory",

@@ -38,6 +38,8 @@ pub const ARMS_FILE: &str = "arms.json";
 pub const TUNE_FILE: &str = "tune.json";
 /// The record; its presence makes a directory a bisect directory ([`crate::bisect`]).
 pub const BISECT_FILE: &str = "bisect.json";
+/// The plan; its presence makes a directory a fleet directory ([`crate::fleet`]).
+pub const FLEET_FILE: &str = "fleet.json";
 
 /// A tune phase's arm without knobs.
 pub const BASELINE_ARM: &str = "baseline";

@@ -312,7 +312,8 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
     let at = l.vmm.as_ref().and_then(deadline_at);
     if at != Some(origin.saturating_add(deadline_ns)) {
         bad.push(format!(
-            "the VMM was given the deadline {at:?}, not origin + {deadline_ns} ns"
+            "the VMM was given the deadline {}, not origin + {deadline_ns} ns",
+            opt_ns(at)
         ));
     }
     if core.stamps.request != Some(l.harness.request) {
@@ -524,7 +525,8 @@ fn check_engine_row(
             let at = run.vmm.as_ref().and_then(deadline_at);
             if at.is_some_and(|a| a != origin.saturating_add(expect.deadline_ns)) {
                 bad.push(format!(
-                    "the VMM was given the deadline {at:?}, not origin + {} ns",
+                    "the VMM was given the deadline {}, not origin + {} ns",
+                    opt_ns(at),
                     expect.deadline_ns
                 ));
             }

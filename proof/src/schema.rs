@@ -828,6 +828,14 @@ pub struct NestedHarness {
     /// SHA-256 of the L1 kernel (the `nested-host` bzImage QEMU booted); schema 9+.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l1_kernel_sha256: Option<String>,
+    /// SHA-256 of L1's init (`truecold-l1-init`) and of the static bench that ran the
+    /// campaign in L1 (`/bin/truecold`): inputs of every launch's figures on the virtual
+    /// clock (a rebuilt bench moves them by microseconds: docs/fleet.md), held to a replay's
+    /// by `truecold replay`. Absent: not recorded (bundles written before they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l1_init_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench_sha256: Option<String>,
 }
 
 impl NestedHarness {

@@ -177,6 +177,15 @@ pub enum Check {
     /// `attribution.csv` / `attribution.svg` differ from their recomputation from
     /// `attribution.jsonl` and the measured rows, or are there without it (or it without them).
     Attribution,
+    /// Fleet directory: `fleet.json` malformed or not a plan (its shards' ranges, names or
+    /// seeds).
+    FleetPlan,
+    /// Fleet directory: a shard missing, stray, not verifying, or not the plan's (its
+    /// launches, its seed, its clock, its inputs unlike the other shards').
+    FleetShard,
+    /// Fleet directory: a shard's task record missing, another shard's, or made under
+    /// another plan.
+    FleetTask,
 }
 
 /// One reason a bundle is invalid. `detail` holds bundle text verbatim; print it through

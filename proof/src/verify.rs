@@ -17,6 +17,7 @@ use crate::arms::ArmsDir;
 use crate::bisect::BisectDir;
 use crate::bundle::BundleDir;
 use crate::compare::{compare_verified_sized, CompareError, CompareOptions, Comparison};
+use crate::fleet::FleetDir;
 use crate::kind::{DirKind, Kind};
 use crate::tune::TuneDir;
 
@@ -83,6 +84,7 @@ fn not_a_bundle(dir: &Path, kind: Kind) -> Option<Verdict> {
 /// The verifier of `kind`, the page aside.
 fn verify_kind(dir: &Path, kind: Kind, opts: &VerifyOptions) -> Verdict {
     match kind {
+        Kind::Fleet => FleetDir::verify(dir, opts),
         Kind::Bisect => BisectDir::verify(dir, opts),
         Kind::Tune => TuneDir::verify(dir, opts),
         Kind::Arms => ArmsDir::verify(dir, opts),
@@ -98,6 +100,7 @@ pub fn verdict_json(dir: &Path, v: &Verdict) -> serde_json::Value {
     use serde_json::json;
     let kind = match Kind::of(dir) {
         _ if v.not_a_bundle => "none",
+        Kind::Fleet => "fleet",
         Kind::Bisect => "bisect",
         Kind::Tune => "tune",
         Kind::Bundle => "bundle",
@@ -219,6 +222,8 @@ pub enum ReportError {
     Tune(#[from] crate::tune::TuneError),
     #[error(transparent)]
     Bisect(#[from] crate::bisect::BisectError),
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::FleetError),
     #[error("report.html")]
     Html(#[source] crate::html::HtmlError),
 }
@@ -246,6 +251,7 @@ pub fn report_dir(dir: &Path) -> Result<Vec<String>, ReportError> {
 pub fn report_dir_with(dir: &Path, html: bool) -> Result<Vec<String>, ReportError> {
     let kind = Kind::of(dir);
     let mut written = match kind {
+        Kind::Fleet => report_as::<FleetDir>(dir)?,
         Kind::Bisect => report_as::<BisectDir>(dir)?,
         Kind::Tune => report_as::<TuneDir>(dir)?,
         Kind::Arms => report_as::<ArmsDir>(dir)?,
@@ -315,7 +321,7 @@ pub fn require_bundle_dir(side: &'static str, dir: &Path) -> Result<(), CompareE
 
 /// The directories under `dir` (at most `depth` levels down, symlinks not followed, at most
 /// 4096 entries read a directory) that hold a `result.json`, sorted.
-fn bundles_inside(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
+pub fn bundles_inside(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };

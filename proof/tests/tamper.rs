@@ -743,6 +743,8 @@ fn a_clock_that_is_not_the_host_kinds() {
             l1_seed: 1,
             l0_qemu: "QEMU".into(),
             l1_kernel_sha256: Some("0".repeat(64)),
+            l1_init_sha256: None,
+            bench_sha256: None,
         });
     });
     // Both relabelled together agree with each other: no clock reason.
@@ -919,6 +921,8 @@ fn the_nested_harness_inputs_are_in_exactly_the_nested_bundles() {
         l1_seed: 1,
         l0_qemu: "QEMU emulator version 10.0.2".into(),
         l1_kernel_sha256: Some("0".repeat(64)),
+        l1_init_sha256: None,
+        bench_sha256: None,
     };
     // A nested-emulated bundle without them.
     let nested = Fixture {

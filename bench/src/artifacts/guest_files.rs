@@ -162,21 +162,31 @@ pub fn sha256_file(path: &Path) -> Result<String, ArtifactError> {
     Ok(truecold_proto::hex(&h.finalize()))
 }
 
-/// The artifact digests of a campaign, named as the bundle schema requires
-/// (`truecold_proof::schema::required_artifacts`).
+/// The files of a campaign whose digests its bundle records, by the name the bundle schema
+/// gives each (`truecold_proof::schema::required_artifacts`): what [`digests`] digests and
+/// what `truecold replay` holds to a record.
+pub fn artifact_files(vmm: &Path, guest: Option<&LinuxGuest>) -> Vec<(&'static str, PathBuf)> {
+    let mut f = vec![("vmm", vmm.to_path_buf())];
+    if let Some(g) = guest {
+        f.extend([
+            ("vmlinux", g.vmlinux.clone()),
+            ("initramfs", g.initramfs.clone()),
+            ("guest_init", g.init.clone()),
+            ("config", g.config.clone()),
+        ]);
+    }
+    f
+}
+
+/// The artifact digests of a campaign ([`artifact_files`]).
 pub fn digests(
     vmm: &Path,
     guest: Option<&LinuxGuest>,
 ) -> Result<BTreeMap<String, String>, ArtifactError> {
-    let mut d = BTreeMap::new();
-    d.insert("vmm".to_string(), sha256_file(vmm)?);
-    if let Some(g) = guest {
-        d.insert("vmlinux".to_string(), sha256_file(&g.vmlinux)?);
-        d.insert("initramfs".to_string(), sha256_file(&g.initramfs)?);
-        d.insert("guest_init".to_string(), sha256_file(&g.init)?);
-        d.insert("config".to_string(), sha256_file(&g.config)?);
-    }
-    Ok(d)
+    artifact_files(vmm, guest)
+        .into_iter()
+        .map(|(name, p)| Ok((name.to_string(), sha256_file(&p)?)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -263,7 +263,7 @@ fn end_of(status: std::process::ExitStatus) -> End {
     match (status.code(), status.signal()) {
         (Some(c), _) => End::Exited(c),
         (None, Some(s)) => End::Signalled(s),
-        (None, None) => End::HarnessIo(format!("unknown exit status {status:?}")),
+        (None, None) => End::HarnessIo(format!("unknown exit status {status}")),
     }
 }
 

@@ -291,8 +291,9 @@ fn classify(
         return fail(
             ErrorKind::CpuMismatch,
             format!(
-                "the guest saw {:?} CPUs, {} configured",
-                s.guest_cpus, ctx.vcpus
+                "the guest saw {} CPUs, {} configured",
+                truecold_proof::fmt::or_none(s.guest_cpus),
+                ctx.vcpus
             ),
         );
     }

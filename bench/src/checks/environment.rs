@@ -232,6 +232,8 @@ fn nested_harness() -> Option<truecold_proof::schema::NestedHarness> {
         l1_seed: f.l1_seed,
         l0_qemu: f.l0_qemu,
         l1_kernel_sha256: Some(f.l1_kernel_sha256),
+        l1_init_sha256: f.l1_init_sha256,
+        bench_sha256: f.bench_sha256,
     })
 }
 

@@ -14,6 +14,23 @@ pub enum ArgError {
     #[error("--l1-thp sets the nested harness's L1: it needs --nested")]
     L1ThpNeedsNested,
     #[error(
+        "--arm {0}: a path inside the directory, 1 to 3 names of [A-Za-z0-9._-] joined by `/` \
+         (e.g. screen/baseline)"
+    )]
+    ReplayArm(String),
+    #[error("the command after --: {0}")]
+    FleetCommand(String),
+    #[error("the command after -- has --out: a fleet places each shard in its own directory")]
+    FleetOut,
+    #[error("a fleet fans out {0}")]
+    FleetCampaign(&'static str),
+    #[error("a fleet's tune needs {0}")]
+    FleetTune(&'static str),
+    #[error("--shards {shards}: 1 to the campaign's {launches} launches")]
+    FleetShards { shards: u64, launches: u64 },
+    #[error("--partition `{0}`: a Slurm partition name ([A-Za-z0-9._-]+)")]
+    FleetPartition(String),
+    #[error(
         "--clock parallel reads the nested harness's parallel clock: it needs --nested (no \
          other host keeps one)"
     )]

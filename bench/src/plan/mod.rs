@@ -17,8 +17,10 @@ pub mod bisect_plan;
 pub mod campaign_plan;
 pub mod common_flags;
 pub mod explicit_args;
+pub mod fleet_plan;
 pub mod guest;
 pub mod kernel_plan;
+pub mod replay_plan;
 pub mod run_flags;
 pub mod tune_plan;
 

@@ -326,6 +326,7 @@ pub(crate) fn in_l1(
     files.extend(extra);
     let l0 = truecold_nested::L0Qemu::locate()?;
     let facts = truecold_nested::HarnessFacts::probe(&l0, &layout.l1_kernel, plan.seed)
+        .and_then(|f| f.with_binaries(&layout.l1_init, &layout.bench))
         .map_err(truecold_nested::NestedError::Facts)?;
     write_initramfs(&initramfs, &layout.l1_init, &job, &facts, &files)?;
     let l1 = l1_run(

@@ -619,9 +619,11 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
                 let (x, y) = (artifact(&c.result, k), artifact(r, k));
                 if x != y {
                     differ.push(format!(
-                        "{k} digest {y:?} (`{}` has {x:?}; an arm booting its own kernel \
+                        "{k} digest {} (`{}` has {}; an arm booting its own kernel \
                          declares it in {ARMS_FILE})",
-                        c.arm.name
+                        or_none(y),
+                        c.arm.name,
+                        or_none(x)
                     ));
                 }
             }
@@ -636,8 +638,9 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
                 .map(|b| apply(&a.arm.knobs, b).backing);
             if want != r.configuration.backing_kind() {
                 differ.push(format!(
-                    "backing {:?}, the baseline's with its knobs applied is {want:?}",
-                    r.configuration.backing_kind()
+                    "backing {}, the baseline's with its knobs applied is {}",
+                    or_none(r.configuration.backing_kind().map(|b| b.as_str())),
+                    or_none(want.map(|b| b.as_str()))
                 ));
             }
             let key = kernel_key(&a.arm.knobs);
@@ -658,9 +661,11 @@ fn check_arms_alike(v: &mut Verdict, plan: &ArmsPlan, arms: &[(ArmData, Vec<Samp
                 let got = artifact(r, what);
                 if *digest != got {
                     differ.push(format!(
-                        "{what} digest {got:?} (`{by}`, built with the same Kconfig knobs{}, \
-                         has {digest:?})",
-                        if what == "vmlinux" { " and image" } else { "" }
+                        "{what} digest {} (`{by}`, built with the same Kconfig knobs{}, \
+                         has {})",
+                        or_none(got),
+                        if what == "vmlinux" { " and image" } else { "" },
+                        or_none(digest.as_ref())
                     ));
                 }
             }

@@ -167,6 +167,18 @@ pub(super) fn check_nested(v: &mut Verdict, r: &ResultJson) {
                 Check::NestedHarness,
                 format!("environment.nested.l1_kernel_sha256 {d:?} is not 64 lowercase hex digits"),
             ),
+            _ if [&h.l1_init_sha256, &h.bench_sha256]
+                .into_iter()
+                .flatten()
+                .any(|d| !is_sha256_hex(d)) =>
+            {
+                v.add(
+                    Check::NestedHarness,
+                    "environment.nested.l1_init_sha256 or bench_sha256 is not 64 lowercase hex \
+                     digits"
+                        .to_string(),
+                )
+            }
             (Some(_), false) => v.add(
                 Check::NestedHarness,
                 format!(
@@ -201,8 +213,9 @@ pub(super) fn check_residue(v: &mut Verdict, r: &ResultJson) {
         v.add(
             Check::Residue,
             format!(
-                "environment.residue.leaks is {:?}; its readings give {again:?}",
-                res.leaks
+                "environment.residue.leaks is [{}]; its readings give [{}]",
+                res.leaks.join("; "),
+                again.join("; ")
             ),
         );
     }

@@ -226,7 +226,10 @@ fn check_times(v: &mut Verdict, mode_has_intended: bool, s: &Sample) {
         ),
         Some(Some(q)) if queue != Some(q) => v.add(
             Check::IntendedTime,
-            format!("sample {i}: queue stage {queue:?} ≠ actual − intended = {q}"),
+            format!(
+                "sample {i}: queue stage {} ≠ actual − intended = {q}",
+                crate::fmt::opt_ns(queue)
+            ),
         ),
         _ => {}
     }

@@ -444,6 +444,8 @@ impl Fixture {
                         l1_seed: 7,
                         l0_qemu: "QEMU emulator version 10.0.2 (test)".into(),
                         l1_kernel_sha256: Some("1".repeat(64)),
+                        l1_init_sha256: None,
+                        bench_sha256: None,
                     }
                 }),
                 parity: None,
