@@ -209,7 +209,7 @@ fn bundle_sections(
                 crate::attribution::CSV_FILE,
                 img(name, svg)
             );
-            attribution_flame(s, dir, &files);
+            attribution_flame(s, dir, &files, img);
         }
     }
     sample_table(s, samples);
@@ -218,7 +218,13 @@ fn bundle_sections(
 
 /// With samples that counted their `requested` (a record made since): the rates not
 /// obtained, said where a reader looks, and the flame graph of the shown launch.
-fn attribution_flame(s: &mut String, dir: &Path, files: &[(String, Vec<u8>)]) {
+/// `image` renders an SVG as the page's version draws it.
+pub(crate) fn attribution_flame(
+    s: &mut String,
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    image: fn(&str, &[u8]) -> String,
+) {
     let warnings = crate::fsio::read_file(
         &dir.join(crate::attribution::JSONL_FILE),
         crate::attribution::JSONL_MAX_BYTES,
@@ -237,7 +243,7 @@ fn attribution_flame(s: &mut String, dir: &Path, files: &[(String, Vec<u8>)]) {
             "<h3>Flame graph</h3>\n<p>The median launch's request → strict-ready: the host \
              stages and the guest's samples on one clock (<code>{}</code>).</p>\n{}",
             crate::attribution::FOLDED_FILE,
-            img(name, svg)
+            image(name, svg)
         );
     }
 }

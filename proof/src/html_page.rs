@@ -631,7 +631,8 @@ fn bundle_sections(
     r: &ResultJson,
     samples: &[Sample],
 ) -> Result<(), HtmlError> {
-    let generated = crate::bundle::generated_files(r, samples);
+    let section = crate::attribution::readme_section_of_dir(dir);
+    let generated = crate::bundle::generated_files_with(r, samples, section.as_deref());
     let images: BTreeMap<String, Vec<u8>> = generated
         .iter()
         .filter(|(n, _)| n.ends_with(".svg"))
@@ -658,6 +659,7 @@ fn bundle_sections(
                 crate::attribution::CSV_FILE,
                 plot_img(name, svg)
             );
+            crate::html::attribution_flame(s, dir, &files, plot_img);
         }
     }
     let readme = generated

@@ -626,8 +626,7 @@ fn tune_arms_run_alike_except_what_their_knobs_change() {
         &v,
         &screen,
         Check::ArmsMismatch,
-        "arm `mitigations-off`: backing Some(Anon), the baseline's with its knobs applied is \
-         Some(Thp)",
+        "arm `mitigations-off`: backing anon, the baseline's with its knobs applied is thp",
     );
     assert_reason(
         &v,

@@ -75,11 +75,21 @@ fn an_older_schema_is_compared_on_shared_columns_and_named() {
     let a: Vec<Sample> = (0..2).map(|i| row(i, 40)).collect();
     let e = sample_equality((&a, 10), (&a, crate::SCHEMA_VERSION)).unwrap();
     assert!(e.differences.is_empty());
-    assert_eq!(e.only_replayed, vec!["parallel_latency_ns".to_string()]);
+    assert_eq!(
+        e.only_replayed,
+        [
+            "parallel_latency_ns",
+            "guest_mem_present",
+            "guest_mem_managed"
+        ]
+    );
     assert!(!e.identical());
     let t = ReplayVerdict::Virtual(e).render_text();
     assert!(
-        t.contains("only the replay's schema has: parallel_latency_ns"),
+        t.contains(
+            "only the replay's schema has: parallel_latency_ns, guest_mem_present, \
+             guest_mem_managed"
+        ),
         "{t}"
     );
 }
