@@ -345,11 +345,18 @@ fn sample_table(s: &mut String, samples: &[Sample]) {
         .into_iter()
         .filter(|st| rows.iter().any(|x| x.stages.get(*st).is_some()))
         .collect();
+    sample_rows(s, &rows, &stages);
+    let _ = writeln!(s);
+}
+
+/// The rows of a samples table, each with the `stages` given, as one `<table>` (no line
+/// break after it): both page versions draw it.
+pub(crate) fn sample_rows(s: &mut String, rows: &[&Sample], stages: &[Stage]) {
     let _ = write!(
         s,
         "<table><tr><th>index</th><th>ok</th><th>latency, ms</th><th>error</th>"
     );
-    for st in &stages {
+    for st in stages {
         let _ = write!(s, "<th>{}, ms</th>", esc(st.name()));
     }
     let _ = writeln!(s, "</tr>");
@@ -364,12 +371,12 @@ fn sample_table(s: &mut String, samples: &[Sample]) {
             opt(x.latency_ns),
             esc(&x.error_kind)
         );
-        for st in &stages {
+        for st in stages {
             let _ = write!(s, "<td class=\"n\">{}</td>", opt(x.stages.get(*st)));
         }
         let _ = writeln!(s, "</tr>");
     }
-    let _ = writeln!(s, "</table>");
+    let _ = write!(s, "</table>");
 }
 
 /// A plot as an `<img>` with a `data:` URL.

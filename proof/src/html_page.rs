@@ -784,32 +784,9 @@ fn sample_table(s: &mut String, samples: &[Sample]) {
         .filter(|st| st.kind() == StageKind::Host)
         .filter(|st| rows.iter().any(|x| x.stages.get(*st).is_some()))
         .collect();
-    let _ = write!(
-        s,
-        "<div class=\"scroll rows\"><table><tr><th>index</th><th>ok</th><th>latency, ms</th>\
-         <th>error</th>"
-    );
-    for st in &stages {
-        let _ = write!(s, "<th>{}, ms</th>", esc(st.name()));
-    }
-    let _ = writeln!(s, "</tr>");
-    let opt = |v: Option<u64>| v.map(ms).unwrap_or_else(|| "–".into());
-    for x in rows {
-        let _ = write!(
-            s,
-            "<tr{}><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td>",
-            if x.ok { "" } else { " class=\"fail\"" },
-            x.index,
-            if x.ok { "yes" } else { "no" },
-            opt(x.latency_ns),
-            esc(&x.error_kind)
-        );
-        for st in &stages {
-            let _ = write!(s, "<td class=\"n\">{}</td>", opt(x.stages.get(*st)));
-        }
-        let _ = writeln!(s, "</tr>");
-    }
-    let _ = writeln!(s, "</table></div>");
+    let _ = write!(s, "<div class=\"scroll rows\">");
+    crate::html::sample_rows(s, &rows, &stages);
+    let _ = writeln!(s, "</div>");
 }
 
 /// A README as the page shows it: its title left out (the box has it), its figures in units
