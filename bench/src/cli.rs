@@ -826,12 +826,28 @@ pub enum FleetCmd {
     /// one shard per knob, each the knob's arm beside its own baseline). DIR holds the plan
     /// (fleet.json), one shard directory per task and the task records. With --resume, only
     /// the shards not yet written are submitted again, under the plan already in DIR.
+    #[command(
+        after_help = short_help("truecold fleet submit"),
+        after_long_help = long_help("truecold fleet submit", width())
+    )]
     Submit(FleetSubmitArgs),
     /// Run one shard of DIR's plan (what each array task runs) into DIR/shards/<name>.
+    #[command(
+        after_help = short_help("truecold fleet shard"),
+        after_long_help = long_help("truecold fleet shard", width())
+    )]
     Shard(FleetShardArgs),
     /// Verify every shard and merge them into DIR's fleet record (SHA256SUMS over all).
+    #[command(
+        after_help = short_help("truecold fleet gather"),
+        after_long_help = long_help("truecold fleet gather", width())
+    )]
     Gather(FleetGatherArgs),
     /// Each shard's state: written, running, pending, or why its task failed.
+    #[command(
+        after_help = short_help("truecold fleet status"),
+        after_long_help = long_help("truecold fleet status", width())
+    )]
     Status(FleetDirArgs),
 }
 

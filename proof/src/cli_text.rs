@@ -188,25 +188,78 @@ pub const EXITS: &[Exits] = &[
         ],
     },
     Exits {
-        command: "truecold fleet",
+        command: "truecold fleet submit",
         codes: &[
             c(
                 EXIT_OK,
-                "done",
-                "done: submitted, a shard written, or gathered and VALID",
-            ),
-            c(2, "INVALID", "gathered or a shard written, but invalid"),
-            c(
-                3,
-                "task failed",
-                "a shard or task failed (status names it: killed for memory, cancelled, failed)",
+                "submitted",
+                "the plan written and its job array submitted (or every shard written already, \
+                 or --dry-run's batch script written)",
             ),
             c(
                 4,
                 "cluster error",
-                "a cluster error (no slurmctld, no such partition, sbatch refused)",
+                "a cluster error: no slurmctld, no such partition, sbatch refused",
             ),
-            c(1, "failed", "anything else (the error says why)"),
+            c(1, "failed", "nothing submitted (the error says why)"),
+            c(EXIT_USAGE, "usage error", USAGE),
+        ],
+    },
+    Exits {
+        command: "truecold fleet shard",
+        codes: &[
+            c(
+                EXIT_OK,
+                "VALID",
+                "the shard written and VALID, or written already",
+            ),
+            c(
+                2,
+                "INVALID",
+                "the shard written, but the verifier found problems",
+            ),
+            c(1, "failed", "nothing written (the error says why)"),
+            c(EXIT_USAGE, "usage error", USAGE),
+        ],
+    },
+    Exits {
+        command: "truecold fleet gather",
+        codes: &[
+            c(
+                EXIT_OK,
+                "VALID",
+                "every shard gathered, the fleet directory VALID",
+            ),
+            c(2, "INVALID", "gathered, but the verifier found problems"),
+            c(
+                3,
+                "shards missing",
+                "a shard is missing or still running (status names it); nothing gathered",
+            ),
+            c(1, "failed", "nothing gathered (the error says why)"),
+            c(EXIT_USAGE, "usage error", USAGE),
+        ],
+    },
+    Exits {
+        command: "truecold fleet status",
+        codes: &[
+            c(EXIT_OK, "no failure", "no shard's task failed"),
+            c(
+                3,
+                "task failed",
+                "a shard's task failed (each named: killed for memory, cancelled, out of time, \
+                 failed)",
+            ),
+            c(
+                4,
+                "cluster error",
+                "a cluster error: no slurmctld, no such partition",
+            ),
+            c(
+                1,
+                "failed",
+                "the directory could not be read (the error says why)",
+            ),
             c(EXIT_USAGE, "usage error", USAGE),
         ],
     },
@@ -409,6 +462,32 @@ pub fn examples(command: &str) -> &'static [(&'static str, &'static str)] {
         "truecold bisect config" => &[(
             "The symbols between two configs that explain a slowdown:",
             "truecold bisect config --good good.config --bad bad.config --nested",
+        )],
+        "truecold replay" => &[
+            (
+                "Run a committed bundle again from its record and judge the replay:",
+                "truecold replay results/<bundle>",
+            ),
+            (
+                "Hold the inputs to the record; run nothing:",
+                "truecold replay results/<bundle> --check",
+            ),
+        ],
+        "truecold fleet" | "truecold fleet submit" => &[(
+            "A campaign of 1,000 nested launches in 4 shards over a Slurm partition:",
+            "truecold fleet submit /tmp/fleet --partition debug --shards 4 -- run --nested -n 1000",
+        )],
+        "truecold fleet shard" => &[(
+            "What each array task runs (the batch script writes it):",
+            "truecold fleet shard /tmp/fleet --task 0",
+        )],
+        "truecold fleet status" => &[(
+            "Which shard ran where, and why a task failed:",
+            "truecold fleet status /tmp/fleet",
+        )],
+        "truecold fleet gather" => &[(
+            "Verify the shards and merge them into one fleet directory:",
+            "truecold fleet gather /tmp/fleet",
         )],
         "truecold-proof" | "truecold-proof verify" => &[
             (
