@@ -132,8 +132,9 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
     let _ = writeln!(
         s,
         "\n## Comparison ({HEADLINE}, successes)\n\nRatios are b / a with a bootstrap 95 % \
-         interval; the verdict is `truecold-proof compare`'s rule applied to b against a \
-         (`improved`: b is faster than a, `regressed`: b is slower). Exact figures in {COMPARISON_FILE}.\n"
+         interval; the verdict is `truecold-proof compare`'s rule applied to b against a, \
+         said in words (b faster or slower than a by its p50 difference, or no difference above \
+         the rule's threshold). Exact figures in {COMPARISON_FILE}.\n"
     );
     let _ = writeln!(
         s,
@@ -153,7 +154,7 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
             ratio_text(p.ratio_p50_ppm, p.ratio_p50_ci95_ppm),
             ratio_text(p.ratio_p99_ppm, p.ratio_p99_ci95_ppm),
             p.mann_whitney_p.as_deref().unwrap_or("–"),
-            p.verdict
+            verdict_words(p)
         );
     }
     let _ = writeln!(
@@ -164,6 +165,20 @@ pub fn readme(plan: &ArmsPlan, arms: &[ArmData], c: &ArmsComparison) -> String {
          {SUMS_FILE}` checks every file."
     );
     s
+}
+
+/// A pair's verdict in words, naming the arms: `firecracker 4.3 % slower than truecold` for
+/// compare's `regressed`, `… faster than …` for `improved`, else the verdict as it is.
+fn verdict_words(p: &PairComparison) -> String {
+    let pct = |r: u64| {
+        let d = r.abs_diff(1_000_000);
+        format!("{}.{} %", d / 10_000, (d % 10_000) / 1_000)
+    };
+    match (p.verdict.as_str(), p.ratio_p50_ppm) {
+        ("regressed", Some(r)) => format!("{} {} slower than {}", p.b, pct(r), p.a),
+        ("improved", Some(r)) => format!("{} {} faster than {}", p.b, pct(r), p.a),
+        (v, _) => v.to_string(),
+    }
 }
 
 /// `comparison.json`, `README.md` and `cdf.svg` for `plan` and its arms' data.
