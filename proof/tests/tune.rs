@@ -348,7 +348,7 @@ fn a_tune_is_written_verified_and_says_what_it_found() {
         "## Leave-one-out",
         "Every winner is confirmed in the combination.",
         "- sized from cv 10000 ppm (a pilot of the baseline): n = 29",
-        "| tsc-reliable | cmdline | marks the TSC reliable",
+        "| tsc-reliable | cmdline | timed waits | marks the TSC reliable",
     ] {
         assert!(readme.contains(want), "{want}:\n{readme}");
     }

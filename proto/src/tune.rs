@@ -22,6 +22,15 @@ pub enum KnobClass {
     Vmm,
 }
 
+/// docs/fidelity.md's THP row, in a sentence (the tune README quotes it for a winner).
+pub const FIDELITY_THP: &str = "Firecracker PR #6003 measured guest boot −19.3 to −22.8 % on bare metal and −46.7 to −54.5 % in a VM; this clock gave −18.1 % at 1 vCPU / 128 MiB and −25.6 % at 2 vCPU / 2 GiB on Firecracker's guest config: 0.8 to 1.3 times the bare-metal effect";
+/// docs/fidelity.md's serial-console row.
+pub const FIDELITY_CONSOLE: &str = "Firecracker issue #792 measured the console at +130 % (126 → 290 ms) on bare metal; this clock gave +86.5 % on Firecracker's guest config and +214.9 % on truecold's at 1 vCPU / 128 MiB: 0.67 to 1.65 times the relative effect";
+/// docs/fidelity.md's `CONFIG_SMP=n` row.
+pub const FIDELITY_NO_SMP: &str = "Ventura (2024) measured −68 to −74 % at 1 vCPU on Linux 6.7 on bare metal; this clock gave −10.3 % on an older clock: 0.15 times, because Linux 6.12 removed most of the rcu_barrier waits the source measured";
+/// docs/fidelity.md's bzImage row.
+pub const FIDELITY_BZIMAGE: &str = "Garzarella (2019) measured bzImage +65.5 ms to start_kernel under QEMU with KVM; this clock gave +838.4 ms at 1 vCPU / 128 MiB: 12.8 times, decompression being compute (and XZ here)";
+
 impl KnobClass {
     /// The JSON / table name.
     pub fn as_str(self) -> &'static str {
@@ -29,6 +38,48 @@ impl KnobClass {
             KnobClass::Cmdline => "cmdline",
             KnobClass::Kconfig => "kconfig",
             KnobClass::Vmm => "vmm",
+        }
+    }
+}
+
+/// The kind of cost a knob changes, which decides how its effect on the nested harness's
+/// virtual clock reads on hardware (docs/fidelity.md, "What the clock charges").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CostClass {
+    /// Sleeps, timers, TSC-bounded busy loops: the same length on both clocks.
+    TimedWaits,
+    /// Instructions: 1 ns each on the virtual clock, several times faster on hardware.
+    Compute,
+    /// Host page faults, zeroing, struct pages: about a nested host's price.
+    MemoryTouched,
+    /// Port I/O and MMIO exits: only L1's handling instructions on the virtual clock.
+    VmExits,
+    /// Work on several vCPUs at once: added on the total clock, overlapped on the parallel one.
+    ParallelWork,
+}
+
+impl CostClass {
+    /// The table name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CostClass::TimedWaits => "timed waits",
+            CostClass::Compute => "compute",
+            CostClass::MemoryTouched => "memory touched",
+            CostClass::VmExits => "VM exits",
+            CostClass::ParallelWork => "parallel work",
+        }
+    }
+
+    /// How a virtual-clock effect of this kind reads on hardware (docs/fidelity.md).
+    pub fn reads(self) -> &'static str {
+        match self {
+            CostClass::TimedWaits => "its real size",
+            CostClass::Compute => "the right sign, inflated several times",
+            CostClass::MemoryTouched => "the right sign, about a nested host's size",
+            CostClass::VmExits => "the right sign, under-priced",
+            CostClass::ParallelWork => {
+                "as if serial on the total clock; overlapped on the parallel one"
+            }
         }
     }
 }
@@ -348,6 +399,56 @@ impl Knob {
         }
     }
 
+    /// The kind of cost it changes (docs/fidelity.md).
+    pub fn cost_class(self) -> CostClass {
+        use CostClass::*;
+        match self {
+            Knob::TscReliable
+            | Knob::Lpj
+            | Knob::RcuExpedited
+            | Knob::NoKvmclock
+            | Knob::Hz100
+            | Knob::Hz1000
+            | Knob::NoSmp => TimedWaits,
+            Knob::MitigationsOff
+            | Knob::RandomTrustCpu
+            | Knob::Nokaslr
+            | Knob::Nowatchdog
+            | Knob::NoLegacyPtys
+            | Knob::RodataOff
+            | Knob::NoPrintk
+            | Knob::PreemptVoluntary
+            | Knob::NoCryptoSelftests
+            | Knob::JumpLabel
+            | Knob::OptimizeForPerformance
+            | Knob::FramePointer
+            | Knob::BzImage => Compute,
+            Knob::DhashEntries
+            | Knob::IhashEntries
+            | Knob::ThashEntries
+            | Knob::UhashEntries
+            | Knob::KernelHashSizes
+            | Knob::BackingThp
+            | Knob::BackingHugetlb
+            | Knob::RamLayoutHoleInside
+            | Knob::RamLayoutAbove4g => MemoryTouched,
+            Knob::IdlePoll | Knob::X2apic | Knob::Console => VmExits,
+            Knob::NoDeferredStructPageInit | Knob::PinVcpus => ParallelWork,
+        }
+    }
+
+    /// The row of docs/fidelity.md that held this lever against a published hardware
+    /// measurement, in a sentence; `None` for a knob no published figure covers.
+    pub fn fidelity(self) -> Option<&'static str> {
+        match self {
+            Knob::BackingThp => Some(FIDELITY_THP),
+            Knob::Console => Some(FIDELITY_CONSOLE),
+            Knob::NoSmp => Some(FIDELITY_NO_SMP),
+            Knob::BzImage => Some(FIDELITY_BZIMAGE),
+            _ => None,
+        }
+    }
+
     /// Where its expected effect comes from.
     pub fn source(self) -> &'static str {
         match self {
@@ -621,6 +722,28 @@ pub fn apply(knobs: &[Knob], backing: Backing) -> Applied {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_fidelity_sentence_quotes_figures_of_the_fidelity_table() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/fidelity.md"),
+        )
+        .unwrap();
+        let mut quoted = 0;
+        for k in Knob::ALL {
+            let Some(text) = k.fidelity() else { continue };
+            // Every signed figure of the sentence is in the table it summarises.
+            for w in text.split(|c: char| c == ' ' || c == ';' || c == ':' || c == ',') {
+                if w.starts_with(['−', '+']) && w.chars().nth(1).is_some_and(|c| c.is_ascii_digit())
+                {
+                    assert!(doc.contains(w), "{k}: {w} is not in docs/fidelity.md");
+                    quoted += 1;
+                }
+            }
+            assert!(k.cost_class().reads().len() > 10);
+        }
+        assert!(quoted >= 8, "{quoted}");
+    }
 
     #[test]
     fn names_round_trip_and_are_unique() {

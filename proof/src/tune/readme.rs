@@ -281,6 +281,22 @@ fn readme_recommended(s: &mut String, f: &TuneFile) {
         );
     } else {
         let _ = writeln!(s, "Winners (rank order): {}.", knob_list(&f.screen.winners));
+        // How each winner's effect reads on hardware: its cost class, and the fidelity row
+        // that held the lever against a published hardware measurement.
+        let _ = writeln!(s);
+        for k in &f.screen.winners {
+            let c = k.cost_class();
+            let _ = writeln!(
+                s,
+                "- `{k}`: {}, which reads on hardware as {}{}",
+                c.as_str(),
+                c.reads(),
+                match k.fidelity() {
+                    Some(row) => format!("; docs/fidelity.md: {row}."),
+                    None => "; no published hardware measurement covers it.".to_string(),
+                }
+            );
+        }
         let traded = f
             .screen
             .recommended
@@ -484,17 +500,23 @@ fn readme_method(s: &mut String, f: &TuneFile) {
     }
     let _ = writeln!(
         s,
-        "\n## Knobs\n\n| knob | class | what | source |\n|---|---|---|---|"
+        "\n## Knobs\n\n| knob | class | cost class | what | source |\n|---|---|---|---|---|"
     );
     for k in &f.knobs {
         let _ = writeln!(
             s,
-            "| {k} | {} | {} | {} |",
+            "| {k} | {} | {} | {} | {} |",
             k.class().as_str(),
+            k.cost_class().as_str(),
             k.what(),
             k.source()
         );
     }
+    let _ = writeln!(
+        s,
+        "\nA knob's cost class says how its effect on the nested harness's virtual clock reads on \
+         hardware (truecold's docs/fidelity.md)."
+    );
     let _ = writeln!(
         s,
         "\nEach phase is a multi-arm directory and each arm a complete bundle; \
