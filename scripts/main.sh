@@ -15,10 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# --quick's size. Measured wall time of nested 2 vCPU / 16 GiB launches on 2 cores: 100 in about
-# 4 minutes on an idle machine (2026-12-05), 60 interleaved in 3 min 49 s on a loaded one
-# (2026-12-06, results/20261206T2141Z-…): 2.4 to 3.8 s a launch, so 1,000 take about 40 to
-# 60 minutes; L1's boot adds about 20 s.
+# --quick's size. Measured wall time of nested 2 vCPU / 16 GiB launches on 2 cores: 100 in 3 min
+# 42 s (results/20261206T2212Z-…-n100, L1's boot included), 60 interleaved in 3 min 49 s on a
+# loaded machine (results/20261206T2141Z-…): 2.2 to 3.8 s a launch, so 1,000 take about 40 to
+# 60 minutes.
 MAIN_QUICK_LAUNCHES=100
 
 quick=0
