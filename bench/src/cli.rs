@@ -815,6 +815,16 @@ pub struct ReplayArgs {
 pub struct FleetArgs {
     #[command(subcommand)]
     pub cmd: FleetCmd,
+    /// One JSON document on stdout and nothing else there, with the exit status.
+    ///
+    /// `submit`: the fleet directory, its shards, clock, job array and tasks; `shard` and
+    /// `gather`: the directory's verdict (as `truecold-proof verify --json`; `gather` with the
+    /// merge rule); `status`: each shard's state; an `error` object with `exit` on failure.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Errors and the outcome line only (with --json, only the document).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -903,9 +913,6 @@ pub struct FleetGatherArgs {
     /// `tune`. Each shard is held to the same launches (or the same knob) there.
     #[arg(long, value_name = "DIR")]
     pub against: Option<PathBuf>,
-    /// The gathered record and the merge rule as one JSON document on stdout.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// A fleet directory.

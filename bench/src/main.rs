@@ -154,70 +154,124 @@ fn fleet_main(args: &truecold_bench::cli::FleetArgs, invocation: &str) -> ExitCo
     use truecold_bench::fleet::fleet_error::FleetError;
     use truecold_bench::fleet::{gather, shard, status, submit};
     use truecold_bench::plan::fleet_plan::FleetSubmitPlan;
+    let (json, quiet) = (args.json, args.quiet);
     let failed = |e: FleetError| {
         eprintln!("truecold: error: {}", chain(&e));
-        ExitCode::from(e.exit_code())
+        let code = e.exit_code();
+        if json {
+            print!("{}", error_json("fleet", &chain(&e), code));
+        }
+        ExitCode::from(code)
     };
+    // A directory's verdict: the document, its first line, or all of it.
+    let verdict = |dir: &std::path::Path, v: &truecold_proof::Verdict, code: u8| {
+        if json {
+            let doc = serde_json::json!({
+                "dir": dir.display().to_string(),
+                "verdict": truecold_proof::verify::verdict_json(dir, v),
+                "exit": code,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        } else if quiet {
+            println!("{}", v.render(dir, 5).lines().next().unwrap_or_default());
+        } else {
+            print!("{}", v.render(dir, 5));
+        }
+    };
+    let valid_code = |v: &truecold_proof::Verdict| if v.is_valid() { 0 } else { 2 };
     match &args.cmd {
         FleetCmd::Submit(a) => {
-            match FleetSubmitPlan::from_cli(a)
+            let s = match FleetSubmitPlan::from_cli(a)
                 .map_err(FleetError::from)
                 .and_then(|p| submit::submit(&p))
             {
-                Ok(s) => {
-                    println!(
-                        "fleet: {} ({} shard(s), {} clock, {} MiB a task{})",
-                        s.dir.root.display(),
-                        s.plan.shards.len(),
-                        s.plan.clock.as_str(),
-                        s.plan.task_mem_mib,
-                        if s.plan.exclusive {
-                            ", exclusive nodes"
-                        } else {
-                            ""
-                        }
-                    );
-                    match &s.array_job_id {
-                        Some(id) => println!(
-                            "fleet: submitted job array {id}, tasks {:?}; `truecold fleet status {}` \
-                             then `truecold fleet gather {}`",
-                            s.tasks,
-                            s.dir.root.display(),
-                            s.dir.root.display()
-                        ),
-                        None if s.tasks.is_empty() => {
-                            println!("fleet: every shard is written; nothing to submit")
-                        }
-                        None => println!("fleet: dry run: sbatch {}", s.sbatch.join(" ")),
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => failed(e),
+                Ok(s) => s,
+                Err(e) => return failed(e),
+            };
+            let root = s.dir.root.display().to_string();
+            if json {
+                let doc = serde_json::json!({
+                    "fleet": root,
+                    "shards": s.plan.shards.len(),
+                    "clock": s.plan.clock.as_str(),
+                    "task_mem_mib": s.plan.task_mem_mib,
+                    "exclusive": s.plan.exclusive,
+                    "array_job_id": s.array_job_id,
+                    "tasks": s.tasks,
+                    "sbatch": s.sbatch,
+                    "exit": 0,
+                });
+                println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                return ExitCode::SUCCESS;
             }
+            let outcome = match &s.array_job_id {
+                Some(id) => format!(
+                    "fleet: submitted job array {id}, tasks {}; `truecold fleet status {root}` \
+                     then `truecold fleet gather {root}`",
+                    s.tasks
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+                None if s.tasks.is_empty() => {
+                    "fleet: every shard is written; nothing to submit".to_string()
+                }
+                None => format!("fleet: dry run: sbatch {}", s.sbatch.join(" ")),
+            };
+            if !quiet {
+                println!(
+                    "fleet: {root} ({} shard(s), {} clock, {} MiB a task{})",
+                    s.plan.shards.len(),
+                    s.plan.clock.as_str(),
+                    s.plan.task_mem_mib,
+                    if s.plan.exclusive {
+                        ", exclusive nodes"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            println!("{outcome}");
+            ExitCode::SUCCESS
         }
         FleetCmd::Shard(a) => match shard::run_shard(&a.dir, a.task, invocation) {
             Ok(shard::ShardDone::AlreadyThere(n)) => {
-                println!("fleet: shard `{n}` is written already; nothing run");
+                if json {
+                    let doc = serde_json::json!({ "shard": n, "written_already": true, "exit": 0 });
+                    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                } else {
+                    println!("fleet: shard `{n}` is written already; nothing run");
+                }
                 ExitCode::SUCCESS
             }
             Ok(shard::ShardDone::Written { name, written }) => {
-                println!("fleet: shard `{name}`:");
-                print!("{}", written.verdict.render(&written.path, 5));
-                if written.verdict.is_valid() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(2)
+                let code = valid_code(&written.verdict);
+                if !json && !quiet {
+                    println!("fleet: shard `{name}`:");
                 }
+                verdict(&written.path, &written.verdict, code);
+                ExitCode::from(code)
             }
             Err(e) => failed(e),
         },
         FleetCmd::Status(a) => match status::status(&a.dir) {
             Ok(v) => {
-                let mut code = 0u8;
-                for (name, s) in &v {
-                    println!("{name}: {s}");
-                    if s.failed() {
-                        code = 3;
+                let code: u8 = if v.iter().any(|(_, s)| s.failed()) {
+                    3
+                } else {
+                    0
+                };
+                if json {
+                    let states: serde_json::Map<String, serde_json::Value> = v
+                        .iter()
+                        .map(|(n, s)| (n.to_string(), serde_json::Value::from(s.to_string())))
+                        .collect();
+                    let doc = serde_json::json!({ "shards": states, "exit": code });
+                    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                } else {
+                    for (name, s) in v.iter().filter(|(_, s)| !quiet || s.failed()) {
+                        println!("{name}: {s}");
                     }
                 }
                 ExitCode::from(code)
@@ -226,32 +280,32 @@ fn fleet_main(args: &truecold_bench::cli::FleetArgs, invocation: &str) -> ExitCo
         },
         FleetCmd::Gather(a) => match gather::gather(&a.dir, a.against.as_deref()) {
             Ok(g) => {
-                if a.json {
+                let code = valid_code(&g.verdict);
+                if json {
                     let doc = serde_json::json!({
                         "fleet": g.dir.display().to_string(),
                         "verdict": truecold_proof::verify::verdict_json(&g.dir, &g.verdict),
                         "merge": g.merge,
                         "leftovers": g.leftovers.as_ref().map(|p| p.display().to_string()),
+                        "exit": code,
                     });
                     println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
                 } else {
-                    print!("{}", g.verdict.render(&g.dir, 5));
-                    if let Some(m) = &g.merge {
-                        print!("{}", m.render_text());
-                    }
-                    if let Some(l) = &g.leftovers {
-                        println!(
-                            "fleet: failed tasks' partial output is kept in {} (not part of \
-                             the fleet)",
-                            l.display()
-                        );
+                    verdict(&g.dir, &g.verdict, code);
+                    if !quiet {
+                        if let Some(m) = &g.merge {
+                            print!("{}", m.render_text());
+                        }
+                        if let Some(l) = &g.leftovers {
+                            println!(
+                                "fleet: failed tasks' partial output is kept in {} (not part \
+                                 of the fleet)",
+                                l.display()
+                            );
+                        }
                     }
                 }
-                if g.verdict.is_valid() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(2)
-                }
+                ExitCode::from(code)
             }
             Err(e) => failed(e),
         },
