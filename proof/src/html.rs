@@ -44,7 +44,7 @@ pub const MAX_ROWS: usize = 200;
 /// Most bytes of a README or image read from a directory for the page.
 pub(crate) const MAX_INPUT: u64 = 16 << 20;
 /// Most reasons (and warnings) of one kind listed on the page.
-const PER_CHECK: usize = 20;
+pub(crate) const PER_CHECK: usize = 20;
 
 /// Why a page could not be made or written.
 #[derive(Debug, thiserror::Error)]
@@ -153,21 +153,7 @@ fn verdict_section(s: &mut String, reasons: &[Reason], warnings: &[Reason]) {
             continue;
         }
         let _ = writeln!(s, "<ul>");
-        let mut counts: BTreeMap<crate::verdict::Check, usize> = BTreeMap::new();
-        for r in list {
-            let c = counts.entry(r.check).or_insert(0);
-            *c += 1;
-            if *c <= PER_CHECK {
-                let _ = writeln!(s, "<li>{what} [{:?}] {}</li>", r.check, esc(&r.detail));
-            }
-        }
-        for (c, n) in counts.into_iter().filter(|(_, n)| *n > PER_CHECK) {
-            let _ = writeln!(
-                s,
-                "<li>[{c:?}] … and {} more of this kind</li>",
-                n - PER_CHECK
-            );
-        }
+        reason_items(s, list, what);
         let _ = writeln!(s, "</ul>");
     }
 }
@@ -347,6 +333,30 @@ fn sample_table(s: &mut String, samples: &[Sample]) {
         .collect();
     sample_rows(s, &rows, &stages);
     let _ = writeln!(s);
+}
+
+/// The verifier's `list` of reasons or warnings (`what`) as list items: at most
+/// [`PER_CHECK`] of each check, then how many more of it there are. Both page versions write it.
+pub(crate) fn reason_items<'a>(
+    s: &mut String,
+    list: impl IntoIterator<Item = &'a Reason>,
+    what: &str,
+) {
+    let mut counts: BTreeMap<crate::verdict::Check, usize> = BTreeMap::new();
+    for r in list {
+        let c = counts.entry(r.check).or_insert(0);
+        *c += 1;
+        if *c <= PER_CHECK {
+            let _ = writeln!(s, "<li>{what} [{:?}] {}</li>", r.check, esc(&r.detail));
+        }
+    }
+    for (c, n) in counts.into_iter().filter(|(_, n)| *n > PER_CHECK) {
+        let _ = writeln!(
+            s,
+            "<li>[{c:?}] … and {} more of this kind</li>",
+            n - PER_CHECK
+        );
+    }
 }
 
 /// The rows of a samples table, each with the `stages` given, as one `<table>` (no line

@@ -41,8 +41,6 @@ pub const VERSION: u32 = 2;
 /// The `<meta name="generator">` line of a version-2 page: what [`crate::html`] reads to
 /// regenerate a page as the version it is.
 pub const GENERATOR: &str = "<meta name=\"generator\" content=\"truecold-proof report.html 2\">";
-/// Most reasons (and warnings) of one kind listed.
-const PER_CHECK: usize = 20;
 /// Sample rows shown of each group (first, slowest successes, first failures).
 const ROWS_EACH: usize = 20;
 /// Most sample rows the page lists ([`ROWS_EACH`] of each group).
@@ -524,7 +522,7 @@ fn ppm_pct(ppm: i64) -> String {
     }
 }
 
-/// The verifier's reasons and warnings (the page itself aside), at most [`PER_CHECK`] of a
+/// The verifier's reasons and warnings (the page itself aside), at most [`crate::html::PER_CHECK`] of a
 /// kind.
 fn findings(s: &mut String, reasons: &[&Reason], warnings: &[&Reason]) {
     if reasons.is_empty() && warnings.is_empty() {
@@ -532,21 +530,7 @@ fn findings(s: &mut String, reasons: &[&Reason], warnings: &[&Reason]) {
     }
     let _ = writeln!(s, "<h2>What verify found</h2>\n<ul>");
     for (list, what) in [(reasons, "reason"), (warnings, "warning")] {
-        let mut counts: BTreeMap<crate::verdict::Check, usize> = BTreeMap::new();
-        for r in list {
-            let c = counts.entry(r.check).or_insert(0);
-            *c += 1;
-            if *c <= PER_CHECK {
-                let _ = writeln!(s, "<li>{what} [{:?}] {}</li>", r.check, esc(&r.detail));
-            }
-        }
-        for (c, n) in counts.into_iter().filter(|(_, n)| *n > PER_CHECK) {
-            let _ = writeln!(
-                s,
-                "<li>[{c:?}] … and {} more of this kind</li>",
-                n - PER_CHECK
-            );
-        }
+        crate::html::reason_items(s, list.iter().copied(), what);
     }
     let _ = writeln!(s, "</ul>");
 }

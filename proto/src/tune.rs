@@ -733,7 +733,7 @@ mod tests {
         for k in Knob::ALL {
             let Some(text) = k.fidelity() else { continue };
             // Every signed figure of the sentence is in the table it summarises.
-            for w in text.split(|c: char| c == ' ' || c == ';' || c == ':' || c == ',') {
+            for w in text.split([' ', ';', ':', ',']) {
                 if w.starts_with(['−', '+']) && w.chars().nth(1).is_some_and(|c| c.is_ascii_digit())
                 {
                     assert!(doc.contains(w), "{k}: {w} is not in docs/fidelity.md");
