@@ -375,7 +375,7 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
         &env,
     );
     assert_eq!(code, 0, "{text}");
-    assert!(text.contains("tasks [1]"), "{text}");
+    assert!(text.contains("tasks 1;"), "{text}");
     let s = settle(&l, &env, &fleet, wait);
     assert!(s.contains("001: written"), "{s}");
     let st = unsharded.wait_with_output().unwrap().status;
