@@ -869,7 +869,11 @@ pub struct FleetSubmitArgs {
     /// The Slurm partition every task runs in.
     #[arg(long)]
     pub partition: String,
-    /// Shards of a campaign (`run`): -n is cut into this many ranges (default 2).
+    /// Shards of a campaign (`run`, default 2); probes of a bisect wave (`bisect run`, default 3).
+    ///
+    /// `run`: -n is cut into this many ranges of launches. `bisect run`: the wave measures this
+    /// many commits of the range at once (the bad one and K − 1 spread before it), each a
+    /// task after the good commit's baseline (docs/fleet.md).
     #[arg(long)]
     pub shards: Option<u64>,
     /// Memory each task asks Slurm for, MiB (default: L1's memory and 1 GiB).
@@ -887,7 +891,7 @@ pub struct FleetSubmitArgs {
     /// Write the plan and the batch script; submit nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// The `truecold` command to fan out: `run …` or `tune …`.
+    /// The `truecold` command to fan out: `run …`, `tune …` or `bisect run …`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -196,7 +196,7 @@ fn fleet_main(args: &truecold_bench::cli::FleetArgs, invocation: &str) -> ExitCo
                     "clock": s.plan.clock.as_str(),
                     "task_mem_mib": s.plan.task_mem_mib,
                     "exclusive": s.plan.exclusive,
-                    "array_job_id": s.array_job_id,
+                    "array_job_ids": s.array_job_ids,
                     "tasks": s.tasks,
                     "sbatch": s.sbatch,
                     "exit": 0,
@@ -204,20 +204,25 @@ fn fleet_main(args: &truecold_bench::cli::FleetArgs, invocation: &str) -> ExitCo
                 println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
                 return ExitCode::SUCCESS;
             }
-            let outcome = match &s.array_job_id {
-                Some(id) => format!(
-                    "fleet: submitted job array {id}, tasks {}; `truecold fleet status {root}` \
+            let outcome = if !s.array_job_ids.is_empty() {
+                format!(
+                    "fleet: submitted job array(s) {}, tasks {}; `truecold fleet status {root}` \
                      then `truecold fleet gather {root}`",
+                    s.array_job_ids.join(", "),
                     s.tasks
                         .iter()
                         .map(|t| t.to_string())
                         .collect::<Vec<_>>()
                         .join(",")
-                ),
-                None if s.tasks.is_empty() => {
-                    "fleet: every shard is written; nothing to submit".to_string()
-                }
-                None => format!("fleet: dry run: sbatch {}", s.sbatch.join(" ")),
+                )
+            } else if s.tasks.is_empty() {
+                "fleet: every shard is written; nothing to submit".to_string()
+            } else {
+                s.sbatch
+                    .iter()
+                    .map(|a| format!("fleet: dry run: sbatch {}", a.join(" ")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             };
             if !quiet {
                 println!(
@@ -287,6 +292,7 @@ fn fleet_main(args: &truecold_bench::cli::FleetArgs, invocation: &str) -> ExitCo
                         "verdict": truecold_proof::verify::verdict_json(&g.dir, &g.verdict),
                         "merge": g.merge,
                         "leftovers": g.leftovers.as_ref().map(|p| p.display().to_string()),
+                        "wave": g.wave,
                         "exit": code,
                     });
                     println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
@@ -295,6 +301,9 @@ fn fleet_main(args: &truecold_bench::cli::FleetArgs, invocation: &str) -> ExitCo
                     if !quiet {
                         if let Some(m) = &g.merge {
                             print!("{}", m.render_text());
+                        }
+                        if let Some(w) = &g.wave {
+                            print!("{}", w.trim_start());
                         }
                         if let Some(l) = &g.leftovers {
                             println!(

@@ -1,8 +1,10 @@
 //! `truecold replay` and `truecold fleet` end to end in the nested harness (virtual clock):
 //! the committed replay fixture replays to identical samples, and a campaign and a tune's
-//! screen fan out over a single-node Slurm cluster on this machine (scripts/slurm-local.sh),
-//! with a task cancelled on purpose and resubmitted, a task killed for memory, and the
-//! cluster errors and a foreign shard typed (docs/fleet.md).
+//! screen (a Kconfig knob's kernel built by a shard of its own) fan out over a single-node
+//! Slurm cluster on this machine (scripts/slurm-local.sh),
+//! with a task cancelled on purpose and resubmitted, a task killed for memory, the cluster
+//! errors and a foreign shard typed, and a bisect wave over the bisect fixture tree names the
+//! regression (docs/fleet.md).
 //!
 //! Prerequisites (the test fails, naming the command, when one is missing):
 //! `scripts/build-artifacts.sh` — out/guest, out/l1 and the static binaries; Slurm and munge
@@ -280,7 +282,7 @@ fn running(env: &[(&str, &str)], array: &str, task: u64) {
 }
 
 fn array_of(text: &str) -> String {
-    text.split("submitted job array ")
+    text.split("submitted job array(s) ")
         .nth(1)
         .and_then(|r| r.split(',').next())
         .unwrap_or_else(|| panic!("no job array in: {text}"))
@@ -441,7 +443,7 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
         "-n",
         "5",
         "--knobs",
-        "pin-vcpus,console",
+        "pin-vcpus,console,x2apic",
         "--vcpus",
         "1",
         "--mem-mib",
@@ -463,10 +465,10 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
     let (code, text) = truecold(&l, &whole, &env);
     assert_eq!(code, 0, "{text}");
     let s = settle(&l, &env, &screen, wait);
-    assert!(
-        s.contains("console: written") && s.contains("pin-vcpus: written"),
-        "{s}"
-    );
+    // A Kconfig knob's kernel is built by a shard of its own, which its knob's task waits for.
+    for k in ["console", "pin-vcpus", "build-x2apic", "x2apic"] {
+        assert!(s.contains(&format!("{k}: written")), "{s}");
+    }
     let (code, text) = truecold(
         &l,
         &[
@@ -479,9 +481,14 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
         &env,
     );
     assert_eq!(code, 0, "{text}");
-    for k in ["console", "pin-vcpus"] {
+    for k in ["console", "pin-vcpus", "x2apic"] {
         assert!(text.contains(&format!("knob {k}: Δp50 ")), "{text}");
     }
+    let build: truecold_proof::fleet::BuildRecord = serde_json::from_slice(
+        &std::fs::read(screen.join("shards/build-x2apic/build.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(build.knob.as_str(), "x2apic");
 
     // A task above its memory is killed by Slurm, and said so.
     let mem = t.path().join("memory");
@@ -505,5 +512,114 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
     assert_eq!(code, 0, "{text}");
     let s = settle(&l, &env, &mem, wait);
     assert!(s.contains("000: killed for memory"), "{s}");
+
+    // A bisect wave over the fixture tree (scripts/bisect-fixture.sh): from the commit before
+    // the regression to the bad one, two probes (the regression and the bad commit) each a
+    // task after the good commit's baseline; the wave names the regression as the first bad
+    // commit and verifies, and the tree is left on the commit it was on.
+    let (tree, ids) = bisect_tree();
+    let head = |t: &Path| {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(t)
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let before = head(&tree);
+    let kernels = t.path().join("kernels");
+    let good = format!("{}~1", ids["regression"]);
+    let build = root().join("kernel-config/build.sh");
+    let bisect: Vec<String> = [
+        "bisect",
+        "run",
+        "--nested",
+        "--vcpus",
+        "1",
+        "--mem-mib",
+        "256",
+        "-n",
+        "4",
+        "--max-n",
+        "4",
+        "--alpha",
+        "0.05",
+        "--kernel-tree",
+        tree.to_str().unwrap(),
+        "--good",
+        &good,
+        "--bad",
+        &ids["bad"],
+        "--vmm",
+        l.vmm.to_str().unwrap(),
+        "--guest-dir",
+        l.guest_dir.to_str().unwrap(),
+        "--kernel-dir",
+        kernels.to_str().unwrap(),
+        "--kernel-build",
+        build.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let wave = t.path().join("wave");
+    let (code, text) = submit(
+        &wave,
+        &["--partition", "fleet", "--shards", "2"],
+        &bisect,
+        &env,
+    );
+    assert_eq!(code, 0, "{text}");
+    // The baseline's array, then the probes' waiting for it.
+    assert!(text.contains("submitted job array(s) "), "{text}");
+    assert!(text.contains(", tasks 0,1,2;"), "{text}");
+    let s = settle(&l, &env, &wave, wait);
+    let probe = |c: &str| {
+        format!(
+            "{}-{}",
+            if c == ids["bad"] { "002" } else { "001" },
+            &c[..12]
+        )
+    };
+    for name in [
+        "baseline".to_string(),
+        probe(&ids["regression"]),
+        probe(&ids["bad"]),
+    ] {
+        assert!(s.contains(&format!("{name}: written")), "{s}");
+    }
+    let (code, text) = truecold(&l, &["fleet", "gather", wave.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!("First bad commit: `{}`", &ids["regression"][..12])),
+        "{text}"
+    );
+    let v = truecold_proof::verify::verify_dir(&wave);
+    assert!(v.is_valid(), "{}", v.render(&wave, 20));
+    assert_eq!(head(&tree), before, "the tree was not left as found");
     drop(cluster);
+}
+
+/// The bisect fixture tree (scripts/bisect-fixture.sh, kept in the kernel cache with its
+/// object directory) and its named commits.
+fn bisect_tree() -> (PathBuf, std::collections::BTreeMap<String, String>) {
+    let cache = std::env::var("TRUECOLD_CACHE").unwrap_or_else(|_| "/var/cache/truecold".into());
+    let dir = Path::new(&cache).join("bisect-fixture");
+    let out = Command::new("bash")
+        .arg(root().join("scripts/bisect-fixture.sh"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/bisect-fixture.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (dir.join("linux"), ids)
 }

@@ -932,3 +932,180 @@ fn the_culprits_differential_profile_is_attached_and_verified() {
     edit_record(&dir, |f| f.result.as_mut().unwrap().profile = None);
     assert!(reasons(&dir).contains("beside a record that attaches no differential profile"));
 }
+
+/// A k-way bisect's wave fanned out over Slurm (`truecold fleet`, `FleetKind::Bisect`): the
+/// baseline shard and three probes, each a bisect directory of one step against that
+/// baseline; the fleet verifies, its README names the first bad commit, and a probe that
+/// measured another commit than the plan's, or against another baseline, is caught.
+#[test]
+fn a_bisect_wave_fleet_verifies_names_the_commit_and_catches_a_foreign_probe() {
+    use truecold_proof::fleet::*;
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("fleet");
+    let c = |i: usize| format!("{i:040x}");
+    let range: Vec<String> = (1..=3).map(c).collect();
+    let places = probes(range.len(), 3);
+    assert_eq!(places, [1, 2, 3]);
+    let mut shards = vec![ShardPlan {
+        name: BASELINE_SHARD.into(),
+        seed: shard_seed(1, 0),
+        commit: Some(c(0)),
+        ..Default::default()
+    }];
+    for (i, &pl) in places.iter().enumerate() {
+        shards.push(ShardPlan {
+            name: probe_name(pl, &c(pl)),
+            seed: shard_seed(1, i as u64 + 1),
+            commit: Some(c(pl)),
+            after: Some(BASELINE_SHARD.into()),
+            ..Default::default()
+        });
+    }
+    let plan = FleetPlan {
+        schema: FLEET_SCHEMA,
+        kind: FleetKind::Bisect,
+        command: [
+            "bisect",
+            "run",
+            "--kernel-tree",
+            "/src/linux",
+            "--good",
+            "a",
+            "--bad",
+            "b",
+        ]
+        .map(String::from)
+        .to_vec(),
+        seed: 1,
+        clock: Clock::Wall,
+        partition: "fleet".into(),
+        exclusive: true,
+        task_mem_mib: 4096,
+        shards,
+        bisect: Some(BisectRange {
+            tree: "/src/linux".into(),
+            good: c(0),
+            bad: c(3),
+            range,
+            probes: 3,
+        }),
+    };
+    assert!(
+        plan_problems(&plan).is_empty(),
+        "{:?}",
+        plan_problems(&plan)
+    );
+    for d in [SHARDS_DIR, TASKS_DIR, LOGS_DIR] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let bytes = plan_bytes(&plan);
+    std::fs::write(dir.join(truecold_proof::names::FLEET_FILE), &bytes).unwrap();
+    let digest = truecold_proof::digest::sha256_hex(&bytes);
+    let record = |steps: Vec<Step>| BisectFile {
+        schema: BISECT_SCHEMA,
+        kind: BisectKind::Commit,
+        host_kind: HostKind::Hardware,
+        clock: Clock::Wall,
+        contract: ContractKind::Linux,
+        vcpus: 2,
+        mem_bytes: 16384 << 20,
+        judge: opts2(),
+        n: N2,
+        max_n: MAX_N2,
+        source: "/src/linux".into(),
+        good: c(0),
+        bad: c(3),
+        steps,
+        result: None,
+        wall_seconds: None,
+        commands: Vec::new(),
+        kernel: None,
+    };
+    let task = |name: &str| {
+        let t = TaskRecord {
+            shard: name.into(),
+            plan_sha256: digest.clone(),
+            job_id: Some("12".into()),
+            array_job_id: Some("11".into()),
+            array_task_id: Some(0),
+            node: "node-a".into(),
+            started_unix_s: 100,
+            ended_unix_s: 160,
+        };
+        std::fs::write(
+            dir.join(TASKS_DIR).join(format!("{name}.json")),
+            task_bytes(&t),
+        )
+        .unwrap();
+    };
+    let base = dir.join(SHARDS_DIR).join(BASELINE_SHARD);
+    std::fs::create_dir_all(&base).unwrap();
+    fixture(30e6, 1, None).write(&base, BASELINE_DIR);
+    assert!(write_bisect(&base, &record(Vec::new()), "baseline\n")
+        .unwrap()
+        .is_valid());
+    task(BASELINE_SHARD);
+    // The regression is at place 2: place 1 good, places 2 and 3 bad.
+    let probe = |pl: usize, commit: &str, base_seed: u64| {
+        let name = probe_name(pl, &c(pl));
+        let d = dir.join(SHARDS_DIR).join(&name);
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("steps")).unwrap();
+        let _ = std::fs::remove_file(dir.join(TASKS_DIR).join(format!("{name}.json")));
+        fixture(30e6, base_seed, None).write(&d, BASELINE_DIR);
+        let cand = if pl >= 2 { 36e6 } else { 30e6 };
+        let rel = format!("steps/01-{}-n{N2}", &commit[..12]);
+        Ab {
+            sigma: 0.002,
+            ..Ab::new(30e6, cand, N2, 20 + pl as u64)
+        }
+        .write(&d.join("steps"), &rel[6..]);
+        let st = look_step(&d, &rel, commit, 1);
+        assert!(write_bisect(&d, &record(vec![st]), "probe\n")
+            .unwrap()
+            .is_valid());
+        task(&name);
+        d
+    };
+    for &pl in &places {
+        probe(pl, &c(pl), 1);
+    }
+    let v = write_fleet(&dir).unwrap();
+    assert!(v.is_valid(), "{}", v.render(&dir, 20));
+    let outcome_of = |n: &str| probe_outcome(&dir.join(SHARDS_DIR).join(n));
+    assert_eq!(
+        wave_result(&plan, &outcome_of).0,
+        WaveResult::Found {
+            first_bad: c(2),
+            last_good: c(1)
+        }
+    );
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("First bad commit: `{}`", &c(2)[..12])),
+        "{readme}"
+    );
+
+    // A probe that measured another commit than the plan gives it.
+    probe(2, &c(3), 1);
+    write_fleet(&dir).unwrap();
+    let v = verify_dir(&dir);
+    assert!(
+        v.reasons
+            .iter()
+            .any(|r| r.detail.contains("a step measured")),
+        "{}",
+        v.render(&dir, 20)
+    );
+    // A probe against another baseline than the wave's.
+    probe(2, &c(2), 99);
+    write_fleet(&dir).unwrap();
+    let v = verify_dir(&dir);
+    assert!(
+        v.reasons
+            .iter()
+            .any(|r| r.detail.contains("not the baseline shard's")),
+        "{}",
+        v.render(&dir, 20)
+    );
+}

@@ -34,8 +34,10 @@ fn fleet(root: &Path, shards: u64, n: u64, host: HostKind) -> (PathBuf, FleetPla
                 seed: shard_seed(seed, i),
                 launches: Some([i * n, (i + 1) * n]),
                 knob: None,
+                ..Default::default()
             })
             .collect(),
+        bisect: None,
     };
     let bytes = plan_bytes(&plan);
     std::fs::write(dir.join(truecold_proof::names::FLEET_FILE), &bytes).unwrap();

@@ -32,7 +32,7 @@ use truecold_proto::kinds::{Backing, HostKind};
 pub const EXIT_ABORT: u8 = 200;
 
 /// `git -C tree args…`'s stdout, trimmed.
-fn git(tree: &Path, args: &[&str]) -> Result<String, BisectRunError> {
+pub(crate) fn git(tree: &Path, args: &[&str]) -> Result<String, BisectRunError> {
     let out = Command::new("git")
         .arg("-C")
         .arg(tree)
@@ -455,6 +455,23 @@ fn measure_commit(
     if !git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
         return Err(BisectRunError::Dirty(tree.to_path_buf()));
     }
+    let built = commit_kernel(f, dir, tree, commit, j, &base);
+    measure_built(f, dir, commit, subject, j, good_dir, invocation, built, t0)
+}
+
+/// [`measure_commit`] once `commit`'s kernel is `built` (or did not build): the step's looks.
+#[allow(clippy::too_many_arguments)]
+fn measure_built(
+    f: &mut BisectFile,
+    dir: &Path,
+    commit: &str,
+    subject: &str,
+    j: &JudgePlan,
+    good_dir: &Path,
+    invocation: &str,
+    built: Result<PathBuf, BisectRunError>,
+    t0: Instant,
+) -> Result<StepOutcome, BisectRunError> {
     let mk = |outcome, dir: Option<String>, planned, judgement, why: String, secs| Step {
         dir,
         commit: Some(commit.to_string()),
@@ -468,7 +485,7 @@ fn measure_commit(
         why,
         wall_seconds: secs,
     };
-    let guest = match commit_kernel(f, dir, tree, commit, j, &base) {
+    let guest = match built {
         Ok(d) => d,
         Err(BisectRunError::CommitBuild(last)) => {
             crate::note!(
@@ -654,10 +671,23 @@ impl Session<'_> {
     /// side's kernel is what every step's A/B boots as its arm `good`. Returns the record,
     /// the log and the good kernel's guest directory.
     fn baseline(&self, n: u64) -> Result<(BisectFile, String, PathBuf), BisectRunError> {
+        let (tree, good) = (self.tree, self.good);
+        self.baseline_built(n, &|f, base| {
+            git(tree, &["checkout", "--quiet", good])?;
+            commit_kernel(f, self.out, tree, good, &self.a.judge, base)
+        })
+    }
+
+    /// [`Session::baseline`], the good commit's kernel given by `build` (the record, the base
+    /// guest).
+    fn baseline_built(
+        &self,
+        n: u64,
+        build: &dyn Fn(&BisectFile, &LinuxGuest) -> Result<PathBuf, BisectRunError>,
+    ) -> Result<(BisectFile, String, PathBuf), BisectRunError> {
         let (a, tree, good, out) = (self.a, self.tree, self.good, self.out);
         let (_, base) = base(&a.judge)?;
         let (host, deadline_ms) = context_host(&a.context)?;
-        git(tree, &["checkout", "--quiet", good])?;
         std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", out))?;
         let mut f = BisectFile {
             schema: BISECT_SCHEMA,
@@ -683,7 +713,7 @@ impl Session<'_> {
                 .map(|k| own_kernel_record(k, out))
                 .transpose()?,
         };
-        let guest = commit_kernel(&f, out, tree, good, &a.judge, &base).map_err(|e| match e {
+        let guest = build(&f, &base).map_err(|e| match e {
             BisectRunError::CommitBuild(why) => BisectRunError::Baseline {
                 path: tree.to_path_buf(),
                 why: format!("the good commit's kernel did not build: {why}"),
@@ -839,6 +869,133 @@ impl Session<'_> {
             profile: None,
         }
     }
+}
+
+/// Holds a kernel tree's checkout lock (`<git dir>/truecold-checkout.lock`, `flock`) while
+/// alive: the tasks of a fleet sharing one tree take turns to check their commit out and
+/// build it, then measure in parallel.
+struct TreeLock(#[allow(dead_code)] std::fs::File);
+
+impl TreeLock {
+    fn take(tree: &Path) -> Result<TreeLock, BisectRunError> {
+        use std::os::fd::AsRawFd;
+        let gd = PathBuf::from(git(tree, &["rev-parse", "--absolute-git-dir"])?);
+        let p = gd.join("truecold-checkout.lock");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(io("open", &p))?;
+        loop {
+            // SAFETY: flock(2) on the descriptor `f` owns, open for the whole call; no memory
+            // is passed. The lock is released when `f` is closed (the guard dropped).
+            let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+            if r == 0 {
+                return Ok(TreeLock(f));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(io("lock", &p)(e));
+            }
+        }
+    }
+}
+
+/// `commit`'s kernel (see [`commit_kernel`]) built with `tree` checked out at it under the
+/// tree's checkout lock, the tree put back where it was after, whatever the build did.
+fn build_at(
+    f: &BisectFile,
+    dir: &Path,
+    tree: &Path,
+    commit: &str,
+    j: &JudgePlan,
+    base: &LinuxGuest,
+) -> Result<PathBuf, BisectRunError> {
+    let _lock = TreeLock::take(tree)?;
+    if !git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
+        return Err(BisectRunError::Dirty(tree.to_path_buf()));
+    }
+    let start = git(tree, &["symbolic-ref", "-q", "--short", "HEAD"])
+        .or_else(|_| git(tree, &["rev-parse", "HEAD"]))?;
+    git(tree, &["checkout", "--quiet", "--detach", commit])?;
+    let built = commit_kernel(f, dir, tree, commit, j, base);
+    git(tree, &["checkout", "--quiet", &start])?;
+    built
+}
+
+/// A fleet's bisect wave, its first shard (docs/fleet.md): the good commit's baseline, as
+/// `bisect run` measures it, into a new bisect directory `out` with no step yet.
+pub fn fleet_baseline(
+    a: &BisectRunPlan,
+    good: &str,
+    bad: &str,
+    out: &Path,
+    invocation: &str,
+) -> Result<(), BisectRunError> {
+    note_small_n(&a.judge);
+    let tree = std::path::absolute(&a.kernel_tree).map_err(io("resolve", &a.kernel_tree))?;
+    let s = Session {
+        a,
+        tree: &tree,
+        good,
+        bad,
+        out,
+        invocation,
+    };
+    s.baseline_built(a.judge.n, &|f, base| {
+        build_at(f, out, &tree, good, &a.judge, base)
+    })?;
+    Ok(())
+}
+
+/// A fleet's bisect probe: `commit` built (under the tree's lock) and measured as one step of
+/// `bisect step` against the wave's baseline shard (a bisect directory), into a new bisect
+/// directory `out` holding that baseline and this one step (its looks).
+pub fn fleet_probe(
+    a: &BisectRunPlan,
+    baseline: &Path,
+    commit: &str,
+    out: &Path,
+    invocation: &str,
+) -> Result<StepOutcome, BisectRunError> {
+    let t0 = Instant::now();
+    note_small_n(&a.judge);
+    let tree = std::path::absolute(&a.kernel_tree).map_err(io("resolve", &a.kernel_tree))?;
+    let mut f = read_bisect(baseline).map_err(BisectRunError::Record)?;
+    f.steps.clear();
+    f.result = None;
+    f.wall_seconds = None;
+    f.commands = vec![invocation.to_string()];
+    std::fs::create_dir_all(out.join(STEPS_DIR)).map_err(io("create", out))?;
+    copy_dir(&baseline.join(BASELINE_DIR), &out.join(BASELINE_DIR))?;
+    if f.kernel.is_some() {
+        let to = out.join(USER_KERNEL_FILE);
+        std::fs::copy(baseline.join(USER_KERNEL_FILE), &to).map_err(io("copy", &to))?;
+    }
+    let subject = git(&tree, &["log", "-1", "--format=%s", commit])?;
+    let good_dir = good_kernel(&out.join(BASELINE_DIR), Some(&f.good), &a.judge)?;
+    let (_, base) = base(&a.judge)?;
+    let mut log = format!(
+        "truecold fleet: a bisect probe of {} against the good commit {}\n",
+        short(commit),
+        short(&f.good)
+    );
+    save(out, &f, &log)?;
+    let built = build_at(&f, out, &tree, commit, &a.judge, &base);
+    let st = measure_built(
+        &mut f, out, commit, &subject, &a.judge, &good_dir, invocation, built, t0,
+    )?;
+    log.push_str(&format!(
+        "step {}: {} — {} ({} s)\n",
+        short(commit),
+        st.as_str(),
+        f.steps.last().map(|s| s.why.as_str()).unwrap_or(""),
+        t0.elapsed().as_secs()
+    ));
+    f.wall_seconds = Some(t0.elapsed().as_secs());
+    save(out, &f, &log)?;
+    Ok(st)
 }
 
 #[cfg(test)]

@@ -64,6 +64,10 @@ pub enum FleetError {
     Against { dir: PathBuf, why: String },
     #[error("the merge rule")]
     Merge(#[from] truecold_proof::fleet::MergeError),
+    #[error("the bisect")]
+    Bisect(#[source] Box<crate::bisect::bisect_error::BisectRunError>),
+    #[error("the kernel build")]
+    Kernel(#[from] crate::artifacts::kernel_build::KernelError),
 }
 
 impl FleetError {
@@ -72,6 +76,7 @@ impl FleetError {
         match self {
             FleetError::Args(_) => crate::cli::EXIT_USAGE,
             FleetError::Run(e) if e.usage().is_some() => crate::cli::EXIT_USAGE,
+            FleetError::Bisect(e) if e.usage().is_some() => crate::cli::EXIT_USAGE,
             FleetError::Cluster(_) => 4,
             FleetError::ShardsMissing(_) | FleetError::StillRunning(_) => 3,
             _ => 1,

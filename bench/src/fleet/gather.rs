@@ -25,6 +25,8 @@ pub struct Gathered {
     pub merge: Option<MergeRule>,
     /// A failed task's partial output left beside the fleet (the work directory), if any.
     pub leftovers: Option<PathBuf>,
+    /// A bisect wave's verdicts and what they found (the README's section).
+    pub wave: Option<String>,
 }
 
 /// `truecold fleet gather` (see the module doc).
@@ -62,8 +64,19 @@ pub fn gather(dir: &Path, against: Option<&Path>) -> Result<Gathered, FleetError
                 campaign_merge(&verified, &v)?
             }
             FleetKind::TuneScreen => screen_against(&fd, &plan, a)?,
+            FleetKind::Bisect => {
+                return Err(FleetError::Against {
+                    dir: a.to_path_buf(),
+                    why: "a bisect wave has no merge rule: each probe is a bisect directory \
+                          of its own step, verified as one (compare its verdict with the same \
+                          commit's step of a `bisect run`)"
+                        .into(),
+                })
+            }
         }),
     };
+    let wave = (plan.kind == FleetKind::Bisect)
+        .then(|| truecold_proof::fleet::wave_section(&plan, &fd.root));
     let work = fd.work_root();
     let leftovers = std::fs::read_dir(&work)
         .ok()
@@ -74,6 +87,7 @@ pub fn gather(dir: &Path, against: Option<&Path>) -> Result<Gathered, FleetError
         verdict,
         merge,
         leftovers,
+        wave,
     })
 }
 

@@ -14,7 +14,9 @@ use crate::tune::nested_phase::run_one_phase;
 use crate::tune::phase_plan::{kconfig_knobs, PhaseArm, PhasePlan, BASELINE, SCREEN};
 use std::path::PathBuf;
 use truecold_proof::bundle::{rename_noreplace, Written};
-use truecold_proof::fleet::{task_bytes, ShardPlan, TaskRecord};
+use truecold_proof::fleet::{
+    build_bytes, task_bytes, BuildRecord, ShardPlan, TaskRecord, BASELINE_SHARD, BUILD_FILE,
+};
 use truecold_proof::schema::ContractKind;
 use truecold_proto::path_io::PathIoError;
 
@@ -85,7 +87,9 @@ pub fn run_shard(
     );
     let written = match fanned(&plan.command)? {
         Fanned::Campaign(c) => campaign_shard(*c, &shard, out.clone(), invocation)?,
+        Fanned::Tune(t) if shard.builds.is_some() => build_shard(&t, &shard, &out)?,
         Fanned::Tune(t) => tune_shard(&t, &shard, &out, invocation)?,
+        Fanned::Bisect(b) => bisect_shard(&b, &plan, &dir, &shard, &out, invocation)?,
     };
     let record = TaskRecord {
         shard: shard.name.clone(),
@@ -110,7 +114,7 @@ pub fn run_shard(
         source,
     })?;
     let _ = std::fs::remove_dir_all(&work);
-    let verdict = truecold_proof::verify::verify_dir(&dest);
+    let verdict = truecold_proof::fleet::verify_shard(&dest, plan.kind, &shard);
     Ok(ShardDone::Written {
         name: shard.name,
         written: Box::new(Written {
@@ -141,6 +145,83 @@ fn campaign_shard(
     c.out = Some(out);
     let done = dispatch::run(&c, invocation)?;
     Ok(done.written)
+}
+
+/// A build shard: the Kconfig knob's kernel built (or found cached) into the fleet command's
+/// kernel directory, where the knob's shard finds it; the shard holds its record and config.
+fn build_shard(
+    t: &crate::plan::tune_plan::TunePlan,
+    shard: &ShardPlan,
+    out: &std::path::Path,
+) -> Result<Written, FleetError> {
+    let knob = shard.builds.ok_or_else(|| FleetError::ForeignPlan {
+        dir: out.to_path_buf(),
+        why: format!("shard `{}` builds no knob", shard.name),
+    })?;
+    let t0 = std::time::Instant::now();
+    let base = guest_files::linux_guest(&t.paths.guest_dir)?;
+    let kdir = ensure_kernel(&[knob], &base, &t.paths.kernel_root, &t.paths.script)?;
+    let build_seconds = t0.elapsed().as_secs();
+    let io = |op, p: &std::path::Path| {
+        let at = PathIoError::at(op, p);
+        move |e| FleetError::Io(at(e))
+    };
+    std::fs::create_dir_all(out).map_err(io("create", out))?;
+    let config = kdir.join(truecold_proof::names::CONFIG_FILE);
+    let bytes = std::fs::read(&config).map_err(io("read", &config))?;
+    let to = out.join(truecold_proof::names::CONFIG_FILE);
+    truecold_proof::fsio::write_new_file(&to, &bytes)?;
+    let rec = BuildRecord {
+        knob,
+        vmlinux_sha256: guest_files::sha256_file(&kdir.join("vmlinux"))?,
+        config_sha256: truecold_proof::digest::sha256_hex(&bytes),
+        kernel_dir: kdir.display().to_string(),
+        build_seconds,
+    };
+    truecold_proof::fsio::write_new_file(&out.join(BUILD_FILE), &build_bytes(&rec))?;
+    Ok(Written {
+        path: out.to_path_buf(),
+        verdict: Default::default(),
+    })
+}
+
+/// A bisect wave's shard: the baseline (the good commit measured into a bisect directory), or
+/// a probe (its commit built and judged against the baseline shard, which it waited for).
+fn bisect_shard(
+    b: &crate::plan::bisect_plan::BisectRunPlan,
+    plan: &truecold_proof::fleet::FleetPlan,
+    dir: &FleetDir,
+    shard: &ShardPlan,
+    out: &std::path::Path,
+    invocation: &str,
+) -> Result<Written, FleetError> {
+    use crate::bisect::commit_bisect::{fleet_baseline, fleet_probe};
+    let wave = plan
+        .bisect
+        .as_ref()
+        .ok_or_else(|| FleetError::ForeignPlan {
+            dir: dir.root.clone(),
+            why: "a bisect plan without its range".into(),
+        })?;
+    let commit = shard.commit.as_deref().unwrap_or_default();
+    let bisect = |e| FleetError::Bisect(Box::new(e));
+    if shard.name == BASELINE_SHARD {
+        fleet_baseline(b, &wave.good, &wave.bad, out, invocation).map_err(bisect)?;
+    } else {
+        let baseline = dir.shard(BASELINE_SHARD);
+        if !baseline.is_dir() {
+            return Err(FleetError::ShardsMissing(vec![(
+                BASELINE_SHARD.into(),
+                "not written: a probe runs after it (submit --resume submits both)".into(),
+            )]));
+        }
+        let st = fleet_probe(b, &baseline, commit, out, invocation).map_err(bisect)?;
+        crate::note!("truecold: fleet: probe {commit}: {}", st.as_str());
+    }
+    Ok(Written {
+        path: out.to_path_buf(),
+        verdict: Default::default(),
+    })
 }
 
 /// A tune screen's shard: its knob's arm beside a baseline of its own, interleaved in one

@@ -110,6 +110,9 @@ pub struct ArrayJob<'a> {
     /// Each task's output: Slurm's `%A` (the array's job id) and `%a` (the task) expand.
     pub output: &'a Path,
     pub script: &'a Path,
+    /// Another array's task these wait for (`--dependency=afterok:<job>_<task>`): a task whose
+    /// build or baseline failed is cancelled, never left pending (`--kill-on-invalid-dep`).
+    pub after: Option<String>,
 }
 
 /// The `sbatch` arguments of `j`.
@@ -135,6 +138,10 @@ pub fn sbatch_args(j: &ArrayJob<'_>) -> Vec<String> {
     }
     if let Some(t) = j.time_min {
         v.push(format!("--time={t}"));
+    }
+    if let Some(a) = &j.after {
+        v.push(format!("--dependency=afterok:{a}"));
+        v.push("--kill-on-invalid-dep=yes".into());
     }
     v.push(j.script.display().to_string());
     v
@@ -227,8 +234,19 @@ mod tests {
             time_min: Some(30),
             output: Path::new("/f/logs/task-%a.%A.out"),
             script: Path::new("/f/submit.sh"),
+            after: None,
         };
         let a = sbatch_args(&j).join(" ");
+        assert!(!a.contains("--dependency"), "{a}");
+        let after = ArrayJob {
+            after: Some("41_0".into()),
+            ..j.clone()
+        };
+        let d = sbatch_args(&after).join(" ");
+        assert!(
+            d.contains("--dependency=afterok:41_0 --kill-on-invalid-dep=yes"),
+            "{d}"
+        );
         for w in [
             "--array=0,2",
             "--mem=2304M",

@@ -28,6 +28,8 @@ pub enum ArgError {
     FleetTune(&'static str),
     #[error("--shards {shards}: 1 to the campaign's {launches} launches")]
     FleetShards { shards: u64, launches: u64 },
+    #[error("a fleet's bisect {0}")]
+    FleetBisect(&'static str),
     #[error("--partition `{0}`: a Slurm partition name ([A-Za-z0-9._-]+)")]
     FleetPartition(String),
     #[error(

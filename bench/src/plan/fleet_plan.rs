@@ -3,10 +3,11 @@
 //! parsed and planned by `truecold run`'s and `truecold tune`'s own parsers and plans.
 
 use super::arg_error::ArgError;
+use super::bisect_plan::BisectRunPlan;
 use super::campaign_plan::CampaignPlan;
 use super::tune_plan::TunePlan;
 use crate::campaign::schedule::Schedule;
-use crate::cli::{Cli, Cmd, FleetSubmitArgs};
+use crate::cli::{BisectCmd, Cli, Cmd, FleetSubmitArgs};
 use std::path::PathBuf;
 
 /// The command a fleet fans out, planned.
@@ -14,8 +15,11 @@ use std::path::PathBuf;
 pub enum Fanned {
     /// `run …`: a sequential campaign, cut into ranges of launches.
     Campaign(Box<CampaignPlan>),
-    /// `tune …`: a tune's screen, one shard per knob.
+    /// `tune …`: a tune's screen, one shard per knob (and a build shard per Kconfig knob).
     Tune(Box<TunePlan>),
+    /// `bisect run …`: one wave of a k-way bisect, the good commit's baseline and a probe per
+    /// commit measured.
+    Bisect(Box<BisectRunPlan>),
 }
 
 /// A fleet submission, checked.
@@ -23,7 +27,7 @@ pub enum Fanned {
 pub struct FleetSubmitPlan {
     pub dir: PathBuf,
     pub partition: String,
-    /// Shards of a campaign.
+    /// Shards of a campaign; probes of a bisect wave.
     pub shards: u64,
     pub task_mem_mib: Option<u64>,
     pub time_min: Option<u64>,
@@ -36,6 +40,8 @@ pub struct FleetSubmitPlan {
 
 /// Default shards of a campaign.
 pub const DEFAULT_SHARDS: u64 = 2;
+/// Default probes of a bisect wave.
+pub const DEFAULT_PROBES: u64 = 3;
 
 /// The `truecold` command `words` (after the program) as a fleet fans it out.
 pub fn fanned(words: &[String]) -> Result<Fanned, ArgError> {
@@ -84,8 +90,21 @@ pub fn fanned(words: &[String]) -> Result<Fanned, ArgError> {
                 None => Ok(Fanned::Tune(Box::new(p))),
             }
         }
+        Cmd::Bisect(b) => match b.cmd {
+            BisectCmd::Run(r) => {
+                if r.out.is_some() {
+                    return Err(ArgError::FleetOut);
+                }
+                Ok(Fanned::Bisect(Box::new(BisectRunPlan::from_cli(&r)?)))
+            }
+            _ => Err(ArgError::FleetCommand(
+                "of the bisects a fleet fans out `bisect run …` (a config bisect's steps each \
+                 depend on the last)"
+                    .into(),
+            )),
+        },
         _ => Err(ArgError::FleetCommand(
-            "the command after -- is `run …` or `tune …`".into(),
+            "the command after -- is `run …`, `tune …` or `bisect run …`".into(),
         )),
     }
 }
@@ -93,7 +112,10 @@ pub fn fanned(words: &[String]) -> Result<Fanned, ArgError> {
 impl FleetSubmitPlan {
     pub fn from_cli(a: &FleetSubmitArgs) -> Result<FleetSubmitPlan, ArgError> {
         let fanned = fanned(&a.command)?;
-        let shards = a.shards.unwrap_or(DEFAULT_SHARDS);
+        let shards = match &fanned {
+            Fanned::Bisect(_) => a.shards.unwrap_or(DEFAULT_PROBES),
+            _ => a.shards.unwrap_or(DEFAULT_SHARDS),
+        };
         if let Fanned::Campaign(p) = &fanned {
             let n = p.planned()?;
             if shards == 0 || shards > n {
@@ -101,6 +123,12 @@ impl FleetSubmitPlan {
                     shards,
                     launches: n,
                 });
+            }
+        } else if let Fanned::Bisect(_) = &fanned {
+            if shards < 2 {
+                return Err(ArgError::FleetBisect(
+                    "wave needs --shards 2 or more (the bad commit and a probe before it)",
+                ));
             }
         } else if a.shards.is_some() {
             return Err(ArgError::FleetTune(

@@ -107,12 +107,7 @@ pub fn verify_fleet(dir: &Path, opts: &VerifyOptions) -> (Verdict, VerifiedFleet
             );
             continue;
         }
-        // A shard is a bundle or a phase's multi-arm directory: its own kind's verifier.
-        let sv = if Kind::Arms.is_marked(&d) {
-            crate::arms::ArmsDir::verify(&d, &VerifyOptions::default())
-        } else {
-            crate::bundle::BundleDir::verify(&d, &VerifyOptions::default())
-        };
+        let sv = verify_shard(&d, plan.kind, s);
         if !sv.is_valid() {
             let first = sv
                 .unreadable
@@ -132,6 +127,10 @@ pub fn verify_fleet(dir: &Path, opts: &VerifyOptions) -> (Verdict, VerifiedFleet
         });
     }
     check_alike(&mut v, &plan, &out.shards);
+    check_builds_booted(&mut v, dir, &plan);
+    if plan.kind == FleetKind::Bisect {
+        check_wave(&mut v, dir, &plan);
+    }
     let launches: usize = out.shards.iter().filter_map(|s| s.verdict.rows).sum();
     v.rows = Some(launches);
     v.label = Some(format!(
@@ -143,6 +142,27 @@ pub fn verify_fleet(dir: &Path, opts: &VerifyOptions) -> (Verdict, VerifiedFleet
     check_signature(&mut v, dir, opts, sig, sums.as_deref());
     out.plan = Some(plan);
     (v, out)
+}
+
+/// The shard `s` of a `kind` fleet at `d`, on its own: a bundle, a phase's multi-arm
+/// directory or a bisect directory (its own kind's verifier), or a build's record.
+pub fn verify_shard(d: &Path, kind: FleetKind, s: &ShardPlan) -> Verdict {
+    if s.builds.is_some() {
+        verify_build(d, s)
+    } else if kind == FleetKind::Bisect {
+        if Kind::Bisect.is_marked(d) {
+            crate::bisect::BisectDir::verify(d, &VerifyOptions::default())
+        } else {
+            Verdict {
+                unreadable: Some("a bisect shard with no bisect.json".into()),
+                ..Default::default()
+            }
+        }
+    } else if Kind::Arms.is_marked(d) {
+        crate::arms::ArmsDir::verify(d, &VerifyOptions::default())
+    } else {
+        crate::bundle::BundleDir::verify(d, &VerifyOptions::default())
+    }
 }
 
 /// `tasks/<shard>.json`, read and held to the shard and the plan.
@@ -189,9 +209,9 @@ fn check_alike(v: &mut Verdict, plan: &FleetPlan, shards: &[VerifiedShard]) {
         let name = s.plan.name.as_str();
         let results: Vec<&ResultJson> = match plan.kind {
             FleetKind::Campaign => s.verdict.result.iter().collect(),
-            FleetKind::TuneScreen => Vec::new(),
+            FleetKind::TuneScreen | FleetKind::Bisect => Vec::new(),
         };
-        if plan.kind == FleetKind::TuneScreen {
+        if plan.kind == FleetKind::TuneScreen && s.plan.builds.is_none() {
             let want = s.plan.knob.map(|k| {
                 vec![
                     crate::names::BASELINE_ARM.to_string(),
@@ -253,6 +273,124 @@ fn check_alike(v: &mut Verdict, plan: &FleetPlan, shards: &[VerifiedShard]) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// A build shard: its record parses, names the plan's knob, and its `config` is the one it
+/// records.
+fn verify_build(d: &Path, s: &ShardPlan) -> Verdict {
+    let mut v = Verdict::default();
+    let rec = match read_capped(&d.join(BUILD_FILE), MAX_PARSED_BYTES) {
+        Ok(Some(b)) => serde_json::from_slice::<BuildRecord>(&b).map_err(|e| e.to_string()),
+        Ok(None) => Err(format!("larger than {MAX_PARSED_BYTES} bytes")),
+        Err(e) => Err(e.to_string()),
+    };
+    match rec {
+        Err(e) => v.unreadable = Some(format!("{BUILD_FILE}: {e}")),
+        Ok(r) => {
+            if Some(r.knob) != s.builds {
+                v.add(
+                    Check::FleetShard,
+                    format!("{BUILD_FILE} is the build of `{}`", r.knob.as_str()),
+                );
+            }
+            match read_capped(&d.join(crate::names::CONFIG_FILE), MAX_PARSED_BYTES) {
+                Ok(Some(c)) if sha256_hex(&c) == r.config_sha256 => {}
+                _ => v.add(
+                    Check::FleetShard,
+                    format!(
+                        "its `config` is missing or not the one {BUILD_FILE} records (sha256 {})",
+                        r.config_sha256
+                    ),
+                ),
+            }
+        }
+    }
+    v
+}
+
+/// Each Kconfig knob's shard booted the kernel its build shard built: the knob's arm records
+/// the vmlinux digest the build recorded.
+fn check_builds_booted(v: &mut Verdict, dir: &Path, plan: &FleetPlan) {
+    for s in &plan.shards {
+        let Some(k) = s.builds else { continue };
+        let b = dir.join(SHARDS_DIR).join(&s.name).join(BUILD_FILE);
+        let Some(rec) = read_capped(&b, MAX_PARSED_BYTES)
+            .ok()
+            .flatten()
+            .and_then(|b| serde_json::from_slice::<BuildRecord>(&b).ok())
+        else {
+            continue;
+        };
+        let arm = dir.join(SHARDS_DIR).join(k.as_str()).join(k.as_str());
+        let booted = crate::bundle::read_bundle(&arm)
+            .ok()
+            .and_then(|(r, _)| r.artifacts.get("vmlinux").cloned());
+        if booted.as_deref() != Some(rec.vmlinux_sha256.as_str()) {
+            v.add(
+                Check::FleetShard,
+                format!(
+                    "shard `{}` booted vmlinux {}, its build shard `{}` built {}",
+                    k.as_str(),
+                    booted.as_deref().unwrap_or("(none recorded)"),
+                    s.name,
+                    rec.vmlinux_sha256
+                ),
+            );
+        }
+    }
+}
+
+/// A bisect wave: the baseline shard is a bisect directory of the good commit with no step;
+/// each probe's is one of the same good commit, with that baseline (byte for byte), whose
+/// every step measured the probe's commit.
+fn check_wave(v: &mut Verdict, dir: &Path, plan: &FleetPlan) {
+    use crate::bisect::{read_bisect, BASELINE_DIR};
+    let Some(b) = &plan.bisect else { return };
+    let base_result = |d: &Path| {
+        read_capped(
+            &d.join(BASELINE_DIR).join(crate::names::RESULT_FILE),
+            MAX_PARSED_BYTES,
+        )
+        .ok()
+        .flatten()
+    };
+    let base_dir = dir.join(SHARDS_DIR).join(BASELINE_SHARD);
+    let baseline = base_result(&base_dir);
+    for s in &plan.shards {
+        let d = dir.join(SHARDS_DIR).join(&s.name);
+        let Ok(f) = read_bisect(&d) else { continue };
+        let mut bad = Vec::new();
+        if f.good != b.good {
+            bad.push(format!(
+                "its good commit is {}, the plan's {}",
+                f.good, b.good
+            ));
+        }
+        if s.name == BASELINE_SHARD {
+            if !f.steps.is_empty() {
+                bad.push(format!("the baseline holds {} step(s)", f.steps.len()));
+            }
+        } else {
+            if base_result(&d) != baseline || baseline.is_none() {
+                bad.push("its baseline is not the baseline shard's".into());
+            }
+            if f.steps.is_empty() {
+                bad.push("no step".into());
+            }
+            for st in &f.steps {
+                if st.commit != s.commit {
+                    bad.push(format!(
+                        "a step measured {}, the plan's probe is {}",
+                        st.commit.as_deref().unwrap_or("?"),
+                        s.commit.as_deref().unwrap_or("?")
+                    ));
+                }
+            }
+        }
+        for why in bad {
+            v.add(Check::FleetShard, format!("shard `{}`: {why}", s.name));
         }
     }
 }

@@ -229,6 +229,7 @@ impl MergeRule {
             FleetKind::TuneScreen => {
                 "each knob's effect in its shard against its effect in one unsharded screen"
             }
+            FleetKind::Bisect => "each probe's verdict against the same step of `bisect run`",
         };
         let _ = writeln!(
             s,

@@ -1,12 +1,15 @@
-//! A fleet directory (`fleet.json`): one campaign, or one tune's screen, fanned out over a
-//! Slurm cluster as a job array (`truecold fleet`, docs/fleet.md) and gathered.
+//! A fleet directory (`fleet.json`): one campaign, one tune's screen, or one wave of a k-way
+//! commit bisect, fanned out over a Slurm cluster as job arrays (`truecold fleet`,
+//! docs/fleet.md) and gathered.
 //!
 //! ```text
 //! fleet.json            the plan (FleetPlan): the command, each shard's arguments, seed and
 //!                       launches or knob; the partition, exclusivity and task memory
 //! submit.sh             the batch script every task ran
-//! shards/<name>/        each shard: a bundle (a campaign's range of launches) or a tune
-//!                       phase's multi-arm directory (one knob beside its own baseline)
+//! shards/<name>/        each shard: a bundle (a campaign's range of launches), a tune
+//!                       phase's multi-arm directory (one knob beside its own baseline), a
+//!                       Kconfig knob's build (build.json, the kernel's config), or a
+//!                       bisect directory (the wave's baseline, or one probe's step)
 //! tasks/<name>.json     the task that wrote it (TaskRecord): job, array task, node, the
 //!                       plan's digest
 //! logs/                 Slurm's output of every task attempt
@@ -19,11 +22,13 @@
 //! L1 in the nested harness), so a fleet's shards are not the launches of one long
 //! campaign: [`merge`] measures how far they are.
 
+pub mod bisect;
 pub mod check;
 pub mod merge;
 pub mod model;
 pub mod write;
 
+pub use bisect::*;
 pub use check::*;
 pub use merge::*;
 pub use model::*;

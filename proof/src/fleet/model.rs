@@ -10,8 +10,11 @@ use crate::schema::Clock;
 use crate::skeleton::DirError;
 use crate::sums::{parse_sums_with, SumsError};
 
-/// The plan's schema.
-pub const FLEET_SCHEMA: u32 = 1;
+/// The plan's schema: 2 (a tune screen's Kconfig knob built by a shard of its own, a bisect's
+/// wave); 1 is read as it was written (a Kconfig knob's kernel built inside its knob's task).
+pub const FLEET_SCHEMA: u32 = 2;
+/// The first schema, still read.
+pub const FLEET_SCHEMA_V1: u32 = 1;
 /// Where each shard's directory is: `shards/<name>/`.
 pub const SHARDS_DIR: &str = "shards";
 /// Where each shard's task record is: `tasks/<name>.json`.
@@ -20,8 +23,13 @@ pub const TASKS_DIR: &str = "tasks";
 pub const LOGS_DIR: &str = "logs";
 /// The batch script `submit` wrote (what Slurm ran for every task).
 pub const SCRIPT_FILE: &str = "submit.sh";
-/// The deepest path the fleet's `SHA256SUMS` lists: `shards/<shard>/<arm>/<file>`.
-pub const LEVELS: usize = 4;
+/// The deepest path the fleet's `SHA256SUMS` lists: a bisect probe's
+/// `shards/<probe>/steps/<step>/<arm>/<file>`.
+pub const LEVELS: usize = 6;
+/// A bisect wave's first shard: the good commit's baseline.
+pub const BASELINE_SHARD: &str = "baseline";
+/// A build shard's record of the kernel it built (beside the kernel's `config`).
+pub const BUILD_FILE: &str = "build.json";
 
 /// What a fleet fans out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,8 +39,13 @@ pub enum FleetKind {
     /// its own (its own L1 in the nested harness), a bundle.
     Campaign,
     /// A tune's screen (`truecold tune`): each shard one knob's arm beside a baseline of its
-    /// own, interleaved, a phase directory.
+    /// own, interleaved, a phase directory; a Kconfig knob's kernel is built first by a build
+    /// shard of its own (schema 2).
     TuneScreen,
+    /// One wave of a k-way commit bisect (`truecold bisect run`): the good commit's baseline
+    /// (a bisect directory with no step), then one step per probed commit of the range, each
+    /// a bisect directory of that one step against the baseline ([`crate::fleet::bisect`]).
+    Bisect,
 }
 
 impl FleetKind {
@@ -40,6 +53,7 @@ impl FleetKind {
         match self {
             FleetKind::Campaign => "campaign",
             FleetKind::TuneScreen => "tune-screen",
+            FleetKind::Bisect => "bisect",
         }
     }
 }
@@ -63,10 +77,30 @@ pub struct FleetPlan {
     /// Memory each task asked for, MiB.
     pub task_mem_mib: u64,
     pub shards: Vec<ShardPlan>,
+    /// A bisect wave's commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bisect: Option<BisectRange>,
+}
+
+/// The commits a bisect wave probes among, resolved once by `submit`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BisectRange {
+    /// The kernel git work tree (absolute).
+    pub tree: String,
+    /// The good commit (full id).
+    pub good: String,
+    /// The bad commit (full id): the range's last.
+    pub bad: String,
+    /// The commits after `good` up to `bad`, oldest first, along the first-parent line
+    /// (`git rev-list --first-parent --reverse good..bad`).
+    pub range: Vec<String>,
+    /// Probes a wave measures ([`crate::fleet::bisect::probes`]).
+    pub probes: u64,
 }
 
 /// One shard: one array task.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShardPlan {
     /// Its directory's name under [`SHARDS_DIR`] (and its task record's).
@@ -82,6 +116,17 @@ pub struct ShardPlan {
     /// A tune screen's shard: its knob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knob: Option<Knob>,
+    /// A build shard: the Kconfig knob whose kernel it builds (into the kernel directory the
+    /// knob's shard then finds it in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builds: Option<Knob>,
+    /// A bisect shard: its commit (the baseline's is the good commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// The shard this one waits for (Slurm `--dependency=afterok`): a Kconfig knob's build
+    /// shard, a probe's baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
 }
 
 impl ShardPlan {
@@ -111,6 +156,30 @@ pub struct TaskRecord {
     pub ended_unix_s: u64,
 }
 
+/// `shards/build-<knob>/build.json`: the kernel a build shard built (or found cached) for a
+/// Kconfig knob, beside its resolved `config`; the knob's shard then boots exactly this
+/// kernel (`verify` holds the arm's vmlinux digest to it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildRecord {
+    pub knob: Knob,
+    /// SHA-256 of the kernel (`vmlinux`) and of its resolved `config` (the file beside).
+    pub vmlinux_sha256: String,
+    pub config_sha256: String,
+    /// The guest directory it is in (under the fleet command's kernel directory).
+    pub kernel_dir: String,
+    /// Wall-clock seconds the build took, a cache hit's about 1 (the task's cost, not a
+    /// measurement).
+    pub build_seconds: u64,
+}
+
+/// A build record's bytes as written.
+pub fn build_bytes(b: &BuildRecord) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(b).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
 /// The seed shard `index` runs under: the command's own for shard 0 (so its launches are the
 /// first ones of the unsharded campaign), and for every other a distinct one drawn from it
 /// (SplitMix64 of the seed and the index), so no two shards repeat each other's randomness
@@ -133,6 +202,17 @@ pub fn shard_name(index: u64, knob: Option<Knob>) -> String {
     }
 }
 
+/// A build shard's name: `build-<knob>`.
+pub fn build_shard_name(k: Knob) -> String {
+    format!("build-{}", k.as_str())
+}
+
+/// A bisect probe's name: its place in the range (1 = the good commit's child), three
+/// digits, and the commit's first 12 hex digits.
+pub fn probe_name(place: usize, commit: &str) -> String {
+    format!("{place:03}-{}", &commit[..commit.len().min(12)])
+}
+
 /// The plan's bytes as written (pretty JSON, a final newline).
 pub fn plan_bytes(p: &FleetPlan) -> Vec<u8> {
     let mut b = serde_json::to_vec_pretty(p).unwrap_or_default();
@@ -150,9 +230,9 @@ pub fn task_bytes(t: &TaskRecord) -> Vec<u8> {
 /// Every way the plan is not a fleet's (empty when it is one).
 pub fn plan_problems(p: &FleetPlan) -> Vec<String> {
     let mut bad = Vec::new();
-    if p.schema != FLEET_SCHEMA {
+    if p.schema != FLEET_SCHEMA && p.schema != FLEET_SCHEMA_V1 {
         bad.push(format!(
-            "schema {}, this verifier reads {FLEET_SCHEMA}",
+            "schema {}, this verifier reads {FLEET_SCHEMA_V1} and {FLEET_SCHEMA}",
             p.schema
         ));
     }
@@ -173,17 +253,57 @@ pub fn plan_problems(p: &FleetPlan) -> Vec<String> {
                 shard_seed(p.seed, i as u64)
             ));
         }
-        match (p.kind, s.launches, s.knob) {
-            (FleetKind::Campaign, Some([a, b]), None) if a == next && b > a => next = b,
+        // What a shard waits for comes before it in the plan (one array, then those after).
+        if let Some(a) = &s.after {
+            if !p.shards[..i].iter().any(|e| e.name == *a) {
+                bad.push(format!(
+                    "shard `{}` waits for `{a}`, no earlier shard of the plan",
+                    s.name
+                ));
+            }
+        }
+        let v2 = p.schema >= FLEET_SCHEMA;
+        match (p.kind, s.launches, s.knob, s.builds) {
+            (FleetKind::Campaign, Some([a, b]), None, None)
+                if a == next && b > a && s.after.is_none() && s.commit.is_none() =>
+            {
+                next = b
+            }
             (FleetKind::Campaign, ..) => bad.push(format!(
                 "shard `{}`: not the next range of launches from {next}",
                 s.name
             )),
-            (FleetKind::TuneScreen, None, Some(k)) if s.name == k.as_str() => {}
-            (FleetKind::TuneScreen, ..) => {
-                bad.push(format!("shard `{}`: not one knob's arm", s.name))
+            (FleetKind::TuneScreen, None, Some(k), None) if s.name == k.as_str() => {
+                let build = v2 && k.class() == truecold_proto::tune::KnobClass::Kconfig;
+                let want = build.then(|| build_shard_name(k));
+                if s.after != want || s.commit.is_some() {
+                    bad.push(format!(
+                        "shard `{}`: waits for {:?}, a {} knob's shard waits for {:?}",
+                        s.name,
+                        s.after,
+                        k.class().as_str(),
+                        want
+                    ));
+                }
             }
+            (FleetKind::TuneScreen, None, None, Some(k))
+                if v2
+                    && s.name == build_shard_name(k)
+                    && k.class() == truecold_proto::tune::KnobClass::Kconfig
+                    && s.after.is_none()
+                    && p.shards.get(i + 1).is_some_and(|n| n.knob == Some(k)) => {}
+            (FleetKind::TuneScreen, ..) => bad.push(format!(
+                "shard `{}`: not one knob's arm, nor the build of the next shard's Kconfig knob",
+                s.name
+            )),
+            (FleetKind::Bisect, None, None, None) if v2 => {}
+            (FleetKind::Bisect, ..) => bad.push(format!("shard `{}`: not a bisect shard", s.name)),
         }
+    }
+    if p.kind == FleetKind::Bisect {
+        bad.extend(super::bisect::wave_problems(p));
+    } else if p.bisect.is_some() {
+        bad.push(format!("a {} plan names a bisect range", p.kind.as_str()));
     }
     bad
 }

@@ -37,12 +37,14 @@ pub fn readme(plan: &FleetPlan, tasks: &[(String, Option<TaskRecord>)]) -> Strin
     );
     let _ = writeln!(
         s,
-        "| shard | launches / knob | seed | node | job (array task) | wall s |\n|---|---|---|---|---|---|"
+        "| shard | launches / knob / commit | seed | node | job (array task) | wall s |\n|---|---|---|---|---|---|"
     );
     for sh in &plan.shards {
-        let what = match (sh.launches, sh.knob) {
-            (Some([a, b]), _) => format!("{a}..{b}"),
-            (_, Some(k)) => k.as_str().to_string(),
+        let what = match (sh.launches, sh.knob, sh.builds, &sh.commit) {
+            (Some([a, b]), ..) => format!("{a}..{b}"),
+            (_, Some(k), ..) => k.as_str().to_string(),
+            (_, _, Some(k), _) => format!("the kernel of {}", k.as_str()),
+            (.., Some(c)) => format!("commit `{}`", &c[..c.len().min(12)]),
             _ => String::new(),
         };
         let t = tasks
@@ -72,10 +74,11 @@ pub fn readme(plan: &FleetPlan, tasks: &[(String, Option<TaskRecord>)]) -> Strin
     }
     let _ = writeln!(
         s,
-        "\nEach shard is a directory `truecold-proof verify` knows on its own (a bundle, or a \
-         tune phase's multi-arm directory); `{TASKS_DIR}/<shard>.json` records the task that \
-         wrote it and the digest of the `{FLEET_FILE}` it ran under; `{LOGS_DIR}/` holds \
-         Slurm's output of every task attempt. Verify the whole: \
+        "\nEach shard is a directory `truecold-proof verify` knows on its own (a bundle, a \
+         tune phase's multi-arm directory, a bisect directory) or a Kconfig knob's build \
+         (`{BUILD_FILE}` and the kernel's `config`); `{TASKS_DIR}/<shard>.json` records the \
+         task that wrote it and the digest of the `{FLEET_FILE}` it ran under; `{LOGS_DIR}/` \
+         holds Slurm's output of every task attempt. Verify the whole: \
          `truecold-proof verify <this directory>` (docs/fleet.md)."
     );
     s
@@ -105,11 +108,11 @@ pub fn read_plan(dir: &Path) -> Result<FleetPlan, FleetError> {
 /// task records and logs are there) and returns the verifier's verdict on it.
 pub fn write_fleet(dir: &Path) -> Result<Verdict, FleetError> {
     let plan = read_plan(dir)?;
-    crate::skeleton::write(
-        dir,
-        README_FILE,
-        readme(&plan, &tasks_of(dir, &plan)).as_bytes(),
-    )?;
+    let mut text = readme(&plan, &tasks_of(dir, &plan));
+    if plan.kind == FleetKind::Bisect {
+        text.push_str(&super::bisect::wave_section(&plan, dir));
+    }
+    crate::skeleton::write(dir, README_FILE, text.as_bytes())?;
     crate::skeleton::write_tree_sums(dir, LEVELS)?;
     Ok(verify_fleet_dir(dir, &VerifyOptions::default()))
 }
@@ -141,7 +144,8 @@ pub fn regenerate_fleet(dir: &Path) -> Result<Vec<String>, FleetError> {
     for s in &plan.shards {
         let rel = format!("{SHARDS_DIR}/{}", s.name);
         let d = dir.join(&rel);
-        if !crate::fsio::is_real_dir(&d) {
+        // A build's record and a bisect directory have nothing `report` regenerates here.
+        if !crate::fsio::is_real_dir(&d) || s.builds.is_some() || plan.kind == FleetKind::Bisect {
             continue;
         }
         let names = if crate::kind::Kind::Arms.is_marked(&d) {
