@@ -437,6 +437,8 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
     );
 
     // A tune's screen, one shard per knob, against the unsharded screen run beside it.
+    let build = root().join("kernel-config/build.sh");
+    let tune_kernels = t.path().join("tune-kernels");
     let tune: Vec<String> = [
         "tune",
         "--nested",
@@ -452,6 +454,10 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
         l.vmm.to_str().unwrap(),
         "--guest-dir",
         l.guest_dir.to_str().unwrap(),
+        "--kernel-build",
+        build.to_str().unwrap(),
+        "--kernel-dir",
+        tune_kernels.to_str().unwrap(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -484,11 +490,11 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
     for k in ["console", "pin-vcpus", "x2apic"] {
         assert!(text.contains(&format!("knob {k}: Δp50 ")), "{text}");
     }
-    let build: truecold_proof::fleet::BuildRecord = serde_json::from_slice(
+    let built: truecold_proof::fleet::BuildRecord = serde_json::from_slice(
         &std::fs::read(screen.join("shards/build-x2apic/build.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(build.knob.as_str(), "x2apic");
+    assert_eq!(built.knob.as_str(), "x2apic");
 
     // A task above its memory is killed by Slurm, and said so.
     let mem = t.path().join("memory");
@@ -530,7 +536,6 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
     let before = head(&tree);
     let kernels = t.path().join("kernels");
     let good = format!("{}~1", ids["regression"]);
-    let build = root().join("kernel-config/build.sh");
     let bisect: Vec<String> = [
         "bisect",
         "run",
