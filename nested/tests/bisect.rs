@@ -35,31 +35,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn cache() -> PathBuf {
-    PathBuf::from(std::env::var("TRUECOLD_CACHE").unwrap_or_else(|_| "/var/cache/truecold".into()))
-}
-
-/// The fixture tree (made once per version of the script, always at the same path so its
-/// incremental kernel build directory is reused) and its named commits.
 fn fixture() -> (PathBuf, BTreeMap<String, String>) {
-    let script = root().join("scripts/bisect-fixture.sh");
-    let dir = cache().join("bisect-fixture");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/bisect-fixture.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ids = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    (dir.join("linux"), ids)
+    common::bisect_fixture(&root())
 }
 
 /// `truecold bisect …` with the harness's binaries and the repository's build script.
@@ -90,15 +67,7 @@ fn bisect(l: &Layout, args: &[&str], kernels: &Path) -> (std::process::ExitStatu
 fn bisect_run_names_the_commit_that_adds_the_delay_and_step_skips_what_it_cannot_judge() {
     let l = layout();
     let (tree, ids) = fixture();
-    let head = |t: &Path| {
-        let o = Command::new("git")
-            .arg("-C")
-            .arg(t)
-            .args(["rev-parse", "HEAD"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
-    };
+    let head = |t: &Path| common::git_head(t);
     let before = head(&tree);
     let d = tempfile::tempdir().unwrap();
     let kernels = d.path().join("kernels");

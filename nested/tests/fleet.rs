@@ -13,6 +13,9 @@
 //! guest or the L1 kernel makes its replay refuse them, each named, and this test fail — make
 //! a new fixture then (docs/fleet.md, "The replay fixture").
 
+#[path = "../../bench/tests/common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -523,16 +526,8 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
     // the regression to the bad one, two probes (the regression and the bad commit) each a
     // task after the good commit's baseline; the wave names the regression as the first bad
     // commit and verifies, and the tree is left on the commit it was on.
-    let (tree, ids) = bisect_tree();
-    let head = |t: &Path| {
-        let o = Command::new("git")
-            .arg("-C")
-            .arg(t)
-            .args(["rev-parse", "HEAD"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
-    };
+    let (tree, ids) = common::bisect_fixture(&root());
+    let head = |t: &Path| common::git_head(t);
     let before = head(&tree);
     let kernels = t.path().join("kernels");
     let good = format!("{}~1", ids["regression"]);
@@ -604,27 +599,4 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
     assert!(v.is_valid(), "{}", v.render(&wave, 20));
     assert_eq!(head(&tree), before, "the tree was not left as found");
     drop(cluster);
-}
-
-/// The bisect fixture tree (scripts/bisect-fixture.sh, kept in the kernel cache with its
-/// object directory) and its named commits.
-fn bisect_tree() -> (PathBuf, std::collections::BTreeMap<String, String>) {
-    let cache = std::env::var("TRUECOLD_CACHE").unwrap_or_else(|_| "/var/cache/truecold".into());
-    let dir = Path::new(&cache).join("bisect-fixture");
-    let out = Command::new("bash")
-        .arg(root().join("scripts/bisect-fixture.sh"))
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/bisect-fixture.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ids = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    (dir.join("linux"), ids)
 }

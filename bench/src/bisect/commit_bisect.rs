@@ -57,6 +57,15 @@ pub(crate) fn git(tree: &Path, args: &[&str]) -> Result<String, BisectRunError> 
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// `tree` has no change to a tracked file (a step builds the commit as committed).
+fn ensure_clean(tree: &Path) -> Result<(), BisectRunError> {
+    if git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
+        Ok(())
+    } else {
+        Err(BisectRunError::Dirty(tree.to_path_buf()))
+    }
+}
+
 fn short(c: &str) -> &str {
     &c[..c.len().min(12)]
 }
@@ -452,9 +461,7 @@ fn measure_commit(
 ) -> Result<StepOutcome, BisectRunError> {
     let t0 = Instant::now();
     let (_, base) = base(j)?;
-    if !git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
-        return Err(BisectRunError::Dirty(tree.to_path_buf()));
-    }
+    ensure_clean(tree)?;
     let built = commit_kernel(f, dir, tree, commit, j, &base);
     measure_built(f, dir, commit, subject, j, good_dir, invocation, built, t0)
 }
@@ -553,9 +560,7 @@ pub fn run(a: &BisectRunPlan, invocation: &str) -> Result<PathBuf, BisectRunErro
         return Err(BisectRunError::OutExists(out));
     }
     let out = std::path::absolute(&out).map_err(io("resolve", &out))?;
-    if !git(&tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
-        return Err(BisectRunError::Dirty(tree.clone()));
-    }
+    ensure_clean(&tree)?;
     let good = git(
         &tree,
         &["rev-parse", "--verify", &format!("{}^{{commit}}", a.good)],
@@ -913,9 +918,7 @@ fn build_at(
     base: &LinuxGuest,
 ) -> Result<PathBuf, BisectRunError> {
     let _lock = TreeLock::take(tree)?;
-    if !git(tree, &["status", "--porcelain", "--untracked-files=no"])?.is_empty() {
-        return Err(BisectRunError::Dirty(tree.to_path_buf()));
-    }
+    ensure_clean(tree)?;
     let start = git(tree, &["symbolic-ref", "-q", "--short", "HEAD"])
         .or_else(|_| git(tree, &["rev-parse", "HEAD"]))?;
     git(tree, &["checkout", "--quiet", "--detach", commit])?;

@@ -4,6 +4,41 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The bisect fixture tree (`scripts/bisect-fixture.sh` under `$TRUECOLD_CACHE/bisect-fixture`,
+/// made once per version of the script, always at the same path so its incremental kernel
+/// build directory is reused) and its named commits; `root` is the repository's.
+pub fn bisect_fixture(root: &Path) -> (PathBuf, std::collections::BTreeMap<String, String>) {
+    let cache = std::env::var("TRUECOLD_CACHE").unwrap_or_else(|_| "/var/cache/truecold".into());
+    let dir = Path::new(&cache).join("bisect-fixture");
+    let out = Command::new("bash")
+        .arg(root.join("scripts/bisect-fixture.sh"))
+        .arg(&dir)
+        .output()
+        .expect("bash runs scripts/bisect-fixture.sh");
+    assert!(
+        out.status.success(),
+        "scripts/bisect-fixture.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (dir.join("linux"), ids)
+}
+
+/// The commit `tree` has checked out.
+pub fn git_head(tree: &Path) -> String {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(tree)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .expect("git runs");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
 /// `sha256sum -c --strict SHA256SUMS` in `dir`, the check anyone can run on a bundle.
 pub fn sha256sum_check(dir: &Path) {
     let out = Command::new("sha256sum")
