@@ -27,7 +27,7 @@ pub const FIDELITY_THP: &str = "Firecracker PR #6003 measured guest boot −19.3
 /// docs/fidelity.md's serial-console row.
 pub const FIDELITY_CONSOLE: &str = "Firecracker issue #792 measured the console at +130 % (126 → 290 ms) on bare metal; this clock gave +86.5 % on Firecracker's guest config and +214.9 % on truecold's at 1 vCPU / 128 MiB: 0.67 to 1.65 times the relative effect";
 /// docs/fidelity.md's `CONFIG_SMP=n` row.
-pub const FIDELITY_NO_SMP: &str = "Ventura (2024) measured −68 to −74 % at 1 vCPU on Linux 6.7 on bare metal; this clock gave −10.3 % on an older clock: 0.15 times, because Linux 6.12 removed most of the rcu_barrier waits the source measured";
+pub const FIDELITY_NO_SMP: &str = "Ventura (2024) measured −68 to −74 % at 1 vCPU / 128 MiB on Linux 6.7 on bare metal; this clock gave −15.5 % there: 0.21 to 0.23 times, because Linux 6.12 removed most of the rcu_barrier waits the source measured";
 /// docs/fidelity.md's bzImage row.
 pub const FIDELITY_BZIMAGE: &str = "Garzarella (2019) measured bzImage +65.5 ms to start_kernel under QEMU with KVM; this clock gave +838.4 ms at 1 vCPU / 128 MiB: 12.8 times, decompression being compute (and XZ here)";
 
