@@ -407,10 +407,10 @@ mod tests {
     #[test]
     fn a_plan_is_its_wave_and_nothing_else() {
         let p = plan(9, 3);
-        assert!(plan_problems(&p).is_empty(), "{:?}", plan_problems(&p));
+        assert!(wave_problems(&p).is_empty(), "{:?}", wave_problems(&p));
         let mut q = p.clone();
         q.shards.swap(1, 2);
-        assert!(!plan_problems(&q).is_empty());
+        assert!(!wave_problems(&q).is_empty());
         let mut q = p.clone();
         q.shards[1].commit = Some(c(7));
         assert!(!wave_problems(&q).is_empty());

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::bisect::wave_problems;
 use super::model::*;
 use crate::digest::sha256_hex;
 use crate::fsio::{is_real_dir, is_real_file, read_capped, MAX_PARSED_BYTES};
@@ -28,6 +29,87 @@ pub struct VerifiedShard {
 pub struct VerifiedFleet {
     pub plan: Option<FleetPlan>,
     pub shards: Vec<VerifiedShard>,
+}
+
+/// Every way the plan is not a fleet's (empty when it is one).
+pub fn plan_problems(p: &FleetPlan) -> Vec<String> {
+    let mut bad = Vec::new();
+    if p.schema != FLEET_SCHEMA && p.schema != FLEET_SCHEMA_V1 {
+        bad.push(format!(
+            "schema {}, this verifier reads {FLEET_SCHEMA_V1} and {FLEET_SCHEMA}",
+            p.schema
+        ));
+    }
+    if p.shards.is_empty() {
+        bad.push("no shards".into());
+    }
+    let mut next = 0u64;
+    let mut names = std::collections::BTreeSet::new();
+    for (i, s) in p.shards.iter().enumerate() {
+        if !crate::names::is_valid_name(&s.name) || !names.insert(s.name.as_str()) {
+            bad.push(format!("shard {i}: name `{}` invalid or repeated", s.name));
+        }
+        if s.seed != shard_seed(p.seed, i as u64) {
+            bad.push(format!(
+                "shard `{}`: seed {} is not the plan's shard seed {}",
+                s.name,
+                s.seed,
+                shard_seed(p.seed, i as u64)
+            ));
+        }
+        // What a shard waits for comes before it in the plan (one array, then those after).
+        if let Some(a) = &s.after {
+            if !p.shards[..i].iter().any(|e| e.name == *a) {
+                bad.push(format!(
+                    "shard `{}` waits for `{a}`, no earlier shard of the plan",
+                    s.name
+                ));
+            }
+        }
+        let v2 = p.schema >= FLEET_SCHEMA;
+        match (p.kind, s.launches, s.knob, s.builds) {
+            (FleetKind::Campaign, Some([a, b]), None, None)
+                if a == next && b > a && s.after.is_none() && s.commit.is_none() =>
+            {
+                next = b
+            }
+            (FleetKind::Campaign, ..) => bad.push(format!(
+                "shard `{}`: not the next range of launches from {next}",
+                s.name
+            )),
+            (FleetKind::TuneScreen, None, Some(k), None) if s.name == k.as_str() => {
+                let build = v2 && k.class() == truecold_proto::tune::KnobClass::Kconfig;
+                let want = build.then(|| build_shard_name(k));
+                if s.after != want || s.commit.is_some() {
+                    bad.push(format!(
+                        "shard `{}`: waits for {:?}, a {} knob's shard waits for {:?}",
+                        s.name,
+                        s.after,
+                        k.class().as_str(),
+                        want
+                    ));
+                }
+            }
+            (FleetKind::TuneScreen, None, None, Some(k))
+                if v2
+                    && s.name == build_shard_name(k)
+                    && k.class() == truecold_proto::tune::KnobClass::Kconfig
+                    && s.after.is_none()
+                    && p.shards.get(i + 1).is_some_and(|n| n.knob == Some(k)) => {}
+            (FleetKind::TuneScreen, ..) => bad.push(format!(
+                "shard `{}`: not one knob's arm, nor the build of the next shard's Kconfig knob",
+                s.name
+            )),
+            (FleetKind::Bisect, None, None, None) if v2 => {}
+            (FleetKind::Bisect, ..) => bad.push(format!("shard `{}`: not a bisect shard", s.name)),
+        }
+    }
+    if p.kind == FleetKind::Bisect {
+        bad.extend(wave_problems(p));
+    } else if p.bisect.is_some() {
+        bad.push(format!("a {} plan names a bisect range", p.kind.as_str()));
+    }
+    bad
 }
 
 /// Verifies the fleet directory `dir` (see the module doc).
