@@ -77,6 +77,7 @@
 mod check;
 mod measure;
 mod model;
+mod proposal;
 mod readme;
 mod recommended;
 mod stats;
@@ -90,6 +91,7 @@ use crate::verdict::{Verdict, VerifyOptions};
 pub use check::*;
 pub use measure::*;
 pub use model::*;
+pub use proposal::*;
 pub use recommended::*;
 pub use stats::*;
 pub use write::*;
