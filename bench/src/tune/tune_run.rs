@@ -551,6 +551,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         invocation: Some(invocation_record(tp, contract, own.as_ref(), already_set)),
         figure: tp.figure,
         kernel_builds: arms.builds.clone(),
+        proposals: Vec::new(),
     };
     if let Some(o) = &own {
         // The user's file as given, beside tune.json (its record's digest; reproduce.sh reads it).

@@ -247,6 +247,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         screen: sc,
         confirm,
         kernel_builds: plan.kernel_builds.clone(),
+        proposals: plan.proposals.clone(),
     })
 }
 

@@ -479,6 +479,7 @@ mod tests {
             invocation: None,
             figure: Figure::Total,
             kernel_builds: Vec::new(),
+            proposals: Vec::new(),
         };
         let bad = tune_plan_problems(&p);
         assert!(bad.iter().any(|m| m.contains("catalogue order")), "{bad:?}");

@@ -6,16 +6,20 @@ use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{Knob, TuneGuest};
 
+use super::proposal::{proposal_problems, Proposal};
 use super::recommended::{Invocation, RunGuest};
 use super::stats::*;
 use crate::arms::{ArmRef, ArmsError, BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES};
 use crate::names::TUNE_FILE;
 use crate::schema::{Backing, ContractKind, HostKind, HEADLINE};
 
-/// Version of `tune.json` a tune is written with: 2 records the invocation
-/// ([`Invocation`]) and comes with `recommended/` ([`crate::tune::recommended_files`]).
-/// Schema 1 (neither) is still read.
-pub const TUNE_SCHEMA: u32 = 2;
+/// The newest version of `tune.json`: 3 records proposals ([`Proposal`]: the knobs chosen
+/// from an attribution, each with its source) beside what 2 has. A tune is written with the
+/// least schema that holds it ([`schema_of`]): 3 with proposals, else 2.
+pub const TUNE_SCHEMA: u32 = 3;
+/// The schema that records the invocation ([`Invocation`]) and comes with `recommended/`
+/// ([`crate::tune::recommended_files`]); schema 1 (neither) is still read.
+pub const TUNE_SCHEMA_INVOCATION: u32 = 2;
 /// The oldest `tune.json` schema this verifier reads.
 pub const TUNE_SCHEMA_MIN: u32 = 1;
 /// The screen phase's directory.
@@ -116,6 +120,9 @@ pub struct TunePlan {
     /// Each Kconfig arm's kernel, in the order the tune built them (absent before the tune
     /// recorded them).
     pub kernel_builds: Vec<KernelBuild>,
+    /// The knobs proposed from an attribution, each with its source (schema 3; empty: none
+    /// proposed).
+    pub proposals: Vec<Proposal>,
 }
 
 /// Every way `plan` is not a tune plan (empty when it is one).
@@ -163,6 +170,7 @@ pub fn tune_plan_problems(plan: &TunePlan) -> Vec<String> {
         }
         bad.extend(o.instrument_problems());
     }
+    bad.extend(proposal_problems(&plan.proposals, &plan.knobs));
     bad
 }
 
@@ -301,13 +309,18 @@ pub(super) struct TuneFile {
     /// [`TunePlan::kernel_builds`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) kernel_builds: Vec<KernelBuild>,
+    /// Schema 3: [`TunePlan::proposals`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) proposals: Vec<Proposal>,
 }
 
-/// The schema a tune of `plan` is written with: 2 with an invocation, else 1 (a directory
-/// of schema 1 read back and regenerated keeps its schema).
+/// The schema a tune of `plan` is written with: 3 with proposals, 2 with an invocation, else
+/// 1 (a directory of schema 1 or 2 read back and regenerated keeps its schema).
 pub(super) fn schema_of(plan: &TunePlan) -> u32 {
-    if plan.invocation.is_some() {
+    if !plan.proposals.is_empty() {
         TUNE_SCHEMA
+    } else if plan.invocation.is_some() {
+        TUNE_SCHEMA_INVOCATION
     } else {
         TUNE_SCHEMA_MIN
     }
@@ -337,6 +350,7 @@ impl TuneFile {
             invocation: self.invocation.clone(),
             figure: self.context.figure,
             kernel_builds: self.kernel_builds.clone(),
+            proposals: self.proposals.clone(),
         }
     }
 }
