@@ -465,3 +465,52 @@ fn tune_takes_the_users_kernel_flags() {
     ])
     .is_err());
 }
+
+/// `--propose` and `--propose-from` in the plan: where the proposals come from, the source
+/// tree, `--dry-run`; the probe guest refused; a proposed knob listed in `--knobs` by its name.
+#[test]
+fn proposals_are_planned_from_an_attribution_or_a_bundle() {
+    use crate::plan::tune_plan::{ProposeFrom, ProposePlan};
+    let p = parse(&["--nested", "--propose-from", "b", "--dry-run"]);
+    assert_eq!(
+        p.propose,
+        Some(ProposePlan {
+            from: ProposeFrom::Bundle(PathBuf::from("b")),
+            source: None,
+            dry_run: true,
+        })
+    );
+    let p = parse(&["--nested", "--propose", "--propose-source", "/src"]);
+    assert_eq!(
+        p.propose,
+        Some(ProposePlan {
+            from: ProposeFrom::Attribute,
+            source: Some(PathBuf::from("/src")),
+            dry_run: false,
+        })
+    );
+    assert_eq!(parse(&["--nested"]).propose, None);
+    assert!(matches!(
+        TunePlan::of_words(&["--probe", "--propose"]),
+        Err(ArgError::ProposeProbe)
+    ));
+    let p = parse(&[
+        "--nested",
+        "--knobs",
+        "initcall-blacklist-i8042_init,tsc-reliable",
+    ]);
+    assert_eq!(
+        p.knobs,
+        KnobChoice::Listed(vec![
+            Knob::TscReliable,
+            Knob::parse("initcall-blacklist-i8042_init").unwrap()
+        ])
+    );
+    use clap::Parser;
+    for bad in [
+        &["truecold", "tune", "--dry-run"][..],
+        &["truecold", "tune", "--propose", "--propose-from", "b"],
+    ] {
+        assert!(crate::cli::Cli::try_parse_from(bad).is_err(), "{bad:?}");
+    }
+}
