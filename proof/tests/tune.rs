@@ -189,6 +189,7 @@ fn plan() -> TunePlan {
         figure: truecold_proof::schema::Figure::Total,
         kernel_builds: Vec::new(),
         proposals: Vec::new(),
+        unbuilt: Vec::new(),
     }
 }
 
@@ -1068,9 +1069,20 @@ fn proposals_are_recorded_with_their_sources_and_checked() {
             why: "TSC synchronisation and watchdog checks, which tsc=reliable skips".into(),
         },
     }];
+    let mut off = p.proposals[0].clone();
+    off.knob = Knob::parse("kconfig-off-SERIO_I8042").unwrap();
+    off.source.name = "i8042_init".into();
+    p.unbuilt = vec![tune::Unbuilt {
+        proposal: off,
+        why: "the kernel for kconfig-off-SERIO_I8042: a symbol did not end up as requested".into(),
+    }];
     let dir = write_tune_of(t.path(), "t", p, |_| {});
     let j: serde_json::Value = serde_json::from_str(&read(&dir, names::TUNE_FILE)).unwrap();
     assert_eq!(j["schema"], 3);
+    assert!(read(&dir, "README.md").contains(
+        "- `kconfig-off-SERIO_I8042` (from function `i8042_init`, 4.200 ms) was proposed but not \
+         screened: its kernel could not be got: the kernel for kconfig-off-SERIO_I8042"
+    ));
     assert_eq!(j["proposals"][0]["knob"], "tsc-reliable");
     assert_eq!(j["proposals"][0]["source"]["name"], "check_tsc_sync_source");
     let readme = read(&dir, "README.md");
@@ -1092,12 +1104,23 @@ fn proposals_are_recorded_with_their_sources_and_checked() {
         "proposal `hz-100` is not a screened knob",
     );
     fs::write(dir.join(names::TUNE_FILE), &original).unwrap();
+    edit_tune_json(&dir, |j| {
+        j["unbuilt"][0]["proposal"]["knob"] = "tsc-reliable".into();
+    });
+    let v = invalid(&dir);
+    for words in [
+        "proposal `tsc-reliable` is recorded as not built but was screened",
+        "proposal `tsc-reliable` is recorded as not built: only a Kconfig knob's kernel",
+    ] {
+        assert_reason(&v, &dir, Check::TunePlan, words);
+    }
+    fs::write(dir.join(names::TUNE_FILE), &original).unwrap();
     edit_tune_json(&dir, |j| j["schema"] = 2.into());
     assert_reason(
         &invalid(&dir),
         &dir,
         Check::TunePlan,
-        "schema 2 with an invocation and 1 proposals",
+        "schema 2 with an invocation and 2 proposals",
     );
     fs::write(dir.join(names::TUNE_FILE), &original).unwrap();
     resum_tune(&dir);

@@ -93,6 +93,14 @@ pub fn proposals_of(
     Ok(all)
 }
 
+/// A kernel build's error as a proposal's record says it: the chain's first line, at most 400
+/// characters (a failed build's error carries its log's tail).
+fn unbuilt_reason(e: &TuneError) -> String {
+    let chain = truecold_proto::measure::error_chain(e);
+    let line = chain.lines().next().unwrap_or("").trim();
+    line.chars().take(400).collect()
+}
+
 /// `--propose`'s attribution campaigns of the baseline (`initcall`, then `rip`), each a
 /// bundle beside `dest` (`<dest>-attribution-<instrument>`) that must verify.
 fn attribute_first(
@@ -641,13 +649,38 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     }
     // Then every Kconfig arm's kernel (built over the baseline's objects), and the screen's
     // arms in the plan's knob order.
+    // A proposal is a guess: one whose kernel cannot be got (its fragment did not take, its
+    // build failed) is left out of the screen and recorded so, where a catalogue knob's
+    // failure ends the tune.
     let mut screen_arms = vec![baseline];
+    let mut unbuilt = Vec::new();
+    let mut screened = Vec::new();
     for k in &knobs {
-        screen_arms.push(match quick.remove(k) {
-            Some(a) => a,
-            None => arms.arm(k.as_str().to_string(), vec![*k])?,
-        });
+        let arm = match quick.remove(k) {
+            Some(a) => Ok(a),
+            None => arms.arm(k.as_str().to_string(), vec![*k]),
+        };
+        match arm {
+            Ok(a) => {
+                screen_arms.push(a);
+                screened.push(*k);
+            }
+            Err(e) if proposals.iter().any(|p| p.knob == *k) => {
+                let why = unbuilt_reason(&e);
+                let w = format!("proposal {k} is not screened: its kernel could not be got: {why}");
+                output::note_once(&w, &format!("truecold: tune: warning: {w}"));
+                warnings.push(w);
+                if let Some(i) = proposals.iter().position(|p| p.knob == *k) {
+                    unbuilt.push(truecold_proof::tune::Unbuilt {
+                        proposal: proposals.remove(i),
+                        why,
+                    });
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
+    let knobs = screened;
     // The screen cannot know whether a knob will win, so it always attributes its baseline
     // (the README shows it when no confirm phase runs); the confirm phase attributes its own
     // baseline and the recommended arm.
@@ -688,6 +721,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         figure: tp.figure,
         kernel_builds: arms.builds.clone(),
         proposals,
+        unbuilt,
     };
     if let Some(o) = &own {
         // The user's file as given, beside tune.json (its record's digest; reproduce.sh reads it).

@@ -106,7 +106,7 @@ fn read_tune_record(v: &mut Verdict, dir: &Path) -> Option<Option<TuneFile>> {
                     } else {
                         "without"
                     },
-                    f.proposals.len()
+                    f.proposals.len() + f.unbuilt.len()
                 ),
             );
             None

@@ -248,6 +248,7 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         confirm,
         kernel_builds: plan.kernel_builds.clone(),
         proposals: plan.proposals.clone(),
+        unbuilt: plan.unbuilt.clone(),
     })
 }
 

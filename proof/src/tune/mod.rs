@@ -480,6 +480,7 @@ mod tests {
             figure: Figure::Total,
             kernel_builds: Vec::new(),
             proposals: Vec::new(),
+            unbuilt: Vec::new(),
         };
         let bad = tune_plan_problems(&p);
         assert!(bad.iter().any(|m| m.contains("catalogue order")), "{bad:?}");

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{Knob, TuneGuest};
 
-use super::proposal::{proposal_problems, Proposal};
+use super::proposal::{proposal_problems, unbuilt_problems, Proposal, Unbuilt};
 use super::recommended::{Invocation, RunGuest};
 use super::stats::*;
 use crate::arms::{ArmRef, ArmsError, BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES};
@@ -123,6 +123,8 @@ pub struct TunePlan {
     /// The knobs proposed from an attribution, each with its source (schema 3; empty: none
     /// proposed).
     pub proposals: Vec<Proposal>,
+    /// The proposals whose kernel could not be got, not screened (schema 3).
+    pub unbuilt: Vec<Unbuilt>,
 }
 
 /// Every way `plan` is not a tune plan (empty when it is one).
@@ -171,6 +173,7 @@ pub fn tune_plan_problems(plan: &TunePlan) -> Vec<String> {
         bad.extend(o.instrument_problems());
     }
     bad.extend(proposal_problems(&plan.proposals, &plan.knobs));
+    bad.extend(unbuilt_problems(&plan.unbuilt, &plan.knobs));
     bad
 }
 
@@ -312,12 +315,15 @@ pub(super) struct TuneFile {
     /// Schema 3: [`TunePlan::proposals`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) proposals: Vec<Proposal>,
+    /// Schema 3: [`TunePlan::unbuilt`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) unbuilt: Vec<Unbuilt>,
 }
 
 /// The schema a tune of `plan` is written with: 3 with proposals, 2 with an invocation, else
 /// 1 (a directory of schema 1 or 2 read back and regenerated keeps its schema).
 pub(super) fn schema_of(plan: &TunePlan) -> u32 {
-    if !plan.proposals.is_empty() {
+    if !plan.proposals.is_empty() || !plan.unbuilt.is_empty() {
         TUNE_SCHEMA
     } else if plan.invocation.is_some() {
         TUNE_SCHEMA_INVOCATION
@@ -351,6 +357,7 @@ impl TuneFile {
             figure: self.context.figure,
             kernel_builds: self.kernel_builds.clone(),
             proposals: self.proposals.clone(),
+            unbuilt: self.unbuilt.clone(),
         }
     }
 }

@@ -73,6 +73,37 @@ impl Proposal {
     }
 }
 
+/// A proposal that was not screened: its kernel could not be got (its fragment did not
+/// take, or the build failed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unbuilt {
+    pub proposal: Proposal,
+    /// The build's error, in a line.
+    pub why: String,
+}
+
+/// Every way the proposals not screened disagree with the screened `knobs`: each a Kconfig
+/// knob, not screened, with its error.
+pub fn unbuilt_problems(unbuilt: &[Unbuilt], knobs: &[Knob]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for u in unbuilt {
+        let k = u.proposal.knob;
+        if knobs.contains(&k) {
+            bad.push(format!(
+                "proposal `{k}` is recorded as not built but was screened"
+            ));
+        }
+        if k.class() != truecold_proto::tune::KnobClass::Kconfig || u.why.is_empty() {
+            bad.push(format!(
+                "proposal `{k}` is recorded as not built: only a Kconfig knob's kernel is built, \
+                 and the error is said"
+            ));
+        }
+    }
+    bad
+}
+
 /// Every way `proposals` disagree with the screened `knobs` (empty when they agree): each
 /// proposal's knob screened and proposed once, a source that names a row, its cost and why,
 /// and an `initcall-blacklist-<fn>` proposed from an initcall row names that initcall.

@@ -275,7 +275,7 @@ fn readme_breaks(s: &mut String, f: &TuneFile) {
 /// The proposals (`truecold tune --propose`): each knob, where it came from, and what the
 /// screen made of it; a proposal that broke strict-ready is said to have done so.
 fn readme_proposals(s: &mut String, f: &TuneFile) {
-    if f.proposals.is_empty() {
+    if f.proposals.is_empty() && f.unbuilt.is_empty() {
         return;
     }
     let _ = writeln!(
@@ -310,6 +310,19 @@ fn readme_proposals(s: &mut String, f: &TuneFile) {
             crate::fmt::ms(src.ns),
             src.why,
             verdict
+        );
+    }
+    for u in &f.unbuilt {
+        let src = &u.proposal.source;
+        let _ = writeln!(
+            s,
+            "\n- `{}` (from {} `{}`, {} ms) was proposed but not screened: its kernel could \
+             not be got: {}",
+            u.proposal.knob,
+            src.evidence.as_str(),
+            src.name,
+            crate::fmt::ms(src.ns),
+            u.why
         );
     }
 }
