@@ -1076,9 +1076,29 @@ fn proposals_are_recorded_with_their_sources_and_checked() {
         proposal: off,
         why: "the kernel for kconfig-off-SERIO_I8042: a symbol did not end up as requested".into(),
     }];
+    // Each Kconfig arm's kernel: built (its wall time) or found in the cache, said so.
+    p.kernel_builds = vec![
+        tune::KernelBuild {
+            knobs: "no-printk".into(),
+            wall_ms: 61_234,
+            cached: false,
+        },
+        tune::KernelBuild {
+            knobs: "hz-100".into(),
+            wall_ms: 15,
+            cached: true,
+        },
+    ];
     let dir = write_tune_of(t.path(), "t", p, |_| {});
     let j: serde_json::Value = serde_json::from_str(&read(&dir, names::TUNE_FILE)).unwrap();
     assert_eq!(j["schema"], 3);
+    assert!(j["kernel_builds"][0].get("cached").is_none());
+    assert_eq!(j["kernel_builds"][1]["cached"], true);
+    let readme = read(&dir, "README.md");
+    assert!(
+        readme.contains("| `no-printk` | 61.2 s |\n| `hz-100` | 0.0 s (cached) |"),
+        "{readme}"
+    );
     assert!(read(&dir, "README.md").contains(
         "- `kconfig-off-SERIO_I8042` (from function `i8042_init`, 4.200 ms) was proposed but not \
          screened: its kernel could not be got: the kernel for kconfig-off-SERIO_I8042"

@@ -120,6 +120,19 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
         "CONFIG_HZ_1000=y\n# CONFIG_HZ_250 is not set\n# CONFIG_PRINTK is not set\n"
     );
     assert_eq!(std::fs::read(&g.initramfs).unwrap(), b"initramfs.cpio");
+    // Built, not found in the script's cache; then a script that finds it there.
+    let got = ensure_kernel_got(&[Knob::Hz1000], &base, &root, &script).unwrap();
+    assert!(!got.cached);
+    let hit = d.path().join("hit.sh");
+    std::fs::write(
+        &hit,
+        "mkdir -p \"$2\"; echo c > \"$2/config\"; echo k > \"$2/vmlinux\"\n\
+         echo \"kernel-config/build.sh: cache hit /cache/kernel/x\" >&2\n",
+    )
+    .unwrap();
+    let got = ensure_kernel_got(&[Knob::Hz1000], &base, &root, &hit).unwrap();
+    assert!(got.cached);
+    assert_eq!(got.dir, root.join("hz-1000"));
     let failing = d.path().join("fail.sh");
     std::fs::write(&failing, "exit 3\n").unwrap();
     let e = ensure_kernel(&[Knob::NoSmp], &base, &root, &failing).unwrap_err();
@@ -363,7 +376,8 @@ fn a_users_kernel_is_the_baseline_and_each_kconfig_knob_goes_over_it() {
     // A knob's kernel: the user's file, then the knob's fragment, built as the user's kernel.
     let x = own
         .arm_kernel(&[Knob::X2apic], &base, &root, &script)
-        .unwrap();
+        .unwrap()
+        .dir;
     let cfg = std::fs::read_to_string(x.join("config")).unwrap();
     assert!(cfg.ends_with("# x2apic\nCONFIG_X86_X2APIC=y\n"), "{cfg}");
     assert!(cfg.contains("CONFIG_HZ_100=y\n"), "{cfg}");
@@ -372,7 +386,8 @@ fn a_users_kernel_is_the_baseline_and_each_kconfig_knob_goes_over_it() {
     // as on truecold's base), not refused.
     let no_smp = own
         .arm_kernel(&[Knob::NoSmp], &base, &root, &script)
-        .unwrap();
+        .unwrap()
+        .dir;
     assert!(std::fs::read_to_string(no_smp.join("config"))
         .unwrap()
         .contains("# no-smp\n"));

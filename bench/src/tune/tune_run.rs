@@ -1,7 +1,7 @@
 //! The whole tune ([`tune`]): the host, the knobs and their kernels, the screen phase, the
 //! winners, the confirm phase, and the tune directory written and renamed into place.
 
-use super::knob_kernels::{ensure_kernel, screen_knobs, OwnBase};
+use super::knob_kernels::{ensure_kernel_got, screen_knobs, OwnBase};
 use super::nested_phase::nested_phase;
 use super::phase::{run_phase, PhaseEnv};
 use super::phase_error::PhaseError;
@@ -383,16 +383,17 @@ impl Arms<'_> {
                     Some(d) => Some(d.clone()),
                     None => {
                         let t0 = std::time::Instant::now();
-                        let d = match self.own {
+                        let got = match self.own {
                             Some(o) => o.arm_kernel(&kc, b, &self.kernel_root, &self.script)?,
-                            None => ensure_kernel(&kc, b, &self.kernel_root, &self.script)?,
+                            None => ensure_kernel_got(&kc, b, &self.kernel_root, &self.script)?,
                         };
                         self.builds.push(truecold_proof::tune::KernelBuild {
                             knobs: key.clone(),
                             wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+                            cached: got.cached,
                         });
-                        self.kernels.insert(key, d.clone());
-                        Some(d)
+                        self.kernels.insert(key, got.dir.clone());
+                        Some(got.dir)
                     }
                 }
             }

@@ -88,8 +88,13 @@ pub struct Noise {
 pub struct KernelBuild {
     /// The arm's Kconfig knobs (their variant name: `hz-1000+no-printk`).
     pub knobs: String,
-    /// The wall time the bench waited for it, ms (a cached kernel: the time to find it).
+    /// The wall time the bench waited for it, ms: its build, or for a kernel found in the
+    /// build script's cache the time to find it.
     pub wall_ms: u64,
+    /// Whether the build script found it in its cache (`cache hit`) instead of building it;
+    /// absent (false) in a record written before the tune said so, which then does not tell.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// A tune's plan: what the bench ran.

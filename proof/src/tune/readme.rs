@@ -541,10 +541,11 @@ fn readme_method(s: &mut String, f: &TuneFile) {
         for b in &f.kernel_builds {
             let _ = writeln!(
                 s,
-                "| `{}` | {}.{} s |",
+                "| `{}` | {}.{} s{} |",
                 b.knobs,
                 b.wall_ms / 1000,
-                (b.wall_ms % 1000) / 100
+                (b.wall_ms % 1000) / 100,
+                if b.cached { " (cached)" } else { "" }
             );
         }
     }
