@@ -529,3 +529,23 @@ fn proposals_are_planned_from_an_attribution_or_a_bundle() {
         assert!(crate::cli::Cli::try_parse_from(bad).is_err(), "{bad:?}");
     }
 }
+
+/// A phase plan's arm with a proposed knob reaches L1 (`truecold tune-phase --plan`) as the
+/// knob's name and reads back as the same knob.
+#[test]
+fn a_proposed_knob_crosses_the_phase_plan_by_its_name() {
+    use super::phase_plan::PhaseArm;
+    let k = Knob::parse("kconfig-off-SERIO_I8042").unwrap();
+    let arm = PhaseArm {
+        name: k.as_str().to_string(),
+        knobs: vec![k],
+        guest_dir: Some(PathBuf::from("/l1/kernels/kconfig-off-SERIO_I8042")),
+    };
+    let j = serde_json::to_string(&arm).unwrap();
+    assert!(j.contains(r#""knobs":["kconfig-off-SERIO_I8042"]"#), "{j}");
+    assert_eq!(serde_json::from_str::<PhaseArm>(&j).unwrap(), arm);
+    assert_eq!(
+        variant_name(&kconfig_knobs(&[Knob::TscReliable, k])),
+        "kconfig-off-SERIO_I8042"
+    );
+}
