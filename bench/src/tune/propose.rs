@@ -26,8 +26,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use truecold_proof::attribution::{
-    attribute, parse_lines, self_times, AttributionLine, Instrument, Lane, JSONL_FILE,
-    JSONL_MAX_BYTES,
+    attribute, parse_lines, AttributionLine, Instrument, Lane, JSONL_FILE, JSONL_MAX_BYTES,
 };
 use truecold_proof::tune::{Evidence, Proposal, ProposalSource};
 use truecold_proto::tune::{Knob, ProposedKind};
@@ -260,6 +259,71 @@ pub struct Cost {
     pub evidence: Evidence,
     pub name: String,
     pub ns: u64,
+    /// The timed-wait helpers ([`WAIT_HELPERS`]) whose samples were charged to this function,
+    /// their caller (call stacks only).
+    pub via: Vec<String>,
+}
+
+/// Functions that wait for a time or a device on behalf of their caller: with call stacks,
+/// a sample in one is charged to the first caller up its stack that is none of these (the
+/// call site that asked for the wait); without, to itself.
+pub const WAIT_HELPERS: &[&str] = &[
+    "delay_tsc",
+    "delay_loop",
+    "delay_halt",
+    "delay_halt_tpause",
+    "delay_halt_mwaitx",
+    "__const_udelay",
+    "__udelay",
+    "__ndelay",
+    "__delay",
+    "msleep",
+    "msleep_interruptible",
+    "usleep_range_state",
+    "schedule_timeout",
+    "schedule_hrtimeout_range",
+    "native_io_delay",
+    "io_serial_in",
+    "io_serial_out",
+];
+
+/// Each function's time in a profile `p` on the one clock: its self time, a
+/// [`WAIT_HELPERS`] frame's time charged to its first caller that is none of them when the
+/// stack has one (that caller's `via` names the helper); idle, unsampled and unnamed frames,
+/// the root and the host stages are no function.
+pub fn profile_costs(p: &truecold_proof::attribution::Profile) -> Vec<Cost> {
+    let stages: BTreeSet<&str> = truecold_proto::measure::Stage::ALL
+        .iter()
+        .map(|s| s.name())
+        .collect();
+    let named = |n: &str| {
+        !n.starts_with('[') && !stages.contains(n) && n != truecold_proof::attribution::ROOT
+    };
+    let mut by: std::collections::BTreeMap<String, (u64, BTreeSet<String>)> = Default::default();
+    for (stack, ns) in &p.stacks {
+        let frames: Vec<&str> = stack.split(';').filter(|f| named(f)).collect();
+        let Some(leaf) = frames.last() else { continue };
+        let (name, via) = match WAIT_HELPERS.contains(leaf) {
+            true => match frames.iter().rev().find(|f| !WAIT_HELPERS.contains(f)) {
+                Some(caller) => (*caller, Some(*leaf)),
+                None => (*leaf, None),
+            },
+            false => (*leaf, None),
+        };
+        let e = by.entry(name.to_string()).or_default();
+        e.0 += ns;
+        if let Some(v) = via {
+            e.1.insert(v.to_string());
+        }
+    }
+    by.into_iter()
+        .map(|(name, (ns, via))| Cost {
+            evidence: Evidence::Function,
+            name,
+            ns,
+            via: via.into_iter().collect(),
+        })
+        .collect()
 }
 
 /// The shown launch's request → strict-ready and its rows with a cost, costliest first: its
@@ -285,42 +349,34 @@ pub fn costs(lines: &[AttributionLine]) -> Result<(u64, Vec<Cost>), ProposeError
                 evidence: Evidence::Initcall,
                 name: r.name.clone(),
                 ns: r.dur_ns?,
+                via: Vec::new(),
             })
         })
         .collect();
-    let stages: BTreeSet<&str> = truecold_proto::measure::Stage::ALL
-        .iter()
-        .map(|s| s.name())
-        .collect();
-    let named = |n: &str| !n.starts_with('[') && !stages.contains(n);
-    let mut funcs: std::collections::BTreeMap<String, u64> = Default::default();
     match &a.flame {
-        // The one clock: each function's self time.
-        Some((_, p)) => {
-            for (f, ns) in self_times(p) {
-                if named(&f) {
-                    funcs.insert(f, ns);
-                }
-            }
-        }
+        // The one clock: each function's time.
+        Some((_, p)) => out.extend(profile_costs(p)),
         // An older record: samples × period per vCPU, summed.
         None => {
+            let mut funcs: std::collections::BTreeMap<String, u64> = Default::default();
             for r in a.rows.iter().filter(|r| r.lane == Lane::Rip) {
                 let Some((vcpu, f)) = r.name.split_once(' ') else {
                     continue;
                 };
-                if !vcpu.starts_with("vcpu") || !named(f) || f == "samples" || f == "rate" {
+                if !vcpu.starts_with("vcpu") || f.starts_with('[') || f == "samples" || f == "rate"
+                {
                     continue;
                 }
                 *funcs.entry(f.to_string()).or_insert(0) += r.dur_ns.unwrap_or(0);
             }
+            out.extend(funcs.into_iter().map(|(name, ns)| Cost {
+                evidence: Evidence::Function,
+                name,
+                ns,
+                via: Vec::new(),
+            }));
         }
     }
-    out.extend(funcs.into_iter().map(|(name, ns)| Cost {
-        evidence: Evidence::Function,
-        name,
-        ns,
-    }));
     out.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
     Ok((total, out))
 }
@@ -399,9 +455,13 @@ pub fn propose_with(
     };
     for row in &rows {
         let name = row.name.as_str();
+        let via = match row.via.is_empty() {
+            true => String::new(),
+            false => format!("; its time is in {} (waits it called)", row.via.join(", ")),
+        };
         if let Some((_, knobs, why)) = LEADS.iter().find(|(names, _, _)| names.contains(&name)) {
             for k in knobs.iter() {
-                push(&mut out, *k, row, (*why).to_string());
+                push(&mut out, *k, row, format!("{why}{via}"));
             }
             continue;
         }
@@ -413,17 +473,19 @@ pub fn propose_with(
             _ => Vec::new(),
         };
         let waits_text = match waits.is_empty() {
-            true => String::new(),
-            false => format!(
-                "; timed waits in {}: {}",
-                file.map(|f| f.display().to_string()).unwrap_or_default(),
-                waits
-                    .iter()
-                    .take(4)
-                    .map(|(l, c)| format!("{c} at line {l}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            true => via.clone(),
+            false => {
+                format!(
+                    "; timed waits in {}: {}",
+                    file.map(|f| f.display().to_string()).unwrap_or_default(),
+                    waits
+                        .iter()
+                        .take(4)
+                        .map(|(l, c)| format!("{c} at line {l}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ) + &via
+            }
         };
         if row.evidence == Evidence::Initcall {
             if matches_any(NEVER_BLACKLIST, name) {

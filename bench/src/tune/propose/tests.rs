@@ -259,3 +259,35 @@ fn a_recorded_rip_profile_is_too_coarse_to_propose_and_its_costs_sum_over_vcpus(
         .iter()
         .all(|q| q.source.instrument == Instrument::Rip));
 }
+
+/// With call stacks, a timed wait's samples are charged to the call site that asked for the
+/// wait (the first caller that is not a wait helper), which names the helper.
+#[test]
+fn a_wait_is_charged_to_its_caller_with_call_stacks() {
+    use truecold_proof::attribution::{Profile, ROOT};
+    let mut p = Profile::default();
+    for (s, ns) in [
+        (
+            "guest_boot;i8042_init;i8042_flush;__const_udelay;delay_tsc",
+            5_000_000,
+        ),
+        ("guest_boot;i8042_init;i8042_flush", 1_000_000),
+        ("guest_boot;[halted]", 10_000_000),
+        ("spawn", 2_000_000),
+        ("guest_boot;delay_tsc", 300_000),
+    ] {
+        p.stacks.insert(format!("{ROOT};{s}"), ns);
+    }
+    let c = profile_costs(&p);
+    let got: Vec<(&str, u64, Vec<String>)> = c
+        .iter()
+        .map(|c| (c.name.as_str(), c.ns, c.via.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("delay_tsc", 300_000, vec![]),
+            ("i8042_flush", 6_000_000, vec!["delay_tsc".to_string()]),
+        ]
+    );
+}
