@@ -14,6 +14,17 @@ pub const SEARCHED: [&str; 16] = [
     "lib", "mm", "net", "security", "sound", "virt",
 ];
 
+/// Directories under [`SEARCHED`] that are not linked into the kernel image (the boot
+/// decompressor, real-mode code, the purgatory, the vDSO, the EFI stub): a function defined
+/// there too (`strstr`, `memcpy`) is not the kernel's.
+pub const NOT_IN_VMLINUX: [&str; 5] = [
+    "arch/x86/boot",
+    "arch/x86/realmode",
+    "arch/x86/purgatory",
+    "arch/x86/entry/vdso",
+    "drivers/firmware/efi/libstub",
+];
+
 /// The largest `.c` file read (a generated table can be megabytes; no function we look for
 /// lives in one).
 const MAX_C_FILE: u64 = 2 << 20;
@@ -113,7 +124,9 @@ pub fn find_files(
         entries.sort_by(|a, b| b.0.cmp(&a.0));
         for (path, t) in entries {
             if t.is_dir() {
-                stack.push(path);
+                if !NOT_IN_VMLINUX.iter().any(|d| path == tree.join(d)) {
+                    stack.push(path);
+                }
                 continue;
             }
             if !t.is_file() || path.extension().is_none_or(|e| e != "c") {
@@ -315,6 +328,8 @@ mod tests {
             "int fd_wait(int x);\nint fd_wait(int x)\n{\n\tudelay(x);\n}\n",
         );
         w("kernel/Makefile", "obj-y = fork.o\n");
+        w("arch/x86/boot/Makefile", "targets += string.o\n");
+        w("arch/x86/boot/string.c", "char *fork_init(void)\n{\n}\n");
         w("kernel/fork.c", "void __init fork_init(void)\n{\n}\n");
         t
     }
@@ -347,6 +362,8 @@ mod tests {
         // obj-y all the way up: built whatever the config.
         assert_eq!(sym("chr_dev_init"), None);
         assert_eq!(sym("fork_init"), None);
+        // The decompressor's copy is not the kernel's.
+        assert_eq!(files["fork_init"], Path::new("kernel/fork.c"));
         // A file built with its directory (serio/ under obj-y) takes the parent's symbol.
         std::fs::write(
             t.path().join("drivers/input/serio/Makefile"),
