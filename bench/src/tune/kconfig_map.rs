@@ -129,7 +129,13 @@ pub fn find_files(
                 }
                 continue;
             }
-            if !t.is_file() || path.extension().is_none_or(|e| e != "c") {
+            // x86's 32-bit-only files (`strstr_32.c`): the kernel is x86_64.
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if !t.is_file()
+                || !name
+                    .as_deref()
+                    .is_some_and(|n| n.ends_with(".c") && !n.ends_with("_32.c"))
+            {
                 continue;
             }
             if std::fs::metadata(&path)
@@ -330,6 +336,7 @@ mod tests {
         w("kernel/Makefile", "obj-y = fork.o\n");
         w("arch/x86/boot/Makefile", "targets += string.o\n");
         w("arch/x86/boot/string.c", "char *fork_init(void)\n{\n}\n");
+        w("arch/x86/lib/fork_32.c", "char *fork_init(void)\n{\n}\n");
         w("kernel/fork.c", "void __init fork_init(void)\n{\n}\n");
         t
     }
@@ -362,7 +369,7 @@ mod tests {
         // obj-y all the way up: built whatever the config.
         assert_eq!(sym("chr_dev_init"), None);
         assert_eq!(sym("fork_init"), None);
-        // The decompressor's copy is not the kernel's.
+        // The decompressor's copy and a 32-bit one are not the kernel's.
         assert_eq!(files["fork_init"], Path::new("kernel/fork.c"));
         // A file built with its directory (serio/ under obj-y) takes the parent's symbol.
         std::fs::write(
