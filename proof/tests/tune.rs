@@ -1069,6 +1069,11 @@ fn proposals_are_recorded_with_their_sources_and_checked() {
             why: "TSC synchronisation and watchdog checks, which tsc=reliable skips".into(),
         },
     }];
+    // A proposal the contract catches: the fixture's `nokaslr` arm fails every 7th launch.
+    let mut breaks = p.proposals[0].clone();
+    breaks.knob = Knob::Nokaslr;
+    breaks.source.name = "kaslr_init".into();
+    p.proposals.push(breaks);
     let mut off = p.proposals[0].clone();
     off.knob = Knob::parse("kconfig-off-SERIO_I8042").unwrap();
     off.source.name = "i8042_init".into();
@@ -1115,6 +1120,10 @@ fn proposals_are_recorded_with_their_sources_and_checked() {
     );
     // The plan's tsc-reliable is slower (×1.06): the screen's verdict is in the row.
     assert!(readme.contains("| slower |"), "{readme}");
+    assert!(
+        readme.contains("| nokaslr | function `kaslr_init` (rip, results/x-attribution-rip) | 4.200 ms | TSC synchronisation and watchdog checks, which tsc=reliable skips | the proposal broke strict-ready (breaks strict-ready: "),
+        "{readme}"
+    );
     let original = fs::read(dir.join(names::TUNE_FILE)).unwrap();
     edit_tune_json(&dir, |j| j["proposals"][0]["knob"] = "hz-100".into());
     assert_reason(
@@ -1140,7 +1149,7 @@ fn proposals_are_recorded_with_their_sources_and_checked() {
         &invalid(&dir),
         &dir,
         Check::TunePlan,
-        "schema 2 with an invocation and 2 proposals",
+        "schema 2 with an invocation and 3 proposals",
     );
     fs::write(dir.join(names::TUNE_FILE), &original).unwrap();
     resum_tune(&dir);
