@@ -574,6 +574,31 @@ pub struct TuneArgs {
     /// Each knob's name, class, what it changes and the source of its expected effect.
     #[arg(long)]
     pub list_knobs: bool,
+    /// Attribute the boot first, then screen the knobs proposed from it (docs/tune.md).
+    ///
+    /// Two attribution campaigns of the baseline (5 launches, then 3 attribution launches
+    /// each): `initcall` (each initcall's own duration) and `rip` (each function's self
+    /// time), written beside the tune directory (`<out>-attribution-initcall`,
+    /// `<out>-attribution-rip`). The knobs proposed from their costliest rows (catalogue
+    /// knobs, `initcall-blacklist-<fn>`, `kconfig-off-<SYMBOL>`) are screened with --knobs
+    /// (default: the catalogue); tune.json records each proposal's source.
+    #[arg(long, conflicts_with = "propose_from")]
+    pub propose: bool,
+    /// Propose knobs from this attribution bundle and screen them (see --propose).
+    ///
+    /// A bundle of `truecold run … --attribution K` of the kernel this tune boots. With
+    /// --dry-run the proposals are printed and nothing runs.
+    #[arg(long, value_name = "BUNDLE")]
+    pub propose_from: Option<PathBuf>,
+    /// The kernel source tree that maps a function to the Kconfig symbol building it.
+    ///
+    /// Default: --kernel-source, else the pinned package source in the kernel cache
+    /// (`${TRUECOLD_CACHE:-/var/cache/truecold}/src/*/linux-source-*`). Only read.
+    #[arg(long, value_name = "DIR")]
+    pub propose_source: Option<PathBuf>,
+    /// With --propose-from: print the proposals, each with its source, and exit.
+    #[arg(long, requires = "propose_from")]
+    pub dry_run: bool,
     /// Tune the VMM floor on the embedded probe guest (only the memory-backing and vCPU-pinning knobs apply).
     #[arg(long, group = "guest")]
     pub probe: bool,

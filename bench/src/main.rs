@@ -678,6 +678,9 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
         Ok(p) => p,
         Err(e) => return failed(&e, true),
     };
+    if let Some(pp) = plan.propose.as_ref().filter(|p| p.dry_run) {
+        return propose_dry_run(&plan, pp, args.json);
+    }
     match tune_run::tune(&plan, invocation) {
         Ok(out) => {
             for w in &out.warnings {
@@ -709,6 +712,49 @@ fn tune_main(args: &truecold_bench::cli::TuneArgs, invocation: &str) -> ExitCode
             ExitCode::from(code)
         }
         Err(e) => failed(&e, e.usage().is_some()),
+    }
+}
+
+/// `truecold tune --propose-from BUNDLE --dry-run`: the proposals, each with its source, and
+/// what was left out; 0 printed, 1 when the bundle cannot be read.
+fn propose_dry_run(
+    plan: &TunePlan,
+    pp: &truecold_bench::plan::tune_plan::ProposePlan,
+    json: bool,
+) -> ExitCode {
+    use truecold_bench::plan::tune_plan::ProposeFrom;
+    use truecold_bench::tune::propose::proposals_text;
+    let ProposeFrom::Bundle(b) = &pp.from else {
+        return ExitCode::SUCCESS;
+    };
+    let tree = tune_run::proposal_tree(plan, pp);
+    match tune_run::proposals_of(std::slice::from_ref(b), tree.as_deref()) {
+        Ok(p) => {
+            if json {
+                let doc = serde_json::json!({
+                    "attribution": b.display().to_string(),
+                    "source_tree": tree.map(|t| t.display().to_string()),
+                    "total_ns": p.total_ns,
+                    "proposals": p.proposals,
+                    "notes": p.notes,
+                    "exit": 0,
+                });
+                print!(
+                    "{}",
+                    serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into()) + "\n"
+                );
+            } else {
+                print!("{}", proposals_text(&p));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("truecold: error: {}", chain(&e));
+            if json {
+                print!("{}", error_json("nothing_written", &chain(&e), 1));
+            }
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -88,13 +88,22 @@ pub const EXITS: &[Exits] = &[
     Exits {
         command: "truecold tune",
         codes: &[
-            c(EXIT_OK, "VALID", "tune directory written and VALID"),
+            c(
+                EXIT_OK,
+                "VALID",
+                "tune directory written and VALID, or --dry-run's proposals printed",
+            ),
             c(
                 2,
                 "INVALID",
                 "tune directory written, but the verifier found problems",
             ),
-            c(1, "nothing written", "nothing written (the error says why)"),
+            c(
+                1,
+                "nothing written",
+                "nothing written (the error says why; --dry-run: the attribution could not be \
+                 read)",
+            ),
             c(EXIT_USAGE, "usage error", USAGE),
         ],
     },

@@ -50,15 +50,29 @@ fn arm_vmm_command(f: &Fixture, knobs: &[Knob]) -> String {
 }
 
 /// The kernel config of an arm applying `knobs`: the fixture's, with its Kconfig knobs'
-/// fragments after it.
+/// fragments after it, each fragment line replacing the symbol's earlier line (as a resolved
+/// config holds one line a symbol).
 fn arm_config(f: &Fixture, knobs: &[Knob]) -> Option<Vec<u8>> {
-    let mut c = f.config_bytes()?;
+    let mut c = String::from_utf8(f.config_bytes()?).ok()?;
     for k in knobs {
         if let truecold_proto::tune::Change::Kconfig(text) = k.change() {
-            c.extend_from_slice(text.as_bytes());
+            for line in text.lines() {
+                let sym = line
+                    .trim_start_matches("# ")
+                    .split(['=', ' '])
+                    .next()
+                    .unwrap_or("");
+                c = c
+                    .lines()
+                    .filter(|l| !l.starts_with(&format!("{sym}=")))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                c.push_str(line);
+                c.push('\n');
+            }
         }
     }
-    Some(c)
+    Some(c.into_bytes())
 }
 
 /// The median of an arm's headline: the baseline's times each knob's injected factor.
@@ -174,6 +188,8 @@ fn plan() -> TunePlan {
         invocation: Some(invocation()),
         figure: truecold_proof::schema::Figure::Total,
         kernel_builds: Vec::new(),
+        proposals: Vec::new(),
+        unbuilt: Vec::new(),
     }
 }
 
@@ -1032,5 +1048,137 @@ fn the_boot_hash_and_rodata_knobs_verify_as_their_words() {
         Check::KnobApplied,
         "arm `rodata-off`: its guest command line is not the baseline's with its knobs' \
          words [rodata-off]: +ihash_entries=65536 against that",
+    );
+}
+
+/// A tune with a proposal (schema 3): it verifies, its README says where each proposal came
+/// from and what the screen made of it, and a proposal that is not a screened knob, or a
+/// schema that does not hold proposals, is caught.
+#[test]
+fn proposals_are_recorded_with_their_sources_and_checked() {
+    let t = tempfile::tempdir().unwrap();
+    let mut p = plan();
+    p.proposals = vec![tune::Proposal {
+        knob: Knob::TscReliable,
+        source: tune::ProposalSource {
+            attribution: "results/x-attribution-rip".into(),
+            instrument: truecold_proof::attribution::Instrument::Rip,
+            evidence: tune::Evidence::Function,
+            name: "check_tsc_sync_source".into(),
+            ns: 4_200_000,
+            why: "TSC synchronisation and watchdog checks, which tsc=reliable skips".into(),
+        },
+    }];
+    // A proposal the contract catches: the fixture's `nokaslr` arm fails every 7th launch.
+    let mut breaks = p.proposals[0].clone();
+    breaks.knob = Knob::Nokaslr;
+    breaks.source.name = "kaslr_init".into();
+    p.proposals.push(breaks);
+    let mut off = p.proposals[0].clone();
+    off.knob = Knob::parse("kconfig-off-SERIO_I8042").unwrap();
+    off.source.name = "i8042_init".into();
+    p.unbuilt = vec![tune::Unbuilt {
+        proposal: off,
+        why: "the kernel for kconfig-off-SERIO_I8042: a symbol did not end up as requested".into(),
+    }];
+    // Each Kconfig arm's kernel: built (its wall time) or found in the cache, said so.
+    p.kernel_builds = vec![
+        tune::KernelBuild {
+            knobs: "no-printk".into(),
+            wall_ms: 61_234,
+            cached: false,
+        },
+        tune::KernelBuild {
+            knobs: "hz-100".into(),
+            wall_ms: 15,
+            cached: true,
+        },
+    ];
+    let dir = write_tune_of(t.path(), "t", p, |_| {});
+    let j: serde_json::Value = serde_json::from_str(&read(&dir, names::TUNE_FILE)).unwrap();
+    assert_eq!(j["schema"], 3);
+    assert!(j["kernel_builds"][0].get("cached").is_none());
+    assert_eq!(j["kernel_builds"][1]["cached"], true);
+    let readme = read(&dir, "README.md");
+    assert!(
+        readme.contains("| `no-printk` | 61.2 s |\n| `hz-100` | 0.0 s (cached) |"),
+        "{readme}"
+    );
+    assert!(read(&dir, "README.md").contains(
+        "- `kconfig-off-SERIO_I8042` (from function `i8042_init`, 4.200 ms) was proposed but not \
+         screened: its kernel could not be got: the kernel for kconfig-off-SERIO_I8042"
+    ));
+    assert_eq!(j["proposals"][0]["knob"], "tsc-reliable");
+    assert_eq!(j["proposals"][0]["source"]["name"], "check_tsc_sync_source");
+    let readme = read(&dir, "README.md");
+    assert!(readme.contains("## Proposals"), "{readme}");
+    assert!(
+        readme.contains(
+            "| tsc-reliable | function `check_tsc_sync_source` (rip, results/x-attribution-rip) | 4.200 ms |"
+        ),
+        "{readme}"
+    );
+    // The plan's tsc-reliable is slower (×1.06): the screen's verdict is in the row.
+    assert!(readme.contains("| slower |"), "{readme}");
+    assert!(
+        readme.contains("| nokaslr | function `kaslr_init` (rip, results/x-attribution-rip) | 4.200 ms | TSC synchronisation and watchdog checks, which tsc=reliable skips | the proposal broke strict-ready (breaks strict-ready: "),
+        "{readme}"
+    );
+    let original = fs::read(dir.join(names::TUNE_FILE)).unwrap();
+    edit_tune_json(&dir, |j| j["proposals"][0]["knob"] = "hz-100".into());
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TunePlan,
+        "proposal `hz-100` is not a screened knob",
+    );
+    fs::write(dir.join(names::TUNE_FILE), &original).unwrap();
+    edit_tune_json(&dir, |j| {
+        j["unbuilt"][0]["proposal"]["knob"] = "tsc-reliable".into();
+    });
+    let v = invalid(&dir);
+    for words in [
+        "proposal `tsc-reliable` is recorded as not built but was screened",
+        "proposal `tsc-reliable` is recorded as not built: only a Kconfig knob's kernel",
+    ] {
+        assert_reason(&v, &dir, Check::TunePlan, words);
+    }
+    fs::write(dir.join(names::TUNE_FILE), &original).unwrap();
+    edit_tune_json(&dir, |j| j["schema"] = 2.into());
+    assert_reason(
+        &invalid(&dir),
+        &dir,
+        Check::TunePlan,
+        "schema 2 with an invocation and 3 proposals",
+    );
+    fs::write(dir.join(names::TUNE_FILE), &original).unwrap();
+    resum_tune(&dir);
+    assert!(verify_dir(&dir).is_valid());
+}
+
+/// Proposed knobs outside the catalogue run as their names say: `initcall_blacklist=` on
+/// the arm's command line, `# CONFIG_X is not set` in its kernel's config; an arm that did
+/// not apply its proposal is caught like any knob's. (The fixture's kernel config has two
+/// symbols, `64BIT` and `PVH`: a Kconfig arm must change the baseline's config, so the
+/// proposal turns one off; the verifier holds the arm to its fragment whatever the symbol.)
+#[test]
+fn proposed_knobs_verify_as_their_change() {
+    let t = tempfile::tempdir().unwrap();
+    let knobs = [
+        Knob::parse("initcall-blacklist-i8042_init").unwrap(),
+        Knob::parse("kconfig-off-PVH").unwrap(),
+    ];
+    let arms = tune::screen_arms(&knobs);
+    let phase = t.path().join("p");
+    write_phase(&phase, &arms, 6, 5, &[]);
+    let v = verify_dir(&phase);
+    assert!(v.is_valid(), "{}", v.render(&phase, 50));
+    set_guest_cmdline(&phase.join("initcall-blacklist-i8042_init"), GUEST_CMDLINE);
+    resum_arms(&phase);
+    assert_reason(
+        &invalid(&phase),
+        &phase,
+        Check::KnobApplied,
+        "-initcall_blacklist=i8042_init against that",
     );
 }

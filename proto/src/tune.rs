@@ -152,6 +152,94 @@ pub enum Knob {
     RamLayoutHoleInside,
     RamLayoutAbove4g,
     PinVcpus,
+    // Proposed from an attribution (`truecold tune --propose`), after the catalogue.
+    Proposed(&'static Proposed),
+}
+
+/// What a proposed knob ([`Proposed`]) changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProposedKind {
+    /// `initcall_blacklist=<fn>` on the command line: the kernel skips the initcall (a kernel
+    /// without `CONFIG_KALLSYMS` ignores the word: it matches initcalls by symbol name).
+    InitcallBlacklist,
+    /// `# CONFIG_<SYMBOL> is not set`: the kernel built without the symbol.
+    KconfigOff,
+}
+
+impl ProposedKind {
+    /// The prefix of its knobs' names; the rest of the name is the target.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            ProposedKind::InitcallBlacklist => "initcall-blacklist-",
+            ProposedKind::KconfigOff => "kconfig-off-",
+        }
+    }
+}
+
+/// The longest target (function or Kconfig symbol) a proposed knob names.
+pub const MAX_PROPOSED_TARGET: usize = 64;
+
+/// The most distinct proposed knobs one process holds ([`Knob::proposed`] refuses more): each
+/// is interned once, for the process's life, so that [`Knob`] stays `Copy`.
+pub const MAX_PROPOSED: usize = 4096;
+
+/// A knob that is not in the catalogue: proposed by `truecold tune --propose` from an
+/// attribution of the boot. Its name is its kind's prefix and its target (a function, or a
+/// Kconfig symbol without `CONFIG_`), and its change follows from the two, so the name alone
+/// is the knob (in `--knobs`, arm directories and every JSON file); why it was proposed is
+/// recorded beside it (`tune.json`'s `proposals`).
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Proposed {
+    pub kind: ProposedKind,
+    pub target: String,
+    name: String,
+    text: String,
+    what: String,
+}
+
+static PROPOSED: std::sync::Mutex<
+    std::collections::BTreeMap<(ProposedKind, String), &'static Proposed>,
+> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Whether `t` can be a proposed knob's target of `kind`: 1 to [`MAX_PROPOSED_TARGET`] bytes of
+/// `[A-Za-z0-9_]` (a C identifier; a Kconfig symbol without its `CONFIG_` prefix).
+fn valid_target(kind: ProposedKind, t: &str) -> bool {
+    let ident = !t.is_empty()
+        && t.len() <= MAX_PROPOSED_TARGET
+        && t.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_');
+    match kind {
+        ProposedKind::InitcallBlacklist => ident && !t.as_bytes()[0].is_ascii_digit(),
+        ProposedKind::KconfigOff => ident && !t.starts_with("CONFIG_"),
+    }
+}
+
+impl Proposed {
+    fn new(kind: ProposedKind, target: &str) -> Proposed {
+        let (text, what) = match kind {
+            ProposedKind::InitcallBlacklist => (
+                format!("initcall_blacklist={target}"),
+                format!(
+                    "the kernel skips the initcall `{target}` (initcall_blacklist={target}; a \
+                     kernel without CONFIG_KALLSYMS ignores it): proposed from an attribution, \
+                     not in the catalogue"
+                ),
+            ),
+            ProposedKind::KconfigOff => (
+                format!("# CONFIG_{target} is not set\n"),
+                format!(
+                    "the kernel built without CONFIG_{target}: proposed from an attribution, \
+                     not in the catalogue"
+                ),
+            ),
+        };
+        Proposed {
+            kind,
+            target: target.to_string(),
+            name: format!("{}{target}", kind.prefix()),
+            text,
+            what,
+        }
+    }
 }
 
 /// The guest a tune boots (the campaign's contract).
@@ -249,12 +337,48 @@ impl Knob {
             Knob::RamLayoutHoleInside => "ram-layout-hole-inside",
             Knob::RamLayoutAbove4g => "ram-layout-above-4g",
             Knob::PinVcpus => "pin-vcpus",
+            Knob::Proposed(p) => &p.name,
         }
     }
 
-    /// Parses [`Knob::as_str`].
+    /// Parses [`Knob::as_str`]: a catalogue knob, or a proposed one ([`Proposed`]).
     pub fn parse(s: &str) -> Option<Knob> {
-        Self::ALL.iter().copied().find(|k| k.as_str() == s)
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == s)
+            .or_else(|| {
+                [ProposedKind::InitcallBlacklist, ProposedKind::KconfigOff]
+                    .into_iter()
+                    .find_map(|kind| Knob::proposed(kind, s.strip_prefix(kind.prefix())?))
+            })
+    }
+
+    /// The proposed knob of `kind` on `target` (`None`: not a valid target, or
+    /// [`MAX_PROPOSED`] distinct ones already held).
+    pub fn proposed(kind: ProposedKind, target: &str) -> Option<Knob> {
+        if !valid_target(kind, target) {
+            return None;
+        }
+        // A poisoned lock still holds a consistent map (every insert is one call).
+        let mut map = PROPOSED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = map.get(&(kind, target.to_string())) {
+            return Some(Knob::Proposed(p));
+        }
+        if map.len() >= MAX_PROPOSED {
+            return None;
+        }
+        let p: &'static Proposed = Box::leak(Box::new(Proposed::new(kind, target)));
+        map.insert((kind, target.to_string()), p);
+        Some(Knob::Proposed(p))
+    }
+
+    /// The proposal this knob is, when it is not a catalogue knob.
+    pub fn as_proposed(self) -> Option<&'static Proposed> {
+        match self {
+            Knob::Proposed(p) => Some(p),
+            _ => None,
+        }
     }
 
     /// The legacy spelling a JSON file may hold where it is not [`Knob::as_str`] (serde's
@@ -335,6 +459,10 @@ impl Knob {
             Knob::RamLayoutHoleInside => Vmm(VmmChange::RamLayout(RamLayout::HoleInside)),
             Knob::RamLayoutAbove4g => Vmm(VmmChange::RamLayout(RamLayout::Above4g)),
             Knob::PinVcpus => Vmm(VmmChange::PinVcpus),
+            Knob::Proposed(p) => match p.kind {
+                ProposedKind::InitcallBlacklist => Cmdline(&p.text),
+                ProposedKind::KconfigOff => Kconfig(&p.text),
+            },
         }
     }
 
@@ -395,6 +523,7 @@ impl Knob {
             Knob::BzImage => "boots bzImage through the 64-bit boot protocol (decompression in the guest) instead of vmlinux's PVH entry",
             Knob::RamLayoutHoleInside => "truecold-vmm's --ram-layout hole-inside: RAM ends at the configured size (the 640 KiB – 1 MiB hole declared E820 reserved, counted in it) instead of 384 KiB past it in a fresh 128 MiB memory section",
             Knob::RamLayoutAbove4g => "truecold-vmm's --ram-layout above-4g: as hole-inside, but RAM below 4 GiB ends at 256 MiB and the rest starts at 4 GiB, so the struct pages Linux initialises on the boot CPU before SMP (the DMA32 zone: all RAM below 4 GiB) are 256 MiB's instead of 3 GiB's, the rest initialised in parallel (deferred struct-page init)",
+            Knob::Proposed(p) => &p.what,
             Knob::PinVcpus => "truecold-vmm's --pin-vcpus: vCPU i's thread pinned to the i-th CPU the VMM may run on (one CPU per vCPU; refused with fewer), instead of wherever the host's scheduler wakes it; a campaign of truecold alone (no peer engine pins the same way)",
         }
     }
@@ -423,6 +552,8 @@ impl Knob {
             | Knob::OptimizeForPerformance
             | Knob::FramePointer
             | Knob::BzImage => Compute,
+            // Whatever the initcall or the driver does at boot; most of it is compute.
+            Knob::Proposed(_) => Compute,
             Knob::DhashEntries
             | Knob::IhashEntries
             | Knob::ThashEntries
@@ -483,6 +614,10 @@ impl Knob {
             Knob::BzImage => "Documentation/arch/x86/boot.rst; arch/x86/platform/pvh",
             Knob::RamLayoutHoleInside => "issue 25 (RAM layout): 32,672 struct pages initialised as unavailable in the partly used section; −25.7 ms at 2 vCPU / 1 GiB when tried; the layout Firecracker and Cloud Hypervisor use",
             Knob::RamLayoutAbove4g => "mm/mm_init.c (Linux 6.12): defer_init() always initialises the low zones in full and defers only the highest zone's pages, which deferred_init_memmap spreads over the node's CPUs; measured: 2 vCPU / 16 GiB THP p50 338.2 → 329.9 ms with the gap at 1 GiB, 328.1 ms at 256 MiB (n = 6 each, 2026-12-05)",
+            Knob::Proposed(p) => match p.kind {
+                ProposedKind::InitcallBlacklist => "init/main.c (initcall_blacklist=, Linux 6.12: matched by symbol name, so only with CONFIG_KALLSYMS); proposed from an attribution of this boot: tune.json's `proposals` names the row and its cost",
+                ProposedKind::KconfigOff => "the Makefile line that builds the function's file (`obj-$(CONFIG_…)`); proposed from an attribution of this boot: tune.json's `proposals` names the row and its cost",
+            },
             Knob::PinVcpus => "sched_setaffinity(2); Firecracker docs/prod-host-setup.md (pinning a microVM's threads to dedicated cores); measured: docs/virtual-clock.md finding 12 (a 2-vCPU guest's second boot mode in the nested harness, a vCPU thread waiting behind another on one L1 CPU)",
         }
     }
@@ -954,6 +1089,75 @@ mod tests {
             (vec!["truecold.ram_layout=above-4g"], vec![])
         );
         assert!(conflicts(Knob::Hz1000, Knob::Hz100));
+    }
+
+    /// A proposed knob is its name: parsed, spelt, applied and serialised like a catalogue
+    /// knob, after the catalogue in order, interned once.
+    #[test]
+    fn proposed_knobs_are_their_names() {
+        let k = Knob::parse("initcall-blacklist-i8042_init").unwrap();
+        assert_eq!(
+            k,
+            Knob::proposed(ProposedKind::InitcallBlacklist, "i8042_init").unwrap()
+        );
+        assert_eq!(k.as_str(), "initcall-blacklist-i8042_init");
+        assert_eq!(k.change(), Change::Cmdline("initcall_blacklist=i8042_init"));
+        assert_eq!(k.class(), KnobClass::Cmdline);
+        assert_eq!(
+            k.cmdline_delta(),
+            (vec!["initcall_blacklist=i8042_init"], vec![])
+        );
+        assert!(k.applies_to(TuneGuest::Linux) && !k.applies_to(TuneGuest::Probe));
+        assert!(k.what().contains("i8042_init") && k.source().contains("KALLSYMS"));
+        let off = Knob::parse("kconfig-off-SERIO_I8042").unwrap();
+        assert_eq!(
+            off.change(),
+            Change::Kconfig("# CONFIG_SERIO_I8042 is not set\n")
+        );
+        assert_eq!(
+            off.fragment_name().as_deref(),
+            Some("tune-kconfig-off-SERIO_I8042.config")
+        );
+        // Interned: the same reference each time.
+        let (Knob::Proposed(a), Knob::Proposed(b)) =
+            (off, Knob::parse("kconfig-off-SERIO_I8042").unwrap())
+        else {
+            panic!("not proposed")
+        };
+        assert!(std::ptr::eq(a, b));
+        // After the catalogue, kinds in order; apply puts the word after the catalogue's.
+        assert!(Knob::ALL.iter().all(|c| *c < k && *c < off));
+        assert!(k < off);
+        let a = apply(&[k, Knob::TscReliable, off], Backing::Anon);
+        assert_eq!(
+            a.cmdline_extra,
+            "tsc=reliable initcall_blacklist=i8042_init"
+        );
+        assert_eq!(a.fragments.len(), 1);
+        assert_eq!(
+            parse_knobs("kconfig-off-SERIO_I8042,tsc-reliable", TuneGuest::Linux),
+            Ok(vec![Knob::TscReliable, off])
+        );
+        let j = serde_json::to_string(&vec![off, k]).unwrap();
+        assert_eq!(
+            j,
+            r#"["kconfig-off-SERIO_I8042","initcall-blacklist-i8042_init"]"#
+        );
+        assert_eq!(serde_json::from_str::<Vec<Knob>>(&j).unwrap(), vec![off, k]);
+        // What is not a target is no knob.
+        for bad in [
+            "initcall-blacklist-",
+            "initcall-blacklist-a,b",
+            "initcall-blacklist-9x",
+            "kconfig-off-CONFIG_X",
+            "kconfig-off-A=y",
+            "kconfig-off-",
+        ] {
+            assert_eq!(Knob::parse(bad), None, "{bad}");
+        }
+        let long = format!("initcall-blacklist-{}", "a".repeat(MAX_PROPOSED_TARGET + 1));
+        assert_eq!(Knob::parse(&long), None);
+        assert!(Knob::ALL.iter().all(|k| k.as_proposed().is_none()));
     }
 
     #[test]

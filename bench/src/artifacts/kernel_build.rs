@@ -74,6 +74,22 @@ pub enum KernelError {
     Io(#[from] PathIoError),
 }
 
+/// A kernel the build script got: its guest directory, and whether the script found it in
+/// its cache (its `cache hit` line) instead of building it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Got {
+    pub dir: PathBuf,
+    pub cached: bool,
+}
+
+/// Whether the build script's output says it found the kernel in its cache
+/// (`kernel-config/build.sh: cache hit <dir>`).
+pub fn says_cache_hit(output: &str) -> bool {
+    output
+        .lines()
+        .any(|l| l.starts_with("kernel-config/build.sh: cache hit "))
+}
+
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> KernelError {
     let at = PathIoError::at(op, path);
     move |source| KernelError::Io(at(source))
@@ -116,6 +132,11 @@ impl KernelBuild<'_> {
     /// the base guest's directory (the one holding `base.initramfs`) beside it. The script's
     /// own output is passed through to stderr.
     pub fn guest_dir(&self, dir: &Path, base: &LinuxGuest) -> Result<PathBuf, KernelError> {
+        self.got(dir, base).map(|g| g.dir)
+    }
+
+    /// [`KernelBuild::guest_dir`], saying whether the script found the kernel in its cache.
+    pub fn got(&self, dir: &Path, base: &LinuxGuest) -> Result<Got, KernelError> {
         if !self.script.is_file() {
             return Err(KernelError::ScriptMissing(self.script.to_path_buf()));
         }
@@ -176,7 +197,10 @@ impl KernelBuild<'_> {
             let to = dir.join(&name);
             std::fs::copy(e.path(), &to).map_err(io("copy into", &to))?;
         }
-        Ok(dir.to_path_buf())
+        Ok(Got {
+            dir: dir.to_path_buf(),
+            cached: says_cache_hit(&text),
+        })
     }
 }
 
@@ -192,6 +216,17 @@ fn absolute_args(args: &[OsString]) -> std::io::Result<Vec<OsString>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_hit_is_the_scripts_own_line() {
+        assert!(says_cache_hit(
+            "x\nkernel-config/build.sh: cache hit /var/cache/truecold/kernel/k\n"
+        ));
+        assert!(!says_cache_hit(
+            "kernel-config/build.sh: building tune in /b (-j1)\n"
+        ));
+        assert!(!says_cache_hit("make: cache hit\n"));
+    }
 
     #[test]
     fn relative_fragments_reach_the_script_absolute_and_naming_the_same_file() {

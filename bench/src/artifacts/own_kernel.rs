@@ -476,6 +476,19 @@ pub fn prepare_from(
     root: &Path,
     from: Option<String>,
 ) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
+    prepare_got(k, vcpus, engines, script, base, root, from).map(|(g, nc)| (g.dir, nc))
+}
+
+/// [`prepare_from`], saying whether the kernel was found in the build script's cache.
+pub fn prepare_got(
+    k: &OwnKernel,
+    vcpus: u32,
+    engines: &[Engine],
+    script: &Path,
+    base: &LinuxGuest,
+    root: &Path,
+    from: Option<String>,
+) -> Result<(kernel_build::Got, Vec<NotCarried>), OwnKernelError> {
     let (given_bytes, given) = read_config(&k.config)?;
     // What the build starts from, as far as the file says: the config itself, or the base
     // fragment with the user's lines over it (tinyconfig below both sets none of the
@@ -520,13 +533,13 @@ pub fn prepare_from(
         lineage: None,
         lineage_from: from.filter(|_| source.is_none()),
     };
-    let dir = build.guest_dir(&dir, base).map_err(OwnKernelError::Build)?;
-    let (_, resolved) = read_config(&dir.join("config"))?;
+    let got = build.got(&dir, base).map_err(OwnKernelError::Build)?;
+    let (_, resolved) = read_config(&got.dir.join("config"))?;
     let lost = missing(&resolved, vcpus, engines);
     if !lost.is_empty() {
         return Err(OwnKernelError::Lost { missing: lost });
     }
-    Ok((dir, not_carried(&given, &resolved)))
+    Ok((got, not_carried(&given, &resolved)))
 }
 
 /// The note on the symbols of `config` that did not carry over into the resolved config of

@@ -98,6 +98,8 @@ pub enum ArgError {
     Parity(&'static str),
     #[error("your kernel (--kernel-config / --kernel-fragment): {0}")]
     OwnKernel(&'static str),
+    #[error("--propose / --propose-from: the probe guest has no kernel to attribute (tune Linux: --linux, --nested)")]
+    ProposeProbe,
     #[error("--stop-after applies to a sequential campaign of truecold alone (--mode sequential, no --engine, no --parity): the concurrent modes, engines and parity campaigns run every launch")]
     StopAfterNotSequential,
     #[error("--knobs")]

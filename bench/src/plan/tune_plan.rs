@@ -107,6 +107,25 @@ pub fn phase_rounds(
     Ok((screen.min(per), confirm.min(per)))
 }
 
+/// Where a tune's proposals come from (`--propose`, `--propose-from`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProposeFrom {
+    /// Attribution campaigns of the baseline, run first.
+    Attribute,
+    /// An attribution bundle.
+    Bundle(PathBuf),
+}
+
+/// Proposals asked for: from where, the source tree for Kconfig symbols, and whether only to
+/// print them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProposePlan {
+    pub from: ProposeFrom,
+    /// `--propose-source` (`None`: `--kernel-source`, else the pinned source if found).
+    pub source: Option<PathBuf>,
+    pub dry_run: bool,
+}
+
 /// One tune, checked: what `truecold tune` runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TunePlan {
@@ -145,6 +164,8 @@ pub struct TunePlan {
     pub own_kernel: Option<OwnKernel>,
     /// The headline figure the arms are judged on (`--clock`).
     pub figure: truecold_proof::schema::Figure,
+    /// Knobs proposed from an attribution (`None`: the catalogue's or --knobs alone).
+    pub propose: Option<ProposePlan>,
 }
 
 impl TunePlan {
@@ -204,6 +225,19 @@ impl TunePlan {
         if !a.clock.is_total() && target != Target::Nested {
             return Err(ArgError::ParallelNeedsNested);
         }
+        let from = match (a.propose, &a.propose_from) {
+            (true, _) => Some(ProposeFrom::Attribute),
+            (false, Some(b)) => Some(ProposeFrom::Bundle(b.clone())),
+            (false, None) => None,
+        };
+        if from.is_some() && target == Target::Probe {
+            return Err(ArgError::ProposeProbe);
+        }
+        let propose = from.map(|from| ProposePlan {
+            from,
+            source: a.propose_source.clone(),
+            dry_run: a.dry_run,
+        });
         Ok(TunePlan {
             target,
             knobs: choice,
@@ -224,6 +258,7 @@ impl TunePlan {
             paths: KernelPlan::from_cli(&a.paths, crate::cli::TUNE_KERNEL_DIR),
             own_kernel,
             figure: a.clock,
+            propose,
         })
     }
 

@@ -5,7 +5,7 @@
 use super::phase_plan::variant_name;
 use super::tune_error::TuneError;
 use crate::artifacts::guest_files::LinuxGuest;
-use crate::artifacts::kernel_build::{self, KernelBuild};
+use crate::artifacts::kernel_build::{self, Got, KernelBuild};
 use crate::artifacts::own_kernel::{self, OwnKernel};
 use std::path::{Path, PathBuf};
 use truecold_proof::kconfig::{not_carried_lines, sets_all, UserKernel};
@@ -22,6 +22,16 @@ pub fn ensure_kernel(
     root: &Path,
     script: &Path,
 ) -> Result<PathBuf, TuneError> {
+    ensure_kernel_got(kconfig, base, root, script).map(|g| g.dir)
+}
+
+/// [`ensure_kernel`], saying whether the kernel was found in the build script's cache.
+pub fn ensure_kernel_got(
+    kconfig: &[Knob],
+    base: &LinuxGuest,
+    root: &Path,
+    script: &Path,
+) -> Result<Got, TuneError> {
     let name = variant_name(kconfig);
     let dir = root.join(&name);
     let frags = root.join(format!("{name}.fragments"));
@@ -45,12 +55,10 @@ pub fn ensure_kernel(
         // knobs' symbols change is compiled.
         lineage_from: None,
     };
-    build
-        .guest_dir(&dir, base)
-        .map_err(|source| TuneError::Kernel {
-            knobs: name,
-            source,
-        })
+    build.got(&dir, base).map_err(|source| TuneError::Kernel {
+        knobs: name,
+        source,
+    })
 }
 
 /// The user's kernel of a tune (`--kernel-config` / `--kernel-fragment`), built: what the
@@ -125,7 +133,7 @@ impl OwnBase {
         base: &LinuxGuest,
         root: &Path,
         script: &Path,
-    ) -> Result<PathBuf, TuneError> {
+    ) -> Result<Got, TuneError> {
         let name = variant_name(kconfig);
         std::fs::create_dir_all(root).map_err(PathIoError::at("create directory", root))?;
         let file = root.join(format!("{name}.own.config"));
@@ -142,8 +150,8 @@ impl OwnBase {
         // Built from the user's kernel's objects: only what the knobs' symbols change is
         // compiled (a full build of a large config takes many minutes).
         let from = kernel_build::config_lineage(&self.bytes);
-        let (dir, _) = own_kernel::prepare_from(&k, 1, &[], script, base, root, Some(from))?;
-        let cfg = dir.join("config");
+        let (got, _) = own_kernel::prepare_got(&k, 1, &[], script, base, root, Some(from))?;
+        let cfg = got.dir.join("config");
         let resolved = std::fs::read_to_string(&cfg).map_err(PathIoError::at("read", &cfg))?;
         for knob in kconfig {
             if let Change::Kconfig(text) = knob.change() {
@@ -157,7 +165,7 @@ impl OwnBase {
                 }
             }
         }
-        Ok(dir)
+        Ok(got)
     }
 }
 

@@ -22,11 +22,13 @@
 //! ([`phase`]) or in one L1 boot ([`nested_phase`]), its error ([`phase_error`]);
 //! [`knob_kernels`] (the arms' kernels, over truecold's base or the user's); [`tune_error`].
 
+pub mod kconfig_map;
 pub mod knob_kernels;
 pub mod nested_phase;
 pub mod phase;
 pub mod phase_error;
 pub mod phase_plan;
+pub mod propose;
 pub mod tune_error;
 pub mod tune_run;
 

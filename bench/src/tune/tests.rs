@@ -120,6 +120,19 @@ fn ensure_kernel_runs_the_build_script_with_each_fragment() {
         "CONFIG_HZ_1000=y\n# CONFIG_HZ_250 is not set\n# CONFIG_PRINTK is not set\n"
     );
     assert_eq!(std::fs::read(&g.initramfs).unwrap(), b"initramfs.cpio");
+    // Built, not found in the script's cache; then a script that finds it there.
+    let got = ensure_kernel_got(&[Knob::Hz1000], &base, &root, &script).unwrap();
+    assert!(!got.cached);
+    let hit = d.path().join("hit.sh");
+    std::fs::write(
+        &hit,
+        "mkdir -p \"$2\"; echo c > \"$2/config\"; echo k > \"$2/vmlinux\"\n\
+         echo \"kernel-config/build.sh: cache hit /cache/kernel/x\" >&2\n",
+    )
+    .unwrap();
+    let got = ensure_kernel_got(&[Knob::Hz1000], &base, &root, &hit).unwrap();
+    assert!(got.cached);
+    assert_eq!(got.dir, root.join("hz-1000"));
     let failing = d.path().join("fail.sh");
     std::fs::write(&failing, "exit 3\n").unwrap();
     let e = ensure_kernel(&[Knob::NoSmp], &base, &root, &failing).unwrap_err();
@@ -363,7 +376,8 @@ fn a_users_kernel_is_the_baseline_and_each_kconfig_knob_goes_over_it() {
     // A knob's kernel: the user's file, then the knob's fragment, built as the user's kernel.
     let x = own
         .arm_kernel(&[Knob::X2apic], &base, &root, &script)
-        .unwrap();
+        .unwrap()
+        .dir;
     let cfg = std::fs::read_to_string(x.join("config")).unwrap();
     assert!(cfg.ends_with("# x2apic\nCONFIG_X86_X2APIC=y\n"), "{cfg}");
     assert!(cfg.contains("CONFIG_HZ_100=y\n"), "{cfg}");
@@ -372,7 +386,8 @@ fn a_users_kernel_is_the_baseline_and_each_kconfig_knob_goes_over_it() {
     // as on truecold's base), not refused.
     let no_smp = own
         .arm_kernel(&[Knob::NoSmp], &base, &root, &script)
-        .unwrap();
+        .unwrap()
+        .dir;
     assert!(std::fs::read_to_string(no_smp.join("config"))
         .unwrap()
         .contains("# no-smp\n"));
@@ -464,4 +479,73 @@ fn tune_takes_the_users_kernel_flags() {
         "b"
     ])
     .is_err());
+}
+
+/// `--propose` and `--propose-from` in the plan: where the proposals come from, the source
+/// tree, `--dry-run`; the probe guest refused; a proposed knob listed in `--knobs` by its name.
+#[test]
+fn proposals_are_planned_from_an_attribution_or_a_bundle() {
+    use crate::plan::tune_plan::{ProposeFrom, ProposePlan};
+    let p = parse(&["--nested", "--propose-from", "b", "--dry-run"]);
+    assert_eq!(
+        p.propose,
+        Some(ProposePlan {
+            from: ProposeFrom::Bundle(PathBuf::from("b")),
+            source: None,
+            dry_run: true,
+        })
+    );
+    let p = parse(&["--nested", "--propose", "--propose-source", "/src"]);
+    assert_eq!(
+        p.propose,
+        Some(ProposePlan {
+            from: ProposeFrom::Attribute,
+            source: Some(PathBuf::from("/src")),
+            dry_run: false,
+        })
+    );
+    assert_eq!(parse(&["--nested"]).propose, None);
+    assert!(matches!(
+        TunePlan::of_words(&["--probe", "--propose"]),
+        Err(ArgError::ProposeProbe)
+    ));
+    let p = parse(&[
+        "--nested",
+        "--knobs",
+        "initcall-blacklist-i8042_init,tsc-reliable",
+    ]);
+    assert_eq!(
+        p.knobs,
+        KnobChoice::Listed(vec![
+            Knob::TscReliable,
+            Knob::parse("initcall-blacklist-i8042_init").unwrap()
+        ])
+    );
+    use clap::Parser;
+    for bad in [
+        &["truecold", "tune", "--dry-run"][..],
+        &["truecold", "tune", "--propose", "--propose-from", "b"],
+    ] {
+        assert!(crate::cli::Cli::try_parse_from(bad).is_err(), "{bad:?}");
+    }
+}
+
+/// A phase plan's arm with a proposed knob reaches L1 (`truecold tune-phase --plan`) as the
+/// knob's name and reads back as the same knob.
+#[test]
+fn a_proposed_knob_crosses_the_phase_plan_by_its_name() {
+    use super::phase_plan::PhaseArm;
+    let k = Knob::parse("kconfig-off-SERIO_I8042").unwrap();
+    let arm = PhaseArm {
+        name: k.as_str().to_string(),
+        knobs: vec![k],
+        guest_dir: Some(PathBuf::from("/l1/kernels/kconfig-off-SERIO_I8042")),
+    };
+    let j = serde_json::to_string(&arm).unwrap();
+    assert!(j.contains(r#""knobs":["kconfig-off-SERIO_I8042"]"#), "{j}");
+    assert_eq!(serde_json::from_str::<PhaseArm>(&j).unwrap(), arm);
+    assert_eq!(
+        variant_name(&kconfig_knobs(&[Knob::TscReliable, k])),
+        "kconfig-off-SERIO_I8042"
+    );
 }

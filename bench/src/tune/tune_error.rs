@@ -73,6 +73,10 @@ pub enum TuneError {
     },
     #[error("no knob left to tune: your kernel already sets every Kconfig knob of --knobs")]
     NoKnobLeft,
+    #[error("proposing knobs")]
+    Propose(#[from] super::propose::ProposeError),
+    #[error("the attribution campaign {} does not verify: {why}", path.display())]
+    AttributionInvalid { path: PathBuf, why: String },
 }
 
 impl TuneError {

@@ -1,7 +1,7 @@
 //! The whole tune ([`tune`]): the host, the knobs and their kernels, the screen phase, the
 //! winners, the confirm phase, and the tune directory written and renamed into place.
 
-use super::knob_kernels::{ensure_kernel, screen_knobs, OwnBase};
+use super::knob_kernels::{ensure_kernel_got, screen_knobs, OwnBase};
 use super::nested_phase::nested_phase;
 use super::phase::{run_phase, PhaseEnv};
 use super::phase_error::PhaseError;
@@ -20,7 +20,7 @@ use crate::checks::preflight::{kvm_host, PVM_EXPLANATION};
 use crate::plan::arg_error::ArgError;
 use crate::plan::guest::Target;
 use crate::plan::tune_plan::KnobChoice;
-use crate::plan::tune_plan::{phase_rounds, Sizing, TunePlan};
+use crate::plan::tune_plan::{phase_rounds, ProposeFrom, ProposePlan, Sizing, TunePlan};
 use crate::terminal::output;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,125 @@ use truecold_proto::tune::{Knob, TuneGuest};
 
 /// The arm with every winner.
 pub const RECOMMENDED: &str = "recommended";
+
+/// `--propose`'s attribution campaigns: measured launches (the reconciliation's p50) and
+/// attribution launches of each instrument.
+pub const PROPOSE_LAUNCHES: u64 = 5;
+pub const PROPOSE_ATTRIBUTION: u64 = 3;
+
+/// The kernel source tree proposals map functions to Kconfig symbols with: `--propose-source`,
+/// else `--kernel-source`, else the pinned package source in the kernel cache
+/// (`<cache>/src/*/linux-source-*`) when there is exactly one; `None`: no tree.
+pub fn proposal_tree(tp: &TunePlan, pp: &ProposePlan) -> Option<PathBuf> {
+    if let Some(s) = pp.source.clone() {
+        return Some(s);
+    }
+    if let Some(s) = tp.own_kernel.as_ref().and_then(|k| k.source.clone()) {
+        return Some(s);
+    }
+    let src = crate::artifacts::kernel_build::cache_root().join("src");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&src)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|v| std::fs::read_dir(v.path()).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("linux-source-"))
+        })
+        .collect();
+    found.sort();
+    (found.len() == 1).then(|| found.remove(0))
+}
+
+/// The proposals of the attribution bundles `bundles`, merged: costliest row first, each
+/// knob once (from its costliest row), at most [`super::propose::MAX_PROPOSALS`]; the
+/// notes of each.
+pub fn proposals_of(
+    bundles: &[PathBuf],
+    tree: Option<&Path>,
+) -> Result<super::propose::Proposals, TuneError> {
+    use super::propose::{propose, Attributed, Proposals, MAX_PROPOSALS};
+    let mut all = Proposals::default();
+    for b in bundles {
+        let p = propose(&Attributed::read(b)?, tree)?;
+        all.total_ns = all.total_ns.max(p.total_ns);
+        all.proposals.extend(p.proposals);
+        for n in p.notes {
+            if !all.notes.contains(&n) {
+                all.notes.push(n);
+            }
+        }
+    }
+    all.proposals
+        .sort_by_key(|p| std::cmp::Reverse(p.source.ns));
+    let mut seen = std::collections::BTreeSet::new();
+    all.proposals.retain(|p| seen.insert(p.knob));
+    all.proposals.truncate(MAX_PROPOSALS);
+    Ok(all)
+}
+
+/// A kernel build's error as a proposal's record says it: the chain's first line, at most 400
+/// characters (a failed build's error carries its log's tail).
+fn unbuilt_reason(e: &TuneError) -> String {
+    let chain = truecold_proto::measure::error_chain(e);
+    let line = chain.lines().next().unwrap_or("").trim();
+    line.chars().take(400).collect()
+}
+
+/// `--propose`'s attribution campaigns of the baseline (`initcall`, then `rip`), each a
+/// bundle beside `dest` (`<dest>-attribution-<instrument>`) that must verify.
+fn attribute_first(
+    tp: &TunePlan,
+    guest_dir: &Path,
+    dest: &Path,
+    invocation: &str,
+) -> Result<Vec<PathBuf>, TuneError> {
+    use crate::attribution::instrumentation::Instrumentation;
+    use crate::plan::campaign_plan::CampaignPlan;
+    use crate::plan::guest::GuestSpec;
+    let mut out = Vec::new();
+    for instrument in [Instrument::Initcall, Instrument::Rip] {
+        let bundle = PathBuf::from(format!("{}-attribution-{instrument}", dest.display()));
+        let mut spec = GuestSpec::plain(tp.vcpus, tp.mem, tp.backing);
+        spec.ram_layout = truecold_proto::tune::TUNE_BASELINE_LAYOUT;
+        let mut plan = CampaignPlan::sequential(
+            Target::linux(tp.nested()),
+            spec,
+            PROPOSE_LAUNCHES,
+            tp.deadline_ms,
+            tp.kill_grace_ms,
+        )?
+        .at(
+            tp.paths.vmm.clone(),
+            Some(guest_dir.to_path_buf()),
+            Some(bundle.clone()),
+        )
+        .seeded(tp.seed)
+        .attributed(PROPOSE_ATTRIBUTION);
+        plan.instrument = Instrumentation {
+            instrument,
+            period: tp.instrument.period,
+        };
+        crate::note!(
+            "truecold: tune: --propose: attributing the baseline ({instrument}) into {}",
+            bundle.display()
+        );
+        let o = crate::run::dispatch::run(&plan, invocation)
+            .map_err(|e| TuneError::Run(Box::new(e)))?;
+        let w = o.written;
+        if !w.verdict.is_valid() {
+            return Err(TuneError::AttributionInvalid {
+                why: w.verdict.render(&w.path, 3).trim().replace('\n', "; "),
+                path: w.path,
+            });
+        }
+        out.push(w.path);
+    }
+    Ok(out)
+}
 
 /// The noise of a verified bundle: its successful headlines' coefficient of variation.
 pub fn noise_of(bundle: &Path) -> Result<truecold_proof::tune::Noise, TuneError> {
@@ -264,16 +383,17 @@ impl Arms<'_> {
                     Some(d) => Some(d.clone()),
                     None => {
                         let t0 = std::time::Instant::now();
-                        let d = match self.own {
+                        let got = match self.own {
                             Some(o) => o.arm_kernel(&kc, b, &self.kernel_root, &self.script)?,
-                            None => ensure_kernel(&kc, b, &self.kernel_root, &self.script)?,
+                            None => ensure_kernel_got(&kc, b, &self.kernel_root, &self.script)?,
                         };
                         self.builds.push(truecold_proof::tune::KernelBuild {
                             knobs: key.clone(),
                             wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+                            cached: got.cached,
                         });
-                        self.kernels.insert(key, d.clone());
-                        Some(d)
+                        self.kernels.insert(key, got.dir.clone());
+                        Some(got.dir)
                     }
                 }
             }
@@ -412,8 +532,37 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         }
         (None, _) => None,
     };
+    let base_guest_dir = match &own {
+        Some(o) => o.dir.clone(),
+        None => tp.paths.guest_dir.clone(),
+    };
+    // The proposals, from the attribution bundle given or from attribution campaigns of the
+    // baseline run now: screened with the other knobs.
+    let mut proposals = Vec::new();
+    let mut knobs = knobs;
+    if let Some(pp) = &tp.propose {
+        let bundles = match &pp.from {
+            ProposeFrom::Bundle(b) => vec![b.clone()],
+            ProposeFrom::Attribute => attribute_first(tp, &base_guest_dir, &dest, invocation)?,
+        };
+        let tree = proposal_tree(tp, pp);
+        let p = proposals_of(&bundles, tree.as_deref())?;
+        crate::note!(
+            "truecold: tune: {}",
+            super::propose::proposals_text(&p).trim_end()
+        );
+        for q in &p.proposals {
+            if !knobs.contains(&q.knob) {
+                knobs.push(q.knob);
+            }
+        }
+        knobs.sort();
+        proposals = p.proposals;
+    }
     let listed = matches!(tp.knobs, KnobChoice::Listed(_));
     let (knobs, already_set) = screen_knobs(knobs, own.as_ref(), listed)?;
+    // A proposal left out (the user's kernel already sets it) is not recorded.
+    proposals.retain(|p: &truecold_proof::tune::Proposal| knobs.contains(&p.knob));
     // The noise that sizes the screen, when known before any launch (a pilot measures it
     // later); `-n` given, the screen's rounds are known now and checked against the budget.
     let mut noise = match (&tp.sizing, &tp.noise_from) {
@@ -424,10 +573,6 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         rounds_of(tp, knobs.len(), noise.as_ref(), 0)?;
     }
     let deadline_ms = tp.deadline_ms;
-    let base_guest_dir = match &own {
-        Some(o) => o.dir.clone(),
-        None => tp.paths.guest_dir.clone(),
-    };
     let vmm = match tp.nested() {
         true => tp.paths.vmm.clone().unwrap_or_default(),
         false => guest_files::find_vmm(tp.paths.vmm.as_deref())?,
@@ -505,13 +650,38 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
     }
     // Then every Kconfig arm's kernel (built over the baseline's objects), and the screen's
     // arms in the plan's knob order.
+    // A proposal is a guess: one whose kernel cannot be got (its fragment did not take, its
+    // build failed) is left out of the screen and recorded so, where a catalogue knob's
+    // failure ends the tune.
     let mut screen_arms = vec![baseline];
+    let mut unbuilt = Vec::new();
+    let mut screened = Vec::new();
     for k in &knobs {
-        screen_arms.push(match quick.remove(k) {
-            Some(a) => a,
-            None => arms.arm(k.as_str().to_string(), vec![*k])?,
-        });
+        let arm = match quick.remove(k) {
+            Some(a) => Ok(a),
+            None => arms.arm(k.as_str().to_string(), vec![*k]),
+        };
+        match arm {
+            Ok(a) => {
+                screen_arms.push(a);
+                screened.push(*k);
+            }
+            Err(e) if proposals.iter().any(|p| p.knob == *k) => {
+                let why = unbuilt_reason(&e);
+                let w = format!("proposal {k} is not screened: its kernel could not be got: {why}");
+                output::note_once(&w, &format!("truecold: tune: warning: {w}"));
+                warnings.push(w);
+                if let Some(i) = proposals.iter().position(|p| p.knob == *k) {
+                    unbuilt.push(truecold_proof::tune::Unbuilt {
+                        proposal: proposals.remove(i),
+                        why,
+                    });
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
+    let knobs = screened;
     // The screen cannot know whether a knob will win, so it always attributes its baseline
     // (the README shows it when no confirm phase runs); the confirm phase attributes its own
     // baseline and the recommended arm.
@@ -551,6 +721,8 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
         invocation: Some(invocation_record(tp, contract, own.as_ref(), already_set)),
         figure: tp.figure,
         kernel_builds: arms.builds.clone(),
+        proposals,
+        unbuilt,
     };
     if let Some(o) = &own {
         // The user's file as given, beside tune.json (its record's digest; reproduce.sh reads it).

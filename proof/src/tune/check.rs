@@ -97,14 +97,16 @@ fn read_tune_record(v: &mut Verdict, dir: &Path) -> Option<Option<TuneFile>> {
             v.add(
                 Check::TunePlan,
                 format!(
-                    "{TUNE_FILE}: schema {} {} an invocation: schema {TUNE_SCHEMA} records one, \
-                     schema {TUNE_SCHEMA_MIN} none",
+                    "{TUNE_FILE}: schema {} {} an invocation and {} proposals: schema \
+                     {TUNE_SCHEMA} records proposals, schema {TUNE_SCHEMA_INVOCATION} an \
+                     invocation without them, schema {TUNE_SCHEMA_MIN} neither",
                     f.schema,
                     if f.invocation.is_some() {
                         "with"
                     } else {
                         "without"
-                    }
+                    },
+                    f.proposals.len() + f.unbuilt.len()
                 ),
             );
             None
@@ -359,7 +361,7 @@ fn check_recommended(v: &mut Verdict, dir: &Path, file: &TuneFile, fresh: &TuneF
                 Check::TuneRecommended,
                 format!(
                     "`{RECOMMENDED_DIR}/` in a {TUNE_FILE} of schema {}: the schema that \
-                     records how to repeat it ({TUNE_SCHEMA}) makes one",
+                     records how to repeat it ({TUNE_SCHEMA_INVOCATION}) makes one",
                     file.schema
                 ),
             );

@@ -247,6 +247,8 @@ pub(super) fn results(plan: &TunePlan, m: &Measured) -> Result<TuneFile, Missing
         screen: sc,
         confirm,
         kernel_builds: plan.kernel_builds.clone(),
+        proposals: plan.proposals.clone(),
+        unbuilt: plan.unbuilt.clone(),
     })
 }
 

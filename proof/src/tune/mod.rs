@@ -77,6 +77,7 @@
 mod check;
 mod measure;
 mod model;
+mod proposal;
 mod readme;
 mod recommended;
 mod stats;
@@ -90,6 +91,7 @@ use crate::verdict::{Verdict, VerifyOptions};
 pub use check::*;
 pub use measure::*;
 pub use model::*;
+pub use proposal::*;
 pub use recommended::*;
 pub use stats::*;
 pub use write::*;
@@ -477,6 +479,8 @@ mod tests {
             invocation: None,
             figure: Figure::Total,
             kernel_builds: Vec::new(),
+            proposals: Vec::new(),
+            unbuilt: Vec::new(),
         };
         let bad = tune_plan_problems(&p);
         assert!(bad.iter().any(|m| m.contains("catalogue order")), "{bad:?}");

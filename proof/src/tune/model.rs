@@ -6,16 +6,20 @@ use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::Clock;
 use truecold_proto::tune::{Knob, TuneGuest};
 
+use super::proposal::{proposal_problems, unbuilt_problems, Proposal, Unbuilt};
 use super::recommended::{Invocation, RunGuest};
 use super::stats::*;
 use crate::arms::{ArmRef, ArmsError, BASELINE_ARM, MINUS_PREFIX, RECOMMENDED_ARM, RESAMPLES};
 use crate::names::TUNE_FILE;
 use crate::schema::{Backing, ContractKind, HostKind, HEADLINE};
 
-/// Version of `tune.json` a tune is written with: 2 records the invocation
-/// ([`Invocation`]) and comes with `recommended/` ([`crate::tune::recommended_files`]).
-/// Schema 1 (neither) is still read.
-pub const TUNE_SCHEMA: u32 = 2;
+/// The newest version of `tune.json`: 3 records proposals ([`Proposal`]: the knobs chosen
+/// from an attribution, each with its source) beside what 2 has. A tune is written with the
+/// least schema that holds it ([`schema_of`]): 3 with proposals, else 2.
+pub const TUNE_SCHEMA: u32 = 3;
+/// The schema that records the invocation ([`Invocation`]) and comes with `recommended/`
+/// ([`crate::tune::recommended_files`]); schema 1 (neither) is still read.
+pub const TUNE_SCHEMA_INVOCATION: u32 = 2;
 /// The oldest `tune.json` schema this verifier reads.
 pub const TUNE_SCHEMA_MIN: u32 = 1;
 /// The screen phase's directory.
@@ -84,8 +88,13 @@ pub struct Noise {
 pub struct KernelBuild {
     /// The arm's Kconfig knobs (their variant name: `hz-1000+no-printk`).
     pub knobs: String,
-    /// The wall time the bench waited for it, ms (a cached kernel: the time to find it).
+    /// The wall time the bench waited for it, ms: its build, or for a kernel found in the
+    /// build script's cache the time to find it.
     pub wall_ms: u64,
+    /// Whether the build script found it in its cache (`cache hit`) instead of building it;
+    /// absent (false) in a record written before the tune said so, which then does not tell.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// A tune's plan: what the bench ran.
@@ -116,6 +125,11 @@ pub struct TunePlan {
     /// Each Kconfig arm's kernel, in the order the tune built them (absent before the tune
     /// recorded them).
     pub kernel_builds: Vec<KernelBuild>,
+    /// The knobs proposed from an attribution, each with its source (schema 3; empty: none
+    /// proposed).
+    pub proposals: Vec<Proposal>,
+    /// The proposals whose kernel could not be got, not screened (schema 3).
+    pub unbuilt: Vec<Unbuilt>,
 }
 
 /// Every way `plan` is not a tune plan (empty when it is one).
@@ -163,6 +177,8 @@ pub fn tune_plan_problems(plan: &TunePlan) -> Vec<String> {
         }
         bad.extend(o.instrument_problems());
     }
+    bad.extend(proposal_problems(&plan.proposals, &plan.knobs));
+    bad.extend(unbuilt_problems(&plan.unbuilt, &plan.knobs));
     bad
 }
 
@@ -301,13 +317,21 @@ pub(super) struct TuneFile {
     /// [`TunePlan::kernel_builds`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) kernel_builds: Vec<KernelBuild>,
+    /// Schema 3: [`TunePlan::proposals`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) proposals: Vec<Proposal>,
+    /// Schema 3: [`TunePlan::unbuilt`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) unbuilt: Vec<Unbuilt>,
 }
 
-/// The schema a tune of `plan` is written with: 2 with an invocation, else 1 (a directory
-/// of schema 1 read back and regenerated keeps its schema).
+/// The schema a tune of `plan` is written with: 3 with proposals, 2 with an invocation, else
+/// 1 (a directory of schema 1 or 2 read back and regenerated keeps its schema).
 pub(super) fn schema_of(plan: &TunePlan) -> u32 {
-    if plan.invocation.is_some() {
+    if !plan.proposals.is_empty() || !plan.unbuilt.is_empty() {
         TUNE_SCHEMA
+    } else if plan.invocation.is_some() {
+        TUNE_SCHEMA_INVOCATION
     } else {
         TUNE_SCHEMA_MIN
     }
@@ -337,6 +361,8 @@ impl TuneFile {
             invocation: self.invocation.clone(),
             figure: self.context.figure,
             kernel_builds: self.kernel_builds.clone(),
+            proposals: self.proposals.clone(),
+            unbuilt: self.unbuilt.clone(),
         }
     }
 }

@@ -74,6 +74,7 @@ pub(super) fn readme(f: &TuneFile, baseline: Option<&ResultJson>) -> String {
     readme_head(&mut s, f, baseline);
     readme_screen(&mut s, f);
     readme_breaks(&mut s, f);
+    readme_proposals(&mut s, f);
     readme_recommended(&mut s, f);
     readme_confirm(&mut s, f);
     readme_method(&mut s, f);
@@ -267,6 +268,61 @@ fn readme_breaks(s: &mut String, f: &TuneFile) {
                 .map(|(k, n)| format!("{k} ×{n}"))
                 .collect::<Vec<_>>()
                 .join(", ")
+        );
+    }
+}
+
+/// The proposals (`truecold tune --propose`): each knob, where it came from, and what the
+/// screen made of it; a proposal that broke strict-ready is said to have done so.
+fn readme_proposals(s: &mut String, f: &TuneFile) {
+    if f.proposals.is_empty() && f.unbuilt.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Proposals\n\nThese knobs were proposed from an attribution of the boot, each \
+         from one row of it, and screened with the others; a proposal is never assumed safe: \
+         the contract (strict-ready on every launch) judged each.\n\n| knob | from | cost | \
+         why | screen |\n|---|---|---:|---|---|"
+    );
+    for p in &f.proposals {
+        let src = &p.source;
+        let verdict = f
+            .screen
+            .effects
+            .iter()
+            .find(|e| e.knobs == [p.knob])
+            .map(|e| match e.verdict {
+                KnobVerdict::Breaks => {
+                    format!("the proposal broke strict-ready ({})", e.verdict_text())
+                }
+                _ => e.verdict_text(),
+            })
+            .unwrap_or_else(|| "not screened".into());
+        let _ = writeln!(
+            s,
+            "| {} | {} `{}` ({}, {}) | {} ms | {} | {} |",
+            p.knob,
+            src.evidence.as_str(),
+            src.name,
+            src.instrument,
+            src.attribution,
+            crate::fmt::ms(src.ns),
+            src.why,
+            verdict
+        );
+    }
+    for u in &f.unbuilt {
+        let src = &u.proposal.source;
+        let _ = writeln!(
+            s,
+            "\n- `{}` (from {} `{}`, {} ms) was proposed but not screened: its kernel could \
+             not be got: {}",
+            u.proposal.knob,
+            src.evidence.as_str(),
+            src.name,
+            crate::fmt::ms(src.ns),
+            u.why
         );
     }
 }
@@ -485,10 +541,11 @@ fn readme_method(s: &mut String, f: &TuneFile) {
         for b in &f.kernel_builds {
             let _ = writeln!(
                 s,
-                "| `{}` | {}.{} s |",
+                "| `{}` | {}.{} s{} |",
                 b.knobs,
                 b.wall_ms / 1000,
-                (b.wall_ms % 1000) / 100
+                (b.wall_ms % 1000) / 100,
+                if b.cached { " (cached)" } else { "" }
             );
         }
     }

@@ -564,6 +564,39 @@ mod tests {
             .contains("ram_layout"));
     }
 
+    /// Proposed winners are applied as their names say: the word through `--cmdline-extra`,
+    /// the fragment in `kernel.fragment`.
+    #[test]
+    fn proposed_winners_are_expressed_as_their_change() {
+        let knobs = [
+            Knob::TscReliable,
+            Knob::parse("initcall-blacklist-i8042_init").unwrap(),
+            Knob::parse("kconfig-off-SERIO_I8042").unwrap(),
+        ];
+        let v = recommended_files(&knobs, &inv(RunGuest::Nested), 10);
+        let frag = file(&v, FRAGMENT_FILE);
+        assert!(
+            frag.ends_with("# kconfig-off-SERIO_I8042\n# CONFIG_SERIO_I8042 is not set\n"),
+            "{frag}"
+        );
+        let c = file(&v, CMDLINE_FILE);
+        assert!(
+            c.contains(
+                "# initcall-blacklist-i8042_init (truecold run --cmdline-extra)\n\
+                 +initcall_blacklist=i8042_init\n"
+            ),
+            "{c}"
+        );
+        let r = file(&v, REPRODUCE_FILE);
+        assert!(
+            r.contains(
+                "--cmdline-extra 'tsc=reliable initcall_blacklist=i8042_init' --kernel-fragment \
+                 \"$here/kernel.fragment\""
+            ),
+            "{r}"
+        );
+    }
+
     #[test]
     fn every_kind_of_winner_is_expressed() {
         let knobs = [
