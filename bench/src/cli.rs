@@ -596,6 +596,12 @@ pub struct TuneArgs {
     /// (`${TRUECOLD_CACHE:-/var/cache/truecold}/src/*/linux-source-*`). Only read.
     #[arg(long, value_name = "DIR")]
     pub propose_source: Option<PathBuf>,
+    /// Keep only the proposals of these classes: cmdline, kconfig, vmm (default: every class).
+    ///
+    /// A command-line proposal needs no kernel build: a screen of those alone gives its
+    /// results in the time of its launches, before any Kconfig arm is built (docs/tune.md).
+    #[arg(long, value_delimiter = ',', value_name = "CLASS")]
+    pub propose_class: Vec<String>,
     /// With --propose-from: print the proposals, each with its source, and exit.
     #[arg(long, requires = "propose_from")]
     pub dry_run: bool,

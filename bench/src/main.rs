@@ -728,7 +728,7 @@ fn propose_dry_run(
         return ExitCode::SUCCESS;
     };
     let tree = tune_run::proposal_tree(plan, pp);
-    match tune_run::proposals_of(std::slice::from_ref(b), tree.as_deref()) {
+    match tune_run::proposals_of(std::slice::from_ref(b), tree.as_deref(), &pp.classes) {
         Ok(p) => {
             if json {
                 let doc = serde_json::json!({

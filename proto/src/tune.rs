@@ -32,6 +32,14 @@ pub const FIDELITY_NO_SMP: &str = "Ventura (2024) measured −68 to −74 % at 1
 pub const FIDELITY_BZIMAGE: &str = "Garzarella (2019) measured bzImage +65.5 ms to start_kernel under QEMU with KVM; this clock gave +838.4 ms at 1 vCPU / 128 MiB: 12.8 times, decompression being compute (and XZ here)";
 
 impl KnobClass {
+    /// Every class, in the table's order.
+    pub const ALL: [KnobClass; 3] = [KnobClass::Cmdline, KnobClass::Kconfig, KnobClass::Vmm];
+
+    /// The class named `s` ([`KnobClass::as_str`]).
+    pub fn parse(s: &str) -> Option<KnobClass> {
+        KnobClass::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
     /// The JSON / table name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -100,6 +100,8 @@ pub enum ArgError {
     OwnKernel(&'static str),
     #[error("--propose / --propose-from: the probe guest has no kernel to attribute (tune Linux: --linux, --nested)")]
     ProposeProbe,
+    #[error("--propose-class `{0}`: cmdline, kconfig or vmm, with --propose or --propose-from")]
+    ProposeClass(String),
     #[error("--stop-after applies to a sequential campaign of truecold alone (--mode sequential, no --engine, no --parity): the concurrent modes, engines and parity campaigns run every launch")]
     StopAfterNotSequential,
     #[error("--knobs")]

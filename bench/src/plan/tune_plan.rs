@@ -124,6 +124,8 @@ pub struct ProposePlan {
     /// `--propose-source` (`None`: `--kernel-source`, else the pinned source if found).
     pub source: Option<PathBuf>,
     pub dry_run: bool,
+    /// `--propose-class` (empty: every class).
+    pub classes: Vec<truecold_proto::tune::KnobClass>,
 }
 
 /// One tune, checked: what `truecold tune` runs.
@@ -233,10 +235,20 @@ impl TunePlan {
         if from.is_some() && target == Target::Probe {
             return Err(ArgError::ProposeProbe);
         }
+        let classes = a
+            .propose_class
+            .iter()
+            .map(|c| {
+                truecold_proto::tune::KnobClass::parse(c)
+                    .filter(|_| from.is_some())
+                    .ok_or_else(|| ArgError::ProposeClass(c.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let propose = from.map(|from| ProposePlan {
             from,
             source: a.propose_source.clone(),
             dry_run: a.dry_run,
+            classes,
         });
         Ok(TunePlan {
             target,

@@ -493,6 +493,7 @@ fn proposals_are_planned_from_an_attribution_or_a_bundle() {
             from: ProposeFrom::Bundle(PathBuf::from("b")),
             source: None,
             dry_run: true,
+            classes: Vec::new(),
         })
     );
     let p = parse(&["--nested", "--propose", "--propose-source", "/src"]);
@@ -502,8 +503,26 @@ fn proposals_are_planned_from_an_attribution_or_a_bundle() {
             from: ProposeFrom::Attribute,
             source: Some(PathBuf::from("/src")),
             dry_run: false,
+            classes: Vec::new(),
         })
     );
+    // Only the command-line proposals; a class without a proposal source is refused.
+    let p = parse(&["--nested", "--propose", "--propose-class", "cmdline,vmm"]);
+    assert_eq!(
+        p.propose.map(|p| p.classes),
+        Some(vec![
+            truecold_proto::tune::KnobClass::Cmdline,
+            truecold_proto::tune::KnobClass::Vmm
+        ])
+    );
+    assert!(matches!(
+        TunePlan::of_words(&["--nested", "--propose-class", "cmdline"]),
+        Err(ArgError::ProposeClass(_))
+    ));
+    assert!(matches!(
+        TunePlan::of_words(&["--nested", "--propose", "--propose-class", "bios"]),
+        Err(ArgError::ProposeClass(_))
+    ));
     assert_eq!(parse(&["--nested"]).propose, None);
     assert!(matches!(
         TunePlan::of_words(&["--probe", "--propose"]),

@@ -67,11 +67,12 @@ pub fn proposal_tree(tp: &TunePlan, pp: &ProposePlan) -> Option<PathBuf> {
 }
 
 /// The proposals of the attribution bundles `bundles`, merged: costliest row first, each
-/// knob once (from its costliest row), at most [`super::propose::MAX_PROPOSALS`]; the
-/// notes of each.
+/// knob once (from its costliest row), those of `classes` only (empty: all), at most
+/// [`super::propose::MAX_PROPOSALS`]; the notes of each.
 pub fn proposals_of(
     bundles: &[PathBuf],
     tree: Option<&Path>,
+    classes: &[truecold_proto::tune::KnobClass],
 ) -> Result<super::propose::Proposals, TuneError> {
     use super::propose::{propose, Attributed, Proposals, MAX_PROPOSALS};
     let mut all = Proposals::default();
@@ -89,6 +90,21 @@ pub fn proposals_of(
         .sort_by_key(|p| std::cmp::Reverse(p.source.ns));
     let mut seen = std::collections::BTreeSet::new();
     all.proposals.retain(|p| seen.insert(p.knob));
+    if !classes.is_empty() {
+        let before = all.proposals.len();
+        all.proposals.retain(|p| classes.contains(&p.knob.class()));
+        let left = before - all.proposals.len();
+        if left > 0 {
+            all.notes.push(format!(
+                "{left} proposal(s) of another class than --propose-class {} left out",
+                classes
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+    }
     all.proposals.truncate(MAX_PROPOSALS);
     Ok(all)
 }
@@ -546,7 +562,7 @@ pub fn tune(tp: &TunePlan, invocation: &str) -> Result<TuneOutcome, TuneError> {
             ProposeFrom::Attribute => attribute_first(tp, &base_guest_dir, &dest, invocation)?,
         };
         let tree = proposal_tree(tp, pp);
-        let p = proposals_of(&bundles, tree.as_deref())?;
+        let p = proposals_of(&bundles, tree.as_deref(), &pp.classes)?;
         crate::note!(
             "truecold: tune: {}",
             super::propose::proposals_text(&p).trim_end()
