@@ -23,8 +23,9 @@ pub fn probes(m: usize, k: u64) -> Vec<usize> {
         return Vec::new();
     }
     let k = k.max(1) as usize;
+    // The j-th of k − 1 evenly spaced places before m, at least place 1.
     let mut at: Vec<usize> = (1..k)
-        .map(|j| (j * m / k).clamp(1, m.saturating_sub(1).max(1)))
+        .map(|j| (j * m / k).max(1))
         .filter(|&p| p < m)
         .collect();
     at.push(m);
