@@ -462,24 +462,12 @@ pub fn prepare(
     base: &LinuxGuest,
     root: &Path,
 ) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
-    prepare_from(k, vcpus, engines, script, base, root, None)
+    prepare_got(k, vcpus, engines, script, base, root, None).map(|(g, nc)| (g.dir, nc))
 }
 
 /// [`prepare`], the build's new object directory (when it has none) starting from the
-/// objects of the lineage `from` (`kernel-config/build.sh`'s `TRUECOLD_KERNEL_LINEAGE_FROM`).
-pub fn prepare_from(
-    k: &OwnKernel,
-    vcpus: u32,
-    engines: &[Engine],
-    script: &Path,
-    base: &LinuxGuest,
-    root: &Path,
-    from: Option<String>,
-) -> Result<(PathBuf, Vec<NotCarried>), OwnKernelError> {
-    prepare_got(k, vcpus, engines, script, base, root, from).map(|(g, nc)| (g.dir, nc))
-}
-
-/// [`prepare_from`], saying whether the kernel was found in the build script's cache.
+/// objects of the lineage `from` (`kernel-config/build.sh`'s `TRUECOLD_KERNEL_LINEAGE_FROM`),
+/// and saying whether the kernel was found in the build script's cache.
 pub fn prepare_got(
     k: &OwnKernel,
     vcpus: u32,
