@@ -48,39 +48,85 @@ if [[ -z ${TRUECOLD_TEST_INNER:-} ]]; then
   exit "$rc"
 fi
 
+t_start=$(date +%s)
 scripts/build-artifacts.sh
+echo "test.sh: +$(($(date +%s) - t_start)) s: artifacts built"
 cargo fmt --all -- --check
 cargo clippy -q --workspace --all-targets -- -D warnings
 # Every test binary, built once: the runs below only run them.
 cargo test -q --workspace --no-run
+# The stream tests below run those binaries as built: `cargo test -p <one package>` would build
+# again (cargo resolves one package's features apart from the workspace's: 13 crates for
+# truecold-nested, 3 for xtask). Each runs as cargo runs it: from its package's directory, with
+# CARGO_MANIFEST_DIR set; the library's tests first, then the binaries', then tests/ by name.
+mapfile -t test_bins < <(cargo test -q --workspace --no-run --message-format=json |
+  jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test)
+         | [(.target.kind[0] | if . == "lib" then 0 elif . == "bin" then 1 else 2 end),
+            .target.name, (.manifest_path | rtrimstr("/Cargo.toml")), .executable] | @tsv' | sort)
+root=$(pwd -P)
+run_tests() { # $1 = a package's directory; then `only NAME…` or `except NAME…` (test targets)
+  local dir=$1 mode=${2:-all} r=0 n=0 order name m exe
+  shift $(($# > 1 ? 2 : 1))
+  local names=" $* "
+  for l in "${test_bins[@]}"; do
+    IFS=$'\t' read -r order name m exe <<<"$l"
+    [[ $m == "$dir" ]] || continue
+    case $mode in
+      only) [[ $names == *" $name "* ]] || continue ;;
+      except) [[ $names != *" $name "* ]] || continue ;;
+    esac
+    n=$((n + 1))
+    echo "     Running $name ($exe), at +$(($(date +%s) - t_start)) s"
+    (cd "$dir" && CARGO_MANIFEST_DIR=$dir "$exe" --include-ignored) || r=1
+  done
+  ((n > 0)) || { echo "test.sh: no test binary of $dir ($mode $*) was built" >&2; r=1; }
+  return "$r"
+}
+echo "test.sh: +$(($(date +%s) - t_start)) s: lint done, test binaries built"
 rc=0
 # 1. Alone on the machine: every test that makes or judges a bundle on the host's wall clock
 #    (probe campaigns, the VMM's boots, faults, tune, the proof's checks). `verify` reads a
 #    descheduled bench as the trace of a dropped row (SequentialGap, ArmOrder), so nothing
 #    else runs beside them (docs/testing.md: two streams tried, 2026-12-02).
-cargo test --workspace --no-fail-fast --exclude truecold-nested --exclude xtask -- --include-ignored || rc=1
+#    The power simulation (proof's tune_power.rs, about 100 s of both cores) reads no clock:
+#    it runs in the second stream below, whose end is otherwise minutes before the first's.
+while IFS= read -r dir; do
+  case $dir in "$root/nested" | "$root/xtask") continue ;; esac
+  run_tests "$dir" except tune_power || rc=1
+done < <(printf '%s\n' "${test_bins[@]}" | cut -f3 | sort -u)
+cargo test -q --workspace --doc || rc=1
 # 2. Then two streams at once, none of whose results is read on the host's clock:
-#    - nested: the nested harness's campaigns and bisect tests, on its virtual clock (QEMU
-#      -icount: load moves their wall time, never their samples), its QEMU one thread most
-#      of the time;
-#    - xtask, then fuzzing: the reproducibility check (an uncached kernel build compared byte
-#      for byte), the QEMU TCG boots (hang guards only), coverage-guided fuzzing (10 s per
-#      target, fuzz/README.md).
+#    - nested: the nested harness's campaigns, bisect and fleet tests, on its virtual clock
+#      (QEMU -icount: load moves their wall time, never their samples), its QEMU one thread
+#      most of the time;
+#    - xtask, the power simulation, then fuzzing: the reproducibility check (an uncached
+#      kernel build compared byte for byte), the QEMU TCG boots (hang guards only), the tune
+#      rule's power and error rate by simulation, coverage-guided fuzzing (10 s per target,
+#      fuzz/README.md).
+echo "test.sh: +$(($(date +%s) - t_start)) s: the two streams start"
 stream() { # $1 = name; the rest, its command, each output line prefixed with [name]
   local name=$1
   shift
   "$@" 2>&1 | sed -u "s/^/[$name] /"
 }
-xtask_then_fuzz() {
+nested_stream() {
   local r=0
-  cargo test -p xtask --no-fail-fast -- --include-ignored || r=1
-  scripts/fuzz.sh 10 || r=1
+  run_tests "$root/nested" || r=1
+  echo "test.sh: +$(($(date +%s) - t_start)) s: the nested stream ends"
   return "$r"
 }
-stream nested cargo test -p truecold-nested --no-fail-fast -- --include-ignored &
+xtask_then_fuzz() {
+  local r=0
+  run_tests "$root/xtask" || r=1
+  run_tests "$root/proof" only tune_power || r=1
+  scripts/fuzz.sh 10 || r=1
+  echo "test.sh: +$(($(date +%s) - t_start)) s: the xtask+power+fuzz stream ends"
+  return "$r"
+}
+stream nested nested_stream &
 nested=$!
-stream xtask+fuzz xtask_then_fuzz &
+stream xtask+power+fuzz xtask_then_fuzz &
 rest=$!
 wait "$nested" || { rc=1; echo "test.sh: the nested stream failed" >&2; }
-wait "$rest" || { rc=1; echo "test.sh: the xtask+fuzz stream failed" >&2; }
+wait "$rest" || { rc=1; echo "test.sh: the xtask+power+fuzz stream failed" >&2; }
 exit "$rc"

@@ -35,7 +35,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn fixture() -> (PathBuf, BTreeMap<String, String>) {
+fn fixture() -> (PathBuf, BTreeMap<String, String>, std::fs::File) {
     common::bisect_fixture(&root())
 }
 
@@ -66,7 +66,7 @@ fn bisect(l: &Layout, args: &[&str], kernels: &Path) -> (std::process::ExitStatu
 #[test]
 fn bisect_run_names_the_commit_that_adds_the_delay_and_step_skips_what_it_cannot_judge() {
     let l = layout();
-    let (tree, ids) = fixture();
+    let (tree, ids, _held) = fixture();
     let head = |t: &Path| common::git_head(t);
     let before = head(&tree);
     let d = tempfile::tempdir().unwrap();

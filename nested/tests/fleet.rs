@@ -526,7 +526,7 @@ fn a_campaign_and_a_tune_screen_fan_out_over_a_local_slurm_cluster() {
     // the regression to the bad one, two probes (the regression and the bad commit) each a
     // task after the good commit's baseline; the wave names the regression as the first bad
     // commit and verifies, and the tree is left on the commit it was on.
-    let (tree, ids) = common::bisect_fixture(&root());
+    let (tree, ids, _held) = common::bisect_fixture(&root());
     let head = |t: &Path| common::git_head(t);
     let before = head(&tree);
     let kernels = t.path().join("kernels");

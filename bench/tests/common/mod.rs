@@ -6,10 +6,44 @@ use std::process::Command;
 
 /// The bisect fixture tree (`scripts/bisect-fixture.sh` under `$TRUECOLD_CACHE/bisect-fixture`,
 /// made once per version of the script, always at the same path so its incremental kernel
-/// build directory is reused) and its named commits; `root` is the repository's.
-pub fn bisect_fixture(root: &Path) -> (PathBuf, std::collections::BTreeMap<String, String>) {
+/// build directory is reused), its named commits, and the fixture held: the tree is one per
+/// machine and a test that uses it checks its commits out (a bisect session, a fleet's bisect
+/// wave), so test processes take turns on it: an exclusive lock on `bisect-fixture.lock`
+/// beside it, taken before the script resets the tree and released when the returned file is
+/// dropped (bind it for the test's length: `let (tree, ids, _held) = …`). `root` is the
+/// repository's.
+pub fn bisect_fixture(
+    root: &Path,
+) -> (
+    PathBuf,
+    std::collections::BTreeMap<String, String>,
+    std::fs::File,
+) {
     let cache = std::env::var("TRUECOLD_CACHE").unwrap_or_else(|_| "/var/cache/truecold".into());
+    std::fs::create_dir_all(&cache).expect("the kernel cache directory can be made");
     let dir = Path::new(&cache).join("bisect-fixture");
+    let lock_path = Path::new(&cache).join("bisect-fixture.lock");
+    let held = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", lock_path.display()));
+    loop {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock(2) on the descriptor `held` owns, open for the whole call; no memory
+        // is passed. The lock is released when `held` is closed.
+        if unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::Interrupted,
+            "lock {}: {e}",
+            lock_path.display()
+        );
+    }
     let out = Command::new("bash")
         .arg(root.join("scripts/bisect-fixture.sh"))
         .arg(&dir)
@@ -25,7 +59,7 @@ pub fn bisect_fixture(root: &Path) -> (PathBuf, std::collections::BTreeMap<Strin
         .filter_map(|l| l.split_once(' '))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    (dir.join("linux"), ids)
+    (dir.join("linux"), ids, held)
 }
 
 /// The commit `tree` has checked out.
