@@ -152,6 +152,7 @@ pub enum Knob {
     JumpLabel,
     OptimizeForPerformance,
     FramePointer,
+    Ftrace,
     // VMM.
     BackingThp,
     BackingHugetlb,
@@ -271,7 +272,7 @@ impl From<ContractKind> for TuneGuest {
 
 impl Knob {
     /// The catalogue, in its documented order.
-    pub const ALL: [Knob; 34] = [
+    pub const ALL: [Knob; 35] = [
         Knob::TscReliable,
         Knob::Lpj,
         Knob::RcuExpedited,
@@ -299,6 +300,7 @@ impl Knob {
         Knob::JumpLabel,
         Knob::OptimizeForPerformance,
         Knob::FramePointer,
+        Knob::Ftrace,
         Knob::BackingThp,
         Knob::BackingHugetlb,
         Knob::Console,
@@ -338,6 +340,7 @@ impl Knob {
             Knob::JumpLabel => "jump-label",
             Knob::OptimizeForPerformance => "cc-optimize-for-performance",
             Knob::FramePointer => "frame-pointer",
+            Knob::Ftrace => "ftrace",
             Knob::BackingThp => "backing-thp",
             Knob::BackingHugetlb => "backing-hugetlb",
             Knob::Console => "console",
@@ -460,6 +463,12 @@ impl Knob {
             Knob::FramePointer => Kconfig(
                 "CONFIG_UNWINDER_FRAME_POINTER=y\n# CONFIG_UNWINDER_GUESS is not set\nCONFIG_FRAME_POINTER=y\n",
             ),
+            // The function tracer, patched at run time (DYNAMIC_FTRACE, its default); it
+            // selects KALLSYMS and the tracing core, which the fragment states so the build's
+            // check holds.
+            Knob::Ftrace => Kconfig(
+                "CONFIG_FTRACE=y\nCONFIG_FUNCTION_TRACER=y\nCONFIG_DYNAMIC_FTRACE=y\nCONFIG_KALLSYMS=y\n",
+            ),
             Knob::BackingThp => Vmm(VmmChange::Backing(Backing::Thp)),
             Knob::BackingHugetlb => Vmm(VmmChange::Backing(Backing::Hugetlb)),
             Knob::Console => Vmm(VmmChange::Console),
@@ -525,6 +534,7 @@ impl Knob {
             Knob::JumpLabel => "static keys as patched jumps (JUMP_LABEL) instead of tinyconfig's memory read, test and branch at every `static_branch_*` site: the page allocator reads one for every page of every block it frees at boot (4 Mi pages at 16 GiB); the kernel patches its sites once at boot; measured faster at 2 vCPU / 16 GiB and no effect at 1 GiB, so `base.config` has had it since 2026-12-05: a null control against today's base",
             Knob::OptimizeForPerformance => "the kernel compiled with -O2 (CC_OPTIMIZE_FOR_PERFORMANCE, the kernel's default and Firecracker's guest configs') instead of tinyconfig's -Os: small functions inlined, among them the ones the boot's per-page loops call for every struct page (`__init_single_page`, `is_check_pages_enabled`); a larger text for the VMM to load; measured faster at 2 vCPU / 1 and 16 GiB, so `base.config` has had it since 2026-12-05: a null control against today's base",
             Knob::FramePointer => "the kernel compiled with frame pointers (UNWINDER_FRAME_POINTER, which selects FRAME_POINTER) instead of the base's guess unwinder without them: every non-leaf function keeps its caller's frame pointer (a push, a mov and a pop more per call, RBP no longer a free register), which is what the RIP sampler's call stacks walk (`--sample-stacks`, docs/attribution.md): the knob's boot cost is the price of the attribution's call stacks",
+            Knob::Ftrace => "the function tracer built in (FTRACE, FUNCTION_TRACER, DYNAMIC_FTRACE, with the KALLSYMS and the tracing core they select), as distribution kernels have it: a 5-byte NOP at every function's entry, and at boot `ftrace_init` allocating and walking one record per traceable function (on x86 in Linux 6.12 the records' sort and the NOPs are made at build time: HAVE_BUILDTIME_MCOUNT_SORT, HAVE_OBJTOOL_NOP_MCOUNT) and the tracing core's init; a slower knob, measured for the fidelity study",
             Knob::BackingThp => "guest memory on anonymous memory with MADV_HUGEPAGE (THP)",
             Knob::BackingHugetlb => "guest memory on 2 MiB hugetlbfs pages (MAP_HUGETLB)",
             Knob::Console => "the kernel console on the 8250 (console=ttyS0; every byte a VM exit)",
@@ -559,6 +569,7 @@ impl Knob {
             | Knob::JumpLabel
             | Knob::OptimizeForPerformance
             | Knob::FramePointer
+            | Knob::Ftrace
             | Knob::BzImage => Compute,
             // Whatever the initcall or the driver does at boot; most of it is compute.
             Knob::Proposed(_) => Compute,
@@ -615,6 +626,7 @@ impl Knob {
             Knob::JumpLabel => "arch/Kconfig (JUMP_LABEL), include/linux/jump_label.h; mm/page_alloc.c (free_pages_prepare: `is_check_pages_enabled()` for every tail page); Firecracker's microvm-kernel-ci-x86_64-6.1.config has it; measured: docs/virtual-clock.md finding 11",
             Knob::OptimizeForPerformance => "init/Kconfig (CC_OPTIMIZE_FOR_PERFORMANCE, the default; kernel/configs/tiny.config selects CC_OPTIMIZE_FOR_SIZE); Firecracker's microvm-kernel-ci-x86_64-6.1.config has -O2; measured: docs/virtual-clock.md finding 11",
             Knob::FramePointer => "arch/x86/Kconfig.debug (UNWINDER_FRAME_POINTER selects FRAME_POINTER), lib/Kconfig.debug (FRAME_POINTER), arch/x86/include/asm/frame.h (ENCODE_FRAME_POINTER: an entry's frame); docs/attribution.md (call stacks)",
+            Knob::Ftrace => "kernel/trace/Kconfig (FTRACE, FUNCTION_TRACER, DYNAMIC_FTRACE), kernel/trace/ftrace.c (ftrace_init, ftrace_process_locs); Yinan Liu, \"ftrace: improve ftrace during compiling\", LKML, 2021-09-11 (ftrace_init 15.763 ms at boot, 8.352 ms with the sort at build time, 7.114 ms with the NOPs too)",
             Knob::BackingThp | Knob::BackingHugetlb => {
                 "Documentation/admin-guide/mm/transhuge.rst, hugetlbpage.rst: fewer page faults and TLB misses"
             }
