@@ -12,8 +12,9 @@ fi
 # linux-source-6.12 is installed, at its pinned version, by kernel-config/build.sh.
 # build-essential's g++ also builds libFuzzer for scripts/fuzz.sh (crate libfuzzer-sys).
 # time: GNU time, which scripts/test.sh runs itself under (its duration and peak RSS).
+# jq: scripts/test.sh reads cargo's JSON list of the test binaries it built.
 pkgs=(qemu-system-x86 build-essential flex bison bc libelf-dev libssl-dev
-      cpio xz-utils python3 file time chromium)
+      cpio xz-utils python3 file time chromium jq)
 export DEBIAN_FRONTEND=noninteractive
 updated=0
 apt_update() { ((updated)) || { apt-get update -q; updated=1; }; }

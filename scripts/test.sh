@@ -59,10 +59,13 @@ cargo test -q --workspace --no-run
 # again (cargo resolves one package's features apart from the workspace's: 13 crates for
 # truecold-nested, 3 for xtask). Each runs as cargo runs it: from its package's directory, with
 # CARGO_MANIFEST_DIR set; the library's tests first, then the binaries', then tests/ by name.
+command -v jq >/dev/null || { echo "test.sh: jq is needed (scripts/deps.sh installs it)" >&2; exit 1; }
 mapfile -t test_bins < <(cargo test -q --workspace --no-run --message-format=json |
   jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test)
          | [(.target.kind[0] | if . == "lib" then 0 elif . == "bin" then 1 else 2 end),
             .target.name, (.manifest_path | rtrimstr("/Cargo.toml")), .executable] | @tsv' | sort)
+((${#test_bins[@]} > 0)) ||
+  { echo "test.sh: no test binary listed (jq reads cargo's list: scripts/deps.sh installs it)" >&2; exit 1; }
 root=$(pwd -P)
 run_tests() { # $1 = a package's directory; then `only NAME…` or `except NAME…` (test targets)
   local dir=$1 mode=${2:-all} r=0 n=0 order name m exe
