@@ -53,17 +53,18 @@ scripts/build-artifacts.sh
 echo "test.sh: +$(($(date +%s) - t_start)) s: artifacts built"
 cargo fmt --all -- --check
 cargo clippy -q --workspace --all-targets -- -D warnings
-# Every test binary, built once: the runs below only run them.
-cargo test -q --workspace --no-run
-# The stream tests below run those binaries as built: `cargo test -p <one package>` would build
-# again (cargo resolves one package's features apart from the workspace's: 13 crates for
-# truecold-nested, 3 for xtask). Each runs as cargo runs it: from its package's directory, with
+# Every test binary, built once, with cargo's JSON list of them (its diagnostics rendered as
+# text): the runs below only run them. `cargo test -p <one package>` would build again (cargo
+# resolves one package's features apart from the workspace's: 13 crates for truecold-nested,
+# 3 for xtask). Each runs as cargo runs it: from its package's directory, with
 # CARGO_MANIFEST_DIR set; the library's tests first, then the binaries', then tests/ by name.
 command -v jq >/dev/null || { echo "test.sh: jq is needed (scripts/deps.sh installs it)" >&2; exit 1; }
-mapfile -t test_bins < <(cargo test -q --workspace --no-run --message-format=json |
-  jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test)
-         | [(.target.kind[0] | if . == "lib" then 0 elif . == "bin" then 1 else 2 end),
-            .target.name, (.manifest_path | rtrimstr("/Cargo.toml")), .executable] | @tsv' | sort)
+built=$(mktemp)
+cargo test -q --workspace --no-run --message-format=json-render-diagnostics >"$built"
+mapfile -t test_bins < <(jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test)
+  | [(.target.kind[0] | if . == "lib" then 0 elif . == "bin" then 1 else 2 end),
+     .target.name, (.manifest_path | rtrimstr("/Cargo.toml")), .executable] | @tsv' "$built" | sort)
+rm -f "$built"
 ((${#test_bins[@]} > 0)) ||
   { echo "test.sh: no test binary listed (jq reads cargo's list: scripts/deps.sh installs it)" >&2; exit 1; }
 root=$(pwd -P)
