@@ -357,6 +357,22 @@ pub struct RunArgs {
     /// with --engines and --parity (no peer engine is pinned the same way).
     #[arg(long)]
     pub pin_vcpus: bool,
+    /// Split truecold-vmm's vCPUs into N packages (`truecold-vmm boot --packages`).
+    ///
+    /// N packages (sockets) of vcpus/N single-threaded cores each, a power of two where N >
+    /// 1, stated in every CPUID topology leaf; every Linux success's guest must report the
+    /// same. Default 1: one package of every vCPU. truecold-vmm only: refused with
+    /// --engines and --parity.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub packages: u8,
+    /// Tell the guest its TSC is invariant (`truecold-vmm boot --invariant-tsc`).
+    ///
+    /// CPUID 0x8000_0007 EDX[8] set even where the host's KVM does not report it (the nested
+    /// harness's does not; its L1 TSC is the virtual clock): Linux on AMD runs its TSC
+    /// synchronisation test across packages only with it. Every Linux success's guest must
+    /// report `constant_tsc`. truecold-vmm only.
+    #[arg(long)]
+    pub invariant_tsc: bool,
     /// Boot the guest directory's `bzImage` instead of `vmlinux` (Linux, truecold-vmm only).
     ///
     /// The 64-bit boot protocol with decompression in the guest, instead of `vmlinux`'s PVH

@@ -204,6 +204,7 @@ fn the_harness_memory_after_10000_launches_is_within_a_small_bound_of_after_1000
         backing: truecold_proto::kinds::Backing::Anon,
         // The fake report's figures are laid around the hole.
         ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     };

@@ -94,7 +94,7 @@ fn linux_report_carries_boot_id_record_and_cmdline() {
     assert_eq!(o.boot_id.unwrap().as_str(), id);
     let g = o.guest.unwrap();
     assert_eq!((g.t_init_ns, g.cpus), (30_000_000, 2));
-    assert!(g.platform.topology_is(2));
+    assert!(g.platform.topology_is(1, 2));
     assert_eq!(g.platform.clocksource.unwrap().as_str(), "kvm-clock");
     assert_eq!(g.workload, Workload::BenchOk);
     assert_eq!(g.code, ErrorCode::Ok);
@@ -169,6 +169,7 @@ fn a_vmm_that_fails_before_its_guest_runs_is_a_typed_row() {
             engine: truecold_proto::kinds::Engine::Truecold,
             backing: truecold_proto::kinds::Backing::Anon,
             ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+            cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         };
         let s = to_sample(&a, Some(&observed), None, &ctx);
         assert!(!s.ok);

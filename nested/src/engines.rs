@@ -320,7 +320,7 @@ t_reply_ns=0 t_record_ns=2 mem_configured=0 mem_firmware_ram=0 mem_total=0 mem_p
 cpus=0 packages=1 cores_per_package=2 threads_per_core=1 tsc_deadline_timer=1 \
 constant_tsc=0 nonstop_tsc=0 tsc_unstable=0 clocksource=kvm-clock workload=not_run code=ok\r\n";
         let rec = record_in(line.as_bytes()).expect("record");
-        assert!(rec.platform.topology_is(2));
+        assert!(rec.platform.topology_is(1, 2));
         let row = RunRow {
             round: 3,
             slot: 1,

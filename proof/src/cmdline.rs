@@ -82,6 +82,7 @@ pub const RUN_VALUE_FLAGS: &[&str] = &[
     "--arm-kernel-config",
     "--arm-guest-dir",
     "--l1-thp",
+    "--packages",
 ];
 /// `truecold run`'s flags that may be given more than once (each time adds a value).
 pub const RUN_REPEATABLE: &[&str] = &[
@@ -98,6 +99,7 @@ pub const RUN_SWITCHES: &[&str] = &[
     "--console",
     "--bzimage",
     "--pin-vcpus",
+    "--invariant-tsc",
     "--drop-caches",
     "--parity",
     "--keep-going",
@@ -114,6 +116,7 @@ pub const VMM_VALUE_FLAGS: &[&str] = &[
     "--deadline-ms",
     "--request-ns",
     "--host-kind",
+    "--packages",
 ];
 
 /// Why `cmdline.txt` cannot be read as a record of the campaign.
@@ -615,6 +618,24 @@ impl Recorded {
                     cfg.ram_layout.as_str().to_string(),
                 ),
             ]);
+            // Absent from a line: `CpuPlatform::ABSENT` (one package, the host's TSC bit).
+            let p = cfg.cpu_platform;
+            for (who, line) in [("truecold run", inv), ("truecold-vmm", vmm)] {
+                facts.extend([
+                    (
+                        "CPU packages",
+                        who,
+                        line.get("--packages").unwrap_or("1").to_string(),
+                        p.packages.to_string(),
+                    ),
+                    (
+                        "invariant TSC stated",
+                        who,
+                        line.has("--invariant-tsc").to_string(),
+                        p.invariant_tsc.to_string(),
+                    ),
+                ]);
+            }
         }
         if let Some(d) = vmm.get("--deadline-ms").filter(|d| !is_placeholder(d)) {
             let d: u64 = d.parse().map_err(|_| CmdlineError::BadValue {

@@ -111,6 +111,9 @@ pub struct Expect {
     /// truecold-vmm's RAM layout (`configuration.ram_layout`): the rule the VMM's memory
     /// figures obey and the layout its configuration echoes.
     pub ram_layout: truecold_proto::kinds::RamLayout,
+    /// truecold-vmm's CPU platform (`configuration.cpu_platform`), which its configuration
+    /// echoes.
+    pub cpu_platform: truecold_proto::platform::CpuPlatform,
     /// The parallel clock: `Some(L1's CPUs)` when the bundle's L0 keeps it (every success
     /// then has a reading or says why not), `None` when no row may carry one.
     pub parallel_cpus: Option<u32>,
@@ -132,6 +135,7 @@ impl Expect {
                 format!("{guest}:{}", truecold_proto::parity::TCP_PORT)
             }),
             ram_layout: r.configuration.ram_layout,
+            cpu_platform: r.configuration.cpu_platform,
             parallel_cpus: (r.schema_version >= 11
                 && r.environment
                     .nested
@@ -344,6 +348,7 @@ pub fn check_row(l: &ReportLine, s: &Sample, expect: &Expect) -> Vec<String> {
         bad.push("memslot / E820 figures differ from the report".into());
     }
     vmm_layout(l.vmm.as_ref(), f, s.ok, expect.ram_layout, &mut bad);
+    vmm_platform(l.vmm.as_ref(), expect.cpu_platform, &mut bad);
     let g = core.guest_record.as_ref();
     match s.contract {
         ContractKind::Linux => {
@@ -398,6 +403,29 @@ fn vmm_layout(
                 "the VMM's memory figures break the `{layout}` layout's rule: {p}"
             ));
         }
+    }
+}
+
+/// The VMM's report against the bundle's CPU platform: its configuration echoes `platform`
+/// (absent: [`truecold_proto::platform::CpuPlatform::ABSENT`]).
+fn vmm_platform(
+    vmm: Option<&serde_json::Value>,
+    platform: truecold_proto::platform::CpuPlatform,
+    bad: &mut Vec<String>,
+) {
+    use truecold_proto::platform::CpuPlatform;
+    let ran = match vmm.and_then(|v| v.pointer("/config/cpu_platform")) {
+        None => Ok(CpuPlatform::ABSENT),
+        Some(v) => serde_json::from_value::<CpuPlatform>(v.clone()).map_err(|_| v.to_string()),
+    };
+    match ran {
+        Ok(p) if p == platform => {}
+        Ok(p) => bad.push(format!(
+            "the VMM presented {p:?}, the bundle's configuration.cpu_platform is {platform:?}"
+        )),
+        Err(v) => bad.push(format!(
+            "the VMM's config.cpu_platform {v} is not a CPU platform"
+        )),
     }
 }
 
@@ -555,6 +583,7 @@ fn check_engine_row(
                 bad.push("memslot / E820 figures differ from the VMM's report".into());
             }
             vmm_layout(run.vmm.as_ref(), f, s.ok, expect.ram_layout, bad);
+            vmm_platform(run.vmm.as_ref(), expect.cpu_platform, bad);
         }
         (_, _) => {
             if run.vmm.is_some() {
@@ -713,6 +742,7 @@ mod tests {
             engine: Engine::Truecold,
             net_target: None,
             ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+            cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
             parallel_cpus: None,
             schema: crate::schema::SCHEMA_VERSION,
         };

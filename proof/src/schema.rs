@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use truecold_proto::kinds::RamLayout;
+use truecold_proto::platform::CpuPlatform;
 use truecold_proto::{BootId, GuestPlatform};
 
 use crate::fmt::or_none;
@@ -407,16 +408,24 @@ impl Sample {
         }
     }
 
-    /// Why this row's guest platform is not the one configured (`vcpus` vCPUs as one package
-    /// of single-threaded cores), or `None` when it is. The one definition the bench (when it
-    /// classifies a Linux launch) and the verifier (when it checks a Linux success) share.
-    pub fn platform_problem(&self, vcpus: u32) -> Option<String> {
+    /// Why this row's guest platform is not the one configured (`vcpus` vCPUs as
+    /// `platform.packages` packages of single-threaded cores, and `constant_tsc` where the
+    /// platform states an invariant TSC), or `None` when it is. The one definition the bench
+    /// (when it classifies a Linux launch) and the verifier (when it checks a Linux success)
+    /// share.
+    pub fn platform_problem(&self, vcpus: u32, platform: &CpuPlatform) -> Option<String> {
+        let packages = u32::from(platform.packages.max(1));
+        let cores = vcpus / packages;
         match &self.guest_platform {
             None => Some("the guest reported no platform".into()),
-            Some(p) if !p.topology_is(vcpus) => Some(format!(
-                "the guest saw {} package(s) × {} core(s) × {} thread(s), configured 1 × {vcpus} × 1",
+            Some(p) if !p.topology_is(packages, cores) => Some(format!(
+                "the guest saw {} package(s) × {} core(s) × {} thread(s), configured {packages} × {cores} × 1",
                 p.packages, p.cores_per_package, p.threads_per_core
             )),
+            Some(p) if platform.invariant_tsc && !p.constant_tsc => Some(
+                "the platform states an invariant TSC, the guest's CPU flags have no constant_tsc"
+                    .into(),
+            ),
             Some(_) => None,
         }
     }
@@ -709,6 +718,15 @@ pub struct Configuration {
         skip_serializing_if = "RamLayout::is_absent"
     )]
     pub ram_layout: RamLayout,
+    /// How truecold-vmm presented the vCPUs (`truecold run --packages/--invariant-tsc`):
+    /// what every Linux success's guest must report seeing, and what every row's VMM report
+    /// echoes. Absent: [`CpuPlatform::ABSENT`] (one package, the host's invariant-TSC bit),
+    /// the platform of every bundle written before the choice and of every peer engine's.
+    #[serde(
+        default = "CpuPlatform::absent",
+        skip_serializing_if = "CpuPlatform::is_absent"
+    )]
+    pub cpu_platform: CpuPlatform,
     /// The guest kernel command line (Linux) or VMM arguments (probe).
     pub cmdline: String,
     pub vmm_path: String,

@@ -3,7 +3,8 @@
 //! guest's parser in [`cmdline`], the host's builder in [`boot_cmdline`]), the limits and the
 //! one memory quantity ([`limits`]), the kinds ([`kinds`]) and what they mean for guest
 //! memory ([`layout`]), marks, stamps and the stage table ([`measure`]), the VMM report core
-//! ([`report`]), the tune knobs ([`tune`]), the nested harness's parallel clock ([`parallel`]), the parity
+//! ([`report`]), the tune knobs ([`tune`]), the nested harness's parallel clock ([`parallel`]), the CPU platform truecold-vmm
+//! presents ([`platform`]), the parity
 //! contract's constants ([`parity`]), the
 //! attribution trace ([`trace`]) and RIP samples ([`rip`]), seeds ([`seed`]), the kernel's
 //! zone sums ([`zoneinfo`], the parser of `/proc/zoneinfo`), the one
@@ -21,6 +22,7 @@ pub mod measure;
 pub mod parallel;
 pub mod parity;
 pub mod path_io;
+pub mod platform;
 pub mod report;
 pub mod rip;
 pub mod seed;

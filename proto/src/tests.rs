@@ -333,19 +333,20 @@ proptest! {
 #[test]
 fn platform_topology_and_clocksource_names() {
     let p = record().platform;
-    assert!(p.topology_is(2));
-    assert!(!p.topology_is(1));
+    assert!(p.topology_is(1, 2));
+    assert!(!p.topology_is(1, 1));
     let two_sockets = GuestPlatform {
         packages: 2,
         cores_per_package: 1,
         ..p.clone()
     };
-    assert!(!two_sockets.topology_is(2));
+    assert!(!two_sockets.topology_is(1, 2));
+    assert!(two_sockets.topology_is(2, 1));
     let smt = GuestPlatform {
         threads_per_core: 2,
         ..p
     };
-    assert!(!smt.topology_is(2));
+    assert!(!smt.topology_is(1, 2));
     assert_eq!(
         Clocksource::parse("tsc\n").map(|c| c.to_string()),
         Some("tsc".into())

@@ -25,7 +25,7 @@ pub enum KnobClass {
 /// docs/fidelity.md's THP row, in a sentence (the tune README quotes it for a winner).
 pub const FIDELITY_THP: &str = "Firecracker PR #6003 measured guest boot −19.3 to −22.8 % on bare metal and −46.7 to −54.5 % in a VM; this clock gave −18.1 % at 1 vCPU / 128 MiB and −25.6 % at 2 vCPU / 2 GiB on Firecracker's guest config: 0.8 to 1.3 times the bare-metal effect";
 /// docs/fidelity.md's serial-console row.
-pub const FIDELITY_CONSOLE: &str = "Firecracker issue #792 measured the console at +130 % (126 → 290 ms) on bare metal; this clock gave +86.5 % on Firecracker's guest config and +214.9 % on truecold's at 1 vCPU / 128 MiB: 0.67 to 1.65 times the relative effect";
+pub const FIDELITY_CONSOLE: &str = "Firecracker issue #792 measured the console at +130 % (126 → 290 ms) on bare metal; this clock gave +86.5 % on Firecracker's guest config and +214.9 % on truecold's at 1 vCPU / 128 MiB, and +205.3 % in Firecracker's own arm at 2 vCPU / 256 MiB: 0.67 to 1.65 times the relative effect";
 /// docs/fidelity.md's `CONFIG_SMP=n` row.
 pub const FIDELITY_NO_SMP: &str = "Ventura (2024) measured −68 to −74 % at 1 vCPU / 128 MiB on Linux 6.7 on bare metal; this clock gave −15.5 % there: 0.21 to 0.23 times, because Linux 6.12 removed most of the rcu_barrier waits the source measured";
 /// docs/fidelity.md's bzImage row.

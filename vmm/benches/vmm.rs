@@ -126,7 +126,9 @@ fn vcpu_setup(c: &mut Criterion) {
                     (v, ram, l)
                 },
                 |(v, ram, l)| {
-                    let cpus = cpu::create(&k, &v, n, &l).expect("vcpus");
+                    let cpus =
+                        cpu::create(&k, &v, n, truecold_proto::platform::CpuPlatform::ABSENT, &l)
+                            .expect("vcpus");
                     (cpus, v, ram)
                 },
                 BatchSize::PerIteration,

@@ -48,6 +48,8 @@ pub enum ConfigError {
     Net(#[source] ParityError),
     #[error("--tap and --net-pair go together")]
     NetIncomplete,
+    #[error("--packages")]
+    Platform(#[source] truecold_proto::platform::PlatformError),
 }
 
 impl ConfigError {
@@ -60,6 +62,7 @@ impl ConfigError {
             ConfigError::VsockUds { .. } => "vsock-uds-invalid",
             ConfigError::Net(ParityError::IfName(_)) | ConfigError::NetIncomplete => "invalid-tap",
             ConfigError::Net(_) => "invalid-net-pair",
+            ConfigError::Platform(_) => "invalid-cpu-platform",
         }
     }
 }
@@ -152,6 +155,9 @@ pub fn validate(cfg: &BootConfig) -> Result<(), ConfigError> {
     if cfg.deadline == Deadline::AfterBootStartMs(0) {
         return Err(ConfigError::Deadline);
     }
+    cfg.cpu_platform
+        .check(cfg.vcpus)
+        .map_err(ConfigError::Platform)?;
     validate_virtio(cfg)?;
     if cfg.transport == Transport::Serial {
         if cfg.is_probe() {
@@ -419,7 +425,7 @@ fn run_inner(
         run_selftest(t);
     }
 
-    let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, &loaded).map_err(Error::Cpu)?;
+    let vcpus = cpu::create(&kvm, &vm, cfg.vcpus, cfg.cpu_platform, &loaded).map_err(Error::Cpu)?;
     let ran = run_guest(
         cfg,
         &vm,

@@ -74,6 +74,14 @@ pub struct BootConfig {
     /// default and then left out of the JSON, so reports without it keep their bytes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pin_vcpus: bool,
+    /// How the vCPUs are presented: packages and the invariant-TSC statement
+    /// (`--packages`, `--invariant-tsc`, [`crate::cpuid`]); left out of the JSON at the
+    /// default (one package, the host's bit), so reports without it keep their bytes.
+    #[serde(
+        default = "truecold_proto::platform::CpuPlatform::absent",
+        skip_serializing_if = "truecold_proto::platform::CpuPlatform::is_absent"
+    )]
+    pub cpu_platform: truecold_proto::platform::CpuPlatform,
 }
 
 /// The virtio devices asked for (`--workspace`, `--tap`/`--net-pair`, `--vsock-uds`).
@@ -194,6 +202,7 @@ impl BootConfig {
             sample_rip_us: None,
             sample_stacks: false,
             pin_vcpus: false,
+            cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         }
     }
 

@@ -7,6 +7,7 @@ use kvm_bindings::{kvm_fpu, kvm_msr_entry, kvm_regs, kvm_segment, CpuId, Msrs};
 use kvm_ioctls::{Cap, Kvm, VcpuFd, VmFd};
 
 use crate::cpuid::{guest_cpuid, host_brand, Platform};
+use truecold_proto::platform::CpuPlatform;
 
 use crate::boot_params::{BOOT_STACK, GDT_ADDR, PML4_ADDR, PVH_INFO_ADDR, ZERO_PAGE_ADDR};
 use crate::loader::{Loaded, Protocol};
@@ -16,6 +17,8 @@ use crate::loader::{Loaded, Protocol};
 pub enum CpuError {
     #[error(transparent)]
     Count(truecold_proto::limits::LimitError),
+    #[error(transparent)]
+    Platform(truecold_proto::platform::PlatformError),
     #[error("KVM_GET_SUPPORTED_CPUID failed")]
     SupportedCpuid(#[source] kvm_ioctls::Error),
     #[error("KVM_GET_MSR_INDEX_LIST failed")]
@@ -147,16 +150,18 @@ fn set_boot_registers(vcpu: &VcpuFd, loaded: &Loaded) -> Result<(), CpuError> {
     ioctl(0, "KVM_SET_REGS", vcpu.set_regs(&regs))
 }
 
-/// The platform this host's KVM lets the VMM present to `vcpus` vCPUs, and each vCPU's
-/// CPUID table (index = vCPU). Also what `truecold-vmm cpuid` prints.
-pub fn tables(kvm: &Kvm, vcpus: u8) -> Result<(Platform, Vec<CpuId>), CpuError> {
+/// The platform this host's KVM lets the VMM present to `vcpus` vCPUs as `cpu` says, and
+/// each vCPU's CPUID table (index = vCPU). Also what `truecold-vmm cpuid` prints.
+pub fn tables(kvm: &Kvm, vcpus: u8, cpu: CpuPlatform) -> Result<(Platform, Vec<CpuId>), CpuError> {
     truecold_proto::limits::Vcpus::new(u64::from(vcpus)).map_err(CpuError::Count)?;
+    cpu.check(vcpus).map_err(CpuError::Platform)?;
     let supported = kvm
         .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
         .map_err(CpuError::SupportedCpuid)?;
     let platform = Platform {
         vcpus,
         tsc_deadline_timer: kvm.check_extension(Cap::TscDeadlineTimer),
+        cpu,
     };
     let brand = host_brand();
     let tables = (0..vcpus)
@@ -168,9 +173,16 @@ pub fn tables(kvm: &Kvm, vcpus: u8) -> Result<(Platform, Vec<CpuId>), CpuError> 
     Ok((platform, tables))
 }
 
-/// Creates and configures `vcpus` vCPUs; vCPU 0 is the BSP and gets the boot registers.
-pub fn create(kvm: &Kvm, vm: &VmFd, vcpus: u8, loaded: &Loaded) -> Result<Vec<VcpuFd>, CpuError> {
-    let (_, cpuids) = tables(kvm, vcpus)?;
+/// Creates and configures `vcpus` vCPUs presented as `cpu` says; vCPU 0 is the BSP and gets
+/// the boot registers.
+pub fn create(
+    kvm: &Kvm,
+    vm: &VmFd,
+    vcpus: u8,
+    cpu: CpuPlatform,
+    loaded: &Loaded,
+) -> Result<Vec<VcpuFd>, CpuError> {
+    let (_, cpuids) = tables(kvm, vcpus, cpu)?;
     let msr_list = kvm.get_msr_index_list().map_err(CpuError::MsrList)?;
     let msrs = boot_msrs(msr_list.as_slice());
     let mut out = Vec::with_capacity(usize::from(vcpus));

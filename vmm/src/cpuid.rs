@@ -4,21 +4,24 @@
 //! emulates AMD.
 //!
 //! What every guest gets, on either vendor (docs/architecture.md, "The platform"):
-//! - **Topology: one package of N single-threaded cores**, APIC id = vCPU index, stated the
-//!   same way in every leaf a kernel may read: 1 (initial APIC id, logical count, HTT), 4
-//!   (cores per package, cache sharing), 0xb and 0x1f (SMT level of 1, core level of N;
-//!   KVM reports these leaves empty, so they are written whole), 0x8000_0008 (cores, APIC id
-//!   size), 0x8000_001d (cache sharing), 0x8000_001e (extended APIC id, core id, one node).
-//!   0x8000_0026 (AMD extended topology) is removed: Linux prefers it to 0xb when present,
-//!   and the host's values describe the host. The MP table lists the same APIC ids.
-//!   Linux on AMD assumes the TSCs of several packages are not synchronized; a guest that
-//!   saw N packages of one core each marked its TSC unstable.
+//! - **Topology: P packages of C = N/P single-threaded cores** (P = 1 unless `--packages`
+//!   says otherwise; [`truecold_proto::platform::CpuPlatform`]), APIC id = vCPU index =
+//!   `package << bits(C) | core` (C a power of two), stated the same way in every leaf a
+//!   kernel may read: 1 (initial APIC id, logical count C, HTT), 4 (cores per package, cache
+//!   sharing), 0xb and 0x1f (SMT level of 1, core level of C; KVM reports these leaves
+//!   empty, so they are written whole), 0x8000_0008 (cores, APIC id size), 0x8000_001d
+//!   (cache sharing), 0x8000_001e (extended APIC id, core id within the package, node id =
+//!   package). 0x8000_0026 (AMD extended topology) is removed: Linux prefers it to 0xb when
+//!   present, and the host's values describe the host. The MP table lists the same APIC ids.
+//!   Linux on AMD assumes the TSCs of several packages are not synchronized unless the TSC
+//!   is invariant: a guest of several packages without the bit marks its TSC unstable.
 //! - **TSC deadline timer** (leaf 1 ECX[24]) when KVM emulates it
 //!   (KVM_CAP_TSC_DEADLINE_TIMER): without it, Linux calibrates the LAPIC timer against the
 //!   PIT for 100 ms and then verifies the result for another 100 ms (`calibrate_APIC_clock`,
 //!   `LAPIC_CAL_LOOPS = HZ/10`) — measured at ~220 ms of every truecold boot before this.
-//! - **Invariant TSC** (0x8000_0007 EDX[8]) exactly as KVM reports it: passed through when
-//!   the host has it, never invented.
+//! - **Invariant TSC** (0x8000_0007 EDX[8]) as KVM reports it, passed through, unless the
+//!   caller states it (`--invariant-tsc`, for a host whose TSC is invariant though its KVM
+//!   does not say so: the nested harness, whose L1 TSC is the virtual clock).
 //! - **The hypervisor bit** (leaf 1 ECX[31]).
 //! - **The host's brand string** (0x8000_0002..4): KVM's values when it reports them, else
 //!   the host's own (`host_brand`), so the guest prints a model name.
@@ -27,10 +30,13 @@ use kvm_bindings::{kvm_cpuid_entry2, KVM_CPUID_FLAG_SIGNIFCANT_INDEX};
 /// What the VMM presents beyond the host's supported features.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Platform {
-    /// vCPUs: cores of the one package.
+    /// vCPUs, split into `cpu.packages` packages.
     pub vcpus: u8,
     /// KVM emulates the TSC deadline timer (KVM_CAP_TSC_DEADLINE_TIMER).
     pub tsc_deadline_timer: bool,
+    /// The caller's choices: packages and the invariant-TSC statement (checked against
+    /// `vcpus` before: [`truecold_proto::platform::CpuPlatform::check`]).
+    pub cpu: truecold_proto::platform::CpuPlatform,
 }
 
 /// The CPU vendor, from leaf 0.
@@ -104,15 +110,15 @@ fn entry(function: u32, index: u32, regs: [u32; 4]) -> kvm_cpuid_entry2 {
     }
 }
 
-/// Leaf 0xb / 0x1f for vCPU `apic_id` of `n`: SMT level (1 thread), core level (`n` cores),
-/// then the terminating invalid level.
-fn extended_topology(function: u32, apic_id: u32, n: u32) -> [kvm_cpuid_entry2; 3] {
+/// Leaf 0xb / 0x1f for vCPU `apic_id` in packages of `c` cores: SMT level (1 thread), core
+/// level (`c` cores; its shift is the package's), then the terminating invalid level.
+fn extended_topology(function: u32, apic_id: u32, c: u32) -> [kvm_cpuid_entry2; 3] {
     [
         entry(function, 0, [0, 1, LEVEL_SMT << 8, apic_id]),
         entry(
             function,
             1,
-            [shift_for(n), n, (LEVEL_CORE << 8) | 1, apic_id],
+            [shift_for(c), c, (LEVEL_CORE << 8) | 1, apic_id],
         ),
         entry(function, 2, [0, 0, 2, apic_id]),
     ]
@@ -127,10 +133,13 @@ pub fn guest_cpuid(
     vcpu: u8,
     host_brand: Option<[u32; 12]>,
 ) -> Vec<kvm_cpuid_entry2> {
-    let n = u32::from(platform.vcpus.max(1));
+    // Cores a package (N when one package); `check` made it divide N, and a power of two
+    // where there are several packages (so id / c is id's bits above shift_for(c)).
+    let c = u32::from(platform.cpu.cores_per_package(platform.vcpus.max(1)).max(1));
     let id = u32::from(vcpu);
+    let (package, core) = (id / c, id % c);
     let max_basic = max_leaf(supported, 0);
-    let max_ext = max_leaf(supported, 0x8000_0000);
+    let mut max_ext = max_leaf(supported, 0x8000_0000);
     let mut out: Vec<kvm_cpuid_entry2> = supported
         .iter()
         .filter(|e| !matches!(e.function, 0xb | 0x1f | 0x8000_0026))
@@ -139,14 +148,14 @@ pub fn guest_cpuid(
     for e in out.iter_mut() {
         match e.function {
             1 => {
-                e.ebx = (e.ebx & 0x0000_ffff) | (n << 16) | (id << 24);
+                e.ebx = (e.ebx & 0x0000_ffff) | (c << 16) | (id << 24);
                 e.ecx |= HYPERVISOR_BIT;
                 if platform.tsc_deadline_timer {
                     e.ecx |= TSC_DEADLINE_BIT;
                 } else {
                     e.ecx &= !TSC_DEADLINE_BIT;
                 }
-                if n > 1 {
+                if c > 1 {
                     e.edx |= HTT_BIT;
                 } else {
                     e.edx &= !HTT_BIT;
@@ -156,33 +165,52 @@ pub fn guest_cpuid(
             // logical processors sharing this cache - 1 (L1/L2 per core, L3 per package).
             4 if e.eax & 0x1f != 0 => {
                 let level = (e.eax >> 5) & 7;
-                let sharing = if level >= 3 { n - 1 } else { 0 };
-                e.eax = (e.eax & 0x3fff) | (sharing << 14) | ((n - 1) << 26);
+                let sharing = if level >= 3 { c - 1 } else { 0 };
+                e.eax = (e.eax & 0x3fff) | (sharing << 14) | ((c - 1) << 26);
             }
             // ECX[7:0] threads in the package - 1, ECX[15:12] APIC-id bits for them.
             0x8000_0008 => {
-                e.ecx = (e.ecx & !0xf0ff) | (shift_for(n) << 12) | (n - 1);
+                e.ecx = (e.ecx & !0xf0ff) | (shift_for(c) << 12) | (c - 1);
             }
             // AMD cache topology: EAX[25:14] logical processors sharing - 1.
             0x8000_001d if e.eax & 0x1f != 0 => {
                 let level = (e.eax >> 5) & 7;
-                let sharing = if level >= 3 { n - 1 } else { 0 };
+                let sharing = if level >= 3 { c - 1 } else { 0 };
                 e.eax = (e.eax & !(0xfff << 14)) | (sharing << 14);
             }
-            // Extended APIC id; core id = vCPU, 1 thread per core; node 0 of 1 node.
+            // Extended APIC id; core id within the package, 1 thread per core; one node a
+            // package, numbered as the package.
             0x8000_001e => {
                 e.eax = id;
-                e.ebx = id & 0xff;
-                e.ecx = 0;
+                e.ebx = core & 0xff;
+                e.ecx = package & 0xff;
                 e.edx = 0;
             }
+            0x8000_0007 if platform.cpu.invariant_tsc => e.edx |= INVARIANT_TSC_BIT,
             0x8000_0002..=0x8000_0004 => {}
             _ => {}
         }
     }
     for function in [0xb, 0x1f] {
         if max_basic >= function {
-            out.extend(extended_topology(function, id, n));
+            out.extend(extended_topology(function, id, c));
+        }
+    }
+    // A stated invariant TSC where the host's table has no 0x8000_0007: the leaf is added,
+    // and the extended range raised to hold it.
+    if platform.cpu.invariant_tsc && find(&out, 0x8000_0007, 0).is_none() {
+        let mut e = entry(0x8000_0007, 0, [0, 0, 0, INVARIANT_TSC_BIT]);
+        e.flags = 0;
+        out.push(e);
+        if max_ext < 0x8000_0007 {
+            max_ext = 0x8000_0007;
+            if let Some(top) = out.iter_mut().find(|e| e.function == 0x8000_0000) {
+                top.eax = max_ext;
+            } else {
+                let mut top = entry(0x8000_0000, 0, [max_ext, 0, 0, 0]);
+                top.flags = 0;
+                out.push(top);
+            }
         }
     }
     if max_ext >= 0x8000_0004 {

@@ -50,6 +50,12 @@ enum Cmd {
 struct CpuidArgs {
     #[arg(long, default_value = "1", value_parser = truecold_proto::limits::Vcpus::parse)]
     vcpus: truecold_proto::limits::Vcpus,
+    /// As `boot --packages`.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    packages: u8,
+    /// As `boot --invariant-tsc`.
+    #[arg(long)]
+    invariant_tsc: bool,
     /// KVM_GET_SUPPORTED_CPUID as it is (record a host's dump for the unit tests).
     #[arg(long)]
     supported: bool,
@@ -71,7 +77,15 @@ fn cpuid(args: &CpuidArgs) -> Result<String, Error> {
             format_table(e)
         ));
     }
-    let (p, tables) = truecold_vmm::cpu::tables(&kvm, args.vcpus.get()).map_err(Error::Cpu)?;
+    let (p, tables) = truecold_vmm::cpu::tables(
+        &kvm,
+        args.vcpus.get(),
+        truecold_proto::platform::CpuPlatform {
+            packages: args.packages,
+            invariant_tsc: args.invariant_tsc,
+        },
+    )
+    .map_err(Error::Cpu)?;
     let mut out = format!("# platform: {p:?}\n");
     for (i, t) in tables.iter().enumerate() {
         out.push_str(&format!("# vCPU {i}: {}\n", brand_string(t.as_slice())));
@@ -219,6 +233,15 @@ struct BootArgs {
     /// `vcpu_cpus` says where each ran. Off by default: the host's scheduler places them.
     #[arg(long)]
     pin_vcpus: bool,
+    /// Split the vCPUs into this many packages (sockets) of equal, power-of-two core counts,
+    /// stated alike in every CPUID topology leaf (default 1: one package of every vCPU).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    packages: u8,
+    /// Tell the guest its TSC is invariant (CPUID 0x8000_0007 EDX[8]) even where this host's
+    /// KVM does not report it (default: the host's bit, passed through). Linux on AMD runs
+    /// its TSC synchronisation test across packages only with it.
+    #[arg(long)]
+    invariant_tsc: bool,
     /// Reliability tests only: send this process SIGNAL right after MARK
     /// (`sigkill@memory_ready`, see vmm/src/fault.rs). Never a measurement.
     #[arg(long, hide = true, value_parser = truecold_vmm::fault::Fault::parse)]
@@ -285,6 +308,10 @@ impl BootArgs {
             sample_rip_us: self.sample_rip_us,
             sample_stacks: self.sample_stacks,
             pin_vcpus: self.pin_vcpus,
+            cpu_platform: truecold_proto::platform::CpuPlatform {
+                packages: self.packages,
+                invariant_tsc: self.invariant_tsc,
+            },
         };
         validate(&cfg)?;
         Ok(cfg)

@@ -89,6 +89,16 @@ fn failures_exit_nonzero_with_one_error_chain_and_a_typed_json_error() {
             "--vcpus 33",
             "invalid-vcpus",
         ),
+        (
+            vec!["boot", "--probe", "--vcpus", "6", "--packages", "4"],
+            "6 vCPUs do not split into 4 packages",
+            "invalid-cpu-platform",
+        ),
+        (
+            vec!["boot", "--probe", "--vcpus", "6", "--packages", "2"],
+            "3 cores a package is not a power of two",
+            "invalid-cpu-platform",
+        ),
     ] {
         let o = vmm(&args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");

@@ -5,9 +5,10 @@
 
 use kvm_bindings::{kvm_cpuid_entry2, KVM_CPUID_FLAG_SIGNIFCANT_INDEX};
 use std::collections::BTreeSet;
+use truecold_proto::platform::CpuPlatform;
 use truecold_vmm::cpuid::{
     brand_string, find, guest_cpuid, shift_for, vendor, Platform, Vendor, HTT_BIT, HYPERVISOR_BIT,
-    TSC_DEADLINE_BIT,
+    INVARIANT_TSC_BIT, TSC_DEADLINE_BIT,
 };
 
 const DUMPS: [(&str, Vendor); 4] = [
@@ -156,6 +157,19 @@ fn platform(vcpus: u8) -> Platform {
     Platform {
         vcpus,
         tsc_deadline_timer: true,
+        cpu: CpuPlatform::ABSENT,
+    }
+}
+
+fn in_packages(vcpus: u8, packages: u8, invariant_tsc: bool) -> Platform {
+    let cpu = CpuPlatform {
+        packages,
+        invariant_tsc,
+    };
+    cpu.check(vcpus).unwrap();
+    Platform {
+        cpu,
+        ..platform(vcpus)
     }
 }
 
@@ -275,8 +289,8 @@ fn tsc_deadline_follows_kvm_and_invariant_tsc_is_passed_through_only() {
     for (name, _) in DUMPS {
         let host = load(name);
         let off = Platform {
-            vcpus: 2,
             tsc_deadline_timer: false,
+            ..platform(2)
         };
         let t = guest_cpuid(&host, &off, 0, None);
         assert_eq!(find(&t, 1, 0).unwrap().ecx & TSC_DEADLINE_BIT, 0, "{name}");
@@ -293,6 +307,78 @@ fn tsc_deadline_follows_kvm_and_invariant_tsc_is_passed_through_only() {
     }
     let t = guest_cpuid(&no_inv, &platform(2), 0, None);
     assert_eq!(find(&t, 0x8000_0007, 0).unwrap().edx, 0, "never invented");
+}
+
+/// `--invariant-tsc`: the bit is stated on every dump, the leaf's other bits kept; a table
+/// without the leaf gets it, and its extended range is raised to hold it.
+#[test]
+fn a_stated_invariant_tsc_is_set_on_every_dump() {
+    for (name, _) in DUMPS.into_iter().chain(KVM_DUMPS) {
+        let host = as_kvm_reports(load(name));
+        let t = guest_cpuid(&host, &in_packages(2, 1, true), 1, None);
+        let e = find(&t, 0x8000_0007, 0).unwrap();
+        assert_ne!(e.edx & INVARIANT_TSC_BIT, 0, "{name}");
+        let was = find(&host, 0x8000_0007, 0).map_or(0, |e| e.edx);
+        assert_eq!(
+            e.edx & !INVARIANT_TSC_BIT,
+            was & !INVARIANT_TSC_BIT,
+            "{name}"
+        );
+    }
+    let mut short = load("amd-epyc-7713");
+    short.retain(|e| e.function < 0x8000_0007 || e.function > 0x8000_ffff);
+    short
+        .iter_mut()
+        .filter(|e| e.function == 0x8000_0000)
+        .for_each(|e| e.eax = 0x8000_0004);
+    let t = guest_cpuid(&short, &in_packages(1, 1, true), 0, None);
+    assert_eq!(find(&t, 0x8000_0007, 0).unwrap().edx, INVARIANT_TSC_BIT);
+    assert_eq!(find(&t, 0x8000_0000, 0).unwrap().eax, 0x8000_0007);
+    let t = guest_cpuid(&short, &in_packages(1, 1, false), 0, None);
+    assert!(find(&t, 0x8000_0007, 0).is_none(), "not stated: not added");
+}
+
+/// `--packages P`: P packages of N/P single-threaded cores, APIC id = vCPU index, in every
+/// leaf, on both vendors (the Cloud Hypervisor topology the fidelity study measures is 16
+/// packages of 1 core).
+#[test]
+fn packages_of_cores_on_every_dump() {
+    for (name, _) in DUMPS.into_iter().chain(KVM_DUMPS) {
+        let host = as_kvm_reports(load(name));
+        for (n, p) in [(16u8, 16u8), (16, 4), (16, 1), (4, 2), (2, 2), (8, 8)] {
+            let c = u32::from(n / p);
+            let mut packages = BTreeSet::new();
+            for id in 0..n {
+                let t = guest_cpuid(&host, &in_packages(n, p, false), id, None);
+                let s = seen(&t);
+                let ctx = format!("{name}, {n} vCPUs in {p} packages, vCPU {id}");
+                let id = u32::from(id);
+                assert_eq!(s.apic_id, id, "{ctx}");
+                assert_eq!((s.threads_per_core, s.cores), (1, c), "{ctx}");
+                assert_eq!(s.core_shift, shift_for(c), "{ctx}");
+                packages.insert(s.apic_id >> s.core_shift);
+                let l1 = find(&t, 1, 0).unwrap();
+                assert_eq!((l1.ebx >> 16) & 0xff, c, "{ctx}: logical count");
+                assert_eq!(l1.edx & HTT_BIT != 0, c > 1, "{ctx}: HTT");
+                for e in t.iter().filter(|e| e.function == 4 && e.eax & 0x1f != 0) {
+                    assert_eq!(e.eax >> 26, c - 1, "{ctx}: leaf 4 cores");
+                }
+                if let Some(e) = find(&t, 0x8000_0008, 0) {
+                    assert_eq!(e.ecx & 0xff, c - 1, "{ctx}: 0x8000_0008 NC");
+                    assert_eq!((e.ecx >> 12) & 0xf, shift_for(c), "{ctx}");
+                }
+                if let Some(e) = find(&t, 0x8000_001e, 0) {
+                    assert_eq!(e.ebx, id % c, "{ctx}: core id in the package");
+                    assert_eq!(e.ecx, id / c, "{ctx}: node = package");
+                }
+            }
+            assert_eq!(
+                packages.len(),
+                usize::from(p),
+                "{name}, {n} vCPUs: {p} packages"
+            );
+        }
+    }
 }
 
 #[test]

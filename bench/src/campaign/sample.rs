@@ -63,6 +63,8 @@ pub struct RowContext {
     pub backing: Backing,
     /// truecold-vmm's RAM layout (the memory rule's hole).
     pub ram_layout: truecold_proto::kinds::RamLayout,
+    /// truecold-vmm's CPU platform (what a Linux guest must report seeing).
+    pub cpu_platform: truecold_proto::platform::CpuPlatform,
 }
 
 /// Longest error detail kept in a row.
@@ -298,7 +300,7 @@ fn classify(
         );
     }
     if linux {
-        if let Some(why) = s.platform_problem(ctx.vcpus) {
+        if let Some(why) = s.platform_problem(ctx.vcpus, &ctx.cpu_platform) {
             return fail(ErrorKind::PlatformMismatch, why);
         }
     }

@@ -18,6 +18,8 @@ pub struct CampaignSpec {
     pub backing: Backing,
     /// truecold-vmm's RAM layout (`--ram-layout`).
     pub ram_layout: truecold_proto::kinds::RamLayout,
+    /// truecold-vmm's CPU platform (`--packages`, `--invariant-tsc`).
+    pub cpu_platform: truecold_proto::platform::CpuPlatform,
     /// Per-sample deadline from the latency origin.
     pub deadline_ns: u64,
     /// How long past its deadline the launcher lets a VMM run before killing it. In modes
@@ -74,6 +76,7 @@ impl CampaignSpec {
             engine: truecold_proto::kinds::Engine::Truecold,
             backing: self.backing,
             ram_layout: self.ram_layout,
+            cpu_platform: self.cpu_platform,
         }
     }
 

@@ -195,6 +195,7 @@ fn spec(schedule: Schedule) -> CampaignSpec {
         mem: GuestMem::from_mib(64).unwrap(),
         backing: truecold_proto::kinds::Backing::Anon,
         ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     }
@@ -242,6 +243,7 @@ fn run_with(
         mem_bytes: sp.mem.bytes(),
         backing: sp.backing.to_string(),
         ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         cmdline: FAKE_VMM_LINE.into(),
         vmm_path: "/fake/truecold-vmm".into(),
         kernel_path: None,

@@ -197,6 +197,7 @@ mod tests {
                 engine: truecold_proto::kinds::Engine::Truecold,
                 backing: truecold_proto::kinds::Backing::Anon,
                 ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+                cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
             };
             assert_eq!(to_sample(&a, Some(&o), None, &ctx).error_kind, want);
         }

@@ -211,6 +211,7 @@ pub fn write_arm_bundle(
         mem_bytes: spec.mem.bytes(),
         backing: bundle_out::backing_description(spec.backing(b.engine), &ex.backings),
         ram_layout: spec.layout(b.engine),
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         cmdline: b.guest_cmdline.clone(),
         vmm_path: b.binary.display().to_string(),
         kernel_path: Some(absolute(&b.guest.vmlinux)),

@@ -124,6 +124,7 @@ impl EnginesSpec {
             mem: self.mem,
             backing: self.backing(engine),
             ram_layout: self.layout(engine),
+            cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
             deadline_ns: self.deadline_ns,
             kill_grace_ns: self.kill_grace_ns,
             observer: self.observer,

@@ -76,6 +76,13 @@ pub enum ArgError {
     )]
     PinEngines,
     #[error(
+        "--packages/--invariant-tsc choose how truecold-vmm presents its vCPUs, and no peer \
+         engine is told the same: present them in a campaign of truecold alone"
+    )]
+    PlatformEngines,
+    #[error("--packages")]
+    Platform(#[source] truecold_proto::platform::PlatformError),
+    #[error(
         "--attribution does not apply to an engines campaign: attribution launches are \
          truecold-vmm boots read from its own boot report (host stages with exits and page \
          faults; `rip` samples through `truecold-vmm boot --sample-rip-us`, which no peer \

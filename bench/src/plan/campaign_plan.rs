@@ -107,6 +107,13 @@ impl CampaignPlan {
         if a.l1_thp.is_some() && target != Target::Nested {
             return Err(ArgError::L1ThpNeedsNested);
         }
+        let cpu_platform = truecold_proto::platform::CpuPlatform {
+            packages: a.packages,
+            invariant_tsc: a.invariant_tsc,
+        };
+        cpu_platform
+            .check(a.guest.vcpus.get())
+            .map_err(ArgError::Platform)?;
         Ok(CampaignPlan {
             target,
             guest: GuestSpec {
@@ -120,6 +127,7 @@ impl CampaignPlan {
                     .ram_layout
                     .unwrap_or_else(|| RamLayout::default_for(a.guest.mem)),
                 pin_vcpus: a.pin_vcpus,
+                cpu_platform,
             },
             schedule,
             deadline_ms: deadline_ms(a.deadline_ms, a.nested),

@@ -88,6 +88,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
                 bzimage,
                 ram_layout,
                 pin_vcpus,
+                cpu_platform,
             },
         schedule,
         deadline_ms,
@@ -171,6 +172,13 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
     }
     if *pin_vcpus {
         v.push("--pin-vcpus".into());
+    }
+    if cpu_platform.packages != 1 {
+        v.push("--packages".into());
+        v.push(cpu_platform.packages.to_string());
+    }
+    if cpu_platform.invariant_tsc {
+        v.push("--invariant-tsc".into());
     }
     if *drop_caches {
         v.push("--drop-caches".into());

@@ -4,6 +4,7 @@
 use truecold_proof::schema::ContractKind;
 use truecold_proto::kinds::{Backing, RamLayout};
 use truecold_proto::limits::{GuestMem, Vcpus};
+use truecold_proto::platform::CpuPlatform;
 
 /// Where the campaign runs and what it boots, as asked (`--probe`, `--linux`, `--nested`,
 /// or none of them: Linux where this host's /dev/kvm can boot it, else the probe).
@@ -57,6 +58,9 @@ pub struct GuestSpec {
     pub ram_layout: RamLayout,
     /// Each vCPU thread pinned to a CPU of its own (`--pin-vcpus`).
     pub pin_vcpus: bool,
+    /// truecold-vmm's CPU platform (`--packages`, `--invariant-tsc`), checked against
+    /// `vcpus`.
+    pub cpu_platform: CpuPlatform,
 }
 
 impl GuestSpec {
@@ -71,6 +75,7 @@ impl GuestSpec {
             bzimage: false,
             ram_layout: RamLayout::default_for(mem),
             pin_vcpus: false,
+            cpu_platform: CpuPlatform::ABSENT,
         }
     }
 }

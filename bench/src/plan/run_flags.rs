@@ -91,6 +91,9 @@ pub(super) fn arms(a: &RunArgs) -> Result<Vec<Engine>, ArgError> {
     if a.pin_vcpus {
         return Err(ArgError::PinEngines);
     }
+    if a.packages != 1 || a.invariant_tsc {
+        return Err(ArgError::PlatformEngines);
+    }
     if a.attribution > 0 {
         return Err(ArgError::AttributionEngines);
     }
@@ -191,6 +194,10 @@ pub(super) fn check_parity(a: &RunArgs, arms: &[Engine]) -> Result<(), ArgError>
         (
             a.pin_vcpus,
             "no peer engine pins its vCPUs the same way (no --pin-vcpus)",
+        ),
+        (
+            a.packages != 1 || a.invariant_tsc,
+            "every arm presents one package and the host's TSC (no --packages, --invariant-tsc)",
         ),
         (
             a.attribution > 0,

@@ -428,6 +428,7 @@ fn ram_layout_reaches_the_plan_the_explicit_line_and_the_vmm() {
         mem: GuestMem::from_mib(1024).unwrap(),
         backing: Backing::Thp,
         ram_layout: RamLayout::AroundHole,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         deadline_ns: 1_000_000_000,
         kill_grace_ns: 500_000_000,
     };
@@ -846,4 +847,56 @@ fn l1s_thp_mode_is_a_nested_setting_spelt_out_on_the_line_that_boots_l1() {
     // The run inside L1 is a --linux campaign: the harness's setting is not its flag.
     let inner = crate::plan::explicit_args::explicit_args(&p, "--linux", paths("/o"));
     assert!(!inner.iter().any(|a| a == "--l1-thp"), "{inner:?}");
+}
+
+/// `--packages`/`--invariant-tsc`: checked against the vCPUs once, truecold alone, and
+/// spelt out on the explicit line exactly when they are not the default.
+#[test]
+fn the_cpu_platform_is_checked_once_and_spelt_out() {
+    use truecold_proto::platform::{CpuPlatform, PlatformError};
+    let a = plan(&[
+        "--nested",
+        "--vcpus",
+        "16",
+        "--packages",
+        "16",
+        "--invariant-tsc",
+    ])
+    .unwrap();
+    assert_eq!(
+        a.guest.cpu_platform,
+        CpuPlatform {
+            packages: 16,
+            invariant_tsc: true
+        }
+    );
+    let line = explicit(&a, ContractKind::Linux).join(" ");
+    assert!(line.contains(" --packages 16 --invariant-tsc "), "{line}");
+    let line = explicit(&plan_of(&["--nested"]), ContractKind::Linux).join(" ");
+    assert!(
+        !line.contains("--packages") && !line.contains("--invariant-tsc"),
+        "{line}"
+    );
+    assert_eq!(
+        plan(&["--vcpus", "6", "--packages", "4"]).unwrap_err(),
+        ArgError::Platform(PlatformError::Uneven {
+            packages: 4,
+            vcpus: 6
+        })
+    );
+    assert_eq!(
+        plan(&["--vcpus", "6", "--packages", "2"]).unwrap_err(),
+        ArgError::Platform(PlatformError::CoresNotPowerOfTwo {
+            packages: 2,
+            cores: 3
+        })
+    );
+    assert_eq!(
+        plan(&["--engine", "truecold", "--invariant-tsc"]).unwrap_err(),
+        ArgError::PlatformEngines
+    );
+    assert!(matches!(
+        plan(&["--parity", "--packages", "2"]).unwrap_err(),
+        ArgError::Parity(why) if why.contains("--packages")
+    ));
 }

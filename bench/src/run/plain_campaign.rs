@@ -121,6 +121,14 @@ pub fn vmm_args(
     if vmm.pin_vcpus {
         v.push("--pin-vcpus".into());
     }
+    // Left out at the default, as the VMM's report leaves it out.
+    if spec.cpu_platform.packages != 1 {
+        v.push("--packages".into());
+        v.push(spec.cpu_platform.packages.to_string().into());
+    }
+    if spec.cpu_platform.invariant_tsc {
+        v.push("--invariant-tsc".into());
+    }
     if force {
         v.push("--force".into());
     }
@@ -228,6 +236,7 @@ fn prepare(plan: &CampaignPlan) -> Result<Prepared, RunError> {
         mem: plan.guest.mem,
         backing: plan.backing_of(Engine::Truecold, contract == ContractKind::Linux),
         ram_layout: plan.guest.ram_layout,
+        cpu_platform: plan.guest.cpu_platform,
         deadline_ns: plan.deadline_ns(),
         kill_grace_ns: plan.kill_grace_ns(),
     };
@@ -415,6 +424,7 @@ fn configuration(
         mem_bytes: p.spec.mem.bytes(),
         backing: bundle_out::backing_description(p.spec.backing, &ex.backings),
         ram_layout: p.spec.ram_layout,
+        cpu_platform: p.spec.cpu_platform,
         cmdline: match (guest_cmdline, p.spec.contract) {
             (Some(c), ContractKind::Linux) => c.to_string(),
             _ => vmm_line.to_string(),

@@ -100,6 +100,7 @@ fn prepare_arm(
         mem: plan.mem,
         backing: applied.backing,
         ram_layout: applied.ram_layout,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         deadline_ns: plan.deadline_ms.saturating_mul(1_000_000),
         kill_grace_ns: plan.kill_grace_ms.saturating_mul(1_000_000),
         observer: Observer::VmExit,
@@ -194,6 +195,7 @@ fn arm_run_args(
         console: p.applied.console,
         bzimage: p.applied.bzimage,
         ram_layout: p.applied.ram_layout,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         pin_vcpus: p.applied.pin_vcpus,
     };
     let mut run = CampaignPlan::sequential(
@@ -513,6 +515,7 @@ fn write_arm(
         mem_bytes: p.spec.mem.bytes(),
         backing: bundle_out::backing_description(p.spec.backing, &ex.backings),
         ram_layout: p.spec.ram_layout,
+        cpu_platform: p.spec.cpu_platform,
         cmdline: match (&guest_cmdline, plan.contract) {
             (Some(c), ContractKind::Linux) => c.clone(),
             _ => vmm_line.clone(),

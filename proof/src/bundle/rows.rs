@@ -46,6 +46,27 @@ pub(super) fn check_rows(v: &mut Verdict, r: &ResultJson, samples: &[Sample]) {
             ),
         );
     }
+    // So is the CPU platform, and it must be one the configured vCPUs split into.
+    if !cfg.cpu_platform.is_absent() {
+        if cfg.engine.kind != Engine::Truecold {
+            v.add(
+                Check::Configuration,
+                format!(
+                    "configuration.cpu_platform for engine `{}`: the choice is truecold-vmm's",
+                    cfg.engine.kind
+                ),
+            );
+        }
+        let split = u8::try_from(cfg.vcpus)
+            .map_err(|_| format!("{} vCPUs", cfg.vcpus))
+            .and_then(|n| cfg.cpu_platform.check(n).map_err(|e| e.to_string()));
+        if let Err(why) = split {
+            v.add(
+                Check::Configuration,
+                format!("configuration.cpu_platform: {why}"),
+            );
+        }
+    }
     if cfg.backing_kind().is_none() {
         v.add(
             Check::Configuration,
@@ -337,7 +358,8 @@ fn check_success(v: &mut Verdict, r: &ResultJson, s: &Sample) {
                 ),
             );
         }
-        if let Some(why) = s.platform_problem(r.configuration.vcpus) {
+        if let Some(why) = s.platform_problem(r.configuration.vcpus, &r.configuration.cpu_platform)
+        {
             v.add(Check::Platform, format!("successful sample {i}: {why}"));
         }
         if s.guest_cpus != Some(r.configuration.vcpus) {

@@ -87,6 +87,9 @@ pub struct Fixture {
     pub engine: Option<Engine>,
     /// truecold-vmm's RAM layout (`configuration.ram_layout`; truecold alone).
     pub ram_layout: truecold_proto::kinds::RamLayout,
+    /// truecold-vmm's CPU platform (`configuration.cpu_platform`; truecold alone): the rows'
+    /// guests report it, the lines and the reports say it.
+    pub cpu_platform: truecold_proto::platform::CpuPlatform,
 }
 
 impl Fixture {
@@ -102,6 +105,7 @@ impl Fixture {
             incomplete: false,
             engine: None,
             ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+            cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         }
     }
 
@@ -206,11 +210,11 @@ impl Fixture {
             guest_mem_managed: linux.then_some(MEM - (300 << 20)),
             guest_cpus: linux.then_some(2),
             guest_platform: linux.then(|| GuestPlatform {
-                packages: 1,
-                cores_per_package: 2,
+                packages: u32::from(self.cpu_platform.packages),
+                cores_per_package: u32::from(self.cpu_platform.cores_per_package(2)),
                 threads_per_core: 1,
                 tsc_deadline_timer: true,
-                constant_tsc: false,
+                constant_tsc: self.cpu_platform.invariant_tsc,
                 nonstop_tsc: false,
                 tsc_unstable: false,
                 clocksource: Clocksource::parse("kvm-clock"),
@@ -401,6 +405,7 @@ impl Fixture {
                 mem_bytes: MEM,
                 backing: "thp (obtained: thp-2m ×1)".into(),
                 ram_layout: self.ram_layout,
+                cpu_platform: self.cpu_platform,
                 cmdline: match self.kind {
                     ContractKind::Linux => GUEST_CMDLINE.into(),
                     ContractKind::Probe => self.vmm_command(),
@@ -467,13 +472,20 @@ impl Fixture {
         )
     }
 
-    /// ` --ram-layout <l>` off the default, else nothing (as the bench writes it).
+    /// ` --ram-layout <l>` off the default, else nothing (as the bench writes it), and
+    /// likewise the CPU platform's flags.
     fn layout_flag(&self) -> String {
-        if self.ram_layout.is_absent() {
-            String::new()
-        } else {
-            format!(" --ram-layout {}", self.ram_layout)
+        let mut f = String::new();
+        if !self.ram_layout.is_absent() {
+            f.push_str(&format!(" --ram-layout {}", self.ram_layout));
         }
+        if self.cpu_platform.packages != 1 {
+            f.push_str(&format!(" --packages {}", self.cpu_platform.packages));
+        }
+        if self.cpu_platform.invariant_tsc {
+            f.push_str(" --invariant-tsc");
+        }
+        f
     }
 
     /// The VMM command `cmdline.txt` records.
@@ -560,7 +572,7 @@ impl Fixture {
             ),
             extra_files: vec![(
                 truecold_proof::names::REPORTS_FILE.to_string(),
-                reports_jsonl_layout(samples, DEADLINE, self.ram_layout),
+                reports_jsonl_platform(samples, DEADLINE, self.ram_layout, self.cpu_platform),
             )],
             staged_files: vec![],
         }
@@ -759,9 +771,12 @@ pub fn checks(v: &Verdict) -> std::collections::BTreeSet<truecold_proof::Check> 
 /// `reports.jsonl` for rows of the bundle `r` (vm-exit or serial observer).
 pub fn reports_jsonl_for(samples: &[Sample], r: &ResultJson) -> Vec<u8> {
     match r.contract.observer {
-        Observer::VmExit => {
-            reports_jsonl_layout(samples, r.contract.deadline_ns, r.configuration.ram_layout)
-        }
+        Observer::VmExit => reports_jsonl_platform(
+            samples,
+            r.contract.deadline_ns,
+            r.configuration.ram_layout,
+            r.configuration.cpu_platform,
+        ),
         Observer::Serial | Observer::Agent => {
             engine_reports_jsonl(samples, r.contract.deadline_ns, r.configuration.engine.kind)
         }
@@ -1027,6 +1042,21 @@ pub fn reports_jsonl_layout(
     deadline_ns: u64,
     layout: truecold_proto::kinds::RamLayout,
 ) -> Vec<u8> {
+    reports_jsonl_platform(
+        samples,
+        deadline_ns,
+        layout,
+        truecold_proto::platform::CpuPlatform::ABSENT,
+    )
+}
+
+/// [`reports_jsonl_layout`], each report's configuration echoing `platform` too.
+pub fn reports_jsonl_platform(
+    samples: &[Sample],
+    deadline_ns: u64,
+    layout: truecold_proto::kinds::RamLayout,
+    platform: truecold_proto::platform::CpuPlatform,
+) -> Vec<u8> {
     use truecold_proof::reports::{HarnessMarks, ReportLine};
     use truecold_proto::measure::{Boundary, Stamps};
     use truecold_proto::report::{Liveness, LivenessKind, MemoryFigures, Outcome, ReportCore};
@@ -1088,6 +1118,9 @@ pub fn reports_jsonl_layout(
         vmm["config"] = serde_json::json!({"deadline": {"at-ns": origin + deadline_ns}});
         if !layout.is_absent() {
             vmm["config"]["ram_layout"] = serde_json::json!(layout.as_str());
+        }
+        if !platform.is_absent() {
+            vmm["config"]["cpu_platform"] = serde_json::to_value(platform).unwrap();
         }
         let line = ReportLine::new(
             s.index,

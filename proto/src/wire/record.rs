@@ -110,8 +110,9 @@ impl fmt::Display for Clocksource {
 }
 
 /// What the guest's kernel made of the platform the VMM presented, as PID 1 reads it
-/// (`/proc/cpuinfo`, sysfs, the kernel log). The host compares it with what it configured:
-/// one package of N single-threaded cores for N vCPUs. All zero / `None` when not read.
+/// (`/proc/cpuinfo`, sysfs, the kernel log). The host compares it with what it configured
+/// ([`crate::platform::CpuPlatform`]: P packages of N/P single-threaded cores for N vCPUs).
+/// All zero / `None` when not read.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GuestPlatform {
@@ -134,9 +135,12 @@ pub struct GuestPlatform {
 }
 
 impl GuestPlatform {
-    /// True when the guest saw one package of `vcpus` cores with one thread each.
-    pub fn topology_is(&self, vcpus: u32) -> bool {
-        self.packages == 1 && self.cores_per_package == vcpus && self.threads_per_core == 1
+    /// True when the guest saw `packages` packages of `cores_per_package` cores with one
+    /// thread each.
+    pub fn topology_is(&self, packages: u32, cores_per_package: u32) -> bool {
+        self.packages == packages
+            && self.cores_per_package == cores_per_package
+            && self.threads_per_core == 1
     }
 }
 

@@ -94,6 +94,7 @@ fn ctx(contract: ContractKind, intended: bool) -> RowContext {
         engine: truecold_proto::kinds::Engine::Truecold,
         backing: truecold_proto::kinds::Backing::Anon,
         ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
     }
 }
 

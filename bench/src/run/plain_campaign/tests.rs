@@ -35,6 +35,7 @@ fn cmdline_txt_has_the_real_deadline_and_no_placeholder() {
         mem: GuestMem::from_mib(256).unwrap(),
         backing: truecold_proto::kinds::Backing::Anon,
         ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         deadline_ns: 1_234_000_000,
         kill_grace_ns: 500_000_000,
     };
@@ -120,6 +121,7 @@ fn every_sample_gets_the_campaign_host_kind() {
         mem: GuestMem::from_mib(16384).unwrap(),
         backing: truecold_proto::kinds::Backing::Anon,
         ram_layout: truecold_proto::kinds::RamLayout::AroundHole,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         deadline_ns: 2_000_000_000,
         kill_grace_ns: 500_000_000,
     };

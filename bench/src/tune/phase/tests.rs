@@ -94,6 +94,7 @@ fn an_arms_run_is_a_plain_sequential_plan() {
         mem: plan.mem,
         backing: applied.backing,
         ram_layout: applied.ram_layout,
+        cpu_platform: truecold_proto::platform::CpuPlatform::ABSENT,
         deadline_ns: 2_000_000_000,
         kill_grace_ns: 500_000_000,
         observer: Observer::VmExit,
