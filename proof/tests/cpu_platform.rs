@@ -23,14 +23,6 @@ fn two_packages(t: &Path, name: &str) -> PathBuf {
     .write(t, name)
 }
 
-fn invalid_with(dir: &Path, c: Check, needle: &str) {
-    let v = verify_dir(dir);
-    let text = v.render(dir, 50);
-    assert_eq!(v.exit_code(), 1, "expected invalid:\n{text}");
-    assert!(v.has(c), "expected a {c:?} reason:\n{text}");
-    assert!(text.contains(needle), "want `{needle}`:\n{text}");
-}
-
 #[test]
 fn a_two_package_bundle_verifies_and_records_its_platform() {
     let t = tempfile::tempdir().unwrap();
@@ -78,20 +70,9 @@ fn a_platform_the_guests_did_not_see_is_caught() {
 fn a_report_that_echoes_another_platform_is_caught() {
     let t = tempfile::tempdir().unwrap();
     let d = two_packages(t.path(), "b");
-    let p = d.join(truecold_proof::names::REPORTS_FILE);
-    let text = std::fs::read_to_string(&p).unwrap();
-    let mut out = String::new();
-    for line in text.lines() {
-        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
-        v["vmm"]["config"]
-            .as_object_mut()
-            .unwrap()
-            .remove("cpu_platform");
-        out.push_str(&v.to_string());
-        out.push('\n');
-    }
-    std::fs::write(&p, out).unwrap();
-    resum(&d);
+    edit_reports(&d, |v| {
+        v["config"].as_object_mut().unwrap().remove("cpu_platform");
+    });
     invalid_with(&d, Check::Reports, "the VMM presented");
 }
 

@@ -19,29 +19,6 @@ fn hole_inside(t: &Path, name: &str) -> PathBuf {
     .write(t, name)
 }
 
-/// Rewrites every report line's `memory_figures` / `config` with `f`, then SHA256SUMS.
-fn edit_reports(dir: &Path, f: impl Fn(&mut serde_json::Value)) {
-    let p = dir.join(truecold_proof::names::REPORTS_FILE);
-    let text = std::fs::read_to_string(&p).unwrap();
-    let mut out = String::new();
-    for line in text.lines() {
-        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
-        f(&mut v["vmm"]);
-        out.push_str(&v.to_string());
-        out.push('\n');
-    }
-    std::fs::write(&p, out).unwrap();
-    resum(dir);
-}
-
-fn invalid_with(dir: &Path, c: Check, needle: &str) {
-    let v = verify_dir(dir);
-    let text = v.render(dir, 50);
-    assert_eq!(v.exit_code(), 1, "expected invalid:\n{text}");
-    assert!(v.has(c), "expected a {c:?} reason:\n{text}");
-    assert!(text.contains(needle), "want `{needle}`:\n{text}");
-}
-
 #[test]
 fn a_hole_inside_bundle_verifies_and_records_its_layout() {
     let t = tempfile::tempdir().unwrap();

@@ -1195,3 +1195,27 @@ pub fn other_virtual_clocks() -> [(&'static str, ClockEdit); 3] {
         ("L1 CPUs", |r| r.environment.cores += 1),
     ]
 }
+
+/// Rewrites every report line's `vmm` object with `f`, then SHA256SUMS.
+pub fn edit_reports(dir: &Path, f: impl Fn(&mut serde_json::Value)) {
+    let p = dir.join(truecold_proof::names::REPORTS_FILE);
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        f(&mut v["vmm"]);
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    std::fs::write(&p, out).unwrap();
+    resum(dir);
+}
+
+/// `dir` verifies INVALID (exit 1) with a `c` reason whose text holds `needle`.
+pub fn invalid_with(dir: &Path, c: truecold_proof::Check, needle: &str) {
+    let v = truecold_proof::verify_dir(dir);
+    let text = v.render(dir, 50);
+    assert_eq!(v.exit_code(), 1, "expected invalid:\n{text}");
+    assert!(v.has(c), "expected a {c:?} reason:\n{text}");
+    assert!(text.contains(needle), "want `{needle}`:\n{text}");
+}
