@@ -824,7 +824,7 @@ fn linux_campaign(name: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf, Val
 /// exit as its failures say (0, or 3 with a failed launch), and returns the directory.
 fn nested_campaign(l: &Layout, dir: &std::path::Path, name: &str, args: &[&str]) -> PathBuf {
     let out = dir.join(name);
-    let status = std::process::Command::new(&l.bench)
+    let mut child = std::process::Command::new(&l.bench)
         .args(["run", "--nested"])
         .args(args)
         .arg("--out")
@@ -833,9 +833,19 @@ fn nested_campaign(l: &Layout, dir: &std::path::Path, name: &str, args: &[&str])
         .arg(&l.guest_dir)
         .arg("--vmm")
         .arg(&l.vmm)
-        .status()
+        .spawn()
         .unwrap();
+    // The harness's work directory (named by the bench's pid): L1's initramfs is removed once
+    // L0 has exited, the logs the run's note names stay.
+    let work = std::env::temp_dir().join(format!("truecold-nested-{}", child.id()));
+    let status = child.wait().unwrap();
     assert!(out.is_dir(), "nothing written ({status})");
+    assert!(work.join("console.log").is_file(), "{}", work.display());
+    assert!(
+        !work.join("l1.cpio").exists(),
+        "{}: L1's initramfs left",
+        work.display()
+    );
     let sums = std::process::Command::new("sha256sum")
         .args(["-c", "--strict", "SHA256SUMS"])
         .current_dir(&out)

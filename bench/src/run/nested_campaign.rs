@@ -333,7 +333,7 @@ pub(crate) fn in_l1(
         plan,
         l0,
         layout.l1_kernel.clone(),
-        initramfs,
+        initramfs.clone(),
         work.clone(),
         planned,
     );
@@ -342,7 +342,18 @@ pub(crate) fn in_l1(
         truecold_proof::seed::hex(plan.seed),
         work.join("console.log").display()
     );
-    let got = run_l1(&l1)?;
+    let got = run_l1(&l1);
+    // L1's initramfs (tens of MiB) is spent once L0 has exited; the console and stream logs
+    // (a few hundred KiB, the path the note above names) stay in the work directory.
+    if let Err(e) = std::fs::remove_file(&initramfs) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            crate::note!(
+                "truecold: warning: could not remove {}: {e}",
+                initramfs.display()
+            );
+        }
+    }
+    let got = got?;
     let prefix = format!("{L1_BUNDLE}/");
     let files: Vec<(&str, &Vec<u8>)> = got
         .files
