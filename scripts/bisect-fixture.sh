@@ -58,8 +58,14 @@ else
   # (<tree>/.truecold-build), its times kept, so the tree's first build starts from the pinned
   # base kernel's build instead of from nothing; the source's other object directories stay
   # behind. Copied under build.sh's lock on it.
+  # The source's own entries are named one by one, never `.`: kernel-config/build.sh makes and
+  # removes object directories in the source's top directory while other builds run (a cold
+  # test run builds kernels beside this copy), and tar fails on a directory that changed as it
+  # read it. The entries themselves do not change once extracted (kbuild writes only to O=).
   mkdir -p "$W.tmp"
-  tar -C "$SRC" --exclude='./.truecold-build*' -cf - . | tar -C "$W.tmp" -xf -
+  mapfile -t entries < <(find "$SRC" -mindepth 1 -maxdepth 1 ! -name '.truecold-build*' -printf '%P\n' | LC_ALL=C sort)
+  ((${#entries[@]} > 0)) || die "$SRC is empty"
+  tar -C "$SRC" -cf - -- "${entries[@]}" | tar -C "$W.tmp" -xf -
   if [[ -d $SRC/.truecold-build-base ]]; then
     exec 8>"${SRC%/linux-source-6.12}/.build-base.lock"
     flock 8
