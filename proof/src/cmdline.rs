@@ -620,12 +620,16 @@ impl Recorded {
             ]);
             // Absent from a line: `CpuPlatform::ABSENT` (one package, the host's TSC bit).
             let p = cfg.cpu_platform;
-            for (who, line) in [("truecold run", inv), ("truecold-vmm", vmm)] {
+            for (who, section, line) in [("truecold run", si, inv), ("truecold-vmm", sv, vmm)] {
+                let packages = match line.get("--packages") {
+                    Some(_) => num::<u8>(section, line, "--packages")?,
+                    None => 1,
+                };
                 facts.extend([
                     (
                         "CPU packages",
                         who,
-                        line.get("--packages").unwrap_or("1").to_string(),
+                        packages.to_string(),
                         p.packages.to_string(),
                     ),
                     (

@@ -409,8 +409,10 @@ impl Sample {
     }
 
     /// Why this row's guest platform is not the one configured (`vcpus` vCPUs as
-    /// `platform.packages` packages of single-threaded cores, and `constant_tsc` where the
-    /// platform states an invariant TSC), or `None` when it is. The one definition the bench
+    /// `platform.packages` packages of single-threaded cores, and `constant_tsc` and
+    /// `nonstop_tsc` where the platform states an invariant TSC: Linux sets `nonstop_tsc` from
+    /// the stated bit alone, `constant_tsc` on some Intel models without it), or `None` when
+    /// it is. The one definition the bench
     /// (when it classifies a Linux launch) and the verifier (when it checks a Linux success)
     /// share.
     pub fn platform_problem(&self, vcpus: u32, platform: &CpuPlatform) -> Option<String> {
@@ -422,8 +424,9 @@ impl Sample {
                 "the guest saw {} package(s) × {} core(s) × {} thread(s), configured {packages} × {cores} × 1",
                 p.packages, p.cores_per_package, p.threads_per_core
             )),
-            Some(p) if platform.invariant_tsc && !p.constant_tsc => Some(
-                "the platform states an invariant TSC, the guest's CPU flags have no constant_tsc"
+            Some(p) if platform.invariant_tsc && !(p.constant_tsc && p.nonstop_tsc) => Some(
+                "the platform states an invariant TSC, the guest's CPU flags lack constant_tsc or \
+                 nonstop_tsc"
                     .into(),
             ),
             Some(_) => None,

@@ -85,24 +85,6 @@ impl CpuPlatform {
         }
         Ok(())
     }
-
-    /// A short description for a bundle's README: `16 packages × 1 core, invariant TSC
-    /// stated`.
-    pub fn describe(&self, vcpus: u8) -> String {
-        let cores = self.cores_per_package(vcpus);
-        format!(
-            "{} package{} × {} core{}, {}",
-            self.packages,
-            if self.packages == 1 { "" } else { "s" },
-            cores,
-            if cores == 1 { "" } else { "s" },
-            if self.invariant_tsc {
-                "invariant TSC stated"
-            } else {
-                "the host's invariant-TSC bit"
-            }
-        )
-    }
 }
 
 impl Default for CpuPlatform {
@@ -168,9 +150,5 @@ mod tests {
             r#"{"packages":1,"invariant_tsc":true}"#
         );
         assert!(serde_json::from_str::<CpuPlatform>(r#"{"packages":1}"#).is_err());
-        assert_eq!(
-            p(16).describe(16),
-            "16 packages × 1 core, the host's invariant-TSC bit"
-        );
     }
 }

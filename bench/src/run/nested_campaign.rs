@@ -289,6 +289,20 @@ fn l1_run(
     }
 }
 
+/// Removes L1's initramfs (tens of MiB), spent once L0 has exited or its write failed; the
+/// console and stream logs (a few hundred KiB, the path the run's note names) stay in the work
+/// directory.
+fn remove_spent(initramfs: &Path) {
+    if let Err(e) = std::fs::remove_file(initramfs) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            crate::note!(
+                "truecold: warning: could not remove {}: {e}",
+                initramfs.display()
+            );
+        }
+    }
+}
+
 /// Runs `argv` (an inner `truecold run`) in L1 with the truecold files and `extra`, receives
 /// what it wrote under `bundle/`, places it atomically at `dest` and verifies it.
 pub(crate) fn in_l1(
@@ -328,7 +342,10 @@ pub(crate) fn in_l1(
     let facts = truecold_nested::HarnessFacts::probe(&l0, &layout.l1_kernel, plan.seed)
         .and_then(|f| f.with_binaries(&layout.l1_init, &layout.bench))
         .map_err(truecold_nested::NestedError::Facts)?;
-    write_initramfs(&initramfs, &layout.l1_init, &job, &facts, &files)?;
+    if let Err(e) = write_initramfs(&initramfs, &layout.l1_init, &job, &facts, &files) {
+        remove_spent(&initramfs);
+        return Err(e.into());
+    }
     let l1 = l1_run(
         plan,
         l0,
@@ -343,16 +360,7 @@ pub(crate) fn in_l1(
         work.join("console.log").display()
     );
     let got = run_l1(&l1);
-    // L1's initramfs (tens of MiB) is spent once L0 has exited; the console and stream logs
-    // (a few hundred KiB, the path the note above names) stay in the work directory.
-    if let Err(e) = std::fs::remove_file(&initramfs) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            crate::note!(
-                "truecold: warning: could not remove {}: {e}",
-                initramfs.display()
-            );
-        }
-    }
+    remove_spent(&initramfs);
     let got = got?;
     let prefix = format!("{L1_BUNDLE}/");
     let files: Vec<(&str, &Vec<u8>)> = got

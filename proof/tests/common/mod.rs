@@ -215,7 +215,7 @@ impl Fixture {
                 threads_per_core: 1,
                 tsc_deadline_timer: true,
                 constant_tsc: self.cpu_platform.invariant_tsc,
-                nonstop_tsc: false,
+                nonstop_tsc: self.cpu_platform.invariant_tsc,
                 tsc_unstable: false,
                 clocksource: Clocksource::parse("kvm-clock"),
             }),
