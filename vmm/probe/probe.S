@@ -9,7 +9,8 @@
  *     touches one byte per 2 MiB (read, write the complement, read back, restore);
  *  4. wakes the application processors like Linux: per APIC id 1..n-1 an INIT IPI and two
  *     STARTUP IPIs whose vector points at a real-mode trampoline copied to 0x8000; each AP
- *     counts itself in memory and checks in on PROBE_PORT_AP with its APIC id;
+ *     checks in on PROBE_PORT_AP with its APIC id, then counts itself in memory (so the BSP,
+ *     which waits for the count, never ends the run before a check-in is recorded);
  *  5. rings Phase::Ready, reads the nonce from PORT_CHALLENGE (rep insb), echoes it on
  *     PROBE_PORT_ECHO (rep outsb), sends its summary on PROBE_PORT_SUMMARY and writes 0 to
  *     PORT_EXIT.
@@ -315,13 +316,15 @@ ap_tramp_start:
     cli
     xor ax, ax
     mov ds, ax
-    lock inc word ptr [AP_COUNT]
     mov eax, 1
     cpuid
     shr ebx, 24
     mov al, bl
     mov dx, PORT_AP
     out dx, al
+    /* Counted only once the check-in's exit is handled: the BSP, which waits for the count,
+     * then cannot end the run before the VMM has recorded this AP. */
+    lock inc word ptr [AP_COUNT]
 50: hlt
     jmp 50b
 ap_tramp_end:
