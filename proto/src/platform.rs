@@ -67,6 +67,20 @@ impl CpuPlatform {
         vcpus / self.packages.max(1)
     }
 
+    /// The flags that say this platform on a `truecold run` or `truecold-vmm boot` line
+    /// (both spell it alike): none at the default, as a record leaves the field out.
+    pub fn flags(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.packages != 1 {
+            v.push("--packages".to_string());
+            v.push(self.packages.to_string());
+        }
+        if self.invariant_tsc {
+            v.push("--invariant-tsc".to_string());
+        }
+        v
+    }
+
     /// Whether `vcpus` vCPUs split into these packages: equal packages, and of a
     /// power-of-two count of cores where there are several, so that vCPU i's APIC id, i, is
     /// `package << bits | core` (the MP table lists the vCPUs' indices as their APIC ids).
@@ -150,5 +164,8 @@ mod tests {
             r#"{"packages":1,"invariant_tsc":true}"#
         );
         assert!(serde_json::from_str::<CpuPlatform>(r#"{"packages":1}"#).is_err());
+        assert!(CpuPlatform::ABSENT.flags().is_empty());
+        assert_eq!(p(16).flags(), ["--packages", "16"]);
+        assert_eq!(stated.flags(), ["--invariant-tsc"]);
     }
 }

@@ -173,13 +173,7 @@ pub fn explicit_args(plan: &CampaignPlan, guest: &str, paths: ArgPaths<'_>) -> V
     if *pin_vcpus {
         v.push("--pin-vcpus".into());
     }
-    if cpu_platform.packages != 1 {
-        v.push("--packages".into());
-        v.push(cpu_platform.packages.to_string());
-    }
-    if cpu_platform.invariant_tsc {
-        v.push("--invariant-tsc".into());
-    }
+    v.extend(cpu_platform.flags());
     if *drop_caches {
         v.push("--drop-caches".into());
     }

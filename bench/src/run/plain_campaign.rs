@@ -121,14 +121,7 @@ pub fn vmm_args(
     if vmm.pin_vcpus {
         v.push("--pin-vcpus".into());
     }
-    // Left out at the default, as the VMM's report leaves it out.
-    if spec.cpu_platform.packages != 1 {
-        v.push("--packages".into());
-        v.push(spec.cpu_platform.packages.to_string().into());
-    }
-    if spec.cpu_platform.invariant_tsc {
-        v.push("--invariant-tsc".into());
-    }
+    v.extend(spec.cpu_platform.flags().into_iter().map(OsString::from));
     if force {
         v.push("--force".into());
     }

@@ -479,11 +479,9 @@ impl Fixture {
         if !self.ram_layout.is_absent() {
             f.push_str(&format!(" --ram-layout {}", self.ram_layout));
         }
-        if self.cpu_platform.packages != 1 {
-            f.push_str(&format!(" --packages {}", self.cpu_platform.packages));
-        }
-        if self.cpu_platform.invariant_tsc {
-            f.push_str(" --invariant-tsc");
+        for w in self.cpu_platform.flags() {
+            f.push(' ');
+            f.push_str(&w);
         }
         f
     }
